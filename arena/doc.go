@@ -1,0 +1,49 @@
+// Package arena hands out a shard's I/O buffers: fixed-size, 16-byte-aligned slices of
+// memory mapped outside the Go heap, in a few size classes, with explicit Acquire and
+// Release and no locks.
+//
+// Why outside the Go heap: a buffer handed to io_uring is referenced only by the kernel
+// until its completion arrives, which the garbage collector cannot see; hundreds of MiB
+// of frames would also be scanned and counted against GOGC for nothing. Anonymous
+// MAP_PRIVATE mappings give page-aligned memory the GC never touches, that can be
+// registered with a ring (IORING_REGISTER_BUFFERS, provided-buffer rings) and, for
+// classes whose size is a multiple of 4096, used for O_DIRECT.
+//
+// Why size classes and not a general allocator: a shard needs many small receive
+// buffers (one per connection with a receive in flight, and small replies), some
+// medium ones for typical batches and poll replies, and a few frames up to the maximum
+// frame size (64 MiB). Fixed classes make Acquire and Release O(1) and make exhaustion
+// visible per class. The default configuration (DefaultConfig) writes the sum out:
+//
+//	class     count   virtual    resident at start   for
+//	4 KiB     4096     16 MiB    16 MiB (populated)  receive buffers, small replies
+//	64 KiB     512     32 MiB    on first touch      typical batches, poll replies
+//	1 MiB       64     64 MiB    on first touch      large batches
+//	16 MiB       8    128 MiB    on first touch      very large batches
+//	64 MiB       2    128 MiB    on first touch      frames up to the 64 MiB maximum
+//	                  368 MiB virtual per shard
+//
+// Large classes are "lazy" without any bookkeeping of ours: an anonymous mapping costs
+// only address space until a page is touched, so they are mapped with MAP_NORESERVE and
+// not populated, while the small hot class is populated up front (MAP_POPULATE) so the
+// first receives do not take page faults. mlock is attempted only when Config.Lock asks
+// for it and RLIMIT_MEMLOCK leaves room; it is never required.
+//
+// Memory layout of one class (one mapping per class):
+//
+//	base (page aligned)
+//	+-----------+-----------+-----------+-- ... --+-------------+
+//	| buffer 0  | buffer 1  | buffer 2  |         | buffer n-1  |
+//	+-----------+-----------+-----------+-- ... --+-------------+
+//	 <- size ->  buffer i starts at base + i*size (size % 16 == 0)
+//
+// The free list of a class is a stack of buffer indices (uint32), not pointers: it
+// lives in one slice allocated at New, so Acquire and Release never allocate, and LIFO
+// order hands out the buffer released last, whose lines are most likely still in cache.
+// An in-use bitmap per class catches a double release and a buffer from another arena;
+// both are our bugs and panic.
+//
+// An Arena has a single owner (its shard) and no locks; it must not be used from two
+// goroutines. Close unmaps everything; touching a Buffer after Close is our bug and
+// faults.
+package arena
