@@ -81,8 +81,8 @@ type Framer struct {
 	standing   arena.Buffer // reused for every small frame
 	current    arena.Buffer // where the frame being assembled lives
 	inStanding bool         // current is the standing buffer
-	filled   int          // bytes of the current frame received so far
-	size     int          // declared frame size; 0 until the header is complete
+	filled     int          // bytes of the current frame received so far
+	size       int          // declared frame size; 0 until the header is complete
 
 	delivered bool // a frame was returned and is still the caller's to read
 }
