@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// fuzzSeedBatches are the golden batches plus a few built ones, as fuzz seeds.
+func fuzzSeedBatches(f *testing.F) [][]byte {
+	f.Helper()
+	small := smallBatch(f)
+	stamped := bytes.Clone(small)
+	StampBatch(stamped, 3, 1000, 1_700_000_000_500_000)
+	var bb BatchBuilder
+	bb.Reset(nil)
+	for i := range 5 {
+		_ = bb.Append(Uint128{Lo: uint64(i)}, uint64(1000-i), bytes.Repeat([]byte{byte(i)}, i*3), bytes.Repeat([]byte{0xEE}, i))
+	}
+	built, _ := bb.Finish()
+	return [][]byte{small, stamped, built, small[:BatchHeaderSize], nil}
+}
+
+// FuzzValidateBatch: arbitrary bytes never panic, and whatever validates is a batch
+// whose frames iterate cleanly, count and tile exactly, and survive stamping.
+func FuzzValidateBatch(f *testing.F) {
+	for _, b := range fuzzSeedBatches(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		admitted := ValidateBatch(b) == nil
+		stored := CheckStoredBatch(b) == nil
+		record := CheckBatchRecord(b) == nil
+		if admitted && !stored || stored && !record {
+			t.Fatalf("admission %v, stored %v, record %v: each must imply the next", admitted, stored, record)
+		}
+		if !record {
+			return
+		}
+		h, err := ViewBatchHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var frames uint32
+		var size uint64 = BatchHeaderSize
+		it := Frames(b)
+		for ; it.Next(); frames++ {
+			size += uint64(len(it.Frame().Bytes()))
+		}
+		if it.Err() != nil || frames != h.MessageCount() || size != uint64(len(b)) {
+			t.Fatalf("validated batch iterates %d frames over %d bytes (err %v), header says %d over %d",
+				frames, size, it.Err(), h.MessageCount(), len(b))
+		}
+		if !stored {
+			return
+		}
+		c := bytes.Clone(b)
+		StampBatch(c, 1, 2, 3)
+		if err := CheckStoredBatch(c); err != nil {
+			t.Fatalf("stamped batch fails CheckStoredBatch: %v", err)
+		}
+	})
+}
+
+// FuzzSliceBatch: arbitrary source bytes and ranges never panic; a slice of a stored
+// batch is a valid record whose frames are exactly those in range.
+func FuzzSliceBatch(f *testing.F) {
+	for _, b := range fuzzSeedBatches(f) {
+		f.Add(b, uint64(1000), uint32(1))
+		f.Add(b, uint64(0), uint32(3))
+	}
+	f.Fuzz(func(t *testing.T, src []byte, fromOffset uint64, maxMessages uint32) {
+		var hdr [BatchHeaderSize]byte
+		frames, count, err := SliceBatch(&hdr, src, fromOffset, maxMessages)
+		if err != nil || count == 0 {
+			if frames != nil || count != 0 {
+				t.Fatalf("count %d, %d frame bytes with err %v", count, len(frames), err)
+			}
+			return
+		}
+		if count > maxMessages {
+			t.Fatalf("count %d > maxMessages %d", count, maxMessages)
+		}
+		record := append(hdr[:len(hdr):len(hdr)], frames...)
+		base := binary.LittleEndian.Uint64(hdr[batchBaseOffsetAt:])
+		var n uint32
+		for it := Frames(record); it.Next(); n++ {
+			offset := base + uint64(it.Frame().OffsetDelta())
+			if offset < fromOffset || offset-fromOffset >= uint64(maxMessages) {
+				t.Fatalf("frame at offset %d outside [%d, +%d)", offset, fromOffset, maxMessages)
+			}
+		}
+		if n != count {
+			t.Fatalf("record iterates %d frames, SliceBatch said %d", n, count)
+		}
+		if CheckStoredBatch(src[:binary.LittleEndian.Uint64(src[batchLengthAt:])]) == nil {
+			if err := CheckBatchRecord(record); err != nil {
+				t.Fatalf("slice of a stored batch is not a valid record: %v", err)
+			}
+		}
+	})
+}
