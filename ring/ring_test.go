@@ -1,0 +1,179 @@
+package ring
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNewReportsFlagsAndFeatures(t *testing.T) {
+	r := newTestRing(t, 8)
+	t.Logf("kernel flags in effect %#x, refused %#x, features %#x, sq %d cq %d",
+		r.Flags(), r.RefusedFlags(), r.Features(), r.SQEntries(), r.CQEntries())
+	if r.Flags()|r.RefusedFlags() != DefaultSetupFlags|SetupCQSize {
+		t.Fatalf("flags %#x + refused %#x != asked %#x", r.Flags(), r.RefusedFlags(), DefaultSetupFlags|SetupCQSize)
+	}
+	if r.SQEntries() != 8 || r.CQEntries() != 32 {
+		t.Fatalf("sq %d cq %d, want 8 and 32", r.SQEntries(), r.CQEntries())
+	}
+	if r.Features()&FeatSingleMmap == 0 {
+		t.Logf("kernel lacks IORING_FEAT_SINGLE_MMAP: two ring mappings in use")
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, opts := range []Options{
+		{SQEntries: 0},
+		{SQEntries: 65536},
+		{SQEntries: 8, CQEntries: 4},
+	} {
+		if r, err := New(opts); err == nil {
+			r.Close()
+			t.Errorf("New(%+v) succeeded", opts)
+		}
+	}
+}
+
+// TestSetupFallback simulates kernels that refuse flags with EINVAL.
+func TestSetupFallback(t *testing.T) {
+	tests := []struct {
+		name        string
+		understands uint32 // optional flags the simulated kernel accepts
+		asked       uint32
+		wantFlags   uint32
+		wantRefused uint32
+		wantErr     bool
+	}{
+		{"all accepted", DefaultSetupFlags, DefaultSetupFlags, DefaultSetupFlags, 0, false},
+		{"no defer taskrun (6.0)", SetupSingleIssuer | SetupCoopTaskrun, DefaultSetupFlags, SetupSingleIssuer | SetupCoopTaskrun, SetupDeferTaskrun, false},
+		{"only coop (5.19)", SetupCoopTaskrun, DefaultSetupFlags, SetupCoopTaskrun, SetupDeferTaskrun | SetupSingleIssuer, false},
+		{"none (5.18)", 0, DefaultSetupFlags, 0, DefaultSetupFlags, false},
+		{"non-optional flag refused", 0, SetupSQE128, 0, 0, true},
+	}
+	saved := setupSyscall
+	t.Cleanup(func() { setupSyscall = saved })
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls int
+			setupSyscall = func(entries uint32, p *params) (int, unix.Errno) {
+				calls++
+				if calls > 10 {
+					t.Fatalf("setup retried more than 10 times")
+				}
+				if p.flags&^tt.understands != 0 {
+					return -1, unix.EINVAL
+				}
+				return 42, 0
+			}
+			fd, p, refused, err := setupWithFallback(8, 0, tt.asked)
+			if tt.wantErr {
+				if !errors.Is(err, unix.EINVAL) {
+					t.Fatalf("err = %v, want EINVAL", err)
+				}
+				return
+			}
+			if err != nil || fd != 42 {
+				t.Fatalf("fd %d err %v", fd, err)
+			}
+			if p.flags != tt.wantFlags || refused != tt.wantRefused {
+				t.Fatalf("flags %#x refused %#x, want %#x %#x", p.flags, refused, tt.wantFlags, tt.wantRefused)
+			}
+		})
+	}
+}
+
+func TestProbe(t *testing.T) {
+	r := newTestRing(t, 8)
+	if !r.Supports(OpNop) {
+		t.Fatal("probe says NOP is unsupported")
+	}
+	for _, op := range []Opcode{OpRecv, OpSend, OpAccept, OpMsgRing, OpSendZC, OpReadFixed, OpFsync, OpTimeout, OpClose, OpAsyncCancel} {
+		t.Logf("%-12v supported=%v", op, r.Supports(op))
+	}
+	if r.Supports(Opcode(255)) {
+		t.Fatal("probe says opcode 255 is supported")
+	}
+}
+
+func TestNop(t *testing.T) {
+	r := newTestRing(t, 8)
+	for i := range uint64(5) {
+		sqe := getSQE(t, r)
+		sqe.PrepareNop()
+		sqe.UserData = 100 + i
+	}
+	if n, err := r.SubmitAndWait(5); err != nil || n != 5 {
+		t.Fatalf("SubmitAndWait = %d, %v", n, err)
+	}
+	if r.CQReady() != 5 {
+		t.Fatalf("CQReady = %d, want 5", r.CQReady())
+	}
+	for i := range uint64(5) {
+		cqe, ok := r.PeekCQE()
+		if !ok || cqe.UserData != 100+i || cqe.Res != 0 || cqe.Err() != nil {
+			t.Fatalf("cqe %d = %+v ok=%v", i, cqe, ok)
+		}
+		r.CQESeen()
+	}
+	if _, ok := r.PeekCQE(); ok {
+		t.Fatal("CQ not empty")
+	}
+}
+
+func TestSQFullSubmitsToMakeRoom(t *testing.T) {
+	r := newTestRing(t, 4)
+	for i := range uint64(10) {
+		sqe := getSQE(t, r)
+		sqe.PrepareNop()
+		sqe.UserData = i
+	}
+	submit(t, r)
+	for i, cqe := range collectCQEs(t, r, 10) {
+		if cqe.UserData != uint64(i) || cqe.Res != 0 {
+			t.Fatalf("cqe %d = %+v", i, cqe)
+		}
+	}
+}
+
+func TestSQFullWithOpenLinkChain(t *testing.T) {
+	r := newTestRing(t, 4)
+	for range 4 {
+		sqe := getSQE(t, r)
+		sqe.PrepareNop()
+		sqe.Flags |= SQEIOLink
+	}
+	if _, err := r.GetSQE(); !errors.Is(err, ErrSQFull) {
+		t.Fatalf("GetSQE on a full queue with an open chain: err = %v, want ErrSQFull", err)
+	}
+	if got := r.SQPending(); got != 4 {
+		t.Fatalf("SQPending = %d, want 4 (nothing dropped, nothing submitted)", got)
+	}
+}
+
+func TestCloseTwice(t *testing.T) {
+	r, err := New(Options{SQEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close = %v", err)
+	}
+	if _, err := r.Submit(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Submit after Close = %v", err)
+	}
+}
+
+func TestWaitTimeoutReturnsWithoutCompletions(t *testing.T) {
+	r := newTestRing(t, 4)
+	n, err := r.SubmitAndWaitTimeout(1, 0)
+	if err != nil || n != 0 || r.CQReady() != 0 {
+		t.Fatalf("SubmitAndWaitTimeout = %d, %v, ready %d", n, err, r.CQReady())
+	}
+	if _, err := r.WaitCQETimeout(1); !errors.Is(err, unix.ETIME) {
+		t.Fatalf("WaitCQETimeout = %v, want ETIME", err)
+	}
+}
