@@ -11,15 +11,26 @@ import (
 // Submit returns: the caller must keep it alive, unmoved and untouched until
 // the operation's final CQE. Go stacks move, so such memory must never be a
 // stack variable: use arena (mmap) memory or heap objects the caller keeps a
-// reference to. Fields the kernel does not read are zeroed by each method.
+// reference to (the Prepare* methods make the compiler put memory built with
+// make or new on the heap; see heapAddr). Fields the kernel does not read are zeroed by each method.
 //
 // To address a registered (direct) file, pass its slot as fd and set
 // SQEFixedFile in Flags after preparing. To link an SQE to the next one, set
 // SQEIOLink. Set UserData to identify the completion (see Table).
 
 func addrOf(b []byte) uint64 {
-	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	return heapAddr(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 }
+
+// heapAddr returns p. Its directive makes the compiler treat the memory
+// behind every pointer converted in its argument list as escaping, so a
+// buffer a caller builds with make or new lands on the heap rather than on a
+// goroutine stack, which moves when it grows while the kernel still holds
+// the old address. It does not keep the memory alive: the caller does.
+//
+//go:uintptrescapes
+//go:noinline
+func heapAddr(p uintptr) uint64 { return uint64(p) }
 
 // PrepareNop prepares an operation that does nothing and completes with 0.
 func (s *SQE) PrepareNop() {
@@ -90,19 +101,19 @@ func (s *SQE) PrepareSendZC(fd int, buf []byte, msgFlags int, reportUsage bool) 
 // PrepareSendmsg prepares a sendmsg(2) of msg, whose iovecs, name and
 // control buffers must outlive the operation.
 func (s *SQE) PrepareSendmsg(fd int, msg *unix.Msghdr, msgFlags int) {
-	*s = SQE{Opcode: OpSendmsg, Fd: int32(fd), Addr: uint64(uintptr(unsafe.Pointer(msg))), Len: 1, OpFlags: uint32(msgFlags)}
+	*s = SQE{Opcode: OpSendmsg, Fd: int32(fd), Addr: heapAddr(uintptr(unsafe.Pointer(msg))), Len: 1, OpFlags: uint32(msgFlags)}
 }
 
 // PrepareWritev prepares a pwritev(2) of iovecs at offset; offset
 // ^uint64(0) means the file position (and is required for sockets and pipes
 // that cannot seek).
 func (s *SQE) PrepareWritev(fd int, iovecs []unix.Iovec, offset uint64) {
-	*s = SQE{Opcode: OpWritev, Fd: int32(fd), Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(iovecs)))), Len: uint32(len(iovecs)), Off: offset}
+	*s = SQE{Opcode: OpWritev, Fd: int32(fd), Addr: heapAddr(uintptr(unsafe.Pointer(unsafe.SliceData(iovecs)))), Len: uint32(len(iovecs)), Off: offset}
 }
 
 // PrepareReadv prepares a preadv(2) into iovecs at offset.
 func (s *SQE) PrepareReadv(fd int, iovecs []unix.Iovec, offset uint64) {
-	*s = SQE{Opcode: OpReadv, Fd: int32(fd), Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(iovecs)))), Len: uint32(len(iovecs)), Off: offset}
+	*s = SQE{Opcode: OpReadv, Fd: int32(fd), Addr: heapAddr(uintptr(unsafe.Pointer(unsafe.SliceData(iovecs)))), Len: uint32(len(iovecs)), Off: offset}
 }
 
 // PrepareRead prepares a pread(2) into buf at offset.
@@ -137,7 +148,7 @@ func (s *SQE) PrepareFsync(fd int, fsyncFlags uint32) {
 // elapses (relative, unless TimeoutAbs), or with 0 once completionCount
 // other CQEs were posted if completionCount > 0.
 func (s *SQE) PrepareTimeout(ts *Timespec, completionCount uint32, timeoutFlags uint32) {
-	*s = SQE{Opcode: OpTimeout, Fd: -1, Addr: uint64(uintptr(unsafe.Pointer(ts))), Len: 1, Off: uint64(completionCount), OpFlags: timeoutFlags}
+	*s = SQE{Opcode: OpTimeout, Fd: -1, Addr: heapAddr(uintptr(unsafe.Pointer(ts))), Len: 1, Off: uint64(completionCount), OpFlags: timeoutFlags}
 }
 
 // PrepareTimeoutRemove prepares the removal of the timeout whose UserData is
@@ -158,7 +169,8 @@ func (s *SQE) PrepareMsgRing(targetRingFd int, res uint32, targetUserData uint64
 // PrepareMsgRingFd prepares the transfer of this ring's registered file in
 // slot sourceSlot into the target ring's registered file table at targetSlot
 // (or FileIndexAlloc for any free slot) (Linux 6.0). The target gets a CQE
-// with UserData targetUserData and Res the slot used, unless MsgRingCQESkip.
+// with UserData targetUserData, unless MsgRingCQESkip. Res, in the target's
+// CQE and in this ring's, is the slot chosen with FileIndexAlloc, else 0.
 // The source slot keeps its file: close it with PrepareCloseDirect when done.
 func (s *SQE) PrepareMsgRingFd(targetRingFd int, sourceSlot, targetSlot uint32, targetUserData uint64, msgRingFlags uint32) {
 	*s = SQE{Opcode: OpMsgRing, Fd: int32(targetRingFd), Addr: msgRingSendFd, Off: targetUserData, Addr3: uint64(sourceSlot), OpFlags: msgRingFlags}

@@ -177,3 +177,27 @@ func TestWaitTimeoutReturnsWithoutCompletions(t *testing.T) {
 		t.Fatalf("WaitCQETimeout = %v, want ETIME", err)
 	}
 }
+
+// TestWrongThreadIsReported: a SINGLE_ISSUER ring used from another thread
+// gets ErrWrongThread, not a silent failure. The test goroutine is locked to
+// the creating thread, so the other goroutine necessarily runs elsewhere.
+func TestWrongThreadIsReported(t *testing.T) {
+	r := newTestRing(t, 4)
+	if r.Flags()&SetupSingleIssuer == 0 {
+		t.Skip("kernel refused IORING_SETUP_SINGLE_ISSUER")
+	}
+	sqe := getSQE(t, r)
+	sqe.PrepareNop()
+	done := make(chan error)
+	go func() {
+		_, err := r.Submit()
+		done <- err
+	}()
+	if err := <-done; !errors.Is(err, ErrWrongThread) {
+		t.Fatalf("Submit from another thread: %v, want ErrWrongThread", err)
+	}
+	// The owner thread can still submit the queued SQE.
+	if cqe := nextCQE(t, r); cqe.Res != 0 {
+		t.Fatalf("nop after refused submit: %+v", cqe)
+	}
+}
