@@ -29,6 +29,9 @@ var (
 	ErrTooLarge = errors.New("arena: size above the largest class")
 	// ErrNegativeSize is returned by Acquire for a negative size.
 	ErrNegativeSize = errors.New("arena: negative size")
+	// ErrClassInUse is returned by LendClass when some buffer of the class is acquired
+	// or the class is already lent.
+	ErrClassInUse = errors.New("arena: class has buffers in use")
 )
 
 // ClassConfig describes one size class.
@@ -130,6 +133,7 @@ type class struct {
 	acquireCount    uint64
 	exhaustedCount  uint64
 	locked          bool
+	lent            bool // the whole class is lent to a provided-buffer ring
 }
 
 // Arena is a shard's set of size classes. It has one owner and no locks.
@@ -229,9 +233,10 @@ func (a *Arena) Close() error {
 func (a *Arena) ClassCount() int { return len(a.classes) }
 
 // ClassFor returns the smallest class whose buffers hold sizeBytes, or -1 if none does.
+// A class lent to a ring (LendClass) is not considered: it has nothing to hand out.
 func (a *Arena) ClassFor(sizeBytes int) int {
 	for i := range a.classes {
-		if sizeBytes <= a.classes[i].bufferSizeBytes {
+		if sizeBytes <= a.classes[i].bufferSizeBytes && !a.classes[i].lent {
 			return i
 		}
 	}
@@ -302,6 +307,9 @@ func (a *Arena) Release(b Buffer) {
 		panic("arena: Release after Close")
 	}
 	c, word, bit := a.owned(b, "Release")
+	if c.lent {
+		panic(fmt.Sprintf("arena: Release of class %d buffer %d, lent to a ring: recycle it to the ring", b.class, b.index))
+	}
 	c.inUse[word] &^= bit
 	c.free[c.freeCount] = b.index
 	c.freeCount++
@@ -341,6 +349,9 @@ func (a *Arena) BufferAt(ci, index int) Buffer {
 	if index < 0 || index >= len(c.free) {
 		panic(fmt.Sprintf("arena: BufferAt class %d index %d out of range [0, %d)", ci, index, len(c.free)))
 	}
+	if c.lent {
+		panic(fmt.Sprintf("arena: BufferAt class %d, lent to a ring: the ring names its buffers", ci))
+	}
 	if c.inUse[index/64]&(uint64(1)<<(index%64)) == 0 {
 		panic(fmt.Sprintf("arena: BufferAt class %d index %d, which is not acquired", ci, index))
 	}
@@ -377,6 +388,57 @@ func (a *Arena) AppendIovecs(dst []unix.Iovec, ci int) []unix.Iovec {
 	return dst
 }
 
+// LendClass hands the whole of class ci to a provided-buffer ring and returns its
+// memory: buffer i at offset i*BufferSizeBytes, the layout ring.BufferRingOptions.Memory
+// wants (the ring also wants the count to be a power of two up to 32768). Until
+// ReturnClass, the class counts as fully in use, Acquire skips it and its buffers are
+// the ring's to name by buffer id. Every buffer must be free.
+func (a *Arena) LendClass(ci int) ([]byte, error) {
+	a.checkClass(ci)
+	if a.closed {
+		panic("arena: LendClass after Close")
+	}
+	c := &a.classes[ci]
+	if c.lent || c.freeCount != len(c.free) {
+		return nil, ErrClassInUse
+	}
+	c.lent = true
+	c.freeCount = 0
+	for w := range c.inUse {
+		c.inUse[w] = ^uint64(0)
+	}
+	if tail := len(c.free) % 64; tail != 0 {
+		c.inUse[len(c.inUse)-1] = 1<<tail - 1
+	}
+	c.highWaterCount = len(c.free)
+	return c.mem, nil
+}
+
+// ReturnClass takes class ci back from the ring it was lent to, after the ring has
+// stopped using it (its BufferRing is closed). Returning a class that is not lent is
+// our bug and panics.
+func (a *Arena) ReturnClass(ci int) {
+	a.checkClass(ci)
+	c := &a.classes[ci]
+	if !c.lent {
+		panic(fmt.Sprintf("arena: ReturnClass of class %d, which is not lent", ci))
+	}
+	c.lent = false
+	clear(c.inUse)
+	for j := range c.free {
+		c.free[j] = uint32(len(c.free) - 1 - j)
+	}
+	c.freeCount = len(c.free)
+}
+
+// RegionBytes returns the whole mapping of class ci, for registering it as one fixed
+// buffer (ring.RegisterBuffers); see RegionIovec. It is not a buffer: do not write to it.
+func (a *Arena) RegionBytes(ci int) []byte {
+	a.checkClass(ci)
+	c := &a.classes[ci]
+	return c.mem[:len(c.mem):len(c.mem)]
+}
+
 // RegionIovec returns one iovec covering all of class ci. The kernel accepts any
 // address range inside a registered buffer for a fixed read or write, so registering
 // this single iovec makes every buffer of the class usable as a fixed buffer with one
@@ -400,6 +462,7 @@ type ClassStats struct {
 	AcquireCount    uint64
 	ExhaustedCount  uint64 // Acquire calls refused with ErrExhausted
 	Locked          bool   // the class is mlocked
+	Lent            bool   // the class is lent to a provided-buffer ring (all in use)
 }
 
 // ClassStats returns the accounting of class ci without allocating.
@@ -416,6 +479,7 @@ func (a *Arena) ClassStats(ci int) ClassStats {
 		AcquireCount:    c.acquireCount,
 		ExhaustedCount:  c.exhaustedCount,
 		Locked:          c.locked,
+		Lent:            c.lent,
 	}
 }
 
@@ -444,6 +508,10 @@ func (a *Arena) CheckNoLeaks() error {
 	var errs []error
 	for ci := range a.classes {
 		c := &a.classes[ci]
+		if c.lent {
+			errs = append(errs, fmt.Errorf("arena: class %d (%d bytes): lent to a ring and not returned", ci, c.bufferSizeBytes))
+			continue
+		}
 		inUse := len(c.free) - c.freeCount
 		if inUse == 0 {
 			continue

@@ -481,3 +481,58 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+func TestLendAndReturnClass(t *testing.T) {
+	a := newArena(t, smallConfig())
+	b, _ := a.AcquireClass(1)
+	if _, err := a.LendClass(1); !errors.Is(err, ErrClassInUse) {
+		t.Fatalf("LendClass with a buffer acquired = %v, want ErrClassInUse", err)
+	}
+	a.Release(b)
+	mem, err := a.LendClass(0) // 130 buffers: the last bitmap word is partial
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := a.Class(0)
+	if uintptr(unsafe.Pointer(unsafe.SliceData(mem))) != info.Base || len(mem) != info.BufferCount*info.BufferSizeBytes {
+		t.Fatalf("lent memory %p+%d, want %#x+%d", unsafe.SliceData(mem), len(mem), info.Base, info.BufferCount*info.BufferSizeBytes)
+	}
+	if _, err := a.LendClass(0); !errors.Is(err, ErrClassInUse) {
+		t.Fatalf("second LendClass = %v", err)
+	}
+	st := a.ClassStats(0)
+	if !st.Lent || st.InUseCount != st.BufferCount {
+		t.Fatalf("lent class stats %+v", st)
+	}
+	// Small sizes now come from the next class instead of failing.
+	small, err := a.Acquire(10)
+	if err != nil || small.Class() != 1 {
+		t.Fatalf("Acquire(10) with class 0 lent = class %d, %v", small.Class(), err)
+	}
+	a.Release(small)
+	if err := a.CheckNoLeaks(); err == nil || !strings.Contains(err.Error(), "lent to a ring and not returned") {
+		t.Fatalf("CheckNoLeaks with a lent class = %v", err)
+	}
+	mustPanic(t, "lent to a ring", func() { a.BufferAt(0, 5) })
+	forged := Buffer{buf: mem[64:66:128], index: 1, class: 0}
+	mustPanic(t, "lent to a ring", func() { a.Release(forged) })
+
+	a.ReturnClass(0)
+	mustPanic(t, "not lent", func() { a.ReturnClass(0) })
+	if err := a.CheckNoLeaks(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 130 {
+		b, err := a.Acquire(1)
+		if err != nil || b.Class() != 0 || b.Index() != i {
+			t.Fatalf("after ReturnClass, Acquire %d = class %d index %d, %v", i, b.Class(), b.Index(), err)
+		}
+	}
+	if _, err := a.Acquire(1); err == nil {
+		t.Fatal("class 0 handed out more than its count after ReturnClass")
+	}
+	region := a.RegionBytes(2)
+	if len(region) != cap(region) || len(region) != 2*65536 {
+		t.Fatalf("RegionBytes(2) len %d cap %d", len(region), cap(region))
+	}
+}

@@ -43,6 +43,21 @@
 // An in-use bitmap per class catches a double release and a buffer from another arena;
 // both are our bugs and panic.
 //
+// Handing memory to the kernel, two ways:
+//
+//   - provided-buffer ring (multishot recv): LendClass gives a whole class to
+//     ring.NewBufferRing as BufferRingOptions.Memory; the ring names buffers by id (the
+//     buffer's index) and recycles them itself, and Acquire skips the class until
+//     ReturnClass. A whole class, because the ring wants one contiguous run of
+//     equal buffers and the kernel, not the arena, decides which one is used next.
+//   - fixed buffers (IORING_REGISTER_BUFFERS): register RegionBytes(class) as one
+//     entry, and any buffer acquired from that class is usable with
+//     PrepareReadFixed/PrepareWriteFixed at that entry's index (the kernel accepts any
+//     range inside a registered buffer); or register AppendIovecs(class), one entry
+//     per buffer, so that Buffer.Index is the buf_index. One entry per class is
+//     the better default: the table is small (16 Ki entries at most) and every
+//     registered byte is pinned.
+//
 // An Arena has a single owner (its shard) and no locks; it must not be used from two
 // goroutines. Close unmaps everything; touching a Buffer after Close is our bug and
 // faults.
