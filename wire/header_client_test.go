@@ -58,7 +58,7 @@ func TestDecodeRequestHeaderFaults(t *testing.T) {
 			eviction: EvictionInvalidRequestBodySize, mutate: func(h *RequestHeader, _ []byte) { h.Size = 0 }},
 		{name: "size above max", op: OperationCreateStream, want: FaultSizeAboveMax,
 			eviction: EvictionInvalidRequestBodySize,
-			mutate: func(h *RequestHeader, _ []byte) { h.Size = DefaultMessageSizeMax + 1 }},
+			mutate:   func(h *RequestHeader, _ []byte) { h.Size = DefaultMessageSizeMax + 1 }},
 		{name: "reply command", op: OperationCreateStream, want: FaultCommandNotRequest,
 			eviction: EvictionInvalidRequestOperation, mutate: func(h *RequestHeader, _ []byte) { h.Command = CommandReply }},
 		{name: "prepare command", op: OperationCreateStream, want: FaultCommandNotRequest,
@@ -118,7 +118,7 @@ func TestDecodeRequestHeaderFaults(t *testing.T) {
 			eviction: EvictionMalformedLogin, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeLoginUser }},
 		{name: "legacy pat login", op: OperationNonReplicated, want: FaultLegacyLoginCode,
 			eviction: EvictionMalformedLogin,
-			mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeLoginWithPersonalAccessToken }},
+			mutate:   func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeLoginWithPersonalAccessToken }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
