@@ -1,0 +1,160 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+)
+
+// Config configures a Runtime. The zero value of every field but NewHandler means the
+// documented default.
+type Config struct {
+	// TCPAddress is where shard 0 listens for clients, host:port. Default
+	// "127.0.0.1:8090"; port 0 picks a free port (Runtime.Addr tells which).
+	TCPAddress string
+	// ShardCount is the number of shards. Default: the number of CPUs this process may
+	// run on (sched_getaffinity).
+	ShardCount int
+	// PinCPUs pins shard i to the i-th allowed CPU (modulo their count).
+	PinCPUs bool
+	// NewHandler makes the handler of each shard; called on that shard's goroutine.
+	NewHandler func(s *Shard) Handler
+	// Logger receives one line per event that matters; default slog.Default().
+	Logger *slog.Logger
+
+	// FrameSizeMax is the largest request frame accepted, header included. Default
+	// FrameSizeMaxDefault (64 MiB).
+	FrameSizeMax uint32
+	// FrameTimeout closes a connection that started a frame and did not finish it
+	// within this time (half a header, then silence). Default 10 s.
+	FrameTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long; 0 disables it
+	// (SDKs ping every 5 s, but a plain client may stay silent). Default 0.
+	IdleTimeout time.Duration
+	// SendTimeout closes a connection whose queued replies made no progress for this
+	// long: a consumer that stopped reading. Default 30 s.
+	SendTimeout time.Duration
+	// SendQueueBytesMax bounds the reply bytes queued for one connection. While more
+	// than half of it is queued the connection is not read (back-pressure); a reply
+	// that would exceed it closes the connection. A single reply larger than the bound
+	// is accepted into an empty queue. Default 8 MiB.
+	SendQueueBytesMax int
+	// ConnectionsPerShardMax bounds each shard's connection table. Default 65536.
+	ConnectionsPerShardMax int
+	// ShutdownTimeout bounds how long Shutdown waits for connections to flush their
+	// replies before closing them anyway. Default 5 s.
+	ShutdownTimeout time.Duration
+	// Arena configures each shard's buffer arena. Default: ArenaConfigDefault().
+	Arena arena.Config
+	// RingEntries is each ring's submission queue size. Default 1024.
+	RingEntries uint32
+	// InboxCapacity is the capacity of each inter-shard queue (a power of two).
+	// Default 1024.
+	InboxCapacity int
+
+	// accept is the accept-error seam for tests: when set, a successful accept's fd is
+	// passed through it and may be replaced by an error.
+	acceptHook func(fd int) error
+}
+
+// recvBufferBytes is the size of each connection's receive buffer, the arena's smallest
+// class: a PING is 256 bytes and an SDK has one request in flight, so 4 KiB holds a
+// whole typical request and larger bodies stream through it into their frame buffer.
+const recvBufferBytes = 4 << 10
+
+// ArenaConfigDefault is a shard's default arena. Per connection a shard holds one 4 KiB
+// receive buffer, one 4 KiB standing frame buffer and, while replies are queued, 4 KiB
+// send buffers; the written-out sum for 4096 connections per shard:
+//
+//	class    count   virtual   for
+//	4 KiB    16384    64 MiB   receive + standing frame + send buffers
+//	64 KiB    1024    64 MiB   medium frames and replies
+//	1 MiB       64    64 MiB   large batches
+//	16 MiB       8   128 MiB   very large batches
+//	64 MiB       2   128 MiB   frames up to FrameSizeMaxDefault
+//	                 448 MiB virtual, resident as touched
+func ArenaConfigDefault() arena.Config {
+	const kib, mib = 1 << 10, 1 << 20
+	return arena.Config{Classes: []arena.ClassConfig{
+		{BufferSizeBytes: 4 * kib, BufferCount: 16384},
+		{BufferSizeBytes: 64 * kib, BufferCount: 1024},
+		{BufferSizeBytes: 1 * mib, BufferCount: 64},
+		{BufferSizeBytes: 16 * mib, BufferCount: 8},
+		{BufferSizeBytes: 64 * mib, BufferCount: 2},
+	}}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.NewHandler == nil {
+		return c, errors.New("shard: Config.NewHandler is required")
+	}
+	if c.TCPAddress == "" {
+		c.TCPAddress = "127.0.0.1:8090"
+	}
+	if c.ShardCount == 0 {
+		n, err := allowedCPUCount()
+		if err != nil {
+			return c, err
+		}
+		c.ShardCount = n
+	}
+	if c.ShardCount < 1 || c.ShardCount > 1<<15 {
+		return c, fmt.Errorf("shard: shard count %d out of range 1..32768", c.ShardCount)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.FrameSizeMax == 0 {
+		c.FrameSizeMax = FrameSizeMaxDefault
+	}
+	if c.FrameSizeMax < headerSizeBytes {
+		return c, fmt.Errorf("shard: frame size max %d < header size %d", c.FrameSizeMax, headerSizeBytes)
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = 10 * time.Second
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 30 * time.Second
+	}
+	if c.FrameTimeout < 0 || c.IdleTimeout < 0 || c.SendTimeout < 0 {
+		return c, errors.New("shard: negative timeout")
+	}
+	if c.SendQueueBytesMax == 0 {
+		c.SendQueueBytesMax = 8 << 20
+	}
+	if c.SendQueueBytesMax < headerSizeBytes {
+		return c, fmt.Errorf("shard: send queue bytes max %d < header size %d", c.SendQueueBytesMax, headerSizeBytes)
+	}
+	if c.ConnectionsPerShardMax == 0 {
+		c.ConnectionsPerShardMax = 65536
+	}
+	if c.ConnectionsPerShardMax < 1 || c.ConnectionsPerShardMax > connSlotMax {
+		return c, fmt.Errorf("shard: connections per shard %d out of range 1..%d", c.ConnectionsPerShardMax, connSlotMax)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	if len(c.Arena.Classes) == 0 {
+		c.Arena = ArenaConfigDefault()
+	}
+	if err := c.Arena.Validate(); err != nil {
+		return c, err
+	}
+	if c.Arena.Classes[0].BufferSizeBytes < recvBufferBytes {
+		return c, fmt.Errorf("shard: smallest arena class %d bytes < receive buffer %d bytes",
+			c.Arena.Classes[0].BufferSizeBytes, recvBufferBytes)
+	}
+	if c.RingEntries == 0 {
+		c.RingEntries = 1024
+	}
+	if c.InboxCapacity == 0 {
+		c.InboxCapacity = 1024
+	}
+	if c.InboxCapacity&(c.InboxCapacity-1) != 0 {
+		return c, fmt.Errorf("shard: inbox capacity %d is not a power of two", c.InboxCapacity)
+	}
+	return c, nil
+}

@@ -1,0 +1,567 @@
+package shard
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// sendSegmentsMax bounds the pieces queued on one connection, and so the iovecs of one
+// sendmsg: a reply is a few pieces ([header][prefix][batches...]), and a connection
+// with 64 pieces outstanding is not reading.
+const sendSegmentsMax = 64
+
+var (
+	// ErrConnClosed: the connection is closing or closed; nothing more can be sent.
+	ErrConnClosed = errors.New("shard: connection closed")
+	// ErrSendQueueFull: the reply did not fit the connection's bounded send queue. The
+	// connection has been closed: its consumer stopped reading.
+	ErrSendQueueFull = errors.New("shard: send queue full, connection closed")
+	// ErrSendBuffersExhausted: the shard's arena had no buffer for the reply. The
+	// connection has been closed.
+	ErrSendBuffersExhausted = errors.New("shard: no send buffer available, connection closed")
+)
+
+type connState uint8
+
+const (
+	connFree     connState = iota
+	connOpen               // reading and writing
+	connDraining           // not reading; closes once its replies are sent
+	connAborting           // dropping its replies; closes once the kernel let go of its buffers
+)
+
+// sendSegment is one piece of the send queue: bytes the runtime copied into its own
+// arena buffer (owned set) or bytes a handler lent (done, if set, told when sent).
+type sendSegment struct {
+	data  []byte
+	sent  int
+	owned arena.Buffer
+	done  Releaser
+}
+
+// Conn is a client connection on its shard. Its methods must be called from that
+// shard's goroutine; another shard refers to it by ConnID and posts a Message.
+type Conn struct {
+	shard  *Shard
+	id     ConnID
+	fd     int
+	state  connState
+	framer *Framer
+
+	recvBuf        arena.Buffer
+	recvInFlight   bool
+	sendInFlight   bool
+	cancelSent     bool
+	throttled      bool // not reading because too many reply bytes are queued
+	inDirty        bool
+	lastRecvNs     int64
+	frameStartNs   int64 // when the frame now partly received began; 0 when none
+	sendWaitFromNs int64 // when the send queue last made progress or became non-empty
+	closeReason    string
+
+	client wire.Uint128 // the client id of the last valid request, for evictions
+
+	segments    [sendSegmentsMax]sendSegment
+	segHead     int
+	segCount    int
+	queuedBytes int
+	iovecs      [sendSegmentsMax]unix.Iovec
+	msg         unix.Msghdr
+	spare       arena.Buffer // a drained send buffer kept for the next reply
+
+	// Value is the handler's per-connection state (a session); the runtime clears it
+	// when the connection closes, after Handler.ConnClosed.
+	Value any
+}
+
+// ID returns the connection's runtime-wide name.
+func (c *Conn) ID() ConnID { return c.id }
+
+// Shard returns the shard that owns the connection.
+func (c *Conn) Shard() *Shard { return c.shard }
+
+// Open reports whether the connection still accepts replies.
+func (c *Conn) Open() bool { return c.state == connOpen }
+
+func (c *Conn) open(fd int, slot uint32) error {
+	buf, err := c.shard.arena.Acquire(recvBufferBytes)
+	if err != nil {
+		return fmt.Errorf("receive buffer: %w", err)
+	}
+	s := c.shard
+	generation := (c.id.generation() + 1) & connGenerationMask
+	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, state: connOpen, recvBuf: buf}
+	c.msg.Iov = &c.iovecs[0]
+	c.lastRecvNs = s.nowNs
+	c.armRecv()
+	s.timers.Push(timer{deadlineNs: s.nowNs + int64(c.checkInterval()), kind: timerConn, conn: c.id})
+	return nil
+}
+
+func (c *Conn) armRecv() {
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecv(c.fd, c.recvBuf.Full(), 0)
+	sqe.UserData = userData(kindRecv, c.id)
+	c.recvInFlight = true
+}
+
+func (c *Conn) onRecv(res int32) {
+	c.recvInFlight = false
+	if c.state != connOpen {
+		c.maybeFinish()
+		return
+	}
+	switch {
+	case res == 0:
+		c.closeAfterFlush("peer closed")
+		return
+	case res < 0:
+		c.abort(unix.Errno(-res).Error())
+		return
+	}
+	s := c.shard
+	c.lastRecvNs = s.nowNs
+	data := c.recvBuf.Full()[:res]
+	frameCompleted := false
+	for len(data) > 0 && c.state == connOpen {
+		n, frame, err := c.framer.Feed(data)
+		data = data[n:]
+		if err != nil {
+			c.onFrameError(err)
+			return
+		}
+		if frame != nil {
+			frameCompleted = true
+			c.serve(frame)
+		}
+	}
+	if c.framer.Partial() {
+		if c.frameStartNs == 0 || frameCompleted {
+			c.frameStartNs = s.nowNs
+		}
+	} else {
+		c.frameStartNs = 0
+	}
+	if c.state != connOpen {
+		c.maybeFinish()
+		return
+	}
+	if c.queuedBytes > s.cfg.SendQueueBytesMax/2 {
+		c.throttled = true
+		return
+	}
+	c.armRecv()
+}
+
+// onFrameError ends a connection whose byte stream cannot be framed: an Eviction frame
+// where the protocol has a reason for it (a size out of range, a command other than
+// Request, as wire's header faults say), then close.
+func (c *Conn) onFrameError(err error) {
+	var fe *FrameError
+	if !errors.As(err, &fe) {
+		c.shard.log.Warn("connection closed", "conn", c.id, "err", err)
+		c.abort("frame buffers exhausted")
+		return
+	}
+	c.shard.log.Info("connection evicted: malformed frame", "conn", c.id, "err", err)
+	reason := wire.EvictionInvalidRequestBodySize
+	if fe.Reason == FrameNotRequest {
+		reason = wire.EvictionInvalidRequestOperation
+	}
+	c.Evict(c.client, reason)
+}
+
+// serve validates a complete frame's header and hands it to the handler, or answers a
+// header fault the way wire says: an eviction, a status reply, or a silent close.
+func (c *Conn) serve(frame []byte) {
+	s := c.shard
+	header, err := wire.DecodeRequestHeader(frame, s.cfg.FrameSizeMax)
+	if err != nil {
+		var fault wire.HeaderFault
+		if !errors.As(err, &fault) {
+			panic("shard: DecodeRequestHeader returned a non-fault error: " + err.Error())
+		}
+		switch {
+		case fault.Eviction() != 0:
+			s.log.Info("connection evicted: bad request header", "conn", c.id, "err", fault)
+			c.Evict(clientOf(frame), fault.Eviction())
+		case fault.Status() != 0:
+			view, _ := wire.ViewHeader[wire.RequestHeader](frame)
+			c.ReplyStatus(view, fault.Status())
+		default:
+			s.log.Info("connection closed: bad request header", "conn", c.id, "err", fault)
+			c.abort(fault.Error())
+		}
+		return
+	}
+	c.client = header.Client
+	body := frame[headerSizeBytes:]
+	if err := wire.VerifyRequestChecksum(header.RequestChecksum, body); err != nil {
+		var code wire.ErrorCode
+		errors.As(err, &code)
+		c.ReplyStatus(header, code)
+		return
+	}
+	req := &s.req
+	*req = Request{Header: header, Body: body, shard: s, framer: c.framer}
+	s.handler.ServeRequest(c, req)
+	*req = Request{}
+}
+
+// clientOf reads the client id field of a request header that failed validation.
+func clientOf(header []byte) wire.Uint128 {
+	return wire.Uint128{Lo: binary.LittleEndian.Uint64(header[128:]), Hi: binary.LittleEndian.Uint64(header[136:])}
+}
+
+// ReplyStatus queues a header-only reply refusing request with status (the protocol's
+// pre-commit denial): request number, operation, client, timestamp and request checksum
+// echoed, body empty.
+func (c *Conn) ReplyStatus(request *wire.RequestHeader, status wire.ErrorCode) error {
+	b, err := c.Reserve(headerSizeBytes)
+	if err != nil {
+		return err
+	}
+	var h wire.ReplyHeader
+	h.Size = headerSizeBytes
+	h.Command = wire.CommandReply
+	h.Cluster = request.Cluster
+	h.RequestChecksum = request.RequestChecksum
+	h.Client = request.Client
+	h.Timestamp = request.Timestamp
+	h.Request = request.Request
+	h.Operation = request.Operation
+	h.Status = status
+	h.Put(b)
+	return nil
+}
+
+// Evict sends an Eviction frame for client with reason, then closes the connection once
+// it is sent. Nothing else is read from the connection.
+func (c *Conn) Evict(client wire.Uint128, reason wire.EvictionReason) {
+	if c.state != connOpen {
+		return
+	}
+	if b, err := c.Reserve(headerSizeBytes); err == nil {
+		wire.PutEviction(b, client, reason, 0, 0)
+	}
+	c.closeAfterFlush("evicted: " + reason.String())
+}
+
+// Reserve appends n bytes to the connection's send queue and returns them for the
+// caller to fill before its callback returns (a reply header and a small body, written
+// in place: no copy, no allocation). Replies leave in the order they were queued. On an
+// error the connection is closed (or was already).
+func (c *Conn) Reserve(n int) ([]byte, error) {
+	if c.state != connOpen {
+		return nil, ErrConnClosed
+	}
+	if err := c.admit(n); err != nil {
+		return nil, err
+	}
+	if c.segCount > 0 {
+		last := &c.segments[(c.segHead+c.segCount-1)%sendSegmentsMax]
+		if !last.owned.IsZero() && cap(last.data)-len(last.data) >= n {
+			start := len(last.data)
+			last.data = last.data[:start+n]
+			c.queued(n)
+			return last.data[start : start+n], nil
+		}
+	}
+	if c.segCount == sendSegmentsMax {
+		c.abort("send queue full")
+		return nil, ErrSendQueueFull
+	}
+	buf := c.spare
+	c.spare = arena.Buffer{}
+	if buf.IsZero() || len(buf.Full()) < n {
+		if !buf.IsZero() {
+			c.shard.arena.Release(buf)
+		}
+		var err error
+		buf, err = c.shard.arena.Acquire(max(n, recvBufferBytes))
+		if err != nil {
+			c.shard.log.Warn("connection closed: no send buffer", "conn", c.id, "bytes", n, "err", err)
+			c.abort("send buffers exhausted")
+			return nil, ErrSendBuffersExhausted
+		}
+	}
+	c.push(sendSegment{data: buf.Full()[:n], owned: buf})
+	c.queued(n)
+	return buf.Full()[:n], nil
+}
+
+// SendVectored queues parts to be sent after everything queued before, without copying
+// them: the stored batch bytes of a poll reply go from where they lie. done, if not nil,
+// is released once the kernel no longer reads the parts (sent, or the connection
+// closed). The parts must stay valid and unchanged until then. On an error the
+// connection is closed and done is not called: the caller still owns the parts.
+func (c *Conn) SendVectored(parts [][]byte, done Releaser) error {
+	if c.state != connOpen {
+		return ErrConnClosed
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if err := c.admit(total); err != nil {
+		return err
+	}
+	if c.segCount+len(parts) > sendSegmentsMax {
+		c.abort("send queue full")
+		return ErrSendQueueFull
+	}
+	for i, p := range parts {
+		seg := sendSegment{data: p}
+		if i == len(parts)-1 {
+			seg.done = done
+		}
+		c.push(seg)
+	}
+	if len(parts) == 0 && done != nil {
+		done.Release()
+	}
+	c.queued(total)
+	return nil
+}
+
+// admit applies the send queue bound: a reply that would take the queue past
+// SendQueueBytesMax closes the connection, unless the queue is empty (one reply may be
+// larger than the bound; its consumer is reading, or the send timeout ends it).
+func (c *Conn) admit(n int) error {
+	if c.queuedBytes > 0 && c.queuedBytes+n > c.shard.cfg.SendQueueBytesMax {
+		c.shard.log.Warn("connection closed: send queue full", "conn", c.id,
+			"queued_bytes", c.queuedBytes, "max_bytes", c.shard.cfg.SendQueueBytesMax)
+		c.abort("send queue full")
+		return ErrSendQueueFull
+	}
+	return nil
+}
+
+func (c *Conn) push(seg sendSegment) {
+	c.segments[(c.segHead+c.segCount)%sendSegmentsMax] = seg
+	c.segCount++
+}
+
+func (c *Conn) queued(n int) {
+	if c.queuedBytes == 0 {
+		c.sendWaitFromNs = c.shard.nowNs
+	}
+	c.queuedBytes += n
+	c.shard.markDirty(c)
+}
+
+// flush submits one send for everything queued, if no send is in flight: a single
+// send for one piece, a sendmsg over up to sendSegmentsMax iovecs otherwise.
+func (c *Conn) flush() {
+	if c.sendInFlight || c.segCount == 0 || c.state == connAborting || c.state == connFree {
+		return
+	}
+	sqe := c.shard.getSQE()
+	if c.segCount == 1 {
+		seg := &c.segments[c.segHead]
+		sqe.PrepareSend(c.fd, seg.data[seg.sent:], unix.MSG_NOSIGNAL)
+	} else {
+		for i := range c.segCount {
+			seg := &c.segments[(c.segHead+i)%sendSegmentsMax]
+			rest := seg.data[seg.sent:]
+			c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
+			c.iovecs[i].SetLen(len(rest))
+		}
+		c.msg.Iov = &c.iovecs[0]
+		c.msg.SetIovlen(c.segCount)
+		sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
+	}
+	sqe.UserData = userData(kindSend, c.id)
+	c.sendInFlight = true
+}
+
+func (c *Conn) onSend(res int32) {
+	c.sendInFlight = false
+	if res < 0 {
+		if c.state != connAborting {
+			c.abort(unix.Errno(-res).Error())
+		}
+		c.maybeFinish()
+		return
+	}
+	s := c.shard
+	c.sendWaitFromNs = s.nowNs
+	c.consume(int(res))
+	switch c.state {
+	case connOpen:
+		if c.segCount > 0 {
+			s.markDirty(c)
+		}
+		if c.throttled && c.queuedBytes <= s.cfg.SendQueueBytesMax/2 {
+			c.throttled = false
+			c.armRecv()
+		}
+	case connDraining:
+		if c.segCount > 0 {
+			c.flush()
+		}
+	}
+	c.maybeFinish()
+}
+
+// consume drops n sent bytes from the head of the queue, releasing what is done.
+func (c *Conn) consume(n int) {
+	c.queuedBytes -= n
+	for n > 0 {
+		seg := &c.segments[c.segHead]
+		k := min(n, len(seg.data)-seg.sent)
+		seg.sent += k
+		n -= k
+		if seg.sent < len(seg.data) {
+			break
+		}
+		c.popHead()
+	}
+	// A queued segment may be empty (a zero-length reserve); drop those too.
+	for c.segCount > 0 && c.segments[c.segHead].sent == len(c.segments[c.segHead].data) {
+		c.popHead()
+	}
+}
+
+func (c *Conn) popHead() {
+	seg := &c.segments[c.segHead]
+	if !seg.owned.IsZero() {
+		if c.spare.IsZero() {
+			c.spare = seg.owned
+		} else {
+			c.shard.arena.Release(seg.owned)
+		}
+	}
+	if seg.done != nil {
+		seg.done.Release()
+	}
+	*seg = sendSegment{}
+	c.segHead = (c.segHead + 1) % sendSegmentsMax
+	c.segCount--
+}
+
+// checkDeadlines runs when the connection's timer fires: it closes a connection that
+// is stuck (a frame not finished in time, silence past the idle timeout, replies not
+// read in time) and otherwise sets the next timer.
+func (c *Conn) checkDeadlines() {
+	s := c.shard
+	now := s.nowNs
+	if c.state == connOpen {
+		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+			s.log.Info("connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
+			c.abort("frame timeout")
+			return
+		}
+		if s.cfg.IdleTimeout > 0 && now-c.lastRecvNs >= int64(s.cfg.IdleTimeout) && c.segCount == 0 {
+			s.log.Info("connection closed: idle timeout", "conn", c.id, "timeout", s.cfg.IdleTimeout)
+			c.abort("idle timeout")
+			return
+		}
+	}
+	if c.state != connAborting && c.segCount > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
+		s.log.Info("connection closed: replies not read", "conn", c.id, "timeout", s.cfg.SendTimeout,
+			"queued_bytes", c.queuedBytes)
+		c.abort("send timeout")
+		return
+	}
+	next := now + int64(c.checkInterval())
+	if c.frameStartNs != 0 {
+		next = min(next, c.frameStartNs+int64(s.cfg.FrameTimeout))
+	}
+	if s.cfg.IdleTimeout > 0 {
+		next = min(next, c.lastRecvNs+int64(s.cfg.IdleTimeout))
+	}
+	if c.segCount > 0 {
+		next = min(next, c.sendWaitFromNs+int64(s.cfg.SendTimeout))
+	}
+	s.timers.Push(timer{deadlineNs: max(next, now+1), kind: timerConn, conn: c.id})
+}
+
+// checkInterval is how often an unremarkable connection's deadlines are re-checked:
+// the shortest configured timeout, so none fires later than twice its value.
+func (c *Conn) checkInterval() int64 {
+	cfg := c.shard.cfg
+	d := min(cfg.FrameTimeout, cfg.SendTimeout)
+	if cfg.IdleTimeout > 0 {
+		d = min(d, cfg.IdleTimeout)
+	}
+	return int64(d)
+}
+
+// Close closes the connection after the replies already queued are sent.
+func (c *Conn) Close() { c.closeAfterFlush("closed by handler") }
+
+func (c *Conn) closeAfterFlush(reason string) {
+	if c.state != connOpen {
+		return
+	}
+	c.state = connDraining
+	c.closeReason = reason
+	c.cancelRecv()
+	c.maybeFinish()
+}
+
+// abort closes the connection without sending what is queued.
+func (c *Conn) abort(reason string) {
+	if c.state == connAborting || c.state == connFree {
+		return
+	}
+	c.state = connAborting
+	c.closeReason = reason
+	c.cancelRecv()
+	if c.sendInFlight {
+		sqe := c.shard.getSQE()
+		sqe.PrepareCancel(userData(kindSend, c.id), 0)
+		sqe.UserData = userData(kindCancel, c.id)
+	}
+	c.maybeFinish()
+}
+
+func (c *Conn) cancelRecv() {
+	if c.recvInFlight && !c.cancelSent {
+		c.cancelSent = true
+		sqe := c.shard.getSQE()
+		sqe.PrepareCancel(userData(kindRecv, c.id), 0)
+		sqe.UserData = userData(kindCancel, c.id)
+	}
+}
+
+// maybeFinish closes the socket and frees the slot once a closing connection has
+// nothing in flight: only then has the kernel let go of its buffers.
+func (c *Conn) maybeFinish() {
+	switch c.state {
+	case connDraining:
+		if c.segCount > 0 || c.recvInFlight || c.sendInFlight {
+			return
+		}
+	case connAborting:
+		if c.recvInFlight || c.sendInFlight {
+			return
+		}
+	default:
+		return
+	}
+	s := c.shard
+	unix.Close(c.fd)
+	for c.segCount > 0 {
+		c.popHead()
+	}
+	if !c.spare.IsZero() {
+		s.arena.Release(c.spare)
+	}
+	s.arena.Release(c.recvBuf)
+	c.framer.Close()
+	s.handler.ConnClosed(c)
+	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
+	c.state = connFree
+	c.Value = nil
+	c.recvBuf, c.spare = arena.Buffer{}, arena.Buffer{}
+	s.release(c)
+}

@@ -1,0 +1,128 @@
+package shard
+
+import (
+	"strconv"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Handler serves the requests of one shard. The runtime creates one Handler per shard
+// (Config.NewHandler) and calls it only from that shard's goroutine, so a Handler needs
+// no locks for its own state; anything it shares with other shards goes through
+// Shard.Post.
+//
+// The runtime knows nothing about streams, users or partitions: it frames, validates the
+// header (wire.DecodeRequestHeader), answers header faults itself (a status reply or an
+// eviction, as the fault says), and hands every valid request to ServeRequest.
+type Handler interface {
+	// ServeRequest serves one valid request. req and the bytes it points to are valid
+	// until ServeRequest returns, unless it calls req.Retain. The handler may reply
+	// before returning (Conn.Reserve, Conn.SendVectored), later from this shard, or ask
+	// another shard to work and reply when that shard posts back.
+	ServeRequest(c *Conn, req *Request)
+	// ServeMessage delivers a message another shard (or this one) posted with Post.
+	ServeMessage(s *Shard, m Message)
+	// ConnClosed tells the handler that a connection it served is gone, so it can drop
+	// per-connection state (a session). It runs on the connection's shard.
+	ConnClosed(c *Conn)
+}
+
+// Request is one framed, validated request: the decoded header view and the body, both
+// inside one 16-byte-aligned arena buffer.
+type Request struct {
+	Header *wire.RequestHeader
+	Body   []byte
+
+	shard    *Shard
+	framer   *Framer
+	retained bool
+}
+
+// Retain keeps the request's buffer beyond ServeRequest: Header and Body stay valid
+// until the returned Frame is released. Call it at most once, from ServeRequest.
+func (r *Request) Retain() Frame {
+	if r.retained {
+		panic("shard: Request.Retain called twice")
+	}
+	r.retained = true
+	return Frame{Header: r.Header, Body: r.Body, buffer: r.framer.Detach(), shard: r.shard}
+}
+
+// Frame is a request buffer the handler retained. Release it exactly once, on the shard
+// that retained it.
+type Frame struct {
+	Header *wire.RequestHeader
+	Body   []byte
+
+	buffer arena.Buffer
+	shard  *Shard
+}
+
+// Release returns the frame's buffer to its shard's arena.
+func (f *Frame) Release() {
+	f.shard.arena.Release(f.buffer)
+	*f = Frame{}
+}
+
+// Releaser is told when the runtime no longer needs bytes it was lent: the parts of a
+// vectored send, once the kernel has sent them or the connection closed. It is an
+// interface rather than a func so that a caller's long-lived object can be passed
+// without a closure allocation per send.
+type Releaser interface {
+	Release()
+}
+
+// Message travels between shards through their single-producer single-consumer queues.
+// Kind, Value and Payload are the handler's; the runtime reads only its own kinds.
+type Message struct {
+	From    int    // the sending shard
+	Conn    ConnID // the connection the message concerns, if any
+	Kind    uint32 // handler-defined
+	Value   uint64 // handler-defined
+	Payload any    // handler-defined; a pointer does not allocate
+
+	internal internalKind
+	fd       int
+}
+
+type internalKind uint8
+
+const (
+	internalNone internalKind = iota
+	// internalAdoptConn hands an accepted socket (fd) to the receiving shard.
+	internalAdoptConn
+)
+
+// ConnID names a connection anywhere in the runtime: the shard that owns it, its slot
+// in that shard's table and the slot's generation, so an ID outlives its connection
+// harmlessly (a lookup of a closed connection's ID finds nothing).
+//
+//	63        48 47               24 23                0
+//	+-----------+-------------------+------------------+
+//	|   shard   |       slot        |    generation    |
+//	+-----------+-------------------+------------------+
+type ConnID uint64
+
+const (
+	connSlotBits       = 24
+	connGenerationBits = 24
+	connSlotMax        = 1<<connSlotBits - 1
+	connGenerationMask = 1<<connGenerationBits - 1
+)
+
+func newConnID(shard int, slot uint32, generation uint32) ConnID {
+	return ConnID(uint64(shard)<<48 | uint64(slot)<<connGenerationBits | uint64(generation&connGenerationMask))
+}
+
+// Shard returns the index of the shard that owns the connection.
+func (id ConnID) Shard() int { return int(id >> 48) }
+
+func (id ConnID) slot() uint32       { return uint32(id>>connGenerationBits) & connSlotMax }
+func (id ConnID) generation() uint32 { return uint32(id) & connGenerationMask }
+
+// String formats the ID as shard/slot/generation.
+func (id ConnID) String() string {
+	return strconv.Itoa(id.Shard()) + "/" + strconv.FormatUint(uint64(id.slot()), 10) + "/" +
+		strconv.FormatUint(uint64(id.generation()), 10)
+}

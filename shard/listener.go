@@ -1,0 +1,217 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/ring"
+)
+
+// listener is shard 0's client listener: one multishot accept, re-armed when the kernel
+// ends it, paused with a backoff when descriptors or memory run out.
+type listener struct {
+	fd           int // -1 when this shard does not listen or stopped listening
+	armed        bool
+	backoff      time.Duration
+	backoffArmed bool
+	backingOff   bool // logged once per episode, not per retry
+	nextShard    int
+	cancelSent   bool
+}
+
+func (l *listener) closed() bool { return l.fd < 0 }
+
+// listen binds a TCP listener on address ("host:port") and returns its fd and the bound
+// address. The accept queue is deep (4096, clamped by net.core.somaxconn) so that bursts
+// wait in the kernel while shard 0 delegates.
+func listen(address string) (int, *net.TCPAddr, error) {
+	addrPort, err := netip.ParseAddrPort(address)
+	if err != nil {
+		tcpAddr, rerr := net.ResolveTCPAddr("tcp", address)
+		if rerr != nil {
+			return -1, nil, fmt.Errorf("shard: TCP address %q: %w", address, err)
+		}
+		addrPort = tcpAddr.AddrPort()
+	}
+	ip := addrPort.Addr()
+	family := unix.AF_INET
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(addrPort.Port()), Addr: ip.Unmap().As4()}
+	if ip.Is6() && !ip.Is4In6() {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(addrPort.Port()), Addr: ip.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("shard: socket: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shard: SO_REUSEADDR: %w", err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shard: bind %s: %w", address, err)
+	}
+	if err := unix.Listen(fd, 4096); err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shard: listen %s: %w", address, err)
+	}
+	bound, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shard: getsockname: %w", err)
+	}
+	var tcpAddr *net.TCPAddr
+	switch b := bound.(type) {
+	case *unix.SockaddrInet4:
+		tcpAddr = &net.TCPAddr{IP: net.IP(b.Addr[:]).To16(), Port: b.Port}
+	case *unix.SockaddrInet6:
+		tcpAddr = &net.TCPAddr{IP: net.IP(b.Addr[:]), Port: b.Port}
+	}
+	return fd, tcpAddr, nil
+}
+
+func (s *Shard) armAccept() {
+	l := &s.listener
+	if l.armed || l.closed() {
+		return
+	}
+	sqe := s.getSQE()
+	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	sqe.UserData = userData(kindAccept, 0)
+	l.armed = true
+}
+
+func (s *Shard) onAccept(cqe *ring.CQE) {
+	l := &s.listener
+	if !cqe.More() {
+		l.armed = false
+	}
+	if cqe.Res >= 0 {
+		if l.backingOff {
+			s.log.Info("accept recovered")
+			l.backingOff = false
+		}
+		l.backoff = 0
+		s.delegate(int(cqe.Res))
+	} else {
+		errno := unix.Errno(-cqe.Res)
+		switch {
+		case errno == unix.ECANCELED && s.stopping:
+			// stopListening cancelled it.
+		case isResourceExhaustion(errno):
+			// The connection stays in the kernel's accept queue; retry once something
+			// was freed, without spinning on a listener that keeps failing.
+			l.backoff = min(max(2*l.backoff, acceptBackoffMin), acceptBackoffMax)
+			if !l.backingOff {
+				s.log.Warn("accept failed, backing off", "err", errno, "backoff", l.backoff)
+				l.backingOff = true
+			}
+			if !l.armed && !l.backoffArmed {
+				l.backoffArmed = true
+				s.timers.Push(timer{deadlineNs: s.nowNs + int64(l.backoff), kind: timerAccept})
+			}
+			return
+		default:
+			// ECONNABORTED and friends end one pending connection, not the listener.
+			s.log.Debug("accept failed", "err", errno)
+		}
+	}
+	if s.stopping {
+		if !l.armed && !l.closed() {
+			unix.Close(l.fd)
+			l.fd = -1
+		}
+		return
+	}
+	if !l.armed && !l.backoffArmed {
+		s.armAccept()
+	}
+}
+
+// isResourceExhaustion reports whether an accept error means "out of descriptors or
+// memory": the errors for which accepting again at once would fail again.
+func isResourceExhaustion(errno unix.Errno) bool {
+	switch errno {
+	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+		return true
+	}
+	return false
+}
+
+// delegate gives an accepted socket to the next shard, round-robin. The socket moves as
+// a plain descriptor through the target's inbox (shards share one process's descriptor
+// table), followed by a MSG_RING wake-up; shard 0 keeps it when that inbox is full.
+func (s *Shard) delegate(fd int) {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		s.log.Debug("TCP_NODELAY failed", "err", err)
+	}
+	l := &s.listener
+	target := l.nextShard
+	l.nextShard = (l.nextShard + 1) % len(s.rt.shards)
+	if target == s.index || !s.Post(target, Message{internal: internalAdoptConn, fd: fd}) {
+		s.adopt(fd)
+	}
+}
+
+// stopListening cancels the accept; the listener's descriptor is closed when the
+// cancelled accept completes (the kernel may still be using it until then).
+func (s *Shard) stopListening() {
+	l := &s.listener
+	if l.closed() {
+		return
+	}
+	if !l.armed {
+		unix.Close(l.fd)
+		l.fd = -1
+		return
+	}
+	if !l.cancelSent {
+		l.cancelSent = true
+		sqe := s.getSQE()
+		sqe.PrepareCancel(userData(kindAccept, 0), 0)
+		sqe.UserData = userData(kindCancel, 0)
+	}
+}
+
+// allowedCPUs returns the CPUs this process may run on.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("shard: sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for cpu := range 1024 {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	if len(cpus) == 0 {
+		return nil, errors.New("shard: no CPU allowed")
+	}
+	return cpus, nil
+}
+
+func allowedCPUCount() (int, error) {
+	cpus, err := allowedCPUs()
+	return len(cpus), err
+}
+
+// pinToCPU pins the calling thread to the (index mod count)-th allowed CPU.
+func pinToCPU(index int) error {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
+	var set unix.CPUSet
+	set.Set(cpus[index%len(cpus)])
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("sched_setaffinity: %w", err)
+	}
+	return nil
+}

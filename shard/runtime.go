@@ -1,0 +1,182 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime is a running set of shards serving one TCP listener.
+type Runtime struct {
+	cfg    Config
+	shards []*Shard
+	addr   *net.TCPAddr
+
+	// connCounts[i] is shard i's live connection count, for observers outside the
+	// shards (tests, metrics); shards never read each other's.
+	connCounts []atomic.Int64
+
+	stopping atomic.Bool
+	done     chan struct{}
+	errOnce  sync.Once
+	err      error
+}
+
+// Start binds the listener, starts the shards and returns once every shard is ready:
+// from then on connections to Addr are served. It fails, having undone everything, when
+// the address cannot be bound or a shard cannot set up its ring (io_uring unavailable).
+func Start(cfg Config) (*Runtime, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	listenFd, addr, err := listen(cfg.TCPAddress)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{cfg: cfg, addr: addr, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount)}
+	rt.shards = make([]*Shard, cfg.ShardCount)
+	for i := range rt.shards {
+		s := &Shard{
+			index:      i,
+			rt:         rt,
+			cfg:        &rt.cfg,
+			log:        cfg.Logger.With("shard", i),
+			inbox:      make([]*Queue[Message], cfg.ShardCount),
+			wakeNeeded: make([]bool, cfg.ShardCount),
+			eventFd:    -1,
+			listener:   listener{fd: -1},
+		}
+		for from := range s.inbox {
+			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
+		}
+		rt.shards[i] = s
+	}
+	rt.shards[0].listener.fd = listenFd
+
+	ready := make(chan error, len(rt.shards))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range rt.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(ready, start)
+		}()
+	}
+	var setupErr error
+	for range rt.shards {
+		if err := <-ready; err != nil && setupErr == nil {
+			setupErr = err
+		}
+	}
+	if setupErr != nil {
+		rt.stopping.Store(true)
+	}
+	close(start)
+	go func() {
+		wg.Wait()
+		rt.closeAll()
+		close(rt.done)
+	}()
+	if setupErr != nil {
+		<-rt.done
+		return nil, setupErr
+	}
+	cfg.Logger.Info("listening", "address", addr.String(), "shards", cfg.ShardCount)
+	return rt, nil
+}
+
+// Addr returns the address the listener is bound to.
+func (rt *Runtime) Addr() *net.TCPAddr { return rt.addr }
+
+// ShardCount returns the number of shards.
+func (rt *Runtime) ShardCount() int { return len(rt.shards) }
+
+// ConnectionCount returns the number of open connections over all shards. Safe from any
+// goroutine; a snapshot.
+func (rt *Runtime) ConnectionCount() int {
+	n := int64(0)
+	for i := range rt.connCounts {
+		n += rt.connCounts[i].Load()
+	}
+	return int(n)
+}
+
+// Shutdown stops accepting, lets every connection send the replies it is owed and
+// closes it (cutting those still sending after Config.ShutdownTimeout), and waits for
+// the shards to exit or ctx to end. Safe from any goroutine, more than once.
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	rt.stopping.Store(true)
+	for _, s := range rt.shards {
+		s.wakeExternal()
+	}
+	select {
+	case <-rt.done:
+		return rt.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when every shard has exited.
+func (rt *Runtime) Done() <-chan struct{} { return rt.done }
+
+// Err returns the fatal error that stopped the runtime, once Done is closed; nil after
+// a clean shutdown.
+func (rt *Runtime) Err() error {
+	select {
+	case <-rt.done:
+		return rt.err
+	default:
+		return nil
+	}
+}
+
+// fatal records a shard's fatal error and stops the others: a runtime with a dead shard
+// would keep serving half its connections, the half-alive state to avoid.
+func (rt *Runtime) fatal(err error) {
+	rt.errOnce.Do(func() { rt.err = err })
+	rt.stopping.Store(true)
+	for _, s := range rt.shards {
+		if s.eventFd >= 0 {
+			s.wakeExternal()
+		}
+	}
+}
+
+// closeAll releases every shard's kernel resources once all shard goroutines exited.
+// Rings close first: that ends any operation still referencing an arena buffer.
+func (rt *Runtime) closeAll() {
+	var errs []error
+	for _, s := range rt.shards {
+		if s.ring != nil {
+			errs = append(errs, s.ring.Close())
+		}
+	}
+	for _, s := range rt.shards {
+		for _, c := range s.conns {
+			if c != nil && c.state != connFree {
+				unix.Close(c.fd)
+			}
+		}
+		if s.listener.fd >= 0 {
+			unix.Close(s.listener.fd)
+			s.listener.fd = -1
+		}
+		if s.eventFd >= 0 {
+			unix.Close(s.eventFd)
+		}
+		if s.arena != nil {
+			errs = append(errs, s.arena.Close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		rt.errOnce.Do(func() { rt.err = fmt.Errorf("shard: closing: %w", err) })
+	}
+}

@@ -1,0 +1,200 @@
+package shard
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// pingHandler answers PING (operation 2, code 1) and refuses everything else with
+// status Unauthenticated, like a server nobody logged in to. It counts what it saw.
+type pingHandler struct {
+	shard    *Shard
+	closed   int
+	messages int
+}
+
+func (h *pingHandler) ServeRequest(c *Conn, req *Request) {
+	status := wire.ErrUnauthenticated
+	if req.Header.Operation == wire.OperationNonReplicated && req.Header.NonReplicatedCode == wire.CommandCode(1) {
+		status = 0
+	}
+	c.ReplyStatus(req.Header, status)
+}
+
+func (h *pingHandler) ServeMessage(s *Shard, m Message) { h.messages++ }
+func (h *pingHandler) ConnClosed(c *Conn)               { h.closed++ }
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startTestRuntime starts a runtime on a random loopback port with cfg's non-zero fields
+// and stops it when the test ends, checking that the shutdown is clean.
+func startTestRuntime(t testing.TB, cfg Config) *Runtime {
+	t.Helper()
+	cfg.TCPAddress = "127.0.0.1:0"
+	if cfg.ShardCount == 0 {
+		cfg.ShardCount = 2
+	}
+	if cfg.NewHandler == nil {
+		cfg.NewHandler = func(s *Shard) Handler { return &pingHandler{shard: s} }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	if len(cfg.Arena.Classes) == 0 {
+		cfg.Arena = testArenaConfig()
+	}
+	rt, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return rt
+}
+
+// testArenaConfig keeps test runtimes small: tests start many.
+func testArenaConfig() arenaConfig {
+	const kib, mib = 1 << 10, 1 << 20
+	return arenaConfig{Classes: []arenaClass{
+		{BufferSizeBytes: 4 * kib, BufferCount: 2048},
+		{BufferSizeBytes: 64 * kib, BufferCount: 64},
+		{BufferSizeBytes: 1 * mib, BufferCount: 8},
+		{BufferSizeBytes: 64 * mib, BufferCount: 1},
+	}}
+}
+
+// requestHeader builds a valid request header: operation 2 with code, or another
+// operation with session and request 1.
+func requestHeader(bodyBytes int, op wire.Operation, code uint32, request uint64) []byte {
+	h := make([]byte, 256+bodyBytes)
+	binary.LittleEndian.PutUint32(h[48:], uint32(256+bodyBytes))
+	h[60] = byte(wire.CommandRequest)
+	binary.LittleEndian.PutUint64(h[128:], 0xC11E47) // client id
+	binary.LittleEndian.PutUint64(h[168:], request)
+	h[176] = byte(op)
+	if op == wire.OperationNonReplicated {
+		binary.LittleEndian.PutUint32(h[196:], code)
+	} else {
+		binary.LittleEndian.PutUint64(h[184:], 1) // session
+	}
+	return h
+}
+
+func pingFrame(request uint64) []byte {
+	return requestHeader(0, wire.OperationNonReplicated, 1, request)
+}
+
+type testClient struct {
+	t    testing.TB
+	conn net.Conn
+	buf  [256]byte
+}
+
+func dial(t testing.TB, rt *Runtime) *testClient {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &testClient{t: t, conn: conn}
+}
+
+// readFrame reads one 256-byte header-only frame from the server, or fails the test.
+func (c *testClient) readFrame() []byte {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c.conn, c.buf[:]); err != nil {
+		c.t.Fatalf("reading a frame: %v", err)
+	}
+	return c.buf[:]
+}
+
+// ping sends a PING and checks the reply: command Reply, request echoed, status 0,
+// operation 2, empty body.
+func (c *testClient) ping(request uint64) {
+	c.t.Helper()
+	if _, err := c.conn.Write(pingFrame(request)); err != nil {
+		c.t.Fatalf("writing a ping: %v", err)
+	}
+	checkReply(c.t, c.readFrame(), request, 0)
+}
+
+func checkReply(t testing.TB, frame []byte, request uint64, status wire.ErrorCode) {
+	t.Helper()
+	if frame[60] != byte(wire.CommandReply) {
+		t.Fatalf("reply command %d, want %d", frame[60], wire.CommandReply)
+	}
+	if size := binary.LittleEndian.Uint32(frame[48:]); size != 256 {
+		t.Fatalf("reply size %d, want 256", size)
+	}
+	if got := binary.LittleEndian.Uint64(frame[200:]); got != request {
+		t.Fatalf("reply request %d, want %d", got, request)
+	}
+	if got := wire.ErrorCode(binary.LittleEndian.Uint32(frame[216:])); got != status {
+		t.Fatalf("reply status %v, want %v", got, status)
+	}
+}
+
+// expectEvictionThenClose reads an Eviction frame with reason, then EOF.
+func (c *testClient) expectEvictionThenClose(reason wire.EvictionReason) {
+	c.t.Helper()
+	frame := c.readFrame()
+	if frame[60] != byte(wire.CommandEviction) {
+		c.t.Fatalf("frame command %d, want Eviction (%d)", frame[60], wire.CommandEviction)
+	}
+	if got := wire.EvictionReason(frame[255]); got != reason {
+		c.t.Fatalf("eviction reason %v, want %v", got, reason)
+	}
+	c.expectClose()
+}
+
+// expectClose reads until EOF (or a reset), failing on any byte or a timeout.
+func (c *testClient) expectClose() {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var one [1]byte
+	n, err := c.conn.Read(one[:])
+	if n != 0 || err == nil {
+		c.t.Fatalf("read %d bytes after the end, err %v; want the connection closed", n, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.t.Fatal("connection still open after 5 s")
+	}
+}
+
+func TestPing(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	for i := range 4 {
+		c := dial(t, rt)
+		for r := range uint64(3) {
+			c.ping(uint64(i)*10 + r)
+		}
+	}
+}
+
+type (
+	arenaConfig = arena.Config
+	arenaClass  = arena.ClassConfig
+)

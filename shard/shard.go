@@ -1,0 +1,454 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/ring"
+)
+
+// completionKind is the top byte of every SQE's user data: which state machine the
+// completion belongs to. The rest identifies the connection (slot and generation) or,
+// for a wake-up, the sending shard.
+//
+//	63     56 55          24 23              0
+//	+--------+--------------+----------------+
+//	|  kind  |     slot     |   generation   |
+//	+--------+--------------+----------------+
+type completionKind uint8
+
+const (
+	kindAccept completionKind = iota + 1
+	kindRecv
+	kindSend
+	kindCancel
+	kindWake // a MSG_RING from another shard: its inbox has messages
+	kindWakeSent
+	kindEventFd // the eventfd read through which non-shard goroutines wake the shard
+)
+
+func userData(kind completionKind, id ConnID) uint64 {
+	return uint64(kind)<<56 | uint64(id)&(1<<48-1)
+}
+
+func splitUserData(ud uint64) (completionKind, uint64) {
+	return completionKind(ud >> 56), ud & (1<<48 - 1)
+}
+
+// acceptBackoffMin and acceptBackoffMax bound the pause before accepting again after the
+// process or system ran out of descriptors or memory: short enough to recover quickly
+// once a connection closes, long enough not to spin on a listener that keeps failing.
+const (
+	acceptBackoffMin = 10 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// completionBatchMax is how many CQEs a shard copies out of the ring before acting on
+// any: completions never run inside the reap (an action may submit, and submitting may
+// post more completions).
+const completionBatchMax = 256
+
+// Shard is one event loop: a goroutine locked to its OS thread (pinned to a CPU when
+// configured), with its own ring, arena, connections and timers. Every method must be
+// called from the shard's own goroutine (from a Handler callback), except where noted.
+type Shard struct {
+	index   int
+	rt      *Runtime
+	cfg     *Config
+	log     *slog.Logger
+	ring    *ring.Ring
+	arena   *arena.Arena
+	handler Handler
+
+	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
+	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
+
+	eventFd    int
+	eventBuf   *[8]byte // the eventfd read's target; heap memory the kernel writes
+	eventArmed bool
+
+	conns     []*Conn // by slot; a nil or free slot holds no live connection
+	freeSlots []uint32
+	connCount int
+	dirty     []*Conn // connections with replies queued in this iteration
+	req       Request // reused for every ServeRequest
+
+	timers timerHeap
+	epoch  time.Time
+	nowNs  int64
+
+	cqes [completionBatchMax]ring.CQE
+
+	listener listener // shard 0 only
+
+	stopping       bool
+	stopDeadlineNs int64
+	err            error
+}
+
+// Index returns the shard's index, 0..Count()-1.
+func (s *Shard) Index() int { return s.index }
+
+// Count returns the number of shards of the runtime.
+func (s *Shard) Count() int { return len(s.rt.shards) }
+
+// Logger returns the shard's logger (it carries the shard index).
+func (s *Shard) Logger() *slog.Logger { return s.log }
+
+// Arena returns the shard's buffer arena, for handlers that build replies in it.
+func (s *Shard) Arena() *arena.Arena { return s.arena }
+
+// NowNs returns the shard's monotonic clock, read once per loop iteration.
+func (s *Shard) NowNs() int64 { return s.nowNs }
+
+// Post queues m for shard target, which receives it in Handler.ServeMessage. It reports
+// false when the queue to that shard is full: the caller decides (answer with a
+// retryable status, or drop). Posting to the shard itself is allowed; the message is
+// served on the next loop iteration.
+func (s *Shard) Post(target int, m Message) bool {
+	m.From = s.index
+	if !s.rt.shards[target].inbox[s.index].Push(m) {
+		return false
+	}
+	if target != s.index {
+		s.wakeNeeded[target] = true
+	}
+	return true
+}
+
+// Conn returns the live connection id names on this shard, or nil when it is closed or
+// lives on another shard.
+func (s *Shard) Conn(id ConnID) *Conn {
+	if id.Shard() != s.index {
+		return nil
+	}
+	slot := id.slot()
+	if int(slot) >= len(s.conns) {
+		return nil
+	}
+	c := s.conns[slot]
+	if c == nil || c.id != id || c.state == connFree {
+		return nil
+	}
+	return c
+}
+
+// getSQE returns a free SQE. On a ring failure the shard records a fatal error and gets
+// a scratch SQE, so callers need no error path: the loop stops at the end of the
+// iteration.
+func (s *Shard) getSQE() *ring.SQE {
+	sqe, err := s.ring.GetSQE()
+	if err != nil {
+		s.fail(fmt.Errorf("shard %d: get SQE: %w", s.index, err))
+		return new(ring.SQE)
+	}
+	return sqe
+}
+
+func (s *Shard) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *Shard) clock() int64 { return int64(time.Since(s.epoch)) }
+
+// run is the shard's goroutine: set up on the locked thread, report, then loop.
+func (s *Shard) run(ready chan<- error, start <-chan struct{}) {
+	runtime.LockOSThread()
+	// The thread is never unlocked: with SINGLE_ISSUER the ring belongs to it, and a
+	// thread whose affinity we changed must not go back to the Go scheduler's pool.
+	if err := s.setUp(); err != nil {
+		ready <- err
+		return
+	}
+	ready <- nil
+	<-start
+	if s.rt.stopping.Load() {
+		return
+	}
+	s.loop()
+}
+
+func (s *Shard) setUp() error {
+	if s.cfg.PinCPUs {
+		if err := pinToCPU(s.index); err != nil {
+			return fmt.Errorf("shard %d: %w", s.index, err)
+		}
+	}
+	r, err := ring.New(ring.DefaultOptions(s.cfg.RingEntries))
+	if err != nil {
+		return fmt.Errorf("shard %d: io_uring setup: %w", s.index, err)
+	}
+	s.ring = r
+	for _, op := range []ring.Opcode{ring.OpAccept, ring.OpRecv, ring.OpSend, ring.OpSendmsg, ring.OpMsgRing, ring.OpRead, ring.OpAsyncCancel} {
+		if !r.Supports(op) {
+			return fmt.Errorf("shard %d: the kernel's io_uring lacks opcode %d (Linux 6.0 or newer is needed)", s.index, op)
+		}
+	}
+	a, err := arena.New(s.cfg.Arena)
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", s.index, err)
+	}
+	s.arena = a
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("shard %d: eventfd: %w", s.index, err)
+	}
+	s.eventFd = efd
+	s.eventBuf = new([8]byte)
+	s.epoch = time.Now()
+	s.nowNs = s.clock()
+	s.handler = s.cfg.NewHandler(s)
+	return nil
+}
+
+func (s *Shard) loop() {
+	s.log.Info("shard started", "cpu_pinned", s.cfg.PinCPUs)
+	s.armAccept()
+	for {
+		s.nowNs = s.clock()
+		if !s.eventArmed {
+			s.armEventFd()
+		}
+		if !s.stopping && s.rt.stopping.Load() {
+			s.beginStop()
+		}
+		s.drainInboxes()
+		s.fireTimers()
+		s.flushSends()
+		s.sendWakes()
+		if s.err != nil {
+			s.log.Error("shard stopping on a fatal error", "err", s.err)
+			s.rt.fatal(s.err)
+			return
+		}
+		if s.stopping && s.stopped() {
+			s.log.Info("shard stopped")
+			return
+		}
+		if !s.wait() {
+			continue
+		}
+		s.reap()
+	}
+}
+
+// wait submits what is queued and blocks until a completion arrives or the next timer
+// is due. It reports false when it returned without completions to reap.
+func (s *Shard) wait() bool {
+	var err error
+	if next, ok := s.timers.Next(); ok {
+		d := time.Duration(next - s.clock())
+		if d <= 0 {
+			_, err = s.ring.Submit()
+		} else {
+			_, err = s.ring.SubmitAndWaitTimeout(1, d)
+		}
+	} else {
+		_, err = s.ring.SubmitAndWait(1)
+	}
+	if err != nil && !errors.Is(err, ring.ErrCQOverflow) {
+		s.fail(fmt.Errorf("shard %d: io_uring_enter: %w", s.index, err))
+		return false
+	}
+	return true
+}
+
+// reap copies a batch of completions out of the ring, hands their slots back to the
+// kernel, then acts on each.
+func (s *Shard) reap() {
+	n := 0
+	for n < len(s.cqes) {
+		cqe, ok := s.ring.PeekCQE()
+		if !ok {
+			break
+		}
+		s.cqes[n] = *cqe
+		s.ring.CQESeen()
+		n++
+	}
+	s.nowNs = s.clock()
+	for i := range n {
+		s.complete(&s.cqes[i])
+	}
+}
+
+func (s *Shard) complete(cqe *ring.CQE) {
+	kind, rest := splitUserData(cqe.UserData)
+	switch kind {
+	case kindAccept:
+		s.onAccept(cqe)
+	case kindRecv, kindSend:
+		id := newConnID(s.index, uint32(rest>>connGenerationBits)&connSlotMax, uint32(rest)&connGenerationMask)
+		c := s.Conn(id)
+		if c == nil {
+			panic(fmt.Sprintf("shard %d: completion for a connection that is gone (slot %d)", s.index, id.slot()))
+		}
+		if kind == kindRecv {
+			c.onRecv(cqe.Res)
+		} else {
+			c.onSend(cqe.Res)
+		}
+	case kindCancel, kindWakeSent:
+		// Cancellation outcomes arrive on the cancelled operation itself; a failed
+		// wake-up means the target's ring is gone, which only happens at shutdown.
+	case kindWake:
+		// The inboxes are drained on every iteration.
+	case kindEventFd:
+		s.eventArmed = false
+	default:
+		panic(fmt.Sprintf("shard %d: completion with unknown kind %d", s.index, kind))
+	}
+}
+
+func (s *Shard) armEventFd() {
+	sqe := s.getSQE()
+	sqe.PrepareRead(s.eventFd, s.eventBuf[:], 0)
+	sqe.UserData = userData(kindEventFd, 0)
+	s.eventArmed = true
+}
+
+// wakeExternal wakes the shard from any goroutine (the eventfd is the one door a
+// goroutine without a ring can knock on: MSG_RING needs a ring to send from).
+func (s *Shard) wakeExternal() {
+	var one = [8]byte{1}
+	unix.Write(s.eventFd, one[:])
+}
+
+// drainInboxes serves every message posted to this shard, at most one queue's capacity
+// per inbox per iteration so that a busy sender cannot starve the connections.
+func (s *Shard) drainInboxes() {
+	for from, q := range s.inbox {
+		for range q.Cap() {
+			m, ok := q.Pop()
+			if !ok {
+				break
+			}
+			if m.internal == internalAdoptConn {
+				s.adopt(m.fd)
+				continue
+			}
+			_ = from
+			s.handler.ServeMessage(s, m)
+		}
+	}
+}
+
+// sendWakes rings every shard this one posted to since the last wake. One MSG_RING per
+// target per iteration however many messages went: the target drains its whole inbox.
+func (s *Shard) sendWakes() {
+	for target, needed := range s.wakeNeeded {
+		if !needed {
+			continue
+		}
+		s.wakeNeeded[target] = false
+		sqe := s.getSQE()
+		sqe.PrepareMsgRing(s.rt.shards[target].ring.Fd(), 0, userData(kindWake, ConnID(s.index)), 0)
+		sqe.UserData = userData(kindWakeSent, 0)
+		sqe.Flags |= ring.SQECQESkipSuccess
+	}
+}
+
+func (s *Shard) fireTimers() {
+	for {
+		t, ok := s.timers.Expired(s.nowNs)
+		if !ok {
+			return
+		}
+		switch t.kind {
+		case timerConn:
+			if c := s.Conn(t.conn); c != nil {
+				c.checkDeadlines()
+			}
+		case timerAccept:
+			s.listener.backoffArmed = false
+			if !s.stopping {
+				s.armAccept()
+			}
+		case timerShutdown:
+			for _, c := range s.conns {
+				if c != nil && c.state != connFree {
+					c.abort("shutdown timeout")
+				}
+			}
+		}
+	}
+}
+
+func (s *Shard) flushSends() {
+	for i, c := range s.dirty {
+		c.inDirty = false
+		c.flush()
+		s.dirty[i] = nil
+	}
+	s.dirty = s.dirty[:0]
+}
+
+// beginStop starts a graceful stop: no new connections, each connection finishes
+// sending what it owes and closes, and after ShutdownTimeout the rest are cut.
+func (s *Shard) beginStop() {
+	s.stopping = true
+	s.log.Info("shard shutting down", "connections", s.connCount)
+	s.timers.Push(timer{deadlineNs: s.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
+	s.stopListening()
+	for _, c := range s.conns {
+		if c != nil && c.state == connOpen {
+			c.closeAfterFlush("shutdown")
+		}
+	}
+}
+
+func (s *Shard) stopped() bool {
+	return s.connCount == 0 && s.listener.closed()
+}
+
+// adopt installs an accepted socket as a connection of this shard.
+func (s *Shard) adopt(fd int) {
+	if s.stopping {
+		unix.Close(fd)
+		return
+	}
+	if s.connCount >= s.cfg.ConnectionsPerShardMax {
+		s.log.Warn("connection refused: shard connection table full", "max", s.cfg.ConnectionsPerShardMax)
+		unix.Close(fd)
+		return
+	}
+	var slot uint32
+	if n := len(s.freeSlots); n > 0 {
+		slot = s.freeSlots[n-1]
+		s.freeSlots = s.freeSlots[:n-1]
+	} else {
+		slot = uint32(len(s.conns))
+		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, recvBufferBytes)})
+	}
+	c := s.conns[slot]
+	if err := c.open(fd, slot); err != nil {
+		s.log.Warn("connection refused", "err", err)
+		unix.Close(fd)
+		s.freeSlots = append(s.freeSlots, slot)
+		return
+	}
+	s.connCount++
+	s.rt.connCounts[s.index].Add(1)
+}
+
+// release returns a finished connection's slot to the free list.
+func (s *Shard) release(c *Conn) {
+	s.freeSlots = append(s.freeSlots, c.id.slot())
+	s.connCount--
+	s.rt.connCounts[s.index].Add(-1)
+}
+
+func (s *Shard) markDirty(c *Conn) {
+	if !c.inDirty {
+		c.inDirty = true
+		s.dirty = append(s.dirty, c)
+	}
+}

@@ -1,0 +1,83 @@
+package shard
+
+// timerKind says what a timer is for.
+type timerKind uint8
+
+const (
+	// timerConn re-checks one connection's deadlines (frame, idle, send stall).
+	timerConn timerKind = iota + 1
+	// timerAccept re-arms the listener's accept after a backoff.
+	timerAccept
+	// timerShutdown ends the shutdown grace period.
+	timerShutdown
+)
+
+type timer struct {
+	deadlineNs int64 // on the shard's monotonic clock
+	conn       ConnID
+	kind       timerKind
+}
+
+// timerHeap is a min-heap of deadlines driven by an explicit clock: the shard passes
+// now to Expired, so tests (and a simulation) decide what time it is.
+//
+// Timers are never cancelled or moved. A connection keeps one timer in the heap; when
+// it fires, the shard compares the connection's real deadline (last byte received plus
+// the timeout) with now and either acts or pushes one new timer. Receiving a byte thus
+// costs a store of a timestamp, not a heap fix-up, and a closed connection's stale
+// timer is recognised by its ConnID generation and dropped.
+type timerHeap struct {
+	items []timer
+}
+
+// Push adds a timer. It allocates only when the heap grows past its high-water mark.
+func (h *timerHeap) Push(t timer) {
+	h.items = append(h.items, t)
+	i := len(h.items) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if h.items[parent].deadlineNs <= h.items[i].deadlineNs {
+			break
+		}
+		h.items[parent], h.items[i] = h.items[i], h.items[parent]
+		i = parent
+	}
+}
+
+// Next returns the earliest deadline and whether there is any timer.
+func (h *timerHeap) Next() (int64, bool) {
+	if len(h.items) == 0 {
+		return 0, false
+	}
+	return h.items[0].deadlineNs, true
+}
+
+// Expired removes and returns the earliest timer if its deadline is at or before nowNs.
+func (h *timerHeap) Expired(nowNs int64) (timer, bool) {
+	if len(h.items) == 0 || h.items[0].deadlineNs > nowNs {
+		return timer{}, false
+	}
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items = h.items[:last]
+	i := 0
+	for {
+		left, right, smallest := 2*i+1, 2*i+2, i
+		if left < last && h.items[left].deadlineNs < h.items[smallest].deadlineNs {
+			smallest = left
+		}
+		if right < last && h.items[right].deadlineNs < h.items[smallest].deadlineNs {
+			smallest = right
+		}
+		if smallest == i {
+			break
+		}
+		h.items[i], h.items[smallest] = h.items[smallest], h.items[i]
+		i = smallest
+	}
+	return top, true
+}
+
+// Len returns the number of timers.
+func (h *timerHeap) Len() int { return len(h.items) }
