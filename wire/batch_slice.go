@@ -15,9 +15,11 @@ import "encoding/binary"
 // than one batch. When the range covers the whole batch, *hdr is a copy of src's
 // header and frames is the whole blob.
 //
-// SliceBatch trusts that src passed CheckStoredBatch (it verifies no checksum) but
-// never reads out of bounds: a header or frame that does not fit src is reported as
-// ErrInvalidCommand. It does not allocate.
+// SliceBatch trusts that src passed CheckStoredBatch: it verifies no checksum, and it
+// serves a range covering the whole batch from the header alone, without walking the
+// frames. On other bytes its result is meaningless but it never reads out of bounds:
+// a header or frame it walks that does not fit src is reported as ErrInvalidCommand.
+// It does not allocate.
 func SliceBatch(hdr *[BatchHeaderSize]byte, src []byte, fromOffset uint64, maxMessages uint32) (frames []byte, count uint32, err error) {
 	if len(src) < BatchHeaderSize {
 		return nil, 0, ErrInvalidCommand
@@ -32,6 +34,15 @@ func SliceBatch(hdr *[BatchHeaderSize]byte, src []byte, fromOffset uint64, maxMe
 		return nil, 0, nil
 	}
 	baseOffset := binary.LittleEndian.Uint64(source[batchBaseOffsetAt:])
+
+	// A poll that wants the whole batch, the common case for a consumer keeping up,
+	// needs no walk: a stored batch's deltas are 0..message_count-1.
+	messageCount := binary.LittleEndian.Uint32(source[batchMessageCountAt:])
+	if messageCount > 0 && len(blob) > 0 && fromOffset <= baseOffset &&
+		baseOffset-fromOffset+uint64(messageCount) <= uint64(maxMessages) {
+		*hdr = *source
+		return blob, messageCount, nil
+	}
 
 	// Find the run of frames in range: it starts at the first frame whose offset is in
 	// range and ends at the first one after it that is not. Deltas of a stored batch

@@ -460,7 +460,7 @@ func TestSliceBatchEdges(t *testing.T) {
 	// A frame that overruns the batch is an error, not a panic.
 	broken := bytes.Clone(b)
 	binary.LittleEndian.PutUint32(broken[256+36:], 1000)
-	if _, _, err := SliceBatch(&hdr, broken, 1000, 5); err != ErrInvalidCommand {
+	if _, _, err := SliceBatch(&hdr, broken, 1001, 5); err != ErrInvalidCommand {
 		t.Fatalf("SliceBatch of a broken batch = %v", err)
 	}
 }
