@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -645,20 +646,31 @@ func parseByteSizeString(s string) (uint64, bool) {
 		return 0, false
 	}
 	total := w * multiplier
-	// The fraction's contribution is floor(0.f × multiplier), digit by digit so it
-	// cannot overflow: each step adds at most multiplier/10.
-	scale := multiplier
-	for j := 0; j < len(fraction); j++ {
-		if fraction[j] < '0' || fraction[j] > '9' {
-			return 0, false
-		}
-		scale /= 10
-		add := uint64(fraction[j]-'0') * scale
-		if total > math.MaxUint64-add {
-			return 0, false
-		}
-		total += add
+	if fraction == "" {
+		return total, true
 	}
+	// The fraction adds floor(F × multiplier / 10^k) for its k digits F, computed
+	// in 128 bits so no digit is lost.
+	if _, ok := parseDecimalDigits(fraction); !ok {
+		return 0, false
+	}
+	if len(fraction) > 19 {
+		fraction = fraction[:19] // 10^19 is the largest power of ten in a u64
+	}
+	f, _ := parseDecimal(fraction)
+	pow := uint64(1)
+	for range len(fraction) {
+		pow *= 10
+	}
+	hi, lo := bits.Mul64(f, multiplier)
+	if hi >= pow {
+		return 0, false
+	}
+	add, _ := bits.Div64(hi, lo, pow)
+	if total > math.MaxUint64-add {
+		return 0, false
+	}
+	total += add
 	return total, true
 }
 
@@ -757,6 +769,16 @@ func parseDecimal(s string) (uint64, bool) {
 		return 0, false
 	}
 	return parseDecimalOrEmpty(s)
+}
+
+// parseDecimalDigits reports whether s is all ASCII digits, whatever its length.
+func parseDecimalDigits(s string) (int, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return i, false
+		}
+	}
+	return len(s), true
 }
 
 func parseDecimalOrEmpty(s string) (uint64, bool) {
