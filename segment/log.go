@@ -1,0 +1,768 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Hooks tell the log's owner what became of its appends. Each is optional and runs
+// from Storage.Poll (never from inside Append). Offsets are ends: "every batch below
+// end", so an empty log needs no -1.
+type Hooks struct {
+	// Written reports that every batch below end has been written (it is in the page
+	// cache or further, and reads serve it when EnforceFsync is off).
+	Written func(end uint64)
+	// Durable reports that every batch below end is durable: an owner acknowledges a
+	// producer's batch as stored once Durable has passed its last offset.
+	Durable func(end uint64)
+	// Failed reports that the batches in [from, to) were not stored and never will
+	// be: a write or sync failed (err says which). The log's next offset is from
+	// again, and it accepts appends again once the damaged tail is truncated.
+	Failed func(from, to uint64, err error)
+}
+
+// Errors of Append beyond the wire codes for a malformed batch.
+var (
+	// ErrOffsetMismatch: the batch's base_offset is not the log's next offset.
+	ErrOffsetMismatch = errors.New("segment: batch base_offset is not the log's next offset")
+	// ErrTimestampRegression: the batch's base_timestamp is below its predecessor's;
+	// the stamper must keep them non-decreasing (polls by timestamp binary-search them).
+	ErrTimestampRegression = errors.New("segment: batch base_timestamp below the previous batch's")
+	// ErrPartitionMismatch: the batch is stamped for another partition.
+	ErrPartitionMismatch = errors.New("segment: batch partition_id is not this log's")
+)
+
+// Log is one partition's log: segments of stamped batches with their indexes, the
+// partition's consumer offsets, and the state of every append still in flight.
+//
+// A Log belongs to one goroutine: the one that calls its methods and Storage.Poll.
+type Log struct {
+	cfg   Config
+	st    Storage
+	hooks Hooks
+	done  func(*Request) // l.complete, bound once so requests carry it without allocating
+
+	segments   []*segment // oldest first; the last is where appends go
+	durableSeg int        // segments[:durableSeg] are durably sealed
+
+	nextOffset    uint64
+	lastTimestamp uint64
+	writtenEnd    uint64
+	durableEnd    uint64
+
+	// In-flight appends, oldest first, in a ring of InflightBatchesMax slots. An entry
+	// leaves from the head once durable; fifoWritten counts the head entries whose
+	// writes have completed, contiguously.
+	fifo        []inflight
+	fifoHead    int
+	fifoLen     int
+	fifoWritten int
+	fifoSeq     uint64 // sequence number of the head entry
+
+	requestsInFlight int
+	free             []*Request
+
+	unsyncedMessages uint64
+	unsyncedBytes    int64
+
+	// After a failed write or sync the log stops taking appends, waits until nothing
+	// is in flight, then cuts everything from rewindTo on.
+	failing         bool
+	rewindTo        uint64
+	failErr         error
+	repairsInFlight int
+	broken          error // a repair failed too: the log refuses appends for good
+
+	needSegment bool // the last segment is sealed; the next append opens a new one
+	closed      bool
+
+	offsets consumerOffsets
+	stats   Stats
+}
+
+// Stats counts what the log did, for tests and metrics.
+type Stats struct {
+	Appends            uint64
+	AppendedBytes      uint64
+	Syncs              uint64
+	Seals              uint64
+	IndexWriteFailures uint64
+	Rewinds            uint64
+	SegmentsDeleted    uint64
+}
+
+type inflight struct {
+	seg     *segment
+	base    uint64
+	end     uint64
+	written bool
+	durable bool
+}
+
+type sealState uint8
+
+const (
+	segmentActive  sealState = iota // takes appends
+	segmentSealing                  // full; waits for its writes, then its seal chain
+	segmentSealed                   // log and index durable, immutable
+)
+
+// segment is one .log/.index pair.
+type segment struct {
+	baseOffset   uint64
+	endOffset    uint64 // next offset after its last batch (appended, maybe in flight)
+	sizeBytes    int64  // appended bytes, maybe in flight
+	logFile      File
+	indexFile    File
+	index        index
+	indexWritten int // bytes of index submitted to the index file
+	maxTimestamp uint64
+	state        sealState
+	syncedEnd    uint64 // batches below it are durable in the .log
+	writes       int    // appends in flight
+}
+
+type purpose uint8
+
+const (
+	purposeAppendWrite purpose = iota + 1
+	purposeAppendSync
+	purposeSaveSync
+	purposeIndexWrite
+	purposeSealLogSync
+	purposeSealIndexWrite
+	purposeSealIndexSync
+	purposeRepair
+	purposeOffsetWrite
+	purposeOffsetSync
+	purposeRead
+)
+
+// Open recovers the log stored in st (see recovery.go) and returns it ready to
+// append, with the report of what recovery found and repaired.
+func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, cfg.InflightBatchesMax)}
+	l.done = l.complete
+	report, err := l.recover()
+	if err != nil {
+		l.closeFiles()
+		return nil, report, err
+	}
+	if err := l.loadOffsets(report); err != nil {
+		l.closeFiles()
+		return nil, report, err
+	}
+	return l, report, nil
+}
+
+// NextOffset is the offset the next appended batch must carry as base_offset.
+func (l *Log) NextOffset() uint64 { return l.nextOffset }
+
+// CurrentOffset is the newest offset in the log (the protocol's current_offset), and
+// false when the log holds no message.
+func (l *Log) CurrentOffset() (uint64, bool) {
+	if l.nextOffset == l.FirstOffset() {
+		return 0, false
+	}
+	return l.nextOffset - 1, true
+}
+
+// WrittenEnd and DurableEnd are the ends reported by Hooks.Written and Hooks.Durable.
+func (l *Log) WrittenEnd() uint64 { return l.writtenEnd }
+
+// DurableEnd: every batch below it is durable.
+func (l *Log) DurableEnd() uint64 { return l.durableEnd }
+
+// FirstOffset is the oldest offset still stored (segments before it were deleted).
+func (l *Log) FirstOffset() uint64 {
+	if len(l.segments) == 0 {
+		return l.nextOffset // only after a purge that could not create its segment
+	}
+	return l.segments[0].baseOffset
+}
+
+// LastTimestamp is the base_timestamp of the newest batch (0 for an empty log).
+func (l *Log) LastTimestamp() uint64 { return l.lastTimestamp }
+
+// SizeBytes is the total size of the segments' .log files, appends in flight included.
+func (l *Log) SizeBytes() int64 {
+	var n int64
+	for _, s := range l.segments {
+		n += s.sizeBytes
+	}
+	return n
+}
+
+// SegmentCount is the number of segments, the open one included.
+func (l *Log) SegmentCount() int { return len(l.segments) }
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats { return l.stats }
+
+// Idle reports whether none of the log's requests is in flight.
+func (l *Log) Idle() bool { return l.requestsInFlight == 0 }
+
+// WaitIdle polls the storage until none of the log's requests is in flight. The
+// owner's loop normally does the polling; this is for Close, tests and tools.
+func (l *Log) WaitIdle() {
+	for l.requestsInFlight > 0 {
+		if l.st.Poll(true) == 0 && l.requestsInFlight > 0 {
+			panic("segment: storage has no request in flight but the log waits for one")
+		}
+	}
+}
+
+// Append writes one stamped batch (wire.StampBatch) to the log. The batch must be
+// exactly one batch (batch_length == len(batch)) with base_offset == NextOffset(),
+// partition_id == Config.PartitionID and base_timestamp >= LastTimestamp(); its
+// checksums are the stamper's business (wire.ValidateBatch at admission) and are not
+// recomputed here.
+//
+// Append submits the write and returns: the batch's bytes are written as they are,
+// so the caller must not modify or reuse them until Hooks.Written (or Failed) has
+// passed the batch. It refuses with wire.ErrTransientNotAccepted while
+// InflightBatchesMax appends are in flight or while the log repairs a failed write;
+// the caller retries after polling the storage.
+func (l *Log) Append(batch []byte) error {
+	switch {
+	case l.closed:
+		return wire.ErrSegmentClosed
+	case l.broken != nil:
+		return l.broken
+	case l.failing || l.fifoLen == len(l.fifo):
+		return wire.ErrTransientNotAccepted
+	}
+	header, err := wire.ViewBatchHeader(batch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case header.BatchLength() != uint64(len(batch)):
+		return wire.ErrInvalidCommand
+	case header.MessageCount() == 0:
+		return wire.ErrInvalidMessagesCount
+	case header.BaseOffset() != l.nextOffset:
+		return ErrOffsetMismatch
+	case header.PartitionID() != l.cfg.PartitionID:
+		return ErrPartitionMismatch
+	case header.BaseTimestamp() < l.lastTimestamp:
+		return ErrTimestampRegression
+	}
+	if l.needSegment {
+		if err := l.openSegment(l.nextOffset); err != nil {
+			return err
+		}
+	}
+	seg := l.segments[len(l.segments)-1]
+	count := uint64(header.MessageCount())
+	end := l.nextOffset + count
+
+	slot := (l.fifoHead + l.fifoLen) % len(l.fifo)
+	seq := l.fifoSeq + uint64(l.fifoLen)
+	l.fifo[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
+	l.fifoLen++
+
+	write := l.request(OpWrite, purposeAppendWrite, seg)
+	write.File = seg.logFile
+	write.Offset = seg.sizeBytes
+	write.Data = batch
+	write.target = seq
+	seg.writes++
+	if l.cfg.EnforceFsync {
+		write.Link = true
+		sync := l.request(OpSync, purposeAppendSync, seg)
+		sync.File = seg.logFile
+		sync.target = seq
+		l.st.Submit(write)
+		l.st.Submit(sync)
+	} else {
+		l.st.Submit(write)
+	}
+
+	seg.index = seg.index.append(l.nextOffset, header.BaseTimestamp(), seg.sizeBytes)
+	seg.sizeBytes += int64(len(batch))
+	seg.endOffset = end
+	seg.maxTimestamp = header.BaseTimestamp()
+	l.nextOffset = end
+	l.lastTimestamp = header.BaseTimestamp()
+	l.stats.Appends++
+	l.stats.AppendedBytes += uint64(len(batch))
+
+	if !l.cfg.EnforceFsync {
+		l.unsyncedMessages += count
+		l.unsyncedBytes += int64(len(batch))
+		if l.unsyncedMessages >= uint64(l.cfg.MessagesRequiredToSave) || l.unsyncedBytes >= l.cfg.SizeOfMessagesRequiredToSaveBytes {
+			l.save()
+		}
+	}
+	if seg.sizeBytes >= l.cfg.SegmentSizeBytes {
+		l.seal(seg)
+	}
+	return nil
+}
+
+// Sync asks for every written batch to be made durable now (a save ahead of the
+// thresholds). With EnforceFsync it has nothing to do.
+func (l *Log) Sync() {
+	if !l.cfg.EnforceFsync && !l.failing && l.broken == nil && !l.closed {
+		l.save()
+	}
+}
+
+// save issues the save-threshold fdatasync of the open segment, and writes the tail
+// of its index (a hint for recovery, which rebuilds the open segment's index anyway).
+// A sync covers the writes that completed before it started, so it proves durable
+// what was written by now: writtenEnd, within this segment.
+func (l *Log) save() {
+	l.unsyncedMessages, l.unsyncedBytes = 0, 0
+	seg := l.segments[len(l.segments)-1]
+	if seg.state != segmentActive {
+		return // its seal chain makes it durable
+	}
+	l.writeIndexTail(seg)
+	target := min(l.writtenEnd, seg.endOffset)
+	if target <= seg.syncedEnd {
+		return
+	}
+	sync := l.request(OpSync, purposeSaveSync, seg)
+	sync.File = seg.logFile
+	sync.target = target
+	l.st.Submit(sync)
+	l.stats.Syncs++
+}
+
+func (l *Log) writeIndexTail(seg *segment) {
+	if seg.indexWritten == len(seg.index) {
+		return
+	}
+	w := l.request(OpWrite, purposeIndexWrite, seg)
+	w.File = seg.indexFile
+	w.Offset = int64(seg.indexWritten)
+	w.Data = seg.index[seg.indexWritten:]
+	seg.indexWritten = len(seg.index)
+	l.st.Submit(w)
+}
+
+// seal closes seg to appends. Its seal chain (fdatasync .log, write the whole .index,
+// fdatasync .index) starts once its appends have completed: a sync covers only writes
+// that completed before it, and io_uring orders nothing that is not linked.
+func (l *Log) seal(seg *segment) {
+	seg.state = segmentSealing
+	l.needSegment = true
+	if seg.writes == 0 {
+		l.submitSealChain(seg)
+	}
+}
+
+// submitSealChain writes the whole index rather than its tail: an unlinked index
+// write of an earlier tail may still be in flight, and the chain's sync must cover
+// every byte of the index, which is what makes the segment trusted at recovery.
+func (l *Log) submitSealChain(seg *segment) {
+	logSync := l.request(OpSync, purposeSealLogSync, seg)
+	logSync.File = seg.logFile
+	logSync.Link = true
+	indexWrite := l.request(OpWrite, purposeSealIndexWrite, seg)
+	indexWrite.File = seg.indexFile
+	indexWrite.Data = seg.index
+	indexWrite.Link = true
+	indexSync := l.request(OpSync, purposeSealIndexSync, seg)
+	indexSync.File = seg.indexFile
+	seg.indexWritten = len(seg.index)
+	l.st.Submit(logSync)
+	l.st.Submit(indexWrite)
+	l.st.Submit(indexSync)
+	l.stats.Seals++
+}
+
+// openSegment creates the segment starting at baseOffset and makes it the last.
+func (l *Log) openSegment(baseOffset uint64) error {
+	var prealloc int64
+	if l.cfg.PreallocateSegments {
+		prealloc = l.cfg.SegmentSizeBytes
+	}
+	logFile, logSize, err := l.st.Open(segmentLogName(baseOffset), true, prealloc)
+	if err != nil {
+		return fmt.Errorf("segment: %w: %v", wire.ErrCannotCreateSegmentLogFile, err)
+	}
+	indexFile, indexSize, err := l.st.Open(segmentIndexName(baseOffset), true, 0)
+	if err != nil {
+		_ = l.st.Close(logFile)
+		return fmt.Errorf("segment: %w: %v", wire.ErrCannotCreateSegmentIndexFile, err)
+	}
+	seg := &segment{
+		baseOffset: baseOffset,
+		endOffset:  baseOffset,
+		logFile:    logFile,
+		indexFile:  indexFile,
+		syncedEnd:  baseOffset,
+	}
+	if logSize != 0 || indexSize != 0 {
+		// Left over from a rewind whose removal did not happen before a crash, say:
+		// the new segment starts empty.
+		if err := l.wait(&Request{Op: OpTruncate, File: logFile}); err != nil {
+			return fmt.Errorf("segment: %w: truncate leftover: %v", wire.ErrCannotCreateSegmentLogFile, err)
+		}
+		if err := l.wait(&Request{Op: OpTruncate, File: indexFile}); err != nil {
+			return fmt.Errorf("segment: %w: truncate leftover: %v", wire.ErrCannotCreateSegmentIndexFile, err)
+		}
+	}
+	l.segments = append(l.segments, seg)
+	l.needSegment = false
+	return nil
+}
+
+// request takes a request from the free list (allocating only when the list is empty:
+// the list grows to the most requests ever in flight and then stays).
+func (l *Log) request(op Op, p purpose, seg *segment) *Request {
+	var r *Request
+	if n := len(l.free); n > 0 {
+		r = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		r = new(Request)
+	}
+	*r = Request{Op: op, purpose: p, seg: seg, Done: l.done}
+	l.requestsInFlight++
+	return r
+}
+
+func (l *Log) release(r *Request) {
+	*r = Request{}
+	l.free = append(l.free, r)
+}
+
+// wait submits r and polls until it completes: for the cold paths (recovery, Close,
+// retention, consumer offsets on load), where the owner is not serving yet or a
+// blocking step is rare and bounded. Completions of other requests that arrive
+// meanwhile run their own hooks as usual.
+func (l *Log) wait(r *Request) error {
+	finished := false
+	r.Done = func(*Request) { finished = true }
+	l.st.Submit(r)
+	for !finished {
+		if l.st.Poll(true) == 0 && !finished {
+			panic("segment: storage lost a request")
+		}
+	}
+	return r.Err
+}
+
+// complete is every log request's Done hook.
+func (l *Log) complete(r *Request) {
+	l.requestsInFlight--
+	seg := r.seg
+	switch r.purpose {
+	case purposeAppendWrite:
+		seg.writes--
+		e := l.entry(r.target)
+		if r.Err != nil {
+			l.fail(e.base, fmt.Errorf("segment: write %s at %d: %w", segmentLogName(seg.baseOffset), r.Offset, r.Err))
+		} else {
+			e.written = true
+			l.advanceWritten()
+		}
+		if seg.state == segmentSealing && seg.writes == 0 && !l.failing {
+			l.submitSealChain(seg)
+		}
+	case purposeAppendSync:
+		if r.Err == nil {
+			l.entry(r.target).durable = true
+			l.advanceDurable()
+		} else if !errors.Is(r.Err, ErrCanceled) {
+			l.fail(l.durableEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
+		}
+	case purposeSaveSync:
+		if r.Err != nil {
+			l.fail(l.durableEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
+		} else if seg.state != segmentSealed {
+			seg.syncedEnd = max(seg.syncedEnd, r.target)
+			l.advanceDurable()
+		}
+	case purposeIndexWrite:
+		// The index of the open segment is a hint that recovery rebuilds; a failed
+		// write of it loses nothing, and the seal chain rewrites it whole.
+		if r.Err != nil {
+			l.stats.IndexWriteFailures++
+		}
+	case purposeSealLogSync, purposeSealIndexWrite:
+		if r.Err != nil && !errors.Is(r.Err, ErrCanceled) {
+			l.fail(l.durableEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
+		}
+	case purposeSealIndexSync:
+		if r.Err == nil {
+			if seg.state == segmentSealing {
+				seg.state = segmentSealed
+				seg.syncedEnd = seg.endOffset
+				l.advanceDurable()
+			}
+		} else if !errors.Is(r.Err, ErrCanceled) {
+			l.fail(l.durableEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
+		}
+	case purposeRepair:
+		l.repairsInFlight--
+		if r.Err != nil && !errors.Is(r.Err, ErrCanceled) && l.broken == nil {
+			l.broken = fmt.Errorf("segment: repair after %v failed: %s: %w", l.failErr, r.Op, r.Err)
+		}
+		if l.repairsInFlight == 0 && l.broken == nil {
+			l.failing = false
+			l.failErr = nil
+		}
+	case purposeOffsetWrite, purposeOffsetSync:
+		if l.offsets.complete(r) {
+			l.writeOffset(r.stored)
+		}
+	case purposeRead:
+		l.completeRead(r)
+		return // the read owns its request
+	default:
+		panic(fmt.Sprintf("segment: completion of unknown purpose %d", r.purpose))
+	}
+	l.release(r)
+	if l.failing && l.requestsInFlight == 0 && l.repairsInFlight == 0 && l.broken == nil {
+		if l.rewindTo < l.nextOffset {
+			l.rewind()
+		} else {
+			// Everything from rewindTo on was already durable: nothing to cut.
+			l.failing = false
+			l.failErr = nil
+		}
+	}
+}
+
+func (r *Request) purposeName() string {
+	switch r.purpose {
+	case purposeSealLogSync:
+		return "fdatasync log"
+	case purposeSealIndexWrite:
+		return "write index"
+	case purposeSealIndexSync:
+		return "fdatasync index"
+	}
+	return r.Op.String()
+}
+
+func (l *Log) entry(seq uint64) *inflight {
+	if seq < l.fifoSeq || seq >= l.fifoSeq+uint64(l.fifoLen) {
+		panic(fmt.Sprintf("segment: in-flight append %d outside [%d, %d)", seq, l.fifoSeq, l.fifoSeq+uint64(l.fifoLen)))
+	}
+	return &l.fifo[(l.fifoHead+int(seq-l.fifoSeq))%len(l.fifo)]
+}
+
+func (l *Log) advanceWritten() {
+	before := l.writtenEnd
+	for l.fifoWritten < l.fifoLen {
+		e := &l.fifo[(l.fifoHead+l.fifoWritten)%len(l.fifo)]
+		if !e.written {
+			break
+		}
+		l.writtenEnd = e.end
+		l.fifoWritten++
+	}
+	if l.writtenEnd != before && l.hooks.Written != nil && !l.failing {
+		l.hooks.Written(l.writtenEnd)
+	}
+	if !l.cfg.EnforceFsync {
+		l.advanceDurable()
+	}
+}
+
+// advanceDurable moves the durable end. A segment's batches are durable up to its
+// syncedEnd; the end may only cross into a segment once the one before it is sealed
+// durably (log and index synced), which is what lets recovery trust every segment
+// but the last without reading it.
+func (l *Log) advanceDurable() {
+	// Retire durable appends from the head of the queue.
+	for l.fifoWritten > 0 {
+		e := &l.fifo[l.fifoHead]
+		if e.durable {
+			e.seg.syncedEnd = max(e.seg.syncedEnd, e.end)
+		} else if e.end > e.seg.syncedEnd {
+			break
+		}
+		*e = inflight{}
+		l.fifoHead = (l.fifoHead + 1) % len(l.fifo)
+		l.fifoLen--
+		l.fifoWritten--
+		l.fifoSeq++
+	}
+	before := l.durableEnd
+	for l.durableSeg < len(l.segments) {
+		s := l.segments[l.durableSeg]
+		if s.state == segmentSealed {
+			l.durableEnd = max(l.durableEnd, s.endOffset)
+			l.durableSeg++
+			continue
+		}
+		l.durableEnd = max(l.durableEnd, s.syncedEnd)
+		break
+	}
+	if l.durableEnd != before && l.hooks.Durable != nil && !l.failing {
+		l.hooks.Durable(l.durableEnd)
+	}
+}
+
+// fail records that batches from at on are lost or suspect. A failed write loses
+// its own batch and everything after it (later appends may be on disk, but a log
+// with a hole is no log). A failed sync proves nothing about any byte it covered,
+// and on Linux the kernel may have dropped the dirty pages already, so everything
+// not known durable goes.
+func (l *Log) fail(at uint64, err error) {
+	if !l.failing {
+		l.failing = true
+		l.rewindTo = at
+		l.failErr = err
+		return
+	}
+	l.rewindTo = min(l.rewindTo, at)
+}
+
+// rewind cuts the log back to rewindTo once nothing is in flight: later segments
+// are removed, the segment holding rewindTo is truncated there (log, then fdatasync,
+// and its index) and becomes the open segment again. Appends resume when that is
+// done; if it fails too, the log is broken.
+func (l *Log) rewind() {
+	to, from := l.rewindTo, l.nextOffset
+	i := len(l.segments) - 1
+	for i > 0 && l.segments[i].baseOffset > to {
+		i--
+	}
+	seg := l.segments[i]
+	if seg.baseOffset > to {
+		panic(fmt.Sprintf("segment: rewind to %d below the first segment %d", to, seg.baseOffset))
+	}
+	for _, s := range l.segments[i+1:] {
+		l.removeSegmentFiles(s, purposeRepair)
+	}
+	clear(l.segments[i+1:])
+	l.segments = l.segments[:i+1]
+	l.durableSeg = min(l.durableSeg, i)
+
+	n := seg.index.floor(to) + 1
+	if n > 0 && seg.index.offset(n-1) == to {
+		n-- // the batch at `to` goes too
+	}
+	position := seg.sizeBytes
+	if n < seg.index.len() {
+		position = seg.index.position(n)
+	}
+	seg.index = seg.index[:n*indexEntrySize]
+	seg.indexWritten = min(seg.indexWritten, len(seg.index))
+	seg.sizeBytes = position
+	seg.endOffset = to
+	seg.syncedEnd = min(seg.syncedEnd, to)
+	seg.state = segmentActive
+	seg.maxTimestamp = 0
+	if n > 0 {
+		seg.maxTimestamp = seg.index.timestamp(n - 1)
+	}
+	l.needSegment = seg.sizeBytes >= l.cfg.SegmentSizeBytes
+	if l.needSegment {
+		seg.state = segmentSealing
+	}
+
+	truncateLog := l.request(OpTruncate, purposeRepair, seg)
+	truncateLog.File = seg.logFile
+	truncateLog.Offset = position
+	truncateLog.Link = true
+	syncLog := l.request(OpSync, purposeRepair, seg)
+	syncLog.File = seg.logFile
+	truncateIndex := l.request(OpTruncate, purposeRepair, seg)
+	truncateIndex.File = seg.indexFile
+	truncateIndex.Offset = int64(len(seg.index))
+	l.repairsInFlight += 3
+	l.st.Submit(truncateLog)
+	l.st.Submit(syncLog)
+	l.st.Submit(truncateIndex)
+	if seg.state == segmentSealing {
+		l.submitSealChain(seg)
+	}
+
+	// Drop the queue entries past the cut; what remains is written (nothing is in
+	// flight), possibly not durable yet.
+	for l.fifoLen > 0 {
+		last := &l.fifo[(l.fifoHead+l.fifoLen-1)%len(l.fifo)]
+		if last.end <= to {
+			break
+		}
+		*last = inflight{}
+		l.fifoLen--
+	}
+	l.fifoWritten = min(l.fifoWritten, l.fifoLen)
+	l.nextOffset = to
+	l.writtenEnd = min(l.writtenEnd, to)
+	l.durableEnd = min(l.durableEnd, to)
+	l.lastTimestamp = l.timestampBefore(i)
+	l.unsyncedMessages, l.unsyncedBytes = 0, 0
+	l.stats.Rewinds++
+	l.offsets.clampTo(l)
+	l.flushDirtyOffsets()
+
+	if l.hooks.Failed != nil {
+		l.hooks.Failed(to, from, l.failErr)
+	}
+}
+
+// timestampBefore returns the newest batch timestamp in segments[:i+1].
+func (l *Log) timestampBefore(i int) uint64 {
+	for ; i >= 0; i-- {
+		if s := l.segments[i]; s.index.len() > 0 {
+			return s.maxTimestamp
+		}
+	}
+	return 0
+}
+
+func (l *Log) removeSegmentFiles(s *segment, p purpose) {
+	_ = l.st.Close(s.logFile)
+	_ = l.st.Close(s.indexFile)
+	for _, name := range [2]string{segmentLogName(s.baseOffset), segmentIndexName(s.baseOffset)} {
+		r := l.request(OpRemove, p, s)
+		r.Name = name
+		if p == purposeRepair {
+			l.repairsInFlight++
+		}
+		l.st.Submit(r)
+	}
+}
+
+// Close waits for every request in flight, writes and syncs the open segment's
+// index and log, and closes the files. The log refuses everything afterwards.
+func (l *Log) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.WaitIdle()
+	var err error
+	if l.broken == nil && !l.failing {
+		seg := l.segments[len(l.segments)-1]
+		if seg.state == segmentActive {
+			l.writeIndexTail(seg)
+			l.WaitIdle()
+			if e := l.wait(&Request{Op: OpSync, File: seg.logFile}); e != nil {
+				err = fmt.Errorf("segment: close: fdatasync %s: %w", segmentLogName(seg.baseOffset), e)
+			}
+			if e := l.wait(&Request{Op: OpSync, File: seg.indexFile}); e != nil && err == nil {
+				err = fmt.Errorf("segment: close: fdatasync %s: %w", segmentIndexName(seg.baseOffset), e)
+			}
+		}
+	} else if l.broken != nil {
+		err = l.broken
+	}
+	l.offsets.close(l)
+	l.closeFiles()
+	l.closed = true
+	return err
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segments {
+		_ = l.st.Close(s.logFile)
+		_ = l.st.Close(s.indexFile)
+	}
+}

@@ -1,0 +1,340 @@
+package segment
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// PollingKind is the protocol's polling strategy kind (binary-protocol-encodings.md).
+type PollingKind uint8
+
+const (
+	PollOffset    PollingKind = 1 // from Query.Value
+	PollTimestamp PollingKind = 2 // from the first batch stamped at or after Query.Value µs
+	PollFirst     PollingKind = 3 // from the oldest stored offset
+	PollLast      PollingKind = 4 // the newest Query.Count messages
+	PollNext      PollingKind = 5 // after the consumer's stored offset, or from the oldest
+)
+
+// Query is one read of the log.
+type Query struct {
+	Kind  PollingKind
+	Value uint64 // offset (PollOffset) or µs timestamp (PollTimestamp)
+	Count uint32 // messages wanted
+	// The consumer whose stored offset PollNext continues after.
+	ConsumerKind ConsumerKind
+	ConsumerID   uint32
+	// MaxBytes bounds the stored bytes one read takes into memory; the read stops
+	// after the batch that crosses it (one batch is always read whole). 0 means
+	// DefaultReadBytesMax.
+	MaxBytes int64
+}
+
+// DefaultReadBytesMax bounds a read when Query.MaxBytes is 0: a poll of u32::MAX
+// messages must not become a read of the whole partition.
+const DefaultReadBytesMax = 64 << 20
+
+// Polled is the answer to a read: stored batch records in offset order, each sent
+// as [Header][Frames]. A record is a stored batch as it is (Header and Frames are its
+// own bytes) or, at either end of the range, a slice of one made by wire.SliceBatch
+// (Header is a recomputed header, Frames a sub-slice of the stored frames), so a
+// server sends what the producer sent without re-encoding. Every batch was verified
+// (wire.CheckStoredBatch) after it was read: corrupt bytes are never in a Polled.
+//
+// A Polled is reused from read to read: its buffer and records slice grow to the
+// largest read and stay, so steady-state reads do not allocate. The bytes it refers
+// to are valid until its next use.
+type Polled struct {
+	Records       []Record
+	MessageCount  uint32
+	CurrentOffset uint64 // the partition's newest offset when read (0 when empty)
+
+	buf     []byte
+	headers [2][wire.BatchHeaderSize]byte
+	start   uint64
+	limit   uint64
+	pending int
+	err     error
+	done    func(*Polled, error)
+	log     *Log
+}
+
+// Record is one batch record of a read.
+type Record struct {
+	Segment  uint64 // base offset of the segment (its file name)
+	Position int64  // file position of the stored batch in the segment's .log
+	Length   int64  // length of the stored batch
+	Header   []byte // the 256 header bytes to send
+	Frames   []byte // the frame bytes to send after Header
+
+	bufStart int
+	offset   uint64 // base offset of the stored batch, from the index
+}
+
+// CorruptBatchError reports a stored batch that failed verification on read: the
+// read fails rather than serve it or skip it.
+type CorruptBatchError struct {
+	Segment  uint64 // base offset of the segment
+	Position int64  // file position of the batch
+	Offset   uint64 // the batch's base offset according to the index
+	Err      error  // what failed: a wire code (checksum, layout) or a mismatch
+}
+
+func (e *CorruptBatchError) Error() string {
+	return fmt.Sprintf("segment: corrupt batch in %s at position %d (offset %d): %v",
+		segmentLogName(e.Segment), e.Position, e.Offset, e.Err)
+}
+
+func (e *CorruptBatchError) Unwrap() error { return e.Err }
+
+// ErrBatchMismatch: a stored batch is intact but is not the one the index says
+// is there.
+var ErrBatchMismatch = fmt.Errorf("segment: stored batch does not match its index entry")
+
+// Read answers q synchronously into out: it submits the reads and polls the storage
+// until they complete. See ReadAsync for the non-blocking form.
+func (l *Log) Read(q Query, out *Polled) error {
+	var err error
+	finished := false
+	l.ReadAsync(q, out, func(_ *Polled, e error) { err, finished = e, true })
+	for !finished {
+		if l.st.Poll(true) == 0 && !finished {
+			panic("segment: storage lost a read")
+		}
+	}
+	return err
+}
+
+// ReadAsync plans q against the index, submits one read per segment touched, and
+// calls done from Storage.Poll once the bytes are in out and verified (or
+// immediately, before returning, when there is nothing to read). Only batches below
+// the readable end are served: DurableEnd with EnforceFsync, WrittenEnd without.
+func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
+	out.Records = out.Records[:0]
+	out.MessageCount = 0
+	out.CurrentOffset, _ = l.CurrentOffset()
+	out.err = nil
+	out.log = l
+	out.done = done
+	if l.closed {
+		done(out, wire.ErrSegmentClosed)
+		return
+	}
+	start, ok := l.startOffset(q)
+	end := l.readableEnd()
+	if !ok || q.Count == 0 || start >= end {
+		done(out, nil)
+		return
+	}
+	limit := end
+	if end-start > uint64(q.Count) {
+		limit = start + uint64(q.Count)
+	}
+	out.start, out.limit = start, limit
+	maxBytes := q.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultReadBytesMax
+	}
+
+	// Plan: the batches overlapping [start, limit), as runs of consecutive batches,
+	// one per segment.
+	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > start }) - 1
+	if si < 0 {
+		si = 0
+	}
+	total := 0
+	type run struct {
+		seg      *segment
+		position int64
+		length   int64
+		bufStart int
+	}
+	var runs [4]run // a read spans few segments; more spill to the heap
+	runList := runs[:0]
+	offset := start
+	for ; si < len(l.segments) && offset < limit && int64(total) < maxBytes; si++ {
+		seg := l.segments[si]
+		i := seg.index.floor(offset)
+		if i < 0 {
+			i = 0
+		}
+		n := seg.index.len()
+		runStart := -1
+		for ; i < n && int64(total) < maxBytes; i++ {
+			batchOffset := seg.index.offset(i)
+			if batchOffset >= limit {
+				break
+			}
+			position := seg.index.position(i)
+			next := seg.sizeBytes
+			if i+1 < n {
+				next = seg.index.position(i + 1)
+			}
+			length := next - position
+			if runStart < 0 {
+				runStart = len(out.Records)
+				runList = append(runList, run{seg: seg, position: position, bufStart: total})
+			}
+			runList[len(runList)-1].length += length
+			out.Records = append(out.Records, Record{Segment: seg.baseOffset, Position: position, Length: length, bufStart: total, offset: batchOffset})
+			total += int(length)
+			if i+1 < n {
+				offset = seg.index.offset(i + 1)
+			} else {
+				offset = seg.endOffset
+			}
+		}
+	}
+	if len(out.Records) == 0 {
+		done(out, nil)
+		return
+	}
+	if cap(out.buf) < total {
+		out.buf = make([]byte, total)
+	}
+	out.buf = out.buf[:total]
+	out.pending = len(runList)
+	for _, r := range runList {
+		req := l.request(OpRead, purposeRead, r.seg)
+		req.File = r.seg.logFile
+		req.Offset = r.position
+		req.Data = out.buf[r.bufStart : r.bufStart+int(r.length)]
+		req.polled = out
+		l.st.Submit(req)
+	}
+}
+
+// readableEnd is the end of what reads may serve.
+func (l *Log) readableEnd() uint64 {
+	end := l.writtenEnd
+	if l.cfg.EnforceFsync {
+		end = l.durableEnd
+	}
+	if l.failing {
+		end = min(end, l.rewindTo)
+	}
+	return end
+}
+
+// startOffset resolves a query to the first offset to read, and false when nothing
+// can match (a timestamp after every batch).
+func (l *Log) startOffset(q Query) (uint64, bool) {
+	first := l.FirstOffset()
+	end := l.readableEnd()
+	var start uint64
+	switch q.Kind {
+	case PollOffset:
+		start = q.Value
+	case PollTimestamp:
+		offset, ok := l.offsetAtTimestamp(q.Value)
+		if !ok {
+			return 0, false
+		}
+		start = offset
+	case PollFirst:
+		start = first
+	case PollLast:
+		if end-first > uint64(q.Count) {
+			start = end - uint64(q.Count)
+		} else {
+			start = first
+		}
+	case PollNext:
+		if stored, ok := l.ConsumerOffset(q.ConsumerKind, q.ConsumerID); ok {
+			start = stored + 1
+		} else {
+			start = first
+		}
+	default:
+		return 0, false
+	}
+	return max(start, first), true
+}
+
+// offsetAtTimestamp returns the base offset of the first batch stamped at or after
+// ts. Segments are in offset order and timestamps never decrease along the log, so
+// the first segment whose newest batch is at or after ts holds it.
+func (l *Log) offsetAtTimestamp(ts uint64) (uint64, bool) {
+	si := sort.Search(len(l.segments), func(i int) bool {
+		s := l.segments[i]
+		return s.index.len() > 0 && s.maxTimestamp >= ts
+	})
+	if si == len(l.segments) {
+		return 0, false
+	}
+	s := l.segments[si]
+	i := s.index.firstAtOrAfterTimestamp(ts)
+	if i == s.index.len() {
+		return 0, false
+	}
+	return s.index.offset(i), true
+}
+
+// completeRead is the Done hook of a read request.
+func (l *Log) completeRead(r *Request) {
+	p := r.polled
+	if r.Err != nil && p.err == nil {
+		p.err = fmt.Errorf("segment: read %s at %d: %w", segmentLogName(r.seg.baseOffset), r.Offset, r.Err)
+	} else if r.Result != int64(len(r.Data)) && p.err == nil {
+		p.err = &CorruptBatchError{Segment: r.seg.baseOffset, Position: r.Offset + r.Result, Err: ErrTornBatch}
+	}
+	l.release(r)
+	p.pending--
+	if p.pending > 0 {
+		return
+	}
+	if p.err == nil {
+		p.err = p.finish()
+	}
+	if p.err != nil {
+		p.Records = p.Records[:0]
+		p.MessageCount = 0
+	}
+	p.done(p, p.err)
+}
+
+// finish verifies every batch read and slices the ones at either end of the range.
+func (p *Polled) finish() error {
+	slot := 0
+	for i := range p.Records {
+		rec := &p.Records[i]
+		b := p.buf[rec.bufStart : rec.bufStart+int(rec.Length)]
+		expectedOffset := rec.offset
+		if err := wire.CheckStoredBatch(b); err != nil {
+			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: err}
+		}
+		h, _ := wire.ViewBatchHeader(b)
+		if h.BaseOffset() != expectedOffset {
+			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: ErrBatchMismatch}
+		}
+		if h.BaseOffset() >= p.start && h.LastOffset() < p.limit {
+			rec.Header = b[:wire.BatchHeaderSize:wire.BatchHeaderSize]
+			rec.Frames = b[wire.BatchHeaderSize:]
+			p.MessageCount += h.MessageCount()
+			continue
+		}
+		hdr := &p.headers[slot]
+		slot++
+		frames, count, err := wire.SliceBatch(hdr, b, p.start, uint32(p.limit-p.start))
+		if err != nil {
+			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: err}
+		}
+		rec.Header = hdr[:]
+		rec.Frames = frames
+		p.MessageCount += count
+	}
+	return nil
+}
+
+// AppendTo appends every record as it goes on the wire ([Header][Frames] each) to
+// dst: the poll reply body after its 16-byte prefix, for tests and a simple server
+// path that does not send vectored.
+func (p *Polled) AppendTo(dst []byte) []byte {
+	for _, r := range p.Records {
+		dst = append(dst, r.Header...)
+		dst = append(dst, r.Frames...)
+	}
+	return dst
+}
