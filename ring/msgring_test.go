@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"testing"
 
@@ -155,5 +156,44 @@ func TestMsgRingSendFd(t *testing.T) {
 		t.Fatalf("send-fd from an empty slot succeeded: %+v", cqe)
 	} else {
 		t.Logf("send-fd from an empty slot: %v", cqe.Err())
+	}
+}
+
+func TestFileAllocRange(t *testing.T) {
+	source := newTestRing(t, 8)
+	requireOp(t, source, OpMsgRing)
+	target := newTestRing(t, 8)
+	a, _ := socketpair(t, unix.SOCK_STREAM)
+	if err := source.RegisterFiles([]int32{int32(a)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.RegisterFilesSparse(16); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.SetFileAllocRange(10, 2); err != nil {
+		t.Fatal(err)
+	}
+	var slots []int32
+	for i := range 3 {
+		sqe := getSQE(t, source)
+		sqe.PrepareMsgRingFd(target.Fd(), 0, FileIndexAlloc, uint64(i), 0)
+		sqe.UserData = uint64(i)
+		submit(t, source)
+		sent := nextCQE(t, source)
+		if i == 2 {
+			// The range [10, 12) is full.
+			if !errors.Is(sent.Err(), unix.ENFILE) {
+				t.Fatalf("third alloc: %+v (%v), want ENFILE", sent, sent.Err())
+			}
+			break
+		}
+		if sent.Err() != nil {
+			t.Fatalf("alloc %d: %v", i, sent.Err())
+		}
+		cqe := nextCQE(t, target)
+		slots = append(slots, cqe.Res)
+	}
+	if len(slots) != 2 || slots[0] < 10 || slots[0] > 11 || slots[1] < 10 || slots[1] > 11 || slots[0] == slots[1] {
+		t.Fatalf("allocated slots %v, want 10 and 11", slots)
 	}
 }

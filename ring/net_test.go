@@ -441,3 +441,54 @@ func TestCancelByFd(t *testing.T) {
 		t.Fatalf("%d recvs cancelled, want 2", cancelled)
 	}
 }
+
+func TestBufferRingCallerMemoryAndValidation(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpRecv)
+	for _, opts := range []BufferRingOptions{
+		{GroupID: 1, Entries: 3, BufferSize: 64},
+		{GroupID: 1, Entries: 0, BufferSize: 64},
+		{GroupID: 1, Entries: 65536, BufferSize: 64},
+		{GroupID: 1, Entries: 4, BufferSize: 0},
+		{GroupID: 1, Entries: 4, BufferSize: 64, Memory: make([]byte, 100)},
+	} {
+		if br, err := NewBufferRing(r, opts); err == nil {
+			br.Close()
+			t.Errorf("NewBufferRing(%+v) succeeded", opts)
+		}
+	}
+	memory, err := unix.Mmap(-1, 0, 2*256, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANONYMOUS|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(memory) })
+	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 9, Entries: 2, BufferSize: 256, Memory: memory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same group id twice is refused by the kernel.
+	if dup, err := NewBufferRing(r, BufferRingOptions{GroupID: 9, Entries: 2, BufferSize: 8}); err == nil {
+		dup.Close()
+		t.Fatal("second buffer ring with group 9 registered")
+	}
+	a, b := socketpair(t, unix.SOCK_STREAM)
+	writeAll(t, a, []byte("into caller memory"))
+	sqe := getSQE(t, r)
+	sqe.PrepareRecvBufferSelect(b, 9, 0)
+	sqe.UserData = 1
+	submit(t, r)
+	cqe := nextCQE(t, r)
+	bid, ok := cqe.BufferID()
+	if !ok || cqe.Res != 18 {
+		t.Fatalf("cqe %+v (%v)", cqe, cqe.Err())
+	}
+	if got := string(memory[int(bid)*256 : int(bid)*256+18]); got != "into caller memory" {
+		t.Fatalf("caller memory holds %q", got)
+	}
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close = %v", err)
+	}
+}

@@ -482,9 +482,17 @@ func (r *Ring) CQReady() uint32 {
 	return atomic.LoadUint32(r.cq.tail) - r.cq.localHead
 }
 
-// CQOverflowCount is the kernel's count of CQEs that did not fit in the
-// completion queue; with FeatNoDrop they were held back, not lost.
+// CQOverflowCount is the kernel's count of CQEs it could not keep: with
+// FeatNoDrop, only those it failed to allocate room for while holding them
+// back (then Submit* reports ErrCQEsDropped). Non-zero means lost completions.
 func (r *Ring) CQOverflowCount() uint32 { return atomic.LoadUint32(r.cq.overflow) }
+
+// CQOverflowPending reports whether the kernel holds completions back
+// because the CQ was full. They are flushed into the CQ by the next Submit*
+// once the caller has made room by consuming CQEs.
+func (r *Ring) CQOverflowPending() bool {
+	return atomic.LoadUint32(r.sq.flags)&sqCQOverflow != 0
+}
 
 // SQDroppedCount is the kernel's count of invalid SQ indexes it skipped;
 // since this package never writes an invalid index, non-zero is our bug.

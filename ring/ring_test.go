@@ -2,6 +2,7 @@ package ring
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -199,5 +200,83 @@ func TestWrongThreadIsReported(t *testing.T) {
 	// The owner thread can still submit the queued SQE.
 	if cqe := nextCQE(t, r); cqe.Res != 0 {
 		t.Fatalf("nop after refused submit: %+v", cqe)
+	}
+}
+
+// TestCQOverflowLosesNothing posts more completions than the CQ holds
+// without reaping: the kernel holds the excess back (FEAT_NODROP) and the
+// reaping loop, entering with GETEVENTS, gets every one.
+func TestCQOverflowLosesNothing(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := New(Options{SQEntries: 8, CQEntries: 8, Flags: DefaultSetupFlags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Features()&FeatNoDrop == 0 {
+		t.Skip("kernel lacks IORING_FEAT_NODROP")
+	}
+	const total = 40
+	queued := 0
+	for queued < total {
+		for range 8 {
+			sqe, err := r.GetSQE()
+			if err != nil {
+				t.Fatalf("GetSQE after %d: %v", queued, err)
+			}
+			sqe.PrepareNop()
+			sqe.UserData = uint64(queued)
+			queued++
+		}
+		if _, err := r.Submit(); err != nil && !errors.Is(err, ErrCQOverflow) {
+			t.Fatalf("Submit: %v", err)
+		}
+	}
+	if !r.CQOverflowPending() {
+		t.Fatalf("%d completions in a CQ of %d, yet no overflow pending", total, r.CQEntries())
+	}
+	seen := make([]bool, total)
+	got := 0
+	for attempt := 0; got < total; attempt++ {
+		if attempt > 100 {
+			t.Fatalf("only %d of %d completions after %d attempts (overflow count %d)", got, total, attempt, r.CQOverflowCount())
+		}
+		for cqe, ok := r.PeekCQE(); ok; cqe, ok = r.PeekCQE() {
+			if cqe.UserData >= total || seen[cqe.UserData] {
+				t.Fatalf("unexpected or duplicate cqe %+v", *cqe)
+			}
+			seen[cqe.UserData] = true
+			got++
+			r.CQESeen()
+		}
+		if _, err := r.Submit(); err != nil && !errors.Is(err, ErrCQOverflow) {
+			t.Fatalf("Submit while reaping: %v", err)
+		}
+	}
+	if r.CQOverflowCount() != 0 || r.CQOverflowPending() {
+		t.Fatalf("overflow count %d, pending %v after reaping all", r.CQOverflowCount(), r.CQOverflowPending())
+	}
+}
+
+// TestPlainRing exercises a ring without the optional flags: Submit only
+// enters the kernel when there is something to submit.
+func TestPlainRing(t *testing.T) {
+	r, err := New(Options{SQEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n, err := r.Submit(); n != 0 || err != nil {
+		t.Fatalf("empty Submit = %d, %v", n, err)
+	}
+	sqe := getSQE(t, r)
+	sqe.PrepareNop()
+	sqe.UserData = 5
+	if n, err := r.SubmitAndWait(1); n != 1 || err != nil {
+		t.Fatalf("SubmitAndWait = %d, %v", n, err)
+	}
+	if cqe := nextCQE(t, r); cqe.UserData != 5 {
+		t.Fatalf("cqe %+v", cqe)
 	}
 }
