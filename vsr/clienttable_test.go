@@ -126,7 +126,7 @@ func TestClientTableEvictsLeastRecentlyCommitted(t *testing.T) {
 	tab.CommitRegister(b, 0, 2, reply(2, 0, ""))
 	tab.CommitRegister(c, 0, 3, reply(3, 0, ""))
 	tab.CommitRequest(a, 1, wire.Uint128{}, 4, reply(4, 1, "")) // a is now the most recent
-	tab.Admit(b)                                                 // b is in flight: never evicted
+	tab.Admit(b)                                                // b is in flight: never evicted
 	tab.CommitRegister(d, 0, 5, reply(5, 0, ""))
 	if _, _, ok := tab.Session(c); ok {
 		t.Fatal("c (oldest commit, not in flight) should have been evicted")
