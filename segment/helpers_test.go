@@ -92,6 +92,14 @@ func newModel() *model {
 	return &model{payloads: make(map[uint64][]byte), stamps: make(map[uint64]uint64)}
 }
 
+func (m *model) clone() *model {
+	c := newModel()
+	for o, p := range m.payloads {
+		c.payloads[o], c.stamps[o] = p, m.stamps[o]
+	}
+	return c
+}
+
 func (m *model) add(batch []byte) {
 	h, _ := wire.ViewBatchHeader(batch)
 	for it := wire.Frames(batch); it.Next(); {

@@ -268,7 +268,7 @@ func resize(b []byte, size int64) []byte {
 // Crash returns the disk as it would be found after a power loss now: every synced
 // byte, plus a subset of the writes completed since each file's last sync chosen by
 // seed, each kept whole, torn (a prefix of it), or lost. Requests still queued never
-// happened. The receiver must not be used afterwards.
+// happened. The receiver is left unchanged (tests crash one disk many ways).
 func (d *SimDisk) Crash(seed uint64) *SimDisk {
 	rng := rand.New(rand.NewPCG(seed, seed^0xC4A5_4000_0000_0001))
 	after := NewSimDisk(seed ^ 0xD15C)
