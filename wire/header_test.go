@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -101,9 +103,14 @@ func formatFields(v reflect.Value) string {
 
 func reflectString(v reflect.Value) string {
 	if v.Kind() == reflect.Array && v.Type().Elem().Kind() == reflect.Uint8 {
-		if allZero(v.Slice(0, v.Len()).Bytes()) {
+		b := make([]byte, v.Len())
+		for i := range b {
+			b[i] = byte(v.Index(i).Uint())
+		}
+		if allZero(b) {
 			return "zero"
 		}
+		return fmtAny(b)
 	}
 	return fmtAny(v.Interface())
 }
@@ -114,8 +121,10 @@ func fmtAny(x any) string {
 		return "{" + hex64(x.Lo) + "," + hex64(x.Hi) + "}"
 	case uint64:
 		return hex64(x)
+	case []byte:
+		return hex.EncodeToString(x)
 	}
-	return reflect.ValueOf(x).String()
+	return fmt.Sprint(x)
 }
 
 func hex64(v uint64) string {
