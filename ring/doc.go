@@ -38,7 +38,9 @@
 //	}
 //
 // The loop allocates nothing and runs no callbacks inside the reaping; the
-// caller decides what to do with each CQE. Table[T] maps user_data to an
+// caller decides what to do with each CQE. ReapCQEs(dst) instead copies a
+// batch of CQEs into a caller-owned slice and consumes them at once, so that
+// handlers run after reaping and may submit (or wait) freely. Table[T] maps user_data to an
 // owner without maps: user_data packs a slot index (low 32 bits) and the
 // slot's generation (bits 32..62), so a stale CQE never reaches a slot's new
 // owner; bit 63 is left for untracked operations. A multishot operation

@@ -29,6 +29,9 @@ var (
 	// other than the one that created a SetupSingleIssuer ring (EEXIST).
 	// This is a bug of the caller: lock the goroutine to its thread.
 	ErrWrongThread = errors.New("ring: used from a thread other than its single issuer; call runtime.LockOSThread before New")
+	// ErrNoTimedWait: the kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11), so
+	// SubmitAndWaitTimeout cannot bound its wait; use a timeout SQE instead.
+	ErrNoTimedWait = errors.New("ring: kernel cannot bound a wait (no IORING_FEAT_EXT_ARG)")
 	// ErrClosed: the ring was closed.
 	ErrClosed = errors.New("ring: closed")
 )
@@ -55,6 +58,13 @@ type Options struct {
 // completions (DEFER_TASKRUN), and no inter-processor interrupts are sent to
 // run task work (COOP_TASKRUN).
 const DefaultSetupFlags = SetupSingleIssuer | SetupDeferTaskrun | SetupCoopTaskrun
+
+// supportedSetupFlags are the flags this package knows how to drive. The
+// others change what it relies on: SQE128/CQE32 the entry sizes, SQPOLL and
+// IOPOLL the submission and reaping protocol, R_DISABLED and ATTACH_WQ the
+// setup sequence.
+const supportedSetupFlags = SetupCQSize | SetupClamp | SetupSubmitAll | SetupCoopTaskrun |
+	SetupTaskrunFlag | SetupSingleIssuer | SetupDeferTaskrun
 
 // optionalSetupFlags lists, in the order they are given up, the flags New may
 // drop on EINVAL. DEFER_TASKRUN goes first because it requires SINGLE_ISSUER.
@@ -135,6 +145,9 @@ func New(opts Options) (*Ring, error) {
 	}
 	if opts.CQEntries != 0 && opts.CQEntries < opts.SQEntries {
 		return nil, fmt.Errorf("ring: CQEntries %d < SQEntries %d", opts.CQEntries, opts.SQEntries)
+	}
+	if unsupported := opts.Flags &^ supportedSetupFlags; unsupported != 0 {
+		return nil, fmt.Errorf("ring: setup flags %#x not supported by this package", unsupported)
 	}
 	flags := opts.Flags
 	if opts.CQEntries != 0 {
@@ -384,6 +397,9 @@ func (r *Ring) SubmitAndWait(waitNr uint32) (int, error) {
 // time is not an error: it returns with fewer than waitNr CQEs ready, which
 // CQReady tells. It needs FeatExtArg (Linux 5.11).
 func (r *Ring) SubmitAndWaitTimeout(waitNr uint32, timeout time.Duration) (int, error) {
+	if r.features&FeatExtArg == 0 {
+		return 0, ErrNoTimedWait
+	}
 	if timeout < 0 {
 		timeout = 0
 	}
@@ -474,6 +490,23 @@ func (r *Ring) CQAdvance(n uint32) {
 	}
 	r.cq.localHead += n
 	atomic.StoreUint32(r.cq.head, r.cq.localHead)
+}
+
+// ReapCQEs copies up to len(dst) ready completions into dst, consumes them
+// with one head update, and returns how many it copied. It never enters the
+// kernel. Handling completions from the copy, after reaping, lets a handler
+// submit new work (even wait) without re-entering the reaping loop.
+func (r *Ring) ReapCQEs(dst []CQE) int {
+	n := min(uint32(len(dst)), r.CQReady()) // CQReady's tail load is the acquire
+	head := r.cq.localHead
+	for i := range n {
+		dst[i] = r.cq.cqes[(head+i)&r.cq.mask]
+	}
+	if n > 0 {
+		r.cq.localHead = head + n
+		atomic.StoreUint32(r.cq.head, r.cq.localHead)
+	}
+	return int(n)
 }
 
 // CQReady returns how many completions PeekCQE can return without entering

@@ -50,7 +50,7 @@ func TestSetupFallback(t *testing.T) {
 		{"no defer taskrun (6.0)", SetupSingleIssuer | SetupCoopTaskrun, DefaultSetupFlags, SetupSingleIssuer | SetupCoopTaskrun, SetupDeferTaskrun, false},
 		{"only coop (5.19)", SetupCoopTaskrun, DefaultSetupFlags, SetupCoopTaskrun, SetupDeferTaskrun | SetupSingleIssuer, false},
 		{"none (5.18)", 0, DefaultSetupFlags, 0, DefaultSetupFlags, false},
-		{"non-optional flag refused", 0, SetupSQE128, 0, 0, true},
+		{"non-optional flag refused", 0, SetupSubmitAll, 0, 0, true},
 	}
 	saved := setupSyscall
 	t.Cleanup(func() { setupSyscall = saved })
@@ -278,5 +278,95 @@ func TestPlainRing(t *testing.T) {
 	}
 	if cqe := nextCQE(t, r); cqe.UserData != 5 {
 		t.Fatalf("cqe %+v", cqe)
+	}
+}
+
+func TestNewRejectsUnsupportedFlags(t *testing.T) {
+	for _, flag := range []uint32{SetupSQPoll, SetupIOPoll, SetupSQE128, SetupCQE32, SetupRDisabled, SetupAttachWQ} {
+		if r, err := New(Options{SQEntries: 4, Flags: flag}); err == nil {
+			r.Close()
+			t.Errorf("New with flag %#x succeeded", flag)
+		}
+	}
+}
+
+// TestReapCQEsAcrossWrap reaps in batches across the CQ ring's wrap point.
+func TestReapCQEsAcrossWrap(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := New(Options{SQEntries: 4, CQEntries: 8, Flags: DefaultSetupFlags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var batch [3]CQE
+	next := uint64(0)
+	for round := range 10 {
+		for i := range 4 {
+			sqe := getSQE(t, r)
+			sqe.PrepareNop()
+			sqe.UserData = uint64(round*4 + i)
+		}
+		if _, err := r.SubmitAndWait(4); err != nil {
+			t.Fatal(err)
+		}
+		for r.CQReady() > 0 {
+			n := r.ReapCQEs(batch[:])
+			for _, cqe := range batch[:n] {
+				if cqe.UserData != next {
+					t.Fatalf("round %d: cqe user_data %d, want %d", round, cqe.UserData, next)
+				}
+				next++
+			}
+		}
+	}
+	if next != 40 {
+		t.Fatalf("reaped %d, want 40", next)
+	}
+	if n := testing.AllocsPerRun(100, func() { r.ReapCQEs(batch[:]) }); n != 0 {
+		t.Fatalf("ReapCQEs allocates %v times", n)
+	}
+}
+
+// TestHotPathDoesNotAllocate: preparing, submitting, waiting (also with a
+// timeout) and reaping allocate nothing.
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	r := newTestRing(t, 8)
+	a, b := socketpair(t, unix.SOCK_STREAM)
+	out, in := make([]byte, 32), make([]byte, 32)
+	var batch [4]CQE
+	allocs := testing.AllocsPerRun(200, func() {
+		sqe, _ := r.GetSQE()
+		sqe.PrepareSend(a, out, 0)
+		sqe.UserData = 1
+		sqe, _ = r.GetSQE()
+		sqe.PrepareRecv(b, in, unix.MSG_WAITALL)
+		sqe.UserData = 2
+		sqe, _ = r.GetSQE()
+		sqe.PrepareNop()
+		if _, err := r.SubmitAndWaitTimeout(3, completionTimeout); err != nil {
+			panic(err)
+		}
+		got := 0
+		if cqe, ok := r.PeekCQE(); ok {
+			_ = cqe.Err()
+			r.CQESeen()
+			got++
+		}
+		for attempt := 0; got < 3; attempt++ {
+			if attempt == 100 {
+				panic("completions missing")
+			}
+			n := r.ReapCQEs(batch[:])
+			got += n
+			if got < 3 && n == 0 {
+				if _, err := r.SubmitAndWaitTimeout(1, completionTimeout); err != nil {
+					panic(err)
+				}
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("submit and reap allocate %v times per round", allocs)
 	}
 }
