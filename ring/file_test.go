@@ -327,3 +327,26 @@ func TestClosePlainFd(t *testing.T) {
 		t.Fatalf("fd still open after close: %v", err)
 	}
 }
+
+func TestLinkTimeoutCancelsRecv(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpLinkTimeout)
+	_, b := socketpair(t, unix.SOCK_STREAM)
+	buf := make([]byte, 8)
+	ts := &Timespec{Nsec: int64(5 * time.Millisecond)}
+	sqe := getSQE(t, r)
+	sqe.PrepareRecv(b, buf, 0)
+	sqe.Flags |= SQEIOLink
+	sqe.UserData = 1
+	sqe = getSQE(t, r)
+	sqe.PrepareLinkTimeout(ts, 0)
+	sqe.UserData = 2
+	submit(t, r)
+	results := map[uint64]CQE{}
+	for _, cqe := range collectCQEs(t, r, 2) {
+		results[cqe.UserData] = cqe
+	}
+	if !errors.Is(results[1].Err(), unix.ECANCELED) || !errors.Is(results[2].Err(), unix.ETIME) {
+		t.Fatalf("recv %+v (%v), link timeout %+v (%v)", results[1], results[1].Err(), results[2], results[2].Err())
+	}
+}

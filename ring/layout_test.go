@@ -67,6 +67,12 @@ func TestPrepareClearsStaleFields(t *testing.T) {
 		"acceptMulti":  func(s *SQE) { s.PrepareAcceptMultishot(3, 0) },
 		"writeFixed":   func(s *SQE) { s.PrepareWriteFixed(3, buf, 0, 0) },
 		"timeoutRemov": func(s *SQE) { s.PrepareTimeoutRemove(1, 0) },
+		"linkTimeout":  func(s *SQE) { s.PrepareLinkTimeout(ts, 0) },
+		"sendZC":       func(s *SQE) { s.PrepareSendZC(3, buf, 0, true) },
+		"closePlain":   func(s *SQE) { s.PrepareClose(3) },
+		"cancelFd":     func(s *SQE) { s.PrepareCancelFd(3, CancelAll) },
+		"readFixed":    func(s *SQE) { s.PrepareReadFixed(3, buf, 0, 1) },
+		"acceptDirect": func(s *SQE) { s.PrepareAcceptMultishotDirect(3, 0) },
 	}
 	for name, prep := range preps {
 		var clean, dirty SQE

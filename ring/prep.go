@@ -151,6 +151,14 @@ func (s *SQE) PrepareTimeout(ts *Timespec, completionCount uint32, timeoutFlags 
 	*s = SQE{Opcode: OpTimeout, Fd: -1, Addr: heapAddr(uintptr(unsafe.Pointer(ts))), Len: 1, Off: uint64(completionCount), OpFlags: timeoutFlags}
 }
 
+// PrepareLinkTimeout prepares a timeout for the SQE before it, which must
+// carry SQEIOLink: if that operation is still running when ts elapses it is
+// cancelled (-ECANCELED) and this one completes with -ETIME; if it finishes
+// first, this one completes with -ECANCELED.
+func (s *SQE) PrepareLinkTimeout(ts *Timespec, timeoutFlags uint32) {
+	*s = SQE{Opcode: OpLinkTimeout, Fd: -1, Addr: heapAddr(uintptr(unsafe.Pointer(ts))), Len: 1, OpFlags: timeoutFlags}
+}
+
 // PrepareTimeoutRemove prepares the removal of the timeout whose UserData is
 // targetUserData: the timeout completes with -ECANCELED and this operation
 // with 0, or -ENOENT if it had already fired.

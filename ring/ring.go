@@ -411,7 +411,6 @@ func (r *Ring) enter(waitNr uint32, withTimeout bool) (int, error) {
 	if r.closed {
 		return 0, ErrClosed
 	}
-	submitted := 0
 	for {
 		toSubmit := r.flushSQ()
 		var flags uintptr
@@ -422,7 +421,7 @@ func (r *Ring) enter(waitNr uint32, withTimeout bool) (int, error) {
 			flags |= enterGetEvents
 		}
 		if toSubmit == 0 && flags == 0 {
-			return submitted, nil
+			return 0, nil
 		}
 		var arg, argSize uintptr
 		if withTimeout {
@@ -433,16 +432,16 @@ func (r *Ring) enter(waitNr uint32, withTimeout bool) (int, error) {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitNr), flags, arg, argSize)
 		switch errno {
 		case 0:
-			return submitted + int(n), nil
+			return int(n), nil
 		case unix.EINTR:
-			// Nothing was consumed (the kernel reports EINTR only then);
-			// a timed wait starts over, which bounds it by a multiple of
-			// timeout per signal.
+			// Nothing was consumed (with SQEs consumed the kernel returns
+			// their count instead); a timed wait starts over, so a signal
+			// can stretch it by at most one timeout each.
 			continue
 		case unix.ETIME:
-			return submitted, nil
+			return 0, nil
 		default:
-			return submitted, enterError(errno)
+			return 0, enterError(errno)
 		}
 	}
 }
