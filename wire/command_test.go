@@ -1,0 +1,232 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+)
+
+// The registry as upstream/binary-protocol-commands.md lists it: code, operation byte
+// (2 for reads, 0 for the legacy logins).
+var specCommandCodes = map[CommandCode]Operation{
+	1: 2, 10: 2, 11: 2, 12: 2, 13: 2, 20: 2, 21: 2, 22: 2,
+	31: 2, 32: 2, 33: 141, 34: 143, 35: 142, 36: 145, 37: 144, 38: 0, 39: 3, 40: 1,
+	41: 2, 42: 146, 43: 147, 44: 0, 45: 1,
+	100: 2, 101: 160, 102: 2,
+	120: 2, 121: 161, 122: 162,
+	200: 2, 201: 2, 202: 128, 203: 130, 204: 129, 205: 131,
+	300: 2, 301: 2, 302: 132, 303: 134, 304: 133, 305: 135,
+	402: 136, 403: 137, 503: 138,
+	600: 2, 601: 2, 602: 139, 603: 140, 604: 148, 605: 149, 606: 2,
+}
+
+func TestCommandRegistryMatchesSpec(t *testing.T) {
+	if len(Commands()) != len(specCommandCodes) {
+		t.Fatalf("registry holds %d codes, spec %d", len(Commands()), len(specCommandCodes))
+	}
+	for i, info := range Commands() {
+		if i > 0 && Commands()[i-1].Code >= info.Code {
+			t.Fatalf("registry not sorted at %v", info.Code)
+		}
+		want, ok := specCommandCodes[info.Code]
+		if !ok {
+			t.Fatalf("%d not in the spec", info.Code)
+		}
+		if info.Operation != want {
+			t.Errorf("%v: operation %v, spec %v", info.Code, info.Operation, want)
+		}
+		if info.Operation != OperationReserved && info.Plane != info.Operation.Plane() {
+			t.Errorf("%v: plane %v, operation's plane %v", info.Code, info.Plane, info.Operation.Plane())
+		}
+		if info.Code.String() != info.Name || info.Name == "" {
+			t.Errorf("%v: name %q", info.Code, info.Name)
+		}
+	}
+	for code := range CommandCode(1000) {
+		_, inSpec := specCommandCodes[code]
+		if code.Known() != inSpec {
+			t.Errorf("%d.Known() = %v", code, code.Known())
+		}
+		if op, ok := code.Operation(); ok != inSpec || (ok && op != specCommandCodes[code]) {
+			t.Errorf("%d.Operation() = %v, %v", code, op, ok)
+		}
+	}
+	if !strings.HasPrefix(CommandCode(7).String(), "CommandCode(") {
+		t.Fatal("unknown code name")
+	}
+}
+
+// TestOperationCodeRoundTrip: a replicated operation with one code maps to it and
+// back, so the server can turn a prepare's operation into the code its handlers use.
+func TestOperationCodeRoundTrip(t *testing.T) {
+	for op := range 256 {
+		op := Operation(op)
+		code, ok := op.CommandCode()
+		if !ok {
+			continue
+		}
+		back, ok := code.Operation()
+		if !ok || back != op {
+			t.Errorf("%v -> %v -> %v", op, code, back)
+		}
+	}
+	for _, op := range []Operation{OperationReserved, OperationRegister, OperationNonReplicated,
+		OperationCreateTopicWithAssignments, OperationTruncatePartition} {
+		if _, ok := op.CommandCode(); ok {
+			t.Errorf("%v has a single command code", op)
+		}
+	}
+	if code, ok := OperationLogout.CommandCode(); !ok || code != CodeLogoutUser {
+		t.Fatalf("Logout -> %v", code)
+	}
+}
+
+func TestOperationClasses(t *testing.T) {
+	clientSendable := map[Operation]bool{1: true, 2: true, 3: true, 160: true, 161: true, 162: true}
+	for op := Operation(128); op <= 149; op++ {
+		clientSendable[op] = true
+	}
+	known := map[Operation]bool{0: true, 64: true, 65: true, 66: true, 67: true, 68: true}
+	for op := range clientSendable {
+		known[op] = true
+	}
+	for op := range 256 {
+		op := Operation(op)
+		if op.ClientAllowed() != clientSendable[op] {
+			t.Errorf("%v.ClientAllowed() = %v", op, op.ClientAllowed())
+		}
+		if op.Known() != known[op] {
+			t.Errorf("%v.Known() = %v", op, op.Known())
+		}
+		if op.Internal() != (op >= 64 && op <= 127) {
+			t.Errorf("%v.Internal() = %v", op, op.Internal())
+		}
+		if op.Known() && strings.HasPrefix(op.String(), "Operation(") {
+			t.Errorf("%d has no name", op)
+		}
+		if !op.Known() && op.Plane() != PlaneNone {
+			t.Errorf("unknown %v has plane %v", op, op.Plane())
+		}
+	}
+	planes := map[Operation]Plane{
+		OperationRegister: PlaneSession, OperationLogout: PlaneSession,
+		OperationNonReplicated: PlaneNonReplicated, OperationCreateStream: PlaneMetadata,
+		OperationDeleteSegments: PlaneMetadata, OperationTruncatePartition: PlaneMetadata,
+		OperationSendMessages: PlanePartition, OperationDeleteConsumerOffset: PlanePartition,
+	}
+	for op, want := range planes {
+		if op.Plane() != want {
+			t.Errorf("%v.Plane() = %v, want %v", op, op.Plane(), want)
+		}
+	}
+	if OperationNonReplicated.Replicated() || OperationReserved.Replicated() || !OperationRegister.Replicated() ||
+		!OperationSendMessages.Replicated() || Operation(200).Replicated() {
+		t.Fatal("Replicated")
+	}
+}
+
+func TestNonReplicatedCodeCheck(t *testing.T) {
+	for _, info := range Commands() {
+		got := NonReplicatedCodeCheck(info.Code)
+		var want HeaderFault
+		switch info.Operation {
+		case OperationNonReplicated:
+			want = FaultNone
+		case OperationReserved:
+			want = FaultLegacyLoginCode
+		default:
+			want = FaultReplicatedCodeAsRead
+		}
+		if got != want {
+			t.Errorf("%v: %v, want %v", info.Code, got, want)
+		}
+	}
+	for _, code := range []CommandCode{0, 2, 23, 103, 999, 1 << 31} {
+		if NonReplicatedCodeCheck(code) != FaultUnknownCommandCode {
+			t.Errorf("%d accepted", code)
+		}
+	}
+}
+
+func TestDiscriminantNames(t *testing.T) {
+	names := map[string]string{
+		CommandPrepare.String():                            "Prepare",
+		CommandForwardLogoutResult.String():                "ForwardLogoutResult",
+		Command(30).String():                               "Command(30)",
+		EvictionMalformedLogin.String():                    "MalformedLogin",
+		EvictionReason(16).String():                        "EvictionReason(16)",
+		ForwardRegisterClientIDOwnedByAnotherUser.String(): "ClientIdOwnedByAnotherUser",
+		ForwardRegisterOutcome(7).String():                 "ForwardRegisterOutcome(7)",
+		ForwardLogoutCanceled.String():                     "Canceled",
+		ForwardLogoutOutcome(5).String():                   "ForwardLogoutOutcome(5)",
+		AckQuorum.String():                                 "Quorum",
+		AckNoAck.String():                                  "NoAck",
+		AckLevel(2).String():                               "AckLevel(2)",
+		PlanePartition.String():                            "Partition",
+		Plane(9).String():                                  "Plane(9)",
+		OperationCompleteConsumerGroupRevocation.String():  "CompleteConsumerGroupRevocation",
+		Operation(99).String():                             "Operation(99)",
+		HandshakeDirectionalRule.String():                  "DirectionalRule",
+		HandshakeStatus(6).String():                        "HandshakeStatus(6)",
+		ArtifactSegmentLog.String():                        "SegmentLog",
+		ArtifactKind(4).String():                           "ArtifactKind(4)",
+	}
+	for got, want := range names {
+		if got != want {
+			t.Errorf("name %q, want %q", got, want)
+		}
+	}
+	for c := range CommandMax + 1 {
+		if strings.HasPrefix(c.String(), "Command(") {
+			t.Errorf("command %d has no name", c)
+		}
+	}
+	if AckLevel(2).Known() || !AckQuorum.Known() {
+		t.Fatal("AckLevel.Known")
+	}
+	if ForwardRegisterOk.Transient() || ForwardRegisterClientIDOwnedByAnotherUser.Transient() ||
+		!ForwardRegisterNotPrimary.Transient() || ForwardRegisterOutcome(9).Transient() {
+		t.Fatal("ForwardRegisterOutcome.Transient")
+	}
+}
+
+func TestPartitionGroup(t *testing.T) {
+	tests := []struct {
+		stream, topic, partition uint32
+		ok                       bool
+	}{
+		{0, 0, 0, true},
+		{1, 2, 3, true},
+		{StreamsMax - 1, TopicsPerStreamMax - 1, PartitionsPerTopicMax - 1, true},
+		{StreamsMax, 0, 0, false},
+		{0, TopicsPerStreamMax, 0, false},
+		{0, 0, PartitionsPerTopicMax, false},
+	}
+	for _, tt := range tests {
+		group, ok := PartitionGroup(tt.stream, tt.topic, tt.partition)
+		if ok != tt.ok {
+			t.Fatalf("PartitionGroup(%d,%d,%d) ok = %v", tt.stream, tt.topic, tt.partition, ok)
+		}
+		if !ok {
+			continue
+		}
+		s, tp, p, ok := SplitPartitionGroup(group)
+		if !ok || s != tt.stream || tp != tt.topic || p != tt.partition {
+			t.Fatalf("split(%#x) = %d %d %d %v", group, s, tp, p, ok)
+		}
+		if GroupPlane(group) != PlanePartition || group&MetadataGroup != 0 {
+			t.Fatalf("group %#x plane %v", group, GroupPlane(group))
+		}
+	}
+	// Bits 0..19 partition, 20..31 topic, 32..51 stream.
+	if g, _ := PartitionGroup(5, 6, 7); g != 5<<32|6<<20|7 {
+		t.Fatalf("packing %#x", g)
+	}
+	if GroupPlane(MetadataGroup) != PlaneMetadata {
+		t.Fatal("metadata group")
+	}
+	for _, bad := range []uint64{MetadataGroup | 1, 1 << 52, 1 << 62, 1_000_000} {
+		if _, _, _, ok := SplitPartitionGroup(bad); ok || GroupPlane(bad) != PlaneNone {
+			t.Errorf("group %#x accepted", bad)
+		}
+	}
+}
