@@ -559,3 +559,51 @@ func FuzzUserData(f *testing.F) {
 		}
 	})
 }
+
+func TestHandoffDoesNotAllocate(t *testing.T) {
+	sender := newRing(t, 16)
+	target := newRing(t, 8)
+	s := newMsgRingSender(t, sender, 4, target.Fd())
+	handed, peer := connection(t)
+	defer unix.Close(handed)
+	defer unix.Close(peer)
+	allocs := testing.AllocsPerRun(20, func() {
+		fd, err := unix.FcntlInt(uintptr(handed), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			panic(err)
+		}
+		if err := s.SendFd(fd, 0, ring.FileIndexAlloc, 1); err != nil {
+			panic(err)
+		}
+		for done := false; !done; {
+			if _, err := sender.Submit(); err != nil {
+				panic(err)
+			}
+			cqe, err := sender.WaitCQE()
+			if err != nil {
+				panic(err)
+			}
+			c := *cqe
+			sender.CQESeen()
+			var out Outcome
+			if out, done = s.Complete(&c); done && out.Err != nil {
+				panic(out.Err)
+			}
+		}
+		cqe, err := target.WaitCQE()
+		if err != nil {
+			panic(err)
+		}
+		h, ok := Incoming(cqe)
+		target.CQESeen()
+		if !ok {
+			panic("not an incoming file")
+		}
+		if err := CloseHandoff(target, h); err != nil {
+			panic(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a msg_ring handoff allocates %v times", allocs)
+	}
+}
