@@ -73,28 +73,31 @@ func TestQueuePopReleasesPointers(t *testing.T) {
 func TestQueueTwoGoroutines(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 0))
-	const itemCount = 200_000
 	for _, capacity := range []int{1, 2, 8, 1024} {
+		// A full or empty queue yields the processor, so that on a loaded machine the
+		// other side runs; the small capacities hand over at almost every item.
+		itemCount := uint64(5_000 * capacity)
+		itemCount = min(itemCount, 100_000)
 		q := NewQueue[uint64](capacity)
-		yieldEvery := 1 + rng.IntN(64)
+		burstMax := 1 + rng.IntN(2*capacity)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			for i := uint64(0); i < itemCount; {
-				if q.Push(i) {
+				for burst := 0; burst < burstMax && i < itemCount; burst++ {
+					if !q.Push(i) {
+						break
+					}
 					i++
-				} else if i%uint64(yieldEvery) == 0 {
-					runtime.Gosched()
 				}
+				runtime.Gosched()
 			}
 		}()
 		next := uint64(0)
-		for spins := 0; next < itemCount; spins++ {
+		for next < itemCount {
 			v, ok := q.Pop()
 			if !ok {
-				if spins%64 == 0 {
-					runtime.Gosched()
-				}
+				runtime.Gosched()
 				continue
 			}
 			if v != next {
