@@ -492,3 +492,58 @@ func TestBufferRingCallerMemoryAndValidation(t *testing.T) {
 		t.Fatalf("second Close = %v", err)
 	}
 }
+
+// TestBufferRingTailWraps recycles buffers more than 2^16 times, so the
+// ring's uint16 tail (and the kernel's head) wrap around.
+func TestBufferRingTailWraps(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpRecv)
+	const entries = 4
+	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 2, Entries: entries, BufferSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { br.Close() })
+	a, b := socketpair(t, unix.SOCK_SEQPACKET)
+	sqe := getSQE(t, r)
+	sqe.PrepareRecvMultishot(b, br.GroupID(), 0)
+	sqe.UserData = 1
+	submit(t, r)
+	// Each round uses one buffer fewer than the ring holds: a multishot recv
+	// whose group runs dry ends with ENOBUFS even before more data arrives
+	// (the kernel picks the buffer before it knows the socket is empty).
+	const perRound = entries - 1
+	const rounds = (1<<16)/perRound + 100
+	var batch [perRound]CQE
+	for round := range rounds {
+		for i := range perRound {
+			msg := [2]byte{byte(round), byte(i)}
+			if _, err := unix.Write(a, msg[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for got := 0; got < perRound; {
+			if r.CQReady() == 0 {
+				if _, err := r.SubmitAndWaitTimeout(uint32(perRound-got), completionTimeout); err != nil {
+					t.Fatal(err)
+				}
+				if r.CQReady() == 0 {
+					t.Fatalf("round %d: no completion within %v", round, completionTimeout)
+				}
+			}
+			n := r.ReapCQEs(batch[:perRound-got])
+			for k, cqe := range batch[:n] {
+				bid, ok := cqe.BufferID()
+				if !ok || !cqe.More() || cqe.Res != 2 {
+					t.Fatalf("round %d: cqe %+v (%v)", round, cqe, cqe.Err())
+				}
+				if data := br.Buffer(bid, 2); data[0] != byte(round) || data[1] != byte(got+k) {
+					t.Fatalf("round %d: buffer %d holds %v", round, bid, data)
+				}
+				br.Add(bid)
+			}
+			br.Publish()
+			got += n
+		}
+	}
+}

@@ -18,6 +18,16 @@ import (
 // SQEFixedFile in Flags after preparing. To link an SQE to the next one, set
 // SQEIOLink. Set UserData to identify the completion (see Table).
 
+// ioBytesMax is the kernel's MAX_RW_COUNT (INT_MAX rounded down to a page):
+// no read or write moves more in one call, so a longer buffer is offered as
+// its first ioBytesMax bytes and completes short, as POSIX allows, instead of
+// having its length wrap in the 32-bit sqe.len.
+const ioBytesMax = 0x7ffff000
+
+func ioLen(b []byte) uint32 {
+	return uint32(min(len(b), ioBytesMax))
+}
+
 func addrOf(b []byte) uint64 {
 	return heapAddr(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 }
@@ -59,7 +69,7 @@ func (s *SQE) PrepareAcceptMultishotDirect(fd int, acceptFlags int) {
 
 // PrepareRecv prepares a recv(2) into buf. Res is the byte count, 0 at EOF.
 func (s *SQE) PrepareRecv(fd int, buf []byte, msgFlags int) {
-	*s = SQE{Opcode: OpRecv, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), OpFlags: uint32(msgFlags)}
+	*s = SQE{Opcode: OpRecv, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), OpFlags: uint32(msgFlags)}
 }
 
 // PrepareRecvBufferSelect prepares a one-shot recv into a buffer the kernel
@@ -74,7 +84,9 @@ func (s *SQE) PrepareRecvBufferSelect(fd int, groupID uint16, msgFlags int) {
 // into a buffer from group groupID, with CQEFMore while it stays armed
 // (Linux 6.0). It ends with a CQE without CQEFMore: at EOF (Res 0), on error,
 // or with Res -ENOBUFS when the group ran dry; recycle buffers and prepare it
-// again.
+// again. The kernel takes a buffer before it learns whether the socket has
+// more data, so taking the last buffer can end the recv with ENOBUFS with no
+// new data at all: recycle promptly, and treat ENOBUFS as "re-arm".
 func (s *SQE) PrepareRecvMultishot(fd int, groupID uint16, msgFlags int) {
 	*s = SQE{Opcode: OpRecv, Fd: int32(fd), Flags: SQEBufferSelect, IOPrio: recvMultishot, OpFlags: uint32(msgFlags), BufIndex: groupID}
 }
@@ -82,7 +94,7 @@ func (s *SQE) PrepareRecvMultishot(fd int, groupID uint16, msgFlags int) {
 // PrepareSend prepares a send(2) of buf. Res is the byte count, which can
 // be short for a stream socket.
 func (s *SQE) PrepareSend(fd int, buf []byte, msgFlags int) {
-	*s = SQE{Opcode: OpSend, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), OpFlags: uint32(msgFlags)}
+	*s = SQE{Opcode: OpSend, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), OpFlags: uint32(msgFlags)}
 }
 
 // PrepareSendZC prepares a zero-copy send of buf (Linux 6.0). It posts two
@@ -92,7 +104,7 @@ func (s *SQE) PrepareSend(fd int, buf []byte, msgFlags int) {
 // notification follows unless CQEFMore was set on it. reportUsage asks for
 // NotifUsageZCCopied in the notification's Res when the data was copied.
 func (s *SQE) PrepareSendZC(fd int, buf []byte, msgFlags int, reportUsage bool) {
-	*s = SQE{Opcode: OpSendZC, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), OpFlags: uint32(msgFlags)}
+	*s = SQE{Opcode: OpSendZC, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), OpFlags: uint32(msgFlags)}
 	if reportUsage {
 		s.IOPrio = sendZCReportUsage
 	}
@@ -118,25 +130,25 @@ func (s *SQE) PrepareReadv(fd int, iovecs []unix.Iovec, offset uint64) {
 
 // PrepareRead prepares a pread(2) into buf at offset.
 func (s *SQE) PrepareRead(fd int, buf []byte, offset uint64) {
-	*s = SQE{Opcode: OpRead, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), Off: offset}
+	*s = SQE{Opcode: OpRead, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), Off: offset}
 }
 
 // PrepareWrite prepares a pwrite(2) of buf at offset.
 func (s *SQE) PrepareWrite(fd int, buf []byte, offset uint64) {
-	*s = SQE{Opcode: OpWrite, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), Off: offset}
+	*s = SQE{Opcode: OpWrite, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), Off: offset}
 }
 
 // PrepareReadFixed prepares a read at offset into buf, which must lie
 // inside registered buffer bufIndex (Ring.RegisterBuffers): the kernel skips
 // pinning the pages per operation.
 func (s *SQE) PrepareReadFixed(fd int, buf []byte, offset uint64, bufIndex uint16) {
-	*s = SQE{Opcode: OpReadFixed, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), Off: offset, BufIndex: bufIndex}
+	*s = SQE{Opcode: OpReadFixed, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), Off: offset, BufIndex: bufIndex}
 }
 
 // PrepareWriteFixed prepares a write at offset of buf, which must lie inside
 // registered buffer bufIndex.
 func (s *SQE) PrepareWriteFixed(fd int, buf []byte, offset uint64, bufIndex uint16) {
-	*s = SQE{Opcode: OpWriteFixed, Fd: int32(fd), Addr: addrOf(buf), Len: uint32(len(buf)), Off: offset, BufIndex: bufIndex}
+	*s = SQE{Opcode: OpWriteFixed, Fd: int32(fd), Addr: addrOf(buf), Len: ioLen(buf), Off: offset, BufIndex: bufIndex}
 }
 
 // PrepareFsync prepares fsync(2), or fdatasync(2) with FsyncDatasync.

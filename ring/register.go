@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -70,6 +71,7 @@ func (r *Ring) UpdateFiles(offset uint32, fds []int32) (int, error) {
 	}
 	up := rsrcUpdate2{offset: offset, data: uint64(uintptr(unsafe.Pointer(&fds[0]))), nr: uint32(len(fds))}
 	n, err := r.register(registerFilesUpdate2, unsafe.Pointer(&up), uint32(unsafe.Sizeof(up)))
+	runtime.KeepAlive(fds) // up.data holds its address as an integer only
 	if err != nil {
 		return n, fmt.Errorf("ring: update %d file slots at %d: %w", len(fds), offset, err)
 	}
