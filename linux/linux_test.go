@@ -368,3 +368,43 @@ func TestSocketOptions(t *testing.T) {
 		t.Fatalf("SetNoDelay on a pipe = %v", err)
 	}
 }
+
+// Every combination of the probe's facts gets exactly one verdict, and every refusal
+// names a cause and tells the operator what to do.
+func TestClassifyIOURingExhaustive(t *testing.T) {
+	sysctls := []int{-1, 0, 1, 2}
+	errnos := []unix.Errno{0, unix.ENOSYS, unix.EPERM, unix.EINVAL, unix.ENOMEM, unix.EMFILE, unix.ENFILE, unix.EACCES, unix.EFAULT}
+	kernels := []KernelVersion{{}, {4, 19, 0}, {5, 15, 0}, {6, 0, 9}, {6, 1, 0}, {6, 8, 0}}
+	remedies := []string{"run ", "add ", "raise ", "use ", "check ", "free "}
+	for _, sysctl := range sysctls {
+		for _, setupErrno := range errnos {
+			for _, flagsErrno := range []unix.Errno{0, unix.EINVAL} {
+				for _, kernel := range kernels {
+					p := IOURingProbe{DisabledSysctl: sysctl, GroupID: -1, SetupErrno: setupErrno, FlagsErrno: flagsErrno, Kernel: kernel}
+					err := ClassifyIOURing(p)
+					usable := setupErrno == 0 && flagsErrno == 0 && (kernel.IsZero() || !kernel.Less(MinimumKernel))
+					if usable != (err == nil) {
+						t.Fatalf("%+v: verdict %v, want usable=%v", p, err, usable)
+					}
+					if err == nil {
+						continue
+					}
+					var ue *IOURingError
+					if !errors.As(err, &ue) || ue.Cause < CauseKernelTooOld || ue.Cause > CauseOther {
+						t.Fatalf("%+v: %v is not a classified *IOURingError", p, err)
+					}
+					msg := err.Error()
+					if !strings.HasPrefix(msg, "io_uring unavailable: ") {
+						t.Fatalf("%+v: message %q", p, msg)
+					}
+					if !slices.ContainsFunc(remedies, func(r string) bool { return strings.Contains(msg, r) }) {
+						t.Fatalf("%+v: message %q names no remedy", p, msg)
+					}
+					if setupErrno == unix.EPERM && sysctl == 2 && ue.Cause != CauseSysctlDisabled {
+						t.Fatalf("%+v: cause %v", p, ue.Cause)
+					}
+				}
+			}
+		}
+	}
+}
