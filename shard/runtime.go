@@ -173,6 +173,11 @@ func (rt *Runtime) closeAll() {
 			unix.Close(s.eventFd)
 		}
 		if s.arena != nil {
+			if rt.err == nil {
+				// After a clean stop every buffer is back: a leak is our bug (or a
+				// handler's retained frame never released).
+				errs = append(errs, s.arena.CheckNoLeaks())
+			}
 			errs = append(errs, s.arena.Close())
 		}
 	}

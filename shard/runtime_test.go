@@ -15,24 +15,129 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// pingHandler answers PING (operation 2, code 1) and refuses everything else with
-// status Unauthenticated, like a server nobody logged in to. It counts what it saw.
-type pingHandler struct {
+// testHandler answers PING (operation 2, code 1) and refuses every other code with
+// status Unauthenticated, like a server nobody logged in to, except for a few read
+// codes it borrows to exercise the runtime's reply paths:
+//
+//	GetStats (10)           reply from this shard after a round trip through the next
+//	                        shard (Post, MSG_RING wake-up, Conn lookup by ID)
+//	GetSnapshot (11)        vectored reply: the request body, sent from three lent parts
+//	GetClusterMetadata (12) retain the frame, reply with its body on the next iteration
+//	GetMe (20)              a 1 MiB vectored reply from a shared buffer
+type testHandler struct {
 	shard    *Shard
 	closed   int
-	messages int
+	released int // Releaser calls for lent parts
 }
 
-func (h *pingHandler) ServeRequest(c *Conn, req *Request) {
-	status := wire.ErrUnauthenticated
-	if req.Header.Operation == wire.OperationNonReplicated && req.Header.NonReplicatedCode == wire.CommandCode(1) {
-		status = 0
+// retainedFrames is a test connection's Conn.Value: frames kept past ServeRequest.
+type retainedFrames struct {
+	lent  []Frame // frames whose bytes were lent to a vectored send
+	later []Frame // frames to answer on the next iteration
+}
+
+func retained(c *Conn) *retainedFrames {
+	if c.Value == nil {
+		c.Value = &retainedFrames{}
 	}
-	c.ReplyStatus(req.Header, status)
+	return c.Value.(*retainedFrames)
 }
 
-func (h *pingHandler) ServeMessage(s *Shard, m Message) { h.messages++ }
-func (h *pingHandler) ConnClosed(c *Conn)               { h.closed++ }
+const (
+	msgHop   = 1 // to the next shard: bounce back to m.Conn's shard
+	msgReply = 2 // back on the connection's shard: reply to m.Value's request
+	msgLater = 3 // to itself: reply from retained frames
+)
+
+var bigReplyBody = make([]byte, 1<<20)
+
+func (h *testHandler) Release() { h.released++ }
+
+func (h *testHandler) ServeRequest(c *Conn, req *Request) {
+	hdr := req.Header
+	if hdr.Operation != wire.OperationNonReplicated {
+		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
+		return
+	}
+	switch hdr.NonReplicatedCode {
+	case wire.CodePing:
+		c.ReplyStatus(hdr, 0)
+	case wire.CodeGetStats:
+		next := (h.shard.Index() + 1) % h.shard.Count()
+		if !h.shard.Post(next, Message{Kind: msgHop, Conn: c.ID(), Value: hdr.Request}) {
+			c.ReplyStatus(hdr, wire.ErrTransientNotAccepted)
+		}
+	case wire.CodeGetSnapshot:
+		body := req.Body
+		third := len(body) / 3
+		h.replyHeader(c, hdr.Request, len(body))
+		c.SendVectored([][]byte{body[:third], body[third : 2*third], body[2*third:]}, h)
+		// The parts alias the request frame: keep it until the connection closes.
+		r := retained(c)
+		r.lent = append(r.lent, req.Retain())
+	case wire.CodeGetClusterMetadata:
+		r := retained(c)
+		r.later = append(r.later, req.Retain())
+		h.shard.Post(h.shard.Index(), Message{Kind: msgLater, Conn: c.ID()})
+	case wire.CodeGetMe:
+		h.replyHeader(c, hdr.Request, len(bigReplyBody))
+		c.SendVectored([][]byte{bigReplyBody}, h)
+	default:
+		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
+	}
+}
+
+// replyHeader queues a status-0 reply header announcing bodyBytes.
+func (h *testHandler) replyHeader(c *Conn, request uint64, bodyBytes int) {
+	b, err := c.Reserve(256)
+	if err != nil {
+		return
+	}
+	var r wire.ReplyHeader
+	r.Size = uint32(256 + bodyBytes)
+	r.Command = wire.CommandReply
+	r.Request = request
+	r.Operation = wire.OperationNonReplicated
+	r.Put(b)
+}
+
+func (h *testHandler) ServeMessage(s *Shard, m Message) {
+	switch m.Kind {
+	case msgHop:
+		s.Post(m.Conn.Shard(), Message{Kind: msgReply, Conn: m.Conn, Value: m.Value})
+	case msgReply:
+		if c := s.Conn(m.Conn); c != nil {
+			h.replyHeader(c, m.Value, 0)
+		}
+	case msgLater:
+		c := s.Conn(m.Conn)
+		if c == nil {
+			return // ConnClosed released its frames
+		}
+		r := retained(c)
+		for i := range r.later {
+			f := &r.later[i]
+			h.replyHeader(c, f.Header.Request, len(f.Body))
+			if b, err := c.Reserve(len(f.Body)); err == nil {
+				copy(b, f.Body)
+			}
+			f.Release()
+		}
+		r.later = r.later[:0]
+	}
+}
+
+func (h *testHandler) ConnClosed(c *Conn) {
+	h.closed++
+	// Lent parts are released by now; the frames they aliased can go.
+	if r, ok := c.Value.(*retainedFrames); ok {
+		for _, frames := range [][]Frame{r.lent, r.later} {
+			for i := range frames {
+				frames[i].Release()
+			}
+		}
+	}
+}
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -50,7 +155,7 @@ func startTestRuntime(t testing.TB, cfg Config) *Runtime {
 		cfg.ShardCount = 2
 	}
 	if cfg.NewHandler == nil {
-		cfg.NewHandler = func(s *Shard) Handler { return &pingHandler{shard: s} }
+		cfg.NewHandler = func(s *Shard) Handler { return &testHandler{shard: s} }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)

@@ -1,0 +1,291 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// waitFor polls cond until it holds, failing the test after timeout. For conditions no
+// event signals to the test (a count inside the runtime); every poll is bounded.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestBadInputEndsOnlyTheOffendingConnection(t *testing.T) {
+	const frameSizeMax = 1 << 20
+	garbage := make([]byte, 512)
+	fillRandom(garbage, 1)
+	binary.LittleEndian.PutUint32(garbage[48:], 300) // a plausible size, a garbage command
+	tests := []struct {
+		name     string
+		send     []byte
+		eviction wire.EvictionReason // 0: closed without an eviction
+	}{
+		{"size below header", headerWithSize(pingFrame(1), 255), wire.EvictionInvalidRequestBodySize},
+		{"size zero", headerWithSize(pingFrame(1), 0), wire.EvictionInvalidRequestBodySize},
+		{"size above max", headerWithSize(pingFrame(1), frameSizeMax+1), wire.EvictionInvalidRequestBodySize},
+		{"reply command", withByte(pingFrame(1), 60, byte(wire.CommandReply)), wire.EvictionInvalidRequestOperation},
+		{"replica command", withByte(pingFrame(1), 60, byte(wire.CommandPrepare)), wire.EvictionInvalidRequestOperation},
+		{"garbage", garbage, wire.EvictionInvalidRequestOperation},
+		{"release non-zero", withByte(pingFrame(1), 56, 1), wire.EvictionClientReleaseTooHigh},
+		{"internal operation", withByte(pingFrame(1), 176, 64), wire.EvictionInvalidRequestOperation},
+		{"operation zero", withByte(pingFrame(1), 176, 0), wire.EvictionInvalidRequestOperation},
+		{"client id zero", withU64(pingFrame(1), 128, 0), wire.EvictionNoSession},
+		{"legacy login code", requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeLoginUser), 1), wire.EvictionMalformedLogin},
+		{"replicated without session", withU64(requestHeader(0, wire.OperationCreateStream, 0, 1), 184, 0), wire.EvictionNoSession},
+	}
+	rt := startTestRuntime(t, Config{FrameSizeMax: frameSizeMax})
+	bystander := dial(t, rt)
+	bystander.ping(1)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, rt)
+			c.ping(7) // the connection works before it misbehaves
+			if _, err := c.conn.Write(tt.send); err != nil {
+				t.Fatal(err)
+			}
+			if tt.eviction != 0 {
+				c.expectEvictionThenClose(tt.eviction)
+			} else {
+				c.expectClose()
+			}
+			bystander.ping(uint64(100 + i))
+		})
+	}
+}
+
+func headerWithSize(frame []byte, size uint32) []byte {
+	binary.LittleEndian.PutUint32(frame[48:], size)
+	return frame
+}
+
+func withByte(frame []byte, offset int, v byte) []byte {
+	frame[offset] = v
+	return frame
+}
+
+func withU64(frame []byte, offset int, v uint64) []byte {
+	binary.LittleEndian.PutUint64(frame[offset:], v)
+	return frame
+}
+
+// TestHeaderFaultsAnsweredWithStatus: faults that leave the session usable get a
+// status reply echoing the request, and the connection keeps working.
+func TestHeaderFaultsAnsweredWithStatus(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	c := dial(t, rt)
+	stamped := requestHeader(4, wire.OperationNonReplicated, uint32(wire.CodePing), 5)
+	copy(stamped[256:], "body")
+	binary.LittleEndian.PutUint64(stamped[144:], 12345) // a request_checksum that does not match
+	tests := []struct {
+		name   string
+		frame  []byte
+		status wire.ErrorCode
+	}{
+		{"reserved bytes", withByte(pingFrame(2), 220, 1), wire.ErrInvalidCommand},
+		{"operation padding", withByte(pingFrame(3), 180, 1), wire.ErrInvalidCommand},
+		{"unknown code", requestHeader(0, wire.OperationNonReplicated, 9999, 4), wire.ErrInvalidCommand},
+		{"replicated code as read", requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeCreateStream), 6), wire.ErrFeatureUnavailable},
+		{"request checksum", stamped, wire.ErrInvalidFormat},
+		{"not logged in", requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetStreams), 7), wire.ErrUnauthenticated},
+	}
+	for _, tt := range tests {
+		if _, err := c.conn.Write(tt.frame); err != nil {
+			t.Fatal(err)
+		}
+		request := binary.LittleEndian.Uint64(tt.frame[168:])
+		checkReply(t, c.readFrame(), request, tt.status)
+		c.ping(request + 100)
+	}
+}
+
+func TestFrameTimeoutClosesHalfAHeader(t *testing.T) {
+	rt := startTestRuntime(t, Config{FrameTimeout: 200 * time.Millisecond})
+	bystander := dial(t, rt)
+	c := dial(t, rt)
+	start := time.Now()
+	if _, err := c.conn.Write(pingFrame(1)[:100]); err != nil {
+		t.Fatal(err)
+	}
+	c.expectClose()
+	if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
+		t.Fatalf("closed after %v, before the 200ms frame timeout", elapsed)
+	}
+	bystander.ping(1)
+}
+
+// TestFrameTimeoutBoundsATrickle: a peer that sends one byte at a time keeps the
+// connection active but never finishes its frame; the frame timeout counts from the
+// frame's first byte.
+func TestFrameTimeoutBoundsATrickle(t *testing.T) {
+	rt := startTestRuntime(t, Config{FrameTimeout: 200 * time.Millisecond})
+	c := dial(t, rt)
+	frame := pingFrame(1)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("trickling connection still open after 5 s")
+		}
+		if _, err := c.conn.Write(frame[i%256 : i%256+1]); err != nil {
+			return // closed by the server
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	rt := startTestRuntime(t, Config{IdleTimeout: 200 * time.Millisecond})
+	c := dial(t, rt)
+	start := time.Now()
+	c.ping(1)
+	c.expectClose()
+	if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
+		t.Fatalf("closed after %v, before the 200ms idle timeout", elapsed)
+	}
+	waitFor(t, 5*time.Second, "no connections", func() bool { return rt.ConnectionCount() == 0 })
+}
+
+func TestConnectDisconnectLoop(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	bystander := dial(t, rt)
+	for i := range 300 {
+		conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 1: // half a header, then gone
+			conn.Write(pingFrame(1)[:10])
+		case 2: // a request, gone before the reply
+			conn.Write(pingFrame(1))
+		}
+		conn.Close()
+	}
+	bystander.ping(1)
+	waitFor(t, 5*time.Second, "only the bystander connected", func() bool { return rt.ConnectionCount() == 1 })
+}
+
+func TestCrossShardReply(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 3})
+	for i := range 6 { // connections land round-robin on every shard
+		c := dial(t, rt)
+		for r := range uint64(5) {
+			request := uint64(i)*100 + r
+			if _, err := c.conn.Write(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetStats), request)); err != nil {
+				t.Fatal(err)
+			}
+			checkReply(t, c.readFrame(), request, 0)
+		}
+	}
+}
+
+func TestVectoredAndRetainedReplies(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	c := dial(t, rt)
+	for _, code := range []wire.CommandCode{wire.CodeGetSnapshot, wire.CodeGetClusterMetadata} {
+		for _, bodyBytes := range []int{3, 1000, 100_000} {
+			body := make([]byte, bodyBytes)
+			fillRandom(body, uint64(bodyBytes))
+			frame := requestHeader(bodyBytes, wire.OperationNonReplicated, uint32(code), 9)
+			copy(frame[256:], body)
+			if _, err := c.conn.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+			header := c.readFrame()
+			if size := binary.LittleEndian.Uint32(header[48:]); size != uint32(256+bodyBytes) {
+				t.Fatalf("code %v: reply size %d, want %d", code, size, 256+bodyBytes)
+			}
+			got := make([]byte, bodyBytes)
+			if _, err := io.ReadFull(c.conn, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, body) {
+				t.Fatalf("code %v, %d bytes: reply body differs", code, bodyBytes)
+			}
+		}
+	}
+	c.ping(1)
+}
+
+// TestSlowConsumerIsCutOff: a client that pipelines requests and never reads its
+// replies is throttled (not read while its replies pile up) and closed once they make
+// no progress for SendTimeout; the shard keeps serving the others meanwhile.
+func TestSlowConsumerIsCutOff(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 1, SendTimeout: 300 * time.Millisecond, SendQueueBytesMax: 64 << 10})
+	bystander := dial(t, rt)
+	slow := dial(t, rt)
+	// Small kernel buffers so the server's sends stall quickly.
+	slow.conn.(*net.TCPConn).SetReadBuffer(4096)
+	writerDone := make(chan error, 1)
+	go func() {
+		batch := bytes.Repeat(pingFrame(1), 16)
+		slow.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		for {
+			if _, err := slow.conn.Write(batch); err != nil {
+				writerDone <- err
+				return
+			}
+		}
+	}()
+	for i := range uint64(20) {
+		bystander.ping(i)
+	}
+	select {
+	case err := <-writerDone:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the slow consumer was not cut off within 10 s")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the slow consumer's writer never stopped")
+	}
+	bystander.ping(99)
+	waitFor(t, 5*time.Second, "only the bystander connected", func() bool { return rt.ConnectionCount() == 1 })
+}
+
+// TestSendQueueBoundClosesConnection: replies queued in one go beyond the bound close
+// the connection at once rather than growing its queue.
+func TestSendQueueBoundClosesConnection(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 1, SendQueueBytesMax: 2 << 20})
+	bystander := dial(t, rt)
+	c := dial(t, rt)
+	c.conn.(*net.TCPConn).SetReadBuffer(4096)
+	// Four 1 MiB replies requested in one write: the server reads them in one receive.
+	batch := bytes.Repeat(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetMe), 1), 4)
+	if _, err := c.conn.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	// The connection is closed with part of the replies possibly sent: read to the end.
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.Copy(io.Discard, c.conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("connection not closed")
+	}
+	if n >= 4*(256+1<<20) {
+		t.Fatalf("all %d reply bytes were sent despite the bound", n)
+	}
+	bystander.ping(1)
+}
+
+func fillRandom(b []byte, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+}
