@@ -2,8 +2,10 @@ package fdpass
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -348,6 +350,17 @@ func TestMsgRingTargetThreadExited(t *testing.T) {
 	if after := openFdCount(t); after != before {
 		t.Fatalf("open fds %d before, %d after", before, after)
 	}
+}
+
+func TestHandoffToOwnRingIsABug(t *testing.T) {
+	sender := newRing(t, 16)
+	s := newMsgRingSender(t, sender, 1, sender.Fd())
+	defer func() {
+		if msg := recover(); msg == nil || !strings.Contains(fmt.Sprint(msg), "sender's own") {
+			t.Fatalf("panic %v, want one naming the sender's own ring", msg)
+		}
+	}()
+	s.SendFd(0, 0, ring.FileIndexAlloc, 0)
 }
 
 func TestMsgRingBusyClosesTheConnection(t *testing.T) {

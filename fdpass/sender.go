@@ -100,6 +100,11 @@ func (s *Sender) checkShard(shard int) {
 	if s.closed {
 		panic("fdpass: Sender used after Close")
 	}
+	if s.cfg.Mode == ModeMsgRing && s.cfg.TargetRingFds[shard] == s.cfg.Ring.Fd() {
+		// The kernel refuses a send-fd to the sending ring itself (EINVAL); a shard
+		// keeps its own connections.
+		panic(fmt.Sprintf("fdpass: handoff to shard %d, whose ring is the sender's own", shard))
+	}
 }
 
 // SendFd hands plain descriptor fd to shard, to be installed at targetSlot of its
