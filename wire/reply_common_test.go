@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -617,5 +618,61 @@ func TestSameReplyComparesValues(t *testing.T) {
 	}
 	if sameReply(streamsBody{{ID: 1}}, streamsBody{{ID: 2}}) {
 		t.Fatal("different lists compared equal")
+	}
+}
+
+// randName returns a valid Name: 1..255 bytes of UTF-8, sometimes multi-byte.
+func randName(r *rand.Rand) []byte {
+	n := 1 + r.IntN(40)
+	if r.IntN(20) == 0 {
+		n = 255
+	}
+	b := make([]byte, 0, n)
+	for len(b) < n {
+		if r.IntN(8) == 0 && n-len(b) >= 2 {
+			b = append(b, "é"...)
+			continue
+		}
+		b = append(b, byte('a'+r.IntN(26)))
+	}
+	return b
+}
+
+// randBytes returns 0..max random bytes (an option block's content is opaque here).
+func randBytes(r *rand.Rand, max int) []byte {
+	b := make([]byte, r.IntN(max+1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// checkRoundTrip encodes generated values and decodes them back through Decode,
+// which must give an equal value; EncodedLen must match what Append wrote, and
+// Append onto a non-empty buffer must only add bytes.
+func checkRoundTrip[T any, P interface {
+	*T
+	replyValue
+	Decode([]byte) error
+}](t *testing.T, seed uint64, gen func(r *rand.Rand) P) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range 500 {
+		want := gen(r)
+		b := want.Append([]byte{0xee})
+		if b[0] != 0xee {
+			t.Fatalf("case %d: Append overwrote the buffer's prefix", i)
+		}
+		body := b[1:]
+		if len(body) != want.EncodedLen() {
+			t.Fatalf("case %d: Append wrote %d bytes, EncodedLen says %d", i, len(body), want.EncodedLen())
+		}
+		got := P(new(T))
+		if err := got.Decode(body); err != nil {
+			t.Fatalf("case %d: Decode: %v\n% x", i, err, body)
+		}
+		if !sameReply(got, want) {
+			t.Fatalf("case %d: round trip\n got %+v\nwant %+v", i, got, want)
+		}
 	}
 }

@@ -16,10 +16,8 @@ type ConsumerGroupHeader struct {
 	Name            []byte
 }
 
-const (
-	consumerGroupHeaderMinBytes = 13 + 1
-	consumerGroupMemberMinBytes = 8
-)
+// consumerGroupMemberMinBytes is a member that owns no partition.
+const consumerGroupMemberMinBytes = 8
 
 // EncodedLen is the exact number of bytes Append writes.
 func (h *ConsumerGroupHeader) EncodedLen() int { return 13 + len(h.Name) }

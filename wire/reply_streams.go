@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/binary"
+
 // StreamHeader is one stream in GetStreams and the head of GetStream and CreateStream
 // replies (responses.md §4.1), 37 + N + M bytes:
 //
@@ -19,7 +21,8 @@ type StreamHeader struct {
 	Options []byte
 }
 
-const streamHeaderMinBytes = 37 + 1
+// streamHeaderFixedBytes covers id .. messages_count.
+const streamHeaderFixedBytes = 32
 
 // EncodedLen is the exact number of bytes Append writes.
 func (h *StreamHeader) EncodedLen() int { return 37 + len(h.Name) + len(h.Options) }
@@ -36,11 +39,15 @@ func (h *StreamHeader) Append(b []byte) []byte {
 }
 
 func (h *StreamHeader) decodeFrom(d *decoder) {
-	h.ID = d.u32()
-	h.CreatedAtMicros = d.u64()
-	h.TopicsCount = d.u32()
-	h.SizeBytes = d.u64()
-	h.MessagesCount = d.u64()
+	b := d.take(streamHeaderFixedBytes)
+	if b == nil {
+		return
+	}
+	h.ID = binary.LittleEndian.Uint32(b[0:])
+	h.CreatedAtMicros = binary.LittleEndian.Uint64(b[4:])
+	h.TopicsCount = binary.LittleEndian.Uint32(b[12:])
+	h.SizeBytes = binary.LittleEndian.Uint64(b[16:])
+	h.MessagesCount = binary.LittleEndian.Uint64(b[24:])
 	h.Name = d.name()
 	h.Options = d.block32()
 }

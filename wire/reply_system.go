@@ -39,8 +39,6 @@ type ClientHeader struct {
 	ConsumerGroupsCount uint32
 }
 
-const clientHeaderMinBytes = 17
-
 // EncodedLen is the exact number of bytes Append writes.
 func (h *ClientHeader) EncodedLen() int { return 17 + len(h.Address) }
 

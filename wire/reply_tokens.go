@@ -9,8 +9,6 @@ type PatEntry struct {
 	ExpiryAtMicros uint64
 }
 
-const patEntryMinBytes = 9 + 1
-
 // EncodedLen is the exact number of bytes Append writes.
 func (p *PatEntry) EncodedLen() int { return 9 + len(p.Name) }
 

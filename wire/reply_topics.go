@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/binary"
+
 // TopicHeader is one topic in GetTopics and GetStream, and the head of GetTopic and
 // CreateTopic replies (responses.md §4.2), 58 + N + E + D bytes:
 //
@@ -40,6 +42,7 @@ const (
 )
 
 const (
+	topicHeaderFixedBytes = 49 // id .. messages_count
 	topicHeaderMinBytes   = 58 + 1
 	partitionInfoNumBytes = 40
 )
@@ -65,14 +68,20 @@ func (h *TopicHeader) Append(b []byte) []byte {
 }
 
 func (h *TopicHeader) decodeFrom(d *decoder) {
-	h.ID = d.u32()
-	h.CreatedAtMicros = d.u64()
-	h.PartitionsCount = d.u32()
-	h.MessageExpiryMicros = d.u64()
-	h.CompressionAlgorithm = d.u8()
-	h.MaxTopicSizeBytes = d.u64()
-	h.SizeBytes = d.u64()
-	h.MessagesCount = d.u64()
+	// One bounds check for the 49 fixed bytes instead of one per field: GetTopics
+	// and GetStream decode many of these.
+	b := d.take(topicHeaderFixedBytes)
+	if b == nil {
+		return
+	}
+	h.ID = binary.LittleEndian.Uint32(b[0:])
+	h.CreatedAtMicros = binary.LittleEndian.Uint64(b[4:])
+	h.PartitionsCount = binary.LittleEndian.Uint32(b[12:])
+	h.MessageExpiryMicros = binary.LittleEndian.Uint64(b[16:])
+	h.CompressionAlgorithm = b[24]
+	h.MaxTopicSizeBytes = binary.LittleEndian.Uint64(b[25:])
+	h.SizeBytes = binary.LittleEndian.Uint64(b[33:])
+	h.MessagesCount = binary.LittleEndian.Uint64(b[41:])
 	h.Name = d.name()
 	h.ExplicitOptions = d.block32()
 	h.DerivedOptions = d.block32()
@@ -107,12 +116,16 @@ func (p *PartitionInfo) Append(b []byte) []byte {
 }
 
 func (p *PartitionInfo) decodeFrom(d *decoder) {
-	p.ID = d.u32()
-	p.CreatedAtMicros = d.u64()
-	p.SegmentsCount = d.u32()
-	p.CurrentOffset = d.u64()
-	p.SizeBytes = d.u64()
-	p.MessagesCount = d.u64()
+	b := d.take(partitionInfoNumBytes)
+	if b == nil {
+		return
+	}
+	p.ID = binary.LittleEndian.Uint32(b[0:])
+	p.CreatedAtMicros = binary.LittleEndian.Uint64(b[4:])
+	p.SegmentsCount = binary.LittleEndian.Uint32(b[12:])
+	p.CurrentOffset = binary.LittleEndian.Uint64(b[16:])
+	p.SizeBytes = binary.LittleEndian.Uint64(b[24:])
+	p.MessagesCount = binary.LittleEndian.Uint64(b[32:])
 }
 
 // Decode reads a body that holds exactly one PartitionInfo.

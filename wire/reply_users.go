@@ -22,8 +22,6 @@ type UserHeader struct {
 	Options []byte
 }
 
-const userHeaderMinBytes = 18 + 1
-
 // EncodedLen is the exact number of bytes Append writes.
 func (h *UserHeader) EncodedLen() int { return 18 + len(h.Username) + len(h.Options) }
 
