@@ -21,6 +21,7 @@ func FuzzRecvMultishot(f *testing.F) {
 		if len(program) > 512 {
 			program = program[:512]
 		}
+		requireKernel(t, 6, 0, "multishot recv")
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		r, err := New(DefaultOptions(8))

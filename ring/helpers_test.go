@@ -132,3 +132,34 @@ func readFull(t testing.TB, fd int, n int) []byte {
 	}
 	return buf
 }
+
+// requireKernel skips a test of a feature that no opcode probe reveals (a
+// flag of an existing opcode, a registration) on kernels older than
+// major.minor.
+func requireKernel(t testing.TB, major, minor int, feature string) {
+	t.Helper()
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatalf("uname: %v", err)
+	}
+	release := unix.ByteSliceToString(uts.Release[:])
+	var gotMajor, gotMinor int
+	for i, part := 0, 0; i < len(release) && part < 2; i++ {
+		c := release[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if part == 0 {
+				gotMajor = gotMajor*10 + int(c-'0')
+			} else {
+				gotMinor = gotMinor*10 + int(c-'0')
+			}
+		case c == '.':
+			part++
+		default:
+			part = 2
+		}
+	}
+	if gotMajor < major || (gotMajor == major && gotMinor < minor) {
+		t.Skipf("%s needs Linux %d.%d, running %s", feature, major, minor, release)
+	}
+}

@@ -78,6 +78,7 @@ func TestMsgRingWakesBlockedRing(t *testing.T) {
 func TestMsgRingSendFd(t *testing.T) {
 	source := newTestRing(t, 8)
 	requireOp(t, source, OpMsgRing)
+	requireKernel(t, 6, 0, "msg_ring send-fd")
 	target := newTestRing(t, 8)
 	a, b := socketpair(t, unix.SOCK_STREAM)
 	if err := source.RegisterFiles([]int32{int32(a)}); err != nil {
@@ -162,6 +163,7 @@ func TestMsgRingSendFd(t *testing.T) {
 func TestFileAllocRange(t *testing.T) {
 	source := newTestRing(t, 8)
 	requireOp(t, source, OpMsgRing)
+	requireKernel(t, 6, 0, "msg_ring send-fd and file alloc ranges")
 	target := newTestRing(t, 8)
 	a, _ := socketpair(t, unix.SOCK_STREAM)
 	if err := source.RegisterFiles([]int32{int32(a)}); err != nil {

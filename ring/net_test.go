@@ -44,6 +44,7 @@ func dial(t *testing.T, addr *net.TCPAddr) *net.TCPConn {
 func TestAcceptMultishot(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpAccept)
+	requireKernel(t, 5, 19, "multishot accept")
 	lfd, addr := listenTCP(t)
 	const acceptUserData = 7
 	sqe := getSQE(t, r)
@@ -110,6 +111,7 @@ func TestAcceptMultishot(t *testing.T) {
 func TestAcceptMultishotDirect(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpAccept)
+	requireKernel(t, 5, 19, "multishot accept into sparse registered files")
 	if err := r.RegisterFilesSparse(4); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +191,7 @@ func TestRecvOneShotAndSend(t *testing.T) {
 func TestRecvBufferSelectOneShot(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpRecv)
+	requireKernel(t, 5, 19, "provided buffer rings")
 	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 3, Entries: 4, BufferSize: 128})
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +217,7 @@ func TestRecvBufferSelectOneShot(t *testing.T) {
 func TestRecvMultishotBufferRing(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpRecv)
+	requireKernel(t, 6, 0, "multishot recv")
 	const entries = 4
 	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 1, Entries: entries, BufferSize: 64})
 	if err != nil {
@@ -445,6 +449,7 @@ func TestCancelByFd(t *testing.T) {
 func TestBufferRingCallerMemoryAndValidation(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpRecv)
+	requireKernel(t, 5, 19, "provided buffer rings")
 	for _, opts := range []BufferRingOptions{
 		{GroupID: 1, Entries: 3, BufferSize: 64},
 		{GroupID: 1, Entries: 0, BufferSize: 64},
@@ -498,6 +503,7 @@ func TestBufferRingCallerMemoryAndValidation(t *testing.T) {
 func TestBufferRingTailWraps(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpRecv)
+	requireKernel(t, 6, 0, "multishot recv")
 	const entries = 4
 	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 2, Entries: entries, BufferSize: 16})
 	if err != nil {
