@@ -341,9 +341,14 @@ func (r *Ring) SQPending() uint32 {
 // and then submitted. When the queue is full it submits what is queued to
 // make room; if that is impossible without cutting an open link chain it
 // returns ErrSQFull and queues nothing, so an SQE is never silently dropped.
-// The SQE points into memory shared with the kernel: do not keep it after
-// the next Submit.
+// Because a full queue is flushed, prepare each SQE (and set its Flags)
+// before asking for the next one: an SQE handed out but not yet prepared
+// would be submitted with stale contents. The SQE points into memory shared
+// with the kernel: do not keep it after the next Submit.
 func (r *Ring) GetSQE() (*SQE, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
 	if r.sq.sqeTail-atomic.LoadUint32(r.sq.head) >= r.sq.entries {
 		if r.linkChainOpen() {
 			return nil, ErrSQFull
@@ -462,6 +467,8 @@ func enterError(errno unix.Errno) error {
 		return fmt.Errorf("ring: io_uring_enter: %w", errno)
 	}
 }
+
+// PeekCQE and the other CQ methods below must not be called after Close.
 
 // PeekCQE returns the oldest completion not yet marked seen, or false when
 // the completion queue is empty. The CQE points into the shared ring: copy

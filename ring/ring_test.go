@@ -166,6 +166,12 @@ func TestCloseTwice(t *testing.T) {
 	if _, err := r.Submit(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Submit after Close = %v", err)
 	}
+	if _, err := r.GetSQE(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("GetSQE after Close = %v", err)
+	}
+	if err := r.RegisterFilesSparse(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("RegisterFilesSparse after Close = %v", err)
+	}
 }
 
 func TestWaitTimeoutReturnsWithoutCompletions(t *testing.T) {
