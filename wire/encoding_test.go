@@ -387,3 +387,46 @@ func TestSharedEncodingsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSharedEncodings checks, for each shared encoding, that whatever decodes
+// re-encodes to exactly the bytes it was read from.
+func FuzzSharedEncodings(f *testing.F) {
+	for _, name := range []string{
+		"identifier_numeric.hex", "identifier_string.hex", "consumer_single.hex", "consumer_group.hex",
+		"partitioning_balanced.hex", "partitioning_partition_id.hex", "partitioning_messages_key.hex",
+		"polling_offset.hex", "polling_next.hex", "name.hex",
+	} {
+		f.Add(readGolden(f, "requests/"+name))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check := func(what string, n int, re []byte, err error) {
+			t.Helper()
+			if err != nil || !bytes.Equal(re, b[:n]) {
+				t.Fatalf("%s read from % x re-encodes to % x, %v", what, b[:n], re, err)
+			}
+		}
+		if id, n, err := DecodeIdentifier(b); err == nil {
+			re, aerr := id.Append(nil)
+			check("identifier", n, re, aerr)
+		}
+		if p, n, err := DecodePartitioning(b); err == nil {
+			re, aerr := p.Append(nil)
+			check("partitioning", n, re, aerr)
+		}
+		d := newDecoder(b)
+		if c := d.consumer(); d.err == nil {
+			re, aerr := c.Append(nil)
+			check("consumer", d.off, re, aerr)
+		}
+		d = newDecoder(b)
+		if s := d.pollingStrategy(); d.err == nil {
+			re, aerr := s.Append(nil)
+			check("polling strategy", d.off, re, aerr)
+		}
+		d = newDecoder(b)
+		if name := d.name(); d.err == nil {
+			re, aerr := AppendName(nil, name)
+			check("name", d.off, re, aerr)
+		}
+	})
+}

@@ -6,6 +6,10 @@ package wire
 // 44 (refused with a MalformedLogin eviction whatever their body) and SendMessages
 // 101 (send.go). It allocates nothing, so a server may call it on every request
 // before routing, and the fuzz target drives every decoder through it.
+//
+// For the register codes 40 and 45 this is the strict check of one shape. A server
+// deciding a login uses DecodeRegisterBody instead: a register header carries no
+// code, and the reference probes both shapes without requiring exact consumption.
 func CheckRequestBody(code CommandCode, body []byte) (handled bool, err error) {
 	switch code {
 	case CodePing, CodeGetStats, CodeGetClusterMetadata, CodeGetMe, CodeGetClients,
