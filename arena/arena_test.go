@@ -396,6 +396,19 @@ func FuzzAcquireRelease(f *testing.F) {
 		defer a.Close()
 		var held []Buffer
 		for _, op := range script {
+			if err := a.checkInvariants(); err != nil {
+				t.Fatal(err)
+			}
+			if op == 0xff {
+				// Lend the largest class to a ring and take it back, when it is free.
+				if _, err := a.LendClass(2); err == nil {
+					if err := a.checkInvariants(); err != nil {
+						t.Fatal(err)
+					}
+					a.ReturnClass(2)
+				}
+				continue
+			}
 			if op&0x80 != 0 && len(held) > 0 {
 				i := int(op&0x7f) % len(held)
 				b := held[i]
@@ -493,6 +506,9 @@ func TestLendAndReturnClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := a.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
 	info := a.Class(0)
 	if uintptr(unsafe.Pointer(unsafe.SliceData(mem))) != info.Base || len(mem) != info.BufferCount*info.BufferSizeBytes {
 		t.Fatalf("lent memory %p+%d, want %#x+%d", unsafe.SliceData(mem), len(mem), info.Base, info.BufferCount*info.BufferSizeBytes)
@@ -518,6 +534,9 @@ func TestLendAndReturnClass(t *testing.T) {
 	mustPanic(t, "lent to a ring", func() { a.Release(forged) })
 
 	a.ReturnClass(0)
+	if err := a.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
 	mustPanic(t, "not lent", func() { a.ReturnClass(0) })
 	if err := a.CheckNoLeaks(); err != nil {
 		t.Fatal(err)
