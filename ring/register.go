@@ -33,6 +33,29 @@ func (r *Ring) Supports(op Opcode) bool {
 	return r.supportedOps[op/64]&(1<<(op%64)) != 0
 }
 
+// RegisterRingFd registers the ring's own file descriptor with the calling
+// thread (IORING_REGISTER_RING_FDS, Linux 5.18), so that each
+// io_uring_enter skips looking the descriptor up. The registration belongs
+// to that thread: call it from the ring's owner thread, and Close the ring
+// from the same thread, which unregisters it.
+func (r *Ring) RegisterRingFd() error {
+	if r.enterFlags&enterRegRing != 0 {
+		return nil
+	}
+	up := rsrcUpdate{offset: ^uint32(0), data: uint64(r.fd)} // offset -1: any free index
+	n, err := r.register(registerRingFds, unsafe.Pointer(&up), 1)
+	if err != nil {
+		return fmt.Errorf("ring: register ring fd: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("ring: register ring fd: kernel registered %d of 1", n)
+	}
+	r.enterFd = int(up.offset)
+	r.enterFlags = enterRegRing
+	r.enterFdTid = unix.Gettid()
+	return nil
+}
+
 // RegisterFiles installs fds as the ring's registered (direct) file table:
 // slot i refers to fds[i]; -1 leaves a slot empty. SQEs then name a file by
 // slot with SQEFixedFile, which saves the kernel a file table look-up and

@@ -81,7 +81,10 @@ func DefaultOptions(sqEntries uint32) Options {
 // package documentation for the threading rule.
 type Ring struct {
 	fd           int
-	flags        uint32 // setup flags in effect
+	enterFd      int     // fd, or the registered ring index with enterRegRing
+	enterFlags   uintptr // enterRegRing once the ring fd is registered
+	enterFdTid   int     // the thread whose table holds the registered ring fd
+	flags        uint32  // setup flags in effect
 	refusedFlags uint32
 	features     uint32
 
@@ -157,7 +160,7 @@ func New(opts Options) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Ring{fd: fd, flags: p.flags, refusedFlags: refused, features: p.features}
+	r := &Ring{fd: fd, enterFd: fd, flags: p.flags, refusedFlags: refused, features: p.features}
 	if err := r.mapRings(&p); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -286,12 +289,27 @@ func (r *Ring) Close() error {
 	if r.closed {
 		return ErrClosed
 	}
+	var err error
+	if r.enterFlags&enterRegRing != 0 {
+		// The registration lives in the registering thread's table and
+		// holds a reference to the ring: unregistered, the ring outlives
+		// Close until that thread exits. Only that thread may unregister;
+		// from another, the same index could name a different ring.
+		if tid := unix.Gettid(); tid != r.enterFdTid {
+			err = fmt.Errorf("ring: Close on thread %d, ring fd registered on thread %d: the ring stays alive until that thread exits", tid, r.enterFdTid)
+		} else {
+			up := rsrcUpdate{offset: uint32(r.enterFd)}
+			if _, uerr := r.register(unregisterRingFds, unsafe.Pointer(&up), 1); uerr != nil {
+				err = fmt.Errorf("ring: unregister ring fd: %w", uerr)
+			}
+		}
+	}
 	r.closed = true
 	r.unmap()
-	if err := unix.Close(r.fd); err != nil {
-		return fmt.Errorf("ring: close: %w", err)
+	if cerr := unix.Close(r.fd); cerr != nil && err == nil {
+		err = fmt.Errorf("ring: close: %w", cerr)
 	}
-	return nil
+	return err
 }
 
 // Fd is the ring's file descriptor: the target of a msg_ring from another ring.
@@ -434,7 +452,7 @@ func (r *Ring) enter(waitNr uint32, withTimeout bool) (int, error) {
 			arg, argSize = uintptr(unsafe.Pointer(&r.waitArg)), unsafe.Sizeof(r.waitArg)
 			flags |= enterExtArg
 		}
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitNr), flags, arg, argSize)
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.enterFd), uintptr(toSubmit), uintptr(waitNr), flags|r.enterFlags, arg, argSize)
 		switch errno {
 		case 0:
 			return int(n), nil

@@ -376,3 +376,28 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("submit and reap allocate %v times per round", allocs)
 	}
 }
+
+func TestRegisterRingFd(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireKernel(t, 5, 18, "registered ring fds")
+	if err := r.RegisterRingFd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterRingFd(); err != nil {
+		t.Fatalf("second RegisterRingFd: %v", err)
+	}
+	for i := range uint64(3) {
+		sqe := getSQE(t, r)
+		sqe.PrepareNop()
+		sqe.UserData = i
+	}
+	if n, err := r.SubmitAndWaitTimeout(3, completionTimeout); n != 3 || err != nil {
+		t.Fatalf("SubmitAndWaitTimeout through the registered fd = %d, %v", n, err)
+	}
+	if r.CQReady() != 3 {
+		t.Fatalf("CQReady = %d", r.CQReady())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close with a registered ring fd: %v", err)
+	}
+}

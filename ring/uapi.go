@@ -207,6 +207,7 @@ const (
 	enterSQWakeup  = 1 << 1
 	enterSQWait    = 1 << 2
 	enterExtArg    = 1 << 3
+	enterRegRing   = 1 << 4
 )
 
 // io_uring_register opcodes.
@@ -222,6 +223,8 @@ const (
 	registerPbufRing       = 22
 	unregisterPbufRing     = 23
 	registerFileAllocRange = 25
+	registerRingFds        = 20
+	unregisterRingFds      = 21
 
 	rsrcRegisterSparse = 1 << 0
 	// FilesSkip in an UpdateFiles slice leaves that slot as it is.
@@ -331,6 +334,13 @@ type geteventsArg struct {
 	ts        uint64
 }
 
+// rsrcUpdate is struct io_uring_rsrc_update.
+type rsrcUpdate struct {
+	offset uint32
+	resv   uint32
+	data   uint64
+}
+
 type fileIndexRange struct {
 	off  uint32
 	len  uint32
@@ -367,6 +377,8 @@ var (
 	_ [40 - unsafe.Sizeof(bufReg{})]struct{}
 	_ [unsafe.Sizeof(geteventsArg{}) - 24]struct{}
 	_ [24 - unsafe.Sizeof(geteventsArg{})]struct{}
+	_ [unsafe.Sizeof(rsrcUpdate{}) - 16]struct{}
+	_ [16 - unsafe.Sizeof(rsrcUpdate{})]struct{}
 	_ [unsafe.Sizeof(fileIndexRange{}) - 16]struct{}
 	_ [16 - unsafe.Sizeof(fileIndexRange{})]struct{}
 	_ [unsafe.Sizeof(Timespec{}) - 16]struct{}
