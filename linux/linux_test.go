@@ -408,3 +408,20 @@ func TestClassifyIOURingExhaustive(t *testing.T) {
 		}
 	}
 }
+
+func TestSurvey(t *testing.T) {
+	h, err := Survey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kernel.IsZero() || len(h.AllowedCPUs) == 0 || h.OpenFiles.Hard == 0 || h.IOURing.Kernel != h.Kernel {
+		t.Fatalf("Survey = %+v", h)
+	}
+	if err := ClassifyIOURing(h.IOURing); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.String(); !strings.Contains(s, h.Kernel.String()) || !strings.Contains(s, "RLIMIT_NOFILE") {
+		t.Fatalf("String() = %q", s)
+	}
+	t.Log(h)
+}
