@@ -159,3 +159,62 @@ func BenchmarkBatchBuilder(b *testing.B) {
 		}
 	}
 }
+
+// benchPollBody is a PolledMessages body carrying the benchmark batch whole.
+func benchPollBody(b *testing.B) []byte {
+	batch := benchBatch(b)
+	StampBatch(batch, 1, 0, 1_700_000_000_500_000)
+	reply := PolledMessages{PartitionID: 1, CurrentOffset: benchMessageCount - 1, MessagesCount: benchMessageCount, Records: batch}
+	return reply.Append(nil)
+}
+
+// BenchmarkDecodePolledMessages is the client's structural check of a 1 MB poll reply
+// (no checksums; the SDKs verify none).
+func BenchmarkDecodePolledMessages(b *testing.B) {
+	body := benchPollBody(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var p PolledMessages
+	for b.Loop() {
+		if err := p.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPolledMessagesIterate(b *testing.B) {
+	body := benchPollBody(b)
+	var p PolledMessages
+	if err := p.Decode(body); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var sink uint64
+	for b.Loop() {
+		for it := p.Messages(); it.Next(); {
+			m := it.Message()
+			sink += m.Offset + uint64(len(m.Payload()))
+		}
+	}
+	_ = sink
+}
+
+// BenchmarkDecodeSendMessages decodes the metadata and the outline of a 1 MB
+// SendMessages body: the routing work before ValidateBatch.
+func BenchmarkDecodeSendMessages(b *testing.B) {
+	batch := benchBatch(b)
+	req := SendMessages{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(2),
+		Partitioning: Partitioning{Kind: PartitioningPartitionID, PartitionID: 0}, MessagesCount: benchMessageCount, Batch: batch}
+	body, err := req.Append(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var r SendMessages
+	for b.Loop() {
+		if err := r.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
