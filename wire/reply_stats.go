@@ -52,6 +52,13 @@ type Stats struct {
 	TotalDiskSpaceBytes  uint64
 }
 
+// StatsSemver packs a server version for Stats.IggyServerSemver:
+// major·1_000_000 + minor·1_000 + patch (0.9.0 is 9000). It is not the login
+// reply's protocol version packing.
+func StatsSemver(major, minor, patch uint32) uint32 {
+	return major*1_000_000 + minor*1_000 + patch
+}
+
 // CacheMetric is one partition's cache hit statistics in Stats. The reference server
 // always sends none.
 type CacheMetric struct {

@@ -79,3 +79,12 @@ func BenchmarkStatsDecode(b *testing.B) {
 		}
 	}
 }
+
+func TestStatsSemver(t *testing.T) {
+	if got := StatsSemver(0, 9, 0); got != 9000 {
+		t.Fatalf("0.9.0 = %d", got)
+	}
+	if got := StatsSemver(1, 2, 3); got != 1_002_003 {
+		t.Fatalf("1.2.3 = %d", got)
+	}
+}

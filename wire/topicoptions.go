@@ -170,6 +170,19 @@ func AppendTopicOptionsCatalogReply(b []byte) []byte {
 	return AppendDescribeOptionsReply(b, topicOptionDescriptors)
 }
 
+// AppendOptionsCatalogReply encodes the DescribeOptions body for scope: the topic
+// catalog, or the empty catalog 00 00 00 00 of streams and users. An unknown scope
+// is ErrInvalidCommand (status 3), with b unchanged.
+func AppendOptionsCatalogReply(b []byte, scope OptionsScope) ([]byte, error) {
+	switch scope {
+	case OptionsScopeTopic:
+		return AppendTopicOptionsCatalogReply(b), nil
+	case OptionsScopeStream, OptionsScopeUser:
+		return AppendDescribeOptionsReply(b, nil), nil
+	}
+	return b, ErrInvalidCommand
+}
+
 // TopicOptionSet is a set of topic option keys.
 type TopicOptionSet uint8
 
@@ -202,6 +215,14 @@ func DefaultTopicOptions() TopicOptions {
 		MessagesRequiredToSave:            DefaultMessagesRequiredToSave,
 		SizeOfMessagesRequiredToSaveBytes: DefaultSizeOfMessagesRequiredToSaveBytes,
 	}
+}
+
+// SetHeaderFields copies the three options a TopicHeader carries as fixed fields
+// (message_expiry, compression_algorithm, max_topic_size) into h.
+func (o *TopicOptions) SetHeaderFields(h *TopicHeader) {
+	h.MessageExpiryMicros = o.MessageExpiryMicros
+	h.CompressionAlgorithm = o.CompressionAlgorithm
+	h.MaxTopicSizeBytes = o.MaxTopicSizeBytes
 }
 
 // TopicOptionValue is one parsed option entry.

@@ -52,6 +52,20 @@ func TestTopicOptionsCatalogMatchesReference(t *testing.T) {
 		t.Errorf("AppendTopicOptionDescriptors gave %d", n)
 	}
 	checkGolden(t, "replies/describe_options_empty.hex", AppendDescribeOptionsReply(nil, nil))
+
+	for _, scope := range []OptionsScope{OptionsScopeStream, OptionsScopeUser} {
+		got, err := AppendOptionsCatalogReply(nil, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, "replies/describe_options_empty.hex", got)
+	}
+	if got, err := AppendOptionsCatalogReply(nil, OptionsScopeTopic); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("topic scope: %v", err)
+	}
+	if _, err := AppendOptionsCatalogReply(nil, OptionsScope(4)); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("scope 4: %v", err)
+	}
 }
 
 // A topic created with an empty block: nothing explicit, all eight keys derived.
@@ -339,6 +353,11 @@ func TestCreateTopicOptionsCanonicalises(t *testing.T) {
 	}
 	if c.Effective.CompressionAlgorithm != TopicCompressionGzip || c.Effective.SegmentSizeBytes != 128<<20 {
 		t.Fatalf("effective %+v", c.Effective)
+	}
+	var h TopicHeader
+	c.Effective.SetHeaderFields(&h)
+	if h.CompressionAlgorithm != TopicCompressionGzip || h.MessageExpiryMicros != DefaultMessageExpiryMicros || h.MaxTopicSizeBytes != DefaultMaxTopicSizeBytes {
+		t.Fatalf("header fields %+v", h)
 	}
 }
 
