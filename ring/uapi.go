@@ -92,20 +92,19 @@ func (op Opcode) String() string {
 
 // SQE flags (sqe.flags).
 const (
-	SQEFixedFile       uint8 = 1 << 0 // Fd is an index into the registered file table
-	SQEIODrain         uint8 = 1 << 1 // issue after all earlier SQEs completed
-	SQEIOLink          uint8 = 1 << 2 // the next SQE starts only after this one succeeds
-	SQEIOHardlink      uint8 = 1 << 3 // like SQEIOLink, but the chain survives a failure
-	SQEAsync           uint8 = 1 << 4 // always punt to io-wq
-	SQEBufferSelect    uint8 = 1 << 5 // pick a buffer from group BufIndex
-	SQECQESkipSuccess  uint8 = 1 << 6 // post no CQE if the request succeeds
-	sqeLinkFlagsMask         = SQEIOLink | SQEIOHardlink
-	fileIndexAllocSlot       = ^uint32(0)
+	SQEFixedFile      uint8 = 1 << 0 // Fd is an index into the registered file table
+	SQEIODrain        uint8 = 1 << 1 // issue after all earlier SQEs completed
+	SQEIOLink         uint8 = 1 << 2 // the next SQE starts only after this one succeeds
+	SQEIOHardlink     uint8 = 1 << 3 // like SQEIOLink, but the chain survives a failure
+	SQEAsync          uint8 = 1 << 4 // always punt to io-wq
+	SQEBufferSelect   uint8 = 1 << 5 // pick a buffer from group BufIndex
+	SQECQESkipSuccess uint8 = 1 << 6 // post no CQE if the request succeeds
+	sqeLinkFlagsMask        = SQEIOLink | SQEIOHardlink
 )
 
 // FileIndexAlloc asks the kernel to pick a free slot of the registered file
 // table (accept, msg_ring send-fd); the chosen slot comes back in cqe.Res.
-const FileIndexAlloc = fileIndexAllocSlot
+const FileIndexAlloc = ^uint32(0)
 
 // Setup flags (io_uring_params.flags).
 const (
