@@ -22,9 +22,10 @@ import (
 //	}
 //	buf, err := bb.Finish() // buf ends with the batch
 //
-// The zero BatchBuilder is ready to use and builds into a fresh buffer. Ids are taken as
-// given: a zero id is sent as zero (the Go SDK replaces it with a random UUID before
-// encoding; the builder has no randomness of its own).
+// The zero BatchBuilder is ready to use and builds into a fresh buffer. An Append after
+// a successful Finish starts the next batch behind the finished one, in the same
+// buffer. Ids are taken as given: a zero id is sent as zero (the Go SDK replaces it
+// with a random UUID before encoding; the builder has no randomness of its own).
 type BatchBuilder struct {
 	buf   []byte
 	start int // index of the batch header in buf
@@ -33,6 +34,10 @@ type BatchBuilder struct {
 	// own timestamp waits in its reserved field, because the deltas are only known once
 	// the minimum is.
 	originMicros uint64
+	finished     bool
+	// err is a failed Finish's error, returned by every call until Reset: that Finish
+	// left the frames half rewritten.
+	err error
 }
 
 var zeroBatchHeader [BatchHeaderSize]byte
@@ -44,6 +49,8 @@ func (bb *BatchBuilder) Reset(dst []byte) {
 	bb.buf = append(dst, zeroBatchHeader[:]...)
 	bb.count = 0
 	bb.originMicros = math.MaxUint64
+	bb.finished = false
+	bb.err = nil
 }
 
 // Append adds one message: id, producer time in microseconds since the Unix epoch,
@@ -51,8 +58,11 @@ func (bb *BatchBuilder) Reset(dst []byte) {
 // copied. It fails with ErrTooBigMessagePayload or ErrTooBigUserHeaders beyond the
 // admission limits, leaving the batch as it was.
 func (bb *BatchBuilder) Append(id Uint128, originTimestampMicros uint64, payload, userHeaders []byte) error {
-	if bb.buf == nil {
-		bb.Reset(nil)
+	if bb.err != nil {
+		return bb.err
+	}
+	if bb.buf == nil || bb.finished {
+		bb.Reset(bb.buf)
 	}
 	if len(payload) > MessagePayloadSizeMax {
 		return ErrTooBigMessagePayload
@@ -85,8 +95,15 @@ func (bb *BatchBuilder) Count() uint32 { return bb.count }
 // the length dst had at Reset). It fails with ErrInvalidMessagesCount for an empty
 // batch and ErrInvalidMessageTimestampDelta when a message is more than 2^32-1 µs
 // (about 71.6 minutes) after the earliest one; the buffer then holds no usable batch
-// and the builder must be Reset.
+// and every call fails until Reset. Finish again after a success returns the same
+// buffer.
 func (bb *BatchBuilder) Finish() ([]byte, error) {
+	if bb.err != nil {
+		return bb.buf, bb.err
+	}
+	if bb.finished {
+		return bb.buf, nil
+	}
 	if bb.count == 0 {
 		return bb.buf, ErrInvalidMessagesCount
 	}
@@ -105,7 +122,8 @@ func (bb *BatchBuilder) Finish() ([]byte, error) {
 		size := frameSizeOf(frameHeader)
 		delta := binary.LittleEndian.Uint64(frameHeader[frameReservedAt:]) - bb.originMicros
 		if delta > math.MaxUint32 {
-			return bb.buf, ErrInvalidMessageTimestampDelta
+			bb.err = ErrInvalidMessageTimestampDelta
+			return bb.buf, bb.err
 		}
 		binary.LittleEndian.PutUint32(frameHeader[frameTimestampDeltaAt:], uint32(delta))
 		binary.LittleEndian.PutUint64(frameHeader[frameReservedAt:], 0)
@@ -114,5 +132,6 @@ func (bb *BatchBuilder) Finish() ([]byte, error) {
 		frames = frames[size:]
 	}
 	binary.LittleEndian.PutUint64(header[batchChecksumAt:], hasher.sum())
+	bb.finished = true
 	return bb.buf, nil
 }

@@ -633,6 +633,36 @@ func TestBatchBuilder(t *testing.T) {
 		t.Fatalf("a batch spanning 2^32 µs: %v, want %v", err, ErrInvalidMessageTimestampDelta)
 	}
 
+	// A failed Finish sticks until Reset.
+	if err := bb.Append(Uint128{Lo: 3}, 1000, []byte("c"), nil); err != ErrInvalidMessageTimestampDelta {
+		t.Fatalf("Append after a failed Finish = %v", err)
+	}
+	if _, err := bb.Finish(); err != ErrInvalidMessageTimestampDelta {
+		t.Fatalf("second Finish after a failed one = %v", err)
+	}
+
+	// After Finish, Append starts a second batch behind the first; Finish is idempotent.
+	bb.Reset([]byte("p"))
+	_ = bb.Append(Uint128{Lo: 1}, 10, []byte("one"), nil)
+	first, err := bb.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := bb.Finish()
+	if err != nil || !bytes.Equal(again, first) {
+		t.Fatalf("Finish twice: %v", err)
+	}
+	firstLen := len(first)
+	_ = bb.Append(Uint128{Lo: 2}, 20, []byte("two"), nil)
+	_ = bb.Append(Uint128{Lo: 3}, 30, []byte("three"), nil)
+	both, err := bb.Finish()
+	if err != nil || bb.Count() != 2 {
+		t.Fatalf("second batch: %v, count %d", err, bb.Count())
+	}
+	if both[0] != 'p' || ValidateBatch(both[1:firstLen]) != nil || ValidateBatch(both[firstLen:]) != nil {
+		t.Fatal("two consecutive batches in one buffer do not both validate")
+	}
+
 	// The zero builder needs no Reset, and an empty payload is a legal frame.
 	var zero BatchBuilder
 	if err := zero.Append(Uint128{}, 5, nil, nil); err != nil {
