@@ -303,3 +303,45 @@ type (
 	arenaConfig = arena.Config
 	arenaClass  = arena.ClassConfig
 )
+
+// TestShutdownFinishesRepliesInFlight: Shutdown stops accepting, lets a connection
+// receive the rest of a 1 MiB reply it is still reading, then closes it and returns.
+func TestShutdownFinishesRepliesInFlight(t *testing.T) {
+	cfg := Config{TCPAddress: "127.0.0.1:0", ShardCount: 2, Logger: testLogger(t), Arena: testArenaConfig(),
+		NewHandler: func(s *Shard) Handler { return &testHandler{shard: s} }}
+	rt, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := dial(t, rt)
+	idle.ping(1)
+	busy := dial(t, rt)
+	if _, err := busy.conn.Write(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetMe), 2)); err != nil {
+		t.Fatal(err)
+	}
+	header := busy.readFrame() // the request was served; most of the body is still queued
+	if size := binary.LittleEndian.Uint32(header[48:]); size != 256+1<<20 {
+		t.Fatalf("reply size %d", size)
+	}
+	shutdownDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shutdownDone <- rt.Shutdown(ctx)
+	}()
+	busy.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.Copy(io.Discard, busy.conn)
+	if err != nil || n != 1<<20 {
+		t.Fatalf("read %d body bytes then %v; want the whole 1 MiB body then EOF", n, err)
+	}
+	idle.expectClose()
+	if err := <-shutdownDone; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", rt.Addr().String(), time.Second); err == nil {
+		t.Fatal("a connection was accepted after shutdown")
+	}
+	if rt.Err() != nil {
+		t.Fatal(rt.Err())
+	}
+}
