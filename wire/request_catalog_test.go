@@ -631,3 +631,27 @@ func BenchmarkAppendPollMessages(b *testing.B) {
 		b.SetBytes(int64(len(out)))
 	}
 }
+
+func TestCheckPartitionsCount(t *testing.T) {
+	tests := []struct {
+		count            uint32
+		create, topology error // CreateTopic; Create/DeletePartitions
+	}{
+		{0, nil, ErrTooManyPartitions},
+		{1, nil, nil},
+		{PartitionsCountMax, nil, nil},
+		{PartitionsCountMax + 1, ErrTooManyPartitions, ErrTooManyPartitions},
+		{^uint32(0), ErrTooManyPartitions, ErrTooManyPartitions},
+	}
+	for _, tt := range tests {
+		if err := (&CreateTopic{PartitionsCount: tt.count}).CheckPartitionsCount(); err != tt.create {
+			t.Errorf("CreateTopic %d: %v, want %v", tt.count, err, tt.create)
+		}
+		if err := (&CreatePartitions{PartitionsCount: tt.count}).CheckPartitionsCount(); err != tt.topology {
+			t.Errorf("CreatePartitions %d: %v, want %v", tt.count, err, tt.topology)
+		}
+		if err := (&DeletePartitions{PartitionsCount: tt.count}).CheckPartitionsCount(); err != tt.topology {
+			t.Errorf("DeletePartitions %d: %v, want %v", tt.count, err, tt.topology)
+		}
+	}
+}

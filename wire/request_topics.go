@@ -96,6 +96,12 @@ func (r *CreateTopic) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
+// CheckPartitionsCount is the admission check: ErrTooManyPartitions (status 2015)
+// above PartitionsCountMax. A topic may be created with no partitions.
+func (r *CreateTopic) CheckPartitionsCount() error {
+	return checkPartitionsCount(r.PartitionsCount, true)
+}
+
 // UpdateTopic (304): a patch; only compression_algorithm, message_expiry and
 // max_topic_size may appear in the options block (the catalog checks that).
 type UpdateTopic struct {
