@@ -23,6 +23,31 @@ import "slices"
 // against the bytes that remain before they size a slice, so a hostile body cannot
 // make them allocate more than a small multiple of its own length.
 //
+// Which type reads which reply (* = after the result section of result.go):
+//
+//	1 Ping, 39 Logout, framed writes without payload   DecodeEmptyReply
+//	10 GetStats                                        Stats
+//	11 GetSnapshot                                     Snapshot
+//	12 GetClusterMetadata                              ClusterMetadata, IterClusterNodes
+//	13 DescribeOptions                                 IterOptionDescriptors, AppendOptionDescriptors
+//	20 GetMe, 21 GetClient                             ClientDetails
+//	22 GetClients                                      IterClients, AppendClients
+//	31 GetUser, 33 CreateUser*                         UserDetails
+//	32 GetUsers                                        IterUsers, AppendUsers
+//	41 GetPersonalAccessTokens                         IterPersonalAccessTokens, AppendPersonalAccessTokens
+//	42 CreatePersonalAccessToken*                      CreatedToken
+//	120 GetConsumerOffset                              ConsumerOffset
+//	200 GetStream, 202 CreateStream*                   StreamDetails
+//	201 GetStreams                                     IterStreams, AppendStreams
+//	300 GetTopic, 302 CreateTopic*                     TopicDetails
+//	301 GetTopics                                      IterTopics, AppendTopics
+//	600 GetConsumerGroup, 602 CreateConsumerGroup*     ConsumerGroupDetails
+//	601 GetConsumerGroups                              IterConsumerGroups, AppendConsumerGroups
+//	606 SyncConsumerGroup                              Assignment
+//
+// Login replies (40, 45) are LoginRegisterReply in login.go; PollMessages and
+// SendMessages replies live in poll.go.
+//
 // Replies whose empty body means "not found" (GetStream, GetTopic, GetUser, ...)
 // decode an empty body as the not-found error code the Go SDK reports for it, so a
 // client can test errors.Is(err, ErrStreamIdNotFound) and the like.
