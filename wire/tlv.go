@@ -20,7 +20,11 @@ import (
 // 1..=255, the fields pair up, and the walk consumes its byte range exactly. Kind
 // codes outside 1..15 pass: they are preserved and forwarded so that headers survive
 // mixed-version clusters. Like the reference validator, the walk does not require a
-// user-header key to be of String kind; the options block does.
+// user-header key to be of String kind: the Go SDK builds typed keys (Raw, Int32, ...),
+// so a String-only rule would refuse its messages. The options block does require it.
+// Nor does the walk check the width of fixed-size kinds (HeaderKind.FixedSizeBytes);
+// the reference server forwards a 3-byte Uint32 unchanged, though the Go SDK refuses
+// to read one.
 //
 // The options block adds: keys are String (kind 2) and valid UTF-8, no key appears
 // twice, at most 1024 entries and at most 100000 bytes. An empty block is valid.
