@@ -50,16 +50,16 @@ func (f Frame) Bytes() []byte { return f.b }
 // It is meant for batches that passed validation. On malformed bytes it stops at the
 // first frame that does not fit, never reads out of bounds, and Err reports it.
 type FrameIterator struct {
-	rest  []byte
-	frame Frame
-	err   error
+	rest   []byte
+	frame  Frame
+	broken bool // stopped on bytes that are not a whole frame
 }
 
 // Frames iterates the frames of batch. batch must start with a batch header; the
 // frames end at its batch_length when that lies within batch, else at len(batch).
 func Frames(batch []byte) FrameIterator {
 	if len(batch) < BatchHeaderSize {
-		return FrameIterator{err: ErrInvalidCommand}
+		return FrameIterator{broken: true}
 	}
 	end := uint64(len(batch))
 	if n := binary.LittleEndian.Uint64(batch[batchLengthAt:]); n >= BatchHeaderSize && n < end {
@@ -73,28 +73,20 @@ func framesOf(frames []byte) FrameIterator {
 	return FrameIterator{rest: frames}
 }
 
-// Next advances to the next frame and reports whether there is one.
+// Next advances to the next frame and reports whether there is one. It is written to
+// fit the compiler's inlining budget, so a loop over frames makes no call per frame.
 func (it *FrameIterator) Next() bool {
-	if len(it.rest) == 0 {
-		return false
+	rest := it.rest
+	if len(rest) >= FrameHeaderSize {
+		if size := frameSizeOf((*[FrameHeaderSize]byte)(rest)); size <= uint64(len(rest)) {
+			it.frame.b = rest[:size:size]
+			it.rest = rest[size:]
+			return true
+		}
 	}
-	if len(it.rest) < FrameHeaderSize {
-		it.stop()
-		return false
-	}
-	size := frameSizeOf((*[FrameHeaderSize]byte)(it.rest))
-	if size > uint64(len(it.rest)) {
-		it.stop()
-		return false
-	}
-	it.frame = Frame{b: it.rest[:size:size]}
-	it.rest = it.rest[size:]
-	return true
-}
-
-func (it *FrameIterator) stop() {
+	it.broken = it.broken || len(rest) != 0
 	it.rest = nil
-	it.err = ErrInvalidCommand
+	return false
 }
 
 // Frame returns the frame Next moved to.
@@ -102,4 +94,9 @@ func (it *FrameIterator) Frame() Frame { return it.frame }
 
 // Err reports ErrInvalidCommand when the iteration stopped on bytes that are not a
 // whole frame (never for a validated batch), and nil otherwise.
-func (it *FrameIterator) Err() error { return it.err }
+func (it *FrameIterator) Err() error {
+	if it.broken {
+		return ErrInvalidCommand
+	}
+	return nil
+}
