@@ -87,7 +87,7 @@ func ArenaConfigDefault() arena.Config {
 	}}
 }
 
-func (c Config) withDefaults() (Config, error) {
+func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	if c.NewHandler == nil {
 		return c, errors.New("shard: Config.NewHandler is required")
 	}
@@ -95,11 +95,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.TCPAddress = "127.0.0.1:8090"
 	}
 	if c.ShardCount == 0 {
-		n, err := allowedCPUCount()
-		if err != nil {
-			return c, err
-		}
-		c.ShardCount = n
+		c.ShardCount = len(allowedCPUs)
 	}
 	if c.ShardCount < 1 || c.ShardCount > 1<<15 {
 		return c, fmt.Errorf("shard: shard count %d out of range 1..32768", c.ShardCount)

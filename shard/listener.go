@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -9,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/ring"
 )
 
@@ -49,9 +49,9 @@ func listen(address string) (int, *net.TCPAddr, error) {
 	if err != nil {
 		return -1, nil, fmt.Errorf("shard: socket: %w", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+	if err := linux.SetReuseAddr(fd, true); err != nil {
 		unix.Close(fd)
-		return -1, nil, fmt.Errorf("shard: SO_REUSEADDR: %w", err)
+		return -1, nil, err
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
@@ -148,7 +148,7 @@ func isResourceExhaustion(errno unix.Errno) bool {
 // a plain descriptor through the target's inbox (shards share one process's descriptor
 // table), followed by a MSG_RING wake-up; shard 0 keeps it when that inbox is full.
 func (s *Shard) delegate(fd int) {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
 	l := &s.listener
@@ -177,41 +177,4 @@ func (s *Shard) stopListening() {
 		sqe.PrepareCancel(userData(kindAccept, 0), 0)
 		sqe.UserData = userData(kindCancel, 0)
 	}
-}
-
-// allowedCPUs returns the CPUs this process may run on.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("shard: sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for cpu := range 1024 {
-		if set.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
-	}
-	if len(cpus) == 0 {
-		return nil, errors.New("shard: no CPU allowed")
-	}
-	return cpus, nil
-}
-
-func allowedCPUCount() (int, error) {
-	cpus, err := allowedCPUs()
-	return len(cpus), err
-}
-
-// pinToCPU pins the calling thread to the (index mod count)-th allowed CPU.
-func pinToCPU(index int) error {
-	cpus, err := allowedCPUs()
-	if err != nil {
-		return err
-	}
-	var set unix.CPUSet
-	set.Set(cpus[index%len(cpus)])
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("sched_setaffinity: %w", err)
-	}
-	return nil
 }

@@ -9,13 +9,16 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/linux"
 )
 
 // Runtime is a running set of shards serving one TCP listener.
 type Runtime struct {
-	cfg    Config
-	shards []*Shard
-	addr   *net.TCPAddr
+	cfg         Config
+	shards      []*Shard
+	addr        *net.TCPAddr
+	allowedCPUs []int
 
 	// connCounts[i] is shard i's live connection count, for observers outside the
 	// shards (tests, metrics); shards never read each other's.
@@ -31,7 +34,13 @@ type Runtime struct {
 // from then on connections to Addr are served. It fails, having undone everything, when
 // the address cannot be bound or a shard cannot set up its ring (io_uring unavailable).
 func Start(cfg Config) (*Runtime, error) {
-	cfg, err := cfg.withDefaults()
+	// Read before any shard narrows its thread's affinity: a thread the Go runtime
+	// creates later inherits the mask of the thread that created it.
+	allowed, err := linux.AllowedCPUs()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err = cfg.withDefaults(allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +48,7 @@ func Start(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, addr: addr, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount)}
+	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount)}
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{

@@ -290,7 +290,7 @@ func (c *testClient) expectClose() {
 }
 
 func TestPing(t *testing.T) {
-	rt := startTestRuntime(t, Config{})
+	rt := startTestRuntime(t, Config{PinCPUs: true})
 	for i := range 4 {
 		c := dial(t, rt)
 		for r := range uint64(3) {

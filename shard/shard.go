@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/ring"
 )
 
@@ -178,7 +179,8 @@ func (s *Shard) run(ready chan<- error, start <-chan struct{}) {
 
 func (s *Shard) setUp() error {
 	if s.cfg.PinCPUs {
-		if err := pinToCPU(s.index); err != nil {
+		cpus := s.rt.allowedCPUs
+		if err := linux.PinCurrentThread(cpus[s.index%len(cpus)]); err != nil {
 			return fmt.Errorf("shard %d: %w", s.index, err)
 		}
 	}
