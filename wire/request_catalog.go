@@ -1,5 +1,16 @@
 package wire
 
+// Request bodies, both directions: the server decodes with Decode, our client encodes
+// with Append, from the same struct. Decode reads the body in place (byte and string
+// fields alias it, nothing is allocated) and requires it to be consumed exactly; on
+// error the struct's contents are unspecified. Append refuses a value the server would
+// refuse to decode, with the code the server would answer, and then returns b at its
+// original length.
+//
+// Bodies that are empty on the wire (Ping 1, GetStats 10, GetClusterMetadata 12,
+// GetMe 20, GetClients 22, GetUsers 32, LogoutUser 39, GetPersonalAccessTokens 41,
+// GetStreams 201) have no struct: DecodeEmptyBody checks them.
+
 // CheckRequestBody decodes body as the request body of code and discards the result,
 // returning the error the decoder would. handled is false for the codes whose bodies
 // this catalog does not decode: codes outside the registry, the legacy logins 38 and

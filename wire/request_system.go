@@ -2,16 +2,6 @@ package wire
 
 import "strconv"
 
-// Request bodies, both directions: the server decodes with Decode, our client encodes
-// with Append, from the same struct. Decode reads the body in place (byte and string
-// fields alias it, nothing is allocated) and requires it to be consumed exactly; on
-// error the struct's contents are unspecified. Append refuses (b returned unchanged)
-// a value the server would refuse to decode, with the code the server would answer.
-//
-// Bodies that are empty on the wire (Ping 1, GetStats 10, GetClusterMetadata 12,
-// GetMe 20, GetClients 22, GetUsers 32, LogoutUser 39, GetPersonalAccessTokens 41,
-// GetStreams 201) have no struct: DecodeEmptyBody checks them.
-//
 // System bodies:
 //
 //	GetSnapshot (11)      [compression u8][types_count u8][type u8] x types_count
