@@ -16,11 +16,12 @@ import "encoding/binary"
 //
 //	SendConfirmation  [stream_id u32][topic_id u32][partition_id u32][base_offset u64]  20 bytes
 //
-// Error codes, as the server answers them (responses.md §5, errors.md §2): a metadata
-// prefix that does not decode is status 20 ResourceNotFound, the code the reference
+// Error codes, as the server answers them (responses.md §5, errors.md §2): routing
+// fields that do not decode are status 20 ResourceNotFound, the code the reference
 // server gives every resolution failure of a partition operation, decode failures
-// included. A batch that fails admission gets ValidateBatch's code instead of the
-// reference server's silence (which leaves the Go SDK waiting out its 30 s deadline).
+// included. A body that fails admission (a metadata_length that lies, a bad batch)
+// gets a code (Decode's, then ValidateBatch's) instead of the reference server's
+// silence, which leaves the Go SDK waiting out its 30 s deadline.
 
 // SendConfirmationSize is the size of one SendConfirmation.
 const SendConfirmationSize = 20 // bytes
@@ -37,12 +38,15 @@ type SendMessages struct {
 // Decode reads the body: the metadata, and the batch's outline (it has a header,
 // its batch_length ends the body, its message_count is non-zero and equals
 // messages_count). It does not hash: the checksums and the frames are ValidateBatch's
-// work, which the partition's shard runs before the batch is admitted. Errors:
+// work, which the partition's shard runs before the batch is admitted. Errors, split
+// the way the reference server splits them between its routing decode (status 20)
+// and the partition's admission (which it answers with silence, and we with a code):
 //
-//	ErrResourceNotFound      metadata_length beyond the body or not the metadata's exact
-//	                         size; an Identifier or Partitioning that does not decode
-//	ErrInvalidCommand        a batch shorter than its header, or whose batch_length is
-//	                         not the rest of the body
+//	ErrResourceNotFound      stream_id, topic_id, partitioning or messages_count do not
+//	                         decode from the bytes after metadata_length
+//	ErrInvalidCommand        metadata_length is not the metadata's exact size; a batch
+//	                         shorter than its header, or whose batch_length is not the
+//	                         rest of the body
 //	ErrInvalidMessagesCount  messages_count 0 or different from the batch's
 //
 // Decode does not allocate.
@@ -52,18 +56,18 @@ func (r *SendMessages) Decode(body []byte) error {
 		return ErrResourceNotFound
 	}
 	metadataLength := binary.LittleEndian.Uint32(body)
-	if uint64(metadataLength) > uint64(len(body)-4) {
-		return ErrResourceNotFound
-	}
-	metadataEnd := 4 + int(metadataLength)
-	d := newDecoder(body[4:metadataEnd])
+	d := newDecoder(body[4:])
 	streamID := d.identifier()
 	topicID := d.identifier()
 	partitioning := d.partitioning()
 	messagesCount := d.u32()
-	if d.end() != nil {
+	if d.err != nil {
 		return ErrResourceNotFound
 	}
+	if uint64(d.off) != uint64(metadataLength) {
+		return ErrInvalidCommand
+	}
+	metadataEnd := 4 + d.off
 
 	batch := body[metadataEnd:]
 	header, err := ViewBatchHeader(batch)

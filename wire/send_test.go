@@ -94,21 +94,22 @@ func TestSendMessagesDecodeErrors(t *testing.T) {
 		{"metadata_length beyond body", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b, uint32(len(b)))
 			return b
-		}, ErrResourceNotFound},
+		}, ErrInvalidCommand},
 		{"metadata_length huge", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b, 0xFFFFFFFF)
 			return b
-		}, ErrResourceNotFound},
+		}, ErrInvalidCommand},
 		{"metadata_length one short", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b, 21)
 			return b
-		}, ErrResourceNotFound},
+		}, ErrInvalidCommand},
 		{"metadata_length one long", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b, 23)
 			return b
-		}, ErrResourceNotFound},
+		}, ErrInvalidCommand},
 		{"bad identifier kind", func(b []byte) []byte { b[4] = 9; return b }, ErrResourceNotFound},
 		{"bad partitioning kind", func(b []byte) []byte { b[16] = 7; return b }, ErrResourceNotFound},
+		{"messages_count cut", func(b []byte) []byte { return b[:24] }, ErrResourceNotFound},
 		{"metadata only", func(b []byte) []byte { return b[:26] }, ErrInvalidCommand},
 		{"batch header cut", func(b []byte) []byte { return b[:26+255] }, ErrInvalidCommand},
 		{"trailing byte", func(b []byte) []byte { return append(b, 0) }, ErrInvalidCommand},
