@@ -118,18 +118,8 @@ func (d *decoder) patAfterPrefix(v ClientVersionInfo) LoginRegisterWithPAT {
 	return LoginRegisterWithPAT{Version: v, Token: token, Context: context}
 }
 
-// RegisterBody is what a register body can be read as. Exactly one decode is done
-// per shape; neither allocates.
-//
-// The reference server's decision, which the server reproduces from these fields:
-//
-//	prefix does not decode                    -> eviction 15 MalformedLogin (the error)
-//	!AcceptedProtocolWindow.Accepts(version)  -> eviction 14 IncompatibleProtocol
-//	HasPassword and the credentials verify    -> logged in
-//	HasPassword, rejected, and HasToken       -> token check (reason 10 if it fails)
-//	HasPassword, rejected, no token shape     -> eviction 9 InvalidCredentials
-//	only HasToken                             -> token check (reason 10 if it fails)
-//	neither shape                             -> eviction 15 MalformedLogin
+// RegisterBody is what a register body can be read as: its version prefix and each
+// credential shape that decodes. DecideRegister turns it into the server's answer.
 //
 // Like the reference, a shape is recognised without requiring it to consume the
 // whole body: that is what makes a code-40 body with an empty password also read as
@@ -244,4 +234,67 @@ func (r *LoginRegisterReply) Decode(payload []byte) error {
 	}
 	*r = out
 	return nil
+}
+
+// CredentialChecker is the server's account lookup, passed into DecideRegister so
+// the decision itself stays pure. CheckPassword is only called with lengths inside
+// the login bounds.
+type CredentialChecker interface {
+	// CheckPassword returns the user id, or false for a wrong username or password
+	// or an inactive user (the reference answers all three with reason 9).
+	CheckPassword(username, password []byte) (userID uint32, ok bool)
+	// CheckToken returns the token owner's id, or the reason to evict with:
+	// EvictionInvalidToken or EvictionUserInactive.
+	CheckToken(token []byte) (userID uint32, reason EvictionReason)
+}
+
+// RegisterDecision is the outcome of a register body: a user to log in (Reason 0)
+// or the reason of the Eviction frame to answer with.
+type RegisterDecision struct {
+	UserID  uint32
+	Reason  EvictionReason
+	Version ClientVersionInfo // meaningful when the prefix decoded; aliases the body
+}
+
+// LoggedIn reports whether the body authenticated a user.
+func (d RegisterDecision) LoggedIn() bool { return d.Reason == EvictionReserved }
+
+// DecideRegister reproduces the reference server's register handling (errors.md §3):
+// the version gate first, then the password shape, then the token shape.
+//
+//	prefix does not decode                       reason 15 MalformedLogin
+//	version outside window                       reason 14 IncompatibleProtocol
+//	password shape, credentials in range, ok     logged in
+//	token shape, token ok                        logged in
+//	token shape, token refused                   the token's reason (10 or 11)
+//	password shape refused, no token shape       reason 9 InvalidCredentials
+//	neither shape                                reason 15 MalformedLogin
+//
+// A refused password falls through to the token shape, which is how a code-40 body
+// with an empty password ends as reason 10.
+func DecideRegister(body []byte, window ProtocolWindow, creds CredentialChecker) RegisterDecision {
+	rb, err := DecodeRegisterBody(body)
+	if err != nil {
+		return RegisterDecision{Reason: EvictionMalformedLogin}
+	}
+	if !window.Accepts(rb.Version.ProtocolVersion) {
+		return RegisterDecision{Reason: EvictionIncompatibleProtocol, Version: rb.Version}
+	}
+	passwordRefused := false
+	if rb.HasPassword {
+		if rb.Password.CredentialsInRange() {
+			if id, ok := creds.CheckPassword(rb.Password.Username, rb.Password.Password); ok {
+				return RegisterDecision{UserID: id, Version: rb.Version}
+			}
+		}
+		passwordRefused = true
+	}
+	if rb.HasToken {
+		id, reason := creds.CheckToken(rb.Token.Token)
+		return RegisterDecision{UserID: id, Reason: reason, Version: rb.Version}
+	}
+	if passwordRefused {
+		return RegisterDecision{Reason: EvictionInvalidCredentials, Version: rb.Version}
+	}
+	return RegisterDecision{Reason: EvictionMalformedLogin, Version: rb.Version}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -277,5 +278,74 @@ func BenchmarkDecodeRegisterBody(b *testing.B) {
 		if rb, err := DecodeRegisterBody(body); err != nil || !rb.HasPassword {
 			b.Fatal(err)
 		}
+	}
+}
+
+// testAccounts knows user "root"/"secret" (id 0), token "tok-123" (user 7) and the
+// token "sleepy" of an inactive user.
+type testAccounts struct{ passwordChecks int }
+
+func (a *testAccounts) CheckPassword(username, password []byte) (uint32, bool) {
+	a.passwordChecks++
+	return 0, string(username) == "root" && string(password) == "secret"
+}
+
+func (a *testAccounts) CheckToken(token []byte) (uint32, EvictionReason) {
+	switch string(token) {
+	case "tok-123":
+		return 7, EvictionReserved
+	case "sleepy":
+		return 0, EvictionUserInactive
+	}
+	return 0, EvictionInvalidToken
+}
+
+func TestDecideRegister(t *testing.T) {
+	info := goSDKVersionInfo()
+	password := func(user, pass string) []byte {
+		return reqMust((&LoginRegister{Version: info, Username: []byte(user), Password: []byte(pass)}).Append(nil))
+	}
+	token := func(tok string) []byte {
+		return reqMust((&LoginRegisterWithPAT{Version: info, Token: []byte(tok)}).Append(nil))
+	}
+	old := goSDKVersionInfo()
+	old.ProtocolVersion, _ = PackProtocolVersion(0, 10, 0)
+	oldBody := reqMust((&LoginRegister{Version: old, Username: []byte("root"), Password: []byte("secret")}).Append(nil))
+
+	tests := []struct {
+		name       string
+		body       []byte
+		wantUser   uint32
+		wantReason EvictionReason
+		checks     int // CheckPassword calls
+	}{
+		{name: "password ok", body: password("root", "secret"), checks: 1},
+		{name: "wrong password", body: password("root", "nope"), wantReason: EvictionInvalidCredentials, checks: 1},
+		{name: "username too short", body: password("ro", "secret"), wantReason: EvictionInvalidCredentials},
+		{name: "password too long", body: password("root", strings.Repeat("p", 101)), wantReason: EvictionInvalidCredentials},
+		// errors.md §3: an empty password also reads as a token body ("root"), whose
+		// check fails with reason 10.
+		{name: "empty password", body: password("root", ""), wantReason: EvictionInvalidToken},
+		{name: "token ok", body: token("tok-123"), wantUser: 7},
+		{name: "token unknown", body: token("forged"), wantReason: EvictionInvalidToken},
+		{name: "token of inactive user", body: token("sleepy"), wantReason: EvictionUserInactive},
+		{name: "old protocol", body: oldBody, wantReason: EvictionIncompatibleProtocol},
+		{name: "no prefix", body: []byte{1, 2, 3}, wantReason: EvictionMalformedLogin},
+		{name: "prefix only", body: readGolden(t, "requests/client_version_info.hex"), wantReason: EvictionMalformedLogin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			accounts := &testAccounts{}
+			got := DecideRegister(tt.body, AcceptedProtocolWindow, accounts)
+			if got.Reason != tt.wantReason || got.UserID != tt.wantUser || got.LoggedIn() != (tt.wantReason == 0) {
+				t.Fatalf("DecideRegister = %+v, want user %d reason %v", got, tt.wantUser, tt.wantReason)
+			}
+			if accounts.passwordChecks != tt.checks {
+				t.Fatalf("CheckPassword called %d times, want %d", accounts.passwordChecks, tt.checks)
+			}
+			if got.Reason != EvictionMalformedLogin && !versionInfoEqual(&got.Version, &info) && tt.name != "old protocol" {
+				t.Fatalf("version = %+v", got.Version)
+			}
+		})
 	}
 }
