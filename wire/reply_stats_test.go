@@ -88,3 +88,39 @@ func TestStatsSemver(t *testing.T) {
 		t.Fatalf("1.2.3 = %d", got)
 	}
 }
+
+// Baselines for the two benchmarks above: encoding into a fresh buffer, and
+// decoding into a fresh value with the strings copied out, the Go SDK's way.
+func BenchmarkStatsEncodeFreshBuffer(b *testing.B) {
+	s := randStats(rand.New(rand.NewPCG(1, 1)))
+	b.SetBytes(int64(s.EncodedLen()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := s.Append(nil); len(out) == 0 {
+			b.Fatal("empty")
+		}
+	}
+}
+
+func BenchmarkStatsDecodeFreshStrings(b *testing.B) {
+	body := randStats(rand.New(rand.NewPCG(1, 1))).Append(nil)
+	type sdkStats struct {
+		Stats
+		Hostname, OSName, OSVersion, KernelVersion, IggyServerVersion string
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := new(Stats)
+		if err := s.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+		out := &sdkStats{
+			Stats: *s, Hostname: string(s.Hostname), OSName: string(s.OSName), OSVersion: string(s.OSVersion),
+			KernelVersion: string(s.KernelVersion), IggyServerVersion: string(s.IggyServerVersion),
+		}
+		if out.OSName == "" {
+			b.Fatal("no os name")
+		}
+	}
+}

@@ -151,3 +151,16 @@ func BenchmarkGetTopics100DecodeFreshStrings(b *testing.B) {
 		}
 	}
 }
+
+// Baseline for BenchmarkGetTopics100Encode: the same reply appended to a fresh
+// buffer every time, as a caller that does not keep its buffer would.
+func BenchmarkGetTopics100EncodeFreshBuffer(b *testing.B) {
+	topics, body := topicsReply100(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := AppendTopicsReply(nil, topics); len(out) != len(body) {
+			b.Fatal(len(out))
+		}
+	}
+}
