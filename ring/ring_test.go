@@ -401,3 +401,22 @@ func TestRegisterRingFd(t *testing.T) {
 		t.Fatalf("Close with a registered ring fd: %v", err)
 	}
 }
+
+func TestEnterErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		errno unix.Errno
+		want  error
+	}{
+		{unix.EBUSY, ErrCQOverflow},
+		{unix.EAGAIN, ErrCQOverflow},
+		{unix.EBADR, ErrCQEsDropped},
+		{unix.EEXIST, ErrWrongThread},
+		{unix.EFAULT, unix.EFAULT},
+		{unix.EINVAL, unix.EINVAL},
+	} {
+		err := enterError(tc.errno)
+		if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) {
+			t.Errorf("enterError(%v) = %v, want it to wrap %v and the errno", tc.errno, err, tc.want)
+		}
+	}
+}
