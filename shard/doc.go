@@ -1,0 +1,63 @@
+// Package shard is the server's runtime: one event loop per CPU, each a goroutine locked
+// to its OS thread (optionally pinned), owning an io_uring ring, a buffer arena and the
+// connections delegated to it. It frames requests, validates their headers and hands
+// them to a Handler; it knows nothing of streams, users or partitions.
+//
+// # The loop
+//
+// Each iteration of a shard:
+//
+//	read the clock once ─► drain the inboxes (messages from other shards)
+//	     ▲                 fire due timers (frame, idle, send deadlines; accept backoff)
+//	     │                 flush: one send or sendmsg per connection with queued replies
+//	     │                 wake every shard posted to (one MSG_RING each)
+//	     │                 submit + wait for a completion or the next timer
+//	     └──────────────── copy out a batch of completions, then act on each
+//
+// Completions never run inside the reap: acting on one may submit, and submitting may
+// post more completions. All of a shard's ring submissions happen on its thread (the
+// ring is SINGLE_ISSUER with DEFER_TASKRUN).
+//
+// # Connections
+//
+// Shard 0 listens with one multishot accept and delegates each accepted socket
+// round-robin: the descriptor travels through the target's inbox, followed by a
+// MSG_RING wake-up. On EMFILE, ENFILE, ENOBUFS or ENOMEM accept backs off (10 ms
+// doubling to 1 s) and re-arms; pending connections wait in the kernel's queue.
+//
+// A connection receives into a 4 KiB arena buffer; the Framer copies the bytes into a
+// 16-byte-aligned frame buffer until a whole frame is there:
+//
+//	0          48     52          60        61                      256        size
+//	+----------+------+-----------+---------+-----------------------+----------+
+//	| checksums| size | view, rel.| command | ... request fields ... |   body   |
+//	+----------+------+-----------+---------+-----------------------+----------+
+//
+// The size must lie in [256, FrameSizeMax] and the command must be Request (5), or the
+// client gets an Eviction frame (reason 6, resp. 4) and the connection closes. Then
+// wire.DecodeRequestHeader validates the header: a fault answers with an eviction, a
+// status reply or a close, as wire says; the request_checksum is checked (status 4);
+// then the Handler gets the header view and the body, both in the frame buffer.
+//
+// Replies go through a bounded per-connection send queue: Reserve copies small replies
+// into arena buffers, SendVectored lends bytes (stored batches) without copying. Queued
+// pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
+// SendQueueBytesMax is queued the connection is not read (back-pressure); a reply that
+// would exceed it, or replies unread for SendTimeout, close the connection. A started
+// frame must complete within FrameTimeout; a silent connection closes after IdleTimeout
+// (when set). Each of these ends only the offending connection.
+//
+// # Between shards
+//
+// Every ordered pair of shards has a bounded single-producer single-consumer Queue; a
+// shard that posted to another rings it once per loop iteration with MSG_RING, which
+// wakes it from io_uring_enter. Goroutines outside the shards (signal handling, tests)
+// cannot send MSG_RING without a ring: they wake a shard through an eventfd the shard
+// keeps a read armed on. No mutex is shared between shards.
+//
+// # Stopping
+//
+// Runtime.Shutdown stops the accept, lets each connection send what it is owed and
+// closes it, cutting the rest after ShutdownTimeout, then checks that every arena buffer
+// came back.
+package shard
