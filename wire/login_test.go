@@ -246,6 +246,12 @@ func FuzzLoginBodies(f *testing.F) {
 				t.Fatalf("LoginRegisterWithPAT does not re-encode: %v", aerr)
 			}
 		}
+		switch d := DecideRegister(body, AcceptedProtocolWindow, &testAccounts{}); d.Reason {
+		case EvictionReserved, EvictionInvalidCredentials, EvictionInvalidToken, EvictionUserInactive,
+			EvictionIncompatibleProtocol, EvictionMalformedLogin:
+		default:
+			t.Fatalf("DecideRegister answered reason %v", d.Reason)
+		}
 		var reply LoginRegisterReply
 		if reply.Decode(body) == nil {
 			re, aerr := reply.Append(nil)
