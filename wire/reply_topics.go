@@ -30,7 +30,8 @@ type TopicHeader struct {
 	MessagesCount        uint64
 	Name                 []byte
 	// ExplicitOptions and DerivedOptions are options TLV blocks without their
-	// length prefixes.
+	// length prefixes. Decode frames them but does not walk them: read them with
+	// NewTLVIterator, which reports a malformed block, or TopicOptionsFromBlocks.
 	ExplicitOptions []byte
 	DerivedOptions  []byte
 }
