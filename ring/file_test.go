@@ -350,3 +350,24 @@ func TestLinkTimeoutCancelsRecv(t *testing.T) {
 		t.Fatalf("recv %+v (%v), link timeout %+v (%v)", results[1], results[1].Err(), results[2], results[2].Err())
 	}
 }
+
+func TestReadv(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpReadv)
+	fd := tempFile(t, unix.O_RDWR)
+	if _, err := unix.Pwrite(fd, []byte("0123456789"), 0); err != nil {
+		t.Fatal(err)
+	}
+	first, second := make([]byte, 4), make([]byte, 6)
+	iovecs := make([]unix.Iovec, 2)
+	iovecs[0].Base, iovecs[1].Base = &first[0], &second[0]
+	iovecs[0].SetLen(len(first))
+	iovecs[1].SetLen(len(second))
+	sqe := getSQE(t, r)
+	sqe.PrepareReadv(fd, iovecs, 0)
+	sqe.UserData = 1
+	submit(t, r)
+	if cqe := nextCQE(t, r); cqe.Res != 10 || string(first) != "0123" || string(second) != "456789" {
+		t.Fatalf("readv cqe %+v, got %q %q", cqe, first, second)
+	}
+}

@@ -553,3 +553,24 @@ func TestBufferRingTailWraps(t *testing.T) {
 		}
 	}
 }
+
+func TestAcceptOneShot(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpAccept)
+	lfd, addr := listenTCP(t)
+	sqe := getSQE(t, r)
+	sqe.PrepareAccept(lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	sqe.UserData = 1
+	submit(t, r)
+	dial(t, addr)
+	cqe := nextCQE(t, r)
+	if cqe.Err() != nil || cqe.More() {
+		t.Fatalf("accept cqe %+v (%v)", cqe, cqe.Err())
+	}
+	fd := int(cqe.Res)
+	defer unix.Close(fd)
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_NONBLOCK == 0 {
+		t.Fatalf("accepted fd flags %#x, %v: want O_NONBLOCK from acceptFlags", flags, err)
+	}
+}

@@ -12,7 +12,8 @@ import (
 // the operation's final CQE. Go stacks move, so such memory must never be a
 // stack variable: use arena (mmap) memory or heap objects the caller keeps a
 // reference to (the Prepare* methods make the compiler put memory built with
-// make or new on the heap; see heapAddr). Fields the kernel does not read are zeroed by each method.
+// make or new on the heap; see heapAddr). Each method zeroes the fields the
+// kernel must not see set.
 //
 // To address a registered (direct) file, pass its slot as fd and set
 // SQEFixedFile in Flags after preparing. To link an SQE to the next one, set
