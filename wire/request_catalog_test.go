@@ -16,12 +16,12 @@ type requestCodec interface {
 }
 
 var (
-	streamOne    = NumericIdentifier(1)
-	topicEvents  = StringIdentifier([]byte("events"))
-	groupThree   = NumericIdentifier(3)
-	groupTarget  = GroupTarget{StreamID: streamOne, TopicID: topicEvents, GroupID: groupThree}
-	consumerOne  = Consumer{Kind: ConsumerSingle, ID: NumericIdentifier(1)}
-	goldenGlobal = Permissions{Global: GlobalPermissions{ReadStreams: true, PollMessages: true},
+	streamOne             = NumericIdentifier(1)
+	topicEvents           = StringIdentifier([]byte("events"))
+	groupThree            = NumericIdentifier(3)
+	groupTarget           = GroupTarget{StreamID: streamOne, TopicID: topicEvents, GroupID: groupThree}
+	consumerOne           = Consumer{Kind: ConsumerSingle, ID: NumericIdentifier(1)}
+	createUserPermissions = Permissions{Global: GlobalPermissions{ReadStreams: true, PollMessages: true},
 		Streams: []StreamPermissions{{StreamID: 1, ReadStream: true}}}
 )
 
@@ -57,7 +57,7 @@ func goldenRequests(tb testing.TB) []struct {
 		{CodeCreateUser, "create_user.hex", &CreateUser{Username: []byte("alice"), Password: []byte("secret"), Status: UserActive}},
 		{CodeCreateUser, "create_user_permissions.hex", &CreateUser{
 			Username: []byte("bob"), Password: []byte("pwd"), Status: UserInactive,
-			HasPermissions: true, Permissions: goldenGlobal.Append(nil),
+			HasPermissions: true, Permissions: createUserPermissions.Append(nil),
 		}},
 		{CodeDeleteUser, "delete_user.hex", &DeleteUser{UserID: NumericIdentifier(2)}},
 		{CodeUpdateUser, "update_user.hex", &UpdateUser{UserID: NumericIdentifier(2), HasUsername: true, Username: []byte("carol")}},
