@@ -154,13 +154,19 @@ func checkSize(size, sizeMax uint32) HeaderFault {
 	return FaultNone
 }
 
+// allZero reports whether every byte of b is zero. It ORs eight bytes at a time: the
+// reserved regions are 28..120 bytes, where the byte loop cost more than the rest of
+// a header's validation (BenchmarkAllZero).
 func allZero(b []byte) bool {
-	for _, v := range b {
-		if v != 0 {
-			return false
-		}
+	var acc uint64
+	for len(b) >= 8 {
+		acc |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
 	}
-	return true
+	for _, v := range b {
+		acc |= uint64(v)
+	}
+	return acc == 0
 }
 
 // HeaderFault is why a header was refused. It is an error that carries what the
