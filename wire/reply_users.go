@@ -131,3 +131,17 @@ func (u *UserDetails) Decode(body []byte) error {
 	*u = UserDetails{UserHeader: h, HasPermissions: hasPermissions, Permissions: perms}
 	return nil
 }
+
+// AppendUserDetailsRaw encodes a UserDetails body whose permissions are an encoded
+// Permissions block kept as bytes (as CreateUser and UpdatePermissions requests carry
+// it), so a server can echo the client's block byte for byte without decoding it. A
+// nil block writes the 4-byte "no permissions" tail. The block must be valid (the
+// request decoders check it); a server stores only validated blocks.
+func AppendUserDetailsRaw(b []byte, h *UserHeader, permissions []byte) []byte {
+	b = h.Append(b)
+	if permissions == nil {
+		return appendU32(b, 0)
+	}
+	b = appendU8(b, 1)
+	return appendBlock32(b, permissions)
+}

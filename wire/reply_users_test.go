@@ -94,3 +94,19 @@ func TestUserHeaderKeepsRawStatus(t *testing.T) {
 		t.Fatalf("status %d, err %v", got.Status, err)
 	}
 }
+
+// The raw-block encoder writes the same bytes as UserDetails.Append.
+func TestAppendUserDetailsRaw(t *testing.T) {
+	for _, file := range []string{"user_details_permissions.hex", "user_details_no_permissions.hex"} {
+		body := readGolden(t, "replies/"+file)
+		var u UserDetails
+		if err := u.Decode(body); err != nil {
+			t.Fatal(err)
+		}
+		var block []byte
+		if u.HasPermissions {
+			block = u.Permissions.Append(nil)
+		}
+		checkGolden(t, "replies/"+file, AppendUserDetailsRaw(nil, &u.UserHeader, block))
+	}
+}
