@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -67,6 +68,7 @@ func Start(cfg Config) (*Runtime, error) {
 		rt.shards[i] = s
 	}
 	rt.shards[0].listener.fd = listenFd
+	reserveProcs(cfg.ShardCount)
 
 	ready := make(chan error, len(rt.shards))
 	start := make(chan struct{})
@@ -91,6 +93,7 @@ func Start(cfg Config) (*Runtime, error) {
 	go func() {
 		wg.Wait()
 		rt.closeAll()
+		reserveProcs(-cfg.ShardCount)
 		close(rt.done)
 	}()
 	if setupErr != nil {
@@ -193,4 +196,24 @@ func (rt *Runtime) closeAll() {
 	if err := errors.Join(errs...); err != nil {
 		rt.errOnce.Do(func() { rt.err = fmt.Errorf("shard: closing: %w", err) })
 	}
+}
+
+// shardProcs counts the shard threads of every live runtime in the process.
+var shardProcs struct {
+	sync.Mutex
+	count int
+}
+
+// reserveProcs adds delta to GOMAXPROCS. A shard's locked thread spends its idle time
+// blocked in io_uring_enter, and a goroutine in a system call keeps its P until the Go
+// scheduler's monitor takes it back (20 µs to 10 ms later): with GOMAXPROCS equal to
+// the CPU count, the shards would hold the Ps the rest of the process (timers, the
+// garbage collector, a client in the same process) needs, and a shard returning from
+// io_uring_enter would wait for a P. So the shard threads get Ps of their own on top of
+// what the process had; the kernel still schedules all threads on the same CPUs.
+func reserveProcs(delta int) {
+	shardProcs.Lock()
+	defer shardProcs.Unlock()
+	shardProcs.count += delta
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + delta)
 }
