@@ -150,3 +150,96 @@ func FuzzSliceBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBatchRoundTrip builds a batch from messages carved out of the fuzz input, then
+// validates, stamps, iterates and slices it: whatever the builder accepts must come
+// back out exactly, and every slice must be a valid record of the frames in range.
+func FuzzBatchRoundTrip(f *testing.F) {
+	f.Add([]byte("\x05hello\x00\x04iggy\x02\x06abcdef"), uint64(1000), uint64(1001), uint32(5))
+	f.Add([]byte{0, 0, 0}, uint64(0), uint64(0), uint32(1))
+	f.Fuzz(func(t *testing.T, data []byte, baseOffset, fromOffset uint64, maxMessages uint32) {
+		// Each message is [payload length u8][payload][headers length u8 & 7][headers],
+		// its time the running sum of the lengths, so deltas vary.
+		var msgs []testMessage
+		clock := uint64(1 << 40)
+		for len(data) > 0 && len(msgs) < 64 {
+			n := int(data[0])
+			data = data[1:]
+			n = min(n, len(data))
+			payload := data[:n]
+			data = data[n:]
+			var uh []byte
+			if len(data) > 0 {
+				m := min(int(data[0]&7), len(data)-1)
+				uh = data[1 : 1+m]
+				data = data[1+m:]
+			}
+			clock += uint64(n) * 1000
+			msgs = append(msgs, testMessage{id: Uint128{Lo: uint64(len(msgs))}, timestamp: clock - uint64(len(uh))*7000, payload: payload, uh: uh})
+		}
+		var bb BatchBuilder
+		bb.Reset(nil)
+		for _, m := range msgs {
+			if err := bb.Append(m.id, m.timestamp, m.payload, m.uh); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batch, err := bb.Finish()
+		if len(msgs) == 0 {
+			if err != ErrInvalidMessagesCount {
+				t.Fatalf("empty batch: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateBatch(batch); err != nil {
+			t.Fatalf("built batch: %v", err)
+		}
+		baseOffset = min(baseOffset, 1<<62)
+		StampBatch(batch, 9, baseOffset, 1)
+		if err := CheckStoredBatch(batch); err != nil {
+			t.Fatalf("stamped batch: %v", err)
+		}
+		h, _ := ViewBatchHeader(batch)
+		i := 0
+		for it := Frames(batch); it.Next(); i++ {
+			fr := it.Frame()
+			m := msgs[i]
+			if fr.ID() != m.id || !bytes.Equal(fr.Payload(), m.payload) || !bytes.Equal(fr.UserHeaders(), m.uh) ||
+				h.OriginTimestamp()+uint64(fr.TimestampDelta()) != m.timestamp {
+				t.Fatalf("frame %d differs from its message", i)
+			}
+		}
+		var hdr [BatchHeaderSize]byte
+		frames, count, err := SliceBatch(&hdr, batch, fromOffset, maxMessages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo := max(fromOffset, baseOffset)
+		hi := baseOffset + uint64(len(msgs))
+		if fromOffset <= hi && uint64(maxMessages) < hi-fromOffset {
+			hi = fromOffset + uint64(maxMessages)
+		}
+		want := uint32(0)
+		if hi > lo {
+			want = uint32(hi - lo)
+		}
+		if count != want {
+			t.Fatalf("SliceBatch(%d, %d) of [%d, +%d) = %d frames, want %d", fromOffset, maxMessages, baseOffset, len(msgs), count, want)
+		}
+		if count == 0 {
+			return
+		}
+		record := append(hdr[:len(hdr):len(hdr)], frames...)
+		if err := CheckBatchRecord(record); err != nil {
+			t.Fatalf("slice record: %v", err)
+		}
+		it := Frames(record)
+		it.Next()
+		if first := baseOffset + uint64(it.Frame().OffsetDelta()); first != lo {
+			t.Fatalf("slice starts at %d, want %d", first, lo)
+		}
+	})
+}
