@@ -23,7 +23,7 @@ import (
 //	| per-command fields: RequestHeader, ReplyHeader, PrepareHeader, ...               |
 //	+---------------------------------------------------------------------------------+
 //
-// The first 128 bytes are FrameHeader, embedded in every header type; the command byte
+// The first 128 bytes are CommonHeader, embedded in every header type; the command byte
 // at 60 says which type the rest is. Each header type is a Go struct laid out exactly
 // as the wire (the offsets are checked at compile time below), viewed in place over a
 // 16-byte-aligned buffer: decoding is a bounds check, an alignment check and a pointer
@@ -63,8 +63,8 @@ func PeekCommand(b []byte) (Command, bool) {
 	return Command(b[CommandFieldOffset]), true
 }
 
-// FrameHeader is the first 128 bytes of every header.
-type FrameHeader struct {
+// CommonHeader is the first 128 bytes of every header.
+type CommonHeader struct {
 	// Checksum is the frame seal on sealed replica commands, the identity of a
 	// prepare, and zero on client-plane frames.
 	Checksum Uint128
@@ -86,12 +86,12 @@ type FrameHeader struct {
 // per-command area. DecodeReplicaHeader returns one; its typed accessors (Prepare,
 // Commit, ...) reinterpret it in place.
 type GenericHeader struct {
-	FrameHeader
+	CommonHeader
 	CommandArea [128]byte
 }
 
-// Header lists every header type; ViewHeader works for each of them.
-type Header interface {
+// AnyHeader lists every header type; ViewHeader works for each of them.
+type AnyHeader interface {
 	GenericHeader | RequestHeader | ReplyHeader | EvictionHeader |
 		PrepareHeader | PrepareOkHeader | CommitHeader | StartViewChangeHeader |
 		DoViewChangeHeader | StartViewHeader | RequestStartViewHeader |
@@ -105,7 +105,7 @@ type Header interface {
 // field: use it to build a header in a frame buffer, or after a Decode function has
 // validated the frame. It fails only when b is shorter than a header or not 16-byte
 // aligned (an arena buffer always is).
-func ViewHeader[T Header](b []byte) (*T, error) {
+func ViewHeader[T AnyHeader](b []byte) (*T, error) {
 	p, fault := viewHeader[T](b)
 	if fault != FaultNone {
 		return nil, fault
@@ -113,7 +113,7 @@ func ViewHeader[T Header](b []byte) (*T, error) {
 	return p, nil
 }
 
-func viewHeader[T Header](b []byte) (*T, HeaderFault) {
+func viewHeader[T AnyHeader](b []byte) (*T, HeaderFault) {
 	if len(b) < HeaderSize {
 		return nil, FaultShortHeader
 	}
@@ -126,14 +126,14 @@ func viewHeader[T Header](b []byte) (*T, HeaderFault) {
 
 // HeaderBytes returns the 256 wire bytes of any header, aliasing it: writes through
 // either are visible in both.
-func HeaderBytes[T Header](h *T) *[HeaderSize]byte { return headerBytes(h) }
+func HeaderBytes[T AnyHeader](h *T) *[HeaderSize]byte { return headerBytes(h) }
 
 // PutHeader copies any header into dst[:256]. Building a header as a Go value and
 // putting it is the simple way; viewing the frame buffer (ViewHeader) and setting
 // fields in place saves the copy.
-func PutHeader[T Header](dst []byte, h *T) { copy(dst[:HeaderSize], headerBytes(h)[:]) }
+func PutHeader[T AnyHeader](dst []byte, h *T) { copy(dst[:HeaderSize], headerBytes(h)[:]) }
 
-func headerBytes[T Header](h *T) *[HeaderSize]byte {
+func headerBytes[T AnyHeader](h *T) *[HeaderSize]byte {
 	return (*[HeaderSize]byte)(unsafe.Pointer(h))
 }
 
@@ -215,6 +215,7 @@ const (
 	FaultCommandNotEviction
 	FaultReplyOperationUnknown
 	FaultStatusWithBody
+	FaultSendReplyEmpty
 
 	// Replica plane.
 	FaultCommandNotReplica
@@ -273,6 +274,7 @@ var faults = [faultCount]faultInfo{
 	FaultCommandNotEviction:    {text: "frame is not Eviction (13)", status: ErrInvalidCommand},
 	FaultReplyOperationUnknown: {text: "reply operation is unknown", status: ErrInvalidCommand},
 	FaultStatusWithBody:        {text: "reply with a non-zero status carries a body", status: ErrInvalidCommand},
+	FaultSendReplyEmpty:        {text: "SendMessages reply without its confirmation body", status: ErrInvalidCommand},
 
 	FaultCommandNotReplica:     {text: "command does not travel on the replica plane"},
 	FaultFrameChecksum:         {text: "frame seal mismatch"},

@@ -13,7 +13,7 @@ import "unsafe"
 //	176 operation u8 | 177 padding 7 | 184 session u64 | 192 user_id u32
 //	196 command code u32 (operation 2 only, else zero) | 200 reserved 56
 type RequestHeader struct {
-	FrameHeader
+	CommonHeader
 	// Client is the client-chosen session identity, never zero.
 	Client Uint128
 	// RequestChecksum is XxHash3-64 of the body widened to u128 (RequestChecksum),
@@ -41,7 +41,7 @@ type RequestHeader struct {
 //	184 commit u64 | 192 timestamp u64 | 200 request u64 | 208 operation u8
 //	209 padding 7 | 216 status u32 | 220 reserved 36
 type ReplyHeader struct {
-	FrameHeader
+	CommonHeader
 	RequestChecksum  Uint128
 	Context          Uint128
 	Client           Uint128
@@ -62,7 +62,7 @@ type ReplyHeader struct {
 //	128 client u128 | 144 server_protocol_version u32 | 148 ..._min u32
 //	152 reserved 103 | 255 reason u8
 type EvictionHeader struct {
-	FrameHeader
+	CommonHeader
 	Client Uint128
 	// ServerProtocolVersion and ServerProtocolVersionMin are the accepted protocol
 	// window, set only for EvictionIncompatibleProtocol.
@@ -75,16 +75,16 @@ type EvictionHeader struct {
 var offsetCheck [1]struct{} // indexing it with a non-zero constant fails the build
 
 var (
-	_ = offsetCheck[unsafe.Sizeof(FrameHeader{})-128]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Checksum)-0]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.ChecksumBody)-16]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Cluster)-32]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Size)-SizeFieldOffset]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.View)-52]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Release)-56]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Command)-CommandFieldOffset]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.Replica)-61]
-	_ = offsetCheck[unsafe.Offsetof(FrameHeader{}.ReservedFrame)-62]
+	_ = offsetCheck[unsafe.Sizeof(CommonHeader{})-128]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Checksum)-0]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.ChecksumBody)-16]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Cluster)-32]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Size)-SizeFieldOffset]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.View)-52]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Release)-56]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Command)-CommandFieldOffset]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.Replica)-61]
+	_ = offsetCheck[unsafe.Offsetof(CommonHeader{}.ReservedFrame)-62]
 
 	_ = offsetCheck[unsafe.Sizeof(GenericHeader{})-HeaderSize]
 	_ = offsetCheck[unsafe.Offsetof(GenericHeader{}.CommandArea)-128]
@@ -216,7 +216,8 @@ func (h *RequestHeader) BodySizeBytes() int { return int(h.Size) - HeaderSize }
 
 // DecodeReplyHeader views b as a server's reply and validates it the way a client
 // must before reading the body: size within [256, sizeMax], command 8, an operation
-// both SDKs accept (Operation.Known), and an empty body when status is non-zero. An
+// both SDKs accept (Operation.Known), an empty body when status is non-zero, and a
+// body on a served SendMessages (the Go SDK's rules). An
 // Eviction frame is refused here: peek the command first and use DecodeEvictionHeader.
 func DecodeReplyHeader(b []byte, sizeMax uint32) (*ReplyHeader, error) {
 	h, fault := viewHeader[ReplyHeader](b)
@@ -241,6 +242,11 @@ func (h *ReplyHeader) validate(sizeMax uint32) HeaderFault {
 	}
 	if h.Status != 0 && h.Size != HeaderSize {
 		return FaultStatusWithBody
+	}
+	// A served SendMessages always confirms with a body; the Go SDK refuses an
+	// empty one.
+	if h.Status == 0 && h.Operation == OperationSendMessages && h.Size == HeaderSize {
+		return FaultSendReplyEmpty
 	}
 	return FaultNone
 }

@@ -238,6 +238,13 @@ func TestDecodeReplyHeader(t *testing.T) {
 		{name: "op 69", mutate: func(h *ReplyHeader) { h.Operation = 69 }, want: FaultReplyOperationUnknown},
 		{name: "op 163", mutate: func(h *ReplyHeader) { h.Operation = 163 }, want: FaultReplyOperationUnknown},
 		{name: "status with body", mutate: func(h *ReplyHeader) { h.Status = ErrUnauthorized }, want: FaultStatusWithBody},
+		{name: "send confirmation", mutate: func(h *ReplyHeader) { h.Operation = OperationSendMessages }},
+		{name: "send denial", mutate: func(h *ReplyHeader) {
+			h.Operation, h.Status, h.Size = OperationSendMessages, ErrResourceNotFound, HeaderSize
+		}},
+		{name: "send without confirmation", want: FaultSendReplyEmpty, mutate: func(h *ReplyHeader) {
+			h.Operation, h.Size = OperationSendMessages, HeaderSize
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,7 +290,7 @@ func TestReplyResultFramed(t *testing.T) {
 			t.Errorf("ReplyResultFramed(%v) = %v, want %v", op, got, want)
 		}
 	}
-	h := ReplyHeader{FrameHeader: FrameHeader{Size: HeaderSize, Command: CommandReply},
+	h := ReplyHeader{CommonHeader: CommonHeader{Size: HeaderSize, Command: CommandReply},
 		Operation: OperationCreateStream, Status: ErrUnauthorized}
 	if h.ResultFramed() {
 		t.Fatal("a denial has no result section")
@@ -383,7 +390,7 @@ func TestClientDecodersDoNotAllocate(t *testing.T) {
 	bad := alignedCopy(request)
 	bad[62] = 1
 	reply := alignedBuffer(HeaderSize)
-	(&ReplyHeader{FrameHeader: FrameHeader{Size: HeaderSize, Command: CommandReply},
+	(&ReplyHeader{CommonHeader: CommonHeader{Size: HeaderSize, Command: CommandReply},
 		Operation: OperationNonReplicated}).Put(reply)
 	eviction := alignedBuffer(HeaderSize)
 	PutEviction(eviction, Uint128{Lo: 1}, EvictionNoSession, 0, 0)

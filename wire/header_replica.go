@@ -15,7 +15,7 @@ import "unsafe"
 //	184 commit u64 | 192 timestamp u64 | 200 request u64 | 208 operation u8
 //	209 padding 7 | 216 group u64 | 224 user_id u32 | 228 reserved 28
 type PrepareHeader struct {
-	FrameHeader
+	CommonHeader
 	Client Uint128
 	// Parent is the previous prepare's identity: the hash chain.
 	Parent           Uint128
@@ -34,7 +34,7 @@ type PrepareHeader struct {
 // PrepareOkHeader acknowledges a prepare (command 7). View and Commit are the
 // acker's own; the other fields echo the prepare.
 type PrepareOkHeader struct {
-	FrameHeader
+	CommonHeader
 	Parent           Uint128
 	PrepareChecksum  Uint128
 	Op               uint64
@@ -50,7 +50,7 @@ type PrepareOkHeader struct {
 // CommitHeader is the primary's commit point broadcast and heartbeat (command 9,
 // header-only). CommitChecksum and CheckpointOp are declared but unused in 0.11.0.
 type CommitHeader struct {
-	FrameHeader
+	CommonHeader
 	CommitChecksum Uint128
 	// TimestampMonotonic is the liveness token: only a strictly newer value
 	// resets a receiver's heartbeat timer.
@@ -63,7 +63,7 @@ type CommitHeader struct {
 
 // StartViewChangeHeader proposes a view change (command 10, header-only).
 type StartViewChangeHeader struct {
-	FrameHeader
+	CommonHeader
 	Group    uint64
 	Reserved [120]byte
 }
@@ -71,7 +71,7 @@ type StartViewChangeHeader struct {
 // DoViewChangeHeader is a view-change vote (command 11). The body is the log suffix:
 // up to DoViewChangeSuffixMax packed PrepareHeaders.
 type DoViewChangeHeader struct {
-	FrameHeader
+	CommonHeader
 	Op     uint64
 	Commit uint64
 	Group  uint64
@@ -87,7 +87,7 @@ type DoViewChangeHeader struct {
 // StartViewHeader installs a new view (command 12). The body is the view's suffix,
 // highest op first, possibly empty.
 type StartViewHeader struct {
-	FrameHeader
+	CommonHeader
 	Op       uint64
 	Commit   uint64
 	Group    uint64
@@ -98,7 +98,7 @@ type StartViewHeader struct {
 
 // RequestStartViewHeader is a restarted replica's probe (command 17, header-only).
 type RequestStartViewHeader struct {
-	FrameHeader
+	CommonHeader
 	Group       uint64
 	Reserved    [104]byte
 	Incarnation Uint128
@@ -106,7 +106,7 @@ type RequestStartViewHeader struct {
 
 // RequestPreparesHeader asks a peer for the prepares in [FromOp, ToOp] (command 18).
 type RequestPreparesHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	FromOp   uint64
 	ToOp     uint64
@@ -117,7 +117,7 @@ type RequestPreparesHeader struct {
 // RepairRangeHeader ends a repair stream: RepairDone (20), where Op is the last op
 // served, or RangeEvicted (21), where Op is the oldest op the peer still retains.
 type RepairRangeHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	Op       uint64
 	Group    uint64
@@ -127,7 +127,7 @@ type RepairRangeHeader struct {
 // RequestStateTransferHeader asks the primary for a transfer target (command 22,
 // header-only).
 type RequestStateTransferHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	Group    uint64
 	Reserved [104]byte
@@ -137,7 +137,7 @@ type RequestStateTransferHeader struct {
 // the body is the state manifest (DecodeManifest); Available 0 is a header-only
 // refusal, UnavailableTransient 1 meaning "not right now".
 type StateTransferTargetHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce                Uint128
 	CommitOp             uint64
 	Group                uint64
@@ -151,7 +151,7 @@ type StateTransferTargetHeader struct {
 // RequestStateChunkHeader pulls one chunk of a manifest artifact (command 24,
 // header-only). Len describes the reply and is clamped by the server.
 type RequestStateChunkHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	Offset   uint64
 	Group    uint64
@@ -162,7 +162,7 @@ type RequestStateChunkHeader struct {
 
 // StateChunkHeader carries artifact bytes at Offset in its body (command 25).
 type StateChunkHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	Offset   uint64
 	Group    uint64
@@ -172,7 +172,7 @@ type StateChunkHeader struct {
 
 // ForwardRegisterHeader relays a login a backup verified (command 26, header-only).
 type ForwardRegisterHeader struct {
-	FrameHeader
+	CommonHeader
 	Client   Uint128
 	Nonce    Uint128
 	UserID   uint32
@@ -182,7 +182,7 @@ type ForwardRegisterHeader struct {
 // ForwardRegisterResultHeader is the primary's verdict (command 27, header-only).
 // Epoch and Watermark are zero unless Outcome is Ok.
 type ForwardRegisterResultHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce     Uint128
 	Client    Uint128
 	Epoch     uint64
@@ -193,7 +193,7 @@ type ForwardRegisterResultHeader struct {
 
 // ForwardLogoutHeader relays a logout (command 28, header-only).
 type ForwardLogoutHeader struct {
-	FrameHeader
+	CommonHeader
 	Client   Uint128
 	Nonce    Uint128
 	Session  uint64
@@ -204,7 +204,7 @@ type ForwardLogoutHeader struct {
 // ForwardLogoutResultHeader is the primary's verdict on a logout (command 29,
 // header-only). Commit is zero unless Outcome is Ok.
 type ForwardLogoutResultHeader struct {
-	FrameHeader
+	CommonHeader
 	Nonce    Uint128
 	Client   Uint128
 	Commit   uint64
@@ -216,7 +216,7 @@ type ForwardLogoutResultHeader struct {
 // ReplicaFinish (16): raw header-only frames whose per-command area carries the
 // handshake (see handshake.go).
 type HandshakeHeader struct {
-	FrameHeader
+	CommonHeader
 	// Nonce is the dialer's in Hello, the acceptor's in Challenge.
 	Nonce [32]byte
 	// MAC is the acceptor's in Challenge, the dialer's in Finish.
@@ -436,10 +436,10 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		}
 	case CommandForwardRegister:
 		f := h.asForwardRegister()
-		return forwardRules(&f.FrameHeader, f.Client, f.Nonce, f.Reserved[:])
+		return forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:])
 	case CommandForwardRegisterResult:
 		f := h.asForwardRegisterResult()
-		if fault := forwardRules(&f.FrameHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
 			return fault
 		}
 		if f.Outcome > ForwardRegisterOutcomeMax {
@@ -450,7 +450,7 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		}
 	case CommandForwardLogout:
 		f := h.asForwardLogout()
-		if fault := forwardRules(&f.FrameHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
 			return fault
 		}
 		if f.Session == 0 {
@@ -461,7 +461,7 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		}
 	case CommandForwardLogoutResult:
 		f := h.asForwardLogoutResult()
-		if fault := forwardRules(&f.FrameHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
 			return fault
 		}
 		if f.Outcome > ForwardLogoutOutcomeMax {
@@ -486,7 +486,7 @@ func headerOnly(size uint32) HeaderFault {
 // forwardRules are shared by the four session-forwarding headers: header-only, a
 // client and a nonce, and every reserved byte zero (they only travel between
 // replicas of one release, so a non-zero byte is a bug or a mangled frame).
-func forwardRules(f *FrameHeader, client, nonce Uint128, reserved []byte) HeaderFault {
+func forwardRules(f *CommonHeader, client, nonce Uint128, reserved []byte) HeaderFault {
 	if fault := headerOnly(f.Size); fault != FaultNone {
 		return fault
 	}

@@ -327,11 +327,11 @@ func TestGenericAccessorsAlias(t *testing.T) {
 }
 
 func TestSuffixLen(t *testing.T) {
-	d := DoViewChangeHeader{FrameHeader: FrameHeader{Size: HeaderSize * 4}}
+	d := DoViewChangeHeader{CommonHeader: CommonHeader{Size: HeaderSize * 4}}
 	if d.SuffixLen() != 3 {
 		t.Fatalf("DoViewChange SuffixLen = %d", d.SuffixLen())
 	}
-	s := StartViewHeader{FrameHeader: FrameHeader{Size: HeaderSize * (1 + DoViewChangeSuffixMax)}}
+	s := StartViewHeader{CommonHeader: CommonHeader{Size: HeaderSize * (1 + DoViewChangeSuffixMax)}}
 	if s.SuffixLen() != DoViewChangeSuffixMax || s.validate() != FaultNone {
 		t.Fatalf("StartView with a full suffix: %d %v", s.SuffixLen(), s.validate())
 	}

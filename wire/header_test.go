@@ -48,8 +48,8 @@ func p32Bytes(off int) (a [32]byte) {
 
 // patternFrame is the frame part every golden vector shares: pattern everywhere but
 // size, release and command.
-func patternFrame(command Command, size uint32) FrameHeader {
-	return FrameHeader{
+func patternFrame(command Command, size uint32) CommonHeader {
+	return CommonHeader{
 		Checksum: p128(0), ChecksumBody: p128(16), Cluster: p128(32),
 		Size: size, View: p32(52), Command: command, Replica: 61,
 	}
@@ -65,7 +65,7 @@ type headerGolden struct {
 	compare func(b []byte) string // field-by-field comparison of the view with want
 }
 
-func goldenCase[T Header](file string, command Command, want T, decode func([]byte) error) headerGolden {
+func goldenCase[T AnyHeader](file string, command Command, want T, decode func([]byte) error) headerGolden {
 	return headerGolden{
 		file:    file,
 		command: command,
@@ -159,8 +159,8 @@ func decodeReplica(b []byte) error {
 
 func headerGoldens() []headerGolden {
 	prepare := PrepareHeader{
-		FrameHeader: patternFrame(CommandPrepare, 512),
-		Client:      p128(128), Parent: p128(144), RequestChecksum: p128(160),
+		CommonHeader: patternFrame(CommandPrepare, 512),
+		Client:       p128(128), Parent: p128(144), RequestChecksum: p128(160),
 		Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
 		Operation: OperationSendMessages, Group: p64(216), UserID: p32(224),
 	}
@@ -168,29 +168,29 @@ func headerGoldens() []headerGolden {
 	repair.Command = CommandRepairPrepare
 	return []headerGolden{
 		goldenCase("headers/request_create_stream.hex", CommandRequest, RequestHeader{
-			FrameHeader: patternFrame(CommandRequest, 300),
-			Client:      p128(128), RequestChecksum: p128(144), Timestamp: p64(160), Request: p64(168),
+			CommonHeader: patternFrame(CommandRequest, 300),
+			Client:       p128(128), RequestChecksum: p128(144), Timestamp: p64(160), Request: p64(168),
 			Operation: OperationCreateStream, Session: p64(184), UserID: p32(192),
 		}, decodeRequest),
 		goldenCase("headers/request_ping.hex", CommandRequest, RequestHeader{
-			FrameHeader: FrameHeader{Size: 256, Command: CommandRequest},
-			Client:      p128(128), Timestamp: p64(160), Request: p64(168),
+			CommonHeader: CommonHeader{Size: 256, Command: CommandRequest},
+			Client:       p128(128), Timestamp: p64(160), Request: p64(168),
 			Operation: OperationNonReplicated, NonReplicatedCode: CodePing,
 		}, decodeRequest),
 		goldenCase("headers/reply_denied.hex", CommandReply, ReplyHeader{
-			FrameHeader:     patternFrame(CommandReply, 256),
+			CommonHeader:    patternFrame(CommandReply, 256),
 			RequestChecksum: p128(128), Context: p128(144), Client: p128(160),
 			Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
 			Operation: OperationCreateTopic, Status: ErrStreamIdNotFound,
 		}, decodeReply),
 		goldenCase("headers/reply_create_topic.hex", CommandReply, ReplyHeader{
-			FrameHeader:     patternFrame(CommandReply, 256+4+70),
+			CommonHeader:    patternFrame(CommandReply, 256+4+70),
 			RequestChecksum: p128(128), Context: p128(144), Client: p128(160),
 			Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
 			Operation: OperationCreateTopicWithAssignments,
 		}, decodeReply),
 		goldenCase("headers/eviction_incompatible_protocol.hex", CommandEviction, EvictionHeader{
-			FrameHeader:           patternFrame(CommandEviction, 256),
+			CommonHeader:          patternFrame(CommandEviction, 256),
 			Client:                p128(128),
 			ServerProtocolVersion: 0x2c00, ServerProtocolVersionMin: 0x2800,
 			Reason: EvictionIncompatibleProtocol,
@@ -198,80 +198,80 @@ func headerGoldens() []headerGolden {
 		goldenCase("headers/prepare.hex", CommandPrepare, prepare, decodeReplica),
 		goldenCase("headers/repair_prepare.hex", CommandRepairPrepare, repair, decodeReplica),
 		goldenCase("headers/prepare_ok.hex", CommandPrepareOk, PrepareOkHeader{
-			FrameHeader: patternFrame(CommandPrepareOk, 256),
-			Parent:      p128(128), PrepareChecksum: p128(144), Op: p64(160), Commit: p64(168),
+			CommonHeader: patternFrame(CommandPrepareOk, 256),
+			Parent:       p128(128), PrepareChecksum: p128(144), Op: p64(160), Commit: p64(168),
 			Timestamp: p64(176), Request: p64(184), Operation: OperationStoreConsumerOffset,
 			Group: p64(200),
 		}, decodeReplica),
 		goldenCase("headers/commit.hex", CommandCommit, CommitHeader{
-			FrameHeader:    patternFrame(CommandCommit, 256),
+			CommonHeader:   patternFrame(CommandCommit, 256),
 			CommitChecksum: p128(128), TimestampMonotonic: p64(144), Commit: p64(152),
 			CheckpointOp: p64(160), Group: p64(168),
 		}, decodeReplica),
 		goldenCase("headers/start_view_change.hex", CommandStartViewChange, StartViewChangeHeader{
-			FrameHeader: patternFrame(CommandStartViewChange, 256), Group: p64(128),
+			CommonHeader: patternFrame(CommandStartViewChange, 256), Group: p64(128),
 		}, decodeReplica),
 		goldenCase("headers/do_view_change.hex", CommandDoViewChange, DoViewChangeHeader{
-			FrameHeader: patternFrame(CommandDoViewChange, 768),
-			Op:          p64(128), Commit: 0x5051, Group: p64(144), LogView: 0x3031,
+			CommonHeader: patternFrame(CommandDoViewChange, 768),
+			Op:           p64(128), Commit: 0x5051, Group: p64(144), LogView: 0x3031,
 			NackBitset: Uint128{Lo: 1}, PresentBitset: Uint128{Lo: 3},
 		}, decodeReplica),
 		goldenCase("headers/start_view.hex", CommandStartView, StartViewHeader{
-			FrameHeader: patternFrame(CommandStartView, 512),
-			Op:          p64(128), Commit: 0x5051, Group: p64(144), Incarnation: p128(240),
+			CommonHeader: patternFrame(CommandStartView, 512),
+			Op:           p64(128), Commit: 0x5051, Group: p64(144), Incarnation: p128(240),
 		}, decodeReplica),
 		goldenCase("headers/request_start_view.hex", CommandRequestStartView, RequestStartViewHeader{
-			FrameHeader: patternFrame(CommandRequestStartView, 256), Group: p64(128), Incarnation: p128(240),
+			CommonHeader: patternFrame(CommandRequestStartView, 256), Group: p64(128), Incarnation: p128(240),
 		}, decodeReplica),
 		goldenCase("headers/request_prepares.hex", CommandRequestPrepares, RequestPreparesHeader{
-			FrameHeader: patternFrame(CommandRequestPrepares, 256),
-			Nonce:       p128(128), FromOp: p64(144), ToOp: p64(152), Group: p64(160),
+			CommonHeader: patternFrame(CommandRequestPrepares, 256),
+			Nonce:        p128(128), FromOp: p64(144), ToOp: p64(152), Group: p64(160),
 		}, decodeReplica),
 		goldenCase("headers/repair_done.hex", CommandRepairDone, RepairRangeHeader{
-			FrameHeader: patternFrame(CommandRepairDone, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
+			CommonHeader: patternFrame(CommandRepairDone, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
 		}, decodeReplica),
 		goldenCase("headers/range_evicted.hex", CommandRangeEvicted, RepairRangeHeader{
-			FrameHeader: patternFrame(CommandRangeEvicted, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
+			CommonHeader: patternFrame(CommandRangeEvicted, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
 		}, decodeReplica),
 		goldenCase("headers/request_state_transfer.hex", CommandRequestStateTransfer, RequestStateTransferHeader{
-			FrameHeader: patternFrame(CommandRequestStateTransfer, 256), Nonce: p128(128), Group: p64(144),
+			CommonHeader: patternFrame(CommandRequestStateTransfer, 256), Nonce: p128(128), Group: p64(144),
 		}, decodeReplica),
 		goldenCase("headers/state_transfer_target.hex", CommandStateTransferTarget, StateTransferTargetHeader{
-			FrameHeader: patternFrame(CommandStateTransferTarget, 256+17),
-			Nonce:       p128(128), CommitOp: p64(144), Group: p64(152), Available: 1, CommitMax: p64(168),
+			CommonHeader: patternFrame(CommandStateTransferTarget, 256+17),
+			Nonce:        p128(128), CommitOp: p64(144), Group: p64(152), Available: 1, CommitMax: p64(168),
 		}, decodeReplica),
 		goldenCase("headers/request_state_chunk.hex", CommandRequestStateChunk, RequestStateChunkHeader{
-			FrameHeader: patternFrame(CommandRequestStateChunk, 256),
-			Nonce:       p128(128), Offset: p64(144), Group: p64(152), Len: p32(160), Artifact: p32(164),
+			CommonHeader: patternFrame(CommandRequestStateChunk, 256),
+			Nonce:        p128(128), Offset: p64(144), Group: p64(152), Len: p32(160), Artifact: p32(164),
 		}, decodeReplica),
 		goldenCase("headers/state_chunk.hex", CommandStateChunk, StateChunkHeader{
-			FrameHeader: patternFrame(CommandStateChunk, 256+4096),
-			Nonce:       p128(128), Offset: p64(144), Group: p64(152), Artifact: p32(160),
+			CommonHeader: patternFrame(CommandStateChunk, 256+4096),
+			Nonce:        p128(128), Offset: p64(144), Group: p64(152), Artifact: p32(160),
 		}, decodeReplica),
 		goldenCase("headers/forward_register.hex", CommandForwardRegister, ForwardRegisterHeader{
-			FrameHeader: patternFrame(CommandForwardRegister, 256),
-			Client:      p128(128), Nonce: p128(144), UserID: p32(160),
+			CommonHeader: patternFrame(CommandForwardRegister, 256),
+			Client:       p128(128), Nonce: p128(144), UserID: p32(160),
 		}, decodeReplica),
 		goldenCase("headers/forward_register_result.hex", CommandForwardRegisterResult, ForwardRegisterResultHeader{
-			FrameHeader: patternFrame(CommandForwardRegisterResult, 256),
-			Nonce:       p128(128), Client: p128(144), Epoch: p64(160), Watermark: p64(168),
+			CommonHeader: patternFrame(CommandForwardRegisterResult, 256),
+			Nonce:        p128(128), Client: p128(144), Epoch: p64(160), Watermark: p64(168),
 		}, decodeReplica),
 		goldenCase("headers/forward_logout.hex", CommandForwardLogout, ForwardLogoutHeader{
-			FrameHeader: patternFrame(CommandForwardLogout, 256),
-			Client:      p128(128), Nonce: p128(144), Session: p64(160), Request: p64(168),
+			CommonHeader: patternFrame(CommandForwardLogout, 256),
+			Client:       p128(128), Nonce: p128(144), Session: p64(160), Request: p64(168),
 		}, decodeReplica),
 		goldenCase("headers/forward_logout_result.hex", CommandForwardLogoutResult, ForwardLogoutResultHeader{
-			FrameHeader: patternFrame(CommandForwardLogoutResult, 256),
-			Nonce:       p128(128), Client: p128(144), Commit: p64(160),
+			CommonHeader: patternFrame(CommandForwardLogoutResult, 256),
+			Nonce:        p128(128), Client: p128(144), Commit: p64(160),
 		}, decodeReplica),
 		goldenCase("headers/replica_hello.hex", CommandReplicaHello, HandshakeHeader{
-			FrameHeader: patternFrame(CommandReplicaHello, 256), Nonce: p32Bytes(128),
+			CommonHeader: patternFrame(CommandReplicaHello, 256), Nonce: p32Bytes(128),
 		}, decodeReplica),
 		goldenCase("headers/replica_challenge.hex", CommandReplicaChallenge, HandshakeHeader{
-			FrameHeader: patternFrame(CommandReplicaChallenge, 256), Nonce: p32Bytes(128), MAC: p32Bytes(160),
+			CommonHeader: patternFrame(CommandReplicaChallenge, 256), Nonce: p32Bytes(128), MAC: p32Bytes(160),
 		}, decodeReplica),
 		goldenCase("headers/replica_finish.hex", CommandReplicaFinish, HandshakeHeader{
-			FrameHeader: patternFrame(CommandReplicaFinish, 256), MAC: p32Bytes(160),
+			CommonHeader: patternFrame(CommandReplicaFinish, 256), MAC: p32Bytes(160),
 		}, decodeReplica),
 	}
 }
