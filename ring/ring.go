@@ -46,18 +46,19 @@ type Options struct {
 	// kernel's default of twice SQEntries.
 	CQEntries uint32
 	// Flags are the Setup* flags to ask for. Of these, SetupDeferTaskrun,
-	// SetupSingleIssuer, SetupCoopTaskrun and SetupTaskrunFlag are dropped
-	// one by one, in that order, when an older kernel refuses them with
-	// EINVAL; Ring.RefusedFlags reports which were dropped. Any other flag
-	// the kernel refuses fails New.
+	// SetupSingleIssuer, SetupCoopTaskrun, SetupTaskrunFlag and
+	// SetupSubmitAll are dropped one by one, in that order, when an older
+	// kernel refuses them with EINVAL; Ring.RefusedFlags reports which were
+	// dropped. Any other flag the kernel refuses fails New.
 	Flags uint32
 }
 
 // DefaultSetupFlags are the flags of a shard's ring: one thread submits
 // (SINGLE_ISSUER), completion work runs only when that thread asks for
-// completions (DEFER_TASKRUN), and no inter-processor interrupts are sent to
-// run task work (COOP_TASKRUN).
-const DefaultSetupFlags = SetupSingleIssuer | SetupDeferTaskrun | SetupCoopTaskrun
+// completions (DEFER_TASKRUN), no inter-processor interrupts are sent to run
+// task work (COOP_TASKRUN), and an SQE that fails at submission (its CQE
+// says why) does not hold back the SQEs queued after it (SUBMIT_ALL).
+const DefaultSetupFlags = SetupSingleIssuer | SetupDeferTaskrun | SetupCoopTaskrun | SetupSubmitAll
 
 // supportedSetupFlags are the flags this package knows how to drive. The
 // others change what it relies on: SQE128/CQE32 the entry sizes, SQPOLL and
@@ -68,7 +69,7 @@ const supportedSetupFlags = SetupCQSize | SetupClamp | SetupSubmitAll | SetupCoo
 
 // optionalSetupFlags lists, in the order they are given up, the flags New may
 // drop on EINVAL. DEFER_TASKRUN goes first because it requires SINGLE_ISSUER.
-var optionalSetupFlags = [...]uint32{SetupDeferTaskrun, SetupSingleIssuer, SetupCoopTaskrun, SetupTaskrunFlag}
+var optionalSetupFlags = [...]uint32{SetupDeferTaskrun, SetupSingleIssuer, SetupCoopTaskrun, SetupTaskrunFlag, SetupSubmitAll}
 
 // DefaultOptions returns Options with DefaultSetupFlags and a completion
 // queue four times the submission queue, so that multishot operations have

@@ -47,10 +47,10 @@ func TestSetupFallback(t *testing.T) {
 		wantErr     bool
 	}{
 		{"all accepted", DefaultSetupFlags, DefaultSetupFlags, DefaultSetupFlags, 0, false},
-		{"no defer taskrun (6.0)", SetupSingleIssuer | SetupCoopTaskrun, DefaultSetupFlags, SetupSingleIssuer | SetupCoopTaskrun, SetupDeferTaskrun, false},
-		{"only coop (5.19)", SetupCoopTaskrun, DefaultSetupFlags, SetupCoopTaskrun, SetupDeferTaskrun | SetupSingleIssuer, false},
-		{"none (5.18)", 0, DefaultSetupFlags, 0, DefaultSetupFlags, false},
-		{"non-optional flag refused", 0, SetupSubmitAll, 0, 0, true},
+		{"no defer taskrun (6.0)", SetupSingleIssuer | SetupCoopTaskrun | SetupSubmitAll, DefaultSetupFlags, SetupSingleIssuer | SetupCoopTaskrun | SetupSubmitAll, SetupDeferTaskrun, false},
+		{"coop and submit all (5.19)", SetupCoopTaskrun | SetupSubmitAll, DefaultSetupFlags, SetupCoopTaskrun | SetupSubmitAll, SetupDeferTaskrun | SetupSingleIssuer, false},
+		{"none (5.17)", 0, DefaultSetupFlags, 0, DefaultSetupFlags, false},
+		{"non-optional flag refused", 0, SetupClamp, 0, 0, true},
 	}
 	saved := setupSyscall
 	t.Cleanup(func() { setupSyscall = saved })
@@ -418,5 +418,32 @@ func TestEnterErrorMapping(t *testing.T) {
 		if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) {
 			t.Errorf("enterError(%v) = %v, want it to wrap %v and the errno", tc.errno, err, tc.want)
 		}
+	}
+}
+
+// TestSubmitAllPastAFailedSQE: an SQE the kernel rejects at submission
+// (unknown opcode) completes with EINVAL and, with SetupSubmitAll, the SQE
+// after it still runs.
+func TestSubmitAllPastAFailedSQE(t *testing.T) {
+	r := newTestRing(t, 8)
+	if r.Flags()&SetupSubmitAll == 0 {
+		t.Skip("kernel refused IORING_SETUP_SUBMIT_ALL")
+	}
+	sqe := getSQE(t, r)
+	sqe.PrepareNop()
+	sqe.Opcode = Opcode(250)
+	sqe.UserData = 1
+	sqe = getSQE(t, r)
+	sqe.PrepareNop()
+	sqe.UserData = 2
+	if n, err := r.Submit(); n != 2 || err != nil {
+		t.Fatalf("Submit = %d, %v; want both consumed", n, err)
+	}
+	results := map[uint64]CQE{}
+	for _, cqe := range collectCQEs(t, r, 2) {
+		results[cqe.UserData] = cqe
+	}
+	if !errors.Is(results[1].Err(), unix.EINVAL) || results[2].Res != 0 {
+		t.Fatalf("bad opcode %+v (%v), nop %+v", results[1], results[1].Err(), results[2])
 	}
 }
