@@ -61,6 +61,10 @@
 // enters the kernel asking for events: every Submit* call does
 // (IORING_ENTER_GETEVENTS), and PeekCQE alone never sees new ones. Another
 // thread may wake a blocked ring only through MSG_RING from its own ring.
+// In tests, mind that t.Run and b.Run run their function on a new goroutine:
+// create the ring inside it, after runtime.LockOSThread. RegisterRingFd
+// binds the ring to the owner thread a second way (the registration lives
+// in that thread's table), so Close the ring on that thread too.
 //
 // # Errors
 //
