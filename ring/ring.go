@@ -15,7 +15,9 @@ import (
 var (
 	// ErrSQFull: no free SQE, and the ring could not submit to make room
 	// because the last queued SQE opens a link chain (submitting would cut
-	// the chain in two). Submit, then prepare the whole chain again.
+	// the chain in two). Check SQSpaceLeft before preparing a chain. The
+	// SQEs already prepared stay queued; submitted as they are, the kernel
+	// ends the chain at the last of them.
 	ErrSQFull = errors.New("ring: submission queue full")
 	// ErrCQOverflow: the kernel refused to submit (EBUSY/EAGAIN) because
 	// completions it holds back on overflow could not be posted. Reap the
@@ -75,8 +77,11 @@ var optionalSetupFlags = [...]uint32{SetupDeferTaskrun, SetupSingleIssuer, Setup
 // queue four times the submission queue, so that multishot operations have
 // room to post several CQEs per SQE.
 func DefaultOptions(sqEntries uint32) Options {
-	return Options{SQEntries: sqEntries, CQEntries: 4 * sqEntries, Flags: DefaultSetupFlags}
+	return Options{SQEntries: sqEntries, CQEntries: min(4*sqEntries, cqEntriesMax), Flags: DefaultSetupFlags}
 }
+
+// cqEntriesMax is the kernel's IORING_MAX_CQ_ENTRIES.
+const cqEntriesMax = 2 * 32768
 
 // Ring is one io_uring instance. It is not safe for concurrent use: see the
 // package documentation for the threading rule.

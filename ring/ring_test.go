@@ -23,6 +23,13 @@ func TestNewReportsFlagsAndFeatures(t *testing.T) {
 	}
 }
 
+func TestDefaultOptionsLargestRing(t *testing.T) {
+	r := newTestRing(t, 32768)
+	if r.SQEntries() != 32768 || r.CQEntries() != cqEntriesMax {
+		t.Fatalf("sq %d cq %d", r.SQEntries(), r.CQEntries())
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	for _, opts := range []Options{
 		{SQEntries: 0},
@@ -149,6 +156,15 @@ func TestSQFullWithOpenLinkChain(t *testing.T) {
 	}
 	if got := r.SQPending(); got != 4 {
 		t.Fatalf("SQPending = %d, want 4 (nothing dropped, nothing submitted)", got)
+	}
+	// Submitted as it is, the chain ends at its last queued SQE and runs.
+	if n, err := r.Submit(); n != 4 || err != nil {
+		t.Fatalf("Submit = %d, %v", n, err)
+	}
+	for _, cqe := range collectCQEs(t, r, 4) {
+		if cqe.Res != 0 {
+			t.Fatalf("cut chain cqe %+v (%v)", cqe, cqe.Err())
+		}
 	}
 }
 
