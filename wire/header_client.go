@@ -251,6 +251,29 @@ func (h *ReplyHeader) validate(sizeMax uint32) HeaderFault {
 	return FaultNone
 }
 
+// ReplyTo builds the reply to req the way responses.md §2 asks: command 8, size 256 +
+// bodySizeBytes, the request's cluster, request_checksum, client, timestamp and
+// request number echoed, status, and the operation byte ReplyOperation gives for a
+// committed or a denied request. Op, Commit, View and Replica are informational and
+// left to the caller. A denial (status non-zero) carries no body: asking for one is a
+// caller bug and panics.
+func ReplyTo(req *RequestHeader, status ErrorCode, bodySizeBytes int, committed bool) ReplyHeader {
+	if status != 0 && bodySizeBytes != 0 {
+		panic("wire: a denied reply carries no body")
+	}
+	var h ReplyHeader
+	h.Size = uint32(HeaderSize + bodySizeBytes)
+	h.Command = CommandReply
+	h.Cluster = req.Cluster
+	h.RequestChecksum = req.RequestChecksum
+	h.Client = req.Client
+	h.Timestamp = req.Timestamp
+	h.Request = req.Request
+	h.Operation = ReplyOperation(req.Operation, committed && status == 0)
+	h.Status = status
+	return h
+}
+
 // Bytes returns the header's 256 wire bytes, aliasing the header.
 func (h *ReplyHeader) Bytes() *[HeaderSize]byte { return headerBytes(h) }
 

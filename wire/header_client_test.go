@@ -432,3 +432,47 @@ func TestRequestHeaderMutations(t *testing.T) {
 		}
 	}
 }
+
+func TestReplyTo(t *testing.T) {
+	req, _ := validRequest(OperationCreateTopic)
+	req.Cluster, req.RequestChecksum, req.Timestamp = Uint128{Lo: 5}, Uint128{Lo: 6}, 7
+	reply := ReplyTo(req, 0, 4+60, true)
+	buf := alignedBuffer(HeaderSize)
+	reply.Put(buf)
+	got, err := DecodeReplyHeader(buf, DefaultMessageSizeMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Request != req.Request || got.Client != req.Client || got.Timestamp != 7 ||
+		got.RequestChecksum != req.RequestChecksum || got.Cluster != req.Cluster ||
+		got.Operation != OperationCreateTopicWithAssignments || got.BodySizeBytes() != 64 || !got.ResultFramed() {
+		t.Fatalf("reply %+v", *got)
+	}
+	denied := ReplyTo(req, ErrUnauthorized, 0, true)
+	if denied.Operation != OperationCreateTopic || denied.Size != HeaderSize || denied.ResultFramed() {
+		t.Fatalf("denial %+v", denied)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a denial with a body did not panic")
+		}
+	}()
+	ReplyTo(req, ErrUnauthorized, 1, false)
+}
+
+func TestFrameBuildersDoNotAllocate(t *testing.T) {
+	req, _ := validRequest(OperationCreateStream)
+	buf := alignedBuffer(HeaderSize)
+	nonce, mac := [32]byte{1}, [32]byte{2}
+	allocs := testing.AllocsPerRun(100, func() {
+		PutEviction(buf, Uint128{Lo: 1}, EvictionStaleClient, 0, 0)
+		reply := ReplyTo(req, 0, 10, true)
+		reply.Put(buf)
+		PutReplicaHello(buf, Uint128{Lo: 3}, 1, &nonce)
+		PutReplicaChallenge(buf, Uint128{Lo: 3}, 2, HandshakeOk, &nonce, &mac)
+		PutReplicaFinish(buf, Uint128{Lo: 3}, 1, &mac)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations", allocs)
+	}
+}
