@@ -179,7 +179,11 @@ func allZero(b []byte) bool {
 //     number (the frame is well formed but its content is refused); a client
 //     decoding a server's frame surfaces this code and closes the connection;
 //   - both zero: drop the frame, or the connection when it cannot be resynchronised
-//     (every replica-plane fault, a short or misaligned buffer).
+//     (a short or misaligned buffer, which only a framer bug produces).
+//
+// A fault with both (a size out of range, an unknown command) gets the eviction from
+// a server and the status on a client. On the replica plane every fault means drop
+// the frame, whatever Eviction and Status say: peers are not answered.
 //
 // HeaderFault is a byte, so returning it as an error never allocates.
 type HeaderFault uint8
@@ -243,11 +247,13 @@ type faultInfo struct {
 }
 
 var faults = [faultCount]faultInfo{
-	FaultNone:            {text: "no fault"},
-	FaultShortHeader:     {text: "buffer shorter than a 256-byte header"},
-	FaultMisaligned:      {text: "header buffer not 16-byte aligned"},
-	FaultSizeBelowHeader: {text: "size below the 256-byte header", eviction: EvictionInvalidRequestBodySize},
-	FaultSizeAboveMax:    {text: "size above the message size max", eviction: EvictionInvalidRequestBodySize},
+	FaultNone:        {text: "no fault"},
+	FaultShortHeader: {text: "buffer shorter than a 256-byte header"},
+	FaultMisaligned:  {text: "header buffer not 16-byte aligned"},
+	FaultSizeBelowHeader: {text: "size below the 256-byte header", eviction: EvictionInvalidRequestBodySize,
+		status: ErrInvalidCommand},
+	FaultSizeAboveMax: {text: "size above the message size max", eviction: EvictionInvalidRequestBodySize,
+		status: ErrInvalidCommand},
 	FaultSizeNotHeaderOnly: {text: "size of a header-only frame is not 256",
 		eviction: EvictionInvalidRequestBodySize, status: ErrInvalidCommand},
 	FaultCommandUnknown: {text: "command above 29", eviction: EvictionInvalidRequestOperation,
@@ -307,9 +313,8 @@ func (f HeaderFault) Eviction() EvictionReason {
 	return 0
 }
 
-// Status is the status code a server replies with for this fault (or a client
-// surfaces), or 0. A fault with both an eviction and a status (size of a header-only
-// frame) gets the eviction from a server and the status on a client.
+// Status is the status code a server replies with for this fault, or a client
+// surfaces for a server's frame; 0 when there is none.
 func (f HeaderFault) Status() ErrorCode {
 	if f < faultCount {
 		return faults[f].status
