@@ -126,6 +126,13 @@ func (p *Permissions) Decode(b []byte) error {
 	return nil
 }
 
+// ValidatePermissions checks that b is exactly one well-formed permissions block,
+// without allocating; a malformed block is ErrInvalidCommand.
+func ValidatePermissions(b []byte) error {
+	_, _, err := walkPermissions(b, nil, nil)
+	return err
+}
+
 // walkPermissions validates the structure of b and counts its stream and topic
 // entries. When streams and topics are non-nil it also appends the decoded entries
 // to them; each stream's Topics is a capped sub-slice of *topics, so a caller's

@@ -75,6 +75,9 @@ func TestPermissionsDecodeMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if err := ValidatePermissions(tt.body); !errors.Is(err, ErrInvalidCommand) {
+				t.Fatalf("ValidatePermissions err = %v", err)
+			}
 			p := Permissions{Streams: []StreamPermissions{{StreamID: 99}}}
 			err := p.Decode(tt.body)
 			if !errors.Is(err, ErrInvalidCommand) {
@@ -169,7 +172,11 @@ func FuzzDecodePermissions(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p Permissions
-		if err := p.Decode(body); err != nil {
+		err := p.Decode(body)
+		if (err == nil) != (ValidatePermissions(body) == nil) {
+			t.Fatalf("Decode err %v disagrees with ValidatePermissions", err)
+		}
+		if err != nil {
 			return
 		}
 		// Every accepted block re-encodes to itself, except that non-zero flags
