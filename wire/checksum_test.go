@@ -71,9 +71,14 @@ func TestPrepareIdentity(t *testing.T) {
 	// A retransmit in a later view keeps its identity, and computing the identity
 	// leaves the header untouched.
 	p.View = 99
-	if p.Identity() != identity {
+	if p.Identity() != identity || !p.IdentityValid() {
 		t.Fatal("identity depends on the view")
 	}
+	p.Op++
+	if p.IdentityValid() {
+		t.Fatal("identity survives a changed op")
+	}
+	p.Op--
 	p.View = 3
 	if *p.Bytes() != before {
 		t.Fatal("PrepareIdentity modified the header")

@@ -750,6 +750,11 @@ func (p *PrepareHeader) Identity() Uint128 { return PrepareIdentity(p.Bytes()) }
 // field but View, checksum_body included.
 func (p *PrepareHeader) SetIdentity() { p.Checksum = p.Identity() }
 
+// IdentityValid reports whether Checksum holds the prepare's identity. Decoding does
+// not check it (the reference leaves it to consensus, which also decides what a zero,
+// never-sealed checksum means); vsr calls this where it accepts a prepare.
+func (p *PrepareHeader) IdentityValid() bool { return p.Checksum == p.Identity() }
+
 // Generic returns the prepare as an untyped header, for code that handles any
 // replica frame.
 func (p *PrepareHeader) Generic() *GenericHeader { return (*GenericHeader)(unsafe.Pointer(p)) }
