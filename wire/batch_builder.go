@@ -110,6 +110,10 @@ func (bb *BatchBuilder) Finish() ([]byte, error) {
 	batch := bb.buf[bb.start:]
 	header := (*[BatchHeaderSize]byte)(batch)
 	var hasher batchHasher
+	if bb.count > batchHasherBufferedFramesMax {
+		var stream xxh3.Hasher
+		hasher.stream = &stream
+	}
 	frames := batch[BatchHeaderSize:]
 	// The header fields go first into the batch checksum but the frame checksums must
 	// be written before it is final, so fill the header now (checksum aside).

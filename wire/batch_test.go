@@ -707,3 +707,51 @@ func TestBatchHotPathsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// The batch checksum is hashed in one call up to 58 frames and streamed beyond: both
+// sides of that boundary must agree with the spec's one-shot definition.
+func TestBatchChecksumAcrossBufferBoundary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var bb BatchBuilder
+	for _, n := range []int{1, 57, 58, 59, 60, 63, 64, 65, 117, 118, 119, 300} {
+		msgs := randomMessages(rng, n)
+		batch := buildBatch(t, &bb, nil, msgs)
+		if got, want := binary.LittleEndian.Uint64(batch[40:]), specBatchChecksum(batch); got != want {
+			t.Fatalf("%d frames: builder checksum %#x, spec %#x", n, got, want)
+		}
+		if err := ValidateBatch(batch); err != nil {
+			t.Fatalf("%d frames: %v", n, err)
+		}
+		StampBatch(batch, 1, 1<<33, 7)
+		if got, want := binary.LittleEndian.Uint64(batch[40:]), specBatchChecksum(batch); got != want {
+			t.Fatalf("%d frames: stamped checksum %#x, spec %#x", n, got, want)
+		}
+		if err := CheckStoredBatch(batch); err != nil {
+			t.Fatalf("%d frames: %v", n, err)
+		}
+		// A header whose message_count is not the number of frames has no checksum.
+		lying := bytes.Clone(batch[:BatchHeaderSize])
+		binary.LittleEndian.PutUint32(lying[48:], uint32(n-1))
+		if _, ok := ComputeBatchChecksum(lying, batch[BatchHeaderSize:]); ok {
+			t.Fatalf("%d frames: ComputeBatchChecksum accepts message_count %d", n, n-1)
+		}
+		binary.LittleEndian.PutUint32(lying[48:], uint32(n+1))
+		if _, ok := ComputeBatchChecksum(lying, batch[BatchHeaderSize:]); ok {
+			t.Fatalf("%d frames: ComputeBatchChecksum accepts message_count %d", n, n+1)
+		}
+		for _, cut := range []uint32{1, uint32(n) / 2, uint32(n) - 1} {
+			if cut == 0 || cut >= uint32(n) {
+				continue
+			}
+			var hdr [BatchHeaderSize]byte
+			frames, count, err := SliceBatch(&hdr, batch, (1<<33)+uint64(cut), uint32(n))
+			if err != nil || count != uint32(n)-cut {
+				t.Fatalf("%d frames: SliceBatch from %d = %d, %v", n, cut, count, err)
+			}
+			record := append(hdr[:], frames...)
+			if got, want := binary.LittleEndian.Uint64(record[40:]), specBatchChecksum(record); got != want {
+				t.Fatalf("%d frames: slice from %d checksum %#x, spec %#x", n, cut, got, want)
+			}
+		}
+	}
+}
