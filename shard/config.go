@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/fdpass"
 )
 
 // Config configures a Runtime. The zero value of every field but NewHandler means the
@@ -55,10 +56,16 @@ type Config struct {
 	// Default 1024.
 	InboxCapacity int
 
-	// accept is the accept-error seam for tests: when set, a successful accept's fd is
-	// passed through it and may be replaced by an error.
-	acceptHook func(fd int) error
+	// FdPass is how shard 0 hands accepted connections to the other shards: 0 probes
+	// the kernel (fdpass.Probe) and uses msg_ring send-fd where it works, else the
+	// inter-shard queue; fdpass.ModeQueue forces the queue.
+	FdPass fdpass.Mode
 }
+
+// handoffsInFlightMax bounds shard 0's msg_ring handoffs awaiting completion, and so
+// the staging slots its registered-file table reserves for them: an accept burst larger
+// than this waits in the kernel's accept queue for a few microseconds, not in memory.
+const handoffsInFlightMax = 64
 
 // recvBufferBytes is the size of each connection's receive buffer, the arena's smallest
 // class: a PING is 256 bytes and an SDK has one request in flight, so 4 KiB holds a

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/ring"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -51,7 +52,8 @@ type sendSegment struct {
 type Conn struct {
 	shard  *Shard
 	id     ConnID
-	fd     int
+	fd     int  // a descriptor, or a registered-file slot when direct
+	direct bool // fd is a slot of the shard ring's registered-file table
 	state  connState
 	framer *Framer
 
@@ -90,14 +92,15 @@ func (c *Conn) Shard() *Shard { return c.shard }
 // Open reports whether the connection still accepts replies.
 func (c *Conn) Open() bool { return c.state == connOpen }
 
-func (c *Conn) open(fd int, slot uint32) error {
+func (c *Conn) open(fd int, direct bool, slot uint32) error {
 	buf, err := c.shard.arena.Acquire(recvBufferBytes)
 	if err != nil {
 		return fmt.Errorf("receive buffer: %w", err)
 	}
 	s := c.shard
 	generation := (c.id.generation() + 1) & connGenerationMask
-	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, state: connOpen, recvBuf: buf}
+	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
+		state: connOpen, recvBuf: buf}
 	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()
@@ -108,6 +111,7 @@ func (c *Conn) open(fd int, slot uint32) error {
 func (c *Conn) armRecv() {
 	sqe := c.shard.getSQE()
 	sqe.PrepareRecv(c.fd, c.recvBuf.Full(), 0)
+	c.markFixed(sqe)
 	sqe.UserData = userData(kindRecv, c.id)
 	c.recvInFlight = true
 }
@@ -378,6 +382,7 @@ func (c *Conn) flush() {
 		c.msg.SetIovlen(c.segCount)
 		sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
 	}
+	c.markFixed(sqe)
 	sqe.UserData = userData(kindSend, c.id)
 	c.sendInFlight = true
 }
@@ -549,7 +554,7 @@ func (c *Conn) maybeFinish() {
 		return
 	}
 	s := c.shard
-	unix.Close(c.fd)
+	s.closeSocket(c.fd, c.direct)
 	for c.segCount > 0 {
 		c.popHead()
 	}
@@ -564,4 +569,11 @@ func (c *Conn) maybeFinish() {
 	c.Value = nil
 	c.recvBuf, c.spare = arena.Buffer{}, arena.Buffer{}
 	s.release(c)
+}
+
+// markFixed addresses the socket as a registered file when the connection is direct.
+func (c *Conn) markFixed(sqe *ring.SQE) {
+	if c.direct {
+		sqe.Flags |= ring.SQEFixedFile
+	}
 }

@@ -144,9 +144,11 @@ func isResourceExhaustion(errno unix.Errno) bool {
 	return false
 }
 
-// delegate gives an accepted socket to the next shard, round-robin. The socket moves as
-// a plain descriptor through the target's inbox (shards share one process's descriptor
-// table), followed by a MSG_RING wake-up; shard 0 keeps it when that inbox is full.
+// delegate gives an accepted socket to the next shard, round-robin, through fdpass:
+// installed straight into the target ring's registered-file table by msg_ring
+// send-fd (which also wakes the target), or as a duplicated descriptor through the
+// target's inbox followed by a MSG_RING wake-up. A failed handoff closes the
+// connection (the client reconnects); shard 0 keeps its own share.
 func (s *Shard) delegate(fd int) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
@@ -154,8 +156,12 @@ func (s *Shard) delegate(fd int) {
 	l := &s.listener
 	target := l.nextShard
 	l.nextShard = (l.nextShard + 1) % len(s.rt.shards)
-	if target == s.index || !s.Post(target, Message{internal: internalAdoptConn, fd: fd}) {
-		s.adopt(fd)
+	if target == s.index {
+		s.adopt(fd, false)
+		return
+	}
+	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, 0); err != nil {
+		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/linux"
 )
 
@@ -44,6 +45,18 @@ func Start(cfg Config) (*Runtime, error) {
 	cfg, err = cfg.withDefaults(allowed)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.FdPass == 0 {
+		if cfg.ShardCount == 1 {
+			cfg.FdPass = fdpass.ModeQueue // nothing to hand over
+		} else {
+			probed, err := fdpass.Probe()
+			if err != nil {
+				return nil, fmt.Errorf("shard: %w", err)
+			}
+			cfg.FdPass = probed.Mode
+			cfg.Logger.Info("connection handoff", "mode", probed.Mode.String(), "why", probed.Why)
+		}
 	}
 	listenFd, addr, err := listen(cfg.TCPAddress)
 	if err != nil {
@@ -171,9 +184,28 @@ func (rt *Runtime) closeAll() {
 			errs = append(errs, s.ring.Close())
 		}
 	}
+	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
+	// parked files; the sender closes its plain copies. Connections still in an inbox
+	// were never adopted.
+	if sender := rt.shards[0].sender; sender != nil {
+		sender.Close()
+	}
+	for _, s := range rt.shards {
+		for _, q := range s.inbox {
+			for {
+				m, ok := q.Pop()
+				if !ok {
+					break
+				}
+				if m.internal == internalAdoptConn {
+					unix.Close(m.fd)
+				}
+			}
+		}
+	}
 	for _, s := range rt.shards {
 		for _, c := range s.conns {
-			if c != nil && c.state != connFree {
+			if c != nil && c.state != connFree && !c.direct { // the ring's close released slots
 				unix.Close(c.fd)
 			}
 		}

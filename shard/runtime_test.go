@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -289,13 +290,28 @@ func (c *testClient) expectClose() {
 	}
 }
 
+// TestPing serves PINGs on connections spread over every shard, with each way of
+// handing connections over.
 func TestPing(t *testing.T) {
-	rt := startTestRuntime(t, Config{PinCPUs: true})
-	for i := range 4 {
-		c := dial(t, rt)
-		for r := range uint64(3) {
-			c.ping(uint64(i)*10 + r)
-		}
+	for _, mode := range []fdpass.Mode{0, fdpass.ModeQueue} {
+		t.Run(map[fdpass.Mode]string{0: "probed", fdpass.ModeQueue: "queue"}[mode], func(t *testing.T) {
+			rt := startTestRuntime(t, Config{PinCPUs: true, ShardCount: 3, FdPass: mode})
+			clients := make([]*testClient, 9)
+			for i := range clients {
+				clients[i] = dial(t, rt)
+			}
+			for r := range uint64(3) {
+				for i, c := range clients {
+					c.ping(uint64(i)*10 + r)
+				}
+			}
+			waitFor(t, 5*time.Second, "9 connections", func() bool { return rt.ConnectionCount() == 9 })
+			for i := range rt.connCounts {
+				if n := rt.connCounts[i].Load(); n != 3 {
+					t.Errorf("shard %d serves %d connections, want 3 (round-robin)", i, n)
+				}
+			}
+		})
 	}
 }
 

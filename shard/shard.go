@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/ring"
 )
@@ -86,7 +87,11 @@ type Shard struct {
 
 	cqes [completionBatchMax]ring.CQE
 
-	listener listener // shard 0 only
+	listener listener       // shard 0 only
+	sender   *fdpass.Sender // shard 0 only: hands accepted connections to the others
+	// connSlotCount is the size of the registered-file table's connection range, into
+	// which other shards' handoffs land (msg_ring send-fd); 0 in queue mode.
+	connSlotCount uint32
 
 	stopping       bool
 	stopDeadlineNs int64
@@ -194,6 +199,11 @@ func (s *Shard) setUp() error {
 			return fmt.Errorf("shard %d: the kernel's io_uring lacks opcode %d (Linux 6.0 or newer is needed)", s.index, op)
 		}
 	}
+	if s.cfg.FdPass == fdpass.ModeMsgRing {
+		if err := s.registerFileTable(); err != nil {
+			return fmt.Errorf("shard %d: %w", s.index, err)
+		}
+	}
 	a, err := arena.New(s.cfg.Arena)
 	if err != nil {
 		return fmt.Errorf("shard %d: %w", s.index, err)
@@ -211,8 +221,60 @@ func (s *Shard) setUp() error {
 	return nil
 }
 
+// registerFileTable gives the ring a sparse registered-file table: slots
+// [0, connSlotCount) receive connections handed over by shard 0 (the kernel picks a free
+// one), and on shard 0 the next handoffsInFlightMax slots park files being handed over.
+// The kernel caps a table at RLIMIT_NOFILE entries.
+func (s *Shard) registerFileTable() error {
+	limit, err := linux.OpenFilesLimit()
+	if err != nil {
+		return err
+	}
+	want := uint64(s.cfg.ConnectionsPerShardMax) + handoffsInFlightMax
+	size := min(want, limit.Soft, 1<<20)
+	if size <= 2*handoffsInFlightMax {
+		return fmt.Errorf("RLIMIT_NOFILE %d too low for a registered-file table (run with FdPass: fdpass.ModeQueue)", limit.Soft)
+	}
+	if err := s.ring.RegisterFilesSparse(uint32(size)); err != nil {
+		return err
+	}
+	s.connSlotCount = uint32(size) - handoffsInFlightMax
+	return s.ring.SetFileAllocRange(0, s.connSlotCount)
+}
+
+// newSender makes shard 0's connection sender, once every shard's ring exists.
+func (s *Shard) newSender() error {
+	cfg := fdpass.Config{Mode: s.cfg.FdPass}
+	switch s.cfg.FdPass {
+	case fdpass.ModeMsgRing:
+		cfg.Ring = s.ring
+		cfg.InFlightMax = handoffsInFlightMax
+		cfg.StagingSlotFirst = s.connSlotCount
+		for _, other := range s.rt.shards {
+			cfg.TargetRingFds = append(cfg.TargetRingFds, other.ring.Fd())
+		}
+	case fdpass.ModeQueue:
+		cfg.ShardCount = len(s.rt.shards)
+		cfg.Enqueue = func(target int, h fdpass.Handoff) bool {
+			return s.Post(target, Message{internal: internalAdoptConn, fd: h.Fd})
+		}
+	}
+	sender, err := fdpass.NewSender(cfg)
+	if err != nil {
+		return err
+	}
+	s.sender = sender
+	return nil
+}
+
 func (s *Shard) loop() {
 	s.log.Info("shard started", "cpu_pinned", s.cfg.PinCPUs)
+	if !s.listener.closed() {
+		if err := s.newSender(); err != nil {
+			s.rt.fatal(fmt.Errorf("shard %d: %w", s.index, err))
+			return
+		}
+	}
 	s.armAccept()
 	for {
 		s.nowNs = s.clock()
@@ -283,6 +345,10 @@ func (s *Shard) reap() {
 }
 
 func (s *Shard) complete(cqe *ring.CQE) {
+	if fdpass.Owns(cqe.UserData) {
+		s.completeHandoff(cqe)
+		return
+	}
 	kind, rest := splitUserData(cqe.UserData)
 	switch kind {
 	case kindAccept:
@@ -334,7 +400,7 @@ func (s *Shard) drainInboxes() {
 				break
 			}
 			if m.internal == internalAdoptConn {
-				s.adopt(m.fd)
+				s.adopt(m.fd, false)
 				continue
 			}
 			_ = from
@@ -408,18 +474,47 @@ func (s *Shard) beginStop() {
 }
 
 func (s *Shard) stopped() bool {
-	return s.connCount == 0 && s.listener.closed()
+	return s.connCount == 0 && s.listener.closed() && (s.sender == nil || s.sender.InFlightCount() == 0)
 }
 
-// adopt installs an accepted socket as a connection of this shard.
-func (s *Shard) adopt(fd int) {
-	if s.stopping {
+// completeHandoff handles the completions of connection handoffs: on a target, a
+// connection arriving in its registered-file table; on shard 0, the end of a handoff.
+func (s *Shard) completeHandoff(cqe *ring.CQE) {
+	if h, ok := fdpass.Incoming(cqe); ok {
+		s.adopt(h.Fd, true)
+		return
+	}
+	if s.sender == nil {
+		panic(fmt.Sprintf("shard %d: handoff completion without a sender", s.index))
+	}
+	if out, done := s.sender.Complete(cqe); done && out.Err != nil {
+		s.log.Warn("connection lost in handoff", "to_shard", out.Shard, "err", out.Err)
+	}
+}
+
+// closeSocket closes a connection's socket: a plain descriptor, or a slot of the
+// registered-file table (asynchronously; the slot is free once the close ran, and the
+// kernel hands out no slot before that).
+func (s *Shard) closeSocket(fd int, direct bool) {
+	if !direct {
 		unix.Close(fd)
+		return
+	}
+	sqe := s.getSQE()
+	sqe.PrepareCloseDirect(uint32(fd))
+	sqe.UserData = userData(kindCancel, 0)
+}
+
+// adopt installs an accepted socket as a connection of this shard: a plain descriptor,
+// or (direct) a slot of the ring's registered-file table.
+func (s *Shard) adopt(fd int, direct bool) {
+	if s.stopping {
+		s.closeSocket(fd, direct)
 		return
 	}
 	if s.connCount >= s.cfg.ConnectionsPerShardMax {
 		s.log.Warn("connection refused: shard connection table full", "max", s.cfg.ConnectionsPerShardMax)
-		unix.Close(fd)
+		s.closeSocket(fd, direct)
 		return
 	}
 	var slot uint32
@@ -431,9 +526,9 @@ func (s *Shard) adopt(fd int) {
 		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, recvBufferBytes)})
 	}
 	c := s.conns[slot]
-	if err := c.open(fd, slot); err != nil {
+	if err := c.open(fd, direct, slot); err != nil {
 		s.log.Warn("connection refused", "err", err)
-		unix.Close(fd)
+		s.closeSocket(fd, direct)
 		s.freeSlots = append(s.freeSlots, slot)
 		return
 	}
