@@ -21,9 +21,13 @@
 // # Connections
 //
 // Shard 0 listens with one multishot accept and delegates each accepted socket
-// round-robin: the descriptor travels through the target's inbox, followed by a
-// MSG_RING wake-up. On EMFILE, ENFILE, ENOBUFS or ENOMEM accept backs off (10 ms
-// doubling to 1 s) and re-arms; pending connections wait in the kernel's queue.
+// round-robin through fdpass: msg_ring send-fd installs it straight into the target
+// ring's registered-file table (the target then addresses it as a fixed file and never
+// holds a descriptor), or, on kernels without send-fd, a duplicate travels through the
+// target's inbox followed by a MSG_RING wake-up. On EMFILE, ENFILE, ENOBUFS or ENOMEM
+// accept backs off (10 ms doubling to 1 s) and re-arms; pending connections wait in the
+// kernel's queue. (io_uring reads RLIMIT_NOFILE when an accept is prepared, so a lower
+// limit applies from the next re-arm.)
 //
 // A connection receives into a 4 KiB arena buffer; the Framer copies the bytes into a
 // 16-byte-aligned frame buffer until a whole frame is there:
