@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -461,5 +462,35 @@ func TestSubmitAllPastAFailedSQE(t *testing.T) {
 	}
 	if !errors.Is(results[1].Err(), unix.EINVAL) || results[2].Res != 0 {
 		t.Fatalf("bad opcode %+v (%v), nop %+v", results[1], results[1].Err(), results[2])
+	}
+}
+
+// TestSeparateRingMappings runs a ring mapped the pre-5.4 way, SQ and CQ
+// rings in two mappings, as New does on kernels without FeatSingleMmap
+// (newer kernels still accept the separate CQ offset).
+func TestSeparateRingMappings(t *testing.T) {
+	fd, p, _, err := setupWithFallback(4, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Ring{fd: fd, enterFd: fd, flags: p.flags, features: p.features &^ FeatSingleMmap}
+	if err := r.mapRings(&p); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if unsafe.SliceData(r.cqRingMem) == unsafe.SliceData(r.sqRingMem) {
+		t.Fatal("CQ ring not mapped separately")
+	}
+	for i := range uint64(6) { // more than the SQ holds: wraps both rings
+		sqe := getSQE(t, r)
+		sqe.PrepareNop()
+		sqe.UserData = i
+		if _, err := r.SubmitAndWait(1); err != nil {
+			t.Fatal(err)
+		}
+		if cqe := nextCQE(t, r); cqe.UserData != i {
+			t.Fatalf("cqe %+v, want user_data %d", cqe, i)
+		}
 	}
 }
