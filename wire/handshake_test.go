@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	testSecret    = []byte("0123456789abcdef0123456789abcdef")
-	testNewSecret = []byte("fedcba9876543210fedcba9876543210")
+	handshakeTestSecret    = []byte("0123456789abcdef0123456789abcdef")
+	handshakeTestNewSecret = []byte("fedcba9876543210fedcba9876543210")
 )
 
 func testTranscript() HandshakeTranscript {
@@ -34,10 +34,10 @@ func mustAuth(t *testing.T, secret, previous []byte) HandshakeAuth {
 // TestHandshakeMACDefinition restates the MAC from its definition with the BLAKE3
 // primitives: derive_key(context, secret) keys a keyed hash over the transcript.
 func TestHandshakeMACDefinition(t *testing.T) {
-	auth := mustAuth(t, testSecret, nil)
+	auth := mustAuth(t, handshakeTestSecret, nil)
 	tr := testTranscript()
 	var key [32]byte
-	blake3.DeriveKey(key[:], "apache-iggy replica-auth v1 psk->mac-key", testSecret)
+	blake3.DeriveKey(key[:], "apache-iggy replica-auth v1 psk->mac-key", handshakeTestSecret)
 	var msg bytes.Buffer
 	msg.WriteString("apache-iggy replica-auth v1")
 	var cluster [16]byte
@@ -57,7 +57,7 @@ func TestHandshakeMACDefinition(t *testing.T) {
 }
 
 func TestHandshakeMACs(t *testing.T) {
-	auth := mustAuth(t, testSecret, nil)
+	auth := mustAuth(t, handshakeTestSecret, nil)
 	tr := testTranscript()
 	dialer, acceptor := auth.DialerMAC(&tr), auth.AcceptorMAC(&tr)
 	if !auth.VerifyDialerMAC(&tr, &dialer) || !auth.VerifyAcceptorMAC(&tr, &acceptor) {
@@ -67,7 +67,7 @@ func TestHandshakeMACs(t *testing.T) {
 	if auth.VerifyDialerMAC(&tr, &acceptor) || auth.VerifyAcceptorMAC(&tr, &dialer) {
 		t.Fatal("MAC verifies in the other direction")
 	}
-	other := mustAuth(t, testNewSecret, nil)
+	other := mustAuth(t, handshakeTestNewSecret, nil)
 	if other.VerifyDialerMAC(&tr, &dialer) {
 		t.Fatal("MAC verifies under another secret")
 	}
@@ -96,9 +96,9 @@ func TestHandshakeMACs(t *testing.T) {
 
 func TestHandshakeRotation(t *testing.T) {
 	tr := testTranscript()
-	oldSigner := mustAuth(t, testSecret, nil)
-	newSigner := mustAuth(t, testNewSecret, nil)
-	window := mustAuth(t, testNewSecret, testSecret)
+	oldSigner := mustAuth(t, handshakeTestSecret, nil)
+	newSigner := mustAuth(t, handshakeTestNewSecret, nil)
+	window := mustAuth(t, handshakeTestNewSecret, handshakeTestSecret)
 	oldMAC, newMAC := oldSigner.DialerMAC(&tr), newSigner.AcceptorMAC(&tr)
 	if !window.VerifyDialerMAC(&tr, &oldMAC) || !window.VerifyAcceptorMAC(&tr, &newMAC) {
 		t.Fatal("rotation window refuses one of its keys")
@@ -113,13 +113,13 @@ func TestHandshakeRotation(t *testing.T) {
 }
 
 func TestNewHandshakeAuthRefusesWeakSecrets(t *testing.T) {
-	if _, err := NewHandshakeAuth(testSecret[:31], nil); err == nil {
+	if _, err := NewHandshakeAuth(handshakeTestSecret[:31], nil); err == nil {
 		t.Fatal("31-byte secret accepted")
 	}
-	if _, err := NewHandshakeAuth(testSecret, testNewSecret[:31]); err == nil {
+	if _, err := NewHandshakeAuth(handshakeTestSecret, handshakeTestNewSecret[:31]); err == nil {
 		t.Fatal("31-byte previous secret accepted")
 	}
-	if _, err := NewHandshakeAuth(testSecret, bytes.Clone(testSecret)); err == nil {
+	if _, err := NewHandshakeAuth(handshakeTestSecret, bytes.Clone(handshakeTestSecret)); err == nil {
 		t.Fatal("previous secret equal to the current one accepted")
 	}
 }
@@ -128,7 +128,7 @@ func TestNewHandshakeAuthRefusesWeakSecrets(t *testing.T) {
 // Rust toolchain is available to cross-check), so it guards the transcript against
 // accidental change; TestHandshakeMACDefinition ties it to the documented layout.
 func TestHandshakeMACVector(t *testing.T) {
-	auth := mustAuth(t, testSecret, nil)
+	auth := mustAuth(t, handshakeTestSecret, nil)
 	tr := testTranscript()
 	mac := auth.AcceptorMAC(&tr)
 	const want = "2cab26ae1bc056d707266a0a514d000ee7591528c7d194c31b92fe87852ccf24"

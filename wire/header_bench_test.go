@@ -40,7 +40,7 @@ func decodeRequestByCopy(b []byte, h *RequestHeader) error {
 }
 
 func BenchmarkDecodeRequestHeader(b *testing.B) {
-	_, buf := validRequest(OperationCreateStream)
+	_, buf := validRequestHeader(OperationCreateStream)
 	b.Run("impl=view", func(b *testing.B) {
 		b.SetBytes(HeaderSize)
 		b.ReportAllocs()
@@ -71,7 +71,7 @@ func BenchmarkDecodeRequestHeader(b *testing.B) {
 
 func BenchmarkDecodeReplicaHeader(b *testing.B) {
 	dvc := replicaFrame(CommandDoViewChange)
-	seal(dvc)
+	sealIfSealed(dvc)
 	prepare := replicaFrame(CommandPrepare)
 	b.Run("command=DoViewChange-sealed", func(b *testing.B) {
 		b.SetBytes(HeaderSize)
@@ -189,7 +189,7 @@ func allZeroByteLoop(b []byte) bool {
 // BenchmarkAllZero: the reserved-bytes check over a request's 66 + 56 reserved bytes,
 // word at a time against the plain byte loop.
 func BenchmarkAllZero(b *testing.B) {
-	_, buf := validRequest(OperationCreateStream)
+	_, buf := validRequestHeader(OperationCreateStream)
 	b.Run("impl=word", func(b *testing.B) {
 		b.SetBytes(66 + 56)
 		ok := true

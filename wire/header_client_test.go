@@ -7,7 +7,7 @@ import (
 
 // validRequest returns an aligned buffer holding a request that passes every rule,
 // for tests to break one rule at a time.
-func validRequest(op Operation) (*RequestHeader, []byte) {
+func validRequestHeader(op Operation) (*RequestHeader, []byte) {
 	buf := alignedBuffer(HeaderSize)
 	h, err := ViewHeader[RequestHeader](buf)
 	if err != nil {
@@ -122,7 +122,7 @@ func TestDecodeRequestHeaderFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, buf := validRequest(tt.op)
+			h, buf := validRequestHeader(tt.op)
 			tt.mutate(h, buf)
 			got, err := DecodeRequestHeader(buf, DefaultMessageSizeMax)
 			if tt.want == FaultNone {
@@ -147,7 +147,7 @@ func TestDecodeRequestHeaderFaults(t *testing.T) {
 }
 
 func TestDecodeRequestHeaderSizeMax(t *testing.T) {
-	h, buf := validRequest(OperationSendMessages)
+	h, buf := validRequestHeader(OperationSendMessages)
 	h.Size = 4096
 	if _, err := DecodeRequestHeader(buf, 4096); err != nil {
 		t.Fatalf("size == max refused: %v", err)
@@ -386,7 +386,7 @@ func TestEvictionReasonErrorCode(t *testing.T) {
 // TestClientDecodersDoNotAllocate covers the accepting and the refusing paths: a
 // fault is a byte, so returning one as an error allocates nothing either.
 func TestClientDecodersDoNotAllocate(t *testing.T) {
-	_, request := validRequest(OperationCreateStream)
+	_, request := validRequestHeader(OperationCreateStream)
 	bad := alignedCopy(request)
 	bad[62] = 1
 	reply := alignedBuffer(HeaderSize)
@@ -415,7 +415,7 @@ func TestRequestHeaderMutations(t *testing.T) {
 	ops := []Operation{OperationRegister, OperationNonReplicated, OperationLogout,
 		OperationCreateStream, OperationSendMessages}
 	for i := range 5000 {
-		_, buf := validRequest(ops[i%len(ops)])
+		_, buf := validRequestHeader(ops[i%len(ops)])
 		for range 1 + rng.IntN(4) {
 			buf[rng.IntN(HeaderSize)] ^= byte(1 + rng.IntN(255))
 		}
@@ -434,7 +434,7 @@ func TestRequestHeaderMutations(t *testing.T) {
 }
 
 func TestReplyTo(t *testing.T) {
-	req, _ := validRequest(OperationCreateTopic)
+	req, _ := validRequestHeader(OperationCreateTopic)
 	req.Cluster, req.RequestChecksum, req.Timestamp = Uint128{Lo: 5}, Uint128{Lo: 6}, 7
 	reply := ReplyTo(req, 0, 4+60, true)
 	buf := alignedBuffer(HeaderSize)
@@ -461,7 +461,7 @@ func TestReplyTo(t *testing.T) {
 }
 
 func TestFrameBuildersDoNotAllocate(t *testing.T) {
-	req, _ := validRequest(OperationCreateStream)
+	req, _ := validRequestHeader(OperationCreateStream)
 	buf := alignedBuffer(HeaderSize)
 	nonce, mac := [32]byte{1}, [32]byte{2}
 	allocs := testing.AllocsPerRun(100, func() {

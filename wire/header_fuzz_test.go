@@ -85,45 +85,45 @@ func FuzzDecodeReplyHeader(f *testing.F) {
 func viewAsCommand(g *GenericHeader) uintptr {
 	switch g.Command {
 	case CommandPrepare, CommandRepairPrepare:
-		return addr(g.Prepare())
+		return headerAddr(g.Prepare())
 	case CommandPrepareOk:
-		return addr(g.PrepareOk())
+		return headerAddr(g.PrepareOk())
 	case CommandCommit:
-		return addr(g.Commit())
+		return headerAddr(g.Commit())
 	case CommandStartViewChange:
-		return addr(g.StartViewChange())
+		return headerAddr(g.StartViewChange())
 	case CommandDoViewChange:
 		d := g.DoViewChange()
 		_ = d.SuffixLen()
-		return addr(d)
+		return headerAddr(d)
 	case CommandStartView:
 		s := g.StartView()
 		_ = s.SuffixLen()
-		return addr(s)
+		return headerAddr(s)
 	case CommandRequestStartView:
-		return addr(g.RequestStartView())
+		return headerAddr(g.RequestStartView())
 	case CommandRequestPrepares:
-		return addr(g.RequestPrepares())
+		return headerAddr(g.RequestPrepares())
 	case CommandRepairDone, CommandRangeEvicted:
-		return addr(g.RepairRange())
+		return headerAddr(g.RepairRange())
 	case CommandRequestStateTransfer:
-		return addr(g.RequestStateTransfer())
+		return headerAddr(g.RequestStateTransfer())
 	case CommandStateTransferTarget:
-		return addr(g.StateTransferTarget())
+		return headerAddr(g.StateTransferTarget())
 	case CommandRequestStateChunk:
-		return addr(g.RequestStateChunk())
+		return headerAddr(g.RequestStateChunk())
 	case CommandStateChunk:
-		return addr(g.StateChunk())
+		return headerAddr(g.StateChunk())
 	case CommandForwardRegister:
-		return addr(g.ForwardRegister())
+		return headerAddr(g.ForwardRegister())
 	case CommandForwardRegisterResult:
-		return addr(g.ForwardRegisterResult())
+		return headerAddr(g.ForwardRegisterResult())
 	case CommandForwardLogout:
-		return addr(g.ForwardLogout())
+		return headerAddr(g.ForwardLogout())
 	case CommandForwardLogoutResult:
-		return addr(g.ForwardLogoutResult())
+		return headerAddr(g.ForwardLogoutResult())
 	case CommandReplicaHello, CommandReplicaChallenge, CommandReplicaFinish:
-		return addr(g.Handshake())
+		return headerAddr(g.Handshake())
 	}
 	panic("decoded a frame of command " + g.Command.String())
 }
@@ -155,7 +155,7 @@ func FuzzDecodeReplicaHeader(f *testing.F) {
 		if g.Command.FrameSealed() && !FrameSealValid(g.Bytes()) {
 			t.Fatal("sealed command accepted without its seal")
 		}
-		if viewAsCommand(g) != addr(g) {
+		if viewAsCommand(g) != headerAddr(g) {
 			t.Fatal("typed view is not in place")
 		}
 	})

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-func addr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+func headerAddr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
 
 // replicaFrame returns an aligned header-only frame of command with every field
 // valid for it, unsealed.
@@ -45,7 +45,7 @@ func replicaFrame(command Command) []byte {
 	return buf
 }
 
-func seal(buf []byte) {
+func sealIfSealed(buf []byte) {
 	if Command(buf[CommandFieldOffset]).FrameSealed() {
 		SealFrame((*[HeaderSize]byte)(buf))
 	}
@@ -88,7 +88,7 @@ func TestCommandPlanes(t *testing.T) {
 func TestDecodeReplicaHeaderAcceptsEveryCommand(t *testing.T) {
 	for _, c := range replicaCommands() {
 		buf := replicaFrame(c)
-		seal(buf)
+		sealIfSealed(buf)
 		g, err := DecodeReplicaHeader(buf, DefaultMessageSizeMax)
 		if err != nil {
 			t.Errorf("%v: %v", c, err)
@@ -220,7 +220,7 @@ func TestDecodeReplicaHeaderFaults(t *testing.T) {
 			g, _ := ViewHeader[GenericHeader](buf)
 			tt.mutate(g, buf)
 			if !tt.noSeal {
-				seal(buf)
+				sealIfSealed(buf)
 			}
 			got, err := DecodeReplicaHeader(buf, DefaultMessageSizeMax)
 			if err != tt.want || got != nil {
@@ -238,7 +238,7 @@ func TestFrameSealCoversEveryByte(t *testing.T) {
 			continue
 		}
 		buf := replicaFrame(c)
-		seal(buf)
+		sealIfSealed(buf)
 		for off := 16; off < HeaderSize; off++ {
 			for bit := range 8 {
 				buf[off] ^= 1 << bit
@@ -282,45 +282,45 @@ func TestGenericAccessorsAlias(t *testing.T) {
 		var p uintptr
 		switch c {
 		case CommandPrepare, CommandRepairPrepare:
-			p = addr(g.Prepare())
+			p = headerAddr(g.Prepare())
 		case CommandPrepareOk:
-			p = addr(g.PrepareOk())
+			p = headerAddr(g.PrepareOk())
 		case CommandCommit:
-			p = addr(g.Commit())
+			p = headerAddr(g.Commit())
 		case CommandStartViewChange:
-			p = addr(g.StartViewChange())
+			p = headerAddr(g.StartViewChange())
 		case CommandDoViewChange:
-			p = addr(g.DoViewChange())
+			p = headerAddr(g.DoViewChange())
 		case CommandStartView:
-			p = addr(g.StartView())
+			p = headerAddr(g.StartView())
 		case CommandRequestStartView:
-			p = addr(g.RequestStartView())
+			p = headerAddr(g.RequestStartView())
 		case CommandRequestPrepares:
-			p = addr(g.RequestPrepares())
+			p = headerAddr(g.RequestPrepares())
 		case CommandRepairDone, CommandRangeEvicted:
-			p = addr(g.RepairRange())
+			p = headerAddr(g.RepairRange())
 		case CommandRequestStateTransfer:
-			p = addr(g.RequestStateTransfer())
+			p = headerAddr(g.RequestStateTransfer())
 		case CommandStateTransferTarget:
-			p = addr(g.StateTransferTarget())
+			p = headerAddr(g.StateTransferTarget())
 		case CommandRequestStateChunk:
-			p = addr(g.RequestStateChunk())
+			p = headerAddr(g.RequestStateChunk())
 		case CommandStateChunk:
-			p = addr(g.StateChunk())
+			p = headerAddr(g.StateChunk())
 		case CommandForwardRegister:
-			p = addr(g.ForwardRegister())
+			p = headerAddr(g.ForwardRegister())
 		case CommandForwardRegisterResult:
-			p = addr(g.ForwardRegisterResult())
+			p = headerAddr(g.ForwardRegisterResult())
 		case CommandForwardLogout:
-			p = addr(g.ForwardLogout())
+			p = headerAddr(g.ForwardLogout())
 		case CommandForwardLogoutResult:
-			p = addr(g.ForwardLogoutResult())
+			p = headerAddr(g.ForwardLogoutResult())
 		case CommandReplicaHello, CommandReplicaChallenge, CommandReplicaFinish:
-			p = addr(g.Handshake())
+			p = headerAddr(g.Handshake())
 		default:
 			t.Fatalf("%v has no accessor", c)
 		}
-		if p != addr(g) {
+		if p != headerAddr(g) {
 			t.Fatalf("%v accessor does not view the frame in place", c)
 		}
 	}
@@ -348,7 +348,7 @@ func TestSuffixLen(t *testing.T) {
 
 func TestReplicaDecoderDoesNotAllocate(t *testing.T) {
 	dvc := replicaFrame(CommandDoViewChange)
-	seal(dvc)
+	sealIfSealed(dvc)
 	prepare := replicaFrame(CommandPrepare)
 	corrupt := replicaFrame(CommandCommit)
 	var sink error
@@ -376,7 +376,7 @@ func TestReplicaHeaderMutations(t *testing.T) {
 			buf[rng.IntN(HeaderSize)] ^= byte(1 + rng.IntN(255))
 		}
 		if rng.IntN(2) == 0 {
-			seal(buf)
+			sealIfSealed(buf)
 		}
 		g, err := DecodeReplicaHeader(buf, DefaultMessageSizeMax)
 		if err != nil {
@@ -528,7 +528,7 @@ func TestReplicaHeaderRoundTrip(t *testing.T) {
 		buf := replicaFrame(commands[i%len(commands)])
 		g, _ := ViewHeader[GenericHeader](buf)
 		randomizeReplica(rng, g)
-		seal(buf)
+		sealIfSealed(buf)
 		want := *g
 		PutHeader(out, &want)
 		got, err := DecodeReplicaHeader(out, DefaultMessageSizeMax)

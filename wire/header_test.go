@@ -34,14 +34,14 @@ func patternBytes(off, n int) []byte {
 	return b
 }
 
-func p128(off int) Uint128 { return GetUint128(patternBytes(off, 16)) }
-func p64(off int) uint64 {
+func pat128(off int) Uint128 { return GetUint128(patternBytes(off, 16)) }
+func pat64(off int) uint64 {
 	b := patternBytes(off, 8)
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
-func p32(off int) uint32 { return uint32(p64(off)) }
-func p32Bytes(off int) (a [32]byte) {
+func pat32(off int) uint32 { return uint32(pat64(off)) }
+func pat32Bytes(off int) (a [32]byte) {
 	copy(a[:], patternBytes(off, 32))
 	return a
 }
@@ -50,8 +50,8 @@ func p32Bytes(off int) (a [32]byte) {
 // size, release and command.
 func patternFrame(command Command, size uint32) CommonHeader {
 	return CommonHeader{
-		Checksum: p128(0), ChecksumBody: p128(16), Cluster: p128(32),
-		Size: size, View: p32(52), Command: command, Replica: 61,
+		Checksum: pat128(0), ChecksumBody: pat128(16), Cluster: pat128(32),
+		Size: size, View: pat32(52), Command: command, Replica: 61,
 	}
 }
 
@@ -77,14 +77,14 @@ func goldenCase[T AnyHeader](file string, command Command, want T, decode func([
 				return err.Error()
 			}
 			if !reflect.DeepEqual(*got, want) {
-				return "decoded fields differ:\n got " + describe(*got) + "\nwant " + describe(want)
+				return "decoded fields differ:\n got " + describeHeader(*got) + "\nwant " + describeHeader(want)
 			}
 			return ""
 		},
 	}
 }
 
-func describe(v any) string {
+func describeHeader(v any) string {
 	return reflect.ValueOf(v).Type().Name() + " " + formatFields(reflect.ValueOf(v))
 }
 
@@ -110,24 +110,24 @@ func reflectString(v reflect.Value) string {
 		if allZero(b) {
 			return "zero"
 		}
-		return fmtAny(b)
+		return fmtHeaderField(b)
 	}
-	return fmtAny(v.Interface())
+	return fmtHeaderField(v.Interface())
 }
 
-func fmtAny(x any) string {
+func fmtHeaderField(x any) string {
 	switch x := x.(type) {
 	case Uint128:
-		return "{" + hex64(x.Lo) + "," + hex64(x.Hi) + "}"
+		return "{" + hexU64(x.Lo) + "," + hexU64(x.Hi) + "}"
 	case uint64:
-		return hex64(x)
+		return hexU64(x)
 	case []byte:
 		return hex.EncodeToString(x)
 	}
 	return fmt.Sprint(x)
 }
 
-func hex64(v uint64) string {
+func hexU64(v uint64) string {
 	const digits = "0123456789abcdef"
 	out := []byte("0x")
 	for shift := 60; shift >= 0; shift -= 4 {
@@ -136,19 +136,22 @@ func hex64(v uint64) string {
 	return string(out)
 }
 
-func decodeRequest(b []byte) error {
+func decodeRequestGolden(b []byte) error {
 	_, err := DecodeRequestHeader(b, DefaultMessageSizeMax)
 	return err
 }
-func decodeReply(b []byte) error { _, err := DecodeReplyHeader(b, DefaultMessageSizeMax); return err }
-func decodeEviction(b []byte) error {
+func decodeReplyGolden(b []byte) error {
+	_, err := DecodeReplyHeader(b, DefaultMessageSizeMax)
+	return err
+}
+func decodeEvictionGolden(b []byte) error {
 	_, err := DecodeEvictionHeader(b)
 	return err
 }
 
-// decodeReplica seals a copy of a sealed-command golden vector (the vectors hold a
+// decodeReplicaGolden seals a copy of a sealed-command golden vector (the vectors hold a
 // pattern in the checksum field) and decodes it as the replica listener would.
-func decodeReplica(b []byte) error {
+func decodeReplicaGolden(b []byte) error {
 	frame := alignedCopy(b)
 	if Command(frame[CommandFieldOffset]).FrameSealed() {
 		SealFrame((*[HeaderSize]byte)(frame))
@@ -160,119 +163,119 @@ func decodeReplica(b []byte) error {
 func headerGoldens() []headerGolden {
 	prepare := PrepareHeader{
 		CommonHeader: patternFrame(CommandPrepare, 512),
-		Client:       p128(128), Parent: p128(144), RequestChecksum: p128(160),
-		Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
-		Operation: OperationSendMessages, Group: p64(216), UserID: p32(224),
+		Client:       pat128(128), Parent: pat128(144), RequestChecksum: pat128(160),
+		Op: pat64(176), Commit: pat64(184), Timestamp: pat64(192), Request: pat64(200),
+		Operation: OperationSendMessages, Group: pat64(216), UserID: pat32(224),
 	}
 	repair := prepare
 	repair.Command = CommandRepairPrepare
 	return []headerGolden{
 		goldenCase("headers/request_create_stream.hex", CommandRequest, RequestHeader{
 			CommonHeader: patternFrame(CommandRequest, 300),
-			Client:       p128(128), RequestChecksum: p128(144), Timestamp: p64(160), Request: p64(168),
-			Operation: OperationCreateStream, Session: p64(184), UserID: p32(192),
-		}, decodeRequest),
+			Client:       pat128(128), RequestChecksum: pat128(144), Timestamp: pat64(160), Request: pat64(168),
+			Operation: OperationCreateStream, Session: pat64(184), UserID: pat32(192),
+		}, decodeRequestGolden),
 		goldenCase("headers/request_ping.hex", CommandRequest, RequestHeader{
 			CommonHeader: CommonHeader{Size: 256, Command: CommandRequest},
-			Client:       p128(128), Timestamp: p64(160), Request: p64(168),
+			Client:       pat128(128), Timestamp: pat64(160), Request: pat64(168),
 			Operation: OperationNonReplicated, NonReplicatedCode: CodePing,
-		}, decodeRequest),
+		}, decodeRequestGolden),
 		goldenCase("headers/reply_denied.hex", CommandReply, ReplyHeader{
 			CommonHeader:    patternFrame(CommandReply, 256),
-			RequestChecksum: p128(128), Context: p128(144), Client: p128(160),
-			Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
+			RequestChecksum: pat128(128), Context: pat128(144), Client: pat128(160),
+			Op: pat64(176), Commit: pat64(184), Timestamp: pat64(192), Request: pat64(200),
 			Operation: OperationCreateTopic, Status: ErrStreamIdNotFound,
-		}, decodeReply),
+		}, decodeReplyGolden),
 		goldenCase("headers/reply_create_topic.hex", CommandReply, ReplyHeader{
 			CommonHeader:    patternFrame(CommandReply, 256+4+70),
-			RequestChecksum: p128(128), Context: p128(144), Client: p128(160),
-			Op: p64(176), Commit: p64(184), Timestamp: p64(192), Request: p64(200),
+			RequestChecksum: pat128(128), Context: pat128(144), Client: pat128(160),
+			Op: pat64(176), Commit: pat64(184), Timestamp: pat64(192), Request: pat64(200),
 			Operation: OperationCreateTopicWithAssignments,
-		}, decodeReply),
+		}, decodeReplyGolden),
 		goldenCase("headers/eviction_incompatible_protocol.hex", CommandEviction, EvictionHeader{
 			CommonHeader:          patternFrame(CommandEviction, 256),
-			Client:                p128(128),
+			Client:                pat128(128),
 			ServerProtocolVersion: 0x2c00, ServerProtocolVersionMin: 0x2800,
 			Reason: EvictionIncompatibleProtocol,
-		}, decodeEviction),
-		goldenCase("headers/prepare.hex", CommandPrepare, prepare, decodeReplica),
-		goldenCase("headers/repair_prepare.hex", CommandRepairPrepare, repair, decodeReplica),
+		}, decodeEvictionGolden),
+		goldenCase("headers/prepare.hex", CommandPrepare, prepare, decodeReplicaGolden),
+		goldenCase("headers/repair_prepare.hex", CommandRepairPrepare, repair, decodeReplicaGolden),
 		goldenCase("headers/prepare_ok.hex", CommandPrepareOk, PrepareOkHeader{
 			CommonHeader: patternFrame(CommandPrepareOk, 256),
-			Parent:       p128(128), PrepareChecksum: p128(144), Op: p64(160), Commit: p64(168),
-			Timestamp: p64(176), Request: p64(184), Operation: OperationStoreConsumerOffset,
-			Group: p64(200),
-		}, decodeReplica),
+			Parent:       pat128(128), PrepareChecksum: pat128(144), Op: pat64(160), Commit: pat64(168),
+			Timestamp: pat64(176), Request: pat64(184), Operation: OperationStoreConsumerOffset,
+			Group: pat64(200),
+		}, decodeReplicaGolden),
 		goldenCase("headers/commit.hex", CommandCommit, CommitHeader{
 			CommonHeader:   patternFrame(CommandCommit, 256),
-			CommitChecksum: p128(128), TimestampMonotonic: p64(144), Commit: p64(152),
-			CheckpointOp: p64(160), Group: p64(168),
-		}, decodeReplica),
+			CommitChecksum: pat128(128), TimestampMonotonic: pat64(144), Commit: pat64(152),
+			CheckpointOp: pat64(160), Group: pat64(168),
+		}, decodeReplicaGolden),
 		goldenCase("headers/start_view_change.hex", CommandStartViewChange, StartViewChangeHeader{
-			CommonHeader: patternFrame(CommandStartViewChange, 256), Group: p64(128),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandStartViewChange, 256), Group: pat64(128),
+		}, decodeReplicaGolden),
 		goldenCase("headers/do_view_change.hex", CommandDoViewChange, DoViewChangeHeader{
 			CommonHeader: patternFrame(CommandDoViewChange, 768),
-			Op:           p64(128), Commit: 0x5051, Group: p64(144), LogView: 0x3031,
+			Op:           pat64(128), Commit: 0x5051, Group: pat64(144), LogView: 0x3031,
 			NackBitset: Uint128{Lo: 1}, PresentBitset: Uint128{Lo: 3},
-		}, decodeReplica),
+		}, decodeReplicaGolden),
 		goldenCase("headers/start_view.hex", CommandStartView, StartViewHeader{
 			CommonHeader: patternFrame(CommandStartView, 512),
-			Op:           p64(128), Commit: 0x5051, Group: p64(144), Incarnation: p128(240),
-		}, decodeReplica),
+			Op:           pat64(128), Commit: 0x5051, Group: pat64(144), Incarnation: pat128(240),
+		}, decodeReplicaGolden),
 		goldenCase("headers/request_start_view.hex", CommandRequestStartView, RequestStartViewHeader{
-			CommonHeader: patternFrame(CommandRequestStartView, 256), Group: p64(128), Incarnation: p128(240),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandRequestStartView, 256), Group: pat64(128), Incarnation: pat128(240),
+		}, decodeReplicaGolden),
 		goldenCase("headers/request_prepares.hex", CommandRequestPrepares, RequestPreparesHeader{
 			CommonHeader: patternFrame(CommandRequestPrepares, 256),
-			Nonce:        p128(128), FromOp: p64(144), ToOp: p64(152), Group: p64(160),
-		}, decodeReplica),
+			Nonce:        pat128(128), FromOp: pat64(144), ToOp: pat64(152), Group: pat64(160),
+		}, decodeReplicaGolden),
 		goldenCase("headers/repair_done.hex", CommandRepairDone, RepairRangeHeader{
-			CommonHeader: patternFrame(CommandRepairDone, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandRepairDone, 256), Nonce: pat128(128), Op: pat64(144), Group: pat64(152),
+		}, decodeReplicaGolden),
 		goldenCase("headers/range_evicted.hex", CommandRangeEvicted, RepairRangeHeader{
-			CommonHeader: patternFrame(CommandRangeEvicted, 256), Nonce: p128(128), Op: p64(144), Group: p64(152),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandRangeEvicted, 256), Nonce: pat128(128), Op: pat64(144), Group: pat64(152),
+		}, decodeReplicaGolden),
 		goldenCase("headers/request_state_transfer.hex", CommandRequestStateTransfer, RequestStateTransferHeader{
-			CommonHeader: patternFrame(CommandRequestStateTransfer, 256), Nonce: p128(128), Group: p64(144),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandRequestStateTransfer, 256), Nonce: pat128(128), Group: pat64(144),
+		}, decodeReplicaGolden),
 		goldenCase("headers/state_transfer_target.hex", CommandStateTransferTarget, StateTransferTargetHeader{
 			CommonHeader: patternFrame(CommandStateTransferTarget, 256+17),
-			Nonce:        p128(128), CommitOp: p64(144), Group: p64(152), Available: 1, CommitMax: p64(168),
-		}, decodeReplica),
+			Nonce:        pat128(128), CommitOp: pat64(144), Group: pat64(152), Available: 1, CommitMax: pat64(168),
+		}, decodeReplicaGolden),
 		goldenCase("headers/request_state_chunk.hex", CommandRequestStateChunk, RequestStateChunkHeader{
 			CommonHeader: patternFrame(CommandRequestStateChunk, 256),
-			Nonce:        p128(128), Offset: p64(144), Group: p64(152), Len: p32(160), Artifact: p32(164),
-		}, decodeReplica),
+			Nonce:        pat128(128), Offset: pat64(144), Group: pat64(152), Len: pat32(160), Artifact: pat32(164),
+		}, decodeReplicaGolden),
 		goldenCase("headers/state_chunk.hex", CommandStateChunk, StateChunkHeader{
 			CommonHeader: patternFrame(CommandStateChunk, 256+4096),
-			Nonce:        p128(128), Offset: p64(144), Group: p64(152), Artifact: p32(160),
-		}, decodeReplica),
+			Nonce:        pat128(128), Offset: pat64(144), Group: pat64(152), Artifact: pat32(160),
+		}, decodeReplicaGolden),
 		goldenCase("headers/forward_register.hex", CommandForwardRegister, ForwardRegisterHeader{
 			CommonHeader: patternFrame(CommandForwardRegister, 256),
-			Client:       p128(128), Nonce: p128(144), UserID: p32(160),
-		}, decodeReplica),
+			Client:       pat128(128), Nonce: pat128(144), UserID: pat32(160),
+		}, decodeReplicaGolden),
 		goldenCase("headers/forward_register_result.hex", CommandForwardRegisterResult, ForwardRegisterResultHeader{
 			CommonHeader: patternFrame(CommandForwardRegisterResult, 256),
-			Nonce:        p128(128), Client: p128(144), Epoch: p64(160), Watermark: p64(168),
-		}, decodeReplica),
+			Nonce:        pat128(128), Client: pat128(144), Epoch: pat64(160), Watermark: pat64(168),
+		}, decodeReplicaGolden),
 		goldenCase("headers/forward_logout.hex", CommandForwardLogout, ForwardLogoutHeader{
 			CommonHeader: patternFrame(CommandForwardLogout, 256),
-			Client:       p128(128), Nonce: p128(144), Session: p64(160), Request: p64(168),
-		}, decodeReplica),
+			Client:       pat128(128), Nonce: pat128(144), Session: pat64(160), Request: pat64(168),
+		}, decodeReplicaGolden),
 		goldenCase("headers/forward_logout_result.hex", CommandForwardLogoutResult, ForwardLogoutResultHeader{
 			CommonHeader: patternFrame(CommandForwardLogoutResult, 256),
-			Nonce:        p128(128), Client: p128(144), Commit: p64(160),
-		}, decodeReplica),
+			Nonce:        pat128(128), Client: pat128(144), Commit: pat64(160),
+		}, decodeReplicaGolden),
 		goldenCase("headers/replica_hello.hex", CommandReplicaHello, HandshakeHeader{
-			CommonHeader: patternFrame(CommandReplicaHello, 256), Nonce: p32Bytes(128),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandReplicaHello, 256), Nonce: pat32Bytes(128),
+		}, decodeReplicaGolden),
 		goldenCase("headers/replica_challenge.hex", CommandReplicaChallenge, HandshakeHeader{
-			CommonHeader: patternFrame(CommandReplicaChallenge, 256), Nonce: p32Bytes(128), MAC: p32Bytes(160),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandReplicaChallenge, 256), Nonce: pat32Bytes(128), MAC: pat32Bytes(160),
+		}, decodeReplicaGolden),
 		goldenCase("headers/replica_finish.hex", CommandReplicaFinish, HandshakeHeader{
-			CommonHeader: patternFrame(CommandReplicaFinish, 256), MAC: p32Bytes(160),
-		}, decodeReplica),
+			CommonHeader: patternFrame(CommandReplicaFinish, 256), MAC: pat32Bytes(160),
+		}, decodeReplicaGolden),
 	}
 }
 
