@@ -620,3 +620,64 @@ func TestHandoffDoesNotAllocate(t *testing.T) {
 		t.Fatalf("a msg_ring handoff allocates %v times", allocs)
 	}
 }
+
+// Complete is a small state machine over the two sender CQEs; drive it with synthetic
+// CQEs in the order the kernel does not normally use, and with the CQEs of our bugs.
+func TestCompleteStateMachine(t *testing.T) {
+	sender := newRing(t, 16)
+	target := newRing(t, 4)
+	s := newMsgRingSender(t, sender, 2, target.Fd())
+	handed, peer := connection(t)
+	defer unix.Close(peer)
+	if err := s.SendFd(handed, 0, ring.FileIndexAlloc, 77); err != nil {
+		t.Fatal(err)
+	}
+	// The chain stays unsubmitted (the ring discards it at Close); the handoff is
+	// in-flight entry 0, generation 1.
+	send := ring.CQE{UserData: packUserData(kindSend, 1, 0), Res: -int32(unix.ENFILE)}
+	closed := ring.CQE{UserData: packUserData(kindClose, 1, 0)}
+	if _, done := s.Complete(&closed); done {
+		t.Fatal("outcome after the close CQE alone")
+	}
+	mustPanic := func(want string, f func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			if msg := recover(); msg == nil || !strings.Contains(fmt.Sprint(msg), want) {
+				t.Fatalf("panic %v, want one containing %q", msg, want)
+			}
+		}()
+		f()
+	}
+	mustPanic("second close CQE", func() { s.Complete(&closed) })
+	mustPanic("not in flight", func() { s.Complete(&ring.CQE{UserData: packUserData(kindSend, 2, 0)}) })
+	mustPanic("not in flight", func() { s.Complete(&ring.CQE{UserData: packUserData(kindSend, 1, 1)}) })
+	mustPanic("not a sender's", func() { s.Complete(&ring.CQE{UserData: packUserData(kindIncoming, 0, 0)}) })
+	mustPanic("not a sender's", func() { s.Complete(&ring.CQE{UserData: 5}) })
+	out, done := s.Complete(&send)
+	if !done || out.Cookie != 77 || !errors.Is(out.Err, ErrTargetTableFull) || !errors.Is(out.Err, unix.ENFILE) {
+		t.Fatalf("outcome %+v, %v", out, done)
+	}
+	if _, err := unix.FcntlInt(uintptr(handed), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("the sender's plain fd %d is still open after the outcome: %v", handed, err)
+	}
+	if s.InFlightCount() != 0 {
+		t.Fatalf("InFlightCount = %d", s.InFlightCount())
+	}
+	mustPanic("not in flight", func() { s.Complete(&send) })
+	// A failed close of the sender's own slot is our bug.
+	second, secondPeer := connection(t)
+	defer unix.Close(secondPeer)
+	if err := s.SendFd(second, 0, ring.FileIndexAlloc, 78); err != nil {
+		t.Fatal(err)
+	}
+	mustPanic("closing sender slot", func() {
+		s.Complete(&ring.CQE{UserData: packUserData(kindClose, 2, 0), Res: -int32(unix.EBADF)})
+	})
+	mustPanic("incoming-file CQE with error", func() {
+		Incoming(&ring.CQE{UserData: packUserData(kindIncoming, 0, 0), Res: -1})
+	})
+	if got := s.Close(); got != 1 {
+		t.Fatalf("Close found %d handoffs in flight, want 1", got)
+	}
+}
