@@ -13,14 +13,14 @@ import (
 // come first, little-endian, followed by eight zero bytes. These are unkeyed integrity
 // checks, not authentication: that is the handshake's job.
 
-// widen turns a 64-bit hash into the u128 the checksum fields carry.
-func widen(h uint64) Uint128 { return Uint128{Lo: h} }
+// widenHash turns a 64-bit hash into the u128 the checksum fields carry.
+func widenHash(h uint64) Uint128 { return Uint128{Lo: h} }
 
 // FrameChecksum is the frame seal of a replica header: XxHash3-64 over header bytes
 // 16..256 (everything past the checksum field itself, checksum_body included, so the
 // seal also pins the body seal).
 func FrameChecksum(header *[HeaderSize]byte) Uint128 {
-	return widen(xxh3.Hash(header[16:]))
+	return widenHash(xxh3.Hash(header[16:]))
 }
 
 // SealFrame stamps FrameChecksum into bytes 0..16. Call it last, once every other
@@ -43,16 +43,16 @@ func PrepareIdentity(header *[HeaderSize]byte) Uint128 {
 	covered := *header
 	clear(covered[:16])
 	clear(covered[52:56])
-	return widen(xxh3.Hash(covered[:]))
+	return widenHash(xxh3.Hash(covered[:]))
 }
 
 // BodyChecksum is the body seal (checksum_body) of a metadata prepare and of the
 // DoViewChange and StartView suffixes: XxHash3-64 of the body, widened.
-func BodyChecksum(body []byte) Uint128 { return widen(xxh3.Hash(body)) }
+func BodyChecksum(body []byte) Uint128 { return widenHash(xxh3.Hash(body)) }
 
 // RequestChecksum is the request_checksum stamp the Rust SDK puts on metadata-plane
 // requests: XxHash3-64 of the request body, widened to u128 (low half = hash).
-func RequestChecksum(body []byte) Uint128 { return widen(xxh3.Hash(body)) }
+func RequestChecksum(body []byte) Uint128 { return widenHash(xxh3.Hash(body)) }
 
 // VerifyRequestChecksum checks a request header's request_checksum against its body:
 // nil when the stamp is zero (unstamped, the Go SDK's choice) or matches, otherwise

@@ -158,7 +158,7 @@ type operationInfo struct {
 	code CommandCode
 }
 
-var operations = [256]operationInfo{
+var operationTable = [256]operationInfo{
 	OperationReserved:      {name: "Reserved"},
 	OperationRegister:      {name: "Register", plane: PlaneSession, client: true},
 	OperationNonReplicated: {name: "NonReplicated", plane: PlaneNonReplicated, client: true},
@@ -199,7 +199,7 @@ var operations = [256]operationInfo{
 }
 
 func (o Operation) String() string {
-	if name := operations[o].name; name != "" {
+	if name := operationTable[o].name; name != "" {
 		return name
 	}
 	return "Operation(" + strconv.Itoa(int(o)) + ")"
@@ -207,11 +207,11 @@ func (o Operation) String() string {
 
 // Known reports whether o is an operation of binary protocol 0.11.0, Reserved
 // included: exactly the set the Go SDK accepts on a reply.
-func (o Operation) Known() bool { return operations[o].name != "" }
+func (o Operation) Known() bool { return operationTable[o].name != "" }
 
 // ClientAllowed reports whether a client may send o: not Reserved, not server-internal
 // (64..127), not unassigned.
-func (o Operation) ClientAllowed() bool { return operations[o].client }
+func (o Operation) ClientAllowed() bool { return operationTable[o].client }
 
 // Internal reports whether o is in the server-internal range 64..127.
 func (o Operation) Internal() bool { return o >= 64 && o <= 127 }
@@ -225,12 +225,12 @@ func (o Operation) Replicated() bool {
 // Plane reports the plane o is routed to; PlaneNone for Reserved and unknown values.
 // DeleteSegments is admitted on the metadata plane (which resolves it to an internal
 // TruncatePartition), as the framing reference lists it.
-func (o Operation) Plane() Plane { return operations[o].plane }
+func (o Operation) Plane() Plane { return operationTable[o].plane }
 
 // CommandCode returns the single command code of a replicated operation. Register
 // (codes 40 and 45), NonReplicated, Reserved and the internal operations have none.
 func (o Operation) CommandCode() (CommandCode, bool) {
-	code := operations[o].code
+	code := operationTable[o].code
 	return code, code != 0
 }
 
@@ -324,9 +324,9 @@ type CommandInfo struct {
 	Plane     Plane
 }
 
-// commands is the registry, in code order. Legacy login codes have no operation: a
+// commandRegistry is the registry, in code order. Legacy login codes have no operation: a
 // client sending them is evicted with MalformedLogin.
-var commands = [...]CommandInfo{
+var commandRegistry = [...]CommandInfo{
 	{CodePing, "Ping", OperationNonReplicated, PlaneNonReplicated},
 	{CodeGetStats, "GetStats", OperationNonReplicated, PlaneNonReplicated},
 	{CodeGetSnapshot, "GetSnapshot", OperationNonReplicated, PlaneNonReplicated},
@@ -382,22 +382,22 @@ var commands = [...]CommandInfo{
 
 // Commands returns the whole registry in code order. The slice is shared: do not
 // modify it.
-func Commands() []CommandInfo { return commands[:] }
+func Commands() []CommandInfo { return commandRegistry[:] }
 
 // LookupCommand returns the registry row of code. The registry is small and sorted,
 // so a binary search beats a map and allocates nothing.
 func LookupCommand(code CommandCode) (CommandInfo, bool) {
-	lo, hi := 0, len(commands)
+	lo, hi := 0, len(commandRegistry)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if commands[mid].Code < code {
+		if commandRegistry[mid].Code < code {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	if lo < len(commands) && commands[lo].Code == code {
-		return commands[lo], true
+	if lo < len(commandRegistry) && commandRegistry[lo].Code == code {
+		return commandRegistry[lo], true
 	}
 	return CommandInfo{}, false
 }

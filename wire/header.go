@@ -246,7 +246,7 @@ type faultInfo struct {
 	status   ErrorCode
 }
 
-var faults = [faultCount]faultInfo{
+var headerFaults = [faultCount]faultInfo{
 	FaultNone:        {text: "no fault"},
 	FaultShortHeader: {text: "buffer shorter than a 256-byte header"},
 	FaultMisaligned:  {text: "header buffer not 16-byte aligned"},
@@ -300,7 +300,7 @@ var faults = [faultCount]faultInfo{
 
 func (f HeaderFault) Error() string {
 	if f < faultCount {
-		return "wire: header: " + faults[f].text
+		return "wire: header: " + headerFaults[f].text
 	}
 	return "wire: header fault " + strconv.Itoa(int(f))
 }
@@ -308,7 +308,7 @@ func (f HeaderFault) Error() string {
 // Eviction is the eviction reason a server sends for this fault, or 0.
 func (f HeaderFault) Eviction() EvictionReason {
 	if f < faultCount {
-		return faults[f].eviction
+		return headerFaults[f].eviction
 	}
 	return 0
 }
@@ -317,7 +317,7 @@ func (f HeaderFault) Eviction() EvictionReason {
 // surfaces for a server's frame; 0 when there is none.
 func (f HeaderFault) Status() ErrorCode {
 	if f < faultCount {
-		return faults[f].status
+		return headerFaults[f].status
 	}
 	return 0
 }

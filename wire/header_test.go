@@ -389,7 +389,7 @@ func TestPeek(t *testing.T) {
 
 func TestHeaderFaultAnswers(t *testing.T) {
 	for f := FaultNone + 1; f < faultCount; f++ {
-		if faults[f].text == "" {
+		if headerFaults[f].text == "" {
 			t.Errorf("fault %d has no text", f)
 		}
 		var target HeaderFault
