@@ -43,6 +43,12 @@ type ClassConfig struct {
 	// Populate pre-faults the class's pages at New (MAP_POPULATE). Worth it for the small
 	// classes used on every receive; wasteful for large classes that are rarely all used.
 	Populate bool
+	// FreePagesOnRelease tells the kernel, at each Release, that the buffer's pages may
+	// be reclaimed (madvise MADV_FREE: free only under memory pressure, and cheap to
+	// reuse if not freed). For the large classes: without it, a shard that once held a
+	// few 64 MiB frames keeps them resident for good. One system call per Release, so
+	// not for the small classes on the receive path.
+	FreePagesOnRelease bool
 }
 
 // Config describes an arena: its classes in strictly ascending BufferSizeBytes.
@@ -62,8 +68,8 @@ func DefaultConfig() Config {
 		{BufferSizeBytes: 4 * kib, BufferCount: 4096, Populate: true},
 		{BufferSizeBytes: 64 * kib, BufferCount: 512},
 		{BufferSizeBytes: 1 * mib, BufferCount: 64},
-		{BufferSizeBytes: 16 * mib, BufferCount: 8},
-		{BufferSizeBytes: 64 * mib, BufferCount: 2},
+		{BufferSizeBytes: 16 * mib, BufferCount: 8, FreePagesOnRelease: true},
+		{BufferSizeBytes: 64 * mib, BufferCount: 2, FreePagesOnRelease: true},
 	}}
 }
 
@@ -134,6 +140,7 @@ type class struct {
 	exhaustedCount  uint64
 	locked          bool
 	lent            bool // the whole class is lent to a provided-buffer ring
+	freePages       bool // madvise(MADV_FREE) each released buffer
 }
 
 // Arena is a shard's set of size classes. It has one owner and no locks.
@@ -169,6 +176,7 @@ func New(cfg Config) (*Arena, error) {
 		c.mem = mem
 		c.base = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		c.bufferSizeBytes = cc.BufferSizeBytes
+		c.freePages = cc.FreePagesOnRelease
 		if c.base%BufferAlignBytes != 0 {
 			panic(fmt.Sprintf("arena: mmap returned base %#x not %d-byte aligned", c.base, BufferAlignBytes))
 		}
@@ -313,6 +321,11 @@ func (a *Arena) Release(b Buffer) {
 	c.inUse[word] &^= bit
 	c.free[c.freeCount] = b.index
 	c.freeCount++
+	if c.freePages {
+		// Advice only: an error (EINVAL on an mlocked range) leaves the pages resident,
+		// which is what happens without the advice.
+		_ = unix.Madvise(c.slice(b.index, c.bufferSizeBytes), unix.MADV_FREE)
+	}
 }
 
 // owned checks that b was acquired from a and is still in use, and returns its class

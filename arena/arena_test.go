@@ -594,3 +594,30 @@ func BenchmarkAcquireReleaseBatch(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/buffer")
 	})
 }
+
+func TestFreePagesOnRelease(t *testing.T) {
+	a := newArena(t, Config{Classes: []ClassConfig{{BufferSizeBytes: 1 << 20, BufferCount: 2, FreePagesOnRelease: true}}})
+	for round := range 3 {
+		b, err := a.Acquire(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// After MADV_FREE the old bytes may be kept or zeroed; new writes always stick.
+		full := b.Full()
+		for i := 0; i < len(full); i += 4096 {
+			full[i] = byte(round + 1)
+		}
+		for i := 0; i < len(full); i += 4096 {
+			if full[i] != byte(round+1) {
+				t.Fatalf("round %d: byte %d = %d after writing", round, i, full[i])
+			}
+		}
+		a.Release(b)
+	}
+	if allocs := testing.AllocsPerRun(10, func() {
+		b, _ := a.Acquire(100)
+		a.Release(b)
+	}); allocs != 0 {
+		t.Fatalf("Release with FreePagesOnRelease allocates %v times", allocs)
+	}
+}

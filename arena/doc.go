@@ -26,8 +26,11 @@
 // Large classes are "lazy" without any bookkeeping of ours: an anonymous mapping costs
 // only address space until a page is touched, so they are mapped with MAP_NORESERVE and
 // not populated, while the small hot class is populated up front (MAP_POPULATE) so the
-// first receives do not take page faults. mlock is attempted only when Config.Lock asks
-// for it and RLIMIT_MEMLOCK leaves room; it is never required.
+// first receives do not take page faults. The large classes also mark a buffer's pages
+// reclaimable at Release (MADV_FREE, ClassConfig.FreePagesOnRelease): under memory
+// pressure the kernel takes back the pages of released frames instead of swapping, so
+// one burst of 64 MiB frames does not stay resident for good. mlock is attempted only
+// when Config.Lock asks for it and RLIMIT_MEMLOCK leaves room; it is never required.
 //
 // Memory layout of one class (one mapping per class):
 //
