@@ -364,6 +364,26 @@ var (
 	_ = offsetCheck[unsafe.Offsetof(HandshakeHeader{}.Reserved)-193]
 )
 
+// SealBody stamps BodyChecksum(body) into ChecksumBody: metadata prepares and the
+// DoViewChange and StartView suffixes seal their bodies; partition prepares and every
+// other frame leave the field zero. Seal the body before the frame, which covers it.
+func (h *CommonHeader) SealBody(body []byte) { h.ChecksumBody = BodyChecksum(body) }
+
+// BodySealValid reports whether ChecksumBody is BodyChecksum(body). Which frames carry
+// a body seal is the receiver's knowledge (see SealBody), so decoding does not check it.
+func (h *CommonHeader) BodySealValid(body []byte) bool { return h.ChecksumBody == BodyChecksum(body) }
+
+// SuffixPrepare views entry i of a DoViewChange or StartView body (the packed
+// PrepareHeaders after the header) in place. The body must be the frame's bytes after
+// a validated header, so that it holds SuffixLen entries and is 16-byte aligned;
+// anything else fails like ViewHeader. The entries' own fields are not validated.
+func SuffixPrepare(body []byte, i int) (*PrepareHeader, error) {
+	if i < 0 || (i+1)*HeaderSize > len(body) {
+		return nil, FaultShortHeader
+	}
+	return ViewHeader[PrepareHeader](body[i*HeaderSize:])
+}
+
 // DoViewChangeSuffixMax is the most prepare headers a DoViewChange or StartView body
 // carries: one bit per entry in each u128 bitset.
 const DoViewChangeSuffixMax = 128

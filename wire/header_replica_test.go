@@ -544,3 +544,44 @@ func TestReplicaHeaderRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestSuffixBody(t *testing.T) {
+	frame := alignedBuffer(HeaderSize * 3)
+	dvc, _ := ViewHeader[DoViewChangeHeader](frame)
+	dvc.Size, dvc.Command, dvc.Op = HeaderSize*3, CommandDoViewChange, 9
+	body := frame[HeaderSize:]
+	for i := range 2 {
+		p, err := SuffixPrepare(body, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Command, p.Op, p.Operation = CommandPrepare, uint64(9-i), OperationCreateStream
+		p.SetIdentity()
+	}
+	dvc.SealBody(body)
+	SealFrame(HeaderBytes(dvc))
+	g, err := DecodeReplicaHeader(frame, DefaultMessageSizeMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.DoViewChange().SuffixLen() != 2 || !g.BodySealValid(body) {
+		t.Fatal("suffix")
+	}
+	second, _ := SuffixPrepare(body, 1)
+	if second.Op != 8 || !second.IdentityValid() {
+		t.Fatalf("entry 1: op %d", second.Op)
+	}
+	body[300] ^= 1
+	if g.BodySealValid(body) {
+		t.Fatal("body seal missed a flipped byte")
+	}
+	if _, err := SuffixPrepare(body, 2); err != FaultShortHeader {
+		t.Fatalf("entry past the body: %v", err)
+	}
+	if _, err := SuffixPrepare(body, -1); err != FaultShortHeader {
+		t.Fatalf("negative entry: %v", err)
+	}
+	if _, err := SuffixPrepare(body[1:], 0); err != FaultMisaligned {
+		t.Fatalf("misaligned body: %v", err)
+	}
+}
