@@ -108,8 +108,10 @@ func (s *Sender) checkShard(shard int) {
 }
 
 // SendFd hands plain descriptor fd to shard, to be installed at targetSlot of its
-// ring's table (ring.FileIndexAlloc: any free slot; ModeQueue ignores it). The Sender
-// owns fd from this call on, whatever the result.
+// ring's table (ring.FileIndexAlloc: any free slot; ModeQueue ignores it). An explicit
+// targetSlot must be one the target reserved and keeps empty: the kernel replaces, and
+// so closes, a file already there. The Sender owns fd from this call on, whatever the
+// result.
 //
 // ModeQueue: on nil the duplicate is in the target's queue and fd is closed; on error
 // everything is closed. ModeMsgRing: on nil the send is queued on the sender's ring
