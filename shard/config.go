@@ -67,31 +67,57 @@ type Config struct {
 // than this waits in the kernel's accept queue for a few microseconds, not in memory.
 const handoffsInFlightMax = 64
 
-// recvBufferBytes is the size of each connection's receive buffer, the arena's smallest
-// class: a PING is 256 bytes and an SDK has one request in flight, so 4 KiB holds a
-// whole typical request and larger bodies stream through it into their frame buffer.
-const recvBufferBytes = 4 << 10
+// Receives are multishot: one armed recv per connection, into buffers the kernel takes
+// from a provided-buffer ring when data arrives, so an idle connection holds no receive
+// buffer. The ring is a whole arena class of recvBufferBytes buffers (lent to it), and
+// the framer copies each arrival out at once, so a buffer is back in the ring before
+// the next completion is looked at.
+const recvBufferBytes = 8 << 10
 
-// ArenaConfigDefault is a shard's default arena. Per connection a shard holds one 4 KiB
-// receive buffer, one 4 KiB standing frame buffer and, while replies are queued, 4 KiB
-// send buffers; the written-out sum for 4096 connections per shard:
+// recvBufferGroup is the provided-buffer group id of the receive ring.
+const recvBufferGroup = 0
+
+// standingFrameBytes is the size of each connection's standing frame buffer and of its
+// send buffers: a PING is 256 bytes and an SDK has one request in flight, so 4 KiB
+// holds a typical request or reply; larger frames take larger buffers while they last.
+const standingFrameBytes = 4 << 10
+
+// ArenaConfigDefault is a shard's default arena. Per connection a shard holds one
+// standing frame buffer and, while replies are queued, send buffers; receive buffers
+// are shared by all connections. The written-out sum for 4096 connections per shard:
 //
 //	class    count   virtual   for
-//	4 KiB    16384    64 MiB   receive + standing frame + send buffers
+//	4 KiB    16384    64 MiB   standing frame + send buffers
+//	8 KiB     4096    32 MiB   receive ring (lent whole; must be a power of two)
 //	64 KiB    1024    64 MiB   medium frames and replies
 //	1 MiB       64    64 MiB   large batches
 //	16 MiB       8   128 MiB   very large batches
 //	64 MiB       2   128 MiB   frames up to FrameSizeMaxDefault
-//	                 448 MiB virtual, resident as touched
+//	                 480 MiB virtual, resident as touched
 func ArenaConfigDefault() arena.Config {
 	const kib, mib = 1 << 10, 1 << 20
 	return arena.Config{Classes: []arena.ClassConfig{
 		{BufferSizeBytes: 4 * kib, BufferCount: 16384},
+		{BufferSizeBytes: recvBufferBytes, BufferCount: 4096},
 		{BufferSizeBytes: 64 * kib, BufferCount: 1024},
 		{BufferSizeBytes: 1 * mib, BufferCount: 64},
 		{BufferSizeBytes: 16 * mib, BufferCount: 8},
 		{BufferSizeBytes: 64 * mib, BufferCount: 2},
 	}}
+}
+
+// recvClass returns the index of the arena class the receive ring borrows.
+func recvClass(cfg arena.Config) (int, error) {
+	for i, c := range cfg.Classes {
+		if c.BufferSizeBytes == recvBufferBytes {
+			if c.BufferCount > 32768 || c.BufferCount&(c.BufferCount-1) != 0 {
+				return -1, fmt.Errorf("shard: receive class (%d bytes) count %d is not a power of two up to 32768",
+					recvBufferBytes, c.BufferCount)
+			}
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("shard: arena has no %d-byte class for the receive ring", recvBufferBytes)
 }
 
 func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
@@ -146,9 +172,12 @@ func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	if err := c.Arena.Validate(); err != nil {
 		return c, err
 	}
-	if c.Arena.Classes[0].BufferSizeBytes < recvBufferBytes {
-		return c, fmt.Errorf("shard: smallest arena class %d bytes < receive buffer %d bytes",
-			c.Arena.Classes[0].BufferSizeBytes, recvBufferBytes)
+	if _, err := recvClass(c.Arena); err != nil {
+		return c, err
+	}
+	if c.Arena.Classes[0].BufferSizeBytes > standingFrameBytes {
+		return c, fmt.Errorf("shard: smallest arena class %d bytes > standing frame buffer %d bytes",
+			c.Arena.Classes[0].BufferSizeBytes, standingFrameBytes)
 	}
 	if c.RingEntries == 0 {
 		c.RingEntries = 1024

@@ -57,8 +57,7 @@ type Conn struct {
 	state  connState
 	framer *Framer
 
-	recvBuf        arena.Buffer
-	recvInFlight   bool
+	recvInFlight   bool // the multishot recv is armed
 	sendInFlight   bool
 	cancelSent     bool
 	throttled      bool // not reading because too many reply bytes are queued
@@ -93,14 +92,10 @@ func (c *Conn) Shard() *Shard { return c.shard }
 func (c *Conn) Open() bool { return c.state == connOpen }
 
 func (c *Conn) open(fd int, direct bool, slot uint32) error {
-	buf, err := c.shard.arena.Acquire(recvBufferBytes)
-	if err != nil {
-		return fmt.Errorf("receive buffer: %w", err)
-	}
 	s := c.shard
 	generation := (c.id.generation() + 1) & connGenerationMask
 	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: connOpen, recvBuf: buf}
+		state: connOpen}
 	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()
@@ -108,16 +103,28 @@ func (c *Conn) open(fd int, direct bool, slot uint32) error {
 	return nil
 }
 
+// armRecv arms the connection's multishot recv: it stays armed, posting one completion
+// per arrival, until EOF, an error, a cancel, or the receive ring running dry.
 func (c *Conn) armRecv() {
 	sqe := c.shard.getSQE()
-	sqe.PrepareRecv(c.fd, c.recvBuf.Full(), 0)
+	sqe.PrepareRecvMultishot(c.fd, recvBufferGroup, 0)
 	c.markFixed(sqe)
 	sqe.UserData = userData(kindRecv, c.id)
 	c.recvInFlight = true
+	c.cancelSent = false
 }
 
-func (c *Conn) onRecv(res int32) {
-	c.recvInFlight = false
+func (c *Conn) onRecv(cqe *ring.CQE) {
+	s := c.shard
+	res := cqe.Res
+	if !cqe.More() {
+		c.recvInFlight = false
+	}
+	bid, hasBuffer := cqe.BufferID()
+	if hasBuffer {
+		// The framer copies what it keeps, so the buffer goes back at once.
+		defer s.recvRing.Recycle(bid)
+	}
 	if c.state != connOpen {
 		c.maybeFinish()
 		return
@@ -127,19 +134,35 @@ func (c *Conn) onRecv(res int32) {
 		c.closeAfterFlush("peer closed")
 		return
 	case res < 0:
-		c.abort(unix.Errno(-res).Error())
+		switch errno := unix.Errno(-res); errno {
+		case unix.ENOBUFS:
+			// The receive ring ran dry under a burst; buffers are recycled as each
+			// completion is handled, so arm again.
+			if !c.recvInFlight && !c.throttled {
+				c.armRecv()
+			}
+		case unix.ECANCELED:
+			// Cancelled to throttle; armed again once the replies drain.
+			if !c.recvInFlight && !c.throttled {
+				c.armRecv()
+			}
+		default:
+			c.abort(errno.Error())
+		}
 		return
 	}
-	s := c.shard
+	if !hasBuffer {
+		panic(fmt.Sprintf("shard %d: recv completion of %d bytes without a buffer", s.index, res))
+	}
 	c.lastRecvNs = s.nowNs
-	data := c.recvBuf.Full()[:res]
+	data := s.recvRing.Buffer(bid, int(res))
 	frameCompleted := false
 	for len(data) > 0 && c.state == connOpen {
 		n, frame, err := c.framer.Feed(data)
 		data = data[n:]
 		if err != nil {
 			c.onFrameError(err)
-			return
+			break
 		}
 		if frame != nil {
 			frameCompleted = true
@@ -158,10 +181,14 @@ func (c *Conn) onRecv(res int32) {
 		return
 	}
 	if c.queuedBytes > s.cfg.SendQueueBytesMax/2 {
+		// Back-pressure: stop reading until the consumer takes its replies.
 		c.throttled = true
+		c.cancelRecv()
 		return
 	}
-	c.armRecv()
+	if !c.recvInFlight {
+		c.armRecv()
+	}
 }
 
 // onFrameError ends a connection whose byte stream cannot be framed: an Eviction frame
@@ -289,7 +316,7 @@ func (c *Conn) Reserve(n int) ([]byte, error) {
 			c.shard.arena.Release(buf)
 		}
 		var err error
-		buf, err = c.shard.arena.Acquire(max(n, recvBufferBytes))
+		buf, err = c.shard.arena.Acquire(max(n, standingFrameBytes))
 		if err != nil {
 			c.shard.log.Warn("connection closed: no send buffer", "conn", c.id, "bytes", n, "err", err)
 			c.abort("send buffers exhausted")
@@ -406,7 +433,9 @@ func (c *Conn) onSend(res int32) {
 		}
 		if c.throttled && c.queuedBytes <= s.cfg.SendQueueBytesMax/2 {
 			c.throttled = false
-			c.armRecv()
+			if !c.recvInFlight { // else its cancel's completion re-arms it
+				c.armRecv()
+			}
 		}
 	case connDraining:
 		if c.segCount > 0 {
@@ -561,13 +590,12 @@ func (c *Conn) maybeFinish() {
 	if !c.spare.IsZero() {
 		s.arena.Release(c.spare)
 	}
-	s.arena.Release(c.recvBuf)
 	c.framer.Close()
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
 	c.state = connFree
 	c.Value = nil
-	c.recvBuf, c.spare = arena.Buffer{}, arena.Buffer{}
+	c.spare = arena.Buffer{}
 	s.release(c)
 }
 

@@ -184,6 +184,14 @@ func (rt *Runtime) closeAll() {
 			errs = append(errs, s.ring.Close())
 		}
 	}
+	// A receive ring unmaps its descriptors only once its ring is closed (no recv can
+	// still be armed on it); its buffers go back to the arena.
+	for _, s := range rt.shards {
+		if s.recvRing != nil {
+			s.recvRing.Close()
+			s.arena.ReturnClass(s.recvClass)
+		}
+	}
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.

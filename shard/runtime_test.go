@@ -183,6 +183,7 @@ func testArenaConfig() arenaConfig {
 	const kib, mib = 1 << 10, 1 << 20
 	return arenaConfig{Classes: []arenaClass{
 		{BufferSizeBytes: 4 * kib, BufferCount: 2048},
+		{BufferSizeBytes: 8 * kib, BufferCount: 256},
 		{BufferSizeBytes: 64 * kib, BufferCount: 64},
 		{BufferSizeBytes: 1 * mib, BufferCount: 8},
 		{BufferSizeBytes: 64 * mib, BufferCount: 1},

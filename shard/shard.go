@@ -68,6 +68,9 @@ type Shard struct {
 	arena   *arena.Arena
 	handler Handler
 
+	recvRing  *ring.BufferRing // provided buffers every connection's multishot recv draws from
+	recvClass int              // the arena class lent to recvRing
+
 	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
 	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
 
@@ -209,6 +212,23 @@ func (s *Shard) setUp() error {
 		return fmt.Errorf("shard %d: %w", s.index, err)
 	}
 	s.arena = a
+	if s.recvClass, err = recvClass(s.cfg.Arena); err != nil {
+		return err
+	}
+	mem, err := a.LendClass(s.recvClass)
+	if err != nil {
+		return fmt.Errorf("shard %d: lend the receive class: %w", s.index, err)
+	}
+	s.recvRing, err = ring.NewBufferRing(r, ring.BufferRingOptions{
+		GroupID:    recvBufferGroup,
+		Entries:    uint32(s.cfg.Arena.Classes[s.recvClass].BufferCount),
+		BufferSize: recvBufferBytes,
+		Memory:     mem,
+	})
+	if err != nil {
+		a.ReturnClass(s.recvClass)
+		return fmt.Errorf("shard %d: %w", s.index, err)
+	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("shard %d: eventfd: %w", s.index, err)
@@ -360,7 +380,7 @@ func (s *Shard) complete(cqe *ring.CQE) {
 			panic(fmt.Sprintf("shard %d: completion for a connection that is gone (slot %d)", s.index, id.slot()))
 		}
 		if kind == kindRecv {
-			c.onRecv(cqe.Res)
+			c.onRecv(cqe)
 		} else {
 			c.onSend(cqe.Res)
 		}
@@ -523,7 +543,7 @@ func (s *Shard) adopt(fd int, direct bool) {
 		s.freeSlots = s.freeSlots[:n-1]
 	} else {
 		slot = uint32(len(s.conns))
-		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, recvBufferBytes)})
+		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, standingFrameBytes)})
 	}
 	c := s.conns[slot]
 	if err := c.open(fd, direct, slot); err != nil {
