@@ -29,8 +29,11 @@
 // kernel's queue. (io_uring reads RLIMIT_NOFILE when an accept is prepared, so a lower
 // limit applies from the next re-arm.)
 //
-// A connection receives into a 4 KiB arena buffer; the Framer copies the bytes into a
-// 16-byte-aligned frame buffer until a whole frame is there:
+// A connection keeps one multishot recv armed. Arrivals land in 8 KiB buffers of a
+// provided-buffer ring (an arena class lent to the kernel), so an idle connection holds
+// no receive buffer; the Framer copies the bytes into the connection's 16-byte-aligned
+// frame buffer (a 4 KiB standing one, or a larger one that grows with the bytes that
+// arrived) and the receive buffer goes straight back to the ring:
 //
 //	0          48     52          60        61                      256        size
 //	+----------+------+-----------+---------+-----------------------+----------+
@@ -46,7 +49,7 @@
 // Replies go through a bounded per-connection send queue: Reserve copies small replies
 // into arena buffers, SendVectored lends bytes (stored batches) without copying. Queued
 // pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
-// SendQueueBytesMax is queued the connection is not read (back-pressure); a reply that
+// SendQueueBytesMax is queued the connection's recv is cancelled (back-pressure); a reply that
 // would exceed it, or replies unread for SendTimeout, close the connection. A started
 // frame must complete within FrameTimeout; a silent connection closes after IdleTimeout
 // (when set). Each of these ends only the offending connection.
