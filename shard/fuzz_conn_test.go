@@ -42,32 +42,34 @@ func FuzzConnection(f *testing.F) {
 	f.Add(append(requestHeader(5, wire.OperationNonReplicated, uint32(wire.CodeGetSnapshot), 9), "hello"...))
 	f.Add(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetStats), 10))
 	f.Add(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetClusterMetadata), 11))
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		rt, err := fuzzRuntime()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		readDone := make(chan error, 1)
-		go func() {
-			_, err := io.Copy(io.Discard, conn)
-			readDone <- err
-		}()
-		if _, err := conn.Write(stream); err != nil && !isConnReset(err) {
-			t.Fatalf("write: %v", err)
-		}
-		conn.(*net.TCPConn).CloseWrite()
-		if err := <-readDone; err != nil && !isConnReset(err) {
-			t.Fatalf("the server did not end the connection: %v", err)
-		}
-		bystander := &testClient{t: t, conn: dialFuzz(t, rt)}
-		bystander.ping(42)
-	})
+	f.Fuzz(fuzzOne)
+}
+
+func fuzzOne(t *testing.T, stream []byte) {
+	rt, err := fuzzRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, conn)
+		readDone <- err
+	}()
+	if _, err := conn.Write(stream); err != nil && !isConnReset(err) {
+		t.Fatalf("write: %v", err)
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	if err := <-readDone; err != nil && !isConnReset(err) {
+		t.Fatalf("the server did not end the connection: %v", err)
+	}
+	bystander := &testClient{t: t, conn: dialFuzz(t, rt)}
+	bystander.ping(42)
 }
 
 func dialFuzz(t *testing.T, rt *Runtime) net.Conn {
