@@ -1,0 +1,134 @@
+package client
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"io"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Defaults, the Go SDK's values (go-sdk-behaviour.md §11).
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultTransientRetryInterval is how long the client waits before replaying a
+	// request answered 57 TransientNotCommitted or 58 TransientNotAccepted.
+	DefaultTransientRetryInterval = 50 * time.Millisecond
+	// DefaultNotAcceptedRetryWindow bounds the replays of a request answered 58:
+	// past it the 58 is returned (the Go SDK would look for a new leader then).
+	DefaultNotAcceptedRetryWindow = 2 * time.Second
+	// DefaultSDKName and DefaultSDKVersion are what the login announces in its
+	// ClientVersionInfo prefix.
+	DefaultSDKName    = "iggy-shard-go"
+	DefaultSDKVersion = "0.1.0"
+)
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	requestTimeout         time.Duration
+	transientRetryInterval time.Duration
+	notAcceptedRetryWindow time.Duration
+	random                 io.Reader
+	version                wire.ClientVersionInfo
+	stampRequestChecksums  bool
+	clusterMetadataOnLogin bool
+	tls                    *tls.Config
+	login                  *credentials
+	replyBufferBytes       int
+}
+
+// credentials for the login Dial performs.
+type credentials struct {
+	username, password string
+	token              string
+	withToken          bool
+}
+
+func defaultOptions() options {
+	return options{
+		requestTimeout:         DefaultRequestTimeout,
+		transientRetryInterval: DefaultTransientRetryInterval,
+		notAcceptedRetryWindow: DefaultNotAcceptedRetryWindow,
+		random:                 rand.Reader,
+		version: wire.ClientVersionInfo{
+			ProtocolVersion: wire.ServerProtocolVersion,
+			SDKName:         []byte(DefaultSDKName),
+			SDKVersion:      []byte(DefaultSDKVersion),
+		},
+		stampRequestChecksums:  true,
+		clusterMetadataOnLogin: true,
+		replyBufferBytes:       64 << 10,
+	}
+}
+
+// WithRequestTimeout bounds every request, replays included, when the request's
+// context has no earlier deadline. Zero or less means only the context bounds it.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) { o.requestTimeout = d }
+}
+
+// WithTransientRetry sets the wait between replays of a transient reply and how
+// long a request answered 58 TransientNotAccepted keeps being replayed.
+func WithTransientRetry(interval, notAcceptedWindow time.Duration) Option {
+	return func(o *options) {
+		o.transientRetryInterval = interval
+		o.notAcceptedRetryWindow = notAcceptedWindow
+	}
+}
+
+// WithCredentials makes Dial log in with a username and password.
+func WithCredentials(username, password string) Option {
+	return func(o *options) { o.login = &credentials{username: username, password: password} }
+}
+
+// WithPersonalAccessToken makes Dial log in with a personal access token.
+func WithPersonalAccessToken(token string) Option {
+	return func(o *options) { o.login = &credentials{token: token, withToken: true} }
+}
+
+// WithTLS wraps the connection in TLS with cfg (a nil cfg is the zero tls.Config;
+// set ServerName when the address is an IP).
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) {
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		o.tls = cfg
+	}
+}
+
+// WithSDKIdentity sets the sdk_name and sdk_version the login announces, e.g.
+// ("go-sdk", "0.9.0-edge.4") to look exactly like the official Go SDK.
+func WithSDKIdentity(name, version string) Option {
+	return func(o *options) {
+		o.version.SDKName = []byte(name)
+		o.version.SDKVersion = []byte(version)
+	}
+}
+
+// WithProtocolVersion overrides the protocol version the login announces (0.11.0 by
+// default); a server outside its window evicts the login with reason 14.
+func WithProtocolVersion(v wire.ProtocolVersion) Option {
+	return func(o *options) { o.version.ProtocolVersion = v }
+}
+
+// WithRequestChecksums chooses whether metadata writes carry request_checksum
+// (XxHash3-64 of the body), as the Rust SDK stamps it; the Go SDK sends zero.
+func WithRequestChecksums(stamp bool) Option {
+	return func(o *options) { o.stampRequestChecksums = stamp }
+}
+
+// WithClusterMetadataOnLogin chooses whether a successful login is followed by
+// GetClusterMetadata, as the Go SDK does (its result is not used).
+func WithClusterMetadataOnLogin(enabled bool) Option {
+	return func(o *options) { o.clusterMetadataOnLogin = enabled }
+}
+
+// WithRandom sets the source of client ids and of the seed for message ids
+// (crypto/rand by default). Tests use it for reproducible frames.
+func WithRandom(r io.Reader) Option {
+	return func(o *options) { o.random = r }
+}
