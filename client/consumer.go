@@ -46,11 +46,11 @@ type Consumer struct {
 	cfg ConsumerConfig
 
 	// Guarded by c.mu.
-	strategy     wire.PollingStrategy
-	assignment   []uint32
-	assignedAt   time.Time
-	roundRobin   int
-	lastPolled   uint32
+	strategy   wire.PollingStrategy
+	assignment []uint32
+	assignedAt time.Time
+	roundRobin int
+	lastPolled uint32
 }
 
 // NewConsumer returns a consumer for cfg.
