@@ -1,0 +1,210 @@
+package metadata
+
+import (
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Proposals: what the primary turns a client request into before it prepares it,
+// and the admission checks it runs first. Most operations are proposed with the
+// client's body unchanged; four carry what only the primary can compute:
+//
+//	CreateUser (141)                 the client's body, password replaced by its
+//	                                 argon2id PHC string
+//	ChangePassword (144)             [user Identifier][verified hash u8-len][new hash u8-len]
+//	                                 (verified hash empty when the current password
+//	                                 did not match)
+//	CreatePersonalAccessToken (146)  [name Name][expiry u64][token Name]
+//	RemoveConsumerGroupMember (66)   [client u128], a connection that closed
+//
+// The token travels in the prepare (so every replica builds the same reply) and so
+// sits in the journal until a checkpoint drains it; the state and its snapshots keep
+// only its digest.
+
+// ProposeCreateUser turns a CreateUser request body into its proposal: the same
+// body with the password replaced by HashPassword(password, salt).
+func ProposeCreateUser(dst, clientBody, salt []byte) ([]byte, error) {
+	var r wire.CreateUser
+	if err := r.Decode(clientBody); err != nil {
+		return dst, err
+	}
+	r.Password = []byte(HashPassword(r.Password, salt))
+	return r.Append(dst)
+}
+
+// ProposeChangePassword turns a ChangePassword request body into its proposal: it
+// verifies the current password against the target's stored hash now (an unknown
+// target is left for apply to report) and hashes the new one with salt.
+func (s *State) ProposeChangePassword(dst, clientBody, salt []byte) ([]byte, error) {
+	var r wire.ChangePassword
+	if err := r.Decode(clientBody); err != nil {
+		return dst, err
+	}
+	var verified []byte
+	if u := s.resolveUser(r.UserID); u != nil && VerifyPassword(u.PasswordHash, r.CurrentPassword) {
+		verified = []byte(u.PasswordHash)
+	}
+	p := wire.ChangePassword{
+		UserID:          r.UserID,
+		CurrentPassword: verified,
+		NewPassword:     []byte(HashPassword(r.NewPassword, salt)),
+	}
+	return p.Append(dst)
+}
+
+// ProposeCreatePersonalAccessToken turns a CreatePersonalAccessToken request body
+// into its proposal, carrying token (see EncodeToken).
+func ProposeCreatePersonalAccessToken(dst, clientBody, token []byte) ([]byte, error) {
+	var r wire.CreatePersonalAccessToken
+	if err := r.Decode(clientBody); err != nil {
+		return dst, err
+	}
+	return appendTokenProposal(dst, r.Name, r.ExpiryUs, token)
+}
+
+func appendTokenProposal(dst, name []byte, expiryUs uint64, token []byte) ([]byte, error) {
+	if len(token) == 0 || len(token) > 255 {
+		return dst, wire.ErrInvalidCommand
+	}
+	b, err := wire.AppendName(dst, name)
+	if err != nil {
+		return dst, err
+	}
+	b = appendU64(b, expiryUs)
+	return wire.AppendName(b, token)
+}
+
+type tokenProposal struct {
+	name     []byte
+	expiryUs uint64
+	token    []byte
+}
+
+func decodeTokenProposal(body []byte) (tokenProposal, bool) {
+	r := newReader(body)
+	p := tokenProposal{name: r.name(), expiryUs: r.u64(), token: r.name()}
+	return p, r.done()
+}
+
+// AppendClientGoneProposal is the body of RemoveConsumerGroupMember (66), which the
+// server proposes when a client's connection closes: the client leaves every
+// consumer group it was in.
+func AppendClientGoneProposal(dst []byte, client wire.Uint128) []byte {
+	var b [16]byte
+	client.Put(b[:])
+	return append(dst, b[:]...)
+}
+
+func decodeClientGone(body []byte) (wire.Uint128, bool) {
+	r := newReader(body)
+	c := r.u128()
+	return c, r.done()
+}
+
+// Admit runs the pre-commit checks of a metadata write on the client's request body
+// and returns the status code to deny it with, or nil to propose it. These are the
+// errors.md §2 "status" outcomes: ErrInvalidCommand for a body that does not decode,
+// ErrUnsupportedOptionKey, ErrInvalidOptionValue and ErrInvalidTopicSize for option
+// blocks, ErrTooManyPartitions for partition counts, and
+// ErrPersonalAccessTokensLimitReached. Everything else, authorization included, is
+// decided by Apply and committed.
+func (s *State) Admit(op wire.Operation, userID uint32, clientBody []byte) error {
+	switch op {
+	case wire.OperationCreateStream:
+		var r wire.CreateStream
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return refuseAnyOption(r.Options)
+	case wire.OperationUpdateStream:
+		var r wire.UpdateStream
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return refuseAnyOption(r.Options)
+	case wire.OperationCreateTopic:
+		var r wire.CreateTopic
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		_, err := wire.ResolveCreateTopicOptions(r.Options, r.PartitionsCount)
+		return err
+	case wire.OperationUpdateTopic:
+		var r wire.UpdateTopic
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		// The segment size is create-only, so the check made here still holds when
+		// the update applies; an unknown topic is left for apply to report.
+		var segmentSizeBytes uint64
+		if _, t, code := s.resolveTopic(r.StreamID, r.TopicID); code == 0 {
+			segmentSizeBytes = t.Options.SegmentSizeBytes
+		}
+		_, err := wire.CheckTopicUpdate(r.Options, segmentSizeBytes)
+		return err
+	case wire.OperationCreatePartitions:
+		var r wire.CreatePartitions
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return r.CheckPartitionsCount()
+	case wire.OperationDeletePartitions:
+		var r wire.DeletePartitions
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return r.CheckPartitionsCount()
+	case wire.OperationCreateUser:
+		var r wire.CreateUser
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return refuseAnyOption(r.Options)
+	case wire.OperationUpdateUser:
+		var r wire.UpdateUser
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		return refuseAnyOption(r.Options)
+	case wire.OperationCreatePersonalAccessToken:
+		var r wire.CreatePersonalAccessToken
+		if err := r.Decode(clientBody); err != nil {
+			return err
+		}
+		if u := s.User(userID); u != nil && len(u.Tokens) >= PersonalAccessTokensPerUserMax {
+			return wire.ErrPersonalAccessTokensLimitReached
+		}
+		return nil
+	case wire.OperationDeleteStream, wire.OperationPurgeStream:
+		return (&wire.DeleteStream{}).Decode(clientBody)
+	case wire.OperationDeleteTopic, wire.OperationPurgeTopic:
+		return (&wire.DeleteTopic{}).Decode(clientBody)
+	case wire.OperationDeleteSegments:
+		return (&wire.DeleteSegments{}).Decode(clientBody)
+	case wire.OperationCreateConsumerGroup:
+		return (&wire.CreateConsumerGroup{}).Decode(clientBody)
+	case wire.OperationDeleteConsumerGroup, wire.OperationJoinConsumerGroup, wire.OperationLeaveConsumerGroup:
+		return (&wire.DeleteConsumerGroup{}).Decode(clientBody)
+	case wire.OperationDeleteUser:
+		return (&wire.DeleteUser{}).Decode(clientBody)
+	case wire.OperationChangePassword:
+		return (&wire.ChangePassword{}).Decode(clientBody)
+	case wire.OperationUpdatePermissions:
+		return (&wire.UpdatePermissions{}).Decode(clientBody)
+	case wire.OperationDeletePersonalAccessToken:
+		return (&wire.DeletePersonalAccessToken{}).Decode(clientBody)
+	}
+	return wire.ErrInvalidCommand
+}
+
+// refuseAnyOption checks the block of a scope with an empty catalog: a malformed
+// block is ErrInvalidCommand, any key ErrUnsupportedOptionKey.
+func refuseAnyOption(block []byte) error {
+	pairs, err := wire.ValidateOptions(block)
+	if err != nil {
+		return err
+	}
+	if pairs > 0 {
+		return wire.ErrUnsupportedOptionKey
+	}
+	return nil
+}
