@@ -427,7 +427,12 @@ func (c *Client) readBody(n int) ([]byte, error) {
 // breakIO closes the connection after an I/O failure; a done context is the cause
 // when there is one.
 func (c *Client) breakIO(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
+	ctxErr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
+		// The socket deadline is the context's; its timer may not have fired yet.
+		ctxErr = context.DeadlineExceeded
+	}
+	if ctxErr != nil {
 		err = errors.Join(ctxErr, err)
 	}
 	return c.breakWith(&ConnectionError{Op: op, Code: wire.ErrDisconnected, Err: err})

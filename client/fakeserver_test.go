@@ -102,7 +102,13 @@ func (s *fakeServer) serve(conn net.Conn) {
 			return
 		}
 		h, err := wire.DecodeRequestHeader(head, wire.DefaultMessageSizeMax)
-		if err != nil {
+		var refused wire.ErrorCode
+		if fault := wire.HeaderFault(0); errors.As(err, &fault) && fault == wire.FaultUnknownCommandCode {
+			// A well-formed request for a code the server does not know: the
+			// server answers status 3, as a real one must.
+			h, _ = wire.ViewHeader[wire.RequestHeader](head)
+			refused = fault.Status()
+		} else if err != nil {
 			s.t.Errorf("fake server: client sent an invalid request header: %v", err)
 			return
 		}
@@ -123,6 +129,12 @@ func (s *fakeServer) serve(conn net.Conn) {
 			s.frames = append(s.frames, recordedFrame{header: *h, body: append([]byte(nil), body...),
 				raw: append([]byte(nil), frame...)})
 			s.mu.Unlock()
+		}
+		if refused != 0 {
+			if _, err := conn.Write(denial(h, refused)); err != nil {
+				return
+			}
+			continue
 		}
 		reply, closeConn := s.handler(h, body)
 		if len(reply) > 0 {
