@@ -406,7 +406,7 @@ func TestLocalValidation(t *testing.T) {
 	_, err = c.DescribeOptions(ctx, 9)
 	mustCode(t, err, wire.ErrInvalidCommand)
 	huge := make([]byte, FrameSizeMax)
-	_, err = c.SendMessages(ctx, ID(0), ID(0), wire.Partitioning{Kind: wire.PartitioningPartitionID}, []Message{{Payload: huge[:wire.MessagePayloadSizeMax]}, {Payload: huge[:8 << 20]}})
+	_, err = c.SendMessages(ctx, ID(0), ID(0), wire.Partitioning{Kind: wire.PartitioningPartitionID}, []Message{{Payload: huge[:wire.MessagePayloadSizeMax]}, {Payload: huge[:8<<20]}})
 	mustCode(t, err, wire.ErrInvalidConfiguration)
 	if after := len(s.recorded()); after != before {
 		t.Fatalf("%d requests sent", after-before)
