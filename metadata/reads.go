@@ -1,6 +1,8 @@
 package metadata
 
 import (
+	"unsafe"
+
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -49,7 +51,7 @@ func (s *State) streamHeader(st *Stream, stats StatsSource) wire.StreamHeader {
 		ID:              st.ID,
 		CreatedAtMicros: st.CreatedAtMicros,
 		TopicsCount:     uint32(st.topicCount),
-		Name:            []byte(st.Name),
+		Name:            bytesOf(st.Name),
 	}
 	if stats != nil {
 		for _, t := range st.topics {
@@ -68,7 +70,7 @@ func topicHeader(st *Stream, t *Topic, stats StatsSource) wire.TopicHeader {
 		ID:              t.ID,
 		CreatedAtMicros: t.CreatedAtMicros,
 		PartitionsCount: t.PartitionsCount(),
-		Name:            []byte(t.Name),
+		Name:            bytesOf(t.Name),
 		ExplicitOptions: t.ExplicitOptions,
 		DerivedOptions:  t.DerivedOptions,
 	}
@@ -107,7 +109,7 @@ func groupHeader(t *Topic, g *ConsumerGroup) wire.ConsumerGroupHeader {
 		ID:              g.ID,
 		PartitionsCount: t.PartitionsCount(),
 		MembersCount:    uint32(len(g.Members)),
-		Name:            []byte(g.Name),
+		Name:            bytesOf(g.Name),
 	}
 }
 
@@ -126,7 +128,7 @@ func userHeader(u *User) wire.UserHeader {
 		ID:              u.ID,
 		CreatedAtMicros: u.CreatedAtMicros,
 		Status:          uint8(u.Status),
-		Username:        []byte(u.Username),
+		Username:        bytesOf(u.Username),
 	}
 }
 
@@ -240,7 +242,7 @@ func (s *State) AppendPersonalAccessTokens(dst []byte, userID uint32) []byte {
 		return dst
 	}
 	for i := range u.Tokens {
-		e := wire.PatEntry{Name: []byte(u.Tokens[i].Name), ExpiryAtMicros: u.Tokens[i].ExpiryAtMicros}
+		e := wire.PatEntry{Name: bytesOf(u.Tokens[i].Name), ExpiryAtMicros: u.Tokens[i].ExpiryAtMicros}
 		dst = e.Append(dst)
 	}
 	return dst
@@ -475,3 +477,8 @@ func (s *State) Read(dst []byte, code wire.CommandCode, userID uint32, client wi
 	}
 	return out, true, nil
 }
+
+// bytesOf views a stored name as bytes for a reply encoder without copying it. The
+// encoders only read it, and names are immutable strings, so nothing can write
+// through the view.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
