@@ -1,0 +1,190 @@
+package partition
+
+import (
+	"errors"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// SendCompletion learns what became of an admitted batch. Send takes one per batch
+// with a token of the caller's choosing (a connection slot and request number, say),
+// so the store keeps an interface value and a number, never a closure.
+type SendCompletion interface {
+	// SendDone runs once per admitted batch, from the store's I/O polling. err nil:
+	// the batch is stored per its topic's policy and c is its confirmation (reply
+	// with AppendSendReply). Otherwise err is the wire.ErrorCode to answer with: 4006
+	// CannotSaveMessagesToSegment when a write or fdatasync failed and the batch was
+	// cut from the log (it will never be polled; the producer may resend).
+	SendDone(token uint64, c wire.SendConfirmation, err error)
+}
+
+// Send admits one SendMessages batch into partition k on the owning shard:
+//
+//  1. validate it (wire.ValidateBatch: layout, sizes, every frame checksum and the
+//     batch checksum);
+//  2. stamp it in place (wire.StampBatch: partition id, the partition's next offset,
+//     and nowMicros as base_timestamp, raised to the previous batch's when the clock
+//     went back, since polls by timestamp need them non-decreasing);
+//  3. append it to the log, which writes it as it is.
+//
+// A nil return means the batch is admitted and done.SendDone will run. The
+// acknowledgement follows the topic's policy: with enforce_fsync once fdatasync has
+// made the batch durable, without it once the write has completed (it is in the page
+// cache: a process crash keeps it, a power loss before the next save may not). The
+// reference server acknowledges a batch once committed in memory (architecture-
+// notes.md §1.13), so either policy acknowledges no earlier than it does.
+//
+// req.Batch is the caller's buffer, stamped in place: it must stay untouched until
+// SendDone has run for the batch.
+//
+// An error return is a wire.ErrorCode for the status of the reply, and the batch
+// was not admitted: 20 ResourceNotFound when the store does not own k (errors.md
+// §2: any resolution failure of a partition write), ValidateBatch's codes (3, 4009,
+// 4027, 4039, ...), 58 TransientNotAccepted while the partition's in-flight window
+// is full or it repairs a storage failure (SDKs retry), 4010 CannotAppendMessage
+// when its log is broken.
+func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendCompletion, token uint64) error {
+	p, ok := s.partitions[k]
+	if !ok {
+		return wire.ErrResourceNotFound
+	}
+	batch := req.Batch
+	if err := wire.ValidateBatch(batch); err != nil {
+		return err
+	}
+	header, _ := wire.ViewBatchHeader(batch)
+	base := p.log.NextOffset()
+	end := base + uint64(header.MessageCount())
+	wire.StampBatch(batch, uint64(k.PartitionID), base, max(nowMicros, p.log.LastTimestamp()))
+	if err := p.log.Append(batch); err != nil {
+		var code wire.ErrorCode
+		if errors.As(err, &code) {
+			return code
+		}
+		return wire.ErrCannotAppendMessage
+	}
+	p.sends.push(pendingSend{base: base, end: end, done: done, token: token})
+	return nil
+}
+
+// AppendSendReply appends the SendMessages reply body for one stored batch:
+// [count u32 = 1][stream_id u32][topic_id u32][partition_id u32][base_offset u64].
+func AppendSendReply(dst []byte, c wire.SendConfirmation) []byte {
+	return wire.AppendSendConfirmations(dst, c)
+}
+
+// pendingSend is an admitted batch not yet acknowledged.
+type pendingSend struct {
+	base, end uint64 // offsets [base, end)
+	done      SendCompletion
+	token     uint64
+}
+
+// sendQueue holds a partition's pending sends in offset order, in a ring that grows
+// to the most ever pending (bounded by the log's in-flight window) and is then
+// reused, so admitting a batch allocates nothing.
+type sendQueue struct {
+	ring []pendingSend
+	head int
+	n    int
+}
+
+func (q *sendQueue) push(e pendingSend) {
+	if q.n == len(q.ring) {
+		grown := make([]pendingSend, max(16, 2*len(q.ring)))
+		for i := 0; i < q.n; i++ {
+			grown[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = grown, 0
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = e
+	q.n++
+}
+
+func (q *sendQueue) front() *pendingSend { return &q.ring[q.head] }
+func (q *sendQueue) back() *pendingSend  { return &q.ring[(q.head+q.n-1)%len(q.ring)] }
+
+func (q *sendQueue) popFront() pendingSend {
+	e := q.ring[q.head]
+	q.ring[q.head] = pendingSend{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	return e
+}
+
+func (q *sendQueue) popBack() pendingSend {
+	i := (q.head + q.n - 1) % len(q.ring)
+	e := q.ring[i]
+	q.ring[i] = pendingSend{}
+	q.n--
+	return e
+}
+
+// acknowledge completes, in order, every pending send that ends at or below end.
+func (p *Partition) acknowledge(end uint64) {
+	for p.sends.n > 0 && p.sends.front().end <= end {
+		e := p.sends.popFront()
+		e.done.SendDone(e.token, wire.SendConfirmation{
+			StreamID:    p.key.StreamID,
+			TopicID:     p.key.TopicID,
+			PartitionID: p.key.PartitionID,
+			BaseOffset:  e.base,
+		}, nil)
+	}
+}
+
+// failSends fails every pending send at or above offset from, newest first.
+func (p *Partition) failSends(from uint64, code wire.ErrorCode) {
+	for p.sends.n > 0 && p.sends.back().base >= from {
+		e := p.sends.popBack()
+		e.done.SendDone(e.token, wire.SendConfirmation{}, code)
+	}
+}
+
+// ackEnd is how far sends may be acknowledged under the topic's policy.
+func (p *Partition) ackEnd() uint64 {
+	if p.cfg.EnforceFsync {
+		return p.log.DurableEnd()
+	}
+	return p.log.WrittenEnd()
+}
+
+// The log's hooks. Written and Durable are silent while the log repairs a failure,
+// and a repair that has nothing to cut reports nothing, so settleSends catches up
+// after every poll.
+func (p *Partition) onWritten(end uint64) {
+	if !p.cfg.EnforceFsync {
+		p.acknowledge(end)
+	}
+}
+
+func (p *Partition) onDurable(end uint64) {
+	if p.cfg.EnforceFsync {
+		p.acknowledge(end)
+	}
+}
+
+func (p *Partition) onFailed(from, _ uint64, err error) {
+	p.lastFailure = err
+	p.failSends(from, wire.ErrCannotSaveMessagesToSegment)
+	// The cut is durable and the log takes appends again: what it kept below from is
+	// reported by ends that may have moved while the hooks were silent.
+	p.acknowledge(p.ackEnd())
+}
+
+// settleSends acknowledges what the log's ends allow once the log is idle, and fails
+// everything pending when the log is broken. An idle log is not repairing: a failure
+// starts its repair as soon as nothing is in flight, and the repair's own requests
+// keep it busy until the cut is done, so its ends can be trusted.
+func (p *Partition) settleSends() {
+	if p.sends.n == 0 {
+		return
+	}
+	if p.log.Err() != nil {
+		p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
+		return
+	}
+	if p.log.Idle() {
+		p.acknowledge(p.ackEnd())
+	}
+}

@@ -1,0 +1,357 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"github.com/iggy-shard/iggy-shard/segment"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Key names a partition: 0-based stream, topic and partition ids.
+type Key struct {
+	StreamID, TopicID, PartitionID uint32
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("%d/%d/%d", k.StreamID, k.TopicID, k.PartitionID)
+}
+
+// Errors of the store's administrative calls: the glue's bugs, not a client's
+// (the metadata plane decides which partitions exist and where they live).
+var (
+	ErrPartitionExists = errors.New("partition: partition is already open in this store")
+	ErrNotOwned        = errors.New("partition: partition is not open in this store")
+)
+
+// Store is one shard's partition plane: the partitions this shard owns, each with
+// its log, its topic's Config and its consumer offsets. It knows nothing of
+// connections, sessions or users; the glue resolves stream, topic and partition ids,
+// checks permissions, and turns results into replies.
+//
+// A Store belongs to one goroutine, the shard's: it calls every method and PollIO,
+// and every completion runs on it, from PollIO (or from inside a call that waits
+// for I/O: the administrative ones, Quorum offset writes, and Poll when there is
+// nothing to read).
+type Store struct {
+	root       string
+	storages   StorageProvider
+	partitions map[Key]*Partition
+	order      []*Partition // the same partitions, in the order they were opened
+}
+
+// NewStore returns an empty store whose partitions live under root (the server's
+// local_data directory), at root/streams/{s}/topics/{t}/partitions/{p}/
+// (architecture-notes.md §2.1).
+func NewStore(root string, storages StorageProvider) *Store {
+	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition)}
+}
+
+// Dir returns the directory of a partition's files.
+func (s *Store) Dir(k Key) string {
+	return filepath.Join(s.root, "streams", strconv.FormatUint(uint64(k.StreamID), 10),
+		"topics", strconv.FormatUint(uint64(k.TopicID), 10),
+		"partitions", strconv.FormatUint(uint64(k.PartitionID), 10))
+}
+
+// Partition is one partition of the store.
+type Partition struct {
+	key             Key
+	dir             string
+	cfg             Config
+	createdAtMicros uint64
+	storage         segment.Storage
+	log             *segment.Log
+	hooks           segment.Hooks // bound to this partition once, so appends allocate no closure
+	sends           sendQueue
+	lastFailure     error // the last storage failure that cut acknowledged-pending batches
+}
+
+// Create makes a new, empty partition: whatever a crashed deletion left in its
+// directory is removed first, so a reused id never shows an old message.
+func (s *Store) Create(k Key, cfg Config, createdAtMicros uint64) error {
+	if _, ok := s.partitions[k]; ok {
+		return fmt.Errorf("%w: %v", ErrPartitionExists, k)
+	}
+	if err := s.storages.Remove(s.Dir(k)); err != nil {
+		return fmt.Errorf("partition %v: clear directory: %w", k, err)
+	}
+	_, err := s.open(k, cfg, createdAtMicros)
+	return err
+}
+
+// Open opens an existing partition after a restart: segment.Open recovers its log
+// (a torn tail cut, indexes rebuilt, offsets clamped) and the report says what it
+// found, for the log. A partition with no files opens empty.
+func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.RecoveryReport, error) {
+	if _, ok := s.partitions[k]; ok {
+		return nil, fmt.Errorf("%w: %v", ErrPartitionExists, k)
+	}
+	return s.open(k, cfg, createdAtMicros)
+}
+
+func (s *Store) open(k Key, cfg Config, createdAtMicros uint64) (*segment.RecoveryReport, error) {
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros}
+	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
+	st, err := s.storages.Open(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
+	}
+	p.storage = st
+	log, report, err := segment.Open(st, cfg.segmentConfig(k.PartitionID), p.hooks)
+	if err != nil {
+		return report, fmt.Errorf("partition %v: %w", k, err)
+	}
+	p.log = log
+	s.partitions[k] = p
+	s.order = append(s.order, p)
+	return report, nil
+}
+
+// Has reports whether the store owns the partition.
+func (s *Store) Has(k Key) bool {
+	_, ok := s.partitions[k]
+	return ok
+}
+
+// Len is the number of partitions the store owns.
+func (s *Store) Len() int { return len(s.order) }
+
+// Keys appends the keys of the store's partitions, in the order they were opened.
+func (s *Store) Keys(dst []Key) []Key {
+	for _, p := range s.order {
+		dst = append(dst, p.key)
+	}
+	return dst
+}
+
+// Delete closes a partition and removes its directory (DeletePartitions,
+// DeleteTopic, DeleteStream). Sends still waiting for durability complete first,
+// as Close makes them durable.
+func (s *Store) Delete(k Key) error {
+	p, ok := s.partitions[k]
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrNotOwned, k)
+	}
+	closeErr := p.close()
+	s.forget(p)
+	if err := s.storages.Remove(p.dir); err != nil {
+		return fmt.Errorf("partition %v: remove directory: %w", k, err)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("partition %v: %w", k, closeErr)
+	}
+	return nil
+}
+
+// DeleteTopic deletes every partition of a topic the store owns.
+func (s *Store) DeleteTopic(streamID, topicID uint32) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID }, s.Delete)
+}
+
+// DeleteStream deletes every partition of a stream the store owns.
+func (s *Store) DeleteStream(streamID uint32) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID }, s.Delete)
+}
+
+// Purge drops every message and every consumer offset of a partition and keeps the
+// partition: it starts again, empty, at offset 0, as the reference server's purge
+// does (its offset frontier returns to 0, core/partitions purge tests). The log is
+// closed (sends in flight complete), its directory removed and a fresh log opened.
+// segment.Log.Purge is not used: it keeps the offset counter.
+func (s *Store) Purge(k Key) error {
+	p, ok := s.partitions[k]
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrNotOwned, k)
+	}
+	return s.reopen(p, p.cfg, true)
+}
+
+// PurgeTopic purges every partition of a topic the store owns.
+func (s *Store) PurgeTopic(streamID, topicID uint32) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID }, s.Purge)
+}
+
+// PurgeStream purges every partition of a stream the store owns.
+func (s *Store) PurgeStream(streamID uint32) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID }, s.Purge)
+}
+
+// Reconfigure applies a topic's new Config (UpdateTopic changes message_expiry and
+// max_topic_size; CreatePartitions and DeletePartitions change the partition count
+// and so the size share). A log takes its Config at open, so a partition whose log
+// settings change is closed and opened again; that costs a recovery walk of its open
+// segment, which is fine for an administrative call.
+func (s *Store) Reconfigure(streamID, topicID uint32, cfg Config) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID }, func(k Key) error {
+		p := s.partitions[k]
+		if cfg.segmentConfig(k.PartitionID) == p.cfg.segmentConfig(k.PartitionID) {
+			p.cfg = cfg
+			return nil
+		}
+		return s.reopen(p, cfg, false)
+	})
+}
+
+// reopen closes p's log and opens it again with cfg, after removing every file when
+// wipe is set. On failure the partition is gone from the store.
+func (s *Store) reopen(p *Partition, cfg Config, wipe bool) error {
+	closeErr := p.close()
+	if closeErr != nil && !wipe {
+		s.forget(p)
+		return fmt.Errorf("partition %v: %w", p.key, closeErr)
+	}
+	if wipe {
+		if err := s.storages.Remove(p.dir); err != nil {
+			s.forget(p)
+			return fmt.Errorf("partition %v: remove directory: %w", p.key, err)
+		}
+		st, err := s.storages.Open(p.dir)
+		if err != nil {
+			s.forget(p)
+			return fmt.Errorf("partition %v: open storage: %w", p.key, err)
+		}
+		p.storage = st
+	}
+	log, _, err := segment.Open(p.storage, cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	if err != nil {
+		s.forget(p)
+		return fmt.Errorf("partition %v: %w", p.key, err)
+	}
+	p.log = log
+	p.cfg = cfg
+	return nil
+}
+
+// each runs fn on the partitions whose key matches, in opening order, and joins the
+// errors: one partition failing does not stop the others.
+func (s *Store) each(match func(Key) bool, fn func(Key) error) error {
+	var keys []Key
+	for _, p := range s.order {
+		if match(p.key) {
+			keys = append(keys, p.key)
+		}
+	}
+	var errs []error
+	for _, k := range keys {
+		if err := fn(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) forget(p *Partition) {
+	delete(s.partitions, p.key)
+	for i, q := range s.order {
+		if q == p {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// close closes the log: every request in flight completes, the open segment and the
+// offsets are synced. Sends the log could not store are failed.
+func (p *Partition) close() error {
+	err := p.log.Close()
+	p.settleSends()
+	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
+	return err
+}
+
+// Close closes every partition, making what was written durable.
+func (s *Store) Close() error {
+	var errs []error
+	for _, p := range s.order {
+		if err := p.close(); err != nil {
+			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
+		}
+	}
+	s.order = nil
+	clear(s.partitions)
+	return errors.Join(errs...)
+}
+
+// PollIO runs the completions of every partition's storage without waiting, and
+// returns how many ran. The shard's loop calls it each turn; with a ring-backed
+// storage it reaps what the ring completed.
+func (s *Store) PollIO() int {
+	n := 0
+	for _, p := range s.order {
+		n += p.storage.Poll(false)
+		p.settleSends()
+	}
+	return n
+}
+
+// WaitIdle polls until no partition has I/O in flight: for shutdown, tools and
+// tests. The shard's loop uses PollIO.
+func (s *Store) WaitIdle() {
+	for _, p := range s.order {
+		p.log.WaitIdle()
+		p.settleSends()
+	}
+}
+
+// DeleteSegments deletes the count oldest sealed segments of a partition
+// (DELETE_SEGMENTS, 503); the open segment is never deleted. It reports what went.
+func (s *Store) DeleteSegments(k Key, count uint32) ([]segment.RemovedSegment, error) {
+	p, ok := s.partitions[k]
+	if !ok {
+		return nil, wire.ErrPartitionNotFound
+	}
+	return p.log.DeleteOldestSegments(int(count))
+}
+
+// ApplyRetention runs a retention pass over every partition at time nowMicros (µs
+// since the epoch, the clock the batches were stamped with): sealed segments older
+// than message_expiry, and the oldest sealed segments while a partition exceeds its
+// share of max_topic_size, are deleted. It returns how many segments went and the
+// partitions' errors joined; a failing partition does not stop the pass.
+func (s *Store) ApplyRetention(nowMicros uint64) (removedSegments int, err error) {
+	var errs []error
+	for _, p := range s.order {
+		removed, err := p.log.ApplyRetention(nowMicros)
+		removedSegments += len(removed)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
+		}
+	}
+	return removedSegments, errors.Join(errs...)
+}
+
+// Info returns what GetTopic's PartitionInfo and GetStats report of a partition:
+// its creation time, segment count, current offset (0 when empty), size in bytes and
+// message count. Sizes and counts include batches still being written.
+func (s *Store) Info(k Key) (wire.PartitionInfo, error) {
+	p, ok := s.partitions[k]
+	if !ok {
+		return wire.PartitionInfo{}, wire.ErrPartitionNotFound
+	}
+	current, _ := p.log.CurrentOffset()
+	return wire.PartitionInfo{
+		ID:              k.PartitionID,
+		CreatedAtMicros: p.createdAtMicros,
+		SegmentsCount:   uint32(p.log.SegmentCount()),
+		CurrentOffset:   current,
+		SizeBytes:       uint64(p.log.SizeBytes()),
+		MessagesCount:   p.log.NextOffset() - p.log.FirstOffset(),
+	}, nil
+}
+
+// Err returns why a partition's log refuses appends for good (a repair after a
+// storage failure failed too: reopen the partition), or the last storage failure
+// that failed sends; nil when there was none.
+func (s *Store) Err(k Key) error {
+	p, ok := s.partitions[k]
+	if !ok {
+		return ErrNotOwned
+	}
+	if err := p.log.Err(); err != nil {
+		return err
+	}
+	return p.lastFailure
+}
