@@ -1,0 +1,143 @@
+package metadata
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+var testSalt = []byte("0123456789abcdef")
+
+func TestPasswordHash(t *testing.T) {
+	h := HashPassword([]byte("iggy"), testSalt)
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("PHC string %q", h)
+	}
+	if h != HashPassword([]byte("iggy"), testSalt) {
+		t.Fatal("hashing with the same salt is not deterministic")
+	}
+	if !VerifyPassword(h, []byte("iggy")) || VerifyPassword(h, []byte("iggz")) || VerifyPassword(h, nil) {
+		t.Fatal("verification")
+	}
+	for _, bad := range []string{
+		"",
+		"plain",
+		strings.Replace(h, "argon2id", "argon2i", 1),
+		strings.Replace(h, "v=19", "v=16", 1),
+		strings.Replace(h, "m=19456", "m=999999999", 1), // cost out of bounds
+		strings.Replace(h, "t=2", "t=0", 1),
+		strings.Replace(h, "p=1", "p=x", 1),
+		h[:len(h)-5],
+		h + "$",
+	} {
+		if VerifyPassword(bad, []byte("iggy")) {
+			t.Errorf("%q verifies", bad)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	var secret [TokenSecretBytes]byte
+	for i := range secret {
+		secret[i] = byte(i * 7)
+	}
+	tok := EncodeToken(&secret)
+	if len(tok) != 43 || bytes.ContainsAny(tok, "+/=") {
+		t.Fatalf("token %q", tok)
+	}
+	if HashToken(tok) == HashToken(append(tok[:42:42], 'x')) {
+		t.Fatal("hash ignores the last byte")
+	}
+}
+
+func TestProposalsAndLogin(t *testing.T) {
+	f := newFixture(t)
+	f.s.User(root).PasswordHash = HashPassword([]byte("iggy"), testSalt)
+
+	// CreateUser: the proposal carries the hash, and the user can then log in.
+	client := body((&wire.CreateUser{Username: []byte("alice"), Password: []byte("s3cret"), Status: 1}).Append(nil))
+	proposal, err := ProposeCreateUser(nil, client, testSalt)
+	if err != nil || bytes.Contains(proposal, []byte("s3cret")) {
+		t.Fatalf("proposal %q (%v)", proposal, err)
+	}
+	f.must(wire.OperationCreateUser, root, proposal)
+	creds := Credentials{State: f.s, NowMicros: f.ts}
+	if id, ok := creds.CheckPassword([]byte("alice"), []byte("s3cret")); !ok || id != alice {
+		t.Fatalf("login: %d %v", id, ok)
+	}
+	if _, ok := creds.CheckPassword([]byte("alice"), []byte("wrong")); ok {
+		t.Fatal("wrong password logs in")
+	}
+	if _, ok := creds.CheckPassword([]byte("nobody"), []byte("s3cret")); ok {
+		t.Fatal("unknown user logs in")
+	}
+	if _, err := ProposeCreateUser(nil, []byte{0}, testSalt); err != wire.ErrInvalidCommand {
+		t.Fatalf("malformed CreateUser: %v", err)
+	}
+
+	// ChangePassword: a wrong current password commits as 42, a right one changes it.
+	change := func(current, next string) []byte {
+		return body((&wire.ChangePassword{UserID: str("alice"), CurrentPassword: []byte(current), NewPassword: []byte(next)}).Append(nil))
+	}
+	wrong, err := f.s.ProposeChangePassword(nil, change("nope", "n3w"), testSalt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.apply(wire.OperationChangePassword, alice, wrong); got != wire.ErrInvalidCredentials {
+		t.Fatalf("wrong current password: %v", got)
+	}
+	right, err := f.s.ProposeChangePassword(nil, change("s3cret", "n3w"), testSalt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.must(wire.OperationChangePassword, alice, right)
+	if _, ok := creds.CheckPassword([]byte("alice"), []byte("n3w")); !ok {
+		t.Fatal("new password refused")
+	}
+	// Replaying the same proposal after the change fails: the verified hash is stale.
+	if got := f.apply(wire.OperationChangePassword, alice, right); got != wire.ErrInvalidCredentials {
+		t.Fatalf("stale proposal: %v", got)
+	}
+
+	// Inactive users cannot log in with a password.
+	f.must(wire.OperationUpdateUser, root, body((&wire.UpdateUser{UserID: num(alice), HasStatus: true, Status: wire.UserInactive}).Append(nil)))
+	if _, ok := creds.CheckPassword([]byte("alice"), []byte("n3w")); ok {
+		t.Fatal("inactive user logs in")
+	}
+
+	// CreatePersonalAccessToken and a token login through wire.DecideRegister.
+	var secret [TokenSecretBytes]byte
+	secret[0] = 1
+	token := EncodeToken(&secret)
+	pat, err := ProposeCreatePersonalAccessToken(nil, body((&wire.CreatePersonalAccessToken{Name: []byte("ci")}).Append(nil)), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.must(wire.OperationCreatePersonalAccessToken, root, pat)
+	if id, reason := creds.CheckToken(token); id != root || reason != wire.EvictionReserved {
+		t.Fatalf("token login: %d %v", id, reason)
+	}
+	login := registerWithToken(token)
+	if d := wire.DecideRegister(login, wire.AcceptedProtocolWindow, creds); !d.LoggedIn() || d.UserID != root {
+		t.Fatalf("DecideRegister: %+v", d)
+	}
+	if _, err := ProposeCreatePersonalAccessToken(nil, []byte{1}, token); err != wire.ErrInvalidCommand {
+		t.Fatalf("malformed token request: %v", err)
+	}
+	if _, err := ProposeCreatePersonalAccessToken(nil, body((&wire.CreatePersonalAccessToken{Name: []byte("x")}).Append(nil)), nil); err != wire.ErrInvalidCommand {
+		t.Fatalf("empty token: %v", err)
+	}
+}
+
+// registerWithToken builds a LoginRegisterWithPat body: the version prefix, then
+// [token Name][context_len u32].
+func registerWithToken(token []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(wire.ServerProtocolVersion))
+	b = append(b, 2, 'g', 'o', 1, '1')
+	b = append(b, uint8(len(token)))
+	b = append(b, token...)
+	return binary.LittleEndian.AppendUint32(b, 0)
+}
