@@ -42,7 +42,7 @@ func TestPollStrategies(t *testing.T) {
 			{"offset across segments", strategy(wire.PollingOffset, 7), 40, span(7, 47)},
 			{"offset near the end", strategy(wire.PollingOffset, 45), 100, span(45, 50)},
 			{"offset at the end", strategy(wire.PollingOffset, 50), 10, nil},
-			{"offset far beyond", strategy(wire.PollingOffset, 1 << 40), 10, nil},
+			{"offset far beyond", strategy(wire.PollingOffset, 1<<40), 10, nil},
 			{"count 0", strategy(wire.PollingOffset, 0), 0, nil},
 			{"count 1", strategy(wire.PollingOffset, 33), 1, []uint64{33}},
 			{"timestamp exact", strategy(wire.PollingTimestamp, 3000), 5, span(20, 25)},
