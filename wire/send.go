@@ -90,12 +90,17 @@ func (r *SendMessages) Decode(body []byte) error {
 	return nil
 }
 
-// Append encodes r: the metadata, then a copy of r.Batch. It fails with the encoding
-// errors of Identifier and Partitioning, and with ErrInvalidMessagesCount when
-// r.Batch is not a batch of r.MessagesCount (> 0) messages, leaving b untouched.
+// Append encodes r: the metadata, then a copy of r.Batch. It refuses what Decode
+// would refuse, leaving b untouched: the encoding errors of Identifier and
+// Partitioning, ErrInvalidCommand when r.Batch is shorter than a header or its
+// batch_length is not its length, ErrInvalidMessagesCount when it does not hold
+// r.MessagesCount (> 0) messages.
 func (r *SendMessages) Append(b []byte) ([]byte, error) {
 	header, err := ViewBatchHeader(r.Batch)
-	if err != nil || r.MessagesCount == 0 || header.MessageCount() != r.MessagesCount {
+	if err != nil || header.BatchLength() != uint64(len(r.Batch)) {
+		return b, ErrInvalidCommand
+	}
+	if r.MessagesCount == 0 || header.MessageCount() != r.MessagesCount {
 		return b, ErrInvalidMessagesCount
 	}
 	out, err := r.AppendMetadata(b)

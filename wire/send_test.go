@@ -144,6 +144,7 @@ func TestSendMessagesAppendErrors(t *testing.T) {
 		{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningBalanced}, MessagesCount: 1, Batch: batch},
 		{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningBalanced}, MessagesCount: 2, Batch: batch[:100]},
 		{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningBalanced}},
+		{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningBalanced}, MessagesCount: 2, Batch: append(bytes.Clone(batch), 0)},
 		{StreamID: StringIdentifier(nil), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningBalanced}, MessagesCount: 2, Batch: batch},
 		{StreamID: NumericIdentifier(1), TopicID: NumericIdentifier(1), Partitioning: Partitioning{Kind: PartitioningMessagesKey}, MessagesCount: 2, Batch: batch},
 	} {
