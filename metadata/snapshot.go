@@ -230,7 +230,9 @@ func (s *State) decodeUsers(r *reader) error {
 		}
 		if hasPermissions == 1 {
 			p := new(wire.Permissions)
-			if p.Decode(perms) != nil || !permissionsCanonical(p) {
+			// Canonical means ordered ids and flag bytes of exactly 0 or 1: what
+			// Permissions.Append writes back.
+			if p.Decode(perms) != nil || !permissionsCanonical(p) || !bytes.Equal(p.Append(nil), perms) {
 				return corrupt("bad permissions")
 			}
 			u.Permissions = p
