@@ -57,6 +57,12 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	end := base + uint64(header.MessageCount())
 	wire.StampBatch(batch, uint64(k.PartitionID), base, max(nowMicros, p.log.LastTimestamp()))
 	if err := p.log.Append(batch); err != nil {
+		if err == wire.ErrTransientNotAccepted {
+			// The window may be full of batches written but not yet durable, waiting
+			// for a save threshold that no refused batch will bring closer: save as
+			// soon as their writes are done (settleSends).
+			p.saveWanted = true
+		}
 		var code wire.ErrorCode
 		if errors.As(err, &code) {
 			return code
@@ -177,6 +183,10 @@ func (p *Partition) onFailed(from, _ uint64, err error) {
 // starts its repair as soon as nothing is in flight, and the repair's own requests
 // keep it busy until the cut is done, so its ends can be trusted.
 func (p *Partition) settleSends() {
+	if p.saveWanted && p.log.Idle() {
+		p.saveWanted = false
+		p.log.Sync()
+	}
 	if p.sends.n == 0 {
 		return
 	}

@@ -67,6 +67,7 @@ type Partition struct {
 	hooks           segment.Hooks // bound to this partition once, so appends allocate no closure
 	sends           sendQueue
 	lastFailure     error // the last storage failure that cut acknowledged-pending batches
+	saveWanted      bool  // a send was refused for a full window: save once the writes are done
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -290,9 +291,13 @@ func (s *Store) PollIO() int {
 // WaitIdle polls until no partition has I/O in flight: for shutdown, tools and
 // tests. The shard's loop uses PollIO.
 func (s *Store) WaitIdle() {
-	for _, p := range s.order {
-		p.log.WaitIdle()
-		p.settleSends()
+	for busy := true; busy; {
+		busy = false
+		for _, p := range s.order {
+			p.log.WaitIdle()
+			p.settleSends() // may submit a save
+			busy = busy || !p.log.Idle()
+		}
 	}
 }
 
