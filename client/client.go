@@ -321,8 +321,10 @@ func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op 
 			return nil, c.breakIO(ctx, "write", err)
 		}
 		payload, err := c.readReply(ctx, request)
-		var code wire.ErrorCode
-		if !errors.As(err, &code) || (code != wire.ErrTransientNotCommitted && code != wire.ErrTransientNotAccepted) {
+		// readReply returns a reply's code unwrapped. (errors.As would move code
+		// to the heap, an allocation per request.)
+		code, _ := err.(wire.ErrorCode)
+		if code != wire.ErrTransientNotCommitted && code != wire.ErrTransientNotAccepted {
 			return payload, err
 		}
 		now := time.Now()

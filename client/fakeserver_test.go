@@ -103,7 +103,7 @@ func (s *fakeServer) serve(conn net.Conn) {
 		}
 		h, err := wire.DecodeRequestHeader(head, wire.DefaultMessageSizeMax)
 		var refused wire.ErrorCode
-		if fault := wire.HeaderFault(0); errors.As(err, &fault) && fault == wire.FaultUnknownCommandCode {
+		if fault, _ := err.(wire.HeaderFault); fault == wire.FaultUnknownCommandCode {
 			// A well-formed request for a code the server does not know: the
 			// server answers status 3, as a real one must.
 			h, _ = wire.ViewHeader[wire.RequestHeader](head)
