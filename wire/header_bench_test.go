@@ -200,6 +200,17 @@ func BenchmarkAllZero(b *testing.B) {
 			b.Fatal("not zero")
 		}
 	})
+	b.Run("impl=array-compare", func(b *testing.B) {
+		h, _ := ViewHeader[RequestHeader](buf)
+		b.SetBytes(66 + 56)
+		ok := true
+		for b.Loop() {
+			ok = ok && h.ReservedFrame == [66]byte{} && h.Reserved == [56]byte{}
+		}
+		if !ok {
+			b.Fatal("not zero")
+		}
+	})
 	b.Run("impl=byte-loop-baseline", func(b *testing.B) {
 		b.SetBytes(66 + 56)
 		ok := true
