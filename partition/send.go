@@ -2,7 +2,9 @@ package partition
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -194,7 +196,34 @@ func (p *Partition) settleSends() {
 		p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
 		return
 	}
-	if p.log.Idle() {
-		p.acknowledge(p.ackEnd())
+	if !p.log.Idle() {
+		return
+	}
+	p.acknowledge(p.ackEnd())
+	if p.sends.n > 0 && p.cfg.EnforceFsync {
+		p.recoverStalledDurability()
 	}
 }
+
+// recoverStalledDurability handles an enforce_fsync log that is idle, so every
+// append's linked fdatasync has completed, yet whose durable end stays below batches
+// it wrote: a segment whose seal chain failed and that the repair did not seal again
+// (segment does not resubmit a failed chain when the cut lands at or after that
+// segment's end) holds the durable end back for good. Reopening the log runs
+// recovery, which verifies what is on disk; the pending batches it kept are durable
+// (their fdatasyncs succeeded) and are acknowledged, the others fail.
+func (p *Partition) recoverStalledDurability() {
+	p.lastFailure = errDurabilityStalled
+	_ = p.log.Close()
+	log, _, err := segment.Open(p.storage, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	if err != nil {
+		p.lastFailure = fmt.Errorf("%w: reopen: %v", errDurabilityStalled, err)
+		p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
+		return // p.log stays closed: every call answers 4001 SegmentClosed
+	}
+	p.log = log
+	p.acknowledge(log.NextOffset())
+	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
+}
+
+var errDurabilityStalled = errors.New("partition: durable end stalled below written batches; log reopened")

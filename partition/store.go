@@ -258,7 +258,9 @@ func (s *Store) forget(p *Partition) {
 // offsets are synced. Sends the log could not store are failed.
 func (p *Partition) close() error {
 	err := p.log.Close()
-	p.settleSends()
+	if p.log.Err() == nil {
+		p.acknowledge(p.ackEnd())
+	}
 	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
 	return err
 }
