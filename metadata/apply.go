@@ -105,7 +105,10 @@ type Effect struct {
 // before proposing (ProposeCreateUser, ProposeChangePassword,
 // ProposeCreatePersonalAccessToken, AppendClientGoneProposal). Register is the
 // client table's (package vsr) and not applied here; Logout (operation 3) and
-// RemoveConsumerGroupMember (66) remove a client from every consumer group.
+// RemoveConsumerGroupMember (66) remove a client from every consumer group. A
+// primary may prepare CreateTopic, CreatePartitions and DeleteSegments under the
+// internal operation their reply carries (64, 65, 68), as the reference server
+// does; the body is the client's either way.
 func (s *State) Apply(h Header, body []byte, out *Output) {
 	out.Reply = out.Reply[:0]
 	out.Effects = out.Effects[:0]
@@ -134,7 +137,7 @@ func (s *State) Apply(h Header, body []byte, out *Output) {
 		code = s.applyDeleteStream(a, body, out)
 	case wire.OperationPurgeStream:
 		code = s.applyPurgeStream(a, body, out)
-	case wire.OperationCreateTopic:
+	case wire.OperationCreateTopic, wire.OperationCreateTopicWithAssignments:
 		code = s.applyCreateTopic(a, &h, body, out)
 	case wire.OperationUpdateTopic:
 		code = s.applyUpdateTopic(a, body, out)
@@ -142,11 +145,11 @@ func (s *State) Apply(h Header, body []byte, out *Output) {
 		code = s.applyDeleteTopic(a, body, out)
 	case wire.OperationPurgeTopic:
 		code = s.applyPurgeTopic(a, body, out)
-	case wire.OperationCreatePartitions:
+	case wire.OperationCreatePartitions, wire.OperationCreatePartitionsWithAssignments:
 		code = s.applyCreatePartitions(a, &h, body, out)
 	case wire.OperationDeletePartitions:
 		code = s.applyDeletePartitions(a, body, out)
-	case wire.OperationDeleteSegments:
+	case wire.OperationDeleteSegments, wire.OperationTruncatePartition:
 		code = s.applyDeleteSegments(a, body, out)
 	case wire.OperationCreateConsumerGroup:
 		code = s.applyCreateConsumerGroup(a, body, out)

@@ -375,3 +375,18 @@ func TestUnknownOperationCommitsAsRejection(t *testing.T) {
 		}
 	}
 }
+
+func TestInternalOperationAliases(t *testing.T) {
+	f := newFixture(t)
+	f.must(wire.OperationCreateStream, root, createStream("s"))
+	f.must(wire.OperationCreateTopicWithAssignments, root, createTopic(num(0), 1, "t", nil))
+	if f.out.Operation != wire.OperationCreateTopicWithAssignments {
+		t.Fatalf("reply operation %v", f.out.Operation)
+	}
+	f.must(wire.OperationCreatePartitionsWithAssignments, root, partitionsBody(num(0), num(0), 2))
+	seg := body((&wire.DeleteSegments{StreamID: num(0), TopicID: num(0), PartitionID: 2, SegmentsCount: 1}).Append(nil))
+	f.must(wire.OperationTruncatePartition, root, seg)
+	if got := f.s.Stream(0).Topic(0).PartitionsCount(); got != 3 || f.out.Effects[0].Kind != EffectDeleteSegments {
+		t.Fatalf("partitions %d, effects %+v", got, f.out.Effects)
+	}
+}

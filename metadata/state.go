@@ -31,6 +31,9 @@ const (
 // replica that applies the same committed operations in the same order holds the
 // same State, byte for byte in its snapshot.
 //
+// The exported types below (User, Stream, Topic, ...) are views for the server and
+// its tests: read them, never change them, or the name indexes go stale.
+//
 // Objects live in slices indexed by id (nil = a free id), which gives the
 // reference server's "lowest free slab key" allocation and ordered iteration
 // without sorting; the name maps are lookups only and never iterated.
