@@ -18,6 +18,14 @@ import (
 // with 64 pieces outstanding is not reading.
 const sendSegmentsMax = 64
 
+// sendBufferBytesMax is the largest buffer Reserve takes for copied replies.
+const sendBufferBytesMax = 64 << 10
+
+// backlogBytesMax bounds what a throttled connection may have received before the
+// cancel of its recv took effect: the kernel delivers at most a few dozen receive
+// buffers per wake-up, far below this.
+const backlogBytesMax = 1 << 20
+
 var (
 	// ErrConnClosed: the connection is closing or closed; nothing more can be sent.
 	ErrConnClosed = errors.New("shard: connection closed")
@@ -61,6 +69,9 @@ type Conn struct {
 	sendInFlight   bool
 	cancelSent     bool
 	throttled      bool // not reading because too many reply bytes are queued
+	backlog        arena.Buffer
+	backlogBytes   int  // received while throttled, not yet served
+	eofPending     bool // the peer half-closed while the backlog still held requests
 	inDirty        bool
 	lastRecvNs     int64
 	frameStartNs   int64 // when the frame now partly received began; 0 when none
@@ -131,21 +142,20 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	}
 	switch {
 	case res == 0:
+		if c.backlogBytes > 0 {
+			// Half-closed after pipelining: serve what is stashed, then close.
+			c.eofPending = true
+			return
+		}
 		c.closeAfterFlush("peer closed")
 		return
 	case res < 0:
 		switch errno := unix.Errno(-res); errno {
-		case unix.ENOBUFS:
-			// The receive ring ran dry under a burst; buffers are recycled as each
-			// completion is handled, so arm again.
-			if !c.recvInFlight && !c.throttled {
-				c.armRecv()
-			}
-		case unix.ECANCELED:
-			// Cancelled to throttle; armed again once the replies drain.
-			if !c.recvInFlight && !c.throttled {
-				c.armRecv()
-			}
+		case unix.ENOBUFS, unix.ECANCELED:
+			// ENOBUFS: the receive ring ran dry under a burst; buffers are recycled as
+			// each completion is handled. ECANCELED: cancelled to throttle. Either way
+			// arm again, unless still throttled (then the drain of the replies does).
+			c.maybeRearm()
 		default:
 			c.abort(errno.Error())
 		}
@@ -156,8 +166,40 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	}
 	c.lastRecvNs = s.nowNs
 	data := s.recvRing.Buffer(bid, int(res))
+	if c.backlogBytes > 0 {
+		c.stash(data) // behind what is already waiting
+	} else if rest := c.consumeInput(data); len(rest) > 0 {
+		c.stash(rest)
+	}
+	if c.state != connOpen {
+		c.maybeFinish()
+		return
+	}
+	c.maybeRearm()
+}
+
+// overloaded reports whether the connection's queued replies call for back-pressure.
+func (c *Conn) overloaded() bool {
+	return c.queuedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.segCount > sendSegmentsMax/2
+}
+
+// consumeInput frames and serves received bytes until they run out, the connection
+// stops being open, or its replies pile up; then it throttles the connection (cancels
+// its recv) and returns the bytes it did not look at. Requests are thus served only
+// while their replies can be queued: a client that pipelines faster than it reads
+// waits in its own socket, not in our memory.
+func (c *Conn) consumeInput(data []byte) (rest []byte) {
+	s := c.shard
 	frameCompleted := false
 	for len(data) > 0 && c.state == connOpen {
+		if c.overloaded() {
+			if !c.throttled {
+				s.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.queuedBytes)
+				c.throttled = true
+				c.cancelRecv()
+			}
+			break
+		}
 		n, frame, err := c.framer.Feed(data)
 		data = data[n:]
 		if err != nil {
@@ -177,16 +219,65 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 		c.frameStartNs = 0
 	}
 	if c.state != connOpen {
-		c.maybeFinish()
+		return nil
+	}
+	return data
+}
+
+// stash keeps received bytes the connection cannot serve yet: those that arrived after
+// it was throttled, before the cancel of its recv took effect. They are copied out of
+// the receive ring (whose buffers must keep circulating) into an arena buffer that
+// grows to at most backlogBytesMax; more than that closes the connection.
+func (c *Conn) stash(data []byte) {
+	s := c.shard
+	need := c.backlogBytes + len(data)
+	if need > backlogBytesMax {
+		s.log.Warn("connection closed: receive backlog full", "conn", c.id, "max_bytes", backlogBytesMax)
+		c.abort("receive backlog full")
 		return
 	}
-	if c.queuedBytes > s.cfg.SendQueueBytesMax/2 {
-		// Back-pressure: stop reading until the consumer takes its replies.
-		c.throttled = true
-		c.cancelRecv()
+	if len(c.backlog.Full()) < need {
+		bigger, err := s.arena.Acquire(max(need, 2*len(c.backlog.Full()), sendBufferBytesMax))
+		if err != nil {
+			s.log.Warn("connection closed: no buffer for its receive backlog", "conn", c.id, "err", err)
+			c.abort("receive backlog buffers exhausted")
+			return
+		}
+		if !c.backlog.IsZero() {
+			copy(bigger.Full(), c.backlog.Full()[:c.backlogBytes])
+			s.arena.Release(c.backlog)
+		}
+		c.backlog = bigger
+	}
+	copy(c.backlog.Full()[c.backlogBytes:], data)
+	c.backlogBytes = need
+}
+
+// drainBacklog serves stashed bytes once the replies drained, keeping what the
+// connection still cannot take.
+func (c *Conn) drainBacklog() {
+	if c.backlogBytes == 0 {
 		return
 	}
-	if !c.recvInFlight {
+	buf := c.backlog.Full()
+	rest := c.consumeInput(buf[:c.backlogBytes])
+	if c.state != connOpen {
+		return
+	}
+	c.backlogBytes = copy(buf, rest)
+	if c.backlogBytes == 0 {
+		c.shard.arena.Release(c.backlog)
+		c.backlog = arena.Buffer{}
+		if c.eofPending {
+			c.closeAfterFlush("peer closed")
+		}
+	}
+}
+
+// maybeRearm arms the recv again when it is not armed, the connection is open and not
+// throttled, and nothing is waiting in the backlog.
+func (c *Conn) maybeRearm() {
+	if c.state == connOpen && !c.recvInFlight && !c.throttled && c.backlogBytes == 0 && !c.eofPending {
 		c.armRecv()
 	}
 }
@@ -309,14 +400,18 @@ func (c *Conn) Reserve(n int) ([]byte, error) {
 		c.abort("send queue full")
 		return nil, ErrSendQueueFull
 	}
+	// Send buffers grow with the queue (4 KiB while it is short, up to 64 KiB), so that
+	// the segment bound does not cut off a client that is merely slow with many small
+	// replies before the byte bound and the throttle do their work.
+	size := max(n, min(max(c.queuedBytes, standingFrameBytes), sendBufferBytesMax))
 	buf := c.spare
 	c.spare = arena.Buffer{}
-	if buf.IsZero() || len(buf.Full()) < n {
+	if buf.IsZero() || len(buf.Full()) < size {
 		if !buf.IsZero() {
 			c.shard.arena.Release(buf)
 		}
 		var err error
-		buf, err = c.shard.arena.Acquire(max(n, standingFrameBytes))
+		buf, err = c.shard.arena.Acquire(size)
 		if err != nil {
 			c.shard.log.Warn("connection closed: no send buffer", "conn", c.id, "bytes", n, "err", err)
 			c.abort("send buffers exhausted")
@@ -431,10 +526,11 @@ func (c *Conn) onSend(res int32) {
 		if c.segCount > 0 {
 			s.markDirty(c)
 		}
-		if c.throttled && c.queuedBytes <= s.cfg.SendQueueBytesMax/2 {
+		if c.throttled && !c.overloaded() {
 			c.throttled = false
-			if !c.recvInFlight { // else its cancel's completion re-arms it
-				c.armRecv()
+			c.drainBacklog() // may throttle again
+			if c.state == connOpen {
+				c.maybeRearm() // if the recv is still armed, its cancel's completion re-arms it
 			}
 		}
 	case connDraining:
@@ -590,12 +686,15 @@ func (c *Conn) maybeFinish() {
 	if !c.spare.IsZero() {
 		s.arena.Release(c.spare)
 	}
+	if !c.backlog.IsZero() {
+		s.arena.Release(c.backlog)
+	}
 	c.framer.Close()
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
 	c.state = connFree
 	c.Value = nil
-	c.spare = arena.Buffer{}
+	c.spare, c.backlog, c.backlogBytes = arena.Buffer{}, arena.Buffer{}, 0
 	s.release(c)
 }
 

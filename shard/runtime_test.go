@@ -25,6 +25,7 @@ import (
 //	GetSnapshot (11)        vectored reply: the request body, sent from three lent parts
 //	GetClusterMetadata (12) retain the frame, reply with its body on the next iteration
 //	GetMe (20)              a 1 MiB vectored reply from a shared buffer
+//	GetClients (22)         64 KiB blocks until the send queue refuses one
 type testHandler struct {
 	shard    *Shard
 	closed   int
@@ -83,6 +84,17 @@ func (h *testHandler) ServeRequest(c *Conn, req *Request) {
 	case wire.CodeGetMe:
 		h.replyHeader(c, hdr.Request, len(bigReplyBody))
 		c.SendVectored([][]byte{bigReplyBody}, h)
+	case wire.CodeGetClients:
+		// Replies without end: the send queue's bound must stop them.
+		for range 1024 {
+			if _, err := c.Reserve(64 << 10); err != nil {
+				if !errors.Is(err, ErrSendQueueFull) {
+					panic(err)
+				}
+				return
+			}
+		}
+		panic("the send queue took 64 MiB")
 	default:
 		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
 	}
