@@ -39,9 +39,9 @@ type Config struct {
 	// long: a consumer that stopped reading. Default 30 s.
 	SendTimeout time.Duration
 	// SendQueueBytesMax bounds the reply bytes queued for one connection. While more
-	// than half of it is queued the connection is not read (back-pressure); a reply
-	// that would exceed it closes the connection. A single reply larger than the bound
-	// is accepted into an empty queue. Default 8 MiB.
+	// than half of it is queued the connection's requests wait unserved and it is not
+	// read (back-pressure); a reply that would exceed it closes the connection. A
+	// single reply larger than the bound is accepted into an empty queue. Default 8 MiB.
 	SendQueueBytesMax int
 	// ConnectionsPerShardMax bounds each shard's connection table. Default 65536.
 	ConnectionsPerShardMax int

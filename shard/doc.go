@@ -49,8 +49,12 @@
 // Replies go through a bounded per-connection send queue: Reserve copies small replies
 // into arena buffers, SendVectored lends bytes (stored batches) without copying. Queued
 // pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
-// SendQueueBytesMax is queued the connection's recv is cancelled (back-pressure); a reply that
-// would exceed it, or replies unread for SendTimeout, close the connection. A started
+// SendQueueBytesMax (or of the 64 pieces) is queued, the connection's requests are not
+// served and its recv is cancelled (back-pressure): bytes that arrive before the cancel
+// lands wait in a backlog of at most 1 MiB, and serving resumes as the replies drain. A
+// reply that would take the queue past SendQueueBytesMax (a handler's asynchronous
+// replies cannot be throttled), or replies unread for SendTimeout, close the
+// connection. A started
 // frame must complete within FrameTimeout; a silent connection closes after IdleTimeout
 // (when set). Each of these ends only the offending connection.
 //
