@@ -196,6 +196,25 @@ func (s *Store) Reconfigure(streamID, topicID uint32, cfg Config) error {
 	})
 }
 
+// Recover closes a partition's log and opens it again, running recovery: for a
+// partition whose log is broken (Err reports why: a repair after a storage failure
+// failed too), once the disk is usable again. The report says what recovery found.
+func (s *Store) Recover(k Key) (*segment.RecoveryReport, error) {
+	p, ok := s.partitions[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: %v", ErrNotOwned, k)
+	}
+	_ = p.close() // a broken log reports its failure here; recovery decides what is kept
+	log, report, err := segment.Open(p.storage, p.cfg.segmentConfig(k.PartitionID), p.hooks)
+	if err != nil {
+		s.forget(p)
+		return report, fmt.Errorf("partition %v: %w", k, err)
+	}
+	p.log = log
+	p.lastFailure = nil
+	return report, nil
+}
+
 // reopen closes p's log and opens it again with cfg, after removing every file when
 // wipe is set. On failure the partition is gone from the store.
 func (s *Store) reopen(p *Partition, cfg Config, wipe bool) error {
