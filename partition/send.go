@@ -34,7 +34,11 @@ type SendCompletion interface {
 // made the batch durable, without it once the write has completed (it is in the page
 // cache: a process crash keeps it, a power loss before the next save may not). The
 // reference server acknowledges a batch once committed in memory (architecture-
-// notes.md §1.13), so either policy acknowledges no earlier than it does.
+// notes.md §1.13), so either policy acknowledges no earlier than it does. Without
+// enforce_fsync, what is acknowledged but not yet saved is lost to a power loss, and
+// also to a failed fdatasync or seal, after which the log cuts everything not known
+// durable and gives those offsets again; with enforce_fsync nothing acknowledged is
+// ever lost.
 //
 // req.Batch is the caller's buffer, stamped in place: it must stay untouched until
 // SendDone has run for the batch.

@@ -368,6 +368,26 @@ func (s *Store) Info(k Key) (wire.PartitionInfo, error) {
 	}, nil
 }
 
+// Totals are the sums over the store's partitions, for GetStats (responses.md
+// §4.14: partitions_count, segments_count, messages_count, messages_size_bytes);
+// the glue adds up the shards' totals.
+type Totals struct {
+	Partitions, Segments uint32
+	Messages, SizeBytes  uint64
+}
+
+// Totals sums Info over every partition the store owns.
+func (s *Store) Totals() Totals {
+	var t Totals
+	for _, p := range s.order {
+		t.Partitions++
+		t.Segments += uint32(p.log.SegmentCount())
+		t.Messages += p.log.NextOffset() - p.log.FirstOffset()
+		t.SizeBytes += uint64(p.log.SizeBytes())
+	}
+	return t
+}
+
 // Err returns why a partition's log refuses appends for good (a repair after a
 // storage failure failed too: reopen the partition), or the last storage failure
 // that failed sends; nil when there was none.

@@ -353,6 +353,15 @@ func TestInfo(t *testing.T) {
 	if !s.Has(testKey) || s.Has(Key{}) || s.Len() != 1 {
 		t.Fatal("Has/Len")
 	}
+	other := Key{StreamID: 1, TopicID: 2, PartitionID: 0}
+	if err := s.Create(other, smallConfig(), 1); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, s, other, makeBatch(t, 0, 2, 10), 1)
+	want := Totals{Partitions: 2, Segments: 2, Messages: 6, SizeBytes: uint64(len(batch) + len(makeBatch(t, 0, 2, 10)))}
+	if got := s.Totals(); got != want {
+		t.Fatalf("totals %+v, want %+v", got, want)
+	}
 }
 
 // A log broken by a failed repair refuses sends until Recover reopens it.
