@@ -524,6 +524,9 @@ func (s *State) applyCreateConsumerGroup(a access, body []byte, out *Output) wir
 	return 0
 }
 
+// resolveGroup resolves a group's stream and topic (1009, 2010) and then the group,
+// which may be nil. Writes check permission between the two, as the reference
+// server's authorization gate resolves only the stream and topic.
 func (s *State) resolveGroup(target *wire.GroupTarget) (*Stream, *Topic, *ConsumerGroup, wire.ErrorCode) {
 	st, t, code := s.resolveTopic(target.StreamID, target.TopicID)
 	if code != 0 {
@@ -541,11 +544,11 @@ func (s *State) applyDeleteConsumerGroup(a access, body []byte, out *Output) wir
 	if code != 0 {
 		return code
 	}
-	if g == nil {
-		return wire.ErrConsumerGroupIdNotFound
-	}
 	if !a.readTopic(st.ID, t.ID) {
 		return wire.ErrUnauthorized
+	}
+	if g == nil {
+		return wire.ErrConsumerGroupIdNotFound
 	}
 	i := slices.Index(t.groups, g)
 	t.groups = slices.Delete(t.groups, i, i+1)
@@ -564,11 +567,11 @@ func (s *State) applyJoinConsumerGroup(a access, h *Header, body []byte, out *Ou
 	if code != 0 {
 		return code
 	}
-	if g == nil {
-		return wire.ErrConsumerGroupIdNotFound
-	}
 	if !a.readTopic(st.ID, t.ID) {
 		return wire.ErrUnauthorized
+	}
+	if g == nil {
+		return wire.ErrConsumerGroupIdNotFound
 	}
 	out.success()
 	if g.member(h.Client) >= 0 {
@@ -592,11 +595,11 @@ func (s *State) applyLeaveConsumerGroup(a access, h *Header, body []byte, out *O
 	if code != 0 {
 		return code
 	}
-	if g == nil {
-		return wire.ErrConsumerGroupIdNotFound
-	}
 	if !a.readTopic(st.ID, t.ID) {
 		return wire.ErrUnauthorized
+	}
+	if g == nil {
+		return wire.ErrConsumerGroupIdNotFound
 	}
 	i := g.member(h.Client)
 	if i < 0 {

@@ -46,6 +46,8 @@ func TestConsumerGroups(t *testing.T) {
 		{"delete missing group", wire.OperationDeleteConsumerGroup, root, groupBody(num(0), num(0), num(9)), wire.ErrConsumerGroupIdNotFound},
 		{"delete missing topic", wire.OperationDeleteConsumerGroup, root, groupBody(num(0), num(9), num(0)), wire.ErrTopicIdNotFound},
 		{"delete unauthorized", wire.OperationDeleteConsumerGroup, alice, g, wire.ErrUnauthorized},
+		{"permission before a missing group", wire.OperationJoinConsumerGroup, alice, groupBody(num(0), num(0), num(9)), wire.ErrUnauthorized},
+		{"missing topic before permission", wire.OperationLeaveConsumerGroup, alice, groupBody(num(0), num(9), num(0)), wire.ErrTopicIdNotFound},
 	} {
 		if got := f.apply(tc.op, tc.user, tc.body); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
