@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/ring"
 )
@@ -156,13 +157,24 @@ func (s *Shard) delegate(fd int) {
 	l := &s.listener
 	target := l.nextShard
 	l.nextShard = (l.nextShard + 1) % len(s.rt.shards)
-	if target == s.index {
+	if target == s.index || !s.canHandOff(target) {
 		s.adopt(fd, false)
 		return
 	}
 	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, 0); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 	}
+}
+
+// canHandOff reports whether a handoff to target would be taken now: msg_ring mode
+// has a bounded number in flight, queue mode a bounded inbox. When it would not, shard
+// 0 keeps the connection rather than lose it to a burst of accepts.
+func (s *Shard) canHandOff(target int) bool {
+	if s.sender.Mode() == fdpass.ModeMsgRing {
+		return s.sender.InFlightCount() < handoffsInFlightMax
+	}
+	q := s.rt.shards[target].inbox[s.index] // we are its only producer: Len cannot grow under us
+	return q.Len() < q.Cap()
 }
 
 // stopListening cancels the accept; the listener's descriptor is closed when the

@@ -374,3 +374,22 @@ func TestShutdownFinishesRepliesInFlight(t *testing.T) {
 		t.Fatal(rt.Err())
 	}
 }
+
+// TestAcceptBurstKeepsEveryConnection: a burst of connections larger than the handoffs
+// that can be in flight is served in full (shard 0 keeps the overflow).
+func TestAcceptBurstKeepsEveryConnection(t *testing.T) {
+	for _, mode := range []fdpass.Mode{0, fdpass.ModeQueue} {
+		rt := startTestRuntime(t, Config{ShardCount: 2, FdPass: mode, InboxCapacity: 16})
+		const connCount = 300
+		clients := make([]*testClient, connCount)
+		for i := range clients {
+			clients[i] = dial(t, rt)
+			if _, err := clients[i].conn.Write(pingFrame(uint64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, c := range clients {
+			checkReply(t, c.readFrame(), uint64(i), 0)
+		}
+	}
+}
