@@ -1,0 +1,264 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the server's configuration. Its TOML form mirrors Apache Iggy's key names
+// where Iggy has the setting (upstream/server-configuration.md):
+//
+//	[system]
+//	path = "local_data"                 # IGGY_SYSTEM_PATH
+//	[system.sharding]
+//	cpu_allocation = "all"              # IGGY_SYSTEM_SHARDING_CPU_ALLOCATION: "all" or a count
+//	[system.metadata]
+//	snapshot_interval_ops = 1024        # ours: journal ops between metadata snapshots
+//	[tcp]
+//	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
+//	max_frame_size = "64 MiB"           # ours: the largest request frame
+//	idle_timeout = "0 s"                # ours: 0 = never close a silent connection
+//
+// The root credentials come from IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD (as in
+// Iggy, only the first start of a data directory reads them) or from flags.
+type Config struct {
+	// TCPAddress is where clients connect, host:port; port 0 picks a free port.
+	TCPAddress string
+	// SystemPath is the data directory: metadata/ and streams/ live under it.
+	SystemPath string
+	// RootUsername and RootPassword create the root user on the first start.
+	RootUsername string
+	RootPassword string
+	// ShardCount is the number of shards; 0 = one per CPU the process may use.
+	ShardCount int
+	// FrameSizeMaxBytes bounds a request frame, header included.
+	FrameSizeMaxBytes uint32
+	// IdleTimeout closes a silent connection; 0 never does.
+	IdleTimeout time.Duration
+	// SnapshotIntervalOps is how many committed metadata operations pass between
+	// snapshots (each of which empties the journal).
+	SnapshotIntervalOps uint64
+	// PinCPUs pins shard i to the i-th allowed CPU.
+	PinCPUs bool
+}
+
+// DefaultConfig is what `iggy-shard` with no arguments runs with.
+func DefaultConfig() Config {
+	return Config{
+		TCPAddress:          "127.0.0.1:8090",
+		SystemPath:          "local_data",
+		RootUsername:        "iggy",
+		RootPassword:        "iggy",
+		FrameSizeMaxBytes:   64 << 20,
+		SnapshotIntervalOps: 1024,
+		PinCPUs:             true,
+	}
+}
+
+// fileConfig is the TOML document; pointers tell a key that is absent from one that
+// is set to its zero value.
+type fileConfig struct {
+	System struct {
+		Path     *string `toml:"path"`
+		Sharding struct {
+			CPUAllocation *string `toml:"cpu_allocation"`
+		} `toml:"sharding"`
+		Metadata struct {
+			SnapshotIntervalOps *int64 `toml:"snapshot_interval_ops"`
+		} `toml:"metadata"`
+	} `toml:"system"`
+	TCP struct {
+		Address      *string `toml:"address"`
+		MaxFrameSize *string `toml:"max_frame_size"`
+		IdleTimeout  *string `toml:"idle_timeout"`
+	} `toml:"tcp"`
+}
+
+// SettingError names the setting that stopped the start and why.
+type SettingError struct {
+	Setting string // the TOML key or environment variable
+	Value   string
+	Reason  string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("invalid setting %s = %q: %s", e.Setting, e.Value, e.Reason)
+}
+
+// LoadConfig builds the configuration: defaults, then the TOML file at path (when
+// path is not empty), then the environment (getenv, os.Getenv when nil). Flags are
+// the caller's to apply afterwards; Validate checks the result.
+func LoadConfig(path string, getenv func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if path != "" {
+		var f fileConfig
+		meta, err := toml.DecodeFile(path, &f)
+		if err != nil {
+			return cfg, fmt.Errorf("config file %s: %w", path, err)
+		}
+		if undecoded := meta.Undecoded(); len(undecoded) > 0 {
+			return cfg, &SettingError{Setting: undecoded[0].String(), Value: "", Reason: "unknown key in " + path}
+		}
+		if err := cfg.applyFile(&f); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func (c *Config) applyFile(f *fileConfig) error {
+	if f.System.Path != nil {
+		c.SystemPath = *f.System.Path
+	}
+	if v := f.System.Sharding.CPUAllocation; v != nil {
+		n, err := parseCPUAllocation(*v)
+		if err != nil {
+			return &SettingError{Setting: "system.sharding.cpu_allocation", Value: *v, Reason: err.Error()}
+		}
+		c.ShardCount = n
+	}
+	if v := f.System.Metadata.SnapshotIntervalOps; v != nil {
+		if *v < 1 {
+			return &SettingError{Setting: "system.metadata.snapshot_interval_ops", Value: strconv.FormatInt(*v, 10), Reason: "must be at least 1"}
+		}
+		c.SnapshotIntervalOps = uint64(*v)
+	}
+	if f.TCP.Address != nil {
+		c.TCPAddress = *f.TCP.Address
+	}
+	if v := f.TCP.MaxFrameSize; v != nil {
+		n, err := ParseSizeBytes(*v)
+		if err != nil || n > 1<<32-1 {
+			return &SettingError{Setting: "tcp.max_frame_size", Value: *v, Reason: "not a size below 4 GiB (e.g. \"64 MiB\")"}
+		}
+		c.FrameSizeMaxBytes = uint32(n)
+	}
+	if v := f.TCP.IdleTimeout; v != nil {
+		d, err := ParseDuration(*v)
+		if err != nil {
+			return &SettingError{Setting: "tcp.idle_timeout", Value: *v, Reason: err.Error()}
+		}
+		c.IdleTimeout = d
+	}
+	return nil
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	if v := getenv("IGGY_TCP_ADDRESS"); v != "" {
+		c.TCPAddress = v
+	}
+	if v := getenv("IGGY_SYSTEM_PATH"); v != "" {
+		c.SystemPath = v
+	}
+	user, password := getenv("IGGY_ROOT_USERNAME"), getenv("IGGY_ROOT_PASSWORD")
+	if (user == "") != (password == "") {
+		return &SettingError{Setting: "IGGY_ROOT_USERNAME/IGGY_ROOT_PASSWORD", Value: user,
+			Reason: "set both or neither (Iggy reads them as a pair)"}
+	}
+	if user != "" {
+		c.RootUsername, c.RootPassword = user, password
+	}
+	if v := getenv("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION"); v != "" {
+		n, err := parseCPUAllocation(v)
+		if err != nil {
+			return &SettingError{Setting: "IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", Value: v, Reason: err.Error()}
+		}
+		c.ShardCount = n
+	}
+	return nil
+}
+
+// Validate checks every setting and names the first one that is wrong.
+func (c *Config) Validate() error {
+	host, port, err := net.SplitHostPort(c.TCPAddress)
+	if err != nil {
+		return &SettingError{Setting: "tcp.address", Value: c.TCPAddress, Reason: "not host:port"}
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return &SettingError{Setting: "tcp.address", Value: c.TCPAddress, Reason: "port is not a number in 0..65535"}
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return &SettingError{Setting: "tcp.address", Value: c.TCPAddress, Reason: "host must be an IP address or localhost"}
+	}
+	if c.SystemPath == "" {
+		return &SettingError{Setting: "system.path", Value: "", Reason: "must not be empty"}
+	}
+	if n := len(c.RootUsername); n < 3 || n > 50 {
+		return &SettingError{Setting: "IGGY_ROOT_USERNAME", Value: c.RootUsername, Reason: "must be 3 to 50 bytes"}
+	}
+	if n := len(c.RootPassword); n < 3 || n > 100 {
+		return &SettingError{Setting: "IGGY_ROOT_PASSWORD", Value: "(hidden)", Reason: "must be 3 to 100 bytes"}
+	}
+	if c.ShardCount < 0 || c.ShardCount > 1024 {
+		return &SettingError{Setting: "system.sharding.cpu_allocation", Value: strconv.Itoa(c.ShardCount), Reason: "shard count must be 0 (all CPUs) to 1024"}
+	}
+	if c.FrameSizeMaxBytes < 1<<20 {
+		return &SettingError{Setting: "tcp.max_frame_size", Value: strconv.FormatUint(uint64(c.FrameSizeMaxBytes), 10), Reason: "must be at least 1 MiB"}
+	}
+	if c.IdleTimeout < 0 {
+		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}
+	}
+	if c.SnapshotIntervalOps < 1 {
+		return &SettingError{Setting: "system.metadata.snapshot_interval_ops", Value: "0", Reason: "must be at least 1"}
+	}
+	return nil
+}
+
+func parseCPUAllocation(v string) (int, error) {
+	if v == "all" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, errors.New(`must be "all" or a shard count of at least 1 (numa: and ranges are not supported)`)
+	}
+	return n, nil
+}
+
+// ParseSizeBytes reads Iggy's size notation: "64 MiB", "1 GB", "4096", "16KiB".
+func ParseSizeBytes(v string) (uint64, error) {
+	s := strings.TrimSpace(v)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("size %q has no number", v)
+	}
+	n, err := strconv.ParseUint(s[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", v, err)
+	}
+	unit := strings.TrimSpace(s[i:])
+	multipliers := map[string]uint64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	m, ok := multipliers[unit]
+	if !ok {
+		return 0, fmt.Errorf("size %q: unknown unit %q", v, unit)
+	}
+	if n > ^uint64(0)/m {
+		return 0, fmt.Errorf("size %q overflows", v)
+	}
+	return n * m, nil
+}
+
+// ParseDuration reads Iggy's duration notation ("30 s", "5 m") and Go's ("30s").
+func ParseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.ReplaceAll(v, " ", ""))
+	if err != nil {
+		return 0, fmt.Errorf("not a duration such as \"30 s\" or \"500ms\"")
+	}
+	return d, nil
+}

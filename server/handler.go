@@ -1,0 +1,364 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Message kinds between shards (shard.Message.Kind).
+const (
+	msgToMeta     uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
+	msgToOwner                      // shard 0 -> owner: a *job for a partition
+	msgReply                        // -> conn shard: a *job with its outcome
+	msgEffect                       // shard 0 -> owner: an *effect of a metadata commit
+	msgClientGone                   // conn shard -> shard 0: a *clientGone
+	msgDriveIO                      // a shard to itself: run partition storage completions
+	msgFlush                        // a shard to itself: retry posts that found a full queue
+)
+
+// jobKind says what a job asks for.
+type jobKind uint8
+
+const (
+	jobLogin jobKind = iota + 1
+	jobRead
+	jobWrite
+	jobSend
+	jobPoll
+	jobGetOffset
+	jobStoreOffset
+	jobDeleteOffset
+)
+
+// job is one request on its way between shards. It belongs to the connection's
+// shard (home), which takes it from its free list, and returns there with the
+// outcome; its buffers are reused from request to request.
+type job struct {
+	home   *handler
+	conn   shard.ConnID
+	kind   jobKind
+	frame  shard.Frame
+	userID uint32
+
+	// The outcome: an eviction, a status denial, or a reply body (reply; with
+	// rawReply, a whole frame built by the metadata plane).
+	evict    wire.EvictionReason
+	status   wire.ErrorCode
+	rawReply bool
+	reply    []byte
+	epoch    uint64 // a login's session
+	loggedIn bool
+
+	// Partition operations, resolved on shard 0.
+	key      partition.Key
+	consumer partition.Consumer
+	send     wire.SendMessages
+	pollReq  partition.PollRequest
+	offset   uint64
+	ack      wire.AckLevel
+	res      partition.PollResult
+	polled   bool
+	parts    [][]byte
+}
+
+// Release implements shard.Releaser: the vectored poll reply has been sent.
+func (j *job) Release() { j.home.recycle(j) }
+
+// session is a connection's login, kept in shard.Conn.Value.
+type session struct {
+	client wire.Uint128
+	epoch  uint64
+	userID uint32
+	bound  bool
+}
+
+type clientGone struct {
+	client wire.Uint128
+	conn   shard.ConnID
+}
+
+type pendingPost struct {
+	target int
+	msg    shard.Message
+}
+
+// handler serves one shard (shard.Handler).
+type handler struct {
+	srv   *Server
+	shard *shard.Shard
+	index int
+	log   *slog.Logger
+	store *partition.Store
+
+	free   []*job
+	outbox []pendingPost
+
+	// Partition jobs waiting for storage completions, by token.
+	inflight     []*job
+	inflightFree []uint64
+	ioScheduled  bool
+
+	meta *metaRouter // shard 0 only
+}
+
+func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
+	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
+	h.store = partition.NewStore(s.cfg.SystemPath, partition.OSStorages{})
+	for _, p := range s.initial[h.index] {
+		report, err := h.store.Open(p.key, p.cfg, p.createdAt)
+		if err != nil {
+			h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
+			continue
+		}
+		if report != nil && report.String() != "" {
+			h.log.Debug("partition recovered", "partition", p.key.String(), "report", report.String())
+		}
+		h.publishStats(p.key)
+	}
+	if h.index == 0 {
+		h.meta = newMetaRouter(h, s.meta)
+	}
+	s.handlers[h.index] = h
+	return h
+}
+
+// ServeRequest implements shard.Handler.
+func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
+	h.flushOutbox()
+	hdr := req.Header
+	sess, _ := c.Value.(*session)
+	bound := sess != nil && sess.bound
+	op := hdr.Operation
+	switch {
+	case op == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing:
+		h.replyEmpty(c, hdr)
+		return
+	case op == wire.OperationRegister:
+		h.forward(c, req, jobLogin, 0)
+		return
+	case op == wire.OperationNonReplicated && !bound:
+		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
+		return
+	case op == wire.OperationLogout && !bound:
+		// The reference server answers a logout without a session with an empty reply.
+		h.replyEmpty(c, hdr)
+		return
+	case !bound:
+		c.Evict(hdr.Client, wire.EvictionNoSession)
+		return
+	}
+	if hdr.Client != sess.client {
+		c.Evict(hdr.Client, wire.EvictionNoSession)
+		return
+	}
+	if hdr.Session != sess.epoch {
+		if hdr.Session < sess.epoch {
+			c.Evict(hdr.Client, wire.EvictionSessionTooLow)
+		} else {
+			c.Evict(hdr.Client, wire.EvictionNoSession)
+		}
+		return
+	}
+	switch {
+	case op == wire.OperationNonReplicated:
+		switch hdr.NonReplicatedCode {
+		case wire.CodeFlushUnsavedBuffer:
+			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
+		case wire.CodePollMessages:
+			h.forward(c, req, jobPoll, sess.userID)
+		case wire.CodeGetConsumerOffset:
+			h.forward(c, req, jobGetOffset, sess.userID)
+		default:
+			h.forward(c, req, jobRead, sess.userID)
+		}
+	case op == wire.OperationSendMessages:
+		h.forward(c, req, jobSend, sess.userID)
+	case op == wire.OperationStoreConsumerOffset:
+		h.forward(c, req, jobStoreOffset, sess.userID)
+	case op == wire.OperationDeleteConsumerOffset:
+		h.forward(c, req, jobDeleteOffset, sess.userID)
+	case op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated()):
+		h.forward(c, req, jobWrite, sess.userID)
+	default:
+		c.Evict(hdr.Client, wire.EvictionInvalidRequestOperation)
+	}
+}
+
+// forward hands a request to shard 0 in a job, keeping its buffer.
+func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
+	j := h.take()
+	j.conn = c.ID()
+	j.kind = kind
+	j.userID = userID
+	j.frame = req.Retain()
+	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+}
+
+// ServeMessage implements shard.Handler.
+func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
+	switch m.Kind {
+	case msgToMeta:
+		h.meta.serve(m.Payload.(*job))
+	case msgToOwner:
+		h.serveOwner(m.Payload.(*job))
+	case msgReply:
+		h.deliver(m.Payload.(*job))
+	case msgEffect:
+		h.applyEffect(m.Payload.(*effect))
+	case msgClientGone:
+		h.meta.clientGone(m.Payload.(*clientGone))
+	case msgDriveIO:
+		h.ioScheduled = false
+		h.driveIO()
+	case msgFlush:
+	}
+	h.flushOutbox()
+}
+
+// ConnClosed implements shard.Handler: a logged-in client leaves its consumer groups.
+func (h *handler) ConnClosed(c *shard.Conn) {
+	sess, _ := c.Value.(*session)
+	if sess == nil || !sess.bound {
+		return
+	}
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID()}})
+}
+
+// post sends m to target, or keeps it for later when the queue is full (a reply
+// must not be lost: the client waits for it).
+func (h *handler) post(target int, m shard.Message) {
+	if len(h.outbox) == 0 && h.shard.Post(target, m) {
+		return
+	}
+	h.outbox = append(h.outbox, pendingPost{target: target, msg: m})
+	h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+}
+
+func (h *handler) flushOutbox() {
+	n := 0
+	for n < len(h.outbox) && h.shard.Post(h.outbox[n].target, h.outbox[n].msg) {
+		n++
+	}
+	if n == 0 {
+		if len(h.outbox) > 0 {
+			h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+		}
+		return
+	}
+	rest := copy(h.outbox, h.outbox[n:])
+	clear(h.outbox[rest:])
+	h.outbox = h.outbox[:rest]
+	if rest > 0 {
+		h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+	}
+}
+
+// reply sends a finished job back to its connection's shard.
+func (h *handler) reply(j *job) {
+	h.post(j.conn.Shard(), shard.Message{Conn: j.conn, Kind: msgReply, Payload: j})
+}
+
+func (h *handler) take() *job {
+	if n := len(h.free); n > 0 {
+		j := h.free[n-1]
+		h.free = h.free[:n-1]
+		return j
+	}
+	return &job{home: h}
+}
+
+// recycle releases a job's request buffer and returns it to the free list; it runs
+// on the job's home shard.
+func (h *handler) recycle(j *job) {
+	j.frame.Release()
+	reply, parts := j.reply[:0], j.parts[:0]
+	res := j.res
+	*j = job{home: h, reply: reply, parts: parts, res: res}
+	h.free = append(h.free, j)
+}
+
+// deliver writes a job's outcome to its connection (on the connection's shard).
+func (h *handler) deliver(j *job) {
+	c := h.shard.Conn(j.conn)
+	if c == nil {
+		h.recycle(j)
+		return
+	}
+	hdr := j.frame.Header
+	switch {
+	case j.evict != 0:
+		evict(c, hdr.Client, j.evict)
+	case j.status != 0:
+		c.ReplyStatus(hdr, j.status)
+	case j.kind == jobPoll && j.polled:
+		h.deliverPoll(c, j)
+		return
+	case j.rawReply:
+		if j.kind == jobLogin && j.loggedIn {
+			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true}
+		}
+		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
+			c.Value = nil
+		}
+		if b, err := c.Reserve(len(j.reply)); err == nil {
+			copy(b, j.reply)
+		}
+	default:
+		rh := wire.ReplyTo(hdr, 0, len(j.reply), true)
+		if b, err := c.Reserve(wire.HeaderSize + len(j.reply)); err == nil {
+			rh.Put(b)
+			copy(b[wire.HeaderSize:], j.reply)
+		}
+	}
+	h.recycle(j)
+}
+
+// deliverPoll sends a poll reply without copying a message: the header, then the
+// stored batches as they lie in the poll's read buffer.
+func (h *handler) deliverPoll(c *shard.Conn, j *job) {
+	rh := wire.ReplyTo(j.frame.Header, 0, j.res.ReplySizeBytes(), true)
+	b, err := c.Reserve(wire.HeaderSize)
+	if err != nil {
+		h.recycle(j)
+		return
+	}
+	rh.Put(b)
+	j.parts = j.res.AppendPollBuffers(j.parts[:0])
+	if err := c.SendVectored(j.parts, j); err != nil {
+		h.recycle(j)
+	}
+}
+
+func (h *handler) replyEmpty(c *shard.Conn, hdr *wire.RequestHeader) {
+	rh := wire.ReplyTo(hdr, 0, 0, true)
+	if b, err := c.Reserve(wire.HeaderSize); err == nil {
+		rh.Put(b)
+	}
+}
+
+// evict ends a session with an Eviction frame; reason 14 carries the accepted
+// protocol window, which shard.Conn.Evict does not write.
+func evict(c *shard.Conn, client wire.Uint128, reason wire.EvictionReason) {
+	if reason != wire.EvictionIncompatibleProtocol {
+		c.Evict(client, reason)
+		return
+	}
+	if b, err := c.Reserve(wire.HeaderSize); err == nil {
+		wire.PutEviction(b, client, reason, uint32(wire.AcceptedProtocolWindow.Max), uint32(wire.AcceptedProtocolWindow.Min))
+	}
+	c.Close()
+}
+
+func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
+
+// errorCode turns an error from a package below into the code to answer with.
+func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
+	if code, ok := err.(wire.ErrorCode); ok && code != 0 {
+		return code
+	}
+	return fallback
+}

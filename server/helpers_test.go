@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// testServer starts a server on a random loopback port with its data in dir.
+func testServer(t *testing.T, dir string, shards int) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.SystemPath = dir
+	cfg.ShardCount = shards
+	cfg.PinCPUs = false
+	cfg.SnapshotIntervalOps = 16
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := Start(cfg, log)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { stopServer(t, s) })
+	return s
+}
+
+func stopServer(t *testing.T, s *Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dialRoot connects and logs in as the root user.
+func dialRoot(t *testing.T, s *Server) *client.Client {
+	t.Helper()
+	return dialAs(t, s, "iggy", "iggy")
+}
+
+func dialAs(t *testing.T, s *Server, user, password string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials(user, password), client.WithRequestTimeout(20*time.Second))
+	if err != nil {
+		t.Fatalf("Dial as %s: %v", user, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func dialAnonymous(t *testing.T, s *Server) *client.Client {
+	t.Helper()
+	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithRequestTimeout(20*time.Second))
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func wantCode(t *testing.T, what string, err error, code wire.ErrorCode) {
+	t.Helper()
+	if !errors.Is(err, code) {
+		t.Fatalf("%s: error %v, want code %d (%s)", what, err, uint32(code), code.Error())
+	}
+}
+
+func mustOK(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func messages(n int, prefix string) []client.Message {
+	ms := make([]client.Message, n)
+	for i := range ms {
+		ms[i] = client.Message{Payload: []byte(fmt.Sprintf("%s %d", prefix, i))}
+	}
+	return ms
+}

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// The partition plane on an owner shard: the jobs shard 0 routed here, the
+// effects of metadata commits, and the storage completions that finish sends and
+// polls.
+
+// ioPassesMax bounds one round of storage polling; what is left runs on the next
+// round, after the shard has served its other work.
+const ioPassesMax = 64
+
+func (h *handler) serveOwner(j *job) {
+	switch j.kind {
+	case jobSend:
+		token := h.track(j)
+		if err := h.store.Send(j.key, &j.send, nowMicros(), h, token); err != nil {
+			h.untrack(token)
+			j.status = errorCode(err, wire.ErrCannotAppendMessage)
+			h.reply(j)
+			return
+		}
+		h.scheduleIO()
+	case jobPoll:
+		token := h.track(j)
+		if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
+			h.untrack(token)
+			j.status = errorCode(err, wire.ErrPartitionNotFound)
+			h.reply(j)
+			return
+		}
+		h.scheduleIO()
+	case jobGetOffset:
+		out, err := h.store.AppendConsumerOffsetReply(j.reply[:0], j.key, j.consumer)
+		if err != nil {
+			j.status = errorCode(err, wire.ErrPartitionNotFound)
+		}
+		j.reply = out
+		h.reply(j)
+	case jobStoreOffset:
+		if err := h.store.StoreConsumerOffset(j.key, j.consumer, j.offset, j.ack); err != nil {
+			j.status = errorCode(err, wire.ErrResourceNotFound)
+		} else {
+			j.reply = wire.AppendResultSuccess(j.reply[:0])
+		}
+		h.reply(j)
+	case jobDeleteOffset:
+		if err := h.store.DeleteConsumerOffset(j.key, j.consumer, j.ack); err != nil {
+			j.status = errorCode(err, wire.ErrResourceNotFound)
+		} else {
+			j.reply = wire.AppendResultSuccess(j.reply[:0])
+		}
+		h.reply(j)
+	default:
+		panic("server: job of kind routed to an owner shard that owns no such work")
+	}
+}
+
+// SendDone implements partition.SendCompletion.
+func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
+	j := h.untrack(token)
+	if err != nil {
+		j.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
+	} else {
+		j.reply = partition.AppendSendReply(j.reply[:0], c)
+		h.publishStats(j.key)
+	}
+	h.reply(j)
+}
+
+// PollDone implements partition.PollCompletion.
+func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
+	j := h.untrack(token)
+	if err != nil {
+		// The result holds no message, which is the reply (the reference server fails
+		// such a poll closed with an empty result).
+		h.log.Error("poll read failed", "partition", j.key.String(), "err", err)
+	}
+	j.polled = true
+	h.reply(j)
+}
+
+func (h *handler) track(j *job) uint64 {
+	if n := len(h.inflightFree); n > 0 {
+		token := h.inflightFree[n-1]
+		h.inflightFree = h.inflightFree[:n-1]
+		h.inflight[token] = j
+		return token
+	}
+	h.inflight = append(h.inflight, j)
+	return uint64(len(h.inflight) - 1)
+}
+
+func (h *handler) untrack(token uint64) *job {
+	j := h.inflight[token]
+	if j == nil {
+		panic("server: storage completion for a token that is not in flight")
+	}
+	h.inflight[token] = nil
+	h.inflightFree = append(h.inflightFree, token)
+	return j
+}
+
+// scheduleIO asks for one storage round at the shard's next turn, so the sends and
+// polls of one turn share it.
+func (h *handler) scheduleIO() {
+	if h.ioScheduled {
+		return
+	}
+	h.ioScheduled = true
+	h.post(h.index, shardMessage(msgDriveIO))
+}
+
+func (h *handler) driveIO() {
+	for i := 0; i < ioPassesMax; i++ {
+		if h.store.PollIO() == 0 {
+			return
+		}
+	}
+	h.scheduleIO()
+}
+
+func (h *handler) publishStats(k partition.Key) {
+	if info, err := h.store.Info(k); err == nil {
+		h.srv.stats.publish(k, info)
+	}
+}
+
+// effect is one instruction of a metadata commit for an owner shard.
+type effect struct {
+	kind      metadata.EffectKind
+	key       partition.Key
+	count     uint32
+	group     uint32
+	cfg       partition.Config
+	createdAt uint64
+	reconfig  bool // apply cfg to every partition of key's topic this shard owns
+}
+
+func (h *handler) applyEffect(e *effect) {
+	var err error
+	k := e.key
+	switch {
+	case e.reconfig:
+		err = h.store.Reconfigure(k.StreamID, k.TopicID, e.cfg)
+		if errors.Is(err, partition.ErrNotOwned) {
+			err = nil
+		}
+	case e.kind == metadata.EffectCreatePartitions:
+		err = h.store.Create(k, e.cfg, e.createdAt)
+		h.publishStats(k)
+	case e.kind == metadata.EffectDeletePartitions:
+		err = h.store.Delete(k)
+		h.srv.stats.remove(k)
+	case e.kind == metadata.EffectDeleteTopic:
+		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) { h.srv.stats.remove(p) })
+		err = h.store.DeleteTopic(k.StreamID, k.TopicID)
+	case e.kind == metadata.EffectDeleteStream:
+		h.forEachOwned(k.StreamID, 0, false, func(p partition.Key) { h.srv.stats.remove(p) })
+		err = h.store.DeleteStream(k.StreamID)
+	case e.kind == metadata.EffectPurgeTopic:
+		err = h.store.PurgeTopic(k.StreamID, k.TopicID)
+		h.forEachOwned(k.StreamID, k.TopicID, true, h.publishStats)
+	case e.kind == metadata.EffectDeleteSegments:
+		_, err = h.store.DeleteSegments(k, e.count)
+		h.publishStats(k)
+	case e.kind == metadata.EffectDeleteConsumerGroup:
+		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) {
+			derr := h.store.DeleteConsumerOffset(p, partition.Consumer{Kind: wire.ConsumerGroup, ID: e.group}, wire.AckQuorum)
+			if derr != nil && !errors.Is(derr, wire.ErrConsumerOffsetNotFound) {
+				err = errors.Join(err, derr)
+			}
+		})
+	}
+	if err != nil {
+		h.log.Error("partition effect failed", "effect", e.kind.String(), "partition", k.String(), "err", err)
+	}
+}
+
+func (h *handler) forEachOwned(stream, topic uint32, matchTopic bool, f func(partition.Key)) {
+	for _, k := range h.store.Keys(nil) {
+		if k.StreamID == stream && (!matchTopic || k.TopicID == topic) {
+			f(k)
+		}
+	}
+}

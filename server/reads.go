@@ -1,0 +1,261 @@
+package server
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// The non-replicated reads shard 0 serves from the metadata state and its session
+// registry.
+
+// snapshotArchiveMaxBytes is the largest GetSnapshot archive: it must fit a frame.
+const snapshotArchiveMaxBytes = 64<<20 - wire.HeaderSize
+
+func shardMessage(kind uint32) shard.Message { return shard.Message{Kind: kind} }
+
+func (r *metaRouter) read(j *job) {
+	hdr := j.frame.Header
+	state := r.plane.state
+	var err error
+	switch hdr.NonReplicatedCode {
+	case wire.CodeGetStats:
+		if !state.CanReadServers(j.userID) {
+			err = wire.ErrUnauthorized
+			break
+		}
+		j.reply = r.appendStats(j.reply[:0])
+	case wire.CodeGetSnapshot:
+		if !state.CanReadServers(j.userID) {
+			err = wire.ErrUnauthorized
+			break
+		}
+		j.reply, err = r.appendSnapshotArchive(j.reply[:0], j.frame.Body)
+	case wire.CodeGetClusterMetadata:
+		j.reply = r.appendClusterMetadata(j.reply[:0])
+	case wire.CodeGetMe:
+		rec := r.sessions[hdr.Client]
+		j.reply = state.AppendClientDetails(j.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
+	case wire.CodeGetClient:
+		if !state.CanReadServers(j.userID) {
+			err = wire.ErrUnauthorized
+			break
+		}
+		j.reply = j.reply[:0]
+		if len(j.frame.Body) != 4 {
+			break // an undecodable body answers like an unknown client (responses.md §5)
+		}
+		id := uint32(j.frame.Body[0]) | uint32(j.frame.Body[1])<<8 | uint32(j.frame.Body[2])<<16 | uint32(j.frame.Body[3])<<24
+		for client, rec := range r.sessions {
+			if rec.id == id {
+				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), client)
+				break
+			}
+		}
+	case wire.CodeGetClients:
+		if !state.CanReadServers(j.userID) {
+			err = wire.ErrUnauthorized
+			break
+		}
+		j.reply = j.reply[:0]
+		for client, rec := range r.sessions {
+			h := r.clientHeader(rec, rec.userID)
+			h.ConsumerGroupsCount = state.ClientGroupsCount(client)
+			j.reply = h.Append(j.reply)
+		}
+	default:
+		var handled bool
+		j.reply, handled, err = state.Read(j.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
+		if !handled {
+			err = wire.ErrInvalidCommand
+		}
+	}
+	if err != nil {
+		j.status = errorCode(err, wire.ErrInvalidCommand)
+	}
+	r.h.reply(j)
+}
+
+// clientHeader describes a session. The runtime does not tell a handler the peer's
+// address, so Address is empty.
+func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.ClientHeader {
+	h := wire.ClientHeader{UserID: userID, Transport: wire.ClientTransportTCP}
+	if rec != nil {
+		h.ClientID = rec.id
+	}
+	return h
+}
+
+// appendClusterMetadata answers GetClusterMetadata: a one-node cluster, this node
+// the healthy leader at the address it listens on (the Go SDK dials it).
+func (r *metaRouter) appendClusterMetadata(dst []byte) []byte {
+	host, port := "127.0.0.1", 0
+	if addr := r.h.srv.rt.Addr(); addr != nil {
+		port = addr.Port
+		if ip := addr.IP; ip != nil && !ip.IsUnspecified() {
+			host = ip.String()
+		}
+	}
+	if h, p, err := net.SplitHostPort(r.h.srv.cfg.TCPAddress); err == nil && port == 0 {
+		port, _ = strconv.Atoi(p)
+		if h != "" {
+			host = h
+		}
+	}
+	m := wire.ClusterMetadata{
+		Name: []byte("iggy-shard"),
+		Nodes: []wire.ClusterNode{{
+			Name: []byte("iggy-shard-0"), IP: []byte(host), TCPPort: uint16(port),
+			Role: wire.ClusterRoleLeader, Status: wire.ClusterNodeHealthy,
+		}},
+	}
+	return m.Append(dst)
+}
+
+func (r *metaRouter) appendStats(dst []byte) []byte {
+	counts := r.plane.state.Counts()
+	segments, sizeBytes, messages := r.h.srv.stats.totals()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	s := wire.Stats{
+		ProcessID:           uint32(os.Getpid()),
+		MemoryUsageBytes:    mem.Sys,
+		RunTimeMicros:       uint64(time.Since(r.h.srv.startedAt).Microseconds()),
+		StartTimeMicros:     uint64(r.h.srv.startedAt.UnixMicro()),
+		MessagesSizeBytes:   sizeBytes,
+		StreamsCount:        counts.Streams,
+		TopicsCount:         counts.Topics,
+		PartitionsCount:     counts.Partitions,
+		SegmentsCount:       segments,
+		MessagesCount:       messages,
+		ClientsCount:        uint32(len(r.sessions)),
+		ConsumerGroupsCount: counts.ConsumerGroups,
+		OSName:              []byte("Linux"),
+		IggyServerVersion:   []byte(serverVersion),
+		IggyServerSemver:    wire.StatsSemver(0, 11, 0),
+		ThreadsCount:        uint32(r.h.srv.shardCount),
+	}
+	if host, err := os.Hostname(); err == nil {
+		s.Hostname = []byte(host)
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		s.OSVersion = []byte(unix.ByteSliceToString(uts.Version[:]))
+		s.KernelVersion = []byte(unix.ByteSliceToString(uts.Release[:]))
+	}
+	var sys unix.Sysinfo_t
+	if unix.Sysinfo(&sys) == nil {
+		s.TotalMemoryBytes = uint64(sys.Totalram) * uint64(sys.Unit)
+		s.AvailableMemoryBytes = uint64(sys.Freeram) * uint64(sys.Unit)
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(r.h.srv.cfg.SystemPath, &st) == nil {
+		s.FreeDiskSpaceBytes = st.Bavail * uint64(st.Bsize)
+		s.TotalDiskSpaceBytes = st.Blocks * uint64(st.Bsize)
+	}
+	return s.Append(dst)
+}
+
+// appendSnapshotArchive answers GetSnapshot: a ZIP with one <type>.txt entry per
+// requested section. Stored and Deflated are the compressions the standard library
+// writes; the others answer FeatureUnavailable. Sections this server cannot
+// capture (server_logs: logs go to stderr, not to files) are skipped, as the
+// reference skips a section that fails.
+func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, error) {
+	var req wire.GetSnapshot
+	if err := req.Decode(body); err != nil {
+		return dst, err
+	}
+	var method uint16
+	switch req.Compression {
+	case wire.SnapshotStored:
+		method = zip.Store
+	case wire.SnapshotDeflated:
+		method = zip.Deflate
+	default:
+		return dst, wire.ErrFeatureUnavailable
+	}
+	var types []wire.SnapshotType
+	for i := range req.Types {
+		t := req.Type(i)
+		if t == wire.SnapshotAll {
+			types = append(types, wire.SnapshotFilesystemOverview, wire.SnapshotProcessList,
+				wire.SnapshotResourceUsage, wire.SnapshotServerLogs, wire.SnapshotServerConfig)
+			continue
+		}
+		types = append(types, t)
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, t := range types {
+		text, ok := r.snapshotSection(t)
+		if !ok {
+			continue
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: t.String() + ".txt", Method: method, Modified: time.Now()})
+		if err != nil {
+			return dst, wire.ErrSnapshotFileCompletionFailed
+		}
+		if _, err := w.Write([]byte(text)); err != nil {
+			return dst, wire.ErrSnapshotFileCompletionFailed
+		}
+		if buf.Len() > snapshotArchiveMaxBytes {
+			return dst, wire.ErrSnapshotFileCompletionFailed
+		}
+	}
+	if err := zw.Close(); err != nil || buf.Len() > snapshotArchiveMaxBytes {
+		return dst, wire.ErrSnapshotFileCompletionFailed
+	}
+	return append(dst, buf.Bytes()...), nil
+}
+
+func (r *metaRouter) snapshotSection(t wire.SnapshotType) (string, bool) {
+	cfg := r.h.srv.cfg
+	switch t {
+	case wire.SnapshotTest:
+		return "test\n", true
+	case wire.SnapshotFilesystemOverview:
+		var b strings.Builder
+		entries := 0
+		_ = filepath.WalkDir(cfg.SystemPath, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || entries >= 100_000 {
+				return filepath.SkipAll
+			}
+			entries++
+			if info, err := d.Info(); err == nil {
+				fmt.Fprintf(&b, "%s\t%d\t%s\n", info.Mode(), info.Size(), path)
+			}
+			return nil
+		})
+		return b.String(), true
+	case wire.SnapshotProcessList:
+		status, err := os.ReadFile("/proc/self/status")
+		return string(status), err == nil
+	case wire.SnapshotResourceUsage:
+		var mem runtime.MemStats
+		runtime.ReadMemStats(&mem)
+		var ru unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+		return fmt.Sprintf("heap_alloc_bytes %d\nsys_bytes %d\ngoroutines %d\nuser_cpu %s\nsystem_cpu %s\nmax_rss_kib %d\n",
+			mem.HeapAlloc, mem.Sys, runtime.NumGoroutine(),
+			time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss), true
+	case wire.SnapshotServerConfig:
+		return fmt.Sprintf("tcp.address = %q\nsystem.path = %q\nshards = %d\ntcp.max_frame_size = %d\ntcp.idle_timeout = %q\nsystem.metadata.snapshot_interval_ops = %d\nroot_username = %q\n",
+			cfg.TCPAddress, cfg.SystemPath, r.h.srv.shardCount, cfg.FrameSizeMaxBytes, cfg.IdleTimeout.String(),
+			cfg.SnapshotIntervalOps, cfg.RootUsername), true
+	}
+	return "", false
+}

@@ -1,0 +1,511 @@
+package server
+
+import (
+	"crypto/rand"
+	"io"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// metaRouter is shard 0's part of the request path: logins, metadata writes and
+// reads, and the resolution and permission checks of partition operations before
+// they go to the owner shard.
+type metaRouter struct {
+	h     *handler
+	plane *metaPlane
+	stats metadata.StatsSource
+
+	// balanced holds each topic's round-robin cursor for Balanced sends.
+	balanced map[[2]uint32]*partition.RoundRobin
+	// sessions are the logged-in connections, for GetClients, GetClient and GetMe.
+	sessions     map[wire.Uint128]*sessionRecord
+	nextClientID uint32
+
+	scratch []byte
+}
+
+type sessionRecord struct {
+	id     uint32
+	userID uint32
+	conn   shard.ConnID
+}
+
+func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
+	return &metaRouter{
+		h:        h,
+		plane:    plane,
+		stats:    h.srv.stats.of,
+		balanced: make(map[[2]uint32]*partition.RoundRobin),
+		sessions: make(map[wire.Uint128]*sessionRecord),
+	}
+}
+
+func (r *metaRouter) serve(j *job) {
+	hdr := j.frame.Header
+	if j.kind != jobLogin && j.kind != jobWrite {
+		// A connection whose client id registered again elsewhere is a zombie: fence
+		// it on every plane, not only where the client table looks.
+		epoch, _, ok := r.plane.table.Session(hdr.Client)
+		switch {
+		case !ok:
+			j.evict = wire.EvictionNoSession
+		case epoch > hdr.Session:
+			j.evict = wire.EvictionSessionTooLow
+		}
+		if j.evict != 0 {
+			r.h.reply(j)
+			return
+		}
+	}
+	switch j.kind {
+	case jobLogin:
+		r.login(j)
+	case jobWrite:
+		r.write(j)
+	case jobRead:
+		r.read(j)
+	case jobSend:
+		r.routeSend(j)
+	case jobPoll:
+		r.routePoll(j)
+	case jobGetOffset, jobStoreOffset, jobDeleteOffset:
+		r.routeOffset(j)
+	}
+}
+
+// login decides a Register (codes 40 and 45) and commits it: the session epoch is
+// the register's op. The argon2id verification runs here on shard 0 and holds it
+// for its tens of milliseconds.
+func (r *metaRouter) login(j *job) {
+	hdr := j.frame.Header
+	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow,
+		metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()})
+	if !decision.LoggedIn() {
+		j.evict = decision.Reason
+		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
+		r.h.reply(j)
+		return
+	}
+	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
+	frame, err := r.plane.commit(p, nil, nowMicros())
+	if err != nil {
+		j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrTransientNotCommitted)
+		r.h.reply(j)
+		return
+	}
+	j.rawReply, j.loggedIn = true, true
+	j.reply = append(j.reply[:0], frame...)
+	j.userID = decision.UserID
+	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
+	r.nextClientID++
+	r.sessions[hdr.Client] = &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn}
+	r.h.reply(j)
+}
+
+// write runs a metadata write (and Logout) through the client table and the
+// replica: exactly once per (client, request).
+func (r *metaRouter) write(j *job) {
+	hdr := j.frame.Header
+	op := hdr.Operation
+	verdict, cached := r.plane.table.Preflight(hdr.Client, hdr.Session, hdr.Request, hdr.RequestChecksum)
+	switch verdict {
+	case vsr.PreflightExecute:
+	case vsr.PreflightReplay:
+		j.rawReply = true
+		j.reply = append(j.reply[:0], cached...)
+		r.h.reply(j)
+		return
+	case vsr.PreflightNoSession, vsr.PreflightSessionTooHigh:
+		// The reference drops a too-high epoch; answering with an eviction spares the
+		// client its request timeout.
+		j.evict = wire.EvictionNoSession
+		r.h.reply(j)
+		return
+	case vsr.PreflightSessionTooLow:
+		j.evict = wire.EvictionSessionTooLow
+		r.h.reply(j)
+		return
+	case vsr.PreflightInFlight:
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	case vsr.PreflightConflict:
+		// The same request number with other arguments: neither a replay nor a new
+		// request. The reference drops it; a status tells the client at once.
+		j.status = wire.ErrInvalidCommand
+		r.h.reply(j)
+		return
+	case vsr.PreflightAlreadyApplied:
+		if op == wire.OperationLogout {
+			j.status = wire.ErrRequestAlreadyApplied
+		} else {
+			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrRequestAlreadyApplied)
+		}
+		r.h.reply(j)
+		return
+	}
+	body := j.frame.Body
+	if op != wire.OperationLogout {
+		if err := r.plane.state.Admit(op, j.userID, body); err != nil {
+			j.status = errorCode(err, wire.ErrInvalidCommand)
+			r.h.reply(j)
+			return
+		}
+		proposal, err := r.propose(op, j.userID, body)
+		if err != nil {
+			j.status = errorCode(err, wire.ErrInvalidCommand)
+			r.h.reply(j)
+			return
+		}
+		body = proposal
+	}
+	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
+	frame, err := r.plane.commit(p, body, nowMicros())
+	if err != nil {
+		j.status = wire.ErrTransientNotCommitted
+		r.h.reply(j)
+		return
+	}
+	j.rawReply = true
+	j.reply = append(j.reply[:0], frame...)
+	r.runEffects()
+	r.h.reply(j)
+}
+
+// propose rewrites the bodies whose proposal differs from the request: a password
+// is hashed (salted, so not in Apply), a token minted.
+func (r *metaRouter) propose(op wire.Operation, userID uint32, body []byte) ([]byte, error) {
+	switch op {
+	case wire.OperationCreateUser:
+		salt, err := randomBytes(metadata.PasswordSaltBytes)
+		if err != nil {
+			return nil, wire.ErrTransientNotAccepted
+		}
+		return metadata.ProposeCreateUser(nil, body, salt)
+	case wire.OperationChangePassword:
+		salt, err := randomBytes(metadata.PasswordSaltBytes)
+		if err != nil {
+			return nil, wire.ErrTransientNotAccepted
+		}
+		return r.plane.state.ProposeChangePassword(nil, body, salt)
+	case wire.OperationCreatePersonalAccessToken:
+		var secret [metadata.TokenSecretBytes]byte
+		if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
+			return nil, wire.ErrTransientNotAccepted
+		}
+		return metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.EncodeToken(&secret))
+	}
+	return body, nil
+}
+
+func randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	_, err := io.ReadFull(rand.Reader, b)
+	return b, err
+}
+
+// runEffects carries out what the last commit asks of the partition shards. The
+// messages leave shard 0 before any later request is routed, and each shard's
+// queue is ordered, so a partition exists on its owner before a send can reach it.
+func (r *metaRouter) runEffects() {
+	state := r.plane.state
+	for _, e := range r.plane.out.Effects {
+		k := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: e.First}
+		var cfg partition.Config
+		var topic *metadata.Topic
+		if st := state.Stream(e.Stream); st != nil {
+			topic = st.Topic(e.Topic)
+		}
+		if topic != nil {
+			cfg = partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
+		}
+		switch e.Kind {
+		case metadata.EffectCreatePartitions, metadata.EffectDeletePartitions:
+			for p := e.First; p < e.First+e.Count; p++ {
+				pk := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: p}
+				ef := &effect{kind: e.Kind, key: pk, cfg: cfg}
+				if topic != nil && int(p) < len(topic.Partitions) {
+					ef.createdAt = topic.Partitions[p].CreatedAtMicros
+				}
+				r.h.post(r.h.srv.ownerOf(pk), shard.Message{Kind: msgEffect, Payload: ef})
+			}
+			if topic != nil {
+				r.toAllShards(&effect{key: k, cfg: cfg, reconfig: true})
+			}
+		case metadata.EffectDeleteSegments:
+			r.h.post(r.h.srv.ownerOf(k), shard.Message{Kind: msgEffect, Payload: &effect{kind: e.Kind, key: k, count: e.Count}})
+		case metadata.EffectUpdateTopic:
+			if topic != nil {
+				r.toAllShards(&effect{key: k, cfg: cfg, reconfig: true})
+			}
+		default: // whole topics and streams, purges, group offsets: every shard may own some
+			r.toAllShards(&effect{kind: e.Kind, key: k, group: e.Group})
+		}
+		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
+			for key := range r.balanced {
+				if key[0] == e.Stream && (e.Kind == metadata.EffectDeleteStream || key[1] == e.Topic) {
+					delete(r.balanced, key)
+				}
+			}
+		}
+	}
+}
+
+func (r *metaRouter) toAllShards(e *effect) {
+	for i := 0; i < r.h.srv.shardCount; i++ {
+		copyOf := *e
+		r.h.post(i, shard.Message{Kind: msgEffect, Payload: &copyOf})
+	}
+}
+
+// clientGone: a logged-in connection closed. Its consumer group memberships end
+// through a committed RemoveConsumerGroupMember, so a restart agrees.
+func (r *metaRouter) clientGone(g *clientGone) {
+	if rec, ok := r.sessions[g.client]; ok && rec.conn == g.conn {
+		delete(r.sessions, g.client)
+	}
+	if r.plane.state.ClientGroupsCount(g.client) == 0 {
+		return
+	}
+	p := vsr.Proposal{Client: g.client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
+	if _, err := r.plane.commit(p, metadata.AppendClientGoneProposal(nil, g.client), nowMicros()); err != nil {
+		r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
+		return
+	}
+	r.runEffects()
+}
+
+// routeSend resolves a SendMessages batch's partition and hands it to the owner.
+func (r *metaRouter) routeSend(j *job) {
+	if err := j.send.Decode(j.frame.Body); err != nil {
+		// A namespace that does not decode is 20 (errors.md §2); a batch the decoder
+		// refuses keeps the decoder's code (checksums, lengths).
+		j.status = errorCode(err, wire.ErrResourceNotFound)
+		if j.status == wire.ErrInvalidCommand || j.status == wire.ErrInvalidFormat {
+			j.status = wire.ErrResourceNotFound
+		}
+		r.h.reply(j)
+		return
+	}
+	state := r.plane.state
+	s, t, count, err := state.ResolveTopic(j.send.StreamID, j.send.TopicID)
+	if err != nil {
+		j.status = wire.ErrResourceNotFound
+		r.h.reply(j)
+		return
+	}
+	if !state.CanSend(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		r.h.reply(j)
+		return
+	}
+	cursor := r.balanced[[2]uint32{s, t}]
+	if cursor == nil && j.send.Partitioning.Kind == wire.PartitioningBalanced {
+		cursor = new(partition.RoundRobin)
+		r.balanced[[2]uint32{s, t}] = cursor
+	}
+	p, err := partition.ResolvePartition(j.send.Partitioning, count, cursor)
+	if err != nil {
+		j.status = errorCode(err, wire.ErrResourceNotFound)
+		r.h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
+	r.toOwner(j)
+}
+
+func (r *metaRouter) toOwner(j *job) {
+	r.h.post(r.h.srv.ownerOf(j.key), shard.Message{Conn: j.conn, Kind: msgToOwner, Payload: j})
+}
+
+// routePoll resolves a poll (responses.md §5 PollMessages): typed statuses for
+// what does not resolve, the empty 16-byte reply for the rest.
+func (r *metaRouter) routePoll(j *job) {
+	var req wire.PollMessages
+	if err := req.Decode(j.frame.Body); err != nil {
+		j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+		r.h.reply(j)
+		return
+	}
+	state := r.plane.state
+	consumer := partition.Consumer{Kind: req.Consumer.Kind}
+	var partitionID uint32
+	if req.Consumer.Kind == wire.ConsumerGroup {
+		if !req.Partition.Set {
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+			r.h.reply(j)
+			return
+		}
+		// The ownership fence runs before resolution (the reference's order).
+		target := wire.GroupTarget{StreamID: req.StreamID, TopicID: req.TopicID, GroupID: req.Consumer.ID}
+		_, owned, ok := state.Assignment(j.frame.Header.Client, &target)
+		groupID, found := r.groupID(req.StreamID, req.TopicID, req.Consumer.ID)
+		if !ok || !found || !containsU32(owned, req.Partition.ID) {
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], wire.PollPartitionResync, 0)
+			r.h.reply(j)
+			return
+		}
+		consumer.ID = groupID
+		partitionID = req.Partition.ID
+	} else {
+		if req.Consumer.ID.Kind != wire.IdentifierNumeric {
+			// Plain consumers are numbered; a named one has no offsets to use.
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+			r.h.reply(j)
+			return
+		}
+		consumer.ID = req.Consumer.ID.Numeric
+		if req.Partition.Set {
+			partitionID = req.Partition.ID
+		}
+	}
+	s, t, count, err := state.ResolveTopic(req.StreamID, req.TopicID)
+	if err != nil {
+		j.status = errorCode(err, wire.ErrTopicIdNotFound)
+		r.h.reply(j)
+		return
+	}
+	if partitionID >= count {
+		j.status = wire.ErrPartitionNotFound
+		r.h.reply(j)
+		return
+	}
+	if !state.CanPoll(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		r.h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit}
+	r.toOwner(j)
+}
+
+// routeOffset resolves GetConsumerOffset (empty body for what does not resolve)
+// and Store/DeleteConsumerOffset (20 for what does not resolve).
+func (r *metaRouter) routeOffset(j *job) {
+	var consumer wire.Consumer
+	var streamID, topicID wire.Identifier
+	var part wire.OptionalPartition
+	var decodeErr error
+	switch j.kind {
+	case jobGetOffset:
+		var req wire.GetConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+	case jobStoreOffset:
+		var req wire.StoreConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+		j.offset, j.ack = req.Offset, req.Ack
+	default:
+		var req wire.DeleteConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+		j.ack = req.Ack
+	}
+	unresolved := func() {
+		if j.kind == jobGetOffset {
+			j.reply = j.reply[:0]
+		} else {
+			j.status = wire.ErrResourceNotFound
+		}
+		r.h.reply(j)
+	}
+	if decodeErr != nil {
+		unresolved()
+		return
+	}
+	state := r.plane.state
+	s, t, count, err := state.ResolveTopic(streamID, topicID)
+	if err != nil {
+		unresolved()
+		return
+	}
+	c := partition.Consumer{Kind: consumer.Kind}
+	partitionID := uint32(0)
+	if part.Set {
+		partitionID = part.ID
+	}
+	if consumer.Kind == wire.ConsumerGroup {
+		groupID, found := r.groupID(streamID, topicID, consumer.ID)
+		if !found {
+			unresolved()
+			return
+		}
+		c.ID = groupID
+		target := wire.GroupTarget{StreamID: streamID, TopicID: topicID, GroupID: consumer.ID}
+		_, owned, member := state.Assignment(j.frame.Header.Client, &target)
+		if !part.Set {
+			if !member || len(owned) == 0 {
+				unresolved()
+				return
+			}
+			partitionID = owned[0]
+		} else if j.kind != jobGetOffset && (!member || !containsU32(owned, partitionID)) {
+			unresolved()
+			return
+		}
+	} else {
+		if consumer.ID.Kind != wire.IdentifierNumeric {
+			unresolved()
+			return
+		}
+		c.ID = consumer.ID.Numeric
+	}
+	if partitionID >= count {
+		if j.kind == jobGetOffset {
+			j.status = wire.ErrPartitionNotFound
+			r.h.reply(j)
+			return
+		}
+		unresolved()
+		return
+	}
+	if !state.CanPoll(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		r.h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.consumer = c
+	r.toOwner(j)
+}
+
+// groupID resolves a consumer group identifier within a topic.
+func (r *metaRouter) groupID(streamID, topicID, groupID wire.Identifier) (uint32, bool) {
+	s, t, _, err := r.plane.state.ResolveTopic(streamID, topicID)
+	if err != nil {
+		return 0, false
+	}
+	topic := r.plane.state.Stream(s).Topic(t)
+	if groupID.Kind == wire.IdentifierNumeric {
+		return groupID.Numeric, topic.Group(groupID.Numeric) != nil
+	}
+	found := 0
+	// Group ids only grow within a topic; stop once every group was seen.
+	for id := uint32(0); found < topic.GroupsCount() && id < 1<<24; id++ {
+		g := topic.Group(id)
+		if g == nil {
+			continue
+		}
+		found++
+		if g.Name == string(groupID.String) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+func containsU32(v []uint32, x uint32) bool {
+	for _, e := range v {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+

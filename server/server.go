@@ -1,0 +1,244 @@
+// Package server is the single-node iggy-shard server: it implements shard.Handler
+// and glues sessions, the metadata plane (package metadata over a one-replica vsr
+// group) and the partition plane (package partition) into the request path of the
+// Apache Iggy binary protocol 0.11.0.
+//
+// # Where a request goes
+//
+// A connection lives on one shard. That shard answers PING itself and checks the
+// session (only PING before login; the client id and session epoch of the login
+// on every later request). Everything else is posted, with its request buffer
+// retained (no copy), to shard 0, which holds the metadata:
+//
+//	conn shard ──► shard 0: login, metadata writes and reads, resolution and
+//	                        permission checks of partition operations
+//	           shard 0 ──► owner shard: SEND_MESSAGES, POLL_MESSAGES, offsets
+//	           owner or 0 ──► conn shard: the reply, written there
+//
+// A partition's owner is a hash of (stream, topic, partition) modulo the shard
+// count; every shard opens the partitions it owns at start. Messages between shards
+// travel as a *job, which belongs to the connection's shard from the request to the
+// reply, so nothing is allocated per request once the shard's free list is warm.
+// Shard 0 serialises all routing, which also orders a partition's creation before
+// any send to it.
+//
+// # Durability
+//
+// Metadata: see metaplane.go. Partitions: a send is acknowledged per its topic's
+// policy (partition.Store.Send).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Server is a running single-node server.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	rt         *shard.Runtime
+	shardCount int
+	startedAt  time.Time
+
+	meta  *metaPlane // touched only by shard 0 once started
+	stats statsTable
+
+	// initial holds, per shard, the partitions to open at start.
+	initial  [][]partitionOpen
+	handlers []*handler // each written by its own shard at start; read after stop
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+type partitionOpen struct {
+	key       partition.Key
+	cfg       partition.Config
+	createdAt uint64
+}
+
+// Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
+func Start(cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.SystemPath, 0o755); err != nil {
+		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
+	}
+	s := &Server{cfg: cfg, log: log, startedAt: time.Now()}
+	s.shardCount = cfg.ShardCount
+	if s.shardCount == 0 {
+		s.shardCount = runtime.NumCPU()
+	}
+	meta, err := openMetaPlane(log, cfg.SystemPath, &cfg, uint64(s.startedAt.UnixMicro()))
+	if err != nil {
+		return nil, err
+	}
+	s.meta = meta
+	s.initial = make([][]partitionOpen, s.shardCount)
+	s.handlers = make([]*handler, s.shardCount)
+	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt uint64) {
+		owner := s.ownerOf(k)
+		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt})
+	})
+
+	rt, err := shard.Start(shard.Config{
+		TCPAddress:    cfg.TCPAddress,
+		ShardCount:    s.shardCount,
+		PinCPUs:       cfg.PinCPUs,
+		NewHandler:    s.newHandler,
+		Logger:        log,
+		FrameSizeMax:  cfg.FrameSizeMaxBytes,
+		IdleTimeout:   cfg.IdleTimeout,
+		InboxCapacity: 4096,
+	})
+	if err != nil {
+		meta.close()
+		return nil, err
+	}
+	s.rt = rt
+	log.Info("listening", "address", rt.Addr().String(), "shards", s.shardCount, "system_path", cfg.SystemPath)
+	return s, nil
+}
+
+// Addr is the address clients connect to.
+func (s *Server) Addr() *net.TCPAddr { return s.rt.Addr() }
+
+// Done is closed when the server has stopped (after Shutdown, or on a fatal error).
+func (s *Server) Done() <-chan struct{} { return s.rt.Done() }
+
+// Err is the fatal error that stopped the runtime, once Done is closed.
+func (s *Server) Err() error { return s.rt.Err() }
+
+// Shutdown stops accepting, sends every connection what it is owed, then makes
+// every partition and the metadata journal durable.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		err := s.rt.Shutdown(ctx)
+		<-s.rt.Done()
+		// The shards have exited: their stores are no longer touched by anyone else.
+		for _, h := range s.handlers {
+			if h != nil && h.store != nil {
+				err = errors.Join(err, h.store.Close())
+			}
+		}
+		err = errors.Join(err, s.meta.close())
+		s.stopErr = err
+		s.log.Info("stopped", "err", err)
+	})
+	return s.stopErr
+}
+
+// ownerOf is the shard that owns a partition: a hash of its ids, so it needs no
+// table and every shard computes the same answer. The data lives under system.path
+// whatever the owner, so a restart with another shard count only moves ownership.
+func (s *Server) ownerOf(k partition.Key) int {
+	var b [12]byte
+	putU32(b[0:], k.StreamID)
+	putU32(b[4:], k.TopicID)
+	putU32(b[8:], k.PartitionID)
+	return int(xxh3.Hash(b[:]) % uint64(s.shardCount))
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// eachPartition visits every partition of the state with its topic's config.
+func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.Config, createdAt uint64)) {
+	counts := st.Counts()
+	found := uint32(0)
+	for sid := uint32(0); found < counts.Streams && sid < metadata.StreamIDLimit; sid++ {
+		stream := st.Stream(sid)
+		if stream == nil {
+			continue
+		}
+		found++
+		topicsFound := 0
+		for tid := uint32(0); topicsFound < stream.TopicsCount() && tid < metadata.TopicIDLimit; tid++ {
+			topic := stream.Topic(tid)
+			if topic == nil {
+				continue
+			}
+			topicsFound++
+			c := partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
+			for _, p := range topic.Partitions {
+				visit(partition.Key{StreamID: sid, TopicID: tid, PartitionID: p.ID}, c, p.CreatedAtMicros)
+			}
+		}
+	}
+}
+
+// statsTable publishes each partition's figures from its owner shard to shard 0,
+// which reports them in GetStream, GetTopic and GetStats. Entries are created and
+// updated by the owner and only read elsewhere: atomics, no lock.
+type statsTable struct {
+	m sync.Map // partition.Key -> *partitionStats
+}
+
+type partitionStats struct {
+	segments      atomic.Uint32
+	currentOffset atomic.Uint64
+	sizeBytes     atomic.Uint64
+	messages      atomic.Uint64
+}
+
+func (t *statsTable) publish(k partition.Key, info wire.PartitionInfo) {
+	v, ok := t.m.Load(k)
+	if !ok {
+		v, _ = t.m.LoadOrStore(k, &partitionStats{})
+	}
+	ps := v.(*partitionStats)
+	ps.segments.Store(info.SegmentsCount)
+	ps.currentOffset.Store(info.CurrentOffset)
+	ps.sizeBytes.Store(info.SizeBytes)
+	ps.messages.Store(info.MessagesCount)
+}
+
+func (t *statsTable) remove(k partition.Key) { t.m.Delete(k) }
+
+func (t *statsTable) of(stream, topic, p uint32) metadata.PartitionStats {
+	v, ok := t.m.Load(partition.Key{StreamID: stream, TopicID: topic, PartitionID: p})
+	if !ok {
+		return metadata.PartitionStats{}
+	}
+	ps := v.(*partitionStats)
+	return metadata.PartitionStats{
+		SegmentsCount: ps.segments.Load(),
+		CurrentOffset: ps.currentOffset.Load(),
+		SizeBytes:     ps.sizeBytes.Load(),
+		MessagesCount: ps.messages.Load(),
+	}
+}
+
+func (t *statsTable) totals() (segments uint32, sizeBytes, messages uint64) {
+	t.m.Range(func(_, v any) bool {
+		ps := v.(*partitionStats)
+		segments += ps.segments.Load()
+		sizeBytes += ps.sizeBytes.Load()
+		messages += ps.messages.Load()
+		return true
+	})
+	return
+}
+
+func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.rt.Addr()) }
