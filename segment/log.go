@@ -18,8 +18,11 @@ type Hooks struct {
 	// producer's batch as stored once Durable has passed its last offset.
 	Durable func(end uint64)
 	// Failed reports that the batches in [from, to) were not stored and never will
-	// be: a write or sync failed (err says which). The log's next offset is from
-	// again, and it accepts appends again once the damaged tail is truncated.
+	// be: a write or sync failed (err says which). It is called once the damaged
+	// tail is cut durably, so no crash can bring those batches back; the log's next
+	// offset is from again and it accepts appends again. If the cut itself fails,
+	// Failed is not called: the log is broken (Err), refuses appends, and the fate
+	// of its unacknowledged batches is unknown until the partition is reopened.
 	Failed func(from, to uint64, err error)
 }
 
@@ -73,7 +76,8 @@ type Log struct {
 	rewindTo        uint64
 	failErr         error
 	repairsInFlight int
-	broken          error // a repair failed too: the log refuses appends for good
+	cutFrom, cutTo  uint64 // what the rewind in progress cuts, reported when durable
+	broken          error  // a repair failed too: the log refuses appends for good
 
 	needSegment bool // the last segment is sealed; the next append opens a new one
 	closed      bool
@@ -122,6 +126,8 @@ type segment struct {
 	state        sealState
 	syncedEnd    uint64 // batches below it are durable in the .log
 	writes       int    // appends in flight
+	// chainSubmitted: the seal chain is in flight or done.
+	chainSubmitted bool
 }
 
 type purpose uint8
@@ -201,6 +207,10 @@ func (l *Log) SizeBytes() int64 {
 
 // SegmentCount is the number of segments, the open one included.
 func (l *Log) SegmentCount() int { return len(l.segments) }
+
+// Err returns why the log is broken (a failure it could not repair: reopen the
+// partition to recover), or nil.
+func (l *Log) Err() error { return l.broken }
 
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats { return l.stats }
@@ -315,17 +325,20 @@ func (l *Log) Sync() {
 	}
 }
 
-// save issues the save-threshold fdatasync of the open segment, and writes the tail
-// of its index (a hint for recovery, which rebuilds the open segment's index anyway).
-// A sync covers the writes that completed before it started, so it proves durable
-// what was written by now: writtenEnd, within this segment.
+// save issues the save-threshold fdatasync of the open segment. A sync covers the
+// writes that completed before it started, so it proves durable what was written by
+// now: writtenEnd, within this segment.
+//
+// The open segment's index is not written here, only at its seal and at Close, each
+// time after the .log's fdatasync: a complete index on disk then proves the log under
+// it durable, which is what recovery trusts a segment on. An index written ahead (as
+// a hint) could survive a crash that the log bytes it points at did not.
 func (l *Log) save() {
 	l.unsyncedMessages, l.unsyncedBytes = 0, 0
 	seg := l.segments[len(l.segments)-1]
 	if seg.state != segmentActive {
 		return // its seal chain makes it durable
 	}
-	l.writeIndexTail(seg)
 	target := min(l.writtenEnd, seg.endOffset)
 	if target <= seg.syncedEnd {
 		return
@@ -355,15 +368,29 @@ func (l *Log) writeIndexTail(seg *segment) {
 func (l *Log) seal(seg *segment) {
 	seg.state = segmentSealing
 	l.needSegment = true
-	if seg.writes == 0 {
-		l.submitSealChain(seg)
+	l.maybeSubmitSealChain(seg)
+}
+
+// maybeSubmitSealChain starts seg's seal chain once its appends have completed,
+// unless a failure is about to cut into it: a durable, complete index over a log
+// with a hole would make recovery trust the hole. Sealing segments below a failure
+// are sealed as usual (even while the log waits to rewind), and rewind starts the
+// chains it held back.
+func (l *Log) maybeSubmitSealChain(seg *segment) {
+	if seg.state != segmentSealing || seg.writes != 0 || seg.chainSubmitted {
+		return
 	}
+	if l.failing && l.rewindTo < seg.endOffset {
+		return
+	}
+	l.submitSealChain(seg)
 }
 
 // submitSealChain writes the whole index rather than its tail: an unlinked index
 // write of an earlier tail may still be in flight, and the chain's sync must cover
 // every byte of the index, which is what makes the segment trusted at recovery.
 func (l *Log) submitSealChain(seg *segment) {
+	seg.chainSubmitted = true
 	logSync := l.request(OpSync, purposeSealLogSync, seg)
 	logSync.File = seg.logFile
 	logSync.Link = true
@@ -467,9 +494,7 @@ func (l *Log) complete(r *Request) {
 			e.written = true
 			l.advanceWritten()
 		}
-		if seg.state == segmentSealing && seg.writes == 0 && !l.failing {
-			l.submitSealChain(seg)
-		}
+		l.maybeSubmitSealChain(seg)
 	case purposeAppendSync:
 		if r.Err == nil {
 			l.entry(r.target).durable = true
@@ -485,8 +510,8 @@ func (l *Log) complete(r *Request) {
 			l.advanceDurable()
 		}
 	case purposeIndexWrite:
-		// The index of the open segment is a hint that recovery rebuilds; a failed
-		// write of it loses nothing, and the seal chain rewrites it whole.
+		// Only Close writes the open segment's index this way; recovery rebuilds the
+		// last segment's index anyway, so a failed write loses nothing.
 		if r.Err != nil {
 			l.stats.IndexWriteFailures++
 		}
@@ -510,20 +535,32 @@ func (l *Log) complete(r *Request) {
 			l.broken = fmt.Errorf("segment: repair after %v failed: %s: %w", l.failErr, r.Op, r.Err)
 		}
 		if l.repairsInFlight == 0 && l.broken == nil {
+			// Only now, with the cut durable, can no crash bring the batches back.
+			err := l.failErr
 			l.failing = false
 			l.failErr = nil
+			if l.hooks.Failed != nil {
+				l.hooks.Failed(l.cutFrom, l.cutTo, err)
+			}
 		}
 	case purposeOffsetWrite, purposeOffsetSync:
 		if l.offsets.complete(r) {
 			l.writeOffset(r.stored)
 		}
 	case purposeRead:
-		l.completeRead(r)
-		return // the read owns its request
+		l.completeRead(r) // releases r: the read's done hook may start another read
+		l.repairWhenQuiet()
+		return
 	default:
 		panic(fmt.Sprintf("segment: completion of unknown purpose %d", r.purpose))
 	}
 	l.release(r)
+	l.repairWhenQuiet()
+}
+
+// repairWhenQuiet starts the rewind after a failure once none of the log's requests
+// is in flight, or ends the failure when there is nothing to cut.
+func (l *Log) repairWhenQuiet() {
 	if l.failing && l.requestsInFlight == 0 && l.repairsInFlight == 0 && l.broken == nil {
 		if l.rewindTo < l.nextOffset {
 			l.rewind()
@@ -657,6 +694,7 @@ func (l *Log) rewind() {
 	seg.endOffset = to
 	seg.syncedEnd = min(seg.syncedEnd, to)
 	seg.state = segmentActive
+	seg.chainSubmitted = false
 	seg.maxTimestamp = 0
 	if n > 0 {
 		seg.maxTimestamp = seg.index.timestamp(n - 1)
@@ -679,8 +717,10 @@ func (l *Log) rewind() {
 	l.st.Submit(truncateLog)
 	l.st.Submit(syncLog)
 	l.st.Submit(truncateIndex)
-	if seg.state == segmentSealing {
-		l.submitSealChain(seg)
+	// The chains held back while the failure was pending: every segment before seg
+	// is whole.
+	for _, s := range l.segments {
+		l.maybeSubmitSealChain(s)
 	}
 
 	// Drop the queue entries past the cut; what remains is written (nothing is in
@@ -703,9 +743,7 @@ func (l *Log) rewind() {
 	l.offsets.clampTo(l)
 	l.flushDirtyOffsets()
 
-	if l.hooks.Failed != nil {
-		l.hooks.Failed(to, from, l.failErr)
-	}
+	l.cutFrom, l.cutTo = to, from
 }
 
 // timestampBefore returns the newest batch timestamp in segments[:i+1].
@@ -742,13 +780,15 @@ func (l *Log) Close() error {
 	if l.broken == nil && !l.failing {
 		seg := l.segments[len(l.segments)-1]
 		if seg.state == segmentActive {
-			l.writeIndexTail(seg)
-			l.WaitIdle()
+			// The log first, then its index (see save).
 			if e := l.wait(&Request{Op: OpSync, File: seg.logFile}); e != nil {
 				err = fmt.Errorf("segment: close: fdatasync %s: %w", segmentLogName(seg.baseOffset), e)
-			}
-			if e := l.wait(&Request{Op: OpSync, File: seg.indexFile}); e != nil && err == nil {
-				err = fmt.Errorf("segment: close: fdatasync %s: %w", segmentIndexName(seg.baseOffset), e)
+			} else {
+				l.writeIndexTail(seg)
+				l.WaitIdle()
+				if e := l.wait(&Request{Op: OpSync, File: seg.indexFile}); e != nil {
+					err = fmt.Errorf("segment: close: fdatasync %s: %w", segmentIndexName(seg.baseOffset), e)
+				}
 			}
 		}
 	} else if l.broken != nil {

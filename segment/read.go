@@ -285,6 +285,18 @@ func (l *Log) completeRead(r *Request) {
 	if p.pending > 0 {
 		return
 	}
+	if l.failing && l.rewindTo < p.limit {
+		// A failure arrived while the read was in flight: serve nothing the rewind
+		// is about to cut.
+		p.limit = max(p.start, l.rewindTo)
+		kept := p.Records[:0]
+		for _, rec := range p.Records {
+			if rec.offset < p.limit && p.start < p.limit {
+				kept = append(kept, rec)
+			}
+		}
+		p.Records = kept
+	}
 	if p.err == nil {
 		p.err = p.finish()
 	}
@@ -320,6 +332,11 @@ func (p *Polled) finish() error {
 		frames, count, err := wire.SliceBatch(hdr, b, p.start, uint32(p.limit-p.start))
 		if err != nil {
 			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: err}
+		}
+		if count == 0 {
+			// The planner picks batches overlapping the range by the index; one that
+			// does not disagrees with its index about its message count.
+			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: ErrBatchMismatch}
 		}
 		rec.Header = hdr[:]
 		rec.Frames = frames
