@@ -508,4 +508,3 @@ func containsU32(v []uint32, x uint32) bool {
 	}
 	return false
 }
-
