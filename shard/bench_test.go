@@ -28,14 +28,22 @@ func BenchmarkPingRoundTrip(b *testing.B) {
 		for _, connCount := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/%d", server, connCount), func(b *testing.B) {
 				var addr string
+				afterWarmup := func() {}
 				switch server {
 				case "runtime":
 					rt := startBenchRuntime(b)
 					addr = rt.Addr().String()
+					afterWarmup = func() {
+						counts := make([]int64, len(rt.connCounts))
+						for i := range counts {
+							counts[i] = rt.connCounts[i].Load()
+						}
+						b.Logf("connections per shard: %v", counts)
+					}
 				case "netconn":
 					addr = startNetConnServer(b)
 				}
-				benchmarkPing(b, addr, connCount)
+				benchmarkPing(b, addr, connCount, afterWarmup)
 			})
 		}
 	}
@@ -62,7 +70,7 @@ func startBenchRuntime(b *testing.B) *Runtime {
 	return rt
 }
 
-func benchmarkPing(b *testing.B, addr string, connCount int) {
+func benchmarkPing(b *testing.B, addr string, connCount int, afterWarmup func()) {
 	conns := make([]net.Conn, connCount)
 	for i := range conns {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -90,6 +98,7 @@ func benchmarkPing(b *testing.B, addr string, connCount int) {
 			b.Fatal(err)
 		}
 	}
+	afterWarmup()
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
