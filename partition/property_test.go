@@ -57,6 +57,7 @@ func TestRandomSendsAndPolls(t *testing.T) {
 			token := uint64(0)
 			broken := false
 			for step := 0; step < 400 && !broken; step++ {
+				broken = s.partitions[testKey].broken() != nil
 				switch r := rng.IntN(10); {
 				case r < 5:
 					n := 1 + rng.IntN(8)
@@ -65,7 +66,7 @@ func TestRandomSendsAndPolls(t *testing.T) {
 					if err == wire.ErrTransientNotAccepted {
 						continue
 					}
-					if err == wire.ErrCannotAppendMessage && s.partitions[testKey].log.Err() != nil {
+					if err == wire.ErrCannotAppendMessage && s.partitions[testKey].broken() != nil {
 						// An injected failure hit the repair too: the log is broken
 						// for good and refuses sends, which is all it may do.
 						broken = true
@@ -117,6 +118,14 @@ func TestRandomSendsAndPolls(t *testing.T) {
 			if pollInFlight {
 				collect()
 			}
+			broken = broken || s.partitions[testKey].broken() != nil
+			reported := s.Err(testKey)
+			if broken {
+				// What an operator does once the disk is healthy again.
+				if _, err := s.Recover(testKey); err != nil {
+					t.Fatalf("recover: %v", err)
+				}
+			}
 			for {
 				_, msgs := poll(t, s, testKey, PollRequest{Consumer: consumer, Strategy: wire.PollingStrategy{Kind: wire.PollingNext}, Count: 1000, AutoCommit: true})
 				if len(msgs) == 0 {
@@ -137,7 +146,6 @@ func TestRandomSendsAndPolls(t *testing.T) {
 				}
 				ackedMessages += sent[tok].count
 			}
-			broken = broken || s.partitions[testKey].log.Err() != nil
 			// A broken log fails its pending sends although some may have reached the
 			// disk (segment cannot tell which until a reopen): at-least-once, so a
 			// failed batch may be polled then, never otherwise.
@@ -166,7 +174,20 @@ func TestRandomSendsAndPolls(t *testing.T) {
 			if seen != ackedMessages {
 				t.Fatalf("%d of %d acknowledged messages polled", seen, ackedMessages)
 			}
-			if len(rec.failed) > 0 && s.Err(testKey) == nil {
+			// With enforce_fsync every acknowledgement survives a power loss now.
+			if fsync {
+				s2 := NewStore("local_data", st.crash(seed))
+				if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+					t.Fatalf("reopen after crash: %v", err)
+				}
+				_, kept := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1 << 20})
+				for seq, at := range bySeq {
+					if at >= uint64(len(kept)) || kept[at].seq != seq {
+						t.Fatalf("acknowledged message %d at offset %d lost in a crash", seq, at)
+					}
+				}
+			}
+			if len(rec.failed) > 0 && reported == nil {
 				t.Fatal("sends failed, the partition reports no failure")
 			}
 		})

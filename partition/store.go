@@ -68,6 +68,7 @@ type Partition struct {
 	sends           sendQueue
 	lastFailure     error // the last storage failure that cut acknowledged-pending batches
 	saveWanted      bool  // a send was refused for a full window: save once the writes are done
+	reopenErr       error // the log is closed: reopening it failed (Recover tries again)
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -197,8 +198,9 @@ func (s *Store) Reconfigure(streamID, topicID uint32, cfg Config) error {
 }
 
 // Recover closes a partition's log and opens it again, running recovery: for a
-// partition whose log is broken (Err reports why: a repair after a storage failure
-// failed too), once the disk is usable again. The report says what recovery found.
+// partition that refuses sends with 4010 because its log is broken (Err says why: a
+// repair after a storage failure failed too, or a reopen did), once the disk is
+// usable again. The report says what recovery found.
 func (s *Store) Recover(k Key) (*segment.RecoveryReport, error) {
 	p, ok := s.partitions[k]
 	if !ok {
@@ -211,7 +213,7 @@ func (s *Store) Recover(k Key) (*segment.RecoveryReport, error) {
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
 	p.log = log
-	p.lastFailure = nil
+	p.lastFailure, p.reopenErr = nil, nil
 	return report, nil
 }
 
@@ -277,7 +279,7 @@ func (s *Store) forget(p *Partition) {
 // offsets are synced. Sends the log could not store are failed.
 func (p *Partition) close() error {
 	err := p.log.Close()
-	if p.log.Err() == nil {
+	if p.broken() == nil {
 		p.acknowledge(p.ackEnd())
 	}
 	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
@@ -396,7 +398,7 @@ func (s *Store) Err(k Key) error {
 	if !ok {
 		return ErrNotOwned
 	}
-	if err := p.log.Err(); err != nil {
+	if err := p.broken(); err != nil {
 		return err
 	}
 	return p.lastFailure

@@ -379,7 +379,7 @@ func TestRecoverBrokenLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.WaitIdle()
-		if s.partitions[testKey].log.Err() == nil {
+		if s.partitions[testKey].broken() == nil {
 			continue // this seed's order spent the sync failures elsewhere
 		}
 		if rec.failed[1] != wire.ErrCannotSaveMessagesToSegment {
