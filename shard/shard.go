@@ -413,7 +413,7 @@ func (s *Shard) wakeExternal() {
 // drainInboxes serves every message posted to this shard, at most one queue's capacity
 // per inbox per iteration so that a busy sender cannot starve the connections.
 func (s *Shard) drainInboxes() {
-	for from, q := range s.inbox {
+	for _, q := range s.inbox {
 		for range q.Cap() {
 			m, ok := q.Pop()
 			if !ok {
@@ -423,7 +423,6 @@ func (s *Shard) drainInboxes() {
 				s.adopt(m.fd, false)
 				continue
 			}
-			_ = from
 			s.handler.ServeMessage(s, m)
 		}
 	}
