@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -213,7 +214,7 @@ func (s *State) applyCreateStream(a access, h *Header, body []byte, out *Output)
 	if _, taken := s.streamByName[string(r.Name)]; taken {
 		return wire.ErrStreamNameAlreadyExists
 	}
-	id := lowestFree(s.streams)
+	id := s.streams.lowestFree()
 	if id >= StreamIDLimit {
 		return wire.ErrTooManyStreams
 	}
@@ -281,7 +282,7 @@ func (s *State) applyPurgeStream(a access, body []byte, out *Output) wire.ErrorC
 		return wire.ErrUnauthorized
 	}
 	out.success()
-	for _, t := range st.topics {
+	for _, t := range st.topics.items {
 		if t != nil {
 			purgeTopic(st, t, out)
 		}
@@ -317,7 +318,7 @@ func (s *State) applyCreateTopic(a access, h *Header, body []byte, out *Output) 
 	if _, taken := st.topicByName[string(r.Name)]; taken {
 		return wire.ErrTopicNameAlreadyExists
 	}
-	id := lowestFree(st.topics)
+	id := st.topics.lowestFree()
 	if id >= TopicIDLimit {
 		return wire.ErrTooManyTopics
 	}
@@ -326,10 +327,14 @@ func (s *State) applyCreateTopic(a access, h *Header, body []byte, out *Output) 
 		CreatedAtMicros: h.TimestampMicros,
 		Name:            string(r.Name),
 		Options:         opts.Effective,
-		ExplicitOptions: opts.AppendExplicitBlock(nil),
-		DerivedOptions:  opts.AppendDerivedBlock(nil),
-		groupByName:     make(map[string]uint32),
 	}
+	// Both blocks share one allocation, sized exactly: they are built in the
+	// state's scratch buffer first.
+	s.scratch = opts.AppendExplicitBlock(s.scratch[:0])
+	explicitLen := len(s.scratch)
+	s.scratch = opts.AppendDerivedBlock(s.scratch)
+	blocks := bytes.Clone(s.scratch)
+	t.ExplicitOptions, t.DerivedOptions = blocks[:explicitLen:explicitLen], blocks[explicitLen:]
 	if r.PartitionsCount > 0 {
 		t.Partitions = make([]Partition, r.PartitionsCount)
 		for i := range t.Partitions {
@@ -518,6 +523,10 @@ func (s *State) applyCreateConsumerGroup(a access, body []byte, out *Output) wir
 	g := &ConsumerGroup{ID: t.nextGroupID, Name: string(r.Name)}
 	t.nextGroupID++
 	t.groups = append(t.groups, g)
+	if t.groupByName == nil {
+		// Most topics never get a group; their index stays unallocated.
+		t.groupByName = make(map[string]uint32)
+	}
 	t.groupByName[g.Name] = g.ID
 	out.success()
 	out.Reply = appendGroupDetails(out.Reply, t, g)
@@ -619,11 +628,11 @@ func (g *ConsumerGroup) leave(i int, partitionsCount uint32) {
 // clientGone removes client from every consumer group: its Logout committed, or its
 // connection closed (RemoveConsumerGroupMember). Groups are visited in id order.
 func (s *State) clientGone(client wire.Uint128) {
-	for _, st := range s.streams {
+	for _, st := range s.streams.items {
 		if st == nil {
 			continue
 		}
-		for _, t := range st.topics {
+		for _, t := range st.topics.items {
 			if t == nil {
 				continue
 			}
@@ -659,7 +668,7 @@ func (s *State) applyCreateUser(a access, h *Header, body []byte, out *Output) w
 	if _, taken := s.userByName[string(r.Username)]; taken {
 		return wire.ErrUserAlreadyExists
 	}
-	id := lowestFree(s.users)
+	id := s.users.lowestFree()
 	if id >= UserIDLimit {
 		return wire.ErrUsersLimitReached
 	}

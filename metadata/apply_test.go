@@ -75,9 +75,8 @@ func TestStreamIDsReuseLowestFree(t *testing.T) {
 func TestTooManyStreams(t *testing.T) {
 	f := newFixture(t)
 	full := &Stream{}
-	f.s.streams = make([]*Stream, StreamIDLimit)
-	for i := range f.s.streams {
-		f.s.streams[i] = full
+	for i := range StreamIDLimit {
+		f.s.streams.put(uint32(i), full)
 	}
 	if code := f.s.applyCreateStream(f.s.access(root), &Header{}, createStream("x"), &f.out); code != wire.ErrTooManyStreams {
 		t.Fatalf("got %v", code)
@@ -204,7 +203,7 @@ func TestCreateTopic(t *testing.T) {
 		{Streams: []wire.StreamPermissions{{StreamID: 0, ManageStream: true}}},
 	} {
 		grant(f, p)
-		name := "by-" + string(rune('a'+f.s.Stream(0).topicCount))
+		name := "by-" + string(rune('a'+f.s.Stream(0).topics.count))
 		if got := f.apply(wire.OperationCreateTopic, alice, createTopic(num(0), 0, name, nil)); got != 0 {
 			t.Errorf("grant %+v: %v", p, got)
 		}

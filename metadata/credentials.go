@@ -132,7 +132,7 @@ func (s *State) UserByName(username []byte) (id uint32, passwordHash string, act
 	if !found {
 		return 0, "", false, false
 	}
-	u := s.users[uid]
+	u := s.users.items[uid]
 	return u.ID, u.PasswordHash, u.Status == wire.UserActive, true
 }
 
@@ -145,7 +145,7 @@ func (s *State) CheckToken(token []byte, nowMicros uint64) (userID uint32, reaso
 	if !ok {
 		return 0, wire.EvictionInvalidToken
 	}
-	u := s.users[uid]
+	u := s.users.items[uid]
 	for i := range u.Tokens {
 		t := &u.Tokens[i]
 		if t.Hash != h {

@@ -140,7 +140,7 @@ func checkInvariants(t testing.TB, s *State) {
 		t.Fatalf("invariant: "+format, args...)
 	}
 	users, tokens := 0, 0
-	for id, u := range s.users {
+	for id, u := range s.users.items {
 		if u == nil {
 			continue
 		}
@@ -161,17 +161,16 @@ func checkInvariants(t testing.TB, s *State) {
 			fail("permissions of user %d not canonical", id)
 		}
 	}
-	if users != s.userCount || users != len(s.userByName) || tokens != len(s.tokenOwner) {
-		fail("user counts: %d live, count %d, names %d; tokens %d, index %d", users, s.userCount, len(s.userByName), tokens, len(s.tokenOwner))
+	if users != s.users.count || users != len(s.userByName) || tokens != len(s.tokenOwner) {
+		fail("user counts: %d live, count %d, names %d; tokens %d, index %d", users, s.users.count, len(s.userByName), tokens, len(s.tokenOwner))
 	}
 	if s.User(RootUserID) == nil {
 		fail("root user missing")
 	}
-	if len(s.users) > 0 && s.users[len(s.users)-1] == nil || len(s.streams) > 0 && s.streams[len(s.streams)-1] == nil {
-		fail("trailing free slots")
-	}
+	checkSlab(t, &s.users)
+	checkSlab(t, &s.streams)
 	streams := 0
-	for id, st := range s.streams {
+	for id, st := range s.streams.items {
 		if st == nil {
 			continue
 		}
@@ -179,8 +178,9 @@ func checkInvariants(t testing.TB, s *State) {
 		if st.ID != uint32(id) || id >= StreamIDLimit || s.streamByName[st.Name] != st.ID {
 			fail("stream %d misindexed", id)
 		}
+		checkSlab(t, &st.topics)
 		topics := 0
-		for tid, tp := range st.topics {
+		for tid, tp := range st.topics.items {
 			if tp == nil {
 				continue
 			}
@@ -203,11 +203,11 @@ func checkInvariants(t testing.TB, s *State) {
 				checkAssignment(t, g, tp.PartitionsCount())
 			}
 		}
-		if topics != st.topicCount || topics != len(st.topicByName) {
+		if topics != st.topics.count || topics != len(st.topicByName) {
 			fail("stream %d topic counts", id)
 		}
 	}
-	if streams != s.streamCount || streams != len(s.streamByName) {
+	if streams != s.streams.count || streams != len(s.streamByName) {
 		fail("stream counts")
 	}
 }
@@ -250,5 +250,25 @@ func assertSameSnapshot(t testing.TB, a, b *State) {
 	t.Helper()
 	if sa, sb := snapshotOf(a), snapshotOf(b); !bytes.Equal(sa, sb) {
 		t.Fatalf("snapshots differ (%d vs %d bytes)", len(sa), len(sb))
+	}
+}
+
+// checkSlab verifies a slab's bookkeeping: no trailing free ids, every id below
+// firstFree taken, count exact.
+func checkSlab[T any](t testing.TB, s *slab[T]) {
+	t.Helper()
+	if n := len(s.items); n > 0 && s.items[n-1] == nil {
+		t.Fatalf("invariant: slab has trailing free ids")
+	}
+	count := 0
+	for i, v := range s.items {
+		if v != nil {
+			count++
+		} else if i < s.firstFree {
+			t.Fatalf("invariant: free id %d below firstFree %d", i, s.firstFree)
+		}
+	}
+	if count != s.count || s.firstFree > len(s.items) {
+		t.Fatalf("invariant: slab count %d, counted %d; firstFree %d of %d", s.count, count, s.firstFree, len(s.items))
 	}
 }

@@ -50,11 +50,11 @@ func (s *State) streamHeader(st *Stream, stats StatsSource) wire.StreamHeader {
 	h := wire.StreamHeader{
 		ID:              st.ID,
 		CreatedAtMicros: st.CreatedAtMicros,
-		TopicsCount:     uint32(st.topicCount),
+		TopicsCount:     uint32(st.topics.count),
 		Name:            bytesOf(st.Name),
 	}
 	if stats != nil {
-		for _, t := range st.topics {
+		for _, t := range st.topics.items {
 			if t != nil {
 				size, messages := stats.topicTotals(st.ID, t)
 				h.SizeBytes += size
@@ -143,7 +143,7 @@ func (s *State) AppendStream(dst []byte, userID uint32, streamID wire.Identifier
 	}
 	h := s.streamHeader(st, stats)
 	dst = h.Append(dst)
-	for _, t := range st.topics {
+	for _, t := range st.topics.items {
 		if t != nil {
 			th := topicHeader(st, t, stats)
 			dst = th.Append(dst)
@@ -157,7 +157,7 @@ func (s *State) AppendStreams(dst []byte, userID uint32, stats StatsSource) ([]b
 	if !s.access(userID).readStreams() {
 		return dst, wire.ErrUnauthorized
 	}
-	for _, st := range s.streams {
+	for _, st := range s.streams.items {
 		if st != nil {
 			h := s.streamHeader(st, stats)
 			dst = h.Append(dst)
@@ -188,8 +188,8 @@ func (s *State) AppendTopics(dst []byte, userID uint32, streamID wire.Identifier
 	if !s.access(userID).readTopics(st.ID) {
 		return dst, wire.ErrUnauthorized
 	}
-	dst = appendU32(dst, uint32(st.topicCount))
-	for _, t := range st.topics {
+	dst = appendU32(dst, uint32(st.topics.count))
+	for _, t := range st.topics.items {
 		if t != nil {
 			h := topicHeader(st, t, stats)
 			dst = h.Append(dst)
@@ -225,7 +225,7 @@ func (s *State) AppendUsers(dst []byte, userID uint32) ([]byte, error) {
 	if !s.access(userID).readUsers() {
 		return dst, wire.ErrUnauthorized
 	}
-	for _, u := range s.users {
+	for _, u := range s.users.items {
 		if u != nil {
 			h := userHeader(u)
 			dst = h.Append(dst)
@@ -332,11 +332,11 @@ func (s *State) AppendClientDetails(dst []byte, h wire.ClientHeader, client wire
 }
 
 func (s *State) eachClientGroup(client wire.Uint128, f func(wire.ClientGroup)) {
-	for _, st := range s.streams {
+	for _, st := range s.streams.items {
 		if st == nil {
 			continue
 		}
-		for _, t := range st.topics {
+		for _, t := range st.topics.items {
 			if t == nil {
 				continue
 			}
@@ -359,13 +359,13 @@ type Counts struct {
 
 // Counts totals the streams, topics, partitions and consumer groups.
 func (s *State) Counts() Counts {
-	c := Counts{Streams: uint32(s.streamCount)}
-	for _, st := range s.streams {
+	c := Counts{Streams: uint32(s.streams.count)}
+	for _, st := range s.streams.items {
 		if st == nil {
 			continue
 		}
-		c.Topics += uint32(st.topicCount)
-		for _, t := range st.topics {
+		c.Topics += uint32(st.topics.count)
+		for _, t := range st.topics.items {
 			if t != nil {
 				c.Partitions += t.PartitionsCount()
 				c.ConsumerGroups += uint32(len(t.groups))

@@ -75,14 +75,14 @@ func (s *State) AppendSnapshot(dst []byte, op uint64) []byte {
 	dst = append(dst, snapshotMagic...)
 	dst = appendU32(dst, SnapshotVersion)
 	dst = appendU64(dst, op)
-	dst = appendU32(dst, uint32(s.userCount))
-	for _, u := range s.users {
+	dst = appendU32(dst, uint32(s.users.count))
+	for _, u := range s.users.items {
 		if u != nil {
 			dst = appendUser(dst, u)
 		}
 	}
-	dst = appendU32(dst, uint32(s.streamCount))
-	for _, st := range s.streams {
+	dst = appendU32(dst, uint32(s.streams.count))
+	for _, st := range s.streams.items {
 		if st != nil {
 			dst = appendStream(dst, st)
 		}
@@ -118,8 +118,8 @@ func appendStream(b []byte, st *Stream) []byte {
 	b = appendU32(b, st.ID)
 	b = appendU64(b, st.CreatedAtMicros)
 	b = appendName(b, st.Name)
-	b = appendU32(b, uint32(st.topicCount))
-	for _, t := range st.topics {
+	b = appendU32(b, uint32(st.topics.count))
+	for _, t := range st.topics.items {
 		if t != nil {
 			b = appendTopic(b, t)
 		}

@@ -38,15 +38,17 @@ const (
 // reference server's "lowest free slab key" allocation and ordered iteration
 // without sorting; the name maps are lookups only and never iterated.
 type State struct {
-	users      []*User
+	users      slab[User]
 	userByName map[string]uint32
-	userCount  int
 	// tokenOwner finds a token's owner from the token's hash, for PAT logins.
 	tokenOwner map[TokenHash]uint32
 
-	streams      []*Stream
+	streams      slab[Stream]
 	streamByName map[string]uint32
-	streamCount  int
+
+	// scratch is reused by Apply to build values before they are copied into the
+	// state at their exact size. Not part of the state.
+	scratch []byte
 }
 
 // User is one account. PasswordHash is an argon2id PHC string computed outside
@@ -82,9 +84,8 @@ type Stream struct {
 	CreatedAtMicros uint64
 	Name            string
 
-	topics      []*Topic
+	topics      slab[Topic]
 	topicByName map[string]uint32
-	topicCount  int
 }
 
 // Topic is a set of partitions with shared options and consumer groups.
@@ -163,47 +164,56 @@ func newEmptyState() *State {
 	}
 }
 
-// lowestFree returns the lowest index of a nil slot, or len(slots).
-func lowestFree[T any](slots []*T) int {
-	for i, v := range slots {
-		if v == nil {
-			return i
-		}
-	}
-	return len(slots)
+// slab holds objects by id, nil marking a free id, and hands out the lowest free id
+// (the reference server's slab key) in amortized constant time: every id below
+// firstFree is taken, so the search for a free id starts there.
+type slab[T any] struct {
+	items     []*T
+	firstFree int
+	count     int
 }
 
-// put stores v at index id, growing slots as needed.
-func put[T any](slots []*T, id uint32, v *T) []*T {
-	for len(slots) <= int(id) {
-		slots = append(slots, nil)
-	}
-	slots[id] = v
-	return slots
-}
-
-// trim drops trailing free slots so that an emptied state compares equal to a fresh
-// one and the next allocation scans less.
-func trim[T any](slots []*T) []*T {
-	n := len(slots)
-	for n > 0 && slots[n-1] == nil {
-		n--
-	}
-	clear(slots[n:])
-	return slots[:n]
-}
-
-func get[T any](slots []*T, id uint32) *T {
-	if uint64(id) >= uint64(len(slots)) {
+func (s *slab[T]) get(id uint32) *T {
+	if uint64(id) >= uint64(len(s.items)) {
 		return nil
 	}
-	return slots[id]
+	return s.items[id]
+}
+
+// lowestFree returns the lowest free id, which may be len(items).
+func (s *slab[T]) lowestFree() int {
+	for s.firstFree < len(s.items) && s.items[s.firstFree] != nil {
+		s.firstFree++
+	}
+	return s.firstFree
+}
+
+// put stores v at a free id, growing the table as needed.
+func (s *slab[T]) put(id uint32, v *T) {
+	for len(s.items) <= int(id) {
+		s.items = append(s.items, nil)
+	}
+	s.items[id] = v
+	s.count++
+}
+
+// remove frees id and drops trailing free ids, so that an emptied table is
+// indistinguishable from a fresh one.
+func (s *slab[T]) remove(id uint32) {
+	s.items[id] = nil
+	s.count--
+	s.firstFree = min(s.firstFree, int(id))
+	n := len(s.items)
+	for n > 0 && s.items[n-1] == nil {
+		n--
+	}
+	s.items = s.items[:n]
+	s.firstFree = min(s.firstFree, n)
 }
 
 func (s *State) insertUser(u *User) {
-	s.users = put(s.users, u.ID, u)
+	s.users.put(u.ID, u)
 	s.userByName[u.Username] = u.ID
-	s.userCount++
 	for i := range u.Tokens {
 		s.tokenOwner[u.Tokens[i].Hash] = u.ID
 	}
@@ -214,48 +224,40 @@ func (s *State) removeUser(u *User) {
 		delete(s.tokenOwner, u.Tokens[i].Hash)
 	}
 	delete(s.userByName, u.Username)
-	s.users[u.ID] = nil
-	s.users = trim(s.users)
-	s.userCount--
+	s.users.remove(u.ID)
 }
 
 func (s *State) insertStream(st *Stream) {
-	s.streams = put(s.streams, st.ID, st)
+	s.streams.put(st.ID, st)
 	s.streamByName[st.Name] = st.ID
-	s.streamCount++
 }
 
 func (s *State) removeStream(st *Stream) {
 	delete(s.streamByName, st.Name)
-	s.streams[st.ID] = nil
-	s.streams = trim(s.streams)
-	s.streamCount--
+	s.streams.remove(st.ID)
 }
 
 func (st *Stream) insertTopic(t *Topic) {
-	st.topics = put(st.topics, t.ID, t)
+	st.topics.put(t.ID, t)
 	st.topicByName[t.Name] = t.ID
-	st.topicCount++
 }
 
 func (st *Stream) removeTopic(t *Topic) {
 	delete(st.topicByName, t.Name)
-	st.topics[t.ID] = nil
-	st.topics = trim(st.topics)
-	st.topicCount--
+	st.topics.remove(t.ID)
 }
 
 // User returns the user with id, or nil.
-func (s *State) User(id uint32) *User { return get(s.users, id) }
+func (s *State) User(id uint32) *User { return s.users.get(id) }
 
 // Stream returns the stream with id, or nil.
-func (s *State) Stream(id uint32) *Stream { return get(s.streams, id) }
+func (s *State) Stream(id uint32) *Stream { return s.streams.get(id) }
 
 // Topic returns the topic with id, or nil.
-func (st *Stream) Topic(id uint32) *Topic { return get(st.topics, id) }
+func (st *Stream) Topic(id uint32) *Topic { return st.topics.get(id) }
 
 // TopicsCount is the number of topics in the stream.
-func (st *Stream) TopicsCount() int { return st.topicCount }
+func (st *Stream) TopicsCount() int { return st.topics.count }
 
 // Group returns the consumer group with id, or nil.
 func (t *Topic) Group(id uint32) *ConsumerGroup {
@@ -290,7 +292,7 @@ func (s *State) resolveUser(id wire.Identifier) *User {
 		return s.User(id.Numeric)
 	}
 	if uid, ok := s.userByName[string(id.String)]; ok {
-		return s.users[uid]
+		return s.users.items[uid]
 	}
 	return nil
 }
@@ -302,7 +304,7 @@ func (s *State) resolveStream(id wire.Identifier) *Stream {
 		return s.Stream(id.Numeric)
 	}
 	if sid, ok := s.streamByName[string(id.String)]; ok {
-		return s.streams[sid]
+		return s.streams.items[sid]
 	}
 	return nil
 }
@@ -312,7 +314,7 @@ func (st *Stream) resolveTopic(id wire.Identifier) *Topic {
 		return st.Topic(id.Numeric)
 	}
 	if tid, ok := st.topicByName[string(id.String)]; ok {
-		return st.topics[tid]
+		return st.topics.items[tid]
 	}
 	return nil
 }
