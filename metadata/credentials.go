@@ -175,11 +175,21 @@ type Credentials struct {
 // reference server.
 func (c Credentials) CheckPassword(username, password []byte) (uint32, bool) {
 	id, hash, active, ok := c.State.UserByName(username)
-	if !ok || !VerifyPassword(hash, password) || !active {
+	if !ok {
+		// Spend the same argon2id work as for a real account, so that the answer's
+		// timing does not tell which usernames exist.
+		VerifyPassword(unknownUserHash, password)
+		return 0, false
+	}
+	if !VerifyPassword(hash, password) || !active {
 		return 0, false
 	}
 	return id, true
 }
+
+// unknownUserHash is a well-formed hash with the default cost that no password is
+// expected to match.
+const unknownUserHash = "$argon2id$v=19$m=19456,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 // CheckToken implements wire.CredentialChecker.
 func (c Credentials) CheckToken(token []byte) (uint32, wire.EvictionReason) {

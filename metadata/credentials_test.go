@@ -141,3 +141,10 @@ func registerWithToken(token []byte) []byte {
 	b = append(b, token...)
 	return binary.LittleEndian.AppendUint32(b, 0)
 }
+
+func TestUnknownUserHashIsWellFormed(t *testing.T) {
+	p, ok := parsePHC(unknownUserHash)
+	if !ok || p.memoryKiB != argon2MemoryKiB || p.iterations != argon2Iterations || p.parallelism != argon2Parallelism {
+		t.Fatalf("unknownUserHash parses as %+v, %v: an unknown username would answer faster", p, ok)
+	}
+}
