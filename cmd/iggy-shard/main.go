@@ -1,12 +1,15 @@
 // Command iggy-shard runs the iggy-shard server: one shard per CPU, each with its own
-// io_uring ring, serving the Apache Iggy binary protocol 0.11.0 on a TCP address.
+// io_uring ring, serving the Apache Iggy binary protocol 0.11.0 on a TCP address
+// (package server does the serving).
 //
-// This build answers PING and refuses every other request the way the protocol refuses
-// a client that has not logged in: the metadata, partition and user planes are not
-// wired in yet.
+// Configuration comes from defaults, then a TOML file (--config, Apache Iggy's key
+// names), then Iggy's environment variables (IGGY_TCP_ADDRESS, IGGY_SYSTEM_PATH,
+// IGGY_ROOT_USERNAME, IGGY_ROOT_PASSWORD, IGGY_SYSTEM_SHARDING_CPU_ALLOCATION), then
+// flags. An invalid setting stops the start with a message naming it.
 //
 // It stops gracefully on SIGINT or SIGTERM: it stops accepting, sends every connection
-// the replies it is owed, closes them and exits 0.
+// the replies it is owed, closes them, makes the partitions and the metadata journal
+// durable and exits 0.
 package main
 
 import (
@@ -22,16 +25,16 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/linux"
-	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/server"
 )
 
 // Exit codes, one per reason, so a supervisor can tell them apart.
 const (
 	exitOK          = 0
-	exitFailed      = 1 // the runtime stopped on a fatal error, or shutdown timed out
-	exitUsage       = 2
+	exitFailed      = 1 // the runtime stopped on a fatal error, or shutdown failed
+	exitUsage       = 2 // a bad flag or an invalid setting
 	exitNoIOURing   = 3 // io_uring unavailable: the message names cause and remedy
-	exitStartFailed = 4 // the address could not be bound, or a shard could not start
+	exitStartFailed = 4 // the address could not be bound, the data could not be recovered
 )
 
 func main() {
@@ -39,36 +42,40 @@ func main() {
 }
 
 type options struct {
-	tcpAddress      string
-	shardCount      int
-	pinCPUs         bool
-	frameTimeout    time.Duration
-	idleTimeout     time.Duration
-	sendTimeout     time.Duration
+	configPath      string
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	// set holds the flags given on the command line, which override the file and
+	// the environment.
+	set map[string]bool
+
+	tcpAddress          string
+	systemPath          string
+	shardCount          int
+	pinCPUs             bool
+	idleTimeout         time.Duration
+	maxFrameSize        string
+	snapshotIntervalOps uint64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
+	defaults := server.DefaultConfig()
 	fs := flag.NewFlagSet("iggy-shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defaultAddress := "127.0.0.1:8090"
-	if env := os.Getenv("IGGY_TCP_ADDRESS"); env != "" {
-		defaultAddress = env
-	}
-	fs.StringVar(&o.tcpAddress, "tcp-address", defaultAddress,
+	fs.StringVar(&o.configPath, "config", "", "TOML configuration file (Apache Iggy's key names: [tcp] address, [system] path, ...)")
+	fs.StringVar(&o.tcpAddress, "tcp-address", defaults.TCPAddress,
 		"host:port to serve clients on (env IGGY_TCP_ADDRESS); port 0 picks a free port")
+	fs.StringVar(&o.systemPath, "system-path", defaults.SystemPath,
+		"data directory: metadata journal and snapshot, partitions (env IGGY_SYSTEM_PATH)")
 	fs.IntVar(&o.shardCount, "shards", 0,
-		"number of shards, one event loop and io_uring ring each; 0 = one per CPU this process may run on")
-	fs.BoolVar(&o.pinCPUs, "pin-cpus", true,
-		"pin shard i to the i-th allowed CPU")
-	fs.DurationVar(&o.frameTimeout, "frame-timeout", 10*time.Second,
-		"close a connection that starts a request and does not finish it within this time")
+		"number of shards, one event loop and io_uring ring each; 0 = one per CPU (env IGGY_SYSTEM_SHARDING_CPU_ALLOCATION)")
+	fs.BoolVar(&o.pinCPUs, "pin-cpus", true, "pin shard i to the i-th allowed CPU")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0,
 		"close a connection that sends nothing for this long; 0 = never (SDKs ping every 5s)")
-	fs.DurationVar(&o.sendTimeout, "send-timeout", 30*time.Second,
-		"close a connection whose replies are not read for this long")
+	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
+	fs.Uint64Var(&o.snapshotIntervalOps, "snapshot-interval-ops", defaults.SnapshotIntervalOps,
+		"metadata operations between snapshots of the metadata state (each empties the journal)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 5*time.Second,
 		"on SIGINT/SIGTERM, how long connections may take to receive their last replies")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
@@ -76,8 +83,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(fs.Output(), `Usage: iggy-shard [flags]
 
 Runs the iggy-shard server: the Apache Iggy binary protocol 0.11.0 over TCP, one shard
-(a thread with its own io_uring ring) per CPU. It answers PING and refuses every other
-request as from a client that has not logged in. SIGINT or SIGTERM stop it gracefully.
+(a thread with its own io_uring ring) per CPU. With no arguments it serves on
+127.0.0.1:8090, keeps its data in ./local_data and creates the root user iggy/iggy
+on the first start (IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD choose others).
+Settings: defaults < --config file < IGGY_* environment < flags.
+SIGINT or SIGTERM stop it gracefully.
 
 Flags (written with one dash or two):
 `)
@@ -91,7 +101,43 @@ Flags (written with one dash or two):
 		fs.Usage()
 		return o, errors.New("unexpected arguments")
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	return o, nil
+}
+
+// config merges the file, the environment and the flags given.
+func (o *options) config(getenv func(string) string) (server.Config, error) {
+	cfg, err := server.LoadConfig(o.configPath, getenv)
+	if err != nil {
+		return cfg, err
+	}
+	if o.set["tcp-address"] {
+		cfg.TCPAddress = o.tcpAddress
+	}
+	if o.set["system-path"] {
+		cfg.SystemPath = o.systemPath
+	}
+	if o.set["shards"] {
+		cfg.ShardCount = o.shardCount
+	}
+	if o.set["pin-cpus"] {
+		cfg.PinCPUs = o.pinCPUs
+	}
+	if o.set["idle-timeout"] {
+		cfg.IdleTimeout = o.idleTimeout
+	}
+	if o.set["max-frame-size"] {
+		n, err := server.ParseSizeBytes(o.maxFrameSize)
+		if err != nil || n > 1<<32-1 {
+			return cfg, &server.SettingError{Setting: "--max-frame-size", Value: o.maxFrameSize, Reason: "not a size below 4 GiB"}
+		}
+		cfg.FrameSizeMaxBytes = uint32(n)
+	}
+	if o.set["snapshot-interval-ops"] {
+		cfg.SnapshotIntervalOps = o.snapshotIntervalOps
+	}
+	return cfg, cfg.Validate()
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -103,6 +149,11 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	cfg, err := o.config(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "iggy-shard: %v\n", err)
+		return exitUsage
+	}
 
 	host, err := linux.Survey()
 	if err != nil {
@@ -117,17 +168,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Info("host", "summary", host.String(), "open_files", limit.String())
 	}
 
-	rt, err := shard.Start(shard.Config{
-		TCPAddress:      o.tcpAddress,
-		ShardCount:      o.shardCount,
-		PinCPUs:         o.pinCPUs,
-		NewHandler:      func(*shard.Shard) shard.Handler { return sessionlessHandler{} },
-		Logger:          log,
-		FrameTimeout:    o.frameTimeout,
-		IdleTimeout:     o.idleTimeout,
-		SendTimeout:     o.sendTimeout,
-		ShutdownTimeout: o.shutdownTimeout,
-	})
+	srv, err := server.Start(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitStartFailed
@@ -138,8 +179,9 @@ func run(args []string, stderr io.Writer) int {
 	select {
 	case sig := <-signals:
 		log.Info("stopping", "signal", sig.String())
-	case <-rt.Done():
-		log.Error("runtime stopped", "err", rt.Err())
+	case <-srv.Done():
+		log.Error("runtime stopped", "err", srv.Err())
+		srv.Shutdown(context.Background())
 		return exitFailed
 	}
 	// A second signal while stopping cuts the grace period short.
@@ -152,10 +194,9 @@ func run(args []string, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	if err := rt.Shutdown(ctx); err != nil {
+	if err := srv.Shutdown(ctx); err != nil {
 		log.Error("shutdown failed", "err", err)
 		return exitFailed
 	}
-	log.Info("stopped")
 	return exitOK
 }

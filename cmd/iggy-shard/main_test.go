@@ -51,8 +51,8 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
-// server is a running iggy-shard process.
-type server struct {
+// process is a running iggy-shard binary.
+type process struct {
 	cmd     *exec.Cmd
 	addr    string
 	mu      sync.Mutex
@@ -65,11 +65,14 @@ var listeningLine = regexp.MustCompile(`msg=listening address=(\S+)`)
 
 // startServer runs the built binary with args on a random loopback port and waits (at
 // most 10 s) for its "listening" log line.
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t *testing.T, args ...string) *process {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !hasFlag(args, "--system-path") {
+		args = append([]string{"--system-path", t.TempDir()}, args...)
 	}
 	cmd := exec.Command(bin, append([]string{"--tcp-address", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -79,7 +82,7 @@ func startServer(t *testing.T, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, exited: make(chan struct{})}
+	s := &process{cmd: cmd, exited: make(chan struct{})}
 	addrs := make(chan string, 1)
 	go func() {
 		scanner := bufio.NewScanner(stderr)
@@ -109,14 +112,14 @@ func startServer(t *testing.T, args ...string) *server {
 	return s
 }
 
-func (s *server) logText() string {
+func (s *process) logText() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.log.String()
 }
 
 // stop sends sig and waits (at most 15 s) for the exit code.
-func (s *server) stop(t *testing.T, sig syscall.Signal) int {
+func (s *process) stop(t *testing.T, sig syscall.Signal) int {
 	t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -127,6 +130,15 @@ func (s *server) stop(t *testing.T, sig syscall.Signal) int {
 		t.Fatalf("server still running 15 s after %v\n%s", sig, s.logText())
 	}
 	return s.cmd.ProcessState.ExitCode()
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func request(op wire.Operation, code wire.CommandCode, requestNumber uint64, body []byte) []byte {
@@ -221,8 +233,8 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	if code := run([]string{"--help"}, &out); code != exitOK {
 		t.Fatalf("--help exit code %d", code)
 	}
-	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "shards", "pin-cpus", "frame-timeout",
-		"idle-timeout", "send-timeout", "shutdown-timeout", "log-level"} {
+	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
+		"pin-cpus", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
@@ -232,10 +244,10 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 }
 
-// TestServerAnswersLikeAnUnauthenticatedServer runs the built binary: PING works, and
-// every other kind of request is refused the protocol's way; then SIGTERM stops it with
-// exit code 0.
-func TestServerAnswersLikeAnUnauthenticatedServer(t *testing.T) {
+// TestServerRefusesUnauthenticatedRequests runs the built binary: before login PING
+// works, and every other kind of request is refused the protocol's way; then SIGTERM
+// stops it with exit code 0.
+func TestServerRefusesUnauthenticatedRequests(t *testing.T) {
 	s := startServer(t, "--shards", "2")
 	conn := dial(t, s.addr)
 	checkStatusReply(t, exchange(t, conn, request(wire.OperationNonReplicated, wire.CodePing, 1, nil)), 1, 0)
@@ -245,18 +257,17 @@ func TestServerAnswersLikeAnUnauthenticatedServer(t *testing.T) {
 	loginBody := append([]byte{0x00, 0x2C, 0x00, 0x00, 6}, "go-sdk"...)
 	loginBody = append(loginBody, 12)
 	loginBody = append(loginBody, "0.9.0-edge.4"...)
-	loginBody = append(loginBody, 4, 'i', 'g', 'g', 'y', 4, 'i', 'g', 'g', 'y', 0, 0, 0, 0)
+	loginBody = append(loginBody, 4, 'i', 'g', 'g', 'y', 5, 'w', 'r', 'o', 'n', 'g', 0, 0, 0, 0)
 	tests := []struct {
 		name   string
 		frame  []byte
 		reason wire.EvictionReason
 	}{
-		{"login", request(wire.OperationRegister, 0, 0, loginBody), wire.EvictionInvalidCredentials},
+		{"wrong password", request(wire.OperationRegister, 0, 0, loginBody), wire.EvictionInvalidCredentials},
 		{"malformed login", request(wire.OperationRegister, 0, 0, []byte{1, 2}), wire.EvictionMalformedLogin},
 		{"legacy login", request(wire.OperationNonReplicated, wire.CodeLoginUser, 1, nil), wire.EvictionMalformedLogin},
 		{"create stream", request(wire.OperationCreateStream, 0, 1, []byte{3, 'a', 'b', 'c'}), wire.EvictionNoSession},
 		{"send messages", request(wire.OperationSendMessages, 0, 1, nil), wire.EvictionNoSession},
-		{"logout", request(wire.OperationLogout, wire.CodeLogoutUser, 1, nil), wire.EvictionNoSession},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,7 +275,12 @@ func TestServerAnswersLikeAnUnauthenticatedServer(t *testing.T) {
 			checkEviction(t, c, exchange(t, c, tt.frame), tt.reason)
 		})
 	}
-	checkStatusReply(t, exchange(t, conn, request(wire.OperationNonReplicated, wire.CodePing, 4, nil)), 4, 0)
+	// A logout without a session is answered like the reference server does.
+	if reply := exchange(t, conn, request(wire.OperationLogout, 0, 4, nil)); reply[60] != byte(wire.CommandReply) ||
+		binary.LittleEndian.Uint32(reply[216:]) != 0 {
+		t.Fatalf("logout without a session: command %d status %d", reply[60], binary.LittleEndian.Uint32(reply[216:]))
+	}
+	checkStatusReply(t, exchange(t, conn, request(wire.OperationNonReplicated, wire.CodePing, 5, nil)), 5, 0)
 
 	if code := s.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM\n%s", code, s.logText())
@@ -288,9 +304,19 @@ func TestSIGINTStopsGracefully(t *testing.T) {
 	}
 }
 
-func TestBadAddressFailsToStart(t *testing.T) {
-	var out bytes.Buffer
-	if code := run([]string{"--tcp-address", "256.0.0.1:1"}, &out); code != exitStartFailed {
-		t.Fatalf("exit code %d, want %d\n%s", code, exitStartFailed, out.String())
+func TestInvalidSettingsStopTheStart(t *testing.T) {
+	for _, args := range [][]string{
+		{"--tcp-address", "256.0.0.1:1"},
+		{"--tcp-address", "nonsense"},
+		{"--max-frame-size", "12 parsecs"},
+		{"--snapshot-interval-ops", "0"},
+	} {
+		var out bytes.Buffer
+		if code := run(append(args, "--system-path", t.TempDir()), &out); code != exitUsage {
+			t.Fatalf("%v: exit code %d, want %d\n%s", args, code, exitUsage, out.String())
+		}
+		if !strings.Contains(out.String(), "invalid setting") {
+			t.Fatalf("%v: the message does not name the setting: %s", args, out.String())
+		}
 	}
 }
