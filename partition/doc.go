@@ -22,8 +22,13 @@
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
 //	StoreConsumerOffset,  StoreConsumerOffset, DeleteConsumerOffset
 //	DeleteConsumerOffset
-//	Create, Open, Delete, Purge*, Reconfigure, DeleteSegments, ApplyRetention, Info
+//	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
+//	Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
+//
+// Purge restarts a partition at offset 0 with no consumer offsets, as the reference
+// server does. Each partition gets its own segment.Storage from a StorageProvider
+// (OSStorages, or the shard's ring-backed provider), rooted at its directory.
 //
 // Every error a client sees is a wire.ErrorCode chosen as errors.md §2 says for the
 // command (sends and offset writes on an unknown partition: 20; polls and offset

@@ -168,7 +168,7 @@ func (s *Store) Purge(k Key) error {
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
-	return s.reopen(p, p.cfg, true)
+	return s.wipe(p)
 }
 
 // PurgeTopic purges every partition of a topic the store owns.
@@ -193,7 +193,8 @@ func (s *Store) Reconfigure(streamID, topicID uint32, cfg Config) error {
 			p.cfg = cfg
 			return nil
 		}
-		return s.reopen(p, cfg, false)
+		_, err := p.reopen(p.storage, cfg)
+		return err
 	})
 }
 
@@ -206,45 +207,40 @@ func (s *Store) Recover(k Key) (*segment.RecoveryReport, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
-	_ = p.close() // a broken log reports its failure here; recovery decides what is kept
-	log, report, err := segment.Open(p.storage, p.cfg.segmentConfig(k.PartitionID), p.hooks)
+	return p.reopen(p.storage, p.cfg)
+}
+
+// reopen closes p's log and opens it again from st with cfg. A failure to close is
+// recovery's to sort out (it decides what the disk kept); a failure to open leaves
+// the partition in the store, closed and refusing sends with 4010, until Recover.
+func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryReport, error) {
+	_ = p.close()
+	p.storage = st
+	p.cfg = cfg
+	log, report, err := segment.Open(st, cfg.segmentConfig(p.key.PartitionID), p.hooks)
 	if err != nil {
-		s.forget(p)
-		return report, fmt.Errorf("partition %v: %w", k, err)
+		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
+		return report, p.reopenErr
 	}
 	p.log = log
 	p.lastFailure, p.reopenErr = nil, nil
 	return report, nil
 }
 
-// reopen closes p's log and opens it again with cfg, after removing every file when
-// wipe is set. On failure the partition is gone from the store.
-func (s *Store) reopen(p *Partition, cfg Config, wipe bool) error {
-	closeErr := p.close()
-	if closeErr != nil && !wipe {
-		s.forget(p)
-		return fmt.Errorf("partition %v: %w", p.key, closeErr)
+// wipe closes p's log, removes every file of the partition and opens an empty log.
+func (s *Store) wipe(p *Partition) error {
+	_ = p.close() // the data goes anyway
+	if err := s.storages.Remove(p.dir); err != nil {
+		p.reopenErr = fmt.Errorf("partition %v: remove directory: %w", p.key, err)
+		return p.reopenErr
 	}
-	if wipe {
-		if err := s.storages.Remove(p.dir); err != nil {
-			s.forget(p)
-			return fmt.Errorf("partition %v: remove directory: %w", p.key, err)
-		}
-		st, err := s.storages.Open(p.dir)
-		if err != nil {
-			s.forget(p)
-			return fmt.Errorf("partition %v: open storage: %w", p.key, err)
-		}
-		p.storage = st
-	}
-	log, _, err := segment.Open(p.storage, cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	st, err := s.storages.Open(p.dir)
 	if err != nil {
-		s.forget(p)
-		return fmt.Errorf("partition %v: %w", p.key, err)
+		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
+		return p.reopenErr
 	}
-	p.log = log
-	p.cfg = cfg
-	return nil
+	_, err = p.reopen(st, p.cfg)
+	return err
 }
 
 // each runs fn on the partitions whose key matches, in opening order, and joins the
