@@ -315,7 +315,8 @@ func (c *Client) disarm() {
 
 // exchange writes the frame and reads its reply, replaying it on transient answers.
 func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op wire.Operation, deadline time.Time) ([]byte, error) {
-	var notAcceptedSince time.Time
+	var firstTransient time.Time
+	policy := &c.opts.transientRetry
 	for {
 		if _, err := c.conn.Write(frame); err != nil {
 			return nil, c.breakIO(ctx, "write", err)
@@ -328,18 +329,18 @@ func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op 
 			return payload, err
 		}
 		now := time.Now()
-		if code == wire.ErrTransientNotAccepted && op != wire.OperationRegister {
-			if notAcceptedSince.IsZero() {
-				notAcceptedSince = now
-			} else if now.Sub(notAcceptedSince) >= c.opts.notAcceptedRetryWindow {
-				return nil, err
-			}
+		if firstTransient.IsZero() {
+			firstTransient = now
 		}
-		wake := now.Add(c.opts.transientRetryInterval)
-		if !deadline.IsZero() && wake.After(deadline) {
+		window := policy.NotCommittedWindow
+		if code == wire.ErrTransientNotAccepted && op != wire.OperationRegister {
+			window = policy.NotAcceptedWindow
+		}
+		wake := now.Add(policy.Interval)
+		if wake.Sub(firstTransient) >= window || !deadline.IsZero() && wake.After(deadline) {
 			return nil, err
 		}
-		if !sleepCtx(ctx, c.opts.transientRetryInterval) {
+		if !sleepCtx(ctx, policy.Interval) {
 			// Between a reply and the next replay nothing is in flight: the
 			// connection stays usable.
 			return nil, errors.Join(ctx.Err(), err)

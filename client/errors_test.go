@@ -359,7 +359,7 @@ func TestTransientReplays(t *testing.T) {
 			d := wire.StreamDetails{StreamHeader: wire.StreamHeader{Name: []byte("s")}}
 			return reply(req, d.Append(nil)), false
 		}))
-		c := loggedIn(t, s, WithTransientRetry(time.Millisecond, time.Second))
+		c := loggedIn(t, s, WithTransientRetry(TransientRetry{Interval: time.Millisecond, NotCommittedWindow: time.Second, NotAcceptedWindow: time.Second}))
 		if _, err := c.CreateStream(testContext(t), "s"); err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +375,7 @@ func TestTransientReplays(t *testing.T) {
 		s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
 			return denial(req, wire.ErrTransientNotAccepted), false
 		}))
-		c := loggedIn(t, s, WithTransientRetry(time.Millisecond, 20*time.Millisecond))
+		c := loggedIn(t, s, WithTransientRetry(TransientRetry{Interval: time.Millisecond, NotCommittedWindow: time.Second, NotAcceptedWindow: 20 * time.Millisecond}))
 		err := c.DeleteStream(testContext(t), ID(0))
 		mustCode(t, err, wire.ErrTransientNotAccepted)
 		if n := len(s.recorded()); n < 4 {
@@ -418,4 +418,16 @@ func TestLocalValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCode(t, c.Ping(ctx), wire.ErrNotConnected)
+}
+
+// A server that answers 57 forever cannot hold a request past its window, even
+// without a deadline.
+func TestTransientReplaysAreBounded(t *testing.T) {
+	s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
+		return rejection(req, wire.ErrTransientNotCommitted), false
+	}))
+	c := loggedIn(t, s, WithRequestTimeout(0), WithTransientRetry(TransientRetry{Interval: time.Millisecond,
+		NotCommittedWindow: 20 * time.Millisecond, NotAcceptedWindow: time.Millisecond}))
+	_, err := c.CreateStream(context.Background(), "s")
+	mustCode(t, err, wire.ErrTransientNotCommitted)
 }

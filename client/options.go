@@ -15,6 +15,9 @@ const (
 	// DefaultTransientRetryInterval is how long the client waits before replaying a
 	// request answered 57 TransientNotCommitted or 58 TransientNotAccepted.
 	DefaultTransientRetryInterval = 50 * time.Millisecond
+	// DefaultNotCommittedRetryWindow bounds the replays of a request answered 57
+	// (and of a login answered 57 or 58): the Go SDK's request deadline.
+	DefaultNotCommittedRetryWindow = 30 * time.Second
 	// DefaultNotAcceptedRetryWindow bounds the replays of a request answered 58:
 	// past it the 58 is returned (the Go SDK would look for a new leader then).
 	DefaultNotAcceptedRetryWindow = 2 * time.Second
@@ -28,9 +31,8 @@ const (
 type Option func(*options)
 
 type options struct {
-	requestTimeout         time.Duration
-	transientRetryInterval time.Duration
-	notAcceptedRetryWindow time.Duration
+	requestTimeout time.Duration
+	transientRetry TransientRetry
 	random                 io.Reader
 	version                wire.ClientVersionInfo
 	stampRequestChecksums  bool
@@ -49,9 +51,12 @@ type credentials struct {
 
 func defaultOptions() options {
 	return options{
-		requestTimeout:         DefaultRequestTimeout,
-		transientRetryInterval: DefaultTransientRetryInterval,
-		notAcceptedRetryWindow: DefaultNotAcceptedRetryWindow,
+		requestTimeout: DefaultRequestTimeout,
+		transientRetry: TransientRetry{
+			Interval:           DefaultTransientRetryInterval,
+			NotCommittedWindow: DefaultNotCommittedRetryWindow,
+			NotAcceptedWindow:  DefaultNotAcceptedRetryWindow,
+		},
 		random:                 rand.Reader,
 		version: wire.ClientVersionInfo{
 			ProtocolVersion: wire.ServerProtocolVersion,
@@ -70,13 +75,21 @@ func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) { o.requestTimeout = d }
 }
 
-// WithTransientRetry sets the wait between replays of a transient reply and how
-// long a request answered 58 TransientNotAccepted keeps being replayed.
-func WithTransientRetry(interval, notAcceptedWindow time.Duration) Option {
-	return func(o *options) {
-		o.transientRetryInterval = interval
-		o.notAcceptedRetryWindow = notAcceptedWindow
-	}
+// TransientRetry says how a request answered 57 TransientNotCommitted or 58
+// TransientNotAccepted is replayed: the identical frame, every Interval, until the
+// request's deadline or until the window of its code has passed since the first
+// transient answer, whichever comes first; then the code is returned. A login uses
+// NotCommittedWindow for both codes, as the Go SDK does.
+type TransientRetry struct {
+	Interval           time.Duration
+	NotCommittedWindow time.Duration
+	NotAcceptedWindow  time.Duration
+}
+
+// WithTransientRetry replaces the default replay policy (50 ms, 30 s, 2 s). Zero
+// windows turn replays off.
+func WithTransientRetry(r TransientRetry) Option {
+	return func(o *options) { o.transientRetry = r }
 }
 
 // WithCredentials makes Dial log in with a username and password.
