@@ -31,8 +31,8 @@ const (
 type Option func(*options)
 
 type options struct {
-	requestTimeout time.Duration
-	transientRetry TransientRetry
+	requestTimeout         time.Duration
+	transientRetry         TransientRetry
 	random                 io.Reader
 	version                wire.ClientVersionInfo
 	stampRequestChecksums  bool
@@ -57,7 +57,7 @@ func defaultOptions() options {
 			NotCommittedWindow: DefaultNotCommittedRetryWindow,
 			NotAcceptedWindow:  DefaultNotAcceptedRetryWindow,
 		},
-		random:                 rand.Reader,
+		random: rand.Reader,
 		version: wire.ClientVersionInfo{
 			ProtocolVersion: wire.ServerProtocolVersion,
 			SDKName:         []byte(DefaultSDKName),
