@@ -317,17 +317,36 @@ func (h *handler) deliver(j *job) {
 	h.recycle(j)
 }
 
+// vectoredPartsMax is the most parts a poll reply lends to the connection's send
+// queue. The runtime's queue holds 64 pieces per connection (shard's
+// sendSegmentsMax) and aborts the connection beyond that, so a reply of more
+// records is copied into one contiguous buffer instead.
+const vectoredPartsMax = 32
+
 // deliverPoll sends a poll reply without copying a message: the header, then the
 // stored batches as they lie in the poll's read buffer.
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
-	rh := wire.ReplyTo(j.frame.Header, 0, j.res.ReplySizeBytes(), true)
+	bodySize := j.res.ReplySizeBytes()
+	rh := wire.ReplyTo(j.frame.Header, 0, bodySize, true)
+	j.parts = j.res.AppendPollBuffers(j.parts[:0])
+	if len(j.parts) > vectoredPartsMax {
+		b, err := c.Reserve(wire.HeaderSize + bodySize)
+		if err == nil {
+			rh.Put(b)
+			at := wire.HeaderSize
+			for _, p := range j.parts {
+				at += copy(b[at:], p)
+			}
+		}
+		h.recycle(j)
+		return
+	}
 	b, err := c.Reserve(wire.HeaderSize)
 	if err != nil {
 		h.recycle(j)
 		return
 	}
 	rh.Put(b)
-	j.parts = j.res.AppendPollBuffers(j.parts[:0])
 	if err := c.SendVectored(j.parts, j); err != nil {
 		h.recycle(j)
 	}

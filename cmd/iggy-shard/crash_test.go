@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestKill9KeepsEveryAcknowledgedMessage: producers send while the server is killed
+// with SIGKILL; after a restart every acknowledged message is there, in order, and
+// nothing that was not sent; the metadata created before the kill is all there.
+func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, "--system-path", dir, "--shards", "2", "--pin-cpus=false")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, err := client.Dial(ctx, s.addr, client.WithCredentials("iggy", "iggy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const partitions = 4
+	for i := 0; i < 5; i++ {
+		if _, err := admin.CreateStream(ctx, fmt.Sprintf("meta-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.CreateStream(ctx, "load"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateTopic(ctx, client.NameID("load"), "t", partitions, nil); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+
+	// One producer per partition, each numbering its batches; acked[p] is how many
+	// batches of partition p were acknowledged.
+	const batchMessages = 10
+	var acked [partitions]int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	enough := make(chan struct{})
+	var enoughOnce sync.Once
+	for p := 0; p < partitions; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			c, err := client.Dial(ctx, s.addr, client.WithCredentials("iggy", "iggy"), client.WithRequestTimeout(5*time.Second))
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			msgs := make([]client.Message, batchMessages)
+			for batch := 0; batch < 100_000; batch++ {
+				for i := range msgs {
+					msgs[i] = client.Message{Payload: []byte(fmt.Sprintf("p%d-b%d-m%d", p, batch, i))}
+				}
+				conf, err := c.SendMessages(ctx, client.NameID("load"), client.NameID("t"),
+					wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: uint32(p)}, msgs)
+				if err != nil {
+					return // the server is gone
+				}
+				if conf.At(0).BaseOffset != uint64(batch*batchMessages) {
+					t.Errorf("partition %d batch %d at offset %d", p, batch, conf.At(0).BaseOffset)
+					return
+				}
+				mu.Lock()
+				acked[p] = batch + 1
+				total := 0
+				for _, n := range acked {
+					total += n
+				}
+				mu.Unlock()
+				if total >= 200 {
+					enoughOnce.Do(func() { close(enough) })
+				}
+			}
+		}(p)
+	}
+	select {
+	case <-enough:
+	case <-time.After(30 * time.Second):
+		t.Fatal("producers did not get 200 batches acknowledged in 30 s")
+	}
+	s.stop(t, syscall.SIGKILL)
+	wg.Wait()
+
+	s2 := startServer(t, "--system-path", dir, "--shards", "3", "--pin-cpus=false")
+	c, err := client.Dial(ctx, s2.addr, client.WithCredentials("iggy", "iggy"))
+	if err != nil {
+		t.Fatalf("login after restart: %v\n%s", err, s2.logText())
+	}
+	defer c.Close()
+	streams, err := c.GetStreams(ctx)
+	if err != nil || len(streams) != 6 {
+		t.Fatalf("%d streams after the kill (%v), want 6", len(streams), err)
+	}
+	for p := 0; p < partitions; p++ {
+		next := uint64(0)
+		for {
+			polled, err := c.PollMessages(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("load"),
+				TopicID: client.NameID("t"), Partition: wire.SomePartition(uint32(p)), Strategy: wire.PollingStrategy{Kind: wire.PollingOffset, Value: next}, Count: 1000})
+			if err != nil {
+				t.Fatalf("poll partition %d at %d: %v\n%s", p, next, err, s2.logText())
+			}
+			if polled.MessagesCount == 0 {
+				break
+			}
+			for it := polled.Messages(); it.Next(); next++ {
+				m := it.Message()
+				want := fmt.Sprintf("p%d-b%d-m%d", p, next/batchMessages, next%batchMessages)
+				if m.Offset != next || string(m.Payload()) != want {
+					t.Fatalf("partition %d offset %d: %q at offset %d, want %q", p, next, m.Payload(), m.Offset, want)
+				}
+			}
+		}
+		if next < uint64(acked[p]*batchMessages) {
+			t.Fatalf("partition %d: %d messages after the kill, %d were acknowledged", p, next, acked[p]*batchMessages)
+		}
+		if next%batchMessages != 0 {
+			t.Fatalf("partition %d: a batch was split by the crash (%d messages)", p, next)
+		}
+		t.Logf("partition %d: %d acknowledged batches, %d recovered", p, acked[p], next/batchMessages)
+	}
+	if code := s2.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d\n%s", code, s2.logText())
+	}
+	if !strings.Contains(s2.logText(), "msg=listening") {
+		t.Fatal("no listening line")
+	}
+	_ = strconv.Itoa
+}
