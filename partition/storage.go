@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 
 	"github.com/iggy-shard/iggy-shard/segment"
 )
@@ -13,8 +15,9 @@ import (
 type StorageProvider interface {
 	// Open returns a storage rooted at dir, creating dir when it does not exist.
 	Open(dir string) (segment.Storage, error)
-	// Remove deletes dir and every file under it; a missing dir is not an error.
-	// Nothing of dir is open when it is called.
+	// Remove deletes dir and every file under it, at once as far as a crash can
+	// tell: after a crash the directory is either whole or gone, never half a log.
+	// A missing dir is not an error. Nothing of dir is open when it is called.
 	Remove(dir string) error
 }
 
@@ -25,5 +28,36 @@ type OSStorages struct{}
 // Open implements StorageProvider.
 func (OSStorages) Open(dir string) (segment.Storage, error) { return segment.NewOSStorage(dir) }
 
-// Remove implements StorageProvider.
-func (OSStorages) Remove(dir string) error { return os.RemoveAll(dir) }
+// Remove implements StorageProvider. The directory is first renamed to dir+".removing"
+// and the rename made durable (the parent is fsynced), so a crash while its files are
+// being deleted leaves a tombstone nothing opens rather than a log with a hole, which
+// recovery would serve from; the next Remove of the same dir clears a tombstone left
+// behind.
+func (OSStorages) Remove(dir string) error {
+	tombstone := dir + ".removing"
+	if err := os.RemoveAll(tombstone); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, tombstone); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(tombstone)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if closeErr := d.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}

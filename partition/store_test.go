@@ -436,3 +436,28 @@ func TestReopenOnOSStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestOSStoragesRemove(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "partitions", "0")
+	if err := (OSStorages{}).Remove(dir); err != nil {
+		t.Fatalf("missing dir: %v", err)
+	}
+	// A tombstone left by a crash is cleared by the next removal.
+	if err := os.MkdirAll(filepath.Join(dir+".removing", "offsets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "offsets", "consumers"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (OSStorages{}).Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "partitions"))
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("left behind: %v %v", entries, err)
+	}
+}
