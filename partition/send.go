@@ -212,10 +212,12 @@ func (p *Partition) settleSends() {
 
 // recoverStalledDurability handles an enforce_fsync log that is idle, so every
 // append's linked fdatasync has completed, yet whose durable end stays below batches
-// it wrote and will never move again: segment can end up so after injected write and
-// sync failures (TestRandomSendsAndPolls finds it in about one run in three; the
-// durable end seems held back by a segment whose seal chain failed and is never
-// submitted again). A pending batch that was not failed had its own linked
+// it wrote and will never move again. segment gets there when a seal chain fails
+// (the .log fdatasync, the .index write or its fdatasync) after the segment's own
+// appends were already durable: the failure has nothing to cut, so the log clears it
+// without submitting the chain again, the segment stays "sealing" for good, and the
+// durable end may never cross into the next segment (TestRandomSendsAndPolls seed 28
+// hits it at its seventh step). A pending batch that was not failed had its own linked
 // fdatasync succeed, or the failure would have cut it, so it is durable: reopening
 // the log runs recovery over what is on disk, and the pending batches it kept are
 // acknowledged, the others fail.
