@@ -399,3 +399,34 @@ func FuzzReadAndAdmit(f *testing.F) {
 		_ = s.Admit(wire.Operation(128+int(selector)%22), uint32(user%4), in)
 	})
 }
+
+// TestSnapshotHighIDs restores a state whose objects sit at the top of their id
+// spaces, as a long life of creates and deletes can leave it.
+func TestSnapshotHighIDs(t *testing.T) {
+	f := newFixture(t)
+	f.must(wire.OperationCreateStream, root, createStream("s"))
+	st := f.s.Stream(0)
+	f.s.removeStream(st)
+	st.ID = StreamIDLimit - 1
+	f.s.insertStream(st)
+	f.must(wire.OperationCreateUser, root, createUser("high", nil))
+	u := f.s.User(1)
+	f.s.removeUser(u)
+	u.ID = UserIDLimit - 1
+	f.s.insertUser(u)
+	checkInvariants(t, f.s)
+	r, _, err := DecodeSnapshot(snapshotOf(f.s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameSnapshot(t, f.s, r)
+	if r.Stream(StreamIDLimit-1) == nil || r.User(UserIDLimit-1) == nil {
+		t.Fatal("high ids lost")
+	}
+	// The next create takes the lowest free id.
+	fr := &fixture{t: t, s: r, ts: tsStart}
+	var d wire.StreamDetails
+	if err := d.Decode(fr.must(wire.OperationCreateStream, root, createStream("low"))); err != nil || d.ID != 0 {
+		t.Fatalf("new stream id %d (%v)", d.ID, err)
+	}
+}

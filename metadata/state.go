@@ -190,8 +190,8 @@ func (s *slab[T]) lowestFree() int {
 
 // put stores v at a free id, growing the table as needed.
 func (s *slab[T]) put(id uint32, v *T) {
-	for len(s.items) <= int(id) {
-		s.items = append(s.items, nil)
+	if n := int(id) + 1 - len(s.items); n > 0 {
+		s.items = append(s.items, make([]*T, n)...)
 	}
 	s.items[id] = v
 	s.count++
