@@ -656,6 +656,11 @@ func (s *State) applyCreateUser(a access, h *Header, body []byte, out *Output) w
 	if r.Decode(body) != nil {
 		return wire.ErrInvalidCommand
 	}
+	if _, ok := parsePHC(string(r.Password)); !ok {
+		// The proposal must carry a hash (ProposeCreateUser): never store what
+		// may be a plaintext password.
+		return wire.ErrInvalidCommand
+	}
 	if !a.manageUsers() {
 		return wire.ErrUnauthorized
 	}
@@ -768,6 +773,9 @@ func (s *State) applyDeleteUser(a access, body []byte, out *Output) wire.ErrorCo
 func (s *State) applyChangePassword(a access, h *Header, body []byte, out *Output) wire.ErrorCode {
 	var r wire.ChangePassword
 	if r.Decode(body) != nil {
+		return wire.ErrInvalidCommand
+	}
+	if _, ok := parsePHC(string(r.NewPassword)); !ok {
 		return wire.ErrInvalidCommand
 	}
 	u := s.resolveUser(r.UserID)

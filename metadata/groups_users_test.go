@@ -174,12 +174,12 @@ func TestUsers(t *testing.T) {
 	if stored.Streams[0].StreamID != 2 || stored.Streams[0].Topics[0].TopicID != 1 {
 		t.Fatalf("stored permissions not in id order: %+v", stored)
 	}
-	odd := wire.CreateUser{Username: []byte("oddstatus"), Password: []byte("h"), Status: 9}
+	odd := wire.CreateUser{Username: []byte("oddstatus"), Password: []byte(testRootHash), Status: 9}
 	payload = f.must(wire.OperationCreateUser, root, body(odd.Append(nil)))
 	if err := d.Decode(payload); err != nil || d.Status != 9 || f.s.User(2).Status != wire.UserActive {
 		t.Fatalf("unknown status: echoed %d, stored %d (%v)", d.Status, f.s.User(2).Status, err)
 	}
-	withOption := wire.CreateUser{Username: []byte("opts"), Password: []byte("h"), Status: 1, Options: option("k", wire.HeaderString, []byte("v"))}
+	withOption := wire.CreateUser{Username: []byte("opts"), Password: []byte(testRootHash), Status: 1, Options: option("k", wire.HeaderString, []byte("v"))}
 	update := func(id wire.Identifier, name string, status wire.UserStatus) []byte {
 		r := wire.UpdateUser{UserID: id}
 		if name != "" {
@@ -204,6 +204,7 @@ func TestUsers(t *testing.T) {
 		{"create taken", wire.OperationCreateUser, root, createUser("alice", nil), wire.ErrUserAlreadyExists},
 		{"create unauthorized", wire.OperationCreateUser, alice, createUser("bob", nil), wire.ErrUnauthorized},
 		{"create with option", wire.OperationCreateUser, root, body(withOption.Append(nil)), wire.ErrInvalidOptionValue},
+		{"create with a plaintext password", wire.OperationCreateUser, root, body((&wire.CreateUser{Username: []byte("plain"), Password: []byte("secret"), Status: 1}).Append(nil)), wire.ErrInvalidCommand},
 		{"update missing", wire.OperationUpdateUser, root, update(num(40), "zed", 0), wire.ErrResourceNotFound},
 		{"update short name", wire.OperationUpdateUser, root, update(num(1), "ab", 0), wire.ErrInvalidUsername},
 		{"update taken", wire.OperationUpdateUser, root, update(num(1), "iggy", 0), wire.ErrUserAlreadyExists},
@@ -250,18 +251,19 @@ func TestChangePassword(t *testing.T) {
 		body []byte
 		want wire.ErrorCode
 	}{
-		{"own password", alice, change(num(alice), testRootHash, "h2"), 0},
-		{"stale verified hash", alice, change(num(alice), testRootHash, "h3"), wire.ErrInvalidCredentials},
-		{"verification failed", alice, change(num(alice), "", "h3"), wire.ErrInvalidCredentials},
-		{"another user's", alice, change(str("bob"), testRootHash, "h3"), wire.ErrUnauthorized},
-		{"missing user", alice, change(num(50), "x", "h3"), wire.ErrResourceNotFound},
-		{"root changes bob's", root, change(str("bob"), testRootHash, "h4"), 0},
+		{"own password", alice, change(num(alice), testRootHash, fakeHash(2)), 0},
+		{"stale verified hash", alice, change(num(alice), testRootHash, fakeHash(3)), wire.ErrInvalidCredentials},
+		{"verification failed", alice, change(num(alice), "", fakeHash(3)), wire.ErrInvalidCredentials},
+		{"another user's", alice, change(str("bob"), testRootHash, fakeHash(3)), wire.ErrUnauthorized},
+		{"missing user", alice, change(num(50), "x", fakeHash(3)), wire.ErrResourceNotFound},
+		{"root changes bob's", root, change(str("bob"), testRootHash, fakeHash(4)), 0},
+		{"new password not a hash", root, change(str("bob"), fakeHash(4), "plaintext"), wire.ErrInvalidCommand},
 	} {
 		if got := f.apply(wire.OperationChangePassword, tc.user, tc.body); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if f.s.User(alice).PasswordHash != "h2" || f.s.User(2).PasswordHash != "h4" {
+	if f.s.User(alice).PasswordHash != fakeHash(2) || f.s.User(2).PasswordHash != fakeHash(4) {
 		t.Fatal("hashes not stored")
 	}
 }

@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"testing"
 
@@ -11,6 +12,13 @@ import (
 // testRootHash stands in for an argon2id hash where no login is tested: hashing is
 // deliberately slow.
 const testRootHash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$cm9vdHJvb3Ryb290cm9vdHJvb3Ryb290cm9vdA"
+
+// fakeHash is a well-formed PHC string, distinct for each i, that no password
+// matches.
+func fakeHash(i int) string {
+	key := bytes.Repeat([]byte{byte(i)}, 32)
+	return "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$" + base64.RawStdEncoding.EncodeToString(key)
+}
 
 const (
 	tsStart = 1_700_000_000_000_000
