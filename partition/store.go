@@ -295,16 +295,32 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// PollIO runs the completions of every partition's storage without waiting, and
-// returns how many ran. The shard's loop calls it each turn; with a ring-backed
-// storage it reaps what the ring completed.
+// PollIO runs the completions of every partition's storage without waiting. It
+// returns how many ran plus how many partitions still have I/O in flight or queued
+// (completions may submit more: a save, a seal, the next read), so 0 means the store
+// is quiet and the caller may stop polling until its next send or poll. The shard's
+// loop calls it each turn; with a ring-backed storage it reaps what the ring
+// completed.
 func (s *Store) PollIO() int {
 	n := 0
 	for _, p := range s.order {
 		n += p.storage.Poll(false)
 		p.settleSends()
+		if !p.log.Idle() {
+			n++
+		}
 	}
 	return n
+}
+
+// Busy reports whether any partition has I/O in flight or queued.
+func (s *Store) Busy() bool {
+	for _, p := range s.order {
+		if !p.log.Idle() {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitIdle polls until no partition has I/O in flight: for shutdown, tools and

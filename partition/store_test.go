@@ -461,3 +461,33 @@ func TestOSStoragesRemove(t *testing.T) {
 		t.Fatalf("left behind: %v %v", entries, err)
 	}
 }
+
+// PollIO reports work while any remains, so a loop that stops at 0 leaves nothing
+// queued: here a full window whose save is submitted from PollIO itself.
+func TestPollIOUntilQuiet(t *testing.T) {
+	cfg := noSaveConfig()
+	cfg.InflightBatchesMax = 2
+	s := NewStore(t.TempDir(), OSStorages{})
+	if err := s.Create(testKey, cfg, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := newSendRecorder()
+	for i := uint64(0); i < 3; i++ {
+		err := s.Send(testKey, sendRequest(makeBatch(t, i, 1, 10)), 1, rec, i)
+		if i < 2 && err != nil || i == 2 && err != wire.ErrTransientNotAccepted {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for passes := 0; s.PollIO() != 0; passes++ {
+		if passes > 100 {
+			t.Fatal("PollIO never quiet")
+		}
+	}
+	if s.Busy() {
+		t.Fatal("quiet store is busy")
+	}
+	if err := s.Send(testKey, sendRequest(makeBatch(t, 2, 1, 10)), 1, rec, 2); err != nil {
+		t.Fatalf("the window did not drain: %v", err)
+	}
+}
