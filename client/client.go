@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -48,7 +49,9 @@ type Client struct {
 
 	// broken is set once the connection is unusable; every call then returns it.
 	broken error
-	closed bool
+	// closed is set by Close, which does not wait for c.mu: it closes the
+	// connection first, waking a request blocked on it.
+	closed atomic.Bool
 
 	// req holds the frame being built: header, then body.
 	req []byte
@@ -186,15 +189,13 @@ func (c *Client) Identity() (Identity, bool) {
 	return c.identity, c.session != 0
 }
 
-// Close closes the connection. Calls after Close fail with wire.ErrNotConnected.
+// Close closes the connection at once, without waiting for a request in flight
+// (which then fails with a *ConnectionError). Calls after Close fail with
+// wire.ErrNotConnected.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Swap(true) {
 		return nil
 	}
-	c.closed = true
-	c.session = 0
 	return c.conn.Close()
 }
 
@@ -211,7 +212,7 @@ func (c *Client) keep(frame []byte) {
 
 // usable reports the error a call must fail with before touching the connection.
 func (c *Client) usable() error {
-	if c.closed {
+	if c.closed.Load() {
 		return wire.ErrNotConnected
 	}
 	return c.broken

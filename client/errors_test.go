@@ -431,3 +431,26 @@ func TestTransientReplaysAreBounded(t *testing.T) {
 	_, err := c.CreateStream(context.Background(), "s")
 	mustCode(t, err, wire.ErrTransientNotCommitted)
 }
+
+// Close does not wait for a request blocked on a silent server: the request fails at
+// once with a ConnectionError.
+func TestCloseWakesARequestInFlight(t *testing.T) {
+	received := make(chan struct{}, 1)
+	s := newFakeServer(t, func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
+		received <- struct{}{}
+		return nil, false
+	})
+	c := dialTest(t, s, WithRequestTimeout(0))
+	done := make(chan error, 1)
+	go func() { done <- c.Ping(context.Background()) }()
+	<-received
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	var ce *ConnectionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	mustCode(t, c.Ping(context.Background()), wire.ErrNotConnected)
+}
