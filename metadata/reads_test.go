@@ -244,3 +244,31 @@ func TestReadsDoNotAllocate(t *testing.T) {
 		t.Fatalf("reads allocate %v times", n)
 	}
 }
+
+func TestIterators(t *testing.T) {
+	f := readFixture(t)
+	var names []string
+	for st := range f.s.Streams() {
+		for tp := range st.Topics() {
+			for g := range tp.Groups() {
+				names = append(names, st.Name+"/"+tp.Name+"/"+g.Name)
+			}
+			names = append(names, st.Name+"/"+tp.Name)
+		}
+	}
+	for u := range f.s.Users() {
+		names = append(names, u.Username)
+	}
+	want := []string{"s0/t0/g", "s0/t0", "s0/t1", "iggy", "alice"}
+	if len(names) != len(want) {
+		t.Fatalf("%v", names)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("%v, want %v", names, want)
+		}
+	}
+	for range f.s.Streams() {
+		break // early exit must not panic
+	}
+}

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"iter"
 	"slices"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -180,6 +181,15 @@ func (s *slab[T]) get(id uint32) *T {
 	return s.items[id]
 }
 
+// all yields the objects in ascending id order.
+func (s *slab[T]) all(yield func(*T) bool) {
+	for _, v := range s.items {
+		if v != nil && !yield(v) {
+			return
+		}
+	}
+}
+
 // lowestFree returns the lowest free id, which may be len(items).
 func (s *slab[T]) lowestFree() int {
 	for s.firstFree < len(s.items) && s.items[s.firstFree] != nil {
@@ -245,6 +255,26 @@ func (st *Stream) insertTopic(t *Topic) {
 func (st *Stream) removeTopic(t *Topic) {
 	delete(st.topicByName, t.Name)
 	st.topics.remove(t.ID)
+}
+
+// Users yields every user in ascending id order.
+func (s *State) Users() iter.Seq[*User] { return s.users.all }
+
+// Streams yields every stream in ascending id order.
+func (s *State) Streams() iter.Seq[*Stream] { return s.streams.all }
+
+// Topics yields the stream's topics in ascending id order.
+func (st *Stream) Topics() iter.Seq[*Topic] { return st.topics.all }
+
+// Groups yields the topic's consumer groups in ascending id order.
+func (t *Topic) Groups() iter.Seq[*ConsumerGroup] {
+	return func(yield func(*ConsumerGroup) bool) {
+		for _, g := range t.groups {
+			if !yield(g) {
+				return
+			}
+		}
+	}
 }
 
 // User returns the user with id, or nil.
