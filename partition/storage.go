@@ -25,8 +25,42 @@ type StorageProvider interface {
 // polls its I/O.
 type OSStorages struct{}
 
-// Open implements StorageProvider.
-func (OSStorages) Open(dir string) (segment.Storage, error) { return segment.NewOSStorage(dir) }
+// Open implements StorageProvider. The directories it creates are made durable in
+// their parents (segment.NewOSStorage creates them without that), so a partition
+// whose files were fdatasynced cannot lose its directory to a power loss.
+func (OSStorages) Open(dir string) (segment.Storage, error) {
+	if err := mkdirAllDurable(dir); err != nil {
+		return nil, err
+	}
+	return segment.NewOSStorage(dir)
+}
+
+// mkdirAllDurable creates dir and its missing parents, fsyncing the parent of each
+// directory it creates, from the top down.
+func mkdirAllDurable(dir string) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Remove implements StorageProvider. The directory is first renamed to dir+".removing"
 // and the rename made durable (the parent is fsynced), so a crash while its files are

@@ -437,6 +437,20 @@ func TestReopenOnOSStorage(t *testing.T) {
 	}
 }
 
+func TestOSStoragesOpenCreatesParents(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "local_data", "streams", "1", "topics", "2", "partitions", "3")
+	if _, err := (OSStorages{}).Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("%v %v", fi, err)
+	}
+	if _, err := (OSStorages{}).Open(dir); err != nil {
+		t.Fatalf("existing dir: %v", err)
+	}
+}
+
 func TestOSStoragesRemove(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "partitions", "0")
