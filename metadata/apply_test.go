@@ -105,6 +105,7 @@ func TestUpdateDeletePurgeStream(t *testing.T) {
 		{"update to taken name", wire.OperationUpdateStream, root, update(num(0), "b"), wire.ErrStreamNameAlreadyExists},
 		{"update to own name", wire.OperationUpdateStream, root, update(num(0), "a"), 0},
 		{"update unauthorized", wire.OperationUpdateStream, alice, update(num(0), "q"), wire.ErrUnauthorized},
+		{"update with option", wire.OperationUpdateStream, root, body((&wire.UpdateStream{StreamID: num(0), Name: []byte("a"), Options: option("k", wire.HeaderString, []byte("v"))}).Append(nil)), wire.ErrInvalidOptionValue},
 		{"missing before permission", wire.OperationUpdateStream, alice, update(num(9), "q"), wire.ErrStreamIdNotFound},
 		{"rename", wire.OperationUpdateStream, root, update(str("a"), "a2"), 0},
 		{"purge missing", wire.OperationPurgeStream, root, body(num(9).Append(nil)), wire.ErrStreamIdNotFound},
@@ -252,6 +253,7 @@ func TestUpdateDeletePurgeTopic(t *testing.T) {
 		{"update unauthorized", wire.OperationUpdateTopic, alice, update(num(0), "t0", nil), wire.ErrUnauthorized},
 		{"update gzip", wire.OperationUpdateTopic, root, update(num(0), "t0", gzip), 0},
 		{"purge missing", wire.OperationPurgeTopic, root, topicBody(num(0), num(9)), wire.ErrTopicIdNotFound},
+		{"purge missing stream", wire.OperationPurgeTopic, root, topicBody(num(9), num(0)), wire.ErrStreamIdNotFound},
 		{"purge unauthorized", wire.OperationPurgeTopic, alice, topicBody(num(0), num(0)), wire.ErrUnauthorized},
 		{"purge", wire.OperationPurgeTopic, root, topicBody(num(0), num(0)), 0},
 		{"delete missing", wire.OperationDeleteTopic, root, topicBody(num(0), str("nope")), wire.ErrTopicIdNotFound},
@@ -313,6 +315,7 @@ func TestPartitions(t *testing.T) {
 		{"create zero", wire.OperationCreatePartitions, root, partitionsBody(num(0), num(0), 0), wire.ErrInvalidCommand},
 		{"delete more than exist", wire.OperationDeletePartitions, root, partitionsBody(num(0), num(0), 4), wire.ErrInvalidPartitionsCount},
 		{"delete missing topic", wire.OperationDeletePartitions, root, partitionsBody(num(0), num(1), 1), wire.ErrTopicIdNotFound},
+		{"delete missing stream", wire.OperationDeletePartitions, root, partitionsBody(num(1), num(0), 1), wire.ErrStreamIdNotFound},
 		{"delete unauthorized", wire.OperationDeletePartitions, alice, partitionsBody(num(0), num(0), 1), wire.ErrUnauthorized},
 		{"delete all", wire.OperationDeletePartitions, root, partitionsBody(num(0), num(0), 3), 0},
 	} {
