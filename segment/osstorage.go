@@ -102,6 +102,15 @@ func (s *OSStorage) fd(f File) int {
 	return s.fds[f-1]
 }
 
+// FD returns the file descriptor behind an open handle, for a storage that carries
+// out data requests elsewhere (segment/ringio submits them to an io_uring) and
+// leaves opening, listing and closing to OSStorage.
+func (s *OSStorage) FD(f File) int { return s.fd(f) }
+
+// Execute carries out r at once, with blocking system calls, and returns what
+// Poll would have set in r.Result and r.Err; it neither sets them nor runs r.Done.
+func (s *OSStorage) Execute(r *Request) (int64, error) { return s.execute(r) }
+
 // Close implements Storage.
 func (s *OSStorage) Close(f File) error {
 	fd := s.fd(f)
