@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -99,3 +100,5 @@ func messages(n int, prefix string) []client.Message {
 	}
 	return ms
 }
+
+func readFileForTest(path string) ([]byte, error) { return os.ReadFile(path) }
