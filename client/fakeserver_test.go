@@ -48,10 +48,20 @@ type fakeServer struct {
 
 func newFakeServer(t testing.TB, handler handlerFunc) *fakeServer {
 	t.Helper()
+	return newFakeServerOn(t, listenLoopback(t), handler)
+}
+
+func listenLoopback(t testing.TB) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ln
+}
+
+// newFakeServerOn serves on ln (a TLS listener, say).
+func newFakeServerOn(t testing.TB, ln net.Listener, handler handlerFunc) *fakeServer {
 	s := &fakeServer{t: t, ln: ln, handler: handler, record: true, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.acceptLoop()
