@@ -317,3 +317,78 @@ func TestUsersTokensAndPermissions(t *testing.T) {
 	_, err = client.Dial(ctx, s.Addr().String(), client.WithCredentials("alice", "secret2"))
 	wantCode(t, "login of a deleted user", err, wire.ErrInvalidCredentials)
 }
+
+// TestBadInputGetsItsCode sends malformed requests through the raw path: each gets
+// its documented code, and the session stays usable.
+func TestBadInputGetsItsCode(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	c := dialRoot(t, s)
+	other := dialRoot(t, s)
+	ctx := testContext(t)
+	_, err := c.CreateStream(ctx, "s")
+	mustOK(t, "CreateStream", err)
+	_, err = c.CreateTopic(ctx, client.NameID("s"), "t", 1, nil)
+	mustOK(t, "CreateTopic", err)
+
+	cases := []struct {
+		name string
+		code wire.CommandCode
+		body []byte
+		want wire.ErrorCode
+	}{
+		{"bad identifier kind", wire.CodeGetStream, []byte{9, 1, 0}, wire.ErrInvalidCommand},
+		{"identifier longer than the body", wire.CodeGetStream, []byte{2, 200, 'a'}, wire.ErrInvalidCommand},
+		{"empty stream name", wire.CodeCreateStream, []byte{0}, wire.ErrInvalidCommand},
+		{"stream name longer than the body", wire.CodeCreateStream, []byte{255, 'a', 'b'}, wire.ErrInvalidCommand},
+		{"describe options of an unknown scope", wire.CodeDescribeOptions, []byte{9}, wire.ErrInvalidCommand},
+		{"flush unsaved buffer", wire.CodeFlushUnsavedBuffer, nil, wire.ErrFeatureUnavailable},
+		{"send to a namespace that does not decode", wire.CodeSendMessages, []byte{1, 2, 3}, wire.ErrResourceNotFound},
+		{"store an offset with a body that does not decode", wire.CodeStoreConsumerOffset, []byte{1}, wire.ErrResourceNotFound},
+	}
+	for _, tc := range cases {
+		_, err := c.SendRaw(ctx, tc.code, tc.body)
+		wantCode(t, tc.name, err, tc.want)
+		mustOK(t, tc.name+": ping after", c.Ping(ctx))
+	}
+
+	// A poll that does not decode gets the empty 16-byte reply.
+	reply, err := c.SendRaw(ctx, wire.CodePollMessages, []byte{1, 2})
+	mustOK(t, "undecodable poll", err)
+	if len(reply) != wire.PolledMessagesPrefixSize {
+		t.Fatalf("undecodable poll: %d bytes", len(reply))
+	}
+
+	// A batch whose checksum does not match is refused with its code.
+	var bb wire.BatchBuilder
+	bb.Reset(nil)
+	mustOK(t, "batch", bb.Append(wire.Uint128{Lo: 1}, 1, []byte("payload"), nil))
+	batch, err := bb.Finish()
+	mustOK(t, "batch", err)
+	batch[len(batch)-1] ^= 0xff // a payload byte: the frame and batch checksums no longer match
+	_, err = c.SendBatch(ctx, client.NameID("s"), client.NameID("t"), wire.Partitioning{Kind: wire.PartitioningPartitionID}, batch)
+	if err == nil {
+		t.Fatal("a corrupt batch was stored")
+	}
+	var code wire.ErrorCode
+	if !errors.As(err, &code) || (code != wire.ErrInvalidMessageChecksum && code != wire.ErrInvalidBatchChecksum) {
+		t.Fatalf("corrupt batch: %v, want 4027 or 4039", err)
+	}
+	polled, err := c.PollMessages(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("s"),
+		TopicID: client.NameID("t"), Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10})
+	mustOK(t, "poll", err)
+	if polled.MessagesCount != 0 {
+		t.Fatalf("%d messages after a refused batch", polled.MessagesCount)
+	}
+	// Other clients are unaffected.
+	_, err = other.GetStreams(ctx)
+	mustOK(t, "another client", err)
+
+	// Logout ends the session; a new login starts another.
+	mustOK(t, "Logout", c.Logout(ctx))
+	_, err = c.GetStreams(ctx)
+	wantCode(t, "GetStreams after logout", err, wire.ErrUnauthenticated)
+	_, err = c.Login(ctx, "iggy", "iggy")
+	mustOK(t, "Login again", err)
+	_, err = c.GetStreams(ctx)
+	mustOK(t, "GetStreams after a new login", err)
+}
