@@ -294,7 +294,8 @@ func (s *State) AppendSyncConsumerGroup(dst []byte, client wire.Uint128, target 
 }
 
 // Assignment is client's membership in a group: the group's generation and the
-// partitions assigned to the client (owned by the state: do not modify), or false
+// partitions assigned to the client (owned by the state: do not modify, and do not
+// keep past the next Apply, which may rewrite them in place), or false
 // when it is not a member. The partition shards fence group polls and offset
 // writes with it.
 func (s *State) Assignment(client wire.Uint128, target *wire.GroupTarget) (generation uint64, partitions []uint32, ok bool) {
