@@ -71,6 +71,11 @@ type Client struct {
 	// batch builds SendMessages batches in req; polled is the last poll's view.
 	batch  wire.BatchBuilder
 	polled wire.PolledMessages
+
+	// stopHeartbeat ends the heartbeat goroutine, if there is one.
+	stopHeartbeat  chan struct{}
+	heartbeats     sync.WaitGroup
+	heartbeatReply []byte
 }
 
 // Identity is who a login made the connection.
@@ -118,6 +123,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if o.heartbeatInterval > 0 {
+		c.startHeartbeat(o.heartbeatInterval)
 	}
 	if cred := o.login; cred != nil {
 		if cred.withToken {
@@ -196,7 +204,52 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	return c.conn.Close()
+	err := c.conn.Close()
+	if c.stopHeartbeat != nil {
+		close(c.stopHeartbeat)
+		c.heartbeats.Wait()
+	}
+	return err
+}
+
+// heartbeat sends one Ping whose reply lands in a buffer of its own, so that a
+// PolledMessages or SendConfirmations view the user is still reading is never
+// overwritten from the heartbeat's goroutine.
+func (c *Client) heartbeat(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heartbeatReply == nil {
+		c.heartbeatReply = alignedBuffer(wire.HeaderSize)
+	}
+	c.reply, c.heartbeatReply = c.heartbeatReply, c.reply
+	_, err := c.do(ctx, c.frame(), wire.OperationNonReplicated, wire.CodePing)
+	c.reply, c.heartbeatReply = c.heartbeatReply, c.reply
+	return err
+}
+
+// startHeartbeat pings every interval until Close or a broken connection.
+func (c *Client) startHeartbeat(interval time.Duration) {
+	c.stopHeartbeat = make(chan struct{})
+	c.heartbeats.Add(1)
+	go func() {
+		defer c.heartbeats.Done()
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-c.stopHeartbeat:
+				return
+			case <-ticker.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			err := c.heartbeat(ctx)
+			cancel()
+			var broken *ConnectionError
+			if errors.As(err, &broken) || errors.Is(err, wire.ErrNotConnected) {
+				return
+			}
+		}
+	}()
 }
 
 // frame returns the request buffer holding only the (not yet written) header; a

@@ -58,9 +58,10 @@
 //
 // # Not here
 //
-// There is no automatic reconnect, no leader redirection in clusters (the
-// GetClusterMetadata call after login is made and its result ignored), no heartbeat
-// goroutine and no client-side compression.
+// There is no automatic reconnect (Dial again after a *ConnectionError or an
+// *EvictionError), no leader redirection in clusters (the GetClusterMetadata call
+// after login is made and its result ignored) and no client-side compression. The
+// Go SDK's 5 s heartbeat is opt-in: WithHeartbeat.
 //
 // # Examples
 //

@@ -454,3 +454,27 @@ func TestCloseWakesARequestInFlight(t *testing.T) {
 	}
 	mustCode(t, c.Ping(context.Background()), wire.ErrNotConnected)
 }
+
+// The heartbeat pings a quiet connection and stops at Close.
+func TestHeartbeat(t *testing.T) {
+	pings := make(chan struct{}, 16)
+	s := newFakeServer(t, func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
+		if req.NonReplicatedCode == wire.CodePing {
+			select {
+			case pings <- struct{}{}:
+			default:
+			}
+		}
+		return reply(req, nil), false
+	})
+	c, err := Dial(testContext(t), s.addr(), WithHeartbeat(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-pings
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

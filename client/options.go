@@ -40,6 +40,7 @@ type options struct {
 	tls                    *tls.Config
 	login                  *credentials
 	replyBufferBytes       int
+	heartbeatInterval      time.Duration
 }
 
 // credentials for the login Dial performs.
@@ -144,4 +145,14 @@ func WithClusterMetadataOnLogin(enabled bool) Option {
 // (crypto/rand by default). Tests use it for reproducible frames.
 func WithRandom(r io.Reader) Option {
 	return func(o *options) { o.random = r }
+}
+
+// WithHeartbeat starts a goroutine that pings the server every interval (the Go SDK
+// pings every 5 s), so that a server's idle timeout and its stale-client eviction of
+// consumer-group members leave a quiet client alone. Each ping takes its turn with
+// the client's other requests and is bounded by the interval. The goroutine stops at
+// Close or once the connection is broken; ping errors are otherwise ignored, as the
+// Go SDK ignores them. Off by default.
+func WithHeartbeat(interval time.Duration) Option {
+	return func(o *options) { o.heartbeatInterval = interval }
 }
