@@ -169,3 +169,19 @@ func ExampleClient_PollMessagesCopy() {
 		log.Fatal(err)
 	}
 }
+
+// An options block for CreateTopic, read back entry by entry. (This one runs without
+// a server.)
+func ExampleTopicOptions() {
+	block, err := client.TopicOptions{CompressionAlgorithm: "gzip", MaxTopicSizeBytes: 1 << 30}.Block()
+	if err != nil {
+		log.Fatal(err)
+	}
+	it := wire.NewTLVIterator(block)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		fmt.Printf("%s: %v, %d bytes\n", e.Key, e.ValueKind, len(e.Value))
+	}
+	// Output:
+	// compression_algorithm: string, 4 bytes
+	// max_topic_size: uint64, 8 bytes
+}
