@@ -169,10 +169,15 @@ func alignedBuffer(n int) []byte {
 	return b[off : off+n : off+n]
 }
 
-// mintClientID draws a fresh non-zero client id, as the SDKs do for every login.
+// errZeroRandom is a random source that keeps producing zero ids.
+var errZeroRandom = errors.New("client: the random source produced only zero client ids")
+
+// mintClientID draws a fresh non-zero client id, as the SDKs do for every login. A
+// real random source draws zero with probability 2^-128; one that keeps doing so is
+// broken, and the loop is bounded for it.
 func (c *Client) mintClientID() error {
 	var b [16]byte
-	for {
+	for range 8 {
 		if _, err := io.ReadFull(c.opts.random, b[:]); err != nil {
 			return err
 		}
@@ -181,6 +186,7 @@ func (c *Client) mintClientID() error {
 			return nil
 		}
 	}
+	return errZeroRandom
 }
 
 // ClientID is the client id the next request carries.

@@ -234,3 +234,16 @@ func TestLoginZeroSessionBreaksConnection(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A random source that only yields zero ids cannot make a client (a zero client id
+// is refused by every server).
+func TestZeroRandomSource(t *testing.T) {
+	s := newFakeServer(t, session(nil))
+	if _, err := Dial(testContext(t), s.addr(), WithRandom(zeroReader{})); !errors.Is(err, errZeroRandom) {
+		t.Fatalf("err = %v", err)
+	}
+}
