@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -234,11 +236,20 @@ func newCrashRun(t *testing.T, seed uint64, faults bool) *crashRun {
 	}
 }
 
-func TestCrashProperties(t *testing.T) {
-	seeds := uint64(150)
-	if testing.Short() {
-		seeds = 30
+// crashSeeds is how many seeds each crash test runs: 150 (30 with -short), or
+// SEGMENT_CRASH_SEEDS for a long run by hand. A failure prints its seed.
+func crashSeeds() uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("SEGMENT_CRASH_SEEDS"), 10, 64); err == nil && v > 0 {
+		return v
 	}
+	if testing.Short() {
+		return 30
+	}
+	return 150
+}
+
+func TestCrashProperties(t *testing.T) {
+	seeds := crashSeeds()
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := newCrashRun(t, seed, false)
 		r.run(400)
@@ -246,10 +257,7 @@ func TestCrashProperties(t *testing.T) {
 }
 
 func TestCrashPropertiesWithFaults(t *testing.T) {
-	seeds := uint64(150)
-	if testing.Short() {
-		seeds = 30
-	}
+	seeds := crashSeeds()
 	failures := 0
 	for seed := uint64(1000); seed < 1000+seeds; seed++ {
 		r := newCrashRun(t, seed, true)

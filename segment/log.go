@@ -614,13 +614,17 @@ func (l *Log) advanceWritten() {
 // durably (log and index synced), which is what lets recovery trust every segment
 // but the last without reading it.
 func (l *Log) advanceDurable() {
-	// Retire durable appends from the head of the queue.
+	// Retire appends from the head of the queue: once durable with EnforceFsync;
+	// once written without, because then durability is tracked per segment by the
+	// save syncs' targets (syncedEnd), and holding entries until the next save
+	// would let a high save threshold fill the queue and stall appends.
 	for l.fifoWritten > 0 {
 		e := &l.fifo[l.fifoHead]
+		if l.cfg.EnforceFsync && !e.durable && e.end > e.seg.syncedEnd {
+			break
+		}
 		if e.durable {
 			e.seg.syncedEnd = max(e.seg.syncedEnd, e.end)
-		} else if e.end > e.seg.syncedEnd {
-			break
 		}
 		*e = inflight{}
 		l.fifoHead = (l.fifoHead + 1) % len(l.fifo)

@@ -359,3 +359,29 @@ func TestOSStorageFilesOnDisk(t *testing.T) {
 		}
 	}
 }
+
+// With save thresholds far above what is in flight, appends must not stall on the
+// in-flight bound: without enforce_fsync an append's slot is freed once written.
+func TestHighSaveThresholdsDoNotStall(t *testing.T) {
+	st := NewSimDisk(8)
+	l := openLog(t, st, Config{
+		PartitionID:                       testPartition,
+		InflightBatchesMax:                4,
+		MessagesRequiredToSave:            messagesRequiredToSaveMax,
+		SizeOfMessagesRequiredToSaveBytes: sizeOfMessagesRequiredToSaveBytesMax,
+	})
+	a := newAppender(t, l, 8, 10)
+	for i := 0; i < 100; i++ {
+		a.append(1)
+		st.Poll(true)
+	}
+	l.WaitIdle()
+	if l.WrittenEnd() != 100 || l.DurableEnd() != 0 {
+		t.Fatalf("written %d durable %d", l.WrittenEnd(), l.DurableEnd())
+	}
+	l.Sync()
+	l.WaitIdle()
+	if l.DurableEnd() != 100 {
+		t.Fatalf("durable %d after Sync", l.DurableEnd())
+	}
+}
