@@ -35,8 +35,9 @@ type Config struct {
 	// IdleTimeout closes a connection that sent nothing for this long; 0 disables it
 	// (SDKs ping every 5 s, but a plain client may stay silent). Default 0.
 	IdleTimeout time.Duration
-	// SendTimeout closes a connection whose queued replies made no progress for this
-	// long: a consumer that stopped reading. Default 30 s.
+	// SendTimeout closes a connection whose queued replies neither drained nor moved
+	// by 64 KiB for this long: a consumer that stopped reading, or reads a trickle.
+	// Default 30 s.
 	SendTimeout time.Duration
 	// SendQueueBytesMax bounds the reply bytes queued for one connection. While more
 	// than half of it is queued the connection's requests wait unserved and it is not

@@ -21,6 +21,11 @@ const sendSegmentsMax = 64
 // sendBufferBytesMax is the largest buffer Reserve takes for copied replies.
 const sendBufferBytesMax = 64 << 10
 
+// sendProgressBytesMin is how much a connection's queue must drain within SendTimeout
+// (unless it drains completely) to count as read: 64 KiB per 30 s by default, a rate
+// any live reader exceeds.
+const sendProgressBytesMin = 64 << 10
+
 // backlogBytesMax bounds what a throttled connection may have received before the
 // cancel of its recv took effect: the kernel delivers at most a few dozen receive
 // buffers per wake-up, far below this.
@@ -76,7 +81,9 @@ type Conn struct {
 	lastRecvNs     int64
 	frameStartNs   int64 // when the frame now partly received began; 0 when none
 	sendWaitFromNs int64 // when the send queue last made progress or became non-empty
-	closeReason    string
+	// sentSinceMarkBytes counts bytes sent since sendWaitFromNs was last moved.
+	sentSinceMarkBytes int
+	closeReason        string
 
 	client wire.Uint128 // the client id of the last valid request, for evictions
 
@@ -478,6 +485,7 @@ func (c *Conn) push(seg sendSegment) {
 func (c *Conn) queued(n int) {
 	if c.queuedBytes == 0 {
 		c.sendWaitFromNs = c.shard.nowNs
+		c.sentSinceMarkBytes = 0
 	}
 	c.queuedBytes += n
 	c.shard.markDirty(c)
@@ -519,8 +527,15 @@ func (c *Conn) onSend(res int32) {
 		return
 	}
 	s := c.shard
-	c.sendWaitFromNs = s.nowNs
 	c.consume(int(res))
+	// Progress is a drained queue or sendProgressBytesMin sent: a reader that lets
+	// through a few bytes now and then (or a kernel collapsing its receive queue
+	// under a zero window) does not keep a stuck queue alive.
+	c.sentSinceMarkBytes += int(res)
+	if c.segCount == 0 || c.sentSinceMarkBytes >= sendProgressBytesMin {
+		c.sendWaitFromNs = s.nowNs
+		c.sentSinceMarkBytes = 0
+	}
 	switch c.state {
 	case connOpen:
 		if c.segCount > 0 {

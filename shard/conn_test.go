@@ -3,7 +3,6 @@ package shard
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -222,47 +221,13 @@ func TestVectoredAndRetainedReplies(t *testing.T) {
 	c.ping(1)
 }
 
-// TestSlowConsumerIsCutOff: a client that pipelines requests and never reads its
-// replies is throttled (not read while its replies pile up) and closed once they make
-// no progress for SendTimeout; the shard keeps serving the others meanwhile.
+// TestSlowConsumerIsCutOff: a client pipelines requests for 1 MiB replies and never
+// reads. The server stops serving its requests once its queue is past half the bound
+// (memory stays bounded: one reply queued), closes the connection when the replies
+// make no progress for SendTimeout, and serves a second client throughout. (Requests
+// with small replies would show the same, but the kernel's socket buffers absorb
+// megabytes of them first, and TCP's zero-window probing then sets the pace.)
 func TestSlowConsumerIsCutOff(t *testing.T) {
-	rt := startTestRuntime(t, Config{ShardCount: 1, SendTimeout: 300 * time.Millisecond, SendQueueBytesMax: 64 << 10})
-	bystander := dial(t, rt)
-	slow := dial(t, rt)
-	// Small kernel buffers so the server's sends stall quickly.
-	slow.conn.(*net.TCPConn).SetReadBuffer(4096)
-	writerDone := make(chan error, 1)
-	go func() {
-		batch := bytes.Repeat(pingFrame(1), 16)
-		slow.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		for {
-			if _, err := slow.conn.Write(batch); err != nil {
-				writerDone <- err
-				return
-			}
-		}
-	}()
-	for i := range uint64(20) {
-		bystander.ping(i)
-	}
-	select {
-	case err := <-writerDone:
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatal("the slow consumer was not cut off within 10 s")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the slow consumer's writer never stopped")
-	}
-	bystander.ping(99)
-	waitFor(t, 5*time.Second, "only the bystander connected", func() bool { return rt.ConnectionCount() == 1 })
-}
-
-// TestAmplifyingRequestsAreThrottled: requests whose replies are much larger than they
-// are (1 MiB each), pipelined by a client that never reads: the server stops serving
-// them once its queue is past half the bound, and closes the connection when the
-// replies make no progress for SendTimeout.
-func TestAmplifyingRequestsAreThrottled(t *testing.T) {
 	rt := startTestRuntime(t, Config{ShardCount: 1, SendQueueBytesMax: 2 << 20, SendTimeout: 300 * time.Millisecond})
 	bystander := dial(t, rt)
 	c := dial(t, rt)
