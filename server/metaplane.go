@@ -63,7 +63,6 @@ type metaPlane struct {
 	// replica cannot take the op back, so the plane refuses writes until restart.
 	broken error
 
-	scratch []byte
 }
 
 // snapshotHead is what a snapshot records beside the two encodings.
@@ -147,7 +146,7 @@ func (m *metaPlane) recoverJournal(head snapshotHead) error {
 		if h.Op != rec.Op+1 || h.Parent != rec.LastIdentity {
 			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, rec.Op)
 		}
-		m.replay(h, body)
+		m.applyCommitted(h, body)
 		rec.Op, rec.Commit, rec.LastIdentity, rec.LastTimestamp, rec.View = h.Op, h.Op, h.Checksum, h.Timestamp, h.View
 		replayed++
 		return nil
@@ -181,39 +180,30 @@ func (m *metaPlane) recoverJournal(head snapshotHead) error {
 	return nil
 }
 
-// replay applies one journaled prepare exactly as it was applied when committed.
-func (m *metaPlane) replay(h *wire.PrepareHeader, body []byte) {
-	reply := m.applyCommitted(h, body)
-	_ = reply
-}
-
 // applyCommitted applies a committed prepare to the state and the client table and
 // returns the reply frame (header and body), which the table caches. It is the one
 // path of both a live commit and a replay, so both cache the same bytes.
 func (m *metaPlane) applyCommitted(h *wire.PrepareHeader, body []byte) []byte {
 	var rh wire.ReplyHeader
 	m.replica.FillReply(&rh, h)
-	frame := m.scratch[:0]
+	// The table keeps the frame: each commit gets its own (metadata writes are rare).
+	frame := make([]byte, wire.HeaderSize, 512)
 	switch h.Operation {
 	case wire.OperationRegister:
-		frame = append(frame, make([]byte, wire.HeaderSize)...)
+		// The session epoch is the register's op.
 		frame = wire.AppendResultSuccess(frame)
 		login := wire.LoginRegisterReply{UserID: h.UserID, Session: h.Op, ServerProtocolVersion: wire.ServerProtocolVersion, ServerVersion: []byte(serverVersion)}
 		frame, _ = login.Append(frame)
 		rh.Size = uint32(len(frame))
 		rh.Put(frame)
-		frame = append([]byte(nil), frame...)
 		m.table.CommitRegister(h.Client, h.UserID, h.Op, frame)
-		m.scratch = frame[:0:0]
 		return frame
 	default:
 		m.state.Apply(metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}, body, &m.out)
-		frame = append(frame, make([]byte, wire.HeaderSize)...)
 		frame = append(frame, m.out.Reply...)
 		rh.Size = uint32(len(frame))
 		rh.Operation = m.out.Operation
 		rh.Put(frame)
-		frame = append([]byte(nil), frame...)
 		switch h.Operation {
 		case wire.OperationLogout:
 			m.table.Remove(h.Client)

@@ -12,10 +12,6 @@ import (
 // effects of metadata commits, and the storage completions that finish sends and
 // polls.
 
-// ioPassesMax bounds one round of storage polling; what is left runs on the next
-// round, after the shard has served its other work.
-const ioPassesMax = 64
-
 func (h *handler) serveOwner(j *job) {
 	switch j.kind {
 	case jobSend:
@@ -117,13 +113,14 @@ func (h *handler) scheduleIO() {
 	h.post(h.index, shardMessage(msgDriveIO))
 }
 
+// driveIO runs one pass of the store's storage completions per shard turn. The
+// storage is blocking (partition.OSStorages), so a pass that acknowledges a write
+// and then submits its fdatasync leaves the fdatasync for the next turn: the
+// acknowledgements leave the shard before it blocks in the sync.
 func (h *handler) driveIO() {
-	for i := 0; i < ioPassesMax; i++ {
-		if h.store.PollIO() == 0 {
-			return
-		}
+	if h.store.PollIO() > 0 {
+		h.scheduleIO()
 	}
-	h.scheduleIO()
 }
 
 func (h *handler) publishStats(k partition.Key) {
