@@ -343,3 +343,123 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// echoConn answers every write with one fixed reply frame, its request number
+// patched to echo the request: an in-memory server with no cost of its own, so that
+// a benchmark sees only the client's encoding, checksums and decoding.
+type echoConn struct {
+	scriptConn
+	reply  []byte
+	unread []byte
+}
+
+func (c *echoConn) Write(p []byte) (int, error) {
+	copy(c.reply[200:208], p[168:176]) // reply.request = request.request
+	c.unread = c.reply
+	return len(p), nil
+}
+
+func (c *echoConn) Read(p []byte) (int, error) {
+	if len(c.unread) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.unread)
+	c.unread = c.unread[n:]
+	return n, nil
+}
+
+// BenchmarkSendMessagesInMemory is SendMessages without a network: building the batch
+// (copying every payload, XXH3 of every frame, the batch checksum), stamping the
+// header and decoding the confirmation. The baseline copies the same payload bytes
+// once, the least any encoder must do.
+func BenchmarkSendMessagesInMemory(b *testing.B) {
+	msgs := benchMessagesOf(benchMessages, benchPayloadBytes)
+	b.Run(fmt.Sprintf("client/%dx%dB", benchMessages, benchPayloadBytes), func(b *testing.B) {
+		var h wire.ReplyHeader
+		h.Size, h.Command, h.Operation = wire.HeaderSize+4+wire.SendConfirmationSize, wire.CommandReply, wire.OperationSendMessages
+		reply := make([]byte, wire.HeaderSize)
+		h.Put(reply)
+		reply = wire.AppendSendConfirmations(reply, wire.SendConfirmation{BaseOffset: 1})
+		c := scriptedClient(b, &echoConn{reply: reply})
+		c.session = testSession
+		ctx := context.Background()
+		partitioning := wire.Partitioning{Kind: wire.PartitioningPartitionID}
+		b.SetBytes(benchMessages * benchPayloadBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.SendMessages(ctx, ID(0), ID(0), partitioning, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("copy-baseline/%dx%dB", benchMessages, benchPayloadBytes), func(b *testing.B) {
+		dst := make([]byte, 0, benchMessages*(benchPayloadBytes+wire.FrameHeaderSize)+1024)
+		b.SetBytes(benchMessages * benchPayloadBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			dst = dst[:0]
+			for i := range msgs {
+				dst = append(dst, msgs[i].Payload...)
+			}
+		}
+	})
+}
+
+// BenchmarkPollMessagesInMemory is PollMessages without a network: encoding the
+// request, checking the reply's records (Decode walks every frame) and iterating
+// every message. The baseline walks the same frames with wire's iterator alone.
+func BenchmarkPollMessagesInMemory(b *testing.B) {
+	var bb wire.BatchBuilder
+	bb.Reset(nil)
+	payload := make([]byte, benchPayloadBytes)
+	for i := range benchMessages {
+		if err := bb.Append(wire.Uint128{Lo: uint64(i + 1)}, 10, payload, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch, err := bb.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	wire.StampBatch(batch, 0, 0, 99)
+	body := (&wire.PolledMessages{MessagesCount: benchMessages, Records: batch}).Append(nil)
+	req := wire.PollMessages{Consumer: SingleConsumer(ID(1)), StreamID: ID(0), TopicID: ID(0),
+		Partition: wire.SomePartition(0), Strategy: wire.PollingStrategy{Kind: wire.PollingOffset}, Count: benchMessages}
+	b.Run(fmt.Sprintf("client/%dx%dB", benchMessages, benchPayloadBytes), func(b *testing.B) {
+		var h wire.ReplyHeader
+		h.Size, h.Command, h.Operation = uint32(wire.HeaderSize+len(body)), wire.CommandReply, wire.OperationNonReplicated
+		reply := make([]byte, wire.HeaderSize)
+		h.Put(reply)
+		reply = append(reply, body...)
+		c := scriptedClient(b, &echoConn{reply: reply})
+		ctx := context.Background()
+		b.SetBytes(benchMessages * benchPayloadBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			polled, err := c.PollMessages(ctx, &req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for it := polled.Messages(); it.Next(); {
+				n += len(it.Message().Payload())
+			}
+			if n != benchMessages*benchPayloadBytes {
+				b.Fatal(n)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("iterate-baseline/%dx%dB", benchMessages, benchPayloadBytes), func(b *testing.B) {
+		b.SetBytes(benchMessages * benchPayloadBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			for it := wire.Frames(batch); it.Next(); {
+				n += len(it.Frame().Payload())
+			}
+			if n != benchMessages*benchPayloadBytes {
+				b.Fatal(n)
+			}
+		}
+	})
+}
