@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -391,4 +392,30 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	mustOK(t, "Login again", err)
 	_, err = c.GetStreams(ctx)
 	mustOK(t, "GetStreams after a new login", err)
+}
+
+// TestPersonalAccessTokenExpiry: a token with a lifetime logs in until it expires,
+// then its login is refused with InvalidToken.
+func TestPersonalAccessTokenExpiry(t *testing.T) {
+	s := testServer(t, t.TempDir(), 1)
+	c := dialRoot(t, s)
+	ctx := testContext(t)
+	token, err := c.CreatePersonalAccessToken(ctx, "short", 1_000_000) // 1 s
+	mustOK(t, "CreatePersonalAccessToken", err)
+	// Bounded: the token expires 1 s after its creation.
+	for attempt := 0; ; attempt++ {
+		pat, err := client.Dial(ctx, s.Addr().String(), client.WithPersonalAccessToken(token))
+		if err != nil {
+			wantCode(t, "login with an expired token", err, wire.ErrInvalidPersonalAccessToken)
+			if attempt == 0 {
+				t.Fatal("the token was refused before it expired")
+			}
+			return
+		}
+		pat.Close()
+		if attempt == 300 {
+			t.Fatal("a token with a 1 s lifetime still logs in after 300 attempts")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

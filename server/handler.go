@@ -102,11 +102,39 @@ type handler struct {
 	inflightFree []uint64
 	ioScheduled  bool
 
+	// retentionDueNs is when the next retention pass runs (shard clock).
+	retentionDueNs int64
+
 	meta *metaRouter // shard 0 only
+}
+
+// retentionIntervalNs is how often a shard deletes the expired and oversized
+// sealed segments of its partitions (the reference server's cleaner runs every
+// minute). The pass runs from the shard's own work, so an idle shard, whose
+// partitions do not grow, skips it.
+const retentionIntervalNs = int64(60 * time.Second)
+
+func (h *handler) maybeApplyRetention() {
+	now := h.shard.NowNs()
+	if now < h.retentionDueNs {
+		return
+	}
+	h.retentionDueNs = now + retentionIntervalNs
+	removed, err := h.store.ApplyRetention(nowMicros())
+	if err != nil {
+		h.log.Error("retention pass failed", "err", err)
+	}
+	if removed > 0 {
+		h.log.Info("retention", "removed_segments", removed)
+		for _, k := range h.store.Keys(nil) {
+			h.publishStats(k)
+		}
+	}
 }
 
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
+	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
 	h.store = partition.NewStore(s.cfg.SystemPath, partition.OSStorages{})
 	for _, p := range s.initial[h.index] {
 		report, err := h.store.Open(p.key, p.cfg, p.createdAt)
@@ -200,6 +228,7 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
+	h.maybeApplyRetention()
 	switch m.Kind {
 	case msgToMeta:
 		h.meta.serve(m.Payload.(*job))

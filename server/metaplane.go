@@ -62,7 +62,6 @@ type metaPlane struct {
 	// broken is set when a journal write failed after a prepare was numbered: the
 	// replica cannot take the op back, so the plane refuses writes until restart.
 	broken error
-
 }
 
 // snapshotHead is what a snapshot records beside the two encodings.
