@@ -49,8 +49,6 @@ const (
 	defaultSizeOfMessagesRequiredToSave  = 1 << 20
 	defaultInflightBatchesMax            = 4096
 	defaultBatchSizeMax                  = 64<<20 + 256
-	segmentSizeBytesMin                  = 1 << 20 // protocol minimum; tests may go lower
-	segmentSizeGranularityBytes          = 512
 	messagesRequiredToSaveMax            = 16 << 20
 	sizeOfMessagesRequiredToSaveBytesMax = 1 << 30
 )

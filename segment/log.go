@@ -542,6 +542,7 @@ func (l *Log) complete(r *Request) {
 			if l.hooks.Failed != nil {
 				l.hooks.Failed(l.cutFrom, l.cutTo, err)
 			}
+			l.reportProgress()
 		}
 	case purposeOffsetWrite, purposeOffsetSync:
 		if l.offsets.complete(r) {
@@ -568,7 +569,20 @@ func (l *Log) repairWhenQuiet() {
 			// Everything from rewindTo on was already durable: nothing to cut.
 			l.failing = false
 			l.failErr = nil
+			l.reportProgress()
 		}
+	}
+}
+
+// reportProgress repeats the written and durable ends after a failure, during
+// which the hooks were silent: batches below the cut that completed meanwhile are
+// acknowledged now rather than at the next append.
+func (l *Log) reportProgress() {
+	if l.hooks.Written != nil {
+		l.hooks.Written(l.writtenEnd)
+	}
+	if l.hooks.Durable != nil {
+		l.hooks.Durable(l.durableEnd)
 	}
 }
 
@@ -678,7 +692,7 @@ func (l *Log) rewind() {
 		panic(fmt.Sprintf("segment: rewind to %d below the first segment %d", to, seg.baseOffset))
 	}
 	for _, s := range l.segments[i+1:] {
-		l.removeSegmentFiles(s, purposeRepair)
+		l.removeSegmentFiles(s)
 	}
 	clear(l.segments[i+1:])
 	l.segments = l.segments[:i+1]
@@ -760,15 +774,15 @@ func (l *Log) timestampBefore(i int) uint64 {
 	return 0
 }
 
-func (l *Log) removeSegmentFiles(s *segment, p purpose) {
+// removeSegmentFiles closes a segment cut by a rewind and removes its files, as
+// part of the repair.
+func (l *Log) removeSegmentFiles(s *segment) {
 	_ = l.st.Close(s.logFile)
 	_ = l.st.Close(s.indexFile)
-	for _, name := range [2]string{segmentLogName(s.baseOffset), segmentIndexName(s.baseOffset)} {
-		r := l.request(OpRemove, p, s)
+	for _, name := range [2]string{segmentIndexName(s.baseOffset), segmentLogName(s.baseOffset)} {
+		r := l.request(OpRemove, purposeRepair, s)
 		r.Name = name
-		if p == purposeRepair {
-			l.repairsInFlight++
-		}
+		l.repairsInFlight++
 		l.st.Submit(r)
 	}
 }
