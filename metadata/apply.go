@@ -264,6 +264,7 @@ func (s *State) applyDeleteStream(a access, body []byte, out *Output) wire.Error
 		return wire.ErrUnauthorized
 	}
 	s.removeStream(st)
+	s.forgetPermissions(st.ID, 0, false)
 	out.success()
 	out.effect(Effect{Kind: EffectDeleteStream, Stream: st.ID})
 	return 0
@@ -393,6 +394,7 @@ func (s *State) applyDeleteTopic(a access, body []byte, out *Output) wire.ErrorC
 		return wire.ErrUnauthorized
 	}
 	st.removeTopic(t)
+	s.forgetPermissions(st.ID, t.ID, true)
 	out.success()
 	out.effect(Effect{Kind: EffectDeleteTopic, Stream: st.ID, Topic: t.ID, Count: t.PartitionsCount()})
 	return 0
@@ -893,4 +895,34 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// forgetPermissions drops every user's grants on a deleted stream (or on one topic
+// of it): ids are reused lowest-free-first, so a grant left behind would silently
+// apply to the next stream or topic created with the same id.
+func (s *State) forgetPermissions(streamID, topicID uint32, topicOnly bool) {
+	for _, u := range s.users.items {
+		if u == nil || u.Permissions == nil {
+			continue
+		}
+		streams := u.Permissions.Streams[:0]
+		for _, sp := range u.Permissions.Streams {
+			if sp.StreamID != streamID {
+				streams = append(streams, sp)
+				continue
+			}
+			if !topicOnly {
+				continue
+			}
+			topics := sp.Topics[:0]
+			for _, tp := range sp.Topics {
+				if tp.TopicID != topicID {
+					topics = append(topics, tp)
+				}
+			}
+			sp.Topics = topics
+			streams = append(streams, sp)
+		}
+		u.Permissions.Streams = streams
+	}
 }
