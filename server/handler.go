@@ -101,6 +101,9 @@ type handler struct {
 	inflight     []*job
 	inflightFree []uint64
 	ioScheduled  bool
+	// groupPolls holds, per partition and consumer group with a poll in flight, the
+	// polls waiting for it.
+	groupPolls map[groupPollKey][]*job
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
@@ -135,6 +138,7 @@ func (h *handler) maybeApplyRetention() {
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
+	h.groupPolls = make(map[groupPollKey][]*job)
 	h.store = partition.NewStore(s.cfg.SystemPath, partition.OSStorages{})
 	for _, p := range s.initial[h.index] {
 		report, err := h.store.Open(p.key, p.cfg, p.createdAt)

@@ -24,14 +24,18 @@ func (h *handler) serveOwner(j *job) {
 		}
 		h.scheduleIO()
 	case jobPoll:
-		token := h.track(j)
-		if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
-			h.untrack(token)
-			j.status = errorCode(err, wire.ErrPartitionNotFound)
-			h.reply(j)
-			return
+		if j.pollReq.Consumer.Kind == wire.ConsumerGroup {
+			// One poll of a group on a partition at a time: a second one started before
+			// the first auto-commits would read from the same stored offset and deliver
+			// the same messages to two members.
+			key := groupPollKey{key: j.key, group: j.pollReq.Consumer.ID}
+			if waiting, busy := h.groupPolls[key]; busy {
+				h.groupPolls[key] = append(waiting, j)
+				return
+			}
+			h.groupPolls[key] = nil
 		}
-		h.scheduleIO()
+		h.startPoll(j)
 	case jobGetOffset:
 		out, err := h.store.AppendConsumerOffsetReply(j.reply[:0], j.key, j.consumer)
 		if err != nil {
@@ -70,6 +74,22 @@ func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
 	h.reply(j)
 }
 
+type groupPollKey struct {
+	key   partition.Key
+	group uint32
+}
+
+func (h *handler) startPoll(j *job) {
+	token := h.track(j)
+	if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
+		h.untrack(token)
+		j.status = errorCode(err, wire.ErrPartitionNotFound)
+		h.pollFinished(j)
+		return
+	}
+	h.scheduleIO()
+}
+
 // PollDone implements partition.PollCompletion.
 func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 	j := h.untrack(token)
@@ -79,7 +99,26 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 		h.log.Error("poll read failed", "partition", j.key.String(), "err", err)
 	}
 	j.polled = true
+	h.pollFinished(j)
+}
+
+// pollFinished replies and starts the next waiting poll of the same group.
+func (h *handler) pollFinished(j *job) {
+	key := groupPollKey{key: j.key, group: j.pollReq.Consumer.ID}
+	group := j.pollReq.Consumer.Kind == wire.ConsumerGroup
 	h.reply(j)
+	if !group {
+		return
+	}
+	waiting := h.groupPolls[key]
+	if len(waiting) == 0 {
+		delete(h.groupPolls, key)
+		return
+	}
+	next := waiting[0]
+	waiting[0] = nil
+	h.groupPolls[key] = waiting[1:]
+	h.startPoll(next)
 }
 
 func (h *handler) track(j *job) uint64 {
