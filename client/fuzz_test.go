@@ -59,7 +59,7 @@ func scriptedClient(tb testing.TB, conn net.Conn) *Client {
 func fuzzCommand(c *Client, i uint8) {
 	ctx := context.Background()
 	id := ID(1)
-	switch i % 22 {
+	switch i % 24 {
 	case 0:
 		_ = c.Ping(ctx)
 	case 1:
@@ -117,6 +117,17 @@ func fuzzCommand(c *Client, i uint8) {
 		_, _ = c.Login(ctx, "iggy", "iggy")
 	case 21:
 		_, _ = c.GetSnapshot(ctx, wire.SnapshotStored, wire.SnapshotAll)
+	case 22:
+		p := c.NewProducer(id, id, wire.Partitioning{Kind: wire.PartitioningMessagesKey, Key: []byte("k")})
+		_, _ = p.Send(ctx, []Message{{Payload: []byte("p")}})
+	case 23:
+		k := c.NewConsumer(ConsumerConfig{Consumer: GroupConsumer(id), Stream: id, Topic: id,
+			Strategy: wire.PollingStrategy{Kind: wire.PollingNext}, BatchSize: 1})
+		if polled, err := k.Poll(ctx); err == nil {
+			for it := polled.Messages(); it.Next(); {
+				_ = it.Message().Payload()
+			}
+		}
 	}
 }
 
@@ -135,6 +146,8 @@ func FuzzReplyBody(f *testing.F) {
 	f.Add(uint8(9), uint8(wire.OperationNonReplicated), uint32(0), (&wire.Assignment{PartitionIDs: []uint32{1, 2}}).Append(nil))
 	f.Add(uint8(1), uint8(wire.OperationNonReplicated), uint32(wire.ErrUnauthorized), []byte{})
 	f.Add(uint8(15), uint8(wire.OperationCreatePersonalAccessToken), uint32(0), []byte{0, 0, 0, 0, 3, 'a', 'b', 'c'})
+	f.Add(uint8(22), uint8(wire.OperationNonReplicated), uint32(0), (&wire.TopicDetails{TopicHeader: wire.TopicHeader{
+		Name: []byte("t"), PartitionsCount: 1}, Partitions: []wire.PartitionInfo{{}}}).Append(nil))
 	f.Fuzz(func(t *testing.T, command, op uint8, status uint32, body []byte) {
 		conn := &scriptConn{}
 		conn.answer = func(request []byte) []byte {
