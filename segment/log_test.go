@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/wire"
+	"golang.org/x/sys/unix"
 )
 
 func openLog(t testing.TB, st Storage, cfg Config) *Log {
@@ -383,5 +384,29 @@ func TestHighSaveThresholdsDoNotStall(t *testing.T) {
 	l.WaitIdle()
 	if l.DurableEnd() != 100 {
 		t.Fatalf("durable %d after Sync", l.DurableEnd())
+	}
+}
+
+func TestPreallocateSegments(t *testing.T) {
+	dir := t.TempDir()
+	st, err := NewOSStorage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, st, Config{PartitionID: testPartition, SegmentSizeBytes: 1 << 20, PreallocateSegments: true})
+	a := newAppender(t, l, 1, 100)
+	b := a.append(3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stat unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, segmentLogName(0)), &stat); err != nil {
+		t.Fatal(err)
+	}
+	if stat.Size != int64(len(b)) {
+		t.Fatalf("preallocation changed the file size: %d, want %d", stat.Size, len(b))
+	}
+	if stat.Blocks*512 < 1<<20 {
+		t.Skipf("filesystem did not reserve (%d blocks): fallocate unsupported here", stat.Blocks)
 	}
 }
