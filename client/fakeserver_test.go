@@ -146,9 +146,9 @@ func (s *fakeServer) serve(conn net.Conn) {
 			}
 			continue
 		}
-		reply, closeConn := s.handler(h, body)
-		if len(reply) > 0 {
-			if _, err := conn.Write(reply); err != nil {
+		answer, closeConn := s.handler(h, body)
+		if len(answer) > 0 {
+			if _, err := conn.Write(answer); err != nil {
 				return
 			}
 		}
