@@ -410,3 +410,38 @@ func TestPreallocateSegments(t *testing.T) {
 		t.Skipf("filesystem did not reserve (%d blocks): fallocate unsupported here", stat.Blocks)
 	}
 }
+
+// Reads that start just before a segment's first offset cross into it: the answer
+// holds one record from each segment, sliced where the range cuts a batch.
+func TestReadsAtSegmentBoundaries(t *testing.T) {
+	st := NewSimDisk(9)
+	l := openLog(t, st, Config{PartitionID: testPartition, SegmentSizeBytes: 1024})
+	a := newAppender(t, l, 9, 60)
+	for l.SegmentCount() < 8 {
+		a.append(3)
+	}
+	l.WaitIdle()
+	var p Polled
+	for _, s := range l.segments[1:] {
+		if s.index.len() == 0 {
+			continue
+		}
+		for _, from := range []uint64{s.baseOffset - 2, s.baseOffset - 1, s.baseOffset} {
+			if err := l.Read(Query{Kind: PollOffset, Value: from, Count: 3}, &p); err != nil {
+				t.Fatal(err)
+			}
+			msgs := decodePolled(t, &p)
+			a.sent.check(t, msgs)
+			if len(msgs) != 3 || msgs[0].offset != from {
+				t.Fatalf("read 3 at %d (segment at %d): %d messages from %d", from, s.baseOffset, len(msgs), msgs[0].offset)
+			}
+			segmentsTouched := map[uint64]bool{}
+			for _, r := range p.Records {
+				segmentsTouched[r.Segment] = true
+			}
+			if from < s.baseOffset && len(segmentsTouched) != 2 {
+				t.Fatalf("read at %d across segment %d touched %v", from, s.baseOffset, segmentsTouched)
+			}
+		}
+	}
+}

@@ -24,9 +24,10 @@ import (
 //     after it succeeded; if it fails, every request still linked after it completes
 //     with ErrCanceled (IOSQE_IO_LINK semantics). A write linked to a sync is how
 //     enforce_fsync makes one batch durable.
-//   - A write either writes all of Data or reports an error; a storage retries short
-//     writes itself. A read reports how many bytes it read in Result; fewer than
-//     len(Data) means the file ended.
+//   - A write either writes all of Data or reports an error (OSStorage retries a
+//     short write; ringio reports one as an error, and the log cuts the batch). A
+//     read reports how many bytes it read in Result; fewer than len(Data) means the
+//     file ended.
 //   - Open, List and Close are synchronous: they happen once per segment (every
 //     segment_size bytes) or at startup, where a blocking call costs nothing that
 //     matters, and an asynchronous open would force every append behind it to queue.
