@@ -24,6 +24,7 @@ type OSStorage struct {
 	free    []File // reusable handles
 	queue   []*Request
 	running []*Request
+	depth   int // nesting of Poll calls (a Done hook that waits)
 }
 
 // NewOSStorage returns a storage rooted at the partition directory dir, creating dir
@@ -143,13 +144,23 @@ func (s *OSStorage) Submit(r *Request) { s.queue = append(s.queue, r) }
 
 // Poll implements Storage: it carries out every queued request in submission order
 // and runs their Done hooks. Requests submitted by those hooks run at the next Poll.
+// A hook may itself call Poll (a blocking wait inside a completion): the nested call
+// works on its own batch.
 func (s *OSStorage) Poll(wait bool) int {
 	if len(s.queue) == 0 {
 		return 0
 	}
-	s.running, s.queue = s.queue, s.running[:0]
+	s.depth++
+	defer func() { s.depth-- }()
+	var batch []*Request
+	if s.depth == 1 {
+		batch = s.running[:0] // reused: the outermost Poll does not allocate
+	}
+	batch = append(batch, s.queue...)
+	clear(s.queue)
+	s.queue = s.queue[:0]
 	canceled := false
-	for _, r := range s.running {
+	for _, r := range batch {
 		if canceled {
 			r.Result, r.Err = 0, ErrCanceled
 		} else {
@@ -157,13 +168,14 @@ func (s *OSStorage) Poll(wait bool) int {
 		}
 		canceled = r.Link && r.Err != nil
 	}
-	n := len(s.running)
-	for i, r := range s.running {
-		s.running[i] = nil
+	for _, r := range batch {
 		r.Done(r)
 	}
-	s.running = s.running[:0]
-	return n
+	if s.depth == 1 {
+		clear(batch)
+		s.running = batch[:0]
+	}
+	return len(batch)
 }
 
 func (s *OSStorage) execute(r *Request) (int64, error) {

@@ -50,6 +50,7 @@ type Storage struct {
 	inRing     int  // requests whose CQE is still to come
 	chainOpen  bool // the last SQE prepared had IOSQE_IO_LINK
 	cancelNext bool // a blocking request with Link failed: cancel the next one
+	depth      int  // nesting of Poll calls
 }
 
 // New returns a storage for the partition directory dir whose data requests go
@@ -183,14 +184,25 @@ func (s *Storage) Poll(wait bool) int {
 	if len(s.done) == 0 {
 		return 0
 	}
-	s.running, s.done = s.done, s.running[:0]
-	count := len(s.running)
-	for i, r := range s.running {
-		s.running[i] = nil
+	// A Done hook may Poll again (a blocking wait inside a completion): the nested
+	// call must not reuse the slice this one is walking.
+	s.depth++
+	defer func() { s.depth-- }()
+	var batch []*segment.Request
+	if s.depth == 1 {
+		batch = s.running[:0]
+	}
+	batch = append(batch, s.done...)
+	clear(s.done)
+	s.done = s.done[:0]
+	for _, r := range batch {
 		r.Done(r)
 	}
-	s.running = s.running[:0]
-	return count
+	if s.depth == 1 {
+		clear(batch)
+		s.running = batch[:0]
+	}
+	return len(batch)
 }
 
 func (s *Storage) finish(r *segment.Request, cqe *ring.CQE) {
