@@ -83,7 +83,10 @@ func (s *Shard) armAccept() {
 		return
 	}
 	sqe := s.getSQE()
-	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	// Blocking sockets on purpose: io_uring arms a poll and retries when a blocking
+	// socket is not ready, but hands EAGAIN back for an O_NONBLOCK one (a full send
+	// buffer would then look like an error).
+	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_CLOEXEC)
 	sqe.UserData = userData(kindAccept, 0)
 	l.armed = true
 }
