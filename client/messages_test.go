@@ -172,24 +172,6 @@ func TestPollMessagesViewAndCopy(t *testing.T) {
 	check(view, 3)
 }
 
-func TestXXH32(t *testing.T) {
-	// Vectors of the reference implementation (xxhsum -H32, python-xxhash).
-	cases := []struct {
-		in   string
-		want uint32
-	}{
-		{"", 0x02CC5D05},
-		{"a", 0x550D7456},
-		{"abc", 0x32D153FF},
-		{"Nobody inspects the spammish repetition", 0xE2293B2F},
-	}
-	for _, tc := range cases {
-		if got := xxh32([]byte(tc.in)); got != tc.want {
-			t.Errorf("xxh32(%q) = %#08x, want %#08x", tc.in, got, tc.want)
-		}
-	}
-}
-
 // topicServer answers GetTopic with a topic of *partitions partitions, confirms
 // sends to the partition they name, and counts GetTopic calls.
 func topicServer(t *testing.T, partitions *uint32, getTopics *int, sent *[]uint32) handlerFunc {
@@ -241,7 +223,7 @@ func TestProducerPartitioning(t *testing.T) {
 	if _, err := fixed.Send(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
-	keyPartition := xxh32(key) % 3
+	keyPartition := wire.PartitionForKey(key, 3)
 	want := []uint32{0, 1, 2, 0, keyPartition, keyPartition, 1}
 	if fmt.Sprint(sent) != fmt.Sprint(want) {
 		t.Fatalf("partitions %v, want %v", sent, want)

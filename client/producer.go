@@ -81,7 +81,7 @@ func (p *Producer) resolve(ctx context.Context, partitioning wire.Partitioning) 
 		return 0, err
 	}
 	if partitioning.Kind == wire.PartitioningMessagesKey {
-		return xxh32(partitioning.Key) % count, nil
+		return wire.PartitionForKey(partitioning.Key, count), nil
 	}
 	partition := p.cursor % count
 	p.cursor++
