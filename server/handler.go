@@ -109,6 +109,10 @@ type handler struct {
 	retentionDueNs int64
 
 	meta *metaRouter // shard 0 only
+
+	// stopped is set once the shard has exited: completions that still run while
+	// Shutdown closes the store have no shard to post their replies to.
+	stopped bool
 }
 
 // retentionIntervalNs is how often a shard deletes the expired and oversized
@@ -264,6 +268,9 @@ func (h *handler) ConnClosed(c *shard.Conn) {
 // post sends m to target, or keeps it for later when the queue is full (a reply
 // must not be lost: the client waits for it).
 func (h *handler) post(target int, m shard.Message) {
+	if h.stopped {
+		return
+	}
 	if len(h.outbox) == 0 && h.shard.Post(target, m) {
 		return
 	}

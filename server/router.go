@@ -380,9 +380,15 @@ func (r *metaRouter) routePoll(j *job) {
 		return
 	}
 	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit}
+	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
+		MaxBytes: pollReadBytesMax}
 	r.toOwner(j)
 }
+
+// pollReadBytesMax bounds the stored bytes one poll reads (at least one batch is
+// read whatever its size), so a reply stays well inside the 64 MiB frame every SDK
+// accepts.
+const pollReadBytesMax = 32 << 20
 
 // routeOffset resolves GetConsumerOffset (empty body for what does not resolve)
 // and Store/DeleteConsumerOffset (20 for what does not resolve).

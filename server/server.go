@@ -137,6 +137,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-s.rt.Done()
 		// The shards have exited: their stores are no longer touched by anyone else.
 		for _, h := range s.handlers {
+			if h != nil {
+				h.stopped = true
+			}
+		}
+		for _, h := range s.handlers {
 			if h != nil && h.store != nil {
 				err = errors.Join(err, h.store.Close())
 			}
