@@ -150,8 +150,9 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 			h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
 			continue
 		}
-		if report != nil && report.String() != "" {
-			h.log.Debug("partition recovered", "partition", p.key.String(), "report", report.String())
+		if report != nil && (len(report.Truncations) > 0 || len(report.RebuiltIndexes) > 0 ||
+			len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
+			h.log.Info("partition recovered", "partition", p.key.String(), "report", report.String())
 		}
 		h.publishStats(p.key)
 	}

@@ -263,3 +263,22 @@ func TestExactlyOnceAndFencing(t *testing.T) {
 	b.send(rawRequest{client: client, request: 3, session: epochB - 1, op: wire.OperationNonReplicated, code: wire.CodeGetStreams})
 	b.wantEviction(wire.EvictionSessionTooLow)
 }
+
+// TestClientIDOfAnotherUserIsNotTakenOver: a register with a client id that another
+// user's session holds is evicted; the holder keeps its session.
+func TestClientIDOfAnotherUserIsNotTakenOver(t *testing.T) {
+	s := testServer(t, t.TempDir(), 1)
+	root := dialRoot(t, s)
+	_, err := root.CreateUser(testContext(t), "carol", "carolpw", wire.UserActive, nil)
+	mustOK(t, "CreateUser", err)
+	client := wire.Uint128{Lo: 77, Hi: 77}
+	a := dialRaw(t, s)
+	epoch := a.login(client)
+	b := dialRaw(t, s)
+	b.send(rawRequest{client: client, op: wire.OperationRegister, body: loginBody(t, wire.ServerProtocolVersion, "carol", "carolpw")})
+	b.wantEviction(wire.EvictionSessionError)
+	a.send(rawRequest{client: client, request: 1, session: epoch, op: wire.OperationNonReplicated, code: wire.CodeGetStreams})
+	if h, _ := a.reply(); h.Status != 0 {
+		t.Fatalf("the holder's read: status %d", h.Status)
+	}
+}

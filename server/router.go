@@ -90,6 +90,14 @@ func (r *metaRouter) login(j *job) {
 		r.h.reply(j)
 		return
 	}
+	if _, owner, known := r.plane.table.Session(hdr.Client); known && owner != decision.UserID {
+		// A client id bound to another user is not taken over (the reference drops
+		// such a register; an eviction tells the client at once).
+		j.evict = wire.EvictionSessionError
+		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", "client id bound to another user")
+		r.h.reply(j)
+		return
+	}
 	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
 	frame, err := r.plane.commit(p, nil, nowMicros())
 	if err != nil {
