@@ -1,6 +1,7 @@
 package server
 
 import (
+	"archive/zip"
 	"bytes"
 	"errors"
 	"testing"
@@ -418,4 +419,41 @@ func TestPersonalAccessTokenExpiry(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestSnapshotArchive: GetSnapshot returns a zip with one <type>.txt per section,
+// in the compression asked for; unknown codes and unsupported compressions are
+// refused with a status.
+func TestSnapshotArchive(t *testing.T) {
+	s := testServer(t, t.TempDir(), 1)
+	c := dialRoot(t, s)
+	ctx := testContext(t)
+	archive, err := c.GetSnapshot(ctx, wire.SnapshotDeflated, wire.SnapshotAll)
+	mustOK(t, "GetSnapshot all", err)
+	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
+	mustOK(t, "zip", err)
+	names := map[string]bool{}
+	for _, f := range zr.File {
+		names[f.Name] = true
+		if f.Method != zip.Deflate {
+			t.Errorf("%s stored with method %d, want deflate", f.Name, f.Method)
+		}
+	}
+	for _, want := range []string{"filesystem_overview.txt", "resource_usage.txt", "server_config.txt"} {
+		if !names[want] {
+			t.Errorf("archive lacks %s: %v", want, names)
+		}
+	}
+	if names["test.txt"] {
+		t.Error("All includes the test section")
+	}
+	_, err = c.GetSnapshot(ctx, wire.SnapshotZstd, wire.SnapshotTest)
+	wantCode(t, "zstd snapshot", err, wire.ErrFeatureUnavailable)
+	_, err = c.SendRaw(ctx, wire.CodeGetSnapshot, []byte{9, 1, 1})
+	wantCode(t, "unknown compression", err, wire.ErrInvalidCommand)
+	_, err = c.CreateUser(ctx, "alice", "alicepw", wire.UserActive, nil)
+	mustOK(t, "CreateUser", err)
+	a := dialAs(t, s, "alice", "alicepw")
+	_, err = a.GetSnapshot(ctx, wire.SnapshotStored, wire.SnapshotTest)
+	wantCode(t, "snapshot without permission", err, wire.ErrUnauthorized)
 }
