@@ -18,7 +18,9 @@ func TestMalformedSends(t *testing.T) {
 	streamID := c.createStream("bad-sends")
 	topic, _ := c.createTopic(streamID, "t", 1)
 	now := uint64(time.Now().UnixMicro())
-	good := func() []byte { return sendBody(ids(streamID), ids(topic.id), 0, now, []byte("payload one"), []byte("payload two")) }
+	good := func() []byte {
+		return sendBody(ids(streamID), ids(topic.id), 0, now, []byte("payload one"), []byte("payload two"))
+	}
 	// The batch starts after [metadata_length u32][metadata].
 	batchAt := func(body []byte) int { return 4 + int(binary.LittleEndian.Uint32(body)) }
 
