@@ -58,8 +58,8 @@ func (e *FrameError) Error() string {
 // the connection is closed rather than waiting, so one greedy client cannot park others.
 var ErrFrameBuffersExhausted = errors.New("shard: no frame buffer available")
 
-// bufferSource is what the framer draws frame buffers from: a shard's *arena.Arena.
-type bufferSource interface {
+// BufferSource is what a Framer draws frame buffers from: a shard's *arena.Arena.
+type BufferSource interface {
 	Acquire(sizeBytes int) (arena.Buffer, error)
 	Release(b arena.Buffer)
 }
@@ -74,7 +74,7 @@ type bufferSource interface {
 // the declared size when smaller): a header claiming 64 MiB followed by silence costs
 // one small buffer, not 64 MiB.
 type Framer struct {
-	buffers         bufferSource
+	buffers         BufferSource
 	frameSizeMax    uint32
 	standingSizeMax int // frames up to this size are assembled in the standing buffer
 
@@ -90,7 +90,7 @@ type Framer struct {
 // NewFramer returns a framer that draws buffers from buffers and refuses frames larger
 // than frameSizeMax bytes. standingSizeBytes (a buffer class size of the arena, at least
 // 256) is the size of the standing buffer kept for small frames.
-func NewFramer(buffers bufferSource, frameSizeMax uint32, standingSizeBytes int) *Framer {
+func NewFramer(buffers BufferSource, frameSizeMax uint32, standingSizeBytes int) *Framer {
 	if standingSizeBytes < headerSizeBytes {
 		panic("shard: standing frame buffer smaller than a header")
 	}
