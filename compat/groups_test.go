@@ -3,6 +3,7 @@ package compat
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // ConsumerGroupFlow (go-sdk-behaviour.md §10, §13): create the group (details
@@ -107,5 +108,57 @@ func TestConsumerGroupFlow(t *testing.T) {
 	}
 	if got := c.ok("GetConsumerGroup after delete", opNonReplicated, codeGetConsumerGroup, group); len(got) != 0 {
 		t.Fatalf("GetConsumerGroup after delete: % x, want empty", got)
+	}
+}
+
+// Two members split the partitions disjointly; when one disconnects its
+// membership is released (the reference server logs a dropped connection out) and
+// the other member is assigned everything at a newer generation. Group ids only
+// grow: a group created after a delete gets a new id.
+func TestConsumerGroupMembersAndDisconnect(t *testing.T) {
+	addr := startServer(t)
+	first := dialRoot(t, addr)
+	second := dialRoot(t, addr)
+	streamID := first.createStream("members")
+	topic, _ := first.createTopic(streamID, "t", 3)
+	h, _ := consumerGroupDetails(t, "CreateConsumerGroup", first.ok("CreateConsumerGroup", opCreateConsumerGroup, 602, appendName(ids(streamID, topic.id), "g")))
+	group := ids(streamID, topic.id, h.id)
+	first.ok("join first", opJoinConsumerGroup, 604, group)
+	second.ok("join second", opJoinConsumerGroup, 604, group)
+
+	_, a := assignment(t, first.ok("Sync first", opNonReplicated, codeSyncConsumerGroup, group))
+	generation, b := assignment(t, second.ok("Sync second", opNonReplicated, codeSyncConsumerGroup, group))
+	all := append(append([]uint32(nil), a...), b...)
+	slices.Sort(all)
+	if !slices.Equal(all, []uint32{0, 1, 2}) || len(a) == 0 || len(b) == 0 {
+		t.Fatalf("assignments %v and %v, want a disjoint split of [0 1 2]", a, b)
+	}
+	// A member polling a partition it does not own gets the resync sentinel.
+	pid, _, _ := second.poll(pollBody(consumer(consumerGroup, h.id), ids(streamID), ids(topic.id), a[0], true, strategyNext, 0, 1, false))
+	if pid != 0xFFFFFFFF {
+		t.Fatalf("poll of a partition owned by the other member answered for %d, want 0xFFFFFFFF", pid)
+	}
+
+	first.conn.Close()
+	// The release is asynchronous to the close; the SDK notices by re-syncing. Bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, owned := assignment(t, second.ok("Sync after the other left", opNonReplicated, codeSyncConsumerGroup, group))
+		if len(owned) == 3 {
+			if g <= generation {
+				t.Errorf("generation %d after a membership change, was %d", g, generation)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the disconnected member still holds partitions: second owns %v", owned)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	second.ok("DeleteConsumerGroup", opDeleteConsumerGroup, 603, group)
+	again, _ := consumerGroupDetails(t, "CreateConsumerGroup again", second.ok("CreateConsumerGroup", opCreateConsumerGroup, 602, appendName(ids(streamID, topic.id), "g")))
+	if again.id <= h.id {
+		t.Errorf("group re-created with id %d after deleting %d; group ids only grow", again.id, h.id)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -211,4 +212,32 @@ func TestSnapshotReturnsABody(t *testing.T) {
 	if !bytes.HasPrefix(body, []byte("PK\x03\x04")) && !bytes.HasPrefix(body, []byte("PK\x05\x06")) {
 		t.Errorf("snapshot body does not start like a ZIP archive: % x", body[:min(len(body), 8)])
 	}
+}
+
+// Login edge cases (errors.md §3): an empty password also parses as a token body,
+// so the answer is reason 10; a username outside 3..=50 bytes is reason 9.
+func TestLoginEdgeCases(t *testing.T) {
+	addr := startServer(t)
+	for _, tc := range []struct {
+		what               string
+		username, password string
+		reason             uint8
+	}{
+		{"an empty password", "iggy", "", 10},
+		{"a 2-byte username", "ig", "iggy", 9},
+		{"a 51-byte username", strings.Repeat("u", 51), "iggy", 9},
+	} {
+		c := dial(t, addr)
+		if r := c.do(opRegister, codeLogin, loginBody(tc.username, tc.password)); r.command != commandEviction || r.reason != tc.reason {
+			t.Errorf("login with %s: %v, want eviction reason %d", tc.what, r, tc.reason)
+		}
+	}
+	// Logging in twice on one connection, as the SDK does (Logout, then Register
+	// under a fresh client id), yields a new session each time.
+	c := dial(t, addr)
+	firstSession := c.login("iggy", "iggy").session
+	if second := c.login("iggy", "iggy").session; second == firstSession {
+		t.Errorf("second login reused session %d", second)
+	}
+	c.ok("CreateStream on the second session", opCreateStream, 202, appendName(nil, "second"))
 }
