@@ -72,7 +72,7 @@ const (
 // startServer runs a server on a random loopback port with a temporary data
 // directory and stops it when the test ends. Start returns once the listener is
 // bound, so the address is ready to dial without waiting.
-func startServer(t *testing.T) string {
+func startServer(t testing.TB) string {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.TCPAddress = "127.0.0.1:0"
@@ -96,7 +96,7 @@ func startServer(t *testing.T) string {
 // rawConn is one TCP connection driven the way the Go SDK drives it: one request in
 // flight, replies matched positionally and checked against the stamped request.
 type rawConn struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn
 
 	client         [16]byte // u128 on the wire: the 16 random bytes as they are
@@ -108,20 +108,27 @@ type rawConn struct {
 	requestChecksum bool
 }
 
-func dial(t *testing.T, addr string) *rawConn {
+func dial(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	c := dialUnmanaged(t, addr)
+	t.Cleanup(func() { c.conn.Close() })
+	return c
+}
+
+// dialUnmanaged leaves closing the connection to the caller.
+func dialUnmanaged(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, readDeadline)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
-	t.Cleanup(func() { conn.Close() })
 	c := &rawConn{t: t, conn: conn, requestCounter: 1}
 	c.mintClientID()
 	return c
 }
 
 // dialRoot connects and logs in as iggy/iggy.
-func dialRoot(t *testing.T, addr string) *rawConn {
+func dialRoot(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	c := dial(t, addr)
 	c.login("iggy", "iggy")
@@ -425,7 +432,7 @@ func u32Body(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint3
 
 // decoder reads a reply body by hand, failing the test on a short or long body.
 type decoder struct {
-	t    *testing.T
+	t    testing.TB
 	what string
 	b    []byte
 	off  int

@@ -101,7 +101,7 @@ func (d *decoder) partitionInfo() partitionInfo {
 
 // topicDetails is a TopicHeader followed by exactly partitions_count PartitionInfos,
 // with nothing after them (the Go SDK reads partitions to the end of the body).
-func topicDetails(t *testing.T, what string, body []byte) (topicHeader, []partitionInfo) {
+func topicDetails(t testing.TB, what string, body []byte) (topicHeader, []partitionInfo) {
 	t.Helper()
 	d := decoder{t: t, what: what, b: body}
 	h := d.topicHeader()
@@ -126,7 +126,7 @@ type consumerGroupMember struct {
 	partitions []uint32
 }
 
-func consumerGroupDetails(t *testing.T, what string, body []byte) (consumerGroupHeader, []consumerGroupMember) {
+func consumerGroupDetails(t testing.TB, what string, body []byte) (consumerGroupHeader, []consumerGroupMember) {
 	t.Helper()
 	d := decoder{t: t, what: what, b: body}
 	h := consumerGroupHeader{id: d.u32(), partitionsCount: d.u32(), membersCount: d.u32(), name: d.name()}
@@ -143,7 +143,7 @@ func consumerGroupDetails(t *testing.T, what string, body []byte) (consumerGroup
 }
 
 // assignment is responses.md §4.18: exactly 12 + 4·P bytes.
-func assignment(t *testing.T, body []byte) (generation uint64, partitions []uint32) {
+func assignment(t testing.TB, body []byte) (generation uint64, partitions []uint32) {
 	t.Helper()
 	d := decoder{t: t, what: "Assignment", b: body}
 	generation = d.u64()
@@ -160,7 +160,7 @@ type confirmation struct {
 	baseOffset                     uint64
 }
 
-func confirmations(t *testing.T, body []byte) []confirmation {
+func confirmations(t testing.TB, body []byte) []confirmation {
 	t.Helper()
 	d := decoder{t: t, what: "send confirmations", b: body}
 	var cs []confirmation
@@ -178,7 +178,7 @@ type consumerOffset struct {
 	storedOffset  uint64
 }
 
-func decodeConsumerOffset(t *testing.T, body []byte) consumerOffset {
+func decodeConsumerOffset(t testing.TB, body []byte) consumerOffset {
 	t.Helper()
 	d := decoder{t: t, what: "ConsumerOffset", b: body}
 	o := consumerOffset{partitionID: d.u32(), currentOffset: d.u64(), storedOffset: d.u64()}
@@ -199,7 +199,7 @@ type polledMessage struct {
 // records tile the body, frames tile each record, frame reserved is zero, and the
 // frame total equals the prefix's messages_count. It also verifies the checksums a
 // server re-stamps (the SDK does not; the reference server's records verify).
-func polledMessages(t *testing.T, body []byte) (partitionID uint32, currentOffset uint64, msgs []polledMessage) {
+func polledMessages(t testing.TB, body []byte) (partitionID uint32, currentOffset uint64, msgs []polledMessage) {
 	t.Helper()
 	d := decoder{t: t, what: "PolledMessages", b: body}
 	partitionID, currentOffset = d.u32(), d.u64()
@@ -221,7 +221,7 @@ func polledMessages(t *testing.T, body []byte) (partitionID uint32, currentOffse
 	return partitionID, currentOffset, msgs
 }
 
-func batchRecord(t *testing.T, record []byte) []polledMessage {
+func batchRecord(t testing.TB, record []byte) []polledMessage {
 	t.Helper()
 	d := decoder{t: t, what: "batch record", b: record}
 	partitionID, baseOffset, baseTimestamp, origin := d.u64(), d.u64(), d.u64(), d.u64()
@@ -281,7 +281,7 @@ type clusterNode struct {
 	role, status                        uint8
 }
 
-func clusterMetadata(t *testing.T, body []byte) (name string, nodes []clusterNode) {
+func clusterMetadata(t testing.TB, body []byte) (name string, nodes []clusterNode) {
 	t.Helper()
 	d := decoder{t: t, what: "ClusterMetadata", b: body}
 	name = d.str32()
