@@ -374,11 +374,21 @@ func (c *Conn) ReplyStatus(request *wire.RequestHeader, status wire.ErrorCode) e
 // Evict sends an Eviction frame for client with reason, then closes the connection once
 // it is sent. Nothing else is read from the connection.
 func (c *Conn) Evict(client wire.Uint128, reason wire.EvictionReason) {
+	c.evict(client, reason, 0, 0)
+}
+
+// EvictIncompatibleProtocol is Evict with reason 14 (IncompatibleProtocol), carrying
+// the protocol window the server accepts, as that reason requires.
+func (c *Conn) EvictIncompatibleProtocol(client wire.Uint128, window wire.ProtocolWindow) {
+	c.evict(client, wire.EvictionIncompatibleProtocol, uint32(window.Max), uint32(window.Min))
+}
+
+func (c *Conn) evict(client wire.Uint128, reason wire.EvictionReason, versionMax, versionMin uint32) {
 	if c.state != connOpen {
 		return
 	}
 	if b, err := c.Reserve(headerSizeBytes); err == nil {
-		wire.PutEviction(b, client, reason, 0, 0)
+		wire.PutEviction(b, client, reason, versionMax, versionMin)
 	}
 	c.closeAfterFlush("evicted: " + reason.String())
 }

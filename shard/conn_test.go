@@ -330,3 +330,20 @@ func TestHalfCloseAfterPipelining(t *testing.T) {
 	}
 	c.expectClose()
 }
+
+func TestEvictIncompatibleProtocolCarriesTheWindow(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	c := dial(t, rt)
+	if _, err := c.conn.Write(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetPersonalAccessTokens), 1)); err != nil {
+		t.Fatal(err)
+	}
+	frame := c.readFrame()
+	if frame[60] != byte(wire.CommandEviction) || wire.EvictionReason(frame[255]) != wire.EvictionIncompatibleProtocol {
+		t.Fatalf("command %d reason %d, want an IncompatibleProtocol eviction", frame[60], frame[255])
+	}
+	versionMax, versionMin := binary.LittleEndian.Uint32(frame[144:]), binary.LittleEndian.Uint32(frame[148:])
+	if versionMax != uint32(wire.AcceptedProtocolWindow.Max) || versionMin != uint32(wire.AcceptedProtocolWindow.Min) {
+		t.Fatalf("window [%d, %d], want %+v", versionMin, versionMax, wire.AcceptedProtocolWindow)
+	}
+	c.expectClose()
+}

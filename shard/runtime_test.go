@@ -26,6 +26,7 @@ import (
 //	GetClusterMetadata (12) retain the frame, reply with its body on the next iteration
 //	GetMe (20)              a 1 MiB vectored reply from a shared buffer
 //	GetClients (22)         64 KiB blocks until the send queue refuses one
+//	GetPersonalAccessTokens (41)  eviction 14 with the accepted protocol window
 type testHandler struct {
 	shard    *Shard
 	closed   int
@@ -84,6 +85,8 @@ func (h *testHandler) ServeRequest(c *Conn, req *Request) {
 	case wire.CodeGetMe:
 		h.replyHeader(c, hdr.Request, len(bigReplyBody))
 		c.SendVectored([][]byte{bigReplyBody}, h)
+	case wire.CodeGetPersonalAccessTokens:
+		c.EvictIncompatibleProtocol(hdr.Client, wire.AcceptedProtocolWindow)
 	case wire.CodeGetClients:
 		// Replies without end: the send queue's bound must stop them.
 		for range 1024 {
