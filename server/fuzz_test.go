@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
