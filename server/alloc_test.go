@@ -54,3 +54,32 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		t.Errorf("PollMessages: %.2f allocations per request", n)
 	}
 }
+
+func TestCoalesceContiguous(t *testing.T) {
+	buf := []byte("0123456789abcdef")
+	other := []byte("XYZ")
+	tests := []struct {
+		name  string
+		parts [][]byte
+		want  []string
+	}{
+		{"empty", nil, nil},
+		{"one", [][]byte{buf[:4]}, []string{"0123"}},
+		{"adjacent", [][]byte{buf[:4], buf[4:8], buf[8:16]}, []string{"0123456789abcdef"}},
+		{"gap", [][]byte{buf[:4], buf[5:8]}, []string{"0123", "567"}},
+		{"other array", [][]byte{buf[:4], other, buf[4:6]}, []string{"0123", "XYZ", "45"}},
+		{"capacity cut", [][]byte{buf[:4:4], buf[4:8]}, []string{"0123", "4567"}},
+		{"empty part kept apart", [][]byte{buf[:4], buf[4:4], buf[4:6]}, []string{"0123", "", "45"}},
+	}
+	for _, tc := range tests {
+		got := coalesceContiguous(append([][]byte(nil), tc.parts...))
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s: %d parts %q, want %q", tc.name, len(got), got, tc.want)
+		}
+		for i := range got {
+			if string(got[i]) != tc.want[i] {
+				t.Fatalf("%s: part %d %q, want %q", tc.name, i, got[i], tc.want[i])
+			}
+		}
+	}
+}

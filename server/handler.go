@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"time"
+	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -369,7 +370,7 @@ const vectoredPartsMax = 32
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
 	bodySize := j.res.ReplySizeBytes()
 	rh := wire.ReplyTo(j.frame.Header, 0, bodySize, true)
-	j.parts = j.res.AppendPollBuffers(j.parts[:0])
+	j.parts = coalesceContiguous(j.res.AppendPollBuffers(j.parts[:0]))
 	if len(j.parts) > vectoredPartsMax {
 		b, err := c.Reserve(wire.HeaderSize + bodySize)
 		if err == nil {
@@ -391,6 +392,27 @@ func (h *handler) deliverPoll(c *shard.Conn, j *job) {
 	if err := c.SendVectored(j.parts, j); err != nil {
 		h.recycle(j)
 	}
+}
+
+// coalesceContiguous merges neighbouring parts that lie back to back in one
+// array (whole stored batches read in one go: header, frames, next header...), so
+// a poll of many records usually needs a few pieces of the send queue, not two per
+// record.
+func coalesceContiguous(parts [][]byte) [][]byte {
+	if len(parts) < 2 {
+		return parts
+	}
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		last := &out[len(out)-1]
+		if len(p) > 0 && len(*last) > 0 && cap(*last)-len(*last) >= len(p) &&
+			unsafe.Add(unsafe.Pointer(unsafe.SliceData(*last)), len(*last)) == unsafe.Pointer(unsafe.SliceData(p)) {
+			*last = (*last)[:len(*last)+len(p)]
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func (h *handler) replyEmpty(c *shard.Conn, hdr *wire.RequestHeader) {
