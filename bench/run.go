@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// errStalled marks a consumer that stopped receiving messages it was owed.
+var errStalled = errors.New("stalled: messages owed were not delivered")
+
+// ConnectError is a failure to reach or log in to the server, before any stream was
+// touched.
+type ConnectError struct {
+	Address string
+	Err     error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot connect to the server at %s: %v", e.Address, e.Err)
+}
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Run runs one benchmark against the server at cfg.ServerAddress: it creates the
+// streams the kind needs (deleting earlier bench streams of the same names), seeds
+// them for the consume-only kinds, runs every actor on its own connection and
+// goroutine, verifies what the consumers polled, deletes the streams unless
+// cfg.KeepStreams, and reports. Progress lines go to progress (nil for none).
+//
+// A run whose actors all finished returns its Report even when verification found
+// lost or duplicated messages (Report.Verification says so); err is then nil unless
+// the cleanup failed. An actor's failure stops the run and returns the error.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logf := func(format string, args ...any) {
+		if progress != nil {
+			fmt.Fprintf(progress, format+"\n", args...)
+		}
+	}
+	admin, err := dial(ctx, &cfg)
+	if err != nil {
+		return nil, &ConnectError{Address: cfg.ServerAddress, Err: err}
+	}
+	defer admin.Close()
+
+	logf("creating %d stream(s) %s1.. with %d partition(s) each", cfg.Streams, StreamNamePrefix, cfg.Partitions)
+	streams, err := setupStreams(ctx, admin, &cfg)
+	report, runErr := func() (*Report, error) {
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Kind.seeded() {
+			logf("seeding the streams (not measured)")
+			if err := seed(ctx, &cfg, streams); err != nil {
+				return nil, fmt.Errorf("seeding: %w", err)
+			}
+		}
+		logf("running %s", cfg.Kind)
+		return runActors(ctx, &cfg, streams)
+	}()
+	if !cfg.KeepStreams {
+		// The run's context may be the one that was cancelled: clean up under a
+		// fresh deadline.
+		cleanupCtx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+		defer cancel()
+		if err := deleteStreams(cleanupCtx, admin, streams); err != nil && runErr == nil {
+			runErr = fmt.Errorf("cleanup: %w", err)
+		}
+	}
+	return report, runErr
+}
+
+func dial(ctx context.Context, cfg *Config) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	return client.Dial(ctx, cfg.ServerAddress,
+		client.WithCredentials(cfg.Username, cfg.Password),
+		client.WithRequestTimeout(cfg.RequestTimeout))
+}
+
+// seed fills each stream with what its readers will consume: the measured batches
+// of each pinned consumer (they all read the whole stream), or of every member of
+// the stream's group (they share it), from one unmeasured producer per stream.
+func seed(ctx context.Context, cfg *Config, streams []*stream) error {
+	var producers []*producer
+	for i, s := range streams {
+		batches := cfg.Batches
+		if cfg.Kind.groups() {
+			members := 0
+			for j := range cfg.Consumers {
+				if j%len(streams) == i {
+					members++
+				}
+			}
+			batches *= members
+		}
+		p, err := newProducer(ctx, cfg, i, s, nil)
+		if err != nil {
+			return err
+		}
+		defer p.c.Close()
+		p.seeding = true
+		p.win.batches = batches
+		s.producersLeft.Add(1)
+		producers = append(producers, p)
+	}
+	return runAll(ctx, len(producers), func(ctx context.Context, i int) error { return producers[i].run(ctx) })
+}
+
+func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *actorStats) (*producer, error) {
+	batch, err := templateBatch(index, cfg.MessagesPerBatch, cfg.MessageSizeBytes)
+	if err != nil {
+		return nil, err
+	}
+	partitioning := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: s.partitionIDs[0]}
+	if len(s.partitionIDs) > 1 {
+		// Balanced, resolved by the server as upstream iggy-bench asks it to.
+		partitioning = wire.Partitioning{Kind: wire.PartitioningBalanced}
+	}
+	streamID, topicID := s.identifiers()
+	req := wire.SendMessages{StreamID: streamID, TopicID: topicID, Partitioning: partitioning, MessagesCount: uint32(cfg.MessagesPerBatch)}
+	metadata, err := req.AppendMetadata(nil)
+	if err != nil {
+		return nil, err
+	}
+	if stats == nil {
+		stats = &actorStats{role: RoleProducer, index: index, stream: s.name}
+	}
+	c, err := dial(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: connecting: %w", stats.name(), err)
+	}
+	return &producer{
+		stats:        stats,
+		c:            c,
+		s:            s,
+		partitioning: partitioning,
+		batch:        batch,
+		frameBytes:   uint64(wire.HeaderSize + len(metadata) + len(batch)),
+	}, nil
+}
+
+// runAll runs n functions on their own goroutines and returns the first error; the
+// first failure cancels the others, whose resulting context errors are dropped.
+func runAll(ctx context.Context, n int, f func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx, i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, error) {
+	var (
+		actors    []func(context.Context) error
+		stats     []*actorStats
+		clients   []*client.Client
+		producers []*producer
+		consumers []*consumer
+		producing []*producingConsumer
+	)
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	ratePerActor := uint64(0)
+	if cfg.RateLimitBytesPerSecond > 0 {
+		ratePerActor = max(cfg.RateLimitBytesPerSecond/uint64(cfg.Producers+cfg.Consumers), 1)
+	}
+	if !cfg.Kind.seeded() {
+		producersOf := make([]int, len(streams))
+		for i := range cfg.Producers {
+			producersOf[i%len(streams)]++
+		}
+		for i, s := range streams {
+			s.producersLeft.Store(int64(producersOf[i]))
+			if producersOf[i] == 0 {
+				close(s.producersDone)
+			}
+		}
+	}
+	switch {
+	case cfg.Kind == EndToEndProducingConsumer:
+		for i := range cfg.Producers {
+			s := streams[i%len(streams)]
+			st := &actorStats{role: RoleProducingConsumer, index: i, stream: s.name}
+			p, err := newProducer(ctx, cfg, i, s, st)
+			if err != nil {
+				return nil, err
+			}
+			clients = append(clients, p.c)
+			p.pacer = newPacer(ratePerActor)
+			a := &producingConsumer{producer: *p, cfg: cfg, tracker: new(partitionTracker)}
+			producing = append(producing, a)
+			stats = append(stats, st)
+			actors = append(actors, a.run)
+		}
+	case cfg.Kind.producers():
+		for i := range cfg.Producers {
+			p, err := newProducer(ctx, cfg, i, streams[i%len(streams)], nil)
+			if err != nil {
+				return nil, err
+			}
+			clients = append(clients, p.c)
+			p.pacer = newPacer(ratePerActor)
+			producers = append(producers, p)
+			stats = append(stats, p.stats)
+			actors = append(actors, p.run)
+		}
+	}
+	if cfg.Kind.consumers() {
+		for j := range cfg.Consumers {
+			s := streams[j%len(streams)]
+			st := &actorStats{role: RoleConsumer, index: j, stream: s.name}
+			c, err := dial(ctx, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%s: connecting: %w", st.name(), err)
+			}
+			clients = append(clients, c)
+			k := &consumer{
+				stats:            st,
+				c:                c,
+				s:                s,
+				cfg:              cfg,
+				pacer:            newPacer(ratePerActor),
+				endToEndLatency:  cfg.Kind.producers(),
+				messagesPerBatch: uint32(cfg.MessagesPerBatch),
+			}
+			if cfg.Kind.groups() {
+				streamID, topicID := s.identifiers()
+				k.group = c.NewConsumer(client.ConsumerConfig{
+					Consumer:   client.GroupConsumer(client.ID(s.groupID)),
+					Stream:     streamID,
+					Topic:      topicID,
+					Strategy:   wire.PollingStrategy{Kind: wire.PollingNext},
+					BatchSize:  uint32(cfg.MessagesPerBatch),
+					AutoCommit: true,
+				})
+			} else {
+				k.trackers = []*partitionTracker{new(partitionTracker)}
+			}
+			consumers = append(consumers, k)
+			stats = append(stats, st)
+			actors = append(actors, k.run)
+		}
+	}
+	for _, st := range stats {
+		st.check.messagesPerBatch = uint64(cfg.MessagesPerBatch)
+		st.check.messageSizeBytes = cfg.MessageSizeBytes
+	}
+
+	started := time.Now()
+	measureAt := started.Add(cfg.Warmup)
+	win := window{measureAt: measureAt, batches: cfg.Batches}
+	if cfg.Duration > 0 {
+		win.endAt = measureAt.Add(cfg.Duration)
+	}
+	for _, p := range producers {
+		p.win = win
+	}
+	for _, a := range producing {
+		a.win = win
+	}
+	for _, k := range consumers {
+		k.measureAt = measureAt
+	}
+	err := runAll(ctx, len(actors), func(ctx context.Context, i int) error { return actors[i](ctx) })
+	if err != nil {
+		return nil, err
+	}
+	report := newReport(cfg, stats, time.Since(started))
+	report.Verification = verify(cfg, streams, consumers, producing, stats)
+	return report, nil
+}
