@@ -385,8 +385,13 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	_, err = other.GetStreams(ctx)
 	mustOK(t, "another client", err)
 
-	// Logout ends the session; a new login starts another.
+	// Logout ends the session (and its GetClients entry); a new login starts another.
 	mustOK(t, "Logout", c.Logout(ctx))
+	clients, err := other.GetClients(ctx)
+	mustOK(t, "GetClients", err)
+	if len(clients) != 1 {
+		t.Fatalf("GetClients after a logout: %d clients, want 1", len(clients))
+	}
 	_, err = c.GetStreams(ctx)
 	wantCode(t, "GetStreams after logout", err, wire.ErrUnauthenticated)
 	_, err = c.Login(ctx, "iggy", "iggy")

@@ -180,6 +180,9 @@ func (r *metaRouter) write(j *job) {
 	}
 	j.rawReply = true
 	j.reply = append(j.reply[:0], frame...)
+	if op == wire.OperationLogout {
+		delete(r.sessions, hdr.Client)
+	}
 	r.runEffects()
 	r.h.reply(j)
 }
