@@ -4,12 +4,15 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
 // fuzzOperations are the operation bytes an SDK may send, minus the ones that
 // would change or delete the root user the target logs in as (UpdateUser,
 // DeleteUser, ChangePassword, UpdatePermissions). Invalid operation bytes are out
 // of scope: the reference server drops such a frame without a reply.
+const sdkRequestDeadline = 30 * time.Second
+
 var fuzzOperations = []uint8{
 	opRegister, opNonReplicated, opLogout,
 	128, 129, 130, 131, 132, 133, 134, 135, 136, 137, 138, 139, 140, 141, 146, 147, 148, 149,
@@ -47,6 +50,9 @@ func FuzzRequestBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, opIndex uint8, code uint32, body []byte) {
 		if c == nil {
 			c = dialUnmanaged(t, addr)
+			// Inputs may create up to 1000 partitions at a time, which is slow but
+			// legitimate: allow what the SDK allows a request (30 s, §11).
+			c.replyTimeout = sdkRequestDeadline
 			c.login("iggy", "iggy")
 		}
 		c.t = t

@@ -106,6 +106,9 @@ type rawConn struct {
 	// requestChecksum, when set, stamps XxHash3-64(body) zero-extended to u128 at
 	// header offset 144, as the Rust SDK does on metadata ops, Register and Logout.
 	requestChecksum bool
+
+	// replyTimeout bounds each read; 0 means readDeadline.
+	replyTimeout time.Duration
 }
 
 func dial(t testing.TB, addr string) *rawConn {
@@ -228,7 +231,11 @@ func (c *rawConn) read(f frame) reply {
 
 func (c *rawConn) tryRead(f frame) (reply, error) {
 	header := make([]byte, headerSize)
-	c.conn.SetReadDeadline(time.Now().Add(readDeadline))
+	timeout := c.replyTimeout
+	if timeout == 0 {
+		timeout = readDeadline
+	}
+	c.conn.SetReadDeadline(time.Now().Add(timeout))
 	if _, err := io.ReadFull(c.conn, header); err != nil {
 		return reply{}, fmt.Errorf("read header: %w", err)
 	}
