@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -109,53 +110,67 @@ type producer struct {
 
 func (p *producer) run(ctx context.Context) error {
 	defer p.s.producerFinished()
-	streamID, topicID := p.s.identifiers()
-	header, err := wire.ViewBatchHeader(p.batch)
-	if err != nil {
-		return err
-	}
-	n := uint64(header.MessageCount())
-	payloadBytes := uint64(len(p.batch)) - batchHeaderSizeBytes - n*frameHeaderSizeBytes
 	var sent uint64 // seed batches, or measured ones
-	for {
+	for ctx.Err() == nil {
 		now := time.Now()
 		measuring := !p.seeding && !now.Before(p.win.measureAt)
 		if (p.seeding || measuring) && p.win.done(now, sent) {
 			return nil
 		}
-		restamp(p.batch, uint64(now.UnixMicro()))
-		confirmations, err := p.c.SendBatch(ctx, streamID, topicID, p.partitioning, p.batch)
-		if err != nil {
-			return fmt.Errorf("%s: sending to %s: %w", p.stats.name(), p.s.name, err)
+		if err := p.send(context.WithoutCancel(ctx), now, measuring); err != nil {
+			return err
 		}
-		end := time.Now()
-		if confirmations.Len() != 1 {
-			return fmt.Errorf("%s: the server confirmed %d batches for one", p.stats.name(), confirmations.Len())
-		}
-		index, ok := p.s.partitionIndex(confirmations.At(0).PartitionID)
-		if !ok {
-			return fmt.Errorf("%s: the server confirmed partition %d, which %s does not have", p.stats.name(), confirmations.At(0).PartitionID, p.s.name)
-		}
-		p.s.produced[index].Add(n)
 		if p.seeding || measuring {
 			sent++
 		}
-		if measuring {
-			st := p.stats
-			if st.batches == 0 {
-				st.start = now
-			}
-			st.end = end
-			st.batches++
-			st.messages += n
-			st.payloadBytes += payloadBytes
-			st.wireBytes += p.frameBytes
-			st.latency.Record(end.Sub(now))
-		}
-		if err := p.pacer.wait(ctx, payloadBytes); err != nil {
+		if err := p.pacer.wait(ctx, p.payloadBytes()); err != nil {
 			return err
 		}
 	}
+	return ctx.Err()
+}
+
+func (p *producer) messagesPerBatch() uint64 {
+	return uint64(binary.LittleEndian.Uint32(p.batch[batchMessageCountAt:]))
+}
+
+func (p *producer) payloadBytes() uint64 {
+	return uint64(len(p.batch)) - batchHeaderSizeBytes - p.messagesPerBatch()*frameHeaderSizeBytes
+}
+
+// send is one turn of the send loop: restamp the batch, send it, count what the
+// server confirmed and, when measuring, record it. It allocates nothing
+// (TestSendLoopDoesNotAllocate).
+func (p *producer) send(ctx context.Context, now time.Time, measuring bool) error {
+	streamID, topicID := p.s.identifiers()
+	restamp(p.batch, uint64(now.UnixMicro()))
+	confirmations, err := p.c.SendBatch(ctx, streamID, topicID, p.partitioning, p.batch)
+	if err != nil {
+		return fmt.Errorf("%s: sending to %s: %w", p.stats.name(), p.s.name, err)
+	}
+	end := time.Now()
+	if confirmations.Len() != 1 {
+		return fmt.Errorf("%s: the server confirmed %d batches for one", p.stats.name(), confirmations.Len())
+	}
+	index, ok := p.s.partitionIndex(confirmations.At(0).PartitionID)
+	if !ok {
+		return fmt.Errorf("%s: the server confirmed partition %d, which %s does not have", p.stats.name(), confirmations.At(0).PartitionID, p.s.name)
+	}
+	n := p.messagesPerBatch()
+	p.s.produced[index].Add(n)
+	if measuring {
+		st := p.stats
+		if st.batches == 0 {
+			st.start = now
+		}
+		st.end = end
+		st.batches++
+		st.messages += n
+		st.payloadBytes += p.payloadBytes()
+		st.wireBytes += p.frameBytes
+		st.latency.Record(end.Sub(now))
+	}
+	return nil
 }
 
 // consumer polls one stream: a pinned consumer its one partition by offset, a group
@@ -192,7 +207,8 @@ func (k *consumer) run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	lastProgress := time.Now()
-	for {
+	requests := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
 		if k.finished() {
 			return nil
 		}
@@ -200,10 +216,10 @@ func (k *consumer) run(ctx context.Context) error {
 		var polled wire.PolledMessages
 		var err error
 		if k.group != nil {
-			polled, err = k.group.Poll(ctx)
+			polled, err = k.group.Poll(requests)
 		} else {
 			pinned.Strategy.Value = k.trackers[0].next
-			polled, err = k.c.PollMessages(ctx, &pinned)
+			polled, err = k.c.PollMessages(requests, &pinned)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: polling %s: %w", k.stats.name(), k.s.name, err)
@@ -256,6 +272,7 @@ func (k *consumer) run(ctx context.Context) error {
 			return err
 		}
 	}
+	return ctx.Err()
 }
 
 func (k *consumer) consumedSoFar() uint64 {
@@ -300,14 +317,15 @@ func (a *producingConsumer) run(ctx context.Context) error {
 		Count:     uint32(n),
 	}
 	var measured uint64
-	for {
+	requests := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
 		now := time.Now()
 		measuring := !now.Before(a.win.measureAt)
 		if measuring && a.win.done(now, measured) {
 			return nil
 		}
 		restamp(a.batch, uint64(now.UnixMicro()))
-		if _, err := a.c.SendBatch(ctx, streamID, topicID, a.partitioning, a.batch); err != nil {
+		if _, err := a.c.SendBatch(requests, streamID, topicID, a.partitioning, a.batch); err != nil {
 			return fmt.Errorf("%s: sending to %s: %w", a.stats.name(), a.s.name, err)
 		}
 		a.s.produced[0].Add(n)
@@ -315,7 +333,7 @@ func (a *producingConsumer) run(ctx context.Context) error {
 		lastProgress := time.Now()
 		for want := tracker.next + n; tracker.next < want; {
 			poll.Strategy.Value = tracker.next
-			polled, err := a.c.PollMessages(ctx, &poll)
+			polled, err := a.c.PollMessages(requests, &poll)
 			if err != nil {
 				return fmt.Errorf("%s: polling %s: %w", a.stats.name(), a.s.name, err)
 			}
@@ -350,4 +368,5 @@ func (a *producingConsumer) run(ctx context.Context) error {
 			return err
 		}
 	}
+	return ctx.Err()
 }

@@ -15,6 +15,7 @@ const (
 	// draws the layout; these offsets are part of the wire format and never change).
 	batchOriginTimestampAt = 24
 	batchChecksumAt        = 40
+	batchMessageCountAt    = 48
 
 	// idMagic marks the high half of every message id the tool sends, so a consumer
 	// knows the message is ours; the low half is the message's index in its batch.

@@ -92,6 +92,7 @@ func dial(ctx context.Context, cfg *Config) (*client.Client, error) {
 // the stream's group (they share it), from one unmeasured producer per stream.
 func seed(ctx context.Context, cfg *Config, streams []*stream) error {
 	var producers []*producer
+	var clients []*client.Client
 	for i, s := range streams {
 		batches := cfg.Batches
 		if cfg.Kind.groups() {
@@ -108,12 +109,13 @@ func seed(ctx context.Context, cfg *Config, streams []*stream) error {
 			return err
 		}
 		defer p.c.Close()
+		clients = append(clients, p.c)
 		p.seeding = true
 		p.win.batches = batches
 		s.producersLeft.Add(1)
 		producers = append(producers, p)
 	}
-	return runAll(ctx, len(producers), func(ctx context.Context, i int) error { return producers[i].run(ctx) })
+	return runAll(ctx, len(producers), closeAll(clients), func(ctx context.Context, i int) error { return producers[i].run(ctx) })
 }
 
 func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *actorStats) (*producer, error) {
@@ -149,11 +151,15 @@ func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *
 	}, nil
 }
 
-// runAll runs n functions on their own goroutines and returns the first error; the
-// first failure cancels the others, whose resulting context errors are dropped.
-func runAll(ctx context.Context, n int, f func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+// runAll runs n functions on their own goroutines and returns the first error. The
+// first failure, or the cancellation of ctx, cancels the others and calls abort,
+// which closes the actors' connections so that requests in flight end at once: the
+// actors make their requests under a context that cannot be cancelled, because a
+// cancellable one costs the client an allocation per request.
+func runAll(ctx context.Context, n int, abort func(), f func(context.Context, int) error) error {
+	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stop := context.AfterFunc(inner, abort)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -163,7 +169,7 @@ func runAll(ctx context.Context, n int, f func(context.Context, int) error) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f(ctx, i); err != nil {
+			if err := f(inner, i); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -174,7 +180,19 @@ func runAll(ctx context.Context, n int, f func(context.Context, int) error) erro
 		}()
 	}
 	wg.Wait()
+	stop()
+	if first != nil && ctx.Err() != nil {
+		return ctx.Err() // interrupted: the actors' errors are its echoes
+	}
 	return first
+}
+
+func closeAll(clients []*client.Client) func() {
+	return func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
 }
 
 func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, error) {
@@ -292,7 +310,7 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 	for _, k := range consumers {
 		k.measureAt = measureAt
 	}
-	err := runAll(ctx, len(actors), func(ctx context.Context, i int) error { return actors[i](ctx) })
+	err := runAll(ctx, len(actors), closeAll(clients), func(ctx context.Context, i int) error { return actors[i](ctx) })
 	if err != nil {
 		return nil, err
 	}
