@@ -216,3 +216,14 @@ func TestRunWrongPassword(t *testing.T) {
 		t.Fatalf("err = %v, want invalid credentials", err)
 	}
 }
+
+func TestRawLoopback(t *testing.T) {
+	report, err := RawLoopback(testContext(t), Config{Producers: 2, MessagesPerBatch: 100, MessageSizeBytes: 100, Batches: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := report.Totals[0]
+	if f.Messages != 2*50*100 || f.Batches != 100 || f.PayloadBytes != 2*50*100*100 || f.WireMBPerSec <= 0 || f.Latency.Samples != 100 {
+		t.Fatalf("figures %+v", f)
+	}
+}

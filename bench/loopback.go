@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// RawLoopback is the baseline a server run is compared with: the same bytes the
+// producers of cfg would put on the wire (cfg.Producers connections, each writing
+// cfg.Batches request frames of a batch's size, or for cfg.Duration), sent over
+// plain TCP connections to a reader in this process that discards them. No protocol,
+// no server, no disk: what the loopback interface and the kernel can move on this
+// machine in the same conditions.
+func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = PinnedProducer
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("raw loopback: listening: %w", err)
+	}
+	defer ln.Close()
+	frameBytes := wire.HeaderSize + batchLength(cfg.MessagesPerBatch, cfg.MessageSizeBytes)
+	payloadBytes := uint64(cfg.MessagesPerBatch * cfg.MessageSizeBytes)
+
+	var readers sync.WaitGroup
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for range cfg.Producers {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // the listener closed: a dial failed and the run is over
+			}
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				defer conn.Close()
+				io.Copy(io.Discard, conn)
+			}()
+		}
+	}()
+
+	conns := make([]net.Conn, cfg.Producers)
+	for i := range conns {
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		conns[i], err = d.DialContext(dctx, "tcp", ln.Addr().String())
+		cancel()
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return nil, fmt.Errorf("raw loopback: dialing: %w", err)
+		}
+	}
+	stats := make([]*actorStats, cfg.Producers)
+	started := time.Now()
+	win := window{measureAt: started.Add(cfg.Warmup), batches: cfg.Batches}
+	if cfg.Duration > 0 {
+		win.endAt = win.measureAt.Add(cfg.Duration)
+	}
+	err = runAll(ctx, cfg.Producers, closeAllConns(conns), func(ctx context.Context, i int) error {
+		st := &actorStats{role: RoleProducer, index: i, stream: "loopback"}
+		stats[i] = st
+		frame := make([]byte, frameBytes)
+		var sent uint64
+		for ctx.Err() == nil {
+			now := time.Now()
+			measuring := !now.Before(win.measureAt)
+			if measuring && win.done(now, sent) {
+				return nil
+			}
+			if _, err := conns[i].Write(frame); err != nil {
+				return fmt.Errorf("raw loopback: writing: %w", err)
+			}
+			if !measuring {
+				continue
+			}
+			end := time.Now()
+			if st.batches == 0 {
+				st.start = now
+			}
+			st.end = end
+			sent++
+			st.batches++
+			st.messages += uint64(cfg.MessagesPerBatch)
+			st.payloadBytes += payloadBytes
+			st.wireBytes += uint64(frameBytes)
+			st.latency.Record(end.Sub(now))
+		}
+		return ctx.Err()
+	})
+	for _, c := range conns {
+		c.Close() // the readers see EOF once everything written is read
+	}
+	<-acceptDone
+	readers.Wait()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ServerAddress = "loopback " + ln.Addr().String()
+	cfg.Kind = "raw-loopback"
+	cfg.Consumers = 0
+	return newReport(&cfg, stats, time.Since(started)), nil
+}
+
+func closeAllConns(conns []net.Conn) func() {
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+}
