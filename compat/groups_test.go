@@ -139,6 +139,10 @@ func TestConsumerGroupMembersAndDisconnect(t *testing.T) {
 		t.Fatalf("poll of a partition owned by the other member answered for %d, want 0xFFFFFFFF", pid)
 	}
 
+	// Offsets of a partition the member does not own are refused with status 20.
+	notOwned := offsetTarget(consumer(consumerGroup, h.id), ids(streamID), ids(topic.id), a[0], true)
+	second.fails("store a group offset on a partition owned by the other member", opStoreConsumerOffset, 121, storeOffsetBody(notOwned, 0, 1), 20)
+
 	first.conn.Close()
 	// The release is asynchronous to the close; the SDK notices by re-syncing. Bounded.
 	deadline := time.Now().Add(10 * time.Second)

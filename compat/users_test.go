@@ -131,6 +131,10 @@ func TestUsersAndPermissions(t *testing.T) {
 		t.Fatalf("alice logged in as user %d", lr.userID)
 	}
 	a.fails("GetStreams without permission", opNonReplicated, codeGetStreams, nil, 41)
+	if got := decodeUserDetails(t, a.ok("GetUser of oneself", opNonReplicated, codeGetUser, ids(1))); got.username != "alice" {
+		t.Fatalf("alice reading herself: %+v", got)
+	}
+	a.fails("GetUser of another user without permission", opNonReplicated, codeGetUser, ids(0), 41)
 	a.fails("CreateStream without permission", opCreateStream, 202, appendName(nil, "nope"), 41)
 	// Bob reads streams.
 	b := dial(t, addr)
@@ -217,6 +221,17 @@ func TestPersonalAccessTokens(t *testing.T) {
 	bad := dial(t, addr)
 	if r := bad.do(opRegister, codeLoginPAT, patLoginBody("not-a-token")); r.command != commandEviction || r.reason != 10 {
 		t.Fatalf("login with an unknown token: %v, want eviction reason 10", r)
+	}
+
+	// A PAT login of an inactive user is reason 11 (errors.md §3).
+	c.ok("CreateUser", opCreateUser, 33, createUserBody("carol", "secret3", userActive, nil))
+	carol := dial(t, addr)
+	carol.login("carol", "secret3")
+	d = decoder{t: t, what: "carol's token", b: carol.ok("CreatePersonalAccessToken as carol", opCreatePAT, 42, patBody("carol", 0))}
+	carolToken := d.name()
+	c.ok("UpdateUser deactivate carol", opUpdateUser, 35, append(append(stringID(nil, "carol"), 0), 1, userInactive))
+	if r := dial(t, addr).do(opRegister, codeLoginPAT, patLoginBody(carolToken)); r.command != commandEviction || r.reason != 11 {
+		t.Fatalf("PAT login of an inactive user: %v, want eviction reason 11", r)
 	}
 
 	c.ok("DeletePersonalAccessToken", opDeletePAT, 43, appendName(nil, "ci"))
