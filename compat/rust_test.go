@@ -60,6 +60,8 @@ func TestRequestChecksumMismatchIsInvalidFormat(t *testing.T) {
 	}{
 		{"CreateStream", opCreateStream, 202, appendName(nil, "never")},
 		{"GetStreams", opNonReplicated, codeGetStreams, nil},
+		{"SendMessages", opSendMessages, 101, sendBody(ids(0), ids(0), 0, 1, []byte("x"))},
+		{"StoreConsumerOffset", opStoreConsumerOffset, 121, storeOffsetBody(offsetTarget(consumer(consumerSingle, 1), ids(0), ids(0), 0, true), 0, 1)},
 		{"Logout", opLogout, 39, nil},
 	} {
 		f := withChecksum(c.stamp(tc.operation, tc.code, tc.body))
