@@ -103,7 +103,7 @@ func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.Client
 // the healthy leader at the address it listens on (the Go SDK dials it).
 func (r *metaRouter) appendClusterMetadata(dst []byte) []byte {
 	host, port := "127.0.0.1", 0
-	if addr := r.h.srv.rt.Addr(); addr != nil {
+	if addr := r.h.srv.listenAddr.Load(); addr != nil {
 		port = addr.Port
 		if ip := addr.IP; ip != nil && !ip.IsUnspecified() {
 			host = ip.String()

@@ -53,6 +53,9 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	rt         *shard.Runtime
+	// listenAddr is rt.Addr(), published for shard 0, which may serve a request
+	// before Start has stored rt.
+	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
 
@@ -116,6 +119,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.rt = rt
+	s.listenAddr.Store(rt.Addr())
 	log.Info("listening", "address", rt.Addr().String(), "shards", s.shardCount, "system_path", cfg.SystemPath)
 	return s, nil
 }
