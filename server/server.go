@@ -50,9 +50,9 @@ import (
 
 // Server is a running single-node server.
 type Server struct {
-	cfg        Config
-	log        *slog.Logger
-	rt         *shard.Runtime
+	cfg Config
+	log *slog.Logger
+	rt  *shard.Runtime
 	// listenAddr is rt.Addr(), published for shard 0, which may serve a request
 	// before Start has stored rt.
 	listenAddr atomic.Pointer[net.TCPAddr]
