@@ -11,6 +11,9 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
+// RawLoopbackKind is the Kind of a RawLoopback report.
+const RawLoopbackKind Kind = "raw-loopback"
+
 // RawLoopback is the baseline a server run is compared with: the same bytes the
 // producers of cfg would put on the wire (cfg.Producers connections, each writing
 // cfg.Batches request frames of a batch's size, or for cfg.Duration), sent over
@@ -110,7 +113,7 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cfg.ServerAddress = "loopback " + ln.Addr().String()
-	cfg.Kind = "raw-loopback"
+	cfg.Kind = RawLoopbackKind
 	cfg.Consumers = 0
 	return newReport(&cfg, stats, time.Since(started)), nil
 }
