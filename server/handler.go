@@ -423,16 +423,13 @@ func (h *handler) replyEmpty(c *shard.Conn, hdr *wire.RequestHeader) {
 }
 
 // evict ends a session with an Eviction frame; reason 14 carries the accepted
-// protocol window, which shard.Conn.Evict does not write.
+// protocol window.
 func evict(c *shard.Conn, client wire.Uint128, reason wire.EvictionReason) {
-	if reason != wire.EvictionIncompatibleProtocol {
-		c.Evict(client, reason)
+	if reason == wire.EvictionIncompatibleProtocol {
+		c.EvictIncompatibleProtocol(client, wire.AcceptedProtocolWindow)
 		return
 	}
-	if b, err := c.Reserve(wire.HeaderSize); err == nil {
-		wire.PutEviction(b, client, reason, uint32(wire.AcceptedProtocolWindow.Max), uint32(wire.AcceptedProtocolWindow.Min))
-	}
-	c.Close()
+	c.Evict(client, reason)
 }
 
 func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
