@@ -260,6 +260,10 @@ func TestUsersTokensAndPermissions(t *testing.T) {
 	mustOK(t, "CreateUser", err)
 	_, err = root.CreateUser(ctx, "alice", "secret1", wire.UserActive, nil)
 	wantCode(t, "CreateUser duplicate", err, wire.ErrUserAlreadyExists)
+	_, err = root.CreateUser(ctx, "a-username-that-is-longer-than-fifty-bytes-allowed-x", "secret1", wire.UserActive, nil)
+	wantCode(t, "CreateUser oversized name", err, wire.ErrInvalidUsername)
+	_, err = root.CreateUser(ctx, "ab", "secret1", wire.UserActive, nil)
+	wantCode(t, "CreateUser short name", err, wire.ErrInvalidUsername)
 	users, err := root.GetUsers(ctx)
 	mustOK(t, "GetUsers", err)
 	if len(users) != 2 {
