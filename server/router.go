@@ -278,6 +278,10 @@ func (r *metaRouter) toAllShards(e *effect) {
 func (r *metaRouter) clientGone(g *clientGone) {
 	if rec, ok := r.sessions[g.client]; ok && rec.conn == g.conn {
 		delete(r.sessions, g.client)
+		// The reference drops a disconnected client's table entry locally (not
+		// replicated): otherwise every login ever made would hold a slot until the
+		// table is full, and then the oldest live sessions would be evicted first.
+		r.plane.table.Remove(g.client)
 	}
 	if r.plane.state.ClientGroupsCount(g.client) == 0 {
 		return
