@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,21 @@ func TestRunAgainstServer(t *testing.T) {
 	if code != exitUnreachable || !strings.Contains(stderr, "InvalidCredentials") {
 		t.Fatalf("wrong password: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// Any string either parses to a positive size or is refused with an error; plain
+// digits parse to themselves.
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"1000", "50MB", "10 MiB", "1gb", "", "B", "0KB", "18446744073709551615", "99999999999GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseBytes(s)
+		if err == nil && n == 0 {
+			t.Fatalf("parseBytes(%q) = 0 without an error", s)
+		}
+		if v, perr := strconv.ParseUint(s, 10, 64); perr == nil && v > 0 && (err != nil || n != v) {
+			t.Fatalf("parseBytes(%q) = %d, %v", s, n, err)
+		}
+	})
 }
