@@ -88,7 +88,9 @@ type Config struct {
 	Batches  int
 	Duration time.Duration
 	// Warmup runs every actor's loop unmeasured for this long first. Warm-up messages
-	// are verified like the others but count in no figure.
+	// are verified like the others but count in no figure. Producers send their
+	// measured batches after it; the consumers of pc and bcg, which read a fixed
+	// seed, spend part of it in the warm-up.
 	Warmup time.Duration
 	// RateLimitBytesPerSecond caps the payload rate of all actors together (0 = none);
 	// each gets an equal share.
