@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -57,6 +58,7 @@ func FuzzRequestBody(f *testing.F) {
 		}
 		c.t = t
 		op := fuzzOperations[int(opIndex)%len(fuzzOperations)]
+		body = clampPartitionCount(op, body)
 		f := c.stamp(op, code, body)
 		c.write(f)
 		r, err := c.tryRead(f)
@@ -85,4 +87,38 @@ func FuzzRequestBody(f *testing.F) {
 			c = nil
 		}
 	})
+}
+
+// fuzzPartitionsMax bounds the partition count of a fuzzed CreateTopic or
+// CreatePartitions. Creating a partition costs the server directory fsyncs (a
+// 1000-partition topic takes over a second), and the fuzzing coordinator takes an
+// input that runs for seconds for a hung worker.
+const fuzzPartitionsMax = 2
+
+// clampPartitionCount rewrites the partitions_count that follows the leading
+// Identifiers of CreateTopic (one) and CreatePartitions (two) in a copy of body;
+// a body whose identifiers do not parse is returned as it is.
+func clampPartitionCount(op uint8, body []byte) []byte {
+	identifiers := 0
+	switch op {
+	case opCreateTopic:
+		identifiers = 1
+	case opCreatePartitions:
+		identifiers = 2
+	default:
+		return body
+	}
+	at := 0
+	for range identifiers {
+		if len(body)-at < 2 {
+			return body
+		}
+		at += 2 + int(body[at+1])
+	}
+	if len(body)-at < 4 || binary.LittleEndian.Uint32(body[at:]) <= fuzzPartitionsMax {
+		return body
+	}
+	clamped := append([]byte(nil), body...)
+	binary.LittleEndian.PutUint32(clamped[at:], fuzzPartitionsMax)
+	return clamped
 }
