@@ -37,6 +37,9 @@ type Config struct {
 	// append beyond it is refused with ErrTransientNotAccepted until completions
 	// arrive. Default 4096.
 	InflightBatchesMax int
+	// IndexCacheSegments is how many sealed segments keep their index in memory (24
+	// bytes per batch); the others load theirs when a read needs it. Default 16.
+	IndexCacheSegments int
 	// BatchSizeMax is the largest batch recovery accepts from disk: a header claiming
 	// more is corruption, not an allocation to make. Default 64 MiB + 256 bytes (the
 	// message bus frame limit plus a header).
@@ -49,6 +52,7 @@ const (
 	defaultSizeOfMessagesRequiredToSave  = 1 << 20
 	defaultInflightBatchesMax            = 4096
 	defaultBatchSizeMax                  = 64<<20 + 256
+	defaultIndexCacheSegments            = 16
 	messagesRequiredToSaveMax            = 16 << 20
 	sizeOfMessagesRequiredToSaveBytesMax = 1 << 30
 )
@@ -69,6 +73,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.InflightBatchesMax == 0 {
 		c.InflightBatchesMax = defaultInflightBatchesMax
 	}
+	if c.IndexCacheSegments == 0 {
+		c.IndexCacheSegments = defaultIndexCacheSegments
+	}
 	if c.BatchSizeMax == 0 {
 		c.BatchSizeMax = defaultBatchSizeMax
 	}
@@ -87,6 +94,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("segment: size of messages required to save %d bytes outside 1..%d", c.SizeOfMessagesRequiredToSaveBytes, sizeOfMessagesRequiredToSaveBytesMax)
 	case c.MaxSizeBytes < 0:
 		return c, fmt.Errorf("segment: max size %d bytes is negative", c.MaxSizeBytes)
+	case c.IndexCacheSegments < 1:
+		return c, fmt.Errorf("segment: index cache of %d segments < 1", c.IndexCacheSegments)
 	case c.InflightBatchesMax < 1:
 		return c, fmt.Errorf("segment: in-flight batches max %d < 1", c.InflightBatchesMax)
 	case c.BatchSizeMax < 256+48:

@@ -229,6 +229,7 @@ func newCrashRun(t *testing.T, seed uint64, faults bool) *crashRun {
 		MessagesRequiredToSave:            uint32(1 + rng.IntN(20)),
 		SizeOfMessagesRequiredToSaveBytes: int64(256 + rng.IntN(4096)),
 		InflightBatchesMax:                1 + rng.IntN(16),
+		IndexCacheSegments:                1 + rng.IntN(20),
 	}
 	return &crashRun{
 		t: t, seed: seed, rng: rng, disk: NewSimDisk(seed), cfg: cfg,

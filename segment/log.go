@@ -84,6 +84,11 @@ type Log struct {
 
 	offsets consumerOffsets
 	stats   Stats
+
+	indexClock    uint64 // ticks on every index use, for the cache's LRU choice
+	indexesLoaded int    // sealed segments whose index is in memory
+	waitDepth     int    // nesting of blocking waits (wait)
+	pinnedSince   uint64 // while a read is planned: indexes used since are not evicted
 }
 
 // Stats counts what the log did, for tests and metrics.
@@ -95,6 +100,8 @@ type Stats struct {
 	IndexWriteFailures uint64
 	Rewinds            uint64
 	SegmentsDeleted    uint64
+	IndexLoads         uint64 // sealed indexes read back into the cache
+	IndexRebuilds      uint64 // sealed indexes rebuilt from the log on load
 }
 
 type inflight struct {
@@ -128,6 +135,13 @@ type segment struct {
 	writes       int    // appends in flight
 	// chainSubmitted: the seal chain is in flight or done.
 	chainSubmitted bool
+
+	// A sealed segment's index may be dropped from memory (index == nil) and read
+	// back when a read needs it; see loadIndex.
+	indexBytes      int64  // size of the .index file of a sealed segment
+	lastBatchOffset uint64 // base offset of its last batch, checked on load
+	lastUsed        uint64 // index cache clock
+	corrupt         error  // its index could not be rebuilt: interior corruption
 }
 
 type purpose uint8
@@ -214,6 +228,70 @@ func (l *Log) Err() error { return l.broken }
 
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats { return l.stats }
+
+// loadIndex makes seg's index resident. Sealed segments beyond the cache
+// (Config.IndexCacheSegments) keep only their bounds in memory; the first read that
+// needs one reads its .index back with a blocking read (a cold segment, once), and
+// checks it: entries consistent with the log and ending at the batch recovery
+// verified. An index that fails is rebuilt from the log; a log that cannot be walked
+// to its end has interior corruption, which every read of the segment then reports
+// (CorruptBatchError), never serving it.
+func (l *Log) loadIndex(seg *segment) error {
+	l.indexClock++
+	seg.lastUsed = l.indexClock
+	if seg.index != nil || seg.state != segmentSealed {
+		return nil
+	}
+	if seg.corrupt != nil {
+		return seg.corrupt
+	}
+	l.stats.IndexLoads++
+	data := make([]byte, seg.indexBytes)
+	r := &Request{Op: OpRead, File: seg.indexFile, Data: data}
+	if err := l.wait(r); err != nil {
+		return fmt.Errorf("segment: read %s: %w", segmentIndexName(seg.baseOffset), err)
+	}
+	x := index(data[:r.Result-r.Result%indexEntrySize])
+	n := x.len()
+	if n > 0 && checkIndex(x, seg.baseOffset, seg.sizeBytes) == n && x.offset(n-1) == seg.lastBatchOffset {
+		seg.index = x
+		seg.indexWritten = len(x)
+	} else if err := l.rebuildSealedIndex(seg); err != nil {
+		seg.corrupt = err
+		return err
+	}
+	l.indexesLoaded++
+	l.evictIndexes()
+	return nil
+}
+
+// forgetIndex takes a segment leaving the log out of the index cache's count.
+func (l *Log) forgetIndex(s *segment) {
+	if s.state == segmentSealed && s.index != nil {
+		l.indexesLoaded--
+	}
+	s.index = nil
+}
+
+// evictIndexes drops the least recently used sealed indexes beyond the cache size.
+// Segments still sealing or open always keep theirs. The scan is linear in the
+// segment count, and runs only when an index is loaded or a segment sealed.
+func (l *Log) evictIndexes() {
+	for l.indexesLoaded > l.cfg.IndexCacheSegments {
+		var victim *segment
+		for _, s := range l.segments {
+			pinned := l.pinnedSince != 0 && s.lastUsed >= l.pinnedSince
+			if s.state == segmentSealed && s.index != nil && !pinned && (victim == nil || s.lastUsed < victim.lastUsed) {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return
+		}
+		victim.index = nil
+		l.indexesLoaded--
+	}
+}
 
 // Idle reports whether none of the log's requests is in flight.
 func (l *Log) Idle() bool { return l.requestsInFlight == 0 }
@@ -472,10 +550,18 @@ func (l *Log) wait(r *Request) error {
 	finished := false
 	r.Done = func(*Request) { finished = true }
 	l.st.Submit(r)
+	// No rewind starts inside a wait (the caller may be in the middle of planning
+	// over the segments a rewind would change); a failure that became ready to
+	// repair meanwhile is repaired when the wait ends.
+	l.waitDepth++
 	for !finished {
 		if l.st.Poll(true) == 0 && !finished {
 			panic("segment: storage lost a request")
 		}
+	}
+	l.waitDepth--
+	if l.waitDepth == 0 {
+		l.repairWhenQuiet()
 	}
 	return r.Err
 }
@@ -500,11 +586,11 @@ func (l *Log) complete(r *Request) {
 			l.entry(r.target).durable = true
 			l.advanceDurable()
 		} else if !errors.Is(r.Err, ErrCanceled) {
-			l.fail(l.durableEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
+			l.fail(seg.syncedEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
 		}
 	case purposeSaveSync:
 		if r.Err != nil {
-			l.fail(l.durableEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
+			l.fail(seg.syncedEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
 		} else if seg.state != segmentSealed {
 			seg.syncedEnd = max(seg.syncedEnd, r.target)
 			l.advanceDurable()
@@ -517,17 +603,21 @@ func (l *Log) complete(r *Request) {
 		}
 	case purposeSealLogSync, purposeSealIndexWrite:
 		if r.Err != nil && !errors.Is(r.Err, ErrCanceled) {
-			l.fail(l.durableEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
+			l.fail(seg.syncedEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
 		}
 	case purposeSealIndexSync:
 		if r.Err == nil {
 			if seg.state == segmentSealing {
 				seg.state = segmentSealed
 				seg.syncedEnd = seg.endOffset
+				seg.indexBytes = int64(len(seg.index))
+				seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
+				l.indexesLoaded++
+				l.evictIndexes()
 				l.advanceDurable()
 			}
 		} else if !errors.Is(r.Err, ErrCanceled) {
-			l.fail(l.durableEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
+			l.fail(seg.syncedEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
 		}
 	case purposeRepair:
 		l.repairsInFlight--
@@ -562,7 +652,7 @@ func (l *Log) complete(r *Request) {
 // repairWhenQuiet starts the rewind after a failure once none of the log's requests
 // is in flight, or ends the failure when there is nothing to cut.
 func (l *Log) repairWhenQuiet() {
-	if l.failing && l.requestsInFlight == 0 && l.repairsInFlight == 0 && l.broken == nil {
+	if l.failing && l.waitDepth == 0 && l.requestsInFlight == 0 && l.repairsInFlight == 0 && l.broken == nil {
 		if l.rewindTo < l.nextOffset {
 			l.rewind()
 		} else {
@@ -666,7 +756,9 @@ func (l *Log) advanceDurable() {
 // its own batch and everything after it (later appends may be on disk, but a log
 // with a hole is no log). A failed sync proves nothing about any byte it covered,
 // and on Linux the kernel may have dropped the dirty pages already, so everything
-// not known durable goes.
+// in that file not known durable goes: at is the failing segment's synced end. It
+// must not be the log's durable end, which other segments' syncs may still move
+// past it before the rewind.
 func (l *Log) fail(at uint64, err error) {
 	if !l.failing {
 		l.failing = true
@@ -682,7 +774,9 @@ func (l *Log) fail(at uint64, err error) {
 // and its index) and becomes the open segment again. Appends resume when that is
 // done; if it fails too, the log is broken.
 func (l *Log) rewind() {
-	to, from := l.rewindTo, l.nextOffset
+	// Durable batches are never cut: the durable end only moves over batches whose
+	// bytes a completed sync covered.
+	to, from := max(l.rewindTo, l.durableEnd), l.nextOffset
 	i := len(l.segments) - 1
 	for i > 0 && l.segments[i].baseOffset > to {
 		i--
@@ -691,6 +785,17 @@ func (l *Log) rewind() {
 	if seg.baseOffset > to {
 		panic(fmt.Sprintf("segment: rewind to %d below the first segment %d", to, seg.baseOffset))
 	}
+	// A cut at a sealed segment whose index left the cache (the cut sits at its
+	// end) reads the index back first, before any repair is submitted: the wait
+	// must not complete repairs of a rewind not yet set up. The depth keeps that
+	// wait from starting this rewind again.
+	l.waitDepth++
+	err := l.loadIndex(seg)
+	l.waitDepth--
+	if err != nil {
+		l.broken = fmt.Errorf("segment: repair after %v: %w", l.failErr, err)
+		return
+	}
 	for _, s := range l.segments[i+1:] {
 		l.removeSegmentFiles(s)
 	}
@@ -698,6 +803,9 @@ func (l *Log) rewind() {
 	l.segments = l.segments[:i+1]
 	l.durableSeg = min(l.durableSeg, i)
 
+	if seg.state == segmentSealed {
+		l.indexesLoaded--
+	}
 	n := seg.index.floor(to) + 1
 	if n > 0 && seg.index.offset(n-1) == to {
 		n-- // the batch at `to` goes too
@@ -767,7 +875,7 @@ func (l *Log) rewind() {
 // timestampBefore returns the newest batch timestamp in segments[:i+1].
 func (l *Log) timestampBefore(i int) uint64 {
 	for ; i >= 0; i-- {
-		if s := l.segments[i]; s.index.len() > 0 {
+		if s := l.segments[i]; s.endOffset > s.baseOffset {
 			return s.maxTimestamp
 		}
 	}
@@ -777,6 +885,7 @@ func (l *Log) timestampBefore(i int) uint64 {
 // removeSegmentFiles closes a segment cut by a rewind and removes its files, as
 // part of the repair.
 func (l *Log) removeSegmentFiles(s *segment) {
+	l.forgetIndex(s)
 	_ = l.st.Close(s.logFile)
 	_ = l.st.Close(s.indexFile)
 	for _, name := range [2]string{segmentIndexName(s.baseOffset), segmentLogName(s.baseOffset)} {

@@ -122,7 +122,27 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		done(out, wire.ErrSegmentClosed)
 		return
 	}
-	start, ok := l.startOffset(q)
+	start, ok, err := l.startOffset(q)
+	if err != nil {
+		done(out, err)
+		return
+	}
+	maxBytes := q.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultReadBytesMax
+	}
+	if ok && q.Count > 0 {
+		// The indexes this read loads stay until it is planned, even beyond the
+		// cache size (a seal completing during a load's wait adds one).
+		l.pinnedSince = l.indexClock + 1
+		defer l.unpinIndexes()
+		if err := l.preloadIndexes(start, maxBytes); err != nil {
+			done(out, err)
+			return
+		}
+	}
+	// Loading an index waits on the storage, and a completion meanwhile may have
+	// moved the ends: take them now, after the waits, and wait no more.
 	end := l.readableEnd()
 	if !ok || q.Count == 0 || start >= end {
 		done(out, nil)
@@ -133,10 +153,6 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		limit = start + uint64(q.Count)
 	}
 	out.start, out.limit = start, limit
-	maxBytes := q.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultReadBytesMax
-	}
 
 	// Plan: the batches overlapping [start, limit), as runs of consecutive batches,
 	// one per segment.
@@ -156,6 +172,9 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	offset := start
 	for ; si < len(l.segments) && offset < limit && int64(total) < maxBytes; si++ {
 		seg := l.segments[si]
+		if seg.index == nil && seg.endOffset != seg.baseOffset {
+			break // beyond what preloadIndexes could keep: the next read goes on
+		}
 		i := seg.index.floor(offset)
 		if i < 0 {
 			i = 0
@@ -206,6 +225,11 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	}
 }
 
+func (l *Log) unpinIndexes() {
+	l.pinnedSince = 0
+	l.evictIndexes()
+}
+
 // readableEnd is the end of what reads may serve.
 func (l *Log) readableEnd() uint64 {
 	end := l.writtenEnd
@@ -218,9 +242,30 @@ func (l *Log) readableEnd() uint64 {
 	return end
 }
 
+// preloadIndexes loads the indexes of the sealed segments a read from start may
+// touch, at most IndexCacheSegments of them (so that none it loads is evicted by the
+// next), before the read is planned: planning must not wait. A segment whose index
+// cannot be loaded fails the read if it is the first, and ends it otherwise.
+func (l *Log) preloadIndexes(start uint64, maxBytes int64) error {
+	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > start }) - 1
+	si = max(si, 0)
+	var covered int64
+	for n := 0; si < len(l.segments) && n < l.cfg.IndexCacheSegments && covered < maxBytes; si, n = si+1, n+1 {
+		seg := l.segments[si]
+		if err := l.loadIndex(seg); err != nil {
+			if n == 0 {
+				return err
+			}
+			return nil
+		}
+		covered += seg.sizeBytes
+	}
+	return nil
+}
+
 // startOffset resolves a query to the first offset to read, and false when nothing
 // can match (a timestamp after every batch).
-func (l *Log) startOffset(q Query) (uint64, bool) {
+func (l *Log) startOffset(q Query) (uint64, bool, error) {
 	first := l.FirstOffset()
 	end := l.readableEnd()
 	var start uint64
@@ -228,9 +273,9 @@ func (l *Log) startOffset(q Query) (uint64, bool) {
 	case PollOffset:
 		start = q.Value
 	case PollTimestamp:
-		offset, ok := l.offsetAtTimestamp(q.Value)
-		if !ok {
-			return 0, false
+		offset, ok, err := l.offsetAtTimestamp(q.Value)
+		if err != nil || !ok {
+			return 0, false, err
 		}
 		start = offset
 	case PollFirst:
@@ -248,28 +293,31 @@ func (l *Log) startOffset(q Query) (uint64, bool) {
 			start = first
 		}
 	default:
-		return 0, false
+		return 0, false, nil
 	}
-	return max(start, first), true
+	return max(start, first), true, nil
 }
 
 // offsetAtTimestamp returns the base offset of the first batch stamped at or after
 // ts. Segments are in offset order and timestamps never decrease along the log, so
 // the first segment whose newest batch is at or after ts holds it.
-func (l *Log) offsetAtTimestamp(ts uint64) (uint64, bool) {
+func (l *Log) offsetAtTimestamp(ts uint64) (uint64, bool, error) {
 	si := sort.Search(len(l.segments), func(i int) bool {
 		s := l.segments[i]
-		return s.index.len() > 0 && s.maxTimestamp >= ts
+		return s.endOffset > s.baseOffset && s.maxTimestamp >= ts
 	})
 	if si == len(l.segments) {
-		return 0, false
+		return 0, false, nil
 	}
 	s := l.segments[si]
+	if err := l.loadIndex(s); err != nil {
+		return 0, false, err
+	}
 	i := s.index.firstAtOrAfterTimestamp(ts)
 	if i == s.index.len() {
-		return 0, false
+		return 0, false, nil
 	}
-	return s.index.offset(i), true
+	return s.index.offset(i), true, nil
 }
 
 // completeRead is the Done hook of a read request.

@@ -103,12 +103,12 @@ func (l *Log) recover() (*RecoveryReport, error) {
 			}
 			break
 		}
-		seg, err := l.openExisting(base)
+		last := i == len(bases)-1
+		seg, err := l.openExisting(base, last)
 		if err != nil {
 			return report, err
 		}
 		l.segments = append(l.segments, seg)
-		last := i == len(bases)-1
 		if !last {
 			trusted, err := l.trustSealed(seg, bases[i+1])
 			if err != nil {
@@ -118,7 +118,7 @@ func (l *Log) recover() (*RecoveryReport, error) {
 				continue
 			}
 		}
-		buf, err = l.walk(seg, buf, report)
+		buf, err = l.walk(seg, buf, report, l.timestampBefore(len(l.segments)-2), false)
 		if err != nil {
 			return report, err
 		}
@@ -131,6 +131,10 @@ func (l *Log) recover() (*RecoveryReport, error) {
 			}
 			seg.state = segmentSealed
 			seg.syncedEnd = seg.endOffset
+			seg.indexBytes = int64(len(seg.index))
+			seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
+			l.indexesLoaded++
+			l.evictIndexes()
 		}
 	}
 	if len(l.segments) == 0 {
@@ -159,7 +163,10 @@ func (l *Log) recover() (*RecoveryReport, error) {
 	return report, nil
 }
 
-func (l *Log) openExisting(base uint64) (*segment, error) {
+// openExisting opens a segment's files. The last segment's index is read whole (the
+// walk compares it with the one it rebuilds); of the others only the last entry is
+// read, all that trustSealed needs: their indexes load when a read needs them.
+func (l *Log) openExisting(base uint64, whole bool) (*segment, error) {
 	logFile, logSize, err := l.st.Open(segmentLogName(base), false, 0)
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", segmentLogName(base), err)
@@ -181,9 +188,17 @@ func (l *Log) openExisting(base uint64) (*segment, error) {
 	// more than that would be an allocation the input does not justify.
 	readBytes := min(indexSize, (logSize/minBatchSizeBytes+1)*indexEntrySize)
 	readBytes -= readBytes % indexEntrySize
-	if readBytes > 0 {
-		data := make([]byte, readBytes)
-		r := &Request{Op: OpRead, File: indexFile, Data: data}
+	seg.indexBytes = readBytes
+	readAt := int64(0)
+	if !whole && readBytes > 0 {
+		readAt = readBytes - indexEntrySize
+		if indexSize != readBytes {
+			readAt = -1 // torn or oversized: not trusted, walked
+		}
+	}
+	if readBytes > 0 && readAt >= 0 {
+		data := make([]byte, readBytes-readAt)
+		r := &Request{Op: OpRead, File: indexFile, Offset: readAt, Data: data}
 		if err := l.wait(r); err != nil {
 			return nil, fmt.Errorf("segment: read %s: %w", segmentIndexName(base), err)
 		}
@@ -199,7 +214,8 @@ func (l *Log) openExisting(base uint64) (*segment, error) {
 // index, with the file size and with the next segment's base offset.
 func (l *Log) trustSealed(seg *segment, nextBase uint64) (bool, error) {
 	n := seg.index.len()
-	if n == 0 || checkIndex(seg.index, seg.baseOffset, seg.sizeBytes) != n {
+	if n != 1 || seg.index.offset(0) < seg.baseOffset || seg.index.offset(0) >= nextBase ||
+		seg.index.position(0) < 0 || seg.index.position(0)+minBatchSizeBytes > seg.sizeBytes {
 		return false, nil
 	}
 	lastPosition := seg.index.position(n - 1)
@@ -223,18 +239,22 @@ func (l *Log) trustSealed(seg *segment, nextBase uint64) (bool, error) {
 	seg.maxTimestamp = h.BaseTimestamp()
 	seg.state = segmentSealed
 	seg.syncedEnd = nextBase
+	seg.lastBatchOffset = h.BaseOffset()
+	seg.index = nil // loaded, and checked whole, when a read needs it
+	seg.indexWritten = 0
 	return true, nil
 }
 
 // walk reads seg's log from byte 0, checking each batch (wire.CheckStoredBatch, the
-// offset chain, the partition, non-decreasing timestamps), and rebuilds its index.
-// At the first bad batch it truncates the log there and records why. The index file
-// is rewritten when it differs from the rebuilt one. buf is reused between segments.
-func (l *Log) walk(seg *segment, buf []byte, report *RecoveryReport) ([]byte, error) {
+// offset chain, the partition, timestamps non-decreasing from previousTimestamp),
+// and rebuilds its index. At the first bad batch it truncates the log there and
+// records why; with sealed set (rebuilding a sealed segment's index, which must not
+// change) it returns a CorruptBatchError instead. The index file is rewritten when it
+// differs from the rebuilt one. buf is reused between segments.
+func (l *Log) walk(seg *segment, buf []byte, report *RecoveryReport, previousTimestamp uint64, sealed bool) ([]byte, error) {
 	rebuilt := make(index, 0, len(seg.index))
 	var position int64
 	expected := seg.baseOffset
-	previousTimestamp := l.timestampBefore(len(l.segments) - 2)
 	var reason error
 	chunkStart, chunkLen := int64(0), 0
 	for position < seg.sizeBytes {
@@ -294,6 +314,12 @@ func (l *Log) walk(seg *segment, buf []byte, report *RecoveryReport) ([]byte, er
 		seg.maxTimestamp = previousTimestamp
 		position += int64(length)
 	}
+	if sealed && (position < seg.sizeBytes || expected != seg.endOffset) {
+		if reason == nil {
+			reason = ErrOffsetGap
+		}
+		return buf, &CorruptBatchError{Segment: seg.baseOffset, Position: position, Offset: expected, Err: reason}
+	}
 	if position < seg.sizeBytes {
 		report.Truncations = append(report.Truncations, Truncation{
 			Segment:      seg.baseOffset,
@@ -312,7 +338,9 @@ func (l *Log) walk(seg *segment, buf []byte, report *RecoveryReport) ([]byte, er
 	}
 	seg.endOffset = expected
 	if string(rebuilt) != string(seg.index) {
-		report.RebuiltIndexes = append(report.RebuiltIndexes, seg.baseOffset)
+		if report != nil {
+			report.RebuiltIndexes = append(report.RebuiltIndexes, seg.baseOffset)
+		}
 		if err := l.wait(&Request{Op: OpTruncate, File: seg.indexFile}); err != nil {
 			return buf, fmt.Errorf("segment: truncate %s: %w", segmentIndexName(seg.baseOffset), err)
 		}
@@ -377,4 +405,24 @@ func (r *RecoveryReport) String() string {
 		fmt.Fprintf(&b, "; removed segments %v", r.RemovedSegments)
 	}
 	return b.String()
+}
+
+// rebuildSealedIndex rebuilds the index of a sealed segment whose .index failed its
+// check on load, from the log, without changing the log.
+func (l *Log) rebuildSealedIndex(seg *segment) error {
+	previousTimestamp := uint64(0)
+	for i, s := range l.segments {
+		if s == seg {
+			previousTimestamp = l.timestampBefore(i - 1)
+			break
+		}
+	}
+	seg.index = nil
+	if _, err := l.walk(seg, nil, nil, previousTimestamp, true); err != nil {
+		seg.index = nil
+		return err
+	}
+	seg.indexBytes = int64(len(seg.index))
+	l.stats.IndexRebuilds++
+	return nil
 }

@@ -316,3 +316,80 @@ func FuzzRecoverSegment(f *testing.F) {
 		_ = l.Close()
 	})
 }
+
+// Sealed segments keep only their bounds in memory beyond the index cache; a read
+// loads the index it needs, checks it, and rebuilds a damaged one from the log. A
+// damaged index over a damaged log is interior corruption: reported, never served.
+func TestIndexCacheLoadsChecksAndRebuilds(t *testing.T) {
+	cfg := Config{PartitionID: testPartition, SegmentSizeBytes: 2048, IndexCacheSegments: 2}
+	st, sent := buildLog(t, cfg, 10, 16)
+	disk := st.Crash(1)
+	// A middle entry of segment 3's index points nowhere near its batch.
+	var logs []string
+	for _, name := range disk.Files() {
+		if _, ok := parseSegmentName(name, ".log"); ok {
+			logs = append(logs, name)
+		}
+	}
+	damagedIndex := logs[3][:20] + ".index"
+	x := disk.ReadFile(damagedIndex)
+	putU64(x[indexEntrySize+16:], 1)
+	disk.WriteFile(damagedIndex, x)
+
+	l, report, err := Open(disk, cfg, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.RebuiltIndexes) != 0 || len(report.Truncations) != 0 {
+		t.Fatalf("recovery read sealed indexes it should trust on their last entry: %s", report)
+	}
+	msgs := readAll(t, l, 0, 5)
+	sent.check(t, msgs)
+	if uint64(len(msgs)) != sent.next() {
+		t.Fatalf("read %d messages, want %d", len(msgs), sent.next())
+	}
+	stats := l.Stats()
+	if stats.IndexLoads < 8 || stats.IndexRebuilds != 1 {
+		t.Fatalf("index loads %d rebuilds %d", stats.IndexLoads, stats.IndexRebuilds)
+	}
+	if l.indexesLoaded > cfg.IndexCacheSegments {
+		t.Fatalf("%d sealed indexes in memory, cache of %d", l.indexesLoaded, cfg.IndexCacheSegments)
+	}
+	_ = l.Close()
+
+	// Now damage segment 5's index and its log in the middle.
+	disk = st.Crash(2)
+	victimIndex := logs[5][:20] + ".index"
+	x = disk.ReadFile(victimIndex)
+	putU64(x[indexEntrySize+16:], 1)
+	disk.WriteFile(victimIndex, x)
+	position := index(st.ReadFile(victimIndex)).position(1)
+	if err := disk.FlipBit(logs[5], (position+wire.BatchHeaderSize+wire.FrameHeaderSize)*8); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err = Open(disk, cfg, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := parseSegmentName(logs[5], ".log")
+	var p Polled
+	err = l.Read(Query{Kind: PollOffset, Value: base, Count: 1}, &p)
+	var corrupt *CorruptBatchError
+	if !errors.As(err, &corrupt) || corrupt.Segment != base || corrupt.Position != position {
+		t.Fatalf("read of a segment with a damaged index and log: %v", err)
+	}
+	// The segments before it still read, up to it.
+	next := uint64(0)
+	for next < base {
+		if err := l.Read(Query{Kind: PollOffset, Value: next, Count: 5}, &p); err != nil {
+			t.Fatalf("read at %d before the damaged segment at %d: %v", next, base, err)
+		}
+		msgs := decodePolled(t, &p)
+		sent.check(t, msgs)
+		next = msgs[len(msgs)-1].offset + 1
+	}
+	if next != base {
+		t.Fatalf("reads before the damaged segment ended at %d, want %d", next, base)
+	}
+	_ = l.Close()
+}

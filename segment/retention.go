@@ -86,6 +86,7 @@ func (l *Log) removeOldest(n int) ([]RemovedSegment, error) {
 // removes an .index without its .log, while a .log without its .index is a segment
 // to rebuild, so a crash between the two leaves a state recovery reads right.
 func (l *Log) deleteSegmentFiles(s *segment) error {
+	l.forgetIndex(s)
 	_ = l.st.Close(s.logFile)
 	_ = l.st.Close(s.indexFile)
 	s.logFile, s.indexFile = 0, 0
