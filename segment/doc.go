@@ -42,4 +42,24 @@
 // a sealed segment on its index; recover's decision table says why that is safe.
 // Reads verify every batch they return, so a batch corrupted at rest is reported with
 // its segment and position (CorruptBatchError) and never served.
+//
+// # Memory
+//
+// The open segment and the IndexCacheSegments most recently read sealed segments
+// keep their index in memory (24 bytes per batch); other sealed segments keep only
+// their bounds. A read that needs a cold index reads it back with a blocking read
+// before the read is planned, checks it against the log, and rebuilds it from the
+// log if it fails.
+//
+// # Using it
+//
+//	st, _ := segment.NewOSStorage(dir)        // or ringio.New(dir, ring, n), or a SimDisk
+//	log, report, err := segment.Open(st, cfg, segment.Hooks{Durable: ack, Failed: nack})
+//	wire.StampBatch(batch, partitionID, log.NextOffset(), nowMicros)
+//	err = log.Append(batch)                   // then the owner's loop calls st.Poll
+//	err = log.Read(segment.Query{Kind: segment.PollOffset, Value: 42, Count: 100}, &polled)
+//	for _, r := range polled.Records { send(r.Header, r.Frames) }
+//	log.StoreConsumerOffset(segment.Consumer, id, offset)
+//	removed, err := log.ApplyRetention(nowMicros)
+//	err = log.Close()
 package segment
