@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -311,4 +312,46 @@ func TestConsumerOffsetAckLevels(t *testing.T) {
 		}
 	}
 	c.ok("delete with ack 1", opDeleteConsumerOffset, 122, deleteOffsetBody(target, 1))
+}
+
+// Messages with user headers and large payloads come back byte for byte, with a
+// server-stamped base_timestamp taken at append time (µs since the epoch).
+func TestPayloadsHeadersAndTimestamps(t *testing.T) {
+	addr := startServer(t)
+	c := dialRoot(t, addr)
+	streamID := c.createStream("bytes")
+	topic, _ := c.createTopic(streamID, "t", 1)
+
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = byte(i * 7)
+	}
+	bodies := [][]byte{[]byte("small"), large, {0}}
+	// The Go SDK encodes its header map itself; to the server the block is opaque.
+	headers := [][]byte{[]byte("\x01\x00\x00\x00k\x02\x01\x00\x00\x00v"), nil, bytes.Repeat([]byte{0xab}, 1000)}
+	metadata := append(append(ids(streamID), ids(topic.id)...), 2, 4, 0, 0, 0, 0)
+	metadata = binary.LittleEndian.AppendUint32(metadata, uint32(len(bodies)))
+	body := binary.LittleEndian.AppendUint32(nil, uint32(len(metadata)))
+	body = append(append(body, metadata...), batchWithHeaders(uint64(time.Now().UnixMicro()), bodies, headers)...)
+
+	before := uint64(time.Now().UnixMicro())
+	c.sendRaw(body)
+	after := uint64(time.Now().UnixMicro())
+
+	_, _, msgs := c.poll(pollBody(consumer(consumerSingle, 1), ids(streamID), ids(topic.id), 0, true, strategyFirst, 0, 10, false))
+	if len(msgs) != 3 {
+		t.Fatalf("polled %d messages, want 3", len(msgs))
+	}
+	for i, m := range msgs {
+		if !bytes.Equal(m.payload, bodies[i]) || !bytes.Equal(m.userHeaders, headers[i]) {
+			t.Errorf("message %d: payload %d bytes, headers % x; want %d bytes and % x", i, len(m.payload), m.userHeaders, len(bodies[i]), headers[i])
+		}
+		if m.timestamp < before || m.timestamp > after {
+			t.Errorf("message %d: base_timestamp %d outside the send window [%d, %d]", i, m.timestamp, before, after)
+		}
+	}
+	h, parts := c.getTopic(streamID, topic.id)
+	if h.messagesCount != 3 || h.sizeBytes == 0 || parts[0].sizeBytes == 0 || parts[0].currentOffset != 2 {
+		t.Errorf("GetTopic after the send: messages %d size %d, partition %+v", h.messagesCount, h.sizeBytes, parts[0])
+	}
 }

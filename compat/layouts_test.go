@@ -190,6 +190,7 @@ func decodeConsumerOffset(t testing.TB, body []byte) consumerOffset {
 type polledMessage struct {
 	offset          uint64
 	id              [16]byte
+	timestamp       uint64 // the batch's server-stamped base_timestamp
 	originTimestamp uint64
 	payload         []byte
 	userHeaders     []byte
@@ -226,7 +227,6 @@ func batchRecord(t testing.TB, record []byte) []polledMessage {
 	d := decoder{t: t, what: "batch record", b: record}
 	partitionID, baseOffset, baseTimestamp, origin := d.u64(), d.u64(), d.u64(), d.u64()
 	batchLength, batchChecksum, count := d.u64(), d.u64(), d.u32()
-	_ = baseTimestamp
 	for i, b := range d.take(204) {
 		if b != 0 {
 			t.Fatalf("batch header reserved byte %d = %d", 52+i, b)
@@ -251,6 +251,7 @@ func batchRecord(t testing.TB, record []byte) []polledMessage {
 		}
 		frameChecksums = binary.LittleEndian.AppendUint64(frameChecksums, checksum)
 		m.offset = baseOffset + uint64(offsetDelta)
+		m.timestamp = baseTimestamp
 		m.originTimestamp = origin + uint64(timestampDelta)
 		msgs = append(msgs, m)
 	}

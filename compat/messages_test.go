@@ -33,6 +33,12 @@ func sendBodyPartitioned(stream, topic, partitioning []byte, originMicros uint64
 // origin_timestamp originMicros+i, so the batch origin is originMicros and the
 // frame's timestamp_delta is i.
 func batch(originMicros uint64, payloads [][]byte) []byte {
+	return batchWithHeaders(originMicros, payloads, nil)
+}
+
+// batchWithHeaders is batch with userHeaders[i] (opaque bytes to the server)
+// after payload i.
+func batchWithHeaders(originMicros uint64, payloads, userHeaders [][]byte) []byte {
 	frames := make([]byte, 0, 64*len(payloads))
 	checksums := make([]byte, 0, 8*len(payloads))
 	for i, payload := range payloads {
@@ -44,9 +50,14 @@ func batch(originMicros uint64, payloads [][]byte) []byte {
 		f[8+8] = f[8+8]&0x3f | 0x80
 		binary.LittleEndian.PutUint32(f[24:], uint32(i)) // offset_delta
 		binary.LittleEndian.PutUint32(f[28:], uint32(i)) // timestamp_delta
-		binary.LittleEndian.PutUint32(f[32:], 0)         // user_headers_length
+		var headers []byte
+		if i < len(userHeaders) {
+			headers = userHeaders[i]
+		}
+		binary.LittleEndian.PutUint32(f[32:], uint32(len(headers)))
 		binary.LittleEndian.PutUint32(f[36:], uint32(len(payload)))
 		frames = append(frames, payload...)
+		frames = append(frames, headers...)
 		sum := xxh3.Hash(frames[start+8:])
 		binary.LittleEndian.PutUint64(frames[start:], sum)
 		checksums = binary.LittleEndian.AppendUint64(checksums, sum)
