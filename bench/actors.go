@@ -184,8 +184,10 @@ type consumer struct {
 	measureAt        time.Time
 	endToEndLatency  bool // producers run alongside: the producer timestamps are fresh
 	group            *client.Consumer
+	pinned           wire.PollMessages   // the request of a pinned consumer
 	trackers         []*partitionTracker // pinned: this consumer's own
 	messagesPerBatch uint32
+	lastProgress     time.Time
 }
 
 // backoffMax bounds the pause after an empty poll: short enough not to add
@@ -194,82 +196,149 @@ type consumer struct {
 const backoffMax = 2 * time.Millisecond
 
 func (k *consumer) run(ctx context.Context) error {
-	streamID, topicID := k.s.identifiers()
-	pinned := wire.PollMessages{
-		Consumer:  client.SingleConsumer(client.ID(uint32(k.stats.index))),
-		StreamID:  streamID,
-		TopicID:   topicID,
-		Partition: wire.SomePartition(k.s.partitionIDs[0]),
-		Strategy:  wire.PollingStrategy{Kind: wire.PollingOffset},
-		Count:     k.messagesPerBatch,
-	}
-	backoff := time.Duration(0)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	lastProgress := time.Now()
 	requests := context.WithoutCancel(ctx)
+	k.lastProgress = time.Now()
+	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		if k.finished() {
 			return nil
 		}
-		now := time.Now()
-		var polled wire.PolledMessages
-		var err error
-		if k.group != nil {
-			polled, err = k.group.Poll(requests)
-		} else {
-			pinned.Strategy.Value = k.trackers[0].next
-			polled, err = k.c.PollMessages(requests, &pinned)
-		}
+		got, payloadBytes, err := k.poll(requests)
 		if err != nil {
-			return fmt.Errorf("%s: polling %s: %w", k.stats.name(), k.s.name, err)
+			return err
 		}
-		end := time.Now()
-		if polled.MessagesCount == 0 {
-			if k.s.final() && end.Sub(lastProgress) > k.cfg.StallTimeout {
-				return fmt.Errorf("%s: no new message on %s for %v although %d were produced and this reader has %d: %w",
-					k.stats.name(), k.s.name, k.cfg.StallTimeout, k.s.producedTotal(), k.consumedSoFar(), errStalled)
-			}
-			backoff = min(max(2*backoff, 20*time.Microsecond), backoffMax)
-			timer.Reset(backoff)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return ctx.Err()
+		if got {
+			backoff = 0
+			if err := k.pacer.wait(ctx, payloadBytes); err != nil {
+				return err
 			}
 			continue
 		}
-		backoff = 0
-		lastProgress = end
-		index, ok := k.s.partitionIndex(polled.PartitionID)
-		if !ok {
-			return fmt.Errorf("%s: a poll of %s answered from partition %d, which it does not have", k.stats.name(), k.s.name, polled.PartitionID)
+		backoff = min(max(2*backoff, 20*time.Microsecond), backoffMax)
+		timer.Reset(backoff)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		first, count, originMicros := k.stats.check.check(k.stats.name(), &polled, !k.cfg.SkipMessageChecks)
-		if k.group != nil {
-			k.s.groupTrackers[index].observe(first, count)
-			k.s.groupConsumed.Add(count)
-		} else {
-			k.trackers[0].observe(first, count)
+	}
+	return ctx.Err()
+}
+
+// poll is one turn of the poll loop: poll, verify, track and, when measuring,
+// record. It reports whether messages came and their payload bytes; an empty poll
+// after the producers finished, with messages still owed for longer than the stall
+// timeout, is an error.
+func (k *consumer) poll(requests context.Context) (bool, uint64, error) {
+	now := time.Now()
+	var polled wire.PolledMessages
+	var err error
+	if k.group != nil {
+		polled, err = k.group.Poll(requests)
+	} else {
+		k.pinned.Strategy.Value = k.trackers[0].next
+		polled, err = k.c.PollMessages(requests, &k.pinned)
+	}
+	if err != nil {
+		return false, 0, fmt.Errorf("%s: polling %s: %w", k.stats.name(), k.s.name, err)
+	}
+	end := time.Now()
+	if polled.MessagesCount == 0 {
+		if k.s.final() && end.Sub(k.lastProgress) > k.cfg.StallTimeout {
+			return false, 0, fmt.Errorf("%s: no new message on %s for %v although %d were produced and this reader has %d: %w",
+				k.stats.name(), k.s.name, k.cfg.StallTimeout, k.s.producedTotal(), k.consumedSoFar(), errStalled)
 		}
-		payloadBytes := count * uint64(k.cfg.MessageSizeBytes)
-		if !now.Before(k.measureAt) {
-			st := k.stats
-			if st.batches == 0 {
-				st.start = now
+		return false, 0, nil
+	}
+	k.lastProgress = end
+	index, ok := k.s.partitionIndex(polled.PartitionID)
+	if !ok {
+		return false, 0, fmt.Errorf("%s: a poll of %s answered from partition %d, which it does not have", k.stats.name(), k.s.name, polled.PartitionID)
+	}
+	first, count, originMicros := k.stats.check.check(k.stats.name(), &polled, !k.cfg.SkipMessageChecks)
+	if k.group != nil {
+		k.s.groupTrackers[index].observe(first, count)
+		k.s.groupConsumed.Add(count)
+	} else {
+		k.trackers[0].observe(first, count)
+	}
+	payloadBytes := count * uint64(k.cfg.MessageSizeBytes)
+	if !now.Before(k.measureAt) {
+		st := k.stats
+		if st.batches == 0 {
+			st.start = now
+		}
+		st.end = end
+		st.batches++
+		st.messages += count
+		st.payloadBytes += payloadBytes
+		st.wireBytes += wire.HeaderSize + wire.PolledMessagesPrefixSize + uint64(len(polled.Records))
+		st.latency.Record(end.Sub(now))
+		if k.endToEndLatency {
+			st.endToEnd.Record(end.Sub(time.UnixMicro(int64(originMicros))))
+		}
+	}
+	return true, payloadBytes, nil
+}
+
+// groupProducingConsumer is one actor of e2ecg: on one connection it alternates a
+// send to its stream (while it has batches to send) with a poll as a member of the
+// stream's consumer group (while the group is owed messages). Its sends and polls
+// are reported as a producer's and a consumer's figures.
+type groupProducingConsumer struct {
+	p *producer // nil for an actor that only consumes
+	k *consumer // nil for an actor that only produces
+}
+
+func (a *groupProducingConsumer) run(ctx context.Context) error {
+	producing := a.p != nil
+	defer func() {
+		if producing {
+			a.p.s.producerFinished()
+		}
+	}()
+	requests := context.WithoutCancel(ctx)
+	if a.k != nil {
+		a.k.lastProgress = time.Now()
+	}
+	var sent uint64
+	for ctx.Err() == nil {
+		if producing {
+			now := time.Now()
+			measuring := !now.Before(a.p.win.measureAt)
+			if measuring && a.p.win.done(now, sent) {
+				producing = false
+				a.p.s.producerFinished()
+			} else {
+				if err := a.p.send(requests, now, measuring); err != nil {
+					return err
+				}
+				if measuring {
+					sent++
+				}
+				if err := a.p.pacer.wait(ctx, a.p.payloadBytes()); err != nil {
+					return err
+				}
 			}
-			st.end = end
-			st.batches++
-			st.messages += count
-			st.payloadBytes += payloadBytes
-			st.wireBytes += wire.HeaderSize + wire.PolledMessagesPrefixSize + uint64(len(polled.Records))
-			st.latency.Record(end.Sub(now))
-			if k.endToEndLatency {
-				st.endToEnd.Record(end.Sub(time.UnixMicro(int64(originMicros))))
-			}
 		}
-		if err := k.pacer.wait(ctx, payloadBytes); err != nil {
-			return err
+		consuming := a.k != nil && !a.k.finished()
+		if !producing && !consuming {
+			return nil
+		}
+		if consuming {
+			got, payloadBytes, err := a.k.poll(requests)
+			if err != nil {
+				return err
+			}
+			if err := a.k.pacer.wait(ctx, payloadBytes); err != nil {
+				return err
+			}
+			if !got && !producing {
+				// Only polling now: do not spin on an idle assignment.
+				time.Sleep(backoffMax)
+			}
 		}
 	}
 	return ctx.Err()

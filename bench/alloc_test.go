@@ -28,7 +28,7 @@ func TestSendAndPollLoopsDoNotAllocate(t *testing.T) {
 	}
 	defer deleteStreams(context.Background(), admin, streams)
 	s := streams[0]
-	p, err := newProducer(ctx, &cfg, 0, s, nil)
+	p, err := newProducer(ctx, &cfg, 0, s, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ const (
 	BalancedConsumerGroup            Kind = "balanced-consumer-group"
 	BalancedProducerAndConsumerGroup Kind = "balanced-producer-and-consumer-group"
 	EndToEndProducingConsumer        Kind = "end-to-end-producing-consumer"
+	EndToEndProducingConsumerGroup   Kind = "end-to-end-producing-consumer-group"
 )
 
 // Kinds lists every kind with its short alias, in the upstream order.
@@ -32,6 +33,7 @@ var Kinds = []struct {
 	{BalancedConsumerGroup, "bcg", "N consumers in G consumer groups (one per stream) polling M partitions, seeded first"},
 	{BalancedProducerAndConsumerGroup, "bpcg", "balanced producers and consumer groups in parallel"},
 	{EndToEndProducingConsumer, "e2e", "each actor sends a batch and polls it back before the next: round-trip latency"},
+	{EndToEndProducingConsumerGroup, "e2ecg", "max(P, C) actors, each sending balanced and polling as a group member on one connection"},
 }
 
 // ParseKind accepts a kind's name or alias.
@@ -49,11 +51,13 @@ func ParseKind(s string) (Kind, error) {
 }
 
 func (k Kind) producers() bool {
-	return k == PinnedProducer || k == PinnedProducerAndConsumer || k == BalancedProducer || k == BalancedProducerAndConsumerGroup
+	return k == PinnedProducer || k == PinnedProducerAndConsumer || k == BalancedProducer || k == BalancedProducerAndConsumerGroup ||
+		k == EndToEndProducingConsumerGroup
 }
 
 func (k Kind) consumers() bool {
-	return k == PinnedConsumer || k == PinnedProducerAndConsumer || k == BalancedConsumerGroup || k == BalancedProducerAndConsumerGroup
+	return k == PinnedConsumer || k == PinnedProducerAndConsumer || k == BalancedConsumerGroup || k == BalancedProducerAndConsumerGroup ||
+		k == EndToEndProducingConsumerGroup
 }
 
 func (k Kind) pinned() bool {
@@ -61,7 +65,7 @@ func (k Kind) pinned() bool {
 }
 
 func (k Kind) groups() bool {
-	return k == BalancedConsumerGroup || k == BalancedProducerAndConsumerGroup
+	return k == BalancedConsumerGroup || k == BalancedProducerAndConsumerGroup || k == EndToEndProducingConsumerGroup
 }
 
 // seeded kinds only consume: the run first fills their streams, unmeasured.

@@ -10,6 +10,8 @@
 //	bcg    C consumers in G groups (seeded)       G × 24, a group each      poll latency, throughput
 //	bpcg   P producers and G groups at once       G × 24                    both, and producer→consumer latency
 //	e2e    P actors: send a batch, poll it back   P × 1                     round trip through the server
+//	e2ecg  max(P, C) actors, each sending and     G × 24                    both, on shared connections
+//	       polling as a group member
 //
 // Every actor has its own client.Client connection and goroutine. A producer builds
 // its batch once (templateBatch) and before each send only rewrites the origin

@@ -104,7 +104,7 @@ func seed(ctx context.Context, cfg *Config, streams []*stream) error {
 			}
 			batches *= members
 		}
-		p, err := newProducer(ctx, cfg, i, s, nil)
+		p, err := newProducer(ctx, cfg, i, s, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,9 @@ func seed(ctx context.Context, cfg *Config, streams []*stream) error {
 	return runAll(ctx, len(producers), closeAll(clients), func(ctx context.Context, i int) error { return producers[i].run(ctx) })
 }
 
-func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *actorStats) (*producer, error) {
+// newProducer makes producer index of stream s on connection c, or on a connection
+// of its own when c is nil.
+func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *actorStats, c *client.Client) (*producer, error) {
 	batch, err := templateBatch(index, cfg.MessagesPerBatch, cfg.MessageSizeBytes)
 	if err != nil {
 		return nil, err
@@ -137,9 +139,10 @@ func newProducer(ctx context.Context, cfg *Config, index int, s *stream, stats *
 	if stats == nil {
 		stats = &actorStats{role: RoleProducer, index: index, stream: s.name}
 	}
-	c, err := dial(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: connecting: %w", stats.name(), err)
+	if c == nil {
+		if c, err = dial(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("%s: connecting: %w", stats.name(), err)
+		}
 	}
 	return &producer{
 		stats:        stats,
@@ -230,7 +233,7 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 		for i := range cfg.Producers {
 			s := streams[i%len(streams)]
 			st := &actorStats{role: RoleProducingConsumer, index: i, stream: s.name}
-			p, err := newProducer(ctx, cfg, i, s, st)
+			p, err := newProducer(ctx, cfg, i, s, st, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -241,9 +244,9 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 			stats = append(stats, st)
 			actors = append(actors, a.run)
 		}
-	case cfg.Kind.producers():
+	case cfg.Kind.producers() && cfg.Kind != EndToEndProducingConsumerGroup:
 		for i := range cfg.Producers {
-			p, err := newProducer(ctx, cfg, i, streams[i%len(streams)], nil)
+			p, err := newProducer(ctx, cfg, i, streams[i%len(streams)], nil, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -254,39 +257,41 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 			actors = append(actors, p.run)
 		}
 	}
-	if cfg.Kind.consumers() {
-		for j := range cfg.Consumers {
-			s := streams[j%len(streams)]
-			st := &actorStats{role: RoleConsumer, index: j, stream: s.name}
+	if cfg.Kind == EndToEndProducingConsumerGroup {
+		for i := range max(cfg.Producers, cfg.Consumers) {
+			s := streams[i%len(streams)]
 			c, err := dial(ctx, cfg)
 			if err != nil {
-				return nil, fmt.Errorf("%s: connecting: %w", st.name(), err)
+				return nil, fmt.Errorf("actor %d: connecting: %w", i, err)
 			}
 			clients = append(clients, c)
-			k := &consumer{
-				stats:            st,
-				c:                c,
-				s:                s,
-				cfg:              cfg,
-				pacer:            newPacer(ratePerActor),
-				endToEndLatency:  cfg.Kind.producers(),
-				messagesPerBatch: uint32(cfg.MessagesPerBatch),
+			a := &groupProducingConsumer{}
+			if i < cfg.Producers {
+				if a.p, err = newProducer(ctx, cfg, i, s, nil, c); err != nil {
+					return nil, err
+				}
+				a.p.pacer = newPacer(ratePerActor)
+				producers = append(producers, a.p)
+				stats = append(stats, a.p.stats)
 			}
-			if cfg.Kind.groups() {
-				streamID, topicID := s.identifiers()
-				k.group = c.NewConsumer(client.ConsumerConfig{
-					Consumer:   client.GroupConsumer(client.ID(s.groupID)),
-					Stream:     streamID,
-					Topic:      topicID,
-					Strategy:   wire.PollingStrategy{Kind: wire.PollingNext},
-					BatchSize:  uint32(cfg.MessagesPerBatch),
-					AutoCommit: true,
-				})
-			} else {
-				k.trackers = []*partitionTracker{new(partitionTracker)}
+			if i < cfg.Consumers {
+				a.k = newConsumer(cfg, i, s, c, ratePerActor)
+				consumers = append(consumers, a.k)
+				stats = append(stats, a.k.stats)
 			}
+			actors = append(actors, a.run)
+		}
+	} else if cfg.Kind.consumers() {
+		for j := range cfg.Consumers {
+			s := streams[j%len(streams)]
+			c, err := dial(ctx, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("consumer %d: connecting: %w", j, err)
+			}
+			clients = append(clients, c)
+			k := newConsumer(cfg, j, s, c, ratePerActor)
 			consumers = append(consumers, k)
-			stats = append(stats, st)
+			stats = append(stats, k.stats)
 			actors = append(actors, k.run)
 		}
 	}
@@ -317,4 +322,40 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 	report := newReport(cfg, stats, time.Since(started))
 	report.Verification = verify(cfg, streams, consumers, producing, stats)
 	return report, nil
+}
+
+// newConsumer makes consumer index of stream s on connection c: a pinned one reading
+// the stream's partition by offset, or a member of the stream's group.
+func newConsumer(cfg *Config, index int, s *stream, c *client.Client, bytesPerSecond uint64) *consumer {
+	streamID, topicID := s.identifiers()
+	k := &consumer{
+		stats:            &actorStats{role: RoleConsumer, index: index, stream: s.name},
+		c:                c,
+		s:                s,
+		cfg:              cfg,
+		pacer:            newPacer(bytesPerSecond),
+		endToEndLatency:  cfg.Kind.producers(),
+		messagesPerBatch: uint32(cfg.MessagesPerBatch),
+	}
+	if cfg.Kind.groups() {
+		k.group = c.NewConsumer(client.ConsumerConfig{
+			Consumer:   client.GroupConsumer(client.ID(s.groupID)),
+			Stream:     streamID,
+			Topic:      topicID,
+			Strategy:   wire.PollingStrategy{Kind: wire.PollingNext},
+			BatchSize:  uint32(cfg.MessagesPerBatch),
+			AutoCommit: true,
+		})
+		return k
+	}
+	k.pinned = wire.PollMessages{
+		Consumer:  client.SingleConsumer(client.ID(uint32(index))),
+		StreamID:  streamID,
+		TopicID:   topicID,
+		Partition: wire.SomePartition(s.partitionIDs[0]),
+		Strategy:  wire.PollingStrategy{Kind: wire.PollingOffset},
+		Count:     uint32(cfg.MessagesPerBatch),
+	}
+	k.trackers = []*partitionTracker{new(partitionTracker)}
+	return k
 }

@@ -68,6 +68,8 @@ func smallConfig(kind Kind, addr string) Config {
 		cfg.Consumers, cfg.ConsumerGroups, cfg.Partitions = 3, 2, 4
 	case BalancedProducerAndConsumerGroup:
 		cfg.Producers, cfg.Consumers, cfg.ConsumerGroups, cfg.Partitions = 3, 2, 1, 5
+	case EndToEndProducingConsumerGroup:
+		cfg.Producers, cfg.Consumers, cfg.ConsumerGroups, cfg.Partitions = 3, 4, 2, 3
 	}
 	if kind == BalancedProducer {
 		cfg.Partitions = 4
