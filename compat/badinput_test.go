@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"testing"
 	"time"
 )
@@ -106,24 +107,26 @@ func TestMalformedReadsAndOffsetWrites(t *testing.T) {
 	c.ok("ping", opNonReplicated, codePing, nil)
 }
 
-// A frame whose size field is below the header size is not a request: the server
-// drops the connection (or evicts it) and keeps serving others.
-func TestUndersizedFrameDropsOnlyThatConnection(t *testing.T) {
+// A frame whose size field is below the header size, or above the 64 MiB frame
+// limit, is not a request: the server drops the connection (or evicts it) and
+// keeps serving others.
+func TestBadFrameSizeDropsOnlyThatConnection(t *testing.T) {
 	addr := startServer(t)
-	bad := dial(t, addr)
-	f := bad.stamp(opNonReplicated, codePing, nil)
-	binary.LittleEndian.PutUint32(f.bytes[48:], 100)
-	bad.write(f)
-	bad.conn.SetReadDeadline(time.Now().Add(readDeadline))
-	header := make([]byte, headerSize)
-	_, err := io.ReadFull(bad.conn, header)
-	switch {
-	case err == nil && header[60] == commandEviction:
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-	case err != nil && !isTimeout(err):
-		// A reset is a close too.
-	default:
-		t.Fatalf("undersized frame: read %v, header command %d; want the connection closed or evicted", err, header[60])
+	for _, size := range []uint32{100, frameSizeMaxBytes + 1, math.MaxUint32} {
+		bad := dial(t, addr)
+		f := bad.stamp(opNonReplicated, codePing, nil)
+		binary.LittleEndian.PutUint32(f.bytes[48:], size)
+		bad.write(f)
+		bad.conn.SetReadDeadline(time.Now().Add(readDeadline))
+		header := make([]byte, headerSize)
+		_, err := io.ReadFull(bad.conn, header)
+		switch {
+		case err == nil && header[60] == commandEviction:
+		case err != nil && !isTimeout(err):
+			// EOF or a reset: the connection was closed.
+		default:
+			t.Fatalf("frame size %d: read %v, command %d; want the connection closed or evicted", size, err, header[60])
+		}
 	}
 	good := dialRoot(t, addr)
 	good.ok("ping on another connection", opNonReplicated, codePing, nil)
