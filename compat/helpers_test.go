@@ -1,3 +1,22 @@
+// Package compat checks the server against what the official Iggy SDKs send and
+// expect, byte for byte, independently of wire/ and client/: every request frame
+// is built here by hand from reference/go-sdk-behaviour.md and every reply decoded
+// by hand from reference/responses.md and errors.md, so a layout mistake shared by
+// our codec and our client cannot pass unnoticed.
+//
+// A request as the Go SDK writes it (go-sdk-behaviour.md §2), all else zero:
+//
+//	 0        48      60       128        144              168      176   184      196     256
+//	 | ...... | size | cmd=5 | ... | client u128 | request_checksum | request | op | session | code* |
+//	                                              (Rust SDK only)                  *op 2 only
+//
+// and a reply (responses.md §2): request echoed at 200, operation at 208, status at
+// 216; a non-zero status has an empty body; the operation byte decides whether
+// the body starts with a result section [count u32]([index u32][code u32]).
+//
+// Each test starts its own server on 127.0.0.1:0 with a temporary data directory.
+// Server behaviour that disagrees with the reference is kept out of the committed
+// tests and reported to the server's owner.
 package compat
 
 import (
