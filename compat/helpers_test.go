@@ -4,11 +4,14 @@
 // by hand from reference/responses.md and errors.md, so a layout mistake shared by
 // our codec and our client cannot pass unnoticed.
 //
-// A request as the Go SDK writes it (go-sdk-behaviour.md §2), all else zero:
+// A request as the Go SDK writes it (go-sdk-behaviour.md §2); every other byte of
+// the 256-byte header is zero:
 //
-//	 0        48      60       128        144              168      176   184      196     256
-//	 | ...... | size | cmd=5 | ... | client u128 | request_checksum | request | op | session | code* |
-//	                                              (Rust SDK only)                  *op 2 only
+//	offset  48  size u32 (256 + body)     168  request u64
+//	        60  command u8 = 5            176  operation u8
+//	       128  client u128               184  session u64
+//	       144  request_checksum u128     196  command code u32 (operation 2 only)
+//	            (Rust SDK only)
 //
 // and a reply (responses.md §2): request echoed at 200, operation at 208, status at
 // 216; a non-zero status has an empty body; the operation byte decides whether
