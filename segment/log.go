@@ -102,6 +102,7 @@ type Stats struct {
 	SegmentsDeleted    uint64
 	IndexLoads         uint64 // sealed indexes read back into the cache
 	IndexRebuilds      uint64 // sealed indexes rebuilt from the log on load
+	LateSyncFailures   uint64 // a batch's own fdatasync failed after a later one covered it
 }
 
 type inflight struct {
@@ -184,10 +185,11 @@ func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
 // NextOffset is the offset the next appended batch must carry as base_offset.
 func (l *Log) NextOffset() uint64 { return l.nextOffset }
 
-// CurrentOffset is the newest offset in the log (the protocol's current_offset), and
-// false when the log holds no message.
+// CurrentOffset is the newest offset the log ever assigned (the protocol's
+// current_offset), and false when it never held a message. Retention and purge do
+// not lower it: the offsets they removed stay used.
 func (l *Log) CurrentOffset() (uint64, bool) {
-	if l.nextOffset == l.FirstOffset() {
+	if l.nextOffset == 0 {
 		return 0, false
 	}
 	return l.nextOffset - 1, true
@@ -582,7 +584,14 @@ func (l *Log) complete(r *Request) {
 		}
 		l.maybeSubmitSealChain(seg)
 	case purposeAppendSync:
-		if r.Err == nil {
+		if r.target < l.fifoSeq {
+			// Already retired: a seal chain's fdatasync of the whole segment, which
+			// started after this batch's write completed, made it durable first (a
+			// ring runs the two syncs in any order).
+			if r.Err != nil && !errors.Is(r.Err, ErrCanceled) {
+				l.stats.LateSyncFailures++
+			}
+		} else if r.Err == nil {
 			l.entry(r.target).durable = true
 			l.advanceDurable()
 		} else if !errors.Is(r.Err, ErrCanceled) {

@@ -82,8 +82,8 @@ func (l *Log) ConsumerOffset(kind ConsumerKind, id uint32) (uint64, bool) {
 
 // StoreConsumerOffset stores a consumer's or group's offset: at once in memory (the
 // next Get and Next poll see it), and in its file, fdatasynced when EnforceFsync is
-// set (otherwise at Close). An offset above the current offset, or any offset in an
-// empty log, is wire.ErrInvalidOffset.
+// set (otherwise at Close). An offset above the current offset, or any offset in a
+// log that never held a message, is wire.ErrInvalidOffset.
 func (l *Log) StoreConsumerOffset(kind ConsumerKind, id uint32, offset uint64) error {
 	if l.closed {
 		return wire.ErrSegmentClosed

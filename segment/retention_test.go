@@ -150,8 +150,12 @@ func TestPurge(t *testing.T) {
 	if l.SegmentCount() != 1 || l.FirstOffset() != next || l.NextOffset() != next {
 		t.Fatalf("after purge: %d segments, [%d, %d), want empty at %d", l.SegmentCount(), l.FirstOffset(), l.NextOffset(), next)
 	}
-	if _, ok := l.CurrentOffset(); ok {
-		t.Fatal("a purged log has a current offset")
+	if cur, ok := l.CurrentOffset(); !ok || cur != next-1 {
+		t.Fatalf("a purged log's current offset %d %v, want %d (offsets stay used)", cur, ok, next-1)
+	}
+	var p Polled
+	if err := l.Read(Query{Kind: PollFirst, Count: 10}, &p); err != nil || len(p.Records) != 0 {
+		t.Fatalf("a purged log serves %d records (%v)", len(p.Records), err)
 	}
 	if _, ok := l.ConsumerOffset(Consumer, 3); ok {
 		t.Fatal("purge kept a consumer offset")

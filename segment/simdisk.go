@@ -151,8 +151,17 @@ func (d *SimDisk) Poll(wait bool) int {
 		for end < len(d.queue)-1 && d.queue[end].Link {
 			end++
 		}
+		// A seeded prefix of the chain runs now (a write completes, the sync linked
+		// to it runs later); the rest stays queued as a shorter chain. A failure
+		// cancels the rest at once.
+		stop := start + d.rng.IntN(end-start+1)
 		canceled := false
-		for _, r := range d.queue[start : end+1] {
+		last := start
+		for i := start; i <= end; i++ {
+			r := d.queue[i]
+			if i > stop && !canceled {
+				break
+			}
 			if canceled {
 				r.Result, r.Err = 0, ErrCanceled
 			} else {
@@ -160,9 +169,12 @@ func (d *SimDisk) Poll(wait bool) int {
 			}
 			canceled = r.Link && r.Err != nil
 			d.ready = append(d.ready, r)
+			last = i
 		}
-		d.queue = append(d.queue[:start], d.queue[end+1:]...)
-		chains--
+		d.queue = append(d.queue[:start], d.queue[last+1:]...)
+		if last == end {
+			chains--
+		}
 	}
 	n := len(d.ready)
 	ready := d.ready
