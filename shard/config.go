@@ -56,6 +56,13 @@ type Config struct {
 	// InboxCapacity is the capacity of each inter-shard queue (a power of two).
 	// Default 1024.
 	InboxCapacity int
+	// DiskIO gives each shard a disk ring for file I/O (Shard.Disk): a second
+	// io_uring whose completions wake the loop. Off, Shard.Disk is nil.
+	DiskIO bool
+	// DiskAsyncWriteBytesMin: disk writes at least this large are handed to the
+	// kernel's io-wq workers (IOSQE_ASYNC) instead of being copied into the page cache
+	// inline during the shard's submit. 0 leaves the choice to the kernel.
+	DiskAsyncWriteBytesMin int
 
 	// FdPass is how shard 0 hands accepted connections to the other shards: 0 probes
 	// the kernel (fdpass.Probe) and uses msg_ring send-fd where it works, else the

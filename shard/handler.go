@@ -28,6 +28,22 @@ type Handler interface {
 	ConnClosed(c *Conn)
 }
 
+// Ticker is a Handler that works every loop turn: the shard calls Tick once per turn,
+// after serving its inbox and timers and before sending, with NowNs updated. Tick
+// reports true when it has work for the very next turn (completed disk requests whose
+// hooks have not run), so that the shard does not block in the meantime. An idle shard
+// takes no turns: ask for one with Shard.WakeAt.
+type Ticker interface {
+	Tick(s *Shard) (busy bool)
+}
+
+// Stopper is a Handler told, on its shard's goroutine, that the loop is ending (a
+// shutdown or a fatal error): the last call from which it may use the shard's rings,
+// e.g. to finish its disk I/O and close its files.
+type Stopper interface {
+	Stop(s *Shard)
+}
+
 // Request is one framed, validated request: the decoded header view and the body, both
 // inside one 16-byte-aligned arena buffer.
 type Request struct {

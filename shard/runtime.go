@@ -183,6 +183,10 @@ func (rt *Runtime) closeAll() {
 		if s.ring != nil {
 			errs = append(errs, s.ring.Close())
 		}
+		if s.diskRing != nil {
+			errs = append(errs, s.diskRing.Close())
+			unix.Close(s.diskEventFd)
+		}
 	}
 	// A receive ring unmaps its descriptors only once its ring is closed (no recv can
 	// still be armed on it); its buffers go back to the arena.

@@ -32,7 +32,8 @@ const (
 	kindCancel
 	kindWake // a MSG_RING from another shard: its inbox has messages
 	kindWakeSent
-	kindEventFd // the eventfd read through which non-shard goroutines wake the shard
+	kindEventFd   // the eventfd read through which non-shard goroutines wake the shard
+	kindDiskEvent // the read of the disk ring's eventfd: disk completions were posted
 )
 
 func userData(kind completionKind, id ConnID) uint64 {
@@ -78,6 +79,18 @@ type Shard struct {
 	eventBuf   *[8]byte // the eventfd read's target; heap memory the kernel writes
 	eventArmed bool
 
+	// The disk ring carries the shard's file I/O (see Disk); its completions signal
+	// diskEventFd, whose read is kept armed on the connection ring.
+	diskRing       *ring.Ring
+	disk           *Disk
+	diskEventFd    int
+	diskEventBuf   *[8]byte
+	diskEventArmed bool
+
+	ticker  Ticker  // the handler, if it implements Ticker
+	stopper Stopper // the handler, if it implements Stopper
+	busy    bool    // the ticker asked for another turn without blocking
+
 	conns     []*Conn // by slot; a nil or free slot holds no live connection
 	freeSlots []uint32
 	connCount int
@@ -115,6 +128,18 @@ func (s *Shard) Arena() *arena.Arena { return s.arena }
 
 // NowNs returns the shard's monotonic clock, read once per loop iteration.
 func (s *Shard) NowNs() int64 { return s.nowNs }
+
+// Disk returns the shard's disk I/O (nil unless Config.DiskIO): the storages it opens carry partition logs' reads,
+// writes and fdatasyncs through the shard's disk ring. Use it from the shard's
+// goroutine only; the handler reaps it from Ticker.Tick.
+func (s *Shard) Disk() *Disk { return s.disk }
+
+// WakeAt makes the loop take a turn (and so call Ticker.Tick) no later than deadlineNs
+// on the shard's clock (NowNs), even when nothing else happens. A handler's periodic
+// work (heartbeat checks, retention) asks for its next turn this way.
+func (s *Shard) WakeAt(deadlineNs int64) {
+	s.timers.Push(timer{deadlineNs: deadlineNs, kind: timerWake})
+}
 
 // Post queues m for shard target, which receives it in Handler.ServeMessage. It reports
 // false when the queue to that shard is full: the caller decides (answer with a
@@ -235,9 +260,51 @@ func (s *Shard) setUp() error {
 	}
 	s.eventFd = efd
 	s.eventBuf = new([8]byte)
+	if s.cfg.DiskIO {
+		if err := s.setUpDisk(); err != nil {
+			return fmt.Errorf("shard %d: %w", s.index, err)
+		}
+	}
 	s.epoch = time.Now()
 	s.nowNs = s.clock()
 	s.handler = s.cfg.NewHandler(s)
+	s.ticker, _ = s.handler.(Ticker)
+	s.stopper, _ = s.handler.(Stopper)
+	return nil
+}
+
+// diskRingEntries sizes the disk ring: a shard's logs rarely have more than a few
+// requests each in flight (an append, its sync, a read per poll), and requests beyond
+// this wait in submission order rather than fail.
+const diskRingEntries = 256
+
+// setUpDisk creates the disk ring. It is SINGLE_ISSUER but not DEFER_TASKRUN: its
+// completions must be posted (and signal the eventfd) while the thread sleeps in the
+// connection ring, not only when it enters the disk ring.
+func (s *Shard) setUpDisk() error {
+	r, err := ring.New(ring.Options{SQEntries: diskRingEntries, CQEntries: 2 * diskRingEntries, Flags: ring.SetupSingleIssuer})
+	if err != nil {
+		return fmt.Errorf("disk ring setup: %w", err)
+	}
+	for _, op := range []ring.Opcode{ring.OpRead, ring.OpWrite, ring.OpFsync} {
+		if !r.Supports(op) {
+			r.Close()
+			return fmt.Errorf("the kernel's io_uring lacks opcode %d for file I/O", op)
+		}
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		r.Close()
+		return fmt.Errorf("disk eventfd: %w", err)
+	}
+	if err := r.RegisterEventFd(efd); err != nil {
+		r.Close()
+		unix.Close(efd)
+		return err
+	}
+	s.diskRing, s.diskEventFd, s.diskEventBuf = r, efd, new([8]byte)
+	s.disk = NewDisk(r, diskRingEntries)
+	s.disk.AsyncWriteBytesMin = s.cfg.DiskAsyncWriteBytesMin
 	return nil
 }
 
@@ -301,19 +368,25 @@ func (s *Shard) loop() {
 		if !s.eventArmed {
 			s.armEventFd()
 		}
+		if s.disk != nil && !s.diskEventArmed {
+			s.armDiskEventFd()
+		}
 		if !s.stopping && s.rt.stopping.Load() {
 			s.beginStop()
 		}
 		s.drainInboxes()
 		s.fireTimers()
+		s.busy = s.ticker != nil && s.ticker.Tick(s)
 		s.flushSends()
 		s.sendWakes()
 		if s.err != nil {
 			s.log.Error("shard stopping on a fatal error", "err", s.err)
+			s.stop()
 			s.rt.fatal(s.err)
 			return
 		}
 		if s.stopping && s.stopped() {
+			s.stop()
 			s.log.Info("shard stopped")
 			return
 		}
@@ -328,7 +401,10 @@ func (s *Shard) loop() {
 // is due. It reports false when it returned without completions to reap.
 func (s *Shard) wait() bool {
 	var err error
-	if next, ok := s.timers.Next(); ok {
+	if s.busy || s.inbox[s.index].Len() > 0 {
+		// Work for the next turn already: collect what completed, block on nothing.
+		_, err = s.ring.Submit()
+	} else if next, ok := s.timers.Next(); ok {
 		d := time.Duration(next - s.clock())
 		if d <= 0 {
 			_, err = s.ring.Submit()
@@ -391,6 +467,9 @@ func (s *Shard) complete(cqe *ring.CQE) {
 		// The inboxes are drained on every iteration.
 	case kindEventFd:
 		s.eventArmed = false
+	case kindDiskEvent:
+		// The handler's Tick, next turn, reaps the disk ring.
+		s.diskEventArmed = false
 	default:
 		panic(fmt.Sprintf("shard %d: completion with unknown kind %d", s.index, kind))
 	}
@@ -401,6 +480,21 @@ func (s *Shard) armEventFd() {
 	sqe.PrepareRead(s.eventFd, s.eventBuf[:], 0)
 	sqe.UserData = userData(kindEventFd, 0)
 	s.eventArmed = true
+}
+
+func (s *Shard) armDiskEventFd() {
+	sqe := s.getSQE()
+	sqe.PrepareRead(s.diskEventFd, s.diskEventBuf[:], 0)
+	sqe.UserData = userData(kindDiskEvent, 0)
+	s.diskEventArmed = true
+}
+
+// stop tells the handler the loop ends, on the shard's thread: the last moment it can
+// use the rings (its disk I/O must finish here, the disk ring belongs to this thread).
+func (s *Shard) stop() {
+	if s.stopper != nil {
+		s.stopper.Stop(s)
+	}
 }
 
 // wakeExternal wakes the shard from any goroutine (the eventfd is the one door a
@@ -459,6 +553,8 @@ func (s *Shard) fireTimers() {
 			if !s.stopping {
 				s.armAccept()
 			}
+		case timerWake:
+			// Only to end the wait: Tick runs every turn.
 		case timerShutdown:
 			for _, c := range s.conns {
 				if c != nil && c.state != connFree {

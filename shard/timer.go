@@ -10,6 +10,8 @@ const (
 	timerAccept
 	// timerShutdown ends the shutdown grace period.
 	timerShutdown
+	// timerWake is a turn the handler asked for (Shard.WakeAt).
+	timerWake
 )
 
 type timer struct {
