@@ -17,7 +17,6 @@ const (
 	msgReply                        // -> conn shard: a *job with its outcome
 	msgEffect                       // shard 0 -> owner: an *effect of a metadata commit
 	msgClientGone                   // conn shard -> shard 0: a *clientGone
-	msgDriveIO                      // a shard to itself: run partition storage completions
 	msgFlush                        // a shard to itself: retry posts that found a full queue
 )
 
@@ -101,7 +100,8 @@ type handler struct {
 	// Partition jobs waiting for storage completions, by token.
 	inflight     []*job
 	inflightFree []uint64
-	ioScheduled  bool
+	ioWanted     bool // requests were queued this turn: Tick submits them
+	disk         *shard.Disk
 	// groupPolls holds, per partition and consumer group with a poll in flight, the
 	// polls waiting for it.
 	groupPolls map[groupPollKey][]*job
@@ -114,6 +114,10 @@ type handler struct {
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
 	stopped bool
+	// storeClosed is set once Stop closed the store on the shard's thread, with
+	// closeErr what that reported.
+	storeClosed bool
+	closeErr    error
 }
 
 // retentionIntervalNs is how often a shard deletes the expired and oversized
@@ -144,7 +148,8 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
 	h.groupPolls = make(map[groupPollKey][]*job)
-	h.store = partition.NewStore(s.cfg.SystemPath, partition.OSStorages{})
+	h.disk = sh.Disk()
+	h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
 	for _, p := range s.initial[h.index] {
 		report, err := h.store.Open(p.key, p.cfg, p.createdAt)
 		if err != nil {
@@ -250,9 +255,6 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.applyEffect(m.Payload.(*effect))
 	case msgClientGone:
 		h.meta.clientGone(m.Payload.(*clientGone))
-	case msgDriveIO:
-		h.ioScheduled = false
-		h.driveIO()
 	case msgFlush:
 	}
 	h.flushOutbox()

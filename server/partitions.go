@@ -5,6 +5,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -142,24 +143,35 @@ func (h *handler) untrack(token uint64) *job {
 	return j
 }
 
-// scheduleIO asks for one storage round at the shard's next turn, so the sends and
-// polls of one turn share it.
-func (h *handler) scheduleIO() {
-	if h.ioScheduled {
-		return
+// scheduleIO asks for a storage round at this turn's Tick, so the sends and polls of
+// one turn share one submit to the disk ring.
+func (h *handler) scheduleIO() { h.ioWanted = true }
+
+// Tick implements shard.Ticker: each loop turn with disk work it submits the
+// partitions' queued requests to the shard's disk ring and runs the completions the
+// ring posted (the disk ring's eventfd woke the loop). It reports true while completed
+// requests still wait for their hooks, so that the loop does not block meanwhile.
+func (h *handler) Tick(_ *shard.Shard) bool {
+	if h.stopped {
+		return false
 	}
-	h.ioScheduled = true
-	h.post(h.index, shardMessage(msgDriveIO))
+	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
+		h.ioWanted = h.store.PollIO() > 0
+		h.flushOutbox()
+	}
+	return h.disk.Ready()
 }
 
-// driveIO runs one pass of the store's storage completions per shard turn. The
-// storage is blocking (partition.OSStorages), so a pass that acknowledges a write
-// and then submits its fdatasync leaves the fdatasync for the next turn: the
-// acknowledgements leave the shard before it blocks in the sync.
-func (h *handler) driveIO() {
-	if h.store.PollIO() > 0 {
-		h.scheduleIO()
+// Stop implements shard.Stopper: on the shard's own thread (the disk ring belongs to
+// it), every partition is closed, making what was written durable. Replies of sends
+// that complete now have no shard left to go to.
+func (h *handler) Stop(_ *shard.Shard) {
+	h.stopped = true
+	if err := h.store.Close(); err != nil {
+		h.log.Error("closing partitions", "err", err)
+		h.closeErr = err
 	}
+	h.storeClosed = true
 }
 
 func (h *handler) publishStats(k partition.Key) {

@@ -113,6 +113,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		FrameSizeMax:  cfg.FrameSizeMaxBytes,
 		IdleTimeout:   cfg.IdleTimeout,
 		InboxCapacity: 4096,
+		DiskIO:        true,
 	})
 	if err != nil {
 		meta.close()
@@ -146,8 +147,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		for _, h := range s.handlers {
-			if h != nil && h.store != nil {
-				err = errors.Join(err, h.store.Close())
+			if h != nil && h.storeClosed {
+				err = errors.Join(err, h.closeErr)
 			}
 		}
 		err = errors.Join(err, s.meta.close())
