@@ -77,6 +77,7 @@ const (
 // Command codes of the non-replicated requests (go-sdk-behaviour.md §5).
 const (
 	codePing               = 1
+	codeGetStats           = 10
 	codeGetSnapshot        = 11
 	codeGetClusterMetadata = 12
 	codeDescribeOptions    = 13
@@ -312,7 +313,7 @@ func (c *rawConn) do(operation uint8, code uint32, body []byte) reply {
 	return c.read(f)
 }
 
-// read issues a non-replicated request (op 2, code at 196).
+// get issues a non-replicated request (op 2, code at 196).
 func (c *rawConn) get(code uint32, body []byte) reply {
 	c.t.Helper()
 	return c.do(opNonReplicated, code, body)

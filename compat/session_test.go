@@ -119,8 +119,6 @@ func TestOnlyPingWorksBeforeSigningIn(t *testing.T) {
 	c.ok("ping after login", opNonReplicated, codePing, nil)
 }
 
-const codeGetStats = 10
-
 // GetClusterMetadata after login: one node, leader, healthy, at the address the
 // client dialled (responses.md §4.12, go-sdk-behaviour.md §9).
 func TestClusterMetadataAfterLogin(t *testing.T) {
