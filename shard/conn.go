@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,6 +87,7 @@ type Conn struct {
 	closeReason        string
 
 	client wire.Uint128 // the client id of the last valid request, for evictions
+	remote netip.AddrPort
 
 	segments    [sendSegmentsMax]sendSegment
 	segHead     int
@@ -100,6 +102,10 @@ type Conn struct {
 	Value any
 }
 
+// RemoteAddr returns the peer's address as accepted (getpeername on shard 0), or the
+// zero AddrPort if it could not be learned.
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
 // ID returns the connection's runtime-wide name.
 func (c *Conn) ID() ConnID { return c.id }
 
@@ -109,11 +115,11 @@ func (c *Conn) Shard() *Shard { return c.shard }
 // Open reports whether the connection still accepts replies.
 func (c *Conn) Open() bool { return c.state == connOpen }
 
-func (c *Conn) open(fd int, direct bool, slot uint32) error {
+func (c *Conn) open(fd int, direct bool, slot uint32, peer netip.AddrPort) error {
 	s := c.shard
 	generation := (c.id.generation() + 1) & connGenerationMask
 	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: connOpen}
+		state: connOpen, remote: peer}
 	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()

@@ -160,11 +160,17 @@ func (s *Shard) delegate(fd int) {
 	l := &s.listener
 	target := l.nextShard
 	l.nextShard = (l.nextShard + 1) % len(s.rt.shards)
+	peer := peerAddress(fd)
 	if target == s.index || !s.canHandOff(target) {
-		s.adopt(fd, false)
+		s.adopt(fd, false, peer)
 		return
 	}
-	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, 0); err != nil {
+	s.nextCookie++
+	if s.nextCookie == 0 {
+		s.nextCookie = 1 // 0 means "no note"
+	}
+	s.rt.shards[target].peerInbox.Push(peerNote{cookie: s.nextCookie, addr: peer})
+	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, s.nextCookie); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 	}
 }

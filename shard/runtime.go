@@ -78,6 +78,7 @@ func Start(cfg Config) (*Runtime, error) {
 		for from := range s.inbox {
 			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
 		}
+		s.peerInbox = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
 	}
 	rt.shards[0].listener.fd = listenFd

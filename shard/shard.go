@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"time"
 
@@ -86,6 +87,12 @@ type Shard struct {
 	diskEventFd    int
 	diskEventBuf   *[8]byte
 	diskEventArmed bool
+
+	// peerInbox carries the peer addresses of connections shard 0 hands over, by
+	// handoff cookie; peers holds the ones received, until their connection arrives.
+	peerInbox  *Queue[peerNote]
+	peers      [peerTableSize]peerNote
+	nextCookie uint32 // shard 0: the cookie of the next handoff
 
 	ticker  Ticker  // the handler, if it implements Ticker
 	stopper Stopper // the handler, if it implements Stopper
@@ -343,7 +350,7 @@ func (s *Shard) newSender() error {
 	case fdpass.ModeQueue:
 		cfg.ShardCount = len(s.rt.shards)
 		cfg.Enqueue = func(target int, h fdpass.Handoff) bool {
-			return s.Post(target, Message{internal: internalAdoptConn, fd: h.Fd})
+			return s.Post(target, Message{internal: internalAdoptConn, fd: h.Fd, Value: uint64(h.Cookie)})
 		}
 	}
 	sender, err := fdpass.NewSender(cfg)
@@ -514,7 +521,7 @@ func (s *Shard) drainInboxes() {
 				break
 			}
 			if m.internal == internalAdoptConn {
-				s.adopt(m.fd, false)
+				s.adopt(m.fd, false, s.peerOf(uint32(m.Value)))
 				continue
 			}
 			s.handler.ServeMessage(s, m)
@@ -596,7 +603,7 @@ func (s *Shard) stopped() bool {
 // connection arriving in its registered-file table; on shard 0, the end of a handoff.
 func (s *Shard) completeHandoff(cqe *ring.CQE) {
 	if h, ok := fdpass.Incoming(cqe); ok {
-		s.adopt(h.Fd, true)
+		s.adopt(h.Fd, true, s.peerOf(h.Cookie))
 		return
 	}
 	if s.sender == nil {
@@ -622,7 +629,7 @@ func (s *Shard) closeSocket(fd int, direct bool) {
 
 // adopt installs an accepted socket as a connection of this shard: a plain descriptor,
 // or (direct) a slot of the ring's registered-file table.
-func (s *Shard) adopt(fd int, direct bool) {
+func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort) {
 	if s.stopping {
 		s.closeSocket(fd, direct)
 		return
@@ -641,7 +648,7 @@ func (s *Shard) adopt(fd int, direct bool) {
 		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, standingFrameBytes)})
 	}
 	c := s.conns[slot]
-	if err := c.open(fd, direct, slot); err != nil {
+	if err := c.open(fd, direct, slot, peer); err != nil {
 		s.log.Warn("connection refused", "err", err)
 		s.closeSocket(fd, direct)
 		s.freeSlots = append(s.freeSlots, slot)
@@ -663,4 +670,47 @@ func (s *Shard) markDirty(c *Conn) {
 		c.inDirty = true
 		s.dirty = append(s.dirty, c)
 	}
+}
+
+// peerTableSize bounds the peer addresses a shard holds for connections on their way
+// to it: more handoffs than this in flight at once only cost the oldest their address.
+const peerTableSize = 1024
+
+// peerNote is a handed-over connection's peer address, keyed by its handoff cookie.
+type peerNote struct {
+	cookie uint32
+	addr   netip.AddrPort
+}
+
+// peerOf returns the peer address shard 0 noted for the handoff cookie, or the zero
+// AddrPort when it was lost (the note queue was full). Shard 0 pushes the note before
+// it submits the handoff, so the note is in the queue by the time the connection is.
+func (s *Shard) peerOf(cookie uint32) netip.AddrPort {
+	for {
+		n, ok := s.peerInbox.Pop()
+		if !ok {
+			break
+		}
+		s.peers[n.cookie%peerTableSize] = n
+	}
+	if n := s.peers[cookie%peerTableSize]; n.cookie == cookie && cookie != 0 {
+		return n.addr
+	}
+	return netip.AddrPort{}
+}
+
+// peerAddress asks the kernel for a socket's peer (getpeername): once per accepted
+// connection, on shard 0, which still holds a plain descriptor.
+func peerAddress(fd int) netip.AddrPort {
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
 }
