@@ -442,7 +442,8 @@ func (c *Client) readReply(ctx context.Context, sent uint64) ([]byte, error) {
 	// The body read may move c.reply, so keep what is needed of the header.
 	bodySize := h.BodySizeBytes()
 	status, op, echoed := h.Status, h.Operation, h.Request
-	body, err := c.readBody(bodySize)
+	var body []byte
+	c.reply, body, err = readBody(c.conn, c.reply, bodySize)
 	if err != nil {
 		return nil, c.breakIO(ctx, "read", err)
 	}
@@ -450,6 +451,12 @@ func (c *Client) readReply(ctx context.Context, sent uint64) ([]byte, error) {
 		return nil, c.breakWith(&ConnectionError{Op: "reply", Code: wire.ErrDisconnected,
 			Err: echoMismatch{sent: sent, got: echoed}})
 	}
+	return replyPayload(status, op, body)
+}
+
+// replyPayload turns a reply's status, operation and body into its payload, or the
+// error code its status or result section carries.
+func replyPayload(status wire.ErrorCode, op wire.Operation, body []byte) ([]byte, error) {
 	if status != 0 {
 		return nil, status
 	}
@@ -466,25 +473,26 @@ func (c *Client) readReply(ctx context.Context, sent uint64) ([]byte, error) {
 	return payload, nil
 }
 
-// readBody reads n body bytes behind the header in c.reply, growing it as the bytes
-// arrive rather than all at once.
-func (c *Client) readBody(n int) ([]byte, error) {
+// readBody reads n body bytes from r behind the header in buf, growing buf as the
+// bytes arrive rather than all at once. It returns the buffer (grown or not) and the
+// body, which aliases it.
+func readBody(r io.Reader, buf []byte, n int) (grownBuf, body []byte, err error) {
 	total := wire.HeaderSize + n
 	got := wire.HeaderSize
 	for got < total {
-		if got == cap(c.reply) {
-			grown := alignedBuffer(min(total, max(2*cap(c.reply), replyGrowMinBytes)))
-			copy(grown, c.reply[:got])
-			c.reply = grown
+		if got == cap(buf) {
+			grown := alignedBuffer(min(total, max(2*cap(buf), replyGrowMinBytes)))
+			copy(grown, buf[:got])
+			buf = grown
 		}
-		end := min(total, cap(c.reply))
-		m, err := io.ReadFull(c.conn, c.reply[got:end])
+		end := min(total, cap(buf))
+		m, err := io.ReadFull(r, buf[got:end])
 		got += m
 		if err != nil {
-			return nil, err
+			return buf, nil, err
 		}
 	}
-	return c.reply[wire.HeaderSize:total:total], nil
+	return buf, buf[wire.HeaderSize:total:total], nil
 }
 
 // breakIO closes the connection after an I/O failure; a done context is the cause
@@ -525,10 +533,10 @@ func (c *Client) breakWith(e *ConnectionError) error {
 }
 
 // randomUUID draws a version-4 UUID as the u128 a message id is.
-func (c *Client) randomUUID() wire.Uint128 {
+func randomUUID(rng *rand.ChaCha8) wire.Uint128 {
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[0:], c.rng.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], c.rng.Uint64())
+	binary.LittleEndian.PutUint64(b[0:], rng.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rng.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return wire.GetUint128(b[:])

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -38,37 +39,44 @@ func (c *Client) sendLocked(ctx context.Context, stream, topic wire.Identifier, 
 	if len(messages) == 0 || uint64(len(messages)) > uint64(^uint32(0)) {
 		return wire.SendConfirmations{}, wire.ErrInvalidMessagesCount
 	}
-	meta := wire.SendMessages{StreamID: stream, TopicID: topic, Partitioning: partitioning, MessagesCount: uint32(len(messages))}
-	body, err := meta.AppendMetadata(c.frame())
+	frame, err := appendSendMessages(c.frame(), &c.batch, c.rng, stream, topic, partitioning, messages)
+	c.keep(frame)
 	if err != nil {
 		return wire.SendConfirmations{}, err
 	}
+	return c.sendFrame(ctx, frame)
+}
+
+// appendSendMessages appends a SendMessages body (routing metadata, then the batch
+// with every checksum) to frame, building the batch with bb. Zero ids are drawn from
+// rng, zero timestamps are now. The caller has checked the message count.
+func appendSendMessages(frame []byte, bb *wire.BatchBuilder, rng *rand.ChaCha8, stream, topic wire.Identifier,
+	partitioning wire.Partitioning, messages []Message) ([]byte, error) {
+	meta := wire.SendMessages{StreamID: stream, TopicID: topic, Partitioning: partitioning, MessagesCount: uint32(len(messages))}
+	body, err := meta.AppendMetadata(frame)
+	if err != nil {
+		return frame, err
+	}
 	now := uint64(time.Now().UnixMicro())
-	bb := &c.batch
 	bb.Reset(body)
 	for i := range messages {
 		m := &messages[i]
 		if len(m.Payload) == 0 {
-			return wire.SendConfirmations{}, wire.ErrInvalidMessagePayloadLength
+			return body, wire.ErrInvalidMessagePayloadLength
 		}
 		id := m.ID
 		if id.IsZero() {
-			id = c.randomUUID()
+			id = randomUUID(rng)
 		}
 		at := m.TimestampMicros
 		if at == 0 {
 			at = now
 		}
 		if err := bb.Append(id, at, m.Payload, m.UserHeaders); err != nil {
-			return wire.SendConfirmations{}, err
+			return body, err
 		}
 	}
-	frame, err := bb.Finish()
-	c.keep(frame)
-	if err != nil {
-		return wire.SendConfirmations{}, err
-	}
-	return c.sendFrame(ctx, frame)
+	return bb.Finish()
 }
 
 // SendBatch sends a batch built elsewhere (wire.BatchBuilder), copying it behind the
