@@ -51,14 +51,15 @@ type Polled struct {
 	MessageCount  uint32
 	CurrentOffset uint64 // the partition's newest offset when read (0 when empty)
 
-	buf     []byte
-	headers [2][wire.BatchHeaderSize]byte
-	start   uint64
-	limit   uint64
-	pending int
-	err     error
-	done    func(*Polled, error)
-	log     *Log
+	buf      []byte
+	headers  [2][wire.BatchHeaderSize]byte
+	start    uint64
+	limit    uint64
+	pending  int
+	err      error
+	done     func(*Polled, error)
+	log      *Log
+	finished bool // Read's completion flag
 }
 
 // Record is one batch record of a read.
@@ -96,16 +97,18 @@ var ErrBatchMismatch = fmt.Errorf("segment: stored batch does not match its inde
 // Read answers q synchronously into out: it submits the reads and polls the storage
 // until they complete. See ReadAsync for the non-blocking form.
 func (l *Log) Read(q Query, out *Polled) error {
-	var err error
-	finished := false
-	l.ReadAsync(q, out, func(_ *Polled, e error) { err, finished = e, true })
-	for !finished {
-		if l.st.Poll(true) == 0 && !finished {
+	out.finished = false
+	l.ReadAsync(q, out, finishSyncRead)
+	for !out.finished {
+		if l.st.Poll(true) == 0 && !out.finished {
 			panic("segment: storage lost a read")
 		}
 	}
-	return err
+	return out.err
 }
+
+// finishSyncRead is Read's done hook: a plain function, so Read allocates no closure.
+func finishSyncRead(p *Polled, err error) { p.finished, p.err = true, err }
 
 // ReadAsync plans q against the index, submits one read per segment touched, and
 // calls done from Storage.Poll once the bytes are in out and verified (or
