@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"net/netip"
 	"time"
 	"unsafe"
 
@@ -43,6 +44,7 @@ type job struct {
 	kind   jobKind
 	frame  shard.Frame
 	userID uint32
+	peer   netip.AddrPort // a login's connection peer
 
 	// The outcome: an eviction, a status denial, or a reply body (reply; with
 	// rawReply, a whole frame built by the metadata plane).
@@ -238,6 +240,9 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 	j.kind = kind
 	j.userID = userID
 	j.frame = req.Retain()
+	if kind == jobLogin {
+		j.peer = c.RemoteAddr()
+	}
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
 

@@ -89,12 +89,13 @@ func (r *metaRouter) read(j *job) {
 	r.h.reply(j)
 }
 
-// clientHeader describes a session. The runtime does not tell a handler the peer's
-// address, so Address is empty.
+// clientHeader describes a session: its client id and the peer address of the
+// connection it logged in on (responses.md §4.9).
 func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.ClientHeader {
 	h := wire.ClientHeader{UserID: userID, Transport: wire.ClientTransportTCP}
 	if rec != nil {
 		h.ClientID = rec.id
+		h.Address = rec.address
 	}
 	return h
 }

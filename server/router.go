@@ -29,9 +29,10 @@ type metaRouter struct {
 }
 
 type sessionRecord struct {
-	id     uint32
-	userID uint32
-	conn   shard.ConnID
+	id      uint32
+	userID  uint32
+	conn    shard.ConnID
+	address []byte // the peer's ip:port, as GET_ME and GET_CLIENT(S) report it
 }
 
 func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
@@ -110,7 +111,11 @@ func (r *metaRouter) login(j *job) {
 	j.userID = decision.UserID
 	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
 	r.nextClientID++
-	r.sessions[hdr.Client] = &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn}
+	rec := &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn}
+	if j.peer.IsValid() {
+		rec.address = []byte(j.peer.String())
+	}
+	r.sessions[hdr.Client] = rec
 	r.h.reply(j)
 }
 
