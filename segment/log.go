@@ -9,7 +9,8 @@ import (
 
 // Hooks tell the log's owner what became of its appends. Each is optional and runs
 // from Storage.Poll (never from inside Append). Offsets are ends: "every batch below
-// end", so an empty log needs no -1.
+// end", so an empty log needs no -1. Between a failure and its repair, Written and
+// Durable are silent; the repair repeats both ends after Failed.
 type Hooks struct {
 	// Written reports that every batch below end has been written (it is in the page
 	// cache or further, and reads serve it when EnforceFsync is off).
