@@ -41,7 +41,7 @@ func summarize(h *Histogram) Latency {
 // routing, batch and frame headers included).
 type Figures struct {
 	Role              Role    `json:"role"`
-	Index             int     `json:"index,omitempty"` // per actor only
+	Index             int     `json:"index"` // per actor; 0 in totals
 	Stream            string  `json:"stream,omitempty"`
 	Actors            int     `json:"actors"`
 	Messages          uint64  `json:"messages"`

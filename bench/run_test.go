@@ -229,3 +229,43 @@ func TestRawLoopback(t *testing.T) {
 		t.Fatalf("figures %+v", f)
 	}
 }
+
+// An interrupted run (Ctrl-C in the command) stops its running actors at once,
+// returns the context's error and still deletes its streams.
+func TestRunInterrupted(t *testing.T) {
+	addr := startServer(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	cfg := Config{Kind: PinnedProducerAndConsumer, ServerAddress: addr, Producers: 2, Consumers: 2,
+		MessagesPerBatch: 10, MessageSizeBytes: 10, Duration: time.Hour}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, nil)
+		done <- err
+	}()
+	// Interrupt once the consumers are reading: the first stream has messages and
+	// its consumer offset moved (observed by polling the server, bounded in time).
+	watcher, err := client.Dial(testContext(t), addr, client.WithCredentials(DefaultUsername, DefaultPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the run produced nothing within 20 s")
+		}
+		s, err := watcher.GetStream(testContext(t), client.NameID(StreamNamePrefix+"1"))
+		if err == nil && s.MessagesCount > 0 {
+			break
+		}
+	}
+	cancel()
+	start := time.Now()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v to stop", d)
+	}
+	assertNoBenchStreams(t, addr)
+}
