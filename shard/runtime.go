@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,9 @@ type Runtime struct {
 	shards      []*Shard
 	addr        *net.TCPAddr
 	allowedCPUs []int
+	// epoch is time zero of every shard's clock (Shard.NowNs), so that the shards'
+	// readings compare.
+	epoch time.Time
 
 	// connCounts[i] is shard i's live connection count, for observers outside the
 	// shards (tests, metrics); shards never read each other's.
@@ -62,7 +66,8 @@ func Start(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount)}
+	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount),
+		epoch: time.Now()}
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{

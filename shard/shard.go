@@ -133,7 +133,9 @@ func (s *Shard) Logger() *slog.Logger { return s.log }
 // Arena returns the shard's buffer arena, for handlers that build replies in it.
 func (s *Shard) Arena() *arena.Arena { return s.arena }
 
-// NowNs returns the shard's monotonic clock, read once per loop iteration.
+// NowNs returns the shard's monotonic clock, read once per loop iteration. Every shard
+// of a runtime counts from the same epoch, so one shard may compare a reading another
+// published with its own.
 func (s *Shard) NowNs() int64 { return s.nowNs }
 
 // Disk returns the shard's disk I/O (nil unless Config.DiskIO): the storages it opens carry partition logs' reads,
@@ -272,7 +274,7 @@ func (s *Shard) setUp() error {
 			return fmt.Errorf("shard %d: %w", s.index, err)
 		}
 	}
-	s.epoch = time.Now()
+	s.epoch = s.rt.epoch
 	s.nowNs = s.clock()
 	s.handler = s.cfg.NewHandler(s)
 	s.ticker, _ = s.handler.(Ticker)
