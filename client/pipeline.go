@@ -17,9 +17,17 @@ import (
 // its own, so that encoding the next batch, moving it over the network and the
 // server's write of the previous ones overlap instead of taking turns:
 //
-//	Send ──► slot (its own request buffer) ──► write ──► connection ──► server
-//	  ▲        InFlightMax slots; a slot is busy                          │
-//	  └─────── from its write until its reply ◄── reader goroutine ◄──────┘
+//	Send ─► take a slot ─► encode into a buffer ─► write ─► connection ─► server
+//	  ▲     (InFlightMax; busy from          (back to the pool                 │
+//	  │      the write to the reply)          once written)                    │
+//	  └──────────── slot freed ◄── reply matched ◄── reader goroutine ◄────────┘
+//
+// A slot is the right to have one batch in flight. Buffers are separate: a batch's
+// bytes are the kernel's once its write returns, so a buffer goes back to a
+// last-in first-out pool then, and a single sending goroutine encodes every batch
+// into the same, cache-warm buffer whatever the window (a buffer per slot measured
+// slower as the window grew: each batch landed in a cold megabyte). Concurrent
+// Sends take one buffer each, so there are at most InFlightMax of them.
 //
 // Replies are matched by the request number they echo, never by position: the server
 // answers each request when its partition's shard is done with it, so sends to
@@ -48,6 +56,8 @@ type PipelinedProducer struct {
 	// free holds the indices of the slots not in flight; taking one is the right to
 	// send a batch, so Send blocks while InFlightMax batches await their replies.
 	free chan int
+	// rngs seeds each new buffer's id source.
+	rng *rand.ChaCha8
 	// cursor is the Balanced partitioning's round-robin position.
 	cursor atomic.Uint32
 
@@ -64,8 +74,8 @@ type PipelinedProducer struct {
 	flushMu    sync.Mutex
 	flushSlots []int
 
-	// mu guards the slots' flight state, the failure, the read deadline and the
-	// free Pending records.
+	// mu guards the slots' flight state, the failure, the read deadline, the
+	// buffer pool and the free Pending records.
 	mu sync.Mutex
 	// failure is set once, by the first failure; every later Send returns it.
 	failure *NotAcknowledgedError
@@ -73,28 +83,28 @@ type PipelinedProducer struct {
 	// batches in flight, zero when none is.
 	readDeadline time.Time
 	pendingFree  []*pendingBatch
+	buffersFree  []*sendBuffer
 
 	readerDone chan struct{}
 	closed     atomic.Bool
 }
 
-// pipelineSlot is one batch's request buffer and, while the batch is in flight, its
-// request number, reply deadline and the record its outcome goes to.
+// pipelineSlot is, while its batch is in flight, the batch's request number, reply
+// deadline and the record its outcome goes to. Guarded by PipelinedProducer.mu.
 type pipelineSlot struct {
-	frame []byte
-	batch wire.BatchBuilder
-	// rng draws the ids of messages sent with a zero id; one per slot, because
-	// slots are encoded concurrently by concurrent Sends.
-	rng *rand.ChaCha8
-
-	// Guarded by PipelinedProducer.mu. A slot is free again once its reply has come
-	// (inFlight false) and its write has returned (writing false), in either order:
-	// on loopback the reply can beat the return of the write.
 	inFlight bool
-	writing  bool
 	request  uint64
 	deadline time.Time
 	pending  *pendingBatch
+}
+
+// sendBuffer is where one Send encodes its frame.
+type sendBuffer struct {
+	frame []byte
+	batch wire.BatchBuilder
+	// rng draws the ids of messages sent with a zero id; one per buffer, because
+	// concurrent Sends encode at once.
+	rng *rand.ChaCha8
 }
 
 // pendingBatch receives one batch's outcome. It is reused once Wait has taken that
@@ -121,8 +131,8 @@ type PipelineOptions struct {
 const (
 	// DefaultInFlightMax keeps four batches in flight.
 	DefaultInFlightMax = 4
-	// InFlightLimit bounds InFlightMax: each slot holds a request buffer as large as
-	// its batch, and a reply is matched by a scan of the slots.
+	// InFlightLimit bounds InFlightMax: a reply is matched by a scan of the slots,
+	// and concurrent Sends hold a request buffer as large as their batch each.
 	InFlightLimit = 256
 )
 
@@ -242,15 +252,8 @@ func newPipelinedProducer(ctx context.Context, c *Client, stream, topic wire.Ide
 				PartitionID: wire.PartitionForKey(partitioning.Key, count)}
 		}
 	}
+	p.rng = c.rng
 	for i := range p.slots {
-		var seed [32]byte
-		for j := 0; j < len(seed); j += 8 {
-			u := c.rng.Uint64()
-			for k := range 8 {
-				seed[j+k] = byte(u >> (8 * k))
-			}
-		}
-		p.slots[i] = pipelineSlot{frame: make([]byte, wire.HeaderSize, 64<<10), rng: rand.NewChaCha8(seed)}
 		p.free <- i
 	}
 	// The setup's deadlines are over; from here on the reader and the writes set
@@ -338,19 +341,42 @@ func (p *PipelinedProducer) Send(ctx context.Context, messages []Message) (Pendi
 	case <-ctx.Done():
 		return Pending{}, ctx.Err()
 	}
-	s := &p.slots[index]
-	frame, err := appendSendMessages(s.frame[:wire.HeaderSize], &s.batch, s.rng, p.stream, p.topic, p.pick(), messages)
-	if cap(frame) > cap(s.frame) {
-		s.frame = frame[:wire.HeaderSize]
+	buf := p.takeBuffer()
+	frame, err := appendSendMessages(buf.frame[:wire.HeaderSize], &buf.batch, buf.rng, p.stream, p.topic, p.pick(), messages)
+	if cap(frame) > cap(buf.frame) {
+		buf.frame = frame[:wire.HeaderSize]
 	}
 	if err == nil && len(frame) > FrameSizeMax {
 		err = wire.ErrInvalidConfiguration
 	}
 	if err != nil {
+		p.mu.Lock()
+		p.buffersFree = append(p.buffersFree, buf)
+		p.mu.Unlock()
 		p.free <- index
 		return Pending{}, err
 	}
-	return p.write(ctx, index, frame)
+	return p.write(ctx, index, buf, frame)
+}
+
+// takeBuffer pops the most recently used buffer, or makes one: at most one per
+// concurrent Send.
+func (p *PipelinedProducer) takeBuffer() *sendBuffer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.buffersFree); n > 0 {
+		buf := p.buffersFree[n-1]
+		p.buffersFree = p.buffersFree[:n-1]
+		return buf
+	}
+	var seed [32]byte
+	for j := 0; j < len(seed); j += 8 {
+		u := p.rng.Uint64()
+		for k := range 8 {
+			seed[j+k] = byte(u >> (8 * k))
+		}
+	}
+	return &sendBuffer{frame: make([]byte, wire.HeaderSize, 64<<10), rng: rand.NewChaCha8(seed)}
 }
 
 // pick is the partitioning of the next batch: the topic's partition by round robin
@@ -363,8 +389,9 @@ func (p *PipelinedProducer) pick() wire.Partitioning {
 	return wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: cursor % p.partitionsCount}
 }
 
-// write stamps the frame of slot index, puts the slot in flight and writes it.
-func (p *PipelinedProducer) write(ctx context.Context, index int, frame []byte) (Pending, error) {
+// write stamps frame, puts slot index in flight and writes the frame; buf, which
+// holds it, goes back to the pool once written.
+func (p *PipelinedProducer) write(ctx context.Context, index int, buf *sendBuffer, frame []byte) (Pending, error) {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	deadline := time.Now().Add(p.ackTimeout)
@@ -385,6 +412,7 @@ func (p *PipelinedProducer) write(ctx context.Context, index int, frame []byte) 
 	p.mu.Lock()
 	if p.failure != nil {
 		p.free <- index
+		p.buffersFree = append(p.buffersFree, buf)
 		err := p.failure
 		p.mu.Unlock()
 		return Pending{}, err
@@ -392,7 +420,7 @@ func (p *PipelinedProducer) write(ctx context.Context, index int, frame []byte) 
 	p.nextRequest++
 	b := p.takePendingLocked()
 	s := &p.slots[index]
-	s.inFlight, s.writing, s.request, s.deadline, s.pending = true, true, h.Request, deadline, b
+	s.inFlight, s.request, s.deadline, s.pending = true, h.Request, deadline, b
 	if p.readDeadline.IsZero() || deadline.Before(p.readDeadline) {
 		p.readDeadline = deadline
 		_ = c.conn.SetReadDeadline(deadline)
@@ -408,10 +436,7 @@ func (p *PipelinedProducer) write(ctx context.Context, index int, frame []byte) 
 		p.unwatch()
 	}
 	p.mu.Lock()
-	s.writing = false
-	if !s.inFlight {
-		p.free <- index
-	}
+	p.buffersFree = append(p.buffersFree, buf)
 	p.mu.Unlock()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -497,9 +522,7 @@ func (p *PipelinedProducer) resolveLocked(i int, confirmation wire.SendConfirmat
 	b.confirmation, b.err = confirmation, err
 	s.inFlight, s.pending = false, nil
 	b.done <- struct{}{}
-	if !s.writing {
-		p.free <- i
-	}
+	p.free <- i
 }
 
 // readLoop reads replies until the producer fails; Close fails it.
