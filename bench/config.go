@@ -231,6 +231,12 @@ func (c *Config) Validate() error {
 		if c.Streams != c.ConsumerGroups {
 			return fmt.Errorf("%s has one consumer group per stream: --streams %d must equal --consumer-groups %d", c.Kind, c.Streams, c.ConsumerGroups)
 		}
+		if c.Consumers < c.ConsumerGroups {
+			return fmt.Errorf("--consumers %d leaves some of the %d consumer groups without a member", c.Consumers, c.ConsumerGroups)
+		}
+		if c.Kind.producers() && c.Producers < c.ConsumerGroups {
+			return fmt.Errorf("--producers %d leaves some of the %d streams without a producer", c.Producers, c.ConsumerGroups)
+		}
 	} else if c.ConsumerGroups != 0 {
 		return fmt.Errorf("--consumer-groups does not apply to %s", c.Kind)
 	}

@@ -61,6 +61,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"pp", "--messages-per-batch", "100000", "--message-size", "1000"}, "more than the"},
 		{[]string{"e2e", "--producers", "2", "--streams", "1"}, "its own stream"},
 		{[]string{"pp", "--batches", "x"}, "invalid value"},
+		{[]string{"bcg", "--consumers", "2", "--consumer-groups", "3"}, "without a member"},
+		{[]string{"bpcg", "--producers", "1", "--consumer-groups", "2"}, "without a producer"},
 	} {
 		code, stdout, stderr := runForTest(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
