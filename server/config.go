@@ -47,6 +47,9 @@ type Config struct {
 	SnapshotIntervalOps uint64
 	// PinCPUs pins shard i to the i-th allowed CPU.
 	PinCPUs bool
+	// HeartbeatInterval is the reference's heartbeat.interval: a consumer group
+	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
+	HeartbeatInterval time.Duration
 }
 
 // DefaultConfig is what `iggy-shard` with no arguments runs with.
@@ -207,6 +210,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FrameSizeMaxBytes < 1<<20 {
 		return &SettingError{Setting: "tcp.max_frame_size", Value: strconv.FormatUint(uint64(c.FrameSizeMaxBytes), 10), Reason: "must be at least 1 MiB"}
+	}
+	if c.HeartbeatInterval < 0 {
+		return &SettingError{Setting: "heartbeat.interval", Value: c.HeartbeatInterval.String(), Reason: "must not be negative"}
 	}
 	if c.IdleTimeout < 0 {
 		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}

@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -19,6 +20,7 @@ const (
 	msgEffect                       // shard 0 -> owner: an *effect of a metadata commit
 	msgClientGone                   // conn shard -> shard 0: a *clientGone
 	msgFlush                        // a shard to itself: retry posts that found a full queue
+	msgEvictStale                   // shard 0 -> conn shard: a silent group member, evict (13)
 )
 
 // jobKind says what a job asks for.
@@ -45,6 +47,7 @@ type job struct {
 	frame  shard.Frame
 	userID uint32
 	peer   netip.AddrPort // a login's connection peer
+	seen   *atomic.Int64  // a login's session: when it last sent a request (shard clock)
 
 	// The outcome: an eviction, a status denial, or a reply body (reply; with
 	// rawReply, a whole frame built by the metadata plane).
@@ -76,6 +79,9 @@ type session struct {
 	epoch  uint64
 	userID uint32
 	bound  bool
+	// seen is when the session last sent a request (PINGs too), on the runtime's
+	// clock; shard 0 reads it to find silent consumer group members.
+	seen *atomic.Int64
 }
 
 type clientGone struct {
@@ -111,7 +117,8 @@ type handler struct {
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
 
-	meta *metaRouter // shard 0 only
+	meta           *metaRouter // shard 0 only
+	heartbeatDueNs int64       // shard 0: the next look for silent group members
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -166,6 +173,8 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	}
 	if h.index == 0 {
 		h.meta = newMetaRouter(h, s.meta)
+		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
+		sh.WakeAt(h.heartbeatDueNs)
 	}
 	s.handlers[h.index] = h
 	return h
@@ -177,6 +186,9 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
 	sess, _ := c.Value.(*session)
 	bound := sess != nil && sess.bound
+	if bound {
+		sess.seen.Store(h.shard.NowNs())
+	}
 	op := hdr.Operation
 	switch {
 	case op == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing:
@@ -261,6 +273,8 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgClientGone:
 		h.meta.clientGone(m.Payload.(*clientGone))
 	case msgFlush:
+	case msgEvictStale:
+		h.evictStale(m.Conn)
 	}
 	h.flushOutbox()
 }
@@ -348,7 +362,7 @@ func (h *handler) deliver(j *job) {
 		return
 	case j.rawReply:
 		if j.kind == jobLogin && j.loggedIn {
-			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true}
+			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen}
 		}
 		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
 			c.Value = nil

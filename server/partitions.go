@@ -159,6 +159,10 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.ioWanted = h.store.PollIO() > 0
 		h.flushOutbox()
 	}
+	if h.meta != nil {
+		h.checkHeartbeats()
+		h.flushOutbox()
+	}
 	return h.disk.Ready()
 }
 

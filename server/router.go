@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"io"
+	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
@@ -33,6 +34,9 @@ type sessionRecord struct {
 	userID  uint32
 	conn    shard.ConnID
 	address []byte // the peer's ip:port, as GET_ME and GET_CLIENT(S) report it
+	// seen is the session's last request on the runtime's clock, written by the
+	// connection's shard.
+	seen *atomic.Int64
 }
 
 func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
@@ -111,7 +115,9 @@ func (r *metaRouter) login(j *job) {
 	j.userID = decision.UserID
 	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
 	r.nextClientID++
-	rec := &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn}
+	j.seen = new(atomic.Int64)
+	j.seen.Store(r.h.shard.NowNs())
+	rec := &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn, seen: j.seen}
 	if j.peer.IsValid() {
 		rec.address = []byte(j.peer.String())
 	}

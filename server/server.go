@@ -58,6 +58,8 @@ type Server struct {
 	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
+	// heartbeatInterval is Config.HeartbeatInterval with its default applied.
+	heartbeatInterval time.Duration
 
 	meta  *metaPlane // touched only by shard 0 once started
 	stats statsTable
@@ -88,6 +90,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log, startedAt: time.Now()}
+	s.heartbeatInterval = cfg.HeartbeatInterval
+	if s.heartbeatInterval == 0 {
+		s.heartbeatInterval = heartbeatIntervalDefault
+	}
 	s.shardCount = cfg.ShardCount
 	if s.shardCount == 0 {
 		s.shardCount = runtime.NumCPU()

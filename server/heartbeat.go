@@ -1,0 +1,64 @@
+package server
+
+import (
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Heartbeats. A consumer group member that stops talking keeps its partitions from
+// the other members, so the reference server evicts a member whose connection was
+// silent for 1.2 heartbeat intervals (30 s by default: 36 s) with reason 13
+// StaleClient (go-sdk-behaviour.md §8; the Go SDK pings every 5 s). Any request
+// counts, PING included; a client that is in no group is never evicted for silence.
+//
+//	conn shard: every request     session.seen = NowNs     (an atomic both shards see)
+//	shard 0, every interval/5:    for each session silent > 1.2 x interval that is
+//	                              a group member: post msgEvictStale to its shard
+//	conn shard:                   still silent? Eviction frame (13), close; the close
+//	                              removes the memberships (clientGone, committed)
+
+// heartbeatIntervalDefault is the reference server's heartbeat.interval.
+const heartbeatIntervalDefault = 30 * time.Second
+
+// staleAfterNs is how long a group member may be silent.
+func (h *handler) staleAfterNs() int64 {
+	return int64(h.srv.heartbeatInterval) * 6 / 5
+}
+
+// checkHeartbeats runs on shard 0 from Tick: at most every interval/5 it looks for
+// silent group members and asks their shards to evict them.
+func (h *handler) checkHeartbeats() {
+	now := h.shard.NowNs()
+	if now < h.heartbeatDueNs {
+		return
+	}
+	every := int64(h.srv.heartbeatInterval) / 5
+	h.heartbeatDueNs = now + every
+	h.shard.WakeAt(h.heartbeatDueNs)
+	staleAfter := h.staleAfterNs()
+	state := h.meta.plane.state
+	for client, rec := range h.meta.sessions {
+		if rec.seen == nil || now-rec.seen.Load() <= staleAfter || state.ClientGroupsCount(client) == 0 {
+			continue
+		}
+		h.post(rec.conn.Shard(), shard.Message{Conn: rec.conn, Kind: msgEvictStale})
+	}
+}
+
+// evictStale evicts a connection shard 0 found silent, unless a request arrived
+// since (the decision crossed it).
+func (h *handler) evictStale(id shard.ConnID) {
+	c := h.shard.Conn(id)
+	if c == nil {
+		return
+	}
+	sess, _ := c.Value.(*session)
+	if sess == nil || !sess.bound || h.shard.NowNs()-sess.seen.Load() <= h.staleAfterNs() {
+		return
+	}
+	h.log.Info("connection evicted: consumer group member missed its heartbeats", "conn", id.String(),
+		"silent", time.Duration(h.shard.NowNs()-sess.seen.Load()).String())
+	c.Evict(sess.client, wire.EvictionStaleClient)
+}
