@@ -24,10 +24,9 @@ func startServer(t *testing.T) string {
 	cfg := server.DefaultConfig()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
-	// One shard: with two, a send now and then waits ~10 s for the shard's
-	// connection-check timer (a lost cross-shard wake-up, reported to the server's
-	// owners), which would make these tests slow without testing the engine more.
-	cfg.ShardCount = 1
+	// Two shards, so that actors' connections and partitions land on different
+	// shards and replies cross between them, as on a real server.
+	cfg.ShardCount = 2
 	cfg.PinCPUs = false
 	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -130,7 +130,7 @@ func TestRunAgainstServer(t *testing.T) {
 	cfg := server.DefaultConfig()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
-	cfg.ShardCount = 1 // see bench's startServer
+	cfg.ShardCount = 2
 	cfg.PinCPUs = false
 	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
