@@ -141,3 +141,50 @@ func TestPurgeAndDeleteSegments(t *testing.T) {
 		t.Fatalf("send after purge: %+v", cs)
 	}
 }
+
+// An older metadata request replayed after newer ones is never applied twice: the
+// answer is its original reply (still cached) or 59 RequestAlreadyApplied
+// (errors.md §2).
+func TestOlderMetadataReplayIsNotReapplied(t *testing.T) {
+	addr := startServer(t)
+	c := dialRoot(t, addr)
+	first := c.stamp(opCreateStream, 202, appendName(nil, "first"))
+	c.write(first)
+	original := c.read(first)
+	c.ok("CreateStream second", opCreateStream, 202, appendName(nil, "second"))
+	c.ok("DeleteStream first", opDeleteStream, 203, ids(0))
+
+	c.write(first)
+	replay := c.read(first)
+	_, code := c.outcome(replay)
+	if !(code == 0 && bytes.Equal(replay.body, original.body)) && code != 59 {
+		t.Fatalf("replay of request %d: %v, want the original reply %v or code 59", first.request, replay, original)
+	}
+	d := decoder{t: t, what: "GetStreams", b: c.ok("GetStreams", opNonReplicated, codeGetStreams, nil)}
+	if h := d.streamHeader(); h.name != "second" {
+		t.Fatalf("GetStreams lists %q, want only second", h.name)
+	}
+	d.end()
+}
+
+// A pre-commit denial echoes the request's operation byte (responses.md §2.4).
+func TestDenialEchoesTheRequestOperation(t *testing.T) {
+	addr := startServer(t)
+	c := dialRoot(t, addr)
+	streamID := c.createStream("denials")
+	for _, tc := range []struct {
+		what string
+		op   uint8
+		code uint32
+		body []byte
+	}{
+		{"CreateTopic with 1001 partitions", opCreateTopic, 302, createTopicBody(streamID, "t", 1001, nil)},
+		{"CreatePartitions of 0", opCreatePartitions, 402, u32Body(ids(streamID, 0), 0)},
+		{"CreateStream with an option", opCreateStream, 202, option(appendName(nil, "x"), "k", kindString, []byte("v"))},
+	} {
+		r := c.do(tc.op, tc.code, tc.body)
+		if r.status == 0 || r.operation != tc.op {
+			t.Errorf("%s: %v, want a status denial on operation %d", tc.what, r, tc.op)
+		}
+	}
+}
