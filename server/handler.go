@@ -165,6 +165,9 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 			h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
 			continue
 		}
+		if err := h.settlePurge(p.key, purgeGen{generation: p.purgeGeneration, createdRevision: p.createdAt}); err != nil {
+			h.log.Error("partition purge generation", "partition", p.key.String(), "err", err)
+		}
 		if report != nil && (len(report.Truncations) > 0 || len(report.RebuiltIndexes) > 0 ||
 			len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
 			h.log.Info("partition recovered", "partition", p.key.String(), "report", report.String())

@@ -193,6 +193,9 @@ type effect struct {
 	cfg       partition.Config
 	createdAt uint64
 	reconfig  bool // apply cfg to every partition of key's topic this shard owns
+	// purgeGeneration is the topic's purge generation: the one a purge reached, or
+	// the one a created partition starts at.
+	purgeGeneration uint64
 }
 
 func (h *handler) applyEffect(e *effect) {
@@ -206,6 +209,9 @@ func (h *handler) applyEffect(e *effect) {
 		}
 	case e.kind == metadata.EffectCreatePartitions:
 		err = h.store.Create(k, e.cfg, e.createdAt)
+		if err == nil {
+			err = h.recordPurge(k, e.purgeGeneration)
+		}
 		h.publishStats(k)
 	case e.kind == metadata.EffectDeletePartitions:
 		err = h.store.Delete(k)
@@ -217,8 +223,16 @@ func (h *handler) applyEffect(e *effect) {
 		h.forEachOwned(k.StreamID, 0, false, func(p partition.Key) { h.srv.stats.remove(p) })
 		err = h.store.DeleteStream(k.StreamID)
 	case e.kind == metadata.EffectPurgeTopic:
-		err = h.store.PurgeTopic(k.StreamID, k.TopicID)
-		h.forEachOwned(k.StreamID, k.TopicID, true, h.publishStats)
+		// Partition by partition: only one that was emptied records the generation,
+		// so a failed purge is carried out again at the next start.
+		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) {
+			perr := h.store.Purge(p)
+			if perr == nil {
+				perr = h.recordPurge(p, e.purgeGeneration)
+			}
+			err = errors.Join(err, perr)
+			h.publishStats(p)
+		})
 	case e.kind == metadata.EffectDeleteSegments:
 		_, err = h.store.DeleteSegments(k, e.count)
 		h.publishStats(k)

@@ -252,6 +252,7 @@ func (r *metaRouter) runEffects() {
 				ef := &effect{kind: e.Kind, key: pk, cfg: cfg}
 				if topic != nil && int(p) < len(topic.Partitions) {
 					ef.createdAt = topic.Partitions[p].CreatedAtMicros
+					ef.purgeGeneration = topic.PurgeGeneration
 				}
 				r.h.post(r.h.srv.ownerOf(pk), shard.Message{Kind: msgEffect, Payload: ef})
 			}
@@ -265,7 +266,7 @@ func (r *metaRouter) runEffects() {
 				r.toAllShards(&effect{key: k, cfg: cfg, reconfig: true})
 			}
 		default: // whole topics and streams, purges, group offsets: every shard may own some
-			r.toAllShards(&effect{kind: e.Kind, key: k, group: e.Group})
+			r.toAllShards(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation})
 		}
 		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
 			for key := range r.balanced {

@@ -73,9 +73,10 @@ type Server struct {
 }
 
 type partitionOpen struct {
-	key       partition.Key
-	cfg       partition.Config
-	createdAt uint64
+	key             partition.Key
+	cfg             partition.Config
+	createdAt       uint64
+	purgeGeneration uint64 // the topic's, committed: the partition must be at least there
 }
 
 // Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
@@ -105,9 +106,9 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.meta = meta
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.handlers = make([]*handler, s.shardCount)
-	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt uint64) {
+	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
-		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt})
+		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
 	})
 
 	rt, err := shard.Start(shard.Config{
@@ -179,8 +180,9 @@ func putU32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-// eachPartition visits every partition of the state with its topic's config.
-func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.Config, createdAt uint64)) {
+// eachPartition visits every partition of the state with its topic's config and purge
+// generation.
+func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64)) {
 	counts := st.Counts()
 	found := uint32(0)
 	for sid := uint32(0); found < counts.Streams && sid < metadata.StreamIDLimit; sid++ {
@@ -198,7 +200,7 @@ func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.C
 			topicsFound++
 			c := partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
 			for _, p := range topic.Partitions {
-				visit(partition.Key{StreamID: sid, TopicID: tid, PartitionID: p.ID}, c, p.CreatedAtMicros)
+				visit(partition.Key{StreamID: sid, TopicID: tid, PartitionID: p.ID}, c, p.CreatedAtMicros, topic.PurgeGeneration)
 			}
 		}
 	}
