@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +202,50 @@ func BenchmarkConsumer(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatencies(b, latencies)
+}
+
+// BenchmarkProducers: four producers at once, each on its own connection sending to
+// its own partition of one topic, each batch acknowledged before its next. With two
+// shards, connections and partitions share shards: a shard blocked in one
+// partition's write stalls the others' requests, which is what moving the writes to
+// the disk ring is for.
+func BenchmarkProducers(b *testing.B) {
+	const producerCount = 4
+	s, admin := benchServer(b)
+	ctx := context.Background()
+	if _, err := admin.CreateTopic(ctx, client.NameID("bench"), "t4", producerCount, nil); err != nil {
+		b.Fatal(err)
+	}
+	producers := make([]*client.Client, producerCount)
+	for i := range producers {
+		c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		producers[i] = c
+	}
+	batch := benchBatch(b)
+	var next atomic.Int64
+	errs := make(chan error, producerCount)
+	b.SetBytes(benchBatchBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, c := range producers {
+		go func() {
+			partitioning := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: uint32(i)}
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.SendBatch(ctx, client.NameID("bench"), client.NameID("t4"), partitioning, batch); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range producerCount {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
 }
