@@ -484,3 +484,58 @@ func BenchmarkPipelinedSend(b *testing.B) {
 		})
 	}
 }
+
+// FuzzPipelinedReply answers a pipelined producer's first batch with arbitrary bytes
+// and then drops the connection: whatever the bytes, the batch gets an outcome (a
+// confirmation only from a well-formed reply to its request), and nothing panics or
+// hangs.
+func FuzzPipelinedReply(f *testing.F) {
+	// The producer's first batch goes as request 1: the login and GetClusterMetadata
+	// do not advance the counter.
+	req := wire.RequestHeader{Request: 1, Operation: wire.OperationSendMessages, Client: wire.Uint128{Lo: 9}}
+	f.Add(confirm(req, 5))
+	f.Add(append(confirm(req, 5), confirm(req, 6)...))
+	f.Add(denial(&req, wire.ErrPartitionNotFound))
+	f.Add(eviction(&req, wire.EvictionStaleClient, 0, 0))
+	f.Add(rejection(&req, wire.ErrTopicIdNotFound))
+	f.Add(reply(&req, nil))
+	f.Add(confirm(req, 5)[:200])
+	other := req
+	other.Request = 2
+	f.Add(confirm(other, 5))
+	var mu sync.Mutex
+	var answer []byte
+	s := newFakeServer(f, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return answer, true
+	}))
+	s.record = false
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mu.Lock()
+		answer = data
+		mu.Unlock()
+		ctx := testContext(t)
+		p, err := DialPipelinedProducer(ctx, s.addr(), ID(1), ID(1), wire.Partitioning{Kind: wire.PartitioningPartitionID},
+			PipelineOptions{InFlightMax: 2, AckTimeout: testTimeout}, WithCredentials("iggy", "iggy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		pd, err := p.Send(ctx, smallBatch)
+		if err != nil {
+			if !errors.Is(err, ErrNotAcknowledged) {
+				t.Fatalf("send: %v", err)
+			}
+			return
+		}
+		_, err = pd.Wait(ctx)
+		var code wire.ErrorCode
+		if err != nil && !errors.Is(err, ErrNotAcknowledged) && !errors.As(err, &code) {
+			t.Fatalf("outcome neither a confirmation, a code nor not-acknowledged: %v", err)
+		}
+		if err := p.Flush(ctx); err == nil && p.InFlight() != 0 {
+			t.Fatalf("flushed with %d in flight", p.InFlight())
+		}
+	})
+}
