@@ -28,6 +28,18 @@
 //     Rust SDK does (the Go SDK leaves it zero; WithRequestChecksums(false) does too);
 //   - GetClusterMetadata right after every successful login.
 //
+// # Pipelining
+//
+// A PipelinedProducer (DialPipelinedProducer) owns a connection of its own and keeps
+// up to InFlightMax SendMessages batches in flight on it, so that the client's
+// encoding, the network and the server's writes overlap. Send returns once the batch
+// is on the socket; its Pending reports the confirmation or the failure, and Flush
+// waits for every batch in flight. It departs from the SDKs' numbering in one way:
+// each batch carries a request number of its own (the counter advanced per batch),
+// because the server may answer batches out of order (they are served on their
+// partitions' shards) and a reply is matched by its echo. The server does not track
+// the numbers of partition operations, so any non-zero value is admissible.
+//
 // # Errors
 //
 // A non-zero reply status and a non-zero committed result both come back as the

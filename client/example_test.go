@@ -185,3 +185,44 @@ func ExampleTopicOptions() {
 	// compression_algorithm: string, 4 bytes
 	// max_topic_size: uint64, 8 bytes
 }
+
+// Keep four batches in flight on one connection; wait on each batch four sends
+// later, and resend what the producer could not confirm.
+func ExampleDialPipelinedProducer() {
+	ctx := context.Background()
+	p, err := client.DialPipelinedProducer(ctx, "127.0.0.1:8090", client.NameID("orders"), client.NameID("created"),
+		wire.Partitioning{Kind: wire.PartitioningBalanced}, client.PipelineOptions{InFlightMax: 4},
+		client.WithCredentials("iggy", "iggy"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+
+	batch := []client.Message{{Payload: []byte("order 1")}, {Payload: []byte("order 2")}}
+	window := make([]client.Pending, 0, 4)
+	settle := func(pd client.Pending) {
+		confirmation, err := pd.Wait(ctx)
+		switch {
+		case errors.Is(err, client.ErrNotAcknowledged):
+			fmt.Println("request", pd.Request(), "may not be stored: send it again on a new producer")
+		case err != nil:
+			fmt.Println("request", pd.Request(), "refused:", err)
+		default:
+			fmt.Println("stored at partition", confirmation.PartitionID, "offset", confirmation.BaseOffset)
+		}
+	}
+	for range 100 {
+		if len(window) == cap(window) {
+			settle(window[0])
+			window = append(window[:0], window[1:]...)
+		}
+		pd, err := p.Send(ctx, batch)
+		if err != nil {
+			log.Fatal(err)
+		}
+		window = append(window, pd)
+	}
+	for _, pd := range window {
+		settle(pd)
+	}
+}
