@@ -314,9 +314,10 @@ func (pd Pending) Wait(ctx context.Context) (wire.SendConfirmation, error) {
 	return confirmation, err
 }
 
-// Send builds messages into a free slot's buffer and writes them as one batch,
-// returning once the batch is on the socket, with the Pending of its reply. While
-// InFlightMax batches await replies it blocks until one is answered or ctx is done.
+// Send takes a slot, builds messages into a pooled buffer and writes them as one
+// batch, returning once the batch is on the socket, with the Pending of its reply.
+// While InFlightMax batches await replies it blocks until one is answered or ctx is
+// done.
 // It is safe for concurrent use: concurrent Sends encode in parallel and write one
 // at a time. The messages are not kept.
 //
