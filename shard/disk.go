@@ -57,7 +57,8 @@ type diskEntry struct {
 
 // diskChainMax is the longest link chain a log submits (a seal: fdatasync log, write
 // index, fdatasync index). A chain starts only when the SQ and the table have room for
-// all of it, so it is never cut in two and no other log's request joins it.
+// all of it, so it is not cut in two for want of room, and no other log's request
+// joins it: those wait until the chain has been submitted.
 const diskChainMax = 3
 
 // NewDisk returns a Disk over r, with at most inFlightMax requests in the ring at once
@@ -115,7 +116,15 @@ func (d *Disk) Reap() {
 
 func (d *Disk) pump() {
 	n := 0
-	for n < len(d.waiting) && d.prepare(d.waiting[n]) {
+	for n < len(d.waiting) {
+		if d.chainOpen && d.waiting[n].storage != d.chainOwner {
+			// Another log's link chain is open in the SQ: nothing may join it. The
+			// next submit closes it (the kernel ends a chain at the batch's end).
+			break
+		}
+		if !d.prepare(d.waiting[n]) {
+			break
+		}
 		d.waiting[n].storage.queued--
 		n++
 	}
@@ -130,7 +139,7 @@ func (d *Disk) pump() {
 func (d *Disk) prepare(e diskEntry) bool {
 	r := e.req
 	if d.chainOpen && d.chainOwner != e.storage {
-		panic("shard: a disk request joined another log's link chain")
+		return false
 	}
 	if !d.chainOpen && r.Link {
 		if d.ring.SQSpaceLeft() < diskChainMax {
@@ -184,6 +193,8 @@ func (d *Disk) enter(wait bool) {
 	} else if d.ring.SQPending() > 0 {
 		_, err = d.ring.Submit()
 	}
+	// Whatever was queued is the kernel's now, an open chain ended with the batch.
+	d.chainOpen, d.chainOwner = false, nil
 	if err != nil && !errors.Is(err, ring.ErrCQOverflow) && !errors.Is(err, unix.EINTR) {
 		// Dropped completions or a ring used from the wrong thread: the state of the
 		// requests in flight is lost, no retry makes it whole.
@@ -242,6 +253,13 @@ func (s *DiskStorage) Submit(r *segment.Request) {
 		return
 	}
 	e := diskEntry{req: r, storage: s}
+	if d.chainOpen && d.chainOwner == s {
+		// The rest of this log's chain: room for it was reserved when it started.
+		if !d.prepare(e) {
+			panic("shard: no room for the rest of a reserved disk link chain")
+		}
+		return
+	}
 	if len(d.waiting) > 0 || !d.prepare(e) {
 		d.waiting = append(d.waiting, e)
 		s.queued++

@@ -124,3 +124,58 @@ func TestDiskSharedByLogs(t *testing.T) {
 		})
 	}
 }
+
+// A log's link chain stays its own while another log submits in the middle of it:
+// the other request waits until the chain has gone to the kernel, and every request
+// completes.
+func TestDiskChainNotJoinedByAnotherLog(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := ring.New(ring.Options{SQEntries: 16, Flags: ring.SetupSingleIssuer})
+	if err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	defer r.Close()
+	disk := NewDisk(r, 8)
+	a, err := disk.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := disk.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, _, err := a.Open("a", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, _, err := b.Open("b", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	hook := func(r *segment.Request) {
+		if r.Err != nil {
+			t.Errorf("%v: %v", r.Op, r.Err)
+		}
+		done++
+	}
+	chainWrite := &segment.Request{Op: segment.OpWrite, File: fa, Data: []byte("chained"), Link: true, Done: hook}
+	chainSync := &segment.Request{Op: segment.OpSync, File: fa, Done: hook}
+	other := &segment.Request{Op: segment.OpWrite, File: fb, Data: []byte("other"), Done: hook}
+	a.Submit(chainWrite)
+	b.Submit(other)
+	if b.InFlight() != 1 || len(disk.waiting) != 1 {
+		t.Fatalf("the other log's request did not wait for the open chain: %d waiting", len(disk.waiting))
+	}
+	a.Submit(chainSync)
+	for a.InFlight() > 0 {
+		a.Poll(true)
+	}
+	for b.InFlight() > 0 {
+		b.Poll(true)
+	}
+	if done != 3 || disk.InFlight() != 0 || disk.Ready() {
+		t.Fatalf("%d of 3 requests done; disk %d in flight, ready %v", done, disk.InFlight(), disk.Ready())
+	}
+}
