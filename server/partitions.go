@@ -163,6 +163,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.checkHeartbeats()
 		h.flushOutbox()
 	}
+	// Requests a completion hook queued after its log was polled (a save after a
+	// write, the next read) go to the kernel now, or the loop would sleep on them.
+	h.disk.Flush()
 	return h.disk.Ready()
 }
 
