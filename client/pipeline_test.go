@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -538,4 +539,127 @@ func FuzzPipelinedReply(f *testing.F) {
 			t.Fatalf("flushed with %d in flight", p.InFlight())
 		}
 	})
+}
+
+// serviceTimeServer is a fake server that serves requests one after another, each
+// taking serviceTime (a stand-in for the server's write of the batch), while it
+// keeps reading the requests behind: what pipelining can hide is the client's
+// encoding and the transfer, which happen while the server is busy.
+func serviceTimeServer(b *testing.B, serviceTime time.Duration) string {
+	ln := listenLoopback(b)
+	var wg sync.WaitGroup
+	b.Cleanup(func() { ln.Close(); wg.Wait() })
+	answer := session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
+		return reply(req, wire.AppendSendConfirmations(nil, wire.SendConfirmation{BaseOffset: req.Request})), false
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			type due struct {
+				reply []byte
+				at    time.Time
+			}
+			replies := make(chan due, InFlightLimit)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for r := range replies {
+					time.Sleep(time.Until(r.at))
+					if _, err := conn.Write(r.reply); err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				defer close(replies)
+				defer conn.Close()
+				buf := alignedBuffer(2 << 20)
+				var busyUntil time.Time
+				for {
+					if _, err := io.ReadFull(conn, buf[:wire.HeaderSize]); err != nil {
+						return
+					}
+					h, err := wire.DecodeRequestHeader(buf[:wire.HeaderSize], wire.DefaultMessageSizeMax)
+					if err != nil || int(h.Size) > len(buf) {
+						return
+					}
+					if _, err := io.ReadFull(conn, buf[wire.HeaderSize:h.Size]); err != nil {
+						return
+					}
+					out, _ := answer(h, buf[wire.HeaderSize:h.Size])
+					at := time.Now()
+					if h.Operation == wire.OperationSendMessages {
+						if busyUntil.Before(at) {
+							busyUntil = at
+						}
+						busyUntil = busyUntil.Add(serviceTime)
+						at = busyUntil
+					}
+					replies <- due{reply: out, at: at}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// BenchmarkPipelinedSendServiceTime is BenchmarkPipelinedSend against a server that
+// spends 500 µs on each batch: the one-in-flight client pays that time plus its own
+// per batch, the pipelined producer overlaps them.
+func BenchmarkPipelinedSendServiceTime(b *testing.B) {
+	const serviceTime = 500 * time.Microsecond
+	msgs := benchMessagesOf(benchMessages, benchPayloadBytes)
+	partitioning := wire.Partitioning{Kind: wire.PartitioningPartitionID}
+	b.Run("baseline-client-one-in-flight", func(b *testing.B) {
+		c, err := Dial(context.Background(), serviceTimeServer(b, serviceTime), WithCredentials("iggy", "iggy"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		ctx := context.Background()
+		b.SetBytes(benchMessages * benchPayloadBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.SendMessages(ctx, ID(0), ID(0), partitioning, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, inFlight := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("in-flight=%d", inFlight), func(b *testing.B) {
+			p, err := DialPipelinedProducer(context.Background(), serviceTimeServer(b, serviceTime), ID(0), ID(0), partitioning,
+				PipelineOptions{InFlightMax: inFlight}, WithCredentials("iggy", "iggy"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			ctx := context.Background()
+			window := make([]Pending, inFlight)
+			b.SetBytes(benchMessages * benchPayloadBytes)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if pd := window[i%inFlight]; pd.b != nil {
+					if _, err := pd.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pd, err := p.Send(ctx, msgs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				window[i%inFlight] = pd
+				i++
+			}
+			if err := p.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }
