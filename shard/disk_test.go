@@ -175,6 +175,8 @@ func TestDiskChainNotJoinedByAnotherLog(t *testing.T) {
 	for b.InFlight() > 0 {
 		b.Poll(true)
 	}
+	a.Close(fa)
+	b.Close(fb)
 	if done != 3 || disk.InFlight() != 0 || disk.Ready() {
 		t.Fatalf("%d of 3 requests done; disk %d in flight, ready %v", done, disk.InFlight(), disk.Ready())
 	}
