@@ -25,6 +25,9 @@ import (
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
 //	idle_timeout = "0 s"                # ours: 0 = never close a silent connection
+//	[heartbeat]
+//	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
+//	                                    # for 1.2 intervals are evicted (reason 13)
 //
 // The root credentials come from IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD (as in
 // Iggy, only the first start of a data directory reads them) or from flags.
@@ -62,6 +65,7 @@ func DefaultConfig() Config {
 		FrameSizeMaxBytes:   64 << 20,
 		SnapshotIntervalOps: 1024,
 		PinCPUs:             true,
+		HeartbeatInterval:   heartbeatIntervalDefault,
 	}
 }
 
@@ -82,6 +86,9 @@ type fileConfig struct {
 		MaxFrameSize *string `toml:"max_frame_size"`
 		IdleTimeout  *string `toml:"idle_timeout"`
 	} `toml:"tcp"`
+	Heartbeat struct {
+		Interval *string `toml:"interval"`
+	} `toml:"heartbeat"`
 }
 
 // SettingError names the setting that stopped the start and why.
@@ -149,6 +156,13 @@ func (c *Config) applyFile(f *fileConfig) error {
 		}
 		c.FrameSizeMaxBytes = uint32(n)
 	}
+	if v := f.Heartbeat.Interval; v != nil {
+		d, err := ParseDuration(*v)
+		if err != nil || d <= 0 {
+			return &SettingError{Setting: "heartbeat.interval", Value: *v, Reason: "not a positive duration (e.g. \"30 s\")"}
+		}
+		c.HeartbeatInterval = d
+	}
 	if v := f.TCP.IdleTimeout; v != nil {
 		d, err := ParseDuration(*v)
 		if err != nil {
@@ -173,6 +187,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if user != "" {
 		c.RootUsername, c.RootPassword = user, password
+	}
+	if v := getenv("IGGY_HEARTBEAT_INTERVAL"); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return &SettingError{Setting: "IGGY_HEARTBEAT_INTERVAL", Value: v, Reason: "not a positive duration (e.g. \"30 s\")"}
+		}
+		c.HeartbeatInterval = d
 	}
 	if v := getenv("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION"); v != "" {
 		n, err := parseCPUAllocation(v)

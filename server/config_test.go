@@ -39,7 +39,8 @@ idle_timeout = "30 s"
 		setting string // non-empty: the error must name it
 	}{
 		{name: "defaults", want: func(c Config) bool {
-			return c.TCPAddress == "127.0.0.1:8090" && c.SystemPath == "local_data" && c.RootUsername == "iggy" && c.RootPassword == "iggy"
+			return c.TCPAddress == "127.0.0.1:8090" && c.SystemPath == "local_data" && c.RootUsername == "iggy" && c.RootPassword == "iggy" &&
+				c.HeartbeatInterval == 30*time.Second
 		}},
 		{name: "file", path: full, want: func(c Config) bool {
 			return c.TCPAddress == "0.0.0.0:9000" && c.SystemPath == "/data/iggy" && c.ShardCount == 4 &&
@@ -57,6 +58,14 @@ idle_timeout = "30 s"
 		{name: "unknown key", path: write("unknown.toml", "[tcp]\nadress = \"x\"\n"), setting: "tcp.adress"},
 		{name: "bad size", path: write("size.toml", "[tcp]\nmax_frame_size = \"12 parsecs\"\n"), setting: "tcp.max_frame_size"},
 		{name: "bad duration", path: write("duration.toml", "[tcp]\nidle_timeout = \"soon\"\n"), setting: "tcp.idle_timeout"},
+		{name: "heartbeat interval", path: write("heartbeat.toml", "[heartbeat]\ninterval = \"5 s\"\n"), want: func(c Config) bool {
+			return c.HeartbeatInterval == 5*time.Second
+		}},
+		{name: "heartbeat interval from the environment", env: map[string]string{"IGGY_HEARTBEAT_INTERVAL": "2 s"}, want: func(c Config) bool {
+			return c.HeartbeatInterval == 2*time.Second
+		}},
+		{name: "zero heartbeat interval", path: write("heartbeat0.toml", "[heartbeat]\ninterval = \"0 s\"\n"), setting: "heartbeat.interval"},
+		{name: "bad heartbeat interval", env: map[string]string{"IGGY_HEARTBEAT_INTERVAL": "often"}, setting: "IGGY_HEARTBEAT_INTERVAL"},
 		{name: "zero snapshot interval", path: write("snap.toml", "[system.metadata]\nsnapshot_interval_ops = 0\n"), setting: "system.metadata.snapshot_interval_ops"},
 	}
 	for _, tc := range tests {

@@ -56,6 +56,7 @@ type options struct {
 	idleTimeout         time.Duration
 	maxFrameSize        string
 	snapshotIntervalOps uint64
+	heartbeatInterval   time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -76,6 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
 	fs.Uint64Var(&o.snapshotIntervalOps, "snapshot-interval-ops", defaults.SnapshotIntervalOps,
 		"metadata operations between snapshots of the metadata state (each empties the journal)")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", defaults.HeartbeatInterval,
+		"consumer group members silent for 1.2 intervals are evicted (reason 13 StaleClient) (env IGGY_HEARTBEAT_INTERVAL)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 5*time.Second,
 		"on SIGINT/SIGTERM, how long connections may take to receive their last replies")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
@@ -136,6 +139,12 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["snapshot-interval-ops"] {
 		cfg.SnapshotIntervalOps = o.snapshotIntervalOps
+	}
+	if o.set["heartbeat-interval"] {
+		if o.heartbeatInterval <= 0 {
+			return cfg, &server.SettingError{Setting: "--heartbeat-interval", Value: o.heartbeatInterval.String(), Reason: "must be positive"}
+		}
+		cfg.HeartbeatInterval = o.heartbeatInterval
 	}
 	return cfg, cfg.Validate()
 }

@@ -234,7 +234,8 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 		t.Fatalf("--help exit code %d", code)
 	}
 	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
-		"pin-cpus", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME"} {
+		"pin-cpus", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
+		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
@@ -310,6 +311,7 @@ func TestInvalidSettingsStopTheStart(t *testing.T) {
 		{"--tcp-address", "nonsense"},
 		{"--max-frame-size", "12 parsecs"},
 		{"--snapshot-interval-ops", "0"},
+		{"--heartbeat-interval", "0s"},
 	} {
 		var out bytes.Buffer
 		if code := run(append(args, "--system-path", t.TempDir()), &out); code != exitUsage {
