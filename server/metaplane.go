@@ -32,8 +32,10 @@ import (
 // A write goes: Preflight (client table) -> Admit (state) -> Propose (hash a
 // password, mint a token) -> Replica.Prepare -> journal append + fdatasync ->
 // OnJournaled -> NextCommit -> Apply -> FillReply -> CommitRequest (cache) -> reply.
-// The journal append is a blocking write and fdatasync on shard 0: metadata writes
-// are rare, and the shard runtime offers no file I/O submission to handlers yet.
+// The journal append is a blocking write and fdatasync on shard 0, not a request on
+// the shard's disk ring: commit returns the reply in the same call, and the router
+// would have to park the request and resume it from the fdatasync's completion.
+// Metadata writes are rare, so that stall is left for the replicated plane to remove.
 //
 // Every SnapshotIntervalOps commits a snapshot is written (temp file, fsync, rename,
 // directory fsync) and the journal is replaced by an empty one the same way; a

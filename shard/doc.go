@@ -8,7 +8,9 @@
 // Each iteration of a shard:
 //
 //	read the clock once ─► drain the inboxes (messages from other shards)
-//	     ▲                 fire due timers (frame, idle, send deadlines; accept backoff)
+//	     ▲                 fire due timers (frame, idle, send deadlines; accept backoff;
+//	     │                   turns the handler asked for with WakeAt)
+//	     │                 the handler's Tick (Ticker): e.g. reap the disk ring
 //	     │                 flush: one send or sendmsg per connection with queued replies
 //	     │                 wake every shard posted to (one MSG_RING each)
 //	     │                 submit + wait for a completion or the next timer
@@ -57,6 +59,15 @@
 // connection. A started
 // frame must complete within FrameTimeout; a silent connection closes after IdleTimeout
 // (when set). Each of these ends only the offending connection.
+//
+// # Disk I/O
+//
+// With Config.DiskIO each shard also owns a disk ring (Shard.Disk) for its partition
+// logs' reads, writes and fdatasyncs. It is a second ring so that a log that must
+// wait for its I/O (a close, an offsets read) waits on disk completions only. Its
+// completions signal an eventfd registered with it, whose read stays armed on the
+// connection ring: a finished write wakes the loop like a socket would, and Tick
+// runs its completion hooks. No shard blocks in a pwrite or an fdatasync.
 //
 // # Between shards
 //
