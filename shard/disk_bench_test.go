@@ -1,0 +1,94 @@
+package shard
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/ring"
+	"github.com/iggy-shard/iggy-shard/segment"
+)
+
+// BenchmarkDiskWrite: sequential 1 MiB writes to one file through a Disk (submit, wait,
+// reap, run the hook), against blocking pwrite of the same bytes in the same run, and
+// with the writes handed to the kernel's workers (AsyncWriteBytesMin). The file is
+// cut back every 256 MiB so the page cache, not the disk, is measured.
+//
+//	go test ./shard -run '^$' -bench DiskWrite -benchtime 2s -count 3
+func BenchmarkDiskWrite(b *testing.B) {
+	const writeBytes = 1 << 20
+	const fileBytesMax = 256 << 20
+	data := make([]byte, writeBytes)
+	b.Run("baseline=pwrite", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "seq"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		fd := int(f.Fd())
+		b.SetBytes(writeBytes)
+		b.ReportAllocs()
+		offset := int64(0)
+		for b.Loop() {
+			if offset+writeBytes > fileBytesMax {
+				offset = 0
+			}
+			if _, err := unix.Pwrite(fd, data, offset); err != nil {
+				b.Fatal(err)
+			}
+			offset += writeBytes
+		}
+	})
+	for _, async := range []bool{false, true} {
+		name := "disk"
+		if async {
+			name = "disk_async"
+		}
+		b.Run(name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			r, err := ring.New(ring.Options{SQEntries: 64, Flags: ring.SetupSingleIssuer})
+			if err != nil {
+				b.Skipf("io_uring unavailable: %v", err)
+			}
+			defer r.Close()
+			disk := NewDisk(r, 64)
+			if async {
+				disk.AsyncWriteBytesMin = 64 << 10
+			}
+			st, err := disk.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, _, err := st.Open("seq", true, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close(f)
+			done := false
+			req := &segment.Request{Op: segment.OpWrite, File: f, Data: data}
+			req.Done = func(r *segment.Request) {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				done = true
+			}
+			b.SetBytes(writeBytes)
+			b.ReportAllocs()
+			for b.Loop() {
+				if req.Offset+writeBytes > fileBytesMax {
+					req.Offset = 0
+				}
+				done = false
+				st.Submit(req)
+				for !done {
+					st.Poll(true)
+				}
+				req.Offset += writeBytes
+			}
+		})
+	}
+}
