@@ -223,6 +223,14 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		}
 		return
 	}
+	if op == wire.OperationNonReplicated {
+		// Header validation leaves unknown codes and replicated codes sent as reads
+		// to this point, after the session check (wire.RequestHeader.Validate).
+		if fault := wire.NonReplicatedCodeCheck(hdr.NonReplicatedCode); fault != wire.FaultNone {
+			c.ReplyStatus(hdr, fault.Status())
+			return
+		}
+	}
 	switch {
 	case op == wire.OperationNonReplicated:
 		switch hdr.NonReplicatedCode {

@@ -166,9 +166,20 @@ func TestOnlyPingBeforeLogin(t *testing.T) {
 	}
 	r.send(rawRequest{client: client, request: 1, session: 5, op: wire.OperationCreateStream, body: createStreamBody(t, "x")})
 	r.wantEviction(wire.EvictionNoSession)
+	// So is a logout carrying session 0 (responses.md §5, code 39).
+	r = dialRaw(t, s)
+	r.send(rawRequest{client: client, request: 2, op: wire.OperationLogout})
+	if h, body := r.reply(); h.Status != 0 || len(body) != 0 || h.Operation != wire.OperationLogout {
+		t.Fatalf("logout with session 0: status %d, operation %v", h.Status, h.Operation)
+	}
+	// An unknown read code before login is 40 too: the session is checked first.
+	r.send(rawRequest{client: client, request: 3, op: wire.OperationNonReplicated, code: 60000})
+	if h, _ := r.reply(); h.Status != wire.ErrUnauthenticated {
+		t.Fatalf("unknown code before login: status %d, want 40", h.Status)
+	}
 	// Session 0 on a replicated operation is a header fault: evicted the same way.
 	r = dialRaw(t, s)
-	r.send(rawRequest{client: client, request: 1, op: wire.OperationLogout})
+	r.send(rawRequest{client: client, request: 1, op: wire.OperationCreateStream, body: createStreamBody(t, "x")})
 	r.wantEviction(wire.EvictionNoSession)
 }
 

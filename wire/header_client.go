@@ -177,9 +177,24 @@ func (h *RequestHeader) validate(sizeMax uint32) HeaderFault {
 	}
 	switch h.Operation {
 	case OperationNonReplicated:
-		// Sessionless by design: ping must work before login. The code
-		// decides the rest.
-		return NonReplicatedCodeCheck(h.NonReplicatedCode)
+		// Sessionless by design: ping must work before login. Only the legacy
+		// login codes are refused here (eviction 15, logged in or not); an
+		// unknown code or a replicated one sent as a read is the server's to
+		// answer after its session check, because the reference answers a client
+		// that has not logged in with 40 before it looks the code up.
+		if fault := NonReplicatedCodeCheck(h.NonReplicatedCode); fault == FaultLegacyLoginCode {
+			return fault
+		}
+		return FaultNone
+	case OperationLogout:
+		// A logout without a session is answered (an empty reply, as the
+		// reference does), not evicted: the server decides.
+		if h.NonReplicatedCode != 0 {
+			return FaultReservedNonZero
+		}
+		if h.Request == 0 && h.Session != 0 {
+			return FaultRequestZero
+		}
 	case OperationRegister:
 		if h.NonReplicatedCode != 0 {
 			return FaultReservedNonZero

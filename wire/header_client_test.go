@@ -102,18 +102,16 @@ func TestDecodeRequestHeaderFaults(t *testing.T) {
 			eviction: EvictionSessionError, mutate: func(h *RequestHeader, _ []byte) { h.Request = 1 }},
 		{name: "no session", op: OperationDeleteUser, want: FaultSessionZero,
 			eviction: EvictionNoSession, mutate: func(h *RequestHeader, _ []byte) { h.Session = 0 }},
-		{name: "logout without session", op: OperationLogout, want: FaultSessionZero,
-			eviction: EvictionNoSession, mutate: func(h *RequestHeader, _ []byte) { h.Session = 0 }},
+		// A logout without a session reaches the server, which answers it with an
+		// empty reply as the reference does.
+		{name: "logout without session", op: OperationLogout, want: FaultNone,
+			mutate: func(h *RequestHeader, _ []byte) { h.Session = 0 }},
 		{name: "request zero", op: OperationStoreConsumerOffset, want: FaultRequestZero,
 			eviction: EvictionSessionError, mutate: func(h *RequestHeader, _ []byte) { h.Request = 0 }},
-		{name: "read code zero", op: OperationNonReplicated, want: FaultUnknownCommandCode,
-			status: ErrInvalidCommand, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = 0 }},
-		{name: "read code unknown", op: OperationNonReplicated, want: FaultUnknownCommandCode,
-			status: ErrInvalidCommand, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = 607 }},
-		{name: "replicated code as read", op: OperationNonReplicated, want: FaultReplicatedCodeAsRead,
-			status: ErrFeatureUnavailable, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeSendMessages }},
-		{name: "register code as read", op: OperationNonReplicated, want: FaultReplicatedCodeAsRead,
-			status: ErrFeatureUnavailable, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeLoginRegister }},
+		// Codes the registry does not serve as reads pass header validation: the
+		// server answers them after its session check (TestNonReplicatedCodeAnswers).
+		{name: "read code unknown", op: OperationNonReplicated, want: FaultNone,
+			mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = 607 }},
 		{name: "legacy login", op: OperationNonReplicated, want: FaultLegacyLoginCode,
 			eviction: EvictionMalformedLogin, mutate: func(h *RequestHeader, _ []byte) { h.NonReplicatedCode = CodeLoginUser }},
 		{name: "legacy pat login", op: OperationNonReplicated, want: FaultLegacyLoginCode,
@@ -474,5 +472,28 @@ func TestFrameBuildersDoNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations", allocs)
+	}
+}
+
+// The answers a server gives, after its session check, to read codes the header
+// validation lets through.
+func TestNonReplicatedCodeAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		code   CommandCode
+		want   HeaderFault
+		status ErrorCode
+	}{
+		{0, FaultUnknownCommandCode, ErrInvalidCommand},
+		{607, FaultUnknownCommandCode, ErrInvalidCommand},
+		{CodeSendMessages, FaultReplicatedCodeAsRead, ErrFeatureUnavailable},
+		{CodeLoginRegister, FaultReplicatedCodeAsRead, ErrFeatureUnavailable},
+		{CodeLoginUser, FaultLegacyLoginCode, 0},
+		{CodeGetStreams, FaultNone, 0},
+		{CodePing, FaultNone, 0},
+	} {
+		fault := NonReplicatedCodeCheck(tt.code)
+		if fault != tt.want || fault.Status() != tt.status {
+			t.Errorf("code %d: %v (status %v), want %v (status %v)", tt.code, fault, fault.Status(), tt.want, tt.status)
+		}
 	}
 }
