@@ -85,6 +85,15 @@ func (r *crashRun) open() {
 		r.fatalf("read %d messages, log holds [%d, %d)", len(msgs), l.FirstOffset(), l.NextOffset())
 	}
 	r.sent.check(r.t, msgs)
+	// One read of everything returns everything: reads are bounded by their count
+	// and bytes, not by how many sealed indexes the cache keeps.
+	var whole Polled
+	if err := l.Read(Query{Kind: PollFirst, Count: 1 << 20}, &whole); err != nil {
+		r.fatalf("read of the whole log: %v", err)
+	}
+	if n := len(decodePolled(r.t, &whole)); n != len(msgs) {
+		r.fatalf("one read of the whole log returned %d messages, polls of a few returned %d (%d segments, index cache %d)", n, len(msgs), l.SegmentCount(), r.cfg.IndexCacheSegments)
+	}
 	// What survived beyond the durable end is what was sent there; what did not
 	// survive is forgotten (the next life reuses those offsets).
 	r.sent.truncate(l.NextOffset())

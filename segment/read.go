@@ -136,10 +136,15 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	}
 	if ok && q.Count > 0 {
 		// The indexes this read loads stay until it is planned, even beyond the
-		// cache size (a seal completing during a load's wait adds one).
-		l.pinnedSince = l.indexClock + 1
-		defer l.unpinIndexes()
-		if err := l.preloadIndexes(start, maxBytes); err != nil {
+		// cache size (a seal completing during a load's wait adds one). A read
+		// started from a completion hook during one of those waits keeps the outer
+		// read's pins: it only widens them, and gives them back to it.
+		outerPinnedSince := l.pinnedSince
+		if outerPinnedSince == 0 {
+			l.pinnedSince = l.indexClock + 1
+		}
+		defer l.unpinIndexes(outerPinnedSince)
+		if err := l.preloadIndexes(start, q.Count, maxBytes); err != nil {
 			done(out, err)
 			return
 		}
@@ -176,7 +181,7 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	for ; si < len(l.segments) && offset < limit && int64(total) < maxBytes; si++ {
 		seg := l.segments[si]
 		if seg.index == nil && seg.endOffset != seg.baseOffset {
-			break // beyond what preloadIndexes could keep: the next read goes on
+			break // its index failed to load (preloadIndexes): the read ends here
 		}
 		i := seg.index.floor(offset)
 		if i < 0 {
@@ -228,8 +233,10 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	}
 }
 
-func (l *Log) unpinIndexes() {
-	l.pinnedSince = 0
+// unpinIndexes ends a read's pins (restoring an outer read's, if it ran inside one)
+// and trims the cache back to its size.
+func (l *Log) unpinIndexes(outerPinnedSince uint64) {
+	l.pinnedSince = outerPinnedSince
 	l.evictIndexes()
 }
 
@@ -245,15 +252,25 @@ func (l *Log) readableEnd() uint64 {
 	return end
 }
 
-// preloadIndexes loads the indexes of the sealed segments a read from start may
-// touch, at most IndexCacheSegments of them (so that none it loads is evicted by the
-// next), before the read is planned: planning must not wait. A segment whose index
-// cannot be loaded fails the read if it is the first, and ends it otherwise.
-func (l *Log) preloadIndexes(start uint64, maxBytes int64) error {
+// preloadIndexes loads the indexes of the sealed segments a read of count messages
+// from start may touch, before the read is planned: planning must not wait. It
+// stops where the read will, at count messages or maxBytes of segments, never at
+// the cache size: a read that stopped there would answer short with more messages
+// readable, and a poll of "everything" would silently miss the rest of the log.
+// The read pins what it loads, so the cache holds more than IndexCacheSegments for
+// as long as the read is planned; the memory is bounded by the read itself (24
+// bytes of index per stored batch of at least minBatchSizeBytes, under maxBytes).
+// A segment whose index cannot be loaded fails the read if it is the first, and
+// ends it otherwise.
+func (l *Log) preloadIndexes(start uint64, count uint32, maxBytes int64) error {
 	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > start }) - 1
 	si = max(si, 0)
+	limit := start + uint64(count)
+	if limit < start {
+		limit = ^uint64(0)
+	}
 	var covered int64
-	for n := 0; si < len(l.segments) && n < l.cfg.IndexCacheSegments && covered < maxBytes; si, n = si+1, n+1 {
+	for n := 0; si < len(l.segments) && l.segments[si].baseOffset < limit && covered < maxBytes; si, n = si+1, n+1 {
 		seg := l.segments[si]
 		if err := l.loadIndex(seg); err != nil {
 			if n == 0 {
@@ -261,7 +278,11 @@ func (l *Log) preloadIndexes(start uint64, maxBytes int64) error {
 			}
 			return nil
 		}
-		covered += seg.sizeBytes
+		if n > 0 {
+			// The first segment is read from start, maybe near its end: counting
+			// it whole could stop the preload before the planning stops.
+			covered += seg.sizeBytes
+		}
 	}
 	return nil
 }

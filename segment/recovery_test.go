@@ -393,3 +393,51 @@ func TestIndexCacheLoadsChecksAndRebuilds(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// A read is bounded by its count and its bytes, never by the index cache: one read
+// of a log with more sealed segments than IndexCacheSegments returns all of it, both
+// from a live log (indexes evicted as segments sealed) and after a reopen (sealed
+// indexes not loaded at all). partition's crash property polls a recovered log once
+// with a count of 1<<20; reads that stopped at the cache made it look as if
+// acknowledged messages were lost.
+func TestReadSpansMoreSegmentsThanIndexCache(t *testing.T) {
+	cfg := Config{PartitionID: testPartition, SegmentSizeBytes: 2048, IndexCacheSegments: 2}
+	st := NewSimDisk(31)
+	l := openLog(t, st, cfg)
+	a := newAppender(t, l, 31, 50)
+	for l.SegmentCount() < 12 {
+		a.append(1 + a.rng.IntN(4))
+	}
+	a.append(2)
+	l.WaitIdle()
+	readWhole := func(l *Log, what string) {
+		t.Helper()
+		var p Polled
+		if err := l.Read(Query{Kind: PollFirst, Count: 1 << 20}, &p); err != nil {
+			t.Fatalf("%s: read: %v", what, err)
+		}
+		msgs := decodePolled(t, &p)
+		a.sent.check(t, msgs)
+		if uint64(len(msgs)) != l.NextOffset() {
+			t.Fatalf("%s: one read of everything over %d segments returned %d of %d messages", what, l.SegmentCount(), len(msgs), l.NextOffset())
+		}
+		if l.indexesLoaded > cfg.IndexCacheSegments {
+			t.Fatalf("%s: %d sealed indexes in memory after the read, cache of %d", what, l.indexesLoaded, cfg.IndexCacheSegments)
+		}
+	}
+	readWhole(l, "live log")
+	// A byte bound still ends the read early, after the batch that crosses it.
+	var p Polled
+	if err := l.Read(Query{Kind: PollFirst, Count: 1 << 20, MaxBytes: 3000}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := decodePolled(t, &p); len(msgs) == 0 || uint64(len(msgs)) >= l.NextOffset() {
+		t.Fatalf("read bounded to 3000 bytes returned %d of %d messages", len(msgs), l.NextOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, st, cfg)
+	readWhole(l, "reopened log")
+	_ = l.Close()
+}
