@@ -53,7 +53,7 @@
 //
 // # Using it
 //
-//	st, _ := segment.NewOSStorage(dir)        // or ringio.New(dir, ring, n), or a SimDisk
+//	st, _ := segment.NewOSStorage(dir)        // or a shard.Disk storage, or a SimDisk
 //	log, report, err := segment.Open(st, cfg, segment.Hooks{Durable: ack, Failed: nack})
 //	wire.StampBatch(batch, partitionID, log.NextOffset(), nowMicros)
 //	err = log.Append(batch)                   // then the owner's loop calls st.Poll

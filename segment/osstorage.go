@@ -104,7 +104,7 @@ func (s *OSStorage) fd(f File) int {
 }
 
 // FD returns the file descriptor behind an open handle, for a storage that carries
-// out data requests elsewhere (segment/ringio submits them to an io_uring) and
+// out data requests elsewhere (shard.DiskStorage submits them to an io_uring) and
 // leaves opening, listing and closing to OSStorage.
 func (s *OSStorage) FD(f File) int { return s.fd(f) }
 

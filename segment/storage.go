@@ -25,7 +25,7 @@ import (
 //     with ErrCanceled (IOSQE_IO_LINK semantics). A write linked to a sync is how
 //     enforce_fsync makes one batch durable.
 //   - A write either writes all of Data or reports an error (OSStorage retries a
-//     short write; ringio reports one as an error, and the log cuts the batch). A
+//     short write; shard.DiskStorage reports one as an error, and the log cuts the batch). A
 //     read reports how many bytes it read in Result; fewer than len(Data) means the
 //     file ended.
 //   - Open, List and Close are synchronous: they happen once per segment (every
