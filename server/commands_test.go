@@ -389,12 +389,19 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	_, err = other.GetStreams(ctx)
 	mustOK(t, "another client", err)
 
-	// Logout ends the session (and its GetClients entry); a new login starts another.
+	// Logout ends the session: the connection stays listed by GetClients, anonymous
+	// again (user id 0xFFFFFFFF); a new login starts another session.
 	mustOK(t, "Logout", c.Logout(ctx))
 	clients, err := other.GetClients(ctx)
 	mustOK(t, "GetClients", err)
-	if len(clients) != 1 {
-		t.Fatalf("GetClients after a logout: %d clients, want 1", len(clients))
+	anonymous := 0
+	for _, cl := range clients {
+		if cl.UserID == wire.ClientUserIDNone {
+			anonymous++
+		}
+	}
+	if len(clients) != 2 || anonymous != 1 {
+		t.Fatalf("GetClients after a logout: %+v, want 2 clients, 1 anonymous", clients)
 	}
 	_, err = c.GetStreams(ctx)
 	wantCode(t, "GetStreams after logout", err, wire.ErrUnauthenticated)

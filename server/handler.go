@@ -18,7 +18,7 @@ const (
 	msgToOwner                      // shard 0 -> owner: a *job for a partition
 	msgReply                        // -> conn shard: a *job with its outcome
 	msgEffect                       // shard 0 -> owner: an *effect of a metadata commit
-	msgClientGone                   // conn shard -> shard 0: a *clientGone
+	msgClientGone                   // conn shard -> shard 0: a *clientGone (a connection closed)
 	msgFlush                        // a shard to itself: retry posts that found a full queue
 	msgEvictStale                   // shard 0 -> conn shard: a silent group member, evict (13)
 )
@@ -28,6 +28,7 @@ type jobKind uint8
 
 const (
 	jobLogin jobKind = iota + 1
+	jobOpen          // a connection's first request, answered on its shard: shard 0 registers the connection
 	jobRead
 	jobWrite
 	jobSend
@@ -46,8 +47,12 @@ type job struct {
 	kind   jobKind
 	frame  shard.Frame
 	userID uint32
-	peer   netip.AddrPort // a login's connection peer
-	seen   *atomic.Int64  // a login's session: when it last sent a request (shard clock)
+	// opening marks a connection's first request: shard 0 registers the connection
+	// (for GetClients) before it serves or returns the request, so every reply a
+	// client has seen was sent by a connection shard 0 already lists.
+	opening bool
+	peer    netip.AddrPort // an opening connection's peer
+	seen    *atomic.Int64  // a login's session: when it last sent a request (shard clock)
 
 	// The outcome: an eviction, a status denial, or a reply body (reply; with
 	// rawReply, a whole frame built by the metadata plane).
@@ -73,7 +78,8 @@ type job struct {
 // Release implements shard.Releaser: the vectored poll reply has been sent.
 func (j *job) Release() { j.home.recycle(j) }
 
-// session is a connection's login, kept in shard.Conn.Value.
+// session is a connection's state, kept in shard.Conn.Value from its first
+// request on (registered with shard 0); bound while it is logged in.
 type session struct {
 	client wire.Uint128
 	epoch  uint64
@@ -85,8 +91,9 @@ type session struct {
 }
 
 type clientGone struct {
-	client wire.Uint128
-	conn   shard.ConnID
+	client   wire.Uint128
+	conn     shard.ConnID
+	loggedIn bool
 }
 
 type pendingPost struct {
@@ -188,7 +195,14 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	h.flushOutbox()
 	hdr := req.Header
 	sess, _ := c.Value.(*session)
-	bound := sess != nil && sess.bound
+	if sess == nil {
+		// The first request of a connection: whatever it asks, it goes through shard
+		// 0, which registers the connection with its peer address first.
+		c.Value = &session{}
+		h.open(c, req)
+		return
+	}
+	bound := sess.bound
 	if bound {
 		sess.seen.Store(h.shard.NowNs())
 	}
@@ -200,15 +214,15 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	case op == wire.OperationRegister:
 		h.forward(c, req, jobLogin, 0)
 		return
-	case op == wire.OperationNonReplicated && !bound:
-		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
-		return
-	case op == wire.OperationLogout && !bound:
-		// The reference server answers a logout without a session with an empty reply.
-		h.replyEmpty(c, hdr)
-		return
 	case !bound:
-		c.Evict(hdr.Client, wire.EvictionNoSession)
+		evict, status := anonymousOutcome(hdr)
+		if evict != 0 {
+			c.Evict(hdr.Client, evict)
+		} else if status != 0 {
+			c.ReplyStatus(hdr, status)
+		} else {
+			h.replyEmpty(c, hdr)
+		}
 		return
 	}
 	if hdr.Client != sess.client {
@@ -256,6 +270,43 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	}
 }
 
+// anonymousOutcome answers a request other than Ping and Register from a
+// connection that is not logged in: an eviction, a status, or (both zero) an
+// empty reply.
+func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorCode) {
+	switch hdr.Operation {
+	case wire.OperationNonReplicated:
+		return 0, wire.ErrUnauthenticated
+	case wire.OperationLogout:
+		// The reference server answers a logout without a session with an empty reply.
+		return 0, 0
+	default:
+		return wire.EvictionNoSession, 0
+	}
+}
+
+// open sends a connection's first request to shard 0 with the connection's
+// registration: a login is served there as usual; any other request (a
+// connection's first request is never logged in) carries its answer, which shard
+// 0 returns once the connection is registered.
+func (h *handler) open(c *shard.Conn, req *shard.Request) {
+	hdr := req.Header
+	kind := jobOpen
+	if hdr.Operation == wire.OperationRegister {
+		kind = jobLogin
+	}
+	j := h.take()
+	j.conn = c.ID()
+	j.kind = kind
+	j.opening = true
+	j.peer = c.RemoteAddr()
+	j.frame = req.Retain()
+	if kind == jobOpen && !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
+		j.evict, j.status = anonymousOutcome(hdr)
+	}
+	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+}
+
 // forward hands a request to shard 0 in a job, keeping its buffer.
 func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
 	j := h.take()
@@ -263,9 +314,6 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 	j.kind = kind
 	j.userID = userID
 	j.frame = req.Retain()
-	if kind == jobLogin {
-		j.peer = c.RemoteAddr()
-	}
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
 
@@ -290,13 +338,14 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.flushOutbox()
 }
 
-// ConnClosed implements shard.Handler: a logged-in client leaves its consumer groups.
+// ConnClosed implements shard.Handler: a registered connection leaves shard 0's
+// list, and a logged-in client its consumer groups.
 func (h *handler) ConnClosed(c *shard.Conn) {
 	sess, _ := c.Value.(*session)
-	if sess == nil || !sess.bound {
+	if sess == nil {
 		return
 	}
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID()}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound}})
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply
@@ -376,7 +425,8 @@ func (h *handler) deliver(j *job) {
 			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen}
 		}
 		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
-			c.Value = nil
+			// The connection stays registered with shard 0, anonymous again.
+			c.Value = &session{}
 		}
 		if b, err := c.Reserve(len(j.reply)); err == nil {
 			copy(b, j.reply)

@@ -47,7 +47,7 @@ func (r *metaRouter) read(j *job) {
 	case wire.CodeGetClusterMetadata:
 		j.reply = r.appendClusterMetadata(j.reply[:0])
 	case wire.CodeGetMe:
-		rec := r.sessions[hdr.Client]
+		rec := r.conns[j.conn]
 		j.reply = state.AppendClientDetails(j.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
 	case wire.CodeGetClient:
 		if !state.CanReadServers(j.userID) {
@@ -59,9 +59,9 @@ func (r *metaRouter) read(j *job) {
 			break // an undecodable body answers like an unknown client (responses.md §5)
 		}
 		id := uint32(j.frame.Body[0]) | uint32(j.frame.Body[1])<<8 | uint32(j.frame.Body[2])<<16 | uint32(j.frame.Body[3])<<24
-		for client, rec := range r.sessions {
+		for _, rec := range r.conns {
 			if rec.id == id {
-				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), client)
+				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), rec.client)
 				break
 			}
 		}
@@ -71,9 +71,11 @@ func (r *metaRouter) read(j *job) {
 			break
 		}
 		j.reply = j.reply[:0]
-		for client, rec := range r.sessions {
+		for _, rec := range r.conns {
 			h := r.clientHeader(rec, rec.userID)
-			h.ConsumerGroupsCount = state.ClientGroupsCount(client)
+			if rec.userID != wire.ClientUserIDNone {
+				h.ConsumerGroupsCount = state.ClientGroupsCount(rec.client)
+			}
 			j.reply = h.Append(j.reply)
 		}
 	default:
@@ -142,7 +144,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 		PartitionsCount:     counts.Partitions,
 		SegmentsCount:       segments,
 		MessagesCount:       messages,
-		ClientsCount:        uint32(len(r.sessions)),
+		ClientsCount:        uint32(len(r.conns)),
 		ConsumerGroupsCount: counts.ConsumerGroups,
 		OSName:              []byte("Linux"),
 		IggyServerVersion:   []byte(serverVersion),

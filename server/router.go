@@ -22,7 +22,10 @@ type metaRouter struct {
 
 	// balanced holds each topic's round-robin cursor for Balanced sends.
 	balanced map[[2]uint32]*partition.RoundRobin
-	// sessions are the logged-in connections, for GetClients, GetClient and GetMe.
+	// conns are the node's connections, logged in or not, for GetClients,
+	// GetClient and GetMe; sessions are the logged-in ones by client id, the same
+	// records.
+	conns        map[shard.ConnID]*sessionRecord
 	sessions     map[wire.Uint128]*sessionRecord
 	nextClientID uint32
 
@@ -30,8 +33,9 @@ type metaRouter struct {
 }
 
 type sessionRecord struct {
-	id      uint32
-	userID  uint32
+	id      uint32 // the per-connection client id GetClient looks up
+	userID  uint32 // wire.ClientUserIDNone while not logged in
+	client  wire.Uint128
 	conn    shard.ConnID
 	address []byte // the peer's ip:port, as GET_ME and GET_CLIENT(S) report it
 	// seen is the session's last request on the runtime's clock, written by the
@@ -45,12 +49,35 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		plane:    plane,
 		stats:    h.srv.stats.of,
 		balanced: make(map[[2]uint32]*partition.RoundRobin),
+		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
 	}
 }
 
+// register records a connection's first request: a fresh client id and its
+// peer address.
+func (r *metaRouter) register(j *job) *sessionRecord {
+	if rec, ok := r.conns[j.conn]; ok {
+		return rec
+	}
+	r.nextClientID++
+	rec := &sessionRecord{id: r.nextClientID, userID: wire.ClientUserIDNone, conn: j.conn}
+	if j.peer.IsValid() {
+		rec.address = []byte(j.peer.String())
+	}
+	r.conns[j.conn] = rec
+	return rec
+}
+
 func (r *metaRouter) serve(j *job) {
 	hdr := j.frame.Header
+	if j.opening {
+		r.register(j)
+	}
+	if j.kind == jobOpen {
+		r.h.reply(j) // answered on the connection's shard already
+		return
+	}
 	if j.kind != jobLogin && j.kind != jobWrite {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
@@ -114,13 +141,13 @@ func (r *metaRouter) login(j *job) {
 	j.reply = append(j.reply[:0], frame...)
 	j.userID = decision.UserID
 	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
-	r.nextClientID++
 	j.seen = new(atomic.Int64)
 	j.seen.Store(r.h.shard.NowNs())
-	rec := &sessionRecord{id: r.nextClientID, userID: decision.UserID, conn: j.conn, seen: j.seen}
-	if j.peer.IsValid() {
-		rec.address = []byte(j.peer.String())
+	rec := r.register(j)
+	if rec.seen != nil && rec.client != hdr.Client && r.sessions[rec.client] == rec {
+		delete(r.sessions, rec.client) // the connection logged in again as another client
 	}
+	rec.userID, rec.client, rec.seen = decision.UserID, hdr.Client, j.seen
 	r.sessions[hdr.Client] = rec
 	r.h.reply(j)
 }
@@ -192,7 +219,12 @@ func (r *metaRouter) write(j *job) {
 	j.rawReply = true
 	j.reply = append(j.reply[:0], frame...)
 	if op == wire.OperationLogout {
-		delete(r.sessions, hdr.Client)
+		if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
+			delete(r.sessions, hdr.Client)
+		}
+		if rec, ok := r.conns[j.conn]; ok {
+			rec.userID, rec.client, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, nil
+		}
 	}
 	r.runEffects()
 	r.h.reply(j)
@@ -285,9 +317,14 @@ func (r *metaRouter) toAllShards(e *effect) {
 	}
 }
 
-// clientGone: a logged-in connection closed. Its consumer group memberships end
-// through a committed RemoveConsumerGroupMember, so a restart agrees.
+// clientGone: a connection closed. It leaves the connection list; a logged-in
+// one's consumer group memberships end through a committed
+// RemoveConsumerGroupMember, so a restart agrees.
 func (r *metaRouter) clientGone(g *clientGone) {
+	delete(r.conns, g.conn)
+	if !g.loggedIn {
+		return
+	}
 	if rec, ok := r.sessions[g.client]; ok && rec.conn == g.conn {
 		delete(r.sessions, g.client)
 		// The reference drops a disconnected client's table entry locally (not
