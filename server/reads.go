@@ -173,8 +173,8 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 }
 
 // appendSnapshotArchive answers GetSnapshot: a ZIP with one <type>.txt entry per
-// requested section. Stored and Deflated are the compressions the standard library
-// writes; the others answer FeatureUnavailable. Sections this server cannot
+// requested section, in any compression the reference writes but Bzip2, which
+// answers FeatureUnavailable (snapshotzip.go). Sections this server cannot
 // capture (server_logs: logs go to stderr, not to files) are skipped, as the
 // reference skips a section that fails.
 func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, error) {
@@ -182,14 +182,9 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 	if err := req.Decode(body); err != nil {
 		return dst, err
 	}
-	var method uint16
-	switch req.Compression {
-	case wire.SnapshotStored:
-		method = zip.Store
-	case wire.SnapshotDeflated:
-		method = zip.Deflate
-	default:
-		return dst, wire.ErrFeatureUnavailable
+	method, flags, err := snapshotZipMethod(req.Compression)
+	if err != nil {
+		return dst, err
 	}
 	var types []wire.SnapshotType
 	for i := range req.Types {
@@ -203,12 +198,13 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	registerSnapshotCompressors(zw)
 	for _, t := range types {
 		text, ok := r.snapshotSection(t)
 		if !ok {
 			continue
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: t.String() + ".txt", Method: method, Modified: time.Now()})
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: t.String() + ".txt", Method: method, Flags: flags, Modified: time.Now()})
 		if err != nil {
 			return dst, wire.ErrSnapshotFileCompletionFailed
 		}

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"archive/zip"
+	"encoding/binary"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
+	"github.com/ulikunitz/xz/lzma"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// GetSnapshot entry compressions beyond the standard library's Store and Deflate,
+// as the reference server writes them (its zip writer's Zstd, Lzma and Xz).
+// Method ids are APPNOTE.TXT 4.4.5's.
+//
+// A method 14 (LZMA) entry is not a .lzma file: it starts with its own 9-byte
+// header and ends with an end-of-stream marker, announced by general purpose
+// flag bit 1 (APPNOTE.TXT 5.8):
+//
+//	[sdk major u8][sdk minor u8][props size u16 = 5][lc/lp/pb u8][dict size u32][LZMA data + EOS]
+//
+// Bzip2 (3) has no writer in the standard library nor in a dependency we keep,
+// so it answers FeatureUnavailable.
+const (
+	zipMethodLZMA uint16 = 14
+	zipMethodZstd uint16 = 93
+	zipMethodXz   uint16 = 95
+
+	// zipFlagLZMAEndMarker says an LZMA entry ends with an end-of-stream marker.
+	zipFlagLZMAEndMarker uint16 = 1 << 1
+
+	// snapshotDictBytes bounds the LZMA and xz dictionaries: sections are command
+	// outputs of kilobytes, the libraries' 8 MiB default would only cost memory.
+	snapshotDictBytes = 1 << 20
+)
+
+// snapshotZipMethod maps a GetSnapshot compression to its zip method and the
+// general purpose flags its entries carry.
+func snapshotZipMethod(c wire.SnapshotCompression) (method, flags uint16, err error) {
+	switch c {
+	case wire.SnapshotStored:
+		return zip.Store, 0, nil
+	case wire.SnapshotDeflated:
+		return zip.Deflate, 0, nil
+	case wire.SnapshotZstd:
+		return zipMethodZstd, 0, nil
+	case wire.SnapshotLzma:
+		return zipMethodLZMA, zipFlagLZMAEndMarker, nil
+	case wire.SnapshotXz:
+		return zipMethodXz, 0, nil
+	default:
+		return 0, 0, wire.ErrFeatureUnavailable
+	}
+}
+
+// registerSnapshotCompressors registers on zw (not globally) the compressors the
+// standard library lacks.
+func registerSnapshotCompressors(zw *zip.Writer) {
+	zw.RegisterCompressor(zipMethodZstd, func(w io.Writer) (io.WriteCloser, error) {
+		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	})
+	zw.RegisterCompressor(zipMethodXz, func(w io.Writer) (io.WriteCloser, error) {
+		return &lazyCompressor{w: w, open: func(w io.Writer) (io.WriteCloser, error) {
+			return xz.WriterConfig{DictCap: snapshotDictBytes}.NewWriter(w)
+		}}, nil
+	})
+	zw.RegisterCompressor(zipMethodLZMA, func(w io.Writer) (io.WriteCloser, error) {
+		return &lazyCompressor{w: w, open: newZipLZMAWriter}, nil
+	})
+}
+
+// lazyCompressor opens its compressor at the first Write or at Close. The xz and
+// lzma writers write their stream header as they are made, and archive/zip makes
+// an entry's compressor before it writes the entry's local header: opened
+// eagerly, the stream header would land in front of the local header.
+type lazyCompressor struct {
+	w    io.Writer
+	open func(io.Writer) (io.WriteCloser, error)
+	comp io.WriteCloser
+}
+
+func (l *lazyCompressor) start() error {
+	if l.comp != nil {
+		return nil
+	}
+	comp, err := l.open(l.w)
+	if err != nil {
+		return err
+	}
+	l.comp = comp
+	return nil
+}
+
+func (l *lazyCompressor) Write(p []byte) (int, error) {
+	if err := l.start(); err != nil {
+		return 0, err
+	}
+	return l.comp.Write(p)
+}
+
+func (l *lazyCompressor) Close() error {
+	if err := l.start(); err != nil {
+		return err
+	}
+	return l.comp.Close()
+}
+
+// lzmaClassicHeaderBytes is the .lzma header the lzma package writes first:
+// properties (1), dictionary size (4), uncompressed size (8).
+const lzmaClassicHeaderBytes = 13
+
+// newZipLZMAWriter writes a zip LZMA entry: the zip header, then the lzma
+// package's classic stream without its 13-byte header.
+func newZipLZMAWriter(w io.Writer) (io.WriteCloser, error) {
+	cfg := lzma.WriterConfig{DictCap: snapshotDictBytes, EOSMarker: true}
+	props := lzma.Properties{LC: 3, LP: 0, PB: 2}
+	cfg.Properties = &props
+	var head [9]byte
+	head[0], head[1] = 16, 2 // the LZMA SDK version the format follows; readers ignore it
+	binary.LittleEndian.PutUint16(head[2:], 5)
+	head[4] = props.Code()
+	binary.LittleEndian.PutUint32(head[5:], snapshotDictBytes)
+	if _, err := w.Write(head[:]); err != nil {
+		return nil, err
+	}
+	return cfg.NewWriter(&skipWriter{w: w, skip: lzmaClassicHeaderBytes})
+}
+
+// skipWriter drops the first skip bytes written through it.
+type skipWriter struct {
+	w    io.Writer
+	skip int
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.skip > 0 {
+		dropped := min(s.skip, len(p))
+		s.skip -= dropped
+		p = p[dropped:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	if _, err := s.w.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
