@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,5 +134,4 @@ func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
 	if !strings.Contains(s2.logText(), "msg=listening") {
 		t.Fatal("no listening line")
 	}
-	_ = strconv.Itoa
 }
