@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -833,7 +834,7 @@ func (s *State) applyCreateToken(h *Header, body []byte, out *Output) wire.Error
 		return wire.ErrResourceNotFound
 	}
 	i, exists := slices.BinarySearchFunc(u.Tokens, string(p.name), func(t Token, name string) int {
-		return compareStrings(t.Name, name)
+		return cmp.Compare(t.Name, name)
 	})
 	if exists {
 		return wire.ErrPersonalAccessTokenAlreadyExists
@@ -873,7 +874,7 @@ func (s *State) applyDeleteToken(h *Header, body []byte, out *Output) wire.Error
 		return wire.ErrResourceNotFound
 	}
 	i, exists := slices.BinarySearchFunc(u.Tokens, string(r.Name), func(t Token, name string) int {
-		return compareStrings(t.Name, name)
+		return cmp.Compare(t.Name, name)
 	})
 	if !exists {
 		return wire.ErrResourceNotFound
@@ -884,16 +885,6 @@ func (s *State) applyDeleteToken(h *Header, body []byte, out *Output) wire.Error
 		u.Tokens = nil
 	}
 	out.success()
-	return 0
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
 	return 0
 }
 

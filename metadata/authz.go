@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -43,7 +44,7 @@ func (a access) stream(streamID uint32) *wire.StreamPermissions {
 		return nil
 	}
 	i, ok := slices.BinarySearchFunc(a.p.Streams, streamID, func(sp wire.StreamPermissions, id uint32) int {
-		return cmpU32(sp.StreamID, id)
+		return cmp.Compare(sp.StreamID, id)
 	})
 	if !ok {
 		return nil
@@ -57,7 +58,7 @@ func (a access) topic(streamID, topicID uint32) *wire.TopicPermissions {
 		return nil
 	}
 	i, ok := slices.BinarySearchFunc(sp.Topics, topicID, func(tp wire.TopicPermissions, id uint32) int {
-		return cmpU32(tp.TopicID, id)
+		return cmp.Compare(tp.TopicID, id)
 	})
 	if !ok {
 		return nil
@@ -205,7 +206,7 @@ func normalizePermissions(p *wire.Permissions) {
 }
 
 func sortDedupe[T any](v []T, id func(T) uint32) []T {
-	slices.SortStableFunc(v, func(a, b T) int { return cmpU32(id(a), id(b)) })
+	slices.SortStableFunc(v, func(a, b T) int { return cmp.Compare(id(a), id(b)) })
 	out := v[:0]
 	for i := range v {
 		if len(out) > 0 && id(out[len(out)-1]) == id(v[i]) {

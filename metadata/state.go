@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"cmp"
 	"iter"
 	"slices"
 
@@ -292,7 +293,7 @@ func (st *Stream) TopicsCount() int { return st.topics.count }
 // Group returns the consumer group with id, or nil.
 func (t *Topic) Group(id uint32) *ConsumerGroup {
 	i, ok := slices.BinarySearchFunc(t.groups, id, func(g *ConsumerGroup, id uint32) int {
-		return cmpU32(g.ID, id)
+		return cmp.Compare(g.ID, id)
 	})
 	if !ok {
 		return nil
@@ -305,16 +306,6 @@ func (t *Topic) GroupsCount() int { return len(t.groups) }
 
 // PartitionsCount is the number of partitions of the topic.
 func (t *Topic) PartitionsCount() uint32 { return uint32(len(t.Partitions)) }
-
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // resolveUser finds a user by Identifier.
 func (s *State) resolveUser(id wire.Identifier) *User {

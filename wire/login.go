@@ -72,7 +72,7 @@ func (r *LoginRegister) Decode(body []byte) error {
 func (d *decoder) loginRegisterAfterPrefix(v ClientVersionInfo) LoginRegister {
 	username := d.name()
 	password := d.shortString()
-	context := d.context()
+	context := d.str32() // [len u32][UTF-8], bounded by the body
 	if d.err != nil {
 		return LoginRegister{}
 	}
@@ -111,7 +111,7 @@ func (r *LoginRegisterWithPAT) Decode(body []byte) error {
 
 func (d *decoder) patAfterPrefix(v ClientVersionInfo) LoginRegisterWithPAT {
 	token := d.shortString()
-	context := d.context()
+	context := d.str32() // [len u32][UTF-8], bounded by the body
 	if d.err != nil {
 		return LoginRegisterWithPAT{}
 	}
@@ -166,19 +166,6 @@ func (e *encoder) shortString(v []byte) {
 	}
 	e.u8(uint8(len(v)))
 	e.bytes(v)
-}
-
-// context is [len u32][UTF-8]; its length is bounded by the body it sits in.
-func (d *decoder) context() []byte {
-	n := d.u32()
-	if d.err != nil {
-		return nil
-	}
-	if uint64(n) > uint64(d.remaining()) {
-		d.fail(ErrInvalidCommand)
-		return nil
-	}
-	return d.utf8String(int(n))
 }
 
 func (e *encoder) context(v []byte) {

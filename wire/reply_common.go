@@ -1,6 +1,9 @@
 package wire
 
-import "slices"
+import (
+	"slices"
+	"unicode/utf8"
+)
 
 // Reply bodies: the typed payload a server writes after the 256-byte reply header
 // (and, for result-framed operations, after the result section of result.go).
@@ -54,15 +57,12 @@ import "slices"
 
 // str32 reads a Str32, [len u32][UTF-8], possibly empty.
 func (d *decoder) str32() []byte {
-	n := d.u32()
-	if d.err != nil {
-		return nil
-	}
-	if uint64(n) > uint64(d.remaining()) {
+	b := d.block32()
+	if b != nil && !utf8.Valid(b) {
 		d.fail(ErrInvalidCommand)
 		return nil
 	}
-	return d.utf8String(int(n))
+	return b
 }
 
 // block32 reads [len u32][bytes]: an options block or a raw default value.
