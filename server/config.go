@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/iggy-shard/iggy-shard/shard"
 )
 
 // Config is the server's configuration. Its TOML form mirrors Apache Iggy's key names
@@ -19,6 +21,7 @@ import (
 //	path = "local_data"                 # IGGY_SYSTEM_PATH
 //	[system.sharding]
 //	cpu_allocation = "all"              # IGGY_SYSTEM_SHARDING_CPU_ALLOCATION: "all" or a count
+//	busy_poll = "20 us"                 # ours: how long a shard polls before it sleeps; 0 = never
 //	[system.metadata]
 //	snapshot_interval_ops = 1024        # ours: journal ops between metadata snapshots
 //	[tcp]
@@ -50,6 +53,9 @@ type Config struct {
 	SnapshotIntervalOps uint64
 	// PinCPUs pins shard i to the i-th allowed CPU.
 	PinCPUs bool
+	// BusyPoll is how long a shard that has just worked polls its ring before it
+	// sleeps (shard.Config.BusyPoll); 0 = it always sleeps at once.
+	BusyPoll time.Duration
 	// HeartbeatInterval is the reference's heartbeat.interval: a consumer group
 	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
 	HeartbeatInterval time.Duration
@@ -65,6 +71,7 @@ func DefaultConfig() Config {
 		FrameSizeMaxBytes:   64 << 20,
 		SnapshotIntervalOps: 1024,
 		PinCPUs:             true,
+		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   heartbeatIntervalDefault,
 	}
 }
@@ -76,6 +83,7 @@ type fileConfig struct {
 		Path     *string `toml:"path"`
 		Sharding struct {
 			CPUAllocation *string `toml:"cpu_allocation"`
+			BusyPoll      *string `toml:"busy_poll"`
 		} `toml:"sharding"`
 		Metadata struct {
 			SnapshotIntervalOps *int64 `toml:"snapshot_interval_ops"`
@@ -139,6 +147,13 @@ func (c *Config) applyFile(f *fileConfig) error {
 			return &SettingError{Setting: "system.sharding.cpu_allocation", Value: *v, Reason: err.Error()}
 		}
 		c.ShardCount = n
+	}
+	if v := f.System.Sharding.BusyPoll; v != nil {
+		d, err := ParseDuration(*v)
+		if err != nil {
+			return &SettingError{Setting: "system.sharding.busy_poll", Value: *v, Reason: err.Error()}
+		}
+		c.BusyPoll = d
 	}
 	if v := f.System.Metadata.SnapshotIntervalOps; v != nil {
 		if *v < 1 {
@@ -237,6 +252,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}
+	}
+	if c.BusyPoll < 0 || c.BusyPoll > time.Millisecond {
+		return &SettingError{Setting: "system.sharding.busy_poll", Value: c.BusyPoll.String(), Reason: "must be 0 (off) to 1ms"}
 	}
 	if c.SnapshotIntervalOps < 1 {
 		return &SettingError{Setting: "system.metadata.snapshot_interval_ops", Value: "0", Reason: "must be at least 1"}

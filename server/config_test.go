@@ -23,6 +23,7 @@ func TestLoadConfig(t *testing.T) {
 path = "/data/iggy"
 [system.sharding]
 cpu_allocation = "4"
+busy_poll = "50 us"
 [system.metadata]
 snapshot_interval_ops = 10
 [tcp]
@@ -40,11 +41,12 @@ idle_timeout = "30 s"
 	}{
 		{name: "defaults", want: func(c Config) bool {
 			return c.TCPAddress == "127.0.0.1:8090" && c.SystemPath == "local_data" && c.RootUsername == "iggy" && c.RootPassword == "iggy" &&
-				c.HeartbeatInterval == 30*time.Second
+				c.HeartbeatInterval == 30*time.Second && c.BusyPoll == 20*time.Microsecond
 		}},
 		{name: "file", path: full, want: func(c Config) bool {
 			return c.TCPAddress == "0.0.0.0:9000" && c.SystemPath == "/data/iggy" && c.ShardCount == 4 &&
-				c.SnapshotIntervalOps == 10 && c.FrameSizeMaxBytes == 16<<20 && c.IdleTimeout == 30*time.Second
+				c.SnapshotIntervalOps == 10 && c.FrameSizeMaxBytes == 16<<20 && c.IdleTimeout == 30*time.Second &&
+				c.BusyPoll == 50*time.Microsecond
 		}},
 		{name: "environment over file", path: full, env: map[string]string{
 			"IGGY_TCP_ADDRESS": "127.0.0.1:1234", "IGGY_SYSTEM_PATH": "/elsewhere",
@@ -105,6 +107,8 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{"short root password", func(c *Config) { c.RootPassword = "ab" }, "IGGY_ROOT_PASSWORD"},
 		{"negative shards", func(c *Config) { c.ShardCount = -1 }, "system.sharding.cpu_allocation"},
 		{"tiny frames", func(c *Config) { c.FrameSizeMaxBytes = 1000 }, "tcp.max_frame_size"},
+		{"negative busy poll", func(c *Config) { c.BusyPoll = -time.Microsecond }, "system.sharding.busy_poll"},
+		{"busy poll of a second", func(c *Config) { c.BusyPoll = time.Second }, "system.sharding.busy_poll"},
 		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "tcp.idle_timeout"},
 	}
 	for _, tc := range tests {

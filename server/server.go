@@ -119,6 +119,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		Logger:        log,
 		FrameSizeMax:  cfg.FrameSizeMaxBytes,
 		IdleTimeout:   cfg.IdleTimeout,
+		BusyPoll:      busyPoll(cfg.BusyPoll),
 		InboxCapacity: 4096,
 		DiskIO:        true,
 	})
@@ -260,3 +261,11 @@ func (t *statsTable) totals() (segments uint32, sizeBytes, messages uint64) {
 }
 
 func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.rt.Addr()) }
+
+// busyPoll maps the setting, where 0 means off, to the runtime's, where 0 means default.
+func busyPoll(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}

@@ -51,6 +51,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Arena configures each shard's buffer arena. Default: ArenaConfigDefault().
 	Arena arena.Config
+	// BusyPoll is how long a shard that has just worked keeps polling its ring before
+	// it sleeps in io_uring_enter: CPU traded for the microseconds a sleeping thread
+	// takes to wake. Default 20 µs; negative disables it (every wait sleeps).
+	BusyPoll time.Duration
 	// RingEntries is each ring's submission queue size. Default 1024.
 	RingEntries uint32
 	// InboxCapacity is the capacity of each inter-shard queue (a power of two).
@@ -69,6 +73,11 @@ type Config struct {
 	// inter-shard queue; fdpass.ModeQueue forces the queue.
 	FdPass fdpass.Mode
 }
+
+// BusyPollDefault is Config.BusyPoll's default: about the wake-up latency of a
+// sleeping thread on the machines measured, so a shard never polls for longer than
+// sleeping would have cost.
+const BusyPollDefault = 20 * time.Microsecond
 
 // handoffsInFlightMax bounds shard 0's msg_ring handoffs awaiting completion, and so
 // the staging slots its registered-file table reserves for them: an accept burst larger
@@ -186,6 +195,12 @@ func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	if c.Arena.Classes[0].BufferSizeBytes > standingFrameBytes {
 		return c, fmt.Errorf("shard: smallest arena class %d bytes > standing frame buffer %d bytes",
 			c.Arena.Classes[0].BufferSizeBytes, standingFrameBytes)
+	}
+	if c.BusyPoll == 0 {
+		c.BusyPoll = BusyPollDefault
+	}
+	if c.BusyPoll > time.Second {
+		return c, fmt.Errorf("shard: busy poll %v is longer than 1s", c.BusyPoll)
 	}
 	if c.RingEntries == 0 {
 		c.RingEntries = 1024

@@ -37,6 +37,13 @@ type Ticker interface {
 	Tick(s *Shard) (busy bool)
 }
 
+// Opener is a Handler told of each connection as soon as its shard adopts it, before
+// any request: a handler that lists connections (GET_CLIENTS) sees the ones that have
+// not spoken yet. ConnClosed follows for every connection ConnOpened saw.
+type Opener interface {
+	ConnOpened(c *Conn)
+}
+
 // Stopper is a Handler told, on its shard's goroutine, that the loop is ending (a
 // shutdown or a fatal error): the last call from which it may use the shard's rings,
 // e.g. to finish its disk I/O and close its files.

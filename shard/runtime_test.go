@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -394,5 +395,65 @@ func TestAcceptBurstKeepsEveryConnection(t *testing.T) {
 		for i, c := range clients {
 			checkReply(t, c.readFrame(), uint64(i), 0)
 		}
+	}
+}
+
+// openerHandler reports each ConnOpened and ConnClosed on events.
+type openerHandler struct {
+	testHandler
+	events chan string
+}
+
+func (h *openerHandler) ConnOpened(c *Conn) { h.events <- "opened " + c.RemoteAddr().String() }
+func (h *openerHandler) ConnClosed(c *Conn) {
+	h.testHandler.ConnClosed(c)
+	h.events <- "closed " + c.RemoteAddr().String()
+}
+
+// TestOpenerSeesSilentConnections: a handler that implements Opener hears of a
+// connection that never sends a byte, on whichever shard adopts it, and then of its end.
+func TestOpenerSeesSilentConnections(t *testing.T) {
+	events := make(chan string, 16)
+	rt := startTestRuntime(t, Config{ShardCount: 2, NewHandler: func(s *Shard) Handler {
+		return &openerHandler{testHandler: testHandler{shard: s}, events: events}
+	}})
+	next := func() string {
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no connection event within 5 s")
+			return ""
+		}
+	}
+	for range 2 { // round-robin: one connection on each shard
+		conn, err := net.Dial("tcp", rt.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := conn.LocalAddr().String()
+		if got, want := next(), "opened "+local; got != want {
+			t.Fatalf("event %q, want %q", got, want)
+		}
+		conn.Close()
+		if got, want := next(), "closed "+local; got != want {
+			t.Fatalf("event %q, want %q", got, want)
+		}
+	}
+}
+
+// TestBusyPollSetting: a shard serves with busy polling off (every wait sleeps) as with
+// it on, and a poll budget longer than a second is refused at start.
+func TestBusyPollSetting(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 2, BusyPoll: -1})
+	for i := range uint64(2) {
+		c := dial(t, rt)
+		c.ping(i)
+		c.ping(i + 10)
+	}
+	_, err := Start(Config{TCPAddress: "127.0.0.1:0", BusyPoll: 2 * time.Second,
+		NewHandler: func(s *Shard) Handler { return &testHandler{shard: s} }})
+	if err == nil || !strings.Contains(err.Error(), "busy poll") {
+		t.Fatalf("Start with a 2 s busy poll: err %v, want a busy poll error", err)
 	}
 }

@@ -54,6 +54,7 @@ type options struct {
 	shardCount          int
 	pinCPUs             bool
 	idleTimeout         time.Duration
+	busyPoll            time.Duration
 	maxFrameSize        string
 	snapshotIntervalOps uint64
 	heartbeatInterval   time.Duration
@@ -74,6 +75,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.pinCPUs, "pin-cpus", true, "pin shard i to the i-th allowed CPU")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0,
 		"close a connection that sends nothing for this long; 0 = never (SDKs ping every 5s)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", defaults.BusyPoll,
+		"how long a shard that has just worked polls for more before it sleeps: lower latency for more CPU; 0 = never poll")
 	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
 	fs.Uint64Var(&o.snapshotIntervalOps, "snapshot-interval-ops", defaults.SnapshotIntervalOps,
 		"metadata operations between snapshots of the metadata state (each empties the journal)")
@@ -129,6 +132,9 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["idle-timeout"] {
 		cfg.IdleTimeout = o.idleTimeout
+	}
+	if o.set["busy-poll"] {
+		cfg.BusyPoll = o.busyPoll
 	}
 	if o.set["max-frame-size"] {
 		n, err := server.ParseSizeBytes(o.maxFrameSize)

@@ -234,7 +234,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 		t.Fatalf("--help exit code %d", code)
 	}
 	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
-		"pin-cpus", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
+		"pin-cpus", "busy-poll", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
 		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
