@@ -21,6 +21,7 @@ const (
 	msgClientGone                   // conn shard -> shard 0: a *clientGone (a connection closed)
 	msgFlush                        // a shard to itself: retry posts that found a full queue
 	msgEvictStale                   // shard 0 -> conn shard: a silent group member, evict (13)
+	msgClientOpened                 // conn shard -> shard 0: a *clientOpened (a connection was accepted)
 )
 
 // jobKind says what a job asks for.
@@ -28,7 +29,6 @@ type jobKind uint8
 
 const (
 	jobLogin jobKind = iota + 1
-	jobOpen          // a connection's first request, answered on its shard: shard 0 registers the connection
 	jobRead
 	jobWrite
 	jobSend
@@ -47,12 +47,7 @@ type job struct {
 	kind   jobKind
 	frame  shard.Frame
 	userID uint32
-	// opening marks a connection's first request: shard 0 registers the connection
-	// (for GetClients) before it serves or returns the request, so every reply a
-	// client has seen was sent by a connection shard 0 already lists.
-	opening bool
-	peer    netip.AddrPort // an opening connection's peer
-	seen    *atomic.Int64  // a login's session: when it last sent a request (shard clock)
+	seen   *atomic.Int64 // a login's session: when it last sent a request (shard clock)
 
 	// The outcome: an eviction, a status denial, or a reply body (reply; with
 	// rawReply, a whole frame built by the metadata plane).
@@ -78,8 +73,9 @@ type job struct {
 // Release implements shard.Releaser: the vectored poll reply has been sent.
 func (j *job) Release() { j.home.recycle(j) }
 
-// session is a connection's state, kept in shard.Conn.Value from its first
-// request on (registered with shard 0); bound while it is logged in.
+// session is a connection's state, kept in shard.Conn.Value from the moment its
+// shard adopts it (ConnOpened, which registers it with shard 0) until it closes;
+// bound while it is logged in.
 type session struct {
 	client wire.Uint128
 	epoch  uint64
@@ -88,6 +84,13 @@ type session struct {
 	// seen is when the session last sent a request (PINGs too), on the runtime's
 	// clock; shard 0 reads it to find silent consumer group members.
 	seen *atomic.Int64
+}
+
+// clientOpened registers an accepted connection with shard 0, which lists it
+// (GetClients) from then on.
+type clientOpened struct {
+	conn shard.ConnID
+	peer netip.AddrPort
 }
 
 type clientGone struct {
@@ -194,14 +197,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	h.flushOutbox()
 	hdr := req.Header
-	sess, _ := c.Value.(*session)
-	if sess == nil {
-		// The first request of a connection: whatever it asks, it goes through shard
-		// 0, which registers the connection with its peer address first.
-		c.Value = &session{}
-		h.open(c, req)
-		return
-	}
+	sess := c.Value.(*session) // set by ConnOpened, which precedes every request
 	bound := sess.bound
 	if bound {
 		sess.seen.Store(h.shard.NowNs())
@@ -212,6 +208,9 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		h.replyEmpty(c, hdr)
 		return
 	case op == wire.OperationRegister:
+		// On a bound connection too: shard 0 checks the credentials and, the
+		// connection being logged in already, answers with its session unchanged
+		// (router.go, login).
 		h.forward(c, req, jobLogin, 0)
 		return
 	case !bound:
@@ -285,28 +284,6 @@ func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorC
 	}
 }
 
-// open sends a connection's first request to shard 0 with the connection's
-// registration: a login is served there as usual; any other request (a
-// connection's first request is never logged in) carries its answer, which shard
-// 0 returns once the connection is registered.
-func (h *handler) open(c *shard.Conn, req *shard.Request) {
-	hdr := req.Header
-	kind := jobOpen
-	if hdr.Operation == wire.OperationRegister {
-		kind = jobLogin
-	}
-	j := h.take()
-	j.conn = c.ID()
-	j.kind = kind
-	j.opening = true
-	j.peer = c.RemoteAddr()
-	j.frame = req.Retain()
-	if kind == jobOpen && !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
-		j.evict, j.status = anonymousOutcome(hdr)
-	}
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
-}
-
 // forward hands a request to shard 0 in a job, keeping its buffer.
 func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
 	j := h.take()
@@ -329,6 +306,8 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.deliver(m.Payload.(*job))
 	case msgEffect:
 		h.applyEffect(m.Payload.(*effect))
+	case msgClientOpened:
+		h.meta.clientOpened(m.Payload.(*clientOpened))
 	case msgClientGone:
 		h.meta.clientGone(m.Payload.(*clientGone))
 	case msgFlush:
@@ -338,13 +317,19 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.flushOutbox()
 }
 
-// ConnClosed implements shard.Handler: a registered connection leaves shard 0's
-// list, and a logged-in client its consumer groups.
+// ConnOpened implements shard.Opener: the connection gets its session state and
+// shard 0 lists it (GetClients, GetClient) before it sends anything. The
+// registration and the connection's later jobs travel the same ordered queue to
+// shard 0, so shard 0 knows a connection before it serves any of its requests.
+func (h *handler) ConnOpened(c *shard.Conn) {
+	c.Value = &session{}
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &clientOpened{conn: c.ID(), peer: c.RemoteAddr()}})
+}
+
+// ConnClosed implements shard.Handler: the connection leaves shard 0's list, and
+// a logged-in client its consumer groups.
 func (h *handler) ConnClosed(c *shard.Conn) {
-	sess, _ := c.Value.(*session)
-	if sess == nil {
-		return
-	}
+	sess := c.Value.(*session)
 	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound}})
 }
 

@@ -33,8 +33,11 @@ type metaRouter struct {
 }
 
 type sessionRecord struct {
-	id      uint32 // the per-connection client id GetClient looks up
-	userID  uint32 // wire.ClientUserIDNone while not logged in
+	id     uint32 // the per-connection client id GetClient looks up
+	userID uint32 // wire.ClientUserIDNone while not logged in
+	// epoch is the logged-in session's epoch (its register's op, never 0), 0
+	// while not logged in.
+	epoch   uint64
 	client  wire.Uint128
 	conn    shard.ConnID
 	address []byte // the peer's ip:port, as GET_ME and GET_CLIENT(S) report it
@@ -54,30 +57,31 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 	}
 }
 
-// register records a connection's first request: a fresh client id and its
-// peer address.
-func (r *metaRouter) register(j *job) *sessionRecord {
-	if rec, ok := r.conns[j.conn]; ok {
+// clientOpened lists an accepted connection under a fresh client id, anonymous
+// until it logs in. Ids are never reused while the server runs (2^32 accepts
+// would wrap them), so a GetClient of a closed connection's id finds nothing
+// rather than a newer connection.
+func (r *metaRouter) clientOpened(o *clientOpened) {
+	rec := r.record(o.conn)
+	if o.peer.IsValid() {
+		rec.address = []byte(o.peer.String())
+	}
+}
+
+// record returns the connection's record, creating it if the connection is not
+// listed yet (its registration always arrives first; this keeps a lookup total).
+func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
+	if rec, ok := r.conns[conn]; ok {
 		return rec
 	}
 	r.nextClientID++
-	rec := &sessionRecord{id: r.nextClientID, userID: wire.ClientUserIDNone, conn: j.conn}
-	if j.peer.IsValid() {
-		rec.address = []byte(j.peer.String())
-	}
-	r.conns[j.conn] = rec
+	rec := &sessionRecord{id: r.nextClientID, userID: wire.ClientUserIDNone, conn: conn}
+	r.conns[conn] = rec
 	return rec
 }
 
 func (r *metaRouter) serve(j *job) {
 	hdr := j.frame.Header
-	if j.opening {
-		r.register(j)
-	}
-	if j.kind == jobOpen {
-		r.h.reply(j) // answered on the connection's shard already
-		return
-	}
 	if j.kind != jobLogin && j.kind != jobWrite {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
@@ -112,6 +116,14 @@ func (r *metaRouter) serve(j *job) {
 // login decides a Register (codes 40 and 45) and commits it: the session epoch is
 // the register's op. The argon2id verification runs here on shard 0 and holds it
 // for its tens of milliseconds.
+//
+// A Register on a connection that is logged in already is checked the same way
+// (protocol version, then credentials: a failure evicts) but commits nothing:
+// like the reference server (core/server dispatch, complete_login_register), it
+// answers with the connection's session as it stands, whatever client id or user
+// the Register names. The connection stays bound to its client id, user and
+// epoch; the reply's user id is the one the credentials named, as the
+// reference's is.
 func (r *metaRouter) login(j *job) {
 	hdr := j.frame.Header
 	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow,
@@ -120,6 +132,11 @@ func (r *metaRouter) login(j *job) {
 		j.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
 		r.h.reply(j)
+		return
+	}
+	rec := r.record(j.conn)
+	if rec.epoch != 0 {
+		r.replayLogin(j, rec, decision.UserID)
 		return
 	}
 	if _, owner, known := r.plane.table.Session(hdr.Client); known && owner != decision.UserID {
@@ -143,12 +160,26 @@ func (r *metaRouter) login(j *job) {
 	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
 	j.seen = new(atomic.Int64)
 	j.seen.Store(r.h.shard.NowNs())
-	rec := r.register(j)
-	if rec.seen != nil && rec.client != hdr.Client && r.sessions[rec.client] == rec {
-		delete(r.sessions, rec.client) // the connection logged in again as another client
-	}
-	rec.userID, rec.client, rec.seen = decision.UserID, hdr.Client, j.seen
+	rec.userID, rec.client, rec.epoch, rec.seen = decision.UserID, hdr.Client, j.epoch, j.seen
 	r.sessions[hdr.Client] = rec
+	r.h.reply(j)
+}
+
+// replayLogin answers a Register on a logged-in connection with its session:
+// the same reply a fresh login gets (result-framed, operation Register), the
+// epoch the connection holds, nothing committed. The connection's state on its
+// shard is left as it is.
+func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
+	login := wire.LoginRegisterReply{UserID: userID, Session: rec.epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
+		ServerVersion: []byte(serverVersion)}
+	j.reply = append(j.reply[:0], make([]byte, wire.HeaderSize)...)
+	j.reply = wire.AppendResultSuccess(j.reply)
+	j.reply, _ = login.Append(j.reply)
+	rh := wire.ReplyTo(j.frame.Header, 0, len(j.reply)-wire.HeaderSize, true)
+	rh.Op, rh.Commit = rec.epoch, max(r.plane.replica.CommitMax(), rec.epoch)
+	rh.Put(j.reply)
+	j.rawReply = true
+	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
 	r.h.reply(j)
 }
 
@@ -223,7 +254,7 @@ func (r *metaRouter) write(j *job) {
 			delete(r.sessions, hdr.Client)
 		}
 		if rec, ok := r.conns[j.conn]; ok {
-			rec.userID, rec.client, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, nil
+			rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
 		}
 	}
 	r.runEffects()
