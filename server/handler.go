@@ -14,14 +14,14 @@ import (
 
 // Message kinds between shards (shard.Message.Kind).
 const (
-	msgToMeta     uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
-	msgToOwner                      // shard 0 -> owner: a *job for a partition
-	msgReply                        // -> conn shard: a *job with its outcome
-	msgEffect                       // shard 0 -> owner: an *effect of a metadata commit
-	msgClientGone                   // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                        // a shard to itself: retry posts that found a full queue
-	msgEvictStale                   // shard 0 -> conn shard: a silent group member, evict (13)
-	msgClientOpened                 // conn shard -> shard 0: a *clientOpened (a connection was accepted)
+	msgToMeta       uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
+	msgToOwner                        // shard 0 -> owner: a *job for a partition
+	msgReply                          // -> conn shard: a *job with its outcome
+	msgEffect                         // shard 0 -> owner: an *effect of a metadata commit
+	msgClientGone                     // conn shard -> shard 0: a *clientGone (a connection closed)
+	msgFlush                          // a shard to itself: retry posts that found a full queue
+	msgEvictStale                     // shard 0 -> conn shard: a silent group member, evict (13)
+	msgClientOpened                   // conn shard -> shard 0: a *clientOpened (a connection was accepted)
 )
 
 // jobKind says what a job asks for.
