@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -132,5 +133,211 @@ func TestEmptyStream(t *testing.T) {
 	want := []byte{'B', 'Z', 'h', '9', 0x17, 0x72, 0x45, 0x38, 0x50, 0x90, 0, 0, 0, 0}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("empty stream % x, want % x", got, want)
+	}
+}
+
+// noRuns is random bytes with no two neighbours equal, so rle1 leaves it as it
+// is and block boundaries fall at known input offsets.
+func noRuns(seed uint64, n int) []byte {
+	p := randomBytes(seed, n)
+	for i := 1; i < len(p); i++ {
+		if p[i] == p[i-1] {
+			p[i]++
+		}
+	}
+	return p
+}
+
+// TestBlockBoundaries: inputs just under, at and over a block's capacity, and
+// runs straddling it, come back whole at levels 1 and 9 (blocks of 99981 and
+// 899981 rle1 bytes).
+func TestBlockBoundaries(t *testing.T) {
+	for _, level := range []int{1, 9} {
+		capacity := level*blockSizeUnitBytes - blockSlackBytes
+		// With no runs each byte is a run of one: a block closes when one more
+		// 5-byte run might not fit.
+		full := capacity - maxRunBytes + 1
+		sizes := []int{full - 1, full, full + 1}
+		if level == 1 {
+			sizes = append(sizes, 2*full+3)
+		}
+		for _, n := range sizes {
+			t.Run(fmt.Sprintf("level %d no runs %d bytes", level, n), func(t *testing.T) {
+				checkRoundTrip(t, noRuns(uint64(n), n), level)
+			})
+		}
+		t.Run(fmt.Sprintf("level %d runs across the boundary", level), func(t *testing.T) {
+			data := noRuns(3, full-3)
+			data = append(data, repeatByte(data[len(data)-1]^0x55, 1000)...)
+			data = append(data, noRuns(4, 100)...)
+			checkRoundTrip(t, data, level)
+		})
+	}
+	t.Run("level 1 many blocks of mixed runs", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		var data []byte
+		for len(data) < 450000 {
+			data = append(data, repeatByte(byte(rng.IntN(4)), 1+rng.IntN(300))...)
+		}
+		checkRoundTrip(t, data, 1)
+	})
+}
+
+// TestBlocksWrittenAsTheyFill: a Writer holds at most one block, so a full
+// block reaches the underlying writer before Close.
+func TestBlocksWrittenAsTheyFill(t *testing.T) {
+	var buf bytes.Buffer
+	z := NewWriter(&buf, 1)
+	if _, err := z.Write(noRuns(1, 150000)); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() == 0 {
+		t.Fatal("nothing written after 1.5 blocks of input")
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSmallWritesMatchOneWrite: how the input is cut into Writes does not
+// change the stream.
+func TestSmallWritesMatchOneWrite(t *testing.T) {
+	data := append(textLike(150000), repeatByte('z', 700)...)
+	data = append(data, noRuns(2, 100000)...)
+	want := compress(t, data, 1)
+	rng := rand.New(rand.NewPCG(8, 9))
+	var buf bytes.Buffer
+	z := NewWriter(&buf, 1)
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), rng.IntN(700))
+		if k, err := z.Write(rest[:n]); err != nil || k != n {
+			t.Fatalf("Write = %d, %v; want %d", k, err, n)
+		}
+		rest = rest[n:]
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("small writes gave %d bytes, one write %d", buf.Len(), len(want))
+	}
+}
+
+// TestReset: a reset Writer writes the same stream as a new one.
+func TestReset(t *testing.T) {
+	data := textLike(50000)
+	want := compress(t, data, 3)
+	var buf bytes.Buffer
+	z := NewWriter(io.Discard, 3)
+	z.Write(noRuns(1, 120000))
+	z.Close()
+	z.Reset(&buf)
+	z.Write(data)
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatal("reset writer's stream differs from a new writer's")
+	}
+}
+
+func TestInvalidLevel(t *testing.T) {
+	for _, level := range []int{-1, 0, 10} {
+		var buf bytes.Buffer
+		z := NewWriter(&buf, level)
+		if _, err := z.Write([]byte("x")); err == nil {
+			t.Errorf("level %d: Write succeeded", level)
+		}
+		if err := z.Close(); err == nil {
+			t.Errorf("level %d: Close succeeded", level)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("level %d: wrote %d bytes", level, buf.Len())
+		}
+	}
+}
+
+func TestWriteAfterClose(t *testing.T) {
+	z := NewWriter(io.Discard, 9)
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := z.Write([]byte("x")); err != ErrClosed {
+		t.Fatalf("Write after Close: %v, want ErrClosed", err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
+
+// TestUnderlyingWriterError: the underlying writer's error stops the stream and
+// is returned from then on.
+func TestUnderlyingWriterError(t *testing.T) {
+	fail := fmt.Errorf("disk full")
+	z := NewWriter(failingWriter{fail}, 1)
+	data := noRuns(1, 250000)
+	n, err := z.Write(data)
+	if err != fail || n >= len(data) {
+		t.Fatalf("Write = %d, %v; want fewer than %d and %v", n, err, len(data), fail)
+	}
+	if _, err := z.Write(data); err != fail {
+		t.Fatalf("second Write: %v, want %v", err, fail)
+	}
+	if err := z.Close(); err != fail {
+		t.Fatalf("Close: %v, want %v", err, fail)
+	}
+}
+
+// TestCRCGolden: bzip2's CRC is CRC-32/BZIP2, whose check value is 0xFC891918.
+func TestCRCGolden(t *testing.T) {
+	if got := crcBytes([]byte("123456789")); got != 0xfc891918 {
+		t.Fatalf("crc = %#x, want 0xfc891918", got)
+	}
+	if got := crcBytes(nil); got != 0 {
+		t.Fatalf("crc of nothing = %#x, want 0", got)
+	}
+}
+
+// TestBzip2Tool: the reference implementation's decoder accepts our streams
+// (bzip2 -t tests, bzip2 -dc decompresses), and the compression ratio on text
+// is logged next to its own.
+func TestBzip2Tool(t *testing.T) {
+	tool, err := exec.LookPath("bzip2")
+	if err != nil {
+		t.Skip("no bzip2 command")
+	}
+	for _, tc := range roundTripCases {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := compress(t, tc.data, 9)
+			test := exec.Command(tool, "-t")
+			test.Stdin = bytes.NewReader(stream)
+			if out, err := test.CombinedOutput(); err != nil {
+				t.Fatalf("bzip2 -t: %v: %s", err, out)
+			}
+			decompress := exec.Command(tool, "-dc")
+			decompress.Stdin = bytes.NewReader(stream)
+			got, err := decompress.Output()
+			if err != nil {
+				t.Fatalf("bzip2 -dc: %v", err)
+			}
+			if !bytes.Equal(got, tc.data) {
+				t.Fatalf("bzip2 -dc gave %d bytes, want %d", len(got), len(tc.data))
+			}
+			if tc.name == "text" {
+				reference := exec.Command(tool, "-9", "-c")
+				reference.Stdin = bytes.NewReader(tc.data)
+				theirs, err := reference.Output()
+				if err != nil {
+					t.Fatalf("bzip2 -9 -c: %v", err)
+				}
+				t.Logf("text %d bytes: ours %d (%.3f), bzip2 -9 %d (%.3f)", len(tc.data),
+					len(stream), float64(len(stream))/float64(len(tc.data)),
+					len(theirs), float64(len(theirs))/float64(len(tc.data)))
+			}
+		})
 	}
 }
