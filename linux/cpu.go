@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
 	"golang.org/x/sys/unix"
@@ -193,4 +194,18 @@ func readIntFile(path string) (int, error) {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	return v, nil
+}
+
+// NameCurrentThread sets the calling thread's name (at most 15 bytes are kept), which
+// top -H, perf and /proc/<pid>/task/<tid>/comm show: a shard's thread reads "shard-3"
+// there instead of the process name.
+func NameCurrentThread(name string) error {
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	b := append([]byte(name), 0)
+	if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0); err != nil {
+		return fmt.Errorf("linux: naming thread %q: %w", name, err)
+	}
+	return nil
 }

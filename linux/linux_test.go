@@ -2,6 +2,7 @@ package linux
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -424,4 +425,26 @@ func TestSurvey(t *testing.T) {
 		t.Fatalf("String() = %q", s)
 	}
 	t.Log(h)
+}
+
+func TestNameCurrentThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// The name outlives the test on this thread; leave it as it was.
+	comm := fmt.Sprintf("/proc/self/task/%d/comm", unix.Gettid())
+	before, err := os.ReadFile(comm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer NameCurrentThread(strings.TrimSpace(string(before)))
+	if err := NameCurrentThread("shard-12-with-a-long-tail"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(comm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "shard-12-with-a\n"; string(got) != want {
+		t.Fatalf("comm %q, want %q", got, want)
+	}
 }

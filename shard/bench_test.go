@@ -1,16 +1,23 @@
 package shard
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -18,24 +25,26 @@ import (
 // BenchmarkPingRoundTrip measures PING round trips over loopback against (a) the
 // io_uring runtime and (b) the baseline: a goroutine-per-connection net.Conn server
 // that frames the same 256-byte headers and validates them with the same wire code.
-// Each connection has its own client goroutine with one request in flight (as an SDK
-// does). Reported: req/s, p50 and p99 latency, allocs per request (whole process:
-// clients included, and they are the same code for both servers).
+// The two run back to back for each connection count, so that they see the same
+// machine. The clients live in a child process (this test binary, re-executed): one
+// goroutine per connection with one request in flight, as an SDK does.
 //
 //	go test -run '^$' -bench PingRoundTrip -benchtime 200000x ./shard/
 //
-// Reading the numbers: clients and servers share the machine's CPUs, and the clients
-// (net.Conn writes and reads) take about half of the CPU time. With one connection the
-// baseline has an edge the runtime cannot have: the Go scheduler hands the CPU from the
-// client goroutine to the server goroutine without an OS context switch, while a shard
-// is an OS thread of its own. With many connections the shard's batching (one
-// io_uring_enter submits every reply of an iteration and waits for the next requests)
-// wins. Profile with -cpuprofile: the shards' own code is a few per cent of the CPU,
-// the rest is the kernel's TCP work inside io_uring_enter and the clients.
+// Reported per sub-benchmark: req/s, p50 and p99 latency (measured by the clients),
+// server-cpu-µs/req (this process's user+system CPU time over the run: the server
+// alone, kernel TCP work done on its behalf included), client-cpu-µs/req (the child's),
+// and allocs/op (this process: the server's allocations per request).
+//
+// Why a child process: in one process the clients' goroutines and the shards compete
+// for the same Ps, and a shard blocked in io_uring_enter holds its P until sysmon
+// retakes it, so the clients starved in ways a real deployment never sees; and the
+// server's CPU could not be told from the clients'. Profile the server side with
+// -cpuprofile (the child is not in it) or perf.
 func BenchmarkPingRoundTrip(b *testing.B) {
-	for _, server := range []string{"runtime", "netconn"} {
-		for _, connCount := range []int{1, 16, 256} {
-			b.Run(fmt.Sprintf("%s/%d", server, connCount), func(b *testing.B) {
+	for _, connCount := range []int{1, 16, 256} {
+		for _, server := range []string{"runtime", "netconn"} {
+			b.Run(fmt.Sprintf("conns=%d/%s", connCount, server), func(b *testing.B) {
 				var addr string
 				afterWarmup := func() {}
 				switch server {
@@ -79,44 +88,136 @@ func startBenchRuntime(b *testing.B) *Runtime {
 	return rt
 }
 
+// pingLoadEnv, when set in the environment of this test binary, makes it a PING load
+// generator instead of a test run (see TestMain): "address,connections,requestsPerConn".
+const pingLoadEnv = "IGGY_SHARD_PING_LOAD"
+
+// pingLoadResult is the load generator's one line of output after the run.
+type pingLoadResult struct {
+	Requests    int   `json:"requests"`
+	ElapsedNs   int64 `json:"elapsed_ns"`
+	P50Ns       int64 `json:"p50_ns"`
+	P99Ns       int64 `json:"p99_ns"`
+	ClientCPUNs int64 `json:"client_cpu_ns"`
+}
+
 func benchmarkPing(b *testing.B, addr string, connCount int, afterWarmup func()) {
-	conns := make([]net.Conn, connCount)
-	for i := range conns {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		conns[i] = c
-		defer c.Close()
-	}
 	perConn := max(b.N/connCount, 1)
-	latencies := make([][]time.Duration, connCount)
-	for i := range latencies {
-		latencies[i] = make([]time.Duration, 0, perConn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", pingLoadEnv, addr, connCount, perConn))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
 	}
-	frames := make([][]byte, connCount)
-	replies := make([][]byte, connCount)
-	for i := range frames {
-		frames[i] = pingFrame(uint64(i))
-		replies[i] = make([]byte, 256)
-		// Warm each connection: it is accepted, delegated and served once.
-		if _, err := conns[i].Write(frames[i]); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(conns[i], replies[i]); err != nil {
-			b.Fatal(err)
-		}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		b.Fatalf("load generator: %q, %v; want ready", lines.Text(), lines.Err())
 	}
 	afterWarmup()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpuBefore := processCPUNs(b)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		b.Fatal(err)
+	}
+	if !lines.Scan() {
+		b.Fatalf("load generator ended without a result: %v", lines.Err())
+	}
+	b.StopTimer()
+	serverCPUNs := processCPUNs(b) - cpuBefore
+	var r pingLoadResult
+	if err := json.Unmarshal(lines.Bytes(), &r); err != nil {
+		b.Fatalf("load generator result %q: %v", lines.Text(), err)
+	}
+	b.ReportMetric(float64(r.Requests)/(float64(r.ElapsedNs)/1e9), "req/s")
+	b.ReportMetric(float64(r.P50Ns)/1e3, "p50-µs")
+	b.ReportMetric(float64(r.P99Ns)/1e3, "p99-µs")
+	b.ReportMetric(float64(serverCPUNs)/1e3/float64(r.Requests), "server-cpu-µs/req")
+	b.ReportMetric(float64(r.ClientCPUNs)/1e3/float64(r.Requests), "client-cpu-µs/req")
+}
+
+func processCPUNs(tb testing.TB) int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(pingLoadEnv); spec != "" {
+		if err := runPingLoad(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "ping load generator:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runPingLoad is the child side of benchmarkPing: dial and warm every connection
+// (accepted, handed to its shard, served once), say "ready", wait for "go", then run
+// requestsPerConn round trips on each connection at once and print a pingLoadResult.
+func runPingLoad(spec string, control io.Reader, out io.Writer) error {
+	var addr string
+	var connCount, perConn int
+	fields := strings.Split(spec, ",")
+	if len(fields) != 3 {
+		return fmt.Errorf("spec %q is not address,connections,requestsPerConn", spec)
+	}
+	addr = fields[0]
+	if _, err := fmt.Sscan(fields[1], &connCount); err != nil || connCount < 1 {
+		return fmt.Errorf("connections %q", fields[1])
+	}
+	if _, err := fmt.Sscan(fields[2], &perConn); err != nil || perConn < 1 {
+		return fmt.Errorf("requests per connection %q", fields[2])
+	}
+	conns := make([]net.Conn, connCount)
+	frames := make([][]byte, connCount)
+	replies := make([][]byte, connCount)
+	latencies := make([][]time.Duration, connCount)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		conns[i] = c
+		frames[i] = pingFrame(uint64(i))
+		replies[i] = make([]byte, 256)
+		latencies[i] = make([]time.Duration, 0, perConn)
+		if _, err := c.Write(frames[i]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, replies[i]); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "ready")
+	if _, err := bufio.NewReader(control).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for go: %w", err)
+	}
+	var ruBefore, ruAfter unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ruBefore); err != nil {
+		return err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, connCount)
 	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			conn, frame, reply := conns[i], frames[i], replies[i]
 			for range perConn {
 				t0 := time.Now()
@@ -130,20 +231,31 @@ func benchmarkPing(b *testing.B, addr string, connCount int, afterWarmup func())
 				}
 				latencies[i] = append(latencies[i], time.Since(t0))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ruAfter); err != nil {
+		return err
+	}
 	close(errs)
 	if err := <-errs; err != nil {
-		b.Fatal(err)
+		return err
 	}
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	result, err := json.Marshal(pingLoadResult{
+		Requests:    len(all),
+		ElapsedNs:   elapsed.Nanoseconds(),
+		P50Ns:       all[len(all)/2].Nanoseconds(),
+		P99Ns:       all[len(all)*99/100].Nanoseconds(),
+		ClientCPUNs: ruAfter.Utime.Nano() + ruAfter.Stime.Nano() - ruBefore.Utime.Nano() - ruBefore.Stime.Nano(),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, string(result))
+	return err
 }
 
 // startNetConnServer is the baseline: one goroutine per connection reading whole frames
