@@ -91,8 +91,8 @@ func (r *metaRouter) read(j *job) {
 	r.h.reply(j)
 }
 
-// clientHeader describes a session: its client id and the peer address of the
-// connection it logged in on (responses.md §4.9).
+// clientHeader describes a connection (responses.md §4.9): the client id shard
+// 0 gave it when its shard adopted it, and its peer address.
 func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.ClientHeader {
 	h := wire.ClientHeader{UserID: userID, Transport: wire.ClientTransportTCP}
 	if rec != nil {

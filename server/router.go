@@ -22,9 +22,10 @@ type metaRouter struct {
 
 	// balanced holds each topic's round-robin cursor for Balanced sends.
 	balanced map[[2]uint32]*partition.RoundRobin
-	// conns are the node's connections, logged in or not, for GetClients,
-	// GetClient and GetMe; sessions are the logged-in ones by client id, the same
-	// records.
+	// conns are the node's open connections, logged in or not, from the moment
+	// their shard adopted them (handler.ConnOpened) until they close, for
+	// GetClients, GetClient, GetMe and the stats' client count; sessions are the
+	// logged-in ones by (protocol) client id, the same records.
 	conns        map[shard.ConnID]*sessionRecord
 	sessions     map[wire.Uint128]*sessionRecord
 	nextClientID uint32
