@@ -185,3 +185,30 @@ func TestGetClientsShowsLoginAndLogout(t *testing.T) {
 		t.Fatalf("logged-out connection listed as %+v (client id was %d)", h, me.ClientID)
 	}
 }
+
+// TestClientIDSurvivesLogin: the id a connection is listed under before it speaks
+// is the one it keeps once logged in (GetClients, GetMe).
+func TestClientIDSurvivesLogin(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	admin := dialRoot(t, s)
+	r := dialRaw(t, s)
+	address := r.conn.LocalAddr().String()
+	listed := awaitClients(t, admin, address, func(listed map[string]wire.ClientHeader) bool {
+		_, ok := listed[address]
+		return ok
+	})
+	id := listed[address].ClientID
+
+	client := wire.Uint128{Lo: 0xc1, Hi: 1}
+	epoch := r.login(client)
+	// The login's reply left shard 0 after it recorded the session: no wait needed.
+	if h := clientsByAddress(t, testContext(t), admin)[address]; h.ClientID != id || h.UserID != 0 {
+		t.Fatalf("logged-in connection listed as %+v, want client id %d and the root user", h, id)
+	}
+	r.send(rawRequest{client: client, request: 1, session: epoch, op: wire.OperationNonReplicated, code: wire.CodeGetMe})
+	h, body := r.reply()
+	var me wire.ClientDetails
+	if err := me.Decode(body); h.Status != 0 || err != nil || me.ClientID != id || string(me.Address) != address {
+		t.Fatalf("GetMe: status %d %+v %v, want client id %d at %s", h.Status, me.ClientHeader, err, id, address)
+	}
+}
