@@ -3,9 +3,12 @@ package shard
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -348,4 +351,68 @@ func TestEvictIncompatibleProtocolCarriesTheWindow(t *testing.T) {
 		t.Fatalf("window [%d, %d], want %+v", versionMin, versionMax, wire.AcceptedProtocolWindow)
 	}
 	c.expectClose()
+}
+
+// TestCrossShardWakeupsUnderLoad hunts lost wake-ups: connections on every shard
+// pipeline requests that each hop to the next shard and back (two Posts, two MSG_RING
+// wake-ups) while other connections PING, with busy polling off so that every idle
+// shard sleeps in io_uring_enter. A lost wake-up leaves a shard asleep until its next
+// timer (seconds away), which the 2 s read deadline turns into a failure. Set
+// IGGY_SHARD_STRESS to a duration (e.g. 5m) to run it for that long.
+func TestCrossShardWakeupsUnderLoad(t *testing.T) {
+	duration := 1500 * time.Millisecond
+	if v := os.Getenv("IGGY_SHARD_STRESS"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("IGGY_SHARD_STRESS=%q: %v", v, err)
+		}
+		duration = d
+	}
+	rt := startTestRuntime(t, Config{ShardCount: 3, BusyPoll: -1})
+	const connCount, pipelineDepth = 9, 4
+	deadline := time.Now().Add(duration)
+	var wg sync.WaitGroup
+	errs := make(chan error, connCount)
+	for i := range connCount {
+		conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		code := wire.CodeGetStats
+		if i%3 == 2 {
+			code = wire.CodePing
+		}
+		wg.Go(func() {
+			reply := make([]byte, 256)
+			sent, received := uint64(0), uint64(0)
+			for received < sent || time.Now().Before(deadline) {
+				for sent-received < pipelineDepth && time.Now().Before(deadline) {
+					if _, err := conn.Write(requestHeader(0, wire.OperationNonReplicated, uint32(code), sent)); err != nil {
+						errs <- err
+						return
+					}
+					sent++
+				}
+				if received == sent {
+					break
+				}
+				conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+				if _, err := io.ReadFull(conn, reply); err != nil {
+					errs <- fmt.Errorf("connection %d, request %d of %d (a lost wake-up?): %w", i, received, sent, err)
+					return
+				}
+				if got := binary.LittleEndian.Uint64(reply[200:]); got != received {
+					errs <- fmt.Errorf("connection %d: reply to request %d, want %d", i, got, received)
+					return
+				}
+				received++
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
