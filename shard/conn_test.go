@@ -418,5 +418,5 @@ func TestCrossShardWakeupsUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d requests in %v, two thirds of them across shards", served.Load(), duration)
+	t.Logf("%d requests in %v, six connections of nine hopping across shards", served.Load(), duration)
 }
