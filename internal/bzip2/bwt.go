@@ -4,7 +4,8 @@ package bzip2
 // (Manber and Myers, on rotations instead of suffixes): after the round for
 // length h, rotations are ordered and ranked by their first 2h bytes, and the
 // order by 2h bytes comes from two stable counting sorts on the ranks by h
-// bytes. At most ceil(log2 n) rounds of O(n) each, so a block of one repeated
+// bytes. The first round sorts by 4 bytes at once (radix sort), then at most
+// ceil(log2 n)-2 rounds of O(n) each follow, so a block of one repeated
 // pattern costs O(n log n), where a comparison sort of rotations would be
 // quadratic. Rounds stop early once every rank is distinct, which for text
 // comes after a few rounds.
@@ -32,24 +33,10 @@ func (s *rotationSorter) sort(block []byte) []int32 {
 	s.byRank2nd = resize(s.byRank2nd, n)
 	s.rank = resize(s.rank, n)
 	s.nextRank = resize(s.nextRank, n)
-	s.count = resize(s.count, max(n, 256))
-	order, rank := s.order, s.rank
-
-	// Round zero: rank by the first byte.
-	count := s.count[:256]
-	clear(count)
-	for i, b := range block {
-		rank[i] = int32(b)
-		count[b]++
-	}
-	prefixSumExclusive(count)
-	for i, b := range block {
-		order[count[b]] = int32(i)
-		count[b]++
-	}
-	ranks := countDistinctSorted(order, rank)
-
-	for h := 1; h < n && ranks < n; h *= 2 {
+	s.count = resize(s.count, max(n, 1<<16))
+	ranks := s.sortByFirst4Bytes(block)
+	order := s.order
+	for h := 4; h < n && ranks < n; h *= 2 {
 		// The rotation at p-h has p as its second half, so walking order
 		// (sorted by h bytes) and stepping back h lists positions sorted by
 		// their second half.
@@ -61,6 +48,7 @@ func (s *rotationSorter) sort(block []byte) []int32 {
 			s.byRank2nd[k] = int32(q)
 		}
 		// A stable counting sort by the first half's rank then orders by both.
+		rank := s.rank
 		count := s.count[:ranks]
 		clear(count)
 		for _, p := range s.byRank2nd {
@@ -73,9 +61,51 @@ func (s *rotationSorter) sort(block []byte) []int32 {
 			count[r]++
 		}
 		ranks = s.rerank(h)
-		rank = s.rank
 	}
 	return order
+}
+
+// sortByFirst4Bytes is the first round, for h = 4 at once: it orders and ranks
+// rotations by their first four bytes (taken cyclically, so any n works), with
+// a least-significant-digit radix sort of two 16-bit digits, and returns the
+// number of distinct ranks.
+func (s *rotationSorter) sortByFirst4Bytes(block []byte) int {
+	n := len(block)
+	key := s.nextRank // free until the first rerank
+	for i := range block {
+		k := uint32(0)
+		for j := i; j < i+4; j++ {
+			k = k<<8 | uint32(block[j%n])
+		}
+		key[i] = int32(k)
+	}
+	count := s.count[:1<<16]
+	digitSort := func(dst, src []int32, shift uint) {
+		clear(count)
+		for _, p := range src {
+			count[uint32(key[p])>>shift&0xffff]++
+		}
+		prefixSumExclusive(count)
+		for _, p := range src {
+			d := uint32(key[p]) >> shift & 0xffff
+			dst[count[d]] = p
+			count[d]++
+		}
+	}
+	for i := range s.order {
+		s.order[i] = int32(i)
+	}
+	digitSort(s.byRank2nd, s.order, 0)
+	digitSort(s.order, s.byRank2nd, 16)
+
+	r := int32(-1)
+	for k, p := range s.order {
+		if k == 0 || key[p] != key[s.order[k-1]] {
+			r++
+		}
+		s.rank[p] = r
+	}
+	return int(r) + 1
 }
 
 // rerank gives each rotation the rank of its first 2h bytes, knowing order is
@@ -102,21 +132,6 @@ func (s *rotationSorter) rerank(h int) int {
 		prev = p
 	}
 	s.rank, s.nextRank = next, rank
-	return int(r) + 1
-}
-
-// countDistinctSorted rewrites rank, whose values are ordered along order, as
-// dense ranks 0..k-1 and returns k.
-func countDistinctSorted(order, rank []int32) int {
-	r := int32(-1)
-	prevValue := int32(-1)
-	for _, p := range order {
-		if rank[p] != prevValue {
-			prevValue = rank[p]
-			r++
-		}
-		rank[p] = r
-	}
 	return int(r) + 1
 }
 
