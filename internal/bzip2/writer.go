@@ -14,7 +14,8 @@ const (
 	blockSlackBytes = 19
 	// maxRunBytes is the most one rle1 run adds to a block: 4 bytes and a count.
 	maxRunBytes = 5
-	// maxRunLength is the longest run one rle1 run codes (4 + 251... up to 255).
+	// maxRunLength is the longest run one rle1 run codes: 4 bytes and a
+	// count of up to 251 more.
 	maxRunLength = 255
 )
 
@@ -42,9 +43,10 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer compressing to w at level 1..9, meaning blocks of
-// 100k..900k bytes as bzip2 -1..-9; 9 compresses best and uses about 11 MiB
-// (the block, its rotation sort's four int32 arrays and the symbols). Any
-// other level makes Write and Close fail.
+// 100k..900k bytes as bzip2 -1..-9. Memory grows with the largest block
+// written, to about 24 bytes per block byte (the rotation sort's five int32
+// arrays dominate): 22 MB at level 9 once a block fills, a few kilobytes for
+// a few kilobytes of input. Any other level makes Write and Close fail.
 func NewWriter(w io.Writer, level int) *Writer {
 	z := &Writer{}
 	z.init(w, level)

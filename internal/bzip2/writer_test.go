@@ -341,3 +341,21 @@ func TestBzip2Tool(t *testing.T) {
 		})
 	}
 }
+
+// TestNoAllocationsOnceWarm: a Writer reused with Reset allocates nothing for
+// blocks no larger than those it has already compressed.
+func TestNoAllocationsOnceWarm(t *testing.T) {
+	data := append(textLike(150000), noRuns(1, 100000)...)
+	z := NewWriter(io.Discard, 1)
+	compressAll := func() {
+		z.Reset(io.Discard)
+		z.Write(data)
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compressAll()
+	if allocs := testing.AllocsPerRun(3, compressAll); allocs != 0 {
+		t.Fatalf("%v allocations per stream once warm, want 0", allocs)
+	}
+}
