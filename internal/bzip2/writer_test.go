@@ -310,9 +310,17 @@ func TestBzip2Tool(t *testing.T) {
 	if err != nil {
 		t.Skip("no bzip2 command")
 	}
-	for _, tc := range roundTripCases {
+	cases := append(roundTripCases[:len(roundTripCases):len(roundTripCases)], struct {
+		name string
+		data []byte
+	}{"level 1 full blocks", append(noRuns(1, 250000), repeatByte('r', 5000)...)})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			stream := compress(t, tc.data, 9)
+			level := 9
+			if strings.HasPrefix(tc.name, "level 1") {
+				level = 1
+			}
+			stream := compress(t, tc.data, level)
 			test := exec.Command(tool, "-t")
 			test.Stdin = bytes.NewReader(stream)
 			if out, err := test.CombinedOutput(); err != nil {
