@@ -44,6 +44,16 @@ type Opener interface {
 	ConnOpened(c *Conn)
 }
 
+// Dropper is a Handler told of the messages still queued for its shard when the
+// runtime has stopped (posted while the shard was on its way out), so that it can
+// release what they hold: a retained Frame, above all, which the arena's leak check
+// would otherwise report. DropMessage runs after every shard goroutine has exited, on
+// the goroutine that closes the runtime, one message at a time; releasing any shard's
+// buffers is safe then.
+type Dropper interface {
+	DropMessage(m Message)
+}
+
 // Stopper is a Handler told, on its shard's goroutine, that the loop is ending (a
 // shutdown or a fatal error): the last call from which it may use the shard's rings,
 // e.g. to finish its disk I/O and close its files.

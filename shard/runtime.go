@@ -31,9 +31,14 @@ type Runtime struct {
 	connCounts []atomic.Int64
 
 	stopping atomic.Bool
-	done     chan struct{}
-	errOnce  sync.Once
-	err      error
+	// wakeMu orders Shard.Wake, from any goroutine, before closeAll closes the
+	// eventfds, so that a late Wake never writes to a descriptor number reused since.
+	// Only wake-ups from outside the shards take it, never a request path.
+	wakeMu         sync.RWMutex
+	eventFdsClosed bool
+	done           chan struct{}
+	errOnce        sync.Once
+	err            error
 }
 
 // Start binds the listener, starts the shards and returns once every shard is ready:
@@ -145,7 +150,7 @@ func (rt *Runtime) ConnectionCount() int {
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	rt.stopping.Store(true)
 	for _, s := range rt.shards {
-		s.wakeExternal()
+		s.Wake()
 	}
 	select {
 	case <-rt.done:
@@ -175,9 +180,7 @@ func (rt *Runtime) fatal(err error) {
 	rt.errOnce.Do(func() { rt.err = err })
 	rt.stopping.Store(true)
 	for _, s := range rt.shards {
-		if s.eventFd >= 0 {
-			s.wakeExternal()
-		}
+		s.Wake()
 	}
 }
 
@@ -194,6 +197,14 @@ func (rt *Runtime) closeAll() {
 			unix.Close(s.diskEventFd)
 		}
 	}
+	rt.wakeMu.Lock()
+	rt.eventFdsClosed = true
+	for _, s := range rt.shards {
+		if s.eventFd >= 0 {
+			unix.Close(s.eventFd)
+		}
+	}
+	rt.wakeMu.Unlock()
 	// A receive ring unmaps its descriptors only once its ring is closed (no recv can
 	// still be armed on it); its buffers go back to the arena.
 	for _, s := range rt.shards {
@@ -217,6 +228,8 @@ func (rt *Runtime) closeAll() {
 				}
 				if m.internal == internalAdoptConn {
 					unix.Close(m.fd)
+				} else if d, ok := s.handler.(Dropper); ok {
+					d.DropMessage(m)
 				}
 			}
 		}
@@ -230,9 +243,6 @@ func (rt *Runtime) closeAll() {
 		if s.listener.fd >= 0 {
 			unix.Close(s.listener.fd)
 			s.listener.fd = -1
-		}
-		if s.eventFd >= 0 {
-			unix.Close(s.eventFd)
 		}
 		if s.arena != nil {
 			if rt.err == nil {

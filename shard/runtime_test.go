@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,5 +456,72 @@ func TestBusyPollSetting(t *testing.T) {
 		NewHandler: func(s *Shard) Handler { return &testHandler{shard: s} }})
 	if err == nil || !strings.Contains(err.Error(), "busy poll") {
 		t.Fatalf("Start with a 2 s busy poll: err %v, want a busy poll error", err)
+	}
+}
+
+// wakeHandler counts the turns it is given after the test asks for one (wanted) and
+// leaves a message in its own inbox as it stops, for DropMessage to see.
+type wakeHandler struct {
+	testHandler
+	wanted  *[2]atomic.Bool // by shard index
+	woken   chan int
+	dropped *atomic.Int64
+}
+
+func (h *wakeHandler) Tick(s *Shard) bool {
+	if h.wanted[s.Index()].CompareAndSwap(true, false) {
+		h.woken <- s.Index()
+	}
+	return false
+}
+
+func (h *wakeHandler) Stop(s *Shard) {
+	// Posted after the last drain of the inbox: only the runtime's close sees it.
+	s.Post(s.Index(), Message{Kind: 99, Value: uint64(s.Index())})
+}
+
+func (h *wakeHandler) DropMessage(m Message) {
+	if m.Kind == 99 {
+		h.dropped.Add(1)
+	}
+}
+
+// TestWakeFromAnyGoroutine: Shard.Wake from a goroutine that is not a shard gives an
+// idle shard a turn; after Shutdown it is harmless. Messages left in inboxes when the
+// shards have exited go to the handler's DropMessage.
+func TestWakeFromAnyGoroutine(t *testing.T) {
+	var wanted [2]atomic.Bool
+	var dropped atomic.Int64
+	woken := make(chan int, 4)
+	shards := make(chan *Shard, 2)
+	rt, err := Start(Config{TCPAddress: "127.0.0.1:0", ShardCount: 2, Logger: testLogger(t), Arena: testArenaConfig(),
+		BusyPoll: -1, NewHandler: func(s *Shard) Handler {
+			shards <- s
+			return &wakeHandler{testHandler: testHandler{shard: s}, wanted: &wanted, woken: woken, dropped: &dropped}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, s1 := <-shards, <-shards
+	for _, s := range []*Shard{s0, s1} {
+		wanted[s.Index()].Store(true)
+		s.Wake()
+		select {
+		case i := <-woken:
+			if i != s.Index() {
+				t.Fatalf("Wake of shard %d woke shard %d", s.Index(), i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("shard %d took no turn within 5 s of Wake", s.Index())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s0.Wake() // the eventfd is closed: nothing happens
+	if n := dropped.Load(); n != 2 {
+		t.Fatalf("%d messages dropped at close, want 2 (one per shard)", n)
 	}
 }

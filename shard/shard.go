@@ -547,9 +547,17 @@ func (s *Shard) stop() {
 	}
 }
 
-// wakeExternal wakes the shard from any goroutine (the eventfd is the one door a
-// goroutine without a ring can knock on: MSG_RING needs a ring to send from).
-func (s *Shard) wakeExternal() {
+// Wake makes the shard take a loop turn soon (its Ticker runs), from any goroutine and
+// at any time: it is how work done off the shards (a password hashed on a goroutine of
+// its own) gets back to one. The eventfd is the one door a goroutine without a ring
+// can knock on (MSG_RING needs a ring to send from). Once the runtime has closed the
+// shard it does nothing.
+func (s *Shard) Wake() {
+	s.rt.wakeMu.RLock()
+	defer s.rt.wakeMu.RUnlock()
+	if s.rt.eventFdsClosed || s.eventFd < 0 {
+		return
+	}
 	var one = [8]byte{1}
 	unix.Write(s.eventFd, one[:])
 }
