@@ -33,7 +33,7 @@ func (s *rotationSorter) sort(block []byte) []int32 {
 	s.byRank2nd = resize(s.byRank2nd, n)
 	s.rank = resize(s.rank, n)
 	s.nextRank = resize(s.nextRank, n)
-	s.count = resize(s.count, max(n, 1<<16))
+	s.count = resize(s.count, max(n, 256))
 	ranks := s.sortByFirst4Bytes(block)
 	order := s.order
 	for h := 4; h < n && ranks < n; h *= 2 {
@@ -67,8 +67,9 @@ func (s *rotationSorter) sort(block []byte) []int32 {
 
 // sortByFirst4Bytes is the first round, for h = 4 at once: it orders and ranks
 // rotations by their first four bytes (taken cyclically, so any n works), with
-// a least-significant-digit radix sort of two 16-bit digits, and returns the
-// number of distinct ranks.
+// a least-significant-digit radix sort, one stable counting sort per digit,
+// and returns the number of distinct ranks. Digits are 16 bits in large
+// blocks (two passes) and bytes in small ones, whose memory stays small.
 func (s *rotationSorter) sortByFirst4Bytes(block []byte) int {
 	n := len(block)
 	key := s.nextRank // free until the first rerank
@@ -79,24 +80,30 @@ func (s *rotationSorter) sortByFirst4Bytes(block []byte) int {
 		}
 		key[i] = int32(k)
 	}
-	count := s.count[:1<<16]
-	digitSort := func(dst, src []int32, shift uint) {
+	digitBits := uint(8)
+	if n >= 1<<16 {
+		digitBits = 16
+	}
+	digitMask := uint32(1)<<digitBits - 1
+	count := s.count[:1<<digitBits]
+	src, dst := s.order, s.byRank2nd
+	for i := range src {
+		src[i] = int32(i)
+	}
+	// An even number of passes (4 or 2) leaves the result in s.order.
+	for shift := uint(0); shift < 32; shift += digitBits {
 		clear(count)
 		for _, p := range src {
-			count[uint32(key[p])>>shift&0xffff]++
+			count[uint32(key[p])>>shift&digitMask]++
 		}
 		prefixSumExclusive(count)
 		for _, p := range src {
-			d := uint32(key[p]) >> shift & 0xffff
+			d := uint32(key[p]) >> shift & digitMask
 			dst[count[d]] = p
 			count[d]++
 		}
+		src, dst = dst, src
 	}
-	for i := range s.order {
-		s.order[i] = int32(i)
-	}
-	digitSort(s.byRank2nd, s.order, 0)
-	digitSort(s.order, s.byRank2nd, 16)
 
 	r := int32(-1)
 	for k, p := range s.order {
