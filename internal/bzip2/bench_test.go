@@ -69,3 +69,37 @@ func BenchmarkRepeatedPattern(b *testing.B) {
 	}
 	benchmarkBzip2(b, data, 9)
 }
+
+// BenchmarkSmallStream is the snapshot case: a new Writer per stream of a few
+// kilobytes, so the per-stream setup counts.
+func BenchmarkSmallStream(b *testing.B) {
+	data := textLike(4 << 10)
+	b.Run("bzip2-9", func(b *testing.B) {
+		var out countingWriter
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			out = 0
+			z := NewWriter(&out, 9)
+			z.Write(data)
+			if err := z.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(out)/float64(len(data)), "ratio")
+	})
+	b.Run("gzip-default", func(b *testing.B) {
+		var out countingWriter
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			out = 0
+			z := gzip.NewWriter(&out)
+			z.Write(data)
+			if err := z.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(out)/float64(len(data)), "ratio")
+	})
+}
