@@ -187,6 +187,17 @@ func (c Credentials) CheckPassword(username, password []byte) (uint32, bool) {
 	return id, true
 }
 
+// PasswordHashToCheck is the hash a login's password is verified against, for a
+// caller that verifies off the state's goroutine (VerifyPassword): the user's, or for
+// an unknown username a hash of the same cost that nothing matches, so that the
+// refusal takes as long as a wrong password does.
+func (s *State) PasswordHashToCheck(username []byte) string {
+	if _, hash, _, ok := s.UserByName(username); ok {
+		return hash
+	}
+	return unknownUserHash
+}
+
 // unknownUserHash is a well-formed hash with the default cost that no password is
 // expected to match.
 const unknownUserHash = "$argon2id$v=19$m=19456,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"

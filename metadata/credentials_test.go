@@ -74,6 +74,13 @@ func TestProposalsAndLogin(t *testing.T) {
 	if _, ok := creds.CheckPassword([]byte("nobody"), []byte("s3cret")); ok {
 		t.Fatal("unknown user logs in")
 	}
+	// Off the state's goroutine: the hash to check, then VerifyPassword.
+	if h := f.s.PasswordHashToCheck([]byte("alice")); !VerifyPassword(h, []byte("s3cret")) || VerifyPassword(h, []byte("wrong")) {
+		t.Fatal("PasswordHashToCheck(alice) is not alice's hash")
+	}
+	if h := f.s.PasswordHashToCheck([]byte("nobody")); h != unknownUserHash {
+		t.Fatalf("PasswordHashToCheck(nobody) = %q, want the unknown-user hash", h)
+	}
 	if _, err := ProposeCreateUser(nil, []byte{0}, testSalt); err != wire.ErrInvalidCommand {
 		t.Fatalf("malformed CreateUser: %v", err)
 	}

@@ -36,6 +36,10 @@ const (
 	jobGetOffset
 	jobStoreOffset
 	jobDeleteOffset
+	// jobOpen is an anonymous connection's first request, its outcome decided on its
+	// shard already: the detour through shard 0 only orders it after the connection's
+	// registration (clientOpened).
+	jobOpen
 )
 
 // job is one request on its way between shards. It belongs to the connection's
@@ -84,6 +88,10 @@ type session struct {
 	// seen is when the session last sent a request (PINGs too), on the runtime's
 	// clock; shard 0 reads it to find silent consumer group members.
 	seen *atomic.Int64
+	// answered is set once the connection's first request went through shard 0,
+	// behind its registration: from then on any reply it got means every client
+	// sees it in GetClients.
+	answered bool
 }
 
 // clientOpened registers an accepted connection with shard 0, which lists it
@@ -203,6 +211,15 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		sess.seen.Store(h.shard.NowNs())
 	}
 	op := hdr.Operation
+	if !bound && !sess.answered && op != wire.OperationRegister {
+		// The first request: its reply must not overtake the connection's
+		// registration with shard 0 (clientOpened), or a client told "pong" could
+		// ask GetClients from another connection and not find this one.
+		sess.answered = true
+		h.forwardFirst(c, req)
+		return
+	}
+	sess.answered = true
 	switch {
 	case op == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing:
 		h.replyEmpty(c, hdr)
@@ -291,6 +308,33 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 	j.kind = kind
 	j.userID = userID
 	j.frame = req.Retain()
+	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+}
+
+// DropMessage implements shard.Dropper: a job posted to a shard that had exited
+// already (a reply racing the shutdown) still holds its request frame, which goes
+// back to its arena here, once every shard has exited.
+func (h *handler) DropMessage(m shard.Message) {
+	switch m.Kind {
+	case msgToMeta, msgToOwner, msgReply:
+		if j := m.Payload.(*job); j.frame.Header != nil {
+			j.frame.Release()
+		}
+	}
+}
+
+// forwardFirst sends an anonymous connection's first request through shard 0 with
+// its outcome decided here: a PING answered, anything else refused as the
+// unauthenticated are (jobOpen).
+func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
+	hdr := req.Header
+	j := h.take()
+	j.conn = c.ID()
+	j.kind = jobOpen
+	j.frame = req.Retain()
+	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
+		j.evict, j.status = anonymousOutcome(hdr)
+	}
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
 
@@ -407,11 +451,11 @@ func (h *handler) deliver(j *job) {
 		return
 	case j.rawReply:
 		if j.kind == jobLogin && j.loggedIn {
-			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen}
+			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true}
 		}
 		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
 			// The connection stays registered with shard 0, anonymous again.
-			c.Value = &session{}
+			c.Value = &session{answered: true}
 		}
 		if b, err := c.Reserve(len(j.reply)); err == nil {
 			copy(b, j.reply)

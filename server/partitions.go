@@ -161,6 +161,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	if h.meta != nil {
 		h.checkHeartbeats()
+		h.meta.finishPasswordChecks()
 		h.flushOutbox()
 	}
 	// Requests a completion hook queued after its log was polled (a save after a
@@ -173,6 +174,10 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // it), every partition is closed, making what was written durable. Replies of sends
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
+	if h.meta != nil {
+		h.meta.abandonPasswordChecks()
+		h.flushOutbox()
+	}
 	h.stopped = true
 	if err := h.store.Close(); err != nil {
 		h.log.Error("closing partitions", "err", err)

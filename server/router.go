@@ -30,6 +30,13 @@ type metaRouter struct {
 	sessions     map[wire.Uint128]*sessionRecord
 	nextClientID uint32
 
+	// passwords verifies logins' passwords off the shard; checking holds, by
+	// connection, the checks handed to it and not yet finished (their jobs wait
+	// on them): at most one per connection.
+	passwords *passwordVerifier
+	checking  map[shard.ConnID]*passwordCheck
+	verified  []*passwordCheck // scratch for finishPasswordChecks
+
 	scratch []byte
 }
 
@@ -55,6 +62,9 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		balanced: make(map[[2]uint32]*partition.RoundRobin),
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
+		// Wake needs no shard state: safe from the verifier's goroutines.
+		passwords: newPasswordVerifier(h.shard.Wake),
+		checking:  make(map[shard.ConnID]*passwordCheck),
 	}
 }
 
@@ -83,6 +93,10 @@ func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
 
 func (r *metaRouter) serve(j *job) {
 	hdr := j.frame.Header
+	if j.kind == jobOpen {
+		r.h.reply(j) // answered on the connection's shard already
+		return
+	}
 	if j.kind != jobLogin && j.kind != jobWrite {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
@@ -115,8 +129,10 @@ func (r *metaRouter) serve(j *job) {
 }
 
 // login decides a Register (codes 40 and 45) and commits it: the session epoch is
-// the register's op. The argon2id verification runs here on shard 0 and holds it
-// for its tens of milliseconds.
+// the register's op. A password is verified off the shard first (passwordVerifier):
+// the job waits, and finishPasswordChecks comes back here with the verdict. Token
+// logins and refusals that need no password (a malformed body, a protocol version
+// outside the window) are decided at once.
 //
 // A Register on a connection that is logged in already is checked the same way
 // (protocol version, then credentials: a failure evicts) but commits nothing:
@@ -126,9 +142,85 @@ func (r *metaRouter) serve(j *job) {
 // epoch; the reply's user id is the one the credentials named, as the
 // reference's is.
 func (r *metaRouter) login(j *job) {
+	rb, err := wire.DecodeRegisterBody(j.frame.Body)
+	if err == nil && rb.HasPassword && rb.Password.CredentialsInRange() &&
+		wire.AcceptedProtocolWindow.Accepts(rb.Version.ProtocolVersion) {
+		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
+		return
+	}
+	r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()})
+}
+
+// checkPassword hands a login's password to the verifier; the job waits for it. A
+// connection gets one login verified at a time (an SDK sends one and waits): a second
+// one meanwhile is refused as not accepted, to be retried, so that a flood of logins
+// holds at most a request buffer per connection.
+func (r *metaRouter) checkPassword(j *job, username, password []byte) {
+	if _, busy := r.checking[j.conn]; busy {
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	}
+	c := &passwordCheck{job: j, hash: r.plane.state.PasswordHashToCheck(username), password: append([]byte(nil), password...)}
+	r.checking[j.conn] = c
+	r.passwords.submit(c)
+}
+
+// finishPasswordChecks resumes the logins whose passwords have been verified. It
+// runs on shard 0's every turn (handler.Tick).
+func (r *metaRouter) finishPasswordChecks() {
+	r.verified = r.passwords.collect(r.verified[:0])
+	for i, c := range r.verified {
+		r.verified[i] = nil
+		j := c.job
+		delete(r.checking, j.conn)
+		if _, open := r.conns[j.conn]; !open {
+			r.h.reply(j) // the connection is gone: its shard just recycles the job
+			continue
+		}
+		rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
+		if hash := r.plane.state.PasswordHashToCheck(rb.Password.Username); hash != c.hash {
+			// The user changed (a new password, deleted, created) while the
+			// password was being verified: verify against what holds now.
+			r.checkPassword(j, rb.Password.Username, rb.Password.Password)
+			continue
+		}
+		r.decideLogin(j, verifiedCredentials{
+			Credentials: metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()},
+			match:       c.match,
+		})
+	}
+}
+
+// abandonPasswordChecks answers the logins still waiting for the verifier when shard
+// 0 stops: the server is going away, the client may retry elsewhere or later.
+func (r *metaRouter) abandonPasswordChecks() {
+	for _, c := range r.checking {
+		c.job.status = wire.ErrTransientNotCommitted
+		r.h.reply(c.job)
+	}
+	clear(r.checking)
+}
+
+// verifiedCredentials answers CheckPassword with a verdict reached off the shard
+// against the user's current hash (finishPasswordChecks made sure it still is).
+type verifiedCredentials struct {
+	metadata.Credentials
+	match bool
+}
+
+func (c verifiedCredentials) CheckPassword(username, _ []byte) (uint32, bool) {
+	id, _, active, ok := c.State.UserByName(username)
+	if !ok || !c.match || !active {
+		return 0, false
+	}
+	return id, true
+}
+
+// decideLogin decides a Register with creds and, when it logs in, commits it.
+func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 	hdr := j.frame.Header
-	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow,
-		metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()})
+	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow, creds)
 	if !decision.LoggedIn() {
 		j.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())

@@ -159,6 +159,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				err = errors.Join(err, h.closeErr)
 			}
 		}
+		if h := s.handlers[0]; h != nil && h.meta != nil {
+			h.meta.passwords.close()
+		}
 		err = errors.Join(err, s.meta.close())
 		s.stopErr = err
 		s.log.Info("stopped", "err", err)

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestLoginDoesNotStallShardZero: while a login's password is being verified, shard 0
+// goes on serving. With one shard every metadata request lands there; the test holds
+// the verification, has a logged-in client create a stream and list the streams, and
+// only then lets the login finish.
+func TestLoginDoesNotStallShardZero(t *testing.T) {
+	s := testServer(t, t.TempDir(), 1)
+	root := dialRoot(t, s)
+	ctx := testContext(t)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var enteredOnce sync.Once
+	v := s.handlers[0].meta.passwords
+	v.mu.Lock()
+	v.verify = func(hash string, password []byte) bool {
+		enteredOnce.Do(func() { close(entered) })
+		<-release
+		return metadata.VerifyPassword(hash, password)
+	}
+	v.mu.Unlock()
+
+	anon := dialAnonymous(t, s)
+	loginDone := make(chan error, 1)
+	go func() {
+		_, err := anon.Login(ctx, "iggy", "iggy")
+		loginDone <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the login's password never reached the verifier")
+	}
+	if _, err := root.CreateStream(ctx, "served-meanwhile"); err != nil {
+		t.Fatalf("create stream while a login is verified: %v", err)
+	}
+	streams, err := root.GetStreams(ctx)
+	if err != nil || len(streams) != 1 || string(streams[0].Name) != "served-meanwhile" {
+		t.Fatalf("streams while a login is verified: %+v, %v", streams, err)
+	}
+	select {
+	case err := <-loginDone:
+		t.Fatalf("the login finished while its password was held: %v", err)
+	default:
+	}
+	close(release)
+	select {
+	case err := <-loginDone:
+		mustOK(t, "login after the verification", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the login did not finish after its verification")
+	}
+	if _, err := anon.GetStreams(ctx); err != nil {
+		t.Fatalf("the logged-in client: %v", err)
+	}
+}
+
+// TestLoginVerifiedAgainstAStalePassword: a user's password changes while a login with
+// the old one is being verified. The verdict was reached against a hash that no longer
+// holds, so the login is verified again against the new one, and refused.
+func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	root := dialRoot(t, s)
+	ctx := testContext(t)
+	if _, err := root.CreateUser(ctx, "alice", "old-password", wire.UserActive, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var enteredOnce sync.Once
+	v := s.handlers[0].meta.passwords
+	v.mu.Lock()
+	v.verify = func(hash string, password []byte) bool {
+		if string(password) == "old-password" {
+			enteredOnce.Do(func() { close(entered) })
+			<-release
+		}
+		return metadata.VerifyPassword(hash, password)
+	}
+	v.mu.Unlock()
+
+	anon := dialAnonymous(t, s)
+	loginDone := make(chan error, 1)
+	go func() {
+		_, err := anon.Login(ctx, "alice", "old-password")
+		loginDone <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the login's password never reached the verifier")
+	}
+	// ChangePassword checks the current password on shard 0 itself (only logins go
+	// to the verifier), so it is not held.
+	if err := root.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "new-password"); err != nil {
+		t.Fatalf("change password: %v", err)
+	}
+	close(release)
+	select {
+	case err := <-loginDone:
+		var ev *client.EvictionError
+		if !errors.As(err, &ev) || ev.Reason != wire.EvictionInvalidCredentials {
+			t.Fatalf("login with the replaced password: %v, want eviction %v", err, wire.EvictionInvalidCredentials)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the login did not finish after its verification")
+	}
+	dialAs(t, s, "alice", "new-password")
+}
