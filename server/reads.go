@@ -173,8 +173,8 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 }
 
 // appendSnapshotArchive answers GetSnapshot: a ZIP with one <type>.txt entry per
-// requested section, in any compression the reference writes but Bzip2, which
-// answers FeatureUnavailable (snapshotzip.go). Sections this server cannot
+// requested section, in any compression the reference writes (snapshotzip.go;
+// Bzip2 through internal/bzip2). Sections this server cannot
 // capture (server_logs: logs go to stderr, not to files) are skipped, as the
 // reference skips a section that fails.
 func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, error) {

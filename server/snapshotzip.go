@@ -9,25 +9,26 @@ import (
 	"github.com/ulikunitz/xz"
 	"github.com/ulikunitz/xz/lzma"
 
+	"github.com/iggy-shard/iggy-shard/internal/bzip2"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // GetSnapshot entry compressions beyond the standard library's Store and Deflate,
-// as the reference server writes them (its zip writer's Zstd, Lzma and Xz).
-// Method ids are APPNOTE.TXT 4.4.5's.
+// as the reference server writes them (its zip writer's Bzip2, Zstd, Lzma and
+// Xz). Method ids are APPNOTE.TXT 4.4.5's. A method 12 (bzip2) entry is a whole
+// .bz2 stream, "BZh" header included (APPNOTE.TXT 5.7); the standard library
+// only reads bzip2, so internal/bzip2 writes it.
 //
 // A method 14 (LZMA) entry is not a .lzma file: it starts with its own 9-byte
 // header and ends with an end-of-stream marker, announced by general purpose
 // flag bit 1 (APPNOTE.TXT 5.8):
 //
 //	[sdk major u8][sdk minor u8][props size u16 = 5][lc/lp/pb u8][dict size u32][LZMA data + EOS]
-//
-// Bzip2 (3) has no writer in the standard library nor in a dependency we keep,
-// so it answers FeatureUnavailable.
 const (
-	zipMethodLZMA uint16 = 14
-	zipMethodZstd uint16 = 93
-	zipMethodXz   uint16 = 95
+	zipMethodBzip2 uint16 = 12
+	zipMethodLZMA  uint16 = 14
+	zipMethodZstd  uint16 = 93
+	zipMethodXz    uint16 = 95
 
 	// zipFlagLZMAEndMarker says an LZMA entry ends with an end-of-stream marker.
 	zipFlagLZMAEndMarker uint16 = 1 << 1
@@ -35,16 +36,23 @@ const (
 	// snapshotDictBytes bounds the LZMA and xz dictionaries: sections are command
 	// outputs of kilobytes, the libraries' 8 MiB default would only cost memory.
 	snapshotDictBytes = 1 << 20
+
+	// snapshotBzip2Level is bzip2's own default (900k blocks). A block's
+	// buffers grow with the input, so small sections stay cheap.
+	snapshotBzip2Level = 9
 )
 
 // snapshotZipMethod maps a GetSnapshot compression to its zip method and the
-// general purpose flags its entries carry.
+// general purpose flags its entries carry. An unknown compression is an
+// InvalidCommand, as the request decoder already answers it.
 func snapshotZipMethod(c wire.SnapshotCompression) (method, flags uint16, err error) {
 	switch c {
 	case wire.SnapshotStored:
 		return zip.Store, 0, nil
 	case wire.SnapshotDeflated:
 		return zip.Deflate, 0, nil
+	case wire.SnapshotBzip2:
+		return zipMethodBzip2, 0, nil
 	case wire.SnapshotZstd:
 		return zipMethodZstd, 0, nil
 	case wire.SnapshotLzma:
@@ -52,13 +60,18 @@ func snapshotZipMethod(c wire.SnapshotCompression) (method, flags uint16, err er
 	case wire.SnapshotXz:
 		return zipMethodXz, 0, nil
 	default:
-		return 0, 0, wire.ErrFeatureUnavailable
+		return 0, 0, wire.ErrInvalidCommand
 	}
 }
 
 // registerSnapshotCompressors registers on zw (not globally) the compressors the
 // standard library lacks.
 func registerSnapshotCompressors(zw *zip.Writer) {
+	// The bzip2 Writer writes nothing before its first full block or Close,
+	// so unlike xz and lzma it needs no lazyCompressor.
+	zw.RegisterCompressor(zipMethodBzip2, func(w io.Writer) (io.WriteCloser, error) {
+		return bzip2.NewWriter(w, snapshotBzip2Level), nil
+	})
 	zw.RegisterCompressor(zipMethodZstd, func(w io.Writer) (io.WriteCloser, error) {
 		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
 	})

@@ -3,6 +3,7 @@ package server
 import (
 	"archive/zip"
 	"bytes"
+	"compress/bzip2"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ func openSnapshotZip(t *testing.T, archive []byte) *zip.Reader {
 		return io.NopCloser(d)
 	})
 	zr.RegisterDecompressor(zipMethodLZMA, readZipLZMA)
+	zr.RegisterDecompressor(zipMethodBzip2, func(r io.Reader) io.ReadCloser {
+		return io.NopCloser(bzip2.NewReader(r))
+	})
 	return zr
 }
 
@@ -74,6 +78,7 @@ var snapshotCompressions = []struct {
 }{
 	{wire.SnapshotStored, zip.Store},
 	{wire.SnapshotDeflated, zip.Deflate},
+	{wire.SnapshotBzip2, zipMethodBzip2},
 	{wire.SnapshotZstd, zipMethodZstd},
 	{wire.SnapshotLzma, zipMethodLZMA},
 	{wire.SnapshotXz, zipMethodXz},
@@ -130,8 +135,10 @@ func TestSnapshotCompressionsRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := snapshotZipMethod(wire.SnapshotBzip2); !errors.Is(err, wire.ErrFeatureUnavailable) {
-		t.Errorf("bzip2: %v, want FeatureUnavailable", err)
+	for _, unknown := range []wire.SnapshotCompression{0, wire.SnapshotXz + 1, 255} {
+		if _, _, err := snapshotZipMethod(unknown); !errors.Is(err, wire.ErrInvalidCommand) {
+			t.Errorf("%s: %v, want InvalidCommand", unknown, err)
+		}
 	}
 }
 
