@@ -21,7 +21,7 @@ import (
 //	path = "local_data"                 # IGGY_SYSTEM_PATH
 //	[system.sharding]
 //	cpu_allocation = "all"              # IGGY_SYSTEM_SHARDING_CPU_ALLOCATION: "all" or a count
-//	busy_poll = "20 us"                 # ours: how long a shard polls before it sleeps; 0 = never
+//	busy_poll = "50 us"                 # ours: how long a shard polls before it sleeps; 0 = never
 //	[system.metadata]
 //	snapshot_interval_ops = 1024        # ours: journal ops between metadata snapshots
 //	[tcp]

@@ -441,8 +441,8 @@ func (s *Shard) wait() bool {
 // whether a completion arrived (false: sleep in io_uring_enter). A shard has just
 // worked when it gets here, and the next request of a busy connection usually follows
 // within microseconds; waking a sleeping thread costs tens of microseconds of latency
-// (BenchmarkPingRoundTrip, one connection: p50 ~60 µs sleeping at once, ~20 µs with
-// polling and yielding) and, under load, the wake-ups themselves cost the CPU that
+// (BenchmarkPingRoundTrip, one connection: p50 ~70 µs sleeping at once, ~30 µs with
+// 50 µs of polling) and, under load, the wake-ups themselves cost the CPU that
 // busy polling spends. An idle shard polls once per wake-up, so the CPU it burns is
 // bounded by its event rate.
 func (s *Shard) busyPoll() bool {
