@@ -46,7 +46,7 @@ import (
 // machine's CPUs, so it moves by less than the servers differ. Per request, both
 // servers pay the same kernel TCP work (perf: the send, which on loopback also runs
 // the receiver's side, and the receive copy make up ~85% of a shard's CPU; the
-// shard's own code ~5%); the runtime saves the rest, the Go scheduler's parking and
+// shard's own Go code ~10%); the runtime saves the rest: the Go scheduler's parking and
 // the epoll round of the baseline, which shows in server-cpu-µs/req. Where the
 // clients share the CPUs, their own ~8 µs per request dilutes that saving in req/s.
 func BenchmarkPingRoundTrip(b *testing.B) {
