@@ -26,8 +26,9 @@ import (
 // io_uring runtime (with its default busy polling, and without: runtime-nopoll) and
 // (b) the baseline: a goroutine-per-connection net.Conn server that frames the same
 // 256-byte headers and validates them with the same wire code. They run back to back
-// for each connection count, so that they see the same machine. The clients live in a child process (this test binary, re-executed): one
-// goroutine per connection with one request in flight, as an SDK does.
+// for each connection count, so that they see the same machine. The clients live in
+// a child process (this test binary, re-executed): one goroutine per connection with
+// one request in flight, as an SDK does.
 //
 //	go test -run '^$' -bench PingRoundTrip -benchtime 200000x ./shard/
 //
