@@ -36,6 +36,8 @@ type metaRouter struct {
 	passwords *passwordVerifier
 	checking  map[shard.ConnID]*passwordCheck
 	verified  []*passwordCheck // scratch for finishPasswordChecks
+	// abandonedChecks counts the logins answered unverified because shard 0 stopped.
+	abandonedChecks int
 
 	scratch []byte
 }
@@ -195,10 +197,14 @@ func (r *metaRouter) finishPasswordChecks() {
 // abandonPasswordChecks answers the logins still waiting for the verifier when shard
 // 0 stops: the server is going away, the client may retry elsewhere or later.
 func (r *metaRouter) abandonPasswordChecks() {
+	if len(r.checking) > 0 {
+		r.h.log.Info("logins abandoned at shutdown", "count", len(r.checking))
+	}
 	for _, c := range r.checking {
 		c.job.status = wire.ErrTransientNotCommitted
 		r.h.reply(c.job)
 	}
+	r.abandonedChecks += len(r.checking)
 	clear(r.checking)
 }
 
