@@ -353,7 +353,10 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgClientOpened:
 		h.meta.clientOpened(m.Payload.(*clientOpened))
 	case msgClientGone:
-		h.meta.clientGone(m.Payload.(*clientGone))
+		g := m.Payload.(*clientGone)
+		// In its turn among the metadata writes: a login of this connection still
+		// journaling must not record its session after the connection's cleanup.
+		h.meta.serialize(func() { h.meta.clientGone(g) })
 	case msgFlush:
 	case msgEvictStale:
 		h.evictStale(m.Conn)

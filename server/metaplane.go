@@ -32,10 +32,10 @@ import (
 // A write goes: Preflight (client table) -> Admit (state) -> Propose (hash a
 // password, mint a token) -> Replica.Prepare -> journal append + fdatasync ->
 // OnJournaled -> NextCommit -> Apply -> FillReply -> CommitRequest (cache) -> reply.
-// The journal append is a blocking write and fdatasync on shard 0, not a request on
-// the shard's disk ring: commit returns the reply in the same call, and the router
-// would have to park the request and resume it from the fdatasync's completion.
-// Metadata writes are rare, so that stall is left for the replicated plane to remove.
+// The append and its fdatasync run on the journal writer's goroutine (journal.go)
+// while shard 0 goes on serving; the router runs one metadata write at a time, the
+// next ones waiting their turn, so each is admitted against the state its
+// predecessors left, as when the append blocked.
 //
 // Every SnapshotIntervalOps commits a snapshot is written (temp file, fsync, rename,
 // directory fsync) and the journal is replaced by an empty one the same way; a
@@ -218,27 +218,57 @@ func (m *metaPlane) applyCommitted(h *wire.PrepareHeader, body []byte) []byte {
 
 // commit prepares, journals, commits and applies one proposal and returns the
 // reply frame. Effects of the apply are left in m.out.Effects for the caller.
-func (m *metaPlane) commit(p vsr.Proposal, body []byte, nowMicros uint64) ([]byte, error) {
+// preparedEntry is a numbered prepare on its way into the journal:
+// [PrepareHeader 256][body], written and fdatasynced before it commits.
+type preparedEntry struct {
+	header wire.PrepareHeader
+	entry  []byte
+}
+
+// prepare numbers a proposal (Replica.Prepare) and builds its journal entry. The
+// entry must then reach the journal durably and come back through journaled; no other
+// prepare may start meanwhile (the router serializes them).
+func (m *metaPlane) prepare(p vsr.Proposal, body []byte, nowMicros uint64) (*preparedEntry, error) {
 	if m.broken != nil {
 		return nil, m.broken
 	}
-	var h wire.PrepareHeader
-	if err := m.replica.Prepare(&h, p, body, nowMicros); err != nil {
+	pe := &preparedEntry{}
+	if err := m.replica.Prepare(&pe.header, p, body, nowMicros); err != nil {
 		return nil, err
 	}
-	entry := make([]byte, wire.HeaderSize+len(body))
-	h.Put(entry)
-	copy(entry[wire.HeaderSize:], body)
-	if _, err := m.journal.Write(entry); err != nil {
-		m.broken = fmt.Errorf("metadata journal write: %w", err)
-		m.log.Error("metadata journal write failed; metadata writes refused until restart", "err", err)
+	pe.entry = make([]byte, wire.HeaderSize+len(body))
+	pe.header.Put(pe.entry)
+	copy(pe.entry[wire.HeaderSize:], body)
+	return pe, nil
+}
+
+// appendToJournal writes an entry to the journal and fdatasyncs it, blocking: what
+// the journal writer's goroutine runs, and shard 0 itself while it stops. beforeSync,
+// when set, runs between the two (tests hold the journal there).
+func appendToJournal(journal *os.File, entry []byte, beforeSync func()) error {
+	if _, err := journal.Write(entry); err != nil {
+		return fmt.Errorf("metadata journal write: %w", err)
+	}
+	if beforeSync != nil {
+		beforeSync()
+	}
+	if err := journal.Sync(); err != nil {
+		return fmt.Errorf("metadata journal fdatasync: %w", err)
+	}
+	return nil
+}
+
+// journaled commits and applies a prepare once the journal holds it (journalErr nil)
+// and returns the reply frame. A failed append breaks the plane: the op was numbered
+// and cannot be taken back, so writes are refused until a restart recovers the
+// journal.
+func (m *metaPlane) journaled(pe *preparedEntry, journalErr error) ([]byte, error) {
+	if journalErr != nil {
+		m.broken = journalErr
+		m.log.Error("metadata journal append failed; metadata writes refused until restart", "err", journalErr)
 		return nil, m.broken
 	}
-	if err := m.journal.Sync(); err != nil {
-		m.broken = fmt.Errorf("metadata journal fdatasync: %w", err)
-		m.log.Error("metadata journal sync failed; metadata writes refused until restart", "err", err)
-		return nil, m.broken
-	}
+	h := &pe.header
 	m.out.Effects = m.out.Effects[:0]
 	m.replica.OnJournaled(0, h.Op, h.Checksum)
 	var reply []byte
@@ -250,7 +280,7 @@ func (m *metaPlane) commit(p vsr.Proposal, body []byte, nowMicros uint64) ([]byt
 		if op != h.Op {
 			panic(fmt.Sprintf("server: metadata commit of op %d while op %d is the only one in flight", op, h.Op))
 		}
-		reply = m.applyCommitted(&h, body)
+		reply = m.applyCommitted(h, pe.entry[wire.HeaderSize:])
 		m.replica.OnApplied(op)
 	}
 	if reply == nil {

@@ -161,6 +161,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	if h.meta != nil {
 		h.checkHeartbeats()
+		h.meta.finishJournal()
 		h.meta.finishPasswordChecks()
 		h.flushOutbox()
 	}
@@ -175,6 +176,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
 	if h.meta != nil {
+		// The writes first: a login among them may hand its password to the
+		// verifier again, whose checks are then abandoned with the others.
+		h.meta.stopJournal()
 		h.meta.abandonPasswordChecks()
 		h.flushOutbox()
 	}

@@ -39,6 +39,18 @@ type metaRouter struct {
 	// abandonedChecks counts the logins answered unverified because shard 0 stopped.
 	abandonedChecks int
 
+	// journal appends metadata prepares off the shard. One metadata write runs at a
+	// time: while one is journaling, the next ones (writes, logins' commits, the
+	// group leave of a closed connection) wait in serial, in arrival order, and run
+	// from the state the previous one left. syncJournal: shard 0 is stopping and
+	// appends block instead.
+	journal     *journalWriter
+	journaling  bool
+	serial      []func()
+	syncJournal bool
+	// writesWaiting is len(serial), for observers outside shard 0 (tests).
+	writesWaiting atomic.Int64
+
 	scratch []byte
 }
 
@@ -67,6 +79,76 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		// Wake needs no shard state: safe from the verifier's goroutines.
 		passwords: newPasswordVerifier(h.shard.Wake),
 		checking:  make(map[shard.ConnID]*passwordCheck),
+		journal:   newJournalWriter(h.shard.Wake),
+	}
+}
+
+// serialize runs a metadata write now, or after the writes before it when one is
+// journaling (see metaRouter.journal).
+func (r *metaRouter) serialize(write func()) {
+	if r.journaling {
+		r.serial = append(r.serial, write)
+		r.writesWaiting.Store(int64(len(r.serial)))
+		return
+	}
+	write()
+}
+
+// commit prepares a proposal and journals it; then runs, on shard 0, with the
+// committed reply frame or the error that stopped it. Until then no other metadata
+// write starts.
+func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte, err error)) {
+	prepared, err := r.plane.prepare(p, body, nowMicros())
+	if err != nil {
+		then(nil, err)
+		return
+	}
+	t := &journalTask{file: r.plane.journal, prepared: prepared, then: func(journalErr error) {
+		then(r.plane.journaled(prepared, journalErr))
+	}}
+	if r.syncJournal {
+		t.then(appendToJournal(t.file, prepared.entry, nil))
+		return
+	}
+	r.journaling = true
+	r.journal.submit(t)
+}
+
+// finishJournal completes the metadata write whose append finished, then starts the
+// writes that waited for it. It runs on shard 0's every turn (handler.Tick).
+func (r *metaRouter) finishJournal() {
+	if t := r.journal.collect(); t != nil {
+		r.journaled(t)
+	}
+}
+
+func (r *metaRouter) journaled(t *journalTask) {
+	r.journaling = false
+	t.then(t.err)
+	for !r.journaling && len(r.serial) > 0 {
+		next := r.serial[0]
+		r.serial[0] = nil
+		r.serial = r.serial[1:]
+		r.writesWaiting.Store(int64(len(r.serial)))
+		next()
+	}
+}
+
+// stopJournal finishes every metadata write on shard 0's last turn: the one
+// journaling (waited for: its op is numbered), then those waiting, journaled inline.
+// None is left unanswered or half done.
+func (r *metaRouter) stopJournal() {
+	r.syncJournal = true
+	if r.journaling {
+		if t := r.journal.await(); t != nil {
+			r.journaled(t)
+		}
+	}
+	for len(r.serial) > 0 {
+		next := r.serial[0]
+		r.serial = r.serial[1:]
+		r.writesWaiting.Store(int64(len(r.serial)))
+		next()
 	}
 }
 
@@ -118,7 +200,7 @@ func (r *metaRouter) serve(j *job) {
 	case jobLogin:
 		r.login(j)
 	case jobWrite:
-		r.write(j)
+		r.serialize(func() { r.write(j) })
 	case jobRead:
 		r.read(j)
 	case jobSend:
@@ -150,7 +232,7 @@ func (r *metaRouter) login(j *job) {
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
-	r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()})
+	r.serialize(func() { r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()}) })
 }
 
 // checkPassword hands a login's password to the verifier; the job waits for it. A
@@ -174,24 +256,26 @@ func (r *metaRouter) finishPasswordChecks() {
 	r.verified = r.passwords.collect(r.verified[:0])
 	for i, c := range r.verified {
 		r.verified[i] = nil
-		j := c.job
-		delete(r.checking, j.conn)
-		if _, open := r.conns[j.conn]; !open {
-			r.h.reply(j) // the connection is gone: its shard just recycles the job
-			continue
-		}
-		rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
-		if hash := r.plane.state.PasswordHashToCheck(rb.Password.Username); hash != c.hash {
-			// The user changed (a new password, deleted, created) while the
-			// password was being verified: verify against what holds now.
-			r.checkPassword(j, rb.Password.Username, rb.Password.Password)
-			continue
-		}
-		r.decideLogin(j, verifiedCredentials{
-			Credentials: metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()},
-			match:       c.match,
-		})
+		delete(r.checking, c.job.conn)
+		r.serialize(func() { r.resumeLogin(c) })
 	}
+}
+
+// resumeLogin decides a login whose password has been verified, in its turn among
+// the metadata writes.
+func (r *metaRouter) resumeLogin(c *passwordCheck) {
+	j := c.job
+	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
+	if hash := r.plane.state.PasswordHashToCheck(rb.Password.Username); hash != c.hash {
+		// The user changed (a new password, deleted, created) while the password
+		// was being verified: verify against what holds now.
+		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
+		return
+	}
+	r.decideLogin(j, verifiedCredentials{
+		Credentials: metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()},
+		match:       c.match,
+	})
 }
 
 // abandonPasswordChecks answers the logins still waiting for the verifier when shard
@@ -225,6 +309,10 @@ func (c verifiedCredentials) CheckPassword(username, _ []byte) (uint32, bool) {
 
 // decideLogin decides a Register with creds and, when it logs in, commits it.
 func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
+	if _, open := r.conns[j.conn]; !open {
+		r.h.reply(j) // the connection is gone: its shard just recycles the job
+		return
+	}
 	hdr := j.frame.Header
 	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow, creds)
 	if !decision.LoggedIn() {
@@ -247,21 +335,22 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		return
 	}
 	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
-	frame, err := r.plane.commit(p, nil, nowMicros())
-	if err != nil {
-		j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrTransientNotCommitted)
+	r.commit(p, nil, func(frame []byte, err error) {
+		if err != nil {
+			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrTransientNotCommitted)
+			r.h.reply(j)
+			return
+		}
+		j.rawReply, j.loggedIn = true, true
+		j.reply = append(j.reply[:0], frame...)
+		j.userID = decision.UserID
+		j.epoch, _, _ = r.plane.table.Session(hdr.Client)
+		j.seen = new(atomic.Int64)
+		j.seen.Store(r.h.shard.NowNs())
+		rec.userID, rec.client, rec.epoch, rec.seen = decision.UserID, hdr.Client, j.epoch, j.seen
+		r.sessions[hdr.Client] = rec
 		r.h.reply(j)
-		return
-	}
-	j.rawReply, j.loggedIn = true, true
-	j.reply = append(j.reply[:0], frame...)
-	j.userID = decision.UserID
-	j.epoch, _, _ = r.plane.table.Session(hdr.Client)
-	j.seen = new(atomic.Int64)
-	j.seen.Store(r.h.shard.NowNs())
-	rec.userID, rec.client, rec.epoch, rec.seen = decision.UserID, hdr.Client, j.epoch, j.seen
-	r.sessions[hdr.Client] = rec
-	r.h.reply(j)
+	})
 }
 
 // replayLogin answers a Register on a logged-in connection with its session:
@@ -340,24 +429,25 @@ func (r *metaRouter) write(j *job) {
 		body = proposal
 	}
 	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
-	frame, err := r.plane.commit(p, body, nowMicros())
-	if err != nil {
-		j.status = wire.ErrTransientNotCommitted
+	r.commit(p, body, func(frame []byte, err error) {
+		if err != nil {
+			j.status = wire.ErrTransientNotCommitted
+			r.h.reply(j)
+			return
+		}
+		j.rawReply = true
+		j.reply = append(j.reply[:0], frame...)
+		if op == wire.OperationLogout {
+			if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
+				delete(r.sessions, hdr.Client)
+			}
+			if rec, ok := r.conns[j.conn]; ok {
+				rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
+			}
+		}
+		r.runEffects()
 		r.h.reply(j)
-		return
-	}
-	j.rawReply = true
-	j.reply = append(j.reply[:0], frame...)
-	if op == wire.OperationLogout {
-		if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
-			delete(r.sessions, hdr.Client)
-		}
-		if rec, ok := r.conns[j.conn]; ok {
-			rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
-		}
-	}
-	r.runEffects()
-	r.h.reply(j)
+	})
 }
 
 // propose rewrites the bodies whose proposal differs from the request: a password
@@ -466,11 +556,13 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		return
 	}
 	p := vsr.Proposal{Client: g.client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
-	if _, err := r.plane.commit(p, metadata.AppendClientGoneProposal(nil, g.client), nowMicros()); err != nil {
-		r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
-		return
-	}
-	r.runEffects()
+	r.commit(p, metadata.AppendClientGoneProposal(nil, g.client), func(_ []byte, err error) {
+		if err != nil {
+			r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
+			return
+		}
+		r.runEffects()
+	})
 }
 
 // routeSend resolves a SendMessages batch's partition and hands it to the owner.

@@ -161,6 +161,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
 			h.meta.passwords.close()
+			h.meta.journal.close()
 		}
 		err = errors.Join(err, s.meta.close())
 		s.stopErr = err

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// journalWriter appends metadata journal entries and fdatasyncs them on a goroutine of
+// its own. An fdatasync takes from tens of microseconds to tens of milliseconds
+// depending on the disk; on shard 0 it would stall every connection and partition that
+// shard serves, once per metadata write and per login. Shard 0 hands the entry over
+// and goes on serving; the writer wakes it (shard.Shard.Wake) when the entry is
+// durable, and the router commits, applies and replies on its next turn
+// (metaRouter.finishJournal). One entry at a time: the router serializes metadata
+// writes.
+type journalWriter struct {
+	wake func() // shard 0's Wake
+
+	mu       sync.Mutex
+	cond     sync.Cond    // broadcast when a task arrives or finishes, or the writer closes
+	task     *journalTask // to write, nil when there is none
+	finished *journalTask // written, not yet collected
+	closed   bool         // the goroutine exits once task is nil
+	ready    atomic.Bool  // finished != nil, read by shard 0 without the lock
+	exited   sync.WaitGroup
+	// beforeSync runs on the writer's goroutine before each fdatasync; tests hold
+	// the journal with it. Read and written under mu.
+	beforeSync func()
+}
+
+// journalTask is one prepared entry on its way to the journal; then continues the
+// write on shard 0 once it is durable (err nil) or failed.
+type journalTask struct {
+	file     *os.File
+	prepared *preparedEntry
+	then     func(journalErr error)
+	err      error
+}
+
+func newJournalWriter(wake func()) *journalWriter {
+	w := &journalWriter{wake: wake}
+	w.cond.L = &w.mu
+	w.exited.Go(w.run)
+	return w
+}
+
+func (w *journalWriter) run() {
+	for {
+		w.mu.Lock()
+		for w.task == nil && !w.closed {
+			w.cond.Wait()
+		}
+		t := w.task
+		beforeSync := w.beforeSync
+		w.mu.Unlock()
+		if t == nil {
+			return
+		}
+
+		t.err = appendToJournal(t.file, t.prepared.entry, beforeSync)
+
+		w.mu.Lock()
+		w.task, w.finished = nil, t
+		w.ready.Store(true)
+		w.mu.Unlock()
+		w.cond.Broadcast()
+		w.wake()
+	}
+}
+
+// submit hands the writer its next entry; it never blocks. A task must not be in
+// flight.
+func (w *journalWriter) submit(t *journalTask) {
+	w.mu.Lock()
+	if w.task != nil || w.finished != nil {
+		w.mu.Unlock()
+		panic("server: a metadata journal append while another is in flight")
+	}
+	w.task = t
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// collect returns the finished task, if any.
+func (w *journalWriter) collect() *journalTask {
+	if !w.ready.Load() {
+		return nil
+	}
+	w.mu.Lock()
+	t := w.finished
+	w.finished = nil
+	w.ready.Store(false)
+	w.mu.Unlock()
+	return t
+}
+
+// await blocks until the task in flight, if any, is finished and returns it: for
+// shard 0's last turn, which must not leave a numbered prepare behind.
+func (w *journalWriter) await() *journalTask {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.task != nil {
+		w.cond.Wait()
+	}
+	t := w.finished
+	w.finished = nil
+	w.ready.Store(false)
+	return t
+}
+
+// close lets the goroutine finish the task it holds and waits for it to exit.
+func (w *journalWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
+	w.exited.Wait()
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestMetadataWriteDoesNotStallShardZero: while a metadata write waits for its
+// journal fdatasync, shard 0 goes on serving, and the writes behind it wait their turn.
+// With one shard every request lands on shard 0; the test holds the journal before
+// the fdatasync of a CreateStream, then: a PING and a read are answered at once (the
+// read without the stream: it is not committed), a second CreateStream from another
+// client waits, and once the journal is let go both commit, in order, and survive a
+// restart.
+func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
+	dir := t.TempDir()
+	s := testServer(t, dir, 1)
+	first, second, reader := dialRoot(t, s), dialRoot(t, s), dialRoot(t, s)
+	ctx := testContext(t)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce sync.Once
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = func() {
+		heldOnce.Do(func() { close(held) })
+		<-release
+	}
+	w.mu.Unlock()
+
+	type created struct {
+		stream *wire.StreamDetails
+		err    error
+	}
+	firstDone, secondDone := make(chan created, 1), make(chan created, 1)
+	go func() {
+		st, err := first.CreateStream(ctx, "first")
+		firstDone <- created{st, err}
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CreateStream never reached the journal")
+	}
+	if err := reader.Ping(ctx); err != nil {
+		t.Fatalf("PING while the journal is held: %v", err)
+	}
+	if streams, err := reader.GetStreams(ctx); err != nil || len(streams) != 0 {
+		t.Fatalf("streams while the first is journaling: %+v, %v; want none yet", streams, err)
+	}
+	go func() {
+		st, err := second.CreateStream(ctx, "second")
+		secondDone <- created{st, err}
+	}()
+	// The second write reaches shard 0 and waits behind the first.
+	waitForCondition(t, "the second write waiting", func() bool {
+		return s.handlers[0].meta.writesWaiting.Load() == 1
+	})
+	if err := reader.Ping(ctx); err != nil {
+		t.Fatalf("PING while a write waits: %v", err)
+	}
+	select {
+	case c := <-firstDone:
+		t.Fatalf("the first CreateStream finished while its journal was held: %+v", c)
+	case c := <-secondDone:
+		t.Fatalf("the second CreateStream finished before the first: %+v", c)
+	default:
+	}
+	close(release)
+	a, b := <-firstDone, <-secondDone
+	if a.err != nil || b.err != nil {
+		t.Fatalf("creates after the release: %v, %v", a.err, b.err)
+	}
+	if !(a.stream.ID < b.stream.ID) {
+		t.Fatalf("stream ids %d, %d: want the first committed first", a.stream.ID, b.stream.ID)
+	}
+
+	stopServer(t, s)
+	s2 := testServer(t, dir, 1)
+	streams, err := dialRoot(t, s2).GetStreams(ctx)
+	if err != nil || len(streams) != 2 || string(streams[0].Name) != "first" || string(streams[1].Name) != "second" {
+		t.Fatalf("streams after a restart: %+v, %v", streams, err)
+	}
+}
+
+// TestShutdownFinishesTheJournaledWrite: a shutdown that finds a metadata write
+// waiting for its fdatasync, and another waiting behind it, finishes both: the
+// journaled one is waited for, the other journaled inline, and a restart finds both.
+func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
+	dir := t.TempDir()
+	s := testServer(t, dir, 2)
+	first, second := dialRoot(t, s), dialRoot(t, s)
+	ctx := testContext(t)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce sync.Once
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = func() {
+		heldOnce.Do(func() { close(held) })
+		<-release
+	}
+	w.mu.Unlock()
+	go first.CreateStream(ctx, "journaled")
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CreateStream never reached the journal")
+	}
+	go second.CreateStream(ctx, "waiting")
+	waitForCondition(t, "the second write waiting", func() bool {
+		return s.handlers[0].meta.writesWaiting.Load() == 1
+	})
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(ctx) }()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown with metadata writes in flight: %v", err)
+	}
+	s2 := testServer(t, dir, 2)
+	streams, err := dialRoot(t, s2).GetStreams(ctx)
+	if err != nil || len(streams) != 2 || string(streams[0].Name) != "journaled" || string(streams[1].Name) != "waiting" {
+		t.Fatalf("streams after the restart: %+v, %v", streams, err)
+	}
+}
