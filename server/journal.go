@@ -1,13 +1,12 @@
 package server
 
 import (
-	"os"
 	"sync"
 	"sync/atomic"
 )
 
-// journalWriter appends metadata journal entries and fdatasyncs them on a goroutine of
-// its own. An fdatasync takes from tens of microseconds to tens of milliseconds
+// journalWriter appends metadata journal entries and fdatasyncs them, and writes the
+// metadata snapshots, on a goroutine of its own. An fdatasync takes from tens of microseconds to tens of milliseconds
 // depending on the disk; on shard 0 it would stall every connection and partition that
 // shard serves, once per metadata write and per login. Shard 0 hands the entry over
 // and goes on serving; the writer wakes it (shard.Shard.Wake) when the entry is
@@ -29,13 +28,12 @@ type journalWriter struct {
 	beforeSync func()
 }
 
-// journalTask is one prepared entry on its way to the journal; then continues the
-// write on shard 0 once it is durable (err nil) or failed.
+// journalTask is blocking file work for the writer's goroutine (a prepare's append
+// and fdatasync, a checkpoint's files); then continues on shard 0 with its outcome.
 type journalTask struct {
-	file     *os.File
-	prepared *preparedEntry
-	then     func(journalErr error)
-	err      error
+	work func(beforeSync func()) error
+	then func(err error)
+	err  error
 }
 
 func newJournalWriter(wake func()) *journalWriter {
@@ -58,7 +56,7 @@ func (w *journalWriter) run() {
 			return
 		}
 
-		t.err = appendToJournal(t.file, t.prepared.entry, beforeSync)
+		t.err = t.work(beforeSync)
 
 		w.mu.Lock()
 		w.task, w.finished = nil, t

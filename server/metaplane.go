@@ -37,10 +37,10 @@ import (
 // next ones waiting their turn, so each is admitted against the state its
 // predecessors left, as when the append blocked.
 //
-// Every SnapshotIntervalOps commits a snapshot is written (temp file, fsync, rename,
-// directory fsync) and the journal is replaced by an empty one the same way; a
-// crash between the two leaves journal entries at or below the snapshot's op, which
-// recovery skips.
+// Every SnapshotIntervalOps commits a snapshot is encoded on shard 0 and written by
+// the journal writer (temp file, fsync, rename, directory fsync), and the journal is
+// replaced by an empty one the same way; a crash between the two leaves journal
+// entries at or below the snapshot's op, which recovery skips.
 
 const (
 	snapshotMagic    = "ISV1"
@@ -61,6 +61,9 @@ type metaPlane struct {
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
+	// lastCommitted is the header of the last committed prepare: the point a
+	// checkpoint snapshots.
+	lastCommitted wire.PrepareHeader
 	// broken is set when a journal write failed after a prepare was numbered: the
 	// replica cannot take the op back, so the plane refuses writes until restart.
 	broken error
@@ -261,7 +264,8 @@ func appendToJournal(journal *os.File, entry []byte, beforeSync func()) error {
 // journaled commits and applies a prepare once the journal holds it (journalErr nil)
 // and returns the reply frame. A failed append breaks the plane: the op was numbered
 // and cannot be taken back, so writes are refused until a restart recovers the
-// journal.
+// journal. When a snapshot is due it says so (checkpointDue); the caller has it
+// written (checkpointBytes, then checkpointFiles off the shard, then checkpointed).
 func (m *metaPlane) journaled(pe *preparedEntry, journalErr error) ([]byte, error) {
 	if journalErr != nil {
 		m.broken = journalErr
@@ -286,37 +290,63 @@ func (m *metaPlane) journaled(pe *preparedEntry, journalErr error) ([]byte, erro
 	if reply == nil {
 		panic("server: a one-replica group did not commit its own journaled prepare")
 	}
-	if h.Op-m.snapshotOp >= m.snapshotIntervalOps {
-		if err := m.checkpoint(h.View, h.Op, h.Checksum, h.Timestamp); err != nil {
-			// The journal still holds everything: a failed snapshot costs replay time only.
-			m.log.Error("metadata snapshot failed", "op", h.Op, "err", err)
-		}
-	}
+	m.lastCommitted = *h
 	return reply, nil
 }
 
-// checkpoint snapshots the state at op and empties the journal.
-func (m *metaPlane) checkpoint(view uint32, op uint64, identity wire.Uint128, timestamp uint64) error {
-	if err := m.writeSnapshot(view, op, identity, timestamp); err != nil {
-		return err
-	}
-	path := filepath.Join(m.dir, journalFileName)
-	if err := writeFileAtomic(path, nil); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		m.broken = fmt.Errorf("metadata journal reopen: %w", err)
-		return m.broken
-	}
-	m.journal.Close()
-	m.journal = f
-	m.snapshotOp = op
-	m.log.Info("metadata snapshot", "op", op)
-	return nil
+// checkpointDue reports whether enough ops have committed since the last snapshot.
+func (m *metaPlane) checkpointDue() bool {
+	return m.lastCommitted.Op-m.snapshotOp >= m.snapshotIntervalOps
 }
 
+// checkpointBytes encodes the snapshot of the state as of the last commit, on shard 0;
+// checkpointFiles writes it, anywhere.
+func (m *metaPlane) checkpointBytes() (snapshot []byte, op uint64) {
+	h := &m.lastCommitted
+	return m.encodeSnapshot(h.View, h.Op, h.Checksum, h.Timestamp), h.Op
+}
+
+// checkpointFiles writes a snapshot and replaces the journal by an empty one (each a
+// temporary file, fsync, rename, directory fsync) and opens the new journal. It
+// touches no plane state, so it runs on the journal writer's goroutine while no
+// append is in flight. A crash between the two renames leaves journal entries at or
+// below the snapshot's op, which recovery skips.
+func checkpointFiles(dir string, snapshot []byte) (*os.File, error) {
+	if err := writeFileAtomic(filepath.Join(dir, snapshotFileName), snapshot); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, journalFileName)
+	if err := writeFileAtomic(path, nil); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+// checkpointed switches the plane to the journal checkpointFiles opened for the
+// snapshot at op. On a failure the old journal, which still holds everything, stays:
+// the snapshot is retried after the next commit.
+func (m *metaPlane) checkpointed(op uint64, journal *os.File, err error) {
+	if err != nil {
+		m.log.Error("metadata snapshot failed", "op", op, "err", err)
+		if journal != nil {
+			journal.Close()
+		}
+		return
+	}
+	m.journal.Close()
+	m.journal = journal
+	m.snapshotOp = op
+	m.log.Info("metadata snapshot", "op", op)
+}
+
+// writeSnapshot writes the snapshot file at once, blocking: at the first start.
 func (m *metaPlane) writeSnapshot(view uint32, op uint64, identity wire.Uint128, timestamp uint64) error {
+	b := m.encodeSnapshot(view, op, identity, timestamp)
+	m.snapshotOp = op
+	return writeFileAtomic(filepath.Join(m.dir, snapshotFileName), b)
+}
+
+func (m *metaPlane) encodeSnapshot(view uint32, op uint64, identity wire.Uint128, timestamp uint64) []byte {
 	b := []byte(snapshotMagic)
 	b = binary.LittleEndian.AppendUint64(b, op)
 	b = binary.LittleEndian.AppendUint32(b, view)
@@ -332,8 +362,7 @@ func (m *metaPlane) writeSnapshot(view uint32, op uint64, identity wire.Uint128,
 	b = m.table.AppendICT2(b)
 	binary.LittleEndian.PutUint64(b[ictStart-8:], uint64(len(b)-ictStart))
 	b = binary.LittleEndian.AppendUint64(b, xxh3.Hash(b))
-	m.snapshotOp = op
-	return writeFileAtomic(filepath.Join(m.dir, snapshotFileName), b)
+	return b
 }
 
 var errSnapshotFile = errors.New("snapshot file corrupt")

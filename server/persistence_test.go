@@ -33,8 +33,13 @@ func TestRestartRecoversEverything(t *testing.T) {
 		StreamID: client.NameID("stream-a"), TopicID: client.NameID("t"), Partition: wire.SomePartition(2), Offset: 3, Ack: wire.AckQuorum}))
 	c.Close()
 	stopServer(t, s)
-	if _, err := os.Stat(filepath.Join(dir, "metadata", snapshotFileName)); err != nil {
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata", snapshotFileName))
+	if err != nil {
 		t.Fatalf("no snapshot: %v", err)
+	}
+	// The checkpoint ran (on the journal writer's goroutine) once 16 ops had committed.
+	if head, err := decodeSnapshotFile(raw); err != nil || head.op < 16 {
+		t.Fatalf("snapshot at op %d (%v), want a checkpoint at op 16 or later", head.op, err)
 	}
 
 	s2 := testServer(t, dir, 3)

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"io"
+	"os"
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
@@ -103,11 +104,40 @@ func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte,
 		then(nil, err)
 		return
 	}
-	t := &journalTask{file: r.plane.journal, prepared: prepared, then: func(journalErr error) {
-		then(r.plane.journaled(prepared, journalErr))
-	}}
+	journal := r.plane.journal
+	r.startJournalTask(&journalTask{
+		work: func(beforeSync func()) error { return appendToJournal(journal, prepared.entry, beforeSync) },
+		then: func(journalErr error) {
+			frame, err := r.plane.journaled(prepared, journalErr)
+			then(frame, err)
+			if err == nil && r.plane.checkpointDue() {
+				r.checkpoint()
+			}
+		},
+	})
+}
+
+// checkpoint has a snapshot of the state written and the journal emptied, off the
+// shard; the writes behind it wait, as behind an append.
+func (r *metaRouter) checkpoint() {
+	snapshot, op := r.plane.checkpointBytes()
+	dir := r.plane.dir
+	var journal *os.File
+	r.startJournalTask(&journalTask{
+		work: func(func()) error {
+			var err error
+			journal, err = checkpointFiles(dir, snapshot)
+			return err
+		},
+		then: func(err error) { r.plane.checkpointed(op, journal, err) },
+	})
+}
+
+// startJournalTask hands t to the journal writer, or runs it inline on a stopping
+// shard 0.
+func (r *metaRouter) startJournalTask(t *journalTask) {
 	if r.syncJournal {
-		t.then(appendToJournal(t.file, prepared.entry, nil))
+		t.then(t.work(nil))
 		return
 	}
 	r.journaling = true
