@@ -71,13 +71,21 @@ type Conn struct {
 	state  connState
 	framer *Framer
 
-	recvInFlight   bool // the multishot recv is armed
-	sendInFlight   bool
-	cancelSent     bool
-	throttled      bool // not reading because too many reply bytes are queued
-	backlog        arena.Buffer
-	backlogBytes   int  // received while throttled, not yet served
-	eofPending     bool // the peer half-closed while the backlog still held requests
+	recvInFlight bool // the multishot recv is armed
+	sendInFlight bool
+	cancelSent   bool
+	throttled    bool // not reading: too many reply bytes queued, or request bytes retained
+	// waitingForBuffer: not reading because the arena had no buffer for its frame;
+	// it is in its shard's bufferWaiters until one comes back.
+	waitingForBuffer bool
+	// retainedBytes is the size of the request buffers the handler retained and
+	// has not released yet (Request.Retain, Frame.Release).
+	retainedBytes  int
+	resumePending  bool         // in its shard's resumable list
+	backlog        []byte       // holds backlogBytes stashed bytes
+	backlogBuffer  arena.Buffer // backlog's arena buffer; zero when backlog is on the heap
+	backlogBytes   int          // received while throttled, not yet served
+	eofPending     bool         // the peer half-closed while the backlog still held requests
 	inDirty        bool
 	lastRecvNs     int64
 	frameStartNs   int64 // when the frame now partly received began; 0 when none
@@ -191,10 +199,19 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	c.maybeRearm()
 }
 
-// overloaded reports whether the connection's queued replies call for back-pressure.
+// overloaded reports whether the connection's queued replies, or the requests it has
+// in the handler's hands, call for back-pressure.
 func (c *Conn) overloaded() bool {
-	return c.queuedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.segCount > sendSegmentsMax/2
+	return c.queuedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.segCount > sendSegmentsMax/2 ||
+		c.retainedBytes > retainedBytesMax
 }
+
+// retainedBytesMax bounds the request buffers one connection may have retained by the
+// handler (requests in flight between shards, sends waiting for the disk) before it
+// is no longer read: a client pipelining large batches cannot take every large buffer
+// of its shard's arena, which the other connections' frames need too. A single frame
+// larger than the bound is still taken, alone.
+const retainedBytesMax = 4 << 20
 
 // consumeInput frames and serves received bytes until they run out, the connection
 // stops being open, or its replies pile up; then it throttles the connection (cancels
@@ -215,6 +232,10 @@ func (c *Conn) consumeInput(data []byte) (rest []byte) {
 		}
 		n, frame, err := c.framer.Feed(data)
 		data = data[n:]
+		if errors.Is(err, ErrFrameBuffersExhausted) {
+			c.waitForBuffer()
+			break
+		}
 		if err != nil {
 			c.onFrameError(err)
 			break
@@ -237,6 +258,53 @@ func (c *Conn) consumeInput(data []byte) (rest []byte) {
 	return data
 }
 
+// waitForBuffer stops reading a connection whose frame found no buffer in the arena:
+// it waits in line (Shard.bufferWaiters) for buffers that requests in flight give
+// back as they finish, rather than being closed for the server's own shortage. What
+// it has received meanwhile is stashed.
+func (c *Conn) waitForBuffer() {
+	if c.waitingForBuffer {
+		return
+	}
+	s := c.shard
+	s.log.Debug("connection waits for a frame buffer", "conn", c.id)
+	c.waitingForBuffer = true
+	c.cancelRecv()
+	s.bufferWaiters = append(s.bufferWaiters, c.id)
+}
+
+// frameReleased accounts for a retained request buffer given back. The connection may
+// read again, but not from here (Release runs inside the handler): the shard resumes
+// it at the top of its next turn.
+func (c *Conn) frameReleased(sizeBytes int) {
+	c.retainedBytes -= sizeBytes
+	if c.throttled && !c.resumePending && c.state == connOpen && !c.overloaded() {
+		c.resumePending = true
+		c.shard.resumable = append(c.shard.resumable, c.id)
+	}
+}
+
+// resumeInput serves what a connection stashed while it was throttled or waiting for
+// a buffer, and reads again, unless it has to wait or throttle anew.
+func (c *Conn) resumeInput() {
+	if c.state != connOpen {
+		return
+	}
+	if c.throttled {
+		if c.overloaded() {
+			return
+		}
+		c.throttled = false
+	}
+	if c.framer.Partial() {
+		c.frameStartNs = c.shard.nowNs // the wait was the server's, not the client's
+	}
+	c.drainBacklog()
+	if c.state == connOpen {
+		c.maybeRearm()
+	}
+}
+
 // stash keeps received bytes the connection cannot serve yet: those that arrived after
 // it was throttled, before the cancel of its recv took effect. They are copied out of
 // the receive ring (whose buffers must keep circulating) into an arena buffer that
@@ -249,21 +317,31 @@ func (c *Conn) stash(data []byte) {
 		c.abort("receive backlog full")
 		return
 	}
-	if len(c.backlog.Full()) < need {
-		bigger, err := s.arena.Acquire(max(need, 2*len(c.backlog.Full()), sendBufferBytesMax))
-		if err != nil {
-			s.log.Warn("connection closed: no buffer for its receive backlog", "conn", c.id, "err", err)
-			c.abort("receive backlog buffers exhausted")
-			return
+	if len(c.backlog) < need {
+		size := max(need, 2*len(c.backlog), sendBufferBytesMax)
+		var bigger []byte
+		buffer, err := s.arena.Acquire(size)
+		if err == nil {
+			bigger = buffer.Full()
+		} else {
+			// The arena ran dry, most likely because frames wait for its buffers
+			// too: a bounded heap buffer, rare, rather than closing the connection.
+			bigger = make([]byte, size)
 		}
-		if !c.backlog.IsZero() {
-			copy(bigger.Full(), c.backlog.Full()[:c.backlogBytes])
-			s.arena.Release(c.backlog)
-		}
-		c.backlog = bigger
+		copy(bigger, c.backlog[:c.backlogBytes])
+		c.releaseBacklog()
+		c.backlog, c.backlogBuffer = bigger, buffer
 	}
-	copy(c.backlog.Full()[c.backlogBytes:], data)
+	copy(c.backlog[c.backlogBytes:], data)
 	c.backlogBytes = need
+}
+
+// releaseBacklog gives the backlog's buffer back (to the arena when it came from it).
+func (c *Conn) releaseBacklog() {
+	if !c.backlogBuffer.IsZero() {
+		c.shard.arena.Release(c.backlogBuffer)
+	}
+	c.backlog, c.backlogBuffer = nil, arena.Buffer{}
 }
 
 // drainBacklog serves stashed bytes once the replies drained, keeping what the
@@ -272,15 +350,14 @@ func (c *Conn) drainBacklog() {
 	if c.backlogBytes == 0 {
 		return
 	}
-	buf := c.backlog.Full()
+	buf := c.backlog
 	rest := c.consumeInput(buf[:c.backlogBytes])
 	if c.state != connOpen {
 		return
 	}
 	c.backlogBytes = copy(buf, rest)
 	if c.backlogBytes == 0 {
-		c.shard.arena.Release(c.backlog)
-		c.backlog = arena.Buffer{}
+		c.releaseBacklog()
 		if c.eofPending {
 			c.closeAfterFlush("peer closed")
 		}
@@ -290,7 +367,7 @@ func (c *Conn) drainBacklog() {
 // maybeRearm arms the recv again when it is not armed, the connection is open and not
 // throttled, and nothing is waiting in the backlog.
 func (c *Conn) maybeRearm() {
-	if c.state == connOpen && !c.recvInFlight && !c.throttled && c.backlogBytes == 0 && !c.eofPending {
+	if c.state == connOpen && !c.recvInFlight && !c.throttled && !c.waitingForBuffer && c.backlogBytes == 0 && !c.eofPending {
 		c.armRecv()
 	}
 }
@@ -345,7 +422,7 @@ func (c *Conn) serve(frame []byte) {
 		return
 	}
 	req := &s.req
-	*req = Request{Header: header, Body: body, shard: s, framer: c.framer}
+	*req = Request{Header: header, Body: body, shard: s, framer: c.framer, conn: c}
 	s.handler.ServeRequest(c, req)
 	*req = Request{}
 }
@@ -615,7 +692,7 @@ func (c *Conn) checkDeadlines() {
 	s := c.shard
 	now := s.nowNs
 	if c.state == connOpen {
-		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+		if c.frameStartNs != 0 && !c.waitingForBuffer && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
 			s.log.Info("connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
 			c.abort("frame timeout")
 			return
@@ -717,15 +794,13 @@ func (c *Conn) maybeFinish() {
 	if !c.spare.IsZero() {
 		s.arena.Release(c.spare)
 	}
-	if !c.backlog.IsZero() {
-		s.arena.Release(c.backlog)
-	}
+	c.releaseBacklog()
 	c.framer.Close()
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
 	c.state = connFree
 	c.Value = nil
-	c.spare, c.backlog, c.backlogBytes = arena.Buffer{}, arena.Buffer{}, 0
+	c.spare, c.backlogBytes = arena.Buffer{}, 0
 	s.release(c)
 }
 

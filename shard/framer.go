@@ -54,8 +54,11 @@ func (e *FrameError) Error() string {
 	return fmt.Sprintf("shard: frame error reason %d", e.Reason)
 }
 
-// ErrFrameBuffersExhausted is returned when the shard's arena has no buffer for a frame;
-// the connection is closed rather than waiting, so one greedy client cannot park others.
+// ErrFrameBuffersExhausted is returned when the shard's arena has no buffer for a frame.
+// It is not final: the framer is as it was before the failed acquire, and the bytes
+// Feed did not consume can be fed again once buffers are back. The connection waits
+// for them, unread (Conn.waitingForBuffer); what keeps one client from holding the
+// buffers others wait for is the bound on its retained frames (retainedBytesMax).
 var ErrFrameBuffersExhausted = errors.New("shard: no frame buffer available")
 
 // BufferSource is what a Framer draws frame buffers from: a shard's *arena.Arena.
@@ -108,8 +111,8 @@ func (f *Framer) Partial() bool { return f.filled > 0 && !f.delivered }
 // many bytes it consumed and the completed frame, if any. The frame stays valid until
 // the next Feed or Close, unless Detach hands its buffer to the caller.
 //
-// A non-nil error is final: the connection must be closed (the error is a *FrameError
-// or ErrFrameBuffersExhausted).
+// A *FrameError is final: the connection must be closed. ErrFrameBuffersExhausted is
+// not: feed the unconsumed bytes again later.
 func (f *Framer) Feed(p []byte) (consumed int, frame []byte, err error) {
 	f.recycle()
 	for consumed < len(p) {

@@ -182,6 +182,63 @@ func TestFramerBuffersExhausted(t *testing.T) {
 	}
 }
 
+// TestFramerResumesAfterExhaustion: running out of buffers mid-frame is not final.
+// The framer keeps what it had; fed the unconsumed bytes again once a buffer is back,
+// it completes the frame intact.
+func TestFramerResumesAfterExhaustion(t *testing.T) {
+	a := newTestArena(t)
+	// Hold both 1 MiB buffers, as frames in flight elsewhere would.
+	var held []arena.Buffer
+	for range 2 {
+		b, err := a.Acquire(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, b)
+	}
+	fr := NewFramer(a, FrameSizeMaxDefault, testStandingBytes)
+	body := make([]byte, 300_000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	stream := testFrame(body)
+	consumed, frame, err := fr.Feed(stream)
+	for err == nil && frame == nil && consumed < len(stream) {
+		var n int
+		n, frame, err = fr.Feed(stream[consumed:])
+		consumed += n
+	}
+	if !errors.Is(err, ErrFrameBuffersExhausted) || frame != nil {
+		t.Fatalf("with every large buffer held: frame %v, err %v; want ErrFrameBuffersExhausted", frame != nil, err)
+	}
+	if !fr.Partial() || consumed >= len(stream) {
+		t.Fatalf("consumed %d of %d, partial %v: want a partial frame and bytes left over", consumed, len(stream), fr.Partial())
+	}
+	// Still none: the same answer, nothing consumed, nothing lost.
+	if n, frame, err := fr.Feed(stream[consumed:]); n != 0 || frame != nil || !errors.Is(err, ErrFrameBuffersExhausted) {
+		t.Fatalf("fed again while exhausted: consumed %d, frame %v, err %v", n, frame != nil, err)
+	}
+	a.Release(held[0])
+	for consumed < len(stream) {
+		n, f, err := fr.Feed(stream[consumed:])
+		if err != nil {
+			t.Fatalf("after a buffer came back: %v", err)
+		}
+		consumed += n
+		if f != nil {
+			frame = f
+		}
+	}
+	if !bytes.Equal(frame, stream) {
+		t.Fatal("the frame completed after the wait differs from the bytes sent")
+	}
+	fr.Close()
+	a.Release(held[1])
+	if err := a.CheckNoLeaks(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFramerDetach(t *testing.T) {
 	a := newTestArena(t)
 	fr := NewFramer(a, FrameSizeMaxDefault, testStandingBytes)

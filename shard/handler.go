@@ -69,6 +69,7 @@ type Request struct {
 
 	shard    *Shard
 	framer   *Framer
+	conn     *Conn
 	retained bool
 }
 
@@ -79,7 +80,9 @@ func (r *Request) Retain() Frame {
 		panic("shard: Request.Retain called twice")
 	}
 	r.retained = true
-	return Frame{Header: r.Header, Body: r.Body, buffer: r.framer.Detach(), shard: r.shard}
+	b := r.framer.Detach()
+	r.conn.retainedBytes += len(b.Full())
+	return Frame{Header: r.Header, Body: r.Body, buffer: b, shard: r.shard, conn: r.conn.id}
 }
 
 // Frame is a request buffer the handler retained. Release it exactly once, on the shard
@@ -90,10 +93,14 @@ type Frame struct {
 
 	buffer arena.Buffer
 	shard  *Shard
+	conn   ConnID // whose retainedBytes it counts in
 }
 
 // Release returns the frame's buffer to its shard's arena.
 func (f *Frame) Release() {
+	if c := f.shard.Conn(f.conn); c != nil {
+		c.frameReleased(len(f.buffer.Full()))
+	}
 	f.shard.arena.Release(f.buffer)
 	*f = Frame{}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -104,6 +105,12 @@ type Shard struct {
 	connCount int
 	dirty     []*Conn // connections with replies queued in this iteration
 	req       Request // reused for every ServeRequest
+	// bufferWaiters are the connections waiting, in arrival order, for the arena to
+	// have a buffer for their frame (Conn.waitForBuffer); resumable are throttled
+	// connections whose retained requests were released meanwhile. Both are served
+	// at the top of a turn, never from inside a handler call.
+	bufferWaiters []ConnID
+	resumable     []ConnID
 
 	timers timerHeap
 	epoch  time.Time
@@ -389,6 +396,7 @@ func (s *Shard) loop() {
 			s.beginStop()
 		}
 		s.drainInboxes()
+		s.resumeInputs()
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)
 		s.flushSends()
@@ -435,6 +443,35 @@ func (s *Shard) wait() bool {
 		return false
 	}
 	return true
+}
+
+// resumeInputs lets connections read again that were throttled for their retained
+// requests or waited for a frame buffer. Buffer waiters go first come, first served:
+// the first one that still finds no buffer keeps its place and the rest wait behind it.
+func (s *Shard) resumeInputs() {
+	for len(s.resumable) > 0 {
+		id := s.resumable[len(s.resumable)-1]
+		s.resumable = s.resumable[:len(s.resumable)-1]
+		if c := s.Conn(id); c != nil {
+			c.resumePending = false
+			c.resumeInput()
+		}
+	}
+	for len(s.bufferWaiters) > 0 {
+		c := s.Conn(s.bufferWaiters[0])
+		if c == nil || !c.waitingForBuffer {
+			s.bufferWaiters = slices.Delete(s.bufferWaiters, 0, 1)
+			continue
+		}
+		c.waitingForBuffer = false
+		c.resumeInput()
+		if c.waitingForBuffer {
+			// Still none: waitForBuffer queued it at the back; it keeps the front.
+			s.bufferWaiters = s.bufferWaiters[:len(s.bufferWaiters)-1]
+			return
+		}
+		s.bufferWaiters = slices.Delete(s.bufferWaiters, 0, 1)
+	}
 }
 
 // busyPoll polls the ring without sleeping for up to Config.BusyPoll, and reports
