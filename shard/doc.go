@@ -56,9 +56,17 @@
 // lands wait in a backlog of at most 1 MiB, and serving resumes as the replies drain. A
 // reply that would take the queue past SendQueueBytesMax (a handler's asynchronous
 // replies cannot be throttled), or replies unread for SendTimeout, close the
-// connection. A started
-// frame must complete within FrameTimeout; a silent connection closes after IdleTimeout
-// (when set). Each of these ends only the offending connection.
+// connection.
+//
+// Requests are back-pressured the same way: a connection whose requests the handler
+// retained (Request.Retain) hold more than 4 MiB of frame buffers is not read until
+// some are released, and a frame for which the arena has no buffer left waits, unread,
+// in a first-come-first-served line until requests in flight give theirs back. The
+// server's own shortage never closes a connection; TCP flow control slows its client.
+//
+// A started frame must complete within FrameTimeout (time spent waiting for a buffer
+// does not count); a silent connection closes after IdleTimeout (when set). Each of
+// these ends only the offending connection.
 //
 // # Disk I/O
 //
