@@ -187,7 +187,7 @@ func TestConnectDisconnectLoop(t *testing.T) {
 
 func TestCrossShardReply(t *testing.T) {
 	rt := startTestRuntime(t, Config{ShardCount: 3})
-	for i := range 6 { // connections land round-robin on every shard
+	for i := range 6 { // connections land evenly on every shard
 		c := dial(t, rt)
 		for r := range uint64(5) {
 			request := uint64(i)*100 + r

@@ -22,8 +22,9 @@
 //
 // # Connections
 //
-// Shard 0 listens with one multishot accept and delegates each accepted socket
-// round-robin through fdpass: msg_ring send-fd installs it straight into the target
+// Shard 0 listens with one multishot accept and delegates each accepted socket to the
+// least loaded shard (connections, plus handoffs still on the way; ties round-robin)
+// through fdpass: msg_ring send-fd installs it straight into the target
 // ring's registered-file table (the target then addresses it as a fixed file and never
 // holds a descriptor), or, on kernels without send-fd, a duplicate travels through the
 // target's inbox followed by a MSG_RING wake-up. On EMFILE, ENFILE, ENOBUFS or ENOMEM

@@ -21,8 +21,12 @@ type listener struct {
 	backoff      time.Duration
 	backoffArmed bool
 	backingOff   bool // logged once per episode, not per retry
-	nextShard    int
+	nextShard    int  // where the search for the least loaded shard starts
 	cancelSent   bool
+	// handedOff counts, per target shard, the connections handed to it that did
+	// not fail on the way; with the target's count of arrivals it gives those still
+	// in flight, which its connection count does not show yet.
+	handedOff []int64
 }
 
 func (l *listener) closed() bool { return l.fd < 0 }
@@ -148,7 +152,29 @@ func isResourceExhaustion(errno unix.Errno) bool {
 	return false
 }
 
-// delegate gives an accepted socket to the next shard, round-robin, through fdpass:
+// pickShard chooses the shard for a new connection: the least loaded, counting its
+// connections and those handed to it and not arrived yet, ties broken round-robin so
+// that equal loads fill evenly. Connections come and go unevenly (a fleet of
+// short-lived ones on one shard), so a blind rotation would let shards drift apart.
+func (s *Shard) pickShard() int {
+	l := &s.listener
+	n := len(s.rt.shards)
+	best, bestLoad := l.nextShard, int64(-1)
+	for k := range n {
+		i := (l.nextShard + k) % n
+		load := s.rt.connCounts[i].Load()
+		if i != s.index {
+			load += l.handedOff[i] - s.rt.handoffsArrived[i].Load()
+		}
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = i, load
+		}
+	}
+	l.nextShard = (best + 1) % n
+	return best
+}
+
+// delegate gives an accepted socket to the least loaded shard (pickShard) through fdpass:
 // installed straight into the target ring's registered-file table by msg_ring
 // send-fd (which also wakes the target), or as a duplicated descriptor through the
 // target's inbox followed by a MSG_RING wake-up. A failed handoff closes the
@@ -157,9 +183,7 @@ func (s *Shard) delegate(fd int) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
-	l := &s.listener
-	target := l.nextShard
-	l.nextShard = (l.nextShard + 1) % len(s.rt.shards)
+	target := s.pickShard()
 	peer := peerAddress(fd)
 	if target == s.index || !s.canHandOff(target) {
 		s.adopt(fd, false, peer)
@@ -172,7 +196,9 @@ func (s *Shard) delegate(fd int) {
 	s.rt.shards[target].peerInbox.Push(peerNote{cookie: s.nextCookie, addr: peer})
 	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, s.nextCookie); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
+		return
 	}
+	s.listener.handedOff[target]++
 }
 
 // canHandOff reports whether a handoff to target would be taken now: msg_ring mode

@@ -26,9 +26,14 @@ type Runtime struct {
 	// readings compare.
 	epoch time.Time
 
-	// connCounts[i] is shard i's live connection count, for observers outside the
-	// shards (tests, metrics); shards never read each other's.
+	// connCounts[i] is shard i's live connection count: shard 0 places new
+	// connections by it (pickShard), observers outside the shards (tests, metrics)
+	// read it.
 	connCounts []atomic.Int64
+	// handoffsArrived[i] counts the connections shard 0 handed to shard i that
+	// reached it (adopted or refused there): shard 0's placement subtracts them from
+	// those it sent to see what is still on the way.
+	handoffsArrived []atomic.Int64
 
 	stopping atomic.Bool
 	// wakeMu orders Shard.Wake, from any goroutine, before closeAll closes the
@@ -72,7 +77,7 @@ func Start(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount),
-		epoch: time.Now()}
+		handoffsArrived: make([]atomic.Int64, cfg.ShardCount), epoch: time.Now()}
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{
@@ -92,6 +97,7 @@ func Start(cfg Config) (*Runtime, error) {
 		rt.shards[i] = s
 	}
 	rt.shards[0].listener.fd = listenFd
+	rt.shards[0].listener.handedOff = make([]int64, cfg.ShardCount)
 	reserveProcs(cfg.ShardCount)
 
 	ready := make(chan error, len(rt.shards))

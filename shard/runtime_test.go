@@ -326,7 +326,7 @@ func TestPing(t *testing.T) {
 			waitFor(t, 5*time.Second, "9 connections", func() bool { return rt.ConnectionCount() == 9 })
 			for i := range rt.connCounts {
 				if n := rt.connCounts[i].Load(); n != 3 {
-					t.Errorf("shard %d serves %d connections, want 3 (round-robin)", i, n)
+					t.Errorf("shard %d serves %d connections, want 3 (least loaded, ties in turn)", i, n)
 				}
 			}
 		})
@@ -427,7 +427,7 @@ func TestOpenerSeesSilentConnections(t *testing.T) {
 			return ""
 		}
 	}
-	for range 2 { // round-robin: one connection on each shard
+	for range 2 { // one connection on each shard: the least loaded, ties in turn
 		conn, err := net.Dial("tcp", rt.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -523,5 +523,31 @@ func TestWakeFromAnyGoroutine(t *testing.T) {
 	s0.Wake() // the eventfd is closed: nothing happens
 	if n := dropped.Load(); n != 2 {
 		t.Fatalf("%d messages dropped at close, want 2 (one per shard)", n)
+	}
+}
+
+// TestConnectionsGoToTheLeastLoadedShard: after the connections of one shard close,
+// new ones go there, not round-robin.
+func TestConnectionsGoToTheLeastLoadedShard(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 2})
+	counts := func() [2]int64 { return [2]int64{rt.connCounts[0].Load(), rt.connCounts[1].Load()} }
+	clients := make([]*testClient, 4)
+	for i := range clients {
+		clients[i] = dial(t, rt)
+		clients[i].ping(uint64(i))
+	}
+	if got := counts(); got != [2]int64{2, 2} {
+		t.Fatalf("connections per shard %v, want [2 2]", got)
+	}
+	// Ties go round-robin from shard 0: clients 1 and 3 are on shard 1.
+	clients[1].conn.Close()
+	clients[3].conn.Close()
+	waitFor(t, 5*time.Second, "shard 1 empty", func() bool { return counts() == [2]int64{2, 0} })
+	for i := range 2 {
+		c := dial(t, rt)
+		c.ping(uint64(10 + i))
+	}
+	if got := counts(); got != [2]int64{2, 2} {
+		t.Fatalf("connections per shard %v after two new ones, want [2 2]: both to the emptied shard", got)
 	}
 }

@@ -609,6 +609,7 @@ func (s *Shard) drainInboxes() {
 				break
 			}
 			if m.internal == internalAdoptConn {
+				s.rt.handoffsArrived[s.index].Add(1)
 				s.adopt(m.fd, false, s.peerOf(uint32(m.Value)))
 				continue
 			}
@@ -691,6 +692,7 @@ func (s *Shard) stopped() bool {
 // connection arriving in its registered-file table; on shard 0, the end of a handoff.
 func (s *Shard) completeHandoff(cqe *ring.CQE) {
 	if h, ok := fdpass.Incoming(cqe); ok {
+		s.rt.handoffsArrived[s.index].Add(1)
 		s.adopt(h.Fd, true, s.peerOf(h.Cookie))
 		return
 	}
@@ -699,6 +701,7 @@ func (s *Shard) completeHandoff(cqe *ring.CQE) {
 	}
 	if out, done := s.sender.Complete(cqe); done && out.Err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", out.Shard, "err", out.Err)
+		s.listener.handedOff[out.Shard]-- // it will not arrive
 	}
 }
 
