@@ -155,3 +155,66 @@ func TestUnknownUserHashIsWellFormed(t *testing.T) {
 		t.Fatalf("unknownUserHash parses as %+v, %v: an unknown username would answer faster", p, ok)
 	}
 }
+
+// TestChangePasswordSplit: the state is read on one goroutine
+// (ChangePasswordCurrentHash) and the argon2id work done on another
+// (ProposeChangePasswordWith); together they propose exactly what
+// State.ProposeChangePassword does, for every kind of target and current password.
+func TestChangePasswordSplit(t *testing.T) {
+	f := newFixture(t)
+	client := body((&wire.CreateUser{Username: []byte("alice"), Password: []byte("s3cret"), Status: wire.UserActive}).Append(nil))
+	f.must(wire.OperationCreateUser, root, body(ProposeCreateUser(nil, client, testSalt)))
+	aliceHash := f.s.User(alice).PasswordHash
+	change := func(target wire.Identifier, current string) []byte {
+		return body((&wire.ChangePassword{UserID: target, CurrentPassword: []byte(current), NewPassword: []byte("n3w")}).Append(nil))
+	}
+	newHash := HashPassword([]byte("n3w"), testSalt)
+	for _, tc := range []struct {
+		name         string
+		request      []byte
+		currentHash  string // what ChangePasswordCurrentHash reads
+		verifiedHash string // what the proposal carries as verified
+	}{
+		{"right password, by name", change(str("alice"), "s3cret"), aliceHash, aliceHash},
+		{"right password, by id", change(num(alice), "s3cret"), aliceHash, aliceHash},
+		{"wrong password", change(str("alice"), "nope"), aliceHash, ""},
+		{"empty password", change(str("alice"), ""), aliceHash, ""},
+		{"unknown user", change(str("nobody"), "s3cret"), "", ""},
+		{"unknown id", change(num(999), "s3cret"), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			currentHash, err := f.s.ChangePasswordCurrentHash(tc.request)
+			if err != nil || currentHash != tc.currentHash {
+				t.Fatalf("ChangePasswordCurrentHash = %q, %v; want %q", currentHash, err, tc.currentHash)
+			}
+			split, err := ProposeChangePasswordWith([]byte("dst:"), tc.request, currentHash, testSalt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := f.s.ProposeChangePassword([]byte("dst:"), tc.request, testSalt)
+			if err != nil || !bytes.Equal(split, whole) {
+				t.Fatalf("split proposal %q, ProposeChangePassword %q (%v)", split, whole, err)
+			}
+			var p wire.ChangePassword
+			if err := p.Decode(split[len("dst:"):]); err != nil {
+				t.Fatalf("proposal does not decode: %v", err)
+			}
+			if string(p.CurrentPassword) != tc.verifiedHash || string(p.NewPassword) != newHash {
+				t.Fatalf("proposal carries verified %q, new %q; want %q, %q", p.CurrentPassword, p.NewPassword, tc.verifiedHash, newHash)
+			}
+		})
+	}
+	// The root user's fixture hash matches no password: verified is empty however
+	// the request names it.
+	if p := body(ProposeChangePasswordWith(nil, change(num(root), "iggy"), testRootHash, testSalt)); bytes.Contains(p, []byte(testRootHash)) {
+		t.Fatal("a password verified against a hash it does not match")
+	}
+	for _, malformed := range [][]byte{nil, {0}, change(str("alice"), "s3cret")[:5]} {
+		if _, err := f.s.ChangePasswordCurrentHash(malformed); err != wire.ErrInvalidCommand {
+			t.Errorf("ChangePasswordCurrentHash(%x): %v, want %v", malformed, err, wire.ErrInvalidCommand)
+		}
+		if _, err := ProposeChangePasswordWith(nil, malformed, aliceHash, testSalt); err != wire.ErrInvalidCommand {
+			t.Errorf("ProposeChangePasswordWith(%x): %v, want %v", malformed, err, wire.ErrInvalidCommand)
+		}
+	}
+}

@@ -21,7 +21,8 @@ import (
 // only its digest.
 
 // ProposeCreateUser turns a CreateUser request body into its proposal: the same
-// body with the password replaced by HashPassword(password, salt).
+// body with the password replaced by HashPassword(password, salt). It reads no
+// state, so it may run on any goroutine.
 func ProposeCreateUser(dst, clientBody, salt []byte) ([]byte, error) {
 	var r wire.CreateUser
 	if err := r.Decode(clientBody); err != nil {
@@ -33,15 +34,44 @@ func ProposeCreateUser(dst, clientBody, salt []byte) ([]byte, error) {
 
 // ProposeChangePassword turns a ChangePassword request body into its proposal: it
 // verifies the current password against the target's stored hash now (an unknown
-// target is left for apply to report) and hashes the new one with salt.
+// target is left for apply to report) and hashes the new one with salt. It is
+// ChangePasswordCurrentHash and ProposeChangePasswordWith in one step.
 func (s *State) ProposeChangePassword(dst, clientBody, salt []byte) ([]byte, error) {
+	currentHash, err := s.ChangePasswordCurrentHash(clientBody)
+	if err != nil {
+		return dst, err
+	}
+	return ProposeChangePasswordWith(dst, clientBody, currentHash, salt)
+}
+
+// ChangePasswordCurrentHash is the stored hash a ChangePassword request's current
+// password is to be verified against: its target's, or "" (which no password
+// matches) for an unknown target. A server reads it from the state and leaves the
+// slow part, ProposeChangePasswordWith, to another goroutine; the state must not
+// change in between (the server runs no other metadata write meanwhile).
+func (s *State) ChangePasswordCurrentHash(clientBody []byte) (string, error) {
+	var r wire.ChangePassword
+	if err := r.Decode(clientBody); err != nil {
+		return "", err
+	}
+	if u := s.resolveUser(r.UserID); u != nil {
+		return u.PasswordHash, nil
+	}
+	return "", nil
+}
+
+// ProposeChangePasswordWith is the pure, slow part of ProposeChangePassword: it
+// verifies the request's current password against currentHash (from
+// ChangePasswordCurrentHash) and hashes the new one with salt, two argon2id runs.
+// It reads no state, so it may run on any goroutine.
+func ProposeChangePasswordWith(dst, clientBody []byte, currentHash string, salt []byte) ([]byte, error) {
 	var r wire.ChangePassword
 	if err := r.Decode(clientBody); err != nil {
 		return dst, err
 	}
 	var verified []byte
-	if u := s.resolveUser(r.UserID); u != nil && VerifyPassword(u.PasswordHash, r.CurrentPassword) {
-		verified = []byte(u.PasswordHash)
+	if currentHash != "" && VerifyPassword(currentHash, r.CurrentPassword) {
+		verified = []byte(currentHash)
 	}
 	p := wire.ChangePassword{
 		UserID:          r.UserID,
