@@ -103,8 +103,8 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the login's password never reached the verifier")
 	}
-	// ChangePassword checks the current password on shard 0 itself (only logins go
-	// to the verifier), so it is not held.
+	// ChangePassword's argon2id work goes to the other worker, through v.hash, which
+	// is not held.
 	if err := root.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "new-password"); err != nil {
 		t.Fatalf("change password: %v", err)
 	}

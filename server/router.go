@@ -31,22 +31,24 @@ type metaRouter struct {
 	sessions     map[wire.Uint128]*sessionRecord
 	nextClientID uint32
 
-	// passwords verifies logins' passwords off the shard; checking holds, by
-	// connection, the checks handed to it and not yet finished (their jobs wait
-	// on them): at most one per connection.
-	passwords *passwordVerifier
+	// passwords verifies logins' passwords, and hashes new ones, off the shard;
+	// checking holds, by connection, the logins' checks handed to it and not yet
+	// finished (their jobs wait on them): at most one per connection.
+	passwords *passwordWorkers
 	checking  map[shard.ConnID]*passwordCheck
 	verified  []*passwordCheck // scratch for finishPasswordChecks
 	// abandonedChecks counts the logins answered unverified because shard 0 stopped.
 	abandonedChecks int
 
 	// journal appends metadata prepares off the shard. One metadata write runs at a
-	// time: while one is journaling, the next ones (writes, logins' commits, the
-	// group leave of a closed connection) wait in serial, in arrival order, and run
-	// from the state the previous one left. syncJournal: shard 0 is stopping and
-	// appends block instead.
+	// time: while one is journaling, or hashing a new password before it is
+	// prepared (hashNewPassword), the next ones (writes, logins' commits, the group
+	// leave of a closed connection) wait in serial, in arrival order, and run from
+	// the state the previous one left. syncJournal: shard 0 is stopping and appends
+	// and hashes block instead.
 	journal     *journalWriter
 	journaling  bool
+	hashing     bool
 	serial      []func()
 	syncJournal bool
 	// writesWaiting is len(serial), for observers outside shard 0 (tests).
@@ -77,17 +79,17 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		balanced: make(map[[2]uint32]*partition.RoundRobin),
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
-		// Wake needs no shard state: safe from the verifier's goroutines.
-		passwords: newPasswordVerifier(h.shard.Wake),
+		// Wake needs no shard state: safe from the password workers' goroutines.
+		passwords: newPasswordWorkers(h.shard.Wake),
 		checking:  make(map[shard.ConnID]*passwordCheck),
 		journal:   newJournalWriter(h.shard.Wake),
 	}
 }
 
 // serialize runs a metadata write now, or after the writes before it when one is
-// journaling (see metaRouter.journal).
+// journaling or hashing (see metaRouter.journal).
 func (r *metaRouter) serialize(write func()) {
-	if r.journaling {
+	if r.journaling || r.hashing {
 		r.serial = append(r.serial, write)
 		r.writesWaiting.Store(int64(len(r.serial)))
 		return
@@ -155,7 +157,13 @@ func (r *metaRouter) finishJournal() {
 func (r *metaRouter) journaled(t *journalTask) {
 	r.journaling = false
 	t.then(t.err)
-	for !r.journaling && len(r.serial) > 0 {
+	r.runWaitingWrites()
+}
+
+// runWaitingWrites starts the writes that waited, in order, until one of them is in
+// flight again.
+func (r *metaRouter) runWaitingWrites() {
+	for !r.journaling && !r.hashing && len(r.serial) > 0 {
 		next := r.serial[0]
 		r.serial[0] = nil
 		r.serial = r.serial[1:]
@@ -164,11 +172,19 @@ func (r *metaRouter) journaled(t *journalTask) {
 	}
 }
 
-// stopJournal finishes every metadata write on shard 0's last turn: the one
-// journaling (waited for: its op is numbered), then those waiting, journaled inline.
-// None is left unanswered or half done.
+// stopJournal finishes every metadata write on shard 0's last turn: the one in
+// flight, then those waiting, hashed and journaled inline. None is left unanswered
+// or half done. One journaling must be waited for: its op is numbered. One hashing
+// a new password is not numbered yet and could be refused, but it is finished too:
+// that costs at most one argon2id run (the workers take it before any login, and
+// one not taken yet is hashed here), and its client gets its answer rather than a
+// retry against a server that is going away.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
+	if r.hashing {
+		r.hashing = false
+		r.hashed(r.passwords.awaitHash()) // journaled inline
+	}
 	if r.journaling {
 		if t := r.journal.await(); t != nil {
 			r.journaled(t)
@@ -243,7 +259,7 @@ func (r *metaRouter) serve(j *job) {
 }
 
 // login decides a Register (codes 40 and 45) and commits it: the session epoch is
-// the register's op. A password is verified off the shard first (passwordVerifier):
+// the register's op. A password is verified off the shard first (passwordWorkers):
 // the job waits, and finishPasswordChecks comes back here with the verdict. Token
 // logins and refusals that need no password (a malformed body, a protocol version
 // outside the window) are decided at once.
@@ -265,7 +281,7 @@ func (r *metaRouter) login(j *job) {
 	r.serialize(func() { r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()}) })
 }
 
-// checkPassword hands a login's password to the verifier; the job waits for it. A
+// checkPassword hands a login's password to the workers; the job waits for it. A
 // connection gets one login verified at a time (an SDK sends one and waits): a second
 // one meanwhile is refused as not accepted, to be retried, so that a flood of logins
 // holds at most a request buffer per connection.
@@ -308,8 +324,9 @@ func (r *metaRouter) resumeLogin(c *passwordCheck) {
 	})
 }
 
-// abandonPasswordChecks answers the logins still waiting for the verifier when shard
-// 0 stops: the server is going away, the client may retry elsewhere or later.
+// abandonPasswordChecks answers the logins still waiting for the password workers
+// when shard 0 stops: the server is going away, the client may retry elsewhere or
+// later.
 func (r *metaRouter) abandonPasswordChecks() {
 	if len(r.checking) > 0 {
 		r.h.log.Info("logins abandoned at shutdown", "count", len(r.checking))
@@ -450,7 +467,11 @@ func (r *metaRouter) write(j *job) {
 			r.h.reply(j)
 			return
 		}
-		proposal, err := r.propose(op, j.userID, body)
+		if op == wire.OperationCreateUser || op == wire.OperationChangePassword {
+			r.hashNewPassword(j, op)
+			return
+		}
+		proposal, err := r.propose(op, body)
 		if err != nil {
 			j.status = errorCode(err, wire.ErrInvalidCommand)
 			r.h.reply(j)
@@ -458,8 +479,15 @@ func (r *metaRouter) write(j *job) {
 		}
 		body = proposal
 	}
+	r.commitWrite(j, body)
+}
+
+// commitWrite commits a metadata write's proposal and answers its client.
+func (r *metaRouter) commitWrite(j *job, proposal []byte) {
+	hdr := j.frame.Header
+	op := hdr.Operation
 	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
-	r.commit(p, body, func(frame []byte, err error) {
+	r.commit(p, proposal, func(frame []byte, err error) {
 		if err != nil {
 			j.status = wire.ErrTransientNotCommitted
 			r.h.reply(j)
@@ -480,23 +508,10 @@ func (r *metaRouter) write(j *job) {
 	})
 }
 
-// propose rewrites the bodies whose proposal differs from the request: a password
-// is hashed (salted, so not in Apply), a token minted.
-func (r *metaRouter) propose(op wire.Operation, userID uint32, body []byte) ([]byte, error) {
-	switch op {
-	case wire.OperationCreateUser:
-		salt, err := randomBytes(metadata.PasswordSaltBytes)
-		if err != nil {
-			return nil, wire.ErrTransientNotAccepted
-		}
-		return metadata.ProposeCreateUser(nil, body, salt)
-	case wire.OperationChangePassword:
-		salt, err := randomBytes(metadata.PasswordSaltBytes)
-		if err != nil {
-			return nil, wire.ErrTransientNotAccepted
-		}
-		return r.plane.state.ProposeChangePassword(nil, body, salt)
-	case wire.OperationCreatePersonalAccessToken:
+// propose rewrites the bodies whose proposal differs from the request and takes no
+// argon2id run (hashNewPassword does those): a token is minted.
+func (r *metaRouter) propose(op wire.Operation, body []byte) ([]byte, error) {
+	if op == wire.OperationCreatePersonalAccessToken {
 		var secret [metadata.TokenSecretBytes]byte
 		if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
 			return nil, wire.ErrTransientNotAccepted
@@ -504,6 +519,55 @@ func (r *metaRouter) propose(op wire.Operation, userID uint32, body []byte) ([]b
 		return metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.EncodeToken(&secret))
 	}
 	return body, nil
+}
+
+// hashNewPassword proposes a CreateUser or ChangePassword: the new password is
+// hashed (salted, so not in Apply) and a ChangePassword's current password verified,
+// off the shard (passwordWorkers); finishNewPassword commits the proposal. Until
+// then no other metadata write starts, so the state read here (the current hash)
+// still holds when the proposal is prepared. A stopping shard 0 waits for the hash.
+func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
+	n := &newPassword{job: j, op: op, body: append([]byte(nil), j.frame.Body...)}
+	var err error
+	if n.salt, err = randomBytes(metadata.PasswordSaltBytes); err != nil {
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	}
+	if op == wire.OperationChangePassword {
+		if n.currentHash, err = r.plane.state.ChangePasswordCurrentHash(n.body); err != nil {
+			j.status = errorCode(err, wire.ErrInvalidCommand)
+			r.h.reply(j)
+			return
+		}
+	}
+	r.passwords.submitHash(n)
+	if r.syncJournal {
+		r.hashed(r.passwords.awaitHash())
+		return
+	}
+	r.hashing = true
+}
+
+// finishNewPassword commits the write whose new password has been hashed, then
+// starts the writes that waited for it. It runs on shard 0's every turn
+// (handler.Tick).
+func (r *metaRouter) finishNewPassword() {
+	if n := r.passwords.collectHash(); n != nil {
+		r.hashing = false
+		r.hashed(n)
+		r.runWaitingWrites()
+	}
+}
+
+// hashed commits a write whose new password has been hashed, or refuses it.
+func (r *metaRouter) hashed(n *newPassword) {
+	if n.err != nil {
+		n.job.status = errorCode(n.err, wire.ErrInvalidCommand)
+		r.h.reply(n.job)
+		return
+	}
+	r.commitWrite(n.job, n.proposal)
 }
 
 func randomBytes(n int) ([]byte, error) {
