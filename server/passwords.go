@@ -33,8 +33,8 @@ type passwordWorkers struct {
 	hash   func(n *newPassword) ([]byte, error)
 
 	mu sync.Mutex
-	// cond is signalled when work arrives or the workers close, and broadcast when
-	// a new password is hashed: shard 0 waits on it too, in awaitHash only, when it
+	// cond is signalled when work arrives, broadcast when the workers close or a
+	// new password is hashed: shard 0 waits on it too, in awaitHash only, while it
 	// submits nothing.
 	cond sync.Cond
 	// Logins: submitted, not yet taken by a worker; verified, not yet collected.
