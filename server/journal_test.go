@@ -1,10 +1,15 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -124,5 +129,53 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	streams, err := dialRoot(t, s2).GetStreams(ctx)
 	if err != nil || len(streams) != 2 || string(streams[0].Name) != "journaled" || string(streams[1].Name) != "waiting" {
 		t.Fatalf("streams after the restart: %+v, %v", streams, err)
+	}
+}
+
+// TestJournalFailureRefusesWrites: when the journal cannot be written, the write that
+// hit it and every later one are refused as not committed (an op was numbered and
+// cannot be taken back), reads and PINGs go on, and a restart recovers what the
+// journal held.
+func TestJournalFailureRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := testServer(t, dir, 1)
+	ctx := testContext(t)
+	// Without replays: the client would otherwise replay a 57 for 30 s.
+	root, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"),
+		client.WithTransientRetry(client.TransientRetry{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.CreateStream(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+	// Swap a read-only descriptor in under the journal's: its next write fails with
+	// EBADF, as a failing disk would fail it.
+	readOnly, err := os.Open(filepath.Join(dir, "metadata", journalFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readOnly.Close()
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	_, err = root.CreateStream(ctx, "after")
+	wantCode(t, "CreateStream on a failing journal", err, wire.ErrTransientNotCommitted)
+	_, err = root.CreateStream(ctx, "again")
+	wantCode(t, "CreateStream after the journal failed", err, wire.ErrTransientNotCommitted)
+	if err := root.Ping(ctx); err != nil {
+		t.Fatalf("PING after the journal failed: %v", err)
+	}
+	streams, err := root.GetStreams(ctx)
+	if err != nil || len(streams) != 1 || string(streams[0].Name) != "before" {
+		t.Fatalf("streams after the journal failed: %+v, %v", streams, err)
+	}
+
+	stopServer(t, s)
+	s2 := testServer(t, dir, 1)
+	streams, err = dialRoot(t, s2).GetStreams(ctx)
+	if err != nil || len(streams) != 1 || string(streams[0].Name) != "before" {
+		t.Fatalf("streams after a restart: %+v, %v", streams, err)
 	}
 }
