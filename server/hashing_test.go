@@ -20,23 +20,20 @@ import (
 // held. Later ones are hashed at once. A test that fails first is released at its
 // cleanup, before its server is stopped, so the workers can exit.
 func holdFirstHash(t *testing.T, s *Server) (entered chan struct{}, release func()) {
-	entered, released := make(chan struct{}), make(chan struct{})
-	release = sync.OnceFunc(func() { close(released) })
-	t.Cleanup(release)
+	held := newGate(t)
 	var first sync.Once
 	v := s.handlers[0].meta.passwords
 	v.mu.Lock()
 	v.hash = func(n *newPassword) ([]byte, error) {
-		held := false
-		first.Do(func() { held = true })
-		if held {
-			close(entered)
-			<-released
+		isFirst := false
+		first.Do(func() { isFirst = true }) // not held.hold: Do would hold later ones too
+		if isFirst {
+			held.hold()
 		}
 		return n.propose()
 	}
 	v.mu.Unlock()
-	return entered, release
+	return held.reached, held.open
 }
 
 // awaitClosed waits up to 10 s for ch to be closed.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,3 +103,33 @@ func messages(n int, prefix string) []client.Message {
 }
 
 func readFileForTest(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// gate is a place a test holds a server goroutine (a hook: a password check, a
+// journal fdatasync): the first goroutine to get there closes reached, and every
+// goroutine waits there until the test opens it. The test's cleanup opens it too, so
+// a test that fails while holding does not leave the server's goroutines stuck.
+type gate struct {
+	reached     chan struct{}
+	reachedOnce sync.Once
+	opened      chan struct{}
+	open        func()
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{reached: make(chan struct{}), opened: make(chan struct{})}
+	g.open = sync.OnceFunc(func() { close(g.opened) })
+	t.Cleanup(g.open)
+	return g
+}
+
+// hold is what the hook calls.
+func (g *gate) hold() {
+	g.reachedOnce.Do(func() { close(g.reached) })
+	<-g.opened
+}
+
+// awaitReached fails the test unless a goroutine reaches the gate within 10 s.
+func (g *gate) awaitReached(t *testing.T, what string) {
+	t.Helper()
+	awaitClosed(t, what, g.reached)
+}

@@ -3,9 +3,7 @@ package server
 import (
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -26,14 +24,10 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	first, second, reader := dialRoot(t, s), dialRoot(t, s), dialRoot(t, s)
 	ctx := testContext(t)
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var heldOnce sync.Once
+	held := newGate(t)
 	w := s.handlers[0].meta.journal
 	w.mu.Lock()
-	w.beforeSync = func() {
-		heldOnce.Do(func() { close(held) })
-		<-release
-	}
+	w.beforeSync = held.hold
 	w.mu.Unlock()
 
 	type created struct {
@@ -45,11 +39,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 		st, err := first.CreateStream(ctx, "first")
 		firstDone <- created{st, err}
 	}()
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the CreateStream never reached the journal")
-	}
+	held.awaitReached(t, "the CreateStream at the journal")
 	if err := reader.Ping(ctx); err != nil {
 		t.Fatalf("PING while the journal is held: %v", err)
 	}
@@ -74,7 +64,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 		t.Fatalf("the second CreateStream finished before the first: %+v", c)
 	default:
 	}
-	close(release)
+	held.open()
 	a, b := <-firstDone, <-secondDone
 	if a.err != nil || b.err != nil {
 		t.Fatalf("creates after the release: %v, %v", a.err, b.err)
@@ -100,28 +90,20 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	first, second := dialRoot(t, s), dialRoot(t, s)
 	ctx := testContext(t)
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var heldOnce sync.Once
+	held := newGate(t)
 	w := s.handlers[0].meta.journal
 	w.mu.Lock()
-	w.beforeSync = func() {
-		heldOnce.Do(func() { close(held) })
-		<-release
-	}
+	w.beforeSync = held.hold
 	w.mu.Unlock()
 	go first.CreateStream(ctx, "journaled")
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the CreateStream never reached the journal")
-	}
+	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
 	waitForCondition(t, "the second write waiting", func() bool {
 		return s.handlers[0].meta.writesWaiting.Load() == 1
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(ctx) }()
-	close(release)
+	held.open()
 	if err := <-stopped; err != nil {
 		t.Fatalf("Shutdown with metadata writes in flight: %v", err)
 	}

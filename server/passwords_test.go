@@ -22,13 +22,11 @@ func TestLoginDoesNotStallShardZero(t *testing.T) {
 	root := dialRoot(t, s)
 	ctx := testContext(t)
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	var enteredOnce sync.Once
+	held := newGate(t)
 	v := s.handlers[0].meta.passwords
 	v.mu.Lock()
 	v.verify = func(hash string, password []byte) bool {
-		enteredOnce.Do(func() { close(entered) })
-		<-release
+		held.hold()
 		return metadata.VerifyPassword(hash, password)
 	}
 	v.mu.Unlock()
@@ -39,11 +37,7 @@ func TestLoginDoesNotStallShardZero(t *testing.T) {
 		_, err := anon.Login(ctx, "iggy", "iggy")
 		loginDone <- err
 	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the login's password never reached the verifier")
-	}
+	held.awaitReached(t, "the login's password at the verifier")
 	if _, err := root.CreateStream(ctx, "served-meanwhile"); err != nil {
 		t.Fatalf("create stream while a login is verified: %v", err)
 	}
@@ -56,7 +50,7 @@ func TestLoginDoesNotStallShardZero(t *testing.T) {
 		t.Fatalf("the login finished while its password was held: %v", err)
 	default:
 	}
-	close(release)
+	held.open()
 	select {
 	case err := <-loginDone:
 		mustOK(t, "login after the verification", err)
@@ -79,14 +73,12 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	var enteredOnce sync.Once
+	held := newGate(t)
 	v := s.handlers[0].meta.passwords
 	v.mu.Lock()
 	v.verify = func(hash string, password []byte) bool {
 		if string(password) == "old-password" {
-			enteredOnce.Do(func() { close(entered) })
-			<-release
+			held.hold()
 		}
 		return metadata.VerifyPassword(hash, password)
 	}
@@ -98,17 +90,13 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 		_, err := anon.Login(ctx, "alice", "old-password")
 		loginDone <- err
 	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the login's password never reached the verifier")
-	}
+	held.awaitReached(t, "the login's password at the verifier")
 	// ChangePassword's argon2id work goes to the other worker, through v.hash, which
 	// is not held.
 	if err := root.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "new-password"); err != nil {
 		t.Fatalf("change password: %v", err)
 	}
-	close(release)
+	held.open()
 	select {
 	case err := <-loginDone:
 		var ev *client.EvictionError
@@ -133,13 +121,11 @@ func TestShutdownDuringLogins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, stopping := make(chan struct{}), make(chan struct{})
-	var heldOnce sync.Once
+	held := newGate(t) // opened as the shutdown starts: logins wait in the verifier
 	v := s.handlers[0].meta.passwords
 	v.mu.Lock()
 	v.verify = func(hash string, password []byte) bool {
-		heldOnce.Do(func() { close(held) })
-		<-stopping // held until the shutdown starts: logins wait in the verifier
+		held.hold()
 		return metadata.VerifyPassword(hash, password)
 	}
 	v.mu.Unlock()
@@ -159,18 +145,14 @@ func TestShutdownDuringLogins(t *testing.T) {
 			}
 		})
 	}
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no login reached the verifier")
-	}
+	held.awaitReached(t, "a login at the verifier")
 	// Every connection sends a login that waits in the verifier.
 	waitForCondition(t, "logins waiting in the verifier", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
 		return len(v.todo) >= 5
 	})
-	close(stopping)
+	held.open()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown during logins: %v", err)
 	}
