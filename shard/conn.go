@@ -306,8 +306,9 @@ func (c *Conn) resumeInput() {
 }
 
 // stash keeps received bytes the connection cannot serve yet: those that arrived after
-// it was throttled, before the cancel of its recv took effect. They are copied out of
-// the receive ring (whose buffers must keep circulating) into an arena buffer that
+// it was throttled or began to wait for a frame buffer, before the cancel of its recv
+// took effect. They are copied out of the receive ring (whose buffers must keep
+// circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
 // grows to at most backlogBytesMax; more than that closes the connection.
 func (c *Conn) stash(data []byte) {
 	s := c.shard
@@ -344,8 +345,8 @@ func (c *Conn) releaseBacklog() {
 	c.backlog, c.backlogBuffer = nil, arena.Buffer{}
 }
 
-// drainBacklog serves stashed bytes once the replies drained, keeping what the
-// connection still cannot take.
+// drainBacklog serves stashed bytes once the connection may read again, keeping what
+// it still cannot take.
 func (c *Conn) drainBacklog() {
 	if c.backlogBytes == 0 {
 		return
