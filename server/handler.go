@@ -308,6 +308,7 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 	j.kind = kind
 	j.userID = userID
 	j.frame = req.Retain()
+	req.Defer() // answered when the job comes back (deliver)
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
 
@@ -332,6 +333,7 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	j.conn = c.ID()
 	j.kind = jobOpen
 	j.frame = req.Retain()
+	req.Defer()
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
 		j.evict, j.status = anonymousOutcome(hdr)
 	}
@@ -443,6 +445,13 @@ func (h *handler) deliver(j *job) {
 		h.recycle(j)
 		return
 	}
+	c.Answer(j.frame.Ticket)
+	h.answer(c, j)
+	c.Answered()
+}
+
+// answer writes a job's outcome as the reply to its request.
+func (h *handler) answer(c *shard.Conn, j *job) {
 	hdr := j.frame.Header
 	switch {
 	case j.evict != 0:

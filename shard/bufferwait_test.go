@@ -23,6 +23,7 @@ type holdingHandler struct {
 
 func (h *holdingHandler) ServeRequest(c *Conn, req *Request) {
 	h.held[c.ID()] = append(h.held[c.ID()], req.Retain())
+	req.Defer()
 	h.shard.Post(h.shard.Index(), Message{Kind: msgLater, Conn: c.ID()})
 }
 
@@ -40,7 +41,9 @@ func (h *holdingHandler) ServeMessage(s *Shard, m Message) {
 					break
 				}
 			}
+			c.Answer(f.Ticket)
 			c.ReplyStatus(f.Header, status)
+			c.Answered()
 		}
 		f.Release()
 	}
@@ -145,6 +148,7 @@ type retainingHandler struct {
 
 func (h *retainingHandler) ServeRequest(c *Conn, req *Request) {
 	h.held = append(h.held, req.Retain())
+	req.Defer()
 	h.heldConn = c.ID()
 	h.count.Store(int64(len(h.held)))
 }
@@ -156,7 +160,9 @@ func (h *retainingHandler) Tick(s *Shard) bool {
 	c := s.Conn(h.heldConn)
 	for i := range h.held {
 		if c != nil {
+			c.Answer(h.held[i].Ticket)
 			c.ReplyStatus(h.held[i].Header, 0)
+			c.Answered()
 		}
 		h.held[i].Release()
 	}

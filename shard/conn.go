@@ -97,6 +97,18 @@ type Conn struct {
 	client wire.Uint128 // the client id of the last valid request, for evictions
 	remote netip.AddrPort
 
+	// The reply order (replyorder.go): tickets below replySeq have their replies
+	// queued; the reply methods answer the ticket answering; with the connection
+	// draining, tickets from closeBeforeSeq on are dropped.
+	nextRequestSeq  uint64
+	replySeq        uint64
+	answering       uint64
+	answeringSet    bool
+	closeBeforeSeq  uint64
+	headBytesQueued int // bytes of the head ticket's reply in the send queue
+	parked          []parkedSlot
+	parkedBytes     int
+
 	segments    [sendSegmentsMax]sendSegment
 	segHead     int
 	segCount    int
@@ -127,7 +139,7 @@ func (c *Conn) open(fd int, direct bool, slot uint32, peer netip.AddrPort) error
 	s := c.shard
 	generation := (c.id.generation() + 1) & connGenerationMask
 	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: connOpen, remote: peer}
+		state: connOpen, remote: peer, closeBeforeSeq: ^uint64(0), parked: c.parked}
 	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()
@@ -199,11 +211,11 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	c.maybeRearm()
 }
 
-// overloaded reports whether the connection's queued replies, or the requests it has
-// in the handler's hands, call for back-pressure.
+// overloaded reports whether the connection's queued or parked replies, the replies
+// it is owed, or the requests it has in the handler's hands, call for back-pressure.
 func (c *Conn) overloaded() bool {
-	return c.queuedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.segCount > sendSegmentsMax/2 ||
-		c.retainedBytes > retainedBytesMax
+	return c.queuedBytes+c.parkedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.segCount > sendSegmentsMax/2 ||
+		c.retainedBytes > retainedBytesMax || c.owed() >= owedRepliesMax
 }
 
 // retainedBytesMax bounds the request buffers one connection may have retained by the
@@ -388,12 +400,28 @@ func (c *Conn) onFrameError(err error) {
 	if fe.Reason == FrameNotRequest {
 		reason = wire.EvictionInvalidRequestOperation
 	}
-	c.Evict(c.client, reason)
+	c.Evict(c.client, reason) // behind the replies the connection is owed
 }
 
 // serve validates a complete frame's header and hands it to the handler, or answers a
 // header fault the way wire says: an eviction, a status reply, or a silent close.
+//
+// The frame gets the connection's next ticket (replyorder.go): what is queued while
+// it is served answers it, and its reply is complete when it returns, unless the
+// handler deferred it.
 func (c *Conn) serve(frame []byte) {
+	ticket := c.nextRequestSeq
+	c.nextRequestSeq++
+	c.answering, c.answeringSet = ticket, true
+	if !c.serveFrame(frame, ticket) {
+		c.endAnswer()
+	}
+	c.answeringSet = false
+}
+
+// serveFrame serves one frame as ticket; it reports whether the handler deferred
+// the reply.
+func (c *Conn) serveFrame(frame []byte, ticket uint64) (deferred bool) {
 	s := c.shard
 	header, err := wire.DecodeRequestHeader(frame, s.cfg.FrameSizeMax)
 	if err != nil {
@@ -412,7 +440,7 @@ func (c *Conn) serve(frame []byte) {
 			s.log.Info("connection closed: bad request header", "conn", c.id, "err", fault)
 			c.abort(fault.Error())
 		}
-		return
+		return false
 	}
 	c.client = header.Client
 	body := frame[headerSizeBytes:]
@@ -420,12 +448,14 @@ func (c *Conn) serve(frame []byte) {
 		var code wire.ErrorCode
 		errors.As(err, &code)
 		c.ReplyStatus(header, code)
-		return
+		return false
 	}
 	req := &s.req
-	*req = Request{Header: header, Body: body, shard: s, framer: c.framer, conn: c}
+	*req = Request{Header: header, Body: body, shard: s, framer: c.framer, conn: c, ticket: Ticket(ticket)}
 	s.handler.ServeRequest(c, req)
+	deferred = req.deferred
 	*req = Request{}
+	return deferred
 }
 
 // clientOf reads the client id field of a request header that failed validation.
@@ -471,35 +501,38 @@ func (c *Conn) evict(client wire.Uint128, reason wire.EvictionReason, versionMax
 	if c.state != connOpen {
 		return
 	}
+	if !c.answeringSet {
+		c.answerUnsolicited()
+		defer c.endAnswer()
+	}
 	if b, err := c.Reserve(headerSizeBytes); err == nil {
 		wire.PutEviction(b, client, reason, versionMax, versionMin)
 	}
-	c.closeAfterFlush("evicted: " + reason.String())
+	// The eviction is the last thing sent: the replies owed before it still go out,
+	// those of later requests are dropped.
+	c.closeBefore(c.answering+1, "evicted: "+reason.String())
 }
 
-// Reserve appends n bytes to the connection's send queue and returns them for the
-// caller to fill before its callback returns (a reply header and a small body, written
-// in place: no copy, no allocation). Replies leave in the order they were queued. On an
-// error the connection is closed (or was already).
+// Reserve appends n bytes to the reply being answered and returns them for the caller
+// to fill before its callback returns (a reply header and a small body, written in
+// place: no copy, no allocation when the reply goes straight into the send queue).
+// On an error the connection is closed (or was already).
 func (c *Conn) Reserve(n int) ([]byte, error) {
-	if c.state != connOpen {
+	if !c.accepts() {
 		return nil, ErrConnClosed
 	}
-	if err := c.admit(n); err != nil {
-		return nil, err
+	if !c.straightToQueue(1, n) {
+		return c.parkReserve(n)
 	}
 	if c.segCount > 0 {
 		last := &c.segments[(c.segHead+c.segCount-1)%sendSegmentsMax]
 		if !last.owned.IsZero() && cap(last.data)-len(last.data) >= n {
 			start := len(last.data)
 			last.data = last.data[:start+n]
+			c.headBytesQueued += n
 			c.queued(n)
 			return last.data[start : start+n], nil
 		}
-	}
-	if c.segCount == sendSegmentsMax {
-		c.abort("send queue full")
-		return nil, ErrSendQueueFull
 	}
 	// Send buffers grow with the queue (4 KiB while it is short, up to 64 KiB), so that
 	// the segment bound does not cut off a client that is merely slow with many small
@@ -520,29 +553,34 @@ func (c *Conn) Reserve(n int) ([]byte, error) {
 		}
 	}
 	c.push(sendSegment{data: buf.Full()[:n], owned: buf})
+	c.headBytesQueued += n
 	c.queued(n)
 	return buf.Full()[:n], nil
 }
 
-// SendVectored queues parts to be sent after everything queued before, without copying
-// them: the stored batch bytes of a poll reply go from where they lie. done, if not nil,
-// is released once the kernel no longer reads the parts (sent, or the connection
+// SendVectored appends parts to the reply being answered without copying them: the
+// stored batch bytes of a poll reply go from where they lie. done, if not nil, is
+// released once the kernel no longer reads the parts (sent, or the connection
 // closed). The parts must stay valid and unchanged until then. On an error the
 // connection is closed and done is not called: the caller still owns the parts.
 func (c *Conn) SendVectored(parts [][]byte, done Releaser) error {
-	if c.state != connOpen {
+	if !c.accepts() {
 		return ErrConnClosed
+	}
+	if len(parts) > sendSegmentsMax {
+		// A reply must fit the queue's iovecs whole, or it could never be sent.
+		panic(fmt.Sprintf("shard: a reply of %d parts, more than the %d the send queue holds", len(parts), sendSegmentsMax))
 	}
 	total := 0
 	for _, p := range parts {
 		total += len(p)
 	}
-	if err := c.admit(total); err != nil {
-		return err
-	}
-	if c.segCount+len(parts) > sendSegmentsMax {
-		c.abort("send queue full")
-		return ErrSendQueueFull
+	if !c.straightToQueue(len(parts), total) {
+		c.park(parts, done)
+		if len(parts) == 0 && done != nil {
+			done.Release()
+		}
+		return nil
 	}
 	for i, p := range parts {
 		seg := sendSegment{data: p}
@@ -554,20 +592,8 @@ func (c *Conn) SendVectored(parts [][]byte, done Releaser) error {
 	if len(parts) == 0 && done != nil {
 		done.Release()
 	}
+	c.headBytesQueued += total
 	c.queued(total)
-	return nil
-}
-
-// admit applies the send queue bound: a reply that would take the queue past
-// SendQueueBytesMax closes the connection, unless the queue is empty (one reply may be
-// larger than the bound; its consumer is reading, or the send timeout ends it).
-func (c *Conn) admit(n int) error {
-	if c.queuedBytes > 0 && c.queuedBytes+n > c.shard.cfg.SendQueueBytesMax {
-		c.shard.log.Warn("connection closed: send queue full", "conn", c.id,
-			"queued_bytes", c.queuedBytes, "max_bytes", c.shard.cfg.SendQueueBytesMax)
-		c.abort("send queue full")
-		return ErrSendQueueFull
-	}
 	return nil
 }
 
@@ -622,6 +648,7 @@ func (c *Conn) onSend(res int32) {
 	}
 	s := c.shard
 	c.consume(int(res))
+	c.advance() // parked replies into the room the send made
 	// Progress is a drained queue or sendProgressBytesMin sent: a reader that lets
 	// through a few bytes now and then (or a kernel collapsing its receive queue
 	// under a zero window) does not keep a stuck queue alive.
@@ -738,10 +765,17 @@ func (c *Conn) checkInterval() int64 {
 func (c *Conn) Close() { c.closeAfterFlush("closed by handler") }
 
 func (c *Conn) closeAfterFlush(reason string) {
+	c.closeBefore(c.nextRequestSeq, reason)
+}
+
+// closeBefore stops reading and closes the connection once the replies of the
+// tickets before seq are sent; later ones are dropped.
+func (c *Conn) closeBefore(seq uint64, reason string) {
 	if c.state != connOpen {
 		return
 	}
 	c.state = connDraining
+	c.closeBeforeSeq = seq
 	c.closeReason = reason
 	c.cancelRecv()
 	c.maybeFinish()
@@ -777,7 +811,7 @@ func (c *Conn) cancelRecv() {
 func (c *Conn) maybeFinish() {
 	switch c.state {
 	case connDraining:
-		if c.segCount > 0 || c.recvInFlight || c.sendInFlight {
+		if c.segCount > 0 || c.recvInFlight || c.sendInFlight || c.replySeq < c.closeBeforeSeq {
 			return
 		}
 	case connAborting:
@@ -792,6 +826,7 @@ func (c *Conn) maybeFinish() {
 	for c.segCount > 0 {
 		c.popHead()
 	}
+	c.releaseParked()
 	if !c.spare.IsZero() {
 		s.arena.Release(c.spare)
 	}

@@ -49,15 +49,21 @@
 // status reply or a close, as wire says; the request_checksum is checked (status 4);
 // then the Handler gets the header view and the body, both in the frame buffer.
 //
+// Replies leave in the order the connection's requests arrived, whichever shard
+// served each (replyorder.go): every request gets a Ticket; a handler that answers
+// later defers it (Request.Defer) and answers between Conn.Answer and Conn.Answered;
+// replies of later requests that are ready first wait, parked, behind it. An
+// eviction leaves after the replies owed before it, and nothing follows it.
+//
 // Replies go through a bounded per-connection send queue: Reserve copies small replies
 // into arena buffers, SendVectored lends bytes (stored batches) without copying. Queued
 // pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
-// SendQueueBytesMax (or of the 64 pieces) is queued, the connection's requests are not
-// served and its recv is cancelled (back-pressure): bytes that arrive before the cancel
-// lands wait in a backlog of at most 1 MiB, and serving resumes as the replies drain. A
-// reply that would take the queue past SendQueueBytesMax (a handler's asynchronous
-// replies cannot be throttled), or replies unread for SendTimeout, close the
-// connection.
+// SendQueueBytesMax (or of the 64 pieces) is queued or parked, or the connection owes
+// 256 replies, its requests are not served and its recv is cancelled (back-pressure):
+// bytes that arrive before the cancel lands wait in a backlog of at most 1 MiB, and
+// serving resumes as the replies drain. A reply the queue has no room for waits,
+// parked, for the room; one larger than SendQueueBytesMax is sent alone. Replies
+// unread for SendTimeout close the connection.
 //
 // Requests are back-pressured the same way: a connection whose requests the handler
 // retained (Request.Retain) hold more than 4 MiB of frame buffers is not read until

@@ -70,7 +70,9 @@ type Request struct {
 	shard    *Shard
 	framer   *Framer
 	conn     *Conn
+	ticket   Ticket
 	retained bool
+	deferred bool
 }
 
 // Retain keeps the request's buffer beyond ServeRequest: Header and Body stay valid
@@ -82,7 +84,7 @@ func (r *Request) Retain() Frame {
 	r.retained = true
 	b := r.framer.Detach()
 	r.conn.retainedBytes += len(b.Full())
-	return Frame{Header: r.Header, Body: r.Body, buffer: b, shard: r.shard, conn: r.conn.id}
+	return Frame{Header: r.Header, Body: r.Body, Ticket: r.ticket, buffer: b, shard: r.shard, conn: r.conn.id}
 }
 
 // Frame is a request buffer the handler retained. Release it exactly once, on the shard
@@ -90,6 +92,9 @@ func (r *Request) Retain() Frame {
 type Frame struct {
 	Header *wire.RequestHeader
 	Body   []byte
+	// Ticket is the request's place in its connection's reply order, for
+	// Conn.Answer when the request was deferred (Request.Defer).
+	Ticket Ticket
 
 	buffer arena.Buffer
 	shard  *Shard

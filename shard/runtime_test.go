@@ -69,7 +69,7 @@ func (h *testHandler) ServeRequest(c *Conn, req *Request) {
 		c.ReplyStatus(hdr, 0)
 	case wire.CodeGetStats:
 		next := (h.shard.Index() + 1) % h.shard.Count()
-		if !h.shard.Post(next, Message{Kind: msgHop, Conn: c.ID(), Value: hdr.Request}) {
+		if !h.shard.Post(next, Message{Kind: msgHop, Conn: c.ID(), Value: hdr.Request, Payload: req.Defer()}) {
 			c.ReplyStatus(hdr, wire.ErrTransientNotAccepted)
 		}
 	case wire.CodeGetSnapshot:
@@ -83,6 +83,7 @@ func (h *testHandler) ServeRequest(c *Conn, req *Request) {
 	case wire.CodeGetClusterMetadata:
 		r := retained(c)
 		r.later = append(r.later, req.Retain())
+		req.Defer()
 		h.shard.Post(h.shard.Index(), Message{Kind: msgLater, Conn: c.ID()})
 	case wire.CodeGetMe:
 		h.replyHeader(c, hdr.Request, len(bigReplyBody))
@@ -90,20 +91,25 @@ func (h *testHandler) ServeRequest(c *Conn, req *Request) {
 	case wire.CodeGetPersonalAccessTokens:
 		c.EvictIncompatibleProtocol(hdr.Client, wire.AcceptedProtocolWindow)
 	case wire.CodeGetClients:
-		// Replies without end: the send queue's bound must stop them.
-		for range 1024 {
-			if _, err := c.Reserve(64 << 10); err != nil {
-				if !errors.Is(err, ErrSendQueueFull) {
-					panic(err)
-				}
-				return
+		// One reply of oversizedReplyBytes in 64 KiB pieces, four times the send
+		// queue's bound in TestOversizedReplyIsSent: the queue must take it whole.
+		h.replyHeader(c, hdr.Request, oversizedReplyBytes)
+		for i := range oversizedReplyBytes / (64 << 10) {
+			b, err := c.Reserve(64 << 10)
+			if err != nil {
+				panic(err)
+			}
+			for k := range b {
+				b[k] = byte(i)
 			}
 		}
-		panic("the send queue took 64 MiB")
 	default:
 		c.ReplyStatus(hdr, wire.ErrUnauthenticated)
 	}
 }
+
+// oversizedReplyBytes is the body of the GetClients reply of testHandler.
+const oversizedReplyBytes = 1 << 20
 
 // replyHeader queues a status-0 reply header announcing bodyBytes.
 func (h *testHandler) replyHeader(c *Conn, request uint64, bodyBytes int) {
@@ -122,10 +128,12 @@ func (h *testHandler) replyHeader(c *Conn, request uint64, bodyBytes int) {
 func (h *testHandler) ServeMessage(s *Shard, m Message) {
 	switch m.Kind {
 	case msgHop:
-		s.Post(m.Conn.Shard(), Message{Kind: msgReply, Conn: m.Conn, Value: m.Value})
+		s.Post(m.Conn.Shard(), Message{Kind: msgReply, Conn: m.Conn, Value: m.Value, Payload: m.Payload})
 	case msgReply:
 		if c := s.Conn(m.Conn); c != nil {
+			c.Answer(m.Payload.(Ticket))
 			h.replyHeader(c, m.Value, 0)
+			c.Answered()
 		}
 	case msgLater:
 		c := s.Conn(m.Conn)
@@ -135,10 +143,12 @@ func (h *testHandler) ServeMessage(s *Shard, m Message) {
 		r := retained(c)
 		for i := range r.later {
 			f := &r.later[i]
+			c.Answer(f.Ticket)
 			h.replyHeader(c, f.Header.Request, len(f.Body))
 			if b, err := c.Reserve(len(f.Body)); err == nil {
 				copy(b, f.Body)
 			}
+			c.Answered()
 			f.Release()
 		}
 		r.later = r.later[:0]

@@ -665,6 +665,9 @@ func (s *Shard) flushSends() {
 	for i, c := range s.dirty {
 		c.inDirty = false
 		c.flush()
+		if c.state == connDraining {
+			c.maybeFinish() // its last owed reply may have been empty
+		}
 		s.dirty[i] = nil
 	}
 	s.dirty = s.dirty[:0]
