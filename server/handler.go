@@ -17,7 +17,7 @@ const (
 	msgToMeta       uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
 	msgToOwner                        // shard 0 -> owner: a *job for a partition
 	msgReply                          // -> conn shard: a *job with its outcome
-	msgEffect                         // shard 0 -> owner: an *effect of a metadata commit
+	msgViewAdvanced                   // shard 0 -> every shard: the commit log grew, catch up
 	msgClientGone                     // conn shard -> shard 0: a *clientGone (a connection closed)
 	msgFlush                          // a shard to itself: retry posts that found a full queue
 	msgEvictStale                     // shard 0 -> conn shard: a silent group member, evict (13)
@@ -92,12 +92,15 @@ type session struct {
 	// behind its registration: from then on any reply it got means every client
 	// sees it in GetClients.
 	answered bool
+	// clientID is the connection's id in GetMe and GetClient(s), given by its shard.
+	clientID uint32
 }
 
 // clientOpened registers an accepted connection with shard 0, which lists it
 // (GetClients) from then on.
 type clientOpened struct {
 	conn shard.ConnID
+	id   uint32
 	peer netip.AddrPort
 }
 
@@ -134,6 +137,15 @@ type handler struct {
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
+
+	// view is the shard's copy of the committed metadata (view.go); balanced holds
+	// its round-robin cursors of Balanced sends, by topic.
+	view     *metaView
+	balanced map[[2]uint32]*partition.RoundRobin
+	// connsOpened counts the connections this shard adopted, for their client ids.
+	connsOpened uint32
+	readReply   []byte // scratch for reads answered here
+	address     []byte // scratch for GetMe
 
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
@@ -175,6 +187,8 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
 	h.groupPolls = make(map[groupPollKey][]*job)
+	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
+	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.disk = sh.Disk()
 	h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
 	for _, p := range s.initial[h.index] {
@@ -193,7 +207,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.publishStats(p.key)
 	}
 	if h.index == 0 {
-		h.meta = newMetaRouter(h, s.meta)
+		h.meta = newMetaRouter(h, s.meta, s.viewGenesis)
 		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
 		sh.WakeAt(h.heartbeatDueNs)
 	}
@@ -261,28 +275,94 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 			return
 		}
 	}
+	if op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated() && !isPartitionOperation(op)) {
+		h.forward(c, req, jobWrite, sess.userID) // fenced by the client table itself
+		return
+	}
+	h.catchUpView()
+	if reason := h.view.fence(hdr.Client, sess.epoch); reason != 0 {
+		// The client id registered again, or its session left the client table.
+		c.Evict(hdr.Client, reason)
+		return
+	}
 	switch {
 	case op == wire.OperationNonReplicated:
 		switch hdr.NonReplicatedCode {
 		case wire.CodeFlushUnsavedBuffer:
 			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
 		case wire.CodePollMessages:
-			h.forward(c, req, jobPoll, sess.userID)
+			h.routeHere(c, req, jobPoll, sess.userID)
 		case wire.CodeGetConsumerOffset:
-			h.forward(c, req, jobGetOffset, sess.userID)
+			h.routeHere(c, req, jobGetOffset, sess.userID)
+		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient, wire.CodeGetClusterMetadata:
+			h.forward(c, req, jobRead, sess.userID) // the whole node's: shard 0's
 		default:
-			h.forward(c, req, jobRead, sess.userID)
+			h.readHere(c, hdr, req.Body, sess)
 		}
 	case op == wire.OperationSendMessages:
-		h.forward(c, req, jobSend, sess.userID)
+		h.routeHere(c, req, jobSend, sess.userID)
 	case op == wire.OperationStoreConsumerOffset:
-		h.forward(c, req, jobStoreOffset, sess.userID)
+		h.routeHere(c, req, jobStoreOffset, sess.userID)
 	case op == wire.OperationDeleteConsumerOffset:
-		h.forward(c, req, jobDeleteOffset, sess.userID)
-	case op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated()):
-		h.forward(c, req, jobWrite, sess.userID)
+		h.routeHere(c, req, jobDeleteOffset, sess.userID)
 	default:
 		c.Evict(hdr.Client, wire.EvictionInvalidRequestOperation)
+	}
+}
+
+// isPartitionOperation reports whether a replicated operation belongs to the
+// partition plane (resolved here and served by the owner shard), not to the
+// metadata group on shard 0.
+func isPartitionOperation(op wire.Operation) bool {
+	return op == wire.OperationSendMessages || op == wire.OperationStoreConsumerOffset ||
+		op == wire.OperationDeleteConsumerOffset
+}
+
+// routeHere resolves a partition operation on this shard and hands it to the
+// partition's owner (routing.go), keeping its request buffer.
+func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
+	j := h.take()
+	j.conn = c.ID()
+	j.kind = kind
+	j.userID = userID
+	j.frame = req.Retain()
+	req.Defer()
+	switch kind {
+	case jobSend:
+		h.routeSend(j)
+	case jobPoll:
+		h.routePoll(j)
+	default:
+		h.routeOffset(j)
+	}
+}
+
+// readHere answers a read of the metadata from this shard's view.
+func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) {
+	state := h.view.state
+	var err error
+	if hdr.NonReplicatedCode == wire.CodeGetMe {
+		ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
+		if addr := c.RemoteAddr(); addr.IsValid() {
+			h.address = addr.AppendTo(h.address[:0])
+			ch.Address = h.address
+		}
+		h.readReply = state.AppendClientDetails(h.readReply[:0], ch, hdr.Client)
+	} else {
+		var handled bool
+		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, sess.userID, hdr.Client, body, h.srv.stats.of)
+		if !handled {
+			err = wire.ErrInvalidCommand
+		}
+	}
+	if err != nil {
+		c.ReplyStatus(hdr, errorCode(err, wire.ErrInvalidCommand))
+		return
+	}
+	rh := wire.ReplyTo(hdr, 0, len(h.readReply), true)
+	if b, err := c.Reserve(wire.HeaderSize + len(h.readReply)); err == nil {
+		rh.Put(b)
+		copy(b[wire.HeaderSize:], h.readReply)
 	}
 }
 
@@ -347,11 +427,12 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgToMeta:
 		h.meta.serve(m.Payload.(*job))
 	case msgToOwner:
+		h.catchUpView() // the partition may be newer than this shard's last look
 		h.serveOwner(m.Payload.(*job))
 	case msgReply:
 		h.deliver(m.Payload.(*job))
-	case msgEffect:
-		h.applyEffect(m.Payload.(*effect))
+	case msgViewAdvanced:
+		h.catchUpView()
 	case msgClientOpened:
 		h.meta.clientOpened(m.Payload.(*clientOpened))
 	case msgClientGone:
@@ -370,9 +451,16 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 // shard 0 lists it (GetClients, GetClient) before it sends anything. The
 // registration and the connection's later jobs travel the same ordered queue to
 // shard 0, so shard 0 knows a connection before it serves any of its requests.
+//
+// Client ids interleave over the shards (shard k gives k+1, k+1+n, ...), so that
+// each shard names its connections without asking; they are not reused while the
+// server runs (2^32 accepts would wrap them), so a GetClient of a closed
+// connection's id finds nothing rather than a newer connection.
 func (h *handler) ConnOpened(c *shard.Conn) {
-	c.Value = &session{}
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &clientOpened{conn: c.ID(), peer: c.RemoteAddr()}})
+	id := h.connsOpened*uint32(h.srv.shardCount) + uint32(h.index) + 1
+	h.connsOpened++
+	c.Value = &session{clientID: id}
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &clientOpened{conn: c.ID(), id: id, peer: c.RemoteAddr()}})
 }
 
 // ConnClosed implements shard.Handler: the connection leaves shard 0's list, and
@@ -463,11 +551,12 @@ func (h *handler) answer(c *shard.Conn, j *job) {
 		return
 	case j.rawReply:
 		if j.kind == jobLogin && j.loggedIn {
-			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true}
+			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true,
+				clientID: c.Value.(*session).clientID}
 		}
 		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
 			// The connection stays registered with shard 0, anonymous again.
-			c.Value = &session{answered: true}
+			c.Value = &session{answered: true, clientID: c.Value.(*session).clientID}
 		}
 		if b, err := c.Reserve(len(j.reply)); err == nil {
 			copy(b, j.reply)

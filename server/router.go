@@ -2,34 +2,33 @@ package server
 
 import (
 	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
-	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// metaRouter is shard 0's part of the request path: logins, metadata writes and
-// reads, and the resolution and permission checks of partition operations before
-// they go to the owner shard.
+// metaRouter is shard 0's part of the request path: logins, metadata writes, the
+// reads that need the whole node (stats, clients, snapshots), and the commit log
+// every shard's view follows (view.go).
 type metaRouter struct {
 	h     *handler
 	plane *metaPlane
 	stats metadata.StatsSource
 
-	// balanced holds each topic's round-robin cursor for Balanced sends.
-	balanced map[[2]uint32]*partition.RoundRobin
+	// viewTail is the last entry of the commit log.
+	viewTail *viewEntry
 	// conns are the node's open connections, logged in or not, from the moment
 	// their shard adopted them (handler.ConnOpened) until they close, for
 	// GetClients, GetClient, GetMe and the stats' client count; sessions are the
 	// logged-in ones by (protocol) client id, the same records.
-	conns        map[shard.ConnID]*sessionRecord
-	sessions     map[wire.Uint128]*sessionRecord
-	nextClientID uint32
+	conns    map[shard.ConnID]*sessionRecord
+	sessions map[wire.Uint128]*sessionRecord
 
 	// passwords verifies logins' passwords, and hashes new ones, off the shard;
 	// checking holds, by connection, the logins' checks handed to it and not yet
@@ -71,12 +70,12 @@ type sessionRecord struct {
 	seen *atomic.Int64
 }
 
-func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
+func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
 	return &metaRouter{
 		h:        h,
 		plane:    plane,
 		stats:    h.srv.stats.of,
-		balanced: make(map[[2]uint32]*partition.RoundRobin),
+		viewTail: viewTail,
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
@@ -110,7 +109,14 @@ func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte,
 	r.startJournalTask(&journalTask{
 		work: func(beforeSync func()) error { return appendToJournal(journal, prepared.entry, beforeSync) },
 		then: func(journalErr error) {
+			tableFull := p.Operation == wire.OperationRegister && r.plane.table.Len() >= vsr.ClientsTableMaxDefault
 			frame, err := r.plane.journaled(prepared, journalErr)
+			if err == nil {
+				// Every shard's view sees the commit before its reply leaves.
+				h := &prepared.header
+				r.publish(&viewEntry{op: h.Op, body: prepared.entry[wire.HeaderSize:], ended: r.evictedSessions(tableFull),
+					header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
+			}
 			then(frame, err)
 			if err == nil && r.plane.checkpointDue() {
 				r.checkpoint()
@@ -198,12 +204,35 @@ func (r *metaRouter) stopJournal() {
 	}
 }
 
-// clientOpened lists an accepted connection under a fresh client id, anonymous
-// until it logs in. Ids are never reused while the server runs (2^32 accepts
-// would wrap them), so a GetClient of a closed connection's id finds nothing
-// rather than a newer connection.
+// publish appends an entry to the commit log and tells every shard to catch up.
+func (r *metaRouter) publish(e *viewEntry) {
+	r.viewTail.next.Store(e)
+	r.viewTail = e
+	for i := 0; i < r.h.srv.shardCount; i++ {
+		r.h.post(i, shard.Message{Kind: msgViewAdvanced})
+	}
+}
+
+// evictedSessions lists the sessions a registration into a full client table
+// pushed out of it.
+func (r *metaRouter) evictedSessions(tableWasFull bool) []wire.Uint128 {
+	if !tableWasFull {
+		return nil
+	}
+	var gone []wire.Uint128
+	for client := range r.sessions {
+		if _, _, ok := r.plane.table.Session(client); !ok {
+			gone = append(gone, client)
+		}
+	}
+	return gone
+}
+
+// clientOpened lists an accepted connection under the client id its shard gave
+// it, anonymous until it logs in.
 func (r *metaRouter) clientOpened(o *clientOpened) {
 	rec := r.record(o.conn)
+	rec.id = o.id
 	if o.peer.IsValid() {
 		rec.address = []byte(o.peer.String())
 	}
@@ -215,8 +244,7 @@ func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
 	if rec, ok := r.conns[conn]; ok {
 		return rec
 	}
-	r.nextClientID++
-	rec := &sessionRecord{id: r.nextClientID, userID: wire.ClientUserIDNone, conn: conn}
+	rec := &sessionRecord{userID: wire.ClientUserIDNone, conn: conn}
 	r.conns[conn] = rec
 	return rec
 }
@@ -249,12 +277,8 @@ func (r *metaRouter) serve(j *job) {
 		r.serialize(func() { r.write(j) })
 	case jobRead:
 		r.read(j)
-	case jobSend:
-		r.routeSend(j)
-	case jobPoll:
-		r.routePoll(j)
-	case jobGetOffset, jobStoreOffset, jobDeleteOffset:
-		r.routeOffset(j)
+	default:
+		panic(fmt.Sprintf("server: a job of kind %d sent to shard 0, which routes no partition operation", j.kind))
 	}
 }
 
@@ -503,7 +527,6 @@ func (r *metaRouter) commitWrite(j *job, proposal []byte) {
 				rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
 			}
 		}
-		r.runEffects()
 		r.h.reply(j)
 	})
 }
@@ -576,61 +599,6 @@ func randomBytes(n int) ([]byte, error) {
 	return b, err
 }
 
-// runEffects carries out what the last commit asks of the partition shards. The
-// messages leave shard 0 before any later request is routed, and each shard's
-// queue is ordered, so a partition exists on its owner before a send can reach it.
-func (r *metaRouter) runEffects() {
-	state := r.plane.state
-	for _, e := range r.plane.out.Effects {
-		k := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: e.First}
-		var cfg partition.Config
-		var topic *metadata.Topic
-		if st := state.Stream(e.Stream); st != nil {
-			topic = st.Topic(e.Topic)
-		}
-		if topic != nil {
-			cfg = partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
-		}
-		switch e.Kind {
-		case metadata.EffectCreatePartitions, metadata.EffectDeletePartitions:
-			for p := e.First; p < e.First+e.Count; p++ {
-				pk := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: p}
-				ef := &effect{kind: e.Kind, key: pk, cfg: cfg}
-				if topic != nil && int(p) < len(topic.Partitions) {
-					ef.createdAt = topic.Partitions[p].CreatedAtMicros
-					ef.purgeGeneration = topic.PurgeGeneration
-				}
-				r.h.post(r.h.srv.ownerOf(pk), shard.Message{Kind: msgEffect, Payload: ef})
-			}
-			if topic != nil {
-				r.toAllShards(&effect{key: k, cfg: cfg, reconfig: true})
-			}
-		case metadata.EffectDeleteSegments:
-			r.h.post(r.h.srv.ownerOf(k), shard.Message{Kind: msgEffect, Payload: &effect{kind: e.Kind, key: k, count: e.Count}})
-		case metadata.EffectUpdateTopic:
-			if topic != nil {
-				r.toAllShards(&effect{key: k, cfg: cfg, reconfig: true})
-			}
-		default: // whole topics and streams, purges, group offsets: every shard may own some
-			r.toAllShards(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation})
-		}
-		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
-			for key := range r.balanced {
-				if key[0] == e.Stream && (e.Kind == metadata.EffectDeleteStream || key[1] == e.Topic) {
-					delete(r.balanced, key)
-				}
-			}
-		}
-	}
-}
-
-func (r *metaRouter) toAllShards(e *effect) {
-	for i := 0; i < r.h.srv.shardCount; i++ {
-		copyOf := *e
-		r.h.post(i, shard.Message{Kind: msgEffect, Payload: &copyOf})
-	}
-}
-
 // clientGone: a connection closed. It leaves the connection list; a logged-in
 // one's consumer group memberships end through a committed
 // RemoveConsumerGroupMember, so a restart agrees.
@@ -644,7 +612,9 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		// The reference drops a disconnected client's table entry locally (not
 		// replicated): otherwise every login ever made would hold a slot until the
 		// table is full, and then the oldest live sessions would be evicted first.
-		r.plane.table.Remove(g.client)
+		if r.plane.table.Remove(g.client) {
+			r.publish(&viewEntry{ended: []wire.Uint128{g.client}})
+		}
 	}
 	if r.plane.state.ClientGroupsCount(g.client) == 0 {
 		return
@@ -653,244 +623,7 @@ func (r *metaRouter) clientGone(g *clientGone) {
 	r.commit(p, metadata.AppendClientGoneProposal(nil, g.client), func(_ []byte, err error) {
 		if err != nil {
 			r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
-			return
 		}
-		r.runEffects()
 	})
 }
 
-// routeSend resolves a SendMessages batch's partition and hands it to the owner.
-func (r *metaRouter) routeSend(j *job) {
-	if err := j.send.Decode(j.frame.Body); err != nil {
-		// A namespace that does not decode is 20 (errors.md §2); a batch the decoder
-		// refuses keeps the decoder's code (checksums, lengths).
-		j.status = errorCode(err, wire.ErrResourceNotFound)
-		if j.status == wire.ErrInvalidCommand || j.status == wire.ErrInvalidFormat {
-			j.status = wire.ErrResourceNotFound
-		}
-		r.h.reply(j)
-		return
-	}
-	state := r.plane.state
-	s, t, count, err := state.ResolveTopic(j.send.StreamID, j.send.TopicID)
-	if err != nil {
-		j.status = wire.ErrResourceNotFound
-		r.h.reply(j)
-		return
-	}
-	if !state.CanSend(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		r.h.reply(j)
-		return
-	}
-	cursor := r.balanced[[2]uint32{s, t}]
-	if cursor == nil && j.send.Partitioning.Kind == wire.PartitioningBalanced {
-		cursor = new(partition.RoundRobin)
-		r.balanced[[2]uint32{s, t}] = cursor
-	}
-	p, err := partition.ResolvePartition(j.send.Partitioning, count, cursor)
-	if err != nil {
-		j.status = errorCode(err, wire.ErrResourceNotFound)
-		r.h.reply(j)
-		return
-	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
-	r.toOwner(j)
-}
-
-func (r *metaRouter) toOwner(j *job) {
-	r.h.post(r.h.srv.ownerOf(j.key), shard.Message{Conn: j.conn, Kind: msgToOwner, Payload: j})
-}
-
-// routePoll resolves a poll (responses.md §5 PollMessages): typed statuses for
-// what does not resolve, the empty 16-byte reply for the rest.
-func (r *metaRouter) routePoll(j *job) {
-	var req wire.PollMessages
-	if err := req.Decode(j.frame.Body); err != nil {
-		j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
-		r.h.reply(j)
-		return
-	}
-	state := r.plane.state
-	consumer := partition.Consumer{Kind: req.Consumer.Kind}
-	var partitionID uint32
-	if req.Consumer.Kind == wire.ConsumerGroup {
-		if !req.Partition.Set {
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
-			r.h.reply(j)
-			return
-		}
-		// The ownership fence runs before resolution (the reference's order).
-		target := wire.GroupTarget{StreamID: req.StreamID, TopicID: req.TopicID, GroupID: req.Consumer.ID}
-		_, owned, ok := state.Assignment(j.frame.Header.Client, &target)
-		groupID, found := r.groupID(req.StreamID, req.TopicID, req.Consumer.ID)
-		if !ok || !found || !containsU32(owned, req.Partition.ID) {
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], wire.PollPartitionResync, 0)
-			r.h.reply(j)
-			return
-		}
-		consumer.ID = groupID
-		partitionID = req.Partition.ID
-	} else {
-		if req.Consumer.ID.Kind != wire.IdentifierNumeric {
-			// Plain consumers are numbered; a named one has no offsets to use.
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
-			r.h.reply(j)
-			return
-		}
-		consumer.ID = req.Consumer.ID.Numeric
-		if req.Partition.Set {
-			partitionID = req.Partition.ID
-		}
-	}
-	s, t, count, err := state.ResolveTopic(req.StreamID, req.TopicID)
-	if err != nil {
-		j.status = errorCode(err, wire.ErrTopicIdNotFound)
-		r.h.reply(j)
-		return
-	}
-	if partitionID >= count {
-		j.status = wire.ErrPartitionNotFound
-		r.h.reply(j)
-		return
-	}
-	if !state.CanPoll(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		r.h.reply(j)
-		return
-	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
-		MaxBytes: pollReadBytesMax}
-	r.toOwner(j)
-}
-
-// pollReadBytesMax bounds the stored bytes one poll reads (at least one batch is
-// read whatever its size), so a reply stays well inside the 64 MiB frame every SDK
-// accepts.
-const pollReadBytesMax = 32 << 20
-
-// routeOffset resolves GetConsumerOffset (empty body for what does not resolve)
-// and Store/DeleteConsumerOffset (20 for what does not resolve).
-func (r *metaRouter) routeOffset(j *job) {
-	var consumer wire.Consumer
-	var streamID, topicID wire.Identifier
-	var part wire.OptionalPartition
-	var decodeErr error
-	switch j.kind {
-	case jobGetOffset:
-		var req wire.GetConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
-		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-	case jobStoreOffset:
-		var req wire.StoreConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
-		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.offset, j.ack = req.Offset, req.Ack
-	default:
-		var req wire.DeleteConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
-		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.ack = req.Ack
-	}
-	unresolved := func() {
-		if j.kind == jobGetOffset {
-			j.reply = j.reply[:0]
-		} else {
-			j.status = wire.ErrResourceNotFound
-		}
-		r.h.reply(j)
-	}
-	if decodeErr != nil {
-		unresolved()
-		return
-	}
-	state := r.plane.state
-	s, t, count, err := state.ResolveTopic(streamID, topicID)
-	if err != nil {
-		unresolved()
-		return
-	}
-	c := partition.Consumer{Kind: consumer.Kind}
-	partitionID := uint32(0)
-	if part.Set {
-		partitionID = part.ID
-	}
-	if consumer.Kind == wire.ConsumerGroup {
-		groupID, found := r.groupID(streamID, topicID, consumer.ID)
-		if !found {
-			unresolved()
-			return
-		}
-		c.ID = groupID
-		target := wire.GroupTarget{StreamID: streamID, TopicID: topicID, GroupID: consumer.ID}
-		_, owned, member := state.Assignment(j.frame.Header.Client, &target)
-		if !part.Set {
-			if !member || len(owned) == 0 {
-				unresolved()
-				return
-			}
-			partitionID = owned[0]
-		} else if j.kind != jobGetOffset && (!member || !containsU32(owned, partitionID)) {
-			unresolved()
-			return
-		}
-	} else {
-		if consumer.ID.Kind != wire.IdentifierNumeric {
-			unresolved()
-			return
-		}
-		c.ID = consumer.ID.Numeric
-	}
-	if partitionID >= count {
-		if j.kind == jobGetOffset {
-			j.status = wire.ErrPartitionNotFound
-			r.h.reply(j)
-			return
-		}
-		unresolved()
-		return
-	}
-	if !state.CanPoll(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		r.h.reply(j)
-		return
-	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.consumer = c
-	r.toOwner(j)
-}
-
-// groupID resolves a consumer group identifier within a topic.
-func (r *metaRouter) groupID(streamID, topicID, groupID wire.Identifier) (uint32, bool) {
-	s, t, _, err := r.plane.state.ResolveTopic(streamID, topicID)
-	if err != nil {
-		return 0, false
-	}
-	topic := r.plane.state.Stream(s).Topic(t)
-	if groupID.Kind == wire.IdentifierNumeric {
-		return groupID.Numeric, topic.Group(groupID.Numeric) != nil
-	}
-	found := 0
-	// Group ids only grow within a topic; stop once every group was seen.
-	for id := uint32(0); found < topic.GroupsCount() && id < 1<<24; id++ {
-		g := topic.Group(id)
-		if g == nil {
-			continue
-		}
-		found++
-		if g.Name == string(groupID.String) {
-			return id, true
-		}
-	}
-	return 0, false
-}
-
-func containsU32(v []uint32, x uint32) bool {
-	for _, e := range v {
-		if e == x {
-			return true
-		}
-	}
-	return false
-}

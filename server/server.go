@@ -5,22 +5,28 @@
 //
 // # Where a request goes
 //
-// A connection lives on one shard. That shard answers PING itself and checks the
-// session (only PING before login; the client id and session epoch of the login
-// on every later request). Everything else is posted, with its request buffer
-// retained (no copy), to shard 0, which holds the metadata:
+// A connection lives on one shard. That shard checks the session (only PING before
+// login; the client id and session epoch of the login on every later request) and
+// routes from its own view of the committed metadata (view.go), which it brings up
+// to date first:
 //
-//	conn shard ──► shard 0: login, metadata writes and reads, resolution and
-//	                        permission checks of partition operations
-//	           shard 0 ──► owner shard: SEND_MESSAGES, POLL_MESSAGES, offsets
-//	           owner or 0 ──► conn shard: the reply, written there
+//	conn shard: PING; reads of the metadata (streams, topics, users, groups,
+//	            tokens, GET_ME); names, permissions and the partition of
+//	            SEND_MESSAGES, POLL_MESSAGES and consumer offsets (routing.go)
+//	           ──► owner shard (or none: it is the conn shard): the partition work
+//	           ──► shard 0: logins, metadata writes, GET_STATS, GET_CLIENT(S),
+//	                        GET_SNAPSHOT, GET_CLUSTER_METADATA
+//	owner or 0 ──► conn shard: the reply, written there in request order
+//
+// Shard 0 publishes every commit to the shards' views before its reply leaves, so
+// a later request on any connection sees it; each shard carries out what a commit
+// asks of the partitions it owns (creations, deletions, purges) as its view applies
+// the commit, before it serves any operation routed to one of them.
 //
 // A partition's owner is a hash of (stream, topic, partition) modulo the shard
 // count; every shard opens the partitions it owns at start. Messages between shards
 // travel as a *job, which belongs to the connection's shard from the request to the
 // reply, so nothing is allocated per request once the shard's free list is warm.
-// Shard 0 serialises all routing, which also orders a partition's creation before
-// any send to it.
 //
 // # Durability
 //
@@ -63,6 +69,10 @@ type Server struct {
 
 	meta  *metaPlane // touched only by shard 0 once started
 	stats statsTable
+	// viewSnapshot is the recovered metadata each shard decodes into its view, and
+	// viewGenesis the commit log's first entry, where every view starts (view.go).
+	viewSnapshot []byte
+	viewGenesis  *viewEntry
 
 	// initial holds, per shard, the partitions to open at start.
 	initial  [][]partitionOpen
@@ -104,6 +114,8 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.meta = meta
+	s.viewSnapshot = meta.state.AppendSnapshot(nil, meta.replica.CommitMax())
+	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {

@@ -1,0 +1,261 @@
+package server
+
+import (
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Partition operations are resolved on the connection's shard, from its view of the
+// committed metadata (view.go): names, permissions and the partition, then straight
+// to the partition's owner shard (no hop when that is this shard).
+//
+// Balanced sends go round-robin over a topic's partitions per shard: each shard
+// keeps a cursor of its own per topic (a shared one would put a cache line written
+// by every shard on every send). With one shard, or the producers of a topic on one
+// shard, that is the reference's round-robin exactly; with producers spread over
+// shards each shard cycles through the partitions on its own, so every partition
+// still gets an equal share, interleaved differently.
+
+// routeSend resolves a SendMessages batch's partition and hands it to the owner.
+func (h *handler) routeSend(j *job) {
+	if err := j.send.Decode(j.frame.Body); err != nil {
+		// A namespace that does not decode is 20 (errors.md §2); a batch the decoder
+		// refuses keeps the decoder's code (checksums, lengths).
+		j.status = errorCode(err, wire.ErrResourceNotFound)
+		if j.status == wire.ErrInvalidCommand || j.status == wire.ErrInvalidFormat {
+			j.status = wire.ErrResourceNotFound
+		}
+		h.reply(j)
+		return
+	}
+	state := h.view.state
+	s, t, count, err := state.ResolveTopic(j.send.StreamID, j.send.TopicID)
+	if err != nil {
+		j.status = wire.ErrResourceNotFound
+		h.reply(j)
+		return
+	}
+	if !state.CanSend(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		h.reply(j)
+		return
+	}
+	cursor := h.balanced[[2]uint32{s, t}]
+	if cursor == nil && j.send.Partitioning.Kind == wire.PartitioningBalanced {
+		cursor = new(partition.RoundRobin)
+		h.balanced[[2]uint32{s, t}] = cursor
+	}
+	p, err := partition.ResolvePartition(j.send.Partitioning, count, cursor)
+	if err != nil {
+		j.status = errorCode(err, wire.ErrResourceNotFound)
+		h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
+	h.toOwner(j)
+}
+
+// toOwner hands a resolved partition operation to the partition's owner: served
+// here when this shard owns it, posted there otherwise.
+func (h *handler) toOwner(j *job) {
+	owner := h.srv.ownerOf(j.key)
+	if owner == h.index {
+		h.serveOwner(j)
+		return
+	}
+	h.post(owner, shard.Message{Conn: j.conn, Kind: msgToOwner, Payload: j})
+}
+
+// routePoll resolves a poll (responses.md §5 PollMessages): typed statuses for
+// what does not resolve, the empty 16-byte reply for the rest.
+func (h *handler) routePoll(j *job) {
+	var req wire.PollMessages
+	if err := req.Decode(j.frame.Body); err != nil {
+		j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+		h.reply(j)
+		return
+	}
+	state := h.view.state
+	consumer := partition.Consumer{Kind: req.Consumer.Kind}
+	var partitionID uint32
+	if req.Consumer.Kind == wire.ConsumerGroup {
+		if !req.Partition.Set {
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+			h.reply(j)
+			return
+		}
+		// The ownership fence runs before resolution (the reference's order).
+		target := wire.GroupTarget{StreamID: req.StreamID, TopicID: req.TopicID, GroupID: req.Consumer.ID}
+		_, owned, ok := state.Assignment(j.frame.Header.Client, &target)
+		groupID, found := h.groupID(req.StreamID, req.TopicID, req.Consumer.ID)
+		if !ok || !found || !containsU32(owned, req.Partition.ID) {
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], wire.PollPartitionResync, 0)
+			h.reply(j)
+			return
+		}
+		consumer.ID = groupID
+		partitionID = req.Partition.ID
+	} else {
+		if req.Consumer.ID.Kind != wire.IdentifierNumeric {
+			// Plain consumers are numbered; a named one has no offsets to use.
+			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+			h.reply(j)
+			return
+		}
+		consumer.ID = req.Consumer.ID.Numeric
+		if req.Partition.Set {
+			partitionID = req.Partition.ID
+		}
+	}
+	s, t, count, err := state.ResolveTopic(req.StreamID, req.TopicID)
+	if err != nil {
+		j.status = errorCode(err, wire.ErrTopicIdNotFound)
+		h.reply(j)
+		return
+	}
+	if partitionID >= count {
+		j.status = wire.ErrPartitionNotFound
+		h.reply(j)
+		return
+	}
+	if !state.CanPoll(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
+		MaxBytes: pollReadBytesMax}
+	h.toOwner(j)
+}
+
+// pollReadBytesMax bounds the stored bytes one poll reads (at least one batch is
+// read whatever its size), so a reply stays well inside the 64 MiB frame every SDK
+// accepts.
+const pollReadBytesMax = 32 << 20
+
+// routeOffset resolves GetConsumerOffset (empty body for what does not resolve)
+// and Store/DeleteConsumerOffset (20 for what does not resolve).
+func (h *handler) routeOffset(j *job) {
+	var consumer wire.Consumer
+	var streamID, topicID wire.Identifier
+	var part wire.OptionalPartition
+	var decodeErr error
+	switch j.kind {
+	case jobGetOffset:
+		var req wire.GetConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+	case jobStoreOffset:
+		var req wire.StoreConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+		j.offset, j.ack = req.Offset, req.Ack
+	default:
+		var req wire.DeleteConsumerOffset
+		decodeErr = req.Decode(j.frame.Body)
+		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
+		j.ack = req.Ack
+	}
+	unresolved := func() {
+		if j.kind == jobGetOffset {
+			j.reply = j.reply[:0]
+		} else {
+			j.status = wire.ErrResourceNotFound
+		}
+		h.reply(j)
+	}
+	if decodeErr != nil {
+		unresolved()
+		return
+	}
+	state := h.view.state
+	s, t, count, err := state.ResolveTopic(streamID, topicID)
+	if err != nil {
+		unresolved()
+		return
+	}
+	c := partition.Consumer{Kind: consumer.Kind}
+	partitionID := uint32(0)
+	if part.Set {
+		partitionID = part.ID
+	}
+	if consumer.Kind == wire.ConsumerGroup {
+		groupID, found := h.groupID(streamID, topicID, consumer.ID)
+		if !found {
+			unresolved()
+			return
+		}
+		c.ID = groupID
+		target := wire.GroupTarget{StreamID: streamID, TopicID: topicID, GroupID: consumer.ID}
+		_, owned, member := state.Assignment(j.frame.Header.Client, &target)
+		if !part.Set {
+			if !member || len(owned) == 0 {
+				unresolved()
+				return
+			}
+			partitionID = owned[0]
+		} else if j.kind != jobGetOffset && (!member || !containsU32(owned, partitionID)) {
+			unresolved()
+			return
+		}
+	} else {
+		if consumer.ID.Kind != wire.IdentifierNumeric {
+			unresolved()
+			return
+		}
+		c.ID = consumer.ID.Numeric
+	}
+	if partitionID >= count {
+		if j.kind == jobGetOffset {
+			j.status = wire.ErrPartitionNotFound
+			h.reply(j)
+			return
+		}
+		unresolved()
+		return
+	}
+	if !state.CanPoll(j.userID, s, t) {
+		j.status = wire.ErrUnauthorized
+		h.reply(j)
+		return
+	}
+	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.consumer = c
+	h.toOwner(j)
+}
+
+// groupID resolves a consumer group identifier within a topic.
+func (h *handler) groupID(streamID, topicID, groupID wire.Identifier) (uint32, bool) {
+	s, t, _, err := h.view.state.ResolveTopic(streamID, topicID)
+	if err != nil {
+		return 0, false
+	}
+	topic := h.view.state.Stream(s).Topic(t)
+	if groupID.Kind == wire.IdentifierNumeric {
+		return groupID.Numeric, topic.Group(groupID.Numeric) != nil
+	}
+	found := 0
+	// Group ids only grow within a topic; stop once every group was seen.
+	for id := uint32(0); found < topic.GroupsCount() && id < 1<<24; id++ {
+		g := topic.Group(id)
+		if g == nil {
+			continue
+		}
+		found++
+		if g.Name == string(groupID.String) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+func containsU32(v []uint32, x uint32) bool {
+	for _, e := range v {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}

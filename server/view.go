@@ -1,0 +1,170 @@
+package server
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Every shard answers reads and routes partition operations from a view of the
+// committed metadata of its own: a copy of the metadata state that it brings up to
+// date by applying, in op order, the operations shard 0 commits.
+//
+// Shard 0 publishes each commit as a viewEntry appended to a singly linked list
+// (the commit log), before it sends the commit's reply anywhere. A shard catches up
+// by following the list from the last entry it applied: when it serves a request,
+// before a partition operation another shard routed to it, and when shard 0 tells it
+// a commit happened (msgViewAdvanced). An entry is immutable once published, and
+// shard 0 is the list's only writer, so no lock is shared; a catch-up with nothing
+// new costs one atomic load. So once a client holds the reply of a metadata write,
+// any request that arrives afterwards, on any connection and shard, sees the write:
+// the shard serving it catches up first.
+//
+// Why copies rather than one state published per commit: a commit costs each shard
+// one Apply of one operation, whatever the size of the state; an immutable state
+// would be copied whole at every commit. And why not the effects alone, as shard 0
+// used to post them: reads need the whole state, and a shard that applies the
+// operation derives the effects on its partitions itself (viewEffects), so a
+// partition exists on its owner before any send routed to it is served there.
+
+// viewEntry is one committed change of the metadata, or of the sessions the client
+// table holds.
+type viewEntry struct {
+	// op is the commit's op number; 0 for an entry that only ends sessions.
+	op     uint64
+	header metadata.Header
+	body   []byte
+	// ended are the client ids whose sessions left the client table with this entry
+	// (a logout, a closed connection, an eviction from a full table).
+	ended []wire.Uint128
+
+	next atomic.Pointer[viewEntry]
+}
+
+// metaView is one shard's view of the committed metadata.
+type metaView struct {
+	state *metadata.State
+	at    *viewEntry // the last entry applied
+	// sessions mirrors the client table's session epochs, for the fence of
+	// requests that never reach shard 0: from registrations since the start (a
+	// connection only ever holds a session it registered since then).
+	sessions map[wire.Uint128]uint64
+	out      metadata.Output
+}
+
+func newMetaView(snapshot []byte, at *viewEntry) *metaView {
+	state, _, err := metadata.DecodeSnapshot(snapshot)
+	if err != nil {
+		panic(fmt.Sprintf("server: a shard's copy of the metadata does not decode: %v", err))
+	}
+	return &metaView{state: state, at: at, sessions: make(map[wire.Uint128]uint64)}
+}
+
+// behind reports whether shard 0 published entries this view has not applied.
+func (v *metaView) behind() bool { return v.at.next.Load() != nil }
+
+// catchUp applies every entry published since the last one applied; effects is
+// called after each operation with what it asks of the partitions.
+func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect)) {
+	for e := v.at.next.Load(); e != nil; e = e.next.Load() {
+		v.apply(e)
+		if len(v.out.Effects) > 0 {
+			effects(v.state, v.out.Effects)
+		}
+		v.at = e
+	}
+}
+
+func (v *metaView) apply(e *viewEntry) {
+	v.out.Effects = v.out.Effects[:0]
+	if e.op != 0 {
+		switch e.header.Operation {
+		case wire.OperationRegister:
+			v.sessions[e.header.Client] = e.op
+		default:
+			v.state.Apply(e.header, e.body, &v.out)
+			if e.header.Operation == wire.OperationLogout {
+				delete(v.sessions, e.header.Client)
+			}
+		}
+	}
+	for _, c := range e.ended {
+		delete(v.sessions, c)
+	}
+}
+
+// fence checks a logged-in connection's session against the client table as the
+// view mirrors it: a client id that registered again (elsewhere) or left the table
+// is a zombie on every plane.
+func (v *metaView) fence(client wire.Uint128, epoch uint64) wire.EvictionReason {
+	current, ok := v.sessions[client]
+	switch {
+	case !ok:
+		return wire.EvictionNoSession
+	case current > epoch:
+		return wire.EvictionSessionTooLow
+	}
+	return 0
+}
+
+// viewEffects carries out, on this shard, what a committed operation asks of the
+// partitions this shard owns, and forgets the round-robin cursors of topics that
+// are gone.
+func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect) {
+	for _, e := range effects {
+		k := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: e.First}
+		var cfg partition.Config
+		var topic *metadata.Topic
+		if st := state.Stream(e.Stream); st != nil {
+			topic = st.Topic(e.Topic)
+		}
+		if topic != nil {
+			cfg = partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
+		}
+		switch e.Kind {
+		case metadata.EffectCreatePartitions, metadata.EffectDeletePartitions:
+			for p := e.First; p < e.First+e.Count; p++ {
+				pk := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: p}
+				if h.srv.ownerOf(pk) != h.index {
+					continue
+				}
+				ef := effect{kind: e.Kind, key: pk, cfg: cfg}
+				if topic != nil && int(p) < len(topic.Partitions) {
+					ef.createdAt = topic.Partitions[p].CreatedAtMicros
+					ef.purgeGeneration = topic.PurgeGeneration
+				}
+				h.applyEffect(&ef)
+			}
+			if topic != nil {
+				h.applyEffect(&effect{key: k, cfg: cfg, reconfig: true})
+			}
+		case metadata.EffectDeleteSegments:
+			if h.srv.ownerOf(k) == h.index {
+				h.applyEffect(&effect{kind: e.Kind, key: k, count: e.Count})
+			}
+		case metadata.EffectUpdateTopic:
+			if topic != nil {
+				h.applyEffect(&effect{key: k, cfg: cfg, reconfig: true})
+			}
+		default: // whole topics and streams, purges, group offsets: on what this shard owns
+			h.applyEffect(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation})
+		}
+		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
+			for key := range h.balanced {
+				if key[0] == e.Stream && (e.Kind == metadata.EffectDeleteStream || key[1] == e.Topic) {
+					delete(h.balanced, key)
+				}
+			}
+		}
+	}
+}
+
+// catchUpView brings the shard's view up to date.
+func (h *handler) catchUpView() {
+	if h.view.behind() {
+		h.view.catchUp(h.viewEffects)
+	}
+}
