@@ -626,4 +626,3 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		}
 	})
 }
-
