@@ -560,6 +560,11 @@ func (h *handler) answer(c *shard.Conn, j *job) {
 		}
 		if b, err := c.Reserve(len(j.reply)); err == nil {
 			copy(b, j.reply)
+			// A committed or cached frame carries its prepare's time; the reply
+			// echoes this request's, as every reply does.
+			if rh, err := wire.ViewHeader[wire.ReplyHeader](b); err == nil {
+				rh.Timestamp = hdr.Timestamp
+			}
 		}
 	default:
 		rh := wire.ReplyTo(hdr, 0, len(j.reply), true)

@@ -31,18 +31,28 @@ type rawRequest struct {
 	client   wire.Uint128
 	request  uint64
 	session  uint64
-	op       wire.Operation
-	code     wire.CommandCode
-	body     []byte
+	op        wire.Operation
+	code      wire.CommandCode
+	timestamp uint64
+	body      []byte
 	checksum *wire.Uint128 // nil: XxHash3 of the body
 }
 
 func (r *rawConn) send(q rawRequest) {
 	r.t.Helper()
+	r.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.conn.Write(q.frame()); err != nil {
+		r.t.Fatalf("write: %v", err)
+	}
+}
+
+// frame encodes the request.
+func (q rawRequest) frame() []byte {
 	var h wire.RequestHeader
 	h.Size = uint32(wire.HeaderSize + len(q.body))
 	h.Command = wire.CommandRequest
 	h.Client, h.Request, h.Session, h.Operation, h.NonReplicatedCode = q.client, q.request, q.session, q.op, q.code
+	h.Timestamp = q.timestamp
 	if q.checksum != nil {
 		h.RequestChecksum = *q.checksum
 	} else {
@@ -51,10 +61,7 @@ func (r *rawConn) send(q rawRequest) {
 	frame := make([]byte, h.Size)
 	h.Put(frame)
 	copy(frame[wire.HeaderSize:], q.body)
-	r.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r.conn.Write(frame); err != nil {
-		r.t.Fatalf("write: %v", err)
-	}
+	return frame
 }
 
 // frame reads one frame: a reply (header, body) or an eviction (header only).
