@@ -37,6 +37,9 @@ import (
 type Config struct {
 	// TCPAddress is where clients connect, host:port; port 0 picks a free port.
 	TCPAddress string
+	// quietCommits (tests): shard 0 does not tell the shards of its commits, so
+	// their views catch up only when they serve (view.go).
+	quietCommits bool
 	// SystemPath is the data directory: metadata/ and streams/ live under it.
 	SystemPath string
 	// RootUsername and RootPassword create the root user on the first start.

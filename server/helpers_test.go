@@ -18,12 +18,21 @@ import (
 // testServer starts a server on a random loopback port with its data in dir.
 func testServer(t *testing.T, dir string, shards int) *Server {
 	t.Helper()
+	return startTestServer(t, testConfig(dir, shards))
+}
+
+func testConfig(dir string, shards int) Config {
 	cfg := DefaultConfig()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = dir
 	cfg.ShardCount = shards
 	cfg.PinCPUs = false
 	cfg.SnapshotIntervalOps = 16
+	return cfg
+}
+
+func startTestServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -208,6 +208,9 @@ func (r *metaRouter) stopJournal() {
 func (r *metaRouter) publish(e *viewEntry) {
 	r.viewTail.next.Store(e)
 	r.viewTail = e
+	if r.h.srv.cfg.quietCommits {
+		return
+	}
 	for i := 0; i < r.h.srv.shardCount; i++ {
 		r.h.post(i, shard.Message{Kind: msgViewAdvanced})
 	}
