@@ -28,14 +28,14 @@ func dialRaw(t *testing.T, s *Server) *rawConn {
 }
 
 type rawRequest struct {
-	client   wire.Uint128
-	request  uint64
-	session  uint64
+	client    wire.Uint128
+	request   uint64
+	session   uint64
 	op        wire.Operation
 	code      wire.CommandCode
 	timestamp uint64
 	body      []byte
-	checksum *wire.Uint128 // nil: XxHash3 of the body
+	checksum  *wire.Uint128 // nil: XxHash3 of the body
 }
 
 func (r *rawConn) send(q rawRequest) {

@@ -86,7 +86,10 @@ func TestRevokedPermissionIsDeniedOnEveryShard(t *testing.T) {
 	mustOK(t, "create stream", func() error { _, err := root.CreateStream(ctx, "vis"); return err }())
 	mustOK(t, "create topic", func() error { _, err := root.CreateTopic(ctx, visStream, "t", 1, nil); return err }())
 	sender := &wire.Permissions{Global: wire.GlobalPermissions{SendMessages: true, ReadStreams: true}}
-	mustOK(t, "create user", func() error { _, err := root.CreateUser(ctx, "producer", "secret-1", wire.UserActive, sender); return err }())
+	mustOK(t, "create user", func() error {
+		_, err := root.CreateUser(ctx, "producer", "secret-1", wire.UserActive, sender)
+		return err
+	}())
 	producer := onOtherShard(t, s, root, "producer", "secret-1")
 	mustOK(t, "send while allowed", visSend(t, producer))
 
