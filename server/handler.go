@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"net/netip"
 	"sync/atomic"
@@ -562,9 +563,7 @@ func (h *handler) answer(c *shard.Conn, j *job) {
 			copy(b, j.reply)
 			// A committed or cached frame carries its prepare's time; the reply
 			// echoes this request's, as every reply does.
-			if rh, err := wire.ViewHeader[wire.ReplyHeader](b); err == nil {
-				rh.Timestamp = hdr.Timestamp
-			}
+			binary.LittleEndian.PutUint64(b[unsafe.Offsetof(wire.ReplyHeader{}.Timestamp):], hdr.Timestamp)
 		}
 	default:
 		rh := wire.ReplyTo(hdr, 0, len(j.reply), true)

@@ -60,26 +60,18 @@ func sendBody(t *testing.T, partitionID uint32, payload string) []byte {
 	return b
 }
 
-// TestPipelinedRepliesInRequestOrder: one logged-in connection pipelines 1000
-// requests (PING, GET_STREAMS, GET_TOPIC, SEND_MESSAGES to partitions of either
-// shard, POLL_MESSAGES, STORE_CONSUMER_OFFSET, CREATE_STREAM in turn), each carrying
-// its index in timestamp; every reply echoes the next index, and none is an error.
-func TestPipelinedRepliesInRequestOrder(t *testing.T) {
-	s := testServer(t, t.TempDir(), 2)
-	ownedBy := orderTopic(t, s, 8)
-	r := dialRaw(t, s)
-	client := wire.Uint128{Lo: 0x0dde, Hi: 1}
-	session := r.login(client)
-
+// mixedPipeline encodes count requests (PING, GET_STREAMS, GET_TOPIC,
+// SEND_MESSAGES to partitions of every shard, POLL_MESSAGES, STORE_CONSUMER_OFFSET,
+// CREATE_STREAM in turn) of one session, each carrying its index in timestamp.
+func mixedPipeline(t *testing.T, count int, client wire.Uint128, session uint64, ownedBy []uint32, names string) []byte {
 	stream := wire.StringIdentifier([]byte("order"))
 	topic := wire.StringIdentifier([]byte("t"))
 	getTopic, _ := stream.Append(nil)
 	getTopic, _ = topic.Append(getTopic)
 	consumer := wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericIdentifier(7)}
-	const requestCount = 1000
 	var pipelined []byte
 	request := uint64(1) // replicated requests are numbered from 1
-	for i := range requestCount {
+	for i := range count {
 		q := rawRequest{client: client, session: session, timestamp: uint64(i), request: request}
 		part := ownedBy[(i/7)%len(ownedBy)]
 		switch i % 7 {
@@ -104,17 +96,18 @@ func TestPipelinedRepliesInRequestOrder(t *testing.T) {
 		case 6:
 			request++
 			q.request = request
-			q.op, q.body = wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("s-", i))
+			q.op, q.body = wire.OperationCreateStream, createStreamBody(t, fmt.Sprint(names, i))
 		}
 		pipelined = append(pipelined, q.frame()...)
 	}
-	written := make(chan error, 1)
-	go func() {
-		r.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := r.conn.Write(pipelined)
-		written <- err
-	}()
-	for i := range requestCount {
+	return pipelined
+}
+
+// readInOrder reads count replies and checks that each echoes the next index and
+// none is an error.
+func readInOrder(t *testing.T, r *rawConn, count int) {
+	t.Helper()
+	for i := range count {
 		h, _ := r.reply()
 		if h.Timestamp != uint64(i) {
 			t.Fatalf("reply %d echoes the timestamp of request %d", i, h.Timestamp)
@@ -123,8 +116,43 @@ func TestPipelinedRepliesInRequestOrder(t *testing.T) {
 			t.Fatalf("reply %d (request kind %d): status %d", i, i%7, h.Status)
 		}
 	}
+}
+
+// TestPipelinedRepliesInRequestOrder: one logged-in connection pipelines 1000
+// mixed requests (mixedPipeline) while it reads; every reply echoes the next index.
+func TestPipelinedRepliesInRequestOrder(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ownedBy := orderTopic(t, s, 8)
+	r := dialRaw(t, s)
+	client := wire.Uint128{Lo: 0x0dde, Hi: 1}
+	pipelined := mixedPipeline(t, 1000, client, r.login(client), ownedBy, "s-")
+	written := make(chan error, 1)
+	go func() {
+		r.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err := r.conn.Write(pipelined)
+		written <- err
+	}()
+	readInOrder(t, r, 1000)
 	if err := <-written; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPipelineWrittenBeforeReading: a client writes 300 mixed requests (about
+// 100 KB) before it reads any reply, as some pipelining clients do; the connection
+// is throttled, never closed, and every reply comes back in order.
+func TestPipelineWrittenBeforeReading(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ownedBy := orderTopic(t, s, 8)
+	for round := range 3 {
+		r := dialRaw(t, s)
+		client := wire.Uint128{Lo: 0x0dde, Hi: uint64(round + 1)}
+		pipelined := mixedPipeline(t, 300, client, r.login(client), ownedBy, fmt.Sprintf("r%d-", round))
+		r.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := r.conn.Write(pipelined); err != nil {
+			t.Fatal(err)
+		}
+		readInOrder(t, r, 300)
 	}
 }
 
