@@ -29,14 +29,18 @@ import (
 // slower as the window grew: each batch landed in a cold megabyte). Concurrent
 // Sends take one buffer each, so there are at most InFlightMax of them.
 //
-// Replies are matched by the request number they echo, never by position: the server
-// answers each request when its partition's shard is done with it, so sends to
-// partitions on different shards, or a send refused before it reaches its partition,
-// can be answered out of order. Each batch therefore carries a request number of its
-// own (the connection's counter, advanced per batch). The protocol allows it:
-// partition operations are not tracked by the server's client table, and the counter
-// is a watermark, not a sequence (binary-protocol-framing.md, request numbering). The
-// official SDKs, with one request in flight, send the counter unadvanced instead.
+// Replies are matched by the request number they echo. The server answers a
+// connection's requests in the order they arrived, whichever shard served each
+// (iggy-shard's shard/replyorder.go; Kafka promises the same), so matching by
+// position would do as well; the producer keeps a request number of its own per
+// batch anyway (the connection's counter, advanced per batch): it costs nothing,
+// it works against servers that answer out of order, and a reply echoing a number
+// that is not in flight fails the producer instead of acknowledging the wrong
+// batch. The protocol allows it: partition
+// operations are not tracked by the server's client table, and the counter is a
+// watermark, not a sequence (iggy.apache.org/docs/binary-protocol/framing, request
+// numbering). The official SDKs, with one request in flight, send the counter
+// unadvanced instead.
 //
 // Delivery is at least once. A batch answered with an error code fails with that code;
 // then, and after an eviction, a broken connection, a missed reply deadline or Close,
