@@ -37,6 +37,9 @@ import (
 type Config struct {
 	// TCPAddress is where clients connect, host:port; port 0 picks a free port.
 	TCPAddress string
+	// clock (tests) replaces the wall clock and the shards' clock, so that expiries,
+	// heartbeats and timeouts are tested by moving it.
+	clock func() time.Time
 	// quietCommits (tests): shard 0 does not tell the shards of its commits, so
 	// their views catch up only when they serve (view.go).
 	quietCommits bool

@@ -172,7 +172,7 @@ func (h *handler) maybeApplyRetention() {
 		return
 	}
 	h.retentionDueNs = now + retentionIntervalNs
-	removed, err := h.store.ApplyRetention(nowMicros())
+	removed, err := h.store.ApplyRetention(h.srv.nowMicros())
 	if err != nil {
 		h.log.Error("retention pass failed", "err", err)
 	}
@@ -648,7 +648,17 @@ func evict(c *shard.Conn, client wire.Uint128, reason wire.EvictionReason) {
 	c.Evict(client, reason)
 }
 
-func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
+// now is the server's wall clock: time.Now, or the clock a test moves
+// (Config.clock). Every reading of time in the server goes through it or through
+// the shard's clock (Shard.NowNs), which follows the same clock in tests.
+func (s *Server) now() time.Time {
+	if s.cfg.clock != nil {
+		return s.cfg.clock()
+	}
+	return time.Now()
+}
+
+func (s *Server) nowMicros() uint64 { return uint64(s.now().UnixMicro()) }
 
 // errorCode turns an error from a package below into the code to answer with.
 func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +142,22 @@ func (g *gate) hold() {
 func (g *gate) awaitReached(t *testing.T, what string) {
 	t.Helper()
 	awaitClosed(t, what, g.reached)
+}
+
+// testClock is a clock a test moves (Config.clock): the server's wall clock and
+// its shards' clock both follow it.
+type testClock struct{ unixNs atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.unixNs.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *testClock) now() time.Time { return time.Unix(0, c.unixNs.Load()) }
+
+// advance moves the clock and wakes the shards, so that each serves what is due.
+func (c *testClock) advance(s *Server, d time.Duration) {
+	c.unixNs.Add(int64(d))
+	s.rt.WakeAll()
 }

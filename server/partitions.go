@@ -17,7 +17,7 @@ func (h *handler) serveOwner(j *job) {
 	switch j.kind {
 	case jobSend:
 		token := h.track(j)
-		if err := h.store.Send(j.key, &j.send, nowMicros(), h, token); err != nil {
+		if err := h.store.Send(j.key, &j.send, h.srv.nowMicros(), h, token); err != nil {
 			h.untrack(token)
 			j.status = errorCode(err, wire.ErrCannotAppendMessage)
 			h.reply(j)

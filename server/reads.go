@@ -136,7 +136,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 	s := wire.Stats{
 		ProcessID:           uint32(os.Getpid()),
 		MemoryUsageBytes:    mem.Sys,
-		RunTimeMicros:       uint64(time.Since(r.h.srv.startedAt).Microseconds()),
+		RunTimeMicros:       uint64(r.h.srv.now().Sub(r.h.srv.startedAt).Microseconds()),
 		StartTimeMicros:     uint64(r.h.srv.startedAt.UnixMicro()),
 		MessagesSizeBytes:   sizeBytes,
 		StreamsCount:        counts.Streams,

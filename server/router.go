@@ -100,7 +100,7 @@ func (r *metaRouter) serialize(write func()) {
 // committed reply frame or the error that stopped it. Until then no other metadata
 // write starts.
 func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte, err error)) {
-	prepared, err := r.plane.prepare(p, body, nowMicros())
+	prepared, err := r.plane.prepare(p, body, r.h.srv.nowMicros())
 	if err != nil {
 		then(nil, err)
 		return
@@ -305,7 +305,7 @@ func (r *metaRouter) login(j *job) {
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
-	r.serialize(func() { r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()}) })
+	r.serialize(func() { r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()}) })
 }
 
 // checkPassword hands a login's password to the workers; the job waits for it. A
@@ -346,7 +346,7 @@ func (r *metaRouter) resumeLogin(c *passwordCheck) {
 		return
 	}
 	r.decideLogin(j, verifiedCredentials{
-		Credentials: metadata.Credentials{State: r.plane.state, NowMicros: nowMicros()},
+		Credentials: metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()},
 		match:       c.match,
 	})
 }

@@ -100,7 +100,8 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.SystemPath, 0o755); err != nil {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
-	s := &Server{cfg: cfg, log: log, startedAt: time.Now()}
+	s := &Server{cfg: cfg, log: log}
+	s.startedAt = s.now()
 	s.heartbeatInterval = cfg.HeartbeatInterval
 	if s.heartbeatInterval == 0 {
 		s.heartbeatInterval = heartbeatIntervalDefault
@@ -123,7 +124,12 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
 	})
 
+	var shardClock func() int64
+	if cfg.clock != nil {
+		shardClock = func() int64 { return int64(cfg.clock().Sub(s.startedAt)) }
+	}
 	rt, err := shard.Start(shard.Config{
+		Clock:         shardClock,
 		TCPAddress:    cfg.TCPAddress,
 		ShardCount:    s.shardCount,
 		PinCPUs:       cfg.PinCPUs,

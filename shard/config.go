@@ -55,6 +55,11 @@ type Config struct {
 	// it sleeps in io_uring_enter: CPU traded for the microseconds a sleeping thread
 	// takes to wake. Default 50 µs; negative disables it (every wait sleeps).
 	BusyPoll time.Duration
+	// Clock, when set, is every shard's clock (Shard.NowNs) in nanoseconds, in place of
+	// the monotonic time since the runtime started: a test moves it to fire timers and
+	// deadlines without waiting for them (then Runtime.WakeAll, so that sleeping shards
+	// look at it). It must never go back.
+	Clock func() int64
 	// RingEntries is each ring's submission queue size. Default 1024.
 	RingEntries uint32
 	// InboxCapacity is the capacity of each inter-shard queue (a power of two).

@@ -140,6 +140,14 @@ func (rt *Runtime) Addr() *net.TCPAddr { return rt.addr }
 // ShardCount returns the number of shards.
 func (rt *Runtime) ShardCount() int { return len(rt.shards) }
 
+// WakeAll wakes every shard, from any goroutine, so that each reads its clock and
+// serves what is due (after a test moved Config.Clock).
+func (rt *Runtime) WakeAll() {
+	for _, s := range rt.shards {
+		s.Wake()
+	}
+}
+
 // ConnectionCount returns the number of open connections over all shards. Safe from any
 // goroutine; a snapshot.
 func (rt *Runtime) ConnectionCount() int {

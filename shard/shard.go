@@ -208,7 +208,12 @@ func (s *Shard) fail(err error) {
 	}
 }
 
-func (s *Shard) clock() int64 { return int64(time.Since(s.epoch)) }
+func (s *Shard) clock() int64 {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock()
+	}
+	return int64(time.Since(s.epoch))
+}
 
 // run is the shard's goroutine: set up on the locked thread, report, then loop.
 func (s *Shard) run(ready chan<- error, start <-chan struct{}) {
@@ -486,9 +491,11 @@ func (s *Shard) busyPoll() bool {
 	if s.cfg.BusyPoll <= 0 {
 		return false
 	}
-	deadlineNs := s.clock() + int64(s.cfg.BusyPoll)
-	if next, ok := s.timers.Next(); ok && next < deadlineNs {
-		deadlineNs = next
+	// The budget is real time even under a test's Config.Clock, which may stand still.
+	startNs := int64(time.Since(s.epoch))
+	deadlineNs := startNs + int64(s.cfg.BusyPoll)
+	if next, ok := s.timers.Next(); ok {
+		deadlineNs = min(deadlineNs, startNs+next-s.clock())
 	}
 	for {
 		if _, err := s.ring.Submit(); err != nil {
@@ -497,7 +504,7 @@ func (s *Shard) busyPoll() bool {
 		if s.ring.CQReady() > 0 {
 			return true
 		}
-		if s.clock() >= deadlineNs {
+		if int64(time.Since(s.epoch)) >= deadlineNs {
 			return false
 		}
 		// Give the CPU to whatever else is runnable on it: the thread that will
