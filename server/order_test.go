@@ -178,3 +178,71 @@ func TestFirstPingThenPipelinedPings(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeBatchProducersAreNotDropped: many connections pipeline 10 MB batches at
+// once. Their shard throttles them (a connection may retain 4 MiB of requests), and
+// what the kernel delivered before each throttle took effect waits in the
+// connection's backlog: no connection is reset, every batch is acknowledged.
+func TestLargeBatchProducersAreNotDropped(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ownedBy := orderTopic(t, s, 8)
+	const producers, batches, messagesPerBatch, messageBytes = 12, 3, 10, 1 << 20
+	payload := make([]byte, messageBytes)
+	errs := make(chan error, producers)
+	for p := range producers {
+		r := dialRaw(t, s)
+		client := wire.Uint128{Lo: 0xb16, Hi: uint64(p + 1)}
+		session := r.login(client)
+		go func() {
+			errs <- func() error {
+				var pipelined []byte
+				for b := range batches {
+					var bb wire.BatchBuilder
+					for range messagesPerBatch {
+						if err := bb.Append(wire.Uint128{Lo: 1}, uint64(time.Now().UnixMicro()), payload, nil); err != nil {
+							return err
+						}
+					}
+					batch, err := bb.Finish()
+					if err != nil {
+						return err
+					}
+					req := wire.SendMessages{StreamID: wire.StringIdentifier([]byte("order")), TopicID: wire.StringIdentifier([]byte("t")),
+						Partitioning: wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: ownedBy[p%len(ownedBy)]},
+						MessagesCount: messagesPerBatch, Batch: batch}
+					body, err := req.Append(nil)
+					if err != nil {
+						return err
+					}
+					q := rawRequest{client: client, session: session, request: 1, timestamp: uint64(b), op: wire.OperationSendMessages, body: body}
+					pipelined = append(pipelined, q.frame()...)
+				}
+				written := make(chan error, 1)
+				go func() {
+					r.conn.SetWriteDeadline(time.Now().Add(60 * time.Second))
+					_, err := r.conn.Write(pipelined)
+					written <- err
+				}()
+				for b := range batches {
+					frame := r.frameOrNil()
+					if frame == nil {
+						return fmt.Errorf("producer %d: connection lost before reply %d", p, b)
+					}
+					h, err := wire.DecodeReplyHeader(frame, 64<<20)
+					if err != nil {
+						return fmt.Errorf("producer %d reply %d: %v", p, b, err)
+					}
+					if h.Status != 0 || h.Timestamp != uint64(b) {
+						return fmt.Errorf("producer %d reply %d: status %d, timestamp %d", p, b, h.Status, h.Timestamp)
+					}
+				}
+				return <-written
+			}()
+		}()
+	}
+	for range producers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -80,6 +80,21 @@ func (r *rawConn) frame() (header []byte, body []byte) {
 	return header, body
 }
 
+// frameOrNil reads one whole frame (header and body), from any goroutine: nil
+// when the connection fails, instead of failing the test.
+func (r *rawConn) frameOrNil() []byte {
+	frame := make([]byte, wire.HeaderSize)
+	r.conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if _, err := io.ReadFull(r.conn, frame); err != nil {
+		return nil
+	}
+	frame = append(frame, make([]byte, binary.LittleEndian.Uint32(frame[48:])-wire.HeaderSize)...)
+	if _, err := io.ReadFull(r.conn, frame[wire.HeaderSize:]); err != nil {
+		return nil
+	}
+	return frame
+}
+
 func (r *rawConn) reply() (*wire.ReplyHeader, []byte) {
 	r.t.Helper()
 	header, body := r.frame()

@@ -27,11 +27,6 @@ const sendBufferBytesMax = 64 << 10
 // any live reader exceeds.
 const sendProgressBytesMin = 64 << 10
 
-// backlogBytesMax bounds what a throttled connection may have received before the
-// cancel of its recv took effect: the kernel delivers at most a few dozen receive
-// buffers per wake-up, far below this.
-const backlogBytesMax = 1 << 20
-
 var (
 	// ErrConnClosed: the connection is closing or closed; nothing more can be sent.
 	ErrConnClosed = errors.New("shard: connection closed")
@@ -321,12 +316,20 @@ func (c *Conn) resumeInput() {
 // it was throttled or began to wait for a frame buffer, before the cancel of its recv
 // took effect. They are copied out of the receive ring (whose buffers must keep
 // circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
-// grows to at most backlogBytesMax; more than that closes the connection.
+// grows to at most Shard.backlogBytesMax.
+//
+// That bound is what the kernel can deliver, so no client is dropped for it: the
+// shard's ring runs with DEFER_TASKRUN, so arrivals land only when the shard enters
+// the kernel, and the enter that carries the recv's cancel lands at most as many as
+// the receive ring has free buffers (its whole size). Until the backlog is drained the
+// recv is not armed again, so nothing more lands. Passing the bound is a broken
+// invariant of the runtime, not the client's doing; the connection is closed, loudly.
 func (c *Conn) stash(data []byte) {
 	s := c.shard
 	need := c.backlogBytes + len(data)
-	if need > backlogBytesMax {
-		s.log.Warn("connection closed: receive backlog full", "conn", c.id, "max_bytes", backlogBytesMax)
+	if need > s.backlogBytesMax {
+		s.log.Error("connection closed: receive backlog past what the receive ring can deliver", "conn", c.id,
+			"backlog_bytes", need, "max_bytes", s.backlogBytesMax)
 		c.abort("receive backlog full")
 		return
 	}

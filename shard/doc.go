@@ -60,7 +60,8 @@
 // pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
 // SendQueueBytesMax (or of the 64 pieces) is queued or parked, or the connection owes
 // 256 replies, its requests are not served and its recv is cancelled (back-pressure):
-// bytes that arrive before the cancel lands wait in a backlog of at most 1 MiB, and
+// bytes that arrive before the cancel lands wait in a backlog (at most what the
+// receive ring holds: all the kernel can deliver before the cancel), and
 // serving resumes as the replies drain. A reply the queue has no room for waits,
 // parked, for the room; one larger than SendQueueBytesMax is sent alone. Replies
 // unread for SendTimeout close the connection.

@@ -74,6 +74,9 @@ type Shard struct {
 
 	recvRing  *ring.BufferRing // provided buffers every connection's multishot recv draws from
 	recvClass int              // the arena class lent to recvRing
+	// backlogBytesMax bounds a throttled connection's receive backlog: the bytes
+	// the receive ring holds (Conn.stash).
+	backlogBytesMax int
 
 	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
 	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
@@ -270,6 +273,7 @@ func (s *Shard) setUp() error {
 	if err != nil {
 		return fmt.Errorf("shard %d: lend the receive class: %w", s.index, err)
 	}
+	s.backlogBytesMax = s.cfg.Arena.Classes[s.recvClass].BufferCount * recvBufferBytes
 	s.recvRing, err = ring.NewBufferRing(r, ring.BufferRingOptions{
 		GroupID:    recvBufferGroup,
 		Entries:    uint32(s.cfg.Arena.Classes[s.recvClass].BufferCount),
