@@ -57,12 +57,12 @@ func (r *LoginRegister) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// Decode parses a complete LOGIN_REGISTER body; every byte must be consumed.
+// Decode parses a LOGIN_REGISTER body; bytes after the context are ignored.
 func (r *LoginRegister) Decode(body []byte) error {
 	d := newDecoder(body)
 	v := d.clientVersionInfo()
 	out := d.loginRegisterAfterPrefix(v)
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	*r = out
@@ -97,12 +97,12 @@ func (r *LoginRegisterWithPAT) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// Decode parses a complete LOGIN_REGISTER_WITH_PAT body; every byte must be consumed.
+// Decode parses a LOGIN_REGISTER_WITH_PAT body; bytes after the context are ignored.
 func (r *LoginRegisterWithPAT) Decode(body []byte) error {
 	d := newDecoder(body)
 	v := d.clientVersionInfo()
 	out := d.patAfterPrefix(v)
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	*r = out

@@ -130,12 +130,12 @@ func (r *UpdateTopic) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// decodeTopicBody reads a body that is exactly a stream and a topic Identifier.
+// decodeTopicBody reads a body that starts with a stream and a topic Identifier.
 func decodeTopicBody(body []byte, stream, topic *Identifier) error {
 	d := newDecoder(body)
 	*stream = d.identifier()
 	*topic = d.identifier()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 func appendTopicBody(b []byte, stream, topic Identifier) ([]byte, error) {
