@@ -559,6 +559,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Add(uint16(CodePing), []byte{})
 	f.Add(uint16(CodeUpdateUser), []byte{1, 4, 0, 0, 0, 0, 7, 9})
+	// The Node.js SDK's DeleteTopic: a u32 partitions count after the topic.
+	f.Add(uint16(CodeDeleteTopic), append(readGolden(f, "requests/delete_topic.hex"), 1, 0, 0, 0))
 	f.Fuzz(func(t *testing.T, code16 uint16, body []byte) {
 		code := CommandCode(code16)
 		handled, err := CheckRequestBody(code, body)
