@@ -125,8 +125,10 @@ func TestClusterMetadataAfterLogin(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
 	name, nodes := clusterMetadata(t, c.ok("GetClusterMetadata", opNonReplicated, codeGetClusterMetadata, nil))
-	if name == "" {
-		t.Errorf("empty cluster name")
+	// The names the reference gives a node that is not clustered (apache/iggy
+	// core/server/src/cluster_meta.rs), which the Node.js SDK's suite expects.
+	if name != "single-node" {
+		t.Errorf("cluster name %q, want single-node", name)
 	}
 	if len(nodes) != 1 {
 		t.Fatalf("%d nodes, want exactly 1 (more makes the SDK look for a leader)", len(nodes))
@@ -142,8 +144,12 @@ func TestClusterMetadataAfterLogin(t *testing.T) {
 	if n.ip != host || strconv.Itoa(int(n.tcpPort)) != port {
 		t.Errorf("node at %s:%d, want %s", n.ip, n.tcpPort, addr)
 	}
-	if n.name == "" {
-		t.Errorf("empty node name")
+	if n.name != "iggy-node" {
+		t.Errorf("node name %q, want iggy-node", n.name)
+	}
+	// Transports the server does not serve report port 0.
+	if n.quicPort != 0 || n.httpPort != 0 || n.wsPort != 0 {
+		t.Errorf("ports quic %d http %d websocket %d, want 0 for transports not served", n.quicPort, n.httpPort, n.wsPort)
 	}
 }
 
