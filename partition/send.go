@@ -41,12 +41,13 @@ type SendCompletion interface {
 // req.Batch is the caller's buffer, stamped in place: it must stay untouched until
 // SendDone has run for the batch.
 //
-// An error return is a wire.ErrorCode for the status of the reply, and the batch
-// was not admitted: 20 ResourceNotFound when the store does not own k (errors.md
-// §2: any resolution failure of a partition write), ValidateBatch's codes (3, 4009,
-// 4027, 4039, ...), 58 TransientNotAccepted while the partition's in-flight window
-// is full or it repairs a storage failure (SDKs retry), 4010 CannotAppendMessage
-// when its log is broken.
+// An error return is a wire.ErrorCode for the status of the reply, and the batch was
+// not admitted: 20 ResourceNotFound when the store does not own k (the reference's
+// answer to any resolution failure of a partition write, dispatch_partition_request in
+// apache/iggy core/server/src/dispatch.rs), ValidateBatch's codes (3, 4009, 4027, 4039,
+// ...), 58 TransientNotAccepted while the partition's in-flight window is full or it
+// repairs a storage failure (SDKs retry), 4010 CannotAppendMessage when its log is
+// broken.
 func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendCompletion, token uint64) error {
 	p, ok := s.partitions[k]
 	if !ok {
