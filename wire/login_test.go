@@ -96,7 +96,7 @@ func TestLoginDecodePrefixes(t *testing.T) {
 	}
 }
 
-// The register decision inputs of errors.md §3.
+// The register decision inputs of the reference (apache/iggy core/server/src/auth.rs).
 func TestDecodeRegisterBodyShapes(t *testing.T) {
 	info := goSDKVersionInfo()
 	emptyPassword, err := (&LoginRegister{Version: info, Username: []byte("root"), Password: nil}).Append(nil)
@@ -330,8 +330,8 @@ func TestDecideRegister(t *testing.T) {
 		{name: "wrong password", body: password("root", "nope"), wantReason: EvictionInvalidCredentials, checks: 1},
 		{name: "username too short", body: password("ro", "secret"), wantReason: EvictionInvalidCredentials},
 		{name: "password too long", body: password("root", strings.Repeat("p", 101)), wantReason: EvictionInvalidCredentials},
-		// errors.md §3: an empty password also reads as a token body ("root"), whose
-		// check fails with reason 10.
+		// As in the reference: an empty password also reads as a token body ("root"),
+		// whose check fails with reason 10.
 		{name: "empty password", body: password("root", ""), wantReason: EvictionInvalidToken},
 		{name: "token ok", body: token("tok-123"), wantUser: 7},
 		{name: "token unknown", body: token("forged"), wantReason: EvictionInvalidToken},

@@ -165,8 +165,8 @@ func (r *DescribeOptions) Append(b []byte) ([]byte, error) {
 	return appendU8(b, uint8(r.Scope)), nil
 }
 
-// GetClient (21). A body that does not decode is answered like an unknown client id:
-// an empty status-0 reply, not status 3 (responses.md §5).
+// GetClient (21). A body that does not decode is answered like an unknown client id: an
+// empty status-0 reply, not status 3 (apache/iggy core/server/src/dispatch.rs).
 type GetClient struct {
 	ClientID uint32
 }

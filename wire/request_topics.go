@@ -10,8 +10,9 @@ package wire
 //	UpdateTopic (304)                    [stream_id Identifier][topic_id Identifier]
 //	                                     [name Name][options block to end]
 //
-// Every topic setting rides the options block (topic-options.md); the block is
-// validated structurally here and its keys and values by the catalog.
+// Every topic setting rides the options block
+// (iggy.apache.org/docs/server/topic-options); the block is validated structurally here
+// and its keys and values by the catalog.
 
 // GetTopics (301).
 type GetTopics struct {
