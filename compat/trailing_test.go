@@ -18,9 +18,9 @@ import (
 // A case tells a decoded body from an undecodable one by the answer: most commands
 // answer an undecodable body with code 3; the partition writes with 20 (SendMessages
 // with 3 or 20); PollMessages with an empty poll of partition 0; GetConsumerOffset,
-// GetClient and SyncConsumerGroup with an empty body (errors.md-style rules of the
-// reference, iggy.apache.org/docs/binary-protocol/commands). The valid bodies aim at
-// objects that exist, so that their answers differ from those.
+// GetClient and SyncConsumerGroup with an empty body (the reference's handlers in
+// apache/iggy core/server/src/dispatch.rs). The valid bodies aim at objects that exist,
+// so that their answers differ from those.
 
 // trailingBytes is what the test appends.
 var trailingBytes = []byte{0, 0, 0, 0}

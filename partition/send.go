@@ -32,11 +32,12 @@ type SendCompletion interface {
 // A nil return means the batch is admitted and done.SendDone will run. The
 // acknowledgement follows the topic's policy: with enforce_fsync once fdatasync has
 // made the batch durable, and then nothing acknowledged is ever lost; without it once
-// the write has completed (the batch is in the page cache: a process crash keeps it;
-// a power loss before the next save, or a failed fdatasync or seal, after which the
-// log cuts everything not known durable and gives those offsets again, may not). The
-// reference server acknowledges a batch once committed in memory (architecture-
-// notes.md §1.13), so either policy acknowledges no earlier than it does.
+// the write has completed (the batch is in the page cache: a process crash keeps it; a
+// power loss before the next save, or a failed fdatasync or seal, after which the log
+// cuts everything not known durable and gives those offsets again, may not). The
+// reference server acknowledges a batch once committed in memory (its partition journal
+// is in memory: "Write pipeline" in iggy.apache.org/docs/server/storage-engine), so
+// either policy acknowledges no earlier than it does.
 //
 // req.Batch is the caller's buffer, stamped in place: it must stay untouched until
 // SendDone has run for the batch.

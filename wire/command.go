@@ -623,8 +623,9 @@ func (a AckLevel) String() string {
 // Known reports whether a is 0 or 1; any other byte fails the payload decode.
 func (a AckLevel) Known() bool { return a <= AckQuorum }
 
-// Consensus group ids (architecture-notes §1.14). Every consensus header carries a
-// u64 group: the metadata sentinel, or a packed partition key
+// Consensus group ids (IggyNamespace in apache/iggy
+// core/server_common/src/sharding/mod.rs). Every consensus header carries a u64 group:
+// the metadata sentinel, or a packed partition key
 //
 //	bit 63     52 51         32 31     20 19          0
 //	+---+-------+-------------+---------+-------------+
