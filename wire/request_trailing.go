@@ -52,6 +52,8 @@ const (
 	refLoginRegister      = "core/binary_protocol/src/requests/users/login_register.rs (both shapes probed)"
 	refOptionsBlock       = "core/binary_protocol/src/codec.rs with the options block, which runs to the end of the body (iggy.apache.org/docs/binary-protocol/encodings)"
 	refSendBatch          = "core/server/src/responses.rs (the metadata is decode_from'd; the batch is the rest of the body)"
+	refConsumerGroups     = "core/server/src/consumer_group.rs (maybe_rewrite_consumer_group_request: decode_from)"
+	refTokens             = "core/server/src/pat.rs (maybe_rewrite_pat_request: decode_from)"
 )
 
 var requestBodyRules = [...]RequestBodyRule{
@@ -73,8 +75,8 @@ var requestBodyRules = [...]RequestBodyRule{
 	{CodeLogoutUser, TrailingIgnored, refBodyIgnored},
 	{CodeLoginRegister, TrailingIgnored, refLoginRegister},
 	{CodeGetPersonalAccessTokens, TrailingIgnored, refNonReplicatedReads},
-	{CodeCreatePersonalAccessToken, TrailingIgnored, refMetadataApply},
-	{CodeDeletePersonalAccessToken, TrailingIgnored, refMetadataApply},
+	{CodeCreatePersonalAccessToken, TrailingIgnored, refTokens},
+	{CodeDeletePersonalAccessToken, TrailingIgnored, refTokens},
 	{CodeLoginRegisterWithPAT, TrailingIgnored, refLoginRegister},
 	{CodePollMessages, TrailingIgnored, refDispatch},
 	{CodeSendMessages, TrailingRefused, refSendBatch},
@@ -101,8 +103,8 @@ var requestBodyRules = [...]RequestBodyRule{
 	{CodeGetConsumerGroups, TrailingIgnored, refNonReplicatedReads},
 	{CodeCreateConsumerGroup, TrailingIgnored, refMetadataApply},
 	{CodeDeleteConsumerGroup, TrailingIgnored, refMetadataApply},
-	{CodeJoinConsumerGroup, TrailingIgnored, refMetadataApply},
-	{CodeLeaveConsumerGroup, TrailingIgnored, refMetadataApply},
+	{CodeJoinConsumerGroup, TrailingIgnored, refConsumerGroups},
+	{CodeLeaveConsumerGroup, TrailingIgnored, refConsumerGroups},
 	{CodeSyncConsumerGroup, TrailingIgnored, refDispatch},
 }
 
