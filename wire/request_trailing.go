@@ -46,7 +46,7 @@ type RequestBodyRule struct {
 const (
 	refNonReplicatedReads = "core/server/src/responses.rs (build_non_replicated_response: decode_from)"
 	refDispatch           = "core/server/src/dispatch.rs (decode_from)"
-	refBodyIgnored        = "core/server/src/dispatch.rs (the handler never reads the body)"
+	refBodyIgnored        = "core/server/src/dispatch.rs, responses.rs (the handler never reads the body)"
 	refPartitionRequests  = "core/server/src/responses.rs (resolve_partition_request_namespace: decode_from)"
 	refMetadataApply      = "core/metadata/src/stm (the applied operation is decoded with decode_from)"
 	refLoginRegister      = "core/binary_protocol/src/requests/users/login_register.rs (both shapes probed)"
@@ -80,7 +80,7 @@ var requestBodyRules = [...]RequestBodyRule{
 	{CodeLoginRegisterWithPAT, TrailingIgnored, refLoginRegister},
 	{CodePollMessages, TrailingIgnored, refDispatch},
 	{CodeSendMessages, TrailingRefused, refSendBatch},
-	{CodeFlushUnsavedBuffer, TrailingIgnored, refNonReplicatedReads},
+	{CodeFlushUnsavedBuffer, TrailingIgnored, refBodyIgnored},
 	{CodeGetConsumerOffset, TrailingIgnored, refDispatch},
 	{CodeStoreConsumerOffset, TrailingIgnored, refPartitionRequests},
 	{CodeDeleteConsumerOffset, TrailingIgnored, refPartitionRequests},
