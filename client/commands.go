@@ -6,12 +6,12 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The commands of upstream/binary-protocol-commands.md, one method each. Results are
-// owned by the caller (their byte fields alias a copy of the reply made for them).
-// Replies whose empty body means "not found" return the code the Go SDK reports for
-// it: wire.ErrStreamIdNotFound, wire.ErrTopicIdNotFound, wire.ErrResourceNotFound
-// (users), wire.ErrConsumerGroupIdNotFound, wire.ErrConsumerGroupMemberNotFound
-// (sync), wire.ErrClientNotFound.
+// The commands of iggy.apache.org/docs/binary-protocol/commands, one method each.
+// Results are owned by the caller (their byte fields alias a copy of the reply made for
+// them). Replies whose empty body means "not found" return the code the Go SDK reports
+// for it: wire.ErrStreamIdNotFound, wire.ErrTopicIdNotFound, wire.ErrResourceNotFound
+// (users), wire.ErrConsumerGroupIdNotFound, wire.ErrConsumerGroupMemberNotFound (sync),
+// wire.ErrClientNotFound.
 
 // System.
 

@@ -14,9 +14,9 @@
 //	reply    [ReplyHeader 256: size, command 8, request echo, operation, status][body]
 //	eviction [EvictionHeader 256: command 13, protocol window, reason at byte 255]
 //
-// A Client keeps exactly one request in flight, as every official SDK does, and
-// matches the reply by position, then checks that it echoes the request number. It
-// mirrors what the official Go SDK puts on the wire (go-sdk-behaviour.md):
+// A Client keeps exactly one request in flight, as every official SDK does, and matches
+// the reply by position, then checks that it echoes the request number. It mirrors what
+// the official Go SDK puts on the wire (apache/iggy foreign/go/internal/vsr):
 //
 //   - a fresh random non-zero client id at Dial, at every later login and after Logout;
 //   - Register (login) with request 0 and session 0; reads (operation 2) with the
@@ -43,14 +43,14 @@
 // # Errors
 //
 // A non-zero reply status and a non-zero committed result both come back as the
-// wire.ErrorCode itself, so errors.Is(err, wire.ErrStreamNameAlreadyExists) works.
-// An eviction is an *EvictionError carrying the reason, the mapped code (errors.md
-// §3) and, for reason 14, the server's protocol window; it also matches its code with
-// errors.Is. A connection that broke (I/O error, timeout, cancelled context, a frame
-// that breaks the protocol, a reply that echoes the wrong request) is a
-// *ConnectionError; after one every call fails at once without touching the network:
-// Dial again. Replies 57 TransientNotCommitted and 58 TransientNotAccepted are
-// replayed on the same connection, byte for byte, every 50 ms until the request's
+// wire.ErrorCode itself, so errors.Is(err, wire.ErrStreamNameAlreadyExists) works. An
+// eviction is an *EvictionError carrying the reason, the mapped code (apache/iggy
+// core/common/src/error/eviction.rs) and, for reason 14, the server's protocol window;
+// it also matches its code with errors.Is. A connection that broke (I/O error, timeout,
+// cancelled context, a frame that breaks the protocol, a reply that echoes the wrong
+// request) is a *ConnectionError; after one every call fails at once without touching
+// the network: Dial again. Replies 57 TransientNotCommitted and 58 TransientNotAccepted
+// are replayed on the same connection, byte for byte, every 50 ms until the request's
 // deadline (58 for at most 2 s), as the Go SDK does.
 //
 // # Time

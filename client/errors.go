@@ -8,8 +8,8 @@ import (
 
 // EvictionError is a server's Eviction frame: the session is dead and the connection
 // has been closed. errors.Is matches it against Code, the error both official SDKs
-// surface for the reason (errors.md §3), so errors.Is(err, wire.ErrInvalidCredentials)
-// holds after a refused password.
+// surface for the reason (apache/iggy core/common/src/error/eviction.rs), so
+// errors.Is(err, wire.ErrInvalidCredentials) holds after a refused password.
 type EvictionError struct {
 	Reason wire.EvictionReason
 	// Code is what the SDKs surface: 42 for InvalidCredentials, 53 InvalidToken,

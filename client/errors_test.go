@@ -53,9 +53,10 @@ func TestErrorCodesFromStatusAndResult(t *testing.T) {
 	}
 }
 
-// Result framing follows the reply's operation byte (responses.md §2.3): CreateTopic
-// answered with op 64 and DeleteSegments with op 68 are framed, DeleteSegments
-// echoed as op 138 is not.
+// Result framing follows the reply's operation byte
+// (iggy.apache.org/docs/binary-protocol/framing, "Result section"): CreateTopic
+// answered with op 64 and DeleteSegments with op 68 are framed, DeleteSegments echoed
+// as op 138 is not.
 func TestResultFramingByReplyOperation(t *testing.T) {
 	deleteSegmentsOp := wire.OperationTruncatePartition
 	s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
@@ -124,8 +125,9 @@ func TestNotFoundReplies(t *testing.T) {
 	}
 }
 
-// Every eviction reason maps to the code of errors.md §3, closes the connection, and
-// later calls fail at once.
+// Every eviction reason maps to the code the SDKs surface (apache/iggy
+// core/common/src/error/eviction.rs), closes the connection, and later calls fail at
+// once.
 func TestEvictionMapping(t *testing.T) {
 	window := wire.AcceptedProtocolWindow
 	cases := []struct {

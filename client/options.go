@@ -9,7 +9,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Defaults, the Go SDK's values (go-sdk-behaviour.md §11).
+// Defaults, the Go SDK's values (apache/iggy foreign/go/client/tcp).
 const (
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultTransientRetryInterval is how long the client waits before replaying a

@@ -7,9 +7,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Producer sends to one topic and picks the partition on the client, as the Go SDK
-// does (go-sdk-behaviour.md §6), so the server always receives an explicit partition
-// id:
+// Producer sends to one topic and picks the partition on the client, as the Go SDK does
+// (apache/iggy foreign/go), so the server always receives an explicit partition id:
 //
 //   - wire.PartitioningPartitionID: that partition;
 //   - wire.PartitioningBalanced: round-robin, partition = cursor % count, cursor++;

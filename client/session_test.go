@@ -33,7 +33,8 @@ func readGolden(t *testing.T, path string) []byte {
 	return out
 }
 
-// The login sequence's bytes are those go-sdk-behaviour.md says the Go SDK sends.
+// The login sequence's bytes are those the Go SDK sends (apache/iggy
+// foreign/go/internal/vsr).
 func TestLoginSequenceGolden(t *testing.T) {
 	s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
 		switch req.Operation {
@@ -81,8 +82,9 @@ func TestLoginSequenceGolden(t *testing.T) {
 	}
 }
 
-// Request numbers, sessions, operations, codes and checksums per request kind
-// (go-sdk-behaviour.md §4), from before login through logout.
+// Request numbers, sessions, operations, codes and checksums per request kind (as the
+// Go SDK numbers them, apache/iggy foreign/go/internal/vsr), from before login through
+// logout.
 func TestRequestNumbering(t *testing.T) {
 	s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
 		switch req.Operation {

@@ -7,8 +7,8 @@ import (
 )
 
 // TopicOptions builds the options block of CreateTopic and UpdateTopic from the
-// settings the Go SDK types (topic-options.md); zero fields are left out, so the
-// server applies its defaults. Other catalog keys (enforce_fsync,
+// settings the Go SDK types (iggy.apache.org/docs/server/topic-options); zero fields
+// are left out, so the server applies its defaults. Other catalog keys (enforce_fsync,
 // messages_required_to_save, ...) can be appended to the block with wire.AppendOption.
 type TopicOptions struct {
 	// CompressionAlgorithm is "none" or "gzip"; "" leaves it out.

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Malformed requests get the answer the reference documents (responses.md §5,
-// "Errata to upstream/binary-protocol-commands.md"; errors.md §2), never silence.
+// Malformed requests get the answer the reference server gives them (apache/iggy
+// core/server/src/dispatch.rs), never silence.
 
 func TestMalformedSends(t *testing.T) {
 	addr := startServer(t)

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// The BDD tcp_test expectations of go-sdk-behaviour.md §13, at the byte level.
+// The expectations of the Go SDK's BDD tcp_test (apache/iggy bdd/go), at the byte
+// level.
 
 // Duplicate names: 1012 / 2013 / 5004 (on either channel: the SDK treats a status
 // and a committed result alike).
@@ -116,8 +117,9 @@ func TestMissingObjectsOnReads(t *testing.T) {
 		offsetTarget(consumer(consumerSingle, 1), ids(streamID), ids(topic.id), 9, true), 3007)
 }
 
-// Streams and topics read back through the list and detail replies, by numeric
-// and by string identifier (responses.md §4.1, §5 200/201/301).
+// Streams and topics read back through the list and detail replies, by numeric and by
+// string identifier (apache/iggy core/binary_protocol/src/responses/streams/ and
+// topics/).
 func TestStreamAndTopicReads(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -178,9 +180,10 @@ func TestStreamAndTopicReads(t *testing.T) {
 	}
 }
 
-// Every call while not logged in: reads get status 40 in a reply; a replicated
-// request on a connection with no bound session is evicted with reason 1
-// NoSession (responses.md §2.2), which the SDK surfaces as 40.
+// Every call while not logged in: reads get status 40 in a reply; a replicated request
+// on a connection with no bound session is evicted with reason 1 NoSession
+// (iggy.apache.org/docs/binary-protocol/framing, "EvictionHeader"), which the SDK
+// surfaces as 40 (apache/iggy core/common/src/error/eviction.rs).
 func TestCallsWithoutLogin(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)

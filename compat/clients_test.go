@@ -7,9 +7,10 @@ import (
 )
 
 // GetClients lists every connection of the node, logged in or not: the reference
-// server's SessionManager.iter_clients walks all connections, and a connection
-// that has not logged in reports user_id 0xFFFFFFFF (responses.md §4.9). Every
-// header carries the peer's ip:port as its address.
+// server's SessionManager.iter_clients walks all connections, and a connection that has
+// not logged in reports user_id 0xFFFFFFFF (connected_client_to_response in apache/iggy
+// core/server/src/responses.rs). Every header carries the peer's ip:port as its
+// address.
 func TestGetClientsListsEveryConnection(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)

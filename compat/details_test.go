@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// Field-level rules from responses.md's errata ("Flag bytes", "Create user
-// status", "Get snapshot") and the per-command sections.
+// Field-level rules of the reference server where the public command page is silent
+// (flag bytes, the CreateUser status echo, GetSnapshot): apache/iggy
+// core/server/src/dispatch.rs and core/metadata/src/stm/.
 
 // Only a flag byte of 1 means "present"; auto_commit is true for any non-zero
 // byte. A plain consumer whose partition flag is not 1 polls partition 0.

@@ -9,10 +9,12 @@ import (
 	"time"
 )
 
-// The rows of the Go SDK's e2e table (go-sdk-behaviour.md §13), at the byte level.
+// The rows of the Go SDK's e2e table (apache/iggy foreign/go/tests/e2e_test.go), at the
+// byte level.
 
-// createStream sends CreateStream (202, op 128, body [u8 len][name]) and decodes
-// the framed StreamDetails the SDK reads (responses.md §5 202).
+// createStream sends CreateStream (202, op 128, body [u8 len][name]) and decodes the
+// framed StreamDetails the SDK reads (apache/iggy
+// core/binary_protocol/src/responses/streams/get_stream.rs).
 func (c *rawConn) createStream(name string) uint32 {
 	c.t.Helper()
 	payload := c.ok("CreateStream "+name, opCreateStream, 202, appendName(nil, name))
@@ -37,7 +39,7 @@ func (c *rawConn) createTopic(streamID uint32, name string, partitions uint32) (
 	c.t.Helper()
 	r := c.do(opCreateTopic, 302, createTopicBody(streamID, name, partitions, nil))
 	if r.operation != 64 && r.operation != opCreateTopic {
-		c.t.Fatalf("CreateTopic reply operation %d, want 64 or 132 (responses.md §2.4)", r.operation)
+		c.t.Fatalf("CreateTopic reply operation %d, want 64 or 132", r.operation)
 	}
 	payload, code := c.outcome(r)
 	if code != 0 {
@@ -198,9 +200,10 @@ func TestBalancedAndKeyPartitioning(t *testing.T) {
 	}
 }
 
-// RefreshesPartitionCountAfterPartitionChanges (go-sdk-behaviour.md §6): with a
-// balanced cursor the first send goes to 0; after CreatePartitions(+2) the next
-// goes to 1; after DeletePartitions(2) the next goes to 0.
+// RefreshesPartitionCountAfterPartitionChanges (apache/iggy
+// foreign/go/tests/e2e_test.go): with a balanced cursor the first send goes to 0; after
+// CreatePartitions(+2) the next goes to 1; after DeletePartitions(2) the next goes to
+// 0.
 func TestPartitionCountRefresh(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)

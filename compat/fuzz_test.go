@@ -52,7 +52,8 @@ func FuzzRequestBody(f *testing.F) {
 		if c == nil {
 			c = dialUnmanaged(t, addr)
 			// Inputs may create up to 1000 partitions at a time, which is slow but
-			// legitimate: allow what the SDK allows a request (30 s, §11).
+			// legitimate: allow what the SDK allows a request (30 s, the Go SDK's
+			// request deadline).
 			c.replyTimeout = sdkRequestDeadline
 			c.login("iggy", "iggy")
 		}

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// ConsumerGroupFlow (go-sdk-behaviour.md §10, §13): create the group (details
-// with its id), join, Sync returns every partition to the sole member, group polls
-// with Next + auto-commit and an explicit partition visit each owned partition
-// once, leave, delete.
+// ConsumerGroupFlow (the Go SDK's group polling, apache/iggy foreign/go): create the
+// group (details with its id), join, Sync returns every partition to the sole member,
+// group polls with Next + auto-commit and an explicit partition visit each owned
+// partition once, leave, delete.
 func TestConsumerGroupFlow(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -82,7 +82,8 @@ func TestConsumerGroupFlow(t *testing.T) {
 	}
 
 	// A group poll must name a partition (the SDK always does): without the flag the
-	// reply is the 16-byte prefix with no messages, not an error (responses.md §5 100).
+	// reply is the 16-byte prefix with no messages, not an error (handle_poll_messages
+	// in apache/iggy core/server/src/dispatch.rs).
 	reply := c.ok("group poll without a partition", opNonReplicated, codePollMessages, pollBody(groupConsumer, ids(streamID), ids(topic.id), 0, false, strategyNext, 0, 10, true))
 	if len(reply) != 16 {
 		t.Fatalf("group poll without a partition: % x, want the 16-byte prefix alone", reply)

@@ -1,11 +1,12 @@
-// Package compat checks the server against what the official Iggy SDKs send and
-// expect, byte for byte, independently of wire/ and client/: every request frame
-// is built here by hand from reference/go-sdk-behaviour.md and every reply decoded
-// by hand from reference/responses.md and errors.md, so a layout mistake shared by
-// our codec and our client cannot pass unnoticed.
+// Package compat checks the server against what the official Iggy SDKs send and expect,
+// byte for byte, independently of wire/ and client/: every request frame is built here
+// by hand as the Go SDK builds it (apache/iggy foreign/go) and every reply decoded by
+// hand from the reference's layouts (apache/iggy core/binary_protocol/src/responses/,
+// core/common/src/error/iggy_error.rs), so a layout mistake shared by our codec and our
+// client cannot pass unnoticed.
 //
-// A request as the Go SDK writes it (go-sdk-behaviour.md §2); every other byte of
-// the 256-byte header is zero:
+// A request as the Go SDK writes it (apache/iggy foreign/go/internal/vsr); every other
+// byte of the 256-byte header is zero:
 //
 //	offset  48  size u32 (256 + body)     168  request u64
 //	        60  command u8 = 5            176  operation u8
@@ -13,9 +14,10 @@
 //	       144  request_checksum u128     196  command code u32 (operation 2 only)
 //	            (Rust SDK only)
 //
-// and a reply (responses.md §2): request echoed at 200, operation at 208, status at
-// 216; a non-zero status has an empty body; the operation byte decides whether
-// the body starts with a result section [count u32]([index u32][code u32]).
+// and a reply (iggy.apache.org/docs/binary-protocol/framing): request echoed at 200,
+// operation at 208, status at 216; a non-zero status has an empty body; the operation
+// byte decides whether the body starts with a result section [count u32]([index
+// u32][code u32]).
 //
 // Each test starts its own server on 127.0.0.1:0 with a temporary data directory.
 // Server behaviour that disagrees with the reference is kept out of the committed
@@ -38,7 +40,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
-// Values the Go SDK puts on the wire (go-sdk-behaviour.md §1, §2).
+// Values the Go SDK puts on the wire (apache/iggy foreign/go/internal/vsr).
 const (
 	headerSize          = 256
 	commandRequest      = 5
@@ -51,7 +53,8 @@ const (
 	readDeadline        = 10 * time.Second
 )
 
-// Operation bytes (upstream/binary-protocol-framing.md, "Operation discriminants").
+// Operation bytes (iggy.apache.org/docs/binary-protocol/framing, "Operation
+// discriminants").
 const (
 	opRegister             = 1
 	opNonReplicated        = 2
@@ -74,7 +77,8 @@ const (
 	opDeleteConsumerOffset = 162
 )
 
-// Command codes of the non-replicated requests (go-sdk-behaviour.md §5).
+// Command codes of the non-replicated requests
+// (iggy.apache.org/docs/binary-protocol/commands).
 const (
 	codePing               = 1
 	codeGetStats           = 10
@@ -170,8 +174,8 @@ func (c *rawConn) mintClientID() {
 }
 
 // requestHeader writes the 256 bytes the SDK's vsr.EncodeRequestHeader writes:
-// everything zero except size, command, client, request, operation, session and,
-// for op 2 only, the command code at 196 (go-sdk-behaviour.md §2).
+// everything zero except size, command, client, request, operation, session and, for op
+// 2 only, the command code at 196 (iggy.apache.org/docs/binary-protocol/framing).
 func requestHeader(dst []byte, bodyLen int, client [16]byte, request uint64, operation uint8, session uint64, code uint32) {
 	clear(dst[:headerSize])
 	binary.LittleEndian.PutUint32(dst[48:], uint32(headerSize+bodyLen))
@@ -192,8 +196,9 @@ type frame struct {
 	operation uint8
 }
 
-// stamp numbers a request as go-sdk-behaviour.md §4 says: Register carries request
-// and session 0; reads and partition ops carry the current counter without
+// stamp numbers a request as the Go SDK does
+// (iggy.apache.org/docs/binary-protocol/framing, "Request numbering"): Register carries
+// request and session 0; reads and partition ops carry the current counter without
 // advancing it; metadata writes and Logout use it and advance it.
 func (c *rawConn) stamp(operation uint8, code uint32, body []byte) frame {
 	var request, session uint64
@@ -240,9 +245,9 @@ func (c *rawConn) write(f frame) {
 	}
 }
 
-// read reads one frame and applies the Go SDK's checks (go-sdk-behaviour.md §7):
-// size within [256, 64 MiB], command 8 or 13, a reply's request echo equal to the
-// stamped one, and a reply operation byte the SDK knows.
+// read reads one frame and applies the Go SDK's checks (apache/iggy
+// foreign/go/internal/vsr): size within [256, 64 MiB], command 8 or 13, a reply's
+// request echo equal to the stamped one, and a reply operation byte the SDK knows.
 func (c *rawConn) read(f frame) reply {
 	c.t.Helper()
 	r, err := c.tryRead(f)
@@ -296,7 +301,8 @@ func (c *rawConn) tryRead(f frame) (reply, error) {
 	return r, nil
 }
 
-// knownReplyOperation is the Go SDK's accepted set (responses.md §2.3).
+// knownReplyOperation is the Go SDK's accepted set (apache/iggy
+// foreign/go/internal/vsr).
 func knownReplyOperation(op uint8) bool {
 	switch {
 	case op <= 3, op >= 64 && op <= 68, op >= 128 && op <= 149, op >= 160 && op <= 162:
@@ -319,9 +325,9 @@ func (c *rawConn) get(code uint32, body []byte) reply {
 	return c.do(opNonReplicated, code, body)
 }
 
-// outcome strips what the SDK strips (responses.md §2.3) and returns the typed
-// payload and the error code the SDK would surface (0 on success). An eviction
-// fails the test: no call site here expects one.
+// outcome strips what the SDK strips (iggy.apache.org/docs/binary-protocol/framing,
+// "Result section") and returns the typed payload and the error code the SDK would
+// surface (0 on success). An eviction fails the test: no call site here expects one.
 func (c *rawConn) outcome(r reply) (payload []byte, code uint32) {
 	c.t.Helper()
 	if r.command == commandEviction {
@@ -357,7 +363,8 @@ func (c *rawConn) outcome(r reply) (payload []byte, code uint32) {
 	return nil, 0
 }
 
-// resultFramed is the SDKs' split_metadata_result rule (responses.md §2.3).
+// resultFramed is the SDKs' split_metadata_result rule (apache/iggy
+// foreign/go/internal/vsr).
 func resultFramed(op uint8, body []byte) bool {
 	switch {
 	case op == opRegister:
@@ -391,7 +398,8 @@ func (c *rawConn) fails(what string, operation uint8, code uint32, body []byte, 
 	}
 }
 
-// loginBody is the LoginRegister body byte for byte (go-sdk-behaviour.md §1).
+// loginBody is the LoginRegister body byte for byte
+// (iggy.apache.org/docs/binary-protocol/connection-lifecycle).
 func loginBody(username, password string) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, protocolVersion0110)
 	b = appendName(b, sdkName)
@@ -401,7 +409,8 @@ func loginBody(username, password string) []byte {
 	return binary.LittleEndian.AppendUint32(b, 0) // empty client context
 }
 
-// loginReply is LoginRegisterReply (responses.md §4.11).
+// loginReply is LoginRegisterReply
+// (iggy.apache.org/docs/binary-protocol/connection-lifecycle).
 type loginReply struct {
 	userID          uint32
 	session         uint64
@@ -409,8 +418,8 @@ type loginReply struct {
 	serverVersion   string
 }
 
-// login registers as the SDK does (§8): a logout first when bound, then Register
-// with request 0 and session 0 under a fresh client id, then bind the session.
+// login registers as the SDK does: a logout first when bound, then Register with
+// request 0 and session 0 under a fresh client id, then bind the session.
 func (c *rawConn) login(username, password string) loginReply {
 	c.t.Helper()
 	if c.session != 0 {
@@ -438,7 +447,7 @@ func (c *rawConn) login(username, password string) loginReply {
 	return lr
 }
 
-// Request body pieces (upstream/binary-protocol-encodings.md).
+// Request body pieces (iggy.apache.org/docs/binary-protocol/encodings).
 
 func appendName(b []byte, s string) []byte { return append(append(b, byte(len(s))), s...) }
 

@@ -7,9 +7,11 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// Reply element layouts of responses.md §4, decoded by hand.
+// Reply element layouts of apache/iggy core/binary_protocol/src/responses/, decoded by
+// hand.
 
-// streamHeader is responses.md §4.1.
+// streamHeader is StreamResponse (apache/iggy
+// core/binary_protocol/src/responses/streams/mod.rs).
 type streamHeader struct {
 	id            uint32
 	createdAt     uint64
@@ -34,7 +36,8 @@ type optionValue struct {
 	value []byte
 }
 
-// topicHeader is responses.md §4.2.
+// topicHeader is the topic header of apache/iggy
+// core/binary_protocol/src/responses/topics/.
 type topicHeader struct {
 	id              uint32
 	createdAt       uint64
@@ -61,7 +64,8 @@ func (d *decoder) topicHeader() topicHeader {
 	return h
 }
 
-// optionsBlock reads a u32-prefixed TLV block (responses.md §1, topic-options.md §5).
+// optionsBlock reads a u32-prefixed TLV block
+// (iggy.apache.org/docs/binary-protocol/encodings, "Options block").
 func (d *decoder) optionsBlock() map[string]optionValue {
 	d.t.Helper()
 	block := decoder{t: d.t, what: d.what + " options block", b: d.take(int(d.u32()))}
@@ -81,7 +85,8 @@ func (d *decoder) optionsBlock() map[string]optionValue {
 	return m
 }
 
-// partitionInfo is responses.md §4.3.
+// partitionInfo is PartitionResponse (apache/iggy
+// core/binary_protocol/src/responses/topics/get_topic.rs).
 type partitionInfo struct {
 	id            uint32
 	createdAt     uint64
@@ -113,7 +118,8 @@ func topicDetails(t testing.TB, what string, body []byte) (topicHeader, []partit
 	return h, parts
 }
 
-// consumerGroupHeader is responses.md §4.4; members are §4.5.
+// consumerGroupHeader and its members are apache/iggy
+// core/binary_protocol/src/responses/consumer_groups/.
 type consumerGroupHeader struct {
 	id              uint32
 	partitionsCount uint32
@@ -142,7 +148,8 @@ func consumerGroupDetails(t testing.TB, what string, body []byte) (consumerGroup
 	return h, members
 }
 
-// assignment is responses.md §4.18: exactly 12 + 4·P bytes.
+// assignment is SyncConsumerGroupResponse (apache/iggy
+// core/binary_protocol/src/responses/consumer_groups/): exactly 12 + 4·P bytes.
 func assignment(t testing.TB, body []byte) (generation uint64, partitions []uint32) {
 	t.Helper()
 	d := decoder{t: t, what: "Assignment", b: body}
@@ -154,7 +161,8 @@ func assignment(t testing.TB, body []byte) (generation uint64, partitions []uint
 	return generation, partitions
 }
 
-// confirmation is responses.md §4.16.
+// confirmation is one send confirmation (apache/iggy
+// core/binary_protocol/src/responses/messages/send_messages.rs).
 type confirmation struct {
 	streamID, topicID, partitionID uint32
 	baseOffset                     uint64
@@ -171,7 +179,8 @@ func confirmations(t testing.TB, body []byte) []confirmation {
 	return cs
 }
 
-// consumerOffset is responses.md §4.17: 20 bytes.
+// consumerOffset is the GetConsumerOffset reply
+// (iggy.apache.org/docs/binary-protocol/commands): 20 bytes.
 type consumerOffset struct {
 	partitionID   uint32
 	currentOffset uint64
@@ -196,10 +205,12 @@ type polledMessage struct {
 	userHeaders     []byte
 }
 
-// polledMessages decodes responses.md §4.15 with the Go decoder's rules: batch
-// records tile the body, frames tile each record, frame reserved is zero, and the
-// frame total equals the prefix's messages_count. It also verifies the checksums a
-// server re-stamps (the SDK does not; the reference server's records verify).
+// polledMessages decodes PolledMessages (apache/iggy
+// core/binary_protocol/src/responses/messages/poll_messages.rs) with the Go decoder's
+// rules: batch records tile the body, frames tile each record, frame reserved is zero,
+// and the frame total equals the prefix's messages_count. It also verifies the
+// checksums a server re-stamps (the SDK does not; the reference server's records
+// verify).
 func polledMessages(t testing.TB, body []byte) (partitionID uint32, currentOffset uint64, msgs []polledMessage) {
 	t.Helper()
 	d := decoder{t: t, what: "PolledMessages", b: body}
@@ -275,7 +286,8 @@ func batchRecord(t testing.TB, record []byte) []polledMessage {
 	return msgs
 }
 
-// clusterNode is one ClusterMetadata node (responses.md §4.12).
+// clusterNode is one ClusterMetadata node (apache/iggy
+// core/binary_protocol/src/responses/system/get_cluster_metadata.rs).
 type clusterNode struct {
 	name, ip                            string
 	tcpPort, quicPort, httpPort, wsPort uint16

@@ -7,10 +7,10 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// sendBody is a SendMessages (101, op 160) body as the Go SDK builds it
-// (go-sdk-behaviour.md §5 "SendMessages encoding details"): the partitioning is
-// always kind 2 with an explicit 0-based id, and the batch header leaves
-// partition_id, base_offset and base_timestamp 0 for the server to stamp.
+// sendBody is a SendMessages (101, op 160) body as the Go SDK builds it (apache/iggy
+// foreign/go/internal/command): the partitioning is always kind 2 with an explicit
+// 0-based id, and the batch header leaves partition_id, base_offset and base_timestamp
+// 0 for the server to stamp.
 func sendBody(stream, topic []byte, partitionID uint32, originMicros uint64, payloads ...[]byte) []byte {
 	partitioning := binary.LittleEndian.AppendUint32([]byte{2, 4}, partitionID)
 	return sendBodyPartitioned(stream, topic, partitioning, originMicros, payloads...)
@@ -80,7 +80,7 @@ func batchWithHeaders(originMicros uint64, payloads, userHeaders [][]byte) []byt
 	return append(header, frames...)
 }
 
-// Poll strategies (upstream/binary-protocol-encodings.md "Polling strategy").
+// Poll strategies (iggy.apache.org/docs/binary-protocol/encodings, "Polling strategy").
 const (
 	strategyOffset = 1
 	strategyFirst  = 3
@@ -126,7 +126,7 @@ func offsetTarget(cons, stream, topic []byte, partitionID uint32, hasPartition b
 }
 
 // xxh32 is XXH32 with seed 0, the hash the SDK resolves a messages key with
-// (go-sdk-behaviour.md §6). Written out here so the check does not lean on the
+// (apache/iggy foreign/go). Written out here so the check does not lean on the
 // implementation under test.
 func xxh32(b []byte) uint32 {
 	var (

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Option value kinds (upstream/binary-protocol-encodings.md "Header kinds").
+// Option value kinds (iggy.apache.org/docs/binary-protocol/encodings, "Header kinds").
 const (
 	kindString = 2
 	kindBool   = 3
@@ -27,7 +27,8 @@ func option(b []byte, key string, kind uint8, value []byte) []byte {
 func u32Bytes(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
 func u64Bytes(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
-// catalogEntry is a row of topic-options.md §4's table.
+// catalogEntry is a row of the DescribeOptions topic catalog
+// (iggy.apache.org/docs/server/topic-options).
 type catalogEntry struct {
 	key          string
 	kind         uint8
@@ -115,7 +116,8 @@ func checkBlocks(t *testing.T, what string, h topicHeader, explicit map[string]o
 }
 
 // TopicOptionsRoundTripAndCatalog / TypedTopicOptionsMatchTheCatalog
-// (topic-options.md §2, §6).
+// (iggy.apache.org/docs/server/topic-options; apache/iggy
+// foreign/go/tests/e2e_test.go).
 func TestTopicOptionsRoundTrip(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// The SDK resends the identical frame after a transient result
-// (go-sdk-behaviour.md §4, §7); metadata writes are deduplicated by (client,
-// request), so the replay gets the cached reply rather than a second apply
-// (upstream framing "Operation discriminants").
+// The SDK resends the identical frame after a transient result (the Go SDK, apache/iggy
+// foreign/go/internal/vsr); metadata writes are deduplicated by (client, request), so
+// the replay gets the cached reply rather than a second apply
+// (iggy.apache.org/docs/binary-protocol/framing, "Operation discriminants").
 func TestMetadataReplayGetsTheCachedReply(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -31,9 +31,10 @@ func TestMetadataReplayGetsTheCachedReply(t *testing.T) {
 	c.ok("CreateStream after a gap in request numbers", opCreateStream, 202, appendName(nil, "after-gap"))
 }
 
-// Poll strategies over several stored batches (upstream encodings "Polling
-// strategy"), including a poll that starts inside a batch: the record is a slice
-// with the original base_offset and deltas and a batch checksum that verifies.
+// Poll strategies over several stored batches
+// (iggy.apache.org/docs/binary-protocol/encodings, "Polling strategy"), including a
+// poll that starts inside a batch: the record is a slice with the original base_offset
+// and deltas and a batch checksum that verifies.
 func TestPollStrategies(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -143,8 +144,8 @@ func TestPurgeAndDeleteSegments(t *testing.T) {
 }
 
 // An older metadata request replayed after newer ones is never applied twice: the
-// answer is its original reply (still cached) or 59 RequestAlreadyApplied
-// (errors.md §2).
+// answer is its original reply (still cached) or 59 RequestAlreadyApplied (apache/iggy
+// core/common/src/error/iggy_error.rs).
 func TestOlderMetadataReplayIsNotReapplied(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -167,7 +168,8 @@ func TestOlderMetadataReplayIsNotReapplied(t *testing.T) {
 	d.end()
 }
 
-// A pre-commit denial echoes the request's operation byte (responses.md §2.4).
+// A pre-commit denial echoes the request's operation byte (apache/iggy
+// core/server/src/dispatch.rs, build_deny_reply).
 func TestDenialEchoesTheRequestOperation(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)

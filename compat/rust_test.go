@@ -7,7 +7,9 @@ import (
 )
 
 // The Rust SDK's differences from the Go SDK that a server sees
-// (go-sdk-behaviour.md §2; errors.md §2 code 4; upstream framing "RequestHeader").
+// (iggy.apache.org/docs/binary-protocol/framing, "RequestHeader": request_checksum;
+// code 4 InvalidFormat for a mismatch, verify_request_checksum in apache/iggy
+// core/server/src/dispatch.rs).
 
 // The Rust SDK stamps request_checksum (header 144..160) with XxHash3-64 of the
 // body, zero-extended to u128, on metadata ops, Register and Logout. A correct
@@ -77,8 +79,8 @@ func TestRequestChecksumMismatchIsInvalidFormat(t *testing.T) {
 }
 
 // Partitioning kinds 1 (Balanced) and 3 (MessagesKey) are resolved by the server
-// (upstream/binary-protocol-encodings.md "Partitioning"), the key with the same
-// XXH32 % count the Go SDK computes, so key placement agrees across SDKs.
+// (iggy.apache.org/docs/binary-protocol/encodings, "Partitioning"), the key with the
+// same XXH32 % count the Go SDK computes, so key placement agrees across SDKs.
 func TestServerSidePartitioning(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)

@@ -6,11 +6,10 @@ import (
 
 // Session rules checked against the reference server (they once disagreed here).
 
-// An unknown op-2 code before login: the reference server's funnel classifies
-// every op-2 code other than PING on an unbound transport as an unauthenticated
-// read before it looks the code up (core/server/src/dispatch/mod.rs classify), so
-// the answer is status 40 (errors.md §2: "40 ... any op-2 code except Ping before
-// login").
+// An unknown op-2 code before login: the reference server's funnel classifies every
+// op-2 code other than PING on an unbound transport as an unauthenticated read before
+// it looks the code up (core/server/src/dispatch/mod.rs classify), so the answer is
+// status 40 Unauthenticated.
 func TestUnknownCodeBeforeLoginIsUnauthenticated(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)
@@ -24,12 +23,11 @@ func TestUnknownCodeBeforeLoginIsUnauthenticated(t *testing.T) {
 	}
 }
 
-// Logout on a connection with no bound session is answered ok: status 0, empty
-// body, op 3 (responses.md §5 39 and the errata "Ping the only command accepted
-// before login"; core/server/src/dispatch/session_ops.rs handle_logout_request:
-// "Logout on an unbound transport: the desired state already holds, so answer
-// ok"). The reference classifies Logout before the unbound-replicated check, so it
-// never evicts it with NoSession.
+// Logout on a connection with no bound session is answered ok: status 0, empty body, op
+// 3 (apache/iggy core/server/src/dispatch/session_ops.rs handle_logout_request: "Logout
+// on an unbound transport: the desired state already holds, so answer ok"). The
+// reference classifies Logout before the unbound-replicated check, so it never evicts
+// it with NoSession.
 func TestLogoutWithoutSessionIsOK(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)

@@ -26,7 +26,8 @@ func TestXXH32GoldenVectors(t *testing.T) {
 	}
 }
 
-// The login body the SDK writes for root/iggy, as printed in go-sdk-behaviour.md §1.
+// The login body the Go SDK writes for root/iggy, byte for byte (apache/iggy
+// foreign/go/internal/vsr).
 func TestLoginBodyMatchesTheReference(t *testing.T) {
 	want := []byte{
 		0x00, 0x2c, 0x00, 0x00,
@@ -41,8 +42,9 @@ func TestLoginBodyMatchesTheReference(t *testing.T) {
 	}
 }
 
-// LoginAsRootReturnsUserZero: Register (op 1, request 0, session 0) succeeds with
-// the framed LoginRegisterReply of responses.md §4.11; root is user 0.
+// LoginAsRootReturnsUserZero: Register (op 1, request 0, session 0) succeeds with the
+// framed LoginRegisterReply
+// (iggy.apache.org/docs/binary-protocol/connection-lifecycle); root is user 0.
 func TestLoginAsRootReturnsUserZero(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)
@@ -59,7 +61,7 @@ func TestLoginAsRootReturnsUserZero(t *testing.T) {
 		t.Fatalf("login: %v, want a status-0 reply with op 1", r)
 	}
 	if len(r.body) < 4 || binary.LittleEndian.Uint32(r.body) != 0 {
-		t.Fatalf("login body % x does not start with the result count 0 (responses.md §7.1)", r.body)
+		t.Fatalf("login body % x does not start with the result count 0", r.body)
 	}
 	payload, _ := c.outcome(r)
 	d := decoder{t: t, what: "LoginRegisterReply", b: payload}
@@ -84,7 +86,7 @@ func TestLoginAsRootReturnsUserZero(t *testing.T) {
 }
 
 // WrongCredentials: a refused login is an Eviction with reason 9, which the SDK
-// surfaces as 42 (errors.md §3).
+// surfaces as 42 (apache/iggy core/common/src/error/eviction.rs).
 func TestWrongCredentialsAreEvicted(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)
@@ -119,14 +121,16 @@ func TestOnlyPingWorksBeforeSigningIn(t *testing.T) {
 	c.ok("ping after login", opNonReplicated, codePing, nil)
 }
 
-// GetClusterMetadata after login: one node, leader, healthy, at the address the
-// client dialled (responses.md §4.12, go-sdk-behaviour.md §9).
+// GetClusterMetadata after login: one node, leader, healthy, at the address the client
+// dialled (apache/iggy core/server/src/cluster_meta.rs; the Go SDK dials it).
 func TestClusterMetadataAfterLogin(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
 	name, nodes := clusterMetadata(t, c.ok("GetClusterMetadata", opNonReplicated, codeGetClusterMetadata, nil))
-	if name == "" {
-		t.Errorf("empty cluster name")
+	// The names the reference gives a node that is not clustered (apache/iggy
+	// core/server/src/cluster_meta.rs), which the Node.js SDK's suite expects.
+	if name != "single-node" {
+		t.Errorf("cluster name %q, want single-node", name)
 	}
 	if len(nodes) != 1 {
 		t.Fatalf("%d nodes, want exactly 1 (more makes the SDK look for a leader)", len(nodes))
@@ -142,8 +146,12 @@ func TestClusterMetadataAfterLogin(t *testing.T) {
 	if n.ip != host || strconv.Itoa(int(n.tcpPort)) != port {
 		t.Errorf("node at %s:%d, want %s", n.ip, n.tcpPort, addr)
 	}
-	if n.name == "" {
-		t.Errorf("empty node name")
+	if n.name != "iggy-node" {
+		t.Errorf("node name %q, want iggy-node", n.name)
+	}
+	// Transports the server does not serve report port 0.
+	if n.quicPort != 0 || n.httpPort != 0 || n.wsPort != 0 {
+		t.Errorf("ports quic %d http %d websocket %d, want 0 for transports not served", n.quicPort, n.httpPort, n.wsPort)
 	}
 }
 
@@ -188,7 +196,7 @@ func TestUnknownCodeKeepsTheSession(t *testing.T) {
 			t.Fatalf("unknown code, attempt %d: %v, want a reply with an error status", i, r)
 		}
 		if r.status != 3 {
-			t.Errorf("unknown code: status %d, errors.md §2 says 3", r.status)
+			t.Errorf("unknown code: status %d, want 3 InvalidCommand", r.status)
 		}
 	}
 	c.ok("ping", opNonReplicated, codePing, nil)
@@ -214,8 +222,9 @@ func TestSnapshotReturnsABody(t *testing.T) {
 	}
 }
 
-// Login edge cases (errors.md §3): an empty password also parses as a token body,
-// so the answer is reason 10; a username outside 3..=50 bytes is reason 9.
+// Login edge cases (apache/iggy core/server/src/auth.rs): an empty password also parses
+// as a token body, so the answer is reason 10; a username outside 3..=50 bytes is
+// reason 9.
 func TestLoginEdgeCases(t *testing.T) {
 	addr := startServer(t)
 	for _, tc := range []struct {

@@ -9,9 +9,9 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// The reply header (responses.md §2): zero seals and release, command 8, the
-// request's request_checksum and timestamp echoed, size = 256 + body, zero
-// reserved tail.
+// The reply header (iggy.apache.org/docs/binary-protocol/framing, "ReplyHeader"): zero
+// seals and release, command 8, the request's request_checksum and timestamp echoed,
+// size = 256 + body, zero reserved tail.
 func TestReplyHeaderFields(t *testing.T) {
 	addr := startServer(t)
 	c := dial(t, addr)
@@ -41,8 +41,9 @@ func TestReplyHeaderFields(t *testing.T) {
 	}
 }
 
-// Login failures are Eviction frames (responses.md §2.2): header only, command 13,
-// the reason at 255, and the protocol window at 144/148 only for reason 14.
+// Login failures are Eviction frames (iggy.apache.org/docs/binary-protocol/framing,
+// "EvictionHeader"): header only, command 13, the reason at 255, and the protocol
+// window at 144/148 only for reason 14.
 func TestLoginEvictions(t *testing.T) {
 	addr := startServer(t)
 	for _, tc := range []struct {
@@ -72,7 +73,8 @@ func TestLoginEvictions(t *testing.T) {
 		}
 		maxVersion, minVersion := binary.LittleEndian.Uint32(r.header[144:]), binary.LittleEndian.Uint32(r.header[148:])
 		if tc.reason == 14 {
-			// The SDK surfaces 14003 only with a sane window, else 40 (errors.md §3).
+			// The SDK surfaces 14003 only with a sane window, else 40 (apache/iggy
+			// core/common/src/error/eviction.rs).
 			if minVersion == 0 || maxVersion < minVersion || maxVersion < protocolVersion0110 || minVersion > protocolVersion0110 {
 				t.Errorf("%s: window [%d, %d] does not hold 0.11.0", tc.what, minVersion, maxVersion)
 			}
@@ -92,7 +94,8 @@ func loginBodyVersion(version uint32, username, password string) []byte {
 }
 
 // FlushUnsavedBuffer (102) is always status 5, whatever the body; a replicated
-// command's code sent as op 2 is status 5 too (errors.md §2).
+// command's code sent as op 2 is status 5 too (apache/iggy
+// core/server/src/responses.rs).
 func TestFeatureUnavailable(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -104,8 +107,9 @@ func TestFeatureUnavailable(t *testing.T) {
 	}
 }
 
-// GetStats (10): the 108-byte numeric prefix, then five Str32s, the semver, no
-// cache metrics, threads and disk figures (responses.md §4.14).
+// GetStats (10): the 108-byte numeric prefix, then five Str32s, the semver, no cache
+// metrics, threads and disk figures (apache/iggy
+// core/binary_protocol/src/responses/system/get_stats.rs).
 func TestGetStats(t *testing.T) {
 	addr := startServer(t)
 	c := dialRoot(t, addr)
@@ -138,7 +142,8 @@ func TestGetStats(t *testing.T) {
 	}
 }
 
-// clientHeader is responses.md §4.9.
+// clientHeader is ClientResponse (apache/iggy
+// core/binary_protocol/src/responses/clients/client_response.rs).
 type clientHeader struct {
 	clientID, userID uint32
 	transport        uint8

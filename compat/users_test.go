@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Users, permissions and personal access tokens at the byte level
-// (go-sdk-behaviour.md §5 and §14 Q1; responses.md §4.6-§4.8, §4.10, §5 Users).
+// Users, permissions and personal access tokens at the byte level (what the Go SDK
+// sends, apache/iggy foreign/go/internal/command; apache/iggy
+// core/binary_protocol/src/responses/users/ and personal_access_tokens/).
 
 const (
 	codeGetUser     = 31
@@ -37,8 +38,8 @@ func createUserBody(username, password string, status uint8, permissions []byte)
 	return append(binary.LittleEndian.AppendUint32(append(b, 1), uint32(len(permissions))), permissions...)
 }
 
-// globalPermissions sets the named global flags (indexes of responses.md §4.8) and
-// no per-stream entries.
+// globalPermissions sets the named global flags (the permissions layout of
+// iggy.apache.org/docs/binary-protocol/commands, "Users") and no per-stream entries.
 func globalPermissions(flags ...int) []byte {
 	p := make([]byte, permissionsSize)
 	for _, f := range flags {
@@ -52,7 +53,8 @@ const (
 	permManageStreams = 4
 )
 
-// userDetails decodes responses.md §4.7.
+// userDetails decodes the GetUser reply (apache/iggy
+// core/binary_protocol/src/responses/users/).
 type userDetails struct {
 	id          uint32
 	status      uint8
@@ -223,7 +225,8 @@ func TestPersonalAccessTokens(t *testing.T) {
 		t.Fatalf("login with an unknown token: %v, want eviction reason 10", r)
 	}
 
-	// A PAT login of an inactive user is reason 11 (errors.md §3).
+	// A PAT login of an inactive user is reason 11 (apache/iggy
+	// core/server/src/auth.rs).
 	c.ok("CreateUser", opCreateUser, 33, createUserBody("carol", "secret3", userActive, nil))
 	carol := dial(t, addr)
 	carol.login("carol", "secret3")

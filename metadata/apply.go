@@ -695,8 +695,8 @@ func (s *State) applyCreateUser(a access, h *Header, body []byte, out *Output) w
 	}
 	s.insertUser(u)
 	out.success()
-	// The reply echoes the status byte and the permissions block as sent
-	// (responses.md §5 CreateUser).
+	// The reply echoes the status byte and the permissions block as sent (apache/iggy
+	// core/metadata/src/stm/user.rs).
 	uh := userHeader(u)
 	uh.Status = uint8(r.Status)
 	var perms []byte

@@ -7,13 +7,14 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Authorization, exactly as errors.md §4 states it. The root user holds every grant;
-// any other user passes on a global grant, or on a grant of the per-stream entry
-// for the target stream, or of the per-topic entry under it. A user id that does not
-// resolve (deleted while logged in) holds nothing.
+// Authorization, exactly as the reference decides it (apache/iggy
+// core/metadata/src/permissioner/). The root user holds every grant; any other user
+// passes on a global grant, or on a grant of the per-stream entry for the target
+// stream, or of the per-topic entry under it. A user id that does not resolve (deleted
+// while logged in) holds nothing.
 //
-// Every check takes resolved ids: a target that does not exist is reported as not
-// found before permission is looked at (errors.md §4, last paragraph).
+// Every check takes resolved ids: a target that does not exist is reported as not found
+// before permission is looked at, as the reference resolves targets first.
 
 // access is what one user may do, looked up once per check.
 type access struct {

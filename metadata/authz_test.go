@@ -64,8 +64,9 @@ func singleGrants() map[string]wire.Permissions {
 	return g
 }
 
-// TestAuthorizationMatrix checks every rule of errors.md §4 against every one-flag
-// grant: a rule passes exactly for the grants the table lists.
+// TestAuthorizationMatrix checks every rule of authz.go (the reference's, apache/iggy
+// core/metadata/src/permissioner/) against every one-flag grant: a rule passes exactly
+// for the grants the table lists.
 func TestAuthorizationMatrix(t *testing.T) {
 	const stream, topic = 3, 5
 	readTopics := []string{"g.read_streams", "g.manage_streams", "g.manage_topics", "g.read_topics",

@@ -13,11 +13,11 @@
 //
 // Apply is deterministic, so a replica rebuilds the state by replaying committed
 // operations over the latest snapshot (AppendSnapshot / DecodeSnapshot); the journal
-// and the snapshot files are the server's. Authorization of a write is decided in
-// Apply from the prepare's user id (root, id 0, holds everything; errors.md §4) and
-// a denial commits as result 41, like any business rejection. Reads (GetStream,
-// GetTopics, SyncConsumerGroup, ...) are served by State.Read and the Append*
-// methods, which deny with a status instead.
+// and the snapshot files are the server's. Authorization of a write is decided in Apply
+// from the prepare's user id (root, id 0, holds everything, as in apache/iggy
+// core/metadata/src/permissioner/) and a denial commits as result 41, like any business
+// rejection. Reads (GetStream, GetTopics, SyncConsumerGroup, ...) are served by
+// State.Read and the Append* methods, which deny with a status instead.
 //
 // Ids follow the reference server: streams, topics and users take the lowest free
 // id; consumer group ids only grow within a topic; a topic's partitions are always

@@ -130,9 +130,10 @@ func decodeClientGone(body []byte) (wire.Uint128, bool) {
 	return c, r.done()
 }
 
-// Admit runs the pre-commit checks of a metadata write on the client's request body
-// and returns the status code to deny it with, or nil to propose it. These are the
-// errors.md §2 "status" outcomes: ErrInvalidCommand for a body that does not decode,
+// Admit runs the pre-commit checks of a metadata write on the client's request body and
+// returns the status code to deny it with, or nil to propose it. These are the outcomes
+// the reference answers with a status before consensus (apache/iggy
+// core/server/src/dispatch.rs): ErrInvalidCommand for a body that does not decode,
 // ErrUnsupportedOptionKey, ErrInvalidOptionValue and ErrInvalidTopicSize for option
 // blocks, ErrTooManyPartitions for partition counts, and
 // ErrPersonalAccessTokensLimitReached. Everything else, authorization included, is

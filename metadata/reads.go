@@ -6,13 +6,14 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Reads: the non-replicated metadata queries, answered from the state on the shard
-// that holds it. Each appends the reply body to dst (without allocating, so a
-// caller that reuses its buffer pays nothing per request) and returns an error only
-// for a status denial (errors.md §2): ErrUnauthorized, or the typed not-found
-// errors of GetConsumerGroup(s). "Not found" on the single-object reads is an empty
-// body with no error (responses.md §6). Targets are resolved before permission is
-// looked at, so a missing object reads as missing even to a user who may not see it.
+// Reads: the non-replicated metadata queries, answered from the state on the shard that
+// holds it. Each appends the reply body to dst (without allocating, so a caller that
+// reuses its buffer pays nothing per request) and returns an error only for a status
+// denial: ErrUnauthorized, or the typed not-found errors of GetConsumerGroup(s). "Not
+// found" on the single-object reads is an empty body with no error
+// (NonReplicatedResponse::Empty in apache/iggy core/server/src/responses.rs). Targets
+// are resolved before permission is looked at, so a missing object reads as missing
+// even to a user who may not see it.
 
 // PartitionStats are a partition's figures, which live in the partition's shard.
 type PartitionStats struct {

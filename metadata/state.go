@@ -8,9 +8,10 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Id spaces (architecture-notes.md §1.14: a partition's consensus group packs
-// stream, topic and partition ids into 20, 12 and 20 bits) and the user rules of
-// errors.md §2.
+// Id spaces, and the user rules of the reference's metadata state machine (apache/iggy
+// core/metadata/src/stm/). A partition's consensus group packs stream, topic and
+// partition ids into 20, 12 and 20 bits, as IggyNamespace does in apache/iggy
+// core/server_common/src/sharding/mod.rs.
 const (
 	// StreamIDLimit bounds stream ids: every id is below it.
 	StreamIDLimit = 1 << 20
@@ -99,8 +100,8 @@ type Topic struct {
 	// here (an update that sends a server-default sentinel stores the sentinel in
 	// ExplicitOptions but leaves the value).
 	Options wire.TopicOptions
-	// ExplicitOptions and DerivedOptions are the options TLV blocks that replies
-	// carry (topic-options.md §2, §3).
+	// ExplicitOptions and DerivedOptions are the options TLV blocks that replies carry
+	// (iggy.apache.org/docs/server/topic-options).
 	ExplicitOptions []byte
 	DerivedOptions  []byte
 	// PurgeGeneration counts PurgeTopic and PurgeStream operations; the partition

@@ -7,9 +7,9 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Config is a partition's share of its topic's options (topic-options.md §1): how
-// its log rolls, syncs and ages. The metadata plane owns the options; the glue maps
-// them with ConfigFromTopicOptions.
+// Config is a partition's share of its topic's options
+// (iggy.apache.org/docs/server/topic-options): how its log rolls, syncs and ages. The
+// metadata plane owns the options; the glue maps them with ConfigFromTopicOptions.
 type Config struct {
 	// SegmentSizeBytes rolls a segment once it holds this many bytes. 0 = 1 GiB.
 	SegmentSizeBytes int64
@@ -21,8 +21,8 @@ type Config struct {
 	MessageExpiryMicros uint64
 	// MaxTopicSizeBytes caps the whole topic; each partition keeps its share
 	// (MaxTopicSizeBytes / PartitionsCount, at least one segment + 64 MiB, as the
-	// reference server does: architecture-notes.md §2.10). 0 and math.MaxUint64 mean
-	// unlimited.
+	// reference server does: iggy.apache.org/docs/server/storage-engine, "Retention and
+	// cleanup"). 0 and math.MaxUint64 mean unlimited.
 	MaxTopicSizeBytes uint64
 	// PartitionsCount is the topic's partition count, for the share above.
 	PartitionsCount uint32

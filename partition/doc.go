@@ -2,8 +2,8 @@
 // the partitions it owns, with no knowledge of connections, sessions or users.
 //
 // A Store holds the shard's partitions by (stream, topic, partition) id. Each has a
-// segment.Log (its segments, indexes and consumer offsets), its topic's Config, and
-// a directory (architecture-notes.md §2.1):
+// segment.Log (its segments, indexes and consumer offsets), its topic's Config, and a
+// directory (iggy.apache.org/docs/server/storage-engine, "Directory layout"):
 //
 //	local_data/streams/{s}/topics/{t}/partitions/{p}/
 //	    00000000000000000000.log     batches, exactly as stamped
@@ -30,9 +30,9 @@
 // server does. Each partition gets its own segment.Storage from a StorageProvider
 // (OSStorages, or the shard's ring-backed provider), rooted at its directory.
 //
-// Every error a client sees is a wire.ErrorCode chosen as errors.md §2 says for the
-// command (sends and offset writes on an unknown partition: 20; polls and offset
-// reads: 3007).
+// Every error a client sees is a wire.ErrorCode chosen as the reference server
+// (apache/iggy core/server/src/dispatch.rs) answers the command (sends and offset
+// writes on an unknown partition: 20; polls and offset reads: 3007).
 //
 // A send's life. The batch stays in the request buffer from decode to disk:
 //

@@ -5,9 +5,9 @@ import (
 )
 
 // Partition choice for SendMessages. The Go SDK resolves Balanced and MessagesKey
-// itself and always sends an explicit partition id (go-sdk-behaviour.md §6); other
-// SDKs may send the other two kinds, and the server must then place the batch exactly
-// where an SDK would have, so that a key lands on one partition whoever sends it.
+// itself and always sends an explicit partition id (apache/iggy foreign/go); other SDKs
+// may send the other two kinds, and the server must then place the batch exactly where
+// an SDK would have, so that a key lands on one partition whoever sends it.
 
 // RoundRobin is a topic's Balanced cursor: the first call returns 0, then 1, and so
 // on, wrapping to 0 when the cursor reaches the partition count (the count may shrink
@@ -29,9 +29,10 @@ func (r *RoundRobin) Next(partitionsCount uint32) uint32 {
 }
 
 // ResolvePartition picks the partition of a SendMessages batch from its partitioning
-// field and the topic's partition count. An explicit id outside 0..count-1, or a
-// topic without partitions, is wire.ErrResourceNotFound: the status the reference
-// server gives every resolution failure of a partition write (errors.md §2).
+// field and the topic's partition count. An explicit id outside 0..count-1, or a topic
+// without partitions, is wire.ErrResourceNotFound: the status the reference server
+// gives every resolution failure of a partition write (apache/iggy
+// core/server/src/dispatch.rs, dispatch_partition_request).
 func ResolvePartition(p wire.Partitioning, partitionsCount uint32, balanced *RoundRobin) (uint32, error) {
 	if partitionsCount == 0 {
 		return 0, wire.ErrResourceNotFound

@@ -7,8 +7,9 @@ import (
 )
 
 func TestRoundRobin(t *testing.T) {
-	// go-sdk-behaviour.md §6: 1 partition -> 0; after growing to 3 the next goes to 1;
-	// after shrinking back to 1 the next goes to 0.
+	// What the Go SDK's e2e suite expects (apache/iggy foreign/go/tests/e2e_test.go): 1
+	// partition -> 0; after growing to 3 the next goes to 1; after shrinking back to 1
+	// the next goes to 0.
 	var rr RoundRobin
 	steps := []struct{ count, want uint32 }{{1, 0}, {3, 1}, {3, 2}, {3, 0}, {3, 1}, {1, 0}, {2, 1}, {2, 0}}
 	for i, s := range steps {

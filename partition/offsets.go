@@ -36,10 +36,11 @@ func (s *Store) AppendConsumerOffsetReply(dst []byte, k Key, c Consumer) ([]byte
 	return o.Append(dst), nil
 }
 
-// StoreConsumerOffset stores a consumer's offset on partition k. Errors are the
-// reply's status: 20 ResourceNotFound when the store does not own k (errors.md §2),
-// 4100 InvalidOffset for an offset above the partition's current offset or any
-// offset in an empty partition, 3 InvalidCommand for an unknown consumer kind.
+// StoreConsumerOffset stores a consumer's offset on partition k. Errors are the reply's
+// status: 20 ResourceNotFound when the store does not own k (as the reference answers
+// an unresolved partition write), 4100 InvalidOffset for an offset above the
+// partition's current offset or any offset in an empty partition, 3 InvalidCommand for
+// an unknown consumer kind.
 //
 // Both ack levels acknowledge after the store: AckNoAck once the offset is in memory
 // and its file write submitted; AckQuorum, on a single node, once that write has

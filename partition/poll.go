@@ -104,8 +104,9 @@ func (r *PollResult) ReplySizeBytes() int {
 	return n
 }
 
-// AppendPollBuffers appends the PolledMessages reply body (responses.md §4.15) as
-// byte slices to send with one vectored write, without copying a message:
+// AppendPollBuffers appends the PolledMessages reply body (apache/iggy
+// core/binary_protocol/src/responses/messages/poll_messages.rs) as byte slices to send
+// with one vectored write, without copying a message:
 //
 //	[partition_id u32][current_offset u64][messages_count u32]   the 16-byte prefix
 //	[batch header 256][frames]                                    per record
@@ -128,10 +129,10 @@ func AppendPollReply(dst []byte, r *PollResult) []byte {
 	return r.polled.AppendTo(dst)
 }
 
-// AppendEmptyPollReply appends a PolledMessages body with no message: what a poll
-// that cannot be served gets instead of a status (responses.md §5: an undecodable
-// body, partition 0; a consumer-group poll the member does not own,
-// wire.PollPartitionResync).
+// AppendEmptyPollReply appends a PolledMessages body with no message: what a poll that
+// cannot be served gets instead of a status (handle_poll_messages in apache/iggy
+// core/server/src/dispatch.rs: an undecodable body, partition 0; a consumer-group poll
+// the member does not own, wire.PollPartitionResync).
 func AppendEmptyPollReply(dst []byte, partitionID uint32, currentOffset uint64) []byte {
 	p := wire.PolledMessages{PartitionID: partitionID, CurrentOffset: currentOffset}
 	return p.AppendPrefix(dst)

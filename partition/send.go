@@ -32,21 +32,23 @@ type SendCompletion interface {
 // A nil return means the batch is admitted and done.SendDone will run. The
 // acknowledgement follows the topic's policy: with enforce_fsync once fdatasync has
 // made the batch durable, and then nothing acknowledged is ever lost; without it once
-// the write has completed (the batch is in the page cache: a process crash keeps it;
-// a power loss before the next save, or a failed fdatasync or seal, after which the
-// log cuts everything not known durable and gives those offsets again, may not). The
-// reference server acknowledges a batch once committed in memory (architecture-
-// notes.md §1.13), so either policy acknowledges no earlier than it does.
+// the write has completed (the batch is in the page cache: a process crash keeps it; a
+// power loss before the next save, or a failed fdatasync or seal, after which the log
+// cuts everything not known durable and gives those offsets again, may not). The
+// reference server acknowledges a batch once committed in memory (its partition journal
+// is in memory: "Write pipeline" in iggy.apache.org/docs/server/storage-engine), so
+// either policy acknowledges no earlier than it does.
 //
 // req.Batch is the caller's buffer, stamped in place: it must stay untouched until
 // SendDone has run for the batch.
 //
-// An error return is a wire.ErrorCode for the status of the reply, and the batch
-// was not admitted: 20 ResourceNotFound when the store does not own k (errors.md
-// §2: any resolution failure of a partition write), ValidateBatch's codes (3, 4009,
-// 4027, 4039, ...), 58 TransientNotAccepted while the partition's in-flight window
-// is full or it repairs a storage failure (SDKs retry), 4010 CannotAppendMessage
-// when its log is broken.
+// An error return is a wire.ErrorCode for the status of the reply, and the batch was
+// not admitted: 20 ResourceNotFound when the store does not own k (the reference's
+// answer to any resolution failure of a partition write, dispatch_partition_request in
+// apache/iggy core/server/src/dispatch.rs), ValidateBatch's codes (3, 4009, 4027, 4039,
+// ...), 58 TransientNotAccepted while the partition's in-flight window is full or it
+// repairs a storage failure (SDKs retry), 4010 CannotAppendMessage when its log is
+// broken.
 func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendCompletion, token uint64) error {
 	p, ok := s.partitions[k]
 	if !ok {

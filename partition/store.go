@@ -44,7 +44,7 @@ type Store struct {
 
 // NewStore returns an empty store whose partitions live under root (the server's
 // local_data directory), at root/streams/{s}/topics/{t}/partitions/{p}/
-// (architecture-notes.md §2.1).
+// (iggy.apache.org/docs/server/storage-engine, "Directory layout").
 func NewStore(root string, storages StorageProvider) *Store {
 	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition)}
 }
@@ -382,9 +382,10 @@ func (s *Store) Info(k Key) (wire.PartitionInfo, error) {
 	}, nil
 }
 
-// Totals are the sums over the store's partitions, for GetStats (responses.md
-// §4.14: partitions_count, segments_count, messages_count, messages_size_bytes);
-// the glue adds up the shards' totals.
+// Totals are the sums over the store's partitions, for GetStats (apache/iggy
+// core/binary_protocol/src/responses/system/get_stats.rs: partitions_count,
+// segments_count, messages_count, messages_size_bytes); the glue adds up the shards'
+// totals.
 type Totals struct {
 	Partitions, Segments uint32
 	Messages, SizeBytes  uint64

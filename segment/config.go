@@ -5,8 +5,9 @@ import (
 	"math"
 )
 
-// Config is what the log needs of a topic's options (topic-options.md §1); metadata
-// maps the option catalog onto it. Zero fields take the protocol's defaults.
+// Config is what the log needs of a topic's options
+// (iggy.apache.org/docs/server/topic-options); metadata maps the option catalog onto
+// it. Zero fields take the protocol's defaults.
 type Config struct {
 	// PartitionID is checked against every appended batch's stamped partition_id.
 	PartitionID uint64

@@ -5,7 +5,7 @@
 //
 // # Files
 //
-// A partition directory holds (architecture-notes.md §2.1-§2.7):
+// A partition directory holds (iggy.apache.org/docs/server/storage-engine):
 //
 //	00000000000000000000.log    batches back to back, no padding, each exactly as
 //	00000000000000000000.index  stamped by wire.StampBatch and sent by the producer:

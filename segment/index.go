@@ -7,7 +7,9 @@ import (
 )
 
 // indexEntrySize is the size of one .index entry: offset u64, timestamp u64, position
-// u64, little-endian, no header (architecture-notes.md §2.3). Part of the disk format.
+// u64, little-endian, no header (iggy.apache.org/docs/server/storage-engine, "Indexes";
+// apache/iggy core/server_common/src/segment_storage/index_writer.rs). Part of the disk
+// format.
 const indexEntrySize = 24
 
 // index is a segment's index as it is on disk: 24-byte entries back to back, one per

@@ -27,8 +27,8 @@ func (k ConsumerKind) dir() string {
 }
 
 // offsetFileSize is one consumer offset file: offset u64 then XxHash3-64 of those 8
-// bytes (architecture-notes.md §2.7). An 8-byte file is the legacy form without the
-// checksum and is still read.
+// bytes, as the reference writes it (apache/iggy core/partitions/src/). An 8-byte file
+// is the legacy form without the checksum and is still read.
 const offsetFileSize = 16
 
 // OffsetsReport is what loading the consumer offsets found.

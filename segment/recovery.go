@@ -51,8 +51,9 @@ var (
 // hold in memory per partition at startup.
 const recoveryReadBytes = 4 << 20
 
-// recover rebuilds the log's state from its files, following architecture-notes.md
-// §2.9 with one rule added by how this log seals (log.go, advanceDurable):
+// recover rebuilds the log's state from its files, following the reference's boot
+// recovery (iggy.apache.org/docs/server/storage-engine, "Boot-time segment recovery")
+// with one rule added by how this log seals (log.go, advanceDurable):
 //
 //	segment is ...                          | what recovery does
 //	----------------------------------------|------------------------------------------

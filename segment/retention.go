@@ -108,9 +108,10 @@ func (l *Log) dropOldest(n int) {
 }
 
 // Purge deletes every message and every consumer offset (PURGE_TOPIC, PURGE_STREAM).
-// The offset counter does not restart: the log goes on, empty, from NextOffset, so
-// an offset is never given to two different messages (the reference server keeps
-// the same frontier for the same reason, architecture-notes.md §1.13).
+// The offset counter does not restart: the log goes on, empty, from NextOffset, so an
+// offset is never given to two different messages (the reference server keeps the same
+// frontier for the same reason: the offset_frontier of each partition's superblock,
+// apache/iggy core/journal/src/).
 func (l *Log) Purge() error {
 	if l.closed {
 		return wire.ErrSegmentClosed

@@ -23,6 +23,11 @@ func TestEveryCommand(t *testing.T) {
 	if len(meta.Nodes) != 1 || meta.Nodes[0].Role != wire.ClusterRoleLeader || int(meta.Nodes[0].TCPPort) != s.Addr().Port {
 		t.Fatalf("cluster metadata %+v", meta)
 	}
+	if n := meta.Nodes[0]; string(meta.Name) != "single-node" || string(n.Name) != "iggy-node" ||
+		n.QUICPort != 0 || n.HTTPPort != 0 || n.WebSocketPort != 0 {
+		t.Fatalf("cluster metadata %s/%s quic %d http %d websocket %d, want single-node/iggy-node and 0 for transports not served",
+			meta.Name, n.Name, n.QUICPort, n.HTTPPort, n.WebSocketPort)
+	}
 
 	// Streams.
 	st, err := c.CreateStream(ctx, "s1")

@@ -57,6 +57,10 @@ func TestProducersAndGroupConsumersAcrossShards(t *testing.T) {
 	var mu sync.Mutex
 	seen := make(map[delivery]int) // -> member
 	consumed := 0
+	// leaverConsumed is closed once member 0, the one that leaves, has consumed a
+	// message: the rebalance then moves partitions it has committed offsets on.
+	leaverConsumed := make(chan struct{})
+	leaverStarted := false
 	consume := func(member int, c *client.Client, stop <-chan struct{}) {
 		group := client.NameID("g")
 		mustOK(t, "JoinConsumerGroup", c.JoinConsumerGroup(ctx, client.NameID("cg"), client.NameID("t"), group))
@@ -88,6 +92,10 @@ func TestProducersAndGroupConsumersAcrossShards(t *testing.T) {
 					}
 					seen[d] = member
 					consumed++
+					if member == 0 && !leaverStarted {
+						leaverStarted = true
+						close(leaverConsumed)
+					}
 				}
 				mu.Unlock()
 			}
@@ -118,8 +126,13 @@ func TestProducersAndGroupConsumersAcrossShards(t *testing.T) {
 			}
 		}(m)
 	}
-	// Rebalance while consuming: one member leaves by disconnecting, one joins.
-	time.Sleep(50 * time.Millisecond)
+	// Rebalance while consuming: once the member that leaves has consumed, it leaves
+	// by disconnecting, and one joins.
+	select {
+	case <-leaverConsumed:
+	case <-ctx.Done():
+		t.Fatal("member 0 consumed nothing before the deadline")
+	}
 	close(stopLeaver)
 	late := dialRoot(t, s)
 	consuming.Add(1)

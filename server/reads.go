@@ -102,8 +102,19 @@ func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.Client
 	return h
 }
 
-// appendClusterMetadata answers GetClusterMetadata: a one-node cluster, this node
-// the healthy leader at the address it listens on (the Go SDK dials it).
+// Names a node that is not clustered reports, the reference's (SINGLE_NODE_CLUSTER_NAME
+// and SELF_NODE_NAME in apache/iggy core/server/src/cluster_meta.rs); the SDKs' suites
+// expect them.
+const (
+	singleNodeClusterName = "single-node"
+	singleNodeName        = "iggy-node"
+)
+
+// appendClusterMetadata answers GetClusterMetadata as the reference answers it for a
+// node that is not clustered: cluster "single-node" with the one node "iggy-node",
+// the healthy leader, at the address its TCP listener is bound to (the Go SDK dials
+// it; a configured port 0 reports the port it picked). QUIC, HTTP and WebSocket are
+// not served, so their ports are 0, as the reference reports a disabled transport.
 func (r *metaRouter) appendClusterMetadata(dst []byte) []byte {
 	host, port := "127.0.0.1", 0
 	if addr := r.h.srv.listenAddr.Load(); addr != nil {
@@ -119,9 +130,10 @@ func (r *metaRouter) appendClusterMetadata(dst []byte) []byte {
 		}
 	}
 	m := wire.ClusterMetadata{
-		Name: []byte("iggy-shard"),
+		Name: []byte(singleNodeClusterName),
 		Nodes: []wire.ClusterNode{{
-			Name: []byte("iggy-shard-0"), IP: []byte(host), TCPPort: uint16(port),
+			Name: []byte(singleNodeName), IP: []byte(host), TCPPort: uint16(port),
+			QUICPort: 0, HTTPPort: 0, WebSocketPort: 0,
 			Role: wire.ClusterRoleLeader, Status: wire.ClusterNodeHealthy,
 		}},
 	}

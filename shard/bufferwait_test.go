@@ -137,27 +137,47 @@ func replyMatches(frame []byte, request uint64, status wire.ErrorCode) error {
 }
 
 // retainingHandler keeps every request's frame until the test lets them go (release),
-// then answers them all on its next turn.
+// then answers them all on its next turn. It reports from the shard's goroutine what
+// the test waits for: each turn (turns), and the first turn that finds the
+// connection throttled, with how many frames were held then (throttled).
 type retainingHandler struct {
 	testHandler
 	held     []Frame
 	heldConn ConnID
-	count    *atomic.Int64 // frames held now
 	release  *atomic.Bool
+
+	turns          chan struct{} // one value per turn, dropped when the test is not waiting
+	throttled      chan int      // frames held when the connection was first seen throttled
+	sawThrottle    bool
+	heldAtRelease  atomic.Int64 // written on the shard's goroutine, read by the test
+	releasedFrames bool
 }
 
 func (h *retainingHandler) ServeRequest(c *Conn, req *Request) {
 	h.held = append(h.held, req.Retain())
 	req.Defer()
 	h.heldConn = c.ID()
-	h.count.Store(int64(len(h.held)))
 }
 
 func (h *retainingHandler) Tick(s *Shard) bool {
+	defer func() {
+		select {
+		case h.turns <- struct{}{}:
+		default:
+		}
+	}()
+	c := s.Conn(h.heldConn)
+	if c != nil && c.throttled && !h.sawThrottle {
+		h.sawThrottle = true
+		h.throttled <- len(h.held) // buffered: never blocks
+	}
 	if !h.release.Load() || len(h.held) == 0 {
 		return false
 	}
-	c := s.Conn(h.heldConn)
+	if !h.releasedFrames {
+		h.releasedFrames = true
+		h.heldAtRelease.Store(int64(len(h.held)))
+	}
 	for i := range h.held {
 		if c != nil {
 			c.Answer(h.held[i].Ticket)
@@ -167,7 +187,6 @@ func (h *retainingHandler) Tick(s *Shard) bool {
 		h.held[i].Release()
 	}
 	h.held = h.held[:0]
-	h.count.Store(0)
 	return false
 }
 
@@ -179,24 +198,27 @@ func (h *retainingHandler) ConnClosed(*Conn) {
 }
 
 // TestRetainedFramesThrottleTheConnection: a client pipelines large requests that the
-// handler keeps. Past retainedBytesMax the connection is not read, so it holds five
-// 1 MiB buffers, not all ten it sent; once they are released it is read again and
-// every request is answered.
+// handler keeps. Past retainedBytesMax the connection is throttled (not read), holding
+// five 1 MiB buffers, not all ten it sent, and fifty shard turns later it still holds
+// five; once they are released it is read again and every request is answered.
 func TestRetainedFramesThrottleTheConnection(t *testing.T) {
 	const kib, mib = 1 << 10, 1 << 20
-	var count atomic.Int64
 	var release atomic.Bool
 	shards := make(chan *Shard, 1)
+	handlers := make(chan *retainingHandler, 1)
 	rt := startTestRuntime(t, Config{ShardCount: 1, FrameSizeMax: mib, BusyPoll: -1, NewHandler: func(s *Shard) Handler {
+		h := &retainingHandler{testHandler: testHandler{shard: s}, release: &release,
+			turns: make(chan struct{}, 1), throttled: make(chan int, 1)}
 		shards <- s
-		return &retainingHandler{testHandler: testHandler{shard: s}, count: &count, release: &release}
+		handlers <- h
+		return h
 	}, Arena: arenaConfig{Classes: []arenaClass{
 		{BufferSizeBytes: 4 * kib, BufferCount: 64},
 		{BufferSizeBytes: 8 * kib, BufferCount: 256},
 		{BufferSizeBytes: 64 * kib, BufferCount: 16},
 		{BufferSizeBytes: 1 * mib, BufferCount: 16},
 	}}})
-	s := <-shards
+	s, h := <-shards, <-handlers
 	conn, err := net.DialTimeout("tcp", rt.Addr().String(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -211,18 +233,29 @@ func TestRetainedFramesThrottleTheConnection(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 10*time.Second, "five frames retained", func() bool { return count.Load() >= 5 })
-	// Give the shard turns to read more, were it reading: it must not.
+	// 900 KB frames take 1 MiB buffers: the fifth puts the connection past the 4 MiB
+	// bound, and the shard throttles it before serving a sixth.
+	timeout := time.After(10 * time.Second)
+	select {
+	case n := <-h.throttled:
+		if n != 5 {
+			t.Fatalf("throttled holding %d frames, want 5 (retainedBytesMax %d)", n, retainedBytesMax)
+		}
+	case <-timeout:
+		t.Fatal("the connection was never throttled while its frames were retained")
+	}
+	// Fifty turns of the shard, each waited for: a throttled connection is not read.
 	for range 50 {
 		s.Wake()
-		time.Sleep(time.Millisecond)
+		select {
+		case <-h.turns:
+		case <-timeout:
+			t.Fatal("the shard stopped turning")
+		}
 	}
-	if n := count.Load(); n != 5 {
-		t.Fatalf("%d frames retained, want 5: the connection was read past %d retained bytes", n, retainedBytesMax)
-	}
+	release.Store(true)
 	reply := make([]byte, 256)
 	for r := range uint64(requests) {
-		release.Store(true)
 		s.Wake()
 		if _, err := io.ReadFull(conn, reply); err != nil {
 			t.Fatalf("reply %d: %v", r, err)
@@ -230,5 +263,10 @@ func TestRetainedFramesThrottleTheConnection(t *testing.T) {
 		if err := replyMatches(reply, r, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Read on the shard's goroutine before it answered the first five; the replies
+	// above happen after it (the handler answers only what it released).
+	if n := h.heldAtRelease.Load(); n != 5 {
+		t.Fatalf("%d frames held when released, want 5: the connection was read while throttled", n)
 	}
 }

@@ -92,14 +92,22 @@ func (d *decoder) rest() []byte {
 
 func (d *decoder) remaining() int { return len(d.buf) - d.off }
 
-// end records ErrInvalidCommand when bytes are left over: every body must be consumed
-// exactly, so trailing garbage is a malformed request rather than something ignored.
+// end records ErrInvalidCommand when bytes are left over. Replies and the blocks that
+// carry their own length (permissions, options, user headers) must be consumed
+// exactly; request bodies mostly end with endIgnoringTrailing instead.
 func (d *decoder) end() error {
 	if d.err == nil && d.off != len(d.buf) {
 		d.fail(ErrInvalidCommand)
 	}
 	return d.err
 }
+
+// endIgnoringTrailing ends a request body whose reference decoder ignores what follows
+// the last field: apache/iggy decodes request bodies with WireDecode::decode_from
+// (core/binary_protocol/src/codec.rs), which reads the fields and drops the rest.
+// SDKs rely on it (the Node.js SDK sends DeleteTopic with a partitions count after
+// the topic). RequestBodyRules lists which bodies end this way.
+func (d *decoder) endIgnoringTrailing() error { return d.err }
 
 // utf8String reads n bytes that must be valid UTF-8. The result aliases the input.
 func (d *decoder) utf8String(n int) []byte {

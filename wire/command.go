@@ -441,9 +441,11 @@ func NonReplicatedCodeCheck(code CommandCode) HeaderFault {
 }
 
 // ReplyOperation returns the operation byte a server puts on the reply to a request
-// carrying op (responses.md §2.4). A committed CreateTopic, CreatePartitions and
-// DeleteSegments answer with the internal operation the primary actually prepared
-// (64, 65 and 68); every other reply, and every pre-commit denial, echoes op.
+// carrying op (apache/iggy core/consensus/src/plane_helpers.rs; the internal operations
+// 64..68 of iggy.apache.org/docs/binary-protocol/framing). A committed CreateTopic,
+// CreatePartitions and DeleteSegments answer with the internal operation the primary
+// actually prepared (64, 65 and 68); every other reply, and every pre-commit denial,
+// echoes op.
 func ReplyOperation(op Operation, committed bool) Operation {
 	if !committed {
 		return op
@@ -459,11 +461,12 @@ func ReplyOperation(op Operation, committed bool) Operation {
 	return op
 }
 
-// ReplyResultFramed reports whether a status-0 reply with operation byte op and a
-// body of bodySizeBytes starts with a result section, exactly as both SDKs decide it
-// (responses.md §2.3): Register only when its body is non-empty; the internal
-// operations, the metadata operations but DeleteSegments, and the two consumer-offset
-// writes always; nothing else.
+// ReplyResultFramed reports whether a status-0 reply with operation byte op and a body
+// of bodySizeBytes starts with a result section, exactly as both SDKs decide it (the Go
+// SDK in apache/iggy foreign/go/internal/vsr; "Result section" in
+// iggy.apache.org/docs/binary-protocol/framing): Register only when its body is
+// non-empty; the internal operations, the metadata operations but DeleteSegments, and
+// the two consumer-offset writes always; nothing else.
 func ReplyResultFramed(op Operation, bodySizeBytes int) bool {
 	switch {
 	case op == OperationRegister:
@@ -522,8 +525,8 @@ func (r EvictionReason) String() string {
 }
 
 // ErrorCode is the error both SDKs surface for an eviction with this reason
-// (errors.md §3). IncompatibleProtocol needs the window the frame carries: use
-// EvictionHeader.ErrorCode for the full rule.
+// (apache/iggy core/common/src/error/eviction.rs). IncompatibleProtocol needs the
+// window the frame carries: use EvictionHeader.ErrorCode for the full rule.
 func (r EvictionReason) ErrorCode() ErrorCode {
 	switch r {
 	case EvictionInvalidCredentials:
@@ -620,8 +623,9 @@ func (a AckLevel) String() string {
 // Known reports whether a is 0 or 1; any other byte fails the payload decode.
 func (a AckLevel) Known() bool { return a <= AckQuorum }
 
-// Consensus group ids (architecture-notes §1.14). Every consensus header carries a
-// u64 group: the metadata sentinel, or a packed partition key
+// Consensus group ids (IggyNamespace in apache/iggy
+// core/server_common/src/sharding/mod.rs). Every consensus header carries a u64 group:
+// the metadata sentinel, or a packed partition key
 //
 //	bit 63     52 51         32 31     20 19          0
 //	+---+-------+-------------+---------+-------------+

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// The registry as upstream/binary-protocol-commands.md lists it: code, operation byte
-// (2 for reads, 0 for the legacy logins).
+// The registry as iggy.apache.org/docs/binary-protocol/commands lists it: code,
+// operation byte (2 for reads, 0 for the legacy logins).
 var specCommandCodes = map[CommandCode]Operation{
 	1: 2, 10: 2, 11: 2, 12: 2, 13: 2, 20: 2, 21: 2, 22: 2,
 	31: 2, 32: 2, 33: 141, 34: 143, 35: 142, 36: 145, 37: 144, 38: 0, 39: 3, 40: 1,

@@ -20,8 +20,8 @@ import (
 //	                                                       3 messages key (len 1..255)
 //	PollingStrategy       [kind u8][value u64]             kinds 1..5, always 9 bytes
 //
-// A decode failure is ErrInvalidCommand: errors.md §2 answers an undecodable body,
-// a bad Identifier included, with status 3.
+// A decode failure is ErrInvalidCommand: the reference answers an undecodable body, a
+// bad Identifier included, with status 3 (apache/iggy core/server/src/responses.rs).
 
 const (
 	nameLengthMax          = 255

@@ -1,5 +1,6 @@
-// Transcribed from the full code table of errors.md (§5), which mirrors IggyError in
-// apache/iggy. The numbers are part of the wire format: never renumber.
+// Transcribed from IggyError in apache/iggy core/common/src/error/iggy_error.rs (the Go
+// SDK's foreign/go/errors/errors.yaml has the same names and numbers). The numbers are
+// part of the wire format: never renumber.
 
 package wire
 

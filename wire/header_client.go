@@ -266,12 +266,12 @@ func (h *ReplyHeader) validate(sizeMax uint32) HeaderFault {
 	return FaultNone
 }
 
-// ReplyTo builds the reply to req the way responses.md §2 asks: command 8, size 256 +
-// bodySizeBytes, the request's cluster, request_checksum, client, timestamp and
-// request number echoed, status, and the operation byte ReplyOperation gives for a
-// committed or a denied request. Op, Commit, View and Replica are informational and
-// left to the caller. A denial (status non-zero) carries no body: asking for one is a
-// caller bug and panics.
+// ReplyTo builds the reply to req the way iggy.apache.org/docs/binary-protocol/framing
+// ("ReplyHeader") asks: command 8, size 256 + bodySizeBytes, the request's cluster,
+// request_checksum, client, timestamp and request number echoed, status, and the
+// operation byte ReplyOperation gives for a committed or a denied request. Op, Commit,
+// View and Replica are informational and left to the caller. A denial (status non-zero)
+// carries no body: asking for one is a caller bug and panics.
 func ReplyTo(req *RequestHeader, status ErrorCode, bodySizeBytes int, committed bool) ReplyHeader {
 	if status != 0 && bodySizeBytes != 0 {
 		panic("wire: a denied reply carries no body")
@@ -328,9 +328,9 @@ func (h *EvictionHeader) Bytes() *[HeaderSize]byte { return headerBytes(h) }
 // Put copies the header into dst[:256].
 func (h *EvictionHeader) Put(dst []byte) { copy(dst[:HeaderSize], h.Bytes()[:]) }
 
-// ErrorCode is the error an SDK surfaces for this eviction (errors.md §3). An
-// IncompatibleProtocol eviction whose window is unusable (min zero or max below min)
-// surfaces as Unauthenticated.
+// ErrorCode is the error an SDK surfaces for this eviction (apache/iggy
+// core/common/src/error/eviction.rs). An IncompatibleProtocol eviction whose window is
+// unusable (min zero or max below min) surfaces as Unauthenticated.
 func (h *EvictionHeader) ErrorCode() ErrorCode {
 	if h.Reason == EvictionIncompatibleProtocol &&
 		(h.ServerProtocolVersionMin == 0 || h.ServerProtocolVersion < h.ServerProtocolVersionMin) {

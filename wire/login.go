@@ -57,12 +57,12 @@ func (r *LoginRegister) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// Decode parses a complete LOGIN_REGISTER body; every byte must be consumed.
+// Decode parses a LOGIN_REGISTER body; bytes after the context are ignored.
 func (r *LoginRegister) Decode(body []byte) error {
 	d := newDecoder(body)
 	v := d.clientVersionInfo()
 	out := d.loginRegisterAfterPrefix(v)
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	*r = out
@@ -97,12 +97,12 @@ func (r *LoginRegisterWithPAT) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// Decode parses a complete LOGIN_REGISTER_WITH_PAT body; every byte must be consumed.
+// Decode parses a LOGIN_REGISTER_WITH_PAT body; bytes after the context are ignored.
 func (r *LoginRegisterWithPAT) Decode(body []byte) error {
 	d := newDecoder(body)
 	v := d.clientVersionInfo()
 	out := d.patAfterPrefix(v)
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	*r = out
@@ -121,11 +121,11 @@ func (d *decoder) patAfterPrefix(v ClientVersionInfo) LoginRegisterWithPAT {
 // RegisterBody is what a register body can be read as: its version prefix and each
 // credential shape that decodes. DecideRegister turns it into the server's answer.
 //
-// Like the reference, a shape is recognised without requiring it to consume the
-// whole body: that is what makes a code-40 body with an empty password also read as
-// a token body (the username becomes the token and the password's zero length byte
-// plus three bytes of the context length read as a zero context length), whose
-// failed token check answers reason 10 (errors.md §3).
+// Like the reference, a shape is recognised without requiring it to consume the whole
+// body: that is what makes a code-40 body with an empty password also read as a token
+// body (the username becomes the token and the password's zero length byte plus three
+// bytes of the context length read as a zero context length), whose failed token check
+// answers reason 10 (apache/iggy core/server/src/auth.rs).
 type RegisterBody struct {
 	Version     ClientVersionInfo
 	Password    LoginRegister        // meaningful when HasPassword
@@ -246,8 +246,9 @@ type RegisterDecision struct {
 // LoggedIn reports whether the body authenticated a user.
 func (d RegisterDecision) LoggedIn() bool { return d.Reason == EvictionReserved }
 
-// DecideRegister reproduces the reference server's register handling (errors.md §3):
-// the version gate first, then the password shape, then the token shape.
+// DecideRegister reproduces the reference server's register handling (apache/iggy
+// core/server/src/auth.rs): the version gate first, then the password shape, then the
+// token shape.
 //
 //	prefix does not decode                       reason 15 MalformedLogin
 //	version outside window                       reason 14 IncompatibleProtocol

@@ -1,6 +1,7 @@
 package wire
 
-// ClusterMetadata is the GetClusterMetadata reply (responses.md §4.12):
+// ClusterMetadata is the GetClusterMetadata reply (apache/iggy
+// core/binary_protocol/src/responses/system/get_cluster_metadata.rs):
 //
 //	[name_len u32][name]
 //	[nodes_count u32]

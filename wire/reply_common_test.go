@@ -184,7 +184,8 @@ func exported(v reflect.Value) any {
 }
 
 // goldenReplies pairs every vector under testdata/replies with its decoder and the
-// value it holds, written out by hand from responses.md.
+// value it holds, written out by hand from the reply layouts of apache/iggy
+// core/binary_protocol/src/responses/.
 var goldenReplies = []struct {
 	file    string
 	decoder string
@@ -421,7 +422,7 @@ func TestReplyEmptyBodyMeansNotFound(t *testing.T) {
 		{"ConsumerGroupDetails", ErrConsumerGroupIdNotFound},
 		{"Assignment", ErrConsumerGroupMemberNotFound},
 		{"ConsumerOffset", ErrConsumerOffsetNotFound},
-		// Never valid empty (responses.md §6).
+		// Never valid empty.
 		{"Stats", ErrInvalidCommand},
 		{"ClusterMetadata", ErrInvalidCommand},
 		{"OptionDescriptors", ErrInvalidCommand},

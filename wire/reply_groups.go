@@ -3,7 +3,8 @@ package wire
 import "encoding/binary"
 
 // ConsumerGroupHeader is one group in GetConsumerGroups and the head of
-// ConsumerGroupDetails (responses.md §4.4), 13 + N bytes:
+// ConsumerGroupDetails (apache/iggy
+// core/binary_protocol/src/responses/consumer_groups/), 13 + N bytes:
 //
 //	+----+------------------+---------------+-----+------+
 //	| id | partitions_count | members_count | N   | name |
@@ -58,7 +59,8 @@ func AppendConsumerGroupsReply(b []byte, groups []ConsumerGroupHeader) []byte {
 	return b
 }
 
-// ConsumerGroupMember is one member of a group (responses.md §4.5), 8 + 4·P bytes:
+// ConsumerGroupMember is one member of a group (apache/iggy
+// core/binary_protocol/src/responses/consumer_groups/), 8 + 4·P bytes:
 // [member id u32][partitions_count u32][partition_id u32]·P. The member id is the
 // member's 0-based slot inside the group, not its client id.
 type ConsumerGroupMember struct {
@@ -160,7 +162,8 @@ func (g *ConsumerGroupDetails) Decode(body []byte) error {
 	return nil
 }
 
-// Assignment is the SyncConsumerGroup reply (responses.md §4.18), 12 + 4·P bytes:
+// Assignment is the SyncConsumerGroup reply (apache/iggy
+// core/binary_protocol/src/responses/consumer_groups/), 12 + 4·P bytes:
 // [generation u64][partitions_count u32][partition_id u32]·P. A member that owns
 // nothing gets P = 0, not an empty body; an empty body means the caller is not a
 // member.

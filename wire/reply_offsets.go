@@ -1,6 +1,7 @@
 package wire
 
-// ConsumerOffset is the GetConsumerOffset reply (responses.md §4.17), 20 bytes:
+// ConsumerOffset is the GetConsumerOffset reply
+// (iggy.apache.org/docs/binary-protocol/commands, "Consumer offsets"), 20 bytes:
 //
 //	+--------------+----------------+---------------+
 //	| partition_id | current_offset | stored_offset |

@@ -1,6 +1,7 @@
 package wire
 
-// OptionDescriptor is one entry of the DescribeOptions reply (responses.md §4.13):
+// OptionDescriptor is one entry of the DescribeOptions reply (apache/iggy
+// core/binary_protocol/src/responses/system/describe_options.rs):
 //
 //	[key: Name][kind u8][default_len u32][default][description_len u32][description UTF-8]
 //

@@ -5,8 +5,9 @@ import (
 	"math"
 )
 
-// Stats is the GetStats reply (responses.md §4.14): a 108-byte numeric prefix, five
-// Str32 strings, the server semver, the cache metrics and three trailing numbers.
+// Stats is the GetStats reply (apache/iggy
+// core/binary_protocol/src/responses/system/get_stats.rs): a 108-byte numeric prefix,
+// five Str32 strings, the server semver, the cache metrics and three trailing numbers.
 //
 //	  0 process_id u32          4 cpu_usage f32            8 total_cpu_usage f32
 //	 12 memory_usage u64       20 total_memory u64        28 available_memory u64

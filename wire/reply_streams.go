@@ -3,7 +3,7 @@ package wire
 import "encoding/binary"
 
 // StreamHeader is one stream in GetStreams and the head of GetStream and CreateStream
-// replies (responses.md §4.1), 37 + N + M bytes:
+// replies (apache/iggy core/binary_protocol/src/responses/streams/), 37 + N + M bytes:
 //
 //	+----+------------+--------------+------------+----------------+-----+------+-------------+---------+
 //	| id | created_at | topics_count | size_bytes | messages_count | N   | name | options_len | options |

@@ -2,8 +2,8 @@ package wire
 
 import "encoding/binary"
 
-// DecodeEmptyReply checks a body that must be empty: Ping, Logout, and the payload
-// of every framed write that returns nothing (responses.md §6).
+// DecodeEmptyReply checks a body that must be empty: Ping, Logout, and the payload of
+// every framed write that returns nothing.
 func DecodeEmptyReply(body []byte) error {
 	if len(body) != 0 {
 		return ErrInvalidCommand
@@ -22,7 +22,7 @@ const (
 const ClientUserIDNone uint32 = 0xFFFFFFFF
 
 // ClientHeader is one connection in GetClients and the head of ClientDetails
-// (responses.md §4.9), 17 + A bytes:
+// (apache/iggy core/binary_protocol/src/responses/clients/), 17 + A bytes:
 //
 //	+-----------+---------+-----------+-------------+---------+-----------------------+
 //	| client_id | user_id | transport | address_len | address | consumer_groups_count |

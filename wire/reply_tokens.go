@@ -1,9 +1,10 @@
 package wire
 
-// PatEntry is one personal access token in a GetPersonalAccessTokens reply
-// (responses.md §4.10), 9 + N bytes: [name: Name][expiry_at: u64 µs since the epoch,
-// 0 = never expires]. The list has no count prefix and holds only the caller's own
-// tokens; the token secret itself is never listed.
+// PatEntry is one personal access token in a GetPersonalAccessTokens reply (apache/iggy
+// core/binary_protocol/src/responses/personal_access_tokens/), 9 + N bytes:
+// [name: Name][expiry_at: u64 µs since the epoch, 0 = never expires]. The list has no
+// count prefix and holds only the caller's own tokens; the token secret itself is
+// never listed.
 type PatEntry struct {
 	Name           []byte
 	ExpiryAtMicros uint64

@@ -3,7 +3,8 @@ package wire
 import "encoding/binary"
 
 // TopicHeader is one topic in GetTopics and GetStream, and the head of GetTopic and
-// CreateTopic replies (responses.md §4.2), 58 + N + E + D bytes:
+// CreateTopic replies (apache/iggy core/binary_protocol/src/responses/topics/),
+// 58 + N + E + D bytes:
 //
 //	 0 id                     u32
 //	 4 created_at             u64 µs
@@ -92,7 +93,7 @@ func (h *TopicHeader) decodeFrom(d *decoder) {
 func (h *TopicHeader) Decode(body []byte) error { return decodeExact(h, body) }
 
 // PartitionInfo describes one partition in GetTopic and CreateTopic replies
-// (responses.md §4.3), 40 bytes.
+// (apache/iggy core/binary_protocol/src/responses/topics/get_topic.rs), 40 bytes.
 type PartitionInfo struct {
 	ID              uint32
 	CreatedAtMicros uint64

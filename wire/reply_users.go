@@ -2,8 +2,8 @@ package wire
 
 import "encoding/binary"
 
-// UserHeader is one user in GetUsers and the head of UserDetails (responses.md §4.6),
-// 18 + N + M bytes:
+// UserHeader is one user in GetUsers and the head of UserDetails (apache/iggy
+// core/binary_protocol/src/responses/users/), 18 + N + M bytes:
 //
 //	+----+------------+--------+-----+----------+-------------+---------+
 //	| id | created_at | status | N   | username | options_len | options |
@@ -63,8 +63,8 @@ func AppendUsersReply(b []byte, users []UserHeader) []byte {
 	return b
 }
 
-// UserDetails is the GetUser reply and the CreateUser success payload
-// (responses.md §4.7): a UserHeader and a permissions tail,
+// UserDetails is the GetUser reply and the CreateUser success payload (apache/iggy
+// core/binary_protocol/src/responses/users/): a UserHeader and a permissions tail,
 //
 //	no permissions:   00 00 00 00                    (4 bytes, not 1)
 //	with permissions: 01 [perm_len u32][Permissions]

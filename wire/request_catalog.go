@@ -2,14 +2,15 @@ package wire
 
 // Request bodies, both directions: the server decodes with Decode, our client encodes
 // with Append, from the same struct. Decode reads the body in place (byte and string
-// fields alias it, nothing is allocated) and requires it to be consumed exactly; on
-// error the struct's contents are unspecified. Append refuses a value the server would
+// fields alias it, nothing is allocated) and treats bytes after the last field as
+// the reference does (RequestBodyRules: ignored, or refused where the last field
+// runs to the end of the body); on error the struct's contents are unspecified. Append refuses a value the server would
 // refuse to decode, with the code the server would answer, and then returns b at its
 // original length.
 //
 // Bodies that are empty on the wire (Ping 1, GetStats 10, GetClusterMetadata 12,
 // GetMe 20, GetClients 22, GetUsers 32, LogoutUser 39, GetPersonalAccessTokens 41,
-// GetStreams 201) have no struct: DecodeEmptyBody checks them.
+// GetStreams 201) have no struct: DecodeEmptyBody stands for their decoder.
 
 // CheckRequestBody decodes body as the request body of code and discards the result,
 // returning the error the decoder would. handled is false for the codes whose bodies
@@ -18,9 +19,9 @@ package wire
 // 101 (send.go). It allocates nothing, so a server may call it on every request
 // before routing, and the fuzz target drives every decoder through it.
 //
-// For the register codes 40 and 45 this is the strict check of one shape. A server
-// deciding a login uses DecodeRegisterBody instead: a register header carries no
-// code, and the reference probes both shapes without requiring exact consumption.
+// For the register codes 40 and 45 this is the check of one shape. A server deciding
+// a login uses DecodeRegisterBody instead: a register header carries no code, and
+// the reference probes both shapes.
 func CheckRequestBody(code CommandCode, body []byte) (handled bool, err error) {
 	switch code {
 	case CodePing, CodeGetStats, CodeGetClusterMetadata, CodeGetMe, CodeGetClients,

@@ -24,7 +24,7 @@ func (g *GroupTarget) decode(body []byte) error {
 	g.StreamID = d.identifier()
 	g.TopicID = d.identifier()
 	g.GroupID = d.identifier()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 func (g *GroupTarget) append(b []byte) ([]byte, error) {
@@ -107,7 +107,7 @@ func (r *CreateConsumerGroup) Decode(body []byte) error {
 	r.StreamID = d.identifier()
 	r.TopicID = d.identifier()
 	r.Name = d.name()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.

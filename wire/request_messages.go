@@ -36,7 +36,7 @@ func (r *PollMessages) Decode(body []byte) error {
 	r.Strategy = d.pollingStrategy()
 	r.Count = d.u32()
 	r.AutoCommit = d.u8() != 0
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.
@@ -66,7 +66,7 @@ func (r *FlushUnsavedBuffer) Decode(body []byte) error {
 	r.TopicID = d.identifier()
 	r.PartitionID = d.u32()
 	r.Fsync = d.u8() != 0
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.

@@ -26,7 +26,7 @@ type GetConsumerOffset struct {
 func (r *GetConsumerOffset) Decode(body []byte) error {
 	d := newDecoder(body)
 	d.offsetTarget(&r.Consumer, &r.StreamID, &r.TopicID, &r.Partition)
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.
@@ -51,7 +51,7 @@ func (r *StoreConsumerOffset) Decode(body []byte) error {
 	d.offsetTarget(&r.Consumer, &r.StreamID, &r.TopicID, &r.Partition)
 	r.Offset = d.u64()
 	r.Ack = d.ackLevel()
-	return partitionWriteError(d.end())
+	return partitionWriteError(d.endIgnoringTrailing())
 }
 
 // Append encodes r.
@@ -76,7 +76,7 @@ func (r *DeleteConsumerOffset) Decode(body []byte) error {
 	d := newDecoder(body)
 	d.offsetTarget(&r.Consumer, &r.StreamID, &r.TopicID, &r.Partition)
 	r.Ack = d.ackLevel()
-	return partitionWriteError(d.end())
+	return partitionWriteError(d.endIgnoringTrailing())
 }
 
 // Append encodes r.

@@ -69,7 +69,7 @@ func decodePartitionsBody(body []byte, stream, topic *Identifier, count *uint32)
 	*stream = d.identifier()
 	*topic = d.identifier()
 	*count = d.u32()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 func appendPartitionsBody(b []byte, stream, topic Identifier, count uint32) ([]byte, error) {

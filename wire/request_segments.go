@@ -20,7 +20,7 @@ func (r *DeleteSegments) Decode(body []byte) error {
 	r.TopicID = d.identifier()
 	r.PartitionID = d.u32()
 	r.SegmentsCount = d.u32()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.

@@ -8,13 +8,11 @@ import "strconv"
 //	DescribeOptions (13)  [scope u8]
 //	GetClient (21)        [client_id u32]
 
-// DecodeEmptyBody checks the body of a command whose payload is empty.
-func DecodeEmptyBody(body []byte) error {
-	if len(body) != 0 {
-		return ErrInvalidCommand
-	}
-	return nil
-}
+// DecodeEmptyBody is the decoder of a command whose payload is empty: it accepts any
+// body, because the reference reads nothing from it (Ping, GetStats, GetUsers and
+// GetClusterMetadata never look at the body; GetStreams and GetPersonalAccessTokens
+// decode an empty struct with decode_from, core/server/src/responses.rs).
+func DecodeEmptyBody(body []byte) error { return nil }
 
 // SnapshotCompression selects the ZIP entry compression of a GetSnapshot archive.
 type SnapshotCompression uint8
@@ -88,7 +86,7 @@ func (r *GetSnapshot) Decode(body []byte) error {
 	r.Compression = SnapshotCompression(d.u8())
 	n := int(d.u8())
 	r.Types = d.take(n)
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	return checkSnapshot(r.Compression, r.Types)
@@ -150,7 +148,7 @@ type DescribeOptions struct {
 func (r *DescribeOptions) Decode(body []byte) error {
 	d := newDecoder(body)
 	r.Scope = OptionsScope(d.u8())
-	if err := d.end(); err != nil {
+	if err := d.endIgnoringTrailing(); err != nil {
 		return err
 	}
 	if r.Scope < OptionsScopeTopic || r.Scope > OptionsScopeUser {
@@ -167,8 +165,8 @@ func (r *DescribeOptions) Append(b []byte) ([]byte, error) {
 	return appendU8(b, uint8(r.Scope)), nil
 }
 
-// GetClient (21). A body that does not decode is answered like an unknown client id:
-// an empty status-0 reply, not status 3 (responses.md §5).
+// GetClient (21). A body that does not decode is answered like an unknown client id: an
+// empty status-0 reply, not status 3 (apache/iggy core/server/src/dispatch.rs).
 type GetClient struct {
 	ClientID uint32
 }
@@ -177,7 +175,7 @@ type GetClient struct {
 func (r *GetClient) Decode(body []byte) error {
 	d := newDecoder(body)
 	r.ClientID = d.u32()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.

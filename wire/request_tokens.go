@@ -23,7 +23,7 @@ func (r *CreatePersonalAccessToken) Decode(body []byte) error {
 	d := newDecoder(body)
 	r.Name = d.name()
 	r.ExpiryUs = d.u64()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.
@@ -43,7 +43,7 @@ type DeletePersonalAccessToken struct {
 func (r *DeletePersonalAccessToken) Decode(body []byte) error {
 	d := newDecoder(body)
 	r.Name = d.name()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.

@@ -10,8 +10,9 @@ package wire
 //	UpdateTopic (304)                    [stream_id Identifier][topic_id Identifier]
 //	                                     [name Name][options block to end]
 //
-// Every topic setting rides the options block (topic-options.md); the block is
-// validated structurally here and its keys and values by the catalog.
+// Every topic setting rides the options block
+// (iggy.apache.org/docs/server/topic-options); the block is validated structurally here
+// and its keys and values by the catalog.
 
 // GetTopics (301).
 type GetTopics struct {
@@ -130,12 +131,12 @@ func (r *UpdateTopic) Append(b []byte) ([]byte, error) {
 	return e.finish(b)
 }
 
-// decodeTopicBody reads a body that is exactly a stream and a topic Identifier.
+// decodeTopicBody reads a body that starts with a stream and a topic Identifier.
 func decodeTopicBody(body []byte, stream, topic *Identifier) error {
 	d := newDecoder(body)
 	*stream = d.identifier()
 	*topic = d.identifier()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 func appendTopicBody(b []byte, stream, topic Identifier) ([]byte, error) {

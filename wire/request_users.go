@@ -142,7 +142,7 @@ func (r *UpdatePermissions) Decode(body []byte) error {
 	d := newDecoder(body)
 	r.UserID = d.identifier()
 	r.HasPermissions, r.Permissions = d.optionalPermissions()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.
@@ -166,7 +166,7 @@ func (r *ChangePassword) Decode(body []byte) error {
 	r.UserID = d.identifier()
 	r.CurrentPassword = d.shortString()
 	r.NewPassword = d.shortString()
-	return d.end()
+	return d.endIgnoringTrailing()
 }
 
 // Append encodes r.
@@ -218,5 +218,5 @@ func (e *encoder) optionalPermissions(has bool, block []byte) {
 func decodeIdentifierBody(body []byte, id *Identifier) error {
 	d := newDecoder(body)
 	*id = d.identifier()
-	return d.end()
+	return d.endIgnoringTrailing()
 }

@@ -16,12 +16,12 @@ import "encoding/binary"
 //
 //	SendConfirmation  [stream_id u32][topic_id u32][partition_id u32][base_offset u64]  20 bytes
 //
-// Error codes, as the server answers them (responses.md §5, errors.md §2): routing
-// fields that do not decode are status 20 ResourceNotFound, the code the reference
-// server gives every resolution failure of a partition operation, decode failures
-// included. A body that fails admission (a metadata_length that lies, a bad batch)
-// gets a code (Decode's, then ValidateBatch's) instead of the reference server's
-// silence, which leaves the Go SDK waiting out its 30 s deadline.
+// Error codes, as the server answers them (apache/iggy core/server/src/dispatch.rs and
+// responses.rs): routing fields that do not decode are status 20 ResourceNotFound, the
+// code the reference server gives every resolution failure of a partition operation,
+// decode failures included. A body that fails admission (a metadata_length that lies, a
+// bad batch) gets a code (Decode's, then ValidateBatch's) instead of the reference
+// server's silence, which leaves the Go SDK waiting out its 30 s deadline.
 
 // SendConfirmationSize is the size of one SendConfirmation.
 const SendConfirmationSize = 20 // bytes

@@ -121,10 +121,11 @@ func ValidateUserHeaders(block []byte) (pairs int, err error) {
 	return pairs, nil
 }
 
-// ValidateOptions checks an options block (structure, String UTF-8 keys, no
-// duplicate keys, at most 1024 pairs and 100000 bytes) and returns its number of
-// pairs. A violation is ErrInvalidCommand: topic-options.md §5 answers a malformed
-// block with status 3, before any key is looked up in a catalog.
+// ValidateOptions checks an options block (structure, String UTF-8 keys, no duplicate
+// keys, at most 1024 pairs and 100000 bytes) and returns its number of pairs. A
+// violation is ErrInvalidCommand: the reference answers a malformed block with status 3
+// (iggy.apache.org/docs/binary-protocol/encodings, "Options block"), before any key is
+// looked up in a catalog.
 //
 // It does not allocate. Duplicate keys are found by sorting a fixed on-stack array of
 // packed (offset, length) key references, O(n log n) comparisons of at most 255

@@ -10,8 +10,9 @@ import (
 	"unicode/utf8"
 )
 
-// The topic option catalog (topic-options.md): eight keys a CreateTopic options block
-// may carry, three of which an UpdateTopic may change. Streams and users have empty
+// The topic option catalog (iggy.apache.org/docs/server/topic-options; apache/iggy
+// core/common/src/types/options/mod.rs): eight keys a CreateTopic options block may
+// carry, three of which an UpdateTopic may change. Streams and users have empty
 // catalogs, so every key in their blocks is ErrUnsupportedOptionKey.
 //
 //	key                                canonical kind  default          after create
@@ -311,7 +312,8 @@ type CreateTopicOptions struct {
 }
 
 // ResolveCreateTopicOptions runs CreateTopic admission over its options block and
-// partition count (topic-options.md §2), first failure wins:
+// partition count as the reference admits it (apache/iggy core/server/src/dispatch.rs,
+// core/metadata/src/impls/metadata.rs), first failure wins:
 //
 //  1. the block's structure (ValidateOptions): ErrInvalidCommand;
 //  2. every entry in block order: ErrUnsupportedOptionKey or ErrInvalidOptionValue;
@@ -432,10 +434,11 @@ type TopicUpdate struct {
 }
 
 // CheckTopicUpdate runs UpdateTopic admission over its options block against the
-// topic's current segment size (topic-options.md §3): ErrInvalidCommand for a
-// malformed block, ErrUnsupportedOptionKey for a key outside the catalog or not
-// updatable, ErrInvalidOptionValue for a bad value, ErrInvalidTopicSize for a
-// max_topic_size below the segment size. The result aliases block.
+// topic's current segment size ("Create-only vs updatable" in
+// iggy.apache.org/docs/server/topic-options): ErrInvalidCommand for a malformed block,
+// ErrUnsupportedOptionKey for a key outside the catalog or not updatable,
+// ErrInvalidOptionValue for a bad value, ErrInvalidTopicSize for a max_topic_size below
+// the segment size. The result aliases block.
 func CheckTopicUpdate(block []byte, segmentSizeBytes uint64) (TopicUpdate, error) {
 	if _, err := ValidateOptions(block); err != nil {
 		return TopicUpdate{}, err

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// The DescribeOptions topic catalog, transcribed from topic-options.md §4.
+// The DescribeOptions topic catalog, transcribed from the reference
+// (topic_option_descriptors in apache/iggy core/server/src/responses.rs).
 func TestTopicOptionsCatalogMatchesReference(t *testing.T) {
 	want := []struct {
 		key        string
@@ -104,7 +105,7 @@ func entryOf(t *testing.T, block []byte, key string) (HeaderKind, []byte, bool) 
 	return 0, nil, false
 }
 
-// What the Go e2e suite asks of CreateTopic (topic-options.md §6).
+// What the Go e2e suite asks of CreateTopic (apache/iggy foreign/go/tests/e2e_test.go).
 func TestCreateTopicOptionsGoE2E(t *testing.T) {
 	t.Run("string true is stored as Bool 01", func(t *testing.T) {
 		c, err := ResolveCreateTopicOptions(optString("enforce_fsync", "true"), 1)

@@ -47,6 +47,15 @@ func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
 	const batchMessages = 10
 	var acked [partitions]int
 	var mu sync.Mutex
+	// progress wakes the test when a writer is acknowledged; a full channel already
+	// holds a wake-up, so a writer never waits on it.
+	progress := make(chan struct{}, 1)
+	acknowledged := func() {
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
 	var wg sync.WaitGroup
 	for p := 0; p < partitions; p++ {
 		wg.Add(1)
@@ -74,6 +83,7 @@ func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
 				mu.Lock()
 				acked[p] = batch + 1
 				mu.Unlock()
+				acknowledged()
 			}
 		}(p)
 	}
@@ -94,11 +104,12 @@ func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
 			mu.Lock()
 			liveAcked = i + 1
 			mu.Unlock()
+			acknowledged()
 		}
 	}()
 	// Kill once every writer is in full swing: each partition has batches
 	// acknowledged, 200 in all, and streams are being created.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		mu.Lock()
 		total, least := 0, acked[0]
@@ -110,10 +121,13 @@ func TestKill9KeepsEveryAcknowledgedMessage(t *testing.T) {
 		if ready {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-progress:
+		case <-deadline:
+			mu.Lock()
+			defer mu.Unlock()
 			t.Fatalf("writers not in full swing after 30 s: batches %v, streams %d", acked, liveAcked)
 		}
-		time.Sleep(time.Millisecond)
 	}
 	s.stop(t, syscall.SIGKILL)
 	wg.Wait()
