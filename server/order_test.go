@@ -208,7 +208,7 @@ func TestLargeBatchProducersAreNotDropped(t *testing.T) {
 						return err
 					}
 					req := wire.SendMessages{StreamID: wire.StringIdentifier([]byte("order")), TopicID: wire.StringIdentifier([]byte("t")),
-						Partitioning: wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: ownedBy[p%len(ownedBy)]},
+						Partitioning:  wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: ownedBy[p%len(ownedBy)]},
 						MessagesCount: messagesPerBatch, Batch: batch}
 					body, err := req.Append(nil)
 					if err != nil {
