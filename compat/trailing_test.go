@@ -28,11 +28,7 @@ var trailingBytes = []byte{0, 0, 0, 0}
 // knownTrailingDivergences are the commands the server does not yet answer as the
 // table says, with where the fix lies. The test requires them to still diverge, so
 // that a fix removes its row here.
-var knownTrailingDivergences = map[wire.CommandCode]string{
-	// server/reads.go serves GetClient only from a body of exactly 4 bytes instead of
-	// decoding it with wire.GetClient.Decode (owned by the request-path rewrite).
-	wire.CodeGetClient: "server/reads.go: len(body) != 4",
-}
+var knownTrailingDivergences = map[wire.CommandCode]string{}
 
 type bodyCase struct {
 	op   uint8

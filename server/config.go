@@ -15,7 +15,7 @@ import (
 )
 
 // Config is the server's configuration. Its TOML form mirrors Apache Iggy's key names
-// where Iggy has the setting (upstream/server-configuration.md):
+// where Iggy has the setting (iggy.apache.org/docs/server/configuration):
 //
 //	[system]
 //	path = "local_data"                 # IGGY_SYSTEM_PATH

@@ -10,7 +10,8 @@ import (
 // Heartbeats. A consumer group member that stops talking keeps its partitions from
 // the other members, so the reference server evicts a member whose connection was
 // silent for 1.2 heartbeat intervals (30 s by default: 36 s) with reason 13
-// StaleClient (go-sdk-behaviour.md §8; the Go SDK pings every 5 s). Any request
+// StaleClient (run_heartbeat_verifier in apache/iggy core/server/src/dispatch.rs;
+// the Go SDK, apache/iggy foreign/go/client, pings every 5 s). Any request
 // counts, PING included; a client that is in no group is never evicted for silence.
 //
 //	conn shard: every request     session.seen = NowNs     (an atomic both shards see)

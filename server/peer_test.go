@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// GET_ME and GET_CLIENTS report each session's peer address (responses.md §4.9):
+// GET_ME and GET_CLIENTS report each session's peer address (ClientResponse, apache/iggy
+// core/binary_protocol/src/responses/clients/client_response.rs):
 // the loopback address and the client's own port, whichever shard its connection
 // was handed to.
 func TestClientAddresses(t *testing.T) {

@@ -188,7 +188,7 @@ func TestOnlyPingBeforeLogin(t *testing.T) {
 	}
 	r.send(rawRequest{client: client, request: 1, session: 5, op: wire.OperationCreateStream, body: createStreamBody(t, "x")})
 	r.wantEviction(wire.EvictionNoSession)
-	// So is a logout carrying session 0 (responses.md §5, code 39).
+	// So is a logout carrying session 0 (handle_logout_request in apache/iggy core/server/src/dispatch/session_ops.rs).
 	r = dialRaw(t, s)
 	r.send(rawRequest{client: client, request: 2, op: wire.OperationLogout})
 	if h, body := r.reply(); h.Status != 0 || len(body) != 0 || h.Operation != wire.OperationLogout {

@@ -14,7 +14,7 @@ import (
 // purge generation goes up in the journal at once, and the owner shards empty their
 // partitions afterwards. A crash between the two must not bring the purged messages
 // back, so each partition directory records the generation its contents reflect
-// (architecture-notes.md §2.10), always synced:
+// (a record the reference server keeps too, as purge.gen), always synced:
 //
 //	streams/{s}/topics/{t}/partitions/{p}/purge.gen
 //	+--------------------+-----------------------------+

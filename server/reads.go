@@ -55,12 +55,14 @@ func (r *metaRouter) read(j *job) {
 			break
 		}
 		j.reply = j.reply[:0]
-		if len(j.frame.Body) != 4 {
-			break // an undecodable body answers like an unknown client (responses.md §5)
+		var req wire.GetClient
+		if req.Decode(j.frame.Body) != nil {
+			// An undecodable body answers like an unknown client (as GET_CLIENT is
+			// answered in apache/iggy core/server/src/dispatch.rs).
+			break
 		}
-		id := uint32(j.frame.Body[0]) | uint32(j.frame.Body[1])<<8 | uint32(j.frame.Body[2])<<16 | uint32(j.frame.Body[3])<<24
 		for _, rec := range r.conns {
-			if rec.id == id {
+			if rec.id == req.ClientID {
 				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), rec.client)
 				break
 			}
@@ -91,7 +93,8 @@ func (r *metaRouter) read(j *job) {
 	r.h.reply(j)
 }
 
-// clientHeader describes a connection (responses.md §4.9): the client id shard
+// clientHeader describes a connection (ClientResponse, apache/iggy
+// core/binary_protocol/src/responses/clients/client_response.rs): the client id shard
 // 0 gave it when its shard adopted it, and its peer address.
 func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.ClientHeader {
 	h := wire.ClientHeader{UserID: userID, Transport: wire.ClientTransportTCP}

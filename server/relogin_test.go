@@ -7,9 +7,10 @@ import (
 )
 
 // A Register (codes 40 and 45) on a connection that is logged in already. The
-// documents are silent on it: binary-protocol-connection-lifecycle.md describes
+// documents are silent on it: iggy.apache.org/docs/binary-protocol/connection-lifecycle
+// describes
 // the handshake on a fresh connection, and the Go SDK never sends it
-// (go-sdk-behaviour.md §8: LoginUser logs a bound session out first, then
+// (the Go SDK, apache/iggy foreign/go/client: LoginUser logs a bound session out first, then
 // registers a fresh client id). The reference server (core/server dispatch,
 // complete_login_register) checks the protocol version and the credentials as
 // for any login, evicting on a failure, and then, the connection having a

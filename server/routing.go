@@ -20,7 +20,8 @@ import (
 // routeSend resolves a SendMessages batch's partition and hands it to the owner.
 func (h *handler) routeSend(j *job) {
 	if err := j.send.Decode(j.frame.Body); err != nil {
-		// A namespace that does not decode is 20 (errors.md §2); a batch the decoder
+		// A namespace that does not decode is 20, as the reference answers it (dispatch_partition_request in
+		// apache/iggy core/server/src/dispatch.rs); a batch the decoder
 		// refuses keeps the decoder's code (checksums, lengths).
 		j.status = errorCode(err, wire.ErrResourceNotFound)
 		if j.status == wire.ErrInvalidCommand || j.status == wire.ErrInvalidFormat {
@@ -67,7 +68,8 @@ func (h *handler) toOwner(j *job) {
 	h.post(owner, shard.Message{Conn: j.conn, Kind: msgToOwner, Payload: j})
 }
 
-// routePoll resolves a poll (responses.md §5 PollMessages): typed statuses for
+// routePoll resolves a poll (handle_poll_messages in apache/iggy
+// core/server/src/dispatch.rs): typed statuses for
 // what does not resolve, the empty 16-byte reply for the rest.
 func (h *handler) routePoll(j *job) {
 	var req wire.PollMessages
