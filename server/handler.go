@@ -295,7 +295,7 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 			h.routeHere(c, req, jobPoll, sess.userID)
 		case wire.CodeGetConsumerOffset:
 			h.routeHere(c, req, jobGetOffset, sess.userID)
-		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient, wire.CodeGetClusterMetadata:
+		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
 			h.forward(c, req, jobRead, sess.userID) // the whole node's: shard 0's
 		default:
 			h.readHere(c, hdr, req.Body, sess)
@@ -342,14 +342,17 @@ func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, use
 func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) {
 	state := h.view.state
 	var err error
-	if hdr.NonReplicatedCode == wire.CodeGetMe {
+	switch hdr.NonReplicatedCode {
+	case wire.CodeGetClusterMetadata:
+		h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
+	case wire.CodeGetMe:
 		ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
 		if addr := c.RemoteAddr(); addr.IsValid() {
 			h.address = addr.AppendTo(h.address[:0])
 			ch.Address = h.address
 		}
 		h.readReply = state.AppendClientDetails(h.readReply[:0], ch, hdr.Client)
-	} else {
+	default:
 		var handled bool
 		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, sess.userID, hdr.Client, body, h.srv.stats.of)
 		if !handled {

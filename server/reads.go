@@ -44,8 +44,6 @@ func (r *metaRouter) read(j *job) {
 			break
 		}
 		j.reply, err = r.appendSnapshotArchive(j.reply[:0], j.frame.Body)
-	case wire.CodeGetClusterMetadata:
-		j.reply = r.appendClusterMetadata(j.reply[:0])
 	case wire.CodeGetMe:
 		rec := r.conns[j.conn]
 		j.reply = state.AppendClientDetails(j.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
@@ -118,15 +116,15 @@ const (
 // the healthy leader, at the address its TCP listener is bound to (the Go SDK dials
 // it; a configured port 0 reports the port it picked). QUIC, HTTP and WebSocket are
 // not served, so their ports are 0, as the reference reports a disabled transport.
-func (r *metaRouter) appendClusterMetadata(dst []byte) []byte {
+func (s *Server) appendClusterMetadata(dst []byte) []byte {
 	host, port := "127.0.0.1", 0
-	if addr := r.h.srv.listenAddr.Load(); addr != nil {
+	if addr := s.listenAddr.Load(); addr != nil {
 		port = addr.Port
 		if ip := addr.IP; ip != nil && !ip.IsUnspecified() {
 			host = ip.String()
 		}
 	}
-	if h, p, err := net.SplitHostPort(r.h.srv.cfg.TCPAddress); err == nil && port == 0 {
+	if h, p, err := net.SplitHostPort(s.cfg.TCPAddress); err == nil && port == 0 {
 		port, _ = strconv.Atoi(p)
 		if h != "" {
 			host = h

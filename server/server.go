@@ -11,11 +11,11 @@
 // to date first:
 //
 //	conn shard: PING; reads of the metadata (streams, topics, users, groups,
-//	            tokens, GET_ME); names, permissions and the partition of
+//	            tokens, GET_ME, GET_CLUSTER_METADATA); names, permissions and the partition of
 //	            SEND_MESSAGES, POLL_MESSAGES and consumer offsets (routing.go)
 //	           ──► owner shard (or none: it is the conn shard): the partition work
 //	           ──► shard 0: logins, metadata writes, GET_STATS, GET_CLIENT(S),
-//	                        GET_SNAPSHOT, GET_CLUSTER_METADATA
+//	                        GET_SNAPSHOT
 //	owner or 0 ──► conn shard: the reply, written there in request order
 //
 // Shard 0 publishes every commit to the shards' views before its reply leaves, so
