@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -62,6 +63,7 @@ type job struct {
 	reply    []byte
 	epoch    uint64 // a login's session
 	loggedIn bool
+	token    *metadata.TokenHash // a token login's
 
 	// Partition operations, resolved on shard 0.
 	key      partition.Key
@@ -95,6 +97,9 @@ type session struct {
 	answered bool
 	// clientID is the connection's id in GetMe and GetClient(s), given by its shard.
 	clientID uint32
+	// token is the hash of the personal access token the session logged in with,
+	// nil for a password login.
+	token *metadata.TokenHash
 }
 
 // clientOpened registers an accepted connection with shard 0, which lists it
@@ -143,6 +148,8 @@ type handler struct {
 	// its round-robin cursors of Balanced sends, by topic.
 	view     *metaView
 	balanced map[[2]uint32]*partition.RoundRobin
+	// bound are the shard's logged-in sessions, ended when their account is revoked.
+	bound map[shard.ConnID]*session
 	// connsOpened counts the connections this shard adopted, for their client ids.
 	connsOpened uint32
 	readReply   []byte // scratch for reads answered here
@@ -190,6 +197,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.groupPolls = make(map[groupPollKey][]*job)
 	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
+	h.bound = make(map[shard.ConnID]*session)
 	h.disk = sh.Disk()
 	h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
 	for _, p := range s.initial[h.index] {
@@ -222,6 +230,14 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
 	sess := c.Value.(*session) // set by ConnOpened, which precedes every request
 	bound := sess.bound
+	if bound {
+		// Before anything, PING included: a session whose account a commit revoked
+		// ends here (endRevokedSessions), with this request's reply the eviction.
+		h.catchUpView()
+		if !c.Open() {
+			return
+		}
+	}
 	if bound {
 		sess.seen.Store(h.shard.NowNs())
 	}
@@ -471,6 +487,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 // a logged-in client its consumer groups.
 func (h *handler) ConnClosed(c *shard.Conn) {
 	sess := c.Value.(*session)
+	delete(h.bound, c.ID())
 	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound}})
 }
 
@@ -555,12 +572,15 @@ func (h *handler) answer(c *shard.Conn, j *job) {
 		return
 	case j.rawReply:
 		if j.kind == jobLogin && j.loggedIn {
-			c.Value = &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true,
-				clientID: c.Value.(*session).clientID}
+			sess := &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true,
+				clientID: c.Value.(*session).clientID, token: j.token}
+			c.Value = sess
+			h.bound[c.ID()] = sess
 		}
 		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
 			// The connection stays registered with shard 0, anonymous again.
 			c.Value = &session{answered: true, clientID: c.Value.(*session).clientID}
+			delete(h.bound, c.ID())
 		}
 		if b, err := c.Reserve(len(j.reply)); err == nil {
 			copy(b, j.reply)

@@ -418,6 +418,10 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		j.rawReply, j.loggedIn = true, true
 		j.reply = append(j.reply[:0], frame...)
 		j.userID = decision.UserID
+		if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
+			hash := metadata.HashToken(rb.Token.Token)
+			j.token = &hash
+		}
 		j.epoch, _, _ = r.plane.table.Session(hdr.Client)
 		j.seen = new(atomic.Int64)
 		j.seen.Store(r.h.shard.NowNs())

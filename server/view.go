@@ -67,15 +67,22 @@ func newMetaView(snapshot []byte, at *viewEntry) *metaView {
 func (v *metaView) behind() bool { return v.at.next.Load() != nil }
 
 // catchUp applies every entry published since the last one applied; effects is
-// called after each operation with what it asks of the partitions.
-func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect)) {
+// called after each operation with what it asks of the partitions. It reports
+// whether an operation changed what live sessions stand on: a user updated or
+// deleted, a personal access token deleted.
+func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect)) (accountsChanged bool) {
 	for e := v.at.next.Load(); e != nil; e = e.next.Load() {
 		v.apply(e)
 		if len(v.out.Effects) > 0 {
 			effects(v.state, v.out.Effects)
 		}
+		switch e.header.Operation {
+		case wire.OperationUpdateUser, wire.OperationDeleteUser, wire.OperationDeletePersonalAccessToken:
+			accountsChanged = e.op != 0
+		}
 		v.at = e
 	}
+	return accountsChanged
 }
 
 func (v *metaView) apply(e *viewEntry) {
@@ -164,7 +171,45 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect) 
 
 // catchUpView brings the shard's view up to date.
 func (h *handler) catchUpView() {
-	if h.view.behind() {
-		h.view.catchUp(h.viewEffects)
+	if h.view.behind() && h.view.catchUp(h.viewEffects) {
+		h.endRevokedSessions()
 	}
+}
+
+// endRevokedSessions evicts this shard's sessions whose user was deleted or
+// deactivated, or whose personal access token was deleted, at once: the reference
+// checks an account only at login, a broker that loses nothing does not let a
+// revoked account go on. A deleted user or token ends with NoSession (the SDKs
+// report Unauthenticated), a deactivated user with UserInactive.
+func (h *handler) endRevokedSessions() {
+	state := h.view.state
+	for id, sess := range h.bound {
+		reason := wire.EvictionReason(0)
+		switch u := state.User(sess.userID); {
+		case u == nil:
+			reason = wire.EvictionNoSession
+		case u.Status != wire.UserActive:
+			reason = wire.EvictionUserInactive
+		case sess.token != nil && !hasToken(u, *sess.token):
+			reason = wire.EvictionNoSession
+		}
+		if reason == 0 {
+			continue
+		}
+		delete(h.bound, id)
+		if c := h.shard.Conn(id); c != nil {
+			h.log.Info("connection evicted: its account was revoked", "conn", id.String(), "user", sess.userID,
+				"reason", reason.String())
+			evict(c, sess.client, reason)
+		}
+	}
+}
+
+func hasToken(u *metadata.User, hash metadata.TokenHash) bool {
+	for i := range u.Tokens {
+		if u.Tokens[i].Hash == hash {
+			return true
+		}
+	}
+	return false
 }
