@@ -193,6 +193,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 		panic(fmt.Sprintf("shard %d: recv completion of %d bytes without a buffer", s.index, res))
 	}
 	c.lastRecvNs = s.nowNs
+	s.counters.bytesReceived += uint64(res)
 	data := s.recvRing.Buffer(bid, int(res))
 	if c.backlogBytes > 0 {
 		c.stash(data) // behind what is already waiting
@@ -453,6 +454,7 @@ func (c *Conn) serveFrame(frame []byte, ticket uint64) (deferred bool) {
 		c.ReplyStatus(header, code)
 		return false
 	}
+	s.counters.requestsServed++
 	req := &s.req
 	*req = Request{Header: header, Body: body, shard: s, framer: c.framer, conn: c, ticket: Ticket(ticket)}
 	s.handler.ServeRequest(c, req)
@@ -650,6 +652,7 @@ func (c *Conn) onSend(res int32) {
 		return
 	}
 	s := c.shard
+	s.counters.bytesSent += uint64(res)
 	c.consume(int(res))
 	c.advance() // parked replies into the room the send made
 	// Progress is a drained queue or sendProgressBytesMin sent: a reader that lets

@@ -42,8 +42,10 @@ type Runtime struct {
 	wakeMu         sync.RWMutex
 	eventFdsClosed bool
 	done           chan struct{}
-	errOnce        sync.Once
-	err            error
+	// inspectMu runs one Inspect at a time.
+	inspectMu sync.Mutex
+	errOnce   sync.Once
+	err       error
 }
 
 // Start binds the listener, starts the shards and returns once every shard is ready:

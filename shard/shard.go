@@ -1,13 +1,16 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,6 +80,10 @@ type Shard struct {
 	// backlogBytesMax bounds a throttled connection's receive backlog: the bytes
 	// the receive ring holds (Conn.stash).
 	backlogBytesMax int
+
+	counters counters
+	// inspect is a pending Runtime.Inspect, served at the next turn.
+	inspect atomic.Pointer[inspection]
 
 	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
 	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
@@ -197,6 +204,7 @@ func (s *Shard) Conn(id ConnID) *Conn {
 // a scratch SQE, so callers need no error path: the loop stops at the end of the
 // iteration.
 func (s *Shard) getSQE() *ring.SQE {
+	s.counters.sqesPrepared++
 	sqe, err := s.ring.GetSQE()
 	if err != nil {
 		s.fail(fmt.Errorf("shard %d: get SQE: %w", s.index, err))
@@ -221,6 +229,9 @@ func (s *Shard) clock() int64 {
 // run is the shard's goroutine: set up on the locked thread, report, then loop.
 func (s *Shard) run(ready chan<- error, start <-chan struct{}) {
 	runtime.LockOSThread()
+	// A CPU profile tells the shards apart by this label (go tool pprof -tagfocus
+	// shard=1), as perf does by the thread's name (shard-N).
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("shard", strconv.Itoa(s.index))))
 	// The thread is never unlocked: with SINGLE_ISSUER the ring belongs to it, and a
 	// thread whose affinity we changed must not go back to the Go scheduler's pool.
 	if err := s.setUp(); err != nil {
@@ -405,6 +416,7 @@ func (s *Shard) loop() {
 			s.beginStop()
 		}
 		s.drainInboxes()
+		s.serveInspection()
 		s.resumeInputs()
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)
@@ -532,6 +544,7 @@ func (s *Shard) reap() {
 		s.ring.CQESeen()
 		n++
 	}
+	s.counters.cqesReaped += uint64(n)
 	s.nowNs = s.clock()
 	for i := range n {
 		s.complete(&s.cqes[i])
