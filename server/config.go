@@ -31,6 +31,10 @@ import (
 //	[heartbeat]
 //	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
 //	                                    # for 1.2 intervals are evicted (reason 13)
+//	[metrics]
+//	address = "127.0.0.1:9090"          # ours, IGGY_METRICS_ADDRESS: /metrics and /health; off when absent
+//	[pprof]
+//	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
 //
 // The root credentials come from IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD (as in
 // Iggy, only the first start of a data directory reads them) or from flags.
@@ -65,6 +69,10 @@ type Config struct {
 	// HeartbeatInterval is the reference's heartbeat.interval: a consumer group
 	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
 	HeartbeatInterval time.Duration
+	// MetricsAddress, when set (host:port), serves /metrics (Prometheus) and /health
+	// there (metrics.go); PprofAddress, when set, serves net/http/pprof.
+	MetricsAddress string
+	PprofAddress   string
 }
 
 // DefaultConfig is what `iggy-shard` with no arguments runs with.
@@ -103,6 +111,12 @@ type fileConfig struct {
 	Heartbeat struct {
 		Interval *string `toml:"interval"`
 	} `toml:"heartbeat"`
+	Metrics struct {
+		Address *string `toml:"address"`
+	} `toml:"metrics"`
+	Pprof struct {
+		Address *string `toml:"address"`
+	} `toml:"pprof"`
 }
 
 // SettingError names the setting that stopped the start and why.
@@ -184,6 +198,12 @@ func (c *Config) applyFile(f *fileConfig) error {
 		}
 		c.HeartbeatInterval = d
 	}
+	if v := f.Metrics.Address; v != nil {
+		c.MetricsAddress = *v
+	}
+	if v := f.Pprof.Address; v != nil {
+		c.PprofAddress = *v
+	}
 	if v := f.TCP.IdleTimeout; v != nil {
 		d, err := ParseDuration(*v)
 		if err != nil {
@@ -215,6 +235,12 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			return &SettingError{Setting: "IGGY_HEARTBEAT_INTERVAL", Value: v, Reason: "not a positive duration (e.g. \"30 s\")"}
 		}
 		c.HeartbeatInterval = d
+	}
+	if v := getenv("IGGY_METRICS_ADDRESS"); v != "" {
+		c.MetricsAddress = v
+	}
+	if v := getenv("IGGY_PPROF_ADDRESS"); v != "" {
+		c.PprofAddress = v
 	}
 	if v := getenv("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION"); v != "" {
 		n, err := parseCPUAllocation(v)
@@ -264,6 +290,16 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotIntervalOps < 1 {
 		return &SettingError{Setting: "system.metadata.snapshot_interval_ops", Value: "0", Reason: "must be at least 1"}
+	}
+	for _, a := range []struct{ setting, value string }{{"metrics.address", c.MetricsAddress}, {"pprof.address", c.PprofAddress}} {
+		if a.value == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.value); err != nil {
+			return &SettingError{Setting: a.setting, Value: a.value, Reason: "not host:port"}
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return &SettingError{Setting: a.setting, Value: a.value, Reason: "port is not a number in 0..65535"}
+		}
 	}
 	return nil
 }

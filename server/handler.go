@@ -63,6 +63,7 @@ type job struct {
 	reply    []byte
 	epoch    uint64 // a login's session
 	loggedIn bool
+	startNs  int64 // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
 
 	// Partition operations, resolved on shard 0.
@@ -75,6 +76,28 @@ type job struct {
 	res      partition.PollResult
 	polled   bool
 	parts    [][]byte
+}
+
+// outcome classes a finished job's answer for the metrics: a committed rejection
+// (a result section with an error code) counts as refused, as a status does.
+func (j *job) outcome() outcome {
+	switch {
+	case j.evict != 0:
+		return outcomeEvicted
+	case j.status != 0:
+		return outcomeRefused
+	}
+	switch j.kind {
+	case jobWrite, jobLogin, jobStoreOffset, jobDeleteOffset: // result-framed replies
+		body := j.reply
+		if j.rawReply && len(body) >= wire.HeaderSize {
+			body = body[wire.HeaderSize:]
+		}
+		if _, code, err := wire.SplitResult(body); err == nil && code != 0 {
+			return outcomeRefused
+		}
+	}
+	return outcomeOK
 }
 
 // Release implements shard.Releaser: the vectored poll reply has been sent.
@@ -150,6 +173,8 @@ type handler struct {
 	balanced map[[2]uint32]*partition.RoundRobin
 	// bound are the shard's logged-in sessions, ended when their account is revoked.
 	bound map[shard.ConnID]*session
+	// requests are the shard's figures of the requests it answered (metrics.go).
+	requests requestStats
 	// connsOpened counts the connections this shard adopted, for their client ids.
 	connsOpened uint32
 	readReply   []byte // scratch for reads answered here
@@ -198,6 +223,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
+	h.requests = make(requestStats)
 	h.disk = sh.Disk()
 	h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
 	for _, p := range s.initial[h.index] {
@@ -227,6 +253,13 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 // ServeRequest implements shard.Handler.
 func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 	h.flushOutbox()
+	if o := h.serveRequest(c, req); o != outcomeDeferred {
+		h.requests.record(commandOf(req.Header), o, 0) // answered within the turn
+	}
+}
+
+// serveRequest answers a request or sends it on its way, and says which.
+func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 	hdr := req.Header
 	sess := c.Value.(*session) // set by ConnOpened, which precedes every request
 	bound := sess.bound
@@ -235,10 +268,8 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		// ends here (endRevokedSessions), with this request's reply the eviction.
 		h.catchUpView()
 		if !c.Open() {
-			return
+			return outcomeEvicted
 		}
-	}
-	if bound {
 		sess.seen.Store(h.shard.NowNs())
 	}
 	op := hdr.Operation
@@ -248,33 +279,35 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		// ask GetClients from another connection and not find this one.
 		sess.answered = true
 		h.forwardFirst(c, req)
-		return
+		return outcomeDeferred
 	}
 	sess.answered = true
 	switch {
 	case op == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing:
 		h.replyEmpty(c, hdr)
-		return
+		return outcomeOK
 	case op == wire.OperationRegister:
 		// On a bound connection too: shard 0 checks the credentials and, the
 		// connection being logged in already, answers with its session unchanged
 		// (router.go, login).
 		h.forward(c, req, jobLogin, 0)
-		return
+		return outcomeDeferred
 	case !bound:
 		evict, status := anonymousOutcome(hdr)
-		if evict != 0 {
+		switch {
+		case evict != 0:
 			c.Evict(hdr.Client, evict)
-		} else if status != 0 {
+			return outcomeEvicted
+		case status != 0:
 			c.ReplyStatus(hdr, status)
-		} else {
-			h.replyEmpty(c, hdr)
+			return outcomeRefused
 		}
-		return
+		h.replyEmpty(c, hdr)
+		return outcomeOK
 	}
 	if hdr.Client != sess.client {
 		c.Evict(hdr.Client, wire.EvictionNoSession)
-		return
+		return outcomeEvicted
 	}
 	if hdr.Session != sess.epoch {
 		if hdr.Session < sess.epoch {
@@ -282,31 +315,31 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		} else {
 			c.Evict(hdr.Client, wire.EvictionNoSession)
 		}
-		return
+		return outcomeEvicted
 	}
 	if op == wire.OperationNonReplicated {
 		// Header validation leaves unknown codes and replicated codes sent as reads
 		// to this point, after the session check (wire.RequestHeader.Validate).
 		if fault := wire.NonReplicatedCodeCheck(hdr.NonReplicatedCode); fault != wire.FaultNone {
 			c.ReplyStatus(hdr, fault.Status())
-			return
+			return outcomeRefused
 		}
 	}
 	if op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated() && !isPartitionOperation(op)) {
 		h.forward(c, req, jobWrite, sess.userID) // fenced by the client table itself
-		return
+		return outcomeDeferred
 	}
-	h.catchUpView()
 	if reason := h.view.fence(hdr.Client, sess.epoch); reason != 0 {
 		// The client id registered again, or its session left the client table.
 		c.Evict(hdr.Client, reason)
-		return
+		return outcomeEvicted
 	}
 	switch {
 	case op == wire.OperationNonReplicated:
 		switch hdr.NonReplicatedCode {
 		case wire.CodeFlushUnsavedBuffer:
 			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
+			return outcomeRefused
 		case wire.CodePollMessages:
 			h.routeHere(c, req, jobPoll, sess.userID)
 		case wire.CodeGetConsumerOffset:
@@ -314,7 +347,7 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
 			h.forward(c, req, jobRead, sess.userID) // the whole node's: shard 0's
 		default:
-			h.readHere(c, hdr, req.Body, sess)
+			return h.readHere(c, hdr, req.Body, sess)
 		}
 	case op == wire.OperationSendMessages:
 		h.routeHere(c, req, jobSend, sess.userID)
@@ -324,7 +357,9 @@ func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
 		h.routeHere(c, req, jobDeleteOffset, sess.userID)
 	default:
 		c.Evict(hdr.Client, wire.EvictionInvalidRequestOperation)
+		return outcomeEvicted
 	}
+	return outcomeDeferred
 }
 
 // isPartitionOperation reports whether a replicated operation belongs to the
@@ -342,6 +377,7 @@ func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, use
 	j.conn = c.ID()
 	j.kind = kind
 	j.userID = userID
+	j.startNs = h.shard.NowNs()
 	j.frame = req.Retain()
 	req.Defer()
 	switch kind {
@@ -355,7 +391,7 @@ func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, use
 }
 
 // readHere answers a read of the metadata from this shard's view.
-func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) {
+func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) outcome {
 	state := h.view.state
 	var err error
 	switch hdr.NonReplicatedCode {
@@ -377,13 +413,14 @@ func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, 
 	}
 	if err != nil {
 		c.ReplyStatus(hdr, errorCode(err, wire.ErrInvalidCommand))
-		return
+		return outcomeRefused
 	}
 	rh := wire.ReplyTo(hdr, 0, len(h.readReply), true)
 	if b, err := c.Reserve(wire.HeaderSize + len(h.readReply)); err == nil {
 		rh.Put(b)
 		copy(b[wire.HeaderSize:], h.readReply)
 	}
+	return outcomeOK
 }
 
 // anonymousOutcome answers a request other than Ping and Register from a
@@ -407,6 +444,7 @@ func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userI
 	j.conn = c.ID()
 	j.kind = kind
 	j.userID = userID
+	j.startNs = h.shard.NowNs()
 	j.frame = req.Retain()
 	req.Defer() // answered when the job comes back (deliver)
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
@@ -432,6 +470,7 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	j := h.take()
 	j.conn = c.ID()
 	j.kind = jobOpen
+	j.startNs = h.shard.NowNs()
 	j.frame = req.Retain()
 	req.Defer()
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
@@ -555,6 +594,7 @@ func (h *handler) deliver(j *job) {
 		return
 	}
 	c.Answer(j.frame.Ticket)
+	h.requests.record(commandOf(j.frame.Header), j.outcome(), h.shard.NowNs()-j.startNs)
 	h.answer(c, j)
 	c.Answered()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -23,6 +24,8 @@ type metaRouter struct {
 
 	// viewTail is the last entry of the commit log.
 	viewTail *viewEntry
+	// commits counts the metadata operations committed since the start (metrics).
+	commits uint64
 	// conns are the node's open connections, logged in or not, from the moment
 	// their shard adopted them (handler.ConnOpened) until they close, for
 	// GetClients, GetClient, GetMe and the stats' client count; sessions are the
@@ -105,13 +108,19 @@ func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte,
 		then(nil, err)
 		return
 	}
-	journal := r.plane.journal
+	journal, fsyncs := r.plane.journal, &r.h.srv.journalFsyncs
 	r.startJournalTask(&journalTask{
-		work: func(beforeSync func()) error { return appendToJournal(journal, prepared.entry, beforeSync) },
+		work: func(beforeSync func()) error {
+			start := time.Now() // off the shards: the journal writer's own clock
+			err := appendToJournal(journal, prepared.entry, beforeSync)
+			fsyncs.observe(time.Since(start))
+			return err
+		},
 		then: func(journalErr error) {
 			tableFull := p.Operation == wire.OperationRegister && r.plane.table.Len() >= vsr.ClientsTableMaxDefault
 			frame, err := r.plane.journaled(prepared, journalErr)
 			if err == nil {
+				r.commits++
 				// Every shard's view sees the commit before its reply leaves.
 				h := &prepared.header
 				r.publish(&viewEntry{op: h.Op, body: prepared.entry[wire.HeaderSize:], ended: r.evictedSessions(tableFull),

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"sync"
@@ -77,6 +78,12 @@ type Server struct {
 	// initial holds, per shard, the partitions to open at start.
 	initial  [][]partitionOpen
 	handlers []*handler // each written by its own shard at start; read after stop
+
+	// The observability endpoints (metrics.go), and the fsync latencies of the
+	// metadata journal they report.
+	metricsAddr, pprofAddr net.Addr
+	httpServers            []*http.Server
+	journalFsyncs          syncedHistogram
 
 	stopOnce sync.Once
 	stopErr  error
@@ -147,6 +154,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.rt = rt
 	s.listenAddr.Store(rt.Addr())
+	if err := s.serveHTTP(); err != nil {
+		_ = s.Shutdown(context.Background())
+		return nil, err
+	}
 	log.Info("listening", "address", rt.Addr().String(), "shards", s.shardCount, "system_path", cfg.SystemPath)
 	return s, nil
 }
@@ -164,6 +175,7 @@ func (s *Server) Err() error { return s.rt.Err() }
 // every partition and the metadata journal durable.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		s.stopHTTP(ctx)
 		err := s.rt.Shutdown(ctx)
 		<-s.rt.Done()
 		// The shards have exited: their stores are no longer touched by anyone else.

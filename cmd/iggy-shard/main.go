@@ -58,6 +58,8 @@ type options struct {
 	maxFrameSize        string
 	snapshotIntervalOps uint64
 	heartbeatInterval   time.Duration
+	metricsAddress      string
+	pprofAddress        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -85,6 +87,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 5*time.Second,
 		"on SIGINT/SIGTERM, how long connections may take to receive their last replies")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "",
+		"host:port to serve /metrics (Prometheus) and /health on; empty = off (env IGGY_METRICS_ADDRESS)")
+	fs.StringVar(&o.pprofAddress, "pprof", "",
+		"host:port to serve net/http/pprof on (/debug/pprof/); empty = off (env IGGY_PPROF_ADDRESS)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: iggy-shard [flags]
 
@@ -120,6 +126,12 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["tcp-address"] {
 		cfg.TCPAddress = o.tcpAddress
+	}
+	if o.set["metrics-address"] {
+		cfg.MetricsAddress = o.metricsAddress
+	}
+	if o.set["pprof"] {
+		cfg.PprofAddress = o.pprofAddress
 	}
 	if o.set["system-path"] {
 		cfg.SystemPath = o.systemPath

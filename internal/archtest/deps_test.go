@@ -27,7 +27,9 @@ const depsRules = `
 	golang.org/x/sys/unix, golang.org/x/sys/cpu, github.com/klauspost/cpuid/v2,
 	golang.org/x/crypto/argon2,
 	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
-	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma;
+	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
+	github.com/prometheus/client_golang/prometheus,
+	github.com/prometheus/client_golang/prometheus/promhttp;
 
 	# bytes: the wire formats, pure
 	github.com/zeebo/xxh3, lukechampine.com/blake3 < wire;
@@ -55,7 +57,9 @@ const depsRules = `
 	# server: the protocol on the runtime
 	shard, metadata, partition, vsr, internal/bzip2,
 	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
-	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma < server;
+	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
+	github.com/prometheus/client_golang/prometheus,
+	github.com/prometheus/client_golang/prometheus/promhttp < server;
 
 	# clients
 	wire < client;

@@ -1,0 +1,345 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Observability: /metrics in the Prometheus text format and /health on
+// Config.MetricsAddress, net/http/pprof on Config.PprofAddress.
+//
+// Every figure of the request path is a plain counter of the shard that counts it
+// (shard.Stats for the runtime's, requestStats for the requests a handler answered):
+// no cache line is shared between shards and nothing is atomic there. A scrape asks
+// every shard to copy its figures at its next turn (shard.Runtime.Inspect) and
+// merges the copies, so it costs each shard one copy per scrape. Partition figures
+// come from the statsTable the owner shards publish anyway (GetStats reads it); the
+// metadata journal's fsync latencies from the journal writer's goroutine.
+
+// outcome is how a request was answered, for iggy_requests_total.
+type outcome uint8
+
+const (
+	outcomeDeferred outcome = iota // answered later; deliver records it
+	outcomeOK
+	outcomeRefused // a status reply: the request was refused before it was served
+	outcomeEvicted
+	outcomeCount
+)
+
+var outcomeNames = [outcomeCount]string{"", "ok", "refused", "evicted"}
+
+// latencyBoundsNs are the upper bounds of the request latency histograms' buckets,
+// 10 µs to 2.5 s.
+var latencyBoundsNs = [...]int64{10e3, 25e3, 50e3, 100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6,
+	500e6, 1e9, 2.5e9}
+
+// histogram counts observations by latencyBoundsNs (the last bucket is +Inf).
+type histogram struct {
+	buckets [len(latencyBoundsNs) + 1]uint64
+	count   uint64
+	sumNs   int64
+}
+
+func (h *histogram) observe(ns int64) {
+	i := 0
+	for i < len(latencyBoundsNs) && ns > latencyBoundsNs[i] {
+		i++
+	}
+	h.buckets[i]++
+	h.count++
+	h.sumNs += ns
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i := range h.buckets {
+		h.buckets[i] += o.buckets[i]
+	}
+	h.count += o.count
+	h.sumNs += o.sumNs
+}
+
+// metric turns h into a Prometheus histogram in seconds.
+func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.Metric {
+	cumulative := make(map[float64]uint64, len(latencyBoundsNs))
+	var running uint64
+	for i, bound := range latencyBoundsNs {
+		running += h.buckets[i]
+		cumulative[float64(bound)/1e9] = running
+	}
+	return prometheus.MustNewConstHistogram(desc, h.count, float64(h.sumNs)/1e9, cumulative, labels...)
+}
+
+// commandStats are one shard's figures of one command.
+type commandStats struct {
+	outcomes [outcomeCount]uint64
+	latency  histogram
+}
+
+// requestStats are one shard's figures of the requests it answered, by command
+// (a command's entry is made the first time it is seen, then reused).
+type requestStats map[commandKey]*commandStats
+
+func (r requestStats) record(code commandKey, o outcome, latencyNs int64) {
+	cs := r[code]
+	if cs == nil {
+		cs = &commandStats{}
+		r[code] = cs
+	}
+	cs.outcomes[o]++
+	cs.latency.observe(latencyNs)
+}
+
+// commandKey names a request's command: the code of an operation-2 read, the
+// operation otherwise (a Register comes as code 40 or 45, both one operation).
+type commandKey uint32
+
+const commandKeyOperation = 1 << 31
+
+func commandOf(hdr *wire.RequestHeader) commandKey {
+	if hdr.Operation == wire.OperationNonReplicated {
+		return commandKey(hdr.NonReplicatedCode)
+	}
+	return commandKeyOperation | commandKey(hdr.Operation)
+}
+
+func (k commandKey) String() string {
+	if k&commandKeyOperation != 0 {
+		op := wire.Operation(k &^ commandKeyOperation)
+		if code, ok := op.CommandCode(); ok {
+			return code.String()
+		}
+		return op.String()
+	}
+	return wire.CommandCode(k).String()
+}
+
+// syncedHistogram is a histogram written by one goroutine outside the shards (the
+// journal writer) and read by scrapes.
+type syncedHistogram struct {
+	mu sync.Mutex
+	h  histogram
+}
+
+func (s *syncedHistogram) observe(d time.Duration) {
+	s.mu.Lock()
+	s.h.observe(int64(d))
+	s.mu.Unlock()
+}
+
+func (s *syncedHistogram) snapshot() histogram {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+
+// shardFigures is what a scrape copies from one shard.
+type shardFigures struct {
+	runtime  shard.Stats
+	requests map[commandKey]commandStats
+	commits  uint64 // shard 0's metadata commits
+}
+
+// collector is the server's prometheus.Collector.
+type collector struct {
+	srv *Server
+
+	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes *prometheus.Desc
+	arenaInUse, framesWaiting, inboxDepth                             *prometheus.Desc
+	requests, requestDuration                                         *prometheus.Desc
+	partitionMessages, partitionBytes, partitionSegments, partitionOffset *prometheus.Desc
+	metadataCommits, journalFsync                                     *prometheus.Desc
+	scrapeFailed                                                      *prometheus.Desc
+}
+
+func newCollector(s *Server) *collector {
+	perShard := []string{"shard"}
+	perPartition := []string{"stream", "topic", "partition"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("iggy_"+name, help, labels, nil)
+	}
+	return &collector{
+		srv:               s,
+		connections:       d("shard_connections", "Client connections the shard serves.", perShard),
+		receivedBytes:     d("shard_received_bytes_total", "Bytes received from clients.", perShard),
+		sentBytes:         d("shard_sent_bytes_total", "Bytes sent to clients.", perShard),
+		requestsServed:    d("shard_requests_received_total", "Valid requests framed and handed to the server.", perShard),
+		sqes:              d("shard_ring_submissions_total", "Submission queue entries prepared on the shard's connection ring.", perShard),
+		cqes:              d("shard_ring_completions_total", "Completion queue entries reaped from the shard's connection ring.", perShard),
+		arenaInUse:        d("shard_arena_buffers_in_use", "Arena buffers taken (requests, replies, backlogs).", perShard),
+		framesWaiting:     d("shard_frames_waiting_for_buffer", "Connections whose next frame waits for an arena buffer.", perShard),
+		inboxDepth:        d("shard_inbox_depth", "Messages from other shards not served yet.", perShard),
+		requests:          d("requests_total", "Requests answered, by command and outcome.", []string{"shard", "command", "outcome"}),
+		requestDuration:   d("request_duration_seconds", "Time from a request's arrival to its reply, by command (all shards).", []string{"command"}),
+		partitionMessages: d("partition_messages", "Messages stored in the partition.", perPartition),
+		partitionBytes:    d("partition_size_bytes", "Bytes of the partition's segments on disk.", perPartition),
+		partitionSegments: d("partition_segments", "Segments of the partition.", perPartition),
+		partitionOffset:   d("partition_current_offset", "Offset of the partition's newest message.", perPartition),
+		metadataCommits:   d("metadata_commits_total", "Metadata operations committed since the start.", nil),
+		journalFsync:      d("metadata_journal_fsync_seconds", "Latency of the metadata journal's append and fdatasync.", nil),
+		scrapeFailed:      d("scrape_shards_unanswered", "Shards that did not answer this scrape in time (their figures are missing).", nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.srv
+	figures := make([]*shardFigures, s.shardCount)
+	var mu sync.Mutex // the shards copy concurrently
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.rt.Inspect(ctx, func(sh *shard.Shard) {
+		h := s.handlers[sh.Index()]
+		f := &shardFigures{runtime: sh.Stats(), requests: make(map[commandKey]commandStats, len(h.requests))}
+		for code, cs := range h.requests {
+			f.requests[code] = *cs
+		}
+		if h.meta != nil {
+			f.commits = h.meta.commits
+		}
+		mu.Lock()
+		figures[sh.Index()] = f
+		mu.Unlock()
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	unanswered := 0
+	latency := make(map[commandKey]*histogram)
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	for i, f := range figures {
+		if f == nil {
+			unanswered++
+			continue
+		}
+		sh := strconv.Itoa(i)
+		rt := &f.runtime
+		ch <- prometheus.MustNewConstMetric(c.connections, gauge, float64(rt.Connections), sh)
+		ch <- prometheus.MustNewConstMetric(c.receivedBytes, counter, float64(rt.BytesReceived), sh)
+		ch <- prometheus.MustNewConstMetric(c.sentBytes, counter, float64(rt.BytesSent), sh)
+		ch <- prometheus.MustNewConstMetric(c.requestsServed, counter, float64(rt.RequestsServed), sh)
+		ch <- prometheus.MustNewConstMetric(c.sqes, counter, float64(rt.SQEsPrepared), sh)
+		ch <- prometheus.MustNewConstMetric(c.cqes, counter, float64(rt.CQEsReaped), sh)
+		ch <- prometheus.MustNewConstMetric(c.arenaInUse, gauge, float64(rt.ArenaBuffersInUse), sh)
+		ch <- prometheus.MustNewConstMetric(c.framesWaiting, gauge, float64(rt.FramesWaitingForBuffer), sh)
+		ch <- prometheus.MustNewConstMetric(c.inboxDepth, gauge, float64(rt.InboxDepth), sh)
+		for code, cs := range f.requests {
+			name := code.String()
+			for o := outcomeOK; o < outcomeCount; o++ {
+				if n := cs.outcomes[o]; n > 0 {
+					ch <- prometheus.MustNewConstMetric(c.requests, counter, float64(n), sh, name, outcomeNames[o])
+				}
+			}
+			merged := latency[code]
+			if merged == nil {
+				merged = &histogram{}
+				latency[code] = merged
+			}
+			merged.merge(&cs.latency)
+		}
+		if i == 0 {
+			ch <- prometheus.MustNewConstMetric(c.metadataCommits, counter, float64(f.commits))
+		}
+	}
+	for code, h := range latency {
+		ch <- h.metric(c.requestDuration, code.String())
+	}
+	fsync := s.journalFsyncs.snapshot()
+	ch <- fsync.metric(c.journalFsync)
+	ch <- prometheus.MustNewConstMetric(c.scrapeFailed, gauge, float64(unanswered))
+	s.stats.m.Range(func(k, v any) bool {
+		key, ps := k.(partition.Key), v.(*partitionStats)
+		labels := []string{strconv.FormatUint(uint64(key.StreamID), 10), strconv.FormatUint(uint64(key.TopicID), 10),
+			strconv.FormatUint(uint64(key.PartitionID), 10)}
+		ch <- prometheus.MustNewConstMetric(c.partitionMessages, gauge, float64(ps.messages.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitionBytes, gauge, float64(ps.sizeBytes.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitionSegments, gauge, float64(ps.segments.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitionOffset, gauge, float64(ps.currentOffset.Load()), labels...)
+		return true
+	})
+}
+
+// serveHTTP starts the metrics and pprof listeners the configuration asks for.
+func (s *Server) serveHTTP() error {
+	if s.cfg.MetricsAddress != "" {
+		registry := prometheus.NewRegistry()
+		registry.MustRegister(newCollector(s))
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/health", s.health)
+		addr, err := s.listenHTTP("metrics", s.cfg.MetricsAddress, mux)
+		if err != nil {
+			return err
+		}
+		s.metricsAddr = addr
+	}
+	if s.cfg.PprofAddress != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		addr, err := s.listenHTTP("pprof", s.cfg.PprofAddress, mux)
+		if err != nil {
+			return err
+		}
+		s.pprofAddr = addr
+	}
+	return nil
+}
+
+func (s *Server) listenHTTP(what, address string, handler http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, &SettingError{Setting: what + ".address", Value: address, Reason: err.Error()}
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	s.httpServers = append(s.httpServers, hs)
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error(what+" endpoint stopped", "err", err)
+		}
+	}()
+	s.log.Info(what+" endpoint", "address", ln.Addr().String())
+	return ln.Addr(), nil
+}
+
+// health answers /health: 200 while the node serves clients, 503 once it stops.
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-s.rt.Done():
+		http.Error(w, "stopped\n", http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintf(w, "serving: %d shards, %d connections\n", s.shardCount, s.rt.ConnectionCount())
+	}
+}
+
+// stopHTTP closes the metrics and pprof endpoints.
+func (s *Server) stopHTTP(ctx context.Context) {
+	for _, hs := range s.httpServers {
+		_ = hs.Shutdown(ctx)
+	}
+}
+
+// MetricsAddr is where /metrics and /health are served, nil when they are not.
+func (s *Server) MetricsAddr() net.Addr { return s.metricsAddr }
+
+// PprofAddr is where /debug/pprof/ is served, nil when it is not.
+func (s *Server) PprofAddr() net.Addr { return s.pprofAddr }

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+func metricsServer(t *testing.T, shards int) *Server {
+	cfg := testConfig(t.TempDir(), shards)
+	cfg.MetricsAddress, cfg.PprofAddress = "127.0.0.1:0", "127.0.0.1:0"
+	return startTestServer(t, cfg)
+}
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	hc := http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// metricSum adds up the samples of one metric whose labels contain every
+// name="value" pair in with.
+func metricSum(t *testing.T, text, name string, with ...string) float64 {
+	t.Helper()
+	sum, found := 0.0, false
+	line := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`)
+	for _, l := range strings.Split(text, "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		matches := true
+		for _, w := range with {
+			matches = matches && strings.Contains(m[1], w)
+		}
+		if !matches {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", l, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		t.Fatalf("no sample of %s%v in:\n%s", name, with, text)
+	}
+	return sum
+}
+
+// TestMetricsMoveAsRequestsAreServed: /metrics answers in the Prometheus text format
+// and its counters move with the requests served on every shard; /health answers;
+// pprof serves profiles whose goroutines carry their shard's label.
+func TestMetricsMoveAsRequestsAreServed(t *testing.T) {
+	s := metricsServer(t, 2)
+	base := "http://" + s.MetricsAddr().String()
+	if code, body := httpGet(t, base+"/health"); code != http.StatusOK || !strings.HasPrefix(body, "serving") {
+		t.Fatalf("/health: %d %q", code, body)
+	}
+	_, before := httpGet(t, base+"/metrics")
+	c := dialRoot(t, s)
+	ctx := testContext(t)
+	for range 5 {
+		mustOK(t, "ping", c.Ping(ctx))
+	}
+	st, err := c.CreateStream(ctx, "m")
+	mustOK(t, "create stream", err)
+	topic, err := c.CreateTopic(ctx, client.ID(st.ID), "t", 2, nil)
+	mustOK(t, "create topic", err)
+	_, err = c.SendMessages(ctx, client.ID(st.ID), client.ID(topic.ID), wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 1}, messages(3, "m"))
+	mustOK(t, "send", err)
+	_, err = c.CreateStream(ctx, "m")
+	wantCode(t, "a second stream of the same name", err, wire.ErrStreamNameAlreadyExists)
+	_, after := httpGet(t, base+"/metrics")
+
+	if got := metricSum(t, after, "iggy_requests_total", `command="Ping"`, `outcome="ok"`); got < 5 {
+		t.Fatalf("%v pings counted, want at least 5", got)
+	}
+	if got := metricSum(t, after, "iggy_requests_total", `command="SendMessages"`, `outcome="ok"`); got != 1 {
+		t.Fatalf("%v sends counted, want 1", got)
+	}
+	if got := metricSum(t, after, "iggy_requests_total", `command="CreateStream"`, `outcome="refused"`); got != 1 {
+		t.Fatalf("%v refused CreateStream counted, want 1", got)
+	}
+	if got := metricSum(t, after, "iggy_request_duration_seconds_count", `command="SendMessages"`); got != 1 {
+		t.Fatalf("%v send latencies, want 1", got)
+	}
+	if got := metricSum(t, after, "iggy_metadata_commits_total"); got < 3 { // login, stream, topic
+		t.Fatalf("%v metadata commits, want at least 3", got)
+	}
+	if got := metricSum(t, after, "iggy_metadata_journal_fsync_seconds_count"); got < 3 {
+		t.Fatalf("%v journal fsyncs, want at least 3", got)
+	}
+	if got := metricSum(t, after, "iggy_partition_messages", `partition="1"`); got != 3 {
+		t.Fatalf("partition 1 holds %v messages, want 3", got)
+	}
+	if metricSum(t, after, "iggy_shard_received_bytes_total") <= metricSum(t, before, "iggy_shard_received_bytes_total") {
+		t.Fatal("received bytes did not move")
+	}
+	if got := metricSum(t, after, "iggy_shard_connections"); got != 1 {
+		t.Fatalf("%v connections, want 1", got)
+	}
+	if got := metricSum(t, after, "iggy_scrape_shards_unanswered"); got != 0 {
+		t.Fatalf("%v shards did not answer the scrape", got)
+	}
+
+	pprofBase := "http://" + s.PprofAddr().String()
+	if code, _ := httpGet(t, pprofBase+"/debug/pprof/"); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/: %d", code)
+	}
+	_, goroutines := httpGet(t, pprofBase+"/debug/pprof/goroutine?debug=1")
+	for _, label := range []string{`"shard":"0"`, `"shard":"1"`} {
+		if !strings.Contains(goroutines, label) {
+			t.Fatalf("no goroutine labelled %s in the goroutine profile", label)
+		}
+	}
+}
