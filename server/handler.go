@@ -63,7 +63,7 @@ type job struct {
 	reply    []byte
 	epoch    uint64 // a login's session
 	loggedIn bool
-	startNs  int64 // when its request arrived (shard clock), for its latency
+	startNs  int64               // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
 
 	// Partition operations, resolved on shard 0.

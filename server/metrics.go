@@ -158,12 +158,12 @@ type shardFigures struct {
 type collector struct {
 	srv *Server
 
-	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes *prometheus.Desc
-	arenaInUse, framesWaiting, inboxDepth                             *prometheus.Desc
-	requests, requestDuration                                         *prometheus.Desc
+	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes     *prometheus.Desc
+	arenaInUse, framesWaiting, inboxDepth                                 *prometheus.Desc
+	requests, requestDuration                                             *prometheus.Desc
 	partitionMessages, partitionBytes, partitionSegments, partitionOffset *prometheus.Desc
-	metadataCommits, journalFsync                                     *prometheus.Desc
-	scrapeFailed                                                      *prometheus.Desc
+	metadataCommits, journalFsync                                         *prometheus.Desc
+	scrapeFailed                                                          *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
