@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -129,5 +131,77 @@ func TestMetricsMoveAsRequestsAreServed(t *testing.T) {
 		if !strings.Contains(goroutines, label) {
 			t.Fatalf("no goroutine labelled %s in the goroutine profile", label)
 		}
+	}
+}
+
+// BenchmarkPingDuringScrapes: PING round trips on a 2-shard server while /metrics is
+// scraped every 100 ms, against the same PINGs with no scrape: a scrape costs each
+// shard one copy of its figures at its next turn, so the p99 should not move.
+func BenchmarkPingDuringScrapes(b *testing.B) {
+	for _, scraping := range []bool{false, true} {
+		name := "no-scrape"
+		if scraping {
+			name = "scrape-every-100ms"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 2, false
+			cfg.MetricsAddress = "127.0.0.1:0"
+			s, err := Start(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				s.Shutdown(ctx)
+			})
+			ctx := context.Background()
+			pinger, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { pinger.Close() })
+			stop, scraperDone := make(chan struct{}), make(chan struct{})
+			scrapes := 0
+			go func() {
+				defer close(scraperDone)
+				if !scraping {
+					return
+				}
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				hc := http.Client{Timeout: 5 * time.Second}
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					resp, err := hc.Get("http://" + s.MetricsAddr().String() + "/metrics")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					scrapes++
+				}
+			}()
+			latencies := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				if err := pinger.Ping(ctx); err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+			b.StopTimer()
+			close(stop)
+			<-scraperDone
+			reportLatencies(b, latencies)
+			b.ReportMetric(float64(scrapes), "scrapes")
+		})
 	}
 }
