@@ -75,6 +75,7 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	err = runAll(ctx, cfg.Producers, closeAllConns(conns), func(ctx context.Context, i int) error {
 		st := &actorStats{role: RoleProducer, index: i, stream: "loopback"}
+		st.series.origin = win.measureAt
 		stats[i] = st
 		frame := make([]byte, frameBytes)
 		var sent uint64
@@ -90,17 +91,8 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 			if !measuring {
 				continue
 			}
-			end := time.Now()
-			if st.batches == 0 {
-				st.start = now
-			}
-			st.end = end
 			sent++
-			st.batches++
-			st.messages += uint64(cfg.MessagesPerBatch)
-			st.payloadBytes += payloadBytes
-			st.wireBytes += uint64(frameBytes)
-			st.latency.Record(end.Sub(now))
+			st.measure(now, time.Now(), uint64(cfg.MessagesPerBatch), payloadBytes, uint64(frameBytes))
 		}
 		return ctx.Err()
 	})
@@ -115,7 +107,7 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.ServerAddress = "loopback " + ln.Addr().String()
 	cfg.Kind = RawLoopbackKind
 	cfg.Consumers = 0
-	return newReport(&cfg, stats, time.Since(started)), nil
+	return newReport(&cfg, stats, win.measureAt, time.Since(started)), nil
 }
 
 func closeAllConns(conns []net.Conn) func() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,15 @@ import (
 	"github.com/iggy-shard/iggy-shard/bench"
 	"github.com/iggy-shard/iggy-shard/server"
 )
+
+// TestMain lets the test binary be iggy-bench's own server: iggy-bench re-executes
+// os.Executable() with serveCommand, which under go test is this binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == serveCommand {
+		os.Exit(serveMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
+	os.Exit(m.Run())
+}
 
 func runForTest(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
