@@ -24,9 +24,9 @@ type progressDisplay struct {
 
 	drawn     bool // a bar is on the current line
 	completed bool // the complete state has been shown
-	last      bench.Progress
-	lastAt    time.Time // when last was shown
-	rateMBps  float64   // payload MB/s between the last two shown samples
+	last      bench.Progress // the last sample shown
+	shown     bool           // a sample has been shown
+	rateMBps  float64        // payload MB/s between the last two samples shown
 	lineEvery time.Duration
 }
 
@@ -59,9 +59,10 @@ func (d *progressDisplay) Step(line string) {
 }
 
 func (d *progressDisplay) Progress(p bench.Progress) {
-	now := time.Now()
+	// Paced by the run's own clock, so that the display is a function of the
+	// samples it is given.
 	complete := progressFraction(p) >= 1
-	if d.completed || (!d.lastAt.IsZero() && now.Sub(d.lastAt) < d.lineEvery && !complete) {
+	if d.completed || (d.shown && p.Elapsed-d.last.Elapsed < d.lineEvery && !complete) {
 		return
 	}
 	d.completed = complete
@@ -73,7 +74,7 @@ func (d *progressDisplay) Progress(p bench.Progress) {
 			d.rateMBps = float64(p.PayloadBytes-d.last.PayloadBytes) / since.Seconds() / 1e6
 		}
 	}
-	d.last, d.lastAt = p, now
+	d.last, d.shown = p, true
 	text := describeProgress(p, d.rateMBps)
 	if !d.terminal {
 		fmt.Fprintf(d.w, "progress: %s\n", text)
