@@ -22,8 +22,8 @@ type progressDisplay struct {
 	terminal bool
 	width    int // the terminal's columns
 
-	drawn     bool // a bar is on the current line
-	completed bool // the complete state has been shown
+	drawn     bool           // a bar is on the current line
+	completed bool           // the complete state has been shown
 	last      bench.Progress // the last sample shown
 	shown     bool           // a sample has been shown
 	rateMBps  float64        // payload MB/s between the last two samples shown
