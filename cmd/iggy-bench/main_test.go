@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,5 +348,41 @@ func TestProgressDisplayTerminalBar(t *testing.T) {
 	want := "\r\033[K[" + strings.Repeat("=", barWidth/2) + strings.Repeat(" ", barWidth-barWidth/2) + "] " + text
 	if !strings.HasPrefix(line, want) {
 		t.Fatalf("drew %q\nwant %q", line, want)
+	}
+}
+
+// cancelOnWrite cancels a context once its output contains a marker.
+type cancelOnWrite struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.marker) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// Ctrl-C during a run against its own server stops the run, and still stops the
+// server and removes its data directory.
+func TestOwnServerInterrupted(t *testing.T) {
+	serverDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stderr := &cancelOnWrite{marker: "progress:", cancel: cancel}
+	var stdout bytes.Buffer
+	code := run(ctx, []string{"pp", "--producers", "1", "--duration", "1h", "--messages-per-batch", "10", "--server-dir", serverDir},
+		&stdout, stderr, func(string) string { return "" })
+	if code != exitInterrupted || !strings.Contains(stderr.buf.String(), "interrupted") {
+		t.Fatalf("exit %d\nstderr %s", code, stderr.buf.String())
+	}
+	if entries, err := os.ReadDir(serverDir); err != nil || len(entries) != 0 {
+		t.Errorf("the server's data directory was not removed: %v %v", entries, err)
 	}
 }
