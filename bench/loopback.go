@@ -3,13 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
+
+// loopbackReadBytesMax bounds the reader's buffer of RawLoopback.
+const loopbackReadBytesMax = 4 << 20
 
 // RawLoopbackKind is the Kind of a RawLoopback report.
 const RawLoopbackKind Kind = "raw-loopback"
@@ -49,7 +51,15 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 			go func() {
 				defer readers.Done()
 				defer conn.Close()
-				io.Copy(io.Discard, conn)
+				// Reads as large as a frame, as a client's are: io.Copy to
+				// io.Discard would read 8 KiB at a time and make the baseline the
+				// reader's syscalls rather than what loopback moves.
+				buf := make([]byte, min(frameBytes, loopbackReadBytesMax))
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						return
+					}
+				}
 			}()
 		}
 	}()
