@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // The files WriteReportDir writes.
@@ -108,14 +109,35 @@ func (r *Report) charts() []template.HTML {
 			s := chartLine{name: string(role) + "s", color: color}
 			h := chartLine{name: string(role) + "s", color: color}
 			n := float64(total.Latency.Samples)
+			// The histogram is drawn in eighths of an octave (9 % wide), eight of
+			// the recorded buckets each: at 1.6 % a few thousand batches leave most
+			// buckets at 0 or 1 and the shape in the noise.
+			var group struct {
+				key   int
+				count uint64
+				upTo  float64
+			}
+			flush := func() {
+				if group.count > 0 {
+					h.points = append(h.points, chartPoint{math.Log10(max(group.upTo, 1e-6)), float64(group.count),
+						fmt.Sprintf("%d batches took up to %.3f ms (since the previous point)", group.count, group.upTo)})
+				}
+			}
 			for _, b := range d.Buckets {
 				x := math.Log10(n) // the last batch: 1-c reaches 1/n
 				if b.Cumulative < 1 {
 					x = min(-math.Log10(1-b.Cumulative), x)
 				}
 				s.points = append(s.points, chartPoint{x, b.UpToMs, fmt.Sprintf("%.4f%% of batches took at most %.3f ms", 100*b.Cumulative, b.UpToMs)})
-				h.points = append(h.points, chartPoint{math.Log10(max(b.UpToMs, 1e-6)), float64(b.Count), fmt.Sprintf("%d batches in the bucket up to %.3f ms", b.Count, b.UpToMs)})
+				key := int(math.Floor(8 * math.Log2(max(b.UpToMs*1e6, 1))))
+				if key != group.key {
+					flush()
+					group.key, group.count = key, 0
+				}
+				group.count += b.Count
+				group.upTo = b.UpToMs
 			}
+			flush()
 			spectrum = append(spectrum, s)
 			histogram = append(histogram, h)
 		}
@@ -125,7 +147,7 @@ func (r *Report) charts() []template.HTML {
 	add(lineChart(ChartThroughput, "Throughput over time (payload MB/s per second)", chartAxis{title: "second of the measured window", whole: true}, chartAxis{title: "MB/s"}, throughput))
 	add(lineChart(ChartLatency, "Batch latency over time (p50 solid, p99 dashed)", chartAxis{title: "second of the measured window", whole: true}, chartAxis{title: "ms"}, latency))
 	add(lineChart(ChartPercentiles, "Batch latency by percentile (merged histograms)", spectrumAxis(spectrum), chartAxis{title: "ms"}, spectrum))
-	add(lineChart(ChartHistogram, "Batch latency distribution (batches per 1.6 % bucket)", decadeAxis(histogram), chartAxis{title: "batches"}, histogram))
+	add(lineChart(ChartHistogram, "Batch latency distribution (batches per eighth of an octave)", decadeAxis(histogram), chartAxis{title: "batches"}, histogram))
 	return out
 }
 
@@ -169,7 +191,7 @@ func decadeAxis(lines []chartLine) chartAxis {
 
 type htmlPage struct {
 	R        *Report
-	Setup    string
+	Setup    []string
 	Verified string
 	Charts   []template.HTML
 	Rows     []htmlRow
@@ -187,7 +209,7 @@ type htmlRow struct {
 // batch latency per second per role, batch latency by percentile (0 to 99.99 % and
 // beyond, from the merged histograms), and the latency histogram.
 func (r *Report) WriteHTML(w io.Writer) error {
-	page := htmlPage{R: r, Setup: r.setupLine(), Verified: r.verificationLine(), Charts: r.charts()}
+	page := htmlPage{R: r, Setup: strings.Split(r.setupLine(), "\n"), Verified: r.verificationLine(), Charts: r.charts()}
 	for _, f := range r.Totals {
 		page.Rows = append(page.Rows, htmlRow{fmt.Sprintf("all %d %ss", f.Actors, f.Role), f})
 	}
@@ -223,7 +245,8 @@ svg .title { font-size: 13px; font-weight: bold; fill: #222; }
 </head>
 <body>
 <h1>iggy-bench: {{.R.Kind}}</h1>
-<p>{{.Setup}}</p>
+{{range .Setup}}<p>{{.}}</p>
+{{end}}
 <pre class="{{if .R.Verification.OK}}ok{{else}}failed{{end}}">{{.Verified}}</pre>
 <h2>Totals</h2>
 {{template "figures" .Rows}}
