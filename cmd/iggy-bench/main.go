@@ -149,6 +149,9 @@ func parseArgs(args []string, stderr io.Writer, getenv func(string) string) (opt
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q after the kind", fs.Arg(0))
 	}
+	if o.kind == rawLoopback && o.baseline {
+		return o, errors.New("--baseline does not apply to raw-loopback, which is the loopback baseline itself")
+	}
 	o.ownServer = o.cfg.ServerAddress == "" && o.kind != rawLoopback
 	if o.serverShards < 0 {
 		return o, fmt.Errorf("--server-shards must be at least 0, got %d", o.serverShards)
@@ -263,7 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 func measure(ctx context.Context, o *options, own *childServer, watch *progressDisplay, watcher bench.Watcher,
 	step func(string, ...any), stdout, stderr io.Writer) int {
 	var baseline *bench.Baseline
-	if o.baseline && o.kind != rawLoopback {
+	if o.baseline {
 		dir := o.baselineDir
 		if dir == "" && own != nil {
 			dir = own.dir

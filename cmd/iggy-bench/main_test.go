@@ -78,6 +78,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"pp", "--batches", "x"}, "invalid value"},
 		{[]string{"bcg", "--consumers", "2", "--consumer-groups", "3"}, "without a member"},
 		{[]string{"bpcg", "--producers", "1", "--consumer-groups", "2"}, "without a producer"},
+		{[]string{"raw-loopback", "--baseline"}, "--baseline does not apply to raw-loopback"},
+		{[]string{"pp", "--server-shards", "-1"}, "--server-shards must be at least 0"},
 	} {
 		code, stdout, stderr := runForTest(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {

@@ -52,9 +52,13 @@ func newProgressDisplay(w io.Writer) *progressDisplay {
 	return d
 }
 
-// Step prints a line, above the bar on a terminal.
+// Step prints a line; on a terminal it replaces the bar, which the next sample
+// draws again below it.
 func (d *progressDisplay) Step(line string) {
-	d.clear()
+	if d.drawn {
+		fmt.Fprint(d.w, "\r\033[K")
+		d.drawn = false
+	}
 	fmt.Fprintf(d.w, "%s\n", line)
 }
 
@@ -90,10 +94,9 @@ func (d *progressDisplay) Progress(p bench.Progress) {
 	d.drawn = true
 }
 
-// finish ends the bar's line, so that what follows starts on a line of its own.
-func (d *progressDisplay) finish() { d.clear() }
-
-func (d *progressDisplay) clear() {
+// finish ends the bar's line, leaving the last state on the screen, so that what
+// follows starts on a line of its own.
+func (d *progressDisplay) finish() {
 	if d.drawn {
 		fmt.Fprint(d.w, "\n")
 		d.drawn = false
