@@ -32,8 +32,10 @@ import (
 //	p50-ms, p99-ms  batch latency (a send's or a poll's round trip), merged over actors
 //
 // Both baselines are measured once per process, in the same run. allocs/op and
-// B/op count the whole process: the clients and the server (both live here), per
-// op of 1000 messages per actor; with IGGY_BENCH_SERVER_ADDRESS=host:port the
+// B/op count the whole process, the clients and the server (both live here), from
+// the moment every actor is connected and logged in, per op of 1000 messages per
+// actor: what is left are per-run costs (goroutines, the report) spread over the
+// ops, since the send and poll loops allocate nothing; with IGGY_BENCH_SERVER_ADDRESS=host:port the
 // suites drive that server instead, and count the clients alone.
 
 // suiteServerEnv names a running server for the suites to drive instead of their
