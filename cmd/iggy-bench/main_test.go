@@ -47,7 +47,8 @@ func TestHelpListsKindsAndFlags(t *testing.T) {
 	}
 	for _, want := range []string{"pinned-producer", "pp", "bpcg", "e2e", "raw-loopback", "-server-address", "IGGY_TCP_ADDRESS",
 		"-username", "-password", "-producers", "-consumers", "-streams", "-partitions", "-consumer-groups",
-		"-messages-per-batch", "-message-size", "-batches", "-duration", "-warmup", "-rate-limit", "-output", "-keep-streams", "Exit codes"} {
+		"-messages-per-batch", "-message-size", "-batches", "-duration", "-warmup", "-rate-limit", "-output", "-keep-streams", "Exit codes",
+		"-report-dir", "-baseline", "-baseline-dir", "-server-shards", "-server-dir", "starts an iggy-shard"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("--help does not mention %q", want)
 		}
