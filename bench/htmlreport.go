@@ -96,8 +96,9 @@ func (r *Report) charts() []template.HTML {
 			mbps.points = append(mbps.points, chartPoint{x, in.PayloadMBPerSec,
 				fmt.Sprintf("second %d: %.1f MB/s, %.0f messages/s", in.Second, in.PayloadMBPerSec, in.MessagesPerSecond)})
 			if in.Batches > 0 {
-				p50.points = append(p50.points, chartPoint{x, in.P50Ms, fmt.Sprintf("second %d: p50 %.3f ms of %d batches", in.Second, in.P50Ms, in.Batches)})
-				p99.points = append(p99.points, chartPoint{x, in.P99Ms, fmt.Sprintf("second %d: p99 %.3f ms of %d batches", in.Second, in.P99Ms, in.Batches)})
+				// On a log scale: a tail a hundred times the median leaves both readable.
+				p50.points = append(p50.points, chartPoint{x, logMs(in.P50Ms), fmt.Sprintf("second %d: p50 %.3f ms of %d batches", in.Second, in.P50Ms, in.Batches)})
+				p99.points = append(p99.points, chartPoint{x, logMs(in.P99Ms), fmt.Sprintf("second %d: p99 %.3f ms of %d batches", in.Second, in.P99Ms, in.Batches)})
 			}
 		}
 		throughput = append(throughput, mbps)
@@ -119,7 +120,7 @@ func (r *Report) charts() []template.HTML {
 			}
 			flush := func() {
 				if group.count > 0 {
-					h.points = append(h.points, chartPoint{math.Log10(max(group.upTo, 1e-6)), float64(group.count),
+					h.points = append(h.points, chartPoint{logMs(group.upTo), float64(group.count),
 						fmt.Sprintf("%d batches took up to %.3f ms (since the previous point)", group.count, group.upTo)})
 				}
 			}
@@ -145,9 +146,10 @@ func (r *Report) charts() []template.HTML {
 	var out []template.HTML
 	add := func(svg string) { out = append(out, template.HTML(svg)) } // built by lineChart, which escapes every text
 	add(lineChart(ChartThroughput, "Throughput over time (payload MB/s per second)", chartAxis{title: "second of the measured window", whole: true}, chartAxis{title: "MB/s"}, throughput))
-	add(lineChart(ChartLatency, "Batch latency over time (p50 solid, p99 dashed)", chartAxis{title: "second of the measured window", whole: true}, chartAxis{title: "ms"}, latency))
+	latencyAxis := decadeAxis(latency, func(p chartPoint) float64 { return p.y })
+	add(lineChart(ChartLatency, "Batch latency over time (p50 solid, p99 dashed)", chartAxis{title: "second of the measured window", whole: true}, latencyAxis, latency))
 	add(lineChart(ChartPercentiles, "Batch latency by percentile (merged histograms)", spectrumAxis(spectrum), chartAxis{title: "ms"}, spectrum))
-	add(lineChart(ChartHistogram, "Batch latency distribution (batches per eighth of an octave)", decadeAxis(histogram), chartAxis{title: "batches"}, histogram))
+	add(lineChart(ChartHistogram, "Batch latency distribution (batches per eighth of an octave)", decadeAxis(histogram, func(p chartPoint) float64 { return p.x }), chartAxis{title: "batches"}, histogram))
 	return out
 }
 
@@ -168,12 +170,17 @@ func spectrumAxis(lines []chartLine) chartAxis {
 	return a
 }
 
-// decadeAxis is a log10 axis of milliseconds with a tick per power of ten.
-func decadeAxis(lines []chartLine) chartAxis {
+// logMs places a latency on a decadeAxis; a zero (a clock too coarse to see the
+// batch) sits a nanosecond up.
+func logMs(ms float64) float64 { return math.Log10(max(ms, 1e-6)) }
+
+// decadeAxis is a log10 axis of milliseconds (the values logMs gives) with a tick
+// per power of ten, over the range of the coordinate of the points that at picks.
+func decadeAxis(lines []chartLine, at func(chartPoint) float64) chartAxis {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, l := range lines {
 		for _, p := range l.points {
-			lo, hi = min(lo, p.x), max(hi, p.x)
+			lo, hi = min(lo, at(p)), max(hi, at(p))
 		}
 	}
 	if math.IsInf(lo, 0) {
