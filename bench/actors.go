@@ -34,6 +34,7 @@ type actorStats struct {
 	endToEnd     Histogram // consumers: producer timestamp to receipt, per poll
 	series       secondSeries
 	check        pollCheck
+	label        string // name(), once made
 	// live is what a progress display reads while the actor runs.
 	live liveCounts
 }
@@ -62,7 +63,14 @@ func (s *actorStats) measure(start, end time.Time, messages, payloadBytes, wireB
 	s.live.payloadBytes.Add(payloadBytes)
 }
 
-func (s *actorStats) name() string { return fmt.Sprintf("%s %d", s.role, s.index) }
+// name is "producer 3" and the like, for messages. Made once: a consumer hands it
+// to every poll's check, and a Sprintf per poll would be an allocation per batch.
+func (s *actorStats) name() string {
+	if s.label == "" {
+		s.label = fmt.Sprintf("%s %d", s.role, s.index)
+	}
+	return s.label
+}
 
 // window tracks the warm-up and the measured window of one actor. Before measureAt
 // nothing is recorded; a duration run ends at endAt.
@@ -138,6 +146,9 @@ type producer struct {
 
 func (p *producer) run(ctx context.Context) error {
 	defer p.s.producerFinished()
+	// Requests go out under a context that cannot be cancelled (runAll says why),
+	// made once: context.WithoutCancel allocates.
+	requests := context.WithoutCancel(ctx)
 	var sent uint64 // seed batches, or measured ones
 	for ctx.Err() == nil {
 		now := time.Now()
@@ -145,7 +156,7 @@ func (p *producer) run(ctx context.Context) error {
 		if (p.seeding || measuring) && p.win.done(now, sent) {
 			return nil
 		}
-		if err := p.send(context.WithoutCancel(ctx), now, measuring); err != nil {
+		if err := p.send(requests, now, measuring); err != nil {
 			return err
 		}
 		if p.seeding || measuring {
