@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
@@ -31,10 +32,45 @@ type actorStats struct {
 	start, end   time.Time
 	latency      Histogram // per batch: a send, a poll, or a send and its poll-back
 	endToEnd     Histogram // consumers: producer timestamp to receipt, per poll
+	series       secondSeries
 	check        pollCheck
+	label        string // name(), once made
+	// live is what a progress display reads while the actor runs.
+	live liveCounts
 }
 
-func (s *actorStats) name() string { return fmt.Sprintf("%s %d", s.role, s.index) }
+// liveCounts are an actor's measured totals so far, written by the actor and read
+// by the progress ticker: one atomic add each per batch.
+type liveCounts struct {
+	messages     atomic.Uint64
+	payloadBytes atomic.Uint64
+}
+
+// measure counts one measured batch that took from start to end.
+func (s *actorStats) measure(start, end time.Time, messages, payloadBytes, wireBytes uint64) {
+	if s.batches == 0 {
+		s.start = start
+	}
+	s.end = end
+	s.batches++
+	s.messages += messages
+	s.payloadBytes += payloadBytes
+	s.wireBytes += wireBytes
+	latency := end.Sub(start)
+	s.latency.Record(latency)
+	s.series.record(end, messages, payloadBytes, latency)
+	s.live.messages.Add(messages)
+	s.live.payloadBytes.Add(payloadBytes)
+}
+
+// name is "producer 3" and the like, for messages. Made once: a consumer hands it
+// to every poll's check, and a Sprintf per poll would be an allocation per batch.
+func (s *actorStats) name() string {
+	if s.label == "" {
+		s.label = fmt.Sprintf("%s %d", s.role, s.index)
+	}
+	return s.label
+}
 
 // window tracks the warm-up and the measured window of one actor. Before measureAt
 // nothing is recorded; a duration run ends at endAt.
@@ -110,6 +146,9 @@ type producer struct {
 
 func (p *producer) run(ctx context.Context) error {
 	defer p.s.producerFinished()
+	// Requests go out under a context that cannot be cancelled (runAll says why),
+	// made once: context.WithoutCancel allocates.
+	requests := context.WithoutCancel(ctx)
 	var sent uint64 // seed batches, or measured ones
 	for ctx.Err() == nil {
 		now := time.Now()
@@ -117,7 +156,7 @@ func (p *producer) run(ctx context.Context) error {
 		if (p.seeding || measuring) && p.win.done(now, sent) {
 			return nil
 		}
-		if err := p.send(context.WithoutCancel(ctx), now, measuring); err != nil {
+		if err := p.send(requests, now, measuring); err != nil {
 			return err
 		}
 		if p.seeding || measuring {
@@ -159,16 +198,7 @@ func (p *producer) send(ctx context.Context, now time.Time, measuring bool) erro
 	n := p.messagesPerBatch()
 	p.s.produced[index].Add(n)
 	if measuring {
-		st := p.stats
-		if st.batches == 0 {
-			st.start = now
-		}
-		st.end = end
-		st.batches++
-		st.messages += n
-		st.payloadBytes += p.payloadBytes()
-		st.wireBytes += p.frameBytes
-		st.latency.Record(end.Sub(now))
+		p.stats.measure(now, end, n, p.payloadBytes(), p.frameBytes)
 	}
 	return nil
 }
@@ -266,18 +296,9 @@ func (k *consumer) poll(requests context.Context) (bool, uint64, error) {
 	}
 	payloadBytes := count * uint64(k.cfg.MessageSizeBytes)
 	if !now.Before(k.measureAt) {
-		st := k.stats
-		if st.batches == 0 {
-			st.start = now
-		}
-		st.end = end
-		st.batches++
-		st.messages += count
-		st.payloadBytes += payloadBytes
-		st.wireBytes += wire.HeaderSize + wire.PolledMessagesPrefixSize + uint64(len(polled.Records))
-		st.latency.Record(end.Sub(now))
+		k.stats.measure(now, end, count, payloadBytes, wire.HeaderSize+wire.PolledMessagesPrefixSize+uint64(len(polled.Records)))
 		if k.endToEndLatency {
-			st.endToEnd.Record(end.Sub(time.UnixMicro(int64(originMicros))))
+			k.stats.endToEnd.Record(end.Sub(time.UnixMicro(int64(originMicros))))
 		}
 	}
 	return true, payloadBytes, nil
@@ -421,17 +442,8 @@ func (a *producingConsumer) run(ctx context.Context) error {
 		}
 		end := time.Now()
 		if measuring {
-			st := a.stats
-			if st.batches == 0 {
-				st.start = now
-			}
-			st.end = end
-			st.batches++
 			measured++
-			st.messages += n
-			st.payloadBytes += payloadBytes
-			st.wireBytes += a.frameBytes + wireBytes
-			st.latency.Record(end.Sub(now))
+			a.stats.measure(now, end, n, payloadBytes, a.frameBytes+wireBytes)
 		}
 		if err := a.pacer.wait(ctx, payloadBytes); err != nil {
 			return err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 
 // The hot loops allocate nothing per batch, let alone per message: a producer's
 // turn (restamp, send, count, record) and a consumer's (poll, verify every message,
-// track offsets, record), each against a real server.
+// track offsets, record, the per-second series included), each against a real
+// server.
 func TestSendAndPollLoopsDoNotAllocate(t *testing.T) {
 	addr := startServer(t)
 	ctx := testContext(t)
@@ -79,5 +81,27 @@ func TestSendAndPollLoopsDoNotAllocate(t *testing.T) {
 	}
 	if !stats.check.OK() || stats.check.MessagesConsumed != 100*42 {
 		t.Fatalf("check: %+v", stats.check.Verification)
+	}
+
+	// The consumer's own turn, from offset 0 again on its own tracker.
+	k := newConsumer(&cfg, 0, s, admin, 0)
+	k.stats.check.messagesPerBatch, k.stats.check.messageSizeBytes = 100, 200 // as runActors sets them
+	if _, _, err := k.poll(background); err != nil {
+		t.Fatal(err)
+	}
+	var got bool
+	polls = testing.AllocsPerRun(40, func() {
+		if got, _, pollErr = k.poll(background); !got && pollErr == nil {
+			pollErr = errors.New("an empty poll")
+		}
+	})
+	if pollErr != nil {
+		t.Fatal(pollErr)
+	}
+	if polls != 0 {
+		t.Errorf("consumer.poll allocates %v times", polls)
+	}
+	if k.stats.messages != 100*42 || !k.stats.check.OK() {
+		t.Fatalf("consumer measured %d messages: %+v", k.stats.messages, k.stats.check.Verification)
 	}
 }

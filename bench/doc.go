@@ -32,6 +32,24 @@
 // bench-group): it deletes old ones of the same names before a run, so that readers
 // start at offset 0, and deletes its own afterwards unless Config.KeepStreams.
 //
-// RawLoopback is the baseline: the same frames written over plain loopback TCP
-// connections to a reader that discards them.
+// Each actor also keeps a series of its figures second by second (secondSeries: the
+// open second in a full histogram, closed seconds compacted to their non-empty
+// buckets), which the report merges per role into Report.Series; a Watcher hears
+// of the run's steps and, every ProgressInterval, of its progress.
+//
+// RawLoopback is a baseline: the same frames written over plain loopback TCP
+// connections to a reader that discards them; MeasureBaseline adds sequential
+// writes of the same frames to a file (page cache, and an fdatasync every MiB) and
+// Report.Compare the ratios of the run to them.
+//
+// A report is written as a table, as JSON, or into a directory (WriteReportDir):
+//
+//	summary.json    the Report: setup, totals and per-actor figures with p50, p90,
+//	                p95, p99, p99.9, p99.99, max, the baseline, the series and
+//	                the merged latency histograms
+//	timeseries.csv  second,role,messages,batches,messages_per_second,
+//	                payload_mb_per_second,p50_ms,p99_ms,max_ms
+//	report.html     one self-contained page: tables and four SVG charts
+//
+// The end-to-end suites of `go test -bench EndToEnd` are in e2e_bench_test.go.
 package bench

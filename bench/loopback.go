@@ -3,13 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
+
+// loopbackReadBytesMax bounds the reader's buffer of RawLoopback.
+const loopbackReadBytesMax = 4 << 20
 
 // RawLoopbackKind is the Kind of a RawLoopback report.
 const RawLoopbackKind Kind = "raw-loopback"
@@ -49,7 +51,15 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 			go func() {
 				defer readers.Done()
 				defer conn.Close()
-				io.Copy(io.Discard, conn)
+				// Reads as large as a frame, as a client's are: io.Copy to
+				// io.Discard would read 8 KiB at a time and make the baseline the
+				// reader's syscalls rather than what loopback moves.
+				buf := make([]byte, min(frameBytes, loopbackReadBytesMax))
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						return
+					}
+				}
 			}()
 		}
 	}()
@@ -75,6 +85,7 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	err = runAll(ctx, cfg.Producers, closeAllConns(conns), func(ctx context.Context, i int) error {
 		st := &actorStats{role: RoleProducer, index: i, stream: "loopback"}
+		st.series.origin = win.measureAt
 		stats[i] = st
 		frame := make([]byte, frameBytes)
 		var sent uint64
@@ -90,17 +101,8 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 			if !measuring {
 				continue
 			}
-			end := time.Now()
-			if st.batches == 0 {
-				st.start = now
-			}
-			st.end = end
 			sent++
-			st.batches++
-			st.messages += uint64(cfg.MessagesPerBatch)
-			st.payloadBytes += payloadBytes
-			st.wireBytes += uint64(frameBytes)
-			st.latency.Record(end.Sub(now))
+			st.measure(now, time.Now(), uint64(cfg.MessagesPerBatch), payloadBytes, uint64(frameBytes))
 		}
 		return ctx.Err()
 	})
@@ -115,7 +117,7 @@ func RawLoopback(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.ServerAddress = "loopback " + ln.Addr().String()
 	cfg.Kind = RawLoopbackKind
 	cfg.Consumers = 0
-	return newReport(&cfg, stats, time.Since(started)), nil
+	return newReport(&cfg, stats, win.measureAt, time.Since(started)), nil
 }
 
 func closeAllConns(conns []net.Conn) func() {

@@ -17,12 +17,13 @@ type Latency struct {
 	P95Ms   float64 `json:"p95_ms"`
 	P99Ms   float64 `json:"p99_ms"`
 	P999Ms  float64 `json:"p999_ms"`
+	P9999Ms float64 `json:"p9999_ms"`
 	MaxMs   float64 `json:"max_ms"`
 	MeanMs  float64 `json:"mean_ms"`
 }
 
 func summarize(h *Histogram) Latency {
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	ms := millis
 	return Latency{
 		Samples: h.Count(),
 		P50Ms:   ms(h.Quantile(0.50)),
@@ -30,6 +31,7 @@ func summarize(h *Histogram) Latency {
 		P95Ms:   ms(h.Quantile(0.95)),
 		P99Ms:   ms(h.Quantile(0.99)),
 		P999Ms:  ms(h.Quantile(0.999)),
+		P9999Ms: ms(h.Quantile(0.9999)),
 		MaxMs:   ms(h.Max()),
 		MeanMs:  ms(h.Mean()),
 	}
@@ -99,8 +101,10 @@ func figures(role Role, group []*actorStats) Figures {
 
 // Report is a run's result.
 type Report struct {
-	Kind             Kind    `json:"kind"`
-	ServerAddress    string  `json:"server_address"`
+	Kind          Kind   `json:"kind"`
+	ServerAddress string `json:"server_address"`
+	// Server describes the server when iggy-bench started it.
+	Server           string  `json:"server,omitempty"`
 	Producers        int     `json:"producers"`
 	Consumers        int     `json:"consumers"`
 	Streams          int     `json:"streams"`
@@ -118,9 +122,16 @@ type Report struct {
 	Totals       []Figures    `json:"totals"`
 	Actors       []Figures    `json:"actors"`
 	Verification Verification `json:"verification"`
+	// Baseline is the machine's raw bandwidth measured in the same run, when asked.
+	Baseline *Baseline `json:"baseline,omitempty"`
+	// Series has each role's figures second by second, roles in the order of Totals.
+	Series []Interval `json:"series"`
+	// Distributions has each role's merged batch-latency histogram.
+	Distributions []Distribution `json:"latency_distributions"`
 }
 
-func newReport(cfg *Config, stats []*actorStats, wall time.Duration) *Report {
+// newReport sums up the actors' stats; origin is the start of the measured window.
+func newReport(cfg *Config, stats []*actorStats, origin time.Time, wall time.Duration) *Report {
 	r := &Report{
 		Kind: cfg.Kind, ServerAddress: cfg.ServerAddress,
 		Producers: cfg.Producers, Consumers: cfg.Consumers, Streams: cfg.Streams,
@@ -139,7 +150,18 @@ func newReport(cfg *Config, stats []*actorStats, wall time.Duration) *Report {
 		if len(group) == 0 {
 			continue
 		}
-		r.Totals = append(r.Totals, figures(role, group))
+		total := figures(role, group)
+		r.Totals = append(r.Totals, total)
+		var merged Histogram
+		end := origin
+		for _, s := range group {
+			merged.Merge(&s.latency)
+			if s.end.After(end) {
+				end = s.end
+			}
+		}
+		r.Distributions = append(r.Distributions, distribution(role, &merged))
+		r.Series = append(r.Series, intervals(role, group, origin, end)...)
 		for _, s := range group {
 			f := figures(role, []*actorStats{s})
 			f.Index, f.Stream = s.index, s.stream
@@ -206,6 +228,47 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report for a person: the setup, a table of the totals and
 // of each actor, and the verification.
 func (r *Report) WriteTable(w io.Writer) error {
+	if _, err := io.WriteString(w, r.setupLine()+"\n\n"); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "actor\tmessages\tmsg/s\tpayload MB/s\twire MB/s\tbatch p50 ms\tp90\tp95\tp99\tp999\tp9999\tmax\te2e p50 ms\te2e p99\t")
+	row := func(name string, f Figures) {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t", name, f.Messages, f.MessagesPerSecond,
+			f.PayloadMBPerSec, f.WireMBPerSec, f.Latency.P50Ms, f.Latency.P90Ms, f.Latency.P95Ms, f.Latency.P99Ms, f.Latency.P999Ms, f.Latency.P9999Ms, f.Latency.MaxMs)
+		if f.EndToEnd != nil {
+			fmt.Fprintf(tw, "%.3f\t%.3f\t\n", f.EndToEnd.P50Ms, f.EndToEnd.P99Ms)
+		} else {
+			fmt.Fprint(tw, "-\t-\t\n")
+		}
+	}
+	for _, f := range r.Totals {
+		row(fmt.Sprintf("all %d %ss", f.Actors, f.Role), f)
+	}
+	for _, f := range r.Actors {
+		row(fmt.Sprintf("%s %d (%s)", f.Role, f.Index, f.Stream), f)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	out := "\n" + r.verificationLine() + "\n"
+	if b := r.Baseline; b != nil {
+		out += fmt.Sprintf("\nbaseline, same run: raw loopback TCP %.1f MB/s (%d connections)", b.Loopback.WireMBPerSec, b.Loopback.Actors)
+		for _, d := range b.SequentialWrite {
+			out += fmt.Sprintf(", sequential write %s %.1f MB/s", d.Name, d.MBPerSec)
+		}
+		out += "\n"
+		for _, ratio := range b.Ratios {
+			out += fmt.Sprintf("  %ss: %.1f wire MB/s = %.2f× loopback, %.2f× page-cache write, %.2f× fdatasync-per-MiB write\n",
+				ratio.Role, ratio.WireMBPerSecond, ratio.ToLoopback, ratio.ToPageCache, ratio.ToSyncedWrite)
+		}
+	}
+	_, err := io.WriteString(w, out)
+	return err
+}
+
+// setupLine says what ran, in one line.
+func (r *Report) setupLine() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s against %s: ", r.Kind, r.ServerAddress)
 	var who []string
@@ -234,50 +297,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.RateLimitBytes > 0 {
 		fmt.Fprintf(&b, ", rate limit %d B/s", r.RateLimitBytes)
 	}
-	fmt.Fprintf(&b, " (%.2fs wall)\n\n", r.WallSeconds)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
+	fmt.Fprintf(&b, " (%.2fs wall)", r.WallSeconds)
+	if r.Server != "" {
+		fmt.Fprintf(&b, "\nserver: %s", r.Server)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "actor\tmessages\tmsg/s\tpayload MB/s\twire MB/s\tbatch p50 ms\tp90\tp95\tp99\tp999\tmax\te2e p50 ms\te2e p99\t")
-	row := func(name string, f Figures) {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t", name, f.Messages, f.MessagesPerSecond,
-			f.PayloadMBPerSec, f.WireMBPerSec, f.Latency.P50Ms, f.Latency.P90Ms, f.Latency.P95Ms, f.Latency.P99Ms, f.Latency.P999Ms, f.Latency.MaxMs)
-		if f.EndToEnd != nil {
-			fmt.Fprintf(tw, "%.3f\t%.3f\t\n", f.EndToEnd.P50Ms, f.EndToEnd.P99Ms)
-		} else {
-			fmt.Fprint(tw, "-\t-\t\n")
-		}
-	}
-	for _, f := range r.Totals {
-		row(fmt.Sprintf("all %d %ss", f.Actors, f.Role), f)
-	}
-	for _, f := range r.Actors {
-		row(fmt.Sprintf("%s %d (%s)", f.Role, f.Index, f.Stream), f)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return b.String()
+}
+
+// verificationLine says what the verification found: one line, with one more per
+// problem when it failed.
+func (r *Report) verificationLine() string {
 	v := &r.Verification
-	var out string
 	switch {
 	case r.Kind == RawLoopbackKind:
-		out = "\nbaseline: plain TCP to a reader that discards the bytes; no server, nothing to verify\n"
+		return "baseline: plain TCP to a reader that discards the bytes; no server, nothing to verify"
 	case v.MessagesExpected == 0:
-		out = fmt.Sprintf("\nverification: %d messages produced and confirmed by the server; nothing consumed\n", v.MessagesProduced)
+		return fmt.Sprintf("verification: %d messages produced and confirmed by the server; nothing consumed", v.MessagesProduced)
 	case v.OK():
 		checks := "counts and offsets"
 		if v.Enabled {
 			checks = "checksums, ids, offsets and counts"
 		}
-		out = fmt.Sprintf("\nverification OK: %d messages consumed of %d expected (%d produced): %s\n", v.MessagesConsumed, v.MessagesExpected, v.MessagesProduced, checks)
+		return fmt.Sprintf("verification OK: %d messages consumed of %d expected (%d produced): %s", v.MessagesConsumed, v.MessagesExpected, v.MessagesProduced, checks)
 	default:
-		out = fmt.Sprintf("\nverification FAILED: %d consumed of %d expected (%d produced); lost %d, duplicated %d, checksum failures %d, misplaced %d\n",
+		out := fmt.Sprintf("verification FAILED: %d consumed of %d expected (%d produced); lost %d, duplicated %d, checksum failures %d, misplaced %d",
 			v.MessagesConsumed, v.MessagesExpected, v.MessagesProduced, v.Lost, v.Duplicated, v.ChecksumFailures, v.Misplaced)
 		for _, p := range v.Problems {
-			out += "  " + p + "\n"
+			out += "\n  " + p
 		}
+		return out
 	}
-	_, err := io.WriteString(w, out)
-	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -27,23 +26,54 @@ func (e *ConnectError) Error() string {
 }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// Watcher is told what a run is doing, for a progress display. Its methods are
+// called from one goroutine at a time, and never after Run returns.
+type Watcher interface {
+	// Step announces a step of the run: creating the streams, seeding, running.
+	Step(line string)
+	// Progress is called about every ProgressInterval while the actors run, and
+	// once more when they have finished.
+	Progress(p Progress)
+}
+
+// ProgressInterval is how often a Watcher hears of the actors' progress.
+const ProgressInterval = 250 * time.Millisecond
+
+// Progress is a running benchmark's measured totals so far, for the role that
+// paces the run: the producers (or producing consumers), or the consumers of a kind
+// that only consumes.
+type Progress struct {
+	Role         Role
+	Messages     uint64
+	PayloadBytes uint64
+	// MessagesTotal is what the role will have measured at the end of a run of
+	// --batches; 0 for a run of --duration.
+	MessagesTotal uint64
+	// Elapsed is the time since the measured window opened: negative during the
+	// warm-up.
+	Elapsed time.Duration
+	// Duration is a run of --duration's measured window; 0 for a run of --batches.
+	Duration time.Duration
+}
+
 // Run runs one benchmark against the server at cfg.ServerAddress: it creates the
 // streams the kind needs (deleting earlier bench streams of the same names), seeds
 // them for the consume-only kinds, runs every actor on its own connection and
 // goroutine, verifies what the consumers polled, deletes the streams unless
-// cfg.KeepStreams, and reports. Progress lines go to progress (nil for none).
+// cfg.KeepStreams, and reports. watch hears of each step and of the progress (nil
+// for nothing).
 //
 // A run whose actors all finished returns its Report even when verification found
 // lost or duplicated messages (Report.Verification says so); err is then nil unless
 // the cleanup failed. An actor's failure stops the run and returns the error.
-func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+func Run(ctx context.Context, cfg Config, watch Watcher) (*Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) {
-		if progress != nil {
-			fmt.Fprintf(progress, format+"\n", args...)
+		if watch != nil {
+			watch.Step(fmt.Sprintf(format, args...))
 		}
 	}
 	admin, err := dial(ctx, &cfg)
@@ -65,7 +95,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			}
 		}
 		logf("running %s", cfg.Kind)
-		return runActors(ctx, &cfg, streams)
+		return runActors(ctx, &cfg, streams, watch, nil)
 	}()
 	if !cfg.KeepStreams {
 		// The run's context may be the one that was cancelled: clean up under a
@@ -198,7 +228,11 @@ func closeAll(clients []*client.Client) func() {
 	}
 }
 
-func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, error) {
+// runActors connects and runs the actors of cfg on streams and reports. connected,
+// when not nil, is called on the caller's goroutine once every actor is connected
+// and logged in, just before they start: the go test -bench suites reset their
+// timer there, so that logins (an argon2id hash each) are not measured.
+func runActors(ctx context.Context, cfg *Config, streams []*stream, watch Watcher, connected func()) (*Report, error) {
 	var (
 		actors    []func(context.Context) error
 		stats     []*actorStats
@@ -295,13 +329,16 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 			actors = append(actors, k.run)
 		}
 	}
+	if connected != nil {
+		connected()
+	}
+	started := time.Now()
+	measureAt := started.Add(cfg.Warmup)
 	for _, st := range stats {
 		st.check.messagesPerBatch = uint64(cfg.MessagesPerBatch)
 		st.check.messageSizeBytes = cfg.MessageSizeBytes
+		st.series.origin = measureAt
 	}
-
-	started := time.Now()
-	measureAt := started.Add(cfg.Warmup)
 	win := window{measureAt: measureAt, batches: cfg.Batches}
 	if cfg.Duration > 0 {
 		win.endAt = measureAt.Add(cfg.Duration)
@@ -315,11 +352,13 @@ func runActors(ctx context.Context, cfg *Config, streams []*stream) (*Report, er
 	for _, k := range consumers {
 		k.measureAt = measureAt
 	}
+	stopTicking := tickProgress(cfg, stats, measureAt, watch)
 	err := runAll(ctx, len(actors), closeAll(clients), func(ctx context.Context, i int) error { return actors[i](ctx) })
+	stopTicking()
 	if err != nil {
 		return nil, err
 	}
-	report := newReport(cfg, stats, time.Since(started))
+	report := newReport(cfg, stats, measureAt, time.Since(started))
 	report.Verification = verify(cfg, streams, consumers, producing, stats)
 	return report, nil
 }
@@ -358,4 +397,61 @@ func newConsumer(cfg *Config, index int, s *stream, c *client.Client, bytesPerSe
 	}
 	k.trackers = []*partitionTracker{new(partitionTracker)}
 	return k
+}
+
+// tickProgress tells watch of the pacing role's progress every ProgressInterval
+// until the returned stop is called, which tells it a last time and returns once
+// the ticker has stopped.
+func tickProgress(cfg *Config, stats []*actorStats, measureAt time.Time, watch Watcher) (stop func()) {
+	if watch == nil {
+		return func() {}
+	}
+	role := RoleConsumer
+	for _, st := range stats {
+		if st.role != RoleConsumer {
+			role = st.role
+			break
+		}
+	}
+	var paced []*actorStats
+	for _, st := range stats {
+		if st.role == role {
+			paced = append(paced, st)
+		}
+	}
+	p := Progress{Role: role, Duration: cfg.Duration}
+	if cfg.Duration == 0 {
+		// Each producer sends, and each consumer of a seeded kind reads, its
+		// batches: the seed holds a batch count for every member of a group.
+		p.MessagesTotal = uint64(len(paced)) * uint64(cfg.Batches) * uint64(cfg.MessagesPerBatch)
+	}
+	tell := func() {
+		p.Messages, p.PayloadBytes = 0, 0
+		for _, st := range paced {
+			p.Messages += st.live.messages.Load()
+			p.PayloadBytes += st.live.payloadBytes.Load()
+		}
+		p.Elapsed = time.Since(measureAt)
+		watch.Progress(p)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ticker := time.NewTicker(ProgressInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ticker.C:
+				tell()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		tell()
+	}
 }

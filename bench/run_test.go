@@ -268,3 +268,44 @@ func TestRunInterrupted(t *testing.T) {
 	}
 	assertNoBenchStreams(t, addr)
 }
+
+// recordingWatcher keeps what a run told it.
+type recordingWatcher struct {
+	steps    []string
+	progress []Progress
+}
+
+func (w *recordingWatcher) Step(line string)    { w.steps = append(w.steps, line) }
+func (w *recordingWatcher) Progress(p Progress) { w.progress = append(w.progress, p) }
+
+// A watcher hears every step, and last of all the paced role's whole count.
+func TestRunTellsWatcher(t *testing.T) {
+	addr := startServer(t)
+	for _, tc := range []struct {
+		kind Kind
+		role Role
+	}{{PinnedProducerAndConsumer, RoleProducer}, {PinnedConsumer, RoleConsumer}, {EndToEndProducingConsumer, RoleProducingConsumer}} {
+		cfg := smallConfig(tc.kind, addr)
+		var w recordingWatcher
+		report, err := Run(testContext(t), cfg, &w)
+		if err != nil || !report.Verification.OK() {
+			t.Fatalf("%s: %v %+v", tc.kind, err, report)
+		}
+		if len(w.steps) < 2 || !strings.HasPrefix(w.steps[0], "creating") || !strings.HasPrefix(w.steps[len(w.steps)-1], "running") {
+			t.Errorf("%s: steps %q", tc.kind, w.steps)
+		}
+		if len(w.progress) == 0 {
+			t.Fatalf("%s: no progress", tc.kind)
+		}
+		last := w.progress[len(w.progress)-1]
+		cfg = cfg.WithDefaults()
+		actors := max(cfg.Producers, cfg.Consumers)
+		if tc.kind == PinnedProducerAndConsumer {
+			actors = cfg.Producers
+		}
+		want := uint64(actors * cfg.Batches * cfg.MessagesPerBatch)
+		if last.Role != tc.role || last.Messages != want || last.MessagesTotal != want || last.PayloadBytes != want*uint64(cfg.MessageSizeBytes) || last.Elapsed <= 0 {
+			t.Errorf("%s: last progress %+v, want %d %s messages", tc.kind, last, want, tc.role)
+		}
+	}
+}

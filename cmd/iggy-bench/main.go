@@ -1,18 +1,26 @@
 // Command iggy-bench is a load generator for iggy-shard and any server of the Apache
-// Iggy binary protocol 0.11.0, modelled on Apache Iggy's iggy-bench: it connects to a
-// running server over TCP, creates the streams it needs (bench-stream-N), runs a
-// benchmark kind with one connection and goroutine per actor, verifies every
-// consumed message, deletes its streams and prints throughput and latency
-// percentiles as a table or JSON. Package bench is the engine.
+// Iggy binary protocol 0.11.0, modelled on Apache Iggy's iggy-bench: it creates the
+// streams it needs (bench-stream-N), runs a benchmark kind with one connection and
+// goroutine per actor, verifies every consumed message, deletes its streams and
+// prints throughput and latency percentiles as a table or JSON. Package bench is
+// the engine.
 //
 //	iggy-bench [flags] KIND [flags]
-//	iggy-bench pp --producers 4 --batches 1000
-//	iggy-bench bcg --consumers 8 --consumer-groups 2 --output json
+//	iggy-bench pp                                   # against an iggy-shard of its own
+//	iggy-bench pp --producers 4 --baseline --report-dir out
+//	iggy-bench bcg --server-address 10.0.0.5:8090 --consumers 8 --consumer-groups 2
 //	iggy-bench raw-loopback          # the same bytes over plain loopback TCP: a baseline
 //
-// It does not start a server. Exit codes: 0 success, 1 the run failed or
-// verification found lost, duplicated or corrupt messages, 2 bad usage, 3 the server
-// could not be reached or refused the login, 130 interrupted.
+// With no --server-address (nor IGGY_TCP_ADDRESS) it starts an iggy-shard of its
+// own, as a child process on a free loopback port with a temporary data directory
+// that it removes at the end (serve.go says why a child). --baseline measures the
+// machine's raw loopback and sequential write bandwidth in the same run and prints
+// the run's ratio to them; --report-dir writes the JSON summary, a per-second CSV
+// time series and a self-contained HTML page with charts.
+//
+// Exit codes: 0 success, 1 the run failed or verification found lost, duplicated or
+// corrupt messages, 2 bad usage, 3 the server could not be reached, started or
+// refused the login, 130 interrupted.
 package main
 
 import (
@@ -23,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +51,9 @@ const (
 const rawLoopback = "raw-loopback"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == serveCommand {
+		os.Exit(serveMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
@@ -55,18 +67,30 @@ type options struct {
 	quiet     bool
 	kind      string
 	usage     func()
+
+	// ownServer: no address was given, so iggy-bench starts a server of its own
+	// with serverShards shards and its data under serverDir.
+	ownServer    bool
+	serverShards int
+	serverDir    string
+
+	reportDir   string
+	baseline    bool
+	baselineDir string
 }
 
 func newFlagSet(o *options, stderr io.Writer, getenv func(string) string) *flag.FlagSet {
 	fs := flag.NewFlagSet("iggy-bench", flag.ContinueOnError)
 	// Parse errors are reported in one line by run; the usage is for --help.
 	fs.SetOutput(io.Discard)
-	address := bench.DefaultServerAddress
-	if v := getenv("IGGY_TCP_ADDRESS"); v != "" {
-		address = v
-	}
 	c := &o.cfg
-	fs.StringVar(&c.ServerAddress, "server-address", address, "server `host:port` to connect to (env IGGY_TCP_ADDRESS)")
+	fs.StringVar(&c.ServerAddress, "server-address", getenv("IGGY_TCP_ADDRESS"),
+		"server `host:port` to connect to (env IGGY_TCP_ADDRESS); empty = start an iggy-shard of our own on a free loopback port")
+	fs.IntVar(&o.serverShards, "server-shards", 0, "shards of our own server; 0 = one per CPU")
+	fs.StringVar(&o.serverDir, "server-dir", "", "`directory` in which our own server gets its temporary data directory; empty = the system's temporary directory")
+	fs.StringVar(&o.reportDir, "report-dir", "", "write "+bench.ReportJSONFile+", "+bench.ReportCSVFile+" (per second, per role) and "+bench.ReportHTMLFile+" (charts, self-contained) into this `directory`")
+	fs.BoolVar(&o.baseline, "baseline", false, "also measure raw loopback TCP and sequential write bandwidth in the same run, and print the ratios")
+	fs.StringVar(&o.baselineDir, "baseline-dir", "", "`directory` for the sequential write baseline; empty = our own server's data directory, or the system's temporary directory")
 	fs.StringVar(&c.Username, "username", bench.DefaultUsername, "user to log in as")
 	fs.StringVar(&c.Password, "password", bench.DefaultPassword, "password of --username")
 	fs.IntVar(&c.Producers, "producers", 0, "producers (producing consumers for e2e); 0 = the kind's default, 8")
@@ -91,9 +115,10 @@ func newFlagSet(o *options, stderr io.Writer, getenv func(string) string) *flag.
 	o.usage = func() {
 		out := stderr
 		fmt.Fprintf(out, "Usage: iggy-bench [flags] KIND [flags]\n\n")
-		fmt.Fprintf(out, "Runs a benchmark against a running server of the Apache Iggy binary protocol 0.11.0\n")
-		fmt.Fprintf(out, "over TCP. It creates the streams it needs (%s1, ...), verifies every message it\n", bench.StreamNamePrefix)
-		fmt.Fprintf(out, "consumes and deletes the streams at the end. It does not start a server.\n\nKinds:\n")
+		fmt.Fprintf(out, "Runs a benchmark against a server of the Apache Iggy binary protocol 0.11.0 over TCP.\n")
+		fmt.Fprintf(out, "It creates the streams it needs (%s1, ...), verifies every message it consumes\n", bench.StreamNamePrefix)
+		fmt.Fprintf(out, "and deletes the streams at the end. With no --server-address it starts an iggy-shard\n")
+		fmt.Fprintf(out, "of its own (a child process, a temporary data directory) and stops it at the end.\n\nKinds:\n")
 		for _, k := range bench.Kinds {
 			fmt.Fprintf(out, "  %-5s %-37s %s\n", k.Alias, k.Kind, k.About)
 		}
@@ -102,7 +127,7 @@ func newFlagSet(o *options, stderr io.Writer, getenv func(string) string) *flag.
 		fs.SetOutput(out)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
-		fmt.Fprintf(out, "\nExit codes: 0 success, 1 run or verification failed, 2 bad usage, 3 server unreachable or login refused, 130 interrupted.\n")
+		fmt.Fprintf(out, "\nExit codes: 0 success, 1 run or verification failed, 2 bad usage, 3 server unreachable, not started or login refused, 130 interrupted.\n")
 	}
 	return fs
 }
@@ -123,6 +148,16 @@ func parseArgs(args []string, stderr io.Writer, getenv func(string) string) (opt
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q after the kind", fs.Arg(0))
+	}
+	if o.kind == rawLoopback && o.baseline {
+		return o, errors.New("--baseline does not apply to raw-loopback, which is the loopback baseline itself")
+	}
+	o.ownServer = o.cfg.ServerAddress == "" && o.kind != rawLoopback
+	if o.serverShards < 0 {
+		return o, fmt.Errorf("--server-shards must be at least 0, got %d", o.serverShards)
+	}
+	if !o.ownServer && (o.serverShards != 0 || o.serverDir != "") {
+		return o, errors.New("--server-shards and --server-dir are for the server iggy-bench starts itself, not with --server-address")
 	}
 	if o.output != "table" && o.output != "json" {
 		return o, fmt.Errorf("--output must be table or json, got %q", o.output)
@@ -190,21 +225,98 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "iggy-bench: %v\nRun iggy-bench --help for the kinds and flags.\n", err)
 		return exitUsage
 	}
-	var progress io.Writer
+	var watch *progressDisplay
+	var watcher bench.Watcher // nil, not a nil *progressDisplay, when quiet
 	if !o.quiet {
-		progress = stderr
+		watch = newProgressDisplay(stderr)
+		watcher = watch
+	}
+	step := func(format string, args ...any) {
+		if watch != nil {
+			watch.Step(fmt.Sprintf(format, args...))
+		}
+	}
+	var own *childServer
+	if o.ownServer {
+		own, err = startChildServer(ctx, o.serverDir, o.serverShards, o.cfg.Username, o.cfg.Password)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "iggy-bench: interrupted\n")
+				return exitInterrupted
+			}
+			fmt.Fprintf(stderr, "iggy-bench: could not start a server of its own: %v\nGive --server-address to use a running one.\n", err)
+			return exitUnreachable
+		}
+		o.cfg.ServerAddress = own.addr
+		step("started iggy-shard (child process %d) on %s, data in %s", own.cmd.Process.Pid, own.addr, own.dir)
+	}
+	code := measure(ctx, &o, own, watch, watcher, step, stdout, stderr)
+	if own != nil {
+		if err := own.stop(); err != nil {
+			fmt.Fprintf(stderr, "iggy-bench: stopping its server: %v\n", err)
+			if code == exitOK {
+				code = exitFailed
+			}
+		}
+	}
+	return code
+}
+
+// measure runs the baseline when asked, then the benchmark, and reports.
+func measure(ctx context.Context, o *options, own *childServer, watch *progressDisplay, watcher bench.Watcher,
+	step func(string, ...any), stdout, stderr io.Writer) int {
+	var baseline *bench.Baseline
+	if o.baseline {
+		dir := o.baselineDir
+		if dir == "" && own != nil {
+			dir = own.dir
+		}
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		step("measuring the baseline: raw loopback TCP, sequential writes in %s", dir)
+		var err error
+		if baseline, err = bench.MeasureBaseline(ctx, o.cfg, dir); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "iggy-bench: interrupted\n")
+				return exitInterrupted
+			}
+			fmt.Fprintf(stderr, "iggy-bench: baseline: %v\n", err)
+			return exitFailed
+		}
 	}
 	var report *bench.Report
+	var err error
 	if o.kind == rawLoopback {
 		report, err = bench.RawLoopback(ctx, o.cfg)
 	} else {
-		report, err = bench.Run(ctx, o.cfg, progress)
+		report, err = bench.Run(ctx, o.cfg, watcher)
+	}
+	if watch != nil {
+		watch.finish()
 	}
 	if report != nil {
+		if own != nil {
+			report.Server = fmt.Sprintf("iggy-shard started by iggy-bench (child process, %s, data in a temporary directory under %s)",
+				shardsText(o.serverShards), filepath.Dir(own.dir))
+		}
+		if baseline != nil {
+			report.Compare(baseline)
+		}
 		if o.output == "json" {
 			report.WriteJSON(stdout)
 		} else {
 			report.WriteTable(stdout)
+		}
+		if o.reportDir != "" {
+			if werr := report.WriteReportDir(o.reportDir); werr != nil {
+				fmt.Fprintf(stderr, "iggy-bench: %v\n", werr)
+				if err == nil {
+					err = werr
+				}
+			} else {
+				step("report written to %s", o.reportDir)
+			}
 		}
 	}
 	var connectErr *bench.ConnectError
@@ -213,7 +325,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "iggy-bench: interrupted\n")
 		return exitInterrupted
 	case errors.As(err, &connectErr):
-		fmt.Fprintf(stderr, "iggy-bench: %v\nIs the server running there? iggy-bench does not start one (e.g. go run ./cmd/iggy-shard).\n", err)
+		fmt.Fprintf(stderr, "iggy-bench: %v\nIs the server running there? Without --server-address iggy-bench starts one of its own.\n", err)
 		return exitUnreachable
 	case err != nil:
 		fmt.Fprintf(stderr, "iggy-bench: %v\n", err)
@@ -223,4 +335,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitFailed
 	}
 	return exitOK
+}
+
+func shardsText(n int) string {
+	if n == 0 {
+		return "one shard per CPU"
+	}
+	return strconv.Itoa(n) + " shards"
 }
