@@ -1,0 +1,346 @@
+package server
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClusterConfig is the [cluster] section, with Apache Iggy's key names and rules
+// (iggy.apache.org/docs/clustering/configuration and /docs/clustering/security;
+// the defaults of apache/iggy core/server/config.toml). Validate refuses what the
+// reference refuses at boot, naming the rule.
+//
+// The replica plane that would run a cluster from it is not built yet: a node with
+// cluster.enabled = true refuses to start (Server.Start), after its section is
+// validated, rather than run single-node under a cluster's name.
+type ClusterConfig struct {
+	Enabled bool
+	// Name is hashed into the cluster id every replica-plane frame carries; nodes
+	// of different names never talk.
+	Name string
+	// ReplicaID picks this node's entry of Nodes (--replica-id).
+	ReplicaID int
+
+	// Consensus timing; each rounds down to whole 10 ms ticks, at least one.
+	HeartbeatTimeout                   time.Duration
+	CommitBroadcastInterval            time.Duration
+	PrepareRetransmitInterval          time.Duration
+	ViewChangeRetransmitInterval       time.Duration
+	ViewChangeStatusTimeout            time.Duration
+	RequestStartViewRetransmitInterval time.Duration
+	ViewProbeAttemptsMax               int
+	RepairRetryInterval                time.Duration
+	RepairChunkMax                     int
+
+	Auth       ClusterAuth
+	TLS        ClusterTLS
+	MessageBus MessageBusConfig
+	Nodes      []ClusterNode
+}
+
+// ClusterAuth is [cluster.auth]: the pre-shared key of the replica handshake.
+type ClusterAuth struct {
+	Enabled bool
+	// SharedSecret signs every handshake MAC; PreviousSharedSecret is accepted for
+	// verification only, during a rotation.
+	SharedSecret, PreviousSharedSecret string
+}
+
+// ClusterTLS is [cluster.tls]: TLS 1.3 (ALPN iggy-replica) around replica
+// connections.
+type ClusterTLS struct {
+	Enabled, SelfSigned        bool
+	CertFile, KeyFile, CAFile string
+}
+
+// MessageBusConfig is [message_bus]: the replica connections' limits.
+type MessageBusConfig struct {
+	MaxMessageSizeBytes uint32
+	PeerQueueCapacity   int
+	ReconnectPeriod     time.Duration
+}
+
+// ClusterNode is one [[cluster.nodes]] entry; the roster is meant to be
+// byte-identical on every node.
+type ClusterNode struct {
+	Name string
+	// IP is the roster address replicas dial: a literal IP, never a hostname.
+	IP        string
+	ReplicaID int
+	Ports     NodePorts
+	// AdvertisedAddress is what clients are told (cluster metadata, redirects)
+	// when no selector of AdvertisedAddresses matches them; IP when empty.
+	AdvertisedAddress   string
+	AdvertisedAddresses []AdvertisedSelector
+}
+
+// NodePorts are a node's listener ports; 0 means the entry has none.
+type NodePorts struct {
+	TCP, QUIC, HTTP, WebSocket, TCPReplica uint16
+}
+
+// AdvertisedSelector hands clients from ClientCIDR another address.
+type AdvertisedSelector struct {
+	ClientCIDR netip.Prefix
+	Address    string
+}
+
+// Cluster limits of the reference.
+const (
+	clusterTick                = 10 * time.Millisecond
+	clusterRosterMax           = 255
+	clusterSecretBytesMin      = 32
+	advertisedSelectorsPerNode = 16
+)
+
+// DefaultClusterConfig is the reference's shipped [cluster] and [message_bus].
+func DefaultClusterConfig() ClusterConfig {
+	return ClusterConfig{
+		Name:                               "iggy-cluster",
+		HeartbeatTimeout:                   5 * time.Second,
+		CommitBroadcastInterval:            500 * time.Millisecond,
+		PrepareRetransmitInterval:          250 * time.Millisecond,
+		ViewChangeRetransmitInterval:       500 * time.Millisecond,
+		ViewChangeStatusTimeout:            5 * time.Second,
+		RequestStartViewRetransmitInterval: time.Second,
+		ViewProbeAttemptsMax:               5,
+		RepairRetryInterval:                time.Second,
+		RepairChunkMax:                     128,
+		MessageBus: MessageBusConfig{
+			MaxMessageSizeBytes: 64 << 20,
+			PeerQueueCapacity:   256,
+			ReconnectPeriod:     5 * time.Second,
+		},
+	}
+}
+
+// Ticks converts a timing setting to whole consensus ticks, as the reference does:
+// rounded down, at least one.
+func Ticks(d time.Duration) int64 { return max(1, int64(d/clusterTick)) }
+
+// Validate applies the reference's boot-time rules to an enabled cluster section
+// (a disabled one is inert, but for the secret's length, which the reference
+// checks whenever the cluster is enabled).
+func (c *ClusterConfig) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	fail := func(setting, value, rule string) error {
+		return &SettingError{Setting: "cluster." + setting, Value: value, Reason: rule}
+	}
+	if c.Name == "" {
+		return fail("name", "", "must not be empty: it is the cluster's identity on disk and on the wire")
+	}
+	timings := []struct {
+		key string
+		d   time.Duration
+	}{
+		{"heartbeat_timeout", c.HeartbeatTimeout},
+		{"commit_broadcast_interval", c.CommitBroadcastInterval},
+		{"prepare_retransmit_interval", c.PrepareRetransmitInterval},
+		{"view_change_retransmit_interval", c.ViewChangeRetransmitInterval},
+		{"view_change_status_timeout", c.ViewChangeStatusTimeout},
+		{"request_start_view_retransmit_interval", c.RequestStartViewRetransmitInterval},
+		{"repair_retry_interval", c.RepairRetryInterval},
+	}
+	for _, t := range timings {
+		if t.d <= 0 {
+			return fail(t.key, t.d.String(), "every duration must be nonzero (0, disabled and unlimited are refused)")
+		}
+	}
+	if c.HeartbeatTimeout < 2*time.Second || c.HeartbeatTimeout < 4*c.CommitBroadcastInterval {
+		return fail("heartbeat_timeout", c.HeartbeatTimeout.String(),
+			"must be at least 2s and at least 4x commit_broadcast_interval ("+c.CommitBroadcastInterval.String()+")")
+	}
+	if c.ViewChangeStatusTimeout < 4*c.ViewChangeRetransmitInterval {
+		return fail("view_change_status_timeout", c.ViewChangeStatusTimeout.String(),
+			"must be at least 4x view_change_retransmit_interval ("+c.ViewChangeRetransmitInterval.String()+")")
+	}
+	if c.ViewProbeAttemptsMax < 1 || c.ViewProbeAttemptsMax > 100 {
+		return fail("view_probe_attempts_max", strconv.Itoa(c.ViewProbeAttemptsMax), "must be between 1 and 100")
+	}
+	if c.RepairChunkMax < 1 || c.RepairChunkMax > 1024 || c.RepairChunkMax >= c.MessageBus.PeerQueueCapacity {
+		return fail("repair_chunk_max", strconv.Itoa(c.RepairChunkMax),
+			"must be between 1 and 1024 and below message_bus.peer_queue_capacity ("+strconv.Itoa(c.MessageBus.PeerQueueCapacity)+")")
+	}
+	if c.MessageBus.PeerQueueCapacity < 1 {
+		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be at least 1"}
+	}
+	if c.MessageBus.MaxMessageSizeBytes < 1<<20 {
+		return &SettingError{Setting: "message_bus.max_message_size", Value: strconv.FormatUint(uint64(c.MessageBus.MaxMessageSizeBytes), 10), Reason: "must be at least 1 MiB"}
+	}
+	if c.MessageBus.ReconnectPeriod <= 0 {
+		return &SettingError{Setting: "message_bus.reconnect_period", Value: c.MessageBus.ReconnectPeriod.String(), Reason: "must be nonzero"}
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	if err := c.TLS.validate(c.Auth.Enabled); err != nil {
+		return err
+	}
+	return c.validateRoster()
+}
+
+func (a *ClusterAuth) validate() error {
+	for _, s := range []struct{ key, v string }{{"shared_secret", a.SharedSecret}, {"previous_shared_secret", a.PreviousSharedSecret}} {
+		if s.v != "" && len(s.v) < clusterSecretBytesMin {
+			return &SettingError{Setting: "cluster.auth." + s.key, Value: "(hidden)",
+				Reason: fmt.Sprintf("must be at least %d bytes (of CSPRNG output), %d given", clusterSecretBytesMin, len(s.v))}
+		}
+	}
+	if a.Enabled && a.SharedSecret == "" {
+		return &SettingError{Setting: "cluster.auth.shared_secret", Value: "", Reason: "must be set when cluster.auth.enabled (IGGY_CLUSTER_AUTH_SHARED_SECRET)"}
+	}
+	if a.PreviousSharedSecret != "" && a.PreviousSharedSecret == a.SharedSecret {
+		return &SettingError{Setting: "cluster.auth.previous_shared_secret", Value: "(hidden)", Reason: "must differ from shared_secret (a rotation to the same key is a no-op)"}
+	}
+	return nil
+}
+
+func (t *ClusterTLS) validate(authEnabled bool) error {
+	if !t.Enabled {
+		return nil
+	}
+	if !authEnabled {
+		return &SettingError{Setting: "cluster.tls.enabled", Value: "true",
+			Reason: "requires cluster.auth.enabled: replica TLS authenticates only the acceptor, the PSK handshake the peer"}
+	}
+	if t.SelfSigned {
+		return nil
+	}
+	for _, f := range []struct{ key, v string }{{"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"ca_file", t.CAFile}} {
+		if f.v == "" {
+			return &SettingError{Setting: "cluster.tls." + f.key, Value: "", Reason: "required in CA mode (self_signed = false)"}
+		}
+	}
+	return nil
+}
+
+func (c *ClusterConfig) validateRoster() error {
+	n := len(c.Nodes)
+	if n == 0 {
+		return &SettingError{Setting: "cluster.nodes", Value: "", Reason: "an enabled cluster needs its roster"}
+	}
+	if n > clusterRosterMax {
+		return &SettingError{Setting: "cluster.nodes", Value: strconv.Itoa(n), Reason: "rosters of more than 255 replicas are unsupported"}
+	}
+	names := map[string]bool{}
+	ids := map[int]bool{}
+	endpoints := map[string]int{}
+	for i := range c.Nodes {
+		node := &c.Nodes[i]
+		key := func(field string) string { return fmt.Sprintf("cluster.nodes[%d].%s", i, field) }
+		if node.Name == "" {
+			return &SettingError{Setting: key("name"), Value: "", Reason: "must not be empty"}
+		}
+		if names[node.Name] {
+			return &SettingError{Setting: key("name"), Value: node.Name, Reason: "must be unique within the roster"}
+		}
+		names[node.Name] = true
+		ip, err := netip.ParseAddr(node.IP)
+		if err != nil {
+			return &SettingError{Setting: key("ip"), Value: node.IP, Reason: "must be a literal IPv4 or IPv6 address (replicas dial it; hostnames are refused)"}
+		}
+		if node.ReplicaID < 0 || node.ReplicaID >= n || ids[node.ReplicaID] {
+			return &SettingError{Setting: key("replica_id"), Value: strconv.Itoa(node.ReplicaID),
+				Reason: fmt.Sprintf("must be unique and below the roster size %d (ids run from 0)", n)}
+		}
+		ids[node.ReplicaID] = true
+		if node.Ports.TCPReplica == 0 {
+			return &SettingError{Setting: key("ports.tcp_replica"), Value: "0", Reason: "is required and must not be 0: it carries the consensus traffic"}
+		}
+		if node.Ports.TCP == 0 {
+			return &SettingError{Setting: key("ports.tcp"), Value: "0", Reason: "is required: TCP is served, and in cluster mode the roster is its only port"}
+		}
+		for _, p := range []uint16{node.Ports.TCP, node.Ports.QUIC, node.Ports.HTTP, node.Ports.WebSocket, node.Ports.TCPReplica} {
+			if p == 0 {
+				continue
+			}
+			ep := netip.AddrPortFrom(ip, p).String()
+			if other, taken := endpoints[ep]; taken && other != i {
+				return &SettingError{Setting: key("ports"), Value: ep, Reason: fmt.Sprintf("already claimed by cluster.nodes[%d]", other)}
+			} else if taken {
+				return &SettingError{Setting: key("ports"), Value: ep, Reason: "two transports of the entry share it"}
+			}
+			endpoints[ep] = i
+		}
+		if node.AdvertisedAddress != "" && !validAdvertised(node.AdvertisedAddress) {
+			return &SettingError{Setting: key("advertised_address"), Value: node.AdvertisedAddress,
+				Reason: "must be a literal IP or an RFC 1123 hostname, without a port or a trailing dot"}
+		}
+		if len(node.AdvertisedAddresses) > advertisedSelectorsPerNode {
+			return &SettingError{Setting: key("advertised_addresses"), Value: strconv.Itoa(len(node.AdvertisedAddresses)), Reason: "at most 16 selectors per node"}
+		}
+		seen := map[netip.Prefix]bool{}
+		for k, sel := range node.AdvertisedAddresses {
+			skey := fmt.Sprintf("cluster.nodes[%d].advertised_addresses[%d]", i, k)
+			if !sel.ClientCIDR.IsValid() {
+				return &SettingError{Setting: skey + ".client_cidr", Value: "", Reason: "must be a CIDR such as 10.0.0.0/16"}
+			}
+			if m := sel.ClientCIDR.Masked(); seen[m] {
+				return &SettingError{Setting: skey + ".client_cidr", Value: sel.ClientCIDR.String(), Reason: "duplicates another selector of the node (compared truncated)"}
+			} else {
+				seen[m] = true
+			}
+			if !validAdvertised(sel.Address) {
+				return &SettingError{Setting: skey + ".address", Value: sel.Address,
+					Reason: "must be a literal IP or an RFC 1123 hostname, without a port or a trailing dot"}
+			}
+		}
+	}
+	if c.ReplicaID < 0 || c.ReplicaID >= n {
+		return &SettingError{Setting: "--replica-id", Value: strconv.Itoa(c.ReplicaID), Reason: fmt.Sprintf("must name an entry of the roster (0..%d)", n-1)}
+	}
+	return nil
+}
+
+// validAdvertised reports whether a is a literal IP or an RFC 1123 hostname.
+func validAdvertised(a string) bool {
+	if _, err := netip.ParseAddr(a); err == nil {
+		return true
+	}
+	if a == "" || len(a) > 253 || strings.HasSuffix(a, ".") {
+		return false
+	}
+	for _, label := range strings.Split(a, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// AdvertisedFor is the address a client at peer is told for the node: the selector
+// with the longest matching prefix of peer's family, else AdvertisedAddress, else IP.
+func (n *ClusterNode) AdvertisedFor(peer netip.Addr) string {
+	peer = peer.Unmap()
+	best, bestBits := "", -1
+	for _, sel := range n.AdvertisedAddresses {
+		prefix := sel.ClientCIDR
+		if prefix.Addr().Is4In6() && prefix.Bits() >= 96 {
+			// An IPv4-mapped CIDR matches like its IPv4 form at /96 or longer.
+			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), prefix.Bits()-96)
+		}
+		if prefix.Addr().Is4() != peer.Is4() || !prefix.Contains(peer) {
+			continue
+		}
+		if prefix.Bits() > bestBits {
+			best, bestBits = sel.Address, prefix.Bits()
+		}
+	}
+	switch {
+	case best != "":
+		return best
+	case n.AdvertisedAddress != "":
+		return n.AdvertisedAddress
+	}
+	return n.IP
+}

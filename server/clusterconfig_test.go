@@ -1,0 +1,115 @@
+package server
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func threeNodeCluster() ClusterConfig {
+	c := DefaultClusterConfig()
+	c.Enabled = true
+	for i := range 3 {
+		c.Nodes = append(c.Nodes, ClusterNode{
+			Name: "node-" + string(rune('a'+i)), IP: "127.0.0.1", ReplicaID: i,
+			Ports: NodePorts{TCP: uint16(8090 + i), TCPReplica: uint16(9090 + i)},
+		})
+	}
+	return c
+}
+
+// TestClusterConfigRules: every boot-time rule of the reference refuses the start
+// with the setting it concerns and the rule.
+func TestClusterConfigRules(t *testing.T) {
+	if err := (&ClusterConfig{}).Validate(); err != nil {
+		t.Fatalf("a disabled section: %v", err)
+	}
+	ok := threeNodeCluster()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("the shipped defaults with a 3-node roster: %v", err)
+	}
+	secret := strings.Repeat("s", 32)
+	cases := []struct {
+		name, setting, rule string
+		change              func(c *ClusterConfig)
+	}{
+		{"zero duration", "cluster.commit_broadcast_interval", "nonzero", func(c *ClusterConfig) { c.CommitBroadcastInterval = 0 }},
+		{"short heartbeat", "cluster.heartbeat_timeout", "at least 2s", func(c *ClusterConfig) { c.HeartbeatTimeout = time.Second }},
+		{"heartbeat under 4 broadcasts", "cluster.heartbeat_timeout", "4x commit_broadcast_interval", func(c *ClusterConfig) { c.CommitBroadcastInterval = 2 * time.Second }},
+		{"view change status", "cluster.view_change_status_timeout", "4x view_change_retransmit_interval", func(c *ClusterConfig) { c.ViewChangeStatusTimeout = time.Second }},
+		{"probes", "cluster.view_probe_attempts_max", "between 1 and 100", func(c *ClusterConfig) { c.ViewProbeAttemptsMax = 101 }},
+		{"repair chunk over the queue", "cluster.repair_chunk_max", "below message_bus.peer_queue_capacity", func(c *ClusterConfig) { c.RepairChunkMax = 256 }},
+		{"short secret", "cluster.auth.shared_secret", "at least 32 bytes", func(c *ClusterConfig) { c.Auth.SharedSecret = "short" }},
+		{"auth without secret", "cluster.auth.shared_secret", "must be set", func(c *ClusterConfig) { c.Auth.Enabled = true }},
+		{"rotation to the same key", "cluster.auth.previous_shared_secret", "must differ", func(c *ClusterConfig) {
+			c.Auth = ClusterAuth{Enabled: true, SharedSecret: secret, PreviousSharedSecret: secret}
+		}},
+		{"TLS without auth", "cluster.tls.enabled", "requires cluster.auth.enabled", func(c *ClusterConfig) { c.TLS.Enabled = true }},
+		{"TLS CA mode without CA", "cluster.tls.ca_file", "required in CA mode", func(c *ClusterConfig) {
+			c.Auth = ClusterAuth{Enabled: true, SharedSecret: secret}
+			c.TLS = ClusterTLS{Enabled: true, CertFile: "c.pem", KeyFile: "k.pem"}
+		}},
+		{"no roster", "cluster.nodes", "needs its roster", func(c *ClusterConfig) { c.Nodes = nil }},
+		{"hostname ip", "cluster.nodes[1].ip", "literal IPv4 or IPv6", func(c *ClusterConfig) { c.Nodes[1].IP = "node-b.local" }},
+		{"duplicate name", "cluster.nodes[2].name", "unique", func(c *ClusterConfig) { c.Nodes[2].Name = "node-a" }},
+		{"replica id out of range", "cluster.nodes[2].replica_id", "below the roster size", func(c *ClusterConfig) { c.Nodes[2].ReplicaID = 3 }},
+		{"duplicate replica id", "cluster.nodes[2].replica_id", "unique", func(c *ClusterConfig) { c.Nodes[2].ReplicaID = 0 }},
+		{"no replica port", "cluster.nodes[0].ports.tcp_replica", "required", func(c *ClusterConfig) { c.Nodes[0].Ports.TCPReplica = 0 }},
+		{"shared endpoint", "cluster.nodes[1].ports", "already claimed by cluster.nodes[0]", func(c *ClusterConfig) { c.Nodes[1].Ports.TCP = 8090 }},
+		{"bad advertised", "cluster.nodes[0].advertised_address", "RFC 1123", func(c *ClusterConfig) { c.Nodes[0].AdvertisedAddress = "host.example:8090" }},
+		{"duplicate selector", "cluster.nodes[0].advertised_addresses[1].client_cidr", "duplicates", func(c *ClusterConfig) {
+			c.Nodes[0].AdvertisedAddresses = []AdvertisedSelector{
+				{ClientCIDR: netip.MustParsePrefix("10.0.0.0/16"), Address: "10.0.1.5"},
+				{ClientCIDR: netip.MustParsePrefix("10.0.1.0/16"), Address: "10.0.1.6"},
+			}
+		}},
+		{"own entry", "--replica-id", "must name an entry", func(c *ClusterConfig) { c.ReplicaID = 5 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := threeNodeCluster()
+			tc.change(&c)
+			err := c.Validate()
+			var se *SettingError
+			if !errors.As(err, &se) {
+				t.Fatalf("accepted (%v)", err)
+			}
+			if se.Setting != tc.setting || !strings.Contains(se.Reason, tc.rule) {
+				t.Fatalf("refused as %s: %s; want %s: ...%s...", se.Setting, se.Reason, tc.setting, tc.rule)
+			}
+		})
+	}
+}
+
+// TestAdvertisedForLongestPrefix: a client is told the address of the selector with
+// the longest prefix matching it, per address family, else the catch-all, else ip.
+func TestAdvertisedForLongestPrefix(t *testing.T) {
+	n := ClusterNode{IP: "10.0.1.5", AdvertisedAddress: "203.0.113.10", AdvertisedAddresses: []AdvertisedSelector{
+		{ClientCIDR: netip.MustParsePrefix("10.0.0.0/8"), Address: "10.255.0.1"},
+		{ClientCIDR: netip.MustParsePrefix("10.0.0.0/16"), Address: "10.0.1.5"},
+		{ClientCIDR: netip.MustParsePrefix("::ffff:192.168.0.0/112"), Address: "192.168.0.9"},
+		{ClientCIDR: netip.MustParsePrefix("fd00::/8"), Address: "fd00::5"},
+	}}
+	for peer, want := range map[string]string{
+		"10.0.7.7":        "10.0.1.5",
+		"10.9.0.1":        "10.255.0.1",
+		"192.168.3.4":     "192.168.0.9",
+		"::ffff:10.0.0.1": "10.0.1.5",
+		"fd00::1":         "fd00::5",
+		"2001:db8::1":     "203.0.113.10",
+		"198.51.100.1":    "203.0.113.10",
+	} {
+		if got := n.AdvertisedFor(netip.MustParseAddr(peer)); got != want {
+			t.Errorf("client %s is told %s, want %s", peer, got, want)
+		}
+	}
+	bare := ClusterNode{IP: "10.0.1.5"}
+	if got := bare.AdvertisedFor(netip.MustParseAddr("1.2.3.4")); got != "10.0.1.5" {
+		t.Errorf("a node without advertised addresses tells %s, want its ip", got)
+	}
+	if Ticks(5*time.Millisecond) != 1 || Ticks(25*time.Millisecond) != 2 || Ticks(5*time.Second) != 500 {
+		t.Error("durations must round down to whole 10 ms ticks, at least one")
+	}
+}
