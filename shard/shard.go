@@ -377,7 +377,7 @@ func (s *Shard) newSender() error {
 
 func (s *Shard) loop() {
 	s.log.Info("shard started", "cpu_pinned", s.cfg.PinCPUs)
-	if !s.listener.closed() {
+	if s.index == 0 { // it places the connections, from its listener or Runtime.Adopt
 		if err := s.newSender(); err != nil {
 			s.rt.fatal(fmt.Errorf("shard %d: %w", s.index, err))
 			return
@@ -396,6 +396,7 @@ func (s *Shard) loop() {
 			s.beginStop()
 		}
 		s.drainInboxes()
+		s.adoptPending()
 		s.resumeInputs()
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)
