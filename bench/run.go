@@ -82,9 +82,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 func dial(ctx context.Context, cfg *Config) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	return client.Dial(ctx, cfg.ServerAddress,
-		client.WithCredentials(cfg.Username, cfg.Password),
-		client.WithRequestTimeout(cfg.RequestTimeout))
+	opts := []client.Option{client.WithCredentials(cfg.Username, cfg.Password), client.WithRequestTimeout(cfg.RequestTimeout)}
+	if cfg.TLS != nil {
+		opts = append(opts, client.WithTLS(cfg.TLS))
+	}
+	return client.Dial(ctx, cfg.ServerAddress, opts...)
 }
 
 // seed fills each stream with what its readers will consume: the measured batches

@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/iggy-shard/iggy-shard/bench"
+	"github.com/iggy-shard/iggy-shard/client"
 )
 
 const (
@@ -52,6 +53,9 @@ type options struct {
 	cfg       bench.Config
 	output    string
 	rateLimit string
+	tls       bool
+	tlsCAFile string
+	tlsDomain string
 	quiet     bool
 	kind      string
 	usage     func()
@@ -67,6 +71,9 @@ func newFlagSet(o *options, stderr io.Writer, getenv func(string) string) *flag.
 	}
 	c := &o.cfg
 	fs.StringVar(&c.ServerAddress, "server-address", address, "server `host:port` to connect to (env IGGY_TCP_ADDRESS)")
+	fs.BoolVar(&o.tls, "tls", false, "connect with TLS (the server's [tcp.tls] enabled)")
+	fs.StringVar(&o.tlsCAFile, "tls-ca-file", "", "PEM `file` of the CAs to trust with --tls; empty = the system's roots")
+	fs.StringVar(&o.tlsDomain, "tls-domain", "", "server name to send and verify with --tls; empty = the host of --server-address")
 	fs.StringVar(&c.Username, "username", bench.DefaultUsername, "user to log in as")
 	fs.StringVar(&c.Password, "password", bench.DefaultPassword, "password of --username")
 	fs.IntVar(&c.Producers, "producers", 0, "producers (producing consumers for e2e); 0 = the kind's default, 8")
@@ -133,6 +140,13 @@ func parseArgs(args []string, stderr io.Writer, getenv func(string) string) (opt
 			return o, fmt.Errorf("--rate-limit: %w", err)
 		}
 		o.cfg.RateLimitBytesPerSecond = n
+	}
+	if o.tls {
+		cfg, err := client.NewTLSConfig(client.TLSOptions{CAFile: o.tlsCAFile, ServerName: o.tlsDomain})
+		if err != nil {
+			return o, fmt.Errorf("--tls-ca-file: %w", err)
+		}
+		o.cfg.TLS = cfg
 	}
 	if o.kind == rawLoopback {
 		o.cfg.Kind = bench.PinnedProducer // the producers' shape, without a server
