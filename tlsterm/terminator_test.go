@@ -297,3 +297,55 @@ func TestWaitCutsSessionsAtDeadline(t *testing.T) {
 		t.Fatal("still accepting after Wait")
 	}
 }
+
+// TestSlowReaderThrottlesTheRuntime: a client that stops reading stalls the runtime's
+// writes once bounded buffers fill (the shard's sends would wait, as on a slow TCP
+// peer), every byte arrives once it reads again, and a client that never reads is cut
+// after WriteTimeout, which the runtime's end sees as the end of the connection.
+func TestSlowReaderThrottlesTheRuntime(t *testing.T) {
+	term, clientCfg, sessions := startTerminator(t, Config{WriteTimeout: 2 * time.Second})
+	c := dialTLS(t, term.Addr().String(), clientCfg)
+	d := nextSession(t, sessions)
+	chunk := make([]byte, 64<<10)
+	written := 0
+	const writtenBytesMax = 64 << 20
+	for written < writtenBytesMax {
+		for i := range chunk {
+			chunk[i] = byte((written + i) % 251)
+		}
+		d.conn.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := d.conn.Write(chunk)
+		written += n
+		if err != nil {
+			break
+		}
+	}
+	if written >= writtenBytesMax {
+		t.Fatalf("the runtime wrote %d bytes to a client that reads nothing: no back-pressure", written)
+	}
+	t.Logf("stalled after %d bytes", written)
+	got := readFull(t, c, written)
+	for i, b := range got {
+		if b != byte(i%251) {
+			t.Fatalf("byte %d is %d, want %d", i, b, byte(i%251))
+		}
+	}
+
+	// Now a client that never reads again: the session ends after WriteTimeout.
+	d.conn.SetWriteDeadline(time.Time{})
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := d.conn.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		t.Logf("the runtime's end: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client that never reads still holds its session after 10 s")
+	}
+}
