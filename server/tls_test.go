@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -320,4 +321,49 @@ func TestTLSSlowAndBrokenHandshakes(t *testing.T) {
 	if st := s.TLSStats(); st.HandshakesFailed != 1 || st.Handshakes != 4 {
 		t.Fatalf("TLS stats %+v", st)
 	}
+}
+
+// lockedBuffer is a log sink the server's goroutines may write concurrently.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestTLSClientOnPlaintextPort: a TLS client against a plaintext server gets the
+// malformed-frame eviction at once (its ClientHello is no frame), which its TLS layer
+// reports as a failed handshake; an SDK retrying in a loop writes no info line.
+func TestTLSClientOnPlaintextPort(t *testing.T) {
+	var logs lockedBuffer
+	cfg := DefaultConfig()
+	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", t.TempDir(), 2, false
+	s, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopServer(t, s) })
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		tlsCfg, _ := client.NewTLSConfig(client.TLSOptions{InsecureSkipVerify: true})
+		_, err := client.Dial(ctx, s.Addr().String(), client.WithTLS(tlsCfg))
+		cancel()
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("TLS dial to a plaintext port: %v, want a prompt handshake failure", err)
+		}
+	}
+	if logged := logs.String(); strings.Contains(logged, "connection evicted") || strings.Contains(logged, "connection closed") {
+		t.Fatalf("TLS attempts on the plaintext port logged at info:\n%s", logged)
+	}
+	mustOK(t, "Ping", dialRoot(t, s).Ping(testContext(t)))
 }
