@@ -19,9 +19,11 @@ const (
 	// a client that opens connections and never finishes a handshake holds a slot
 	// for at most this long.
 	HandshakeTimeoutDefault = 10 * time.Second
-	// HandshakesInFlightMaxDefault bounds the handshakes running at once: past it the
-	// terminator stops accepting and new connections wait in the kernel's accept
-	// queue, so a flood of slow handshakes costs bounded memory and goroutines.
+	// HandshakesInFlightMaxDefault bounds the handshakes running at once (memory and
+	// goroutines). A connection accepted past it cuts the oldest handshake still
+	// running, so a flood of handshakes that never finish cannot lock out a client
+	// whose handshake takes milliseconds: a slow one keeps its place only until this
+	// many newer connections have arrived (or its deadline).
 	HandshakesInFlightMaxDefault = 256
 )
 
@@ -55,9 +57,10 @@ type Config struct {
 // Stats are a terminator's counters since it started.
 type Stats struct {
 	Accepted           uint64 // TCP connections accepted
-	Handshakes         uint64 // handshakes completed and delivered
+	Handshakes         uint64 // handshakes completed
 	HandshakesFailed   uint64 // failed handshakes: not TLS, bad versions, ALPN, ...
 	HandshakesTimedOut uint64 // handshakes cut at HandshakeTimeout
+	HandshakesCut      uint64 // oldest handshakes cut for a newer connection (HandshakesInFlightMax)
 	SessionsOpen       int64  // sessions delivered and not ended yet
 }
 
@@ -67,27 +70,31 @@ type Terminator struct {
 	cfg Config
 	ln  net.Listener
 	log *slog.Logger
-	// slots holds one token per handshake allowed to run at once.
-	slots chan struct{}
 
-	// mu guards conns and closed. It is the terminator's own: taken by its
-	// goroutines once per connection, never by a shard.
-	mu     sync.Mutex
-	conns  map[*session]struct{}
-	closed bool
+	// mu guards conns, handshaking, nextSeq and closed, and the sessions' state. It
+	// is the terminator's own: taken by its goroutines a few times per connection,
+	// never by a shard.
+	mu          sync.Mutex
+	conns       map[*session]struct{}
+	handshaking int // sessions whose handshake runs
+	nextSeq     uint64
+	closed      bool
 
 	wg         sync.WaitGroup // the accept loop and every connection's goroutine
 	stop       chan struct{}  // closed by Close
 	acceptDone chan struct{}
 
-	accepted, handshakes, failed, timedOut atomic.Uint64
-	open                                   atomic.Int64
+	accepted, handshakes, failed, timedOut, cut atomic.Uint64
+	open                                        atomic.Int64
 }
 
 // session is one accepted connection: handshaking, then bridged.
 type session struct {
 	conn   net.Conn
-	bridge *Bridge // nil while the handshake runs
+	seq    uint64  // accept order: the lowest handshaking one is cut first
+	shaken bool    // the handshake has ended, one way or the other
+	cut    bool    // closed to make room for a newer connection
+	bridge *Bridge // set once delivered
 }
 
 // Serve starts serving ln; it owns ln from then on.
@@ -115,7 +122,7 @@ func Serve(ln net.Listener, cfg Config) (*Terminator, error) {
 	// whose first bytes should render early, and smaller records cost more per byte.
 	tlsCfg.DynamicRecordSizingDisabled = true
 	cfg.TLS = tlsCfg
-	t := &Terminator{cfg: cfg, ln: ln, log: cfg.Logger, slots: make(chan struct{}, cfg.HandshakesInFlightMax),
+	t := &Terminator{cfg: cfg, ln: ln, log: cfg.Logger,
 		conns: map[*session]struct{}{}, stop: make(chan struct{}), acceptDone: make(chan struct{})}
 	t.wg.Add(1)
 	go t.acceptLoop()
@@ -128,7 +135,7 @@ func (t *Terminator) Addr() net.Addr { return t.ln.Addr() }
 // Stats returns the counters; safe from any goroutine.
 func (t *Terminator) Stats() Stats {
 	return Stats{Accepted: t.accepted.Load(), Handshakes: t.handshakes.Load(), HandshakesFailed: t.failed.Load(),
-		HandshakesTimedOut: t.timedOut.Load(), SessionsOpen: t.open.Load()}
+		HandshakesTimedOut: t.timedOut.Load(), HandshakesCut: t.cut.Load(), SessionsOpen: t.open.Load()}
 }
 
 // acceptBackoffMin and acceptBackoffMax pace accepts that fail for want of
@@ -143,14 +150,8 @@ func (t *Terminator) acceptLoop() {
 	defer close(t.acceptDone)
 	var backoff time.Duration
 	for {
-		select {
-		case t.slots <- struct{}{}:
-		case <-t.stop:
-			return
-		}
 		conn, err := t.ln.Accept()
 		if err != nil {
-			<-t.slots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -167,7 +168,6 @@ func (t *Terminator) acceptLoop() {
 		t.accepted.Add(1)
 		s := &session{conn: conn}
 		if !t.track(s) {
-			<-t.slots
 			conn.Close()
 			return
 		}
@@ -176,13 +176,49 @@ func (t *Terminator) acceptLoop() {
 	}
 }
 
+// track records a new session; when HandshakesInFlightMax handshakes run already,
+// it cuts the oldest of them.
 func (t *Terminator) track(s *session) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return false
 	}
+	var oldest *session
+	if t.handshaking >= t.cfg.HandshakesInFlightMax {
+		for o := range t.conns { // at most HandshakesInFlightMax handshaking, and only in a flood
+			if !o.shaken && !o.cut && (oldest == nil || o.seq < oldest.seq) {
+				oldest = o
+			}
+		}
+	}
+	if oldest != nil {
+		oldest.cut = true
+		oldest.shaken = true
+		t.handshaking--
+	}
+	t.nextSeq++
+	s.seq = t.nextSeq
 	t.conns[s] = struct{}{}
+	t.handshaking++
+	t.mu.Unlock()
+	if oldest != nil {
+		t.cut.Add(1)
+		oldest.conn.Close() // its handshake fails at once and its goroutine ends
+	}
+	return true
+}
+
+// handshakeEnded takes s out of the handshakes in flight; false when it was cut
+// meanwhile (it is not to be served).
+func (t *Terminator) handshakeEnded(s *session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.cut {
+		return false
+	}
+	s.shaken = true
+	t.handshaking--
 	return true
 }
 
@@ -204,7 +240,11 @@ func (t *Terminator) serve(s *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
-	<-t.slots
+	if !t.handshakeEnded(s) {
+		t.log.Debug("TLS handshake cut for a newer connection", "peer", peer.String())
+		s.conn.Close()
+		return
+	}
 	if err == nil && t.cfg.RequiredALPN != "" && tc.ConnectionState().NegotiatedProtocol != t.cfg.RequiredALPN {
 		err = fmt.Errorf("ALPN %q negotiated, %q required", tc.ConnectionState().NegotiatedProtocol, t.cfg.RequiredALPN)
 	}
@@ -218,6 +258,7 @@ func (t *Terminator) serve(s *session) {
 		s.conn.Close()
 		return
 	}
+	t.handshakes.Add(1)
 	b, fd, err := NewBridge(tc, t.cfg.WriteTimeout)
 	if err != nil {
 		t.log.Warn("TLS session dropped", "peer", peer.String(), "err", err)
@@ -235,7 +276,6 @@ func (t *Terminator) serve(s *session) {
 		b.Close()
 		return
 	}
-	t.handshakes.Add(1)
 	t.open.Add(1)
 	b.Run()
 	t.open.Add(-1)
@@ -265,7 +305,7 @@ func (t *Terminator) Close() {
 	close(t.stop)
 	var handshaking []net.Conn
 	for s := range t.conns {
-		if s.bridge == nil {
+		if s.bridge == nil { // handshaking, or between its handshake and delivery
 			handshaking = append(handshaking, s.conn)
 		}
 	}

@@ -212,9 +212,9 @@ func TestHandshakeDeadline(t *testing.T) {
 	for _, s := range silent {
 		expectEOF(t, s)
 	}
-	if s := term.Stats(); s.HandshakesTimedOut != 2 {
-		t.Fatalf("stats %+v, want two timed-out handshakes", s)
-	}
+	// crypto/tls closes a connection at its handshake's deadline, a moment before
+	// the terminator counts it.
+	waitForStats(t, "two timed-out handshakes", term, func(s Stats) bool { return s.HandshakesTimedOut == 2 })
 }
 
 // TestRequiredALPN: with RequiredALPN, a client offering no protocol is refused and
@@ -347,5 +347,48 @@ func TestSlowReaderThrottlesTheRuntime(t *testing.T) {
 		t.Logf("the runtime's end: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("a client that never reads still holds its session after 10 s")
+	}
+}
+
+// TestHandshakeFloodCutsTheOldest: more connections that never finish a handshake
+// than HandshakesInFlightMax cannot lock a client out: each newer connection cuts the
+// oldest handshake, long before its deadline.
+func TestHandshakeFloodCutsTheOldest(t *testing.T) {
+	const slots, silentCount = 4, 10
+	term, clientCfg, sessions := startTerminator(t, Config{HandshakeTimeout: time.Minute, HandshakesInFlightMax: slots})
+	silent := make([]net.Conn, silentCount)
+	for i := range silent {
+		c, err := net.Dial("tcp", term.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent[i] = c
+	}
+	c := dialTLS(t, term.Addr().String(), clientCfg)
+	d := nextSession(t, sessions)
+	c.Write([]byte("in"))
+	if got := readFull(t, d.conn, 2); string(got) != "in" {
+		t.Fatalf("got %q", got)
+	}
+	// Accepted in order, the first silentCount+1-slots were cut, oldest first.
+	for _, s := range silent[:silentCount+1-slots] {
+		expectEOF(t, s)
+	}
+	if st := term.Stats(); st.HandshakesCut != silentCount+1-slots || st.HandshakesTimedOut != 0 {
+		t.Fatalf("stats %+v, want %d cut and none timed out", st, silentCount+1-slots)
+	}
+}
+
+// waitForStats polls the terminator's counters for up to 5 s: for a count no event
+// announces to the test.
+func waitForStats(t *testing.T, what string, term *Terminator, done func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !done(term.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 5 s: %+v", what, term.Stats())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
