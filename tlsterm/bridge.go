@@ -14,7 +14,8 @@ import (
 
 // bridgeBufferBytes is each direction's copy buffer: four TLS records' worth of
 // plaintext (16 KiB each), so that a 1 MB batch crosses the socketpair in 16 writes
-// rather than 64, while a session still holds only 128 KiB of its own.
+// rather than 64. A session holds its inbound one; outbound ones are lent while
+// replies move (replyBuffers).
 const bridgeBufferBytes = 64 << 10
 
 // WriteTimeoutDefault bounds one write to the client: a client that stopped reading
@@ -104,22 +105,44 @@ func (b *Bridge) inbound() {
 
 // outbound copies the runtime's replies to the client until the runtime closes its
 // end (or the bridge's end was closed), then ends the session: close_notify and
-// close of conn, close of the socketpair.
+// close of conn, close of the socketpair. It waits for replies without a buffer
+// (replyBuffers lends one only once the socketpair is readable), so an idle session
+// holds only its inbound buffer.
 func (b *Bridge) outbound() {
 	defer b.Close()
-	buf := make([]byte, bridgeBufferBytes)
+	raw, err := b.local.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, err := b.local.Read(buf)
-		if n > 0 {
-			b.conn.SetWriteDeadline(time.Now().Add(b.writeTimeout))
-			if _, werr := b.conn.Write(buf[:n]); werr != nil {
-				return
+		var buf *[bridgeBufferBytes]byte
+		var n int
+		var readErr error
+		err := raw.Read(func(fd uintptr) bool {
+			buf = replyBuffers.Get().(*[bridgeBufferBytes]byte)
+			n, readErr = unix.Read(int(fd), buf[:])
+			if readErr == unix.EAGAIN || readErr == unix.EINTR {
+				replyBuffers.Put(buf)
+				buf = nil
+				return false // the netpoller waits until it is readable
 			}
+			return true
+		})
+		if err == nil && readErr == nil && n > 0 {
+			b.conn.SetWriteDeadline(time.Now().Add(b.writeTimeout))
+			_, err = b.conn.Write(buf[:n])
 		}
-		if err != nil {
+		if buf != nil {
+			replyBuffers.Put(buf)
+		}
+		if err != nil || readErr != nil || n == 0 { // n == 0: the runtime closed its end
 			return
 		}
 	}
 }
+
+// replyBuffers lends outbound buffers while a session has replies to move. The
+// sessions' goroutines share it; shards never touch it.
+var replyBuffers = sync.Pool{New: func() any { return new([bridgeBufferBytes]byte) }}
 
 func closeFd(fd int) { unix.Close(fd) }

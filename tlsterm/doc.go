@@ -27,7 +27,8 @@
 // connection code; the bridge keeps the runtime unchanged.
 //
 // Back-pressure holds end to end with bounded buffers: the socketpair's kernel
-// buffers and one 64 KiB buffer per direction are all a session holds. When a shard
+// buffers and one 64 KiB buffer per direction are all a session holds (the
+// outbound one only while replies move), besides crypto/tls's record buffers. When a shard
 // stops reading a connection, the socketpair fills, the inbound goroutine blocks in
 // its write and stops reading TCP, and TCP flow control slows the client. When a
 // client stops reading, the TLS write blocks, the outbound goroutine stops reading
