@@ -392,3 +392,19 @@ func waitForStats(t *testing.T, what string, term *Terminator, done func(Stats) 
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestTLS12: a client limited to TLS 1.2 is served too (crypto/tls's defaults).
+func TestTLS12(t *testing.T) {
+	term, clientCfg, sessions := startTerminator(t, Config{})
+	cfg := clientCfg.Clone()
+	cfg.MaxVersion = tls.VersionTLS12
+	c := dialTLS(t, term.Addr().String(), cfg)
+	if v := c.ConnectionState().Version; v != tls.VersionTLS12 {
+		t.Fatalf("version %x, want TLS 1.2", v)
+	}
+	d := nextSession(t, sessions)
+	c.Write([]byte("1.2"))
+	if got := readFull(t, d.conn, 3); string(got) != "1.2" {
+		t.Fatalf("got %q", got)
+	}
+}
