@@ -42,6 +42,7 @@ func TestLoadKeyPair(t *testing.T) {
 		{"key of another cert", certFile, otherKey, otherKey, "does not match the certificate in " + certFile},
 		{"expired", expiredCert, expiredKey, expiredCert, "expired on "},
 		{"not yet valid", futureCert, futureKey, futureCert, "not valid before "},
+		{"a directory", dir, keyFile, dir, "cannot be read"}, // unreadable even to root
 	}
 	if os.Getuid() != 0 { // root reads anything
 		cases = append(cases, struct{ name, cert, key, wantPath, wantReason string }{"unreadable", unreadable, keyFile, unreadable, "cannot be read"})
