@@ -155,8 +155,10 @@ func (t *Terminator) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if backoff == 0 { // once per episode, not per retry
+				t.log.Warn("TLS accept failed, backing off", "err", err)
+			}
 			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
-			t.log.Warn("TLS accept failed, backing off", "err", err, "backoff", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-t.stop:
@@ -164,7 +166,10 @@ func (t *Terminator) acceptLoop() {
 			}
 			continue
 		}
-		backoff = 0
+		if backoff > 0 {
+			t.log.Info("TLS accept recovered")
+			backoff = 0
+		}
 		t.accepted.Add(1)
 		s := &session{conn: conn}
 		if !t.track(s) {
