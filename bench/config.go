@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -78,6 +79,9 @@ type Config struct {
 	ServerAddress string
 	Username      string
 	Password      string
+	// TLS, when set, is the client's TLS configuration (client.NewTLSConfig); nil
+	// means plain TCP.
+	TLS *tls.Config
 
 	Producers      int // producers, or producing consumers for e2e
 	Consumers      int

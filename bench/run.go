@@ -112,9 +112,11 @@ func Run(ctx context.Context, cfg Config, watch Watcher) (*Report, error) {
 func dial(ctx context.Context, cfg *Config) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	return client.Dial(ctx, cfg.ServerAddress,
-		client.WithCredentials(cfg.Username, cfg.Password),
-		client.WithRequestTimeout(cfg.RequestTimeout))
+	opts := []client.Option{client.WithCredentials(cfg.Username, cfg.Password), client.WithRequestTimeout(cfg.RequestTimeout)}
+	if cfg.TLS != nil {
+		opts = append(opts, client.WithTLS(cfg.TLS))
+	}
+	return client.Dial(ctx, cfg.ServerAddress, opts...)
 }
 
 // seed fills each stream with what its readers will consume: the measured batches

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -106,16 +105,10 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		}
 	}
 	if o.tls != nil {
-		cfg := o.tls.Clone()
-		if cfg.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				cfg.ServerName = host
-			}
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		tc, err := handshakeTLS(ctx, conn, addr, o.tls)
+		if err != nil {
 			conn.Close()
-			return nil, &ConnectionError{Op: "dial", Code: wire.ErrCannotEstablishConnection, Err: err}
+			return nil, err
 		}
 		conn = tc
 	}

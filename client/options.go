@@ -103,8 +103,9 @@ func WithPersonalAccessToken(token string) Option {
 	return func(o *options) { o.login = &credentials{token: token, withToken: true} }
 }
 
-// WithTLS wraps the connection in TLS with cfg (a nil cfg is the zero tls.Config;
-// set ServerName when the address is an IP).
+// WithTLS wraps the connection in TLS with cfg (a nil cfg is the zero tls.Config:
+// the system's roots); NewTLSConfig builds one from a CA file, a server name or
+// InsecureSkipVerify. The server name defaults to the host part of Dial's address.
 func WithTLS(cfg *tls.Config) Option {
 	return func(o *options) {
 		if cfg == nil {

@@ -106,6 +106,7 @@ func startServer(t testing.TB) string {
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2
 	cfg.PinCPUs = false
+	trust := laneConfigure(t, &cfg)
 	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("server.Start: %v", err)
@@ -117,6 +118,7 @@ func startServer(t testing.TB) string {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
+	laneRegister(s.Addr().String(), trust)
 	return s.Addr().String()
 }
 
@@ -152,7 +154,7 @@ func dialUnmanaged(t testing.TB, addr string) *rawConn {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
-	c := &rawConn{t: t, conn: conn, requestCounter: 1}
+	c := &rawConn{t: t, conn: laneWrap(t, addr, conn), requestCounter: 1}
 	c.mintClientID()
 	return c
 }

@@ -52,7 +52,7 @@ type ClusterAuth struct {
 // ClusterTLS is [cluster.tls]: TLS 1.3 (ALPN iggy-replica) around replica
 // connections.
 type ClusterTLS struct {
-	Enabled, SelfSigned        bool
+	Enabled, SelfSigned       bool
 	CertFile, KeyFile, CAFile string
 }
 

@@ -28,6 +28,11 @@ import (
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
 //	idle_timeout = "0 s"                # ours: 0 = never close a silent connection
+//	[tcp.tls]
+//	enabled = false                     # IGGY_TCP_TLS_ENABLED: the port speaks only TLS
+//	self_signed = true                  # IGGY_TCP_TLS_SELF_SIGNED: see TLSConfig
+//	cert_file = "core/certs/iggy_cert.pem"  # IGGY_TCP_TLS_CERT_FILE
+//	key_file = "core/certs/iggy_key.pem"    # IGGY_TCP_TLS_KEY_FILE
 //	[heartbeat]
 //	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
 //	                                    # for 1.2 intervals are evicted (reason 13)
@@ -73,6 +78,20 @@ type Config struct {
 	// there (metrics.go); PprofAddress, when set, serves net/http/pprof.
 	MetricsAddress string
 	PprofAddress   string
+	// TLS is [tcp.tls]: TLS on the TCP port.
+	TLS TLSConfig
+}
+
+// TLSConfig is Apache Iggy's [tcp.tls] (upstream/server-configuration.md). Enabled,
+// the TCP port speaks only TLS (1.2 and 1.3, crypto/tls's defaults, no ALPN). With
+// SelfSigned the server loads the PEM pair when CertFile exists and otherwise
+// generates an ephemeral certificate for localhost, 127.0.0.1 and ::1 (logging which
+// it did); without it both files must exist. The pair is loaded once, at start.
+type TLSConfig struct {
+	Enabled    bool
+	SelfSigned bool
+	CertFile   string
+	KeyFile    string
 }
 
 // DefaultConfig is what `iggy-shard` with no arguments runs with.
@@ -87,6 +106,11 @@ func DefaultConfig() Config {
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   heartbeatIntervalDefault,
+		TLS: TLSConfig{
+			SelfSigned: true,
+			CertFile:   "core/certs/iggy_cert.pem",
+			KeyFile:    "core/certs/iggy_key.pem",
+		},
 	}
 }
 
@@ -107,6 +131,12 @@ type fileConfig struct {
 		Address      *string `toml:"address"`
 		MaxFrameSize *string `toml:"max_frame_size"`
 		IdleTimeout  *string `toml:"idle_timeout"`
+		TLS          struct {
+			Enabled    *bool   `toml:"enabled"`
+			SelfSigned *bool   `toml:"self_signed"`
+			CertFile   *string `toml:"cert_file"`
+			KeyFile    *string `toml:"key_file"`
+		} `toml:"tls"`
 	} `toml:"tcp"`
 	Heartbeat struct {
 		Interval *string `toml:"interval"`
@@ -211,6 +241,18 @@ func (c *Config) applyFile(f *fileConfig) error {
 		}
 		c.IdleTimeout = d
 	}
+	if v := f.TCP.TLS.Enabled; v != nil {
+		c.TLS.Enabled = *v
+	}
+	if v := f.TCP.TLS.SelfSigned; v != nil {
+		c.TLS.SelfSigned = *v
+	}
+	if v := f.TCP.TLS.CertFile; v != nil {
+		c.TLS.CertFile = *v
+	}
+	if v := f.TCP.TLS.KeyFile; v != nil {
+		c.TLS.KeyFile = *v
+	}
 	return nil
 }
 
@@ -241,6 +283,24 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("IGGY_PPROF_ADDRESS"); v != "" {
 		c.PprofAddress = v
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"IGGY_TCP_TLS_ENABLED", &c.TLS.Enabled}, {"IGGY_TCP_TLS_SELF_SIGNED", &c.TLS.SelfSigned}} {
+		if v := getenv(b.name); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return &SettingError{Setting: b.name, Value: v, Reason: "not true or false"}
+			}
+			*b.dst = on
+		}
+	}
+	if v := getenv("IGGY_TCP_TLS_CERT_FILE"); v != "" {
+		c.TLS.CertFile = v
+	}
+	if v := getenv("IGGY_TCP_TLS_KEY_FILE"); v != "" {
+		c.TLS.KeyFile = v
 	}
 	if v := getenv("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION"); v != "" {
 		n, err := parseCPUAllocation(v)
@@ -300,6 +360,12 @@ func (c *Config) Validate() error {
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return &SettingError{Setting: a.setting, Value: a.value, Reason: "port is not a number in 0..65535"}
 		}
+	}
+	if c.TLS.Enabled && c.TLS.CertFile == "" {
+		return &SettingError{Setting: "tcp.tls.cert_file", Value: "", Reason: "must name a PEM certificate file when TLS is enabled"}
+	}
+	if c.TLS.Enabled && c.TLS.KeyFile == "" {
+		return &SettingError{Setting: "tcp.tls.key_file", Value: "", Reason: "must name a PEM key file when TLS is enabled"}
 	}
 	return nil
 }

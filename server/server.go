@@ -36,6 +36,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/tlsterm"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -60,8 +62,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	rt  *shard.Runtime
-	// listenAddr is rt.Addr(), published for shard 0, which may serve a request
-	// before Start has stored rt.
+	tls *tlsterm.Terminator // nil when TLS is off
+	// listenAddr is the client address (rt.Addr(), or the TLS listener's), published
+	// for shard 0, which may serve a request before Start has stored rt.
 	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
@@ -117,8 +120,22 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if s.shardCount == 0 {
 		s.shardCount = runtime.NumCPU()
 	}
+	// TLS first: a certificate that cannot be used stops the start before the data
+	// directory is touched.
+	var tlsListener net.Listener
+	var tlsCert tls.Certificate
+	if cfg.TLS.Enabled {
+		var err error
+		if tlsListener, tlsCert, err = listenTLS(&cfg, log); err != nil {
+			return nil, err
+		}
+		s.listenAddr.Store(tlsListener.Addr().(*net.TCPAddr))
+	}
 	meta, err := openMetaPlane(log, cfg.SystemPath, &cfg, uint64(s.startedAt.UnixMicro()))
 	if err != nil {
+		if tlsListener != nil {
+			tlsListener.Close()
+		}
 		return nil, err
 	}
 	s.meta = meta
@@ -138,6 +155,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	rt, err := shard.Start(shard.Config{
 		Clock:         shardClock,
 		TCPAddress:    cfg.TCPAddress,
+		ListenerOff:   tlsListener != nil,
 		ShardCount:    s.shardCount,
 		PinCPUs:       cfg.PinCPUs,
 		NewHandler:    s.newHandler,
@@ -149,21 +167,32 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		DiskIO:        true,
 	})
 	if err != nil {
+		if tlsListener != nil {
+			tlsListener.Close()
+		}
 		meta.close()
 		return nil, err
 	}
 	s.rt = rt
-	s.listenAddr.Store(rt.Addr())
+	if tlsListener != nil {
+		if s.tls, err = serveTLS(tlsListener, tlsCert, rt, log); err != nil {
+			tlsListener.Close()
+			s.Shutdown(context.Background())
+			return nil, err
+		}
+	} else {
+		s.listenAddr.Store(rt.Addr())
+	}
 	if err := s.serveHTTP(); err != nil {
 		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
-	log.Info("listening", "address", rt.Addr().String(), "shards", s.shardCount, "system_path", cfg.SystemPath)
+	log.Info("listening", "address", s.Addr().String(), "tls", cfg.TLS.Enabled, "shards", s.shardCount, "system_path", cfg.SystemPath)
 	return s, nil
 }
 
 // Addr is the address clients connect to.
-func (s *Server) Addr() *net.TCPAddr { return s.rt.Addr() }
+func (s *Server) Addr() *net.TCPAddr { return s.listenAddr.Load() }
 
 // Done is closed when the server has stopped (after Shutdown, or on a fatal error).
 func (s *Server) Done() <-chan struct{} { return s.rt.Done() }
@@ -176,8 +205,14 @@ func (s *Server) Err() error { return s.rt.Err() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.stopHTTP(ctx)
+		if s.tls != nil {
+			s.tls.Close() // no new sessions; those open end as their shards close them
+		}
 		err := s.rt.Shutdown(ctx)
 		<-s.rt.Done()
+		if s.tls != nil {
+			err = errors.Join(err, s.tls.Wait(ctx))
+		}
 		// The shards have exited: their stores are no longer touched by anyone else.
 		for _, h := range s.handlers {
 			if h != nil {
@@ -294,7 +329,7 @@ func (t *statsTable) totals() (segments uint32, sizeBytes, messages uint64) {
 	return
 }
 
-func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.rt.Addr()) }
+func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.Addr()) }
 
 // busyPoll maps the setting, where 0 means off, to the runtime's, where 0 means default.
 func busyPoll(d time.Duration) time.Duration {

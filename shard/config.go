@@ -16,6 +16,9 @@ type Config struct {
 	// TCPAddress is where shard 0 listens for clients, host:port. Default
 	// "127.0.0.1:8090"; port 0 picks a free port (Runtime.Addr tells which).
 	TCPAddress string
+	// ListenerOff: shard 0 binds no listener (TCPAddress is ignored) and connections
+	// arrive only through Runtime.Adopt, e.g. from a TLS terminator.
+	ListenerOff bool
 	// ShardCount is the number of shards. Default: the number of CPUs this process may
 	// run on (sched_getaffinity).
 	ShardCount int

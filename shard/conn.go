@@ -399,7 +399,7 @@ func (c *Conn) onFrameError(err error) {
 		c.abort("frame buffers exhausted")
 		return
 	}
-	c.shard.log.Info("connection evicted: malformed frame", "conn", c.id, "err", err)
+	c.shard.log.Debug("connection evicted: malformed frame", "conn", c.id, "err", err)
 	reason := wire.EvictionInvalidRequestBodySize
 	if fe.Reason == FrameNotRequest {
 		reason = wire.EvictionInvalidRequestOperation

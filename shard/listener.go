@@ -183,8 +183,13 @@ func (s *Shard) delegate(fd int) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
+	s.handOff(fd, peerAddress(fd))
+}
+
+// handOff places a connection whose peer is known on the least loaded shard: an
+// accepted socket, or one given to Runtime.Adopt.
+func (s *Shard) handOff(fd int, peer netip.AddrPort) {
 	target := s.pickShard()
-	peer := peerAddress(fd)
 	if target == s.index || !s.canHandOff(target) {
 		s.adopt(fd, false, peer)
 		return

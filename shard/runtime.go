@@ -35,6 +35,9 @@ type Runtime struct {
 	// those it sent to see what is still on the way.
 	handoffsArrived []atomic.Int64
 
+	// adoptions are connections given to Adopt, on their way to shard 0.
+	adoptions adoptions
+
 	stopping atomic.Bool
 	// wakeMu orders Shard.Wake, from any goroutine, before closeAll closes the
 	// eventfds, so that a late Wake never writes to a descriptor number reused since.
@@ -74,9 +77,11 @@ func Start(cfg Config) (*Runtime, error) {
 			cfg.Logger.Info("connection handoff", "mode", probed.Mode.String(), "why", probed.Why)
 		}
 	}
-	listenFd, addr, err := listen(cfg.TCPAddress)
-	if err != nil {
-		return nil, err
+	listenFd, addr := -1, (*net.TCPAddr)(nil)
+	if !cfg.ListenerOff {
+		if listenFd, addr, err = listen(cfg.TCPAddress); err != nil {
+			return nil, err
+		}
 	}
 	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount),
 		handoffsArrived: make([]atomic.Int64, cfg.ShardCount), epoch: time.Now()}
@@ -132,11 +137,13 @@ func Start(cfg Config) (*Runtime, error) {
 		<-rt.done
 		return nil, setupErr
 	}
-	cfg.Logger.Info("listening", "address", addr.String(), "shards", cfg.ShardCount)
+	if addr != nil {
+		cfg.Logger.Info("listening", "address", addr.String(), "shards", cfg.ShardCount)
+	}
 	return rt, nil
 }
 
-// Addr returns the address the listener is bound to.
+// Addr returns the address the listener is bound to; nil with Config.ListenerOff.
 func (rt *Runtime) Addr() *net.TCPAddr { return rt.addr }
 
 // ShardCount returns the number of shards.
@@ -229,6 +236,7 @@ func (rt *Runtime) closeAll() {
 			s.arena.ReturnClass(s.recvClass)
 		}
 	}
+	rt.adoptions.close()
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.

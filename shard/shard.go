@@ -397,7 +397,7 @@ func (s *Shard) newSender() error {
 
 func (s *Shard) loop() {
 	s.log.Info("shard started", "cpu_pinned", s.cfg.PinCPUs)
-	if !s.listener.closed() {
+	if s.index == 0 { // it places the connections, from its listener or Runtime.Adopt
 		if err := s.newSender(); err != nil {
 			s.rt.fatal(fmt.Errorf("shard %d: %w", s.index, err))
 			return
@@ -417,6 +417,7 @@ func (s *Shard) loop() {
 		}
 		s.drainInboxes()
 		s.serveInspection()
+		s.adoptPending()
 		s.resumeInputs()
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)

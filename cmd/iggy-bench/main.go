@@ -37,6 +37,7 @@ import (
 	"syscall"
 
 	"github.com/iggy-shard/iggy-shard/bench"
+	"github.com/iggy-shard/iggy-shard/client"
 )
 
 const (
@@ -64,6 +65,9 @@ type options struct {
 	cfg       bench.Config
 	output    string
 	rateLimit string
+	tls       bool
+	tlsCAFile string
+	tlsDomain string
 	quiet     bool
 	kind      string
 	usage     func()
@@ -91,6 +95,8 @@ func newFlagSet(o *options, stderr io.Writer, getenv func(string) string) *flag.
 	fs.StringVar(&o.reportDir, "report-dir", "", "write "+bench.ReportJSONFile+", "+bench.ReportCSVFile+" (per second, per role) and "+bench.ReportHTMLFile+" (charts, self-contained) into this `directory`")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure raw loopback TCP and sequential write bandwidth in the same run, and print the ratios")
 	fs.StringVar(&o.baselineDir, "baseline-dir", "", "`directory` for the sequential write baseline; empty = our own server's data directory, or the system's temporary directory")
+	fs.BoolVar(&o.tls, "tls", false, "connect with TLS (the server's [tcp.tls] enabled)")
+	fs.StringVar(&o.tlsCAFile, "tls-ca-file", "", "PEM `file` of the CAs to trust with --tls; empty = the system's roots")
 	fs.StringVar(&c.Username, "username", bench.DefaultUsername, "user to log in as")
 	fs.StringVar(&c.Password, "password", bench.DefaultPassword, "password of --username")
 	fs.IntVar(&c.Producers, "producers", 0, "producers (producing consumers for e2e); 0 = the kind's default, 8")
@@ -168,6 +174,13 @@ func parseArgs(args []string, stderr io.Writer, getenv func(string) string) (opt
 			return o, fmt.Errorf("--rate-limit: %w", err)
 		}
 		o.cfg.RateLimitBytesPerSecond = n
+	}
+	if o.tls {
+		cfg, err := client.NewTLSConfig(client.TLSOptions{CAFile: o.tlsCAFile, ServerName: o.tlsDomain})
+		if err != nil {
+			return o, fmt.Errorf("--tls-ca-file: %w", err)
+		}
+		o.cfg.TLS = cfg
 	}
 	if o.kind == rawLoopback {
 		o.cfg.Kind = bench.PinnedProducer // the producers' shape, without a server

@@ -4,8 +4,10 @@
 //
 // Configuration comes from defaults, then a TOML file (--config, Apache Iggy's key
 // names), then Iggy's environment variables (IGGY_TCP_ADDRESS, IGGY_SYSTEM_PATH,
-// IGGY_ROOT_USERNAME, IGGY_ROOT_PASSWORD, IGGY_SYSTEM_SHARDING_CPU_ALLOCATION), then
-// flags. An invalid setting stops the start with a message naming it.
+// IGGY_ROOT_USERNAME, IGGY_ROOT_PASSWORD, IGGY_SYSTEM_SHARDING_CPU_ALLOCATION,
+// IGGY_TCP_TLS_ENABLED, IGGY_TCP_TLS_SELF_SIGNED, IGGY_TCP_TLS_CERT_FILE,
+// IGGY_TCP_TLS_KEY_FILE), then flags. An invalid setting stops the start with a
+// message naming it.
 //
 // It stops gracefully on SIGINT or SIGTERM: it stops accepting, sends every connection
 // the replies it is owed, closes them, makes the partitions and the metadata journal
@@ -60,6 +62,10 @@ type options struct {
 	heartbeatInterval   time.Duration
 	metricsAddress      string
 	pprofAddress        string
+	tls                 bool
+	tlsSelfSigned       bool
+	tlsCertFile         string
+	tlsKeyFile          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -84,6 +90,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"metadata operations between snapshots of the metadata state (each empties the journal)")
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", defaults.HeartbeatInterval,
 		"consumer group members silent for 1.2 intervals are evicted (reason 13 StaleClient) (env IGGY_HEARTBEAT_INTERVAL)")
+	fs.BoolVar(&o.tls, "tls", false,
+		"serve TLS only on the TCP port (env IGGY_TCP_TLS_ENABLED; [tcp.tls] enabled)")
+	fs.BoolVar(&o.tlsSelfSigned, "tls-self-signed", defaults.TLS.SelfSigned,
+		"while --tls-cert-file does not exist, generate an ephemeral certificate for localhost, 127.0.0.1 and ::1; false: both files must exist (env IGGY_TCP_TLS_SELF_SIGNED)")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", defaults.TLS.CertFile,
+		"PEM certificate chain, leaf first (env IGGY_TCP_TLS_CERT_FILE)")
+	fs.StringVar(&o.tlsKeyFile, "tls-key-file", defaults.TLS.KeyFile,
+		"PEM private key of the certificate (env IGGY_TCP_TLS_KEY_FILE)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 5*time.Second,
 		"on SIGINT/SIGTERM, how long connections may take to receive their last replies")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
@@ -94,8 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: iggy-shard [flags]
 
-Runs the iggy-shard server: the Apache Iggy binary protocol 0.11.0 over TCP, one shard
-(a thread with its own io_uring ring) per CPU. With no arguments it serves on
+Runs the iggy-shard server: the Apache Iggy binary protocol 0.11.0 over TCP (or TLS
+with --tls), one shard (a thread with its own io_uring ring) per CPU. With no arguments it serves on
 127.0.0.1:8090, keeps its data in ./local_data and creates the root user iggy/iggy
 on the first start (IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD choose others).
 Settings: defaults < --config file < IGGY_* environment < flags.
@@ -163,6 +177,18 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 			return cfg, &server.SettingError{Setting: "--heartbeat-interval", Value: o.heartbeatInterval.String(), Reason: "must be positive"}
 		}
 		cfg.HeartbeatInterval = o.heartbeatInterval
+	}
+	if o.set["tls"] {
+		cfg.TLS.Enabled = o.tls
+	}
+	if o.set["tls-self-signed"] {
+		cfg.TLS.SelfSigned = o.tlsSelfSigned
+	}
+	if o.set["tls-cert-file"] {
+		cfg.TLS.CertFile = o.tlsCertFile
+	}
+	if o.set["tls-key-file"] {
+		cfg.TLS.KeyFile = o.tlsKeyFile
 	}
 	return cfg, cfg.Validate()
 }

@@ -39,6 +39,10 @@ const depsRules = `
 	golang.org/x/sys/unix, github.com/klauspost/cpuid/v2 < linux;
 	ring < fdpass;
 	internal/bzip2;
+	# TLS terminated off the shards, bridged to them over socketpairs;
+	# tlstest makes the certificates of tests.
+	golang.org/x/sys/unix < tlsterm;
+	tlsterm/tlstest;
 
 	# cores: state machines over wire
 	wire < vsr, metadata, segment;
@@ -55,7 +59,7 @@ const depsRules = `
 	arena, fdpass, linux, ring, segment, wire, golang.org/x/sys/cpu < shard;
 
 	# server: the protocol on the runtime
-	shard, metadata, partition, vsr, internal/bzip2,
+	shard, metadata, partition, vsr, internal/bzip2, tlsterm,
 	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
 	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
 	github.com/prometheus/client_golang/prometheus,
@@ -78,13 +82,15 @@ const depsRules = `
 
 // testOnlyEdges are the extra imports a package's tests may make: servers are
 // driven by the Go client in tests, the load generator's tests start a server, and
-// arena's tests register its buffers with a ring.
+// arena's tests register its buffers with a ring; TLS tests make certificates
+// with tlsterm/tlstest.
 var testOnlyEdges = map[string][]string{
 	"arena":          {"ring"},
-	"server":         {"client"},
+	"tlsterm":        {"tlsterm/tlstest"},
+	"server":         {"client", "tlsterm/tlstest"},
 	"bench":          {"server"},
 	"cmd/iggy-shard": {"client", "wire"},
-	"compat":         {"server", "wire", "github.com/zeebo/xxh3"},
+	"compat":         {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
 }
 
 const modulePath = "github.com/iggy-shard/iggy-shard"

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/tlsterm"
+)
+
+// loadTLSCertificate applies [tcp.tls]'s rule (TLSConfig): with self_signed, the
+// PEM pair when cert_file exists and otherwise an ephemeral loopback certificate;
+// without it, the pair, which must exist. A file that cannot be used stops the start
+// with a SettingError naming the key, the path and what is wrong.
+func loadTLSCertificate(c TLSConfig, log *slog.Logger, now time.Time) (tls.Certificate, error) {
+	if c.SelfSigned {
+		if _, err := os.Stat(c.CertFile); errors.Is(err, fs.ErrNotExist) {
+			cert, err := tlsterm.SelfSigned(now)
+			if err != nil {
+				return tls.Certificate{}, err
+			}
+			log.Info("TLS: generated an ephemeral self-signed certificate for localhost, 127.0.0.1 and ::1",
+				"cert_file", c.CertFile, "why", "self_signed is set and cert_file does not exist")
+			return cert, nil
+		}
+	}
+	cert, err := tlsterm.LoadKeyPair(c.CertFile, c.KeyFile, now)
+	var fe *tlsterm.FileError
+	if errors.As(err, &fe) {
+		setting := "tcp.tls.cert_file"
+		if fe.Role == "key" {
+			setting = "tcp.tls.key_file"
+		}
+		return tls.Certificate{}, &SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
+	}
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	log.Info("TLS: loaded the certificate", "cert_file", c.CertFile, "key_file", c.KeyFile,
+		"subject", cert.Leaf.Subject.String(), "not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	return cert, nil
+}
+
+// listenTLS binds the TCP address for TLS: the Go netpoller accepts and runs the
+// handshakes (package tlsterm), and each session reaches the shards through
+// Runtime.Adopt, so the runtime binds no listener of its own.
+func listenTLS(c *Config, log *slog.Logger) (net.Listener, tls.Certificate, error) {
+	cert, err := loadTLSCertificate(c.TLS, log, time.Now())
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	ln, err := net.Listen("tcp", c.TCPAddress)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	return ln, cert, nil
+}
+
+// serveTLS starts terminating TLS on ln for rt.
+func serveTLS(ln net.Listener, cert tls.Certificate, rt *shard.Runtime, log *slog.Logger) (*tlsterm.Terminator, error) {
+	return tlsterm.Serve(ln, tlsterm.Config{
+		TLS:     &tls.Config{Certificates: []tls.Certificate{cert}},
+		Deliver: rt.Adopt,
+		Logger:  log,
+	})
+}
+
+// TLSStats returns the TLS terminator's counters (accepts, handshakes done, failed
+// and timed out, sessions open); zero when TLS is off.
+func (s *Server) TLSStats() tlsterm.Stats {
+	if s.tls == nil {
+		return tlsterm.Stats{}
+	}
+	return s.tls.Stats()
+}
