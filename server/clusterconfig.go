@@ -344,3 +344,263 @@ func (n *ClusterNode) AdvertisedFor(peer netip.Addr) string {
 	}
 	return n.IP
 }
+
+// fileCluster is [cluster] and [message_bus] of the TOML document.
+type fileCluster struct {
+	Enabled                            *bool   `toml:"enabled"`
+	Name                               *string `toml:"name"`
+	HeartbeatTimeout                   *string `toml:"heartbeat_timeout"`
+	CommitBroadcastInterval            *string `toml:"commit_broadcast_interval"`
+	PrepareRetransmitInterval          *string `toml:"prepare_retransmit_interval"`
+	ViewChangeRetransmitInterval       *string `toml:"view_change_retransmit_interval"`
+	ViewChangeStatusTimeout            *string `toml:"view_change_status_timeout"`
+	RequestStartViewRetransmitInterval *string `toml:"request_start_view_retransmit_interval"`
+	ViewProbeAttemptsMax               *int    `toml:"view_probe_attempts_max"`
+	RepairRetryInterval                *string `toml:"repair_retry_interval"`
+	RepairChunkMax                     *int    `toml:"repair_chunk_max"`
+	Auth                               struct {
+		Enabled              *bool   `toml:"enabled"`
+		SharedSecret         *string `toml:"shared_secret"`
+		PreviousSharedSecret *string `toml:"previous_shared_secret"`
+	} `toml:"auth"`
+	TLS struct {
+		Enabled    *bool   `toml:"enabled"`
+		SelfSigned *bool   `toml:"self_signed"`
+		CertFile   *string `toml:"cert_file"`
+		KeyFile    *string `toml:"key_file"`
+		CAFile     *string `toml:"ca_file"`
+	} `toml:"tls"`
+	Nodes []struct {
+		Name                string `toml:"name"`
+		IP                  string `toml:"ip"`
+		ReplicaID           int    `toml:"replica_id"`
+		AdvertisedAddress   string `toml:"advertised_address"`
+		AdvertisedAddresses []struct {
+			ClientCIDR string `toml:"client_cidr"`
+			Address    string `toml:"address"`
+		} `toml:"advertised_addresses"`
+		Ports struct {
+			TCP        uint16 `toml:"tcp"`
+			QUIC       uint16 `toml:"quic"`
+			HTTP       uint16 `toml:"http"`
+			WebSocket  uint16 `toml:"websocket"`
+			TCPReplica uint16 `toml:"tcp_replica"`
+		} `toml:"ports"`
+	} `toml:"nodes"`
+}
+
+type fileMessageBus struct {
+	MaxMessageSize    *string `toml:"max_message_size"`
+	PeerQueueCapacity *int    `toml:"peer_queue_capacity"`
+	ReconnectPeriod   *string `toml:"reconnect_period"`
+}
+
+func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
+	setBool := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setString := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setBool(&c.Enabled, f.Enabled)
+	setString(&c.Name, f.Name)
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+		v   *string
+	}{
+		{"cluster.heartbeat_timeout", &c.HeartbeatTimeout, f.HeartbeatTimeout},
+		{"cluster.commit_broadcast_interval", &c.CommitBroadcastInterval, f.CommitBroadcastInterval},
+		{"cluster.prepare_retransmit_interval", &c.PrepareRetransmitInterval, f.PrepareRetransmitInterval},
+		{"cluster.view_change_retransmit_interval", &c.ViewChangeRetransmitInterval, f.ViewChangeRetransmitInterval},
+		{"cluster.view_change_status_timeout", &c.ViewChangeStatusTimeout, f.ViewChangeStatusTimeout},
+		{"cluster.request_start_view_retransmit_interval", &c.RequestStartViewRetransmitInterval, f.RequestStartViewRetransmitInterval},
+		{"cluster.repair_retry_interval", &c.RepairRetryInterval, f.RepairRetryInterval},
+		{"message_bus.reconnect_period", &c.MessageBus.ReconnectPeriod, bus.ReconnectPeriod},
+	} {
+		if d.v == nil {
+			continue
+		}
+		v, err := parseClusterDuration(*d.v)
+		if err != nil {
+			return &SettingError{Setting: d.key, Value: *d.v, Reason: err.Error()}
+		}
+		*d.dst = v
+	}
+	if f.ViewProbeAttemptsMax != nil {
+		c.ViewProbeAttemptsMax = *f.ViewProbeAttemptsMax
+	}
+	if f.RepairChunkMax != nil {
+		c.RepairChunkMax = *f.RepairChunkMax
+	}
+	if bus.PeerQueueCapacity != nil {
+		c.MessageBus.PeerQueueCapacity = *bus.PeerQueueCapacity
+	}
+	if v := bus.MaxMessageSize; v != nil {
+		n, err := ParseSizeBytes(*v)
+		if err != nil || n > 1<<32-1 {
+			return &SettingError{Setting: "message_bus.max_message_size", Value: *v, Reason: "not a size below 4 GiB (e.g. \"64 MiB\")"}
+		}
+		c.MessageBus.MaxMessageSizeBytes = uint32(n)
+	}
+	setBool(&c.Auth.Enabled, f.Auth.Enabled)
+	setString(&c.Auth.SharedSecret, f.Auth.SharedSecret)
+	setString(&c.Auth.PreviousSharedSecret, f.Auth.PreviousSharedSecret)
+	setBool(&c.TLS.Enabled, f.TLS.Enabled)
+	setBool(&c.TLS.SelfSigned, f.TLS.SelfSigned)
+	setString(&c.TLS.CertFile, f.TLS.CertFile)
+	setString(&c.TLS.KeyFile, f.TLS.KeyFile)
+	setString(&c.TLS.CAFile, f.TLS.CAFile)
+	if f.Nodes != nil {
+		c.Nodes = c.Nodes[:0]
+	}
+	for i, n := range f.Nodes {
+		node := ClusterNode{Name: n.Name, IP: n.IP, ReplicaID: n.ReplicaID, AdvertisedAddress: n.AdvertisedAddress,
+			Ports: NodePorts{TCP: n.Ports.TCP, QUIC: n.Ports.QUIC, HTTP: n.Ports.HTTP, WebSocket: n.Ports.WebSocket, TCPReplica: n.Ports.TCPReplica}}
+		for k, sel := range n.AdvertisedAddresses {
+			prefix, err := netip.ParsePrefix(sel.ClientCIDR)
+			if err != nil {
+				return &SettingError{Setting: fmt.Sprintf("cluster.nodes[%d].advertised_addresses[%d].client_cidr", i, k), Value: sel.ClientCIDR,
+					Reason: "not a CIDR such as 10.0.0.0/16"}
+			}
+			node.AdvertisedAddresses = append(node.AdvertisedAddresses, AdvertisedSelector{ClientCIDR: prefix, Address: sel.Address})
+		}
+		c.Nodes = append(c.Nodes, node)
+	}
+	return nil
+}
+
+// applyEnv reads the IGGY_CLUSTER_* variables: the top-level keys, auth, tls, and
+// IGGY_CLUSTER_NODES_<i>_<KEY> for the roster (entries the file did not have are
+// added in order).
+func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
+	boolVar := func(name string, dst *bool) error {
+		if v := getenv(name); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return &SettingError{Setting: name, Value: v, Reason: "not true or false"}
+			}
+			*dst = on
+		}
+		return nil
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"IGGY_CLUSTER_ENABLED", &c.Enabled}, {"IGGY_CLUSTER_AUTH_ENABLED", &c.Auth.Enabled},
+		{"IGGY_CLUSTER_TLS_ENABLED", &c.TLS.Enabled}, {"IGGY_CLUSTER_TLS_SELF_SIGNED", &c.TLS.SelfSigned}} {
+		if err := boolVar(b.name, b.dst); err != nil {
+			return err
+		}
+	}
+	for _, s := range []struct {
+		name string
+		dst  *string
+	}{{"IGGY_CLUSTER_NAME", &c.Name}, {"IGGY_CLUSTER_AUTH_SHARED_SECRET", &c.Auth.SharedSecret},
+		{"IGGY_CLUSTER_AUTH_PREVIOUS_SHARED_SECRET", &c.Auth.PreviousSharedSecret},
+		{"IGGY_CLUSTER_TLS_CERT_FILE", &c.TLS.CertFile}, {"IGGY_CLUSTER_TLS_KEY_FILE", &c.TLS.KeyFile},
+		{"IGGY_CLUSTER_TLS_CA_FILE", &c.TLS.CAFile}} {
+		if v := getenv(s.name); v != "" {
+			*s.dst = v
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"IGGY_CLUSTER_HEARTBEAT_TIMEOUT", &c.HeartbeatTimeout}, {"IGGY_CLUSTER_COMMIT_BROADCAST_INTERVAL", &c.CommitBroadcastInterval},
+		{"IGGY_CLUSTER_PREPARE_RETRANSMIT_INTERVAL", &c.PrepareRetransmitInterval},
+		{"IGGY_CLUSTER_VIEW_CHANGE_RETRANSMIT_INTERVAL", &c.ViewChangeRetransmitInterval},
+		{"IGGY_CLUSTER_VIEW_CHANGE_STATUS_TIMEOUT", &c.ViewChangeStatusTimeout},
+		{"IGGY_CLUSTER_REQUEST_START_VIEW_RETRANSMIT_INTERVAL", &c.RequestStartViewRetransmitInterval},
+		{"IGGY_CLUSTER_REPAIR_RETRY_INTERVAL", &c.RepairRetryInterval}} {
+		if v := getenv(d.name); v != "" {
+			parsed, err := parseClusterDuration(v)
+			if err != nil {
+				return &SettingError{Setting: d.name, Value: v, Reason: err.Error()}
+			}
+			*d.dst = parsed
+		}
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int
+	}{{"IGGY_CLUSTER_VIEW_PROBE_ATTEMPTS_MAX", &c.ViewProbeAttemptsMax}, {"IGGY_CLUSTER_REPAIR_CHUNK_MAX", &c.RepairChunkMax}} {
+		if v := getenv(n.name); v != "" {
+			parsed, err := strconv.Atoi(v)
+			if err != nil {
+				return &SettingError{Setting: n.name, Value: v, Reason: "not a whole number"}
+			}
+			*n.dst = parsed
+		}
+	}
+	for i := 0; i < clusterRosterMax; i++ {
+		prefix := "IGGY_CLUSTER_NODES_" + strconv.Itoa(i) + "_"
+		keys := []string{"NAME", "IP", "REPLICA_ID", "ADVERTISED_ADDRESS", "PORTS_TCP", "PORTS_QUIC", "PORTS_HTTP", "PORTS_WEBSOCKET", "PORTS_TCP_REPLICA"}
+		any := false
+		for _, k := range keys {
+			any = any || getenv(prefix+k) != ""
+		}
+		if !any {
+			if i >= len(c.Nodes) {
+				break
+			}
+			continue
+		}
+		for len(c.Nodes) <= i {
+			c.Nodes = append(c.Nodes, ClusterNode{ReplicaID: len(c.Nodes)})
+		}
+		node := &c.Nodes[i]
+		for _, k := range keys {
+			v := getenv(prefix + k)
+			if v == "" {
+				continue
+			}
+			switch k {
+			case "NAME":
+				node.Name = v
+			case "IP":
+				node.IP = v
+			case "ADVERTISED_ADDRESS":
+				node.AdvertisedAddress = v
+			case "REPLICA_ID":
+				id, err := strconv.Atoi(v)
+				if err != nil {
+					return &SettingError{Setting: prefix + k, Value: v, Reason: "not a whole number"}
+				}
+				node.ReplicaID = id
+			default:
+				port, err := strconv.ParseUint(v, 10, 16)
+				if err != nil {
+					return &SettingError{Setting: prefix + k, Value: v, Reason: "not a port in 0..65535"}
+				}
+				switch k {
+				case "PORTS_TCP":
+					node.Ports.TCP = uint16(port)
+				case "PORTS_QUIC":
+					node.Ports.QUIC = uint16(port)
+				case "PORTS_HTTP":
+					node.Ports.HTTP = uint16(port)
+				case "PORTS_WEBSOCKET":
+					node.Ports.WebSocket = uint16(port)
+				case "PORTS_TCP_REPLICA":
+					node.Ports.TCPReplica = uint16(port)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// parseClusterDuration reads a timing setting; the reference's sentinels for "off"
+// parse to zero, which Validate refuses.
+func parseClusterDuration(v string) (time.Duration, error) {
+	switch strings.TrimSpace(v) {
+	case "0", "disabled", "unlimited", "none":
+		return 0, nil
+	}
+	return ParseDuration(v)
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,71 @@ func TestAdvertisedForLongestPrefix(t *testing.T) {
 	}
 	if Ticks(5*time.Millisecond) != 1 || Ticks(25*time.Millisecond) != 2 || Ticks(5*time.Second) != 500 {
 		t.Error("durations must round down to whole 10 ms ticks, at least one")
+	}
+}
+
+// TestClusterConfigFromFileAndEnvironment: [cluster], [[cluster.nodes]] and
+// [message_bus] read with Apache Iggy's key names, the IGGY_CLUSTER_* variables over
+// them, and an enabled cluster refused at start, by name, while it is not built.
+func TestClusterConfigFromFileAndEnvironment(t *testing.T) {
+	path := t.TempDir() + "/iggy.toml"
+	toml := `
+[cluster]
+enabled = true
+name = "prod"
+heartbeat_timeout = "6 s"
+[cluster.auth]
+enabled = true
+[[cluster.nodes]]
+name = "a"
+ip = "127.0.0.1"
+replica_id = 0
+ports = { tcp = 8090, tcp_replica = 9090 }
+[[cluster.nodes.advertised_addresses]]
+client_cidr = "10.0.0.0/16"
+address = "10.0.1.5"
+[[cluster.nodes]]
+name = "b"
+ip = "127.0.0.1"
+replica_id = 1
+ports = { tcp = 8091, tcp_replica = 9091 }
+[message_bus]
+peer_queue_capacity = 512
+`
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"IGGY_CLUSTER_AUTH_SHARED_SECRET":        strings.Repeat("k", 32),
+		"IGGY_CLUSTER_NODES_2_NAME":              "c",
+		"IGGY_CLUSTER_NODES_2_IP":                "127.0.0.1",
+		"IGGY_CLUSTER_NODES_2_REPLICA_ID":        "2",
+		"IGGY_CLUSTER_NODES_2_PORTS_TCP":         "8092",
+		"IGGY_CLUSTER_NODES_2_PORTS_TCP_REPLICA": "9092",
+		"IGGY_CLUSTER_NODES_1_IP":                "::1",
+	}
+	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Cluster
+	if !c.Enabled || c.Name != "prod" || c.HeartbeatTimeout != 6*time.Second || c.MessageBus.PeerQueueCapacity != 512 ||
+		len(c.Nodes) != 3 || c.Nodes[1].IP != "::1" || c.Nodes[2].Ports.TCPReplica != 9092 ||
+		c.Nodes[0].AdvertisedFor(netip.MustParseAddr("10.0.3.3")) != "10.0.1.5" || c.Auth.SharedSecret == "" {
+		t.Fatalf("read %+v", c)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a valid 3-node section refused: %v", err)
+	}
+	cfg.TCPAddress, cfg.SystemPath = "127.0.0.1:0", t.TempDir()
+	var se *SettingError
+	if _, err := Start(cfg, nil); !errors.As(err, &se) || se.Setting != "cluster.enabled" {
+		t.Fatalf("an enabled cluster started (or failed otherwise): %v", err)
+	}
+	env["IGGY_CLUSTER_HEARTBEAT_TIMEOUT"] = "disabled"
+	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	} else if cfg, _ := LoadConfig(path, func(k string) string { return env[k] }); cfg.Validate() == nil {
+		t.Fatal("a disabled heartbeat timeout was accepted")
 	}
 }

@@ -80,6 +80,8 @@ type Config struct {
 	PprofAddress   string
 	// TLS is [tcp.tls]: TLS on the TCP port.
 	TLS TLSConfig
+	// Cluster is [cluster] and [message_bus] (clusterconfig.go).
+	Cluster ClusterConfig
 }
 
 // TLSConfig is Apache Iggy's [tcp.tls] (upstream/server-configuration.md). Enabled,
@@ -106,6 +108,7 @@ func DefaultConfig() Config {
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   heartbeatIntervalDefault,
+		Cluster:             DefaultClusterConfig(),
 		TLS: TLSConfig{
 			SelfSigned: true,
 			CertFile:   "core/certs/iggy_cert.pem",
@@ -144,6 +147,8 @@ type fileConfig struct {
 	Metrics struct {
 		Address *string `toml:"address"`
 	} `toml:"metrics"`
+	Cluster    fileCluster    `toml:"cluster"`
+	MessageBus fileMessageBus `toml:"message_bus"`
 	Pprof struct {
 		Address *string `toml:"address"`
 	} `toml:"pprof"`
@@ -228,6 +233,9 @@ func (c *Config) applyFile(f *fileConfig) error {
 		}
 		c.HeartbeatInterval = d
 	}
+	if err := c.Cluster.applyFile(&f.Cluster, &f.MessageBus); err != nil {
+		return err
+	}
 	if v := f.Metrics.Address; v != nil {
 		c.MetricsAddress = *v
 	}
@@ -277,6 +285,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			return &SettingError{Setting: "IGGY_HEARTBEAT_INTERVAL", Value: v, Reason: "not a positive duration (e.g. \"30 s\")"}
 		}
 		c.HeartbeatInterval = d
+	}
+	if err := c.Cluster.applyEnv(getenv); err != nil {
+		return err
 	}
 	if v := getenv("IGGY_METRICS_ADDRESS"); v != "" {
 		c.MetricsAddress = v
@@ -360,6 +371,9 @@ func (c *Config) Validate() error {
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return &SettingError{Setting: a.setting, Value: a.value, Reason: "port is not a number in 0..65535"}
 		}
+	}
+	if err := c.Cluster.Validate(); err != nil {
+		return err
 	}
 	if c.TLS.Enabled && c.TLS.CertFile == "" {
 		return &SettingError{Setting: "tcp.tls.cert_file", Value: "", Reason: "must name a PEM certificate file when TLS is enabled"}

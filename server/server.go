@@ -104,6 +104,12 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster.Enabled {
+		// Validated, but not run: the replica plane is not built yet, and a node
+		// must not serve single-node under a cluster's name.
+		return nil, &SettingError{Setting: "cluster.enabled", Value: "true",
+			Reason: "this build of iggy-shard runs single-node only: the replica plane that serves a cluster is not built yet"}
+	}
 	if log == nil {
 		log = slog.Default()
 	}

@@ -62,6 +62,7 @@ type options struct {
 	heartbeatInterval   time.Duration
 	metricsAddress      string
 	pprofAddress        string
+	replicaID           int
 	tls                 bool
 	tlsSelfSigned       bool
 	tlsCertFile         string
@@ -103,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "",
 		"host:port to serve /metrics (Prometheus) and /health on; empty = off (env IGGY_METRICS_ADDRESS)")
+	fs.IntVar(&o.replicaID, "replica-id", 0, "this node's entry of [[cluster.nodes]] (its replica_id) when [cluster] is enabled")
 	fs.StringVar(&o.pprofAddress, "pprof", "",
 		"host:port to serve net/http/pprof on (/debug/pprof/); empty = off (env IGGY_PPROF_ADDRESS)")
 	fs.Usage = func() {
@@ -146,6 +148,9 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["pprof"] {
 		cfg.PprofAddress = o.pprofAddress
+	}
+	if o.set["replica-id"] {
+		cfg.Cluster.ReplicaID = o.replicaID
 	}
 	if o.set["system-path"] {
 		cfg.SystemPath = o.systemPath
