@@ -53,6 +53,8 @@ const depsRules = `
 	# golang.org/x/crypto, a library outside the core four.
 	golang.org/x/crypto/argon2 < metadata;
 	vsr < vsr/sim;
+	# the replica plane's connections: the handshake, pure
+	wire < replica;
 	segment < partition;
 
 	# runtime
