@@ -92,9 +92,28 @@ func BenchmarkBaselineSequentialWrite(b *testing.B) {
 	}
 }
 
+// benchServer starts a 2-shard server with a stream "bench" and its topic "t" of
+// one partition, and a client logged in as root.
 func benchServer(b *testing.B) (*Server, *client.Client) {
+	s, c := benchServerWith(b, nil)
+	ctx := context.Background()
+	if _, err := c.CreateStream(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, client.NameID("bench"), "t", 1, nil); err != nil {
+		b.Fatal(err)
+	}
+	return s, c
+}
+
+// benchServerWith starts a 2-shard server (adjust changes its configuration) and
+// logs a client in as root; both stop at the benchmark's end.
+func benchServerWith(b *testing.B, adjust func(*Config)) (*Server, *client.Client) {
 	cfg := DefaultConfig()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 2, false
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	s, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
@@ -110,12 +129,6 @@ func benchServer(b *testing.B) (*Server, *client.Client) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	if _, err := c.CreateStream(ctx, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.CreateTopic(ctx, client.NameID("bench"), "t", 1, nil); err != nil {
-		b.Fatal(err)
-	}
 	return s, c
 }
 

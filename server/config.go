@@ -149,7 +149,7 @@ type fileConfig struct {
 	} `toml:"metrics"`
 	Cluster    fileCluster    `toml:"cluster"`
 	MessageBus fileMessageBus `toml:"message_bus"`
-	Pprof struct {
+	Pprof      struct {
 		Address *string `toml:"address"`
 	} `toml:"pprof"`
 }

@@ -373,13 +373,7 @@ func isPartitionOperation(op wire.Operation) bool {
 // routeHere resolves a partition operation on this shard and hands it to the
 // partition's owner (routing.go), keeping its request buffer.
 func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
-	j := h.take()
-	j.conn = c.ID()
-	j.kind = kind
-	j.userID = userID
-	j.startNs = h.shard.NowNs()
-	j.frame = req.Retain()
-	req.Defer()
+	j := h.deferToJob(c, req, kind, userID)
 	switch kind {
 	case jobSend:
 		h.routeSend(j)
@@ -440,14 +434,21 @@ func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorC
 
 // forward hands a request to shard 0 in a job, keeping its buffer.
 func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
+	j := h.deferToJob(c, req, kind, userID)
+	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+}
+
+// deferToJob puts a request in a job: its buffer retained, its reply deferred until
+// the job comes back (deliver).
+func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) *job {
 	j := h.take()
 	j.conn = c.ID()
 	j.kind = kind
 	j.userID = userID
 	j.startNs = h.shard.NowNs()
 	j.frame = req.Retain()
-	req.Defer() // answered when the job comes back (deliver)
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+	req.Defer()
+	return j
 }
 
 // DropMessage implements shard.Dropper: a job posted to a shard that had exited
@@ -467,12 +468,7 @@ func (h *handler) DropMessage(m shard.Message) {
 // unauthenticated are (jobOpen).
 func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
-	j := h.take()
-	j.conn = c.ID()
-	j.kind = jobOpen
-	j.startNs = h.shard.NowNs()
-	j.frame = req.Retain()
-	req.Defer()
+	j := h.deferToJob(c, req, jobOpen, 0)
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
 		j.evict, j.status = anonymousOutcome(hdr)
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -144,24 +143,8 @@ func BenchmarkPingDuringScrapes(b *testing.B) {
 			name = "scrape-every-100ms"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 2, false
-			cfg.MetricsAddress = "127.0.0.1:0"
-			s, err := Start(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				s.Shutdown(ctx)
-			})
+			s, pinger := benchServerWith(b, func(cfg *Config) { cfg.MetricsAddress = "127.0.0.1:0" })
 			ctx := context.Background()
-			pinger, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { pinger.Close() })
 			stop, scraperDone := make(chan struct{}), make(chan struct{})
 			scrapes := 0
 			go func() {
