@@ -164,6 +164,7 @@ type collector struct {
 	partitionMessages, partitionBytes, partitionSegments, partitionOffset *prometheus.Desc
 	metadataCommits, journalFsync                                         *prometheus.Desc
 	scrapeFailed                                                          *prometheus.Desc
+	tlsAccepted, tlsHandshakes, tlsSessions                               *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -192,6 +193,9 @@ func newCollector(s *Server) *collector {
 		metadataCommits:   d("metadata_commits_total", "Metadata operations committed since the start.", nil),
 		journalFsync:      d("metadata_journal_fsync_seconds", "Latency of the metadata journal's append and fdatasync.", nil),
 		scrapeFailed:      d("scrape_shards_unanswered", "Shards that did not answer this scrape in time (their figures are missing).", nil),
+		tlsAccepted:       d("tls_connections_accepted_total", "TCP connections accepted on the TLS port.", nil),
+		tlsHandshakes:     d("tls_handshakes_total", "TLS handshakes by outcome (ok, failed, timed_out, cut).", []string{"outcome"}),
+		tlsSessions:       d("tls_sessions_open", "TLS sessions bridged to the shards and not ended.", nil),
 	}
 }
 
@@ -263,6 +267,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	fsync := s.journalFsyncs.snapshot()
 	ch <- fsync.metric(c.journalFsync)
 	ch <- prometheus.MustNewConstMetric(c.scrapeFailed, gauge, float64(unanswered))
+	if s.tls != nil {
+		t := s.TLSStats()
+		ch <- prometheus.MustNewConstMetric(c.tlsAccepted, counter, float64(t.Accepted))
+		for outcome, n := range map[string]uint64{"ok": t.Handshakes, "failed": t.HandshakesFailed,
+			"timed_out": t.HandshakesTimedOut, "cut": t.HandshakesCut} {
+			ch <- prometheus.MustNewConstMetric(c.tlsHandshakes, counter, float64(n), outcome)
+		}
+		ch <- prometheus.MustNewConstMetric(c.tlsSessions, gauge, float64(t.SessionsOpen))
+	}
 	s.stats.m.Range(func(k, v any) bool {
 		key, ps := k.(partition.Key), v.(*partitionStats)
 		labels := []string{strconv.FormatUint(uint64(key.StreamID), 10), strconv.FormatUint(uint64(key.TopicID), 10),

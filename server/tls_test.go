@@ -32,27 +32,13 @@ func tlsTestConfig(t *testing.T, certFile, keyFile string, selfSigned bool) Conf
 	return cfg
 }
 
-func startTLSServer(t *testing.T, cfg Config) *Server {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	s, err := Start(cfg, log)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { stopServer(t, s) })
-	return s
-}
-
 // tlsServerWithCA starts a TLS server with a certificate of a fresh CA, and returns
 // the CA's file.
 func tlsServerWithCA(t *testing.T) (*Server, string) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "iggy test CA")
 	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, dir)
-	return startTLSServer(t, tlsTestConfig(t, certFile, keyFile, false)), ca.WriteCAFile(t, dir)
+	return startTestServer(t, tlsTestConfig(t, certFile, keyFile, false)), ca.WriteCAFile(t, dir)
 }
 
 func dialTLSAs(t *testing.T, s *Server, opts client.TLSOptions, credentials ...string) (*client.Client, error) {
@@ -203,7 +189,7 @@ func TestTLSStartRefusesBadFiles(t *testing.T) {
 // trust it); with a PEM pair on disk it loads the pair instead.
 func TestTLSSelfSigned(t *testing.T) {
 	dir := t.TempDir()
-	s := startTLSServer(t, tlsTestConfig(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), true))
+	s := startTestServer(t, tlsTestConfig(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), true))
 	if _, err := os.Stat(filepath.Join(dir, "cert.pem")); err == nil {
 		t.Fatal("the ephemeral certificate was written to disk")
 	}
@@ -218,7 +204,7 @@ func TestTLSSelfSigned(t *testing.T) {
 	}
 
 	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, t.TempDir())
-	s2 := startTLSServer(t, tlsTestConfig(t, certFile, keyFile, true))
+	s2 := startTestServer(t, tlsTestConfig(t, certFile, keyFile, true))
 	c2, err := dialTLSAs(t, s2, client.TLSOptions{RootCAs: ca.Pool, ServerName: "localhost"}, "iggy", "iggy")
 	if err != nil {
 		t.Fatalf("the PEM pair on disk was not loaded: %v", err)
@@ -366,4 +352,24 @@ func TestTLSClientOnPlaintextPort(t *testing.T) {
 		t.Fatalf("TLS attempts on the plaintext port logged at info:\n%s", logged)
 	}
 	mustOK(t, "Ping", dialRoot(t, s).Ping(testContext(t)))
+}
+
+// TestTLSFiguresInMetrics: the TLS port's handshakes and sessions are in /metrics.
+func TestTLSFiguresInMetrics(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "iggy test CA")
+	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, dir)
+	cfg := tlsTestConfig(t, certFile, keyFile, false)
+	cfg.MetricsAddress = "127.0.0.1:0"
+	s := startTestServer(t, cfg)
+	if _, err := dialTLSAs(t, s, client.TLSOptions{CAFile: ca.WriteCAFile(t, dir), ServerName: "localhost"}, "iggy", "iggy"); err != nil {
+		t.Fatal(err)
+	}
+	_, text := httpGet(t, "http://"+s.MetricsAddr().String()+"/metrics")
+	if got := metricSum(t, text, "iggy_tls_handshakes_total", `outcome="ok"`); got != 1 {
+		t.Fatalf("%v handshakes, want 1", got)
+	}
+	if got := metricSum(t, text, "iggy_tls_sessions_open"); got != 1 {
+		t.Fatalf("%v sessions open, want 1", got)
+	}
 }
