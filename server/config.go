@@ -27,7 +27,7 @@ import (
 //	[tcp]
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
-//	idle_timeout = "0 s"                # ours: 0 = never close a silent connection
+//	idle_timeout = "60 s"               # ours: close a connection silent this long; 0 = never
 //	[heartbeat]
 //	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
 //	                                    # for 1.2 intervals are evicted (reason 13)
@@ -46,7 +46,8 @@ type Config struct {
 	ShardCount int
 	// FrameSizeMaxBytes bounds a request frame, header included.
 	FrameSizeMaxBytes uint32
-	// IdleTimeout closes a silent connection; 0 never does.
+	// IdleTimeout closes a connection that has sent nothing (not even a PING) for
+	// this long; 0 never does. See IdleTimeoutDefault.
 	IdleTimeout time.Duration
 	// SnapshotIntervalOps is how many committed metadata operations pass between
 	// snapshots (each of which empties the journal).
@@ -61,6 +62,18 @@ type Config struct {
 	HeartbeatInterval time.Duration
 }
 
+// IdleTimeoutDefault is how long a connection may send nothing before it is closed:
+// twelve of the 5 s PINGs the Rust, Go, Python, Node and async Java SDKs send from a
+// connected client, so a client that is merely slow (a GC pause, a busy host) is
+// never cut off, yet a fleet of abandoned sockets is reaped within a minute instead
+// of being held forever. It is twice the reference's QUIC max_idle_timeout (30 s,
+// apache/iggy core/server/config.toml) and longer than its heartbeat staleness
+// window (1.2 x heartbeat.interval = 36 s), so a consumer group member that went
+// silent is evicted as stale (reason 13) before its connection is closed. Clients
+// that never ping (the blocking Java and C# SDKs) are closed after a minute of
+// silence and must reconnect, or the operator sets 0.
+const IdleTimeoutDefault = 60 * time.Second
+
 // DefaultConfig is what `iggy-shard` with no arguments runs with.
 func DefaultConfig() Config {
 	return Config{
@@ -69,6 +82,7 @@ func DefaultConfig() Config {
 		RootUsername:        "iggy",
 		RootPassword:        "iggy",
 		FrameSizeMaxBytes:   64 << 20,
+		IdleTimeout:         IdleTimeoutDefault,
 		SnapshotIntervalOps: 1024,
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
