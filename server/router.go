@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"io"
 	"os"
 	"sync/atomic"
@@ -54,6 +55,10 @@ type metaRouter struct {
 	// writesWaiting is len(serial), for observers outside shard 0 (tests).
 	writesWaiting atomic.Int64
 
+	// mintedTokens holds, by client, the token of its last committed
+	// CreatePersonalAccessToken, for a replay (see replay); memory only.
+	mintedTokens map[wire.Uint128]mintedToken
+
 	scratch []byte
 }
 
@@ -83,6 +88,8 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		passwords: newPasswordWorkers(h.shard.Wake),
 		checking:  make(map[shard.ConnID]*passwordCheck),
 		journal:   newJournalWriter(h.shard.Wake),
+
+		mintedTokens: make(map[wire.Uint128]mintedToken),
 	}
 }
 
@@ -427,9 +434,7 @@ func (r *metaRouter) write(j *job) {
 	switch verdict {
 	case vsr.PreflightExecute:
 	case vsr.PreflightReplay:
-		j.rawReply = true
-		j.reply = append(j.reply[:0], cached...)
-		r.h.reply(j)
+		r.replay(j, cached)
 		return
 	case vsr.PreflightNoSession, vsr.PreflightSessionTooHigh:
 		// The reference drops a too-high epoch; answering with an eviction spares the
@@ -471,19 +476,22 @@ func (r *metaRouter) write(j *job) {
 			r.hashNewPassword(j, op)
 			return
 		}
-		proposal, err := r.propose(op, body)
+		proposal, token, err := r.propose(op, body)
 		if err != nil {
 			j.status = errorCode(err, wire.ErrInvalidCommand)
 			r.h.reply(j)
 			return
 		}
-		body = proposal
+		r.commitWrite(j, proposal, token)
+		return
 	}
-	r.commitWrite(j, body)
+	r.commitWrite(j, body, nil)
 }
 
-// commitWrite commits a metadata write's proposal and answers its client.
-func (r *metaRouter) commitWrite(j *job, proposal []byte) {
+// commitWrite commits a metadata write's proposal and answers its client. token is
+// the personal access token a CreatePersonalAccessToken minted (nil otherwise): it
+// goes into the reply sent, never into the proposal or the cached reply.
+func (r *metaRouter) commitWrite(j *job, proposal, token []byte) {
 	hdr := j.frame.Header
 	op := hdr.Operation
 	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
@@ -493,8 +501,15 @@ func (r *metaRouter) commitWrite(j *job, proposal []byte) {
 			r.h.reply(j)
 			return
 		}
+		// The client's table entry now caches this reply: a token kept for the
+		// replay of its previous one is of no more use.
+		delete(r.mintedTokens, hdr.Client)
 		j.rawReply = true
 		j.reply = append(j.reply[:0], frame...)
+		if token != nil && op == wire.OperationCreatePersonalAccessToken && metadata.TokenWithheld(frame[wire.HeaderSize:]) {
+			j.reply = appendWithheldToken(j.reply, token)
+			r.mintedTokens[hdr.Client] = mintedToken{request: hdr.Request, token: token}
+		}
 		if op == wire.OperationLogout {
 			if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
 				delete(r.sessions, hdr.Client)
@@ -509,16 +524,61 @@ func (r *metaRouter) commitWrite(j *job, proposal []byte) {
 }
 
 // propose rewrites the bodies whose proposal differs from the request and takes no
-// argon2id run (hashNewPassword does those): a token is minted.
-func (r *metaRouter) propose(op wire.Operation, body []byte) ([]byte, error) {
+// argon2id run (hashNewPassword does those): a token is minted, and its digest
+// proposed; the token itself is returned for the reply only.
+func (r *metaRouter) propose(op wire.Operation, body []byte) (proposal, token []byte, err error) {
 	if op == wire.OperationCreatePersonalAccessToken {
 		var secret [metadata.TokenSecretBytes]byte
 		if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
-			return nil, wire.ErrTransientNotAccepted
+			return nil, nil, wire.ErrTransientNotAccepted
 		}
-		return metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.EncodeToken(&secret))
+		token = metadata.EncodeToken(&secret)
+		proposal, err = metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.HashToken(token))
+		return proposal, token, err
 	}
-	return body, nil
+	return body, nil, nil
+}
+
+// mintedToken is the personal access token of a client's last committed
+// CreatePersonalAccessToken, kept in memory only, so that a retry of that request
+// is answered with it like any other replay: the client table, whose entries reach
+// the metadata snapshot, caches the reply with the token withheld.
+type mintedToken struct {
+	request uint64
+	token   []byte
+}
+
+// replay answers a retried request with its cached reply. A CreatePersonalAccessToken
+// reply is cached with its token withheld: the token is added back from memory,
+// and when the server no longer has it (it restarted since, or the table entry
+// outlived the connection) the retry is told its request was applied (the token
+// exists, but no one can be shown it again; the user deletes and recreates it).
+func (r *metaRouter) replay(j *job, cached []byte) {
+	hdr := j.frame.Header
+	if hdr.Operation == wire.OperationCreatePersonalAccessToken && len(cached) >= wire.HeaderSize &&
+		metadata.TokenWithheld(cached[wire.HeaderSize:]) {
+		minted, ok := r.mintedTokens[hdr.Client]
+		if !ok || minted.request != hdr.Request {
+			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrRequestAlreadyApplied)
+			r.h.reply(j)
+			return
+		}
+		j.rawReply = true
+		j.reply = appendWithheldToken(append(j.reply[:0], cached...), minted.token)
+		r.h.reply(j)
+		return
+	}
+	j.rawReply = true
+	j.reply = append(j.reply[:0], cached...)
+	r.h.reply(j)
+}
+
+// appendWithheldToken completes a committed CreatePersonalAccessToken reply frame
+// (metadata.TokenWithheld) with the token: its payload, and the size in its header.
+func appendWithheldToken(frame, token []byte) []byte {
+	frame = (&wire.CreatedToken{Token: token}).Append(frame)
+	binary.LittleEndian.PutUint32(frame[wire.SizeFieldOffset:], uint32(len(frame)))
+	return frame
 }
 
 // hashNewPassword proposes a CreateUser or ChangePassword: the new password is
@@ -567,7 +627,7 @@ func (r *metaRouter) hashed(n *newPassword) {
 		r.h.reply(n.job)
 		return
 	}
-	r.commitWrite(n.job, n.proposal)
+	r.commitWrite(n.job, n.proposal, nil)
 }
 
 func randomBytes(n int) ([]byte, error) {
@@ -645,6 +705,7 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		// replicated): otherwise every login ever made would hold a slot until the
 		// table is full, and then the oldest live sessions would be evicted first.
 		r.plane.table.Remove(g.client)
+		delete(r.mintedTokens, g.client)
 	}
 	if r.plane.state.ClientGroupsCount(g.client) == 0 {
 		return

@@ -44,6 +44,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -87,7 +88,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.SystemPath, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log, startedAt: time.Now()}
