@@ -74,16 +74,71 @@ func ProposeChangePasswordWith(dst, clientBody []byte, currentHash string, salt 
 	if err := r.Decode(clientBody); err != nil {
 		return dst, err
 	}
-	var verified []byte
+	verified := ""
 	if currentHash != "" && VerifyPassword(currentHash, r.CurrentPassword) {
-		verified = []byte(currentHash)
+		verified = currentHash
+	}
+	return ProposeChangePasswordVerified(dst, clientBody, verified, salt)
+}
+
+// ProposeChangePasswordVerified is ProposeChangePasswordWith for a caller that has
+// verified the request's current password against verifiedHash itself (with
+// VerifyPassword; "" when it did not match): one argon2id run, the new password's.
+// It reads no state, so it may run on any goroutine.
+func ProposeChangePasswordVerified(dst, clientBody []byte, verifiedHash string, salt []byte) ([]byte, error) {
+	var r wire.ChangePassword
+	if err := r.Decode(clientBody); err != nil {
+		return dst, err
 	}
 	p := wire.ChangePassword{
 		UserID:          r.UserID,
-		CurrentPassword: verified,
+		CurrentPassword: []byte(verifiedHash),
 		NewPassword:     []byte(HashPassword(r.NewPassword, salt)),
 	}
 	return p.Append(dst)
+}
+
+// AuthorizeNewPassword runs, on an admitted CreateUser or ChangePassword request,
+// the checks Apply would refuse it with that need no password: a server runs it
+// before it spends argon2id work on the request, so that a user who may not
+// create users or change another's password cannot make it hash anything. It
+// returns 41 Unauthorized (CreateUser without manage_users; ChangePassword of
+// another user without it), 43 InvalidUsername and 46 UserAlreadyExists
+// (CreateUser), 20 ResourceNotFound (ChangePassword of an unknown user), or 0 to go
+// on. Apply checks all of it again against the state it applies to.
+func (s *State) AuthorizeNewPassword(op wire.Operation, userID uint32, clientBody []byte) wire.ErrorCode {
+	a := s.access(userID)
+	switch op {
+	case wire.OperationCreateUser:
+		var r wire.CreateUser
+		if r.Decode(clientBody) != nil {
+			return wire.ErrInvalidCommand
+		}
+		if !a.manageUsers() {
+			return wire.ErrUnauthorized
+		}
+		if !validUsername(r.Username) {
+			return wire.ErrInvalidUsername
+		}
+		if _, taken := s.userByName[string(r.Username)]; taken {
+			return wire.ErrUserAlreadyExists
+		}
+		return 0
+	case wire.OperationChangePassword:
+		var r wire.ChangePassword
+		if r.Decode(clientBody) != nil {
+			return wire.ErrInvalidCommand
+		}
+		u := s.resolveUser(r.UserID)
+		if u == nil {
+			return wire.ErrResourceNotFound
+		}
+		if u.ID != userID && !a.manageUsers() {
+			return wire.ErrUnauthorized
+		}
+		return 0
+	}
+	return wire.ErrInvalidCommand
 }
 
 // ProposeCreatePersonalAccessToken turns a CreatePersonalAccessToken request body

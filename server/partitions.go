@@ -163,7 +163,6 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.checkHeartbeats()
 		h.meta.finishJournal()
 		h.meta.finishPasswordChecks()
-		h.meta.finishNewPassword()
 		h.flushOutbox()
 	}
 	// Requests a completion hook queued after its log was polled (a save after a
@@ -177,9 +176,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
 	if h.meta != nil {
-		// The writes first (a new password being hashed among them is finished):
-		// a login among them may hand its password to the workers again, whose
-		// checks are then abandoned with the others.
+		// The writes first: a login among them may hand its password to the
+		// workers again, whose checks are then abandoned with the others, and so
+		// are the new passwords still with the workers.
 		h.meta.stopJournal()
 		h.meta.abandonPasswordChecks()
 		h.flushOutbox()

@@ -1,0 +1,404 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestDeniedPasswordWritesNeitherHashNorJournal: a user without permissions sends
+// CreateUser, ChangePassword of another user and ChangePassword of itself with a
+// wrong current password, over and over. Each is refused with the code a commit
+// would have carried (41, 41, 42, in the result section), none is hashed, and none
+// reaches the journal; only the wrong current passwords are verified (off the
+// metadata writes' path). Its own ChangePassword with the right password still
+// commits.
+func TestDeniedPasswordWritesNeitherHashNorJournal(t *testing.T) {
+	dir := t.TempDir()
+	s := testServer(t, dir, 1)
+	ctx := testContext(t)
+	root := dialRoot(t, s)
+	for _, name := range []string{"mallory", "alice"} {
+		_, err := root.CreateUser(ctx, name, name+"-password", wire.UserActive, nil)
+		mustOK(t, "CreateUser "+name, err)
+	}
+	mallory := dialAs(t, s, "mallory", "mallory-password")
+
+	var verified, hashed atomic.Int32
+	v := s.handlers[0].meta.passwords
+	v.mu.Lock()
+	v.verify = func(hash string, password []byte) bool {
+		verified.Add(1)
+		return metadata.VerifyPassword(hash, password)
+	}
+	v.hash = func(n *newPassword) ([]byte, error) {
+		hashed.Add(1)
+		return n.propose()
+	}
+	v.mu.Unlock()
+	journal := filepath.Join(dir, "metadata", journalFileName)
+	before, err := os.Stat(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const rounds = 8
+	for i := range rounds {
+		_, err := mallory.CreateUser(ctx, "eve"+strconv.Itoa(i), "eve-password", wire.UserActive, nil)
+		wantCode(t, "CreateUser without manage_users", err, wire.ErrUnauthorized)
+		wantCode(t, "ChangePassword of another user without manage_users",
+			mallory.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "alice-password", "taken"), wire.ErrUnauthorized)
+		wantCode(t, "ChangePassword with a wrong current password",
+			mallory.ChangePassword(ctx, wire.StringIdentifier([]byte("mallory")), "wrong", "new-password"), wire.ErrInvalidCredentials)
+	}
+	if n := hashed.Load(); n != 0 {
+		t.Errorf("%d new passwords hashed for denied requests, want 0", n)
+	}
+	if n := verified.Load(); n != rounds {
+		t.Errorf("%d passwords verified, want the %d wrong current passwords only", n, rounds)
+	}
+	if after, err := os.Stat(journal); err != nil || after.Size() != before.Size() {
+		t.Fatalf("journal %d bytes before the denied requests, %d after (%v)", before.Size(), after.Size(), err)
+	}
+
+	mustOK(t, "ChangePassword of oneself", mallory.ChangePassword(ctx, wire.StringIdentifier([]byte("mallory")), "mallory-password", "new-password"))
+	if n := hashed.Load(); n != 1 {
+		t.Errorf("%d new passwords hashed, want the one allowed", n)
+	}
+	dialAs(t, s, "mallory", "new-password")
+}
+
+// TestPasswordChecksTakeTurnsBySource: one source address floods the password
+// workers with wrong passwords; a login from another address is verified next,
+// not after the flood, and the flooding source's checks beyond its bound are
+// refused with 58 at once. The verifier is held while the queue fills, so the
+// order it sees is decided by the queue alone (and the workers' race for the
+// first two after the release).
+func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
+	s := testServer(t, t.TempDir(), 1)
+	held := newGate(t)
+	var orderMu sync.Mutex
+	var order []string
+	v := s.handlers[0].meta.passwords
+	v.mu.Lock()
+	v.verify = func(hash string, password []byte) bool {
+		orderMu.Lock()
+		order = append(order, string(password))
+		orderMu.Unlock()
+		held.hold()
+		return metadata.VerifyPassword(hash, password)
+	}
+	v.mu.Unlock()
+
+	const flood = passwordWorkersCount + passwordWaitingPerSourceMax
+	attackers := make([]*rawConn, flood+1)
+	for i := range attackers {
+		attackers[i] = dialRawFrom(t, s, "127.0.0.2")
+	}
+	wrong := func(i int) {
+		attackers[i].send(rawRequest{client: wire.Uint128{Lo: uint64(i + 1), Hi: 2}, op: wire.OperationRegister,
+			body: loginBody(t, wire.ServerProtocolVersion, "iggy", "wrong-"+strconv.Itoa(i))})
+	}
+	verifying := func() int {
+		orderMu.Lock()
+		defer orderMu.Unlock()
+		return len(order)
+	}
+	// The workers take theirs first: the bound counts what waits for them.
+	for i := range passwordWorkersCount {
+		wrong(i)
+	}
+	waitForCondition(t, "the workers busy", func() bool { return verifying() == passwordWorkersCount })
+	for i := passwordWorkersCount; i < flood; i++ {
+		wrong(i)
+	}
+	waitForCondition(t, "the flood waiting", func() bool { return v.waitingCount() == passwordWaitingPerSourceMax })
+	over := attackers[flood]
+	over.send(rawRequest{client: wire.Uint128{Lo: 99, Hi: 2}, op: wire.OperationRegister,
+		body: loginBody(t, wire.ServerProtocolVersion, "iggy", "wrong-over")})
+	if h, _ := over.reply(); h.Status != wire.ErrTransientNotAccepted {
+		t.Fatalf("a check beyond its source's bound: status %d, want %d", h.Status, wire.ErrTransientNotAccepted)
+	}
+
+	good := dialRaw(t, s) // from 127.0.0.1
+	good.send(rawRequest{client: wire.Uint128{Lo: 1, Hi: 1}, op: wire.OperationRegister,
+		body: loginBody(t, wire.ServerProtocolVersion, "iggy", "iggy")})
+	waitForCondition(t, "the good login waiting", func() bool { return v.waitingCount() == passwordWaitingPerSourceMax+1 })
+	held.open()
+	if h, _ := good.reply(); h.Status != 0 || h.Operation != wire.OperationRegister {
+		t.Fatalf("the good login: status %d operation %d", h.Status, h.Operation)
+	}
+	for _, a := range attackers[:flood] {
+		a.wantEviction(wire.EvictionInvalidCredentials)
+	}
+	orderMu.Lock()
+	defer orderMu.Unlock()
+	// After the held checks, the flooding source's turn comes at most once before
+	// the good login's (a new source joins the end of the round).
+	if at := slices.Index(order, "iggy"); at < 0 || at > passwordWorkersCount+1 {
+		t.Fatalf("the good login was verified %d-th (order %q), want within one round after the %d held checks", at+1, order, passwordWorkersCount)
+	}
+}
+
+// dialRawFrom connects to s from the loopback address local (127.0.0.0/8 is all
+// loopback on Linux), so a test can have several source addresses.
+func dialRawFrom(t *testing.T, s *Server, local string) *rawConn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	conn, err := d.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawConn{t: t, conn: conn}
+}
+
+func TestSourceQueues(t *testing.T) {
+	var q sourceQueues
+	q.init(2, 6)
+	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	check := func(source netip.Addr, password string) *passwordCheck {
+		return &passwordCheck{source: source, password: []byte(password)}
+	}
+	for _, w := range []*passwordCheck{check(a, "a1"), check(a, "a2"), check(b, "b1")} {
+		if !q.push(w) {
+			t.Fatalf("push %s refused", w.password)
+		}
+	}
+	if q.push(check(a, "a3")) {
+		t.Fatal("a third check of one source accepted past its bound of 2")
+	}
+	next := func() string {
+		w, ok := q.pop()
+		if !ok {
+			return "(none)"
+		}
+		return string(w.(*passwordCheck).password)
+	}
+	if got := next(); got != "a1" {
+		t.Fatalf("first out %s, want a1", got)
+	}
+	// c arrives after b waited: b's turn, then a's, then c's.
+	q.push(check(c, "c1"))
+	q.push(check(b, "b2"))
+	q.push(check(c, "c2"))
+	if !q.push(check(a, "a4")) || q.push(check(b, "b3")) {
+		t.Fatal("bounds: a4 fits (a has one waiting), b3 does not (b has two)")
+	}
+	if q.push(check(netip.MustParseAddr("10.0.0.4"), "d1")) {
+		t.Fatal("a check accepted past the bound of 6 in all")
+	}
+	var got []string
+	for q.len() > 0 {
+		got = append(got, next())
+	}
+	want := []string{"b1", "a2", "c1", "b2", "a4", "c2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("served %v, want %v", got, want)
+	}
+	if _, ok := q.pop(); ok || len(q.bySource) != 0 || len(q.ring) != 0 {
+		t.Fatalf("empty queue: pop ok %v, %d sources, ring %d", ok, len(q.bySource), len(q.ring))
+	}
+}
+
+// BenchmarkMetadataWriteDuringUnauthorizedFlood: root's CreateStream latency (one
+// shard: shard 0 serves everything) while 8 connections of a user without
+// permissions send CreateUser, ChangePassword of another user and ChangePassword of
+// itself with a wrong current password in a loop, against the same writes with
+// nothing else going on.
+func BenchmarkMetadataWriteDuringUnauthorizedFlood(b *testing.B) {
+	for _, flooding := range []bool{false, true} {
+		name := "idle"
+		if flooding {
+			name = "flood"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, dial := benchPasswordServer(b)
+			root := dial("iggy", "iggy")
+			ctx := context.Background()
+			if _, err := root.CreateUser(ctx, "mallory", "mallory-password", wire.UserActive, nil); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := root.CreateUser(ctx, "alice", "alice-password", wire.UserActive, nil); err != nil {
+				b.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var flood sync.WaitGroup
+			var denied atomic.Int64
+			if flooding {
+				for range 8 {
+					mallory := dial("mallory", "mallory-password")
+					flood.Go(func() {
+						for i := 0; ; i++ {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							var err error
+							switch i % 3 {
+							case 0:
+								_, err = mallory.CreateUser(ctx, "eve"+strconv.Itoa(i), "eve-password", wire.UserActive, nil)
+							case 1:
+								err = mallory.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "x", "y")
+							default:
+								err = mallory.ChangePassword(ctx, wire.StringIdentifier([]byte("mallory")), "wrong", "y")
+							}
+							if err == nil {
+								b.Error("a denied request succeeded")
+								return
+							}
+							denied.Add(1)
+						}
+					})
+				}
+			}
+			latencies := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				if _, err := root.CreateStream(ctx, "s"+strconv.Itoa(i)); err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+			b.StopTimer()
+			close(stop)
+			flood.Wait()
+			reportLatencies(b, latencies)
+			b.ReportMetric(float64(denied.Load()), "denied")
+		})
+	}
+}
+
+// BenchmarkLoginDuringWrongPasswordStorm: good logins (connect, LOGIN_REGISTER,
+// close) from 127.0.0.1 while 16 connections from 127.0.0.2 log in with a wrong
+// password over and over (each refusal closes the connection; the attacker dials
+// again), against the same logins with no storm. Before the per-source queues the
+// workers served the checks first come first served, so each good login waited
+// behind the whole storm's backlog.
+func BenchmarkLoginDuringWrongPasswordStorm(b *testing.B) {
+	for _, storming := range []bool{false, true} {
+		name := "idle"
+		if storming {
+			name = "storm"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, _ := benchPasswordServer(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			var storm sync.WaitGroup
+			var refused atomic.Int64
+			if storming {
+				for i := range 16 {
+					storm.Go(func() {
+						for ctx.Err() == nil {
+							if wrongLogin(ctx, s.Addr().String(), uint64(i)) {
+								refused.Add(1)
+							}
+						}
+					})
+				}
+				// Let the storm fill the workers' queue before measuring.
+				for refused.Load() < 16 && ctx.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			latencies := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(start))
+				c.Close()
+			}
+			b.StopTimer()
+			cancel()
+			storm.Wait()
+			reportLatencies(b, latencies)
+			b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "wrong-logins/s")
+		})
+	}
+}
+
+// wrongLogin connects from 127.0.0.2, sends a LOGIN_REGISTER with a wrong password
+// and reads the answer (an eviction, or 58 when the source has too much waiting);
+// it reports whether the answer came.
+func wrongLogin(ctx context.Context, addr string, n uint64) bool {
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	body, err := (&wire.LoginRegister{
+		Version:  wire.ClientVersionInfo{ProtocolVersion: wire.ServerProtocolVersion, SDKName: []byte("storm"), SDKVersion: []byte("1")},
+		Username: []byte("iggy"), Password: []byte("wrong-password"),
+	}).Append(nil)
+	if err != nil {
+		return false
+	}
+	var h wire.RequestHeader
+	h.Size = uint32(wire.HeaderSize + len(body))
+	h.Command, h.Operation = wire.CommandRequest, wire.OperationRegister
+	h.Client = wire.Uint128{Lo: n + 1, Hi: 0x5707}
+	h.RequestChecksum = wire.RequestChecksum(body)
+	frame := make([]byte, h.Size)
+	h.Put(frame)
+	copy(frame[wire.HeaderSize:], body)
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write(frame); err != nil {
+		return false
+	}
+	header := make([]byte, wire.HeaderSize)
+	if _, err := io.ReadFull(conn, header); err != nil {
+		return false
+	}
+	if rest := int(binary.LittleEndian.Uint32(header[wire.SizeFieldOffset:])) - wire.HeaderSize; rest > 0 {
+		io.CopyN(io.Discard, conn, int64(rest))
+	}
+	return true
+}
+
+// benchPasswordServer starts a one-shard server for the password benchmarks and
+// returns a dialer of logged-in clients closed at the end.
+func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *client.Client) {
+	cfg := DefaultConfig()
+	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 1, false
+	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return s, func(user, password string) *client.Client {
+		c, err := client.Dial(context.Background(), s.Addr().String(), client.WithCredentials(user, password))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return c
+	}
+}
