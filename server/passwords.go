@@ -2,10 +2,13 @@ package server
 
 import (
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -105,6 +108,9 @@ func (n *newPassword) propose() ([]byte, error) {
 // does.
 const passwordWorkersCount = 2
 
+// passwordWorkersNice is the workers' threads' nice value (see work).
+const passwordWorkersNice = 10
+
 // The bounds of the argon2id work waiting for a worker. Per source: enough for a
 // host's reconnecting clients to queue a few each round (more retry after a 58),
 // few enough that one source's backlog is worth a fraction of a second of the
@@ -118,6 +124,10 @@ func newPasswordWorkers(wake func()) *passwordWorkers {
 	v := &passwordWorkers{wake: wake, verify: metadata.VerifyPassword, hash: (*newPassword).propose}
 	v.cond.L = &v.mu
 	v.waiting.init(passwordWaitingPerSourceMax, passwordWaitingMax)
+	// Each worker holds a P for a whole argon2id run (tens of milliseconds, the Go
+	// scheduler preempts only every 10 ms): without Ps of their own they would keep
+	// the journal writer, the timers and the garbage collector waiting for one.
+	shard.ReserveProcs(passwordWorkersCount)
 	for range passwordWorkersCount {
 		v.workers.Go(v.work)
 	}
@@ -125,6 +135,13 @@ func newPasswordWorkers(wake func()) *passwordWorkers {
 }
 
 func (v *passwordWorkers) work() {
+	// A thread of its own, niced: when the shards want the CPU, an argon2id run
+	// (a login storm, a flood of wrong current passwords) yields it to them
+	// instead of sharing it evenly: at nice 10 the CFS weight is about a tenth
+	// of a shard's.
+	runtime.LockOSThread()
+	linux.NameCurrentThread("passwords")
+	linux.NiceCurrentThread(passwordWorkersNice)
 	for {
 		v.mu.Lock()
 		for v.waiting.len() == 0 && !v.closed {
@@ -214,6 +231,7 @@ func (v *passwordWorkers) close() {
 	v.mu.Unlock()
 	v.cond.Broadcast()
 	v.workers.Wait()
+	shard.ReserveProcs(-passwordWorkersCount)
 }
 
 // sourceQueues is the work waiting for the password workers, one FIFO per source,
