@@ -20,6 +20,7 @@ func (h *handler) serveOwner(j *job) {
 		if err := h.store.Send(j.key, &j.send, nowMicros(), h, token); err != nil {
 			h.untrack(token)
 			j.status = errorCode(err, wire.ErrCannotAppendMessage)
+			h.logSendRefused(j, j.status)
 			h.reply(j)
 			return
 		}
@@ -68,6 +69,7 @@ func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
 	j := h.untrack(token)
 	if err != nil {
 		j.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
+		h.logSendRefused(j, j.status)
 	} else {
 		j.reply = partition.AppendSendReply(j.reply[:0], c)
 		h.publishStats(j.key)

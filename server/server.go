@@ -68,6 +68,9 @@ type Server struct {
 	// initial holds, per shard, the partitions to open at start.
 	initial  [][]partitionOpen
 	handlers []*handler // each written by its own shard at start; read after stop
+	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
+	// failure, one per shard, each touched by its shard only.
+	sendRefusedLogs []eventLog
 
 	stopOnce sync.Once
 	stopErr  error
@@ -106,6 +109,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.meta = meta
 	s.initial = make([][]partitionOpen, s.shardCount)
+	s.sendRefusedLogs = make([]eventLog, s.shardCount)
+	for i := range s.sendRefusedLogs {
+		s.sendRefusedLogs[i] = newEventLog()
+	}
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
