@@ -9,8 +9,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -401,4 +403,159 @@ func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *cl
 		b.Cleanup(func() { c.Close() })
 		return c
 	}
+}
+
+// TestHugePollsStayWithinTheirMemory: 100 connections poll a partition of 6 MiB at
+// once, each asking for 2^32-1 messages, so each read takes the whole partition.
+// The shard's polls hold at most Config.PollMemoryBytesMax (64 MiB here) at once:
+// the process's resident memory grows by less than that plus a margin for the rest,
+// while every poll is answered with every message. (Before the bound each poll read
+// into a buffer of its own, which its job kept: 100 of them, about 600 MiB, for
+// good.) The replies are read and dropped as they arrive, so the test's own clients
+// hold next to nothing.
+func TestHugePollsStayWithinTheirMemory(t *testing.T) {
+	const (
+		polls            = 100
+		pollMemoryBytes  = 64 << 20
+		marginBytes      = 48 << 20
+		batches          = 8
+		messagesPerBatch = 8
+		payloadBytes     = 96 << 10
+	)
+	cfg := DefaultConfig()
+	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", t.TempDir(), 2, false
+	cfg.FrameSizeMaxBytes = 1 << 20 // a poll's reservation: 32 MiB and one frame
+	cfg.PollMemoryBytesMax = pollMemoryBytes
+	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopServer(t, s) })
+	ctx := testContext(t)
+	root := dialRoot(t, s)
+	st, err := root.CreateStream(ctx, "huge")
+	mustOK(t, "CreateStream", err)
+	stream := wire.NumericIdentifier(st.ID)
+	tp, err := root.CreateTopic(ctx, stream, "polls", 1, nil)
+	mustOK(t, "CreateTopic", err)
+	topic := wire.NumericIdentifier(tp.ID)
+	batch := make([]client.Message, messagesPerBatch)
+	for i := range batch {
+		batch[i].Payload = make([]byte, payloadBytes)
+	}
+	for range batches {
+		_, err := root.SendMessages(ctx, stream, topic, wire.Partitioning{Kind: wire.PartitioningPartitionID}, batch)
+		mustOK(t, "SendMessages", err)
+	}
+	token, err := root.CreatePersonalAccessToken(ctx, "polls", 0)
+	mustOK(t, "CreatePersonalAccessToken", err)
+	login, err := (&wire.LoginRegisterWithPAT{
+		Version: wire.ClientVersionInfo{ProtocolVersion: wire.ServerProtocolVersion, SDKName: []byte("raw-test"), SDKVersion: []byte("1")},
+		Token:   []byte(token),
+	}).Append(nil)
+	mustOK(t, "LoginRegisterWithPAT", err)
+	poll, err := (&wire.PollMessages{
+		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericIdentifier(1)},
+		StreamID: stream, TopicID: topic, Partition: wire.OptionalPartition{ID: 0, Set: true},
+		Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: ^uint32(0),
+	}).Append(nil)
+	mustOK(t, "PollMessages", err)
+
+	conns := make([]*rawConn, polls)
+	sessions := make([]uint64, polls)
+	for i := range conns {
+		conns[i] = dialRaw(t, s)
+		client := wire.Uint128{Lo: uint64(i + 1), Hi: 0x9011}
+		conns[i].send(rawRequest{client: client, op: wire.OperationRegister, body: login})
+		h, body := conns[i].reply()
+		payload, result, err := wire.SplitResult(body)
+		var reply wire.LoginRegisterReply
+		if h.Status != 0 || err != nil || result != 0 || reply.Decode(payload) != nil {
+			t.Fatalf("token login %d: status %d result %d (%v)", i, h.Status, result, err)
+		}
+		sessions[i] = reply.Session
+	}
+	runtime.GC()
+	before := residentBytes(t)
+	var peak atomic.Int64
+	peak.Store(before)
+	sampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if rss := residentBytes(t); rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-sampling:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+
+	for i, c := range conns {
+		c.send(rawRequest{client: wire.Uint128{Lo: uint64(i + 1), Hi: 0x9011}, request: 1, session: sessions[i],
+			op: wire.OperationNonReplicated, code: wire.CodePollMessages, body: poll})
+	}
+	counts := make([]uint32, polls)
+	var readers sync.WaitGroup
+	for i, c := range conns {
+		readers.Go(func() { counts[i] = c.pollReplyCount() })
+	}
+	readers.Wait()
+	close(sampling)
+	<-sampled
+	for i, n := range counts {
+		if n != batches*messagesPerBatch {
+			t.Errorf("poll %d: %d messages, want %d", i, n, batches*messagesPerBatch)
+		}
+	}
+	growth := peak.Load() - before
+	t.Logf("resident memory: %d MiB before the polls, %d MiB more at the peak (bound %d MiB + %d MiB margin)",
+		before>>20, growth>>20, pollMemoryBytes>>20, marginBytes>>20)
+	if growth > pollMemoryBytes+marginBytes {
+		t.Fatalf("100 huge polls grew resident memory by %d MiB, beyond the polls' bound of %d MiB and a %d MiB margin",
+			growth>>20, pollMemoryBytes>>20, marginBytes>>20)
+	}
+}
+
+// pollReplyCount reads a PollMessages reply, dropping its messages as they arrive,
+// and returns its messages_count.
+func (r *rawConn) pollReplyCount() uint32 {
+	r.conn.SetDeadline(time.Now().Add(60 * time.Second))
+	var head [wire.HeaderSize + wire.PolledMessagesPrefixSize]byte
+	if _, err := io.ReadFull(r.conn, head[:wire.HeaderSize]); err != nil {
+		r.t.Errorf("poll reply header: %v", err)
+		return 0
+	}
+	h, err := wire.DecodeReplyHeader(head[:wire.HeaderSize], 64<<20)
+	if err != nil || h.Status != 0 || h.BodySizeBytes() < wire.PolledMessagesPrefixSize {
+		r.t.Errorf("poll reply: %v (status %d, %d bytes)", err, binary.LittleEndian.Uint32(head[216:]), binary.LittleEndian.Uint32(head[48:]))
+		return 0
+	}
+	rest := h.BodySizeBytes() - wire.PolledMessagesPrefixSize
+	if _, err := io.ReadFull(r.conn, head[wire.HeaderSize:]); err != nil {
+		r.t.Errorf("poll reply prefix: %v", err)
+		return 0
+	}
+	if _, err := io.CopyN(io.Discard, r.conn, int64(rest)); err != nil {
+		r.t.Errorf("poll reply body: %v", err)
+		return 0
+	}
+	return binary.LittleEndian.Uint32(head[wire.HeaderSize+12:])
+}
+
+// residentBytes is the process's resident set size (VmRSS).
+func residentBytes(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b))
+	pages, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize())
 }

@@ -57,6 +57,12 @@ type Config struct {
 	// BusyPoll is how long a shard that has just worked polls its ring before it
 	// sleeps (shard.Config.BusyPoll); 0 = it always sleeps at once.
 	BusyPoll time.Duration
+	// PollMemoryBytesMax bounds, per shard, the bytes the polls it serves hold at
+	// once: the reads waiting for their replies to be sent, the reservation of each
+	// read not yet sized, and idle read buffers kept for reuse. Polls beyond it wait
+	// their turn. It is at least one poll's reservation (32 MiB plus
+	// FrameSizeMaxBytes, see pollMemory). 0 = 256 MiB.
+	PollMemoryBytesMax int64
 	// HeartbeatInterval is the reference's heartbeat.interval: a consumer group
 	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
 	HeartbeatInterval time.Duration
@@ -263,6 +269,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 {
 		return &SettingError{Setting: "heartbeat.interval", Value: c.HeartbeatInterval.String(), Reason: "must not be negative"}
+	}
+	if c.PollMemoryBytesMax < 0 {
+		return &SettingError{Setting: "PollMemoryBytesMax", Value: strconv.FormatInt(c.PollMemoryBytesMax, 10), Reason: "must not be negative"}
 	}
 	if c.IdleTimeout < 0 {
 		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}

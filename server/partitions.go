@@ -37,7 +37,7 @@ func (h *handler) serveOwner(j *job) {
 			}
 			h.groupPolls[key] = nil
 		}
-		h.startPoll(j)
+		h.admitPoll(j)
 	case jobGetOffset:
 		out, err := h.store.AppendConsumerOffsetReply(j.reply[:0], j.key, j.consumer)
 		if err != nil {
@@ -82,12 +82,15 @@ type groupPollKey struct {
 	group uint32
 }
 
+// startPoll starts an admitted poll (admitPoll): its read takes its buffer from
+// the shard's poll memory.
 func (h *handler) startPoll(j *job) {
 	token := h.track(j)
+	j.res.SetReadBuffers(h.pollMemoryOf().lend)
 	if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
 		h.untrack(token)
 		j.status = errorCode(err, wire.ErrPartitionNotFound)
-		h.pollFinished(j)
+		h.pollRead(j)
 		return
 	}
 	h.scheduleIO()
@@ -102,7 +105,19 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 		h.log.Error("poll read failed", "partition", j.key.String(), "err", err)
 	}
 	j.polled = true
+	h.pollRead(j)
+}
+
+// pollRead finishes a poll whose read is over. A read that took no buffer gives
+// its reservation back at once; one that did holds its buffer until the reply is
+// sent (returnPollBuffer).
+func (h *handler) pollRead(j *job) {
+	planned := j.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
 	h.pollFinished(j)
+	if !planned {
+		h.pollMemoryOf().unplanned()
+		h.startWaitingPolls()
+	}
 }
 
 // pollFinished replies and starts the next waiting poll of the same group.
@@ -121,7 +136,7 @@ func (h *handler) pollFinished(j *job) {
 	next := waiting[0]
 	waiting[0] = nil
 	h.groupPolls[key] = waiting[1:]
-	h.startPoll(next)
+	h.admitPoll(next)
 }
 
 func (h *handler) track(j *job) uint64 {

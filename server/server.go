@@ -71,6 +71,9 @@ type Server struct {
 	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
 	// failure, one per shard, each touched by its shard only.
 	sendRefusedLogs []eventLog
+	// pollMemories bound the bytes each shard's polls hold (pollMemory), one per
+	// shard, each touched by its shard only.
+	pollMemories []*pollMemory
 
 	stopOnce sync.Once
 	stopErr  error
@@ -110,8 +113,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.meta = meta
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
+	s.pollMemories = make([]*pollMemory, s.shardCount)
 	for i := range s.sendRefusedLogs {
 		s.sendRefusedLogs[i] = newEventLog()
+		s.pollMemories[i] = newPollMemory(cfg.PollMemoryBytesMax, int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
