@@ -87,8 +87,8 @@ func TestDeniedPasswordWritesNeitherHashNorJournal(t *testing.T) {
 
 // TestPasswordChecksTakeTurnsBySource: one source address floods the password
 // workers with wrong passwords; a login from another address is verified next,
-// not after the flood, and the flooding source's checks beyond its bound are
-// refused with 58 at once. The verifier is held while the queue fills, so the
+// not after the flood, the flooding source's checks beyond its bound are refused
+// with 58 at once, and so is its next login once its failures are counted. The verifier is held while the queue fills, so the
 // order it sees is decided by the queue alone (and the workers' race for the
 // first two after the release).
 func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
@@ -148,8 +148,19 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 	for _, a := range attackers[:flood] {
 		a.wantEviction(wire.EvictionInvalidCredentials)
 	}
+	// 18 failures spent the flooding source's budget: its next login is refused at
+	// once, the right password or not, and costs no argon2id run.
+	late := dialRawFrom(t, s, "127.0.0.2")
+	late.send(rawRequest{client: wire.Uint128{Lo: 100, Hi: 2}, op: wire.OperationRegister,
+		body: loginBody(t, wire.ServerProtocolVersion, "iggy", "iggy")})
+	if h, _ := late.reply(); h.Status != wire.ErrTransientNotAccepted {
+		t.Fatalf("a login from a source past its failures: status %d, want %d", h.Status, wire.ErrTransientNotAccepted)
+	}
 	orderMu.Lock()
 	defer orderMu.Unlock()
+	if len(order) != flood+1 {
+		t.Fatalf("%d passwords verified, want the %d of the flood and the good login's", len(order), flood+1)
+	}
 	// After the held checks, the flooding source's turn comes at most once before
 	// the good login's (a new source joins the end of the round).
 	if at := slices.Index(order, "iggy"); at < 0 || at > passwordWorkersCount+1 {
@@ -168,6 +179,47 @@ func dialRawFrom(t *testing.T, s *Server, local string) *rawConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return &rawConn{t: t, conn: conn}
+}
+
+func TestFailureBudgets(t *testing.T) {
+	b := newFailureBudgets()
+	a, other := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	now := int64(1e12)
+	for i := range failuresBurst {
+		if !b.allow(a, now) {
+			t.Fatalf("check %d refused within the burst of %d", i+1, failuresBurst)
+		}
+		b.failed(a, now)
+	}
+	if b.allow(a, now) {
+		t.Fatalf("a check allowed after %d failures at once", failuresBurst)
+	}
+	if !b.allow(other, now) {
+		t.Fatal("another source refused")
+	}
+	now += failureIntervalNs - 1
+	if b.allow(a, now) {
+		t.Fatal("a check allowed before an interval passed")
+	}
+	now++
+	if !b.allow(a, now) {
+		t.Fatalf("no check allowed %d ns later (%d a second)", failureIntervalNs, failuresPerSecond)
+	}
+	b.failed(a, now)
+	if b.allow(a, now) {
+		t.Fatal("a second check allowed in one interval")
+	}
+	now += failureBurstSpentNs
+	if !b.allow(a, now) {
+		t.Fatal("the budget not whole again after the burst's time")
+	}
+	// Past failureSourcesMax sources, those whose due time has passed are forgotten.
+	for i := range failureSourcesMax {
+		b.failed(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now)
+	}
+	if len(b.due) > failureSourcesMax {
+		t.Fatalf("%d sources tracked, want at most %d", len(b.due), failureSourcesMax)
+	}
 }
 
 func TestSourceQueues(t *testing.T) {
@@ -291,10 +343,12 @@ func BenchmarkMetadataWriteDuringUnauthorizedFlood(b *testing.B) {
 
 // BenchmarkLoginDuringWrongPasswordStorm: good logins (connect, LOGIN_REGISTER,
 // close) from 127.0.0.1 while 16 connections from 127.0.0.2 log in with a wrong
-// password over and over (each refusal closes the connection; the attacker dials
-// again), against the same logins with no storm. Before the per-source queues the
-// workers served the checks first come first served, so each good login waited
-// behind the whole storm's backlog.
+// password over and over, as an SDK would: a refusal (eviction) closes the
+// connection and the attacker dials again; a 58 is retried on the same connection
+// 50 ms later. Against the same logins with no storm. Before the per-source queues
+// the workers served the checks first come first served, so each good login waited
+// behind the whole storm's backlog; before the failure budget the storm had both
+// workers to itself.
 func BenchmarkLoginDuringWrongPasswordStorm(b *testing.B) {
 	for _, storming := range []bool{false, true} {
 		name := "idle"
@@ -305,19 +359,13 @@ func BenchmarkLoginDuringWrongPasswordStorm(b *testing.B) {
 			s, _ := benchPasswordServer(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			var storm sync.WaitGroup
-			var refused atomic.Int64
+			var evicted, refused atomic.Int64
 			if storming {
 				for i := range 16 {
-					storm.Go(func() {
-						for ctx.Err() == nil {
-							if wrongLogin(ctx, s.Addr().String(), uint64(i)) {
-								refused.Add(1)
-							}
-						}
-					})
+					storm.Go(func() { stormLogins(ctx, s.Addr().String(), uint64(i), &evicted, &refused) })
 				}
 				// Let the storm fill the workers' queue before measuring.
-				for refused.Load() < 16 && ctx.Err() == nil {
+				for evicted.Load() < 16 && ctx.Err() == nil {
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -337,27 +385,22 @@ func BenchmarkLoginDuringWrongPasswordStorm(b *testing.B) {
 			cancel()
 			storm.Wait()
 			reportLatencies(b, latencies)
-			b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "wrong-logins/s")
+			b.ReportMetric(float64(evicted.Load())/b.Elapsed().Seconds(), "wrong-logins/s")
+			b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "refused-58/s")
 		})
 	}
 }
 
-// wrongLogin connects from 127.0.0.2, sends a LOGIN_REGISTER with a wrong password
-// and reads the answer (an eviction, or 58 when the source has too much waiting);
-// it reports whether the answer came.
-func wrongLogin(ctx context.Context, addr string, n uint64) bool {
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
+// stormLogins logs in from 127.0.0.2 with a wrong password until ctx ends, the way
+// an SDK retries: a new connection after each eviction, the same frame again 50 ms
+// after a 58.
+func stormLogins(ctx context.Context, addr string, n uint64, evicted, refused *atomic.Int64) {
 	body, err := (&wire.LoginRegister{
 		Version:  wire.ClientVersionInfo{ProtocolVersion: wire.ServerProtocolVersion, SDKName: []byte("storm"), SDKVersion: []byte("1")},
 		Username: []byte("iggy"), Password: []byte("wrong-password"),
 	}).Append(nil)
 	if err != nil {
-		return false
+		return
 	}
 	var h wire.RequestHeader
 	h.Size = uint32(wire.HeaderSize + len(body))
@@ -367,18 +410,33 @@ func wrongLogin(ctx context.Context, addr string, n uint64) bool {
 	frame := make([]byte, h.Size)
 	h.Put(frame)
 	copy(frame[wire.HeaderSize:], body)
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Write(frame); err != nil {
-		return false
-	}
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	header := make([]byte, wire.HeaderSize)
-	if _, err := io.ReadFull(conn, header); err != nil {
-		return false
+	for ctx.Err() == nil {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := conn.Write(frame); err != nil {
+				break
+			}
+			if _, err := io.ReadFull(conn, header); err != nil {
+				break
+			}
+			if header[60] == byte(wire.CommandEviction) {
+				evicted.Add(1)
+				break
+			}
+			if rest := int(binary.LittleEndian.Uint32(header[wire.SizeFieldOffset:])) - wire.HeaderSize; rest > 0 {
+				io.CopyN(io.Discard, conn, int64(rest))
+			}
+			refused.Add(1)
+			time.Sleep(50 * time.Millisecond)
+		}
+		conn.Close()
 	}
-	if rest := int(binary.LittleEndian.Uint32(header[wire.SizeFieldOffset:])) - wire.HeaderSize; rest > 0 {
-		io.CopyN(io.Discard, conn, int64(rest))
-	}
-	return true
 }
 
 // benchPasswordServer starts a one-shard server for the password benchmarks and

@@ -316,3 +316,54 @@ func (q *sourceQueues) clear() {
 	clear(q.ring)
 	q.ring, q.next, q.total = q.ring[:0], 0, 0
 }
+
+// failureBudgets limits the failed password checks of each source address (wrong
+// passwords at login, unknown usernames, wrong current passwords of ChangePassword),
+// which cost an argon2id run each: a source may fail failuresBurst checks in a row
+// and then failuresPerSecond a second; while its budget is spent, its password
+// work is refused at once with 58 (the SDKs retry a login for 30 s). So a storm of
+// wrong passwords from one address costs the node two argon2id runs a second
+// instead of its workers' whole time, and a source that stops failing has its
+// budget back within the burst's time. The count is a generic cell rate: each
+// failure moves the source's due time on by the interval, and a check is allowed
+// while the due time is less than the burst ahead. Sources that have not failed, or
+// whose due time has passed, hold no entry. Shard 0 owns it; time is its clock.
+type failureBudgets struct {
+	intervalNs int64
+	burstNs    int64
+	due        map[netip.Addr]int64 // by source: when its budget is whole again
+}
+
+const (
+	failuresBurst       = 10
+	failuresPerSecond   = 2
+	failureSourcesMax   = 1 << 16
+	failureIntervalNs   = int64(1e9) / failuresPerSecond
+	failureBurstSpentNs = failuresBurst * failureIntervalNs
+)
+
+func newFailureBudgets() failureBudgets {
+	return failureBudgets{intervalNs: failureIntervalNs, burstNs: failureBurstSpentNs, due: make(map[netip.Addr]int64)}
+}
+
+// allow reports whether source may have one more password checked at nowNs.
+func (b *failureBudgets) allow(source netip.Addr, nowNs int64) bool {
+	due, ok := b.due[source]
+	return !ok || due-nowNs+b.intervalNs <= b.burstNs
+}
+
+// failed records a failed check of source at nowNs.
+func (b *failureBudgets) failed(source netip.Addr, nowNs int64) {
+	due, ok := b.due[source]
+	if !ok && len(b.due) >= failureSourcesMax {
+		for s, d := range b.due {
+			if d <= nowNs {
+				delete(b.due, s)
+			}
+		}
+		if len(b.due) >= failureSourcesMax {
+			clear(b.due) // more failing sources than we track: start over
+		}
+	}
+	b.due[source] = max(due, nowNs) + b.intervalNs
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -40,6 +41,7 @@ type metaRouter struct {
 	// ChangePassword requests whose argon2id work it does: at most one of each per
 	// connection.
 	passwords *passwordWorkers
+	failures  failureBudgets
 	checking  map[shard.ConnID]*passwordCheck
 	changing  map[shard.ConnID]*newPassword
 	finished  []passwordJob // scratch for finishPasswordChecks
@@ -98,6 +100,7 @@ func newMetaRouter(h *handler, plane *metaPlane) *metaRouter {
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
 		passwords: newPasswordWorkers(h.shard.Wake),
+		failures:  newFailureBudgets(),
 		checking:  make(map[shard.ConnID]*passwordCheck),
 		changing:  make(map[shard.ConnID]*newPassword),
 		journal:   newJournalWriter(h.shard.Wake),
@@ -306,24 +309,31 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 		r.h.reply(j)
 		return
 	}
-	c := &passwordCheck{job: j, source: r.record(j.conn).source, hash: r.plane.state.PasswordHashToCheck(username),
+	source := r.record(j.conn).source
+	if !r.failures.allow(source, r.h.shard.NowNs()) {
+		r.refuseBusy(j, "login", "the source failed too many password checks")
+		return
+	}
+	c := &passwordCheck{job: j, source: source, hash: r.plane.state.PasswordHashToCheck(username),
 		password: append([]byte(nil), password...)}
 	if !r.passwords.submit(c) {
-		r.refuseBusy(j, "login")
+		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
 		return
 	}
 	r.checking[j.conn] = c
 }
 
-// refuseBusy answers a request whose argon2id work the workers have no room for:
-// 58, retried by the client (a login for as long as its request deadline). Logged
-// at most once a second, with how many were refused since.
-func (r *metaRouter) refuseBusy(j *job, what string) {
+// refuseBusy answers a request whose argon2id work is refused (the workers have no
+// room for it, or its source spent its failure budget): 58, retried by the client
+// (a login for as long as its request deadline). Logged at most once a second, with
+// how many were refused since.
+func (r *metaRouter) refuseBusy(j *job, what, why string) {
 	r.passwordsRefused++
 	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
-		r.h.log.Warn("password work refused: too much waiting from its source or in all", "request", what,
+		r.h.log.Warn("password work refused", "request", what, "reason", why,
 			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
-			"waiting", r.passwords.waitingCount(), "per_source_max", passwordWaitingPerSourceMax, "max", passwordWaitingMax)
+			"waiting", r.passwords.waitingCount(), "per_source_max", passwordWaitingPerSourceMax, "max", passwordWaitingMax,
+			"failures_burst", failuresBurst, "failures_per_second", failuresPerSecond)
 		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
 	}
 	j.status = wire.ErrTransientNotAccepted
@@ -335,13 +345,20 @@ func (r *metaRouter) refuseBusy(j *job, what string) {
 // writes. It runs on shard 0's every turn (handler.Tick).
 func (r *metaRouter) finishPasswordChecks() {
 	r.finished = r.passwords.collect(r.finished[:0])
+	now := r.h.shard.NowNs()
 	for i, w := range r.finished {
 		r.finished[i] = nil
 		switch w := w.(type) {
 		case *passwordCheck:
 			delete(r.checking, w.job.conn)
+			if !w.match {
+				r.failures.failed(w.source, now)
+			}
 			r.serialize(func() { r.resumeLogin(w) })
 		case *newPassword:
+			if errors.Is(w.err, wire.ErrInvalidCredentials) {
+				r.failures.failed(w.source, now)
+			}
 			r.serialize(func() { r.resumeNewPassword(w) })
 		}
 	}
@@ -688,7 +705,12 @@ func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
 		r.h.reply(j)
 		return
 	}
-	n := &newPassword{job: j, source: r.record(j.conn).source, op: op, body: append([]byte(nil), j.frame.Body...)}
+	source := r.record(j.conn).source
+	if op == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
+		r.refuseBusy(j, op.String(), "the source failed too many password checks")
+		return
+	}
+	n := &newPassword{job: j, source: source, op: op, body: append([]byte(nil), j.frame.Body...)}
 	var err error
 	if n.salt, err = randomBytes(metadata.PasswordSaltBytes); err != nil {
 		j.status = wire.ErrTransientNotAccepted
@@ -703,7 +725,7 @@ func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
 		}
 	}
 	if !r.passwords.submit(n) {
-		r.refuseBusy(j, op.String())
+		r.refuseBusy(j, op.String(), "too much password work waiting from the source or in all")
 		return
 	}
 	r.changing[j.conn] = n
