@@ -30,7 +30,9 @@ import (
 // runs wait per source and passwordWaitingMax in all; beyond, shard 0 refuses the
 // request with 58 TransientNotAccepted, which the SDKs retry (a login for the
 // whole 30 s request deadline). So a storm holds a bounded amount of memory
-// (requests and password copies) and cannot push good logins from elsewhere out.
+// (requests and password copies) and cannot push good logins from elsewhere out;
+// and a source whose checks keep failing is refused before it queues anything
+// (failureBudgets), so it cannot keep the workers busy either.
 //
 // Shard 0 is the only caller of the submit and collect methods; the workers share
 // nothing with it but what is under mu.
