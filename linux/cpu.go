@@ -209,3 +209,14 @@ func NameCurrentThread(name string) error {
 	}
 	return nil
 }
+
+// NiceCurrentThread sets the calling thread's nice value (-20..19; higher yields
+// more), for a thread of background work that must not take the CPU from the
+// shards: on Linux the nice value is per thread (setpriority on its tid). Raising it
+// needs no privilege; lowering it below the current value does.
+func NiceCurrentThread(nice int) error {
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice); err != nil {
+		return fmt.Errorf("linux: nice %d for thread %d: %w", nice, unix.Gettid(), err)
+	}
+	return nil
+}

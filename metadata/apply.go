@@ -852,15 +852,15 @@ func (s *State) applyCreateToken(h *Header, body []byte, out *Output) wire.Error
 	default:
 		expiryAt = h.TimestampMicros + p.expiryUs
 	}
-	hash := HashToken(p.token)
+	hash := p.digest
 	if _, taken := s.tokenOwner[hash]; taken {
 		// Two equal 256-bit random tokens: a broken random source, not a user error.
 		return wire.ErrPersonalAccessTokenAlreadyExists
 	}
 	u.Tokens = slices.Insert(u.Tokens, i, Token{Name: string(p.name), Hash: hash, ExpiryAtMicros: expiryAt})
 	s.tokenOwner[hash] = u.ID
+	// The token is withheld (see TokenWithheld): Apply never had it.
 	out.success()
-	out.Reply = (&wire.CreatedToken{Token: p.token}).Append(out.Reply)
 	return 0
 }
 

@@ -119,9 +119,12 @@ func TestProposalsAndLogin(t *testing.T) {
 	var secret [TokenSecretBytes]byte
 	secret[0] = 1
 	token := EncodeToken(&secret)
-	pat, err := ProposeCreatePersonalAccessToken(nil, body((&wire.CreatePersonalAccessToken{Name: []byte("ci")}).Append(nil)), token)
+	pat, err := ProposeCreatePersonalAccessToken(nil, body((&wire.CreatePersonalAccessToken{Name: []byte("ci")}).Append(nil)), HashToken(token))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bytes.Contains(pat, token) {
+		t.Fatal("the proposal, which is journaled, holds the token")
 	}
 	f.must(wire.OperationCreatePersonalAccessToken, root, pat)
 	if id, reason := creds.CheckToken(token); id != root || reason != wire.EvictionReserved {
@@ -131,11 +134,36 @@ func TestProposalsAndLogin(t *testing.T) {
 	if d := wire.DecideRegister(login, wire.AcceptedProtocolWindow, creds); !d.LoggedIn() || d.UserID != root {
 		t.Fatalf("DecideRegister: %+v", d)
 	}
-	if _, err := ProposeCreatePersonalAccessToken(nil, []byte{1}, token); err != wire.ErrInvalidCommand {
+	if _, err := ProposeCreatePersonalAccessToken(nil, []byte{1}, HashToken(token)); err != wire.ErrInvalidCommand {
 		t.Fatalf("malformed token request: %v", err)
 	}
-	if _, err := ProposeCreatePersonalAccessToken(nil, body((&wire.CreatePersonalAccessToken{Name: []byte("x")}).Append(nil)), nil); err != wire.ErrInvalidCommand {
-		t.Fatalf("empty token: %v", err)
+}
+
+// TestTokenProposalWrittenBefore: a journal written while proposals carried the
+// token itself ([name Name][expiry u64][token Name]) still replays, and the state
+// keeps only the token's digest.
+func TestTokenProposalWrittenBefore(t *testing.T) {
+	f := newFixture(t)
+	legacy, _ := wire.AppendName(nil, []byte("old"))
+	legacy = binary.LittleEndian.AppendUint64(legacy, 0)
+	legacy, _ = wire.AppendName(legacy, []byte("legacy-token-text"))
+	if got := f.apply(wire.OperationCreatePersonalAccessToken, root, legacy); got != 0 {
+		t.Fatalf("legacy proposal: %v", got)
+	}
+	if id, reason := f.s.CheckToken([]byte("legacy-token-text"), 0); id != root || reason != wire.EvictionReserved {
+		t.Fatalf("legacy token login: %d %v", id, reason)
+	}
+	if snap := f.s.AppendSnapshot(nil, 1); bytes.Contains(snap, []byte("legacy-token-text")) {
+		t.Fatal("the snapshot holds the token")
+	}
+	for _, bad := range [][]byte{
+		legacy[:len(legacy)-1],                                // token cut short
+		append(append([]byte(nil), legacy[:4+8]...), 0, 1, 2), // digest cut short
+		append(tokenBody("x", 0, "t"), 9),                     // a byte after the digest
+	} {
+		if got := f.apply(wire.OperationCreatePersonalAccessToken, root, bad); got != wire.ErrInvalidCommand {
+			t.Errorf("proposal % x: got %v, want %v", bad, got, wire.ErrInvalidCommand)
+		}
 	}
 }
 

@@ -131,7 +131,7 @@ func updatePermissions(user wire.Identifier, perms *wire.Permissions) []byte {
 }
 
 func tokenBody(name string, expiryUs uint64, token string) []byte {
-	return body(appendTokenProposal(nil, []byte(name), expiryUs, []byte(token)))
+	return body(appendTokenProposal(nil, []byte(name), expiryUs, HashToken([]byte(token))))
 }
 
 func option(key string, kind wire.HeaderKind, value []byte) []byte {

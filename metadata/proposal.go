@@ -13,12 +13,17 @@ import (
 //	ChangePassword (144)             [user Identifier][verified hash u8-len][new hash u8-len]
 //	                                 (verified hash empty when the current password
 //	                                 did not match)
-//	CreatePersonalAccessToken (146)  [name Name][expiry u64][token Name]
+//	CreatePersonalAccessToken (146)  [name Name][expiry u64][0 u8][token digest 32]
 //	RemoveConsumerGroupMember (66)   [client u128], a connection that closed
 //
-// The token travels in the prepare (so every replica builds the same reply) and so
-// sits in the journal until a checkpoint drains it; the state and its snapshots keep
-// only its digest.
+// A personal access token never enters a proposal, the state or a reply that Apply
+// builds: only its BLAKE3 digest (HashToken) is journaled, replicated, snapshotted
+// and kept, so no file under the data directory holds what logs anyone in. The
+// committed reply withholds the token (the success section alone, which is what
+// the client table caches); the server that minted it adds it to the reply it sends
+// (see TokenWithheld). The zero byte stands where journals written before this
+// format carried the token itself, as a Name (never empty); Apply still reads those
+// and keeps only their digest.
 
 // ProposeCreateUser turns a CreateUser request body into its proposal: the same
 // body with the password replaced by HashPassword(password, salt). It reads no
@@ -69,50 +74,122 @@ func ProposeChangePasswordWith(dst, clientBody []byte, currentHash string, salt 
 	if err := r.Decode(clientBody); err != nil {
 		return dst, err
 	}
-	var verified []byte
+	verified := ""
 	if currentHash != "" && VerifyPassword(currentHash, r.CurrentPassword) {
-		verified = []byte(currentHash)
+		verified = currentHash
+	}
+	return ProposeChangePasswordVerified(dst, clientBody, verified, salt)
+}
+
+// ProposeChangePasswordVerified is ProposeChangePasswordWith for a caller that has
+// verified the request's current password against verifiedHash itself (with
+// VerifyPassword; "" when it did not match): one argon2id run, the new password's.
+// It reads no state, so it may run on any goroutine.
+func ProposeChangePasswordVerified(dst, clientBody []byte, verifiedHash string, salt []byte) ([]byte, error) {
+	var r wire.ChangePassword
+	if err := r.Decode(clientBody); err != nil {
+		return dst, err
 	}
 	p := wire.ChangePassword{
 		UserID:          r.UserID,
-		CurrentPassword: verified,
+		CurrentPassword: []byte(verifiedHash),
 		NewPassword:     []byte(HashPassword(r.NewPassword, salt)),
 	}
 	return p.Append(dst)
 }
 
+// AuthorizeNewPassword runs, on an admitted CreateUser or ChangePassword request,
+// the checks Apply would refuse it with that need no password: a server runs it
+// before it spends argon2id work on the request, so that a user who may not
+// create users or change another's password cannot make it hash anything. It
+// returns 41 Unauthorized (CreateUser without manage_users; ChangePassword of
+// another user without it), 43 InvalidUsername and 46 UserAlreadyExists
+// (CreateUser), 20 ResourceNotFound (ChangePassword of an unknown user), or 0 to go
+// on. Apply checks all of it again against the state it applies to.
+func (s *State) AuthorizeNewPassword(op wire.Operation, userID uint32, clientBody []byte) wire.ErrorCode {
+	a := s.access(userID)
+	switch op {
+	case wire.OperationCreateUser:
+		var r wire.CreateUser
+		if r.Decode(clientBody) != nil {
+			return wire.ErrInvalidCommand
+		}
+		if !a.manageUsers() {
+			return wire.ErrUnauthorized
+		}
+		if !validUsername(r.Username) {
+			return wire.ErrInvalidUsername
+		}
+		if _, taken := s.userByName[string(r.Username)]; taken {
+			return wire.ErrUserAlreadyExists
+		}
+		return 0
+	case wire.OperationChangePassword:
+		var r wire.ChangePassword
+		if r.Decode(clientBody) != nil {
+			return wire.ErrInvalidCommand
+		}
+		u := s.resolveUser(r.UserID)
+		if u == nil {
+			return wire.ErrResourceNotFound
+		}
+		if u.ID != userID && !a.manageUsers() {
+			return wire.ErrUnauthorized
+		}
+		return 0
+	}
+	return wire.ErrInvalidCommand
+}
+
 // ProposeCreatePersonalAccessToken turns a CreatePersonalAccessToken request body
-// into its proposal, carrying token (see EncodeToken).
-func ProposeCreatePersonalAccessToken(dst, clientBody, token []byte) ([]byte, error) {
+// into its proposal, carrying the digest of the token the server minted
+// (HashToken(EncodeToken(secret))), never the token.
+func ProposeCreatePersonalAccessToken(dst, clientBody []byte, digest TokenHash) ([]byte, error) {
 	var r wire.CreatePersonalAccessToken
 	if err := r.Decode(clientBody); err != nil {
 		return dst, err
 	}
-	return appendTokenProposal(dst, r.Name, r.ExpiryUs, token)
+	return appendTokenProposal(dst, r.Name, r.ExpiryUs, digest)
 }
 
-func appendTokenProposal(dst, name []byte, expiryUs uint64, token []byte) ([]byte, error) {
-	if len(token) == 0 || len(token) > 255 {
-		return dst, wire.ErrInvalidCommand
-	}
+func appendTokenProposal(dst, name []byte, expiryUs uint64, digest TokenHash) ([]byte, error) {
 	b, err := wire.AppendName(dst, name)
 	if err != nil {
 		return dst, err
 	}
 	b = appendU64(b, expiryUs)
-	return wire.AppendName(b, token)
+	b = append(b, 0)
+	return append(b, digest[:]...), nil
 }
 
 type tokenProposal struct {
 	name     []byte
 	expiryUs uint64
-	token    []byte
+	digest   TokenHash
 }
 
+// decodeTokenProposal reads a token proposal, or one written before the digest
+// replaced the token ([name Name][expiry u64][token Name]), whose token it hashes.
 func decodeTokenProposal(body []byte) (tokenProposal, bool) {
 	r := newReader(body)
-	p := tokenProposal{name: r.name(), expiryUs: r.u64(), token: r.name()}
+	p := tokenProposal{name: r.name(), expiryUs: r.u64()}
+	if r.ok && r.off < len(r.buf) && r.buf[r.off] != 0 {
+		token := r.name()
+		p.digest = HashToken(token)
+		return p, r.done()
+	}
+	r.u8()
+	copy(p.digest[:], r.take(len(p.digest)))
 	return p, r.done()
+}
+
+// TokenWithheld reports whether replyBody, the body of a committed
+// CreatePersonalAccessToken's reply, is a success whose token Apply withheld: the
+// success section and nothing after it. The minting server appends the token
+// (wire.CreatedToken) before it sends such a reply; a server that no longer has the
+// token must not send it as it is.
+func TokenWithheld(replyBody []byte) bool {
+	return len(replyBody) == 4 && replyBody[0]|replyBody[1]|replyBody[2]|replyBody[3] == 0
 }
 
 // AppendClientGoneProposal is the body of RemoveConsumerGroupMember (66), which the

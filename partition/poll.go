@@ -63,6 +63,21 @@ type PollResult struct {
 	readDone   func(*segment.Polled, error) // r.complete, bound once
 }
 
+// SetReadBuffers has the result's reads take their buffers from alloc (see
+// segment.Polled.Alloc) instead of keeping one that grows to the largest read: a
+// caller bounding the memory of many results lends each read a buffer and takes it
+// back with TakeReadBuffer. Set it once, while no poll is in flight.
+func (r *PollResult) SetReadBuffers(alloc func(n int) []byte) { r.polled.Alloc = alloc }
+
+// TakeReadBuffer returns the buffer the last read took from SetReadBuffers' alloc,
+// and forgets it (nil when it holds none). The result's records refer to it: take it
+// once they are sent.
+func (r *PollResult) TakeReadBuffer() []byte { return r.polled.TakeBuffer() }
+
+// HoldsReadBuffer reports whether the last read took a buffer from SetReadBuffers'
+// alloc and holds it.
+func (r *PollResult) HoldsReadBuffer() bool { return r.polled.HoldsBuffer() }
+
 // MessageCount is the number of messages in the result.
 func (r *PollResult) MessageCount() uint32 { return r.polled.MessageCount }
 

@@ -52,7 +52,7 @@ func mkdirAllDurable(dir string) error {
 		}
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(missing[i], segment.DataDirMode); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
 		if err := syncDir(filepath.Dir(missing[i])); err != nil {

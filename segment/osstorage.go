@@ -11,6 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// DataFileMode and DataDirMode are the permissions of what the server creates
+// under its data directory (segments, indexes, offsets, the metadata journal and
+// snapshot): its owner's alone. The files hold every message and the credentials'
+// hashes; other local accounts have no business reading them.
+const (
+	DataFileMode fs.FileMode = 0o600
+	DataDirMode  fs.FileMode = 0o700
+)
+
 // OSStorage is a Storage over the files of one partition directory, with blocking
 // pread/pwrite/fdatasync/ftruncate/unlink system calls. Requests run, in submission
 // order, when Poll is called, so a log over OSStorage behaves like one over a ring
@@ -30,7 +39,7 @@ type OSStorage struct {
 // NewOSStorage returns a storage rooted at the partition directory dir, creating dir
 // when it does not exist.
 func NewOSStorage(dir string) (*OSStorage, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DataDirMode); err != nil {
 		return nil, err
 	}
 	return &OSStorage{root: dir}, nil
@@ -47,10 +56,10 @@ func (s *OSStorage) Open(name string, create bool, preallocateBytes int64) (File
 	created := false
 	fd, err := unix.Open(path, flags, 0)
 	if errors.Is(err, unix.ENOENT) && create {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), DataDirMode); err != nil {
 			return 0, 0, err
 		}
-		fd, err = unix.Open(path, flags|unix.O_CREAT, 0o644)
+		fd, err = unix.Open(path, flags|unix.O_CREAT, uint32(DataFileMode))
 		created = true
 	}
 	if err != nil {

@@ -43,13 +43,20 @@ const DefaultReadBytesMax = 64 << 20
 // server sends what the producer sent without re-encoding. Every batch was verified
 // (wire.CheckStoredBatch) after it was read: corrupt bytes are never in a Polled.
 //
-// A Polled is reused from read to read: its buffer and records slice grow to the
-// largest read and stay, so steady-state reads do not allocate. The bytes it refers
-// to are valid until its next use.
+// A Polled is reused from read to read: its records slice grows to the largest read
+// and stays, and so does its buffer unless Alloc provides it, so steady-state reads
+// do not allocate. The bytes it refers to are valid until its next use.
 type Polled struct {
 	Records       []Record
 	MessageCount  uint32
 	CurrentOffset uint64 // the partition's newest offset when read (0 when empty)
+	// Alloc, when set, provides the read's buffer once the read is planned (before
+	// its I/O is submitted, from inside ReadAsync or a completion that finished an
+	// index load): a buffer of at least n bytes, the stored bytes the read takes.
+	// The Polled holds it until TakeBuffer, so the owner of a pool of buffers can
+	// lend one per read, sized to it, and take it back once the records are sent.
+	// Unset, the buffer grows to the largest read and stays.
+	Alloc func(n int) []byte
 
 	buf      []byte
 	headers  [2][wire.BatchHeaderSize]byte
@@ -60,6 +67,23 @@ type Polled struct {
 	done     func(*Polled, error)
 	log      *Log
 	finished bool // Read's completion flag
+}
+
+// HoldsBuffer reports whether the Polled holds a read buffer: with Alloc, whether
+// its last read took one.
+func (p *Polled) HoldsBuffer() bool { return p.buf != nil }
+
+// TakeBuffer returns the read buffer, which the Polled forgets (nil when it holds
+// none): for the Alloc that lent it, once nothing refers to the records any more.
+func (p *Polled) TakeBuffer() []byte {
+	b := p.buf
+	p.buf = nil
+	// The records slice into the buffer: forget them too, or the Polled would keep
+	// the buffer alive after its owner dropped it.
+	clear(p.Records)
+	p.Records = p.Records[:0]
+	p.MessageCount = 0
+	return b
 }
 
 // Record is one batch record of a read.
@@ -218,7 +242,13 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		done(out, nil)
 		return
 	}
-	if cap(out.buf) < total {
+	switch {
+	case out.Alloc != nil:
+		if out.buf != nil {
+			panic("segment: a Polled with Alloc read again before its buffer was taken")
+		}
+		out.buf = out.Alloc(total)
+	case cap(out.buf) < total:
 		out.buf = make([]byte, total)
 	}
 	out.buf = out.buf[:total]

@@ -27,7 +27,7 @@ import (
 //	[tcp]
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
-//	idle_timeout = "0 s"                # ours: 0 = never close a silent connection
+//	idle_timeout = "60 s"               # ours: close a connection silent this long; 0 = never
 //	[tcp.tls]
 //	enabled = false                     # IGGY_TCP_TLS_ENABLED: the port speaks only TLS
 //	self_signed = true                  # IGGY_TCP_TLS_SELF_SIGNED: see TLSConfig
@@ -61,7 +61,8 @@ type Config struct {
 	ShardCount int
 	// FrameSizeMaxBytes bounds a request frame, header included.
 	FrameSizeMaxBytes uint32
-	// IdleTimeout closes a silent connection; 0 never does.
+	// IdleTimeout closes a connection that has sent nothing (not even a PING) for
+	// this long; 0 never does. See IdleTimeoutDefault.
 	IdleTimeout time.Duration
 	// SnapshotIntervalOps is how many committed metadata operations pass between
 	// snapshots (each of which empties the journal).
@@ -71,6 +72,12 @@ type Config struct {
 	// BusyPoll is how long a shard that has just worked polls its ring before it
 	// sleeps (shard.Config.BusyPoll); 0 = it always sleeps at once.
 	BusyPoll time.Duration
+	// PollMemoryBytesMax bounds, per shard, the bytes the polls it serves hold at
+	// once: the reads waiting for their replies to be sent, the reservation of each
+	// read not yet sized, and idle read buffers kept for reuse. Polls beyond it wait
+	// their turn. It is at least one poll's reservation (32 MiB plus
+	// FrameSizeMaxBytes, see pollMemory). 0 = 256 MiB.
+	PollMemoryBytesMax int64
 	// HeartbeatInterval is the reference's heartbeat.interval: a consumer group
 	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
 	HeartbeatInterval time.Duration
@@ -96,6 +103,18 @@ type TLSConfig struct {
 	KeyFile    string
 }
 
+// IdleTimeoutDefault is how long a connection may send nothing before it is closed:
+// twelve of the 5 s PINGs the Rust, Go, Python, Node and async Java SDKs send from a
+// connected client, so a client that is merely slow (a GC pause, a busy host) is
+// never cut off, yet a fleet of abandoned sockets is reaped within a minute instead
+// of being held forever. It is twice the reference's QUIC max_idle_timeout (30 s,
+// apache/iggy core/server/config.toml) and longer than its heartbeat staleness
+// window (1.2 x heartbeat.interval = 36 s), so a consumer group member that went
+// silent is evicted as stale (reason 13) before its connection is closed. Clients
+// that never ping (the blocking Java and C# SDKs) are closed after a minute of
+// silence and must reconnect, or the operator sets 0.
+const IdleTimeoutDefault = 60 * time.Second
+
 // DefaultConfig is what `iggy-shard` with no arguments runs with.
 func DefaultConfig() Config {
 	return Config{
@@ -104,6 +123,7 @@ func DefaultConfig() Config {
 		RootUsername:        "iggy",
 		RootPassword:        "iggy",
 		FrameSizeMaxBytes:   64 << 20,
+		IdleTimeout:         IdleTimeoutDefault,
 		SnapshotIntervalOps: 1024,
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
@@ -352,6 +372,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 {
 		return &SettingError{Setting: "heartbeat.interval", Value: c.HeartbeatInterval.String(), Reason: "must not be negative"}
+	}
+	if c.PollMemoryBytesMax < 0 {
+		return &SettingError{Setting: "PollMemoryBytesMax", Value: strconv.FormatInt(c.PollMemoryBytesMax, 10), Reason: "must not be negative"}
 	}
 	if c.IdleTimeout < 0 {
 		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}

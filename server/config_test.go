@@ -41,7 +41,8 @@ idle_timeout = "30 s"
 	}{
 		{name: "defaults", want: func(c Config) bool {
 			return c.TCPAddress == "127.0.0.1:8090" && c.SystemPath == "local_data" && c.RootUsername == "iggy" && c.RootPassword == "iggy" &&
-				c.HeartbeatInterval == 30*time.Second && c.BusyPoll == 50*time.Microsecond
+				c.HeartbeatInterval == 30*time.Second && c.BusyPoll == 50*time.Microsecond &&
+				c.IdleTimeout == time.Minute
 		}},
 		{name: "file", path: full, want: func(c Config) bool {
 			return c.TCPAddress == "0.0.0.0:9000" && c.SystemPath == "/data/iggy" && c.ShardCount == 4 &&

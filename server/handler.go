@@ -24,6 +24,7 @@ const (
 	msgFlush                          // a shard to itself: retry posts that found a full queue
 	msgEvictStale                     // shard 0 -> conn shard: a silent group member, evict (13)
 	msgClientOpened                   // conn shard -> shard 0: a *clientOpened (a connection was accepted)
+	msgPollBuffer                     // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
 )
 
 // jobKind says what a job asks for.
@@ -498,6 +499,8 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgFlush:
 	case msgEvictStale:
 		h.evictStale(m.Conn)
+	case msgPollBuffer:
+		h.pollBufferReturned(m.Payload.(*byte))
 	}
 	h.flushOutbox()
 }
@@ -576,6 +579,7 @@ func (h *handler) take() *job {
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
 	j.frame.Release()
+	h.returnPollBuffer(j)
 	reply, parts := j.reply[:0], j.parts[:0]
 	res := j.res
 	*j = job{home: h, reply: reply, parts: parts, res: res}

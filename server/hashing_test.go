@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
-	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -58,12 +58,13 @@ func awaitErr(t *testing.T, what string, ch <-chan error) error {
 	}
 }
 
-// TestCreateUserDoesNotStallShardZero: while a CreateUser's password is hashed, shard
-// 0 goes on serving, and the metadata writes behind it wait their turn. With one
-// shard every request lands on shard 0; the test holds the hash, then: a PING and
-// reads are answered (without the user: it is not committed), a second CreateUser
-// waits, and once the hash is let go both commit in order and both users log in.
-func TestCreateUserDoesNotStallShardZero(t *testing.T) {
+// TestNoWriteWaitsForAHash: while a CreateUser's password is hashed, shard 0 goes on
+// serving, and no metadata write waits for the hash. With one shard every request
+// lands on shard 0; the test holds the hash, then: a PING and reads are answered
+// (without the user: it is not committed), a second CreateUser and a CreateStream
+// commit, and once the hash is let go the first CreateUser commits too and both
+// users log in.
+func TestNoWriteWaitsForAHash(t *testing.T) {
 	s := testServer(t, t.TempDir(), 1)
 	first, second, reader := dialRoot(t, s), dialRoot(t, s), dialRoot(t, s)
 	ctx := testContext(t)
@@ -73,55 +74,45 @@ func TestCreateUserDoesNotStallShardZero(t *testing.T) {
 		user *wire.UserDetails
 		err  error
 	}
-	firstDone, secondDone := make(chan created, 1), make(chan created, 1)
+	firstDone := make(chan created, 1)
 	go func() {
 		u, err := first.CreateUser(ctx, "alice", "alice-password", wire.UserActive, nil)
 		firstDone <- created{u, err}
 	}()
 	awaitClosed(t, "the CreateUser's hash", entered)
 	mustOK(t, "PING while a new password is hashed", reader.Ping(ctx))
-	if streams, err := reader.GetStreams(ctx); err != nil || len(streams) != 0 {
-		t.Fatalf("streams while a new password is hashed: %+v, %v", streams, err)
-	}
 	if users, err := reader.GetUsers(ctx); err != nil || len(users) != 1 {
 		t.Fatalf("users while alice's password is hashed: %+v, %v; want root only", users, err)
 	}
-	go func() {
-		u, err := second.CreateUser(ctx, "bob", "bob-password", wire.UserActive, nil)
-		secondDone <- created{u, err}
-	}()
-	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
-	})
-	mustOK(t, "PING while a write waits behind a hash", reader.Ping(ctx))
+	bob, err := second.CreateUser(ctx, "bob", "bob-password", wire.UserActive, nil)
+	mustOK(t, "a CreateUser while another's password is hashed", err)
+	_, err = second.CreateStream(ctx, "meanwhile")
+	mustOK(t, "a CreateStream while a password is hashed", err)
 	select {
 	case c := <-firstDone:
 		t.Fatalf("the first CreateUser finished while its hash was held: %+v", c)
-	case c := <-secondDone:
-		t.Fatalf("the second CreateUser finished before the first: %+v", c)
 	default:
 	}
 
 	release()
-	a, b := <-firstDone, <-secondDone
-	if a.err != nil || b.err != nil {
-		t.Fatalf("creates after the release: %v, %v", a.err, b.err)
-	}
-	if !(a.user.ID < b.user.ID) {
-		t.Fatalf("user ids %d, %d: want alice committed first", a.user.ID, b.user.ID)
+	a := <-firstDone
+	mustOK(t, "the held CreateUser", a.err)
+	if a.user.ID == bob.ID {
+		t.Fatalf("alice and bob share user id %d", bob.ID)
 	}
 	dialAs(t, s, "alice", "alice-password")
 	dialAs(t, s, "bob", "bob-password")
 }
 
-// TestChangePasswordDoesNotStallShardZero: while a ChangePassword's passwords are
-// verified and hashed, shard 0 goes on serving; a second ChangePassword from the same
-// old password waits, and runs against the state the first left: the old password no
-// longer holds, so it commits as InvalidCredentials. The old password is then
-// refused at login and the new one accepted.
-func TestChangePasswordDoesNotStallShardZero(t *testing.T) {
+// TestChangePasswordAgainstAChangedPassword: a ChangePassword's current password is
+// verified, and its new one held at the hash, while another ChangePassword from the
+// same old password commits (nothing waits for the held one). When the held one
+// comes back, what it verified no longer is the user's password: it is verified
+// again against the new hash, and refused (42, not journaled). The password the
+// second change set is the one that logs in.
+func TestChangePasswordAgainstAChangedPassword(t *testing.T) {
 	s := testServer(t, t.TempDir(), 1)
-	root, reader := dialRoot(t, s), dialRoot(t, s)
+	root := dialRoot(t, s)
 	ctx := testContext(t)
 	if _, err := root.CreateUser(ctx, "alice", "old-password", wire.UserActive, nil); err != nil {
 		t.Fatal(err)
@@ -129,137 +120,77 @@ func TestChangePasswordDoesNotStallShardZero(t *testing.T) {
 	alice := dialAs(t, s, "alice", "old-password")
 	entered, release := holdFirstHash(t, s)
 
-	firstDone, secondDone := make(chan error, 1), make(chan error, 1)
+	firstDone := make(chan error, 1)
 	go func() {
 		firstDone <- alice.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "new-password")
 	}()
 	awaitClosed(t, "the ChangePassword's hash", entered)
-	mustOK(t, "PING while a password change is hashed", reader.Ping(ctx))
-	if _, err := reader.GetStreams(ctx); err != nil {
-		t.Fatalf("streams while a password change is hashed: %v", err)
-	}
-	go func() {
-		secondDone <- root.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "other-password")
-	}()
-	waitForCondition(t, "the second change waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
-	})
-	select {
-	case err := <-firstDone:
-		t.Fatalf("the first ChangePassword finished while its hash was held: %v", err)
-	case err := <-secondDone:
-		t.Fatalf("the second ChangePassword finished before the first: %v", err)
-	default:
-	}
-
+	mustOK(t, "a ChangePassword while another is hashed",
+		root.ChangePassword(ctx, wire.StringIdentifier([]byte("alice")), "old-password", "other-password"))
 	release()
-	mustOK(t, "the held ChangePassword", awaitErr(t, "the first ChangePassword", firstDone))
-	wantCode(t, "a ChangePassword from the replaced password", awaitErr(t, "the second ChangePassword", secondDone),
-		wire.ErrInvalidCredentials)
-	for _, refused := range []string{"old-password", "other-password"} {
+	wantCode(t, "a ChangePassword whose current password was replaced meanwhile",
+		awaitErr(t, "the first ChangePassword", firstDone), wire.ErrInvalidCredentials)
+	for _, refused := range []string{"old-password", "new-password"} {
 		_, err := dialAnonymous(t, s).Login(ctx, "alice", refused)
 		var ev *client.EvictionError
 		if !errors.As(err, &ev) || ev.Reason != wire.EvictionInvalidCredentials {
 			t.Fatalf("login with %q: %v, want eviction %v", refused, err, wire.EvictionInvalidCredentials)
 		}
 	}
-	dialAs(t, s, "alice", "new-password")
+	dialAs(t, s, "alice", "other-password")
 }
 
-// TestShutdownFinishesTheHashedWrite: a shutdown that finds a CreateUser's password
-// being hashed, and a write waiting behind it, waits for the hash and finishes both:
-// a restart finds the user, who logs in, and the stream. The request buffers go back
-// to their arenas (the runtime's leak check would fail Shutdown).
-func TestShutdownFinishesTheHashedWrite(t *testing.T) {
+// TestShutdownAbandonsTheNewPasswords: a shutdown that finds a CreateUser's password
+// being hashed, and another CreateUser's waiting for a worker (both workers held),
+// refuses both (never numbered, nothing applied) without waiting for them, and
+// finishes the write that committed meanwhile: a restart finds the stream and
+// neither user. The request buffers go back to their arenas (the runtime's leak
+// check would fail Shutdown).
+func TestShutdownAbandonsTheNewPasswords(t *testing.T) {
 	dir := t.TempDir()
 	s := testServer(t, dir, 2)
-	first, second := dialRoot(t, s), dialRoot(t, s)
 	ctx := testContext(t)
-	entered, release := holdFirstHash(t, s)
-
-	go first.CreateUser(ctx, "alice", "alice-password", wire.UserActive, nil)
-	awaitClosed(t, "the CreateUser's hash", entered)
-	go second.CreateStream(ctx, "waiting")
-	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
-	})
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Shutdown(ctx) }()
-	v := s.handlers[0].meta.passwords
-	waitForCondition(t, "the stopping shard 0 waiting for the hash", func() bool {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		return v.awaitingHash
-	})
-	release()
-	if err := awaitErr(t, "Shutdown", stopped); err != nil {
-		t.Fatalf("Shutdown with a new password being hashed: %v", err)
-	}
-
-	s2 := testServer(t, dir, 2)
-	streams, err := dialRoot(t, s2).GetStreams(ctx)
-	if err != nil || len(streams) != 1 || string(streams[0].Name) != "waiting" {
-		t.Fatalf("streams after the restart: %+v, %v", streams, err)
-	}
-	dialAs(t, s2, "alice", "alice-password")
-}
-
-// TestShutdownHashesAWaitingNewPassword: both workers are busy with logins when a
-// CreateUser arrives, so no worker has taken its password when shard 0 stops.
-// Stopping hashes it on shard 0 itself rather than after the logins: the workers are
-// still held when the hash runs, and the user survives a restart.
-func TestShutdownHashesAWaitingNewPassword(t *testing.T) {
-	dir := t.TempDir()
-	s := testServer(t, dir, 1)
-	root := dialRoot(t, s)
-	ctx := testContext(t)
-
-	verifying, loginsReleased := make(chan struct{}, passwordWorkersCount), make(chan struct{})
-	releaseLogins := sync.OnceFunc(func() { close(loginsReleased) })
-	t.Cleanup(releaseLogins) // a failed test must not leave the workers held
-	hashed := make(chan struct{})
-	var hashedOnce sync.Once
+	held := newGate(t)
+	var hashing atomic.Int32
 	v := s.handlers[0].meta.passwords
 	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
-		verifying <- struct{}{}
-		<-loginsReleased
-		return metadata.VerifyPassword(hash, password)
-	}
 	v.hash = func(n *newPassword) ([]byte, error) {
-		hashedOnce.Do(func() { close(hashed) })
+		hashing.Add(1)
+		held.hold()
 		return n.propose()
 	}
 	v.mu.Unlock()
-	for range passwordWorkersCount {
-		anon := dialAnonymous(t, s)
-		go anon.Login(ctx, "iggy", "iggy")
+
+	// Logged in first: a login needs a worker too.
+	creators, other := []*client.Client{dialRoot(t, s), dialRoot(t, s), dialRoot(t, s)}, dialRoot(t, s)
+	for i, name := range []string{"alice", "bob", "carol"} {
+		go creators[i].CreateUser(ctx, name, name+"-password", wire.UserActive, nil)
 	}
-	for i := range passwordWorkersCount {
-		select {
-		case <-verifying:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d logins reached a worker", i, passwordWorkersCount)
-		}
-	}
-	go root.CreateUser(ctx, "alice", "alice-password", wire.UserActive, nil)
-	waitForCondition(t, "the new password waiting for a worker", func() bool {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		return v.pending != nil
+	waitForCondition(t, "two new passwords at the workers and one waiting", func() bool {
+		return hashing.Load() == passwordWorkersCount && v.waitingCount() == 1
 	})
+	_, err := other.CreateStream(ctx, "committed")
+	mustOK(t, "CreateStream while the workers hash", err)
 	stopped := make(chan error, 1)
-	go func() { stopped <- s.Shutdown(context.Background()) }()
-	awaitClosed(t, "the stopping shard 0 hashing the new password", hashed)
-	releaseLogins()
+	go func() { stopped <- s.Shutdown(ctx) }()
+	awaitClosed(t, "the shards stopped", s.Done())
+	held.open()
 	if err := awaitErr(t, "Shutdown", stopped); err != nil {
-		t.Fatalf("Shutdown with a new password waiting for a worker: %v", err)
+		t.Fatalf("Shutdown with new passwords being hashed: %v", err)
 	}
-	if n := s.handlers[0].meta.abandonedChecks; n != passwordWorkersCount {
-		t.Errorf("%d logins abandoned at shutdown, want the %d held", n, passwordWorkersCount)
+	if n := s.handlers[0].meta.abandonedChecks; n != 3 {
+		t.Errorf("%d new passwords abandoned at shutdown, want 3", n)
 	}
 
-	dialAs(t, testServer(t, dir, 1), "alice", "alice-password")
+	s2 := testServer(t, dir, 2)
+	c := dialRoot(t, s2)
+	streams, err := c.GetStreams(ctx)
+	if err != nil || len(streams) != 1 || string(streams[0].Name) != "committed" {
+		t.Fatalf("streams after the restart: %+v, %v", streams, err)
+	}
+	if users, err := c.GetUsers(ctx); err != nil || len(users) != 1 {
+		t.Fatalf("users after the restart: %+v, %v; want root only", users, err)
+	}
 }
 
 // BenchmarkPingDuringPasswordChanges: PING round trips to shard 0 (one shard, so it

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,4 +161,23 @@ func (c *testClock) now() time.Time { return time.Unix(0, c.unixNs.Load()) }
 func (c *testClock) advance(s *Server, d time.Duration) {
 	c.unixNs.Add(int64(d))
 	s.rt.WakeAll()
+}
+
+// lockedBuffer is a log destination the server's goroutines write to while the
+// test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -81,7 +82,7 @@ type snapshotHead struct {
 
 func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
 	dir := filepath.Join(systemPath, "metadata")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, segment.DataDirMode); err != nil {
 		return nil, fmt.Errorf("metadata directory: %w", err)
 	}
 	replica, err := vsr.NewReplica(vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup})
@@ -169,7 +170,7 @@ func (m *metaPlane) recoverJournal(head snapshotHead) error {
 	if err := m.replica.Restore(rec); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, segment.DataFileMode)
 	if err != nil {
 		return fmt.Errorf("metadata journal: %w", err)
 	}
@@ -319,7 +320,7 @@ func checkpointFiles(dir string, snapshot []byte) (*os.File, error) {
 	if err := writeFileAtomic(path, nil); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, segment.DataFileMode)
 }
 
 // checkpointed switches the plane to the journal checkpointFiles opened for the
@@ -403,7 +404,7 @@ func decodeSnapshotFile(b []byte) (snapshotHead, error) {
 // the directory fsynced, so a crash leaves either the old or the new file whole.
 func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, segment.DataFileMode)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ func (h *handler) serveOwner(j *job) {
 		if err := h.store.Send(j.key, &j.send, h.srv.nowMicros(), h, token); err != nil {
 			h.untrack(token)
 			j.status = errorCode(err, wire.ErrCannotAppendMessage)
+			h.logSendRefused(j, j.status)
 			h.reply(j)
 			return
 		}
@@ -36,7 +37,7 @@ func (h *handler) serveOwner(j *job) {
 			}
 			h.groupPolls[key] = nil
 		}
-		h.startPoll(j)
+		h.admitPoll(j)
 	case jobGetOffset:
 		out, err := h.store.AppendConsumerOffsetReply(j.reply[:0], j.key, j.consumer)
 		if err != nil {
@@ -68,6 +69,7 @@ func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
 	j := h.untrack(token)
 	if err != nil {
 		j.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
+		h.logSendRefused(j, j.status)
 	} else {
 		j.reply = partition.AppendSendReply(j.reply[:0], c)
 		h.publishStats(j.key)
@@ -80,12 +82,15 @@ type groupPollKey struct {
 	group uint32
 }
 
+// startPoll starts an admitted poll (admitPoll): its read takes its buffer from
+// the shard's poll memory.
 func (h *handler) startPoll(j *job) {
 	token := h.track(j)
+	j.res.SetReadBuffers(h.pollMemoryOf().lend)
 	if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
 		h.untrack(token)
 		j.status = errorCode(err, wire.ErrPartitionNotFound)
-		h.pollFinished(j)
+		h.pollRead(j)
 		return
 	}
 	h.scheduleIO()
@@ -100,7 +105,19 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 		h.log.Error("poll read failed", "partition", j.key.String(), "err", err)
 	}
 	j.polled = true
+	h.pollRead(j)
+}
+
+// pollRead finishes a poll whose read is over. A read that took no buffer gives
+// its reservation back at once; one that did holds its buffer until the reply is
+// sent (returnPollBuffer).
+func (h *handler) pollRead(j *job) {
+	planned := j.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
 	h.pollFinished(j)
+	if !planned {
+		h.pollMemoryOf().unplanned()
+		h.startWaitingPolls()
+	}
 }
 
 // pollFinished replies and starts the next waiting poll of the same group.
@@ -119,7 +136,7 @@ func (h *handler) pollFinished(j *job) {
 	next := waiting[0]
 	waiting[0] = nil
 	h.groupPolls[key] = waiting[1:]
-	h.startPoll(next)
+	h.admitPoll(next)
 }
 
 func (h *handler) track(j *job) uint64 {
@@ -163,7 +180,6 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.checkHeartbeats()
 		h.meta.finishJournal()
 		h.meta.finishPasswordChecks()
-		h.meta.finishNewPassword()
 		h.flushOutbox()
 	}
 	// Requests a completion hook queued after its log was polled (a save after a
@@ -177,9 +193,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
 	if h.meta != nil {
-		// The writes first (a new password being hashed among them is finished):
-		// a login among them may hand its password to the workers again, whose
-		// checks are then abandoned with the others.
+		// The writes first: a login among them may hand its password to the
+		// workers again, whose checks are then abandoned with the others, and so
+		// are the new passwords still with the workers.
 		h.meta.stopJournal()
 		h.meta.abandonPasswordChecks()
 		h.flushOutbox()

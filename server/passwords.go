@@ -1,29 +1,41 @@
 package server
 
 import (
+	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // passwordWorkers run shard 0's argon2id work on goroutines of their own: logins'
 // passwords verified against their hashes, and the new passwords of CreateUser and
-// ChangePassword hashed into their proposals. One argon2id run costs tens of
-// milliseconds of CPU and 19 MiB; done on shard 0 it would stall every connection
-// and partition that shard serves for as long, once per login or password change,
-// and a reconnecting fleet would stall it for seconds. Shard 0 hands the work over
-// and goes on serving; a worker does it, queues the outcome and wakes shard 0
-// (shard.Shard.Wake), whose metadata router carries on on its next turn
-// (metaRouter.finishPasswordChecks, metaRouter.finishNewPassword).
+// ChangePassword (the current password verified, the new one hashed into the
+// proposal). One argon2id run costs tens of milliseconds of CPU and 19 MiB; done on
+// shard 0 it would stall every connection and partition that shard serves for as
+// long, once per login or password change, and a reconnecting fleet would stall it
+// for seconds. Shard 0 hands the work over and goes on serving; a worker does it,
+// queues the outcome and wakes shard 0 (shard.Shard.Wake), whose metadata router
+// carries on on its next turn (metaRouter.finishPasswordChecks). Nothing else waits
+// for an argon2id run: the metadata writes go on meanwhile.
 //
-// A new password holds up every metadata write behind it (the router runs them one
-// at a time), a login only itself: so there is at most one new password at a time,
-// and the workers take it before any login.
+// The work waits by source (the peer's IP address), and the workers serve the
+// sources round-robin, oldest first within one: a source that floods the workers
+// with wrong passwords delays another source's login by at most one run per source
+// with work waiting, not by its whole backlog. At most passwordWaitingPerSourceMax
+// runs wait per source and passwordWaitingMax in all; beyond, shard 0 refuses the
+// request with 58 TransientNotAccepted, which the SDKs retry (a login for the
+// whole 30 s request deadline). So a storm holds a bounded amount of memory
+// (requests and password copies) and cannot push good logins from elsewhere out;
+// and a source whose checks keep failing is refused before it queues anything
+// (failureBudgets), so it cannot keep the workers busy either.
 //
-// Shard 0 is the only caller of the submit, collect and await methods; the workers
-// share nothing with it but what is under mu.
+// Shard 0 is the only caller of the submit and collect methods; the workers share
+// nothing with it but what is under mu.
 type passwordWorkers struct {
 	wake func() // shard 0's Wake
 
@@ -33,25 +45,18 @@ type passwordWorkers struct {
 	hash   func(n *newPassword) ([]byte, error)
 
 	mu sync.Mutex
-	// cond is signalled when work arrives, broadcast when the workers close or a
-	// new password is hashed: shard 0 waits on it too, in awaitHash only, while it
-	// submits nothing.
-	cond sync.Cond
-	// Logins: submitted, not yet taken by a worker; verified, not yet collected.
-	todo []*passwordCheck
-	done []*passwordCheck
-	// The new password in flight, at most one of the three: submitted, not yet
-	// taken; being hashed by a worker; hashed, not yet collected.
-	pending *newPassword
-	hashing *newPassword
-	hashed  *newPassword
-	// awaitingHash: shard 0 is stopping and waits for the new password a worker
-	// is hashing (tests watch it).
-	awaitingHash bool
-	closed       bool         // workers exit once todo and pending are empty
-	ready        atomic.Int32 // len(done), read by shard 0 without the lock
-	hashReady    atomic.Bool  // hashed != nil, read by shard 0 without the lock
-	workers      sync.WaitGroup
+	// cond is signalled when work arrives, broadcast when the workers close.
+	cond    sync.Cond
+	waiting sourceQueues  // submitted, not yet taken by a worker
+	done    []passwordJob // finished, not yet collected
+	closed  bool          // workers exit once waiting is empty
+	ready   atomic.Int32  // len(done), read by shard 0 without the lock
+	workers sync.WaitGroup
+}
+
+// passwordJob is one argon2id task: a *passwordCheck or a *newPassword.
+type passwordJob interface {
+	sourceOf() netip.Addr
 }
 
 // passwordCheck is one login's password on its way through the workers. The worker
@@ -59,33 +64,43 @@ type passwordWorkers struct {
 // frame lives in a shard's arena.
 type passwordCheck struct {
 	job      *job
+	source   netip.Addr
 	hash     string // the PHC string verified against (metadata.PasswordHashToCheck)
 	password []byte // a copy of the password from the request
 	match    bool
 }
 
+func (c *passwordCheck) sourceOf() netip.Addr { return c.source }
+
 // newPassword is a CreateUser or ChangePassword on its way through the workers: the
-// state it needs was read on shard 0 (newPasswordOf), and the worker computes the
+// state it needs was read on shard 0 (hashNewPassword), and the worker computes the
 // proposal from copies, writing proposal and err. Like a check, it never touches the
 // job.
 type newPassword struct {
-	job  *job
-	op   wire.Operation // OperationCreateUser or OperationChangePassword
-	body []byte         // a copy of the request's body
-	salt []byte         // metadata.PasswordSaltBytes random bytes for the new hash
+	job    *job
+	source netip.Addr
+	op     wire.Operation // OperationCreateUser or OperationChangePassword
+	body   []byte         // a copy of the request's body
+	salt   []byte         // metadata.PasswordSaltBytes random bytes for the new hash
 	// currentHash is what a ChangePassword's current password is verified against
-	// (metadata.State.ChangePasswordCurrentHash).
+	// (metadata.State.ChangePasswordCurrentHash); the router proposes the result
+	// only while it is still the user's hash.
 	currentHash string
 
 	proposal []byte
-	err      error
+	// err is set instead of proposal: ErrInvalidCredentials when a ChangePassword's
+	// current password did not match (the new one is then not hashed), or what
+	// the proposal failed with.
+	err error
 }
 
-// propose computes the proposal: one argon2id run for CreateUser, two for
-// ChangePassword (the current password verified, the new one hashed).
+func (n *newPassword) sourceOf() netip.Addr { return n.source }
+
+// propose computes the proposal from a verified request: one argon2id run, the new
+// password's hash.
 func (n *newPassword) propose() ([]byte, error) {
 	if n.op == wire.OperationChangePassword {
-		return metadata.ProposeChangePasswordWith(nil, n.body, n.currentHash, n.salt)
+		return metadata.ProposeChangePasswordVerified(nil, n.body, n.currentHash, n.salt)
 	}
 	return metadata.ProposeCreateUser(nil, n.body, n.salt)
 }
@@ -95,9 +110,26 @@ func (n *newPassword) propose() ([]byte, error) {
 // does.
 const passwordWorkersCount = 2
 
+// passwordWorkersNice is the workers' threads' nice value (see work).
+const passwordWorkersNice = 10
+
+// The bounds of the argon2id work waiting for a worker. Per source: enough for a
+// host's reconnecting clients to queue a few each round (more retry after a 58),
+// few enough that one source's backlog is worth a fraction of a second of the
+// workers. In all: 1024 requests held, each a request buffer and a password copy.
+const (
+	passwordWaitingPerSourceMax = 16
+	passwordWaitingMax          = 1024
+)
+
 func newPasswordWorkers(wake func()) *passwordWorkers {
 	v := &passwordWorkers{wake: wake, verify: metadata.VerifyPassword, hash: (*newPassword).propose}
 	v.cond.L = &v.mu
+	v.waiting.init(passwordWaitingPerSourceMax, passwordWaitingMax)
+	// Each worker holds a P for a whole argon2id run (tens of milliseconds, the Go
+	// scheduler preempts only every 10 ms): without Ps of their own they would keep
+	// the journal writer, the timers and the garbage collector waiting for one.
+	shard.ReserveProcs(passwordWorkersCount)
 	for range passwordWorkersCount {
 		v.workers.Go(v.work)
 	}
@@ -105,69 +137,73 @@ func newPasswordWorkers(wake func()) *passwordWorkers {
 }
 
 func (v *passwordWorkers) work() {
+	// A thread of its own, niced: when the shards want the CPU, an argon2id run
+	// (a login storm, a flood of wrong current passwords) yields it to them
+	// instead of sharing it evenly: at nice 10 the CFS weight is about a tenth
+	// of a shard's.
+	runtime.LockOSThread()
+	linux.NameCurrentThread("passwords")
+	linux.NiceCurrentThread(passwordWorkersNice)
 	for {
 		v.mu.Lock()
-		for v.pending == nil && len(v.todo) == 0 && !v.closed {
+		for v.waiting.len() == 0 && !v.closed {
 			v.cond.Wait()
 		}
-		if n := v.pending; n != nil {
-			v.pending, v.hashing = nil, n
-			hash := v.hash
-			v.mu.Unlock()
-
-			n.proposal, n.err = hash(n)
-
-			v.mu.Lock()
-			v.hashing, v.hashed = nil, n
-			v.hashReady.Store(true)
-			v.mu.Unlock()
-			v.cond.Broadcast() // shard 0 may be waiting for it (awaitHash)
-			v.wake()
-			continue
-		}
-		if len(v.todo) == 0 {
+		w, ok := v.waiting.pop()
+		if !ok {
 			v.mu.Unlock()
 			return
 		}
-		c := v.todo[0]
-		v.todo[0] = nil
-		v.todo = v.todo[1:]
-		verify := v.verify
+		verify, hash := v.verify, v.hash
 		v.mu.Unlock()
 
-		c.match = verify(c.hash, c.password)
+		switch w := w.(type) {
+		case *passwordCheck:
+			w.match = verify(w.hash, w.password)
+		case *newPassword:
+			w.run(verify, hash)
+		}
 
 		v.mu.Lock()
-		v.done = append(v.done, c)
+		v.done = append(v.done, w)
 		v.ready.Store(int32(len(v.done)))
 		v.mu.Unlock()
 		v.wake()
 	}
 }
 
-// submit queues a login's check; it never blocks.
-func (v *passwordWorkers) submit(c *passwordCheck) {
-	v.mu.Lock()
-	v.todo = append(v.todo, c)
-	v.mu.Unlock()
-	v.cond.Signal()
-}
-
-// submitHash hands over the new password to hash; it never blocks. Another must not
-// be in flight.
-func (v *passwordWorkers) submitHash(n *newPassword) {
-	v.mu.Lock()
-	if v.pending != nil || v.hashing != nil || v.hashed != nil {
-		v.mu.Unlock()
-		panic("server: a new password to hash while another is in flight")
+// run verifies a ChangePassword's current password, and hashes the new password
+// of a CreateUser or of a ChangePassword whose current password matched.
+func (n *newPassword) run(verify func(string, []byte) bool, hash func(*newPassword) ([]byte, error)) {
+	if n.op == wire.OperationChangePassword {
+		var r wire.ChangePassword
+		if err := r.Decode(n.body); err != nil {
+			n.err = err
+			return
+		}
+		if n.currentHash == "" || !verify(n.currentHash, r.CurrentPassword) {
+			n.err = wire.ErrInvalidCredentials
+			return
+		}
 	}
-	v.pending = n
-	v.mu.Unlock()
-	v.cond.Signal()
+	n.proposal, n.err = hash(n)
 }
 
-// collect appends the verified checks to dst and forgets them.
-func (v *passwordWorkers) collect(dst []*passwordCheck) []*passwordCheck {
+// submit queues a login's check or a new password; it never blocks. It returns
+// false, queuing nothing, when the work's source or the workers have as much
+// waiting as they take.
+func (v *passwordWorkers) submit(w passwordJob) bool {
+	v.mu.Lock()
+	ok := !v.closed && v.waiting.push(w)
+	v.mu.Unlock()
+	if ok {
+		v.cond.Signal()
+	}
+	return ok
+}
+
+// collect appends the finished work to dst and forgets it.
+func (v *passwordWorkers) collect(dst []passwordJob) []passwordJob {
 	if v.ready.Load() == 0 {
 		return dst
 	}
@@ -180,56 +216,156 @@ func (v *passwordWorkers) collect(dst []*passwordCheck) []*passwordCheck {
 	return dst
 }
 
-// collectHash returns the hashed new password, if any.
-func (v *passwordWorkers) collectHash() *newPassword {
-	if !v.hashReady.Load() {
-		return nil
-	}
+// waitingCount is how much work waits for a worker (tests watch it).
+func (v *passwordWorkers) waitingCount() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.takeHashed()
+	return v.waiting.len()
 }
 
-func (v *passwordWorkers) takeHashed() *newPassword {
-	n := v.hashed
-	v.hashed = nil
-	v.hashReady.Store(false)
-	return n
-}
-
-// awaitHash returns the new password in flight once it is hashed: for a stopping
-// shard 0, which finishes the metadata write waiting for it. One no worker has taken
-// yet is hashed on the caller's goroutine rather than after the logins a worker may
-// be verifying.
-func (v *passwordWorkers) awaitHash() *newPassword {
-	v.mu.Lock()
-	if n := v.pending; n != nil {
-		v.pending = nil
-		hash := v.hash
-		v.mu.Unlock()
-		n.proposal, n.err = hash(n)
-		return n
-	}
-	defer v.mu.Unlock()
-	if v.hashing == nil && v.hashed == nil {
-		panic("server: awaiting a new password's hash with none in flight")
-	}
-	v.awaitingHash = true
-	for v.hashed == nil {
-		v.cond.Wait()
-	}
-	v.awaitingHash = false
-	return v.takeHashed()
-}
-
-// close lets the workers finish the work they hold, drops the logins not yet taken
-// and waits for the workers to exit.
+// close lets the workers finish the work they hold, drops the work not yet taken
+// and waits for the workers to exit. Shard 0 answers the requests of what was
+// dropped (metaRouter.abandonPasswordChecks).
 func (v *passwordWorkers) close() {
 	v.mu.Lock()
 	v.closed = true
-	clear(v.todo)
-	v.todo = nil
+	v.waiting.clear()
 	v.mu.Unlock()
 	v.cond.Broadcast()
 	v.workers.Wait()
+	shard.ReserveProcs(-passwordWorkersCount)
+}
+
+// sourceQueues is the work waiting for the password workers, one FIFO per source,
+// the sources with work in a ring served round-robin. A source's queue is dropped
+// when it empties, so the map holds only sources with work waiting.
+type sourceQueues struct {
+	perSourceMax, totalMax int
+	bySource               map[netip.Addr]*sourceQueue
+	ring                   []*sourceQueue // the sources with work, in turn order
+	next                   int            // ring index of the source served next
+	total                  int
+}
+
+type sourceQueue struct {
+	source netip.Addr
+	jobs   []passwordJob
+}
+
+func (q *sourceQueues) init(perSourceMax, totalMax int) {
+	q.perSourceMax, q.totalMax = perSourceMax, totalMax
+	q.bySource = make(map[netip.Addr]*sourceQueue)
+}
+
+func (q *sourceQueues) len() int { return q.total }
+
+// push queues w behind its source's work, or reports false when the source or the
+// whole has reached its bound.
+func (q *sourceQueues) push(w passwordJob) bool {
+	if q.total >= q.totalMax {
+		return false
+	}
+	source := w.sourceOf()
+	sq := q.bySource[source]
+	if sq == nil {
+		sq = &sourceQueue{source: source}
+		q.bySource[source] = sq
+		// A new source takes its turn after every source waiting now: just before
+		// the one served next.
+		q.ring = append(q.ring, nil)
+		copy(q.ring[q.next+1:], q.ring[q.next:])
+		q.ring[q.next] = sq
+		q.next++
+		if q.next == len(q.ring) {
+			q.next = 0
+		}
+	}
+	if len(sq.jobs) >= q.perSourceMax {
+		return false
+	}
+	sq.jobs = append(sq.jobs, w)
+	q.total++
+	return true
+}
+
+// pop takes the oldest work of the source whose turn it is.
+func (q *sourceQueues) pop() (passwordJob, bool) {
+	if q.total == 0 {
+		return nil, false
+	}
+	sq := q.ring[q.next]
+	w := sq.jobs[0]
+	sq.jobs[0] = nil
+	sq.jobs = sq.jobs[1:]
+	q.total--
+	if len(sq.jobs) == 0 {
+		// Drop the source from the ring; the one after it is next.
+		delete(q.bySource, sq.source)
+		copy(q.ring[q.next:], q.ring[q.next+1:])
+		q.ring[len(q.ring)-1] = nil
+		q.ring = q.ring[:len(q.ring)-1]
+	} else {
+		q.next++
+	}
+	if q.next >= len(q.ring) {
+		q.next = 0
+	}
+	return w, true
+}
+
+func (q *sourceQueues) clear() {
+	clear(q.bySource)
+	clear(q.ring)
+	q.ring, q.next, q.total = q.ring[:0], 0, 0
+}
+
+// failureBudgets limits the failed password checks of each source address (wrong
+// passwords at login, unknown usernames, wrong current passwords of ChangePassword),
+// which cost an argon2id run each: a source may fail failuresBurst checks in a row
+// and then failuresPerSecond a second; while its budget is spent, its password
+// work is refused at once with 58 (the SDKs retry a login for 30 s). So a storm of
+// wrong passwords from one address costs the node two argon2id runs a second
+// instead of its workers' whole time, and a source that stops failing has its
+// budget back within the burst's time. The count is a generic cell rate: each
+// failure moves the source's due time on by the interval, and a check is allowed
+// while the due time is less than the burst ahead. Sources that have not failed, or
+// whose due time has passed, hold no entry. Shard 0 owns it; time is its clock.
+type failureBudgets struct {
+	intervalNs int64
+	burstNs    int64
+	due        map[netip.Addr]int64 // by source: when its budget is whole again
+}
+
+const (
+	failuresBurst       = 10
+	failuresPerSecond   = 2
+	failureSourcesMax   = 1 << 16
+	failureIntervalNs   = int64(1e9) / failuresPerSecond
+	failureBurstSpentNs = failuresBurst * failureIntervalNs
+)
+
+func newFailureBudgets() failureBudgets {
+	return failureBudgets{intervalNs: failureIntervalNs, burstNs: failureBurstSpentNs, due: make(map[netip.Addr]int64)}
+}
+
+// allow reports whether source may have one more password checked at nowNs.
+func (b *failureBudgets) allow(source netip.Addr, nowNs int64) bool {
+	due, ok := b.due[source]
+	return !ok || due-nowNs+b.intervalNs <= b.burstNs
+}
+
+// failed records a failed check of source at nowNs.
+func (b *failureBudgets) failed(source netip.Addr, nowNs int64) {
+	due, ok := b.due[source]
+	if !ok && len(b.due) >= failureSourcesMax {
+		for s, d := range b.due {
+			if d <= nowNs {
+				delete(b.due, s)
+			}
+		}
+		if len(b.due) >= failureSourcesMax {
+			clear(b.due) // more failing sources than we track: start over
+		}
+	}
+	b.due[source] = max(due, nowNs) + b.intervalNs
 }

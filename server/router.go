@@ -2,8 +2,11 @@ package server
 
 import (
 	"crypto/rand"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -33,28 +36,40 @@ type metaRouter struct {
 	conns    map[shard.ConnID]*sessionRecord
 	sessions map[wire.Uint128]*sessionRecord
 
-	// passwords verifies logins' passwords, and hashes new ones, off the shard;
+	// passwords verifies logins' passwords, and hashes new ones, off the shard.
 	// checking holds, by connection, the logins' checks handed to it and not yet
-	// finished (their jobs wait on them): at most one per connection.
+	// finished (their jobs wait on them), changing the CreateUser and
+	// ChangePassword requests whose argon2id work it does: at most one of each per
+	// connection.
 	passwords *passwordWorkers
+	failures  failureBudgets
 	checking  map[shard.ConnID]*passwordCheck
-	verified  []*passwordCheck // scratch for finishPasswordChecks
-	// abandonedChecks counts the logins answered unverified because shard 0 stopped.
+	changing  map[shard.ConnID]*newPassword
+	finished  []passwordJob // scratch for finishPasswordChecks
+	// abandonedChecks counts the logins and new passwords answered unfinished
+	// because shard 0 stopped.
 	abandonedChecks int
+	// passwordsRefused counts the requests refused for want of room at the workers
+	// since the last log line about it, at passwordsRefusedLoggedNs.
+	passwordsRefused         int
+	passwordsRefusedLoggedNs int64
 
 	// journal appends metadata prepares off the shard. One metadata write runs at a
-	// time: while one is journaling, or hashing a new password before it is
-	// prepared (hashNewPassword), the next ones (writes, logins' commits, the group
-	// leave of a closed connection) wait in serial, in arrival order, and run from
-	// the state the previous one left. syncJournal: shard 0 is stopping and appends
-	// and hashes block instead.
+	// time: while one is journaling, the next ones (writes, logins' commits, the
+	// group leave of a closed connection) wait in serial, in arrival order, and run
+	// from the state the previous one left. No write waits for an argon2id run: a
+	// new password is hashed before its write takes its turn (hashNewPassword).
+	// syncJournal: shard 0 is stopping and appends block instead.
 	journal     *journalWriter
 	journaling  bool
-	hashing     bool
 	serial      []func()
 	syncJournal bool
 	// writesWaiting is len(serial), for observers outside shard 0 (tests).
 	writesWaiting atomic.Int64
+
+	// mintedTokens holds, by client, the token of its last committed
+	// CreatePersonalAccessToken, for a replay (see replay); memory only.
+	mintedTokens map[wire.Uint128]mintedToken
 
 	scratch []byte
 }
@@ -68,6 +83,9 @@ type sessionRecord struct {
 	client  wire.Uint128
 	conn    shard.ConnID
 	address []byte // the peer's ip:port, as GET_ME and GET_CLIENT(S) report it
+	// source is the peer's IP address, by which the password workers share their
+	// time (sourceQueues); the zero Addr when the peer is unknown.
+	source netip.Addr
 	// seen is the session's last request on the runtime's clock, written by the
 	// connection's shard.
 	seen *atomic.Int64
@@ -83,15 +101,19 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
 		passwords: newPasswordWorkers(h.shard.Wake),
+		failures:  newFailureBudgets(),
 		checking:  make(map[shard.ConnID]*passwordCheck),
+		changing:  make(map[shard.ConnID]*newPassword),
 		journal:   newJournalWriter(h.shard.Wake),
+
+		mintedTokens: make(map[wire.Uint128]mintedToken),
 	}
 }
 
 // serialize runs a metadata write now, or after the writes before it when one is
-// journaling or hashing (see metaRouter.journal).
+// journaling (see metaRouter.journal).
 func (r *metaRouter) serialize(write func()) {
-	if r.journaling || r.hashing {
+	if r.journaling {
 		r.serial = append(r.serial, write)
 		r.writesWaiting.Store(int64(len(r.serial)))
 		return
@@ -178,7 +200,7 @@ func (r *metaRouter) journaled(t *journalTask) {
 // runWaitingWrites starts the writes that waited, in order, until one of them is in
 // flight again.
 func (r *metaRouter) runWaitingWrites() {
-	for !r.journaling && !r.hashing && len(r.serial) > 0 {
+	for !r.journaling && len(r.serial) > 0 {
 		next := r.serial[0]
 		r.serial[0] = nil
 		r.serial = r.serial[1:]
@@ -188,18 +210,11 @@ func (r *metaRouter) runWaitingWrites() {
 }
 
 // stopJournal finishes every metadata write on shard 0's last turn: the one in
-// flight, then those waiting, hashed and journaled inline. None is left unanswered
-// or half done. One journaling must be waited for: its op is numbered. One hashing
-// a new password is not numbered yet and could be refused, but it is finished too:
-// that costs at most one argon2id run (the workers take it before any login, and
-// one not taken yet is hashed here), and its client gets its answer rather than a
-// retry against a server that is going away.
+// flight, then those waiting, journaled inline. None is left unanswered or half
+// done. One journaling must be waited for: its op is numbered. A new password still
+// with the workers is not numbered: abandonPasswordChecks refuses it.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
-	if r.hashing {
-		r.hashing = false
-		r.hashed(r.passwords.awaitHash()) // journaled inline
-	}
 	if r.journaling {
 		if t := r.journal.await(); t != nil {
 			r.journaled(t)
@@ -247,6 +262,7 @@ func (r *metaRouter) clientOpened(o *clientOpened) {
 	rec.id = o.id
 	if o.peer.IsValid() {
 		rec.address = []byte(o.peer.String())
+		rec.source = o.peer.Addr().Unmap()
 	}
 }
 
@@ -320,26 +336,66 @@ func (r *metaRouter) login(j *job) {
 // checkPassword hands a login's password to the workers; the job waits for it. A
 // connection gets one login verified at a time (an SDK sends one and waits): a second
 // one meanwhile is refused as not accepted, to be retried, so that a flood of logins
-// holds at most a request buffer per connection.
+// holds at most a request buffer per connection; so is one whose source, or the
+// workers, have as much waiting as they take (passwordWorkers).
 func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 	if _, busy := r.checking[j.conn]; busy {
 		j.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
-	c := &passwordCheck{job: j, hash: r.plane.state.PasswordHashToCheck(username), password: append([]byte(nil), password...)}
+	source := r.record(j.conn).source
+	if !r.failures.allow(source, r.h.shard.NowNs()) {
+		r.refuseBusy(j, "login", "the source failed too many password checks")
+		return
+	}
+	c := &passwordCheck{job: j, source: source, hash: r.plane.state.PasswordHashToCheck(username),
+		password: append([]byte(nil), password...)}
+	if !r.passwords.submit(c) {
+		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
+		return
+	}
 	r.checking[j.conn] = c
-	r.passwords.submit(c)
 }
 
-// finishPasswordChecks resumes the logins whose passwords have been verified. It
-// runs on shard 0's every turn (handler.Tick).
+// refuseBusy answers a request whose argon2id work is refused (the workers have no
+// room for it, or its source spent its failure budget): 58, retried by the client
+// (a login for as long as its request deadline). Logged at most once a second, with
+// how many were refused since.
+func (r *metaRouter) refuseBusy(j *job, what, why string) {
+	r.passwordsRefused++
+	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
+		r.h.log.Warn("password work refused", "request", what, "reason", why,
+			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
+			"waiting", r.passwords.waitingCount(), "per_source_max", passwordWaitingPerSourceMax, "max", passwordWaitingMax,
+			"failures_burst", failuresBurst, "failures_per_second", failuresPerSecond)
+		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
+	}
+	j.status = wire.ErrTransientNotAccepted
+	r.h.reply(j)
+}
+
+// finishPasswordChecks resumes the logins whose passwords have been verified and the
+// writes whose new passwords have been hashed, each in its turn among the metadata
+// writes. It runs on shard 0's every turn (handler.Tick).
 func (r *metaRouter) finishPasswordChecks() {
-	r.verified = r.passwords.collect(r.verified[:0])
-	for i, c := range r.verified {
-		r.verified[i] = nil
-		delete(r.checking, c.job.conn)
-		r.serialize(func() { r.resumeLogin(c) })
+	r.finished = r.passwords.collect(r.finished[:0])
+	now := r.h.shard.NowNs()
+	for i, w := range r.finished {
+		r.finished[i] = nil
+		switch w := w.(type) {
+		case *passwordCheck:
+			delete(r.checking, w.job.conn)
+			if !w.match {
+				r.failures.failed(w.source, now)
+			}
+			r.serialize(func() { r.resumeLogin(w) })
+		case *newPassword:
+			if errors.Is(w.err, wire.ErrInvalidCredentials) {
+				r.failures.failed(w.source, now)
+			}
+			r.serialize(func() { r.resumeNewPassword(w) })
+		}
 	}
 }
 
@@ -360,19 +416,25 @@ func (r *metaRouter) resumeLogin(c *passwordCheck) {
 	})
 }
 
-// abandonPasswordChecks answers the logins still waiting for the password workers
-// when shard 0 stops: the server is going away, the client may retry elsewhere or
-// later.
+// abandonPasswordChecks answers the logins and the new passwords still with the
+// password workers when shard 0 stops: the server is going away, the client may
+// retry elsewhere or later. A new password's write was never numbered, so it is
+// refused as not accepted (58): nothing of it was applied.
 func (r *metaRouter) abandonPasswordChecks() {
-	if len(r.checking) > 0 {
-		r.h.log.Info("logins abandoned at shutdown", "count", len(r.checking))
+	if n := len(r.checking) + len(r.changing); n > 0 {
+		r.h.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.checking), "password_changes", len(r.changing))
 	}
 	for _, c := range r.checking {
 		c.job.status = wire.ErrTransientNotCommitted
 		r.h.reply(c.job)
 	}
-	r.abandonedChecks += len(r.checking)
+	for _, n := range r.changing {
+		n.job.status = wire.ErrTransientNotAccepted
+		r.h.reply(n.job)
+	}
+	r.abandonedChecks += len(r.checking) + len(r.changing)
 	clear(r.checking)
+	clear(r.changing)
 }
 
 // verifiedCredentials answers CheckPassword with a verdict reached off the shard
@@ -461,15 +523,28 @@ func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
 // write runs a metadata write (and Logout) through the client table and the
 // replica: exactly once per (client, request).
 func (r *metaRouter) write(j *job) {
+	if _, busy := r.changing[j.conn]; busy {
+		// The connection's CreateUser or ChangePassword is with the password
+		// workers: a later request of it must not commit first (the client table
+		// would then take the earlier one for a replay). The SDKs send one request
+		// at a time and never get here; a pipelining client retries.
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	}
+	r.writeHashed(j, nil)
+}
+
+// writeHashed is write for a request whose new password, if it has one, hashed
+// holds (nil: not hashed yet). Every check runs again on the state of now.
+func (r *metaRouter) writeHashed(j *job, hashed *newPassword) {
 	hdr := j.frame.Header
 	op := hdr.Operation
 	verdict, cached := r.plane.table.Preflight(hdr.Client, hdr.Session, hdr.Request, hdr.RequestChecksum)
 	switch verdict {
 	case vsr.PreflightExecute:
 	case vsr.PreflightReplay:
-		j.rawReply = true
-		j.reply = append(j.reply[:0], cached...)
-		r.h.reply(j)
+		r.replay(j, cached)
 		return
 	case vsr.PreflightNoSession, vsr.PreflightSessionTooHigh:
 		// The reference drops a too-high epoch; answering with an eviction spares the
@@ -508,22 +583,25 @@ func (r *metaRouter) write(j *job) {
 			return
 		}
 		if op == wire.OperationCreateUser || op == wire.OperationChangePassword {
-			r.hashNewPassword(j, op)
+			r.writeNewPassword(j, op, hashed)
 			return
 		}
-		proposal, err := r.propose(op, body)
+		proposal, token, err := r.propose(op, body)
 		if err != nil {
 			j.status = errorCode(err, wire.ErrInvalidCommand)
 			r.h.reply(j)
 			return
 		}
-		body = proposal
+		r.commitWrite(j, proposal, token)
+		return
 	}
-	r.commitWrite(j, body)
+	r.commitWrite(j, body, nil)
 }
 
-// commitWrite commits a metadata write's proposal and answers its client.
-func (r *metaRouter) commitWrite(j *job, proposal []byte) {
+// commitWrite commits a metadata write's proposal and answers its client. token is
+// the personal access token a CreatePersonalAccessToken minted (nil otherwise): it
+// goes into the reply sent, never into the proposal or the cached reply.
+func (r *metaRouter) commitWrite(j *job, proposal, token []byte) {
 	hdr := j.frame.Header
 	op := hdr.Operation
 	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
@@ -533,8 +611,15 @@ func (r *metaRouter) commitWrite(j *job, proposal []byte) {
 			r.h.reply(j)
 			return
 		}
+		// The client's table entry now caches this reply: a token kept for the
+		// replay of its previous one is of no more use.
+		delete(r.mintedTokens, hdr.Client)
 		j.rawReply = true
 		j.reply = append(j.reply[:0], frame...)
+		if token != nil && op == wire.OperationCreatePersonalAccessToken && metadata.TokenWithheld(frame[wire.HeaderSize:]) {
+			j.reply = appendWithheldToken(j.reply, token)
+			r.mintedTokens[hdr.Client] = mintedToken{request: hdr.Request, token: token}
+		}
 		if op == wire.OperationLogout {
 			if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
 				delete(r.sessions, hdr.Client)
@@ -548,25 +633,122 @@ func (r *metaRouter) commitWrite(j *job, proposal []byte) {
 }
 
 // propose rewrites the bodies whose proposal differs from the request and takes no
-// argon2id run (hashNewPassword does those): a token is minted.
-func (r *metaRouter) propose(op wire.Operation, body []byte) ([]byte, error) {
+// argon2id run (hashNewPassword does those): a token is minted, and its digest
+// proposed; the token itself is returned for the reply only.
+func (r *metaRouter) propose(op wire.Operation, body []byte) (proposal, token []byte, err error) {
 	if op == wire.OperationCreatePersonalAccessToken {
 		var secret [metadata.TokenSecretBytes]byte
 		if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
-			return nil, wire.ErrTransientNotAccepted
+			return nil, nil, wire.ErrTransientNotAccepted
 		}
-		return metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.EncodeToken(&secret))
+		token = metadata.EncodeToken(&secret)
+		proposal, err = metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.HashToken(token))
+		return proposal, token, err
 	}
-	return body, nil
+	return body, nil, nil
 }
 
-// hashNewPassword proposes a CreateUser or ChangePassword: the new password is
-// hashed (salted, so not in Apply) and a ChangePassword's current password verified,
-// off the shard (passwordWorkers); finishNewPassword commits the proposal. Until
-// then no other metadata write starts, so the state read here (the current hash)
-// still holds when the proposal is prepared. A stopping shard 0 waits for the hash.
+// mintedToken is the personal access token of a client's last committed
+// CreatePersonalAccessToken, kept in memory only, so that a retry of that request
+// is answered with it like any other replay: the client table, whose entries reach
+// the metadata snapshot, caches the reply with the token withheld.
+type mintedToken struct {
+	request uint64
+	token   []byte
+}
+
+// replay answers a retried request with its cached reply. A CreatePersonalAccessToken
+// reply is cached with its token withheld: the token is added back from memory,
+// and when the server no longer has it (it restarted since, or the table entry
+// outlived the connection) the retry is told its request was applied (the token
+// exists, but no one can be shown it again; the user deletes and recreates it).
+func (r *metaRouter) replay(j *job, cached []byte) {
+	hdr := j.frame.Header
+	if hdr.Operation == wire.OperationCreatePersonalAccessToken && len(cached) >= wire.HeaderSize &&
+		metadata.TokenWithheld(cached[wire.HeaderSize:]) {
+		minted, ok := r.mintedTokens[hdr.Client]
+		if !ok || minted.request != hdr.Request {
+			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrRequestAlreadyApplied)
+			r.h.reply(j)
+			return
+		}
+		j.rawReply = true
+		j.reply = appendWithheldToken(append(j.reply[:0], cached...), minted.token)
+		r.h.reply(j)
+		return
+	}
+	j.rawReply = true
+	j.reply = append(j.reply[:0], cached...)
+	r.h.reply(j)
+}
+
+// appendWithheldToken completes a committed CreatePersonalAccessToken reply frame
+// (metadata.TokenWithheld) with the token: its payload, and the size in its header.
+func appendWithheldToken(frame, token []byte) []byte {
+	frame = (&wire.CreatedToken{Token: token}).Append(frame)
+	binary.LittleEndian.PutUint32(frame[wire.SizeFieldOffset:], uint32(len(frame)))
+	return frame
+}
+
+// writeNewPassword commits a CreateUser or ChangePassword, admitted, once hashed
+// holds its proposal, or hands it to the workers first (hashNewPassword). A request
+// its user may not make is refused before any argon2id run and never journaled,
+// with the code Apply would have committed (in the result section, as a committed
+// refusal is): so a user without permissions cannot keep the workers busy.
+func (r *metaRouter) writeNewPassword(j *job, op wire.Operation, hashed *newPassword) {
+	state := r.plane.state
+	if code := state.AuthorizeNewPassword(op, j.userID, j.frame.Body); code != 0 {
+		r.refuseUncommitted(j, code)
+		return
+	}
+	if hashed != nil && op == wire.OperationChangePassword {
+		if current, err := state.ChangePasswordCurrentHash(j.frame.Body); err != nil || current != hashed.currentHash {
+			// The user's password changed while this one was verified: what was
+			// verified no longer proves anything; verify against what holds now.
+			hashed = nil
+		}
+	}
+	if hashed == nil {
+		r.hashNewPassword(j, op)
+		return
+	}
+	if hashed.err != nil {
+		if code := errorCode(hashed.err, wire.ErrInvalidCommand); code == wire.ErrInvalidCredentials {
+			r.refuseUncommitted(j, code)
+		} else {
+			j.status = code
+			r.h.reply(j)
+		}
+		return
+	}
+	r.commitWrite(j, hashed.proposal, nil)
+}
+
+// refuseUncommitted answers a metadata write refused before it was proposed with a
+// committed-looking refusal: the result section holding code, which the SDKs read
+// like the same refusal committed. A retry is decided again.
+func (r *metaRouter) refuseUncommitted(j *job, code wire.ErrorCode) {
+	j.reply = wire.AppendResultRejection(j.reply[:0], code)
+	r.h.reply(j)
+}
+
+// hashNewPassword hands a CreateUser's or ChangePassword's argon2id work to the
+// workers (the current password verified, the new one hashed and salted, so not in
+// Apply); finishPasswordChecks brings it back to writeHashed in its turn, which
+// checks it all again on the state of then. No metadata write waits for it.
 func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
-	n := &newPassword{job: j, op: op, body: append([]byte(nil), j.frame.Body...)}
+	if r.syncJournal {
+		// Shard 0 is stopping: nothing more is handed to the workers.
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	}
+	source := r.record(j.conn).source
+	if op == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
+		r.refuseBusy(j, op.String(), "the source failed too many password checks")
+		return
+	}
+	n := &newPassword{job: j, source: source, op: op, body: append([]byte(nil), j.frame.Body...)}
 	var err error
 	if n.salt, err = randomBytes(metadata.PasswordSaltBytes); err != nil {
 		j.status = wire.ErrTransientNotAccepted
@@ -580,33 +762,23 @@ func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
 			return
 		}
 	}
-	r.passwords.submitHash(n)
-	if r.syncJournal {
-		r.hashed(r.passwords.awaitHash())
+	if !r.passwords.submit(n) {
+		r.refuseBusy(j, op.String(), "too much password work waiting from the source or in all")
 		return
 	}
-	r.hashing = true
+	r.changing[j.conn] = n
 }
 
-// finishNewPassword commits the write whose new password has been hashed, then
-// starts the writes that waited for it. It runs on shard 0's every turn
-// (handler.Tick).
-func (r *metaRouter) finishNewPassword() {
-	if n := r.passwords.collectHash(); n != nil {
-		r.hashing = false
-		r.hashed(n)
-		r.runWaitingWrites()
-	}
-}
-
-// hashed commits a write whose new password has been hashed, or refuses it.
-func (r *metaRouter) hashed(n *newPassword) {
-	if n.err != nil {
-		n.job.status = errorCode(n.err, wire.ErrInvalidCommand)
-		r.h.reply(n.job)
+// resumeNewPassword runs, in its turn among the metadata writes, a write whose
+// argon2id work is done.
+func (r *metaRouter) resumeNewPassword(n *newPassword) {
+	j := n.job
+	delete(r.changing, j.conn)
+	if _, open := r.conns[j.conn]; !open {
+		r.h.reply(j) // the connection is gone: its shard just recycles the job
 		return
 	}
-	r.commitWrite(n.job, n.proposal)
+	r.writeHashed(j, n)
 }
 
 func randomBytes(n int) ([]byte, error) {
@@ -631,6 +803,7 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		if r.plane.table.Remove(g.client) {
 			r.publish(&viewEntry{ended: []wire.Uint128{g.client}})
 		}
+		delete(r.mintedTokens, g.client)
 	}
 	if r.plane.state.ClientGroupsCount(g.client) == 0 {
 		return

@@ -32,6 +32,41 @@
 //
 // Metadata: see metaplane.go. Partitions: a send is acknowledged per its topic's
 // policy (partition.Store.Send).
+//
+// # Memory
+//
+// What the server holds is a sum of bounds, per shard unless said otherwise (the
+// defaults; S shards):
+//
+//	arena (shard.ArenaConfigDefault)     480 MiB virtual, resident as touched:
+//	  receive ring                         32 MiB   4096 x 8 KiB, shared by the connections
+//	  standing frames, send buffers        64 MiB   4 KiB each; a connection's send queue
+//	                                                holds at most 8 MiB of them
+//	  request frames, 64 KiB..64 MiB      384 MiB   a connection is not read while its
+//	                                                requests in flight hold 4 MiB, nor
+//	                                                while the arena has no buffer for its
+//	                                                next frame (it waits in line)
+//	polls (Config.PollMemoryBytesMax)    256 MiB   read buffers lent until the reply is
+//	                                                sent, and idle ones kept for reuse;
+//	                                                polls beyond it wait (pollMemory)
+//	connections                          about 8 KiB of Go heap each while idle (measured
+//	                                     with 2000 loopback connections), at most 65536
+//	                                     per shard; idle ones close after 60 s
+//	                                     (Config.IdleTimeout)
+//
+// and once for the node, on shard 0:
+//
+//	password workers                     2 argon2id runs of 19 MiB at once; at most 1024
+//	                                     requests waiting (16 per source address), each
+//	                                     a request frame (in the arena) and a password copy
+//	metadata                             the state (streams, topics, users, groups), the
+//	                                     client table (vsr.ClientsTableMaxDefault, 8192 entries,
+//	                                     each with its last reply), one journal entry in
+//	                                     flight, and the snapshot being written
+//
+// So with the defaults a shard's buffers stay under 480 + 256 = 736 MiB, plus its
+// connections, partitions' index caches (segment.Config) and the garbage
+// collector's headroom over the Go heap (GOGC).
 package server
 
 import (
@@ -52,6 +87,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -81,6 +117,12 @@ type Server struct {
 	// initial holds, per shard, the partitions to open at start.
 	initial  [][]partitionOpen
 	handlers []*handler // each written by its own shard at start; read after stop
+	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
+	// failure, one per shard, each touched by its shard only.
+	sendRefusedLogs []eventLog
+	// pollMemories bound the bytes each shard's polls hold (pollMemory), one per
+	// shard, each touched by its shard only.
+	pollMemories []*pollMemory
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -113,7 +155,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.SystemPath, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log}
@@ -148,6 +190,12 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.viewSnapshot = meta.state.AppendSnapshot(nil, meta.replica.CommitMax())
 	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
+	s.sendRefusedLogs = make([]eventLog, s.shardCount)
+	s.pollMemories = make([]*pollMemory, s.shardCount)
+	for i := range s.sendRefusedLogs {
+		s.sendRefusedLogs[i] = newEventLog()
+		s.pollMemories[i] = newPollMemory(cfg.PollMemoryBytesMax, int64(cfg.FrameSizeMaxBytes))
+	}
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)

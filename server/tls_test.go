@@ -309,24 +309,6 @@ func TestTLSSlowAndBrokenHandshakes(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink the server's goroutines may write concurrently.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestTLSClientOnPlaintextPort: a TLS client against a plaintext server gets the
 // malformed-frame eviction at once (its ClientHello is no frame), which its TLS layer
 // reports as a failed handshake; an SDK retrying in a loop writes no info line.

@@ -296,6 +296,15 @@ var shardProcs struct {
 // io_uring_enter would wait for a P. So the shard threads get Ps of their own on top of
 // what the process had; the kernel still schedules all threads on the same CPUs.
 func reserveProcs(delta int) {
+	ReserveProcs(delta)
+}
+
+// ReserveProcs adds delta to GOMAXPROCS for goroutines that hold a P for long
+// stretches of CPU work outside the shards (the server's argon2id workers), so that
+// they take no P the rest of the process needs either; the kernel schedules their
+// threads, which can be niced, on the same CPUs. It shares the shards' lock: the
+// read-modify-write of GOMAXPROCS must not interleave with theirs.
+func ReserveProcs(delta int) {
 	shardProcs.Lock()
 	defer shardProcs.Unlock()
 	shardProcs.count += delta

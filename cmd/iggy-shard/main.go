@@ -82,8 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.shardCount, "shards", 0,
 		"number of shards, one event loop and io_uring ring each; 0 = one per CPU (env IGGY_SYSTEM_SHARDING_CPU_ALLOCATION)")
 	fs.BoolVar(&o.pinCPUs, "pin-cpus", true, "pin shard i to the i-th allowed CPU")
-	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0,
-		"close a connection that sends nothing for this long; 0 = never (SDKs ping every 5s)")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", defaults.IdleTimeout,
+		"close a connection that sends nothing, not even a PING, for this long; 0 = never (the SDKs ping every 5s)")
 	fs.DurationVar(&o.busyPoll, "busy-poll", defaults.BusyPoll,
 		"how long a shard that has just worked polls for more before it sleeps: lower latency for more CPU; 0 = never poll")
 	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
