@@ -53,6 +53,15 @@
 //	                                     with 2000 loopback connections), at most 65536
 //	                                     per shard; idle ones close after 60 s
 //	                                     (Config.IdleTimeout)
+//	  replies owed                         at most 256 a connection (then it is not read);
+//	                                       those ready out of turn wait parked in arena
+//	                                       buffers, or in the poll buffers they lend
+//	  receive backlog                      a throttled connection's bytes that landed
+//	                                       before its recv's cancel: at most the receive
+//	                                       ring's 32 MiB (arena, or heap when it is dry)
+//	metadata view                        a copy of the metadata state (view.go), and the
+//	                                     commit log's entries until the slowest shard has
+//	                                     applied them
 //
 // and once for the node, on shard 0:
 //
