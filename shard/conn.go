@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"unsafe"
 
@@ -727,19 +728,19 @@ func (c *Conn) checkDeadlines() {
 	now := s.nowNs
 	if c.state == connOpen {
 		if c.frameStartNs != 0 && !c.waitingForBuffer && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
-			s.log.Info("connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
+			s.logLimited(logFrameTimeout, slog.LevelInfo, "connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
 			c.abort("frame timeout")
 			return
 		}
 		if s.cfg.IdleTimeout > 0 && now-c.lastRecvNs >= int64(s.cfg.IdleTimeout) && c.segCount == 0 {
-			s.log.Info("connection closed: idle timeout", "conn", c.id, "timeout", s.cfg.IdleTimeout)
+			s.logLimited(logIdleTimeout, slog.LevelInfo, "connection closed: idle timeout", "conn", c.id, "timeout", s.cfg.IdleTimeout)
 			c.abort("idle timeout")
 			return
 		}
 	}
 	if c.state != connAborting && c.segCount > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
-		s.log.Info("connection closed: replies not read", "conn", c.id, "timeout", s.cfg.SendTimeout,
-			"queued_bytes", c.queuedBytes)
+		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,
+			"timeout", s.cfg.SendTimeout, "queued_bytes", c.queuedBytes, "parked_bytes", c.parkedBytes, "replies_owed", c.owed())
 		c.abort("send timeout")
 		return
 	}

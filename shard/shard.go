@@ -81,7 +81,8 @@ type Shard struct {
 	// the receive ring holds (Conn.stash).
 	backlogBytesMax int
 
-	counters counters
+	counters  counters
+	logLimits logLimiter
 	// inspect is a pending Runtime.Inspect, served at the next turn.
 	inspect atomic.Pointer[inspection]
 
