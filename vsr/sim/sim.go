@@ -1,0 +1,691 @@
+// Package sim runs a whole VSR cluster in one goroutine from one seed: the real
+// vsr.Core of every replica over a simulated network (loss, delay, reordering,
+// duplication, symmetric and one-way partitions, an isolated node) and simulated
+// disks (unsynced writes lost or torn at a crash), with seeded clients that retry
+// as the SDKs do. Every run is checked:
+//
+//   - agreement: no two replicas commit different prepares at one op number (checked
+//     at every apply, and as full log equality at the end);
+//   - durability: every op a client saw acknowledged is in every replica's log at
+//     the op its reply named;
+//   - exactly once: a retried request gets the reply of its one application, and
+//     every replica ends in the same state;
+//   - monotonicity: view and commit point never go back on a replica (the durable
+//     view not even across restarts);
+//   - liveness: once the faults heal, every client finishes and every replica
+//     catches up within Options.LivenessTicksMax.
+//
+// A run is a pure function of its seed: a failure prints the seed, and
+// `go test ./vsr/sim -run TestSim -seed N` replays it exactly.
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Options shape one run. Config derives them from a seed.
+type Options struct {
+	Seed     uint64
+	Replicas int
+	Clients  int
+	// FaultTicks is how long faults are injected; then they heal.
+	FaultTicks uint64
+	// LivenessTicksMax bounds the ticks from the heal until every client has
+	// finished RequestsAfterHeal more requests and every replica caught up.
+	LivenessTicksMax  uint64
+	RequestsAfterHeal int
+	Faults            bool
+	Mutation          vsr.Mutation
+	// Trace, when set, receives one line per event.
+	Trace func(string)
+}
+
+// Timing is the replicas' timers in the simulation: the reference's ratios, fewer
+// ticks, so that a run covers many view changes.
+var Timing = vsr.Timing{
+	HeartbeatTimeoutTicks:           40,
+	CommitBroadcastIntervalTicks:    8,
+	PrepareRetransmitIntervalTicks:  5,
+	ViewChangeRetransmitTicks:       10,
+	ViewChangeStatusTimeoutTicks:    60,
+	RequestStartViewRetransmitTicks: 10,
+	ViewProbeAttemptsMax:            5,
+	RepairRetryIntervalTicks:        10,
+	RepairChunkMax:                  16,
+}
+
+// Config is the run a seed stands for: mostly 3 and 5 replicas, some 1 and 2.
+func Config(seed uint64) Options {
+	sizes := [...]int{3, 5, 3, 5, 1, 3, 5, 2}
+	return Options{
+		Seed:              seed,
+		Replicas:          sizes[seed%uint64(len(sizes))],
+		Clients:           1 + int(seed>>3)%4,
+		FaultTicks:        3000,
+		LivenessTicksMax:  4000,
+		RequestsAfterHeal: 3,
+		Faults:            true,
+	}
+}
+
+// Result is what a run saw.
+type Result struct {
+	Seed uint64
+	// Violation is the first broken property, nil on a clean run.
+	Violation error
+	Ticks     uint64
+	// LivenessTicks is how long the cluster took to finish after the heal.
+	LivenessTicks uint64
+	Committed     uint64
+	Acknowledged  int
+	Crashes       int
+	ViewChanges   uint32
+	Messages      int
+}
+
+const (
+	clusterName     = "sim"
+	clientRetryTick = 60
+	frameSizeMax    = 1 << 20
+)
+
+type packet struct {
+	deliverAt uint64
+	seq       uint64
+	from, to  int
+	frame     []byte
+	// Client traffic is not a replica frame.
+	request *clientRequest
+	reply   *clientReply
+}
+
+type clientRequest struct {
+	client  int
+	request uint64
+	body    []byte
+}
+
+type clientReply struct {
+	client  int
+	request uint64
+	op      uint64
+	state   uint64
+}
+
+type node struct {
+	id          int
+	core        *vsr.Core
+	disk        *disk
+	up          bool
+	downUntil   uint64
+	crashOnSync bool
+	// The state machine: a running hash of applied bodies, deduplicated by client
+	// (one request in flight per client, request numbers increasing).
+	state       uint64
+	lastRequest map[int]uint64
+	lastReply   map[int]clientReply
+	// Monotonicity, per incarnation.
+	lastView         uint32
+	lastDurableView  uint32
+	lastCommitMax    uint64
+	lastCommitMin    uint64
+	incarnationCount uint64
+}
+
+type client struct {
+	id          int
+	request     uint64
+	outstanding bool
+	sentAt      uint64
+	target      int
+	finished    int
+	replies     map[uint64]clientReply
+}
+
+type cluster struct {
+	opts    Options
+	rngNet  *rand.Rand
+	rngWork *rand.Rand
+	rngFail *rand.Rand
+	now     uint64
+	seq     uint64
+	nodes   []*node
+	clients []*client
+	packets []packet
+
+	lossPercent, dupPercent, delayMax int
+	blocked                           [][]bool
+
+	committed map[uint64]wire.Uint128
+	result    Result
+	healed    bool
+	healAt    uint64
+	violation error
+}
+
+// Run simulates one cluster.
+func Run(opts Options) Result {
+	c := &cluster{
+		opts:      opts,
+		rngNet:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0001)),
+		rngWork:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0002)),
+		rngFail:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0003)),
+		committed: make(map[uint64]wire.Uint128),
+	}
+	c.result.Seed = opts.Seed
+	n := opts.Replicas
+	total := n + opts.Clients
+	c.blocked = make([][]bool, total)
+	for i := range c.blocked {
+		c.blocked[i] = make([]bool, total)
+	}
+	if opts.Faults {
+		c.lossPercent = c.rngFail.IntN(8)
+		c.dupPercent = c.rngFail.IntN(5)
+		c.delayMax = 1 + c.rngFail.IntN(8)
+	} else {
+		c.delayMax = 1
+	}
+	for i := 0; i < n; i++ {
+		nd := &node{id: i, disk: newDisk(opts.Seed ^ uint64(i+1)*0x9E3779B97F4A7C15)}
+		c.nodes = append(c.nodes, nd)
+		c.boot(nd, false)
+	}
+	for i := 0; i < opts.Clients; i++ {
+		c.clients = append(c.clients, &client{id: i, replies: make(map[uint64]clientReply), target: c.rngWork.IntN(n)})
+	}
+	c.run()
+	c.result.Violation = c.violation
+	c.result.Ticks = c.now
+	c.result.Committed = uint64(len(c.committed))
+	for _, nd := range c.nodes {
+		if nd.up && nd.core.View() > c.result.ViewChanges {
+			c.result.ViewChanges = nd.core.View()
+		}
+	}
+	return c.result
+}
+
+func (c *cluster) trace(format string, args ...any) {
+	if c.opts.Trace != nil {
+		c.opts.Trace(fmt.Sprintf("%6d ", c.now) + fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *cluster) fail(format string, args ...any) {
+	if c.violation == nil {
+		c.violation = fmt.Errorf("seed=%d tick=%d: %s", c.opts.Seed, c.now, fmt.Sprintf(format, args...))
+		c.trace("VIOLATION %v", c.violation)
+	}
+}
+
+func (c *cluster) boot(nd *node, restart bool) {
+	nd.incarnationCount++
+	cfg := vsr.CoreConfig{
+		Config: vsr.Config{
+			Cluster:      wire.ClusterID(clusterName),
+			ReplicaID:    uint8(nd.id),
+			ReplicaCount: uint8(c.opts.Replicas),
+			Group:        wire.MetadataGroup,
+		},
+		Timing:       Timing,
+		JournalSlots: 8192,
+		Storage:      nd.disk,
+		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
+		Mutation:     c.opts.Mutation,
+	}
+	core, err := vsr.NewCore(cfg)
+	if err != nil {
+		panic(err)
+	}
+	nd.core = core
+	nd.up = true
+	nd.state = 0
+	nd.lastRequest = make(map[int]uint64)
+	nd.lastReply = make(map[int]clientReply)
+	nd.lastCommitMax, nd.lastCommitMin = 0, 0
+	if restart {
+		rec := nd.disk.recover()
+		if rec.State.View < nd.lastDurableView {
+			c.fail("replica %d restarted in durable view %d after durable view %d", nd.id, rec.State.View, nd.lastDurableView)
+		}
+		if err := core.Recover(rec); err != nil {
+			c.fail("replica %d recover: %v", nd.id, err)
+			return
+		}
+		c.trace("r%d restart view %d log_view %d op %d commit %d", nd.id, core.View(), core.LogView(), core.Op(), core.CommitMax())
+	}
+	nd.lastView = core.View()
+	c.drain(nd)
+}
+
+func (c *cluster) crash(nd *node) {
+	nd.up = false
+	nd.disk.crash()
+	nd.lastDurableView = nd.disk.superDurable.View
+	nd.crashOnSync = false
+	nd.downUntil = c.now + 20 + uint64(c.rngFail.IntN(400))
+	c.result.Crashes++
+	c.trace("r%d crash", nd.id)
+}
+
+// drain does a node's Ready work in the order the Ready contract names.
+func (c *cluster) drain(nd *node) {
+	for nd.up && nd.core.HasReady() {
+		rd := nd.core.Ready()
+		for _, op := range rd.Discards {
+			nd.disk.discard(op)
+		}
+		if rd.Truncate {
+			nd.disk.truncateAbove(rd.TruncateAbove)
+		}
+		for i := range rd.Writes {
+			nd.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
+		}
+		if rd.State != nil {
+			nd.disk.setState(*rd.State)
+		}
+		if nd.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
+			c.crash(nd)
+			return
+		}
+		nd.disk.sync()
+		if rd.State != nil {
+			nd.lastDurableView = rd.State.View
+		}
+		for i := range rd.Messages {
+			c.sendFrame(nd.id, &rd.Messages[i])
+		}
+		for i := range rd.Committed {
+			c.apply(nd, &rd.Committed[i])
+		}
+		nd.core.Advance()
+	}
+	c.checkMonotonic(nd)
+}
+
+func (c *cluster) checkMonotonic(nd *node) {
+	if !nd.up {
+		return
+	}
+	core := nd.core
+	if core.View() < nd.lastView {
+		c.fail("replica %d view went back from %d to %d", nd.id, nd.lastView, core.View())
+	}
+	if core.CommitMax() < nd.lastCommitMax {
+		c.fail("replica %d commit_max went back from %d to %d", nd.id, nd.lastCommitMax, core.CommitMax())
+	}
+	if core.CommitMin() < nd.lastCommitMin {
+		c.fail("replica %d commit_min went back from %d to %d", nd.id, nd.lastCommitMin, core.CommitMin())
+	}
+	nd.lastView, nd.lastCommitMax, nd.lastCommitMin = core.View(), core.CommitMax(), core.CommitMin()
+}
+
+func (c *cluster) apply(nd *node, h *wire.PrepareHeader) {
+	if want, ok := c.committed[h.Op]; ok && want != h.Checksum {
+		c.fail("replica %d committed op %d as %x, another replica as %x", nd.id, h.Op, h.Checksum.Lo, want.Lo)
+		return
+	} else if !ok {
+		c.committed[h.Op] = h.Checksum
+	}
+	body, ok := nd.disk.Body(h.Op, h.Checksum)
+	if !ok {
+		c.fail("replica %d applies op %d without its body in the journal", nd.id, h.Op)
+		return
+	}
+	clientID := int(h.Client.Lo) - 1
+	if clientID < 0 {
+		return
+	}
+	if h.Request <= nd.lastRequest[clientID] {
+		return // a retry prepared twice: applied once, its reply stands
+	}
+	nd.state = xxh3.HashSeed(body, nd.state)
+	nd.lastRequest[clientID] = h.Request
+	reply := clientReply{client: clientID, request: h.Request, op: h.Op, state: nd.state}
+	nd.lastReply[clientID] = reply
+	if nd.core.IsPrimary() {
+		c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &reply})
+	}
+}
+
+func alignedFrame(size int) []byte {
+	b := make([]byte, size+wire.HeaderAlignment)
+	off := (wire.HeaderAlignment - int(uintptr(unsafe.Pointer(&b[0]))%wire.HeaderAlignment)) % wire.HeaderAlignment
+	return b[off : off+size : off+size]
+}
+
+func (c *cluster) sendFrame(from int, m *vsr.Message) {
+	frame := alignedFrame(wire.HeaderSize + len(m.Body))
+	m.Header.Put(frame)
+	copy(frame[wire.HeaderSize:], m.Body)
+	c.send(packet{from: from, to: int(m.To), frame: frame})
+}
+
+func (c *cluster) sendClient(from, to int, p packet) {
+	p.from, p.to = from, to
+	c.send(p)
+}
+
+func (c *cluster) send(p packet) {
+	c.result.Messages++
+	if c.blocked[p.from][p.to] {
+		return
+	}
+	if c.rngNet.IntN(100) < c.lossPercent {
+		return
+	}
+	copies := 1
+	if c.rngNet.IntN(100) < c.dupPercent {
+		copies = 2
+	}
+	for k := 0; k < copies; k++ {
+		c.seq++
+		p.seq = c.seq
+		p.deliverAt = c.now + 1 + uint64(c.rngNet.IntN(c.delayMax))
+		c.packets = append(c.packets, p)
+	}
+}
+
+func (c *cluster) deliver() {
+	due := c.packets[:0:0]
+	keep := c.packets[:0]
+	for _, p := range c.packets {
+		if p.deliverAt <= c.now {
+			due = append(due, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	c.packets = keep
+	slices.SortFunc(due, func(a, b packet) int {
+		if a.deliverAt != b.deliverAt {
+			return int(a.deliverAt) - int(b.deliverAt)
+		}
+		return int(a.seq - b.seq)
+	})
+	for i := range due {
+		p := &due[i]
+		if c.blocked[p.from][p.to] {
+			continue // a partition cuts what is in flight too
+		}
+		switch {
+		case p.reply != nil:
+			c.onReply(p.reply)
+		case p.request != nil:
+			c.onRequest(c.nodes[p.to], p.request)
+		default:
+			c.onFrame(c.nodes[p.to], p.frame)
+		}
+		if c.violation != nil {
+			return
+		}
+	}
+}
+
+func (c *cluster) onFrame(nd *node, frame []byte) {
+	if !nd.up {
+		return
+	}
+	h, err := wire.DecodeReplicaHeader(frame, frameSizeMax)
+	if err != nil {
+		c.fail("replica %d: frame refused by the wire decoder: %v", nd.id, err)
+		return
+	}
+	if err := nd.core.Step(h, frame[wire.HeaderSize:]); err != nil {
+		c.fail("replica %d: %v refused: %v", nd.id, h.Command, err)
+		return
+	}
+	c.drain(nd)
+}
+
+func (c *cluster) onRequest(nd *node, r *clientRequest) {
+	if !nd.up || !nd.core.IsPrimary() {
+		return
+	}
+	if r.request <= nd.lastRequest[r.client] {
+		if reply, ok := nd.lastReply[r.client]; ok && reply.request == r.request {
+			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &reply})
+		}
+		return
+	}
+	id := wire.Uint128{Lo: uint64(r.client) + 1}
+	if nd.core.InPipeline(id) {
+		return
+	}
+	p := vsr.Proposal{Client: id, Request: r.request, Operation: wire.OperationCreateStream, RequestChecksum: wire.RequestChecksum(r.body)}
+	if _, err := nd.core.Propose(p, r.body, c.now*1000); err != nil {
+		return
+	}
+	c.drain(nd)
+}
+
+func (c *cluster) onReply(r *clientReply) {
+	cl := c.clients[r.client]
+	if previous, ok := cl.replies[r.request]; ok {
+		if previous != *r {
+			c.fail("client %d request %d answered twice differently: op %d state %x, then op %d state %x",
+				r.client, r.request, previous.op, previous.state, r.op, r.state)
+		}
+		return
+	}
+	if r.request != cl.request || !cl.outstanding {
+		if r.request > cl.request {
+			c.fail("client %d got a reply to request %d it never sent", r.client, r.request)
+		}
+		return
+	}
+	cl.replies[r.request] = *r
+	cl.outstanding = false
+	c.result.Acknowledged++
+	if c.healed {
+		cl.finished++
+	}
+}
+
+func (c *cluster) clientTick(cl *client) {
+	if cl.outstanding && c.now-cl.sentAt < clientRetryTick {
+		return
+	}
+	if !cl.outstanding {
+		if c.healed && cl.finished >= c.opts.RequestsAfterHeal {
+			return
+		}
+		if c.rngWork.IntN(4) != 0 {
+			return // think time
+		}
+		cl.request++
+		cl.outstanding = true
+	} else {
+		// No answer: retry at another replica, as the SDKs redirect.
+		cl.target = (cl.target + 1 + c.rngWork.IntN(c.opts.Replicas)) % c.opts.Replicas
+	}
+	cl.sentAt = c.now
+	// The body is a function of the request, so every retry carries the same one.
+	seed := xxh3.HashSeed([]byte{byte(cl.id)}, cl.request)
+	r := rand.New(rand.NewPCG(seed, uint64(cl.id)))
+	body := make([]byte, 16+int(seed%48))
+	for i := range body {
+		body[i] = byte(r.Uint32())
+	}
+	c.sendClient(c.opts.Replicas+cl.id, cl.target, packet{request: &clientRequest{client: cl.id, request: cl.request, body: body}})
+}
+
+func (c *cluster) faultTick() {
+	n := c.opts.Replicas
+	r := c.rngFail
+	for _, nd := range c.nodes {
+		if !nd.up && c.now >= nd.downUntil && r.IntN(10) == 0 {
+			c.boot(nd, true)
+		}
+	}
+	if r.IntN(600) == 0 {
+		nd := c.nodes[r.IntN(n)]
+		if nd.up {
+			if r.IntN(2) == 0 {
+				nd.crashOnSync = true // at its next sync, losing that Ready's writes
+			} else {
+				c.crash(nd)
+			}
+		}
+	}
+	if r.IntN(400) == 0 {
+		c.setPartition(r.IntN(5))
+	}
+}
+
+// setPartition: 0 heals, 1 a symmetric split, 2 one-way cuts, 3 one node isolated,
+// 4 one node isolated from everyone but clients.
+func (c *cluster) setPartition(kind int) {
+	n := c.opts.Replicas
+	total := len(c.blocked)
+	for i := range c.blocked {
+		clear(c.blocked[i])
+	}
+	r := c.rngFail
+	switch kind {
+	case 1:
+		side := make([]bool, n)
+		for i := range side {
+			side[i] = r.IntN(2) == 0
+		}
+		for a := 0; a < n; a++ {
+			for b := 0; b < n; b++ {
+				if side[a] != side[b] {
+					c.blocked[a][b] = true
+				}
+			}
+		}
+	case 2:
+		for k := 0; k < n; k++ {
+			a, b := r.IntN(n), r.IntN(n)
+			c.blocked[a][b] = true
+		}
+	case 3, 4:
+		x := r.IntN(n)
+		limit := n
+		if kind == 3 {
+			limit = total
+		}
+		for b := 0; b < limit; b++ {
+			if b != x {
+				c.blocked[x][b], c.blocked[b][x] = true, true
+			}
+		}
+	}
+	c.trace("partition kind %d", kind)
+}
+
+func (c *cluster) heal() {
+	c.healed = true
+	c.healAt = c.now
+	c.lossPercent, c.dupPercent = 0, 0
+	for i := range c.blocked {
+		clear(c.blocked[i])
+	}
+	for _, nd := range c.nodes {
+		nd.crashOnSync = false
+		if !nd.up {
+			c.boot(nd, true)
+		}
+	}
+	c.trace("heal")
+}
+
+func (c *cluster) done() bool {
+	for _, cl := range c.clients {
+		if cl.finished < c.opts.RequestsAfterHeal {
+			return false
+		}
+	}
+	top := uint64(0)
+	for _, nd := range c.nodes {
+		top = max(top, nd.core.CommitMax())
+	}
+	for _, nd := range c.nodes {
+		if nd.core.CommitMin() != top || nd.core.Status() != vsr.StatusNormal {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *cluster) run() {
+	for c.violation == nil {
+		c.now++
+		if c.opts.Faults && !c.healed {
+			c.faultTick()
+		}
+		if !c.healed && c.now >= c.opts.FaultTicks {
+			c.heal()
+		}
+		for _, nd := range c.nodes {
+			if nd.up {
+				nd.core.Tick()
+				c.drain(nd)
+			}
+		}
+		c.deliver()
+		for _, cl := range c.clients {
+			c.clientTick(cl)
+		}
+		if c.healed && c.done() {
+			c.result.LivenessTicks = c.now - c.healAt
+			c.finalChecks()
+			return
+		}
+		if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax {
+			c.fail("liveness: not done %d ticks after the heal (%s)", c.now-c.healAt, c.describe())
+			return
+		}
+	}
+}
+
+func (c *cluster) describe() string {
+	s := ""
+	for _, nd := range c.nodes {
+		s += fmt.Sprintf("r%d %v view %d op %d commit %d/%d; ", nd.id, nd.core.Status(), nd.core.View(), nd.core.Op(), nd.core.CommitMin(), nd.core.CommitMax())
+	}
+	for _, cl := range c.clients {
+		s += fmt.Sprintf("c%d req %d finished %d; ", cl.id, cl.request, cl.finished)
+	}
+	return s
+}
+
+func (c *cluster) finalChecks() {
+	first := c.nodes[0]
+	for _, nd := range c.nodes {
+		for op := uint64(1); op <= nd.core.CommitMin(); op++ {
+			h, ok := nd.core.Header(op)
+			if !ok {
+				continue // older than the journal window
+			}
+			if want := c.committed[op]; h.Checksum != want {
+				c.fail("log equality: replica %d holds %x at committed op %d, the cluster committed %x", nd.id, h.Checksum.Lo, op, want.Lo)
+				return
+			}
+		}
+		if nd.state != first.state {
+			c.fail("replica %d ends in state %x, replica 0 in %x", nd.id, nd.state, first.state)
+			return
+		}
+	}
+	for _, cl := range c.clients {
+		for request, reply := range cl.replies {
+			want, ok := c.committed[reply.op]
+			h, held := first.core.Header(reply.op)
+			if !ok || !held || h.Checksum != want || h.Client.Lo != uint64(cl.id)+1 || h.Request != request {
+				c.fail("acknowledged request %d of client %d (op %d) is not in the committed log", request, cl.id, reply.op)
+				return
+			}
+		}
+	}
+}
