@@ -106,8 +106,8 @@ const (
 	// MutationTruncatePastNackQuorum lets a new primary truncate an op with one nack
 	// fewer than the nack quorum.
 	MutationTruncatePastNackQuorum
-	// MutationAckBeforeDurable sends a backup's PrepareOk without journaling the
-	// prepare.
+	// MutationAckBeforeDurable sends a backup's PrepareOk one Ready before the
+	// journal write it promises.
 	MutationAckBeforeDurable
 )
 
@@ -164,9 +164,12 @@ type Ready struct {
 	Truncate      bool
 	TruncateAbove uint64
 	State         *DurableState
-	Writes        []Write
-	Messages      []Message
-	Committed     []wire.PrepareHeader
+	// ViewHeaders, when non-nil, replace the persisted headers of the log view's
+	// suffix (head first), atomically with State: Recover gets them back.
+	ViewHeaders []wire.PrepareHeader
+	Writes      []Write
+	Messages    []Message
+	Committed   []wire.PrepareHeader
 }
 
 // bodyState is where a slot's body is: absent, in the current Ready's writes, or
@@ -266,8 +269,10 @@ type Core struct {
 	candidates     []repairCandidate
 
 	// The durable state and the next one.
-	durable      DurableState
-	stateChanged bool
+	durable            DurableState
+	stateChanged       bool
+	viewHeadersOut     []wire.PrepareHeader
+	viewHeadersChanged bool
 
 	// Ready, reused.
 	rd            Ready
@@ -277,6 +282,7 @@ type Core struct {
 	bodyBuffers   [][]byte
 	bodyBuffersAt int
 	rsvNextAt     uint64
+	deferred      []Write // MutationAckBeforeDurable only
 	svSentTo      []uint64
 }
 
@@ -324,6 +330,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 type CoreRecovered struct {
 	State   DurableState
 	Headers []wire.PrepareHeader
+	// ViewHeaders are the last persisted Ready.ViewHeaders.
+	ViewHeaders []wire.PrepareHeader
 }
 
 // Recover resumes a restarted replica from its journal. A group of one replica is
@@ -360,6 +368,23 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		// (or a newer view's): a view adoption discards what disagrees there before
 		// it persists the log view. Below, stale entries of older views may remain.
 		s.trusted = h.Op >= rec.State.CommitMax
+	}
+	for i := range rec.ViewHeaders {
+		h := &rec.ViewHeaders[i]
+		if h.Op == 0 || !h.IdentityValid() || h.Op >= uint64(len(c.slots)) {
+			return fmt.Errorf("vsr: recovered view header for op %d is not valid", h.Op)
+		}
+		s := &c.slots[h.Op%uint64(len(c.slots))]
+		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
+			continue
+		}
+		if s.header.Op == h.Op {
+			c.rd.Discards = append(c.rd.Discards, h.Op)
+		}
+		*s = slot{header: *h, trusted: true}
+		if h.Op > c.op {
+			c.op = h.Op
+		}
 	}
 	c.commitMax = rec.State.CommitMax
 	if c.commitMax > c.op {
@@ -610,7 +635,30 @@ func (c *Core) bodyBuffer(size int) []byte {
 
 func (c *Core) persist() {
 	c.stateOut = DurableState{View: c.view, LogView: c.logView, CommitMax: c.commitMax}
-	c.stateChanged = c.stateOut != c.durable
+	c.stateChanged = c.stateChanged || c.stateOut != c.durable
+}
+
+// persistLog persists the state with the headers of the log view's suffix (from the
+// commit point to the head). A replica that adopted a view but has not repaired
+// every body yet must still know the view's head and headers after a crash: its
+// DoViewChange speaks for that view's log, and a shorter head there would let a new
+// primary drop committed ops.
+func (c *Core) persistLog() {
+	c.persist()
+	c.stateChanged = true
+	c.viewHeadersOut = c.viewHeadersOut[:0]
+	low := c.commitMax
+	if low == 0 {
+		low = 1
+	}
+	for op := c.op; op >= low && op > 0; op-- {
+		s := c.slotAt(op)
+		if s == nil || !s.trusted {
+			break
+		}
+		c.viewHeadersOut = append(c.viewHeadersOut, s.header)
+	}
+	c.viewHeadersChanged = true
 }
 
 // HasReady reports whether Ready would hand out anything.
@@ -627,6 +675,12 @@ func (c *Core) Ready() Ready {
 	if c.stateChanged {
 		s := c.stateOut
 		rd.State = &s
+	}
+	if c.viewHeadersChanged {
+		rd.ViewHeaders = c.viewHeadersOut
+		if rd.ViewHeaders == nil {
+			rd.ViewHeaders = []wire.PrepareHeader{}
+		}
 	}
 	return rd
 }
@@ -649,6 +703,7 @@ func (c *Core) Advance() {
 		c.durable = c.stateOut
 		c.stateChanged = false
 	}
+	c.viewHeadersChanged = false
 	for _, op := range c.dirtySlots {
 		if s := c.slotAt(op); s != nil && s.body == bodyWriting {
 			s.body = bodyDurable
@@ -663,6 +718,12 @@ func (c *Core) Advance() {
 	c.rd.Messages = c.rd.Messages[:0]
 	c.rd.Committed = c.rd.Committed[:0]
 	c.bodyBuffersAt = 0
+	for _, w := range c.deferred {
+		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {
+			c.write(s, w.Body)
+		}
+	}
+	c.deferred = c.deferred[:0]
 	// The primary's own append is one ack, counted once it is durable.
 	pending := c.pendingSelf
 	c.pendingSelf = c.pendingSelf[:0]
@@ -963,6 +1024,11 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 	}
 	switch {
 	case h.Op <= c.commitMin:
+		// Applied here; a new primary may still need the ack, when it learned less
+		// of the commit point than this replica did.
+		if s := c.slotAt(h.Op); s != nil && s.trusted && s.header.Checksum == h.Checksum {
+			c.sendPrepareOk(&h)
+		}
 		return nil
 	case h.Op <= c.op:
 		s := c.slotAt(h.Op)
@@ -986,7 +1052,8 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 		s.header.View = c.view
 		c.op = h.Op
 		if c.cfg.Mutation == MutationAckBeforeDurable {
-			s.body = bodyDurable
+			// The write goes out with the next Ready, after this one's PrepareOk.
+			c.deferred = append(c.deferred, Write{Header: s.header, Body: append([]byte(nil), body...)})
 		} else {
 			c.write(s, body)
 		}
@@ -999,9 +1066,7 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
 		c.sendPrepare(next, &h, body, wire.CommandPrepare)
 	}
-	if h.Op > c.commitMax {
-		c.sendPrepareOk(&h)
-	}
+	c.sendPrepareOk(&h)
 	c.maybeRepair()
 	return nil
 }
@@ -1531,7 +1596,7 @@ func (c *Core) maybeStartView() {
 	}
 	for op := c.commitMax + 1; op <= c.op; op++ {
 		if s := c.slotAt(op); s == nil || s.body == bodyNone {
-			c.startRepair()
+			c.maybeRepair()
 			return
 		}
 	}
@@ -1540,7 +1605,7 @@ func (c *Core) maybeStartView() {
 	c.mergeDone = false
 	clear(c.dvcs)
 	c.svcAt, c.viewChangeAt = 0, 0
-	c.persist()
+	c.persistLog()
 	clear(c.pipeline)
 	for op := c.commitMax + 1; op <= c.op; op++ {
 		s := c.slotAt(op)
@@ -1626,6 +1691,7 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 		}
 		if m.Op > c.op {
 			c.adoptLog(headers, m.Op)
+			c.persistLog()
 		}
 		c.maybeRepair()
 		return nil
@@ -1640,11 +1706,13 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 		c.commitMax = m.Commit
 	}
 	c.adoptLog(headers, m.Op)
-	c.persist()
+	c.persistLog()
 	c.repairActive, c.repairAt = false, 0
 	c.heartbeatTokenSeen = 0
 	c.startTimers()
-	for op := c.commitMax + 1; op <= c.op; op++ {
+	// Ack what the new primary has not committed (it may know less of the commit
+	// point than this replica).
+	for op := m.Commit + 1; op <= c.op; op++ {
 		if s := c.slotAt(op); s != nil && s.trusted && s.body != bodyNone {
 			c.sendPrepareOk(&s.header)
 		}
@@ -1733,7 +1801,13 @@ func (c *Core) startRepair() {
 	}
 	limit := c.repairLimit()
 	from := uint64(0)
-	for op := c.commitMin + 1; op <= limit; op++ {
+	start := c.commitMin + 1
+	if c.mergeDone && c.commitMax >= start {
+		// A forming primary needs the uncommitted bodies to start its view; the
+		// committed ones it can repair once it leads.
+		start = c.commitMax + 1
+	}
+	for op := start; op <= limit; op++ {
 		s := c.slotAt(op)
 		if op < c.trustLow || s == nil || !s.trusted || s.body == bodyNone {
 			from = op
@@ -1846,7 +1920,7 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 		if s.header.Checksum == h.Checksum && s.body == bodyNone {
 			c.write(s, body)
 			c.repairProgress = true
-			if c.status == StatusNormal && !c.IsPrimary() && h.Op > c.commitMax {
+			if c.status == StatusNormal && !c.IsPrimary() {
 				c.sendPrepareOk(&s.header)
 			}
 		}

@@ -22,10 +22,12 @@ type disk struct {
 	entries map[uint64]*diskEntry
 	pending []uint64
 
-	superCache    vsr.DurableState
-	superDurable  vsr.DurableState
-	superPending  bool
-	writes, syncs int
+	superCache     vsr.DurableState
+	superDurable   vsr.DurableState
+	headersCache   []wire.PrepareHeader
+	headersDurable []wire.PrepareHeader
+	superPending   bool
+	writes, syncs  int
 }
 
 type diskEntry struct {
@@ -61,8 +63,11 @@ func (d *disk) truncateAbove(op uint64) {
 	}
 }
 
-func (d *disk) setState(s vsr.DurableState) {
+func (d *disk) setState(s vsr.DurableState, viewHeaders []wire.PrepareHeader) {
 	d.superCache = s
+	if viewHeaders != nil {
+		d.headersCache = slices.Clone(viewHeaders)
+	}
 	d.superPending = true
 }
 
@@ -75,6 +80,7 @@ func (d *disk) sync() {
 	d.pending = d.pending[:0]
 	if d.superPending {
 		d.superDurable = d.superCache
+		d.headersDurable = d.headersCache
 		d.superPending = false
 	}
 	d.syncs++
@@ -99,10 +105,13 @@ func (d *disk) crash() {
 		}
 	}
 	d.pending = d.pending[:0]
+	// The superblock is written whole or not at all (two slots, newest valid wins).
 	if d.superPending && d.rng.IntN(2) == 0 {
 		d.superDurable = d.superCache
+		d.headersDurable = d.headersCache
 	}
 	d.superPending = false
+	d.headersCache = d.headersDurable
 	for op, e := range d.entries {
 		if e.durable == nil {
 			delete(d.entries, op)
@@ -130,7 +139,7 @@ func (d *disk) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 // recover scans the durable image as a restart would: every entry whose identity
 // and body seal hold, in op order.
 func (d *disk) recover() vsr.CoreRecovered {
-	rec := vsr.CoreRecovered{State: d.superDurable}
+	rec := vsr.CoreRecovered{State: d.superDurable, ViewHeaders: slices.Clone(d.headersDurable)}
 	ops := make([]uint64, 0, len(d.entries))
 	for op := range d.entries {
 		ops = append(ops, op)

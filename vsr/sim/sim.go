@@ -95,6 +95,10 @@ const (
 	clusterName     = "sim"
 	clientRetryTick = 60
 	frameSizeMax    = 1 << 20
+	// packetsInFlightMax and readyRoundsMax turn a storm or a loop into a failing
+	// seed instead of an exhausted machine.
+	packetsInFlightMax = 100_000
+	readyRoundsMax     = 1000
 )
 
 type packet struct {
@@ -134,6 +138,7 @@ type node struct {
 	lastReply   map[int]clientReply
 	// Monotonicity, per incarnation.
 	lastView         uint32
+	lastStatus       vsr.Status
 	lastDurableView  uint32
 	lastCommitMax    uint64
 	lastCommitMin    uint64
@@ -279,7 +284,11 @@ func (c *cluster) crash(nd *node) {
 
 // drain does a node's Ready work in the order the Ready contract names.
 func (c *cluster) drain(nd *node) {
-	for nd.up && nd.core.HasReady() {
+	for rounds := 0; nd.up && nd.core.HasReady(); rounds++ {
+		if rounds == readyRoundsMax {
+			c.fail("replica %d: Ready still not empty after %d rounds", nd.id, rounds)
+			return
+		}
 		rd := nd.core.Ready()
 		for _, op := range rd.Discards {
 			nd.disk.discard(op)
@@ -291,7 +300,7 @@ func (c *cluster) drain(nd *node) {
 			nd.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
 		}
 		if rd.State != nil {
-			nd.disk.setState(*rd.State)
+			nd.disk.setState(*rd.State, rd.ViewHeaders)
 		}
 		if nd.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
 			c.crash(nd)
@@ -317,6 +326,10 @@ func (c *cluster) checkMonotonic(nd *node) {
 		return
 	}
 	core := nd.core
+	if core.View() != nd.lastView || core.Status() != nd.lastStatus {
+		c.trace("r%d %v view %d log_view %d op %d commit %d/%d", nd.id, core.Status(), core.View(), core.LogView(), core.Op(), core.CommitMin(), core.CommitMax())
+		nd.lastStatus = core.Status()
+	}
 	if core.View() < nd.lastView {
 		c.fail("replica %d view went back from %d to %d", nd.id, nd.lastView, core.View())
 	}
@@ -377,6 +390,16 @@ func (c *cluster) sendClient(from, to int, p packet) {
 
 func (c *cluster) send(p packet) {
 	c.result.Messages++
+	if len(c.packets) > packetsInFlightMax {
+		counts := map[string]int{}
+		for _, q := range c.packets {
+			if q.frame != nil {
+				counts[fmt.Sprintf("%d->%d %v", q.from, q.to, wire.Command(q.frame[wire.CommandFieldOffset]))]++
+			}
+		}
+		c.fail("message storm: %d packets in flight %v (%s)", len(c.packets), counts, c.describe())
+		return
+	}
 	if c.blocked[p.from][p.to] {
 		return
 	}
