@@ -20,6 +20,8 @@
 package sim
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -94,6 +96,7 @@ type Result struct {
 const (
 	clusterName     = "sim"
 	clientRetryTick = 60
+	clientsTableMax = 64
 	frameSizeMax    = 1 << 20
 	// packetsInFlightMax and readyRoundsMax turn a storm or a loop into a failing
 	// seed instead of an exhausted machine.
@@ -112,13 +115,20 @@ type packet struct {
 }
 
 type clientRequest struct {
-	client  int
-	request uint64
-	body    []byte
+	client   int
+	register bool
+	session  uint64
+	request  uint64
+	body     []byte
 }
 
 type clientReply struct {
-	client  int
+	client   int
+	register bool
+	// evicted: the session is gone (or older than the client's latest
+	// registration): register again.
+	evicted bool
+	epoch   uint64
 	request uint64
 	op      uint64
 	state   uint64
@@ -131,11 +141,10 @@ type node struct {
 	up          bool
 	downUntil   uint64
 	crashOnSync bool
-	// The state machine: a running hash of applied bodies, deduplicated by client
-	// (one request in flight per client, request numbers increasing).
-	state       uint64
-	lastRequest map[int]uint64
-	lastReply   map[int]clientReply
+	// The state machine: a running hash of applied bodies, deduplicated by the
+	// replicated client table (vsr.ClientTable), as the metadata plane is.
+	state uint64
+	table *vsr.ClientTable
 	// Monotonicity, per incarnation.
 	lastView         uint32
 	lastStatus       vsr.Status
@@ -153,6 +162,8 @@ type client struct {
 	target      int
 	finished    int
 	replies     map[uint64]clientReply
+	// session is the epoch of the client's registration; zero until registered.
+	session uint64
 }
 
 type cluster struct {
@@ -254,8 +265,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 	nd.core = core
 	nd.up = true
 	nd.state = 0
-	nd.lastRequest = make(map[int]uint64)
-	nd.lastReply = make(map[int]clientReply)
+	nd.table = vsr.NewClientTable(clientsTableMax)
 	nd.lastCommitMax, nd.lastCommitMin = 0, 0
 	if restart {
 		rec := nd.disk.recover()
@@ -355,19 +365,53 @@ func (c *cluster) apply(nd *node, h *wire.PrepareHeader) {
 		return
 	}
 	clientID := int(h.Client.Lo) - 1
-	if clientID < 0 {
+	if clientID < 0 || clientID >= len(c.clients) {
+		c.fail("replica %d applies op %d of unknown client %v", nd.id, h.Op, h.Client)
 		return
 	}
-	if h.Request <= nd.lastRequest[clientID] {
-		return // a retry prepared twice: applied once, its reply stands
+	reply := clientReply{client: clientID, request: h.Request, op: h.Op}
+	if h.Operation == wire.OperationRegister {
+		reply.register = true
+		reply.epoch = nd.table.CommitRegister(h.Client, 0, h.Op, encodeReply(h, 0))
+	} else {
+		epoch, _, registered := nd.table.Session(h.Client)
+		if !registered {
+			return // logged out or evicted since it was admitted: nothing to dedupe against
+		}
+		if verdict, _ := nd.table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute {
+			return // a retry prepared twice: applied once, its reply stands
+		}
+		nd.state = xxh3.HashSeed(body, nd.state)
+		reply.state = nd.state
+		nd.table.CommitRequest(h.Client, h.Request, h.RequestChecksum, h.Op, encodeReply(h, nd.state))
 	}
-	nd.state = xxh3.HashSeed(body, nd.state)
-	nd.lastRequest[clientID] = h.Request
-	reply := clientReply{client: clientID, request: h.Request, op: h.Op, state: nd.state}
-	nd.lastReply[clientID] = reply
 	if nd.core.IsPrimary() {
 		c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &reply})
 	}
+}
+
+// encodeReply is the committed reply the client table caches: a reply header built
+// from the prepare alone, and the state after the apply, so every replica caches the
+// same bytes.
+func encodeReply(h *wire.PrepareHeader, state uint64) []byte {
+	var r wire.ReplyHeader
+	r.Size = wire.HeaderSize + 8
+	r.Command = wire.CommandReply
+	r.Client = h.Client
+	r.RequestChecksum = h.RequestChecksum
+	r.Op, r.Commit, r.Timestamp = h.Op, h.Op, h.Timestamp
+	r.Request = h.Request
+	r.Operation = h.Operation
+	b := make([]byte, wire.HeaderSize+8)
+	wire.PutHeader(b, &r)
+	binary.LittleEndian.PutUint64(b[wire.HeaderSize:], state)
+	return b
+}
+
+func decodeReply(clientID int, b []byte) clientReply {
+	var r wire.ReplyHeader
+	copy(wire.HeaderBytes(&r)[:], b)
+	return clientReply{client: clientID, request: r.Request, op: r.Op, state: binary.LittleEndian.Uint64(b[wire.HeaderSize:])}
 }
 
 func alignedFrame(size int) []byte {
@@ -474,17 +518,32 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	if !nd.up || !nd.core.IsPrimary() {
 		return
 	}
-	if r.request <= nd.lastRequest[r.client] {
-		if reply, ok := nd.lastReply[r.client]; ok && reply.request == r.request {
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &reply})
-		}
-		return
-	}
 	id := wire.Uint128{Lo: uint64(r.client) + 1}
+	checksum := wire.RequestChecksum(r.body)
+	p := vsr.Proposal{Client: id, Request: r.request, Operation: wire.OperationCreateStream, RequestChecksum: checksum}
+	if r.register {
+		p.Operation, p.Request = wire.OperationRegister, 0
+	} else {
+		verdict, cached := nd.table.Preflight(id, r.session, r.request, checksum)
+		switch verdict {
+		case vsr.PreflightExecute:
+		case vsr.PreflightReplay:
+			reply := decodeReply(r.client, cached)
+			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &reply})
+			return
+		case vsr.PreflightNoSession, vsr.PreflightSessionTooLow:
+			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, evicted: true, request: r.request}})
+			return
+		case vsr.PreflightSessionTooHigh:
+			return // a session this replica has not applied yet
+		default:
+			c.fail("replica %d: request %d of client %d: preflight %v", nd.id, r.request, r.client, verdict)
+			return
+		}
+	}
 	if nd.core.InPipeline(id) {
 		return
 	}
-	p := vsr.Proposal{Client: id, Request: r.request, Operation: wire.OperationCreateStream, RequestChecksum: wire.RequestChecksum(r.body)}
 	if _, err := nd.core.Propose(p, r.body, c.now*1000); err != nil {
 		return
 	}
@@ -493,6 +552,20 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 
 func (c *cluster) onReply(r *clientReply) {
 	cl := c.clients[r.client]
+	switch {
+	case r.evicted:
+		if cl.outstanding && r.request == cl.request {
+			cl.session = 0
+			cl.sentAt = 0 // re-register at the next tick
+		}
+		return
+	case r.register:
+		if cl.session == 0 && cl.outstanding {
+			cl.session = r.epoch
+			cl.sentAt = 0 // send the request now
+		}
+		return
+	}
 	if previous, ok := cl.replies[r.request]; ok {
 		if previous != *r {
 			c.fail("client %d request %d answered twice differently: op %d state %x, then op %d state %x",
@@ -515,7 +588,7 @@ func (c *cluster) onReply(r *clientReply) {
 }
 
 func (c *cluster) clientTick(cl *client) {
-	if cl.outstanding && c.now-cl.sentAt < clientRetryTick {
+	if cl.outstanding && cl.sentAt != 0 && c.now-cl.sentAt < clientRetryTick {
 		return
 	}
 	if !cl.outstanding {
@@ -527,7 +600,7 @@ func (c *cluster) clientTick(cl *client) {
 		}
 		cl.request++
 		cl.outstanding = true
-	} else {
+	} else if cl.sentAt != 0 {
 		// No answer: retry at another replica, as the SDKs redirect.
 		cl.target = (cl.target + 1 + c.rngWork.IntN(c.opts.Replicas)) % c.opts.Replicas
 	}
@@ -539,7 +612,11 @@ func (c *cluster) clientTick(cl *client) {
 	for i := range body {
 		body[i] = byte(r.Uint32())
 	}
-	c.sendClient(c.opts.Replicas+cl.id, cl.target, packet{request: &clientRequest{client: cl.id, request: cl.request, body: body}})
+	req := &clientRequest{client: cl.id, request: cl.request, body: body, session: cl.session, register: cl.session == 0}
+	if req.register {
+		req.body = []byte{'r', byte(cl.id)}
+	}
+	c.sendClient(c.opts.Replicas+cl.id, cl.target, packet{request: req})
 }
 
 func (c *cluster) faultTick() {
@@ -698,6 +775,10 @@ func (c *cluster) finalChecks() {
 		}
 		if nd.state != first.state {
 			c.fail("replica %d ends in state %x, replica 0 in %x", nd.id, nd.state, first.state)
+			return
+		}
+		if a, b := nd.table.AppendICT2(nil), first.table.AppendICT2(nil); !bytes.Equal(a, b) {
+			c.fail("replica %d ends with another client table than replica 0 (ICT2 %d vs %d bytes)", nd.id, len(a), len(b))
 			return
 		}
 	}
