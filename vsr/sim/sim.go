@@ -253,7 +253,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 			Group:        wire.MetadataGroup,
 		},
 		Timing:       Timing,
-		JournalSlots: 8192,
+		JournalSlots: 2048,
 		Storage:      nd.disk,
 		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
 		Mutation:     c.opts.Mutation,

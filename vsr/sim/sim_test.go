@@ -3,6 +3,9 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -13,8 +16,12 @@ var (
 	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
 )
 
-// ciSeeds is the fixed set CI runs on every change.
-const ciSeeds = 200
+// ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
+// fewer.
+const (
+	ciSeeds      = 1000
+	ciSeedsShort = 100
+)
 
 func TestSim(t *testing.T) {
 	if *seedFlag != 0 {
@@ -29,30 +36,74 @@ func TestSim(t *testing.T) {
 		return
 	}
 	count, first := ciSeeds, uint64(1)
+	if testing.Short() {
+		count = ciSeedsShort
+	}
 	if *seedsFlag > 0 {
 		count, first = *seedsFlag, *firstFlag
 	}
 	start := time.Now()
+	// Seeds are independent: run them on every core, each a pure function of its
+	// seed, and report failures in seed order.
+	results := make([]Result, count)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= count {
+					return
+				}
+				results[i] = Run(Config(first + uint64(i)))
+			}
+		}()
+	}
+	wg.Wait()
 	var livenessMax, committed uint64
 	failures := 0
-	for i := 0; i < count; i++ {
-		seed := first + uint64(i)
-		r := Run(Config(seed))
+	for _, r := range results {
 		committed += r.Committed
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
-			t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, seed)
-			if failures >= 5 {
-				break
+			if failures <= 10 {
+				t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, r.Seed)
 			}
 		}
 	}
-	t.Logf("%d seeds from %d in %v: %d ops committed, liveness bound seen %d ticks",
-		count, first, time.Since(start).Round(time.Millisecond), committed, livenessMax)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, liveness bound seen %d ticks (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, livenessMax, Config(1).LivenessTicksMax)
 }
 
 func ExampleConfig() {
 	fmt.Println(Config(1).Replicas, Config(4).Replicas)
 	// Output: 5 1
+}
+
+// BenchmarkSim runs whole seeds: committed ops per second of wall time is the
+// simulator's speed (the core's, the checkers' and the simulated network's).
+func BenchmarkSim(b *testing.B) {
+	for _, replicas := range []int{3, 5} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			b.ReportAllocs()
+			var committed, ticks uint64
+			seed := uint64(0)
+			for b.Loop() {
+				seed++
+				opts := Config(seed)
+				opts.Replicas = replicas
+				r := Run(opts)
+				if r.Violation != nil {
+					b.Fatal(r.Violation)
+				}
+				committed += r.Committed
+				ticks += r.Ticks
+			}
+			b.ReportMetric(float64(committed)/b.Elapsed().Seconds(), "ops/s")
+			b.ReportMetric(float64(ticks)/b.Elapsed().Seconds(), "ticks/s")
+		})
+	}
 }
