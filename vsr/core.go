@@ -1324,10 +1324,33 @@ func (c *Core) onDoViewChange(m *wire.DoViewChangeHeader, body []byte) error {
 		return nil
 	}
 	if c.dvcs[m.Replica] == nil {
-		c.dvcs[m.Replica] = &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
+		d := &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
+		if err := d.checkShape(); err != nil {
+			return err
+		}
+		c.dvcs[m.Replica] = d
 	}
 	c.checkStartViewChangeQuorum()
 	c.checkDoViewChangeQuorum()
+	return nil
+}
+
+// checkShape: a suffix covers the sender's ops from its commit point (or op 1) to
+// its head, or the 128 highest of them; below a full suffix every op is committed
+// (the head is never further than a pipeline ahead of the commit point), which bounds
+// every walk of the merge to 128 ops whatever a peer claims.
+func (d *doViewChange) checkShape() error {
+	low := max(d.commit, 1)
+	want := uint64(0)
+	if d.op >= low {
+		want = min(d.op-low+1, wire.DoViewChangeSuffixMax)
+	}
+	if uint64(len(d.headers)) != want {
+		return badMessage("do view change of head %d and commit %d carries %d headers, want %d", d.op, d.commit, len(d.headers), want)
+	}
+	if d.op >= wire.DoViewChangeSuffixMax && d.commit < d.op-wire.DoViewChangeSuffixMax+1 {
+		d.commit = d.op - wire.DoViewChangeSuffixMax + 1
+	}
 	return nil
 }
 
@@ -1521,8 +1544,13 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 			low = head
 		}
 	}
-	// Below the suffix nothing is known to be of this log until the chain says so.
-	for op := c.commitMin + 1; op < low; op++ {
+	// Below the suffix nothing is known to be of this log until the chain says so
+	// (only the last JournalSlots ops can have a slot).
+	from := c.commitMin + 1
+	if low > uint64(len(c.slots)) && from < low-uint64(len(c.slots)) {
+		from = low - uint64(len(c.slots))
+	}
+	for op := from; op < low; op++ {
 		if s := c.slotAt(op); s != nil {
 			s.trusted = false
 		}
@@ -1670,8 +1698,8 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if len(headers) == 0 && m.Op > 0 {
-		return badMessage("start view of head %d without its header", m.Op)
+	if want := min(m.Op-max(m.Commit, 1)+1, wire.DoViewChangeSuffixMax); m.Op > 0 && uint64(len(headers)) != want {
+		return badMessage("start view of head %d and commit %d carries %d headers, want %d", m.Op, m.Commit, len(headers), want)
 	}
 	if m.Replica != c.PrimaryOf(m.View) || m.View < c.view || m.Replica == c.cfg.ReplicaID {
 		return nil
@@ -1726,18 +1754,8 @@ func (c *Core) adoptLog(headers []wire.PrepareHeader, head uint64) {
 	if head < c.op {
 		c.truncateAbove(head)
 	}
-	if head > c.op || len(headers) > 0 {
-		// Ops between our old head and the suffix are unknown until repaired.
-		low := head + 1
-		if len(headers) > 0 {
-			low = headers[len(headers)-1].Op
-		}
-		for op := c.op + 1; op < low; op++ {
-			if s := c.slotAt(op); s != nil {
-				*s = slot{}
-			}
-		}
-	}
+	// No slot holds an op above the old head, so the ops between it and the
+	// suffix are simply unknown until repaired.
 	c.op = head
 	c.installLog(headers, head, c.commitMax)
 }

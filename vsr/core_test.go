@@ -47,6 +47,8 @@ type testCluster struct {
 	cut      map[[2]int]bool
 	applied  [][]uint64
 	frame    []byte
+	// onFrame, when set, sees every frame deliver delivers.
+	onFrame func(frame []byte)
 }
 
 type queued struct {
@@ -127,6 +129,9 @@ func (tc *testCluster) deliver(limit int) {
 		frame := tc.frame[:wire.HeaderSize+len(q.body)]
 		q.header.Put(frame)
 		copy(frame[wire.HeaderSize:], q.body)
+		if tc.onFrame != nil {
+			tc.onFrame(frame)
+		}
 		h, err := wire.DecodeReplicaHeader(frame, 1<<16)
 		if err != nil {
 			tc.t.Fatalf("replica %d sent a frame the decoder refuses: %v", q.from, err)
