@@ -332,6 +332,16 @@ type CoreRecovered struct {
 	Headers []wire.PrepareHeader
 	// ViewHeaders are the last persisted Ready.ViewHeaders.
 	ViewHeaders []wire.PrepareHeader
+	// Checkpoint is the last op the caller's restored state already holds (a
+	// snapshot): it is not applied again, and the journal may start after it.
+	Checkpoint Checkpoint
+}
+
+// Checkpoint names the op a snapshot was taken at.
+type Checkpoint struct {
+	Op        uint64
+	Identity  wire.Uint128
+	Timestamp uint64
 }
 
 // Recover resumes a restarted replica from its journal. A group of one replica is
@@ -345,36 +355,40 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	if rec.State.LogView > rec.State.View {
 		return fmt.Errorf("vsr: recovered log view %d above view %d", rec.State.LogView, rec.State.View)
 	}
+	base := rec.Checkpoint.Op
 	c.view, c.logView = rec.State.View, rec.State.LogView
 	c.durable = rec.State
-	for i := range rec.Headers {
-		h := &rec.Headers[i]
-		if h.Op == 0 || !h.IdentityValid() {
-			return fmt.Errorf("vsr: recovered header for op %d has a bad identity", h.Op)
-		}
-		if h.Op > c.op {
-			c.op = h.Op
+	c.op = base
+	for _, headers := range [][]wire.PrepareHeader{rec.Headers, rec.ViewHeaders} {
+		for i := range headers {
+			h := &headers[i]
+			if h.Op == 0 || !h.IdentityValid() || h.Group != c.cfg.Group {
+				return fmt.Errorf("vsr: recovered header for op %d is not a valid prepare of this group", h.Op)
+			}
+			c.op = max(c.op, h.Op)
 		}
 	}
-	if c.op >= uint64(len(c.slots)) {
-		return fmt.Errorf("vsr: recovered op %d beyond %d journal slots (state transfer not built)", c.op, len(c.slots))
-	}
+	slots := uint64(len(c.slots))
+	inWindow := func(op uint64) bool { return op > base && op+slots > c.op }
 	for i := range rec.Headers {
 		h := &rec.Headers[i]
-		s := &c.slots[h.Op%uint64(len(c.slots))]
+		if !inWindow(h.Op) {
+			continue // applied in the checkpoint, or beyond the window
+		}
+		s := &c.slots[h.Op%slots]
 		s.header = *h
 		s.body = bodyDurable
 		// Entries at or above the durable commit point belong to the log view's log
 		// (or a newer view's): a view adoption discards what disagrees there before
 		// it persists the log view. Below, stale entries of older views may remain.
-		s.trusted = h.Op >= rec.State.CommitMax
+		s.trusted = h.Op >= rec.State.CommitMax || c.cfg.ReplicaCount == 1
 	}
 	for i := range rec.ViewHeaders {
 		h := &rec.ViewHeaders[i]
-		if h.Op == 0 || !h.IdentityValid() || h.Op >= uint64(len(c.slots)) {
-			return fmt.Errorf("vsr: recovered view header for op %d is not valid", h.Op)
+		if !inWindow(h.Op) {
+			continue
 		}
-		s := &c.slots[h.Op%uint64(len(c.slots))]
+		s := &c.slots[h.Op%slots]
 		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
 			continue
 		}
@@ -382,29 +396,24 @@ func (c *Core) Recover(rec CoreRecovered) error {
 			c.rd.Discards = append(c.rd.Discards, h.Op)
 		}
 		*s = slot{header: *h, trusted: true}
-		if h.Op > c.op {
-			c.op = h.Op
-		}
 	}
-	c.commitMax = rec.State.CommitMax
-	if c.commitMax > c.op {
-		c.commitMax = c.op
-	}
+	c.commitMin = base
+	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
 	c.trustLow = c.op + 1
-	for c.trustLow > 1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
+	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
 		c.trustLow--
 	}
 	if head := c.slotAt(c.op); head != nil {
 		c.lastPrepareChecksum = head.header.Checksum
 		c.lastTimestamp = head.header.Timestamp
+	} else if c.op == base {
+		c.lastPrepareChecksum = rec.Checkpoint.Identity
+		c.lastTimestamp = rec.Checkpoint.Timestamp
 	}
 	if c.cfg.ReplicaCount == 1 {
-		for op := uint64(1); op <= c.op; op++ {
-			if s := c.slotAt(op); s != nil {
-				s.trusted = true
-			}
+		if c.trustLow != base+1 {
+			return fmt.Errorf("vsr: journal misses op %d below its head %d", c.trustLow-1, c.op)
 		}
-		c.trustLow = 1
 		c.commitMax = c.op
 		c.status = StatusNormal
 		c.startTimers()

@@ -471,3 +471,40 @@ func BenchmarkCoreNormalCase(b *testing.B) {
 		})
 	}
 }
+
+func TestCoreSingleReplicaRecoversFromCheckpointAndJournal(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	for r := uint64(1); r <= 6; r++ {
+		tc.propose(0, 1, r)
+	}
+	st := tc.storages[0]
+	// A snapshot at op 4; the journal still holds ops 3..6 (3 and 4 overlap it).
+	four := st.headers[4]
+	rec := CoreRecovered{Checkpoint: Checkpoint{Op: 4, Identity: four.Checksum, Timestamp: four.Timestamp}}
+	for op := uint64(3); op <= 6; op++ {
+		rec.Headers = append(rec.Headers, st.headers[op])
+	}
+	c, err := NewCore(CoreConfig{Config: tc.cores[0].cfg.Config, Timing: testTiming, JournalSlots: 256, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Recover(rec); err != nil {
+		t.Fatal(err)
+	}
+	tc.cores[0] = c
+	tc.applied[0] = tc.applied[0][:0]
+	tc.drain(0)
+	if c.CommitMin() != 6 || len(tc.applied[0]) != 2 || tc.applied[0][0] != 5 {
+		t.Fatalf("after recovery: applied %d, re-applied %v, want ops 5 and 6", c.CommitMin(), tc.applied[0])
+	}
+	op := tc.propose(0, 1, 7)
+	h, _ := c.Header(op)
+	if op != 7 || h.Parent != st.headers[6].Checksum {
+		t.Fatalf("next op %d parent %v, want 7 chained to op 6", op, h.Parent)
+	}
+	// A journal with a hole below its head is refused for a single replica.
+	c2, _ := NewCore(CoreConfig{Config: tc.cores[0].cfg.Config, Timing: testTiming, JournalSlots: 256, Storage: st})
+	if err := c2.Recover(CoreRecovered{Headers: []wire.PrepareHeader{st.headers[1], st.headers[3]}}); err == nil {
+		t.Fatal("a journal with a hole recovered")
+	}
+}
