@@ -122,7 +122,9 @@ type CoreConfig struct {
 	// Incarnation is random per boot (metadata plane) so that a StartView answering
 	// an older boot's probe is recognised; zero on partition planes.
 	Incarnation wire.Uint128
-	Mutation    Mutation
+	// Sessions lets a metadata-plane primary answer forwarded logins (optional).
+	Sessions Sessions
+	Mutation Mutation
 }
 
 // DurableState is what must be durable before any message of the same Ready is sent:
@@ -170,6 +172,8 @@ type Ready struct {
 	Writes      []Write
 	Messages    []Message
 	Committed   []wire.PrepareHeader
+	// Forwards are the answers to logins and logouts this replica forwarded.
+	Forwards []ForwardOutcome
 }
 
 // bodyState is where a slot's body is: absent, in the current Ready's writes, or
@@ -282,8 +286,12 @@ type Core struct {
 	bodyBuffers   [][]byte
 	bodyBuffersAt int
 	rsvNextAt     uint64
-	deferred      []Write // MutationAckBeforeDurable only
-	svSentTo      []uint64
+
+	forwardNonce uint64
+	forwardsOut  []forwardOrigin
+	forwardsIn   []forwardAtPrimary
+	deferred     []Write // MutationAckBeforeDurable only
+	svSentTo     []uint64
 }
 
 // ErrNotNormal is returned by Propose while the replica is changing view or
@@ -512,7 +520,7 @@ func (c *Core) startTimers() {
 // keeps them ordered by it and ticks only those due, so an idle group costs nothing.
 func (c *Core) NextDeadline() uint64 {
 	d := uint64(0)
-	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt} {
+	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt, c.forwardDeadline()} {
 		if t != 0 && (d == 0 || t < d) {
 			d = t
 		}
@@ -536,6 +544,9 @@ func (c *Core) Tick() {
 		return
 	}
 	t := &c.cfg.Timing
+	if len(c.forwardsOut) > 0 && c.now >= c.forwardDeadline() {
+		c.expireForwards()
+	}
 	if c.heartbeatAt != 0 && c.now >= c.heartbeatAt {
 		c.heartbeatAt = 0
 		c.startViewChange(c.view + 1)
@@ -674,7 +685,7 @@ func (c *Core) persistLog() {
 func (c *Core) HasReady() bool {
 	c.collectCommitted()
 	return c.stateChanged || c.rd.Truncate || len(c.rd.Discards) > 0 || len(c.rd.Writes) > 0 ||
-		len(c.rd.Messages) > 0 || len(c.rd.Committed) > 0
+		len(c.rd.Messages) > 0 || len(c.rd.Committed) > 0 || len(c.rd.Forwards) > 0
 }
 
 // Ready hands out the recorded work; its slices are valid until Advance.
@@ -726,6 +737,7 @@ func (c *Core) Advance() {
 	clear(c.rd.Messages)
 	c.rd.Messages = c.rd.Messages[:0]
 	c.rd.Committed = c.rd.Committed[:0]
+	c.rd.Forwards = c.rd.Forwards[:0]
 	c.bodyBuffersAt = 0
 	for _, w := range c.deferred {
 		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {
@@ -742,6 +754,10 @@ func (c *Core) Advance() {
 				c.onAck(c.cfg.ReplicaID, op, s.header.Checksum)
 			}
 		}
+	}
+	if len(c.forwardsIn) > 0 {
+		// The commits of that Ready are applied now: the session table has them.
+		c.answerForwards(!c.IsPrimary())
 	}
 }
 
@@ -973,6 +989,8 @@ func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
 		return c.onRepairPrepare(h.Prepare(), body)
 	case wire.CommandRepairDone, wire.CommandRangeEvicted:
 		return c.onRepairRange(h.RepairRange())
+	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
+		return c.stepForward(h)
 	}
 	return badMessage("command %v is not handled by the consensus core", h.Command)
 }
@@ -1153,6 +1171,9 @@ func (c *Core) answerStaleView(replica uint8) {
 // --- view change ---
 
 func (c *Core) startViewChange(view uint32) {
+	if len(c.forwardsIn) > 0 {
+		c.answerForwards(true)
+	}
 	c.view = view
 	c.status = StatusViewChange
 	c.svcFrom = 1 << c.cfg.ReplicaID

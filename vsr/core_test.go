@@ -49,6 +49,8 @@ type testCluster struct {
 	frame    []byte
 	// onFrame, when set, sees every frame deliver delivers.
 	onFrame func(frame []byte)
+	// forwards collects each replica's Ready.Forwards.
+	forwards [][]ForwardOutcome
 }
 
 type queued struct {
@@ -109,6 +111,12 @@ func (tc *testCluster) drain(i int) {
 		}
 		for k := range rd.Committed {
 			tc.applied[i] = append(tc.applied[i], rd.Committed[k].Op)
+		}
+		if len(rd.Forwards) > 0 {
+			for len(tc.forwards) <= i {
+				tc.forwards = append(tc.forwards, nil)
+			}
+			tc.forwards[i] = append(tc.forwards[i], rd.Forwards...)
 		}
 		c.Advance()
 	}
