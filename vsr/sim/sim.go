@@ -90,7 +90,9 @@ type Result struct {
 	Acknowledged  int
 	Crashes       int
 	ViewChanges   uint32
-	Messages      int
+	// ForwardedLogins is how many logins at a backup the primary answered Ok.
+	ForwardedLogins int
+	Messages        int
 }
 
 const (
@@ -145,6 +147,8 @@ type node struct {
 	// replicated client table (vsr.ClientTable), as the metadata plane is.
 	state uint64
 	table *vsr.ClientTable
+	// forwarded maps the nonce of a login forwarded to the primary to its client.
+	forwarded map[wire.Uint128]int
 	// Monotonicity, per incarnation.
 	lastView         uint32
 	lastStatus       vsr.Status
@@ -245,6 +249,8 @@ func (c *cluster) fail(format string, args ...any) {
 
 func (c *cluster) boot(nd *node, restart bool) {
 	nd.incarnationCount++
+	nd.table = vsr.NewClientTable(clientsTableMax)
+	nd.forwarded = make(map[wire.Uint128]int)
 	cfg := vsr.CoreConfig{
 		Config: vsr.Config{
 			Cluster:      wire.ClusterID(clusterName),
@@ -256,6 +262,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 		JournalSlots: 2048,
 		Storage:      nd.disk,
 		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
+		Sessions:     nd.table,
 		Mutation:     c.opts.Mutation,
 	}
 	core, err := vsr.NewCore(cfg)
@@ -265,7 +272,6 @@ func (c *cluster) boot(nd *node, restart bool) {
 	nd.core = core
 	nd.up = true
 	nd.state = 0
-	nd.table = vsr.NewClientTable(clientsTableMax)
 	nd.lastCommitMax, nd.lastCommitMin = 0, 0
 	if restart {
 		rec := nd.disk.recover()
@@ -288,6 +294,11 @@ func (c *cluster) crash(nd *node) {
 	nd.lastDurableView = nd.disk.superDurable.View
 	nd.crashOnSync = false
 	nd.downUntil = c.now + 20 + uint64(c.rngFail.IntN(400))
+	if c.rngFail.IntN(6) == 0 {
+		// A long absence: the cluster moves on without it, and it catches up by
+		// repair when it returns.
+		nd.downUntil += 1000 + uint64(c.rngFail.IntN(1500))
+	}
 	c.result.Crashes++
 	c.trace("r%d crash", nd.id)
 }
@@ -325,6 +336,14 @@ func (c *cluster) drain(nd *node) {
 		}
 		for i := range rd.Committed {
 			c.apply(nd, &rd.Committed[i])
+		}
+		for _, f := range rd.Forwards {
+			clientID, ok := nd.forwarded[f.Nonce]
+			delete(nd.forwarded, f.Nonce)
+			if ok && f.Register && !f.TimedOut && f.Outcome == uint8(wire.ForwardRegisterOk) {
+				c.result.ForwardedLogins++
+				c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &clientReply{client: clientID, register: true, epoch: f.Epoch}})
+			}
 		}
 		nd.core.Advance()
 	}
@@ -515,10 +534,18 @@ func (c *cluster) onFrame(nd *node, frame []byte) {
 }
 
 func (c *cluster) onRequest(nd *node, r *clientRequest) {
+	id := wire.Uint128{Lo: uint64(r.client) + 1}
+	if nd.up && r.register && nd.core.Status() == vsr.StatusNormal && !nd.core.IsPrimary() {
+		// A login at a backup: authenticated here, forwarded to the primary.
+		if nonce, err := nd.core.ForwardRegister(id, 0); err == nil {
+			nd.forwarded[nonce] = r.client
+			c.drain(nd)
+		}
+		return
+	}
 	if !nd.up || !nd.core.IsPrimary() {
 		return
 	}
-	id := wire.Uint128{Lo: uint64(r.client) + 1}
 	checksum := wire.RequestChecksum(r.body)
 	p := vsr.Proposal{Client: id, Request: r.request, Operation: wire.OperationCreateStream, RequestChecksum: checksum}
 	if r.register {

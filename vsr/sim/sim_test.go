@@ -46,7 +46,7 @@ func TestSim(t *testing.T) {
 	// Seeds are independent: run them on every core, each a pure function of its
 	// seed, and report failures in seed order.
 	results := make([]Result, count)
-	var next atomic.Int64
+	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
 		wg.Add(1)
@@ -58,14 +58,20 @@ func TestSim(t *testing.T) {
 					return
 				}
 				results[i] = Run(Config(first + uint64(i)))
+				if done := done.Add(1); done%10000 == 0 {
+					t.Logf("%d of %d seeds run, %v", done, count, time.Since(start).Round(time.Second))
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	var livenessMax, committed uint64
-	failures := 0
+	failures, crashes, forwarded, views := 0, 0, 0, uint64(0)
 	for _, r := range results {
 		committed += r.Committed
+		crashes += r.Crashes
+		forwarded += r.ForwardedLogins
+		views += uint64(r.ViewChanges)
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
@@ -74,8 +80,8 @@ func TestSim(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, liveness bound seen %d ticks (limit %d)",
-		count, first, time.Since(start).Round(time.Millisecond), failures, committed, livenessMax, Config(1).LivenessTicksMax)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, liveness bound seen %d ticks (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, livenessMax, Config(1).LivenessTicksMax)
 }
 
 func ExampleConfig() {
