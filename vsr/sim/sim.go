@@ -92,14 +92,20 @@ type Result struct {
 	ViewChanges   uint32
 	// ForwardedLogins is how many logins at a backup the primary answered Ok.
 	ForwardedLogins int
-	Messages        int
+	// CorruptRefused is how many corrupted frames the receivers refused.
+	CorruptRefused int
+	Messages       int
 }
 
 const (
 	clusterName     = "sim"
 	clientRetryTick = 60
 	clientsTableMax = 64
-	frameSizeMax    = 1 << 20
+	// journalSlots holds every op of a run: a restarted replica re-applies from op
+	// 1, as the simulated state machine keeps no snapshot (and state transfer is not
+	// built).
+	journalSlots = 8192
+	frameSizeMax = 1 << 20
 	// packetsInFlightMax and readyRoundsMax turn a storm or a loop into a failing
 	// seed instead of an exhausted machine.
 	packetsInFlightMax = 100_000
@@ -111,6 +117,8 @@ type packet struct {
 	seq       uint64
 	from, to  int
 	frame     []byte
+	// corrupted: a bit flipped on the way; the receiver must refuse the frame.
+	corrupted bool
 	// Client traffic is not a replica frame.
 	request *clientRequest
 	reply   *clientReply
@@ -182,13 +190,16 @@ type cluster struct {
 	packets []packet
 
 	lossPercent, dupPercent, delayMax int
+	corruptPerMille                   int
 	blocked                           [][]bool
 
 	committed map[uint64]wire.Uint128
-	result    Result
-	healed    bool
-	healAt    uint64
-	violation error
+	// committedRequest is the client and request of each committed op.
+	committedRequest map[uint64][2]uint64
+	result           Result
+	healed           bool
+	healAt           uint64
+	violation        error
 }
 
 // Run simulates one cluster.
@@ -199,6 +210,8 @@ func Run(opts Options) Result {
 		rngWork:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0002)),
 		rngFail:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0003)),
 		committed: make(map[uint64]wire.Uint128),
+
+		committedRequest: make(map[uint64][2]uint64),
 	}
 	c.result.Seed = opts.Seed
 	n := opts.Replicas
@@ -211,6 +224,7 @@ func Run(opts Options) Result {
 		c.lossPercent = c.rngFail.IntN(8)
 		c.dupPercent = c.rngFail.IntN(5)
 		c.delayMax = 1 + c.rngFail.IntN(8)
+		c.corruptPerMille = c.rngFail.IntN(10)
 	} else {
 		c.delayMax = 1
 	}
@@ -259,7 +273,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 			Group:        wire.MetadataGroup,
 		},
 		Timing:       Timing,
-		JournalSlots: 2048,
+		JournalSlots: journalSlots,
 		Storage:      nd.disk,
 		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
 		Sessions:     nd.table,
@@ -377,6 +391,10 @@ func (c *cluster) apply(nd *node, h *wire.PrepareHeader) {
 		return
 	} else if !ok {
 		c.committed[h.Op] = h.Checksum
+		c.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
+		if h.Op >= journalSlots {
+			c.fail("the workload outgrew the journal window of %d ops", journalSlots)
+		}
 	}
 	body, ok := nd.disk.Body(h.Op, h.Checksum)
 	if !ok {
@@ -473,6 +491,18 @@ func (c *cluster) send(p packet) {
 	if c.rngNet.IntN(100) < c.dupPercent {
 		copies = 2
 	}
+	if p.frame != nil && c.rngNet.IntN(1000) < c.corruptPerMille {
+		p.frame = slices.Clone(p.frame)
+		realigned := alignedFrame(len(p.frame))
+		copy(realigned, p.frame)
+		at := c.rngNet.IntN(len(realigned))
+		realigned[at] ^= 1 << c.rngNet.IntN(8)
+		// A prepare's identity leaves out the view, which a retransmission
+		// restamps: a flipped view is a frame of another view, not a damaged one.
+		command := wire.Command(realigned[wire.CommandFieldOffset])
+		viewOnly := at >= 52 && at < 56 && (command == wire.CommandPrepare || command == wire.CommandRepairPrepare)
+		p.frame, p.corrupted = realigned, !viewOnly
+	}
 	for k := 0; k < copies; k++ {
 		c.seq++
 		p.seq = c.seq
@@ -509,7 +539,7 @@ func (c *cluster) deliver() {
 		case p.request != nil:
 			c.onRequest(c.nodes[p.to], p.request)
 		default:
-			c.onFrame(c.nodes[p.to], p.frame)
+			c.onFrame(c.nodes[p.to], p.frame, p.corrupted)
 		}
 		if c.violation != nil {
 			return
@@ -517,17 +547,27 @@ func (c *cluster) deliver() {
 	}
 }
 
-func (c *cluster) onFrame(nd *node, frame []byte) {
+func (c *cluster) onFrame(nd *node, frame []byte, corrupted bool) {
 	if !nd.up {
 		return
 	}
 	h, err := wire.DecodeReplicaHeader(frame, frameSizeMax)
-	if err != nil {
-		c.fail("replica %d: frame refused by the wire decoder: %v", nd.id, err)
-		return
+	if err == nil && int(h.Size) != len(frame) {
+		err = fmt.Errorf("size %d of a %d-byte frame", h.Size, len(frame))
 	}
-	if err := nd.core.Step(h, frame[wire.HeaderSize:]); err != nil {
-		c.fail("replica %d: %v refused: %v", nd.id, h.Command, err)
+	if err == nil {
+		err = nd.core.Step(h, frame[wire.HeaderSize:])
+	}
+	switch {
+	case corrupted && err == nil:
+		c.fail("replica %d took a corrupted %v frame", nd.id, h.Command)
+		return
+	case corrupted:
+		c.result.CorruptRefused++
+		return
+	case err != nil:
+		// Only a bug of ours makes a replica refuse an intact frame.
+		c.fail("replica %d refused an intact frame: %v", nd.id, err)
 		return
 	}
 	c.drain(nd)
@@ -809,11 +849,11 @@ func (c *cluster) finalChecks() {
 			return
 		}
 	}
+	// Every replica applied every committed op (done() saw them all at one commit
+	// point) and each apply matched the identity the cluster committed.
 	for _, cl := range c.clients {
 		for request, reply := range cl.replies {
-			want, ok := c.committed[reply.op]
-			h, held := first.core.Header(reply.op)
-			if !ok || !held || h.Checksum != want || h.Client.Lo != uint64(cl.id)+1 || h.Request != request {
+			if c.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, request} || first.core.CommitMin() < reply.op {
 				c.fail("acknowledged request %d of client %d (op %d) is not in the committed log", request, cl.id, reply.op)
 				return
 			}

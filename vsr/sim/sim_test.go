@@ -66,12 +66,13 @@ func TestSim(t *testing.T) {
 	}
 	wg.Wait()
 	var livenessMax, committed uint64
-	failures, crashes, forwarded, views := 0, 0, 0, uint64(0)
+	failures, crashes, forwarded, corrupt, views := 0, 0, 0, 0, uint64(0)
 	for _, r := range results {
 		committed += r.Committed
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
 		views += uint64(r.ViewChanges)
+		corrupt += r.CorruptRefused
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
@@ -80,8 +81,8 @@ func TestSim(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, liveness bound seen %d ticks (limit %d)",
-		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, livenessMax, Config(1).LivenessTicksMax)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, liveness bound seen %d ticks (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, livenessMax, Config(1).LivenessTicksMax)
 }
 
 func ExampleConfig() {
