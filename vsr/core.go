@@ -174,6 +174,11 @@ type Ready struct {
 	Committed   []wire.PrepareHeader
 	// Forwards are the answers to logins and logouts this replica forwarded.
 	Forwards []ForwardOutcome
+	// StateRequests ask this primary for a state to transfer: OfferState.
+	StateRequests []StateRequest
+	// Install, when non-nil, is a transferred state: install it (and make it
+	// durable, as a snapshot) before Advance.
+	Install *StateInstall
 }
 
 // bodyState is where a slot's body is: absent, in the current Ready's writes, or
@@ -234,6 +239,9 @@ type Core struct {
 	commitMax uint64
 	// trustLow: every slot in [trustLow, op] holds a trusted header.
 	trustLow uint64
+	// retainedLow is the lowest op the journal can hold: above a recovered
+	// checkpoint or an installed state.
+	retainedLow uint64
 
 	lastPrepareChecksum wire.Uint128
 	lastTimestamp       uint64
@@ -290,8 +298,12 @@ type Core struct {
 	forwardNonce uint64
 	forwardsOut  []forwardOrigin
 	forwardsIn   []forwardAtPrimary
-	deferred     []Write // MutationAckBeforeDurable only
-	svSentTo     []uint64
+
+	transfer      transferIn
+	offers        []stateOffer
+	stateRequests []StateRequest
+	deferred      []Write // MutationAckBeforeDurable only
+	svSentTo      []uint64
 }
 
 // ErrNotNormal is returned by Propose while the replica is changing view or
@@ -320,14 +332,15 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	n := int(cfg.ReplicaCount)
 	c := &Core{
-		cfg:        cfg,
-		status:     StatusNormal,
-		trustLow:   1,
-		slots:      make([]slot, cfg.JournalSlots),
-		pipeline:   make([]coreEntry, cfg.PipelineDepth),
-		dvcs:       make([]*doViewChange, n),
-		svSentTo:   make([]uint64, n),
-		candidates: make([]repairCandidate, 0, cfg.Timing.RepairChunkMax),
+		cfg:         cfg,
+		status:      StatusNormal,
+		trustLow:    1,
+		retainedLow: 1,
+		slots:       make([]slot, cfg.JournalSlots),
+		pipeline:    make([]coreEntry, cfg.PipelineDepth),
+		dvcs:        make([]*doViewChange, n),
+		svSentTo:    make([]uint64, n),
+		candidates:  make([]repairCandidate, 0, cfg.Timing.RepairChunkMax),
 	}
 	c.startTimers()
 	return c, nil
@@ -380,6 +393,13 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	inWindow := func(op uint64) bool { return op > base && op+slots > c.op }
 	for i := range rec.Headers {
 		h := &rec.Headers[i]
+		if base > 0 && h.Op == base && h.Checksum == rec.Checkpoint.Identity && base+slots > c.op {
+			// The checkpoint's own op stays known: a view change needs the header
+			// at the commit point to anchor the log (journals keep it when they
+			// drain to a snapshot).
+			c.slots[base%slots] = slot{header: *h, trusted: true, body: bodyDurable}
+			continue
+		}
 		if !inWindow(h.Op) {
 			continue // applied in the checkpoint, or beyond the window
 		}
@@ -406,6 +426,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		*s = slot{header: *h, trusted: true}
 	}
 	c.commitMin = base
+	c.retainedLow = base + 1
 	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
 	c.trustLow = c.op + 1
 	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
@@ -419,8 +440,22 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		c.lastTimestamp = rec.Checkpoint.Timestamp
 	}
 	if c.cfg.ReplicaCount == 1 {
-		if c.trustLow != base+1 {
-			return fmt.Errorf("vsr: journal misses op %d below its head %d", c.trustLow-1, c.op)
+		// The replica is its own quorum: an op was acknowledged only once it and
+		// every op before it were durable, so entries after a hole are the torn rest
+		// of the last unsynced batch.
+		head := base
+		for c.slotAt(head+1) != nil {
+			head++
+		}
+		if head < c.op {
+			c.truncateAbove(head)
+			c.op = head
+		}
+		c.trustLow = base + 1
+		if hs := c.slotAt(c.op); hs != nil {
+			c.lastPrepareChecksum, c.lastTimestamp = hs.header.Checksum, hs.header.Timestamp
+		} else {
+			c.lastPrepareChecksum, c.lastTimestamp = rec.Checkpoint.Identity, rec.Checkpoint.Timestamp
 		}
 		c.commitMax = c.op
 		c.status = StatusNormal
@@ -429,7 +464,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	}
 	c.status = StatusRecovering
 	c.probeCount = 0
-	c.sendRequestStartView(c.broadcastTarget())
+	c.sendRequestStartView(broadcast)
 	c.probeAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
 	c.heartbeatAt, c.commitAt, c.retransmitAt = 0, 0, 0
 	return nil
@@ -453,7 +488,7 @@ func (c *Core) IsPrimary() bool { return c.status == StatusNormal && c.Primary()
 // Header returns the trusted header the replica holds for op.
 func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 	s := c.slotAt(op)
-	if s == nil || !s.trusted {
+	if s == nil || !s.trusted || op+1 < c.retainedLow {
 		return wire.PrepareHeader{}, false
 	}
 	return s.header, true
@@ -520,7 +555,7 @@ func (c *Core) startTimers() {
 // keeps them ordered by it and ticks only those due, so an idle group costs nothing.
 func (c *Core) NextDeadline() uint64 {
 	d := uint64(0)
-	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt, c.forwardDeadline()} {
+	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt, c.forwardDeadline(), c.transferDeadline()} {
 		if t != 0 && (d == 0 || t < d) {
 			d = t
 		}
@@ -546,6 +581,9 @@ func (c *Core) Tick() {
 	t := &c.cfg.Timing
 	if len(c.forwardsOut) > 0 && c.now >= c.forwardDeadline() {
 		c.expireForwards()
+	}
+	if d := c.transferDeadline(); d != 0 && c.now >= d {
+		c.transferTick()
 	}
 	if c.heartbeatAt != 0 && c.now >= c.heartbeatAt {
 		c.heartbeatAt = 0
@@ -585,7 +623,7 @@ func (c *Core) Tick() {
 				return
 			}
 		}
-		c.sendRequestStartView(c.broadcastTarget())
+		c.sendRequestStartView(broadcast)
 	}
 	if c.repairAt != 0 && c.now >= c.repairAt {
 		c.repairAt = 0
@@ -595,9 +633,8 @@ func (c *Core) Tick() {
 	}
 }
 
+// broadcast, as a message's destination, means every other replica.
 const broadcast = 0xFF
-
-func (c *Core) broadcastTarget() uint8 { return broadcast }
 
 // --- output helpers ---
 
@@ -627,7 +664,7 @@ func (c *Core) seal(body []byte) {
 	}
 }
 
-// forEachPeer sends to every other replica, or to one.
+// targets calls f for one peer, or for every other replica when to is broadcast.
 func (c *Core) targets(to uint8, f func(peer uint8)) {
 	if to != broadcast {
 		f(to)
@@ -685,7 +722,8 @@ func (c *Core) persistLog() {
 func (c *Core) HasReady() bool {
 	c.collectCommitted()
 	return c.stateChanged || c.rd.Truncate || len(c.rd.Discards) > 0 || len(c.rd.Writes) > 0 ||
-		len(c.rd.Messages) > 0 || len(c.rd.Committed) > 0 || len(c.rd.Forwards) > 0
+		len(c.rd.Messages) > 0 || len(c.rd.Committed) > 0 || len(c.rd.Forwards) > 0 ||
+		len(c.rd.StateRequests) > 0 || c.rd.Install != nil
 }
 
 // Ready hands out the recorded work; its slices are valid until Advance.
@@ -738,7 +776,12 @@ func (c *Core) Advance() {
 	c.rd.Messages = c.rd.Messages[:0]
 	c.rd.Committed = c.rd.Committed[:0]
 	c.rd.Forwards = c.rd.Forwards[:0]
+	c.rd.StateRequests = c.rd.StateRequests[:0]
 	c.bodyBuffersAt = 0
+	if c.rd.Install != nil {
+		c.rd.Install = nil
+		c.installed()
+	}
 	for _, w := range c.deferred {
 		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {
 			c.write(s, w.Body)
@@ -991,6 +1034,14 @@ func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
 		return c.onRepairRange(h.RepairRange())
 	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
 		return c.stepForward(h)
+	case wire.CommandRequestStateTransfer:
+		return c.onRequestStateTransfer(h.RequestStateTransfer())
+	case wire.CommandStateTransferTarget:
+		return c.onStateTransferTarget(h.StateTransferTarget(), body)
+	case wire.CommandRequestStateChunk:
+		return c.onRequestStateChunk(h.RequestStateChunk())
+	case wire.CommandStateChunk:
+		return c.onStateChunk(h.StateChunk(), body)
 	}
 	return badMessage("command %v is not handled by the consensus core", h.Command)
 }
@@ -1065,6 +1116,11 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 		if s.body == bodyNone {
 			c.write(s, body)
 		}
+	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.slots)):
+		// Its slot still holds an op this replica has not applied: it is too far
+		// behind to take new ops, and catches up by repair or state transfer.
+		c.maybeRepair()
+		return nil
 	case h.Op == c.op+1:
 		if head := c.slotAt(c.op); c.op > 0 && (head == nil || !head.trusted || head.header.Checksum != h.Parent) {
 			// Our head is not this prepare's parent: we missed a view's start.
@@ -1640,7 +1696,7 @@ func (c *Core) verifyDown() {
 	// The applied op must be the parent of the first unapplied one: committed ops
 	// are in every later view's log.
 	if c.commitMin > 0 && c.trustLow == c.commitMin+1 {
-		if top, below := c.slotAt(c.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && top.header.Parent != below.header.Checksum {
+		if top, below := c.slotAt(c.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
 			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.trustLow, c.commitMin))
 		}
 	}
@@ -1844,7 +1900,7 @@ func (c *Core) repairLimit() uint64 {
 }
 
 func (c *Core) startRepair() {
-	if c.n() == 1 || (c.status != StatusNormal && !(c.status == StatusViewChange && c.mergeDone)) {
+	if c.n() == 1 || c.transfer.phase != transferIdle || (c.status != StatusNormal && !(c.status == StatusViewChange && c.mergeDone)) {
 		return
 	}
 	limit := c.repairLimit()
@@ -1923,9 +1979,11 @@ func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
 	if to-m.FromOp+1 > uint64(c.cfg.Timing.RepairChunkMax) && to >= m.FromOp {
 		to = m.FromOp + uint64(c.cfg.Timing.RepairChunkMax) - 1
 	}
-	oldest := uint64(1)
+	// The journal holds the last JournalSlots ops, and none at or below a
+	// checkpoint it recovered from or a state it installed.
+	oldest := c.retainedLow
 	if c.op >= uint64(len(c.slots)) {
-		oldest = c.op - uint64(len(c.slots)) + 1
+		oldest = max(oldest, c.op-uint64(len(c.slots))+1)
 	}
 	if m.FromOp < oldest {
 		h := c.message(m.Replica, wire.CommandRangeEvicted)
@@ -1989,9 +2047,12 @@ func (c *Core) onRepairRange(m *wire.RepairRangeHeader) error {
 		return nil
 	}
 	if m.Command == wire.CommandRangeEvicted {
-		// Too far behind for repair from this peer; the retry asks another (state
-		// transfer is not built).
-		return nil
+		if m.Op > c.commitMin+1 {
+			// The ops this replica needs next are gone from that peer's journal:
+			// only a whole state brings it back.
+			c.startTransfer(m.Replica)
+		}
+		return nil // else the retry asks another peer
 	}
 	c.verifyDown()
 	c.maybeStartView()

@@ -510,9 +510,13 @@ func TestCoreSingleReplicaRecoversFromCheckpointAndJournal(t *testing.T) {
 	if op != 7 || h.Parent != st.headers[6].Checksum {
 		t.Fatalf("next op %d parent %v, want 7 chained to op 6", op, h.Parent)
 	}
-	// A journal with a hole below its head is refused for a single replica.
+	// After a hole, a single replica's journal holds only the torn rest of its last
+	// unsynced batch: it is truncated.
 	c2, _ := NewCore(CoreConfig{Config: tc.cores[0].cfg.Config, Timing: testTiming, JournalSlots: 256, Storage: st})
-	if err := c2.Recover(CoreRecovered{Headers: []wire.PrepareHeader{st.headers[1], st.headers[3]}}); err == nil {
-		t.Fatal("a journal with a hole recovered")
+	if err := c2.Recover(CoreRecovered{Headers: []wire.PrepareHeader{st.headers[1], st.headers[3]}}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := c2.Ready(); c2.Op() != 1 || !rd.Truncate || rd.TruncateAbove != 1 {
+		t.Fatalf("journal {1, 3}: head %d, truncate %v above %d", c2.Op(), rd.Truncate, rd.TruncateAbove)
 	}
 }

@@ -28,6 +28,14 @@ type disk struct {
 	headersDurable []wire.PrepareHeader
 	superPending   bool
 	writes, syncs  int
+
+	// snapshot and clientTable are the last checkpoint, written whole and synced
+	// (temp file, fsync, rename) before it counts.
+	snapshot, clientTable []byte
+}
+
+func (d *disk) checkpoint(snapshot, clientTable []byte) {
+	d.snapshot, d.clientTable = snapshot, clientTable
 }
 
 type diskEntry struct {

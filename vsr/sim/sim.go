@@ -45,7 +45,10 @@ type Options struct {
 	LivenessTicksMax  uint64
 	RequestsAfterHeal int
 	Faults            bool
-	Mutation          vsr.Mutation
+	// JournalSlots is each replica's journal window: a small one makes replicas
+	// that were away long catch up by state transfer.
+	JournalSlots int
+	Mutation     vsr.Mutation
 	// Trace, when set, receives one line per event.
 	Trace func(string)
 }
@@ -75,6 +78,7 @@ func Config(seed uint64) Options {
 		LivenessTicksMax:  4000,
 		RequestsAfterHeal: 3,
 		Faults:            true,
+		JournalSlots:      [...]int{2048, 128}[(seed>>5)%2],
 	}
 }
 
@@ -92,6 +96,8 @@ type Result struct {
 	ViewChanges   uint32
 	// ForwardedLogins is how many logins at a backup the primary answered Ok.
 	ForwardedLogins int
+	// StateOffers and StateInstalls count state transfers served and installed.
+	StateOffers, StateInstalls int
 	// CorruptRefused is how many corrupted frames the receivers refused.
 	CorruptRefused int
 	Messages       int
@@ -101,11 +107,10 @@ const (
 	clusterName     = "sim"
 	clientRetryTick = 60
 	clientsTableMax = 64
-	// journalSlots holds every op of a run: a restarted replica re-applies from op
-	// 1, as the simulated state machine keeps no snapshot (and state transfer is not
-	// built).
-	journalSlots = 8192
-	frameSizeMax = 1 << 20
+	// checkpointEvery: a replica snapshots its state machine every so many applied
+	// ops, so that its journal only needs the ops since.
+	checkpointEvery = 32
+	frameSizeMax    = 1 << 20
 	// packetsInFlightMax and readyRoundsMax turn a storm or a loop into a failing
 	// seed instead of an exhausted machine.
 	packetsInFlightMax = 100_000
@@ -155,6 +160,8 @@ type node struct {
 	// replicated client table (vsr.ClientTable), as the metadata plane is.
 	state uint64
 	table *vsr.ClientTable
+	// applied is the last applied op, the state's checkpoint.
+	applied vsr.Checkpoint
 	// forwarded maps the nonce of a login forwarded to the primary to its client.
 	forwarded map[wire.Uint128]int
 	// Monotonicity, per incarnation.
@@ -273,7 +280,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 			Group:        wire.MetadataGroup,
 		},
 		Timing:       Timing,
-		JournalSlots: journalSlots,
+		JournalSlots: c.opts.JournalSlots,
 		Storage:      nd.disk,
 		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
 		Sessions:     nd.table,
@@ -286,9 +293,20 @@ func (c *cluster) boot(nd *node, restart bool) {
 	nd.core = core
 	nd.up = true
 	nd.state = 0
+	nd.applied = vsr.Checkpoint{}
 	nd.lastCommitMax, nd.lastCommitMin = 0, 0
 	if restart {
 		rec := nd.disk.recover()
+		if snapshot, ict2 := nd.disk.snapshot, nd.disk.clientTable; snapshot != nil {
+			cp, state, ok := decodeSnapshot(snapshot)
+			table, err := vsr.DecodeICT2(ict2, clientsTableMax)
+			if !ok || err != nil {
+				c.fail("replica %d: its checkpoint does not decode: %v", nd.id, err)
+				return
+			}
+			nd.state, nd.table, nd.applied = state, table, cp
+			rec.Checkpoint = cp
+		}
 		if rec.State.View < nd.lastDurableView {
 			c.fail("replica %d restarted in durable view %d after durable view %d", nd.id, rec.State.View, nd.lastDurableView)
 		}
@@ -351,6 +369,10 @@ func (c *cluster) drain(nd *node) {
 		for i := range rd.Committed {
 			c.apply(nd, &rd.Committed[i])
 		}
+		if rd.Install != nil {
+			c.install(nd, rd.Install)
+		}
+		requests := append([]vsr.StateRequest(nil), rd.StateRequests...)
 		for _, f := range rd.Forwards {
 			clientID, ok := nd.forwarded[f.Nonce]
 			delete(nd.forwarded, f.Nonce)
@@ -360,8 +382,63 @@ func (c *cluster) drain(nd *node) {
 			}
 		}
 		nd.core.Advance()
+		for _, r := range requests {
+			c.offerState(nd, r)
+		}
 	}
 	c.checkMonotonic(nd)
+}
+
+// snapshot is the state machine's transfer and checkpoint form: the last applied
+// op, its identity and timestamp, and the state.
+func (nd *node) snapshot() []byte {
+	b := make([]byte, 8+16+8+8)
+	binary.LittleEndian.PutUint64(b, nd.applied.Op)
+	nd.applied.Identity.Put(b[8:])
+	binary.LittleEndian.PutUint64(b[24:], nd.applied.Timestamp)
+	binary.LittleEndian.PutUint64(b[32:], nd.state)
+	return b
+}
+
+func decodeSnapshot(b []byte) (vsr.Checkpoint, uint64, bool) {
+	if len(b) != 40 {
+		return vsr.Checkpoint{}, 0, false
+	}
+	cp := vsr.Checkpoint{Op: binary.LittleEndian.Uint64(b), Identity: wire.GetUint128(b[8:]), Timestamp: binary.LittleEndian.Uint64(b[24:])}
+	return cp, binary.LittleEndian.Uint64(b[32:]), true
+}
+
+func (c *cluster) offerState(nd *node, r vsr.StateRequest) {
+	if !nd.up {
+		return
+	}
+	nd.core.OfferState(r, nd.applied.Op, []vsr.Artifact{
+		{Kind: wire.ArtifactMetadataSnapshot, Frontier: nd.applied.Op, Bytes: nd.snapshot()},
+		{Kind: wire.ArtifactClientTable, Frontier: nd.applied.Op, Bytes: nd.table.AppendICT2(nil)},
+	})
+	c.result.StateOffers++
+	c.drain(nd)
+}
+
+func (c *cluster) install(nd *node, in *vsr.StateInstall) {
+	if len(in.Artifacts) != 2 {
+		c.fail("replica %d: a transferred state of %d artifacts", nd.id, len(in.Artifacts))
+		return
+	}
+	cp, state, ok := decodeSnapshot(in.Artifacts[0].Bytes)
+	table, err := vsr.DecodeICT2(in.Artifacts[1].Bytes, clientsTableMax)
+	if !ok || err != nil || cp.Op != in.CommitOp {
+		c.fail("replica %d: transferred state does not decode (op %d, %v)", nd.id, cp.Op, err)
+		return
+	}
+	if want, ok := c.committed[cp.Op]; !ok || want != cp.Identity {
+		c.fail("replica %d: transferred state at op %d is not of the committed log", nd.id, cp.Op)
+		return
+	}
+	nd.state, nd.table, nd.applied = state, table, cp
+	nd.disk.checkpoint(nd.snapshot(), in.Artifacts[1].Bytes)
+	c.result.StateInstalls++
+	c.trace("r%d installs a transferred state at op %d", nd.id, cp.Op)
 }
 
 func (c *cluster) checkMonotonic(nd *node) {
@@ -392,15 +469,22 @@ func (c *cluster) apply(nd *node, h *wire.PrepareHeader) {
 	} else if !ok {
 		c.committed[h.Op] = h.Checksum
 		c.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
-		if h.Op >= journalSlots {
-			c.fail("the workload outgrew the journal window of %d ops", journalSlots)
-		}
 	}
 	body, ok := nd.disk.Body(h.Op, h.Checksum)
 	if !ok {
 		c.fail("replica %d applies op %d without its body in the journal", nd.id, h.Op)
 		return
 	}
+	if h.Op != nd.applied.Op+1 {
+		c.fail("replica %d applies op %d after op %d", nd.id, h.Op, nd.applied.Op)
+		return
+	}
+	nd.applied = vsr.Checkpoint{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
+	defer func() {
+		if h.Op%checkpointEvery == 0 {
+			nd.disk.checkpoint(nd.snapshot(), nd.table.AppendICT2(nil))
+		}
+	}()
 	clientID := int(h.Client.Lo) - 1
 	if clientID < 0 || clientID >= len(c.clients) {
 		c.fail("replica %d applies op %d of unknown client %v", nd.id, h.Op, h.Client)
@@ -501,7 +585,10 @@ func (c *cluster) send(p packet) {
 		// restamps: a flipped view is a frame of another view, not a damaged one.
 		command := wire.Command(realigned[wire.CommandFieldOffset])
 		viewOnly := at >= 52 && at < 56 && (command == wire.CommandPrepare || command == wire.CommandRepairPrepare)
-		p.frame, p.corrupted = realigned, !viewOnly
+		// State chunks carry no integrity of their own: the artifact is verified
+		// whole, and fetched again when it does not match.
+		chunkBody := at >= wire.HeaderSize && command == wire.CommandStateChunk
+		p.frame, p.corrupted = realigned, !viewOnly && !chunkBody
 	}
 	for k := 0; k < copies; k++ {
 		c.seq++

@@ -66,13 +66,14 @@ func TestSim(t *testing.T) {
 	}
 	wg.Wait()
 	var livenessMax, committed uint64
-	failures, crashes, forwarded, corrupt, views := 0, 0, 0, 0, uint64(0)
+	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
 	for _, r := range results {
 		committed += r.Committed
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
 		views += uint64(r.ViewChanges)
 		corrupt += r.CorruptRefused
+		installs += r.StateInstalls
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
@@ -81,8 +82,8 @@ func TestSim(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, liveness bound seen %d ticks (limit %d)",
-		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, livenessMax, Config(1).LivenessTicksMax)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
 }
 
 func ExampleConfig() {
