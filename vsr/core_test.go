@@ -51,6 +51,9 @@ type testCluster struct {
 	onFrame func(frame []byte)
 	// forwards collects each replica's Ready.Forwards.
 	forwards [][]ForwardOutcome
+	// offer and install, when set, are the caller's side of a state transfer.
+	offer   func(i int, r StateRequest)
+	install func(i int, in *StateInstall)
 }
 
 type queued struct {
@@ -72,17 +75,19 @@ var testTiming = Timing{
 	RepairChunkMax:                  8,
 }
 
-func newTestCluster(t testing.TB, n int) *testCluster {
+func newTestCluster(t testing.TB, n int) *testCluster { return newTestClusterSlots(t, n, 256) }
+
+func newTestClusterSlots(t testing.TB, n, slots int) *testCluster {
 	tc := &testCluster{t: t, cut: make(map[[2]int]bool), applied: make([][]uint64, n)}
-	buf := make([]byte, 1<<16+wire.HeaderAlignment)
+	buf := make([]byte, 1<<20+wire.HeaderAlignment)
 	off := (wire.HeaderAlignment - int(uintptr(unsafe.Pointer(&buf[0]))%wire.HeaderAlignment)) % wire.HeaderAlignment
 	tc.frame = buf[off:]
 	for i := 0; i < n; i++ {
-		st := newMemStorage(256)
+		st := newMemStorage(slots)
 		c, err := NewCore(CoreConfig{
 			Config:       Config{Cluster: wire.ClusterID("test"), ReplicaID: uint8(i), ReplicaCount: uint8(n), Group: wire.MetadataGroup},
 			Timing:       testTiming,
-			JournalSlots: 256,
+			JournalSlots: slots,
 			Storage:      st,
 		})
 		if err != nil {
@@ -118,7 +123,17 @@ func (tc *testCluster) drain(i int) {
 			}
 			tc.forwards[i] = append(tc.forwards[i], rd.Forwards...)
 		}
+		if rd.Install != nil && tc.install != nil {
+			tc.install(i, rd.Install)
+		}
+		var requests []StateRequest
+		if tc.offer != nil {
+			requests = append(requests, rd.StateRequests...)
+		}
 		c.Advance()
+		for _, r := range requests {
+			tc.offer(i, r)
+		}
 	}
 }
 
@@ -140,7 +155,7 @@ func (tc *testCluster) deliver(limit int) {
 		if tc.onFrame != nil {
 			tc.onFrame(frame)
 		}
-		h, err := wire.DecodeReplicaHeader(frame, 1<<16)
+		h, err := wire.DecodeReplicaHeader(frame, 1<<20)
 		if err != nil {
 			tc.t.Fatalf("replica %d sent a frame the decoder refuses: %v", q.from, err)
 		}
@@ -444,7 +459,7 @@ func (tc *testCluster) deliverNoCopy() {
 		frame := tc.frame[:wire.HeaderSize+len(q.body)]
 		q.header.Put(frame)
 		copy(frame[wire.HeaderSize:], q.body)
-		h, err := wire.DecodeReplicaHeader(frame, 1<<16)
+		h, err := wire.DecodeReplicaHeader(frame, 1<<20)
 		if err != nil {
 			tc.t.Fatal(err)
 		}

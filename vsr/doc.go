@@ -31,9 +31,15 @@
 // RepairDone, RangeEvicted, repair_chunk_max per round), with the hash chain verified
 // downward from a canonical head so a stale op of an older view is never applied.
 //
-// Not built yet: state transfer (a replica further behind than JournalSlots), session
-// forwarding (ForwardRegister/ForwardLogout), and the server on Core: the metadata
-// plane of server/ still drives the older single-replica Replica:
+// Also built: state transfer for a replica a peer answered RangeEvicted
+// (RequestStateTransfer, StateTransferTarget with the ISM1 manifest,
+// RequestStateChunk/StateChunk one chunk in flight, every artifact verified whole;
+// the caller makes the state on Ready.StateRequests with OfferState and installs
+// Ready.Install), and session forwarding (ForwardRegister/ForwardLogout at a backup,
+// proposed by the primary, answered once applied; Ready.Forwards at the origin).
+//
+// Not built yet: the server on Core. The metadata plane of server/ still drives the
+// older single-replica Replica:
 //
 //	admit (ClientTable.Preflight) -> Replica.Prepare -> journal append
 //	  -> Replica.OnJournaled -> Replica.NextCommit -> apply -> Replica.OnApplied
