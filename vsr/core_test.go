@@ -535,3 +535,32 @@ func TestCoreSingleReplicaRecoversFromCheckpointAndJournal(t *testing.T) {
 		t.Fatalf("journal {1, 3}: head %d, truncate %v above %d", c2.Op(), rd.Truncate, rd.TruncateAbove)
 	}
 }
+
+func TestCoreNoteLivenessStandsInForHeartbeats(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.propose(0, 1, 1)
+	tc.deliver(100)
+	// The primary's heartbeats of this group are lost, but the shard hears from
+	// the primary's node (another group's frames): no election.
+	tc.cut[[2]int{0, 1}] = true
+	tc.cut[[2]int{0, 2}] = true
+	for k := 0; k < 3*int(testTiming.HeartbeatTimeoutTicks); k++ {
+		for i := 1; i < 3; i++ {
+			tc.cores[i].NoteLiveness(0)
+		}
+		tc.tick(1)
+	}
+	for i, c := range tc.cores {
+		if c.View() != 0 || c.Status() != StatusNormal {
+			t.Fatalf("replica %d: %v view %d, want Normal view 0", i, c.Status(), c.View())
+		}
+	}
+	// An idle backup has one deadline (its heartbeat), an idle primary its next
+	// Commit broadcast: a shard keeps groups ordered by NextDeadline.
+	if d := tc.cores[1].NextDeadline(); d != tc.cores[1].Now()+testTiming.HeartbeatTimeoutTicks-1 && d != tc.cores[1].Now()+testTiming.HeartbeatTimeoutTicks {
+		t.Fatalf("backup deadline %d at tick %d", d, tc.cores[1].Now())
+	}
+	if d := tc.cores[0].NextDeadline(); d <= tc.cores[0].Now() || d > tc.cores[0].Now()+testTiming.CommitBroadcastIntervalTicks {
+		t.Fatalf("primary deadline %d at tick %d", d, tc.cores[0].Now())
+	}
+}

@@ -67,7 +67,9 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	var livenessMax, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
-	for _, r := range results {
+	bySize := map[int]int{}
+	for i, r := range results {
+		bySize[Config(first+uint64(i)).Replicas]++
 		committed += r.Committed
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
@@ -82,6 +84,7 @@ func TestSim(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
 		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
 }
