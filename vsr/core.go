@@ -157,9 +157,15 @@ type Message struct {
 //
 //  1. Discards and Truncate: remove those journal entries (they are not part of the
 //     log the replica follows now).
-//  2. State (when non-nil) and Writes: make them durable (fsync).
+//  2. State (with ViewHeaders) and Writes: make them durable (fsync).
 //  3. Messages: send them; only now, because each may promise what 2 made durable.
-//  4. Committed: apply these ops in order (their bodies are in the journal).
+//  4. Committed: apply these ops in order (their bodies are in the journal); then
+//     Install, a transferred state, when there is one.
+//  5. Forwards: answer the clients whose logins or logouts were forwarded.
+//
+// After Advance, answer each of StateRequests with OfferState. The slices belong to
+// the core and are reused by the next Ready: Ready and Advance allocate nothing in
+// the normal case.
 type Ready struct {
 	Discards []uint64
 	// TruncateAbove, when Truncate is set, removes every entry above that op.
@@ -174,7 +180,7 @@ type Ready struct {
 	Committed   []wire.PrepareHeader
 	// Forwards are the answers to logins and logouts this replica forwarded.
 	Forwards []ForwardOutcome
-	// StateRequests ask this primary for a state to transfer: OfferState.
+	// StateRequests ask this replica for a state to transfer: OfferState.
 	StateRequests []StateRequest
 	// Install, when non-nil, is a transferred state: install it (and make it
 	// durable, as a snapshot) before Advance.

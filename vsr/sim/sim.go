@@ -585,9 +585,10 @@ func (c *cluster) send(p packet) {
 		// restamps: a flipped view is a frame of another view, not a damaged one.
 		command := wire.Command(realigned[wire.CommandFieldOffset])
 		viewOnly := at >= 52 && at < 56 && (command == wire.CommandPrepare || command == wire.CommandRepairPrepare)
-		// State chunks carry no integrity of their own: the artifact is verified
-		// whole, and fetched again when it does not match.
-		chunkBody := at >= wire.HeaderSize && command == wire.CommandStateChunk
+		// State-transfer bodies carry no frame seal: a chunk's artifact is verified
+		// whole (and fetched again when it does not match), a manifest by its own
+		// trailer when it is used; a stale target is dropped unread.
+		chunkBody := at >= wire.HeaderSize && (command == wire.CommandStateChunk || command == wire.CommandStateTransferTarget)
 		p.frame, p.corrupted = realigned, !viewOnly && !chunkBody
 	}
 	for k := 0; k < copies; k++ {
