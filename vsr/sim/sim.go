@@ -122,8 +122,10 @@ type packet struct {
 	seq       uint64
 	from, to  int
 	frame     []byte
-	// corrupted: a bit flipped on the way; the receiver must refuse the frame.
-	corrupted bool
+	// damage is a bit flipped on the way: the receiver must refuse the frame, or,
+	// where the spec leaves those bytes unchecked at that step, may also drop it
+	// unread or take it.
+	damage damage
 	// Client traffic is not a replica frame.
 	request *clientRequest
 	reply   *clientReply
@@ -589,7 +591,10 @@ func (c *cluster) send(p packet) {
 		// whole (and fetched again when it does not match), a manifest by its own
 		// trailer when it is used; a stale target is dropped unread.
 		chunkBody := at >= wire.HeaderSize && (command == wire.CommandStateChunk || command == wire.CommandStateTransferTarget)
-		p.frame, p.corrupted = realigned, !viewOnly && !chunkBody
+		p.frame, p.damage = realigned, damageMustRefuse
+		if viewOnly || chunkBody {
+			p.damage = damageMayPass
+		}
 	}
 	for k := 0; k < copies; k++ {
 		c.seq++
@@ -627,7 +632,7 @@ func (c *cluster) deliver() {
 		case p.request != nil:
 			c.onRequest(c.nodes[p.to], p.request)
 		default:
-			c.onFrame(c.nodes[p.to], p.frame, p.corrupted)
+			c.onFrame(c.nodes[p.to], p.frame, p.damage)
 		}
 		if c.violation != nil {
 			return
@@ -635,7 +640,15 @@ func (c *cluster) deliver() {
 	}
 }
 
-func (c *cluster) onFrame(nd *node, frame []byte, corrupted bool) {
+type damage uint8
+
+const (
+	damageNone damage = iota
+	damageMustRefuse
+	damageMayPass
+)
+
+func (c *cluster) onFrame(nd *node, frame []byte, dmg damage) {
 	if !nd.up {
 		return
 	}
@@ -647,10 +660,10 @@ func (c *cluster) onFrame(nd *node, frame []byte, corrupted bool) {
 		err = nd.core.Step(h, frame[wire.HeaderSize:])
 	}
 	switch {
-	case corrupted && err == nil:
+	case dmg == damageMustRefuse && err == nil:
 		c.fail("replica %d took a corrupted %v frame", nd.id, h.Command)
 		return
-	case corrupted:
+	case dmg != damageNone && err != nil:
 		c.result.CorruptRefused++
 		return
 	case err != nil:

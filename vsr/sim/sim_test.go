@@ -68,6 +68,7 @@ func TestSim(t *testing.T) {
 	var livenessMax, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
 	bySize := map[int]int{}
+	var failed []uint64
 	for i, r := range results {
 		bySize[Config(first+uint64(i)).Replicas]++
 		committed += r.Committed
@@ -79,10 +80,14 @@ func TestSim(t *testing.T) {
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
+			failed = append(failed, r.Seed)
 			if failures <= 10 {
 				t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, r.Seed)
 			}
 		}
+	}
+	if len(failed) > 10 {
+		t.Errorf("all failing seeds: %v", failed)
 	}
 	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
