@@ -21,14 +21,16 @@ func TestMutationsCaught(t *testing.T) {
 		{"AckBeforeDurable", vsr.MutationAckBeforeDurable, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			run := 0
 			for i := 0; i < tc.seedsMax; i++ {
 				opts := Config(uint64(i + 1))
 				if opts.Replicas < 3 {
 					continue // one and two replicas have no quorum to break
 				}
 				opts.Mutation = tc.mutation
+				run++
 				if r := Run(opts); r.Violation != nil {
-					t.Logf("caught after %d seeds: %v", i+1, r.Violation)
+					t.Logf("caught at seed %d, the %d-th seed run: %v", opts.Seed, run, r.Violation)
 					return
 				}
 			}
