@@ -123,3 +123,24 @@ func BenchmarkSim(b *testing.B) {
 		})
 	}
 }
+
+// A seed is the whole run: twice the same seed gives the same trace, line for line.
+func TestSimReplaysExactly(t *testing.T) {
+	for _, seed := range []uint64{3, 12, 77} {
+		var traces [2][]string
+		var results [2]Result
+		for k := range traces {
+			opts := Config(seed)
+			opts.Trace = func(line string) { traces[k] = append(traces[k], line) }
+			results[k] = Run(opts)
+		}
+		if results[0] != results[1] || len(traces[0]) != len(traces[1]) {
+			t.Fatalf("seed %d ran twice differently: %+v vs %+v", seed, results[0], results[1])
+		}
+		for i := range traces[0] {
+			if traces[0][i] != traces[1][i] {
+				t.Fatalf("seed %d: line %d differs:\n%s\n%s", seed, i, traces[0][i], traces[1][i])
+			}
+		}
+	}
+}
