@@ -79,11 +79,17 @@ func (c *Core) Transferring() bool { return c.transfer.phase != transferIdle }
 
 // startTransfer pulls a state from peer, which said it no longer holds the ops this
 // replica needs: it has applied past them. Any replica's applied state is a
-// committed one, so a backup asks whoever answered, and so does a primary elected
-// while far behind (with two replicas, the other one may hold all the history).
+// committed one, so a backup asks whoever answered; a primary elected while far
+// behind (with two replicas, the other one may hold all the history) hands the
+// view on first.
 func (c *Core) startTransfer(peer uint8) {
 	if c.transfer.phase != transferIdle || peer == c.cfg.ReplicaID {
 		return
+	}
+	if c.IsPrimary() {
+		// A primary this far behind cannot lead: once its state jumps, it would not
+		// know the head its next prepare chains to. A caught-up replica takes over.
+		c.startViewChange(c.view + 1)
 	}
 	c.repairActive, c.repairAt = false, 0
 	c.transfer = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
