@@ -276,3 +276,19 @@ func (t *ClientTable) allocate() int32 {
 	t.entries[victim] = clientEntry{}
 	return victim
 }
+
+// Watermark is a registered client's highest committed request number (zero for an
+// unknown client), as a forwarded login's answer carries it.
+func (t *ClientTable) Watermark(client wire.Uint128) uint64 {
+	if i, ok := t.index[client]; ok {
+		return t.entries[i].watermark
+	}
+	return 0
+}
+
+// RegisterAllowed reports whether client may (re)register as userID: a client id
+// bound to another user is not taken over.
+func (t *ClientTable) RegisterAllowed(client wire.Uint128, userID uint32) bool {
+	i, ok := t.index[client]
+	return !ok || t.entries[i].userID == userID
+}

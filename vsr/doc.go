@@ -1,19 +1,50 @@
-// Package vsr is Viewstamped Replication as a pure state machine: requests, acks and
-// time go in; prepares to journal, commit points and replies come out. It never
-// touches a socket, a file or the clock, so a whole cluster can run in one goroutine
-// from one seed in a simulation, and the server's shards carry out its effects
+// Package vsr is Viewstamped Replication as a pure state machine: requests, frames
+// from peers and ticks go in; journal writes, frames to send, commits to apply come
+// out. It never touches a socket, a file or the clock, so a whole cluster runs in one
+// goroutine from one seed in vsr/sim, and the server's shards carry out its effects
 // through their rings.
 //
-// A single-node iggy-shard is a cluster of one replica on the same path:
+// # The core
+//
+// Core is one replica of one consensus group, in the shape of etcd raft's RawNode:
+//
+//	Propose(p, body, now)  the primary numbers a request (hash chain, identity)
+//	Step(header, body)     a validated replica-plane frame from a peer
+//	Tick()                 one logical tick (10 ms in the reference)
+//	Ready()                the recorded work, in the order it must be done:
+//	                         Discards/Truncate -> State+ViewHeaders+Writes durable
+//	                         -> Messages sent -> Committed applied
+//	Advance()              that work is done
+//
+// Messages are complete replica-plane frames (wire.PrepareHeader and the other
+// 256-byte headers of iggy.apache.org/docs/binary-protocol/server-to-server, sealed,
+// with their bodies), so the server only carries them.
+//
+// Built: the normal case (chain replication to (replica+1) % n, PrepareOk to the
+// primary, the commit point with QuorumReplication's flexible quorums, pipeline depth
+// 32, prepare retransmission with backoff, the Commit heartbeat); view change
+// (StartViewChange, DoViewChange with the log suffix, log_view, nack and present
+// bitsets; the canonical log of the highest log_view, truncated only where a nack
+// quorum proves an op never committed; StartView; primary = view % n); restart
+// (Recover, RequestStartView with the incarnation, an election after
+// ViewProbeAttemptsMax probes); journal repair (RequestPrepares, RepairPrepare,
+// RepairDone, RangeEvicted, repair_chunk_max per round), with the hash chain verified
+// downward from a canonical head so a stale op of an older view is never applied.
+//
+// Also built: state transfer for a replica a peer answered RangeEvicted
+// (RequestStateTransfer, StateTransferTarget with the ISM1 manifest,
+// RequestStateChunk/StateChunk one chunk in flight, every artifact verified whole;
+// the caller makes the state on Ready.StateRequests with OfferState and installs
+// Ready.Install), and session forwarding (ForwardRegister/ForwardLogout at a backup,
+// proposed by the primary, answered once applied; Ready.Forwards at the origin).
+//
+// Not built yet: the server on Core. The metadata plane of server/ still drives the
+// older single-replica Replica:
 //
 //	admit (ClientTable.Preflight) -> Replica.Prepare -> journal append
-//	  -> Replica.OnJournaled (own ack; with n replicas, PrepareOks too)
-//	  -> Replica.NextCommit -> apply -> Replica.OnApplied
+//	  -> Replica.OnJournaled -> Replica.NextCommit -> apply -> Replica.OnApplied
 //	  -> reply (Replica.FillReply), cached by ClientTable.CommitRequest
 //
-// so adding replicas later changes no handler. Built today: the normal case
-// (numbering, the prepare hash chain, ack counting with the reference server's
-// flexible quorums, the commit point, apply order) and the metadata plane's client
-// table with its ICT2 encoding. Not built yet: view change, journal repair, state
-// transfer and session forwarding.
+// The client table (ClientTable, ICT2) is part of the replicated state: every replica
+// applies the same commits to it.
 package vsr

@@ -95,8 +95,9 @@ type pipelineEntry struct {
 // prepare before acknowledging it (OnJournaled), apply committed ops strictly in op
 // order (NextCommit/OnApplied), and reply only after apply.
 //
-// View change, journal repair and state transfer are not part of this type yet; a
-// one-replica group (the single-node server) never needs them.
+// This is the single-replica normal case the server runs today; Core is the whole
+// protocol (view change, repair, state transfer, forwarding) for n replicas, and
+// the server's metadata plane is to move onto it.
 type Replica struct {
 	cfg Config
 
@@ -140,11 +141,11 @@ type Recovered struct {
 
 // Restore resumes a single-replica group from its journal: everything journaled is
 // committed (the replica is its own quorum) and everything up to Commit is applied.
-// A multi-replica group must recover through a view change instead, which this core
-// does not implement yet, so Restore refuses it.
+// A multi-replica group recovers through RequestStartView and the view change, which
+// are Core's (Core.Recover), so Restore refuses it.
 func (r *Replica) Restore(rec Recovered) error {
 	if r.cfg.ReplicaCount != 1 {
-		return errors.New("vsr: restore of a multi-replica group needs a view change (not built)")
+		return errors.New("vsr: Replica restores a single-replica group only; a multi-replica group runs on Core")
 	}
 	if rec.Commit > rec.Op {
 		return fmt.Errorf("vsr: recovered commit %d above head op %d", rec.Commit, rec.Op)

@@ -254,3 +254,26 @@ func TestNormalCaseSimulation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplicaSingleNormalCase is the older single-replica path the server runs
+// today (Prepare, OnJournaled, NextCommit, OnApplied), the baseline of
+// BenchmarkCoreNormalCase/replicas=1.
+func BenchmarkReplicaSingleNormalCase(b *testing.B) {
+	r, err := NewReplica(Config{Cluster: wire.ClusterID("test"), ReplicaCount: 1, Group: wire.MetadataGroup})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 128)
+	var h wire.PrepareHeader
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; b.Loop(); i++ {
+		if err := r.Prepare(&h, Proposal{Client: wire.Uint128{Lo: 1}, Request: uint64(i + 1)}, body, uint64(i)); err != nil {
+			b.Fatal(err)
+		}
+		r.OnJournaled(0, h.Op, h.Checksum)
+		for op, ok := r.NextCommit(); ok; op, ok = r.NextCommit() {
+			r.OnApplied(op)
+		}
+	}
+}

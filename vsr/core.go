@@ -1,0 +1,2072 @@
+package vsr
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// headerPointer views a message's header as its command's typed header; message
+// sets the command first, so the view is the one the frame will carry.
+func headerPointer(h *wire.GenericHeader) unsafe.Pointer { return unsafe.Pointer(h) }
+
+// Status is a replica's protocol status.
+type Status uint8
+
+const (
+	// StatusNormal: the replica follows (or leads) its view.
+	StatusNormal Status = iota + 1
+	// StatusViewChange: the replica is electing the primary of its view.
+	StatusViewChange
+	// StatusRecovering: a restarted replica that does not trust its local state yet;
+	// it probes with RequestStartView, votes in no quorum and acknowledges nothing.
+	StatusRecovering
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusNormal:
+		return "Normal"
+	case StatusViewChange:
+		return "ViewChange"
+	case StatusRecovering:
+		return "Recovering"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Timing is the consensus timers in ticks (the reference server ticks every 10 ms;
+// see iggy.apache.org/docs/clustering/configuration for the settings and rules).
+type Timing struct {
+	HeartbeatTimeoutTicks           uint64
+	CommitBroadcastIntervalTicks    uint64
+	PrepareRetransmitIntervalTicks  uint64
+	ViewChangeRetransmitTicks       uint64
+	ViewChangeStatusTimeoutTicks    uint64
+	RequestStartViewRetransmitTicks uint64
+	ViewProbeAttemptsMax            int
+	RepairRetryIntervalTicks        uint64
+	RepairChunkMax                  int
+}
+
+// TimingDefault is the reference server's defaults at its 10 ms tick.
+var TimingDefault = Timing{
+	HeartbeatTimeoutTicks:           500,
+	CommitBroadcastIntervalTicks:    50,
+	PrepareRetransmitIntervalTicks:  25,
+	ViewChangeRetransmitTicks:       50,
+	ViewChangeStatusTimeoutTicks:    500,
+	RequestStartViewRetransmitTicks: 100,
+	ViewProbeAttemptsMax:            5,
+	RepairRetryIntervalTicks:        100,
+	RepairChunkMax:                  128,
+}
+
+func (t Timing) validate() error {
+	switch {
+	case t.HeartbeatTimeoutTicks == 0 || t.CommitBroadcastIntervalTicks == 0 || t.PrepareRetransmitIntervalTicks == 0 ||
+		t.ViewChangeRetransmitTicks == 0 || t.ViewChangeStatusTimeoutTicks == 0 ||
+		t.RequestStartViewRetransmitTicks == 0 || t.RepairRetryIntervalTicks == 0:
+		return errors.New("vsr: every timer must be at least one tick")
+	case t.HeartbeatTimeoutTicks < 4*t.CommitBroadcastIntervalTicks:
+		return fmt.Errorf("vsr: heartbeat timeout %d ticks below 4x the commit broadcast interval %d", t.HeartbeatTimeoutTicks, t.CommitBroadcastIntervalTicks)
+	case t.ViewChangeStatusTimeoutTicks < 4*t.ViewChangeRetransmitTicks:
+		return fmt.Errorf("vsr: view change status timeout %d ticks below 4x the retransmit interval %d", t.ViewChangeStatusTimeoutTicks, t.ViewChangeRetransmitTicks)
+	case t.ViewProbeAttemptsMax < 1 || t.ViewProbeAttemptsMax > 100:
+		return fmt.Errorf("vsr: view probe attempts %d outside 1..100", t.ViewProbeAttemptsMax)
+	case t.RepairChunkMax < 1 || t.RepairChunkMax > 1024:
+		return fmt.Errorf("vsr: repair chunk %d outside 1..1024", t.RepairChunkMax)
+	}
+	return nil
+}
+
+// Storage is the read side of the replica's journal, in the way of etcd raft's
+// Storage: the core hands out journal writes in Ready, the caller makes them durable,
+// and the core reads bodies back through Storage when it retransmits a prepare or
+// serves repair. It must return what the caller's journal holds now (its page cache),
+// durable or not.
+type Storage interface {
+	// Body returns the body of the journaled prepare at op if its identity is
+	// identity. The core only reads it before its next Ready.
+	Body(op uint64, identity wire.Uint128) ([]byte, bool)
+}
+
+// Mutation breaks one rule of the protocol on purpose. It exists only so that the
+// simulator's tests can show that its checkers catch a broken rule; a server never
+// sets it.
+type Mutation uint8
+
+const (
+	MutationNone Mutation = iota
+	// MutationCommitBeforeQuorum commits an op one ack short of the replication
+	// quorum.
+	MutationCommitBeforeQuorum
+	// MutationTruncatePastNackQuorum lets a new primary truncate an op with one nack
+	// fewer than the nack quorum.
+	MutationTruncatePastNackQuorum
+	// MutationAckBeforeDurable sends a backup's PrepareOk one Ready before the
+	// journal write it promises.
+	MutationAckBeforeDurable
+)
+
+// CoreConfig is one replica of one consensus group.
+type CoreConfig struct {
+	Config
+	Timing Timing
+	// JournalSlots is how many recent ops the replica keeps headers for (and can
+	// serve repair of); a replica further behind needs state transfer.
+	JournalSlots int
+	Storage      Storage
+	// Incarnation is random per boot (metadata plane) so that a StartView answering
+	// an older boot's probe is recognised; zero on partition planes.
+	Incarnation wire.Uint128
+	// Sessions lets a metadata-plane primary answer forwarded logins (optional).
+	Sessions Sessions
+	Mutation Mutation
+}
+
+// DurableState is what must be durable before any message of the same Ready is sent:
+// the view (a replica never goes back to an older view), the log view (the view whose
+// log the journal holds) and a commit point at least that log's start.
+type DurableState struct {
+	View      uint32
+	LogView   uint32
+	CommitMax uint64
+}
+
+// Write is one prepare to journal. Body aliases memory owned by the caller (a
+// proposal or a received frame) or by the core, valid until Advance.
+type Write struct {
+	Header wire.PrepareHeader
+	Body   []byte
+}
+
+// Message is one replica-plane frame to send: Header is complete and sealed (a
+// Prepare or RepairPrepare carries its identity instead of a seal), Body is valid
+// until Advance.
+type Message struct {
+	To     uint8
+	Header wire.GenericHeader
+	Body   []byte
+}
+
+// Ready is the work a Step, Tick or Propose recorded, handed out as one unit, as in
+// etcd raft's Ready. The caller does it in this order, then calls Advance:
+//
+//  1. Discards and Truncate: remove those journal entries (they are not part of the
+//     log the replica follows now).
+//  2. State (with ViewHeaders) and Writes: make them durable (fsync).
+//  3. Messages: send them; only now, because each may promise what 2 made durable.
+//  4. Committed: apply these ops in order (their bodies are in the journal); then
+//     Install, a transferred state, when there is one.
+//  5. Forwards: answer the clients whose logins or logouts were forwarded.
+//
+// After Advance, answer each of StateRequests with OfferState. The slices belong to
+// the core and are reused by the next Ready: Ready and Advance allocate nothing in
+// the normal case.
+type Ready struct {
+	Discards []uint64
+	// TruncateAbove, when Truncate is set, removes every entry above that op.
+	Truncate      bool
+	TruncateAbove uint64
+	State         *DurableState
+	// ViewHeaders, when non-nil, replace the persisted headers of the log view's
+	// suffix (head first), atomically with State: Recover gets them back.
+	ViewHeaders []wire.PrepareHeader
+	Writes      []Write
+	Messages    []Message
+	Committed   []wire.PrepareHeader
+	// Forwards are the answers to logins and logouts this replica forwarded.
+	Forwards []ForwardOutcome
+	// StateRequests ask this replica for a state to transfer: OfferState.
+	StateRequests []StateRequest
+	// Install, when non-nil, is a transferred state: install it (and make it
+	// durable, as a snapshot) before Advance.
+	Install *StateInstall
+}
+
+// bodyState is where a slot's body is: absent, in the current Ready's writes, or
+// durable.
+type bodyState uint8
+
+const (
+	bodyNone bodyState = iota
+	bodyWriting
+	bodyDurable
+)
+
+type slot struct {
+	header wire.PrepareHeader
+	// trusted: the header belongs to the log of the replica's log view (or of a
+	// newer view), verified by the hash chain from a canonical head. Only trusted
+	// slots are reported in a DoViewChange, applied or acknowledged.
+	trusted bool
+	body    bodyState
+}
+
+type coreEntry struct {
+	op       uint64
+	identity wire.Uint128
+	acks     uint32
+}
+
+type doViewChange struct {
+	logView uint32
+	op      uint64
+	commit  uint64
+	nack    wire.Uint128
+	present wire.Uint128
+	// headers[i] is op-i; a zero Op is a blank.
+	headers []wire.PrepareHeader
+}
+
+type repairCandidate struct {
+	header wire.PrepareHeader
+	body   []byte
+}
+
+// Core is Viewstamped Replication for one replica of one consensus group, as a pure
+// state machine in the shape of etcd raft's RawNode: Step (a validated frame from a
+// peer), Tick (one logical tick) and Propose (a client request, on the primary)
+// record work; Ready hands it out; Advance says it was done. It reads no clock and
+// touches no socket or file.
+type Core struct {
+	cfg CoreConfig
+
+	now    uint64
+	status Status
+	view   uint32
+	// logView is the view whose log the journal holds (<= view).
+	logView   uint32
+	op        uint64
+	commitMin uint64
+	commitMax uint64
+	// trustLow: every slot in [trustLow, op] holds a trusted header.
+	trustLow uint64
+	// retainedLow is the lowest op the journal can hold: above a recovered
+	// checkpoint or an installed state.
+	retainedLow uint64
+
+	lastPrepareChecksum wire.Uint128
+	lastTimestamp       uint64
+
+	slots []slot
+
+	// Primary: prepared ops commitMax+1..op, at pipeline[op % depth].
+	pipeline []coreEntry
+
+	// Timers are absolute tick deadlines; zero is off.
+	heartbeatAt     uint64
+	commitAt        uint64
+	retransmitAt    uint64
+	retransmitCount int
+	svcAt           uint64
+	viewChangeAt    uint64
+	probeAt         uint64
+	probeCount      int
+	repairAt        uint64
+
+	heartbeatToken     uint64
+	heartbeatTokenSeen uint64
+
+	// View change.
+	svcFrom     uint32
+	dvcSent     bool
+	dvcs        []*doViewChange // by replica, this view only
+	mergeDone   bool            // candidate installed the merged log, repairing
+	startViewOp uint64          // head of the merged log while repairing
+
+	// Repair.
+	repairNonce  uint64
+	repairActive bool
+	repairPeer   uint8
+	// repairProgress: the running round wrote or verified something.
+	repairProgress bool
+	candidates     []repairCandidate
+
+	// The durable state and the next one.
+	durable            DurableState
+	stateChanged       bool
+	viewHeadersOut     []wire.PrepareHeader
+	viewHeadersChanged bool
+
+	// Ready, reused.
+	rd            Ready
+	stateOut      DurableState
+	pendingSelf   []uint64
+	dirtySlots    []uint64
+	bodyBuffers   [][]byte
+	bodyBuffersAt int
+	rsvNextAt     uint64
+
+	forwardNonce uint64
+	forwardsOut  []forwardOrigin
+	forwardsIn   []forwardAtPrimary
+
+	transfer      transferIn
+	offers        []stateOffer
+	stateRequests []StateRequest
+	deferred      []Write // MutationAckBeforeDurable only
+	svSentTo      []uint64
+}
+
+// ErrNotNormal is returned by Propose while the replica is changing view or
+// recovering: the client retries.
+var ErrNotNormal = errors.New("vsr: replica is not in normal status")
+
+// NewCore makes a replica of a fresh group: empty log, view 0, Normal.
+func NewCore(cfg CoreConfig) (*Core, error) {
+	if err := cfg.Config.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = TimingDefault
+	}
+	if err := cfg.Timing.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.JournalSlots == 0 {
+		cfg.JournalSlots = 1024
+	}
+	if cfg.JournalSlots < 2*cfg.PipelineDepth || cfg.JournalSlots < cfg.Timing.RepairChunkMax {
+		return nil, fmt.Errorf("vsr: journal slots %d below twice the pipeline depth or the repair chunk", cfg.JournalSlots)
+	}
+	if cfg.Storage == nil {
+		return nil, errors.New("vsr: a core needs a Storage")
+	}
+	n := int(cfg.ReplicaCount)
+	c := &Core{
+		cfg:         cfg,
+		status:      StatusNormal,
+		trustLow:    1,
+		retainedLow: 1,
+		slots:       make([]slot, cfg.JournalSlots),
+		pipeline:    make([]coreEntry, cfg.PipelineDepth),
+		dvcs:        make([]*doViewChange, n),
+		svSentTo:    make([]uint64, n),
+		candidates:  make([]repairCandidate, 0, cfg.Timing.RepairChunkMax),
+	}
+	c.startTimers()
+	return c, nil
+}
+
+// CoreRecovered is what a restarted replica found on disk: its durable state and the
+// headers of the intact journal entries (their bodies are in Storage), in any order.
+type CoreRecovered struct {
+	State   DurableState
+	Headers []wire.PrepareHeader
+	// ViewHeaders are the last persisted Ready.ViewHeaders.
+	ViewHeaders []wire.PrepareHeader
+	// Checkpoint is the last op the caller's restored state already holds (a
+	// snapshot): it is not applied again, and the journal may start after it.
+	Checkpoint Checkpoint
+}
+
+// Checkpoint names the op a snapshot was taken at.
+type Checkpoint struct {
+	Op        uint64
+	Identity  wire.Uint128
+	Timestamp uint64
+}
+
+// Recover resumes a restarted replica from its journal. A group of one replica is
+// its own quorum: everything journaled is committed. A replica of a larger group
+// does not trust its log: it enters Recovering and probes the cluster with
+// RequestStartView (falling back to an election after ViewProbeAttemptsMax probes).
+func (c *Core) Recover(rec CoreRecovered) error {
+	if c.op != 0 || c.now != 0 {
+		return errors.New("vsr: recover on a replica that already ran")
+	}
+	if rec.State.LogView > rec.State.View {
+		return fmt.Errorf("vsr: recovered log view %d above view %d", rec.State.LogView, rec.State.View)
+	}
+	base := rec.Checkpoint.Op
+	c.view, c.logView = rec.State.View, rec.State.LogView
+	c.durable = rec.State
+	c.op = base
+	for _, headers := range [][]wire.PrepareHeader{rec.Headers, rec.ViewHeaders} {
+		for i := range headers {
+			h := &headers[i]
+			if h.Op == 0 || !h.IdentityValid() || h.Group != c.cfg.Group {
+				return fmt.Errorf("vsr: recovered header for op %d is not a valid prepare of this group", h.Op)
+			}
+			c.op = max(c.op, h.Op)
+		}
+	}
+	slots := uint64(len(c.slots))
+	inWindow := func(op uint64) bool { return op > base && op+slots > c.op }
+	for i := range rec.Headers {
+		h := &rec.Headers[i]
+		if base > 0 && h.Op == base && h.Checksum == rec.Checkpoint.Identity && base+slots > c.op {
+			// The checkpoint's own op stays known: a view change needs the header
+			// at the commit point to anchor the log (journals keep it when they
+			// drain to a snapshot).
+			c.slots[base%slots] = slot{header: *h, trusted: true, body: bodyDurable}
+			continue
+		}
+		if !inWindow(h.Op) {
+			continue // applied in the checkpoint, or beyond the window
+		}
+		s := &c.slots[h.Op%slots]
+		s.header = *h
+		s.body = bodyDurable
+		// Entries at or above the durable commit point belong to the log view's log
+		// (or a newer view's): a view adoption discards what disagrees there before
+		// it persists the log view. Below, stale entries of older views may remain.
+		s.trusted = h.Op >= rec.State.CommitMax || c.cfg.ReplicaCount == 1
+	}
+	for i := range rec.ViewHeaders {
+		h := &rec.ViewHeaders[i]
+		if !inWindow(h.Op) {
+			continue
+		}
+		s := &c.slots[h.Op%slots]
+		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
+			continue
+		}
+		if s.header.Op == h.Op {
+			c.rd.Discards = append(c.rd.Discards, h.Op)
+		}
+		*s = slot{header: *h, trusted: true}
+	}
+	c.commitMin = base
+	c.retainedLow = base + 1
+	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
+	c.trustLow = c.op + 1
+	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
+		c.trustLow--
+	}
+	if head := c.slotAt(c.op); head != nil {
+		c.lastPrepareChecksum = head.header.Checksum
+		c.lastTimestamp = head.header.Timestamp
+	} else if c.op == base {
+		c.lastPrepareChecksum = rec.Checkpoint.Identity
+		c.lastTimestamp = rec.Checkpoint.Timestamp
+	}
+	if c.cfg.ReplicaCount == 1 {
+		// The replica is its own quorum: an op was acknowledged only once it and
+		// every op before it were durable, so entries after a hole are the torn rest
+		// of the last unsynced batch.
+		head := base
+		for c.slotAt(head+1) != nil {
+			head++
+		}
+		if head < c.op {
+			c.truncateAbove(head)
+			c.op = head
+		}
+		c.trustLow = base + 1
+		if hs := c.slotAt(c.op); hs != nil {
+			c.lastPrepareChecksum, c.lastTimestamp = hs.header.Checksum, hs.header.Timestamp
+		} else {
+			c.lastPrepareChecksum, c.lastTimestamp = rec.Checkpoint.Identity, rec.Checkpoint.Timestamp
+		}
+		c.commitMax = c.op
+		c.status = StatusNormal
+		c.startTimers()
+		return nil
+	}
+	c.status = StatusRecovering
+	c.probeCount = 0
+	c.sendRequestStartView(broadcast)
+	c.probeAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
+	c.heartbeatAt, c.commitAt, c.retransmitAt = 0, 0, 0
+	return nil
+}
+
+// Accessors for tests and the caller.
+func (c *Core) Status() Status           { return c.status }
+func (c *Core) View() uint32             { return c.view }
+func (c *Core) LogView() uint32          { return c.logView }
+func (c *Core) Op() uint64               { return c.op }
+func (c *Core) CommitMin() uint64        { return c.commitMin }
+func (c *Core) CommitMax() uint64        { return c.commitMax }
+func (c *Core) Now() uint64              { return c.now }
+func (c *Core) ReplicaID() uint8         { return c.cfg.ReplicaID }
+func (c *Core) PrimaryOf(v uint32) uint8 { return uint8(v % uint32(c.cfg.ReplicaCount)) }
+func (c *Core) Primary() uint8           { return c.PrimaryOf(c.view) }
+
+// IsPrimary reports whether the replica leads its view and can take proposals.
+func (c *Core) IsPrimary() bool { return c.status == StatusNormal && c.Primary() == c.cfg.ReplicaID }
+
+// Header returns the trusted header the replica holds for op.
+func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
+	s := c.slotAt(op)
+	if s == nil || !s.trusted || op+1 < c.retainedLow {
+		return wire.PrepareHeader{}, false
+	}
+	return s.header, true
+}
+
+// InPipeline reports whether client has a prepared, uncommitted request here (the
+// primary's admission check: one request in flight per client).
+func (c *Core) InPipeline(client wire.Uint128) bool {
+	for op := c.commitMax + 1; op <= c.op; op++ {
+		if s := c.slotAt(op); s != nil && s.header.Client == client {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Core) slotAt(op uint64) *slot {
+	if op == 0 {
+		return nil
+	}
+	s := &c.slots[op%uint64(len(c.slots))]
+	if s.header.Op != op {
+		return nil
+	}
+	return s
+}
+
+func (c *Core) n() int { return int(c.cfg.ReplicaCount) }
+
+func (c *Core) quorumReplication() int {
+	q := QuorumReplication(c.n())
+	if c.cfg.Mutation == MutationCommitBeforeQuorum && q > 1 {
+		q--
+	}
+	return q
+}
+
+func (c *Core) quorumNack() int {
+	q := QuorumViewChange(c.n())
+	if c.cfg.Mutation == MutationTruncatePastNackQuorum && q > 1 {
+		q--
+	}
+	return q
+}
+
+func (c *Core) startTimers() {
+	c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt = 0, 0, 0, 0, 0, 0
+	switch {
+	case c.status != StatusNormal:
+	case c.Primary() == c.cfg.ReplicaID:
+		if c.n() > 1 {
+			c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
+			if c.op > c.commitMax {
+				c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+			}
+		}
+	default:
+		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	}
+}
+
+// NextDeadline is the tick at which the replica next has something to do on its
+// own (zero: nothing until a message arrives). A shard driving thousands of groups
+// keeps them ordered by it and ticks only those due, so an idle group costs nothing.
+func (c *Core) NextDeadline() uint64 {
+	d := uint64(0)
+	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt, c.forwardDeadline(), c.transferDeadline()} {
+		if t != 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	return d
+}
+
+// NoteLiveness tells a backup that replica sent the shard anything (a frame of any
+// group): a frame from its view's primary proves the primary alive, so idle groups
+// need no heartbeats of their own.
+func (c *Core) NoteLiveness(replica uint8) {
+	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() {
+		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	}
+}
+
+// Tick advances the replica's clock by one tick and fires what is due.
+func (c *Core) Tick() {
+	c.now++
+	if d := c.NextDeadline(); d == 0 || c.now < d {
+		return
+	}
+	t := &c.cfg.Timing
+	if len(c.forwardsOut) > 0 && c.now >= c.forwardDeadline() {
+		c.expireForwards()
+	}
+	if d := c.transferDeadline(); d != 0 && c.now >= d {
+		c.transferTick()
+	}
+	if c.heartbeatAt != 0 && c.now >= c.heartbeatAt {
+		c.heartbeatAt = 0
+		c.startViewChange(c.view + 1)
+		return
+	}
+	if c.commitAt != 0 && c.now >= c.commitAt {
+		c.commitAt = c.now + t.CommitBroadcastIntervalTicks
+		c.broadcastCommit()
+	}
+	if c.retransmitAt != 0 && c.now >= c.retransmitAt {
+		c.retransmit()
+	}
+	if c.svcAt != 0 && c.now >= c.svcAt {
+		c.svcAt = c.now + t.ViewChangeRetransmitTicks
+		c.sendStartViewChange()
+		if c.dvcSent && c.Primary() != c.cfg.ReplicaID {
+			c.sendDoViewChange()
+		}
+		if c.mergeDone {
+			c.maybeRepair()
+		}
+	}
+	if c.viewChangeAt != 0 && c.now >= c.viewChangeAt {
+		c.viewChangeAt = 0
+		c.startViewChange(c.view + 1)
+		return
+	}
+	if c.probeAt != 0 && c.now >= c.probeAt {
+		c.probeAt = c.now + t.RequestStartViewRetransmitTicks
+		if c.status == StatusRecovering {
+			c.probeCount++
+			if c.probeCount >= t.ViewProbeAttemptsMax {
+				// Nobody leads a view that answers: the whole cluster restarted.
+				// Elect on the recovered log.
+				c.startViewChange(c.view + 1)
+				return
+			}
+		}
+		c.sendRequestStartView(broadcast)
+	}
+	if c.repairAt != 0 && c.now >= c.repairAt {
+		c.repairAt = 0
+		c.repairActive = false
+		c.repairPeer++
+		c.startRepair()
+	}
+}
+
+// broadcast, as a message's destination, means every other replica.
+const broadcast = 0xFF
+
+// --- output helpers ---
+
+func (c *Core) message(to uint8, command wire.Command) *wire.GenericHeader {
+	c.rd.Messages = append(c.rd.Messages, Message{To: to})
+	m := &c.rd.Messages[len(c.rd.Messages)-1]
+	h := &m.Header
+	h.Cluster = c.cfg.Cluster
+	h.Size = wire.HeaderSize
+	h.View = c.view
+	h.Command = command
+	h.Replica = c.cfg.ReplicaID
+	return h
+}
+
+// seal finishes the last message: the body seal where the command has one, then the
+// frame seal.
+func (c *Core) seal(body []byte) {
+	m := &c.rd.Messages[len(c.rd.Messages)-1]
+	m.Body = body
+	m.Header.Size = uint32(wire.HeaderSize + len(body))
+	if m.Header.Command == wire.CommandDoViewChange || m.Header.Command == wire.CommandStartView {
+		m.Header.SealBody(body)
+	}
+	if m.Header.Command.FrameSealed() {
+		wire.SealFrame(m.Header.Bytes())
+	}
+}
+
+// targets calls f for one peer, or for every other replica when to is broadcast.
+func (c *Core) targets(to uint8, f func(peer uint8)) {
+	if to != broadcast {
+		f(to)
+		return
+	}
+	for peer := 0; peer < c.n(); peer++ {
+		if uint8(peer) != c.cfg.ReplicaID {
+			f(uint8(peer))
+		}
+	}
+}
+
+func (c *Core) bodyBuffer(size int) []byte {
+	if c.bodyBuffersAt == len(c.bodyBuffers) {
+		c.bodyBuffers = append(c.bodyBuffers, make([]byte, 0, size))
+	}
+	b := c.bodyBuffers[c.bodyBuffersAt][:0]
+	c.bodyBuffersAt++
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+		c.bodyBuffers[c.bodyBuffersAt-1] = b
+	}
+	return b[:size]
+}
+
+func (c *Core) persist() {
+	c.stateOut = DurableState{View: c.view, LogView: c.logView, CommitMax: c.commitMax}
+	c.stateChanged = c.stateChanged || c.stateOut != c.durable
+}
+
+// persistLog persists the state with the headers of the log view's suffix (from the
+// commit point to the head). A replica that adopted a view but has not repaired
+// every body yet must still know the view's head and headers after a crash: its
+// DoViewChange speaks for that view's log, and a shorter head there would let a new
+// primary drop committed ops.
+func (c *Core) persistLog() {
+	c.persist()
+	c.stateChanged = true
+	c.viewHeadersOut = c.viewHeadersOut[:0]
+	low := c.commitMax
+	if low == 0 {
+		low = 1
+	}
+	for op := c.op; op >= low && op > 0; op-- {
+		s := c.slotAt(op)
+		if s == nil || !s.trusted {
+			break
+		}
+		c.viewHeadersOut = append(c.viewHeadersOut, s.header)
+	}
+	c.viewHeadersChanged = true
+}
+
+// HasReady reports whether Ready would hand out anything.
+func (c *Core) HasReady() bool {
+	c.collectCommitted()
+	return c.stateChanged || c.rd.Truncate || len(c.rd.Discards) > 0 || len(c.rd.Writes) > 0 ||
+		len(c.rd.Messages) > 0 || len(c.rd.Committed) > 0 || len(c.rd.Forwards) > 0 ||
+		len(c.rd.StateRequests) > 0 || c.rd.Install != nil
+}
+
+// Ready hands out the recorded work; its slices are valid until Advance.
+func (c *Core) Ready() Ready {
+	c.collectCommitted()
+	rd := c.rd
+	if c.stateChanged {
+		s := c.stateOut
+		rd.State = &s
+	}
+	if c.viewHeadersChanged {
+		rd.ViewHeaders = c.viewHeadersOut
+		if rd.ViewHeaders == nil {
+			rd.ViewHeaders = []wire.PrepareHeader{}
+		}
+	}
+	return rd
+}
+
+func (c *Core) collectCommitted() {
+	for c.commitMin < c.commitMax {
+		s := c.slotAt(c.commitMin + 1)
+		if s == nil || !s.trusted || s.body == bodyNone || c.commitMin+1 < c.trustLow {
+			break
+		}
+		c.commitMin++
+		c.rd.Committed = append(c.rd.Committed, s.header)
+	}
+}
+
+// Advance tells the replica that the last Ready was done: its writes and state are
+// durable, its messages sent and its commits applied.
+func (c *Core) Advance() {
+	if c.stateChanged {
+		c.durable = c.stateOut
+		c.stateChanged = false
+	}
+	c.viewHeadersChanged = false
+	for _, op := range c.dirtySlots {
+		if s := c.slotAt(op); s != nil && s.body == bodyWriting {
+			s.body = bodyDurable
+		}
+	}
+	c.dirtySlots = c.dirtySlots[:0]
+	c.rd.Discards = c.rd.Discards[:0]
+	c.rd.Truncate = false
+	c.rd.TruncateAbove = 0
+	c.rd.Writes = c.rd.Writes[:0]
+	clear(c.rd.Messages)
+	c.rd.Messages = c.rd.Messages[:0]
+	c.rd.Committed = c.rd.Committed[:0]
+	c.rd.Forwards = c.rd.Forwards[:0]
+	c.rd.StateRequests = c.rd.StateRequests[:0]
+	c.bodyBuffersAt = 0
+	if c.rd.Install != nil {
+		c.rd.Install = nil
+		c.installed()
+	}
+	for _, w := range c.deferred {
+		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {
+			c.write(s, w.Body)
+		}
+	}
+	c.deferred = c.deferred[:0]
+	// The primary's own append is one ack, counted once it is durable.
+	pending := c.pendingSelf
+	c.pendingSelf = c.pendingSelf[:0]
+	if c.IsPrimary() {
+		for _, op := range pending {
+			if s := c.slotAt(op); s != nil {
+				c.onAck(c.cfg.ReplicaID, op, s.header.Checksum)
+			}
+		}
+	}
+	if len(c.forwardsIn) > 0 {
+		// The commits of that Ready are applied now: the session table has them.
+		c.answerForwards(!c.IsPrimary())
+	}
+}
+
+func (c *Core) write(s *slot, body []byte) {
+	c.rd.Writes = append(c.rd.Writes, Write{Header: s.header, Body: body})
+	s.body = bodyWriting
+	c.dirtySlots = append(c.dirtySlots, s.header.Op)
+}
+
+func (c *Core) discard(op uint64) {
+	if s := c.slotAt(op); s != nil {
+		*s = slot{}
+		c.rd.Discards = append(c.rd.Discards, op)
+	}
+}
+
+func (c *Core) truncateAbove(op uint64) {
+	for k := op + 1; k <= c.op; k++ {
+		if s := c.slotAt(k); s != nil {
+			*s = slot{}
+		}
+	}
+	if op < c.op || c.op == 0 {
+		c.rd.Truncate = true
+		c.rd.TruncateAbove = op
+	}
+	// Ready.Discards of higher ops are covered by the truncation.
+}
+
+// --- normal case ---
+
+// Propose prepares an admitted request on the primary: the next op of the hash
+// chain, journaled and sent down the replication chain through Ready. body must stay
+// valid until the Advance that follows.
+func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
+	if c.status != StatusNormal {
+		return 0, ErrNotNormal
+	}
+	if c.Primary() != c.cfg.ReplicaID {
+		return 0, ErrNotPrimary
+	}
+	if c.op-c.commitMax >= uint64(len(c.pipeline)) {
+		return 0, ErrPipelineFull
+	}
+	if c.op+1-c.commitMin >= uint64(len(c.slots)) {
+		// The slot would overwrite an op not applied yet.
+		return 0, ErrPipelineFull
+	}
+	timestamp := nowMicros
+	if timestamp <= c.lastTimestamp {
+		timestamp = c.lastTimestamp + 1
+	}
+	s := &c.slots[(c.op+1)%uint64(len(c.slots))]
+	*s = slot{trusted: true}
+	h := &s.header
+	h.Cluster = c.cfg.Cluster
+	h.Size = uint32(wire.HeaderSize + len(body))
+	h.View = c.view
+	h.Command = wire.CommandPrepare
+	h.Replica = c.cfg.ReplicaID
+	h.Client = p.Client
+	h.Parent = c.lastPrepareChecksum
+	h.RequestChecksum = p.RequestChecksum
+	h.Op = c.op + 1
+	h.Commit = c.commitMax
+	h.Timestamp = timestamp
+	h.Request = p.Request
+	h.Operation = p.Operation
+	h.Group = c.cfg.Group
+	h.UserID = p.UserID
+	if c.cfg.Group == wire.MetadataGroup {
+		h.ChecksumBody = wire.BodyChecksum(body)
+	}
+	h.SetIdentity()
+
+	c.op = h.Op
+	c.lastTimestamp = timestamp
+	c.lastPrepareChecksum = h.Checksum
+	c.pipeline[h.Op%uint64(len(c.pipeline))] = coreEntry{op: h.Op, identity: h.Checksum}
+	c.write(s, body)
+	c.pendingSelf = append(c.pendingSelf, h.Op)
+	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
+		c.sendPrepare(next, h, body, wire.CommandPrepare)
+	}
+	if c.retransmitAt == 0 && c.n() > 1 {
+		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+		c.retransmitCount = 0
+	}
+	return h.Op, nil
+}
+
+// nextHop is the chain successor; the chain ends where it would reach the primary.
+func (c *Core) nextHop(view uint32) uint8 {
+	next := uint8((int(c.cfg.ReplicaID) + 1) % c.n())
+	if next == c.PrimaryOf(view) {
+		return c.cfg.ReplicaID
+	}
+	return next
+}
+
+func (c *Core) sendPrepare(to uint8, h *wire.PrepareHeader, body []byte, command wire.Command) {
+	c.rd.Messages = append(c.rd.Messages, Message{To: to, Body: body})
+	m := &c.rd.Messages[len(c.rd.Messages)-1]
+	p := (*wire.PrepareHeader)(headerPointer(&m.Header))
+	*p = *h
+	if command == wire.CommandPrepare {
+		// A retransmission carries the current view; the identity ignores it.
+		p.View = c.view
+	} else {
+		p.Command = command
+	}
+}
+
+func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
+	if op <= c.commitMax || op > c.op {
+		return
+	}
+	e := &c.pipeline[op%uint64(len(c.pipeline))]
+	if e.op != op || e.identity != identity {
+		return
+	}
+	e.acks |= 1 << replica
+	moved := false
+	for c.commitMax < c.op {
+		head := &c.pipeline[(c.commitMax+1)%uint64(len(c.pipeline))]
+		if head.op != c.commitMax+1 || popcount(head.acks) < c.quorumReplication() {
+			break
+		}
+		c.commitMax = head.op
+		*head = coreEntry{}
+		moved = true
+	}
+	if moved {
+		c.retransmitCount = 0
+		if c.commitMax == c.op {
+			c.retransmitAt = 0
+		} else {
+			c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+		}
+	}
+}
+
+func (c *Core) retransmit() {
+	c.retransmitCount++
+	backoff := c.retransmitCount
+	if backoff > 4 {
+		backoff = 4
+	}
+	c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks<<backoff
+	if !c.IsPrimary() || c.commitMax == c.op {
+		c.retransmitAt = 0
+		return
+	}
+	for op := c.commitMax + 1; op <= c.op; op++ {
+		e := &c.pipeline[op%uint64(len(c.pipeline))]
+		s := c.slotAt(op)
+		if e.op != op || s == nil {
+			continue
+		}
+		body, ok := c.cfg.Storage.Body(op, s.header.Checksum)
+		if !ok {
+			continue
+		}
+		for peer := 0; peer < c.n(); peer++ {
+			if e.acks&(1<<peer) == 0 && uint8(peer) != c.cfg.ReplicaID {
+				c.sendPrepare(uint8(peer), &s.header, body, wire.CommandPrepare)
+			}
+		}
+	}
+}
+
+func (c *Core) broadcastCommit() {
+	if !c.IsPrimary() {
+		return
+	}
+	c.heartbeatToken++
+	for peer := 0; peer < c.n(); peer++ {
+		if uint8(peer) == c.cfg.ReplicaID {
+			continue
+		}
+		h := c.message(uint8(peer), wire.CommandCommit)
+		m := (*wire.CommitHeader)(headerPointer(h))
+		m.TimestampMonotonic = c.heartbeatToken
+		m.Commit = c.commitMax
+		m.Group = c.cfg.Group
+		c.seal(nil)
+	}
+}
+
+// ErrBadMessage wraps every refusal of a peer's frame: a wrong cluster, group or
+// replica id, a bad identity or body seal, a broken suffix.
+var ErrBadMessage = errors.New("vsr: bad message")
+
+func badMessage(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadMessage}, args...)...)
+}
+
+// Step takes one frame from a peer: h validated by wire.DecodeReplicaHeader, body
+// the frame's bytes after it (16-byte aligned; kept until the next Advance, since a
+// write or a forward may alias it). Bad input is an error; the frame is dropped.
+func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
+	if h.Cluster != c.cfg.Cluster {
+		return badMessage("cluster %v, want %v", h.Cluster, c.cfg.Cluster)
+	}
+	if int(h.Replica) >= c.n() {
+		return badMessage("replica %d of %d", h.Replica, c.n())
+	}
+	if int(h.Size) != wire.HeaderSize+len(body) {
+		return badMessage("size %d with %d body bytes", h.Size, len(body))
+	}
+	switch h.Command {
+	case wire.CommandPrepare:
+		return c.onPrepare(h.Prepare(), body)
+	case wire.CommandPrepareOk:
+		return c.onPrepareOk(h.PrepareOk())
+	case wire.CommandCommit:
+		return c.onCommit(h.Commit())
+	case wire.CommandStartViewChange:
+		return c.onStartViewChange(h.StartViewChange())
+	case wire.CommandDoViewChange:
+		return c.onDoViewChange(h.DoViewChange(), body)
+	case wire.CommandStartView:
+		return c.onStartView(h.StartView(), body)
+	case wire.CommandRequestStartView:
+		return c.onRequestStartView(h.RequestStartView())
+	case wire.CommandRequestPrepares:
+		return c.onRequestPrepares(h.RequestPrepares())
+	case wire.CommandRepairPrepare:
+		return c.onRepairPrepare(h.Prepare(), body)
+	case wire.CommandRepairDone, wire.CommandRangeEvicted:
+		return c.onRepairRange(h.RepairRange())
+	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
+		return c.stepForward(h)
+	case wire.CommandRequestStateTransfer:
+		return c.onRequestStateTransfer(h.RequestStateTransfer())
+	case wire.CommandStateTransferTarget:
+		return c.onStateTransferTarget(h.StateTransferTarget(), body)
+	case wire.CommandRequestStateChunk:
+		return c.onRequestStateChunk(h.RequestStateChunk())
+	case wire.CommandStateChunk:
+		return c.onStateChunk(h.StateChunk(), body)
+	}
+	return badMessage("command %v is not handled by the consensus core", h.Command)
+}
+
+func (c *Core) checkGroup(group uint64) error {
+	if group != c.cfg.Group {
+		return badMessage("group %#x, want %#x", group, c.cfg.Group)
+	}
+	return nil
+}
+
+// checkPrepare verifies a prepare's identity and body seal; h is a copy whose
+// command is Prepare.
+func (c *Core) checkPrepare(h *wire.PrepareHeader, body []byte) error {
+	if err := c.checkGroup(h.Group); err != nil {
+		return err
+	}
+	if h.Op == 0 {
+		return badMessage("prepare op 0")
+	}
+	if !h.IdentityValid() {
+		return badMessage("prepare op %d: identity checksum mismatch", h.Op)
+	}
+	if h.Group == wire.MetadataGroup && h.ChecksumBody != wire.BodyChecksum(body) {
+		return badMessage("prepare op %d: body checksum mismatch", h.Op)
+	}
+	if h.Cluster != c.cfg.Cluster {
+		return badMessage("prepare op %d of another cluster", h.Op)
+	}
+	return nil
+}
+
+// onNewerView: a frame of a view this replica has not joined. It asks that view's
+// primary for a StartView (at most once a tick).
+func (c *Core) onNewerView(view uint32) {
+	if c.now < c.rsvNextAt || c.PrimaryOf(view) == c.cfg.ReplicaID {
+		return
+	}
+	c.rsvNextAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
+	c.sendRequestStartView(c.PrimaryOf(view))
+}
+
+func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
+	h := *m
+	if err := c.checkPrepare(&h, body); err != nil {
+		return err
+	}
+	if h.View > c.view || (h.View == c.view && c.status == StatusViewChange) {
+		c.onNewerView(h.View)
+		return nil
+	}
+	if c.status != StatusNormal || h.View < c.view || c.Primary() == c.cfg.ReplicaID {
+		return nil
+	}
+	c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	if h.Commit > c.commitMax {
+		c.commitMax = h.Commit
+	}
+	switch {
+	case h.Op <= c.commitMin:
+		// Applied here; a new primary may still need the ack, when it learned less
+		// of the commit point than this replica did.
+		if s := c.slotAt(h.Op); s != nil && s.trusted && s.header.Checksum == h.Checksum {
+			c.sendPrepareOk(&h)
+		}
+		return nil
+	case h.Op <= c.op:
+		s := c.slotAt(h.Op)
+		if s == nil || !s.trusted || s.header.Checksum != h.Checksum {
+			return nil
+		}
+		if s.body == bodyNone {
+			c.write(s, body)
+		}
+	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.slots)):
+		// Its slot still holds an op this replica has not applied: it is too far
+		// behind to take new ops, and catches up by repair or state transfer.
+		c.maybeRepair()
+		return nil
+	case h.Op == c.op+1:
+		if head := c.slotAt(c.op); c.op > 0 && (head == nil || !head.trusted || head.header.Checksum != h.Parent) {
+			// Our head is not this prepare's parent: we missed a view's start.
+			c.onNewerView(c.view)
+			return nil
+		}
+		if c.op == 0 && !h.Parent.IsZero() {
+			return nil
+		}
+		s := &c.slots[h.Op%uint64(len(c.slots))]
+		*s = slot{header: h, trusted: true}
+		s.header.View = c.view
+		c.op = h.Op
+		if c.cfg.Mutation == MutationAckBeforeDurable {
+			// The write goes out with the next Ready, after this one's PrepareOk.
+			c.deferred = append(c.deferred, Write{Header: s.header, Body: append([]byte(nil), body...)})
+		} else {
+			c.write(s, body)
+		}
+	default:
+		// A gap: the ops between are committed elsewhere or still coming. The
+		// primary's StartView carries the headers to repair from.
+		c.onNewerView(c.view)
+		return nil
+	}
+	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
+		c.sendPrepare(next, &h, body, wire.CommandPrepare)
+	}
+	c.sendPrepareOk(&h)
+	c.maybeRepair()
+	return nil
+}
+
+func (c *Core) sendPrepareOk(p *wire.PrepareHeader) {
+	h := c.message(c.Primary(), wire.CommandPrepareOk)
+	ok := (*wire.PrepareOkHeader)(headerPointer(h))
+	ok.Parent = p.Parent
+	ok.PrepareChecksum = p.Checksum
+	ok.Op = p.Op
+	ok.Commit = c.commitMax
+	ok.Timestamp = p.Timestamp
+	ok.Request = p.Request
+	ok.Operation = p.Operation
+	ok.Group = c.cfg.Group
+	c.seal(nil)
+}
+
+func (c *Core) onPrepareOk(m *wire.PrepareOkHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if m.View > c.view {
+		c.onNewerView(m.View)
+		return nil
+	}
+	if m.View < c.view || !c.IsPrimary() {
+		return nil
+	}
+	c.onAck(m.Replica, m.Op, m.PrepareChecksum)
+	return nil
+}
+
+func (c *Core) onCommit(m *wire.CommitHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	switch {
+	case m.View > c.view || (m.View == c.view && c.status == StatusViewChange):
+		c.onNewerView(m.View)
+		return nil
+	case m.View < c.view:
+		c.answerStaleView(m.Replica)
+		return nil
+	case c.status != StatusNormal || m.Replica != c.Primary() || c.IsPrimary():
+		return nil
+	}
+	if m.TimestampMonotonic > c.heartbeatTokenSeen {
+		c.heartbeatTokenSeen = m.TimestampMonotonic
+		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	}
+	if m.Commit > c.commitMax {
+		c.commitMax = m.Commit
+	}
+	if c.commitMax > c.op {
+		// Committed ops we have no header of: the StartView names them.
+		c.onNewerView(c.view)
+	}
+	c.maybeRepair()
+	return nil
+}
+
+// answerStaleView: a primary hearing a replica that has not joined its view (an
+// older view's frame, or a view change for the view it already started) tells it
+// the view.
+func (c *Core) answerStaleView(replica uint8) {
+	if !c.IsPrimary() || replica == c.cfg.ReplicaID || (c.svSentTo[replica] != 0 && c.now < c.svSentTo[replica]) {
+		return
+	}
+	c.svSentTo[replica] = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
+	c.svSentTo[replica] = c.now
+	c.sendStartView(replica, wire.Uint128{})
+}
+
+// --- view change ---
+
+func (c *Core) startViewChange(view uint32) {
+	if len(c.forwardsIn) > 0 {
+		c.answerForwards(true)
+	}
+	c.view = view
+	c.status = StatusViewChange
+	c.svcFrom = 1 << c.cfg.ReplicaID
+	c.dvcSent = false
+	clear(c.dvcs)
+	c.mergeDone = false
+	clear(c.pipeline)
+	c.repairActive, c.repairAt = false, 0
+	c.heartbeatAt, c.commitAt, c.retransmitAt, c.probeAt = 0, 0, 0, 0
+	c.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
+	c.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
+	c.heartbeatTokenSeen = 0
+	c.persist()
+	c.sendStartViewChange()
+	c.checkStartViewChangeQuorum()
+}
+
+func (c *Core) sendStartViewChange() {
+	c.targets(broadcast, func(peer uint8) {
+		h := c.message(peer, wire.CommandStartViewChange)
+		(*wire.StartViewChangeHeader)(headerPointer(h)).Group = c.cfg.Group
+		c.seal(nil)
+	})
+}
+
+func (c *Core) onStartViewChange(m *wire.StartViewChangeHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if c.status == StatusRecovering {
+		return nil
+	}
+	switch {
+	case m.View < c.view:
+		c.answerStaleView(m.Replica)
+		return nil
+	case m.View > c.view:
+		c.startViewChange(m.View)
+	case c.status != StatusViewChange:
+		// Our view already started; the sender missed its StartView.
+		c.answerStaleView(m.Replica)
+		return nil
+	}
+	c.svcFrom |= 1 << m.Replica
+	c.checkStartViewChangeQuorum()
+	return nil
+}
+
+func (c *Core) checkStartViewChangeQuorum() {
+	if c.dvcSent || popcount(c.svcFrom) < QuorumViewChange(c.n()) {
+		return
+	}
+	c.dvcSent = true
+	if c.Primary() == c.cfg.ReplicaID {
+		c.dvcs[c.cfg.ReplicaID] = c.ownDoViewChange()
+		c.checkDoViewChangeQuorum()
+		return
+	}
+	c.sendDoViewChange()
+}
+
+// ownDoViewChange is this replica's vote: log view, head, commit point and the
+// trusted headers from the head down to the commit point (at most 128), with a nack
+// for every op above the commit point it never prepared.
+func (c *Core) ownDoViewChange() *doViewChange {
+	d := &doViewChange{logView: c.logView, op: c.op, commit: c.commitMax}
+	if d.commit > d.op {
+		d.commit = d.op
+	}
+	low := d.commit
+	if low == 0 {
+		low = 1
+	}
+	if c.op+1 > low+wire.DoViewChangeSuffixMax {
+		low = c.op + 1 - wire.DoViewChangeSuffixMax
+	}
+	for op := c.op; op >= low && op > 0; op-- {
+		i := int(c.op - op)
+		s := c.slotAt(op)
+		if s == nil || !s.trusted {
+			blank := wire.PrepareHeader{Op: op}
+			blank.Command = wire.CommandPrepare
+			d.headers = append(d.headers, blank)
+			if op > d.commit {
+				setBit(&d.nack, i)
+			}
+			continue
+		}
+		d.headers = append(d.headers, s.header)
+		if s.body != bodyNone {
+			setBit(&d.present, i)
+		}
+	}
+	return d
+}
+
+func (c *Core) sendDoViewChange() {
+	d := c.ownDoViewChange()
+	h := c.message(c.Primary(), wire.CommandDoViewChange)
+	v := (*wire.DoViewChangeHeader)(headerPointer(h))
+	v.Op = d.op
+	v.Commit = d.commit
+	v.Group = c.cfg.Group
+	v.LogView = d.logView
+	v.NackBitset = d.nack
+	v.PresentBitset = d.present
+	body := c.bodyBuffer(len(d.headers) * wire.HeaderSize)
+	for i := range d.headers {
+		d.headers[i].View = 0
+		d.headers[i].Put(body[i*wire.HeaderSize:])
+	}
+	c.seal(body)
+}
+
+func setBit(b *wire.Uint128, i int) {
+	if i < 64 {
+		b.Lo |= 1 << i
+	} else {
+		b.Hi |= 1 << (i - 64)
+	}
+}
+
+func hasBit(b wire.Uint128, i int) bool {
+	if i < 64 {
+		return b.Lo&(1<<i) != 0
+	}
+	return b.Hi&(1<<(i-64)) != 0
+}
+
+// decodeSuffix checks a DoViewChange or StartView body: consecutive ops from head
+// down, each a valid identity (blanks aside), chained by parent.
+func (c *Core) decodeSuffix(body []byte, head uint64, blanksAllowed bool) ([]wire.PrepareHeader, error) {
+	count := len(body) / wire.HeaderSize
+	headers := make([]wire.PrepareHeader, count)
+	for i := 0; i < count; i++ {
+		copy(wire.HeaderBytes(&headers[i])[:], body[i*wire.HeaderSize:])
+		h := &headers[i]
+		if h.Op != head-uint64(i) || head < uint64(i) {
+			return nil, badMessage("suffix entry %d is op %d, want %d", i, h.Op, head-uint64(i))
+		}
+		if blanksAllowed && h.Operation == wire.OperationReserved && h.Checksum.IsZero() {
+			continue
+		}
+		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != c.cfg.Group {
+			return nil, badMessage("suffix entry %d (op %d) is not a valid prepare header", i, h.Op)
+		}
+		if i > 0 && headers[i-1].Checksum != (wire.Uint128{}) && headers[i-1].Parent != h.Checksum {
+			return nil, badMessage("suffix op %d does not chain to op %d", h.Op+1, h.Op)
+		}
+	}
+	return headers, nil
+}
+
+func (c *Core) onDoViewChange(m *wire.DoViewChangeHeader, body []byte) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if !m.BodySealValid(body) {
+		return badMessage("do view change body seal mismatch")
+	}
+	headers, err := c.decodeSuffix(body, m.Op, true)
+	if err != nil {
+		return err
+	}
+	if c.status == StatusRecovering {
+		return nil
+	}
+	if m.View > c.view {
+		c.startViewChange(m.View)
+	}
+	if m.View < c.view || c.status != StatusViewChange {
+		c.answerStaleView(m.Replica)
+		return nil
+	}
+	c.svcFrom |= 1 << m.Replica
+	if c.Primary() != c.cfg.ReplicaID {
+		c.checkStartViewChangeQuorum()
+		return nil
+	}
+	if c.dvcs[m.Replica] == nil {
+		d := &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
+		if err := d.checkShape(); err != nil {
+			return err
+		}
+		c.dvcs[m.Replica] = d
+	}
+	c.checkStartViewChangeQuorum()
+	c.checkDoViewChangeQuorum()
+	return nil
+}
+
+// checkShape: a suffix covers the sender's ops from its commit point (or op 1) to
+// its head, or the 128 highest of them; below a full suffix every op is committed
+// (the head is never further than a pipeline ahead of the commit point), which bounds
+// every walk of the merge to 128 ops whatever a peer claims.
+func (d *doViewChange) checkShape() error {
+	low := max(d.commit, 1)
+	want := uint64(0)
+	if d.op >= low {
+		want = min(d.op-low+1, wire.DoViewChangeSuffixMax)
+	}
+	if uint64(len(d.headers)) != want {
+		return badMessage("do view change of head %d and commit %d carries %d headers, want %d", d.op, d.commit, len(d.headers), want)
+	}
+	if d.op >= wire.DoViewChangeSuffixMax && d.commit < d.op-wire.DoViewChangeSuffixMax+1 {
+		d.commit = d.op - wire.DoViewChangeSuffixMax + 1
+	}
+	return nil
+}
+
+// entry reports what DVC d says about op: its header (zero Op if blank or outside the
+// suffix), whether it is nacked, whether the body is present, and whether op is
+// inside the suffix at all.
+func (d *doViewChange) entry(op uint64) (h *wire.PrepareHeader, nack, present, inSuffix bool) {
+	if op > d.op {
+		return nil, true, false, true
+	}
+	i := int(d.op - op)
+	if i >= len(d.headers) {
+		return nil, false, false, false
+	}
+	if d.headers[i].Checksum.IsZero() {
+		return nil, hasBit(d.nack, i), false, true
+	}
+	return &d.headers[i], false, hasBit(d.present, i), true
+}
+
+// checkDoViewChangeQuorum merges the votes into the canonical log once a view-change
+// quorum of them is in, and starts repairing what the new primary lacks.
+func (c *Core) checkDoViewChangeQuorum() {
+	if c.mergeDone || c.Primary() != c.cfg.ReplicaID || c.status != StatusViewChange {
+		return
+	}
+	if c.dvcs[c.cfg.ReplicaID] == nil {
+		return
+	}
+	votes := 0
+	for _, d := range c.dvcs {
+		if d != nil {
+			votes++
+		}
+	}
+	if votes < QuorumViewChange(c.n()) {
+		return
+	}
+	commitMax := c.commitMax
+	logViewMax := uint32(0)
+	for _, d := range c.dvcs {
+		if d == nil {
+			continue
+		}
+		if d.commit > commitMax {
+			commitMax = d.commit
+		}
+		if d.logView > logViewMax {
+			logViewMax = d.logView
+		}
+	}
+	head := uint64(0)
+	for _, d := range c.dvcs {
+		if d != nil && d.logView == logViewMax && d.op > head {
+			head = d.op
+		}
+	}
+	// The head's own commit field names ops committed in its view.
+	if h, ok := c.canonicalHeader(head, logViewMax); ok && h.Commit > commitMax && h.Commit <= head {
+		commitMax = h.Commit
+	}
+	if commitMax > head {
+		head = commitMax
+	}
+	// Truncate from the top what a nack quorum proves never committed.
+	for head > commitMax {
+		h, _ := c.canonicalHeader(head, logViewMax)
+		if c.nacks(head, h, logViewMax) < c.quorumNack() {
+			break
+		}
+		head--
+	}
+	// Every op from the commit point to the head needs its canonical header, and
+	// every uncommitted one a replica that can serve its body.
+	low := commitMax
+	if low == 0 {
+		low = 1
+	}
+	merged := make([]wire.PrepareHeader, 0, head-low+1)
+	for op := head; op >= low && op > 0; op-- {
+		h, ok := c.canonicalHeader(op, logViewMax)
+		if !ok {
+			return // wait for more votes (with all n in, the view stalls: it never loses a committed op)
+		}
+		if len(merged) > 0 && merged[len(merged)-1].Parent != h.Checksum {
+			return
+		}
+		if op > commitMax && !c.bodyAvailable(op, h) {
+			return
+		}
+		merged = append(merged, *h)
+	}
+	if head-commitMax > uint64(len(c.pipeline)) {
+		return
+	}
+	c.installLog(merged, head, commitMax)
+	c.mergeDone = true
+	c.startViewOp = head
+	c.maybeStartView()
+}
+
+// canonicalHeader is the header at op in the log of the highest log view among the
+// votes; below a voter's commit point its header is committed, so canonical too.
+func (c *Core) canonicalHeader(op uint64, logViewMax uint32) (*wire.PrepareHeader, bool) {
+	var found *wire.PrepareHeader
+	for _, d := range c.dvcs {
+		if d == nil || d.logView != logViewMax {
+			continue
+		}
+		if h, _, _, _ := d.entry(op); h != nil {
+			if found != nil && found.Checksum != h.Checksum {
+				return nil, false // conflict: impossible in one view's log
+			}
+			found = h
+		}
+	}
+	if found != nil {
+		return found, true
+	}
+	for _, d := range c.dvcs {
+		if d == nil || op > d.commit {
+			continue
+		}
+		if h, _, _, _ := d.entry(op); h != nil {
+			return h, true
+		}
+	}
+	return nil, false
+}
+
+func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32) int {
+	n := 0
+	for _, d := range c.dvcs {
+		if d == nil {
+			continue
+		}
+		h, nack, _, inSuffix := d.entry(op)
+		switch {
+		case nack:
+			n++
+		case !inSuffix:
+		case h != nil && d.logView < logViewMax && (canonical == nil || h.Checksum != canonical.Checksum):
+			// An older log's different op here: that replica never prepared ours.
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Core) bodyAvailable(op uint64, h *wire.PrepareHeader) bool {
+	for _, d := range c.dvcs {
+		if d == nil {
+			continue
+		}
+		if dh, _, present, _ := d.entry(op); dh != nil && present && dh.Checksum == h.Checksum {
+			return true
+		}
+	}
+	return false
+}
+
+// installLog makes merged (canonical headers, head first, down to the commit point)
+// this replica's log: agreeing slots stay, disagreeing ones are discarded, ops above
+// the head truncated, and the slots below are checked against the chain downward.
+func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
+	if head < c.op {
+		c.truncateAbove(head)
+	}
+	c.op = head
+	if commitMax > c.commitMax {
+		c.commitMax = commitMax
+	}
+	low := head + 1
+	for i := range merged {
+		h := &merged[i]
+		s := c.slotAt(h.Op)
+		if s != nil && s.header.Checksum == h.Checksum {
+			s.trusted = true
+		} else {
+			if s != nil {
+				c.discard(h.Op)
+			}
+			s = &c.slots[h.Op%uint64(len(c.slots))]
+			*s = slot{header: *h, trusted: true}
+		}
+		low = h.Op
+	}
+	if len(merged) == 0 {
+		low = 1
+		if head > 0 {
+			low = head
+		}
+	}
+	// Below the suffix nothing is known to be of this log until the chain says so
+	// (only the last JournalSlots ops can have a slot).
+	from := c.commitMin + 1
+	if low > uint64(len(c.slots)) && from < low-uint64(len(c.slots)) {
+		from = low - uint64(len(c.slots))
+	}
+	for op := from; op < low; op++ {
+		if s := c.slotAt(op); s != nil {
+			s.trusted = false
+		}
+	}
+	c.trustLow = low
+	if c.trustLow <= c.commitMin {
+		c.trustLow = c.commitMin + 1
+	}
+	c.candidates = c.candidates[:0]
+	c.verifyDown()
+	if hs := c.slotAt(head); hs != nil {
+		c.lastPrepareChecksum = hs.header.Checksum
+		if hs.header.Timestamp > c.lastTimestamp {
+			c.lastTimestamp = hs.header.Timestamp
+		}
+	} else if head == 0 {
+		c.lastPrepareChecksum = wire.Uint128{}
+	}
+}
+
+// verifyDown extends the trusted range downward while the slot (or a repair
+// candidate) below it is the parent the chain names.
+func (c *Core) verifyDown() {
+	for c.trustLow > c.commitMin+1 {
+		top := c.slotAt(c.trustLow)
+		if top == nil {
+			return
+		}
+		expected := top.header.Parent
+		op := c.trustLow - 1
+		if s := c.slotAt(op); s != nil && s.header.Checksum == expected {
+			s.trusted = true
+			c.trustLow = op
+			continue
+		}
+		found := false
+		for i := range c.candidates {
+			cand := &c.candidates[i]
+			if cand.header.Op == op && cand.header.Checksum == expected {
+				c.discard(op)
+				s := &c.slots[op%uint64(len(c.slots))]
+				*s = slot{header: cand.header, trusted: true}
+				c.write(s, cand.body)
+				c.trustLow = op
+				c.repairProgress = true
+				found = true
+				break
+			}
+		}
+		if !found {
+			if s := c.slotAt(op); s != nil {
+				c.discard(op)
+			}
+			return
+		}
+	}
+	// The applied op must be the parent of the first unapplied one: committed ops
+	// are in every later view's log.
+	if c.commitMin > 0 && c.trustLow == c.commitMin+1 {
+		if top, below := c.slotAt(c.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
+			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.trustLow, c.commitMin))
+		}
+	}
+}
+
+// maybeStartView starts the view once the new primary holds every uncommitted body
+// of the merged log.
+func (c *Core) maybeStartView() {
+	if !c.mergeDone || c.status != StatusViewChange {
+		return
+	}
+	for op := c.commitMax + 1; op <= c.op; op++ {
+		if s := c.slotAt(op); s == nil || s.body == bodyNone {
+			c.maybeRepair()
+			return
+		}
+	}
+	c.status = StatusNormal
+	c.logView = c.view
+	c.mergeDone = false
+	clear(c.dvcs)
+	c.svcAt, c.viewChangeAt = 0, 0
+	c.persistLog()
+	clear(c.pipeline)
+	for op := c.commitMax + 1; op <= c.op; op++ {
+		s := c.slotAt(op)
+		e := coreEntry{op: op, identity: s.header.Checksum}
+		if s.body == bodyDurable {
+			e.acks = 1 << c.cfg.ReplicaID
+		} else {
+			c.pendingSelf = append(c.pendingSelf, op)
+		}
+		c.pipeline[op%uint64(len(c.pipeline))] = e
+	}
+	c.repairActive, c.repairAt = false, 0
+	c.startTimers()
+	c.sendStartView(broadcast, wire.Uint128{})
+	c.maybeRepair()
+}
+
+func (c *Core) sendStartView(to uint8, incarnation wire.Uint128) {
+	low := c.commitMax
+	if low == 0 {
+		low = 1
+	}
+	if c.op+1 > low+wire.DoViewChangeSuffixMax {
+		low = c.op + 1 - wire.DoViewChangeSuffixMax
+	}
+	count := 0
+	if c.op >= low {
+		count = int(c.op - low + 1)
+	}
+	c.targets(to, func(peer uint8) {
+		body := c.bodyBuffer(count * wire.HeaderSize)
+		n := 0
+		for op := c.op; op >= low && op > 0; op-- {
+			s := c.slotAt(op)
+			if s == nil {
+				break
+			}
+			h := s.header
+			h.View = 0
+			h.Put(body[n*wire.HeaderSize:])
+			n++
+		}
+		body = body[:n*wire.HeaderSize]
+		h := c.message(peer, wire.CommandStartView)
+		sv := (*wire.StartViewHeader)(headerPointer(h))
+		sv.Op = c.op
+		sv.Commit = c.commitMax
+		sv.Group = c.cfg.Group
+		sv.Incarnation = incarnation
+		c.seal(body)
+	})
+}
+
+func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if !m.BodySealValid(body) {
+		return badMessage("start view body seal mismatch")
+	}
+	headers, err := c.decodeSuffix(body, m.Op, false)
+	if err != nil {
+		return err
+	}
+	if want := min(m.Op-max(m.Commit, 1)+1, wire.DoViewChangeSuffixMax); m.Op > 0 && uint64(len(headers)) != want {
+		return badMessage("start view of head %d and commit %d carries %d headers, want %d", m.Op, m.Commit, len(headers), want)
+	}
+	if m.Replica != c.PrimaryOf(m.View) || m.View < c.view || m.Replica == c.cfg.ReplicaID {
+		return nil
+	}
+	if m.Op < c.commitMin {
+		return nil // it would take back ops this replica applied
+	}
+	if c.status == StatusRecovering && !m.Incarnation.IsZero() && m.Incarnation != c.cfg.Incarnation {
+		return nil // an answer to an earlier boot's probe
+	}
+	if m.View == c.view && c.status == StatusNormal {
+		// A refresh of the view we follow (we asked: a gap, or committed ops we have
+		// no header of): take the headers we lack, keep the ones we have.
+		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+		if m.Commit > c.commitMax {
+			c.commitMax = m.Commit
+		}
+		if m.Op > c.op {
+			c.adoptLog(headers, m.Op)
+			c.persistLog()
+		}
+		c.maybeRepair()
+		return nil
+	}
+	c.view = m.View
+	c.logView = m.View
+	c.status = StatusNormal
+	clear(c.dvcs)
+	c.mergeDone = false
+	clear(c.pipeline)
+	if m.Commit > c.commitMax {
+		c.commitMax = m.Commit
+	}
+	c.adoptLog(headers, m.Op)
+	c.persistLog()
+	c.repairActive, c.repairAt = false, 0
+	c.heartbeatTokenSeen = 0
+	c.startTimers()
+	// Ack what the new primary has not committed (it may know less of the commit
+	// point than this replica).
+	for op := m.Commit + 1; op <= c.op; op++ {
+		if s := c.slotAt(op); s != nil && s.trusted && s.body != bodyNone {
+			c.sendPrepareOk(&s.header)
+		}
+	}
+	c.maybeRepair()
+	return nil
+}
+
+// adoptLog installs a StartView's headers (head first) as the log up to head.
+func (c *Core) adoptLog(headers []wire.PrepareHeader, head uint64) {
+	if head < c.op {
+		c.truncateAbove(head)
+	}
+	// No slot holds an op above the old head, so the ops between it and the
+	// suffix are simply unknown until repaired.
+	c.op = head
+	c.installLog(headers, head, c.commitMax)
+}
+
+// --- restart ---
+
+func (c *Core) sendRequestStartView(to uint8) {
+	c.targets(to, func(peer uint8) {
+		h := c.message(peer, wire.CommandRequestStartView)
+		r := (*wire.RequestStartViewHeader)(headerPointer(h))
+		r.Group = c.cfg.Group
+		if c.status == StatusRecovering {
+			r.Incarnation = c.cfg.Incarnation
+		}
+		c.seal(nil)
+	})
+}
+
+func (c *Core) onRequestStartView(m *wire.RequestStartViewHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if c.IsPrimary() && c.logView == c.view && m.View <= c.view {
+		if m.Replica == c.cfg.ReplicaID {
+			return nil
+		}
+		c.sendStartView(m.Replica, m.Incarnation)
+		return nil
+	}
+	// The primary of our own view probes: it restarted and lost its state, so the
+	// view cannot go on. Elect at once.
+	if c.status == StatusNormal && m.View == c.view && m.Replica == c.Primary() && !c.IsPrimary() && !m.Incarnation.IsZero() {
+		c.startViewChange(c.view + 1)
+	}
+	return nil
+}
+
+// --- repair ---
+
+// maybeRepair starts a repair round if committed ops (or, on a forming primary, the
+// merged log's ops) are missing, and none is running.
+func (c *Core) maybeRepair() {
+	if !c.repairActive {
+		c.startRepair()
+	}
+}
+
+func (c *Core) repairLimit() uint64 {
+	if c.status == StatusViewChange && c.mergeDone {
+		return c.op
+	}
+	if c.commitMax < c.op {
+		return c.commitMax
+	}
+	return c.op
+}
+
+func (c *Core) startRepair() {
+	if c.n() == 1 || c.transfer.phase != transferIdle || (c.status != StatusNormal && !(c.status == StatusViewChange && c.mergeDone)) {
+		return
+	}
+	limit := c.repairLimit()
+	from := uint64(0)
+	start := c.commitMin + 1
+	if c.mergeDone && c.commitMax >= start {
+		// A forming primary needs the uncommitted bodies to start its view; the
+		// committed ones it can repair once it leads.
+		start = c.commitMax + 1
+	}
+	for op := start; op <= limit; op++ {
+		s := c.slotAt(op)
+		if op < c.trustLow || s == nil || !s.trusted || s.body == bodyNone {
+			from = op
+			break
+		}
+	}
+	if from == 0 {
+		c.repairActive, c.repairAt = false, 0
+		return
+	}
+	chunk := uint64(c.cfg.Timing.RepairChunkMax)
+	to := from + chunk - 1
+	if from < c.trustLow {
+		// Below the trusted range the chain is verified downward: fetch the chunk
+		// just under it.
+		to = c.trustLow - 1
+		if to+1 > from+chunk {
+			from = to + 1 - chunk
+		}
+	} else if to > limit {
+		to = limit
+	}
+	c.candidates = c.candidates[:0]
+	c.repairNonce++
+	c.repairActive = true
+	c.repairProgress = false
+	c.repairAt = c.now + c.cfg.Timing.RepairRetryIntervalTicks
+	peer := c.repairPeerFor()
+	h := c.message(peer, wire.CommandRequestPrepares)
+	r := (*wire.RequestPreparesHeader)(headerPointer(h))
+	r.Nonce = wire.Uint128{Lo: c.repairNonce, Hi: uint64(c.cfg.ReplicaID) + 1}
+	r.FromOp = from
+	r.ToOp = to
+	r.Group = c.cfg.Group
+	c.seal(nil)
+}
+
+// repairPeerFor picks whom to ask: a backup asks its primary first, then rotates
+// through the others on retries.
+func (c *Core) repairPeerFor() uint8 {
+	n := c.n()
+	if c.status == StatusNormal && !c.IsPrimary() && c.repairPeer%2 == 0 {
+		return c.Primary()
+	}
+	for k := 0; k < n; k++ {
+		peer := uint8((int(c.cfg.ReplicaID) + 1 + (int(c.repairPeer)+k)%(n-1)) % n)
+		if peer != c.cfg.ReplicaID {
+			return peer
+		}
+	}
+	return c.Primary()
+}
+
+func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if m.Replica == c.cfg.ReplicaID {
+		return nil
+	}
+	to := m.ToOp
+	if to > c.op {
+		to = c.op
+	}
+	if to-m.FromOp+1 > uint64(c.cfg.Timing.RepairChunkMax) && to >= m.FromOp {
+		to = m.FromOp + uint64(c.cfg.Timing.RepairChunkMax) - 1
+	}
+	// The journal holds the last JournalSlots ops, and none at or below a
+	// checkpoint it recovered from or a state it installed.
+	oldest := c.retainedLow
+	if c.op >= uint64(len(c.slots)) {
+		oldest = max(oldest, c.op-uint64(len(c.slots))+1)
+	}
+	if m.FromOp < oldest {
+		h := c.message(m.Replica, wire.CommandRangeEvicted)
+		r := (*wire.RepairRangeHeader)(headerPointer(h))
+		r.Nonce, r.Op, r.Group = m.Nonce, oldest, c.cfg.Group
+		c.seal(nil)
+		return nil
+	}
+	last := uint64(0)
+	for op := m.FromOp; op <= to; op++ {
+		s := c.slotAt(op)
+		if s == nil || s.body == bodyNone {
+			continue
+		}
+		body, ok := c.cfg.Storage.Body(op, s.header.Checksum)
+		if !ok {
+			continue
+		}
+		c.sendPrepare(m.Replica, &s.header, body, wire.CommandRepairPrepare)
+		last = op
+	}
+	h := c.message(m.Replica, wire.CommandRepairDone)
+	r := (*wire.RepairRangeHeader)(headerPointer(h))
+	r.Nonce, r.Op, r.Group = m.Nonce, last, c.cfg.Group
+	c.seal(nil)
+	return nil
+}
+
+func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
+	h := *m
+	h.Command = wire.CommandPrepare // the identity covers the journaled command byte
+	if err := c.checkPrepare(&h, body); err != nil {
+		return err
+	}
+	if !c.repairActive || h.Op <= c.commitMin || h.Op > c.op {
+		return nil
+	}
+	s := c.slotAt(h.Op)
+	if h.Op >= c.trustLow && s != nil && s.trusted {
+		if s.header.Checksum == h.Checksum && s.body == bodyNone {
+			c.write(s, body)
+			c.repairProgress = true
+			if c.status == StatusNormal && !c.IsPrimary() {
+				c.sendPrepareOk(&s.header)
+			}
+		}
+	} else if h.Op < c.trustLow && len(c.candidates) < cap(c.candidates) {
+		// Kept across Steps until the chain reaches it: a copy, not the frame.
+		c.candidates = append(c.candidates, repairCandidate{header: h, body: append([]byte(nil), body...)})
+		c.verifyDown()
+	}
+	c.maybeStartView()
+	return nil
+}
+
+func (c *Core) onRepairRange(m *wire.RepairRangeHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if !c.repairActive || m.Nonce != (wire.Uint128{Lo: c.repairNonce, Hi: uint64(c.cfg.ReplicaID) + 1}) {
+		return nil
+	}
+	if m.Command == wire.CommandRangeEvicted {
+		if m.Op > c.commitMin+1 {
+			// The ops this replica needs next are gone from that peer's journal:
+			// only a whole state brings it back.
+			c.startTransfer(m.Replica)
+		}
+		return nil // else the retry asks another peer
+	}
+	c.verifyDown()
+	c.maybeStartView()
+	if !c.repairProgress {
+		// That peer had nothing for us: the retry timer asks the next one.
+		return nil
+	}
+	c.repairActive, c.repairAt = false, 0
+	c.startRepair()
+	return nil
+}

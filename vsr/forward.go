@@ -1,0 +1,263 @@
+package vsr
+
+import (
+	"errors"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Session forwarding: a client may log in at a backup; the backup authenticates it
+// and forwards only the verified identity to the primary (ForwardRegister), which
+// proposes the Register in-process and answers with the session epoch once it is
+// committed and applied; a logout travels the same way (ForwardLogout). See
+// iggy.apache.org/docs/binary-protocol/server-to-server, "Session forwarding". The
+// frames belong to the metadata plane only.
+
+// ForwardTimeoutTicks is how long an origin waits for the primary's answer before
+// it reports a timeout (the reference waits 5 s, then answers a transient error).
+const ForwardTimeoutTicks = 500
+
+// forwardsMax bounds the forwards in flight at one origin and at the primary.
+const forwardsMax = 256
+
+// ErrForwardsFull: too many forwarded logins or logouts are waiting already.
+var ErrForwardsFull = errors.New("vsr: too many forwards in flight")
+
+// ErrIsPrimary: the primary proposes a login or logout itself, it does not forward.
+var ErrIsPrimary = errors.New("vsr: this replica is the primary: propose instead of forwarding")
+
+// Sessions is the primary's read of the replicated client table, which forwarding
+// needs and the core does not own.
+type Sessions interface {
+	// RegisterAllowed reports whether client may bind to userID: a client id bound
+	// to another user is not taken over.
+	RegisterAllowed(client wire.Uint128, userID uint32) bool
+	// Watermark is the client's committed request watermark.
+	Watermark(client wire.Uint128) uint64
+}
+
+// ForwardOutcome is the answer to a forward this replica originated, handed out in
+// Ready.Forwards: the primary's verdict (Outcome is a wire.ForwardRegisterOutcome or a
+// wire.ForwardLogoutOutcome, by Register), or TimedOut when none came in time.
+type ForwardOutcome struct {
+	Nonce    wire.Uint128
+	Client   wire.Uint128
+	Register bool
+	TimedOut bool
+	Outcome  uint8
+	// Epoch and Watermark answer a register, Commit a logout; zero unless Ok.
+	Epoch     uint64
+	Watermark uint64
+	Commit    uint64
+}
+
+type forwardOrigin struct {
+	nonce    wire.Uint128
+	client   wire.Uint128
+	register bool
+	deadline uint64
+}
+
+type forwardAtPrimary struct {
+	op       uint64
+	identity wire.Uint128
+	from     uint8
+	nonce    wire.Uint128
+	client   wire.Uint128
+	register bool
+}
+
+// ForwardRegister sends a login verified here to the primary. Its outcome comes in
+// a later Ready's Forwards under the returned nonce.
+func (c *Core) ForwardRegister(client wire.Uint128, userID uint32) (wire.Uint128, error) {
+	return c.forward(client, true, func(h *wire.GenericHeader, nonce wire.Uint128) {
+		f := (*wire.ForwardRegisterHeader)(headerPointer(h))
+		f.Client, f.Nonce, f.UserID = client, nonce, userID
+	})
+}
+
+// ForwardLogout sends a logout of a session to the primary.
+func (c *Core) ForwardLogout(client wire.Uint128, session, request uint64) (wire.Uint128, error) {
+	if session == 0 || request == 0 {
+		return wire.Uint128{}, errors.New("vsr: a forwarded logout needs its session and request number")
+	}
+	return c.forward(client, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
+		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
+		f.Client, f.Nonce, f.Session, f.Request = client, nonce, session, request
+	})
+}
+
+func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.GenericHeader, wire.Uint128)) (wire.Uint128, error) {
+	switch {
+	case c.cfg.Group != wire.MetadataGroup:
+		return wire.Uint128{}, errors.New("vsr: sessions are forwarded on the metadata plane only")
+	case client.IsZero():
+		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
+	case c.status == StatusNormal && c.Primary() == c.cfg.ReplicaID:
+		return wire.Uint128{}, ErrIsPrimary
+	case c.status != StatusNormal:
+		return wire.Uint128{}, ErrNotNormal
+	case len(c.forwardsOut) >= forwardsMax:
+		return wire.Uint128{}, ErrForwardsFull
+	}
+	c.forwardNonce++
+	// The nonce names the origin too, so two backups' forwards never collide.
+	nonce := wire.Uint128{Lo: c.forwardNonce, Hi: uint64(c.cfg.ReplicaID) + 1}
+	command := wire.CommandForwardLogout
+	if register {
+		command = wire.CommandForwardRegister
+	}
+	h := c.message(c.Primary(), command)
+	fill(h, nonce)
+	c.seal(nil)
+	c.forwardsOut = append(c.forwardsOut, forwardOrigin{nonce: nonce, client: client, register: register, deadline: c.now + ForwardTimeoutTicks})
+	return nonce, nil
+}
+
+func (c *Core) onForwardRegister(m *wire.ForwardRegisterHeader) error {
+	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, true, Proposal{Client: m.Client, Operation: wire.OperationRegister, UserID: m.UserID})
+	if outcome != uint8(wire.ForwardRegisterOk) {
+		c.sendForwardRegisterResult(m.Replica, m.Nonce, m.Client, outcome, 0, 0)
+	}
+	return nil
+}
+
+func (c *Core) onForwardLogout(m *wire.ForwardLogoutHeader) error {
+	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, false, Proposal{Client: m.Client, Request: m.Request, Operation: wire.OperationLogout})
+	if outcome != uint8(wire.ForwardLogoutOk) {
+		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutOutcome(outcome), 0)
+	}
+	return nil
+}
+
+// admitForward proposes a forwarded register or logout, or says why not. The
+// NotPrimary, PipelineFull, InProgress and Canceled codes are equal in both outcome
+// sets except that logouts have no NotCaughtUp, hence the mapping.
+func (c *Core) admitForward(from uint8, client, nonce wire.Uint128, register bool, p Proposal) uint8 {
+	code := func(r wire.ForwardRegisterOutcome, l wire.ForwardLogoutOutcome) uint8 {
+		if register {
+			return uint8(r)
+		}
+		return uint8(l)
+	}
+	if !c.IsPrimary() {
+		return code(wire.ForwardRegisterNotPrimary, wire.ForwardLogoutNotPrimary)
+	}
+	if c.InPipeline(client) {
+		return code(wire.ForwardRegisterInProgress, wire.ForwardLogoutInProgress)
+	}
+	for i := range c.forwardsIn {
+		if c.forwardsIn[i].client == client {
+			return code(wire.ForwardRegisterInProgress, wire.ForwardLogoutInProgress)
+		}
+	}
+	if register && c.cfg.Sessions != nil && !c.cfg.Sessions.RegisterAllowed(client, p.UserID) {
+		return uint8(wire.ForwardRegisterClientIDOwnedByAnotherUser)
+	}
+	if len(c.forwardsIn) >= forwardsMax {
+		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
+	}
+	op, err := c.Propose(p, nil, c.lastTimestamp+1)
+	if err != nil {
+		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
+	}
+	s := c.slotAt(op)
+	c.forwardsIn = append(c.forwardsIn, forwardAtPrimary{op: op, identity: s.header.Checksum, from: from, nonce: nonce, client: client, register: register})
+	return code(wire.ForwardRegisterOk, wire.ForwardLogoutOk)
+}
+
+func (c *Core) sendForwardRegisterResult(to uint8, nonce, client wire.Uint128, outcome uint8, epoch, watermark uint64) {
+	h := c.message(to, wire.CommandForwardRegisterResult)
+	r := (*wire.ForwardRegisterResultHeader)(headerPointer(h))
+	r.Nonce, r.Client, r.Outcome = nonce, client, wire.ForwardRegisterOutcome(outcome)
+	r.Epoch, r.Watermark = epoch, watermark
+	c.seal(nil)
+}
+
+func (c *Core) sendForwardLogoutResult(to uint8, nonce, client wire.Uint128, outcome wire.ForwardLogoutOutcome, commit uint64) {
+	h := c.message(to, wire.CommandForwardLogoutResult)
+	r := (*wire.ForwardLogoutResultHeader)(headerPointer(h))
+	r.Nonce, r.Client, r.Outcome, r.Commit = nonce, client, outcome, commit
+	c.seal(nil)
+}
+
+// answerForwards runs after the caller applied commits: every forwarded op now
+// applied is answered Ok (the epoch of a register is its op); after a view change
+// the rest are Canceled, since their ops may never commit.
+func (c *Core) answerForwards(canceled bool) {
+	kept := c.forwardsIn[:0]
+	for _, f := range c.forwardsIn {
+		s := c.slotAt(f.op)
+		applied := !canceled && f.op <= c.commitMin && s != nil && s.header.Checksum == f.identity
+		switch {
+		case applied && f.register:
+			watermark := uint64(0)
+			if c.cfg.Sessions != nil {
+				watermark = c.cfg.Sessions.Watermark(f.client)
+			}
+			c.sendForwardRegisterResult(f.from, f.nonce, f.client, uint8(wire.ForwardRegisterOk), f.op, watermark)
+		case applied:
+			c.sendForwardLogoutResult(f.from, f.nonce, f.client, wire.ForwardLogoutOk, f.op)
+		case canceled && f.register:
+			c.sendForwardRegisterResult(f.from, f.nonce, f.client, uint8(wire.ForwardRegisterCanceled), 0, 0)
+		case canceled:
+			c.sendForwardLogoutResult(f.from, f.nonce, f.client, wire.ForwardLogoutCanceled, 0)
+		default:
+			kept = append(kept, f)
+		}
+	}
+	c.forwardsIn = kept
+}
+
+func (c *Core) onForwardResult(nonce, client wire.Uint128, register bool, outcome ForwardOutcome) {
+	for i := range c.forwardsOut {
+		f := &c.forwardsOut[i]
+		if f.nonce == nonce && f.client == client && f.register == register {
+			c.rd.Forwards = append(c.rd.Forwards, outcome)
+			c.forwardsOut = append(c.forwardsOut[:i], c.forwardsOut[i+1:]...)
+			return
+		}
+	}
+	// Not ours, or already timed out: the origin answered its client already.
+}
+
+func (c *Core) expireForwards() {
+	kept := c.forwardsOut[:0]
+	for _, f := range c.forwardsOut {
+		if c.now >= f.deadline {
+			c.rd.Forwards = append(c.rd.Forwards, ForwardOutcome{Nonce: f.nonce, Client: f.client, Register: f.register, TimedOut: true})
+			continue
+		}
+		kept = append(kept, f)
+	}
+	c.forwardsOut = kept
+}
+
+func (c *Core) forwardDeadline() uint64 {
+	d := uint64(0)
+	for _, f := range c.forwardsOut {
+		if d == 0 || f.deadline < d {
+			d = f.deadline
+		}
+	}
+	return d
+}
+
+func (c *Core) stepForward(h *wire.GenericHeader) error {
+	if c.cfg.Group != wire.MetadataGroup {
+		return badMessage("%v on partition group %#x: sessions are metadata-plane only", h.Command, c.cfg.Group)
+	}
+	switch h.Command {
+	case wire.CommandForwardRegister:
+		return c.onForwardRegister(h.ForwardRegister())
+	case wire.CommandForwardLogout:
+		return c.onForwardLogout(h.ForwardLogout())
+	case wire.CommandForwardRegisterResult:
+		r := h.ForwardRegisterResult()
+		c.onForwardResult(r.Nonce, r.Client, true, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Register: true, Outcome: uint8(r.Outcome), Epoch: r.Epoch, Watermark: r.Watermark})
+	case wire.CommandForwardLogoutResult:
+		r := h.ForwardLogoutResult()
+		c.onForwardResult(r.Nonce, r.Client, false, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Outcome: uint8(r.Outcome), Commit: r.Commit})
+	}
+	return nil
+}

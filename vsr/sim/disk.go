@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"slices"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// disk is one replica's journal and superblock, with the page-cache/platter model
+// of segment.SimDisk: a write changes what reads see (the cache) and becomes what a
+// crash keeps (durable) only at the next sync. A crash keeps each unsynced write,
+// drops it, or tears it (the entry's bytes are damaged, so recovery finds no valid
+// prepare there), from the disk's own random stream. Discards and truncations are
+// durable at once: they only give up entries the log no longer follows.
+//
+// The journal is slotted by op, as the reference's journal.wal is indexed by op, so
+// that repair can fill an op below the head.
+type disk struct {
+	rng     *rand.Rand
+	entries map[uint64]*diskEntry
+	pending []uint64
+
+	superCache     vsr.DurableState
+	superDurable   vsr.DurableState
+	headersCache   []wire.PrepareHeader
+	headersDurable []wire.PrepareHeader
+	superPending   bool
+	writes, syncs  int
+
+	// snapshot and clientTable are the last checkpoint, written whole and synced
+	// (temp file, fsync, rename) before it counts.
+	snapshot, clientTable []byte
+}
+
+func (d *disk) checkpoint(snapshot, clientTable []byte) {
+	d.snapshot, d.clientTable = snapshot, clientTable
+}
+
+type diskEntry struct {
+	cache   []byte
+	durable []byte
+}
+
+func newDisk(seed uint64) *disk {
+	return &disk{rng: rand.New(rand.NewPCG(seed, seed^0xD15C)), entries: make(map[uint64]*diskEntry)}
+}
+
+func (d *disk) write(h *wire.PrepareHeader, body []byte) {
+	e := d.entries[h.Op]
+	if e == nil {
+		e = &diskEntry{}
+		d.entries[h.Op] = e
+	}
+	b := make([]byte, wire.HeaderSize+len(body))
+	h.Put(b)
+	copy(b[wire.HeaderSize:], body)
+	e.cache = b
+	d.pending = append(d.pending, h.Op)
+	d.writes++
+}
+
+func (d *disk) discard(op uint64) { delete(d.entries, op) }
+
+func (d *disk) truncateAbove(op uint64) {
+	for k := range d.entries {
+		if k > op {
+			delete(d.entries, k)
+		}
+	}
+}
+
+func (d *disk) setState(s vsr.DurableState, viewHeaders []wire.PrepareHeader) {
+	d.superCache = s
+	if viewHeaders != nil {
+		d.headersCache = slices.Clone(viewHeaders)
+	}
+	d.superPending = true
+}
+
+func (d *disk) sync() {
+	for _, op := range d.pending {
+		if e := d.entries[op]; e != nil {
+			e.durable = e.cache
+		}
+	}
+	d.pending = d.pending[:0]
+	if d.superPending {
+		d.superDurable = d.superCache
+		d.headersDurable = d.headersCache
+		d.superPending = false
+	}
+	d.syncs++
+}
+
+// crash loses power: what was not synced is kept, lost or torn.
+func (d *disk) crash() {
+	for _, op := range d.pending {
+		e := d.entries[op]
+		if e == nil {
+			continue
+		}
+		switch d.rng.IntN(3) {
+		case 0:
+			e.durable = e.cache
+		case 1:
+		case 2:
+			torn := append([]byte(nil), e.cache...)
+			at := d.rng.IntN(len(torn))
+			torn[at] ^= 1 + byte(d.rng.IntN(255))
+			e.durable = torn
+		}
+	}
+	d.pending = d.pending[:0]
+	// The superblock is written whole or not at all (two slots, newest valid wins).
+	if d.superPending && d.rng.IntN(2) == 0 {
+		d.superDurable = d.superCache
+		d.headersDurable = d.headersCache
+	}
+	d.superPending = false
+	d.headersCache = d.headersDurable
+	for op, e := range d.entries {
+		if e.durable == nil {
+			delete(d.entries, op)
+		} else {
+			e.cache = e.durable
+		}
+	}
+	d.superCache = d.superDurable
+}
+
+// Body is the core's read side (vsr.Storage): the cache, as a journal read sees it.
+func (d *disk) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
+	e := d.entries[op]
+	if e == nil || len(e.cache) < wire.HeaderSize {
+		return nil, false
+	}
+	var h wire.PrepareHeader
+	copy(wire.HeaderBytes(&h)[:], e.cache)
+	if h.Checksum != identity || h.Op != op {
+		return nil, false
+	}
+	return e.cache[wire.HeaderSize:], true
+}
+
+// recover scans the durable image as a restart would: every entry whose identity
+// and body seal hold, in op order.
+func (d *disk) recover() vsr.CoreRecovered {
+	rec := vsr.CoreRecovered{State: d.superDurable, ViewHeaders: slices.Clone(d.headersDurable)}
+	ops := make([]uint64, 0, len(d.entries))
+	for op := range d.entries {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	for _, op := range ops {
+		e := d.entries[op]
+		var h wire.PrepareHeader
+		if len(e.durable) >= wire.HeaderSize {
+			copy(wire.HeaderBytes(&h)[:], e.durable)
+		}
+		body := e.durable[min(len(e.durable), wire.HeaderSize):]
+		if h.Op != op || !h.IdentityValid() || int(h.Size) != len(e.durable) || h.ChecksumBody != wire.BodyChecksum(body) {
+			// Torn: recovery finds no prepare here.
+			delete(d.entries, op)
+			continue
+		}
+		rec.Headers = append(rec.Headers, h)
+	}
+	return rec
+}

@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "replay one seed, with a trace")
+	seedsFlag = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
+	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
+)
+
+// ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
+// fewer.
+const (
+	ciSeeds      = 1000
+	ciSeedsShort = 100
+)
+
+func TestSim(t *testing.T) {
+	if *seedFlag != 0 {
+		opts := Config(*seedFlag)
+		opts.Trace = func(line string) { t.Log(line) }
+		r := Run(opts)
+		t.Logf("seed=%d replicas=%d clients=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d",
+			r.Seed, opts.Replicas, opts.Clients, r.Ticks, r.LivenessTicks, r.Committed, r.Acknowledged, r.Crashes, r.ViewChanges)
+		if r.Violation != nil {
+			t.Fatal(r.Violation)
+		}
+		return
+	}
+	count, first := ciSeeds, uint64(1)
+	if testing.Short() {
+		count = ciSeedsShort
+	}
+	if *seedsFlag > 0 {
+		count, first = *seedsFlag, *firstFlag
+	}
+	start := time.Now()
+	// Seeds are independent: run them on every core, each a pure function of its
+	// seed, and report failures in seed order.
+	results := make([]Result, count)
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= count {
+					return
+				}
+				results[i] = Run(Config(first + uint64(i)))
+				if done := done.Add(1); done%10000 == 0 {
+					t.Logf("%d of %d seeds run, %v", done, count, time.Since(start).Round(time.Second))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var livenessMax, committed uint64
+	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
+	bySize := map[int]int{}
+	var failed []uint64
+	for i, r := range results {
+		bySize[Config(first+uint64(i)).Replicas]++
+		committed += r.Committed
+		crashes += r.Crashes
+		forwarded += r.ForwardedLogins
+		views += uint64(r.ViewChanges)
+		corrupt += r.CorruptRefused
+		installs += r.StateInstalls
+		livenessMax = max(livenessMax, r.LivenessTicks)
+		if r.Violation != nil {
+			failures++
+			failed = append(failed, r.Seed)
+			if failures <= 10 {
+				t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, r.Seed)
+			}
+		}
+	}
+	if len(failed) > 10 {
+		t.Errorf("all failing seeds: %v", failed)
+	}
+	t.Logf("seeds by replica count: %v", bySize)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
+}
+
+func ExampleConfig() {
+	fmt.Println(Config(1).Replicas, Config(4).Replicas)
+	// Output: 5 1
+}
+
+// BenchmarkSim runs whole seeds: committed ops per second of wall time is the
+// simulator's speed (the core's, the checkers' and the simulated network's).
+func BenchmarkSim(b *testing.B) {
+	for _, replicas := range []int{3, 5} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			b.ReportAllocs()
+			var committed, ticks uint64
+			seed := uint64(0)
+			for b.Loop() {
+				seed++
+				opts := Config(seed)
+				opts.Replicas = replicas
+				r := Run(opts)
+				if r.Violation != nil {
+					b.Fatal(r.Violation)
+				}
+				committed += r.Committed
+				ticks += r.Ticks
+			}
+			b.ReportMetric(float64(committed)/b.Elapsed().Seconds(), "ops/s")
+			b.ReportMetric(float64(ticks)/b.Elapsed().Seconds(), "ticks/s")
+		})
+	}
+}
+
+// A seed is the whole run: twice the same seed gives the same trace, line for line.
+func TestSimReplaysExactly(t *testing.T) {
+	for _, seed := range []uint64{3, 12, 77} {
+		var traces [2][]string
+		var results [2]Result
+		for k := range traces {
+			opts := Config(seed)
+			opts.Trace = func(line string) { traces[k] = append(traces[k], line) }
+			results[k] = Run(opts)
+		}
+		if results[0] != results[1] || len(traces[0]) != len(traces[1]) {
+			t.Fatalf("seed %d ran twice differently: %+v vs %+v", seed, results[0], results[1])
+		}
+		for i := range traces[0] {
+			if traces[0][i] != traces[1][i] {
+				t.Fatalf("seed %d: line %d differs:\n%s\n%s", seed, i, traces[0][i], traces[1][i])
+			}
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package vsr
+
+import (
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// State transfer: a backup too far behind for repair (a peer answered RangeEvicted)
+// pulls a whole committed state from the primary, lockstep, one chunk in flight
+// (iggy.apache.org/docs/binary-protocol/server-to-server, "State transfer"):
+//
+//	RequestStateTransfer{nonce} -> StateTransferTarget{commit_op, manifest}
+//	RequestStateChunk{artifact, offset, len} -> StateChunk{bytes}   (repeated)
+//
+// The core moves the frames and verifies every artifact whole (length and
+// XxHash3-64 against the manifest); the caller makes the state (Ready.StateRequests
+// -> OfferState) and installs it (Ready.Install -> Advance), since only it knows
+// what a snapshot of its state machine is.
+
+// StateChunkBytesMax is the most artifact bytes one StateChunk carries.
+const StateChunkBytesMax = 256 << 10
+
+// offersMax bounds the offers a primary keeps, one per requesting replica.
+const offersMax = ReplicasMax
+
+// StateRequest is a replica asking this one for a state (the reference asks the
+// primary; here any replica that applied past the ops the requester lacks serves
+// one): answer it with OfferState.
+type StateRequest struct {
+	From  uint8
+	Nonce wire.Uint128
+}
+
+// Artifact is one piece of an offered or installed state.
+type Artifact struct {
+	Kind     wire.ArtifactKind
+	Frontier uint64
+	Bytes    []byte
+}
+
+// StateInstall is a verified state for the caller to install: every op up to
+// CommitOp is in it. Advance then resumes the replica from CommitOp.
+type StateInstall struct {
+	CommitOp  uint64
+	Artifacts []Artifact
+}
+
+type stateOffer struct {
+	to        uint8
+	nonce     wire.Uint128
+	commitOp  uint64
+	manifest  []byte
+	artifacts []Artifact
+}
+
+type transferPhase uint8
+
+const (
+	transferIdle transferPhase = iota
+	transferAwaitingTarget
+	transferFetching
+	transferInstalling
+)
+
+type transferIn struct {
+	phase     transferPhase
+	nonce     wire.Uint128
+	peer      uint8
+	commitOp  uint64
+	manifest  []wire.StateArtifact
+	received  [][]byte
+	current   int
+	deadline  uint64
+	nonceNext uint64
+	stalls    int
+}
+
+// Transferring reports whether the replica is fetching a state.
+func (c *Core) Transferring() bool { return c.transfer.phase != transferIdle }
+
+// startTransfer pulls a state from peer, which said it no longer holds the ops this
+// replica needs: it has applied past them. Any replica's applied state is a
+// committed one, so a backup asks whoever answered; a primary elected while far
+// behind (with two replicas, the other one may hold all the history) hands the
+// view on first.
+func (c *Core) startTransfer(peer uint8) {
+	if c.transfer.phase != transferIdle || peer == c.cfg.ReplicaID {
+		return
+	}
+	if c.IsPrimary() {
+		// A primary this far behind cannot lead: once its state jumps, it would not
+		// know the head its next prepare chains to. A caught-up replica takes over.
+		c.startViewChange(c.view + 1)
+	}
+	c.repairActive, c.repairAt = false, 0
+	c.transfer = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
+	c.requestTarget()
+}
+
+func (c *Core) requestTarget() {
+	t := &c.transfer
+	t.nonceNext++
+	t.nonce = wire.Uint128{Lo: t.nonceNext, Hi: uint64(c.cfg.ReplicaID) + 1}
+	t.deadline = c.now + c.cfg.Timing.RepairRetryIntervalTicks
+	h := c.message(t.peer, wire.CommandRequestStateTransfer)
+	r := (*wire.RequestStateTransferHeader)(headerPointer(h))
+	r.Nonce, r.Group = t.nonce, c.cfg.Group
+	c.seal(nil)
+}
+
+func (c *Core) requestChunk() {
+	t := &c.transfer
+	t.deadline = c.now + c.cfg.Timing.RepairRetryIntervalTicks
+	a := t.manifest[t.current]
+	have := uint64(len(t.received[t.current]))
+	h := c.message(t.peer, wire.CommandRequestStateChunk)
+	r := (*wire.RequestStateChunkHeader)(headerPointer(h))
+	r.Nonce, r.Group, r.Artifact, r.Offset = t.nonce, c.cfg.Group, uint32(t.current), have
+	r.Len = uint32(min(a.SizeBytes-have, StateChunkBytesMax))
+	c.seal(nil)
+}
+
+// transferTick retries a stalled step: the target request (of whoever is primary
+// now) or the chunk in flight.
+func (c *Core) transferTick() {
+	switch c.transfer.phase {
+	case transferAwaitingTarget, transferFetching:
+		t := &c.transfer
+		t.stalls++
+		if t.stalls%3 != 0 && t.phase == transferFetching {
+			c.requestChunk()
+			return
+		}
+		if t.stalls%3 == 0 {
+			// That peer does not answer (it restarted, or replaced its offer):
+			// start over with the next one.
+			t.peer = uint8((int(t.peer) + 1) % c.n())
+			if t.peer == c.cfg.ReplicaID {
+				t.peer = uint8((int(t.peer) + 1) % c.n())
+			}
+		}
+		t.phase = transferAwaitingTarget
+		c.requestTarget()
+	}
+}
+
+func (c *Core) transferDeadline() uint64 {
+	if c.transfer.phase == transferAwaitingTarget || c.transfer.phase == transferFetching {
+		return c.transfer.deadline
+	}
+	return 0
+}
+
+func (c *Core) onRequestStateTransfer(m *wire.RequestStateTransferHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	if m.Replica == c.cfg.ReplicaID {
+		return nil
+	}
+	for i := range c.offers {
+		if o := &c.offers[i]; o.to == m.Replica && o.nonce == m.Nonce {
+			c.sendTarget(m.Replica, m.Nonce, o)
+			return nil
+		}
+	}
+	for _, r := range c.stateRequests {
+		if r.From == m.Replica && r.Nonce == m.Nonce {
+			return nil
+		}
+	}
+	c.stateRequests = append(c.stateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
+	c.rd.StateRequests = append(c.rd.StateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
+	return nil
+}
+
+// OfferState answers a StateRequest with the caller's state as of commitOp (at most
+// the applied op): the artifacts stay referenced until the requester is done or
+// another offer replaces them.
+func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact) {
+	kept := c.stateRequests[:0]
+	for _, q := range c.stateRequests {
+		if q != r {
+			kept = append(kept, q)
+		}
+	}
+	c.stateRequests = kept
+	if commitOp > c.commitMin || commitOp == 0 || int(r.From) >= c.n() {
+		c.sendTarget(r.From, r.Nonce, nil)
+		return
+	}
+	entries := make([]wire.StateArtifact, len(artifacts))
+	for i, a := range artifacts {
+		entries[i] = wire.StateArtifact{Kind: a.Kind, Frontier: a.Frontier, SizeBytes: uint64(len(a.Bytes)), Checksum: wire.ArtifactChecksum(a.Bytes)}
+	}
+	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
+	replaced := false
+	for i := range c.offers {
+		if c.offers[i].to == r.From {
+			c.offers[i], replaced = o, true
+		}
+	}
+	if !replaced {
+		if len(c.offers) == offersMax {
+			c.offers = c.offers[1:]
+		}
+		c.offers = append(c.offers, o)
+	}
+	c.sendTarget(r.From, r.Nonce, &c.offers[len(c.offers)-1])
+}
+
+// sendTarget sends an offer, or a refusal when o is nil (transient: ask again).
+func (c *Core) sendTarget(to uint8, nonce wire.Uint128, o *stateOffer) {
+	h := c.message(to, wire.CommandStateTransferTarget)
+	t := (*wire.StateTransferTargetHeader)(headerPointer(h))
+	t.Nonce, t.Group, t.CommitMax = nonce, c.cfg.Group, c.commitMax
+	if o == nil {
+		t.UnavailableTransient = 1
+		c.seal(nil)
+		return
+	}
+	for i := range c.offers {
+		if c.offers[i].to == to {
+			o = &c.offers[i]
+		}
+	}
+	t.Available, t.CommitOp = 1, o.commitOp
+	c.seal(o.manifest)
+}
+
+func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []byte) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	t := &c.transfer
+	if t.phase != transferAwaitingTarget || m.Nonce != t.nonce || m.Replica != t.peer {
+		return nil
+	}
+	if m.Available == 0 {
+		return nil // the retry asks again
+	}
+	manifest, err := wire.DecodeManifest(body)
+	if err != nil {
+		return badMessage("state transfer target: %v", err)
+	}
+	if m.CommitOp <= c.commitMin {
+		// Nothing newer than what this replica has: repair the rest instead.
+		t.phase = transferIdle
+		c.maybeRepair()
+		return nil
+	}
+	t.commitOp = m.CommitOp
+	t.manifest = t.manifest[:0]
+	for _, a := range manifest.All() {
+		t.manifest = append(t.manifest, a)
+	}
+	t.received = make([][]byte, len(t.manifest))
+	t.current = 0
+	t.phase = transferFetching
+	c.nextChunkOrInstall()
+	return nil
+}
+
+// nextChunkOrInstall asks for the first incomplete artifact's next chunk, or hands
+// the whole state out once every artifact is in and verified.
+func (c *Core) nextChunkOrInstall() {
+	t := &c.transfer
+	for t.current < len(t.manifest) && uint64(len(t.received[t.current])) == t.manifest[t.current].SizeBytes {
+		if wire.ArtifactChecksum(t.received[t.current]) != t.manifest[t.current].Checksum {
+			// Verified whole: a bad artifact is fetched again from its start.
+			t.received[t.current] = t.received[t.current][:0]
+			break
+		}
+		t.current++
+	}
+	if t.current < len(t.manifest) {
+		c.requestChunk()
+		return
+	}
+	install := &StateInstall{CommitOp: t.commitOp, Artifacts: make([]Artifact, len(t.manifest))}
+	for i, a := range t.manifest {
+		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i]}
+	}
+	t.phase = transferInstalling
+	c.rd.Install = install
+}
+
+func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	for i := range c.offers {
+		o := &c.offers[i]
+		if o.to != m.Replica || o.nonce != m.Nonce {
+			continue
+		}
+		if int(m.Artifact) >= len(o.artifacts) || m.Offset > uint64(len(o.artifacts[m.Artifact].Bytes)) {
+			return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+		}
+		a := o.artifacts[m.Artifact].Bytes[m.Offset:]
+		a = a[:min(uint64(len(a)), uint64(m.Len), StateChunkBytesMax)]
+		h := c.message(m.Replica, wire.CommandStateChunk)
+		r := (*wire.StateChunkHeader)(headerPointer(h))
+		r.Nonce, r.Offset, r.Group, r.Artifact = m.Nonce, m.Offset, c.cfg.Group, m.Artifact
+		c.seal(a)
+		return nil
+	}
+	return nil // no such offer (replaced or never made): the requester retries
+}
+
+func (c *Core) onStateChunk(m *wire.StateChunkHeader, body []byte) error {
+	if err := c.checkGroup(m.Group); err != nil {
+		return err
+	}
+	t := &c.transfer
+	if t.phase != transferFetching || m.Nonce != t.nonce || int(m.Artifact) != t.current {
+		return nil
+	}
+	have := uint64(len(t.received[t.current]))
+	if m.Offset != have || len(body) == 0 {
+		return nil // a duplicate or a stale chunk
+	}
+	if have+uint64(len(body)) > t.manifest[t.current].SizeBytes {
+		return badMessage("state chunk overruns artifact %d of %d bytes", t.current, t.manifest[t.current].SizeBytes)
+	}
+	t.received[t.current] = append(t.received[t.current], body...)
+	t.stalls = 0
+	c.nextChunkOrInstall()
+	return nil
+}
+
+// installed resumes the replica from the state the caller installed: everything up
+// to the transfer's op is applied; the journal above it is repaired as usual.
+func (c *Core) installed() {
+	op := c.transfer.commitOp
+	c.transfer.phase = transferIdle
+	if op <= c.commitMin {
+		return
+	}
+	// What the journal holds at or below the installed op is not of the log this
+	// replica follows now, or not known to be.
+	// (The op itself stays when the verified chain holds it: it anchors the log.)
+	for k := op; k > 0 && k+uint64(len(c.slots)) > op && k > c.commitMin; k-- {
+		if s := c.slotAt(k); s != nil && !(k == op && s.trusted && c.trustLow <= op) {
+			*s = slot{}
+		}
+	}
+	c.commitMin = op
+	c.retainedLow = max(c.retainedLow, op+1)
+	c.commitMax = max(c.commitMax, op)
+	if c.op < op {
+		c.op = op
+	}
+	if c.trustLow <= op {
+		c.trustLow = op + 1
+	}
+	c.candidates = c.candidates[:0]
+	c.verifyDown()
+	c.maybeRepair()
+}
