@@ -119,7 +119,8 @@ type Server struct {
 	meta  *metaPlane // touched only by shard 0 once started
 	stats statsTable
 	// viewSnapshot is the recovered metadata each shard decodes into its view, and
-	// viewGenesis the commit log's first entry, where every view starts (view.go).
+	// viewGenesis the commit log's first entry, where every view starts (view.go);
+	// both are dropped once the shards have started.
 	viewSnapshot []byte
 	viewGenesis  *viewEntry
 
@@ -237,6 +238,9 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.rt = rt
+	// Every shard's view holds its own copy and position by now: the commit log's
+	// entries must be freed as the slowest view passes them, not kept from here.
+	s.viewSnapshot, s.viewGenesis = nil, nil
 	if tlsListener != nil {
 		if s.tls, err = serveTLS(tlsListener, tlsCert, rt, log); err != nil {
 			tlsListener.Close()

@@ -107,3 +107,14 @@ func TestRevokedPermissionIsDeniedOnEveryShard(t *testing.T) {
 		t.Fatal("a deleted user's read succeeded")
 	}
 }
+
+// TestServerDropsTheCommitLogStart: once the shards have started, nothing but the
+// views (and shard 0's tail) reaches into the commit log, so the entries behind the
+// slowest view are garbage; a server that kept the log's first entry would keep
+// every commit ever made.
+func TestServerDropsTheCommitLogStart(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	if s.viewGenesis != nil || s.viewSnapshot != nil {
+		t.Fatal("the server still holds the commit log's start after the shards started")
+	}
+}
