@@ -15,20 +15,18 @@ func orderTopic(t *testing.T, s *Server, partitionsCount uint32) (ownedBy []uint
 	t.Helper()
 	c := dialRoot(t, s)
 	ctx := testContext(t)
-	if _, err := c.CreateStream(ctx, "order"); err != nil {
+	st, err := c.CreateStream(ctx, "order")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateTopic(ctx, wire.StringIdentifier([]byte("order")), "t", partitionsCount, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, _, _, err := s.meta.state.ResolveTopic(wire.StringIdentifier([]byte("order")), wire.StringIdentifier([]byte("t")))
+	topic, err := c.CreateTopic(ctx, wire.StringIdentifier([]byte("order")), "t", partitionsCount, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ownedBy = make([]uint32, s.shardCount)
 	found := make([]bool, s.shardCount)
 	for p := range partitionsCount {
-		owner := s.ownerOf(partition.Key{StreamID: st, TopicID: 0, PartitionID: p})
+		owner := s.ownerOf(partition.Key{StreamID: st.ID, TopicID: topic.ID, PartitionID: p})
 		if !found[owner] {
 			ownedBy[owner], found[owner] = p, true
 		}
