@@ -33,13 +33,11 @@ func (h *handler) routeSend(j *job) {
 	state := h.view.state
 	s, t, count, err := state.ResolveTopic(j.send.StreamID, j.send.TopicID)
 	if err != nil {
-		j.status = wire.ErrResourceNotFound
-		h.reply(j)
+		h.refuse(j, wire.ErrResourceNotFound)
 		return
 	}
 	if !state.CanSend(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		h.reply(j)
+		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
 	cursor := h.balanced[[2]uint32{s, t}]
@@ -49,8 +47,7 @@ func (h *handler) routeSend(j *job) {
 	}
 	p, err := partition.ResolvePartition(j.send.Partitioning, count, cursor)
 	if err != nil {
-		j.status = errorCode(err, wire.ErrResourceNotFound)
-		h.reply(j)
+		h.refuse(j, errorCode(err, wire.ErrResourceNotFound))
 		return
 	}
 	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
@@ -112,18 +109,15 @@ func (h *handler) routePoll(j *job) {
 	}
 	s, t, count, err := state.ResolveTopic(req.StreamID, req.TopicID)
 	if err != nil {
-		j.status = errorCode(err, wire.ErrTopicIdNotFound)
-		h.reply(j)
+		h.refuse(j, errorCode(err, wire.ErrTopicIdNotFound))
 		return
 	}
 	if partitionID >= count {
-		j.status = wire.ErrPartitionNotFound
-		h.reply(j)
+		h.refuse(j, wire.ErrPartitionNotFound)
 		return
 	}
 	if !state.CanPoll(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		h.reply(j)
+		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
 	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
@@ -211,16 +205,14 @@ func (h *handler) routeOffset(j *job) {
 	}
 	if partitionID >= count {
 		if j.kind == jobGetOffset {
-			j.status = wire.ErrPartitionNotFound
-			h.reply(j)
+			h.refuse(j, wire.ErrPartitionNotFound)
 			return
 		}
 		unresolved()
 		return
 	}
 	if !state.CanPoll(j.userID, s, t) {
-		j.status = wire.ErrUnauthorized
-		h.reply(j)
+		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
 	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
@@ -260,4 +252,10 @@ func containsU32(v []uint32, x uint32) bool {
 		}
 	}
 	return false
+}
+
+// refuse answers a partition operation with a status, before it reaches its owner.
+func (h *handler) refuse(j *job, code wire.ErrorCode) {
+	j.status = code
+	h.reply(j)
 }
