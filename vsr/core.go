@@ -785,8 +785,9 @@ func (c *Core) Advance() {
 	c.rd.StateRequests = c.rd.StateRequests[:0]
 	c.bodyBuffersAt = 0
 	if c.rd.Install != nil {
+		identity := c.rd.Install.Identity
 		c.rd.Install = nil
-		c.installed()
+		c.installed(identity)
 	}
 	for _, w := range c.deferred {
 		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {

@@ -42,6 +42,11 @@ type Artifact struct {
 type StateInstall struct {
 	CommitOp  uint64
 	Artifacts []Artifact
+	// Identity is for the caller to set before Advance: the identity of the
+	// prepare at CommitOp, which its snapshot records as its checkpoint. The core
+	// keeps its own header of CommitOp only if it has this identity (a header of an
+	// older log view may stand there).
+	Identity wire.Uint128
 }
 
 type stateOffer struct {
@@ -330,7 +335,7 @@ func (c *Core) onStateChunk(m *wire.StateChunkHeader, body []byte) error {
 
 // installed resumes the replica from the state the caller installed: everything up
 // to the transfer's op is applied; the journal above it is repaired as usual.
-func (c *Core) installed() {
+func (c *Core) installed(identity wire.Uint128) {
 	op := c.transfer.commitOp
 	c.transfer.phase = transferIdle
 	if op <= c.commitMin {
@@ -338,11 +343,14 @@ func (c *Core) installed() {
 	}
 	// What the journal holds at or below the installed op is not of the log this
 	// replica follows now, or not known to be.
-	// (The op itself stays when the verified chain holds it: it anchors the log.)
+	// (The op itself stays when it is the installed state's: it anchors the log.)
 	for k := op; k > 0 && k+uint64(len(c.slots)) > op && k > c.commitMin; k-- {
-		if s := c.slotAt(k); s != nil && !(k == op && s.trusted && c.trustLow <= op) {
+		if s := c.slotAt(k); s != nil && !(k == op && !identity.IsZero() && s.header.Checksum == identity) {
 			*s = slot{}
 		}
+	}
+	if c.op <= op && !identity.IsZero() {
+		c.lastPrepareChecksum = identity
 	}
 	c.commitMin = op
 	c.retainedLow = max(c.retainedLow, op+1)

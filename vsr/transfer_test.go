@@ -40,7 +40,13 @@ func TestStateTransferCatchesUpAReplicaBeyondTheJournal(t *testing.T) {
 		})
 		tc.drain(i)
 	}
-	tc.install = func(_ int, in *StateInstall) { installs++; installed = in }
+	tc.install = func(_ int, in *StateInstall) {
+		installs++
+		installed = in
+		// The caller's snapshot names the prepare it was taken at.
+		h, _ := tc.cores[0].Header(in.CommitOp)
+		in.Identity = h.Checksum
+	}
 	for k := 0; k < 400 && tc.cores[2].CommitMin() < tc.cores[0].CommitMin(); k++ {
 		tc.tick(1)
 	}

@@ -245,7 +245,16 @@ func Run(opts Options) Result {
 	for i := 0; i < opts.Clients; i++ {
 		c.clients = append(c.clients, &client{id: i, replies: make(map[uint64]clientReply), target: c.rngWork.IntN(n)})
 	}
-	c.run()
+	func() {
+		// An invariant of the core that breaks panics; the run reports it as its
+		// violation, with the seed, instead of taking every other seed down.
+		defer func() {
+			if p := recover(); p != nil {
+				c.fail("panic: %v", p)
+			}
+		}()
+		c.run()
+	}()
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
 	c.result.Committed = uint64(len(c.committed))
@@ -438,6 +447,7 @@ func (c *cluster) install(nd *node, in *vsr.StateInstall) {
 		return
 	}
 	nd.state, nd.table, nd.applied = state, table, cp
+	in.Identity = cp.Identity
 	nd.disk.checkpoint(nd.snapshot(), in.Artifacts[1].Bytes)
 	c.result.StateInstalls++
 	c.trace("r%d installs a transferred state at op %d", nd.id, cp.Op)
