@@ -24,6 +24,8 @@ import (
 //	busy_poll = "50 us"                 # ours: how long a shard polls before it sleeps; 0 = never
 //	[system.metadata]
 //	snapshot_interval_ops = 1024        # ours: journal ops between metadata snapshots
+//	[system.polls]
+//	memory_max = "256 MiB"              # ours: bytes a shard's polls hold at once (more wait)
 //	[tcp]
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
@@ -149,6 +151,9 @@ type fileConfig struct {
 		Metadata struct {
 			SnapshotIntervalOps *int64 `toml:"snapshot_interval_ops"`
 		} `toml:"metadata"`
+		Polls struct {
+			MemoryMax *string `toml:"memory_max"`
+		} `toml:"polls"`
 	} `toml:"system"`
 	TCP struct {
 		Address      *string `toml:"address"`
@@ -229,6 +234,13 @@ func (c *Config) applyFile(f *fileConfig) error {
 			return &SettingError{Setting: "system.sharding.busy_poll", Value: *v, Reason: err.Error()}
 		}
 		c.BusyPoll = d
+	}
+	if v := f.System.Polls.MemoryMax; v != nil {
+		n, err := ParseSizeBytes(*v)
+		if err != nil || n > 1<<62 {
+			return &SettingError{Setting: "system.polls.memory_max", Value: *v, Reason: "not a size (e.g. \"256 MiB\")"}
+		}
+		c.PollMemoryBytesMax = int64(n)
 	}
 	if v := f.System.Metadata.SnapshotIntervalOps; v != nil {
 		if *v < 1 {
@@ -374,7 +386,7 @@ func (c *Config) Validate() error {
 		return &SettingError{Setting: "heartbeat.interval", Value: c.HeartbeatInterval.String(), Reason: "must not be negative"}
 	}
 	if c.PollMemoryBytesMax < 0 {
-		return &SettingError{Setting: "PollMemoryBytesMax", Value: strconv.FormatInt(c.PollMemoryBytesMax, 10), Reason: "must not be negative"}
+		return &SettingError{Setting: "system.polls.memory_max", Value: strconv.FormatInt(c.PollMemoryBytesMax, 10), Reason: "must not be negative"}
 	}
 	if c.IdleTimeout < 0 {
 		return &SettingError{Setting: "tcp.idle_timeout", Value: c.IdleTimeout.String(), Reason: "must not be negative"}

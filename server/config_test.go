@@ -142,3 +142,23 @@ func TestParseSizeBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestPollMemoryFromFile: [system.polls] memory_max sets the per-shard poll budget;
+// a size that does not parse refuses the start by name.
+func TestPollMemoryFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iggy.toml")
+	if err := os.WriteFile(path, []byte("[system.polls]\nmemory_max = \"64 MiB\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path, func(string) string { return "" })
+	if err != nil || cfg.PollMemoryBytesMax != 64<<20 {
+		t.Fatalf("read %d, %v; want 64 MiB", cfg.PollMemoryBytesMax, err)
+	}
+	if err := os.WriteFile(path, []byte("[system.polls]\nmemory_max = \"lots\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var se *SettingError
+	if _, err := LoadConfig(path, func(string) string { return "" }); !errors.As(err, &se) || se.Setting != "system.polls.memory_max" {
+		t.Fatalf("a bad size: %v", err)
+	}
+}

@@ -63,6 +63,7 @@ type options struct {
 	metricsAddress      string
 	pprofAddress        string
 	replicaID           int
+	pollMemoryMax       string
 	tls                 bool
 	tlsSelfSigned       bool
 	tlsCertFile         string
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "",
 		"host:port to serve /metrics (Prometheus) and /health on; empty = off (env IGGY_METRICS_ADDRESS)")
+	fs.StringVar(&o.pollMemoryMax, "poll-memory-max", "256 MiB", "bytes a shard's polls may hold at once; polls beyond it wait their turn")
 	fs.IntVar(&o.replicaID, "replica-id", 0, "this node's entry of [[cluster.nodes]] (its replica_id) when [cluster] is enabled")
 	fs.StringVar(&o.pprofAddress, "pprof", "",
 		"host:port to serve net/http/pprof on (/debug/pprof/); empty = off (env IGGY_PPROF_ADDRESS)")
@@ -148,6 +150,13 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["pprof"] {
 		cfg.PprofAddress = o.pprofAddress
+	}
+	if o.set["poll-memory-max"] {
+		n, err := server.ParseSizeBytes(o.pollMemoryMax)
+		if err != nil || n > 1<<62 {
+			return cfg, &server.SettingError{Setting: "--poll-memory-max", Value: o.pollMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
+		}
+		cfg.PollMemoryBytesMax = int64(n)
 	}
 	if o.set["replica-id"] {
 		cfg.Cluster.ReplicaID = o.replicaID
