@@ -148,6 +148,23 @@ func benchBatch(b *testing.B) []byte {
 	return batch
 }
 
+// timePings pings b.N times through c, in the benchmark's timer, and returns each
+// round trip.
+func timePings(b *testing.B, c *client.Client) []time.Duration {
+	ctx := context.Background()
+	latencies := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := c.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+		latencies = append(latencies, time.Since(start))
+	}
+	b.StopTimer()
+	return latencies
+}
+
 func reportLatencies(b *testing.B, latencies []time.Duration) {
 	if len(latencies) == 0 {
 		return

@@ -259,17 +259,8 @@ func BenchmarkPingDuringPasswordChanges(b *testing.B) {
 				}
 			}()
 
-			latencies := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				start := time.Now()
-				if err := pinger.Ping(ctx); err != nil {
-					b.Fatal(err)
-				}
-				latencies = append(latencies, time.Since(start))
-			}
-			b.StopTimer()
+			latencies := timePings(b, pinger)
 			close(stop)
 			<-changerDone
 			reportLatencies(b, latencies)

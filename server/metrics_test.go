@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"regexp"
@@ -144,7 +143,6 @@ func BenchmarkPingDuringScrapes(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			s, pinger := benchServerWith(b, func(cfg *Config) { cfg.MetricsAddress = "127.0.0.1:0" })
-			ctx := context.Background()
 			stop, scraperDone := make(chan struct{}), make(chan struct{})
 			scrapes := 0
 			go func() {
@@ -171,16 +169,7 @@ func BenchmarkPingDuringScrapes(b *testing.B) {
 					scrapes++
 				}
 			}()
-			latencies := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for range b.N {
-				start := time.Now()
-				if err := pinger.Ping(ctx); err != nil {
-					b.Fatal(err)
-				}
-				latencies = append(latencies, time.Since(start))
-			}
-			b.StopTimer()
+			latencies := timePings(b, pinger)
 			close(stop)
 			<-scraperDone
 			reportLatencies(b, latencies)
