@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -208,26 +207,8 @@ func BenchmarkPingDuringPasswordChanges(b *testing.B) {
 			name = "changing"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 1, false
-			s, err := Start(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				s.Shutdown(ctx)
-			})
+			_, dial := benchPasswordServer(b)
 			ctx := context.Background()
-			dial := func(user, password string) *client.Client {
-				c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials(user, password))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { c.Close() })
-				return c
-			}
 			pinger, root := dial("iggy", "iggy"), dial("iggy", "iggy")
 			if _, err := root.CreateUser(ctx, "alice", "password-0", wire.UserActive, nil); err != nil {
 				b.Fatal(err)
