@@ -1,0 +1,73 @@
+package server
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// clusterHealth is what a clustered node knows of its peers at one instant, the
+// input of GetClusterMetadata: which replica leads the metadata group (the
+// metadata primary in normal status), and when each replica was last heard from on
+// the replica plane. The replica plane keeps it; the reply is a pure function of
+// it, the roster and the asking client's address.
+type clusterHealth struct {
+	self uint8
+	// leader is the metadata primary; leaderKnown is false during a view change
+	// or while this node recovers, and then no node is reported as leader, so
+	// the SDKs poll the metadata until one is (go-sdk-behaviour: 250 ms for up
+	// to 5 s) instead of redirecting to a node that cannot admit writes.
+	leader      uint8
+	leaderKnown bool
+	// lastHeardNs holds, by replica id, the runtime clock of the last frame from
+	// that replica; 0 for never.
+	lastHeardNs []int64
+	nowNs       int64
+	// heartbeatTimeout is cluster.heartbeat_timeout: a replica heard from within
+	// it is healthy, as a backup deems its primary alive within it.
+	heartbeatTimeout time.Duration
+}
+
+// status is the wire status of replica id: this node is healthy (it answers);
+// another one is healthy when heard from within the heartbeat timeout, and
+// unreachable otherwise.
+func (h *clusterHealth) status(id uint8) uint8 {
+	if id == h.self {
+		return wire.ClusterNodeHealthy
+	}
+	if int(id) < len(h.lastHeardNs) {
+		if heard := h.lastHeardNs[id]; heard != 0 && h.nowNs-heard <= int64(h.heartbeatTimeout) {
+			return wire.ClusterNodeHealthy
+		}
+	}
+	return wire.ClusterNodeUnreachable
+}
+
+// appendClusterMetadataOf answers GetClusterMetadata on a clustered node: every
+// roster node with its name, the client endpoint advertised to a client at peer
+// (ClusterNode.AdvertisedFor: the longest matching selector, then
+// advertised_address, then ip; iggy.apache.org/docs/clustering/configuration), its
+// role and its status. The SDKs redial exactly the advertised address and the TCP
+// port (iggy.apache.org/docs/clustering/client-failover). QUIC, HTTP and
+// WebSocket are not served by iggy-shard, so their ports are 0, the reference's
+// answer for a transport a node does not serve.
+func appendClusterMetadataOf(dst []byte, cfg *ClusterConfig, peer netip.Addr, health *clusterHealth) []byte {
+	m := wire.ClusterMetadata{Name: []byte(cfg.Name), Nodes: make([]wire.ClusterNode, len(cfg.Nodes))}
+	for i := range cfg.Nodes {
+		node := &cfg.Nodes[i]
+		id := uint8(node.ReplicaID)
+		role := wire.ClusterRoleFollower
+		if health.leaderKnown && id == health.leader {
+			role = wire.ClusterRoleLeader
+		}
+		m.Nodes[i] = wire.ClusterNode{
+			Name:    []byte(node.Name),
+			IP:      []byte(node.AdvertisedFor(peer)),
+			TCPPort: node.Ports.TCP,
+			Role:    role,
+			Status:  health.status(id),
+		}
+	}
+	return m.Append(dst)
+}

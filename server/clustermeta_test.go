@@ -1,0 +1,87 @@
+package server
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestClusterMetadataOfACluster: every roster node is listed with the address
+// advertised to the asking client, the metadata primary as the one leader, and a
+// status from the last time each peer was heard from.
+func TestClusterMetadataOfACluster(t *testing.T) {
+	cfg := threeNodeCluster()
+	cfg.Name = "prod"
+	cfg.Nodes[1].AdvertisedAddress = "203.0.113.11"
+	cfg.Nodes[1].AdvertisedAddresses = []AdvertisedSelector{{ClientCIDR: netip.MustParsePrefix("10.0.0.0/8"), Address: "10.1.1.11"}}
+	const timeout = 5 * time.Second
+	now := int64(100 * time.Second)
+
+	type want struct {
+		ip     string
+		port   uint16
+		role   uint8
+		status uint8
+	}
+	cases := []struct {
+		name   string
+		peer   string
+		health clusterHealth
+		want   [3]want
+	}{
+		{
+			name: "all heard from, node 0 leads, client outside every selector",
+			peer: "192.0.2.7",
+			health: clusterHealth{self: 2, leader: 0, leaderKnown: true, nowNs: now, heartbeatTimeout: timeout,
+				lastHeardNs: []int64{now - int64(time.Second), now - int64(timeout), 0}},
+			want: [3]want{
+				{"127.0.0.1", 8090, wire.ClusterRoleLeader, wire.ClusterNodeHealthy},
+				{"203.0.113.11", 8091, wire.ClusterRoleFollower, wire.ClusterNodeHealthy},
+				{"127.0.0.1", 8092, wire.ClusterRoleFollower, wire.ClusterNodeHealthy},
+			},
+		},
+		{
+			name: "a client inside a selector, node 1 silent past the timeout",
+			peer: "10.9.8.7",
+			health: clusterHealth{self: 0, leader: 0, leaderKnown: true, nowNs: now, heartbeatTimeout: timeout,
+				lastHeardNs: []int64{0, now - int64(timeout) - 1, now}},
+			want: [3]want{
+				{"127.0.0.1", 8090, wire.ClusterRoleLeader, wire.ClusterNodeHealthy},
+				{"10.1.1.11", 8091, wire.ClusterRoleFollower, wire.ClusterNodeUnreachable},
+				{"127.0.0.1", 8092, wire.ClusterRoleFollower, wire.ClusterNodeHealthy},
+			},
+		},
+		{
+			name: "a view change: no leader, never-heard peers unreachable",
+			peer: "::ffff:10.0.0.1",
+			health: clusterHealth{self: 1, leader: 1, leaderKnown: false, nowNs: now, heartbeatTimeout: timeout,
+				lastHeardNs: make([]int64, 3)},
+			want: [3]want{
+				{"127.0.0.1", 8090, wire.ClusterRoleFollower, wire.ClusterNodeUnreachable},
+				{"10.1.1.11", 8091, wire.ClusterRoleFollower, wire.ClusterNodeHealthy},
+				{"127.0.0.1", 8092, wire.ClusterRoleFollower, wire.ClusterNodeUnreachable},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := appendClusterMetadataOf(nil, &cfg, netip.MustParseAddr(tc.peer), &tc.health)
+			var m wire.ClusterMetadata
+			if err := m.Decode(body); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if string(m.Name) != "prod" || len(m.Nodes) != 3 {
+				t.Fatalf("cluster %q with %d nodes", m.Name, len(m.Nodes))
+			}
+			for i, n := range m.Nodes {
+				w := tc.want[i]
+				if string(n.Name) != cfg.Nodes[i].Name || string(n.IP) != w.ip || n.TCPPort != w.port ||
+					n.Role != w.role || n.Status != w.status || n.QUICPort|n.HTTPPort|n.WebSocketPort != 0 {
+					t.Errorf("node %d: %+v, want %+v", i, n, w)
+				}
+			}
+		})
+	}
+}
