@@ -52,7 +52,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	}()
 	// The second write reaches shard 0 and waits behind the first.
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
 	})
 	if err := reader.Ping(ctx); err != nil {
 		t.Fatalf("PING while a write waits: %v", err)
@@ -99,7 +99,7 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(ctx) }()
@@ -139,7 +139,7 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readOnly.Close()
-	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.Fd())); err != nil {
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.(*osJournal).f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	_, err = root.CreateStream(ctx, "after")
