@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -159,5 +160,55 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	streams, err = dialRoot(t, s2).GetStreams(ctx)
 	if err != nil || len(streams) != 1 || string(streams[0].Name) != "before" {
 		t.Fatalf("streams after a restart: %+v, %v", streams, err)
+	}
+}
+
+// TestWritesWaitingShareOneFsync: group commit through the router. While one
+// client's CreateStream is held before its fdatasync, five other clients' writes
+// reach shard 0 and wait; released, the five commit together in one append and one
+// fdatasync: two journal fdatasyncs in all (journalFsyncs counts the appends' only,
+// not a snapshot's files).
+func TestWritesWaitingShareOneFsync(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ctx := testContext(t)
+	const others = 5
+	first := dialRoot(t, s)
+	clients := make([]*client.Client, others)
+	for i := range clients {
+		clients[i] = dialRoot(t, s)
+	}
+	held := newGate(t)
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = held.hold
+	w.mu.Unlock()
+	fsyncsBefore := s.journalFsyncs.snapshot().count
+	done := make(chan error, others+1)
+	go func() {
+		_, err := first.CreateStream(ctx, "first")
+		done <- err
+	}()
+	held.awaitReached(t, "the first CreateStream at the journal")
+	for i, c := range clients {
+		go func() {
+			_, err := c.CreateStream(ctx, fmt.Sprint("waiting-", i))
+			done <- err
+		}()
+	}
+	waitForCondition(t, "the other writes waiting", func() bool {
+		return s.handlers[0].meta.plane.writesWaiting.Load() == others
+	})
+	held.open()
+	for range others + 1 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fsyncs := s.journalFsyncs.snapshot().count - fsyncsBefore; fsyncs != 2 {
+		t.Fatalf("%d writes, the last %d waiting together, took %d fdatasyncs; want 2", others+1, others, fsyncs)
+	}
+	streams, err := first.GetStreams(ctx)
+	if err != nil || len(streams) != others+1 {
+		t.Fatalf("streams: %d, %v", len(streams), err)
 	}
 }

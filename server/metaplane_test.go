@@ -289,3 +289,63 @@ func epochOf(t *vsr.ClientTable, client wire.Uint128) uint64 {
 	epoch, _, _ := t.Session(client)
 	return epoch
 }
+
+// TestWaitingWritesBounded: while a Ready's journal write is out, the writes that
+// arrive wait, up to metaWritesWaitingMax; the next one is refused at once as
+// busy (the router answers 58) without being numbered. Once the write is done the
+// waiting ones commit, a pipeline's depth per append and fdatasync, with snapshots
+// taken between the batches, and all of them survive a restart.
+func TestWaitingWritesBounded(t *testing.T) {
+	p, err := openPlaneHarness(t, newSimMetaStorage(segment.NewSimDisk(7)), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.submit(wire.Uint128{Lo: 1 << 32}, 1, wire.OperationCreateStream, createStreamBody(t, "first"))
+	out := p.m.nextTask()
+	if out == nil {
+		t.Fatal("no journal task for the first write")
+	}
+	waiting := make([]*writeOutcome, 0, metaWritesWaitingMax)
+	for i := range metaWritesWaitingMax {
+		waiting = append(waiting, p.submit(wire.Uint128{Lo: uint64(i + 1)}, 1, wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("w", i))))
+	}
+	refused := p.submit(wire.Uint128{Lo: 1<<32 + 1}, 1, wire.OperationCreateStream, createStreamBody(t, "refused"))
+	if !refused.done || refused.err != errMetaWritesBusy {
+		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaWritesWaitingMax, refused)
+	}
+	if p.m.nextTask() != nil {
+		t.Fatal("a second journal task while one is out")
+	}
+	syncsBefore, appendsBefore := p.store.syncs, p.store.appends
+	out.then(out.work(nil))
+	p.pump()
+	if !first.done || first.err != nil || first.result != 0 {
+		t.Fatalf("the first write: %+v", first)
+	}
+	for i, o := range waiting {
+		if !o.done || o.err != nil || o.result != 0 || o.op != first.op+1+uint64(i) {
+			t.Fatalf("waiting write %d: %+v", i, o)
+		}
+	}
+	batches := (metaWritesWaitingMax + vsr.PipelineDepthDefault - 1) / vsr.PipelineDepthDefault
+	appends, syncs := p.store.appends-appendsBefore, p.store.syncs-syncsBefore
+	snapshots := syncs - appends
+	if appends != batches+1 || snapshots < 1 {
+		t.Fatalf("%d waiting writes took %d appends and %d snapshots, want %d appends (the first's, then one per pipeline) and some snapshots",
+			len(waiting), appends, snapshots, batches+1)
+	}
+	if p.m.snapshotOp < first.op+uint64(len(waiting))-100 {
+		t.Fatalf("snapshot at op %d after op %d: snapshots were not taken between the batches", p.m.snapshotOp, p.m.applied.op)
+	}
+	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(7)), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := 0
+	for range p2.m.state.Streams() {
+		streams++
+	}
+	if streams != 1+len(waiting) {
+		t.Fatalf("%d streams after a restart, want %d", streams, 1+len(waiting))
+	}
+}

@@ -25,8 +25,9 @@ type simMetaStorage struct {
 	crashSeed       uint64
 	crashed         *segment.SimDisk
 	steps           int
-	// syncs counts the journal fdatasyncs that succeeded.
-	syncs int
+	// syncs counts the journal fdatasyncs that succeeded, appends the appends
+	// (a snapshot's new journal is synced without one).
+	syncs, appends int
 }
 
 var errSimCrashed = errors.New("simulated machine crashed")
@@ -131,6 +132,7 @@ func (j *simJournal) Append(b []byte) error {
 		return err
 	}
 	j.sizeBytes += int64(len(b))
+	j.s.appends++
 	return nil
 }
 
