@@ -260,6 +260,10 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 	var durable vsr.DurableState
 	switch raw, err := store.ReadFile(stateFileName); {
 	case errors.Is(err, fs.ErrNotExist):
+		// A data directory from before the record: the zero state, recorded now.
+		if err := store.ReplaceFile(stateFileName, encodeStateRecord(durable, nil)); err != nil {
+			return nil, fmt.Errorf("metadata state record: %w", err)
+		}
 	case err != nil:
 		return nil, fmt.Errorf("metadata state record: %w", err)
 	default:
@@ -418,7 +422,7 @@ func (m *metaPlane) submit(w *metaWrite) {
 // it (journalTask.work) and hands its outcome to finishTask; no task is returned
 // while one is out.
 func (m *metaPlane) nextTask() *journalTask {
-	if m.taskOut || m.broken != nil {
+	if m.taskOut || m.readyOut || m.broken != nil {
 		return nil
 	}
 	if t := m.advanceReadies(); t != nil {
@@ -550,11 +554,14 @@ func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 // are applied and the core advanced (the writes commit there, the replica being
 // its own quorum; the next Ready applies them). A failure breaks the plane.
 func (m *metaPlane) appended(truncateAt int64, err error) {
-	m.taskOut = false
 	if err != nil {
+		m.taskOut = false
 		m.breakPlane(err)
 		return
 	}
+	// taskOut stays set until Advance: a write's done run from here must not
+	// have the plane hand out work meanwhile.
+	defer func() { m.taskOut = false }()
 	rd := &m.rd
 	if truncateAt >= 0 {
 		for len(m.journalEnds) > 0 && m.journalSizeBytes() > truncateAt {
