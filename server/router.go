@@ -64,8 +64,8 @@ type metaRouter struct {
 	journal     *journalWriter
 	syncJournal bool
 	pumping     bool
-	// clientWrites counts, by client, the writes with the plane: the client
-	// table's one request in flight per client, across connections.
+	// clientWrites counts, by client, the numbered requests with the plane: the
+	// client table's one request in flight per client, across connections.
 	clientWrites map[wire.Uint128]int
 	// accountWrites counts the writes with the plane that change what a login
 	// decides on (accountOperation); logins wait in loginsWaiting until none is.
@@ -159,12 +159,15 @@ func (r *metaRouter) commit(rec *sessionRecord, p vsr.Proposal, body []byte, the
 	if account {
 		r.accountWrites++
 	}
-	r.clientWrites[p.Client]++
+	request := p.Request != 0 // a client's numbered request, not a login or a group leave
+	if request {
+		r.clientWrites[p.Client]++
+	}
 	w := &metaWrite{proposal: p, body: append([]byte(nil), body...)}
 	w.done = func(c *metaCommit, err error) {
-		if n := r.clientWrites[p.Client] - 1; n > 0 {
+		if n := r.clientWrites[p.Client] - 1; request && n > 0 {
 			r.clientWrites[p.Client] = n
-		} else {
+		} else if request {
 			delete(r.clientWrites, p.Client)
 		}
 		if err == nil {
