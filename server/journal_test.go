@@ -212,3 +212,42 @@ func TestWritesWaitingShareOneFsync(t *testing.T) {
 		t.Fatalf("streams: %d, %v", len(streams), err)
 	}
 }
+
+// TestLoginWaitsForAccountWrites: logins are decided on the committed state, so
+// one that arrives while a DeleteUser of its user is in flight waits for it,
+// and is then refused, rather than commit a session for a user deleted before it.
+func TestLoginWaitsForAccountWrites(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ctx := testContext(t)
+	root := dialRoot(t, s)
+	if _, err := root.CreateUser(ctx, "doomed", "doomed-password", wire.UserActive, nil); err != nil {
+		t.Fatal(err)
+	}
+	held := newGate(t)
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = held.hold
+	w.mu.Unlock()
+	deleted := make(chan error, 1)
+	go func() { deleted <- root.DeleteUser(ctx, wire.StringIdentifier([]byte("doomed"))) }()
+	held.awaitReached(t, "the DeleteUser at the journal")
+	login := make(chan error, 1)
+	go func() {
+		c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("doomed", "doomed-password"),
+			client.WithTransientRetry(client.TransientRetry{}))
+		if err == nil {
+			c.Close()
+		}
+		login <- err
+	}()
+	waitForCondition(t, "the login waiting for the DeleteUser", func() bool {
+		return s.handlers[0].meta.loginsWaitingCount.Load() == 1
+	})
+	held.open()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-login; err == nil {
+		t.Fatal("a login decided while its user's DeleteUser was in flight logged in")
+	}
+}

@@ -71,6 +71,9 @@ type metaRouter struct {
 	// decides on (accountOperation); logins wait in loginsWaiting until none is.
 	accountWrites int
 	loginsWaiting []func()
+	// loginsWaitingCount is len(loginsWaiting), for observers outside shard 0
+	// (tests).
+	loginsWaitingCount atomic.Int64
 
 	// mintedTokens holds, by client, the token of its last committed
 	// CreatePersonalAccessToken, for a replay (see replay); memory only.
@@ -205,6 +208,7 @@ func accountOperation(op wire.Operation) bool {
 func (r *metaRouter) afterAccountWrites(decide func()) {
 	if r.accountWrites > 0 {
 		r.loginsWaiting = append(r.loginsWaiting, decide)
+		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
 		return
 	}
 	decide()
@@ -215,6 +219,7 @@ func (r *metaRouter) resumeLogins() {
 		next := r.loginsWaiting[0]
 		r.loginsWaiting[0] = nil
 		r.loginsWaiting = r.loginsWaiting[1:]
+		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
 		next()
 	}
 }
