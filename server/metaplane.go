@@ -129,12 +129,10 @@ type metaPlane struct {
 	writesWaiting atomic.Int64
 	// taskOut: a journal task (a Ready's writes, or a snapshot) is with the
 	// journal writer; readyOut: a Ready was taken and not advanced.
-	taskOut  bool
-	readyOut bool
-	rd       vsr.Ready
-	// appendBuf holds the Ready's entries back to back for its one append; one
-	// task at a time, so one buffer.
-	appendBuf []byte
+	taskOut   bool
+	readyOut  bool
+	rd        vsr.Ready
+	appending appendWork
 	// broken is set when a journal write failed after ops were numbered: the
 	// replica cannot take them back, so the plane refuses writes until restart.
 	broken error
@@ -155,6 +153,7 @@ type metaWrite struct {
 	body     []byte // stable: the journal, the view and the core alias it
 	done     func(c *metaCommit, err error)
 	op       uint64
+	commit   metaCommit
 }
 
 // metaCommit is what applying a write produced.
@@ -485,19 +484,20 @@ func (m *metaPlane) feed() {
 // appendTask is a Ready's durable work, in the Ready's order: the truncation, the
 // state record, then the writes in one append and one fdatasync.
 func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
-	truncateAt := int64(-1)
+	a := &m.appending
+	a.truncateAt = -1
 	if rd.Truncate {
 		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
-			truncateAt = off
+			a.truncateAt = off
 		}
 	}
 	for _, op := range rd.Discards {
 		// The journal is one hash chain: an entry discarded takes those above it.
-		if off, ok := m.journalOffset(op); ok && (truncateAt < 0 || off < truncateAt) {
-			truncateAt = off
+		if off, ok := m.journalOffset(op); ok && (a.truncateAt < 0 || off < a.truncateAt) {
+			a.truncateAt = off
 		}
 	}
-	var stateRecord []byte
+	a.stateRecord = nil
 	if rd.State != nil || rd.ViewHeaders != nil {
 		state := m.replica.Durable()
 		if rd.State != nil {
@@ -507,53 +507,69 @@ func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 		if rd.ViewHeaders != nil {
 			headers = rd.ViewHeaders
 		}
-		stateRecord = encodeStateRecord(state, headers)
+		a.stateRecord = encodeStateRecord(state, headers)
 	}
-	m.appendBuf = m.appendBuf[:0]
+	a.entries = a.entries[:0]
 	for i := range rd.Writes {
 		w := &rd.Writes[i]
-		start := len(m.appendBuf)
-		m.appendBuf = append(m.appendBuf, make([]byte, wire.HeaderSize)...)
-		w.Header.Put(m.appendBuf[start:])
-		m.appendBuf = append(m.appendBuf, w.Body...)
+		start := len(a.entries)
+		a.entries = append(a.entries, make([]byte, wire.HeaderSize)...)
+		w.Header.Put(a.entries[start:])
+		a.entries = append(a.entries, w.Body...)
 	}
-	journal, store, entries, fsyncs := m.journal, m.store, m.appendBuf, m.fsyncs
-	return &journalTask{
-		work: func(beforeSync func()) error {
-			if truncateAt >= 0 {
-				if err := journal.Truncate(truncateAt); err != nil {
-					return err
-				}
-			}
-			if stateRecord != nil {
-				if err := store.ReplaceFile(stateFileName, stateRecord); err != nil {
-					return fmt.Errorf("metadata state record: %w", err)
-				}
-			}
-			if len(entries) == 0 {
-				return nil
-			}
-			if err := journal.Append(entries); err != nil {
-				return err
-			}
-			if beforeSync != nil {
-				beforeSync()
-			}
-			start := time.Now() // off the shards: the journal writer's own clock
-			err := journal.Sync()
-			if fsyncs != nil {
-				fsyncs.observe(time.Since(start))
-			}
+	a.journal, a.store, a.fsyncs = m.journal, m.store, m.fsyncs
+	if a.task.work == nil {
+		a.task = journalTask{work: a.work, then: m.appended}
+	}
+	a.task.err = nil
+	return &a.task
+}
+
+// appendWork is a Ready's file work, reused Ready after Ready (one is out at a
+// time): shard 0 fills it before handing task over, and touches it again only once
+// the writer is done with it.
+type appendWork struct {
+	task        journalTask
+	truncateAt  int64 // -1: none
+	stateRecord []byte
+	entries     []byte // the Ready's writes back to back: one append
+	journal     metaJournal
+	store       metaStorage
+	fsyncs      *syncedHistogram
+}
+
+func (a *appendWork) work(beforeSync func()) error {
+	if a.truncateAt >= 0 {
+		if err := a.journal.Truncate(a.truncateAt); err != nil {
 			return err
-		},
-		then: func(err error) { m.appended(truncateAt, err) },
+		}
 	}
+	if a.stateRecord != nil {
+		if err := a.store.ReplaceFile(stateFileName, a.stateRecord); err != nil {
+			return fmt.Errorf("metadata state record: %w", err)
+		}
+	}
+	if len(a.entries) == 0 {
+		return nil
+	}
+	if err := a.journal.Append(a.entries); err != nil {
+		return err
+	}
+	if beforeSync != nil {
+		beforeSync()
+	}
+	start := time.Now() // off the shards: the journal writer's own clock
+	err := a.journal.Sync()
+	if a.fsyncs != nil {
+		a.fsyncs.observe(time.Since(start))
+	}
+	return err
 }
 
 // appended finishes a Ready whose durable work is done: the commits it carried
 // are applied and the core advanced (the writes commit there, the replica being
 // its own quorum; the next Ready applies them). A failure breaks the plane.
-func (m *metaPlane) appended(truncateAt int64, err error) {
+func (m *metaPlane) appended(err error) {
 	if err != nil {
 		m.taskOut = false
 		m.breakPlane(err)
@@ -563,7 +579,7 @@ func (m *metaPlane) appended(truncateAt int64, err error) {
 	// have the plane hand out work meanwhile.
 	defer func() { m.taskOut = false }()
 	rd := &m.rd
-	if truncateAt >= 0 {
+	if truncateAt := m.appending.truncateAt; truncateAt >= 0 {
 		for len(m.journalEnds) > 0 && m.journalSizeBytes() > truncateAt {
 			m.journalEnds = m.journalEnds[:len(m.journalEnds)-1]
 		}
@@ -618,7 +634,8 @@ func (m *metaPlane) applyCommitted(headers []wire.PrepareHeader) {
 			w := m.inflight[0]
 			m.inflight[0] = nil
 			m.inflight = m.inflight[1:]
-			w.done(&c, nil)
+			w.commit = c // kept in the write: a commit of its own would escape
+			w.done(&w.commit, nil)
 		}
 	}
 }
