@@ -337,6 +337,16 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if p.m.snapshotOp < first.op+uint64(len(waiting))-100 {
 		t.Fatalf("snapshot at op %d after op %d: snapshots were not taken between the batches", p.m.snapshotOp, p.m.applied.op)
 	}
+	// The journal starts at the snapshot's op: Core.Recover anchors the log on it.
+	var firstOp uint64
+	if _, err := vsr.ScanJournal(p.store.disk.ReadFile(journalFileName), metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+		if firstOp == 0 {
+			firstOp = h.Op
+		}
+		return nil
+	}); err != nil || firstOp != p.m.snapshotOp {
+		t.Fatalf("the journal starts at op %d (%v), the snapshot is at op %d", firstOp, err, p.m.snapshotOp)
+	}
 	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(7)), 100)
 	if err != nil {
 		t.Fatal(err)
