@@ -62,7 +62,8 @@ import (
 // input (Advance clears the whole Ready: a proposal taken meanwhile would be marked
 // durable without being written), so the writes that arrive meanwhile wait in
 // waiting and go to the core after Advance: the next Ready carries all of them in
-// one append and one fdatasync (group commit).
+// one append and one fdatasync (group commit). A group of one replica has no
+// timers (no heartbeats, no retransmissions), so the plane never ticks its core.
 //
 // Every SnapshotIntervalOps applied ops a snapshot is encoded on shard 0 and
 // written by the journal writer, and the journal is replaced by its entries from the
