@@ -493,9 +493,10 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.meta.clientOpened(m.Payload.(*clientOpened))
 	case msgClientGone:
 		g := m.Payload.(*clientGone)
-		// In its turn among the metadata writes: a login of this connection still
-		// journaling must not record its session after the connection's cleanup.
-		h.meta.serialize(func() { h.meta.clientGone(g) })
+		// In its turn after the connection's metadata writes: a login of this
+		// connection still journaling must not record its session after the
+		// connection's cleanup, nor a group join escape its leave.
+		h.meta.inTurn(g.conn, func() { h.meta.clientGone(g) })
 	case msgFlush:
 	case msgEvictStale:
 		h.evictStale(m.Conn)

@@ -5,14 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// journalWriter appends metadata journal entries and fdatasyncs them, and writes the
-// metadata snapshots, on a goroutine of its own. An fdatasync takes from tens of microseconds to tens of milliseconds
-// depending on the disk; on shard 0 it would stall every connection and partition that
-// shard serves, once per metadata write and per login. Shard 0 hands the entry over
-// and goes on serving; the writer wakes it (shard.Shard.Wake) when the entry is
-// durable, and the router commits, applies and replies on its next turn
-// (metaRouter.finishJournal). One entry at a time: the router serializes metadata
-// writes.
+// journalWriter does the metadata plane's blocking file work on a goroutine of its
+// own: a Ready's journal append and its fdatasync, a snapshot. An fdatasync takes
+// from tens of microseconds to tens of milliseconds depending on the disk; on shard
+// 0 it would stall every connection and partition that shard serves. Shard 0 hands
+// the task over and goes on serving (the writes that arrive meanwhile wait in the
+// plane, to share the next append and fdatasync); the writer wakes it
+// (shard.Shard.Wake) when the task is done, and the router finishes it on its next
+// turn (metaRouter.finishJournal). One task at a time: the plane hands out the next
+// only once the last is finished.
 type journalWriter struct {
 	wake func() // shard 0's Wake
 
@@ -28,8 +29,8 @@ type journalWriter struct {
 	beforeSync func()
 }
 
-// journalTask is blocking file work for the writer's goroutine (a prepare's append
-// and fdatasync, a checkpoint's files); then continues on shard 0 with its outcome.
+// journalTask is blocking file work for the writer's goroutine (a Ready's append
+// and fdatasync, a snapshot's files); then continues on shard 0 with its outcome.
 type journalTask struct {
 	work func(beforeSync func()) error
 	then func(err error)
@@ -67,7 +68,7 @@ func (w *journalWriter) run() {
 	}
 }
 
-// submit hands the writer its next entry; it never blocks. A task must not be in
+// submit hands the writer its next task; it never blocks. A task must not be in
 // flight.
 func (w *journalWriter) submit(t *journalTask) {
 	w.mu.Lock()

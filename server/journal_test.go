@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	}()
 	// The second write reaches shard 0 and waits behind the first.
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
 	})
 	if err := reader.Ping(ctx); err != nil {
 		t.Fatalf("PING while a write waits: %v", err)
@@ -99,7 +100,7 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(ctx) }()
@@ -139,7 +140,7 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readOnly.Close()
-	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.Fd())); err != nil {
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.(*osJournal).f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	_, err = root.CreateStream(ctx, "after")
@@ -159,5 +160,94 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	streams, err = dialRoot(t, s2).GetStreams(ctx)
 	if err != nil || len(streams) != 1 || string(streams[0].Name) != "before" {
 		t.Fatalf("streams after a restart: %+v, %v", streams, err)
+	}
+}
+
+// TestWritesWaitingShareOneFsync: group commit through the router. While one
+// client's CreateStream is held before its fdatasync, five other clients' writes
+// reach shard 0 and wait; released, the five commit together in one append and one
+// fdatasync: two journal fdatasyncs in all (journalFsyncs counts the appends' only,
+// not a snapshot's files).
+func TestWritesWaitingShareOneFsync(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ctx := testContext(t)
+	const others = 5
+	first := dialRoot(t, s)
+	clients := make([]*client.Client, others)
+	for i := range clients {
+		clients[i] = dialRoot(t, s)
+	}
+	held := newGate(t)
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = held.hold
+	w.mu.Unlock()
+	fsyncsBefore := s.journalFsyncs.snapshot().count
+	done := make(chan error, others+1)
+	go func() {
+		_, err := first.CreateStream(ctx, "first")
+		done <- err
+	}()
+	held.awaitReached(t, "the first CreateStream at the journal")
+	for i, c := range clients {
+		go func() {
+			_, err := c.CreateStream(ctx, fmt.Sprint("waiting-", i))
+			done <- err
+		}()
+	}
+	waitForCondition(t, "the other writes waiting", func() bool {
+		return s.handlers[0].meta.plane.writesWaiting.Load() == others
+	})
+	held.open()
+	for range others + 1 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fsyncs := s.journalFsyncs.snapshot().count - fsyncsBefore; fsyncs != 2 {
+		t.Fatalf("%d writes, the last %d waiting together, took %d fdatasyncs; want 2", others+1, others, fsyncs)
+	}
+	streams, err := first.GetStreams(ctx)
+	if err != nil || len(streams) != others+1 {
+		t.Fatalf("streams: %d, %v", len(streams), err)
+	}
+}
+
+// TestLoginWaitsForAccountWrites: logins are decided on the committed state, so
+// one that arrives while a DeleteUser of its user is in flight waits for it,
+// and is then refused, rather than commit a session for a user deleted before it.
+func TestLoginWaitsForAccountWrites(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	ctx := testContext(t)
+	root := dialRoot(t, s)
+	if _, err := root.CreateUser(ctx, "doomed", "doomed-password", wire.UserActive, nil); err != nil {
+		t.Fatal(err)
+	}
+	held := newGate(t)
+	w := s.handlers[0].meta.journal
+	w.mu.Lock()
+	w.beforeSync = held.hold
+	w.mu.Unlock()
+	deleted := make(chan error, 1)
+	go func() { deleted <- root.DeleteUser(ctx, wire.StringIdentifier([]byte("doomed"))) }()
+	held.awaitReached(t, "the DeleteUser at the journal")
+	login := make(chan error, 1)
+	go func() {
+		c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("doomed", "doomed-password"),
+			client.WithTransientRetry(client.TransientRetry{}))
+		if err == nil {
+			c.Close()
+		}
+		login <- err
+	}()
+	waitForCondition(t, "the login waiting for the DeleteUser", func() bool {
+		return s.handlers[0].meta.loginsWaitingCount.Load() == 1
+	})
+	held.open()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-login; err == nil {
+		t.Fatal("a login decided while its user's DeleteUser was in flight logged in")
 	}
 }

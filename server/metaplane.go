@@ -6,68 +6,186 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
-	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The metadata plane lives on shard 0: a one-replica VSR group over the metadata
-// state machine, with its client table, journal and snapshot.
+// The metadata plane lives on shard 0: a consensus group of one replica (vsr.Core,
+// through the same Propose/Ready/Advance path a cluster takes) over the metadata
+// state machine, with its client table, journal, snapshot and state record, all
+// through a metaStorage (metastorage.go):
 //
-//	local_data/metadata/journal.wal    committed prepares back to back:
-//	                                   [PrepareHeader 256][body] ... (vsr.ScanJournal)
-//	local_data/metadata/snapshot.bin   the state as of one op:
+//	local_data/metadata/journal.wal    prepares back to back, from the snapshot's op
+//	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal)
+//	local_data/metadata/snapshot.bin   the state as of one applied op:
 //
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
 //	| ISV1 | op u64  | view   | last identity    | last timestamp   | meta len  | metadata      | ict len  | ICT2 | xxh3-64 of |
 //	|      |         | u32    | u128             | u64 µs           | u64       | snapshot      | u64      |      | all before |
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
 //
-// A write goes: Preflight (client table) -> Admit (state) -> Propose (hash a
-// password, mint a token) -> Replica.Prepare -> journal append + fdatasync ->
-// OnJournaled -> NextCommit -> Apply -> FillReply -> CommitRequest (cache) -> reply.
-// The append and its fdatasync run on the journal writer's goroutine (journal.go)
-// while shard 0 goes on serving; the router runs one metadata write at a time, the
-// next ones waiting their turn, so each is admitted against the state its
-// predecessors left, as when the append blocked.
+//	local_data/metadata/state.bin      the replica's durable state (vsr.DurableState
+//	                                   and the view headers of Ready.ViewHeaders):
 //
-// Every SnapshotIntervalOps commits a snapshot is encoded on shard 0 and written by
-// the journal writer (temp file, fsync, rename, directory fsync), and the journal is
-// replaced by an empty one the same way; a crash between the two leaves journal
-// entries at or below the snapshot's op, which recovery skips.
+//	+------+--------+----------+------------+----------------+--------------------------+------------+
+//	| ISR1 | view   | log view | commit max | headers count  | PrepareHeader 256 each,  | xxh3-64 of |
+//	|      | u32    | u32      | u64        | u32            | head first               | all before |
+//	+------+--------+----------+------------+----------------+--------------------------+------------+
+//
+// The state record plays the part of the reference's superblock (its vsr_state):
+// small, replaced whole and atomically whenever a Ready carries a new State, before
+// that Ready's journal writes. A group of one replica never changes view, so it is
+// written at the first start and after that only by a view change a cluster would
+// make; recovery reads it back into vsr.CoreRecovered.State. A missing record is the
+// zero state (a data directory older than the record).
+//
+// A write goes: admission (ClientTable.Preflight, State.Admit, on the committed
+// state) -> submit (waiting) -> Core.Propose -> Ready: its Writes appended in one
+// write and one fdatasync on the journal writer's goroutine (journal.go) while
+// shard 0 goes on serving -> Advance (the replica is its own quorum: the ops
+// commit) -> the next Ready's Committed: Apply, FillReply, CommitRequest (the
+// client table's cache), the write's done (the commit log, the reply).
+//
+// Writes are pipelined: up to the core's pipeline depth are numbered and in
+// flight at once, and State.Apply, not admission, is authoritative: an op that an
+// earlier op in flight made invalid commits as a refusal (result-framed), on
+// every replay the same. While a Ready's journal write is out the core takes no
+// input (Advance clears the whole Ready: a proposal taken meanwhile would be marked
+// durable without being written), so the writes that arrive meanwhile wait in
+// waiting and go to the core after Advance: the next Ready carries all of them in
+// one append and one fdatasync (group commit). A group of one replica has no
+// timers (no heartbeats, no retransmissions), so the plane never ticks its core.
+//
+// Every SnapshotIntervalOps applied ops a snapshot is encoded on shard 0 and
+// written by the journal writer, and the journal is replaced by its entries from the
+// snapshot's op on (the entry at the snapshot's op included: Core.Recover anchors
+// the log on it), each atomically. A crash between the two leaves journal entries
+// below the snapshot's op, which recovery skips.
 
 const (
 	snapshotMagic    = "ISV1"
+	stateRecordMagic = "ISR1"
 	snapshotFileName = "snapshot.bin"
 	journalFileName  = "journal.wal"
+	stateFileName    = "state.bin"
 	serverVersion    = "0.11.0"
 	metadataFrameMax = 64 << 20
+	// metaWritesWaitingMax bounds the metadata writes waiting for the core (a Ready
+	// out, or the pipeline full): one per connection in flight (a connection's
+	// writes go one at a time, router.go), so this is reached only by thousands of
+	// connections writing at once; the rest are refused as not accepted (58),
+	// retried by the client, as the password workers refuse theirs.
+	metaWritesWaitingMax = 4096
+	// journalSlotsMin is the core's header window (vsr.CoreConfig.JournalSlots) at
+	// least; a recovered journal longer than that (snapshots failing for a while)
+	// gets a window that holds it whole.
+	journalSlotsMin = 1024
 )
+
+// errMetaWritesBusy refuses a metadata write that found metaWritesWaitingMax
+// writes waiting.
+var errMetaWritesBusy = errors.New("metadata writes: too many waiting")
 
 type metaPlane struct {
 	log     *slog.Logger
-	dir     string
+	dir     string // for log lines
+	store   metaStorage
 	state   *metadata.State
 	table   *vsr.ClientTable
-	replica *vsr.Replica
-	journal *os.File
+	replica *vsr.Core
+	bodies  *metaBodies
+	journal metaJournal
 	out     metadata.Output
+	// nowMicros is the proposals' clock (the server's).
+	nowMicros func() uint64
+	// fsyncs, when set, records each journal fdatasync's duration.
+	fsyncs *syncedHistogram
+
+	// The journal's entries: journalFirstOp is the op of the first, journalEnds[i]
+	// the end offset of op journalFirstOp+i.
+	journalFirstOp uint64
+	journalEnds    []int64
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
-	// lastCommitted is the header of the last committed prepare: the point a
-	// checkpoint snapshots.
-	lastCommitted wire.PrepareHeader
-	// broken is set when a journal write failed after a prepare was numbered: the
-	// replica cannot take the op back, so the plane refuses writes until restart.
+	// applied is the last applied op: the point a snapshot is taken at.
+	applied appliedOp
+	// viewHeaders are the last persisted Ready.ViewHeaders (the state record's).
+	viewHeaders []wire.PrepareHeader
+
+	// waiting are the writes not handed to the core yet, in arrival order;
+	// inflight those it numbered, in op order, until applied.
+	waiting  []*metaWrite
+	inflight []*metaWrite
+	// writesWaiting is len(waiting), for observers outside shard 0 (tests).
+	writesWaiting atomic.Int64
+	// taskOut: a journal task (a Ready's writes, or a snapshot) is with the
+	// journal writer; readyOut: a Ready was taken and not advanced.
+	taskOut   bool
+	readyOut  bool
+	rd        vsr.Ready
+	appending appendWork
+	// broken is set when a journal write failed after ops were numbered: the
+	// replica cannot take them back, so the plane refuses writes until restart.
 	broken error
+}
+
+type appliedOp struct {
+	op        uint64
+	view      uint32
+	identity  wire.Uint128
+	timestamp uint64
+}
+
+// metaWrite is one proposal on its way through the plane. done runs on shard 0
+// once: with the commit right after it applied (before the next op applies), or
+// with the error that stopped it (errMetaWritesBusy, a broken journal).
+type metaWrite struct {
+	proposal vsr.Proposal
+	body     []byte // stable: the journal, the view and the core alias it
+	done     func(c *metaCommit, err error)
+	op       uint64
+	commit   metaCommit
+}
+
+// metaCommit is what applying a write produced.
+type metaCommit struct {
+	header *wire.PrepareHeader
+	body   []byte
+	// frame is the reply frame (header and body), cached by the client table.
+	frame []byte
+	// tableWasFull: a Register found the client table full (it evicted someone).
+	tableWasFull bool
+	// epoch is a Register's session epoch.
+	epoch uint64
+}
+
+// metaBodies is the core's vsr.Storage: the bodies of the ops numbered and not yet
+// applied (the journal holds them too; these are what the core would read back).
+type metaBodies struct {
+	byOp map[uint64]metaBody
+}
+
+type metaBody struct {
+	identity wire.Uint128
+	body     []byte
+}
+
+func (b *metaBodies) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
+	e, ok := b.byOp[op]
+	if !ok || e.identity != identity {
+		return nil, false
+	}
+	return e.body, true
 }
 
 // snapshotHead is what a snapshot records beside the two encodings.
@@ -80,21 +198,27 @@ type snapshotHead struct {
 	clientTableICT []byte
 }
 
+// openMetaPlane opens the metadata plane of the data directory systemPath.
 func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
 	dir := filepath.Join(systemPath, "metadata")
-	if err := os.MkdirAll(dir, segment.DataDirMode); err != nil {
-		return nil, fmt.Errorf("metadata directory: %w", err)
-	}
-	replica, err := vsr.NewReplica(vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup})
+	store, err := newOSMetaStorage(dir)
 	if err != nil {
 		return nil, err
 	}
-	m := &metaPlane{log: log, dir: dir, replica: replica, snapshotIntervalOps: cfg.SnapshotIntervalOps}
+	return openMetaPlaneOn(log, store, dir, cfg, nowMicros)
+}
+
+// openMetaPlaneOn recovers the plane from store: the snapshot, the state record and
+// the journal's entries above the snapshot, applied again.
+func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
+	m := &metaPlane{log: log, dir: dir, store: store, snapshotIntervalOps: cfg.SnapshotIntervalOps,
+		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}}
+	m.nowMicros = func() uint64 { return nowMicros }
 
 	var head snapshotHead
-	raw, err := os.ReadFile(filepath.Join(dir, snapshotFileName))
+	raw, err := store.ReadFile(snapshotFileName)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
 		// First start: the root user comes from the configuration, once. The state is
 		// snapshotted at op 0 right away, so a later start never reads the
 		// credentials again.
@@ -104,8 +228,11 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 		}
 		m.state = metadata.NewState(cfg.RootUsername, metadata.HashPassword([]byte(cfg.RootPassword), salt), nowMicros)
 		m.table = vsr.NewClientTable(vsr.ClientsTableMaxDefault)
-		if err := m.writeSnapshot(0, 0, wire.Uint128{}, 0); err != nil {
-			return nil, err
+		if err := store.ReplaceFile(stateFileName, encodeStateRecord(vsr.DurableState{}, nil)); err != nil {
+			return nil, fmt.Errorf("metadata state record: %w", err)
+		}
+		if err := store.ReplaceFile(snapshotFileName, m.encodeSnapshot(appliedOp{})); err != nil {
+			return nil, fmt.Errorf("metadata snapshot: %w", err)
 		}
 		log.Info("metadata created", "root_user", cfg.RootUsername, "dir", dir)
 	case err != nil:
@@ -128,32 +255,65 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 		}
 		m.state, m.table, m.snapshotOp = state, table, head.op
 	}
+	m.applied = appliedOp{op: head.op, view: head.view, identity: head.lastIdentity, timestamp: head.lastTimestamp}
 
-	if err := m.recoverJournal(head); err != nil {
+	var durable vsr.DurableState
+	switch raw, err := store.ReadFile(stateFileName); {
+	case errors.Is(err, fs.ErrNotExist):
+		// A data directory from before the record: the zero state, recorded now.
+		if err := store.ReplaceFile(stateFileName, encodeStateRecord(durable, nil)); err != nil {
+			return nil, fmt.Errorf("metadata state record: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("metadata state record: %w", err)
+	default:
+		if durable, m.viewHeaders, err = decodeStateRecord(raw); err != nil {
+			return nil, fmt.Errorf("metadata state record %s: %w", filepath.Join(dir, stateFileName), err)
+		}
+	}
+	if err := m.recoverJournal(head, durable); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// recoverJournal replays the journal over the snapshot and opens it for appends.
-func (m *metaPlane) recoverJournal(head snapshotHead) error {
+// recoverJournal reads the journal, recovers the core from it and the snapshot,
+// applies the ops above the snapshot again and opens the journal for appends.
+func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState) error {
 	path := filepath.Join(m.dir, journalFileName)
-	raw, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	raw, err := m.store.ReadFile(journalFileName)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("metadata journal: %w", err)
 	}
-	rec := vsr.Recovered{View: head.view, Op: head.op, Commit: head.op, LastIdentity: head.lastIdentity, LastTimestamp: head.lastTimestamp}
-	replayed := 0
+	var headers []wire.PrepareHeader
+	m.journalFirstOp = head.op + 1
+	// pos is where the visited entry starts; skipBytes the entries below the
+	// snapshot's op in front, left by a crash between the snapshot and the journal's
+	// replacement. ScanJournal checks that the entries chain; they must also chain
+	// to the snapshot.
+	var pos, skipBytes int64
+	last := head.lastIdentity
 	scan, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, body []byte) error {
-		if h.Op <= head.op {
-			return nil // snapshotted before a crash emptied the journal
+		end := pos + int64(h.Size)
+		defer func() { pos = end }()
+		switch {
+		case h.Op < head.op:
+			skipBytes = end
+			return nil
+		case h.Op == head.op:
+			if h.Checksum != head.lastIdentity {
+				return fmt.Errorf("%w: op %d is not the prepare the snapshot was taken at", vsr.ErrJournalCorrupt, h.Op)
+			}
+		case h.Op != head.op+1 && len(headers) == 0, h.Op == head.op+1 && h.Parent != last:
+			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, head.op)
+		default:
+			m.bodies.byOp[h.Op] = metaBody{identity: h.Checksum, body: body}
 		}
-		if h.Op != rec.Op+1 || h.Parent != rec.LastIdentity {
-			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, rec.Op)
+		if len(headers) == 0 {
+			m.journalFirstOp = h.Op
 		}
-		m.applyCommitted(h, body)
-		rec.Op, rec.Commit, rec.LastIdentity, rec.LastTimestamp, rec.View = h.Op, h.Op, h.Checksum, h.Timestamp, h.View
-		replayed++
+		headers = append(headers, *h)
+		m.journalEnds = append(m.journalEnds, end-skipBytes)
 		return nil
 	})
 	if err != nil {
@@ -163,46 +323,344 @@ func (m *metaPlane) recoverJournal(head snapshotHead) error {
 	if scan.TornTailBytes > 0 {
 		m.log.Warn("metadata journal: torn tail truncated", "path", path, "valid_bytes", scan.ValidBytes,
 			"torn_bytes", scan.TornTailBytes, "reason", scan.TornTailReason)
-		if err := os.Truncate(path, int64(scan.ValidBytes)); err != nil {
-			return fmt.Errorf("metadata journal truncate: %w", err)
-		}
 	}
-	if err := m.replica.Restore(rec); err != nil {
+	validBytes := int64(scan.ValidBytes)
+	if skipBytes > 0 {
+		// The plane counts offsets from the first kept entry: the journal is
+		// rewritten without the snapshotted ones.
+		kept := raw[skipBytes:validBytes]
+		if err := m.store.ReplaceFile(journalFileName, kept); err != nil {
+			return fmt.Errorf("metadata journal rewrite: %w", err)
+		}
+		validBytes = int64(len(kept))
+	}
+
+	slots := journalSlotsMin
+	for slots < len(headers)+2*vsr.PipelineDepthDefault {
+		slots *= 2
+	}
+	var incarnation [16]byte
+	if _, err := io.ReadFull(rand.Reader, incarnation[:]); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, segment.DataFileMode)
+	core, err := vsr.NewCore(vsr.CoreConfig{
+		Config:       vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup},
+		JournalSlots: slots,
+		Storage:      m.bodies,
+		Incarnation:  wire.Uint128{Lo: binary.LittleEndian.Uint64(incarnation[:8]), Hi: binary.LittleEndian.Uint64(incarnation[8:])},
+	})
 	if err != nil {
-		return fmt.Errorf("metadata journal: %w", err)
+		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("metadata journal sync: %w", err)
+	err = core.Recover(vsr.CoreRecovered{
+		State:       durable,
+		Headers:     headers,
+		ViewHeaders: m.viewHeaders,
+		Checkpoint:  vsr.Checkpoint{Op: head.op, Identity: head.lastIdentity, Timestamp: head.lastTimestamp},
+	})
+	if err != nil {
+		return fmt.Errorf("metadata journal %s: %w", path, err)
 	}
-	m.journal = f
+	m.replica = core
+	if m.journal, err = m.store.OpenJournal(journalFileName, validBytes); err != nil {
+		return err
+	}
+	// Apply the journaled ops again (the core commits them at once: it is its own
+	// quorum), inline.
+	replayed := m.replica.CommitMax() - head.op
+	for t := m.nextTask(); t != nil; t = m.nextTask() {
+		t.then(t.work(nil))
+	}
+	if m.broken != nil {
+		return m.broken
+	}
 	if replayed > 0 || head.op > 0 {
-		m.log.Info("metadata recovered", "snapshot_op", head.op, "replayed_ops", replayed, "op", rec.Op)
+		m.log.Info("metadata recovered", "snapshot_op", head.op, "replayed_ops", replayed, "op", m.applied.op)
 	}
 	return nil
 }
 
-// applyCommitted applies a committed prepare to the state and the client table and
-// returns the reply frame (header and body), which the table caches. It is the one
-// path of both a live commit and a replay, so both cache the same bytes.
-func (m *metaPlane) applyCommitted(h *wire.PrepareHeader, body []byte) []byte {
+// journalSizeBytes is the end of the journal's last entry.
+func (m *metaPlane) journalSizeBytes() int64 {
+	if len(m.journalEnds) == 0 {
+		return 0
+	}
+	return m.journalEnds[len(m.journalEnds)-1]
+}
+
+// journalOffset is where op's entry starts in the journal, if the journal holds
+// op or is about to (op one past its last entry).
+func (m *metaPlane) journalOffset(op uint64) (int64, bool) {
+	switch {
+	case op < m.journalFirstOp || op > m.journalFirstOp+uint64(len(m.journalEnds)):
+		return 0, false
+	case op == m.journalFirstOp:
+		return 0, true
+	}
+	return m.journalEnds[op-m.journalFirstOp-1], true
+}
+
+// submit queues a write for the core; the router then has the plane's work done
+// (metaRouter.pumpJournal). A broken plane, or one with too many writes waiting,
+// refuses it at once (done runs before submit returns).
+func (m *metaPlane) submit(w *metaWrite) {
+	if m.broken != nil {
+		w.done(nil, m.broken)
+		return
+	}
+	if len(m.waiting) >= metaWritesWaitingMax {
+		w.done(nil, errMetaWritesBusy)
+		return
+	}
+	m.waiting = append(m.waiting, w)
+	m.writesWaiting.Store(int64(len(m.waiting)))
+}
+
+// nextTask does what the plane can do on shard 0 (apply what committed, hand the
+// waiting writes to the core) and returns the next blocking file work for the
+// journal writer, if any: a Ready's journal writes, or a snapshot. The caller runs
+// it (journalTask.work) and hands its outcome to finishTask; no task is returned
+// while one is out.
+func (m *metaPlane) nextTask() *journalTask {
+	if m.taskOut || m.readyOut || m.broken != nil {
+		return nil
+	}
+	if t := m.advanceReadies(); t != nil {
+		return t
+	}
+	if m.applied.op-m.snapshotOp >= m.snapshotIntervalOps {
+		return m.checkpointTask()
+	}
+	m.feed()
+	return m.advanceReadies()
+}
+
+// advanceReadies takes the core's Readies: one that only commits is done here
+// (applied, advanced); one with durable work becomes the returned task.
+func (m *metaPlane) advanceReadies() *journalTask {
+	// Bounded: each Ready without journal work applies at least one op or is the
+	// last (HasReady is then false).
+	for m.replica.HasReady() {
+		m.rd = m.replica.Ready()
+		m.readyOut = true
+		rd := &m.rd
+		if len(rd.Messages) > 0 || len(rd.Forwards) > 0 || len(rd.StateRequests) > 0 || rd.Install != nil {
+			panic("server: a one-replica metadata group sent, forwarded or transferred something")
+		}
+		if rd.State != nil || rd.ViewHeaders != nil || len(rd.Writes) > 0 || rd.Truncate || len(rd.Discards) > 0 {
+			m.taskOut = true
+			return m.appendTask(rd)
+		}
+		m.applyCommitted(rd.Committed)
+		m.replica.Advance()
+		m.readyOut = false
+	}
+	return nil
+}
+
+// feed hands the waiting writes to the core, in order, until its pipeline is full.
+func (m *metaPlane) feed() {
+	proposed := 0
+	for _, w := range m.waiting {
+		op, err := m.replica.Propose(w.proposal, w.body, m.nowMicros())
+		if errors.Is(err, vsr.ErrPipelineFull) {
+			break
+		}
+		if err != nil {
+			panic(fmt.Sprintf("server: the one-replica metadata group refused a proposal: %v", err))
+		}
+		w.op = op
+		h, _ := m.replica.Header(op)
+		m.bodies.byOp[op] = metaBody{identity: h.Checksum, body: w.body}
+		m.inflight = append(m.inflight, w)
+		proposed++
+	}
+	if proposed > 0 {
+		clear(m.waiting[:proposed])
+		m.waiting = append(m.waiting[:0], m.waiting[proposed:]...)
+		m.writesWaiting.Store(int64(len(m.waiting)))
+	}
+}
+
+// appendTask is a Ready's durable work, in the Ready's order: the truncation, the
+// state record, then the writes in one append and one fdatasync.
+func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
+	a := &m.appending
+	a.truncateAt = -1
+	if rd.Truncate {
+		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
+			a.truncateAt = off
+		}
+	}
+	for _, op := range rd.Discards {
+		// The journal is one hash chain: an entry discarded takes those above it.
+		if off, ok := m.journalOffset(op); ok && (a.truncateAt < 0 || off < a.truncateAt) {
+			a.truncateAt = off
+		}
+	}
+	a.stateRecord = nil
+	if rd.State != nil || rd.ViewHeaders != nil {
+		state := m.replica.Durable()
+		if rd.State != nil {
+			state = *rd.State
+		}
+		headers := m.viewHeaders
+		if rd.ViewHeaders != nil {
+			headers = rd.ViewHeaders
+		}
+		a.stateRecord = encodeStateRecord(state, headers)
+	}
+	a.entries = a.entries[:0]
+	for i := range rd.Writes {
+		w := &rd.Writes[i]
+		start := len(a.entries)
+		a.entries = append(a.entries, make([]byte, wire.HeaderSize)...)
+		w.Header.Put(a.entries[start:])
+		a.entries = append(a.entries, w.Body...)
+	}
+	a.journal, a.store, a.fsyncs = m.journal, m.store, m.fsyncs
+	if a.task.work == nil {
+		a.task = journalTask{work: a.work, then: m.appended}
+	}
+	a.task.err = nil
+	return &a.task
+}
+
+// appendWork is a Ready's file work, reused Ready after Ready (one is out at a
+// time): shard 0 fills it before handing task over, and touches it again only once
+// the writer is done with it.
+type appendWork struct {
+	task        journalTask
+	truncateAt  int64 // -1: none
+	stateRecord []byte
+	entries     []byte // the Ready's writes back to back: one append
+	journal     metaJournal
+	store       metaStorage
+	fsyncs      *syncedHistogram
+}
+
+func (a *appendWork) work(beforeSync func()) error {
+	if a.truncateAt >= 0 {
+		if err := a.journal.Truncate(a.truncateAt); err != nil {
+			return err
+		}
+	}
+	if a.stateRecord != nil {
+		if err := a.store.ReplaceFile(stateFileName, a.stateRecord); err != nil {
+			return fmt.Errorf("metadata state record: %w", err)
+		}
+	}
+	if len(a.entries) == 0 {
+		return nil
+	}
+	if err := a.journal.Append(a.entries); err != nil {
+		return err
+	}
+	if beforeSync != nil {
+		beforeSync()
+	}
+	start := time.Now() // off the shards: the journal writer's own clock
+	err := a.journal.Sync()
+	if a.fsyncs != nil {
+		a.fsyncs.observe(time.Since(start))
+	}
+	return err
+}
+
+// appended finishes a Ready whose durable work is done: the commits it carried
+// are applied and the core advanced (the writes commit there, the replica being
+// its own quorum; the next Ready applies them). A failure breaks the plane.
+func (m *metaPlane) appended(err error) {
+	if err != nil {
+		m.taskOut = false
+		m.breakPlane(err)
+		return
+	}
+	// taskOut stays set until Advance: a write's done run from here must not
+	// have the plane hand out work meanwhile.
+	defer func() { m.taskOut = false }()
+	rd := &m.rd
+	if truncateAt := m.appending.truncateAt; truncateAt >= 0 {
+		for len(m.journalEnds) > 0 && m.journalSizeBytes() > truncateAt {
+			m.journalEnds = m.journalEnds[:len(m.journalEnds)-1]
+		}
+	}
+	if rd.ViewHeaders != nil {
+		m.viewHeaders = append(m.viewHeaders[:0], rd.ViewHeaders...)
+	}
+	for i := range rd.Writes {
+		h := &rd.Writes[i].Header
+		if len(m.journalEnds) == 0 {
+			m.journalFirstOp = h.Op
+		}
+		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(h.Size))
+	}
+	m.applyCommitted(rd.Committed)
+	m.replica.Advance()
+	m.readyOut = false
+}
+
+// breakPlane refuses every write in flight or waiting, and every later one: ops
+// were numbered that the journal does not hold, and the core cannot take them back.
+func (m *metaPlane) breakPlane(err error) {
+	m.broken = err
+	m.log.Error("metadata journal write failed; metadata writes refused until restart", "err", err)
+	inflight, waiting := m.inflight, m.waiting
+	m.inflight, m.waiting = nil, nil
+	m.writesWaiting.Store(0)
+	for _, w := range inflight {
+		w.done(nil, err)
+	}
+	for _, w := range waiting {
+		w.done(nil, err)
+	}
+}
+
+// applyCommitted applies committed ops in order; each write's done runs right
+// after its op, before the next op applies.
+func (m *metaPlane) applyCommitted(headers []wire.PrepareHeader) {
+	for i := range headers {
+		h := &headers[i]
+		if h.Op != m.applied.op+1 {
+			panic(fmt.Sprintf("server: metadata commit of op %d after op %d", h.Op, m.applied.op))
+		}
+		b, ok := m.bodies.byOp[h.Op]
+		if !ok || b.identity != h.Checksum {
+			panic(fmt.Sprintf("server: the body of committed metadata op %d is gone", h.Op))
+		}
+		delete(m.bodies.byOp, h.Op)
+		c := m.apply(h, b.body)
+		m.applied = appliedOp{op: h.Op, view: h.View, identity: h.Checksum, timestamp: h.Timestamp}
+		if len(m.inflight) > 0 && m.inflight[0].op == h.Op {
+			w := m.inflight[0]
+			m.inflight[0] = nil
+			m.inflight = m.inflight[1:]
+			w.commit = c // kept in the write: a commit of its own would escape
+			w.done(&w.commit, nil)
+		}
+	}
+}
+
+// apply applies a committed prepare to the state and the client table and returns
+// the reply frame (header and body), which the table caches. It is the one path of
+// both a live commit and a replay, so both cache the same bytes.
+func (m *metaPlane) apply(h *wire.PrepareHeader, body []byte) metaCommit {
+	c := metaCommit{header: h, body: body}
 	var rh wire.ReplyHeader
 	m.replica.FillReply(&rh, h)
 	// The table keeps the frame: each commit gets its own (metadata writes are rare).
 	frame := make([]byte, wire.HeaderSize, 512)
+	m.out.Effects = m.out.Effects[:0]
 	switch h.Operation {
 	case wire.OperationRegister:
 		// The session epoch is the register's op.
+		c.tableWasFull = m.table.Len() >= vsr.ClientsTableMaxDefault
 		frame = wire.AppendResultSuccess(frame)
 		login := wire.LoginRegisterReply{UserID: h.UserID, Session: h.Op, ServerProtocolVersion: wire.ServerProtocolVersion, ServerVersion: []byte(serverVersion)}
 		frame, _ = login.Append(frame)
 		rh.Size = uint32(len(frame))
 		rh.Put(frame)
-		m.table.CommitRegister(h.Client, h.UserID, h.Op, frame)
-		return frame
+		c.epoch = m.table.CommitRegister(h.Client, h.UserID, h.Op, frame)
 	default:
 		m.state.Apply(metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}, body, &m.out)
 		frame = append(frame, m.out.Reply...)
@@ -216,147 +674,93 @@ func (m *metaPlane) applyCommitted(h *wire.PrepareHeader, body []byte) []byte {
 		default:
 			m.table.CommitRequest(h.Client, h.Request, h.RequestChecksum, h.Op, frame)
 		}
-		return frame
+	}
+	c.frame = frame
+	return c
+}
+
+// checkpointTask snapshots the state as of the last applied op (encoded here, on
+// shard 0) and has the journal writer write it and cut the journal to the entries
+// from that op on. It touches no plane state off the shard.
+func (m *metaPlane) checkpointTask() *journalTask {
+	at := m.applied
+	snapshot := m.encodeSnapshot(at)
+	keepFrom, ok := m.journalOffset(at.op)
+	if !ok {
+		panic(fmt.Sprintf("server: the metadata journal (ops from %d, %d entries) does not hold the applied op %d",
+			m.journalFirstOp, len(m.journalEnds), at.op))
+	}
+	sizeBytes := m.journalSizeBytes()
+	store, old := m.store, m.journal
+	var (
+		snapshotWritten, journalReplaced bool
+		journal                          metaJournal
+	)
+	m.taskOut = true
+	return &journalTask{
+		work: func(func()) error {
+			raw, err := store.ReadFile(journalFileName)
+			if err != nil {
+				return fmt.Errorf("metadata journal read: %w", err)
+			}
+			if int64(len(raw)) < sizeBytes {
+				return fmt.Errorf("metadata journal read: %d bytes, %d written", len(raw), sizeBytes)
+			}
+			if err := store.ReplaceFile(snapshotFileName, snapshot); err != nil {
+				return fmt.Errorf("metadata snapshot: %w", err)
+			}
+			snapshotWritten = true
+			tail := raw[keepFrom:sizeBytes]
+			if err := store.ReplaceFile(journalFileName, tail); err != nil {
+				return fmt.Errorf("metadata journal replace: %w", err)
+			}
+			journalReplaced = true
+			old.Close()
+			journal, err = store.OpenJournal(journalFileName, int64(len(tail)))
+			return err
+		},
+		then: func(err error) {
+			m.taskOut = false
+			if snapshotWritten {
+				m.snapshotOp = at.op
+			}
+			if journalReplaced {
+				if err != nil {
+					// The old journal is unlinked: nothing can be appended safely.
+					m.breakPlane(err)
+					return
+				}
+				m.journal = journal
+				for i := range m.journalEnds {
+					m.journalEnds[i] -= keepFrom
+				}
+				m.journalEnds = append(m.journalEnds[:0], m.journalEnds[at.op-m.journalFirstOp:]...)
+				m.journalFirstOp = at.op
+			}
+			if err != nil {
+				// The old journal still holds everything. The snapshot is retried
+				// once another interval has passed (snapshotOp only paces them; the
+				// last snapshot written is the one on disk), not at every turn of a
+				// failing disk.
+				m.log.Error("metadata snapshot failed", "op", at.op, "err", err)
+				m.snapshotOp = at.op
+				return
+			}
+			m.log.Info("metadata snapshot", "op", at.op)
+		},
 	}
 }
 
-// commit prepares, journals, commits and applies one proposal and returns the
-// reply frame. Effects of the apply are left in m.out.Effects for the caller.
-// preparedEntry is a numbered prepare on its way into the journal:
-// [PrepareHeader 256][body], written and fdatasynced before it commits.
-type preparedEntry struct {
-	header wire.PrepareHeader
-	entry  []byte
-}
-
-// prepare numbers a proposal (Replica.Prepare) and builds its journal entry. The
-// entry must then reach the journal durably and come back through journaled; no other
-// prepare may start meanwhile (the router serializes them).
-func (m *metaPlane) prepare(p vsr.Proposal, body []byte, nowMicros uint64) (*preparedEntry, error) {
-	if m.broken != nil {
-		return nil, m.broken
-	}
-	pe := &preparedEntry{}
-	if err := m.replica.Prepare(&pe.header, p, body, nowMicros); err != nil {
-		return nil, err
-	}
-	pe.entry = make([]byte, wire.HeaderSize+len(body))
-	pe.header.Put(pe.entry)
-	copy(pe.entry[wire.HeaderSize:], body)
-	return pe, nil
-}
-
-// appendToJournal writes an entry to the journal and fdatasyncs it, blocking: what
-// the journal writer's goroutine runs, and shard 0 itself while it stops. beforeSync,
-// when set, runs between the two (tests hold the journal there).
-func appendToJournal(journal *os.File, entry []byte, beforeSync func()) error {
-	if _, err := journal.Write(entry); err != nil {
-		return fmt.Errorf("metadata journal write: %w", err)
-	}
-	if beforeSync != nil {
-		beforeSync()
-	}
-	if err := journal.Sync(); err != nil {
-		return fmt.Errorf("metadata journal fdatasync: %w", err)
-	}
-	return nil
-}
-
-// journaled commits and applies a prepare once the journal holds it (journalErr nil)
-// and returns the reply frame. A failed append breaks the plane: the op was numbered
-// and cannot be taken back, so writes are refused until a restart recovers the
-// journal. When a snapshot is due it says so (checkpointDue); the caller has it
-// written (checkpointBytes, then checkpointFiles off the shard, then checkpointed).
-func (m *metaPlane) journaled(pe *preparedEntry, journalErr error) ([]byte, error) {
-	if journalErr != nil {
-		m.broken = journalErr
-		m.log.Error("metadata journal append failed; metadata writes refused until restart", "err", journalErr)
-		return nil, m.broken
-	}
-	h := &pe.header
-	m.out.Effects = m.out.Effects[:0]
-	m.replica.OnJournaled(0, h.Op, h.Checksum)
-	var reply []byte
-	for {
-		op, ok := m.replica.NextCommit()
-		if !ok {
-			break
-		}
-		if op != h.Op {
-			panic(fmt.Sprintf("server: metadata commit of op %d while op %d is the only one in flight", op, h.Op))
-		}
-		reply = m.applyCommitted(h, pe.entry[wire.HeaderSize:])
-		m.replica.OnApplied(op)
-	}
-	if reply == nil {
-		panic("server: a one-replica group did not commit its own journaled prepare")
-	}
-	m.lastCommitted = *h
-	return reply, nil
-}
-
-// checkpointDue reports whether enough ops have committed since the last snapshot.
-func (m *metaPlane) checkpointDue() bool {
-	return m.lastCommitted.Op-m.snapshotOp >= m.snapshotIntervalOps
-}
-
-// checkpointBytes encodes the snapshot of the state as of the last commit, on shard 0;
-// checkpointFiles writes it, anywhere.
-func (m *metaPlane) checkpointBytes() (snapshot []byte, op uint64) {
-	h := &m.lastCommitted
-	return m.encodeSnapshot(h.View, h.Op, h.Checksum, h.Timestamp), h.Op
-}
-
-// checkpointFiles writes a snapshot and replaces the journal by an empty one (each a
-// temporary file, fsync, rename, directory fsync) and opens the new journal. It
-// touches no plane state, so it runs on the journal writer's goroutine while no
-// append is in flight. A crash between the two renames leaves journal entries at or
-// below the snapshot's op, which recovery skips.
-func checkpointFiles(dir string, snapshot []byte) (*os.File, error) {
-	if err := writeFileAtomic(filepath.Join(dir, snapshotFileName), snapshot); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, journalFileName)
-	if err := writeFileAtomic(path, nil); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, segment.DataFileMode)
-}
-
-// checkpointed switches the plane to the journal checkpointFiles opened for the
-// snapshot at op. On a failure the old journal, which still holds everything, stays:
-// the snapshot is retried after the next commit.
-func (m *metaPlane) checkpointed(op uint64, journal *os.File, err error) {
-	if err != nil {
-		m.log.Error("metadata snapshot failed", "op", op, "err", err)
-		if journal != nil {
-			journal.Close()
-		}
-		return
-	}
-	m.journal.Close()
-	m.journal = journal
-	m.snapshotOp = op
-	m.log.Info("metadata snapshot", "op", op)
-}
-
-// writeSnapshot writes the snapshot file at once, blocking: at the first start.
-func (m *metaPlane) writeSnapshot(view uint32, op uint64, identity wire.Uint128, timestamp uint64) error {
-	b := m.encodeSnapshot(view, op, identity, timestamp)
-	m.snapshotOp = op
-	return writeFileAtomic(filepath.Join(m.dir, snapshotFileName), b)
-}
-
-func (m *metaPlane) encodeSnapshot(view uint32, op uint64, identity wire.Uint128, timestamp uint64) []byte {
+func (m *metaPlane) encodeSnapshot(at appliedOp) []byte {
 	b := []byte(snapshotMagic)
-	b = binary.LittleEndian.AppendUint64(b, op)
-	b = binary.LittleEndian.AppendUint32(b, view)
-	b = binary.LittleEndian.AppendUint64(b, identity.Lo)
-	b = binary.LittleEndian.AppendUint64(b, identity.Hi)
-	b = binary.LittleEndian.AppendUint64(b, timestamp)
+	b = binary.LittleEndian.AppendUint64(b, at.op)
+	b = binary.LittleEndian.AppendUint32(b, at.view)
+	b = binary.LittleEndian.AppendUint64(b, at.identity.Lo)
+	b = binary.LittleEndian.AppendUint64(b, at.identity.Hi)
+	b = binary.LittleEndian.AppendUint64(b, at.timestamp)
 	metaStart := len(b) + 8
 	b = binary.LittleEndian.AppendUint64(b, 0)
-	b = m.state.AppendSnapshot(b, op)
+	b = m.state.AppendSnapshot(b, at.op)
 	binary.LittleEndian.PutUint64(b[metaStart-8:], uint64(len(b)-metaStart))
 	ictStart := len(b) + 8
 	b = binary.LittleEndian.AppendUint64(b, 0)
@@ -400,38 +804,48 @@ func decodeSnapshotFile(b []byte) (snapshotHead, error) {
 	return h, nil
 }
 
-// writeFileAtomic replaces path with b: a temp file, fsynced, renamed over path, and
-// the directory fsynced, so a crash leaves either the old or the new file whole.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, segment.DataFileMode)
-	if err != nil {
-		return err
+var errStateRecord = errors.New("state record corrupt")
+
+// stateRecordFixedBytes is the record without its headers: magic, view, log view,
+// commit max, headers count, checksum.
+const stateRecordFixedBytes = 4 + 4 + 4 + 8 + 4 + 8
+
+func encodeStateRecord(s vsr.DurableState, headers []wire.PrepareHeader) []byte {
+	b := make([]byte, 0, stateRecordFixedBytes+len(headers)*wire.HeaderSize)
+	b = append(b, stateRecordMagic...)
+	b = binary.LittleEndian.AppendUint32(b, s.View)
+	b = binary.LittleEndian.AppendUint32(b, s.LogView)
+	b = binary.LittleEndian.AppendUint64(b, s.CommitMax)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(headers)))
+	for i := range headers {
+		start := len(b)
+		b = append(b, make([]byte, wire.HeaderSize)...)
+		headers[i].Put(b[start:])
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return binary.LittleEndian.AppendUint64(b, xxh3.Hash(b))
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+func decodeStateRecord(b []byte) (vsr.DurableState, []wire.PrepareHeader, error) {
+	var s vsr.DurableState
+	if len(b) < stateRecordFixedBytes || string(b[:4]) != stateRecordMagic {
+		return s, nil, fmt.Errorf("%w: bad magic or too short (%d bytes)", errStateRecord, len(b))
 	}
-	defer d.Close()
-	return d.Sync()
+	body, sum := b[:len(b)-8], binary.LittleEndian.Uint64(b[len(b)-8:])
+	if xxh3.Hash(body) != sum {
+		return s, nil, fmt.Errorf("%w: checksum mismatch", errStateRecord)
+	}
+	s.View = binary.LittleEndian.Uint32(b[4:])
+	s.LogView = binary.LittleEndian.Uint32(b[8:])
+	s.CommitMax = binary.LittleEndian.Uint64(b[12:])
+	count := binary.LittleEndian.Uint32(b[20:])
+	if uint64(count)*wire.HeaderSize != uint64(len(b)-stateRecordFixedBytes) {
+		return s, nil, fmt.Errorf("%w: %d headers in %d bytes", errStateRecord, count, len(b))
+	}
+	headers := make([]wire.PrepareHeader, count)
+	for i := range headers {
+		copy(wire.HeaderBytes(&headers[i])[:], b[24+i*wire.HeaderSize:])
+	}
+	return s, headers, nil
 }
 
 func (m *metaPlane) close() error {

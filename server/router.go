@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -54,18 +53,27 @@ type metaRouter struct {
 	passwordsRefused         int
 	passwordsRefusedLoggedNs int64
 
-	// journal appends metadata prepares off the shard. One metadata write runs at a
-	// time: while one is journaling, the next ones (writes, logins' commits, the
-	// group leave of a closed connection) wait in serial, in arrival order, and run
-	// from the state the previous one left. No write waits for an argon2id run: a
-	// new password is hashed before its write takes its turn (hashNewPassword).
-	// syncJournal: shard 0 is stopping and appends block instead.
+	// journal does the plane's file work off the shard (journal.go): a Ready's
+	// appends and fdatasync, a snapshot. Metadata writes are pipelined (metaplane.go);
+	// a connection's own go one at a time, in arrival order (its record's turn):
+	// while one is with the plane, its next writes, logins and its close wait. No
+	// write waits for an argon2id run: a new password is hashed before its write
+	// takes its turn (hashNewPassword). syncJournal: shard 0 is stopping and the
+	// file work runs inline instead. pumping: pumpJournal is running (a write's
+	// done, called from inside it, must not start it again).
 	journal     *journalWriter
-	journaling  bool
-	serial      []func()
 	syncJournal bool
-	// writesWaiting is len(serial), for observers outside shard 0 (tests).
-	writesWaiting atomic.Int64
+	pumping     bool
+	// clientWrites counts, by client, the numbered requests with the plane: the
+	// client table's one request in flight per client, across connections.
+	clientWrites map[wire.Uint128]int
+	// accountWrites counts the writes with the plane that change what a login
+	// decides on (accountOperation); logins wait in loginsWaiting until none is.
+	accountWrites int
+	loginsWaiting []func()
+	// loginsWaitingCount is len(loginsWaiting), for observers outside shard 0
+	// (tests).
+	loginsWaitingCount atomic.Int64
 
 	// mintedTokens holds, by client, the token of its last committed
 	// CreatePersonalAccessToken, for a replay (see replay); memory only.
@@ -89,9 +97,15 @@ type sessionRecord struct {
 	// seen is the session's last request on the runtime's clock, written by the
 	// connection's shard.
 	seen *atomic.Int64
+	// busy: one of the connection's writes (or its login) is with the metadata
+	// plane; queued are its next metadata works, run in order once it is done.
+	busy   bool
+	queued []func()
 }
 
 func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
+	plane.nowMicros = h.srv.nowMicros
+	plane.fsyncs = &h.srv.journalFsyncs
 	return &metaRouter{
 		h:        h,
 		plane:    plane,
@@ -106,126 +120,152 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		changing:  make(map[shard.ConnID]*newPassword),
 		journal:   newJournalWriter(h.shard.Wake),
 
+		clientWrites: make(map[wire.Uint128]int),
+
 		mintedTokens: make(map[wire.Uint128]mintedToken),
 	}
 }
 
-// serialize runs a metadata write now, or after the writes before it when one is
-// journaling (see metaRouter.journal).
-func (r *metaRouter) serialize(write func()) {
-	if r.journaling {
-		r.serial = append(r.serial, write)
-		r.writesWaiting.Store(int64(len(r.serial)))
+// inTurn runs a connection's metadata work now, or after the work of that
+// connection already with the plane (see metaRouter.journal).
+func (r *metaRouter) inTurn(conn shard.ConnID, work func()) {
+	rec, open := r.conns[conn]
+	if open && rec.busy {
+		rec.queued = append(rec.queued, work)
 		return
 	}
-	write()
+	work()
 }
 
-// commit prepares a proposal and journals it; then runs, on shard 0, with the
-// committed reply frame or the error that stopped it. Until then no other metadata
-// write starts.
-func (r *metaRouter) commit(p vsr.Proposal, body []byte, then func(frame []byte, err error)) {
-	prepared, err := r.plane.prepare(p, body, r.h.srv.nowMicros())
-	if err != nil {
-		then(nil, err)
-		return
-	}
-	journal, fsyncs := r.plane.journal, &r.h.srv.journalFsyncs
-	r.startJournalTask(&journalTask{
-		work: func(beforeSync func()) error {
-			start := time.Now() // off the shards: the journal writer's own clock
-			err := appendToJournal(journal, prepared.entry, beforeSync)
-			fsyncs.observe(time.Since(start))
-			return err
-		},
-		then: func(journalErr error) {
-			tableFull := p.Operation == wire.OperationRegister && r.plane.table.Len() >= vsr.ClientsTableMaxDefault
-			frame, err := r.plane.journaled(prepared, journalErr)
-			if err == nil {
-				r.commits++
-				// Every shard's view sees the commit before its reply leaves.
-				h := &prepared.header
-				r.publish(&viewEntry{op: h.Op, body: prepared.entry[wire.HeaderSize:], ended: r.evictedSessions(tableFull),
-					header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
-			}
-			then(frame, err)
-			if err == nil && r.plane.checkpointDue() {
-				r.checkpoint()
-			}
-		},
-	})
-}
-
-// checkpoint has a snapshot of the state written and the journal emptied, off the
-// shard; the writes behind it wait, as behind an append.
-func (r *metaRouter) checkpoint() {
-	snapshot, op := r.plane.checkpointBytes()
-	dir := r.plane.dir
-	var journal *os.File
-	r.startJournalTask(&journalTask{
-		work: func(func()) error {
-			var err error
-			journal, err = checkpointFiles(dir, snapshot)
-			return err
-		},
-		then: func(err error) { r.plane.checkpointed(op, journal, err) },
-	})
-}
-
-// startJournalTask hands t to the journal writer, or runs it inline on a stopping
-// shard 0.
-func (r *metaRouter) startJournalTask(t *journalTask) {
-	if r.syncJournal {
-		t.then(t.work(nil))
-		return
-	}
-	r.journaling = true
-	r.journal.submit(t)
-}
-
-// finishJournal completes the metadata write whose append finished, then starts the
-// writes that waited for it. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishJournal() {
-	if t := r.journal.collect(); t != nil {
-		r.journaled(t)
-	}
-}
-
-func (r *metaRouter) journaled(t *journalTask) {
-	r.journaling = false
-	t.then(t.err)
-	r.runWaitingWrites()
-}
-
-// runWaitingWrites starts the writes that waited, in order, until one of them is in
-// flight again.
-func (r *metaRouter) runWaitingWrites() {
-	for !r.journaling && len(r.serial) > 0 {
-		next := r.serial[0]
-		r.serial[0] = nil
-		r.serial = r.serial[1:]
-		r.writesWaiting.Store(int64(len(r.serial)))
+// turnDone ends a connection's turn and runs its queued work, in order, until one
+// of them is with the plane again.
+func (r *metaRouter) turnDone(rec *sessionRecord) {
+	rec.busy = false
+	for !rec.busy && len(rec.queued) > 0 {
+		next := rec.queued[0]
+		rec.queued[0] = nil
+		rec.queued = rec.queued[1:]
 		next()
 	}
 }
 
-// stopJournal finishes every metadata write on shard 0's last turn: the one in
-// flight, then those waiting, journaled inline. None is left unanswered or half
-// done. One journaling must be waited for: its op is numbered. A new password still
-// with the workers is not numbered: abandonPasswordChecks refuses it.
-func (r *metaRouter) stopJournal() {
-	r.syncJournal = true
-	if r.journaling {
-		if t := r.journal.await(); t != nil {
-			r.journaled(t)
+// commit hands a proposal to the metadata plane for rec's connection (nil: no
+// connection's, a closed one's group leave); then runs, on shard 0, with the
+// committed reply frame or the error that stopped it (errMetaWritesBusy when too
+// many wait, else a broken journal). Every shard's view has the commit before then
+// runs, so before any reply of it leaves.
+func (r *metaRouter) commit(rec *sessionRecord, p vsr.Proposal, body []byte, then func(c *metaCommit, err error)) {
+	if rec != nil {
+		rec.busy = true
+	}
+	account := accountOperation(p.Operation)
+	if account {
+		r.accountWrites++
+	}
+	request := p.Request != 0 // a client's numbered request, not a login or a group leave
+	if request {
+		r.clientWrites[p.Client]++
+	}
+	w := &metaWrite{proposal: p, body: append([]byte(nil), body...)}
+	w.done = func(c *metaCommit, err error) {
+		if n := r.clientWrites[p.Client] - 1; request && n > 0 {
+			r.clientWrites[p.Client] = n
+		} else if request {
+			delete(r.clientWrites, p.Client)
+		}
+		if err == nil {
+			r.commits++
+			h := c.header
+			r.publish(&viewEntry{op: h.Op, body: c.body, ended: r.evictedSessions(c.tableWasFull),
+				header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
+		}
+		then(c, err)
+		if rec != nil {
+			r.turnDone(rec)
+		}
+		if account {
+			r.accountWrites--
+			r.resumeLogins()
 		}
 	}
-	for len(r.serial) > 0 {
-		next := r.serial[0]
-		r.serial = r.serial[1:]
-		r.writesWaiting.Store(int64(len(r.serial)))
+	r.plane.submit(w)
+	r.pumpJournal()
+}
+
+// accountOperation reports whether op changes what a login is decided on: a
+// user's password, status or existence, a token's existence.
+func accountOperation(op wire.Operation) bool {
+	switch op {
+	case wire.OperationUpdateUser, wire.OperationDeleteUser, wire.OperationChangePassword, wire.OperationDeletePersonalAccessToken:
+		return true
+	}
+	return false
+}
+
+// afterAccountWrites runs a login's decision once no write that changes accounts
+// is in flight: logins are decided on the committed state, and a session must not
+// commit for an account an op before it deletes, deactivates or re-keys.
+func (r *metaRouter) afterAccountWrites(decide func()) {
+	if r.accountWrites > 0 {
+		r.loginsWaiting = append(r.loginsWaiting, decide)
+		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
+		return
+	}
+	decide()
+}
+
+func (r *metaRouter) resumeLogins() {
+	for r.accountWrites == 0 && len(r.loginsWaiting) > 0 {
+		next := r.loginsWaiting[0]
+		r.loginsWaiting[0] = nil
+		r.loginsWaiting = r.loginsWaiting[1:]
+		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
 		next()
 	}
+}
+
+// pumpJournal has the plane do its work on shard 0 and hands the next file work to
+// the journal writer, or does it inline on a stopping shard 0.
+func (r *metaRouter) pumpJournal() {
+	if r.pumping {
+		return
+	}
+	r.pumping = true
+	defer func() { r.pumping = false }()
+	// Bounded: each inline task finishes a Ready or a snapshot; the writes waiting
+	// are finite and every Ready takes some of them.
+	for {
+		t := r.plane.nextTask()
+		if t == nil {
+			return
+		}
+		if !r.syncJournal {
+			r.journal.submit(t)
+			return
+		}
+		t.then(t.work(nil))
+	}
+}
+
+// finishJournal completes the file work the journal writer finished, then has
+// the plane go on. It runs on shard 0's every turn (handler.Tick).
+func (r *metaRouter) finishJournal() {
+	if t := r.journal.collect(); t != nil {
+		t.then(t.err)
+		r.pumpJournal()
+	}
+}
+
+// stopJournal finishes every metadata write on shard 0's last turn: the file work
+// out is waited for (its ops are numbered), then the writes waiting are journaled
+// inline. None is left unanswered or half done. A new password still with the
+// workers is not numbered: abandonPasswordChecks refuses it.
+func (r *metaRouter) stopJournal() {
+	r.syncJournal = true
+	if t := r.journal.await(); t != nil {
+		t.then(t.err)
+	}
+	r.pumpJournal()
 }
 
 // publish appends an entry to the commit log and tells every shard to catch up.
@@ -302,7 +342,7 @@ func (r *metaRouter) serve(j *job) {
 	case jobLogin:
 		r.login(j)
 	case jobWrite:
-		r.serialize(func() { r.write(j) })
+		r.inTurn(j.conn, func() { r.write(j) })
 	case jobRead:
 		r.read(j)
 	default:
@@ -330,7 +370,11 @@ func (r *metaRouter) login(j *job) {
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
-	r.serialize(func() { r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()}) })
+	r.inTurn(j.conn, func() {
+		r.afterAccountWrites(func() {
+			r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()})
+		})
+	})
 }
 
 // checkPassword hands a login's password to the workers; the job waits for it. A
@@ -389,12 +433,12 @@ func (r *metaRouter) finishPasswordChecks() {
 			if !w.match {
 				r.failures.failed(w.source, now)
 			}
-			r.serialize(func() { r.resumeLogin(w) })
+			r.inTurn(w.job.conn, func() { r.afterAccountWrites(func() { r.resumeLogin(w) }) })
 		case *newPassword:
 			if errors.Is(w.err, wire.ErrInvalidCredentials) {
 				r.failures.failed(w.source, now)
 			}
-			r.serialize(func() { r.resumeNewPassword(w) })
+			r.inTurn(w.job.conn, func() { r.resumeNewPassword(w) })
 		}
 	}
 }
@@ -480,20 +524,20 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		return
 	}
 	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
-	r.commit(p, nil, func(frame []byte, err error) {
+	r.commit(rec, p, nil, func(c *metaCommit, err error) {
 		if err != nil {
-			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrTransientNotCommitted)
+			j.reply = wire.AppendResultRejection(j.reply[:0], notCommittedCode(err))
 			r.h.reply(j)
 			return
 		}
 		j.rawReply, j.loggedIn = true, true
-		j.reply = append(j.reply[:0], frame...)
+		j.reply = append(j.reply[:0], c.frame...)
 		j.userID = decision.UserID
 		if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 			hash := metadata.HashToken(rb.Token.Token)
 			j.token = &hash
 		}
-		j.epoch, _, _ = r.plane.table.Session(hdr.Client)
+		j.epoch = c.epoch
 		j.seen = new(atomic.Int64)
 		j.seen.Store(r.h.shard.NowNs())
 		rec.userID, rec.client, rec.epoch, rec.seen = decision.UserID, hdr.Client, j.epoch, j.seen
@@ -542,7 +586,6 @@ func (r *metaRouter) writeHashed(j *job, hashed *newPassword) {
 	op := hdr.Operation
 	verdict, cached := r.plane.table.Preflight(hdr.Client, hdr.Session, hdr.Request, hdr.RequestChecksum)
 	switch verdict {
-	case vsr.PreflightExecute:
 	case vsr.PreflightReplay:
 		r.replay(j, cached)
 		return
@@ -560,6 +603,14 @@ func (r *metaRouter) writeHashed(j *job, hashed *newPassword) {
 		j.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
+	case vsr.PreflightExecute:
+		if r.clientWrites[hdr.Client] > 0 {
+			// The client's previous request is still with the plane (from
+			// another connection: a connection's own wait their turn).
+			j.status = wire.ErrTransientNotAccepted
+			r.h.reply(j)
+			return
+		}
 	case vsr.PreflightConflict:
 		// The same request number with other arguments: neither a replay nor a new
 		// request. The reference drops it; a status tells the client at once.
@@ -605,12 +656,13 @@ func (r *metaRouter) commitWrite(j *job, proposal, token []byte) {
 	hdr := j.frame.Header
 	op := hdr.Operation
 	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
-	r.commit(p, proposal, func(frame []byte, err error) {
+	r.commit(r.conns[j.conn], p, proposal, func(c *metaCommit, err error) {
 		if err != nil {
-			j.status = wire.ErrTransientNotCommitted
+			j.status = notCommittedCode(err)
 			r.h.reply(j)
 			return
 		}
+		frame := c.frame
 		// The client's table entry now caches this reply: a token kept for the
 		// replay of its previous one is of no more use.
 		delete(r.mintedTokens, hdr.Client)
@@ -787,31 +839,47 @@ func randomBytes(n int) ([]byte, error) {
 	return b, err
 }
 
-// clientGone: a connection closed. It leaves the connection list; a logged-in
-// one's consumer group memberships end through a committed
-// RemoveConsumerGroupMember, so a restart agrees.
+// clientGone: a connection closed, in its turn after the connection's writes and
+// login with the plane. It leaves the connection list; a logged-in one's consumer
+// group memberships end through a committed RemoveConsumerGroupMember, so a restart
+// agrees. A login that committed after the connection's shard saw it close counts
+// as logged in here.
 func (r *metaRouter) clientGone(g *clientGone) {
+	rec := r.conns[g.conn]
 	delete(r.conns, g.conn)
-	if !g.loggedIn {
+	client, loggedIn := g.client, g.loggedIn
+	if rec != nil && rec.epoch != 0 {
+		client, loggedIn = rec.client, true
+	}
+	if !loggedIn {
 		return
 	}
-	if rec, ok := r.sessions[g.client]; ok && rec.conn == g.conn {
-		delete(r.sessions, g.client)
+	if rec, ok := r.sessions[client]; ok && rec.conn == g.conn {
+		delete(r.sessions, client)
 		// The reference drops a disconnected client's table entry locally (not
 		// replicated): otherwise every login ever made would hold a slot until the
 		// table is full, and then the oldest live sessions would be evicted first.
-		if r.plane.table.Remove(g.client) {
-			r.publish(&viewEntry{ended: []wire.Uint128{g.client}})
+		if r.plane.table.Remove(client) {
+			r.publish(&viewEntry{ended: []wire.Uint128{client}})
 		}
-		delete(r.mintedTokens, g.client)
+		delete(r.mintedTokens, client)
 	}
-	if r.plane.state.ClientGroupsCount(g.client) == 0 {
+	if r.plane.state.ClientGroupsCount(client) == 0 {
 		return
 	}
-	p := vsr.Proposal{Client: g.client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
-	r.commit(p, metadata.AppendClientGoneProposal(nil, g.client), func(_ []byte, err error) {
+	p := vsr.Proposal{Client: client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
+	r.commit(nil, p, metadata.AppendClientGoneProposal(nil, client), func(_ *metaCommit, err error) {
 		if err != nil {
 			r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
 		}
 	})
+}
+
+// notCommittedCode is the status of a write the plane did not commit: 58 when too
+// many waited (it was never numbered), 57 when the journal failed.
+func notCommittedCode(err error) wire.ErrorCode {
+	if errors.Is(err, errMetaWritesBusy) {
+		return wire.ErrTransientNotAccepted
+	}
+	return wire.ErrTransientNotCommitted
 }

@@ -12,6 +12,84 @@ import (
 // sets the command first, so the view is the one the frame will carry.
 func headerPointer(h *wire.GenericHeader) unsafe.Pointer { return unsafe.Pointer(h) }
 
+// PipelineDepthDefault and PipelineDepthMax bound the prepares in flight (prepared,
+// not yet committed) of one group, as the reference server does.
+const (
+	PipelineDepthDefault = 32
+	PipelineDepthMax     = 127
+	// ReplicasMax is the real ceiling of a roster: ack sets are 32-bit masks.
+	ReplicasMax = 32
+)
+
+// ErrPipelineFull tells the primary's caller to hold the request back (or answer it
+// with a retryable status): every pipeline slot is waiting for its quorum.
+var ErrPipelineFull = errors.New("vsr: prepare pipeline is full")
+
+// ErrNotPrimary is returned when a replica that does not lead the current view is
+// asked to prepare.
+var ErrNotPrimary = errors.New("vsr: replica is not the primary of its view")
+
+// Config is what a replica of one consensus group is made of.
+type Config struct {
+	Cluster      wire.Uint128
+	ReplicaID    uint8
+	ReplicaCount uint8
+	// Group is wire.MetadataGroup or a wire.PartitionGroup key.
+	Group uint64
+	// PipelineDepth defaults to PipelineDepthDefault.
+	PipelineDepth int
+}
+
+func (c *Config) validate() error {
+	if c.ReplicaCount == 0 || c.ReplicaCount > ReplicasMax {
+		return fmt.Errorf("vsr: replica count %d outside 1..%d", c.ReplicaCount, ReplicasMax)
+	}
+	if c.ReplicaID >= c.ReplicaCount {
+		return fmt.Errorf("vsr: replica id %d not below replica count %d", c.ReplicaID, c.ReplicaCount)
+	}
+	if c.PipelineDepth == 0 {
+		c.PipelineDepth = PipelineDepthDefault
+	}
+	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax {
+		return fmt.Errorf("vsr: pipeline depth %d outside 1..%d", c.PipelineDepth, PipelineDepthMax)
+	}
+	return nil
+}
+
+// QuorumReplication is how many durable appends (the primary's own included) commit
+// an op: min(ceil(n/2), 3), as in the reference server (flexible quorums: a view
+// change must then hear from n - q + 1 replicas).
+func QuorumReplication(replicaCount int) int {
+	q := (replicaCount + 1) / 2
+	if q > 3 {
+		q = 3
+	}
+	return q
+}
+
+// QuorumViewChange is the view-change (and nack) quorum that intersects every
+// replication quorum.
+func QuorumViewChange(replicaCount int) int {
+	return replicaCount - QuorumReplication(replicaCount) + 1
+}
+
+// Proposal is an admitted client request as the primary turns it into a prepare.
+type Proposal struct {
+	Client          wire.Uint128
+	Request         uint64
+	RequestChecksum wire.Uint128
+	Operation       wire.Operation
+	UserID          uint32
+}
+
+func popcount(x uint32) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
 // Status is a replica's protocol status.
 type Status uint8
 
@@ -310,6 +388,20 @@ type Core struct {
 	stateRequests []StateRequest
 	deferred      []Write // MutationAckBeforeDurable only
 	svSentTo      []uint64
+
+	// readyOut: a Ready was handed out and its Advance has not come yet. Advance
+	// clears everything the Ready held, so an input taken meanwhile would be marked
+	// done without having been done (a proposal durable without being written):
+	// the caller holds its inputs back until Advance (see the package comment).
+	readyOut bool
+}
+
+// checkNoReadyOut asserts the caller's side of Ready/Advance: no input between the
+// two.
+func (c *Core) checkNoReadyOut(input string) {
+	if c.readyOut {
+		panic("vsr: " + input + " between Ready and Advance")
+	}
 }
 
 // ErrNotNormal is returned by Propose while the replica is changing view or
@@ -477,13 +569,16 @@ func (c *Core) Recover(rec CoreRecovered) error {
 }
 
 // Accessors for tests and the caller.
-func (c *Core) Status() Status           { return c.status }
-func (c *Core) View() uint32             { return c.view }
-func (c *Core) LogView() uint32          { return c.logView }
-func (c *Core) Op() uint64               { return c.op }
-func (c *Core) CommitMin() uint64        { return c.commitMin }
-func (c *Core) CommitMax() uint64        { return c.commitMax }
-func (c *Core) Now() uint64              { return c.now }
+func (c *Core) Status() Status    { return c.status }
+func (c *Core) View() uint32      { return c.view }
+func (c *Core) LogView() uint32   { return c.logView }
+func (c *Core) Op() uint64        { return c.op }
+func (c *Core) CommitMin() uint64 { return c.commitMin }
+func (c *Core) CommitMax() uint64 { return c.commitMax }
+func (c *Core) Now() uint64       { return c.now }
+
+// Durable is the durable state as of the last Advance.
+func (c *Core) Durable() DurableState    { return c.durable }
 func (c *Core) ReplicaID() uint8         { return c.cfg.ReplicaID }
 func (c *Core) PrimaryOf(v uint32) uint8 { return uint8(v % uint32(c.cfg.ReplicaCount)) }
 func (c *Core) Primary() uint8           { return c.PrimaryOf(c.view) }
@@ -498,6 +593,26 @@ func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 		return wire.PrepareHeader{}, false
 	}
 	return s.header, true
+}
+
+// FillReply fills the reply header of a committed op: op and commit are the log
+// position, as the reference server stamps committed replies. The caller sets size
+// and, when the state machine answers for another operation (CreateTopic replies as
+// CreateTopicWithAssignments), the operation.
+func (c *Core) FillReply(h *wire.ReplyHeader, prepare *wire.PrepareHeader) {
+	*h = wire.ReplyHeader{}
+	h.Cluster = c.cfg.Cluster
+	h.Size = wire.HeaderSize
+	h.View = c.view
+	h.Command = wire.CommandReply
+	h.Replica = c.cfg.ReplicaID
+	h.RequestChecksum = prepare.RequestChecksum
+	h.Client = prepare.Client
+	h.Op = prepare.Op
+	h.Commit = prepare.Op
+	h.Timestamp = prepare.Timestamp
+	h.Request = prepare.Request
+	h.Operation = prepare.Operation
 }
 
 // InPipeline reports whether client has a prepared, uncommitted request here (the
@@ -580,6 +695,7 @@ func (c *Core) NoteLiveness(replica uint8) {
 
 // Tick advances the replica's clock by one tick and fires what is due.
 func (c *Core) Tick() {
+	c.checkNoReadyOut("Tick")
 	c.now++
 	if d := c.NextDeadline(); d == 0 || c.now < d {
 		return
@@ -735,6 +851,7 @@ func (c *Core) HasReady() bool {
 // Ready hands out the recorded work; its slices are valid until Advance.
 func (c *Core) Ready() Ready {
 	c.collectCommitted()
+	c.readyOut = true
 	rd := c.rd
 	if c.stateChanged {
 		s := c.stateOut
@@ -763,6 +880,7 @@ func (c *Core) collectCommitted() {
 // Advance tells the replica that the last Ready was done: its writes and state are
 // durable, its messages sent and its commits applied.
 func (c *Core) Advance() {
+	c.readyOut = false
 	if c.stateChanged {
 		c.durable = c.stateOut
 		c.stateChanged = false
@@ -843,6 +961,7 @@ func (c *Core) truncateAbove(op uint64) {
 // chain, journaled and sent down the replication chain through Ready. body must stay
 // valid until the Advance that follows.
 func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
+	c.checkNoReadyOut("Propose")
 	if c.status != StatusNormal {
 		return 0, ErrNotNormal
 	}
@@ -1009,6 +1128,7 @@ func badMessage(format string, args ...any) error {
 // the frame's bytes after it (16-byte aligned; kept until the next Advance, since a
 // write or a forward may alias it). Bad input is an error; the frame is dropped.
 func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
+	c.checkNoReadyOut("Step")
 	if h.Cluster != c.cfg.Cluster {
 		return badMessage("cluster %v, want %v", h.Cluster, c.cfg.Cluster)
 	}

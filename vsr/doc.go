@@ -38,12 +38,25 @@
 // Ready.Install), and session forwarding (ForwardRegister/ForwardLogout at a backup,
 // proposed by the primary, answered once applied; Ready.Forwards at the origin).
 //
-// Not built yet: the server on Core. The metadata plane of server/ still drives the
-// older single-replica Replica:
+// # The caller's contract
 //
-//	admit (ClientTable.Preflight) -> Replica.Prepare -> journal append
-//	  -> Replica.OnJournaled -> Replica.NextCommit -> apply -> Replica.OnApplied
-//	  -> reply (Replica.FillReply), cached by ClientTable.CommitRequest
+// Between Ready and its Advance the core takes no input: Propose, Step, Tick and
+// the forwards panic there (an invariant of the caller, not bad input). Advance
+// clears the whole Ready, so a proposal taken meanwhile would be marked durable
+// without having been written, and a frame's effects would be dropped. A caller
+// whose Ready work is asynchronous (a journal write and fdatasync on another
+// goroutine) holds its inputs back while the Ready is out and feeds them after
+// Advance; the next Ready then carries all of them in one write and one fdatasync.
+// A group of one replica commits its own durable writes at Advance; their commits
+// come out in the next Ready.
+//
+// The server's metadata plane (server/metaplane.go) is such a group of one
+// replica on a single node:
+//
+//	admit (ClientTable.Preflight, on the committed state) -> Propose (several in
+//	  flight) -> Ready: one journal append + fdatasync off the shard -> Advance
+//	  -> Ready.Committed: apply -> reply (Core.FillReply), cached by
+//	  ClientTable.CommitRequest
 //
 // The client table (ClientTable, ICT2) is part of the replicated state: every replica
 // applies the same commits to it.

@@ -88,6 +88,7 @@ func (c *Core) ForwardLogout(client wire.Uint128, session, request uint64) (wire
 }
 
 func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.GenericHeader, wire.Uint128)) (wire.Uint128, error) {
+	c.checkNoReadyOut("a forward")
 	switch {
 	case c.cfg.Group != wire.MetadataGroup:
 		return wire.Uint128{}, errors.New("vsr: sessions are forwarded on the metadata plane only")

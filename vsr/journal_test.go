@@ -14,7 +14,7 @@ const testJournalSizeMax = 1 << 20
 // buildJournal prepares n operations on a one-replica metadata group and returns the
 // journal bytes and each entry's end offset.
 func buildJournal(t testing.TB, n int) ([]byte, []int) {
-	r, err := NewReplica(Config{ReplicaCount: 1, Group: wire.MetadataGroup, PipelineDepth: 1})
+	c, err := NewCore(CoreConfig{Config: Config{ReplicaCount: 1, Group: wire.MetadataGroup, PipelineDepth: 1}, Storage: newMemStorage(8)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,13 +22,14 @@ func buildJournal(t testing.TB, n int) ([]byte, []int) {
 	var ends []int
 	for i := 1; i <= n; i++ {
 		body := []byte(fmt.Sprintf("operation body %d", i))
-		var h wire.PrepareHeader
-		if err := r.Prepare(&h, Proposal{Request: uint64(i), Operation: wire.OperationCreateStream}, body, uint64(i*10)); err != nil {
+		if _, err := c.Propose(Proposal{Request: uint64(i), Operation: wire.OperationCreateStream}, body, uint64(i*10)); err != nil {
 			t.Fatal(err)
 		}
-		r.OnJournaled(0, h.Op, h.Checksum)
-		op, _ := r.NextCommit()
-		r.OnApplied(op)
+		rd := c.Ready()
+		h := rd.Writes[0].Header
+		c.Advance()
+		c.Ready()
+		c.Advance()
 		entry := make([]byte, wire.HeaderSize)
 		h.Put(entry)
 		journal = append(journal, append(entry, body...)...)
