@@ -8,11 +8,8 @@ package vsr
 //
 // A Core counts its own ticks. A group that is not ticked on every shard tick keeps
 // its clock still, and Timers catches it up (Catch) before anything is fed to it:
-// a Step, a Propose, or the firing of its deadline. The catch-up calls Core.Tick once
-// per elapsed tick, but never more than the distance to the group's next deadline
-// (the heap fires it there), and not at all while it has none; each of those calls is
-// an early return in Core.Tick. A Core method that advanced the clock by n ticks at
-// once would make the catch-up O(1); Core has none, so Timers does it this way.
+// a Step, a Propose, or the firing of its deadline. The catch-up costs one Core.Tick
+// per deadline it passes (advance), however many ticks it covers.
 //
 // Liveness: a backup counts any frame from the node that is its group's primary as a
 // sign of life (Core.NoteLiveness). The server calls NoteLiveness(replica) for every
@@ -130,12 +127,25 @@ func (t *Timers) Catch(h GroupHandle) {
 	g.syncedAt = t.now
 }
 
-// advance ticks c n times, stopping early once it has no deadline left: an armed
-// deadline is never more than its timer's interval away, and the heap fires the group
-// there, so n is bounded by that interval unless the group was held out of the heap.
+// advance moves c's clock on by n ticks, firing what falls due on the way exactly
+// as n calls of Core.Tick would. A Tick that fires nothing only counts (Core.Tick
+// returns at once while now is below NextDeadline), so those ticks are counted in
+// one step: the cost is one Tick per deadline passed, not one per tick. This is why
+// Timers lives in package vsr: Core has no method to skip its clock ahead.
 func (t *Timers) advance(c *Core, n uint64) {
-	for ; n > 0 && c.NextDeadline() != 0; n-- {
+	for n > 0 {
+		d := c.NextDeadline()
+		if d == 0 {
+			c.now += n // nothing is armed: no tick would fire anything
+			return
+		}
+		skip := uint64(1)
+		if d > c.now+1 {
+			skip = min(n, d-c.now)
+		}
+		c.now += skip - 1
 		c.Tick()
+		n -= skip
 	}
 }
 
