@@ -50,7 +50,7 @@ const journalFileName = "partition.journal"
 // everything it holds is durable in the log: big enough that emptying it (a truncate
 // and an fdatasync) is rare next to the appends, small enough that a restart reads
 // and replays little.
-const journalCompactBytes = 64 << 20
+var journalCompactBytes int64 = 64 << 20
 
 type durableJournal struct {
 	p         *Partition
