@@ -10,7 +10,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The durable partition journal of an enforce_fsync topic. The reference server
+// The durable partition journal of an enforce_fsync topic (in groups of more than
+// one replica by default: Replication.JournalFile). The reference server
 // keeps the partition journal in memory only, so a message its replicas acknowledged
 // and had not flushed is lost when every replica crashes at once. Here a group of
 // such a topic writes each Ready's journal entries to the file partition.journal in
@@ -67,15 +68,17 @@ type durableJournal struct {
 	cutHeader  wire.PrepareHeader
 }
 
-// openDurable opens p's journal file when its topic enforces fsync, and in any case
-// replays one an earlier run left (the topic may have been reconfigured since).
+// openDurable opens p's journal file when its topic enforces fsync (and
+// Replication.JournalFile wants it), and in any case replays one an earlier run left
+// (the topic or the policy may have changed since).
 func (p *Partition) openDurable() error {
 	names, err := p.storage.List("")
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
+	want := p.store.repl.journalFileWanted(p.cfg)
 	exists := slices.Contains(names, journalFileName)
-	if !exists && !p.cfg.EnforceFsync {
+	if !exists && !want {
 		return nil
 	}
 	f, size, err := p.storage.Open(journalFileName, true, 0)
@@ -90,7 +93,7 @@ func (p *Partition) openDurable() error {
 			return err
 		}
 	}
-	if !p.cfg.EnforceFsync {
+	if !want {
 		return p.storage.Close(f)
 	}
 	p.durable = d

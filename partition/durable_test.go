@@ -12,6 +12,17 @@ func fsyncConfig() Config {
 	return cfg
 }
 
+// newJournaledStore is newSimStore with the journal file in a group of one replica.
+func newJournaledStore(t testing.TB, seed uint64, cfg Config) (*Store, *simStorages) {
+	t.Helper()
+	st := newSimStorages(seed)
+	s := NewReplicatedStore("local_data", st, Replication{JournalFile: JournalFileAlways})
+	if err := s.Create(testKey, cfg, 1234); err != nil {
+		t.Fatal(err)
+	}
+	return s, st
+}
+
 // An enforce_fsync partition journals each batch to partition.journal, fdatasynced,
 // before it is applied: a crash after the journal write and before the log's own
 // write leaves the batch in the journal, and opening the partition replays it.
@@ -19,7 +30,7 @@ func TestDurableJournalReplaysAfterCrash(t *testing.T) {
 	tested := 0
 	for seed := uint64(0); seed < 20; seed++ {
 		cfg := fsyncConfig()
-		s, st := newSimStore(t, 300+seed, cfg)
+		s, st := newJournaledStore(t, 300+seed, cfg)
 		mustSend(t, s, testKey, makeBatch(t, 0, 3, 20), 1)
 		rec := newSendRecorder()
 		if err := s.Send(testKey, sendRequest(makeBatch(t, 3, 2, 20)), 2, rec, 1); err != nil {
@@ -37,7 +48,7 @@ func TestDurableJournalReplaysAfterCrash(t *testing.T) {
 		}
 		tested++
 		crashed := st.crash(seed)
-		s2 := NewStore("local_data", crashed)
+		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
 		if _, err := s2.Open(testKey, cfg, 1); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
@@ -107,7 +118,7 @@ func TestDurableJournalWriteFailure(t *testing.T) {
 	cfg := fsyncConfig()
 	tested := 0
 	for seed := uint64(0); seed < 20; seed++ {
-		s, st := newSimStore(t, 500+seed, cfg)
+		s, st := newJournaledStore(t, 500+seed, cfg)
 		mustSend(t, s, testKey, makeBatch(t, 0, 2, 20), 1)
 		disk := st.disks[s.Dir(testKey)]
 		disk.FailNextSyncs(1) // the journal's fdatasync: its writes reached the file
@@ -136,7 +147,7 @@ func TestDurableJournalWriteFailure(t *testing.T) {
 		}
 		tested++
 		crashed := st.crash(seed)
-		s2 := NewStore("local_data", crashed)
+		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
 		if _, err := s2.Open(testKey, cfg, 1); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
@@ -158,7 +169,7 @@ func TestDurableJournalCompacts(t *testing.T) {
 	defer func() { journalCompactBytes = saved }()
 	cfg := fsyncConfig()
 	cfg.SegmentSizeBytes = 1 << 20
-	s, st := newSimStore(t, 600, cfg)
+	s, st := newJournaledStore(t, 600, cfg)
 	disk := st.disks[s.Dir(testKey)]
 	written := int64(0)
 	for i := uint64(0); i < 40; i++ {
@@ -173,12 +184,28 @@ func TestDurableJournalCompacts(t *testing.T) {
 		t.Fatalf("only %d bytes journaled", written)
 	}
 	crashed := st.crash(1)
-	s2 := NewStore("local_data", crashed)
+	s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
 	if _, err := s2.Open(testKey, cfg, 1); err != nil {
 		t.Fatal(err)
 	}
 	_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})
 	if len(msgs) != 80 {
 		t.Fatalf("after the crash %d messages, want 80", len(msgs))
+	}
+}
+
+// A group of one replica keeps no journal file by default: its ack waits for the
+// log's own fdatasync. A file an earlier run left is still replayed.
+func TestDurableJournalPolicy(t *testing.T) {
+	cfg := fsyncConfig()
+	s, st := newSimStore(t, 700, cfg)
+	mustSend(t, s, testKey, makeBatch(t, 0, 2, 20), 1)
+	if _, ok := st.disks[s.Dir(testKey)].SizeOf(journalFileName); ok {
+		t.Fatal("a single-replica group wrote a journal file under the default policy")
+	}
+	j, jst := newJournaledStore(t, 701, cfg)
+	mustSend(t, j, testKey, makeBatch(t, 0, 2, 20), 1)
+	if _, ok := jst.disks[j.Dir(testKey)].SizeOf(journalFileName); !ok {
+		t.Fatal("JournalFileAlways wrote no journal file")
 	}
 }

@@ -23,6 +23,29 @@ type Replication struct {
 	PipelineDepth int
 	// Outbox carries the groups' replica-plane frames; nil with one replica.
 	Outbox Outbox
+	// JournalFile says which enforce_fsync groups keep the durable journal file.
+	JournalFile JournalFilePolicy
+}
+
+// JournalFilePolicy says which groups of enforce_fsync topics write their journal to
+// partition.journal (durable.go).
+type JournalFilePolicy uint8
+
+const (
+	// JournalFileReplicated: groups of more than one replica. A backup acknowledges a
+	// prepare once journaled, before its log has the batch, so only the file makes an
+	// acknowledged message survive every replica crashing at once. A group of one
+	// acknowledges a send after its log's own fdatasync, which makes the batch as
+	// durable as the file would: the file would only add a write and an fdatasync
+	// before each (BenchmarkSendFsync: about twice the latency).
+	JournalFileReplicated JournalFilePolicy = iota
+	// JournalFileAlways: every group of an enforce_fsync topic, one replica or more.
+	JournalFileAlways
+)
+
+// journalFileWanted reports whether a partition of cfg keeps the journal file.
+func (r Replication) journalFileWanted(cfg Config) bool {
+	return cfg.EnforceFsync && (r.JournalFile == JournalFileAlways || r.replicaCount() > 1)
 }
 
 // Outbox sends a group's replica-plane frames to the peers (the shard's replica
@@ -225,6 +248,11 @@ func (q *proposalQueue) popFront() proposal {
 // The body is the batch in the request buffer itself. ok false: the pipeline is full
 // or this replica does not lead; code says what to answer.
 func (p *Partition) prepareBatch(batch []byte, nowMicros uint64, done SendCompletion, token uint64, syncCall bool) (op uint64, err error) {
+	if p.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
+		// The log moved back under the batches waiting to be applied (a repair cut
+		// it; its Failed hook may come later): they can no longer apply.
+		p.voidUnapplied(errLogMovedBack)
+	}
 	if p.unappliedBatches == 0 {
 		// Nothing prepared waits: the log's end is the position (it moves back when
 		// a storage failure cut batches, and a durable journal records that).
@@ -385,7 +413,53 @@ func (p *Partition) voidWrites(writes []vsr.Write) {
 		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
 	}
 	p.recomputePrepared()
-	p.durable.noteCut(p.preparedEnd)
+	if p.durable != nil {
+		p.durable.noteCut(p.preparedEnd)
+	}
+}
+
+// voidUnapplied handles the log moving back under the group (a storage failure cut
+// it, or a stalled log was reopened): every batch prepared and not applied was
+// stamped past the new end and would fail its stamp check at apply. In a group of
+// one, whose ops commit here or nowhere, they fail now (4006, as the cut batches do)
+// and the next prepare is stamped at the log's end (behind a cut record in the
+// journal file). A replica of a larger group holds applied batches its peers still
+// have: it stops serving the partition until Recover.
+func (p *Partition) voidUnapplied(cause error) {
+	if p.core == nil || p.unappliedBatches == 0 && p.preparedEnd == p.log.NextOffset() {
+		return
+	}
+	if p.store.repl.replicaCount() > 1 {
+		p.diverged = fmt.Errorf("%w: the log moved back under the group: %v", ErrStampMismatch, cause)
+		return
+	}
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		e := p.journal.at(op)
+		if e == nil || !e.present || e.void || e.header.Operation != wire.OperationSendMessages {
+			continue
+		}
+		e.void = true
+		p.unappliedBatches--
+		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	}
+	p.recomputePrepared()
+	if p.durable != nil {
+		p.durable.noteCut(p.preparedEnd)
+	}
+}
+
+var errLogMovedBack = errors.New("partition: the log's end moved back below the prepared batches")
+
+// firstUnappliedBase is the base_offset of the oldest batch prepared and not applied
+// (the journal must hold one).
+func (p *Partition) firstUnappliedBase() uint64 {
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil && e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
+			bh, _ := wire.ViewBatchHeader(e.body)
+			return bh.BaseOffset()
+		}
+	}
+	panic("partition: no unapplied batch in the journal")
 }
 
 // recomputePrepared sets the prepared position from the log's end and the batches in

@@ -222,6 +222,7 @@ func (p *Partition) onDurable(end uint64) {
 func (p *Partition) onFailed(from, _ uint64, err error) {
 	p.lastFailure = err
 	p.failSends(from, wire.ErrCannotSaveMessagesToSegment)
+	p.voidUnapplied(err)
 	// The cut is durable and the log takes appends again: what it kept below from is
 	// reported by ends that may have moved while the hooks were silent.
 	p.acknowledge(p.ackEnd())
@@ -284,6 +285,7 @@ func (p *Partition) recoverStalledDurability() {
 	}
 	p.log = log
 	p.acknowledge(log.NextOffset())
+	p.voidUnapplied(errDurabilityStalled)
 	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
 }
 

@@ -372,19 +372,12 @@ func TestRecoverBrokenLog(t *testing.T) {
 		s, st := newSimStore(t, 80+seed, cfg)
 		mustSend(t, s, testKey, makeBatch(t, 0, 3, 10), 1)
 		disk := st.disks[s.Dir(testKey)]
+		disk.FailNextWrites(1)
+		disk.FailNextSyncs(2) // the append's sync is canceled; the repair's fails
 		rec := newSendRecorder()
 		if err := s.Send(testKey, sendRequest(makeBatch(t, 3, 2, 10)), 2, rec, 1); err != nil {
 			t.Fatal(err)
 		}
-		// The faults are for the log: the batch's journal file write goes first.
-		for i := 0; s.partitions[testKey].holding(); i++ {
-			if i == 100 {
-				t.Fatal("the journal write does not complete")
-			}
-			s.PollIO()
-		}
-		disk.FailNextWrites(1)
-		disk.FailNextSyncs(2) // the append's sync is canceled; the repair's fails
 		s.WaitIdle()
 		if s.partitions[testKey].broken() == nil {
 			continue // this seed's order spent the sync failures elsewhere
