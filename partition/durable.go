@@ -63,6 +63,8 @@ type durableJournal struct {
 	failed     error
 	compacting bool
 	done       func(*segment.Request) // d.complete, bound once
+	// syncs counts the Readies written (one fdatasync each).
+	syncs uint64
 	// The cut to write before the next Ready's records.
 	cutPending bool
 	cutHeader  wire.PrepareHeader
@@ -274,6 +276,7 @@ func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 		}
 	}
 	p.storage.Submit(d.request(segment.OpSync))
+	d.syncs++
 }
 
 // maybeCompact empties the journal file once it is large and everything in it is

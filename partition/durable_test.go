@@ -209,3 +209,29 @@ func TestDurableJournalPolicy(t *testing.T) {
 		t.Fatal("JournalFileAlways wrote no journal file")
 	}
 }
+
+// Sends that arrive while a journal write is out wait and are prepared together
+// after it: one journal write and fdatasync for all of them (group commit), their
+// offsets in arrival order.
+func TestDurableJournalGroupCommit(t *testing.T) {
+	s, _ := newJournaledStore(t, 800, fsyncConfig())
+	rec := newSendRecorder()
+	for i := uint64(0); i < 6; i++ {
+		if err := s.Send(testKey, sendRequest(makeBatch(t, i*2, 2, 20)), i+1, rec, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := s.partitions[testKey]
+	if p.waiting.n != 5 {
+		t.Fatalf("%d sends wait behind the first journal write, want 5", p.waiting.n)
+	}
+	s.WaitIdle()
+	for i := uint64(0); i < 6; i++ {
+		if c, ok := rec.acked[i]; !ok || c.BaseOffset != i*2 {
+			t.Fatalf("send %d: acked %v at %d (failed %v)", i, ok, c.BaseOffset, rec.failed[i])
+		}
+	}
+	if p.durable.syncs != 2 {
+		t.Fatalf("%d journal writes for 6 sends, want 2 (the first, then the 5 that waited)", p.durable.syncs)
+	}
+}

@@ -156,21 +156,6 @@ var (
 	ErrBatchBinding = errors.New("partition: prepare body is not the batch its header binds")
 )
 
-// requestChecksumOf is the request_checksum a partition prepare carries: the
-// stamped batch's batch_checksum, widened to u128, for a SendMessages; the body's
-// XxHash3 for a consumer-offset op (wire.BodyChecksum). The prepare identity covers
-// the header, so it covers this field and through it the body.
-func requestChecksumOf(operation wire.Operation, body []byte) wire.Uint128 {
-	if operation == wire.OperationSendMessages {
-		h, err := wire.ViewBatchHeader(body)
-		if err != nil {
-			return wire.Uint128{}
-		}
-		return wire.Uint128{Lo: h.BatchChecksum()}
-	}
-	return wire.BodyChecksum(body)
-}
-
 // checkBinding verifies a partition prepare's body against its header, as a replica
 // must before it journals or acknowledges it: for a batch, every frame checksum and
 // the batch checksum over the body (wire.CheckStoredBatch), the header's
@@ -245,8 +230,8 @@ func (q *proposalQueue) popFront() proposal {
 // proposes it: base_offset is the offset after everything prepared, base_timestamp
 // the prepare's timestamp, which the Core makes strictly increasing and which is
 // first raised to the last prepared batch's so that batch timestamps never go back.
-// The body is the batch in the request buffer itself. ok false: the pipeline is full
-// or this replica does not lead; code says what to answer.
+// The body is the batch in the request buffer itself. An error (58) means the
+// pipeline is full or this replica does not lead.
 func (p *Partition) prepareBatch(batch []byte, nowMicros uint64, done SendCompletion, token uint64, syncCall bool) (op uint64, err error) {
 	if p.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
 		// The log moved back under the batches waiting to be applied (a repair cut
@@ -323,9 +308,13 @@ func (p *Partition) drive() {
 		if p.holding() || p.journalErr != nil {
 			break
 		}
-		p.proposeWaiting()
 		if !p.core.HasReady() {
-			break
+			// The sends that waited go after the Ready an Advance left (commits to
+			// apply), so that those are not held behind the next journal write.
+			p.proposeWaiting()
+			if !p.core.HasReady() {
+				break
+			}
 		}
 		rd := p.core.Ready()
 		if rd.Truncate {

@@ -69,7 +69,7 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if err := wire.ValidateBatch(batch); err != nil {
 		return err
 	}
-	if p.sends.n+p.journal.len()+p.waiting.n >= p.inflightMax() {
+	if p.sends.n+p.journal.len()+p.waiting.n >= p.logWindow() || p.journal.len()+p.waiting.n >= journalEntriesMax {
 		// The window may be full of batches written but not yet durable, waiting for
 		// a save threshold that no refused batch will bring closer: save as soon as
 		// their writes are done (settleSends).
@@ -100,14 +100,13 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	return err
 }
 
-// inflightMax bounds a partition's sends admitted and not acknowledged: the log's
-// in-flight window, and never more than the journal holds.
-func (p *Partition) inflightMax() int {
-	window := p.cfg.InflightBatchesMax
-	if window == 0 {
-		window = logWindowDefault
+// logWindow is the log's in-flight window, which bounds the sends admitted and not
+// acknowledged (those not applied yet are further bounded by journalEntriesMax).
+func (p *Partition) logWindow() int {
+	if p.cfg.InflightBatchesMax == 0 {
+		return logWindowDefault
 	}
-	return min(window, journalEntriesMax)
+	return p.cfg.InflightBatchesMax
 }
 
 // logWindowDefault is segment's default InflightBatchesMax.
