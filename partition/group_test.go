@@ -320,3 +320,71 @@ func TestClusterBackupApplyRefusesADivergedLog(t *testing.T) {
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// A Quorum consumer-offset store is a prepare of the partition's group, applied at
+// commit on every replica.
+func TestClusterConsumerOffsetIsReplicated(t *testing.T) {
+	c := newTestCluster(t, 5, 3, Config{PartitionsCount: 1})
+	rec := newSendRecorder()
+	c.send(makeBatch(t, 0, 5, 40), 100, rec, 1)
+	c.settle()
+	alice := Consumer{Kind: wire.ConsumerSingle, ID: 42}
+	// The call cannot wait for the peers' acks (they travel outside it): proposed,
+	// it answers 58, and the op applies once committed.
+	if err := c.stores[0].StoreConsumerOffset(testKey, alice, 3, wire.AckQuorum); err != wire.ErrTransientNotAccepted {
+		t.Fatalf("store offset in a cluster: %v", err)
+	}
+	c.settle()
+	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	for i, s := range c.stores {
+		o, ok, err := s.ConsumerOffset(testKey, alice)
+		if err != nil || !ok || o.StoredOffset != 3 {
+			t.Fatalf("replica %d: offset %+v %v %v, want 3", i, o, ok, err)
+		}
+	}
+	if len(c.stepErrs) > 0 {
+		t.Fatalf("frames refused: %v", c.stepErrs)
+	}
+}
+
+// On a single node a Quorum offset write is an op of the partition's group,
+// committed and applied within the call; NoAck writes locally, as the reference does.
+func TestConsumerOffsetOpsOnTheGroup(t *testing.T) {
+	s, _ := newSimStore(t, 6, smallConfig())
+	mustSend(t, s, testKey, makeBatch(t, 0, 5, 10), 1)
+	p := s.partitions[testKey]
+	alice := Consumer{Kind: wire.ConsumerSingle, ID: 1}
+	if err := s.StoreConsumerOffset(testKey, alice, 2, wire.AckQuorum); err != nil {
+		t.Fatal(err)
+	}
+	if op := p.core.Op(); op != 2 {
+		t.Fatalf("group at op %d after a send and a Quorum offset store, want 2", op)
+	}
+	if h, _ := p.core.Header(2); h.Operation != wire.OperationStoreConsumerOffset || h.RequestChecksum == (wire.Uint128{}) {
+		t.Fatalf("op 2 is %v with request_checksum %v", h.Operation, h.RequestChecksum)
+	}
+	if o, ok, _ := s.ConsumerOffset(testKey, alice); !ok || o.StoredOffset != 2 {
+		t.Fatalf("offset %+v %v", o, ok)
+	}
+	if err := s.StoreConsumerOffset(testKey, alice, 4, wire.AckNoAck); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteConsumerOffset(testKey, alice, wire.AckQuorum); err != nil {
+		t.Fatal(err)
+	}
+	if op := p.core.Op(); op != 3 {
+		t.Fatalf("group at op %d, want 3 (the NoAck store is local)", op)
+	}
+	if _, ok, _ := s.ConsumerOffset(testKey, alice); ok {
+		t.Fatal("the offset survived its delete")
+	}
+	if err := s.DeleteConsumerOffset(testKey, alice, wire.AckQuorum); err != wire.ErrConsumerOffsetNotFound {
+		t.Fatalf("deleting a missing offset: %v", err)
+	}
+	if err := s.StoreConsumerOffset(testKey, alice, 99, wire.AckQuorum); err != wire.ErrInvalidOffset {
+		t.Fatalf("an offset past the end: %v", err)
+	}
+	if op := p.core.Op(); op != 3 {
+		t.Fatalf("refused offset ops reached the group (op %d)", op)
+	}
+}

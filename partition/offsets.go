@@ -167,9 +167,23 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			return wire.ErrCannotWriteToFile
 		}
 		if p.storage.Poll(true) == 0 && !p.holding() {
-			p.log.Sync()
+			if p.store.repl.replicaCount() > 1 {
+				// The quorum's acks travel outside this call: the op is proposed and
+				// applies at commit, but this synchronous API cannot wait for it. 58
+				// has the client retry (a store is idempotent); a cluster's server
+				// needs a completion here, as sends have.
+				if e := p.journal.at(op); e != nil {
+					e.syncCall = false
+				}
+				return wire.ErrTransientNotAccepted
+			}
+			p.log.Sync() // the log's window waits for a save
 		}
 		p.settleSends()
+	}
+	if e := p.journal.at(op); e != nil && e.present && e.header.Checksum == h.Checksum {
+		e.syncCall = false
+		return wire.ErrTransientNotAccepted // not applied within the bound: see above
 	}
 	err, p.offsetErr = p.offsetErr, nil
 	return err
