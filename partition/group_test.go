@@ -388,3 +388,59 @@ func TestConsumerOffsetOpsOnTheGroup(t *testing.T) {
 		t.Fatalf("refused offset ops reached the group (op %d)", op)
 	}
 }
+
+// When the primary's node falls silent, the backups' heartbeat timers (driven by
+// Store.Tick) elect a new primary, which stamps from its own position: the batches
+// the old primary got committed stay, the new ones follow them.
+func TestClusterViewChangeContinuesTheLog(t *testing.T) {
+	c := newTestCluster(t, 7, 3, Config{PartitionsCount: 1})
+	rec := newSendRecorder()
+	for i := uint64(0); i < 3; i++ {
+		c.send(makeBatch(t, i*3, 3, 30), 100+i, rec, i)
+		c.settle()
+	}
+	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	// Node 0 goes dark.
+	c.intercept = func(f *netFrame) bool { return f.from != 0 && f.to != 0 }
+	survivors := c.stores[1:]
+	newPrimary := c.stores[1].partitions[testKey]
+	for tick := 0; !newPrimary.core.IsPrimary(); tick++ {
+		if tick == 5000 {
+			t.Fatalf("no new primary after %d ticks (replica 1 %v view %d)", tick, newPrimary.core.Status(), newPrimary.core.View())
+		}
+		for _, s := range survivors {
+			s.Tick()
+		}
+		c.settle()
+	}
+	t.Logf("replica 1 leads view %d at shard tick %d", newPrimary.core.View(), c.stores[1].timers.Now())
+	if err := c.stores[1].Send(testKey, sendRequest(makeBatch(t, 9, 2, 30)), 200, rec, 10); err != nil {
+		t.Fatalf("send to the new primary: %v", err)
+	}
+	for tick := 0; ; tick++ {
+		if _, ok := rec.acked[10]; ok {
+			break
+		}
+		if err := rec.failed[10]; err != nil || tick == 1000 {
+			t.Fatalf("send to the new primary: failed %v after %d ticks", err, tick)
+		}
+		for _, s := range survivors {
+			s.Tick()
+		}
+		c.settle()
+	}
+	if got := rec.acked[10].BaseOffset; got != 9 {
+		t.Fatalf("the new primary stamped base_offset %d, want 9", got)
+	}
+	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	for _, s := range survivors {
+		s.WaitIdle()
+	}
+	if !bytes.Equal(c.logBytes(1), c.logBytes(2)) {
+		t.Fatal("the survivors' logs differ")
+	}
+	_, msgs := poll(t, c.stores[2], testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
+	if len(msgs) != 11 || msgs[10].seq != 10 {
+		t.Fatalf("replica 2 serves %v", offsetsOf(msgs))
+	}
+}
