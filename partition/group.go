@@ -113,7 +113,7 @@ func (s *Store) startGroup(p *Partition) error {
 	p.unappliedBatches = 0
 	p.preparedEnd = p.log.NextOffset()
 	p.preparedTimestamp = p.log.LastTimestamp()
-	p.lastPrepareTimestamp = 0
+	p.lastPrepareTimestamp, p.lastProposedOp = 0, 0
 	p.timer = s.timers.Add(core)
 	for int(p.timer) >= len(s.timerOwners) {
 		s.timerOwners = append(s.timerOwners, nil)
@@ -250,8 +250,12 @@ func (p *Partition) prepareBatch(batch []byte, nowMicros uint64, done SendComple
 	}
 	timestamp := max(nowMicros, p.preparedTimestamp, p.log.LastTimestamp())
 	last := p.lastPrepareTimestamp
-	if h, ok := p.core.Header(p.core.Op()); ok {
-		last = max(last, h.Timestamp)
+	if p.core.Op() != p.lastProposedOp {
+		// The head is not this replica's own last proposal (it led no view before,
+		// or another replica did since): the Core raises above the head's timestamp.
+		if h, ok := p.core.Header(p.core.Op()); ok {
+			last = max(last, h.Timestamp)
+		}
 	}
 	if timestamp <= last {
 		timestamp = last + 1
@@ -273,7 +277,7 @@ func (p *Partition) prepareBatch(batch []byte, nowMicros uint64, done SendComple
 	e := p.journal.put(&h)
 	e.body = batch
 	e.done, e.token, e.syncCall = done, token, syncCall
-	p.lastPrepareTimestamp = timestamp
+	p.lastPrepareTimestamp, p.lastProposedOp = timestamp, op
 	p.preparedTimestamp = timestamp
 	p.preparedEnd = base + uint64(header.MessageCount())
 	p.unappliedBatches++

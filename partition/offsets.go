@@ -153,7 +153,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		return wire.ErrTransientNotAccepted
 	}
 	h, _ := p.core.Header(op)
-	p.lastPrepareTimestamp = h.Timestamp
+	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
 	e := p.journal.put(&h)
 	e.copyBody(body, p.log.WrittenEnd())
 	e.syncCall = true

@@ -99,6 +99,7 @@ type Partition struct {
 	// lastPrepareTimestamp the timestamp of the last prepare this replica proposed.
 	preparedTimestamp    uint64
 	lastPrepareTimestamp uint64
+	lastProposedOp       uint64
 	// waiting holds the sends admitted while held: a Ready (heldReady) waits for its
 	// durable journal write; steps, the frames that arrived meanwhile.
 	waiting   proposalQueue
