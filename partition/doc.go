@@ -10,13 +10,15 @@
 //	    00000000000000000000.index   24-byte entries [offset][timestamp][position]
 //	    offsets/consumers/{id}       [offset u64][XxHash3-64 of it]
 //	    offsets/groups/{id}
+//	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
 //
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
 // MessagesKey with PartitionForKey), checks permissions, and calls:
 //
-//	Send                  SendMessages: validate, stamp, append; SendCompletion.SendDone
-//	                      fires once stored per the topic's policy -> AppendSendReply
+//	Send                  SendMessages: validate, stamp at prepare, propose, apply at
+//	                      commit; SendCompletion.SendDone fires once stored per the
+//	                      topic's policy -> AppendSendReply
 //	Poll                  PollMessages, every strategy, auto-commit; PollCompletion.PollDone
 //	                      -> AppendPollBuffers (vectored) or AppendPollReply
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
@@ -25,6 +27,8 @@
 //	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
 //	Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
+//	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
+//	Step                  a replica-plane frame for a partition's group (a cluster)
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
