@@ -444,3 +444,30 @@ func TestClusterViewChangeContinuesTheLog(t *testing.T) {
 		t.Fatalf("replica 2 serves %v", offsetsOf(msgs))
 	}
 }
+
+// A single node's groups keep no timer, so its shard never wakes to tick them; a
+// backup's heartbeat timer arms the store's.
+func TestStoreTimersArmedOnlyWithDeadlines(t *testing.T) {
+	s := NewStore("local_data", nullStorages{})
+	for i := uint32(0); i < 500; i++ {
+		if err := s.Create(Key{StreamID: 1, TopicID: 1, PartitionID: i}, noSaveConfig(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.TimersArmed() {
+		t.Fatal("groups of one replica armed the store's timers")
+	}
+	backup := NewReplicatedStore("local_data", nullStorages{}, Replication{Cluster: testCluster3, ReplicaID: 1, ReplicaCount: 3})
+	if err := backup.Create(testKey, noSaveConfig(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if !backup.TimersArmed() {
+		t.Fatal("a backup's heartbeat timeout is not armed")
+	}
+	if err := backup.Delete(testKey); err != nil {
+		t.Fatal(err)
+	}
+	if backup.TimersArmed() {
+		t.Fatal("a deleted partition's group is still armed")
+	}
+}
