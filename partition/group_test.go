@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -470,4 +471,35 @@ func TestStoreTimersArmedOnlyWithDeadlines(t *testing.T) {
 	if backup.TimersArmed() {
 		t.Fatal("a deleted partition's group is still armed")
 	}
+}
+
+// Closing a backup that holds prepared ops not committed yet does not wait for a
+// commit only its peers can bring.
+func TestClusterCloseWithUncommittedOps(t *testing.T) {
+	c := newTestCluster(t, 8, 3, Config{PartitionsCount: 1})
+	c.intercept = func(f *netFrame) bool { return f.to != 0 } // no PrepareOk reaches the primary
+	c.send(makeBatch(t, 0, 2, 40), 100, newSendRecorder(), 1)
+	c.settle()
+	backup := c.stores[1].partitions[testKey]
+	if backup.journal.len() != 1 || backup.committedOp != 0 {
+		t.Fatalf("backup journal %d ops, committed %d: want one prepared, none committed", backup.journal.len(), backup.committedOp)
+	}
+	polls := 0
+	backup.storage = pollCounter{Storage: backup.storage, polls: &polls}
+	if err := c.stores[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if polls > 100 {
+		t.Fatalf("closing polled the storage %d times waiting for a commit", polls)
+	}
+}
+
+type pollCounter struct {
+	segment.Storage
+	polls *int
+}
+
+func (p pollCounter) Poll(wait bool) int {
+	*p.polls++
+	return p.Storage.Poll(wait)
 }

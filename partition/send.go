@@ -322,6 +322,9 @@ func (p *Partition) quiesce() {
 		if p.waiting.n == 0 && p.journal.len() == 0 && !p.holding() {
 			return
 		}
+		if p.waiting.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
+			break // prepared, not committed: only the peers can commit them
+		}
 		if p.broken() != nil {
 			break
 		}
