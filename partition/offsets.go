@@ -136,6 +136,9 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			continue
 		}
 		if p.storage.Poll(true) == 0 { // the pipeline is full: let the log drain
+			if p.store.repl.replicaCount() > 1 {
+				return wire.ErrTransientNotAccepted // only the peers' acks free it
+			}
 			p.settleSends()
 		}
 	}
