@@ -503,3 +503,39 @@ func (p pollCounter) Poll(wait bool) int {
 	*p.polls++
 	return p.Storage.Poll(wait)
 }
+
+// FuzzStep: a backup takes any replica-plane frame for a partition's group without
+// panicking; bad ones are errors. The seeds are the frames a primary sends.
+func FuzzStep(f *testing.F) {
+	seedCluster := newTestCluster(f, 9, 3, Config{PartitionsCount: 1})
+	var seeds [][]byte
+	seedCluster.intercept = func(fr *netFrame) bool {
+		seeds = append(seeds, append([]byte(nil), fr.buf...))
+		return true
+	}
+	seedCluster.send(makeBatch(f, 0, 3, 40), 100, newSendRecorder(), 1)
+	seedCluster.settle()
+	seedCluster.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) < wire.HeaderSize {
+			return
+		}
+		c := newTestCluster(t, 10, 3, Config{PartitionsCount: 1})
+		raw := make([]byte, len(frame)+wire.HeaderAlignment)
+		at := 0
+		for uintptrOf(raw[at:])%wire.HeaderAlignment != 0 {
+			at++
+		}
+		buf := raw[at : at+len(frame)]
+		copy(buf, frame)
+		h, err := wire.DecodeReplicaHeader(buf, 64<<20)
+		if err != nil || int(h.Size) != len(buf) {
+			return
+		}
+		_ = c.stores[1].Step(testKey, h, buf[wire.HeaderSize:])
+		c.settle()
+	})
+}
