@@ -205,6 +205,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	if h.stopped {
 		return false
 	}
+	h.tickGroups()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
 		h.ioWanted = h.store.PollIO() > 0
 		h.flushOutbox()
