@@ -292,7 +292,7 @@ func (s *Shard) ReplicaOwner(peer uint8) (int, bool) {
 }
 
 // SendReplica sends one frame to peer from any shard: parts, concatenated, are the
-// frame, header first, its size field the total. The frame is copied (parts may be
+// frame, the first part holding the whole header, whose size field is the total. The frame is copied (parts may be
 // reused on return) and sealed as the spec says (wire.SealReplica). It returns nil
 // when the frame is on its way; ErrReplicaPeerDown, ErrReplicaQueueFull and
 // ErrReplicaBuffersExhausted when it was dropped (consensus retransmits); any other
@@ -306,8 +306,8 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	for _, p := range parts {
 		total += len(p)
 	}
-	if total < headerSizeBytes || len(parts[0]) < wire.SizeFieldOffset+4 {
-		return fmt.Errorf("shard: replica frame of %d bytes, shorter than a header", total)
+	if len(parts) == 0 || len(parts[0]) < headerSizeBytes {
+		return fmt.Errorf("shard: replica frame of %d bytes whose first part is not a whole header", total)
 	}
 	if size := int(leUint32(parts[0][wire.SizeFieldOffset:])); size != total {
 		return fmt.Errorf("shard: replica frame of %d bytes whose header says %d", total, size)
@@ -323,10 +323,15 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 		s.replicaCounters.framesDropped.Add(1)
 		return ErrReplicaPeerDown
 	}
+	if command := wire.Command(parts[0][wire.CommandFieldOffset]); !command.ReplicaPlane() || command >= wire.CommandReplicaHello && command <= wire.CommandReplicaFinish {
+		return fmt.Errorf("shard: SendReplica of a frame that is not consensus traffic")
+	}
 	b, err := s.arena.Acquire(total)
 	if err != nil {
 		s.replicaCounters.framesDropped.Add(1)
-		s.logLimitedReplica(replicaLogNoBuffer, "replica frame dropped: no send buffer", "peer", peer, "bytes", total)
+		if s.replicaLogAllowed(replicaLogNoBuffer) {
+			s.logReplica(replicaLogNoBuffer, "replica frame dropped: no send buffer", "peer", peer, "bytes", total)
+		}
 		return ErrReplicaBuffersExhausted
 	}
 	data := b.Full()[:total:total]
@@ -335,10 +340,6 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 		n += copy(data[n:], p)
 	}
 	h, _ := wire.ViewHeader[wire.GenericHeader](data)
-	if !h.Command.ReplicaPlane() || (h.Command >= wire.CommandReplicaHello && h.Command <= wire.CommandReplicaFinish) {
-		s.arena.Release(b)
-		return fmt.Errorf("shard: SendReplica of command %s, not consensus traffic", h.Command)
-	}
 	wire.SealReplica(h, data[headerSizeBytes:])
 	out := replicaOut{data: data, buffer: b, from: s.index}
 	if int(owner) == s.index {
@@ -349,7 +350,9 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	if !s.Post(int(owner), m) {
 		s.arena.Release(b)
 		s.replicaCounters.framesDropped.Add(1)
-		s.logLimitedReplica(replicaLogQueueFull, "replica frame dropped: the inbox to its owner shard is full", "peer", peer, "owner", owner)
+		if s.replicaLogAllowed(replicaLogQueueFull) {
+			s.logReplica(replicaLogQueueFull, "replica frame dropped: the inbox to its owner shard is full", "peer", peer, "owner", owner)
+		}
 		return ErrReplicaQueueFull
 	}
 	return nil
@@ -370,8 +373,10 @@ func (s *Shard) enqueueReplica(peer uint8, out replicaOut) error {
 	}
 	if !c.enqueue(out, false) {
 		s.replicaCounters.framesDropped.Add(1)
-		s.logLimitedReplica(replicaLogQueueFull, "replica frame dropped: peer send queue full", "peer", peer,
-			"capacity", s.rt.replica.cfg.PeerQueueCapacity)
+		if s.replicaLogAllowed(replicaLogQueueFull) {
+			s.logReplica(replicaLogQueueFull, "replica frame dropped: peer send queue full", "peer", peer,
+				"capacity", s.rt.replica.cfg.PeerQueueCapacity)
+		}
 		s.releaseReplicaOut(out)
 		return ErrReplicaQueueFull
 	}
@@ -460,7 +465,8 @@ type replicaShard struct {
 	connCount int
 	links     [256]*replicaConn // the registered connections this shard owns, by peer
 	releases  []pendingRelease
-	frame     ReplicaFrame // reused for every ServeReplica
+	dirty     []*replicaConn // connections that queued frames this turn
+	frame     ReplicaFrame   // reused for every ServeReplica
 
 	logLimits replicaLogLimiter
 	refusals  refusalLog

@@ -235,6 +235,9 @@ func (f *replicaFramer) checkBody(frame []byte) error {
 	return nil
 }
 
+// InBigFrame reports whether RecvTarget is the rest of a large frame.
+func (f *replicaFramer) InBigFrame() bool { return f.bigData != nil && !f.bigDelivered }
+
 // InBig reports whether the frame Next returned last lives in its own buffer (Detach
 // can take it without a copy).
 func (f *replicaFramer) InBig() bool { return f.bigDelivered }

@@ -28,11 +28,26 @@ type replicaLogLimiter struct {
 }
 
 func (s *Shard) logLimitedReplica(kind replicaLogKind, msg string, args ...any) {
+	if s.replicaLogAllowed(kind) {
+		s.logReplica(kind, msg, args...)
+	}
+}
+
+// replicaLogAllowed reports whether a line of kind may be logged now, counting it as
+// left out when not: a caller on a hot path asks first, so that a flood of drops
+// builds no log arguments.
+func (s *Shard) replicaLogAllowed(kind replicaLogKind) bool {
 	l := &s.replica.logLimits
 	if l.lastNs[kind] != 0 && s.nowNs-l.lastNs[kind] < int64(time.Second) {
 		l.dropped[kind]++
-		return
+		return false
 	}
+	return true
+}
+
+// logReplica logs a line replicaLogAllowed let through.
+func (s *Shard) logReplica(kind replicaLogKind, msg string, args ...any) {
+	l := &s.replica.logLimits
 	l.lastNs[kind] = s.nowNs
 	if n := l.dropped[kind]; n > 0 {
 		args = append(args, "like_it_in_the_last_second", n)

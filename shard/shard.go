@@ -439,6 +439,9 @@ func (s *Shard) loop() {
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)
 		s.flushSends()
+		if s.replica != nil {
+			s.flushReplicaSends()
+		}
 		s.sendWakes()
 		if s.err != nil {
 			s.log.Error("shard stopping on a fatal error", "err", s.err)
