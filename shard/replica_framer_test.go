@@ -171,4 +171,3 @@ func FuzzReplicaFramer(f *testing.F) {
 		}
 	})
 }
-
