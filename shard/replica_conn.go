@@ -69,6 +69,7 @@ type replicaConn struct {
 	dirty                      bool // in its shard's replica dirty list
 	handshakeDeadlineNs        int64
 	sendWaitFromNs             int64 // when the queue last moved or became non-empty
+	frameStartNs               int64 // when the frame now partly received began; 0 when none
 	closeReason                string
 
 	queue      []replicaOut // ring: queue[(head+i)%len] for i < queued
@@ -218,6 +219,7 @@ func (c *replicaConn) onRecv(res int32) {
 	}
 	s.replicaCounters.bytesReceived.Add(uint64(res))
 	c.framer.Received(int(res))
+	frameCompleted := false
 	for c.state == replicaHandshaking || c.state == replicaUp {
 		frame, err := c.framer.Next()
 		if err != nil {
@@ -227,17 +229,23 @@ func (c *replicaConn) onRecv(res int32) {
 		if frame == nil {
 			break
 		}
+		frameCompleted = true
 		if c.state == replicaHandshaking {
 			c.handshakeFrame(frame)
 		} else {
 			c.serve(frame)
 		}
 	}
-	if c.state == replicaHandshaking || c.state == replicaUp {
-		c.armRecv()
-	} else {
-		c.maybeFinish()
+	if c.state != replicaHandshaking && c.state != replicaUp {
+		c.maybeFinish() // a refusal may have freed it already; then this does nothing
+		return
 	}
+	if !c.framer.Partial() {
+		c.frameStartNs = 0
+	} else if c.frameStartNs == 0 || frameCompleted {
+		c.frameStartNs = s.nowNs
+	}
+	c.armRecv()
 }
 
 // refuseFrame closes a connection whose peer sent a frame that failed validation.
@@ -302,7 +310,7 @@ func (c *replicaConn) register() {
 	c.state = replicaUp
 	c.framer.EndHandshake()
 	c.acceptor, c.dialer = nil, nil
-	c.sendWaitFromNs = s.nowNs
+	c.sendWaitFromNs = s.nowNs // the handshake's timer, when it fires, turns to the send and frame deadlines
 	s.replica.links[c.peer] = c
 	if c.dialed {
 		s.endDial(int(c.peer))
@@ -554,15 +562,24 @@ func (c *replicaConn) checkDeadlines() {
 		}
 		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 	case replicaUp:
+		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
+				"timeout", s.cfg.FrameTimeout)
+			c.close("frame timeout")
+			return
+		}
 		if c.queued > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
 			s.log.Warn("replica connection closed: the peer read nothing", "peer", c.peer, "timeout", s.cfg.SendTimeout,
 				"queued_frames", c.queued, "queued_bytes", c.queueBytes)
 			c.close("send timeout")
 			return
 		}
-		next := now + int64(s.cfg.SendTimeout)
+		next := now + int64(min(s.cfg.SendTimeout, s.cfg.FrameTimeout))
 		if c.queued > 0 {
-			next = c.sendWaitFromNs + int64(s.cfg.SendTimeout)
+			next = min(next, c.sendWaitFromNs+int64(s.cfg.SendTimeout))
+		}
+		if c.frameStartNs != 0 {
+			next = min(next, c.frameStartNs+int64(s.cfg.FrameTimeout))
 		}
 		s.timers.Push(timer{deadlineNs: max(next, now+1), kind: timerReplicaConn, conn: c.id})
 	}

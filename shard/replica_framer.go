@@ -235,6 +235,11 @@ func (f *replicaFramer) checkBody(frame []byte) error {
 	return nil
 }
 
+// Partial reports whether a frame has started and not completed.
+func (f *replicaFramer) Partial() bool {
+	return f.bigData != nil && !f.bigDelivered || f.end > f.start
+}
+
 // InBigFrame reports whether RecvTarget is the rest of a large frame.
 func (f *replicaFramer) InBigFrame() bool { return f.bigData != nil && !f.bigDelivered }
 

@@ -187,6 +187,7 @@ type replicaNodeOptions struct {
 	queueFrames  int
 	messageBytes uint32
 	handshake    time.Duration // default 2 s
+	frameTimeout time.Duration
 }
 
 // startReplicaNode starts replica id of a cluster of len(o.addresses) replicas.
@@ -211,10 +212,11 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 		o.handshake = 2 * time.Second
 	}
 	n.rt = startTestRuntime(t, Config{
-		ShardCount: o.shardCount,
-		BusyPoll:   -1, // several runtimes share two CPUs
-		Arena:      replicaTestArena(),
-		NewHandler: func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
+		ShardCount:   o.shardCount,
+		FrameTimeout: o.frameTimeout,
+		BusyPoll:     -1, // several runtimes share two CPUs
+		Arena:        replicaTestArena(),
+		NewHandler:   func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
 		Replica: &ReplicaConfig{
 			ListenAddress:     o.listen,
 			Handshake:         hs,
@@ -754,6 +756,22 @@ func TestReplicaHandshakeTimeout(t *testing.T) {
 	p.expectClosed()
 	if st := node.rt.ReplicaStats(); st.HandshakesRefused != 1 {
 		t.Fatalf("stats %+v, want one refused handshake", st)
+	}
+}
+
+func TestReplicaFrameTimeout(t *testing.T) {
+	const cluster = "stall"
+	node := startReplicaNode(t, 1, replicaNodeOptions{cluster: cluster, addresses: []string{"", ""},
+		handshake: 100 * time.Millisecond, frameTimeout: 200 * time.Millisecond})
+	peer := dialFake(t, node, cluster, 0)
+	node.waitFor("the fake peer registered", 10*time.Second, func() bool { return node.up[0] })
+	frame := sealed(stateChunkFrame(cluster, 200<<10))
+	peer.write(frame[:100<<10]) // half a frame, then silence
+	peer.expectClosed()
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if len(node.received) != 0 {
+		t.Fatalf("%d frames reached the handler", len(node.received))
 	}
 }
 
