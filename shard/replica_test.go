@@ -13,6 +13,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -188,6 +189,8 @@ type replicaNodeOptions struct {
 	messageBytes uint32
 	handshake    time.Duration // default 2 s
 	frameTimeout time.Duration
+	fdPass       fdpass.Mode
+	shardZero    bool
 }
 
 // startReplicaNode starts replica id of a cluster of len(o.addresses) replicas.
@@ -214,6 +217,7 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 	n.rt = startTestRuntime(t, Config{
 		ShardCount:   o.shardCount,
 		FrameTimeout: o.frameTimeout,
+		FdPass:       o.fdPass,
 		BusyPoll:     -1, // several runtimes share two CPUs
 		Arena:        replicaTestArena(),
 		NewHandler:   func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
@@ -225,6 +229,7 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 			HandshakeTimeout:  o.handshake,
 			PeerQueueCapacity: o.queueFrames,
 			MessageSizeMax:    o.messageBytes,
+			ShardZero:         o.shardZero,
 		},
 	})
 	return n
@@ -378,6 +383,53 @@ func TestReplicaMeshCarriesEverySizeBothWays(t *testing.T) {
 		if st.FramesReceived != uint64(2*len(frames)) || st.FramesSent != uint64(2*len(frames)) || st.FramesDropped != 0 {
 			t.Errorf("replica %d stats %+v, want %d frames each way and no drop", n.id, st, 2*len(frames))
 		}
+	}
+}
+
+// TestReplicaPlacement runs a mesh on runtimes of other shapes: one shard (which then
+// owns every connection), three (shard 0 serving none, or, with ShardZero, some), and
+// handoffs through the inter-shard queue instead of msg_ring.
+func TestReplicaPlacement(t *testing.T) {
+	const cluster = "shapes"
+	for _, tc := range []struct {
+		name   string
+		o      replicaNodeOptions
+		owners []int // the shards that may own a connection
+	}{
+		{"one shard", replicaNodeOptions{shardCount: 1}, []int{0}},
+		{"three shards", replicaNodeOptions{shardCount: 3}, []int{1, 2}},
+		{"three shards, shard zero too", replicaNodeOptions{shardCount: 3, shardZero: true}, []int{0, 1, 2}},
+		{"queue handoffs", replicaNodeOptions{shardCount: 2, fdPass: fdpass.ModeQueue}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.cluster = cluster
+			nodes := startMesh(t, 3, tc.o)
+			frame := stateChunkFrame(cluster, 64<<10)
+			for _, n := range nodes {
+				for peer := range nodes {
+					if peer != int(n.id) {
+						n.send(0, uint8(peer), frame, 3)
+					}
+				}
+			}
+			for _, n := range nodes {
+				n.waitFor("the frames", 10*time.Second, func() bool { return len(n.received) == 6 })
+				n.mu.Lock()
+				for _, r := range n.received {
+					if !r.bodyValid || r.size != len(frame) {
+						t.Errorf("replica %d: a frame from %d arrived damaged", n.id, r.peer)
+					}
+					found := false
+					for _, o := range tc.owners {
+						found = found || r.shard == o
+					}
+					if !found {
+						t.Errorf("replica %d: a frame served on shard %d, not one of %v", n.id, r.shard, tc.owners)
+					}
+				}
+				n.mu.Unlock()
+			}
+		})
 	}
 }
 
