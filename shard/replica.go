@@ -306,25 +306,16 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	for _, p := range parts {
 		total += len(p)
 	}
-	if len(parts) == 0 || len(parts[0]) < headerSizeBytes {
-		return fmt.Errorf("shard: replica frame of %d bytes whose first part is not a whole header", total)
+	if len(parts) == 0 {
+		return errors.New("shard: SendReplica of no frame")
 	}
-	if size := int(leUint32(parts[0][wire.SizeFieldOffset:])); size != total {
-		return fmt.Errorf("shard: replica frame of %d bytes whose header says %d", total, size)
-	}
-	if uint32(total) > rr.cfg.MessageSizeMax {
-		return fmt.Errorf("shard: replica frame of %d bytes > message size max %d", total, rr.cfg.MessageSizeMax)
-	}
-	if peer == rr.cfg.Handshake.Self || peer >= rr.cfg.Handshake.ReplicaCount {
-		return fmt.Errorf("shard: SendReplica to replica %d (self %d of %d)", peer, rr.cfg.Handshake.Self, rr.cfg.Handshake.ReplicaCount)
+	if err := checkReplicaFrame(rr, peer, parts[0], total); err != nil {
+		return err
 	}
 	owner := rr.owners[peer].Load() - 1
 	if owner < 0 {
 		s.replicaCounters.framesDropped.Add(1)
 		return ErrReplicaPeerDown
-	}
-	if command := wire.Command(parts[0][wire.CommandFieldOffset]); !command.ReplicaPlane() || command >= wire.CommandReplicaHello && command <= wire.CommandReplicaFinish {
-		return fmt.Errorf("shard: SendReplica of a frame that is not consensus traffic")
 	}
 	b, err := s.arena.Acquire(total)
 	if err != nil {
@@ -354,6 +345,74 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 			s.logReplica(replicaLogQueueFull, "replica frame dropped: the inbox to its owner shard is full", "peer", peer, "owner", owner)
 		}
 		return ErrReplicaQueueFull
+	}
+	return nil
+}
+
+// ErrReplicaNotOwner: SendReplicaLent was called on a shard that does not own the
+// peer's connection; the caller still owns the frame (send it with SendReplica).
+var ErrReplicaNotOwner = errors.New("shard: this shard does not own the replica connection")
+
+// SendReplicaLent sends one frame to peer without copying it, from the shard that
+// owns the peer's connection (Shard.ReplicaOwner): a large frame the caller keeps
+// anyway, such as a journaled prepare, leaves from where it lies. The frame is sealed
+// in place (wire.SealReplica) and must then stay unchanged until done is released, on
+// this shard, once the kernel no longer reads it (sent, or the connection closed). On
+// an error done is not called and the caller still owns the frame:
+// ErrReplicaNotOwner on another shard, ErrReplicaPeerDown and ErrReplicaQueueFull as
+// for SendReplica. (After a fatal stop, done may be released by the goroutine that
+// closes the runtime, as Dropper's messages are.)
+func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
+	rr := s.rt.replica
+	if rr == nil {
+		return errors.New("shard: SendReplicaLent without a replica plane")
+	}
+	if err := checkReplicaFrame(rr, peer, frame, len(frame)); err != nil {
+		return err
+	}
+	h, err := wire.ViewHeader[wire.GenericHeader](frame)
+	if err != nil {
+		return fmt.Errorf("shard: SendReplicaLent of a frame that is not 16-byte aligned: %w", err)
+	}
+	owner := rr.owners[peer].Load() - 1
+	if owner >= 0 && int(owner) != s.index {
+		return ErrReplicaNotOwner
+	}
+	c := s.replica.links[peer]
+	if owner < 0 || c == nil {
+		s.replicaCounters.framesDropped.Add(1)
+		return ErrReplicaPeerDown
+	}
+	wire.SealReplica(h, frame[headerSizeBytes:])
+	if !c.enqueue(replicaOut{data: frame, from: s.index, done: done}, false) {
+		s.replicaCounters.framesDropped.Add(1)
+		if s.replicaLogAllowed(replicaLogQueueFull) {
+			s.logReplica(replicaLogQueueFull, "replica frame dropped: peer send queue full", "peer", peer,
+				"capacity", rr.cfg.PeerQueueCapacity)
+		}
+		return ErrReplicaQueueFull
+	}
+	return nil
+}
+
+// checkReplicaFrame checks what a sender owes: a whole header first, a size field
+// that is the frame's length, within MessageSizeMax, consensus traffic, to a peer.
+func checkReplicaFrame(rr *replicaRuntime, peer uint8, first []byte, total int) error {
+	if len(first) < headerSizeBytes {
+		return fmt.Errorf("shard: replica frame of %d bytes whose first part is not a whole header", total)
+	}
+	if size := int(leUint32(first[wire.SizeFieldOffset:])); size != total {
+		return fmt.Errorf("shard: replica frame of %d bytes whose header says %d", total, size)
+	}
+	if uint32(total) > rr.cfg.MessageSizeMax {
+		return fmt.Errorf("shard: replica frame of %d bytes > message size max %d", total, rr.cfg.MessageSizeMax)
+	}
+	if peer == rr.cfg.Handshake.Self || peer >= rr.cfg.Handshake.ReplicaCount {
+		return fmt.Errorf("shard: a replica frame to replica %d (self %d of %d)", peer, rr.cfg.Handshake.Self, rr.cfg.Handshake.ReplicaCount)
+	}
+	if command := wire.Command(first[wire.CommandFieldOffset]); !command.ReplicaPlane() ||
+		command >= wire.CommandReplicaHello && command <= wire.CommandReplicaFinish {
+		return fmt.Errorf("shard: a replica frame of command %s, not consensus traffic", command)
 	}
 	return nil
 }
@@ -414,6 +473,10 @@ func (s *Shard) serveReplicaMessage(m Message) {
 // releaseReplicaOut gives a queued frame's buffer back to the shard it came from: at
 // once when that is this shard, else by a message (kept until the inbox has room).
 func (s *Shard) releaseReplicaOut(out replicaOut) {
+	if out.done != nil {
+		out.done.Release()
+		return
+	}
 	if out.from == s.index {
 		s.arena.Release(out.buffer)
 		return
@@ -453,6 +516,9 @@ type replicaOut struct {
 	index  uint32
 	// handshake: a handshake frame, not counted as consensus traffic.
 	handshake bool
+	// done, for a lent frame (SendReplicaLent), is told when the kernel is done
+	// with it; the frame then has no buffer of the runtime's.
+	done Releaser
 }
 
 // replicaShard is one shard's part of the replica plane.
@@ -524,9 +590,12 @@ func (rt *Runtime) closeReplica() {
 				c.head = (c.head + 1) % len(c.queue)
 				c.queued--
 				a := rt.shards[out.from].arena
-				if out.from == s.index {
+				switch {
+				case out.done != nil:
+					out.done.Release()
+				case out.from == s.index:
 					a.Release(out.buffer)
-				} else {
+				default:
 					a.Release(a.BufferAt(int(out.class), int(out.index)))
 				}
 			}

@@ -23,12 +23,19 @@ type replicaBenchState struct {
 	done      chan struct{}
 	connected chan struct{} // closed when the sender's connection registers
 	sendErrs  atomic.Int64
+	lent      benchLent
 }
 
 type replicaBenchHandler struct {
 	testHandler
-	st *replicaBenchState
+	st   *replicaBenchState
+	lent bool // send with SendReplicaLent, not SendReplica
 }
+
+// benchLent counts the lent sends the kernel is done with.
+type benchLent struct{ released atomic.Int64 }
+
+func (l *benchLent) Release() { l.released.Add(1) }
 
 func (h *replicaBenchHandler) ServeReplica(s *Shard, f *ReplicaFrame) {
 	if h.st.received.Add(1) == h.st.target.Load() {
@@ -52,7 +59,13 @@ func (h *replicaBenchHandler) Tick(s *Shard) bool {
 		return false
 	}
 	for st.remaining.Load() > 0 && s.ReplicaQueueRoom(1) > 0 {
-		if err := s.SendReplica(1, st.frame[:wire.HeaderSize], st.frame[wire.HeaderSize:]); err != nil {
+		var err error
+		if h.lent {
+			err = s.SendReplicaLent(1, st.frame, &st.lent)
+		} else {
+			err = s.SendReplica(1, st.frame[:wire.HeaderSize], st.frame[wire.HeaderSize:])
+		}
+		if err != nil {
 			st.sendErrs.Add(1)
 			return true
 		}
@@ -70,13 +83,14 @@ func BenchmarkReplicaThroughput(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		// Without busy polling too: the two runtimes' pollers share the CPUs with
 		// each other's work on a small machine.
-		b.Run(fmt.Sprintf("plane=replica/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, 0) })
-		b.Run(fmt.Sprintf("plane=replica-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1) })
+		b.Run(fmt.Sprintf("plane=replica/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, 0, false) })
+		b.Run(fmt.Sprintf("plane=replica-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, false) })
+		b.Run(fmt.Sprintf("plane=replica-lent-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, true) })
 		b.Run(fmt.Sprintf("plane=netconn/size=%d", size), func(b *testing.B) { benchNetConn(b, size) })
 	}
 }
 
-func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration) {
+func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration, lent bool) {
 	const cluster = "bench"
 	st := &replicaBenchState{frame: sealed(prepareFrame(cluster, size, false)), done: make(chan struct{}), connected: make(chan struct{})}
 	start := func(id uint8, addresses []string) *Runtime {
@@ -84,7 +98,9 @@ func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration) {
 			ShardCount: 1,
 			Arena:      ArenaConfigDefault(),
 			BusyPoll:   busyPoll,
-			NewHandler: func(s *Shard) Handler { return &replicaBenchHandler{testHandler: testHandler{shard: s}, st: st} },
+			NewHandler: func(s *Shard) Handler {
+				return &replicaBenchHandler{testHandler: testHandler{shard: s}, st: st, lent: lent}
+			},
 			Replica: &ReplicaConfig{
 				ListenAddress: "127.0.0.1:0",
 				Handshake:     replica.HandshakeConfig{Cluster: wire.ClusterID(cluster), Self: id, ReplicaCount: 2},

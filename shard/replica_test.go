@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,8 +49,14 @@ type replicaSendRequest struct {
 	fromShard int
 	peer      uint8
 	frame     []byte
-	repeat    int // send it this many times in one turn
+	repeat    int               // send it this many times in one turn
+	lent      *countingReleaser // send with SendReplicaLent, frame aligned
 }
+
+// countingReleaser counts its releases (on the shards; read after they are seen).
+type countingReleaser struct{ released atomic.Int64 }
+
+func (r *countingReleaser) Release() { r.released.Add(1) }
 
 func (n *replicaTestNode) poke() {
 	select {
@@ -151,7 +158,13 @@ func (h *replicaTestHandler) Tick(s *Shard) bool {
 	var errs []error
 	for _, r := range mine {
 		for range r.repeat {
-			if err := s.SendReplica(r.peer, r.frame[:256], r.frame[256:]); err != nil {
+			var err error
+			if r.lent != nil {
+				err = s.SendReplicaLent(r.peer, r.frame, r.lent)
+			} else {
+				err = s.SendReplica(r.peer, r.frame[:256], r.frame[256:])
+			}
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -382,6 +395,36 @@ func TestReplicaMeshCarriesEverySizeBothWays(t *testing.T) {
 		st := n.rt.ReplicaStats()
 		if st.FramesReceived != uint64(2*len(frames)) || st.FramesSent != uint64(2*len(frames)) || st.FramesDropped != 0 {
 			t.Errorf("replica %d stats %+v, want %d frames each way and no drop", n.id, st, 2*len(frames))
+		}
+	}
+}
+
+func TestReplicaSendLent(t *testing.T) {
+	const cluster = "lent"
+	nodes := startMesh(t, 2, replicaNodeOptions{cluster: cluster})
+	frame := alignedCopy(prepareFrame(cluster, 200<<10, false)) // unsealed: the runtime seals it
+	var done countingReleaser
+	n := nodes[0]
+	// Shard 1 owns the connection: the frame leaves from the caller's bytes, three
+	// times, and done is told three times. Shard 0 is told to copy.
+	n.sendMu.Lock()
+	n.pending = append(n.pending, replicaSendRequest{fromShard: 1, peer: 1, frame: frame, repeat: 3, lent: &done},
+		replicaSendRequest{fromShard: 0, peer: 1, frame: frame, repeat: 1, lent: &done})
+	n.sendMu.Unlock()
+	n.rt.WakeAll()
+	nodes[1].waitFor("the lent frames", 10*time.Second, func() bool { return len(nodes[1].received) == 3 })
+	n.waitFor("the releases and the refusal", 10*time.Second, func() bool { return done.released.Load() == 3 && len(n.sendErrs) == 1 })
+	n.mu.Lock()
+	err := n.sendErrs[0]
+	n.mu.Unlock()
+	if !errors.Is(err, ErrReplicaNotOwner) {
+		t.Fatalf("a lent send from a shard that does not own the connection: %v", err)
+	}
+	nodes[1].mu.Lock()
+	defer nodes[1].mu.Unlock()
+	for _, r := range nodes[1].received {
+		if !r.bodyValid || r.size != len(frame) || r.command != wire.CommandPrepare {
+			t.Fatalf("a lent frame arrived as %+v", r)
 		}
 	}
 }
