@@ -151,7 +151,9 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 			panic("shard: shard 0 dialed a peer the directional rule forbids: " + err.Error())
 		}
 		c.dialer, c.dialed, c.peer = d, true, uint8(dialedPeer)
-		c.sendHandshake(hello)
+		if c.sendHandshake(hello); c.state != replicaHandshaking {
+			return // no buffer for it: closed
+		}
 	} else {
 		c.acceptor = replica.NewAcceptor(rr.cfg.Handshake, nonce)
 	}

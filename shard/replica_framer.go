@@ -10,10 +10,13 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// replicaReadBufferBytes is a replica connection's standing read buffer: every recv of
-// small frames lands in it (many per recv under load), and a frame up to this size is
-// served from it in place. A larger frame gets a buffer of its own, received into
-// directly, so a 4 MiB prepare is copied by the kernel once and by nobody else.
+// replicaReadBufferBytes is a registered replica connection's standing read buffer:
+// every recv of small frames lands in it (many per recv under load), and a frame up
+// to this size is served from it in place. A larger frame gets a buffer of its own,
+// received into directly, so a 4 MiB prepare is copied by the kernel once and by
+// nobody else. During the handshake (256-byte frames, from a peer nobody vouched for
+// yet) the read buffer is a standing 4 KiB one: a flood of half-open handshakes holds
+// small buffers, not the 64 KiB ones client frames need.
 const replicaReadBufferBytes = 64 << 10
 
 // ReplicaFrameError says why a replica connection's byte stream was refused. The
@@ -56,8 +59,12 @@ type replicaFramer struct {
 	handshake bool
 
 	read       arena.Buffer // the standing read buffer; bytes [start, end) are unparsed
+	readSize   int          // the part of read in use: 4 KiB in the handshake, then 64 KiB
 	start, end int
-	scratch    arena.Buffer // an aligned copy of a frame or header at an unaligned offset
+	// scratch holds an aligned copy of a frame or header at an unaligned offset,
+	// readSize bytes, taken when first needed (from the arena, else the heap).
+	scratch       []byte
+	scratchBuffer arena.Buffer
 
 	// big is a frame larger than what the read buffer holds, received into directly:
 	// bigData[:bigFilled] has arrived of len(bigData). bigBuffer is its arena buffer,
@@ -71,20 +78,48 @@ type replicaFramer struct {
 }
 
 func newReplicaFramer(buffers BufferSource, cluster wire.Uint128, sizeMax uint32) (*replicaFramer, error) {
-	f := &replicaFramer{buffers: buffers, cluster: cluster, sizeMax: sizeMax, handshake: true}
+	f := &replicaFramer{buffers: buffers, cluster: cluster, sizeMax: sizeMax, handshake: true, readSize: standingFrameBytes}
 	var err error
-	if f.read, err = buffers.Acquire(replicaReadBufferBytes); err != nil {
-		return nil, errReplicaBuffersExhausted
-	}
-	if f.scratch, err = buffers.Acquire(replicaReadBufferBytes); err != nil {
-		buffers.Release(f.read)
+	if f.read, err = buffers.Acquire(standingFrameBytes); err != nil {
 		return nil, errReplicaBuffersExhausted
 	}
 	return f, nil
 }
 
-// EndHandshake switches from handshake frames to consensus frames.
-func (f *replicaFramer) EndHandshake() { f.handshake = false }
+// EndHandshake switches from handshake frames to consensus frames, and to the large
+// read buffer. Without one free it keeps the small buffer: frames above 4 KiB then
+// take buffers of their own, which works, a little slower.
+func (f *replicaFramer) EndHandshake() {
+	f.handshake = false
+	bigger, err := f.buffers.Acquire(replicaReadBufferBytes)
+	if err != nil {
+		return
+	}
+	f.end = copy(bigger.Full(), f.read.Full()[f.start:f.end])
+	f.start = 0
+	f.buffers.Release(f.read)
+	f.read, f.readSize = bigger, replicaReadBufferBytes
+	f.releaseScratch() // sized for the small buffer
+}
+
+// scratchBytes returns the scratch buffer, taking it first.
+func (f *replicaFramer) scratchBytes() []byte {
+	if f.scratch == nil {
+		if b, err := f.buffers.Acquire(f.readSize); err == nil {
+			f.scratchBuffer, f.scratch = b, b.Full()[:f.readSize]
+		} else {
+			f.scratch = alignedHeapBytes(f.readSize)
+		}
+	}
+	return f.scratch
+}
+
+func (f *replicaFramer) releaseScratch() {
+	if !f.scratchBuffer.IsZero() {
+		f.buffers.Release(f.scratchBuffer)
+	}
+	f.scratch, f.scratchBuffer = nil, arena.Buffer{}
+}
 
 // RecvTarget returns where the next received bytes go: the rest of a big frame, or
 // the free end of the read buffer (compacted first when the frame in progress would
@@ -93,13 +128,13 @@ func (f *replicaFramer) RecvTarget() []byte {
 	if f.bigData != nil && !f.bigDelivered {
 		return f.bigData[f.bigFilled:]
 	}
-	buf := f.read.Full()[:replicaReadBufferBytes]
+	buf := f.read.Full()[:f.readSize]
 	if f.start == f.end {
 		f.start, f.end = 0, 0
 	} else if f.start > 0 {
 		need := headerSizeBytes
 		if size, ok := wire.PeekSize(buf[f.start:f.end]); ok && int(size) > need {
-			need = min(int(size), replicaReadBufferBytes)
+			need = min(int(size), f.readSize)
 		}
 		if len(buf)-f.start < need {
 			f.end = copy(buf, buf[f.start:f.end])
@@ -136,7 +171,7 @@ func (f *replicaFramer) Next() ([]byte, error) {
 		f.bigDelivered = true
 		return frame, nil
 	}
-	buf := f.read.Full()[:replicaReadBufferBytes]
+	buf := f.read.Full()[:f.readSize]
 	avail := f.end - f.start
 	if avail < headerSizeBytes {
 		return nil, nil
@@ -144,14 +179,14 @@ func (f *replicaFramer) Next() ([]byte, error) {
 	header := buf[f.start : f.start+headerSizeBytes]
 	aligned := uintptr(unsafe.Pointer(unsafe.SliceData(header)))%wire.HeaderAlignment == 0
 	if !aligned {
-		header = f.scratch.Full()[:headerSizeBytes]
+		header = f.scratchBytes()[:headerSizeBytes]
 		copy(header, buf[f.start:])
 	}
 	size, err := f.checkHeader(header)
 	if err != nil {
 		return nil, err
 	}
-	if size > replicaReadBufferBytes {
+	if size > f.readSize {
 		return nil, f.startBig(buf[f.start:f.end], size)
 	}
 	if avail < size {
@@ -160,7 +195,7 @@ func (f *replicaFramer) Next() ([]byte, error) {
 	frame := buf[f.start : f.start+size : f.start+size]
 	f.start += size
 	if !aligned {
-		frame = f.scratch.Full()[:size:size]
+		frame = f.scratchBytes()[:size:size]
 		copy(frame, buf[f.start-size:f.start])
 	}
 	if err := f.checkBody(frame); err != nil {
@@ -271,8 +306,6 @@ func (f *replicaFramer) Close() {
 	if !f.read.IsZero() {
 		f.buffers.Release(f.read)
 	}
-	if !f.scratch.IsZero() {
-		f.buffers.Release(f.scratch)
-	}
-	f.read, f.scratch = arena.Buffer{}, arena.Buffer{}
+	f.releaseScratch()
+	f.read = arena.Buffer{}
 }

@@ -171,3 +171,31 @@ func FuzzReplicaFramer(f *testing.F) {
 		}
 	})
 }
+
+func TestReplicaFramerWithoutALargeReadBuffer(t *testing.T) {
+	a := framerTestArena(t)
+	var held []arena.Buffer
+	for {
+		b, err := a.Acquire(64 << 10)
+		if err != nil {
+			break
+		}
+		held = append(held, b)
+	}
+	// No 64 KiB buffer: the framer keeps its 4 KiB one, frames above it take
+	// buffers of their own (here the 1 MiB class), and all arrive as they were.
+	stream := append(append(sealed(stateChunkFrame(framerTestCluster, 300)), sealed(prepareFrame(framerTestCluster, 10<<10, true))...),
+		sealed(commitFrame(framerTestCluster, 3))...)
+	for _, chunk := range []int{1, 1000, len(stream)} {
+		frames, err := framerRun(t, a, stream, chunk, false)
+		if err != nil || len(frames) != 3 {
+			t.Fatalf("chunk %d: %d frames, err %v", chunk, len(frames), err)
+		}
+	}
+	for _, b := range held {
+		a.Release(b)
+	}
+	if n := a.InUseCount(); n != 0 {
+		t.Fatalf("%d arena buffers still in use", n)
+	}
+}
