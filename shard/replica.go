@@ -44,7 +44,10 @@ import (
 // the sending shard once it is sent. A full queue drops the frame (counted, logged at
 // most once a second): consensus retransmits, and no shard ever waits for a peer.
 
-// ReplicaConfig configures a runtime's replica plane (Config.Replica).
+// ReplicaConfig configures a runtime's replica plane (Config.Replica). Two of the
+// runtime's own settings apply to its connections too: Config.FrameTimeout (a frame
+// begun must complete in it) and Config.SendTimeout (a peer that reads none of its
+// queued frames for that long is closed, and redialed).
 type ReplicaConfig struct {
 	// ListenAddress is where shard 0 listens for the other replicas, host:port (the
 	// node's ip and ports.tcp_replica); port 0 picks a free port (Runtime.ReplicaAddr).

@@ -839,6 +839,63 @@ func TestReplicaHandshakeFailureDeliversNothing(t *testing.T) {
 	}
 }
 
+// TestReplicaSecondConnectionIsRefused: a second connection from a peer that is
+// registered completes its handshake and is then refused; the first one keeps
+// carrying frames.
+func TestReplicaSecondConnectionIsRefused(t *testing.T) {
+	const cluster = "twice"
+	node := startReplicaNode(t, 1, replicaNodeOptions{cluster: cluster, addresses: []string{"", ""}})
+	first := dialFake(t, node, cluster, 0)
+	node.waitFor("the first connection", 10*time.Second, func() bool { return node.up[0] })
+	second := dialFake(t, node, cluster, 0) // auth off: the acceptor is done at the Hello
+	second.expectClosed()
+	node.waitFor("the refusal", 10*time.Second, func() bool { return node.rt.ReplicaStats().HandshakesRefused == 1 })
+	first.write(sealed(commitFrame(cluster, 7)))
+	node.waitFor("a frame on the first connection", 10*time.Second, func() bool { return len(node.received) == 1 })
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if node.events != 1 || !node.up[0] {
+		t.Fatalf("%d connect events, peer up %v: the refused connection touched the registered one", node.events, node.up[0])
+	}
+}
+
+// TestReplicaRefusalsCarryTheirStatus: a refusal the protocol sends reaches the
+// dialer as a Challenge with the status, then the connection closes.
+func TestReplicaRefusalsCarryTheirStatus(t *testing.T) {
+	const cluster = "status"
+	// Replica 2 is down (nothing listens on port 1): the node dials it in vain.
+	node := startReplicaNode(t, 1, replicaNodeOptions{cluster: cluster, addresses: []string{"", "", "127.0.0.1:1"}})
+	for _, tc := range []struct {
+		name    string
+		cluster string
+		from    uint8
+		command wire.Command
+		want    wire.HandshakeStatus
+	}{
+		{"a higher id dials a lower one", cluster, 2, wire.CommandReplicaHello, wire.HandshakeDirectionalRule},
+		{"another cluster", "elsewhere", 0, wire.CommandReplicaHello, wire.HandshakeClusterMismatch},
+		{"not a Hello first", cluster, 0, wire.CommandReplicaFinish, wire.HandshakeUnknownCommand},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", node.rt.ReplicaAddr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			p := &fakePeer{t: t, conn: conn}
+			hello := make([]byte, 256)
+			wire.PutReplicaHello(hello, wire.ClusterID(tc.cluster), tc.from, nil)
+			hello[60] = byte(tc.command)
+			p.write(hello)
+			challenge := p.read(256)
+			if wire.Command(challenge[60]) != wire.CommandReplicaChallenge || wire.HandshakeStatus(challenge[192]) != tc.want {
+				t.Fatalf("answer: command %d status %d, want a Challenge with %s", challenge[60], challenge[192], tc.want)
+			}
+			p.expectClosed()
+		})
+	}
+}
+
 func TestReplicaHandshakeTimeout(t *testing.T) {
 	node := startReplicaNode(t, 1, replicaNodeOptions{cluster: "slow", addresses: []string{"", ""}, handshake: 200 * time.Millisecond})
 	conn, err := net.Dial("tcp", node.rt.ReplicaAddr().String())
