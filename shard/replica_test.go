@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -204,6 +205,7 @@ type replicaNodeOptions struct {
 	frameTimeout time.Duration
 	fdPass       fdpass.Mode
 	shardZero    bool
+	logger       *slog.Logger
 }
 
 // startReplicaNode starts replica id of a cluster of len(o.addresses) replicas.
@@ -230,6 +232,7 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 	n.rt = startTestRuntime(t, Config{
 		ShardCount:   o.shardCount,
 		FrameTimeout: o.frameTimeout,
+		Logger:       o.logger,
 		FdPass:       o.fdPass,
 		BusyPoll:     -1, // several runtimes share two CPUs
 		Arena:        replicaTestArena(),
@@ -536,7 +539,9 @@ func TestReplicaWrongSecretOrClusterNeverRegisters(t *testing.T) {
 		{"auth off against auth on", replicaNodeOptions{cluster: "c"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			acceptor := startReplicaNode(t, 1, replicaNodeOptions{cluster: "c", secret: testSecret, addresses: []string{"", ""}})
+			refusals := &countingLog{msg: "replica connection refused"}
+			acceptor := startReplicaNode(t, 1, replicaNodeOptions{cluster: "c", secret: testSecret, addresses: []string{"", ""},
+				logger: slog.New(refusals)})
 			tc.dialer.addresses = []string{"", acceptor.rt.ReplicaAddr().String()}
 			dialer := startReplicaNode(t, 0, tc.dialer)
 			// Several redials, each refused: then neither side ever registered.
@@ -559,6 +564,10 @@ func TestReplicaWrongSecretOrClusterNeverRegisters(t *testing.T) {
 				if events != 0 || received != 0 || n.rt.ReplicaConnected(1-n.id) {
 					t.Fatalf("replica %d: %d connect events, %d frames received", n.id, events, received)
 				}
+			}
+			// Refused again and again, for one reason, from one address: logged once.
+			if n := refusals.count.Load(); n != 1 {
+				t.Fatalf("the acceptor logged %d refusals of %d, want 1", n, acceptor.rt.ReplicaStats().HandshakesRefused)
 			}
 		})
 	}
@@ -926,6 +935,22 @@ func TestReplicaFrameTimeout(t *testing.T) {
 		t.Fatalf("%d frames reached the handler", len(node.received))
 	}
 }
+
+// countingLog counts the records whose message is msg.
+type countingLog struct {
+	msg   string
+	count atomic.Int64
+}
+
+func (l *countingLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *countingLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == l.msg {
+		l.count.Add(1)
+	}
+	return nil
+}
+func (l *countingLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *countingLog) WithGroup(string) slog.Handler      { return l }
 
 // sealed returns a copy of frame with its seals stamped.
 func sealed(frame []byte) []byte {
