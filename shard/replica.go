@@ -71,6 +71,16 @@ type ReplicaConfig struct {
 	// HandshakeTimeout closes a connection whose handshake has not completed in
 	// this time (the reference's message_bus.handshake_grace). Default 10 s.
 	HandshakeTimeout time.Duration
+	// ListenerOff: shard 0 binds no replica listener (ListenAddress is ignored);
+	// inbound connections arrive through Runtime.AdoptReplica, e.g. from a TLS
+	// terminator that owns the port (replica_adopt.go).
+	ListenerOff bool
+	// Dial, when set, opens the outbound connections in place of shard 0's own
+	// io_uring connects (a TLS dialer, say). It is called on shard 0 and must
+	// return at once; the connection it opens comes in through AdoptReplica with
+	// dialedPeer = peer. Until its handshake ends (or twice HandshakeTimeout has
+	// passed) the peer is not dialed again.
+	Dial func(peer uint8, address netip.AddrPort)
 	// ShardZero places replica connections on shard 0 too; by default shard 0,
 	// which accepts and places every connection, serves none (when it is not the
 	// only shard), as the reference's coordinator.skip_shard_zero_for_replicas.
@@ -107,7 +117,7 @@ func (c *ReplicaConfig) withDefaults() (*ReplicaConfig, []netip.AddrPort, error)
 		}
 		peers[id] = a
 	}
-	if cfg.ListenAddress == "" {
+	if cfg.ListenAddress == "" && !cfg.ListenerOff {
 		return nil, nil, errors.New("shard: ReplicaConfig.ListenAddress is required")
 	}
 	if cfg.ReconnectPeriod == 0 {
@@ -239,10 +249,11 @@ type replicaCounters struct {
 
 // replicaRuntime is the runtime-wide part of the replica plane.
 type replicaRuntime struct {
-	cfg      *ReplicaConfig
-	peers    []netip.AddrPort // dial addresses by replica id (higher ids only)
-	addr     *net.TCPAddr
-	listenFd int
+	cfg       *ReplicaConfig
+	peers     []netip.AddrPort // dial addresses by replica id (higher ids only)
+	addr      *net.TCPAddr
+	listenFd  int
+	adoptions replicaAdoptions
 	// owners[peer] is 1 + the index of the shard that owns the peer's registered
 	// connection, 0 when none: written by the owner (compare-and-swap from 0, store
 	// of 0), read by every shard.
@@ -254,7 +265,8 @@ type replicaRuntime struct {
 	dialSinceNs [256]atomic.Int64
 }
 
-// ReplicaAddr returns the address of the replica listener; nil without Config.Replica.
+// ReplicaAddr returns the address of the replica listener; nil without Config.Replica
+// or with its ListenerOff.
 func (rt *Runtime) ReplicaAddr() *net.TCPAddr {
 	if rt.replica == nil {
 		return nil
@@ -619,6 +631,7 @@ func (rt *Runtime) closeReplica() {
 			r.listener.fd = -1
 		}
 	}
+	rr.adoptions.close(func(fd int) { unix.Close(fd) })
 	if rt.shards[0].replica == nil && rr.listenFd >= 0 {
 		unix.Close(rr.listenFd) // shard 0 never set up
 	}
