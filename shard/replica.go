@@ -38,6 +38,9 @@ import (
 // MessageSizeMax refused); a refused frame closes the connection, and nothing of it
 // reaches the handler. Valid frames go to the ReplicaHandler of the owner shard.
 //
+// Connections can also come from outside, TLS sessions bridged to socketpairs
+// (Runtime.AdoptReplica, ReplicaConfig.Dial and ListenerOff; replica_adopt.go).
+//
 // Any shard sends with Shard.SendReplica: the frame is copied into that shard's arena
 // and, when another shard owns the peer, posted to it; the owner queues it in the
 // peer's bounded send queue (PeerQueueCapacity frames), and gives the buffer back to

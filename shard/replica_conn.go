@@ -574,6 +574,13 @@ func (c *replicaConn) checkDeadlines() {
 			return
 		}
 		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+	case replicaDraining:
+		// A refusal the peer does not take within the handshake's time is dropped.
+		if now >= c.handshakeDeadlineNs {
+			c.close("refusal not read")
+			return
+		}
+		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 	case replicaUp:
 		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
 			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
