@@ -29,7 +29,9 @@ import (
 //
 // Exactly one connection per pair: a connection whose handshake completes while one to
 // the same peer is registered is refused and closed; the registered one stays (the
-// reference's registry refuses the later insert the same way). The dialer does not
+// reference's registry refuses the later insert the same way: apache/iggy
+// core/message_bus/src/lifecycle/connection_registry.rs). A refused handshake is
+// logged once per peer address and reason (replica_log.go). The dialer does not
 // dial a peer that is up, so a second connection is a race or a peer's restart whose
 // old connection has not been seen to close yet; it resolves at the next redial.
 //
@@ -46,6 +48,7 @@ import (
 // peer's bounded send queue (PeerQueueCapacity frames), and gives the buffer back to
 // the sending shard once it is sent. A full queue drops the frame (counted, logged at
 // most once a second): consensus retransmits, and no shard ever waits for a peer.
+// The owner shard itself may lend a frame instead (SendReplicaLent): no copy.
 
 // ReplicaConfig configures a runtime's replica plane (Config.Replica). Two of the
 // runtime's own settings apply to its connections too: Config.FrameTimeout (a frame
