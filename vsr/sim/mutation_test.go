@@ -18,7 +18,7 @@ func TestMutationsCaught(t *testing.T) {
 	}{
 		{"CommitBeforeQuorum", vsr.MutationCommitBeforeQuorum, 200},
 		{"TruncatePastNackQuorum", vsr.MutationTruncatePastNackQuorum, 400},
-		{"AckBeforeDurable", vsr.MutationAckBeforeDurable, 400},
+		{"AckBeforeDurable", vsr.MutationAckBeforeDurable, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := 0

@@ -28,8 +28,8 @@ func TestSim(t *testing.T) {
 		opts := Config(*seedFlag)
 		opts.Trace = func(line string) { t.Log(line) }
 		r := Run(opts)
-		t.Logf("seed=%d replicas=%d clients=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d",
-			r.Seed, opts.Replicas, opts.Clients, r.Ticks, r.LivenessTicks, r.Committed, r.Acknowledged, r.Crashes, r.ViewChanges)
+		t.Logf("seed=%d replicas=%d clients=%d partition groups=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d, %+v",
+			r.Seed, opts.Replicas, opts.Clients, opts.PartitionGroups, r.Ticks, r.LivenessTicks, r.Committed, r.Acknowledged, r.Crashes, r.ViewChanges, r)
 		if r.Violation != nil {
 			t.Fatal(r.Violation)
 		}
@@ -67,6 +67,7 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	var livenessMax, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
+	refusals, admitRefused, partitionAcks, rotten, dropped, acknowledged := 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
 	var failed []uint64
 	for i, r := range results {
@@ -77,6 +78,12 @@ func TestSim(t *testing.T) {
 		views += uint64(r.ViewChanges)
 		corrupt += r.CorruptRefused
 		installs += r.StateInstalls
+		refusals += r.CommittedRefusals
+		admitRefused += r.AdmitRefused
+		partitionAcks += r.PartitionAcks
+		rotten += r.RottenEntries
+		dropped += r.DamagedEntriesDropped
+		acknowledged += r.Acknowledged
 		livenessMax = max(livenessMax, r.LivenessTicks)
 		if r.Violation != nil {
 			failures++
@@ -92,6 +99,8 @@ func TestSim(t *testing.T) {
 	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
 		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
+	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted, %d damaged entries dropped at recovery",
+		acknowledged, partitionAcks, refusals, admitRefused, rotten, dropped)
 }
 
 func ExampleConfig() {
