@@ -62,6 +62,9 @@ type metadataMachine struct {
 	out   metadata.Output
 	// lastRefused: the last apply committed a rejection (a result other than 0).
 	lastRefused bool
+	// applyRetries and clockSkewMicros break the machine for the checkers' tests.
+	applyRetries    bool
+	clockSkewMicros uint64
 }
 
 func newMetadataMachine() *metadataMachine {
@@ -105,10 +108,10 @@ func (m *metadataMachine) apply(h *wire.PrepareHeader, body []byte) ([]byte, boo
 	if !registered {
 		return nil, false // logged out since it was admitted: nothing to apply it for
 	}
-	if verdict, _ := m.table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute {
+	if verdict, _ := m.table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute && !m.applyRetries {
 		return nil, false // a retry prepared twice: applied once, its reply stands
 	}
-	m.state.Apply(metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}, body, &m.out)
+	m.state.Apply(metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp + m.clockSkewMicros}, body, &m.out)
 	m.lastRefused = m.out.Result != 0
 	frame = append(frame, m.out.Reply...)
 	rh.Size = uint32(len(frame))

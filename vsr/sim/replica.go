@@ -61,6 +61,10 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 	}
 	if gc.id == wire.MetadataGroup {
 		gr.meta = newMetadataMachine()
+		gr.meta.applyRetries = c.opts.broken == brokenApplyRetries
+		if c.opts.broken == brokenApplyDiverges && nd.id == 0 {
+			gr.meta.clockSkewMicros = 1
+		}
 		gr.machine = gr.meta
 		cfg.Incarnation = wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1}
 		cfg.Sessions = metadataSessions{gr.meta}
@@ -84,6 +88,11 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 			opMax := max(gr.disk.superDurable.CommitMax, checkpointOp(gr.disk.checkpointed))
 			rotten = gr.disk.rot(opMax, 1+c.rngFail.IntN(3))
 			c.result.RottenEntries += len(rotten)
+			for _, op := range rotten {
+				if op > checkpointOp(gr.disk.checkpointed) {
+					c.result.RottenToRepair++
+				}
+			}
 		}
 		rec, dropped := gr.disk.recover(gr.machine.bodyIntact)
 		c.result.DamagedEntriesDropped += len(dropped)

@@ -118,6 +118,9 @@ type Options struct {
 	// that were away long catch up by state transfer.
 	JournalSlots int
 	Mutation     vsr.Mutation
+	// broken breaks a rule of the simulated server instead of the core's, so that
+	// tests can show the checkers catch it.
+	broken brokenRule
 	// Trace, when set, receives one line per event.
 	Trace func(string)
 }
@@ -143,7 +146,7 @@ func Config(seed uint64) Options {
 		Seed:              seed,
 		Replicas:          sizes[seed%uint64(len(sizes))],
 		Clients:           1 + int(seed>>3)%4,
-		PartitionGroups:   1 + int(seed>>6)%2,
+		PartitionGroups:   1 + int(seed>>6)%3,
 		FaultTicks:        3000,
 		LivenessTicksMax:  4000,
 		RequestsAfterHeal: 3,
@@ -176,10 +179,12 @@ type Result struct {
 	StateOffers, StateInstalls int
 	// CorruptRefused is how many corrupted frames the receivers refused.
 	CorruptRefused int
-	// RottenEntries is how many synced journal entries rotted at a restart;
-	// DamagedEntriesDropped how many entries recovery found damaged (rotten or torn).
-	RottenEntries, DamagedEntriesDropped int
-	Messages                             int
+	// RottenEntries is how many synced journal entries rotted at a restart,
+	// RottenToRepair how many of them their replica had not checkpointed (it must
+	// repair them before it applies past them); DamagedEntriesDropped how many
+	// entries recovery found damaged (rotten or torn).
+	RottenEntries, RottenToRepair, DamagedEntriesDropped int
+	Messages                                             int
 }
 
 const (
@@ -197,6 +202,19 @@ const (
 	// metadataGroupIndex is the metadata group's place in cluster.groups and
 	// node.groups; partition groups follow it.
 	metadataGroupIndex = 0
+)
+
+// brokenRule is a rule of the simulated server (not of the core) broken on purpose.
+type brokenRule uint8
+
+const (
+	brokenNone brokenRule = iota
+	// brokenApplyRetries applies a retry prepared twice twice: exactly once is lost.
+	brokenApplyRetries
+	// brokenApplyDiverges gives replica 0's metadata apply another clock.
+	brokenApplyDiverges
+	// brokenRotEverywhere lets every node's journal rot, beyond the fault model.
+	brokenRotEverywhere
 )
 
 type packet struct {
@@ -297,6 +315,9 @@ func Run(opts Options) Result {
 	rotting := 0
 	if opts.Faults {
 		rotting = vsr.QuorumReplication(n) - 1
+		if opts.broken == brokenRotEverywhere {
+			rotting = n
+		}
 	}
 	for i, k := range c.rngFail.Perm(n) {
 		nd := &node{id: k, rots: i < rotting}

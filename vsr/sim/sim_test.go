@@ -67,7 +67,7 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	var livenessMax, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
-	refusals, admitRefused, partitionAcks, rotten, dropped, acknowledged := 0, 0, 0, 0, 0, 0
+	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
 	var failed []uint64
 	for i, r := range results {
@@ -82,6 +82,7 @@ func TestSim(t *testing.T) {
 		admitRefused += r.AdmitRefused
 		partitionAcks += r.PartitionAcks
 		rotten += r.RottenEntries
+		rottenToRepair += r.RottenToRepair
 		dropped += r.DamagedEntriesDropped
 		acknowledged += r.Acknowledged
 		livenessMax = max(livenessMax, r.LivenessTicks)
@@ -99,8 +100,8 @@ func TestSim(t *testing.T) {
 	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
 		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
-	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted, %d damaged entries dropped at recovery",
-		acknowledged, partitionAcks, refusals, admitRefused, rotten, dropped)
+	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted (%d of them above their replica's checkpoint), %d damaged entries dropped at recovery",
+		acknowledged, partitionAcks, refusals, admitRefused, rotten, rottenToRepair, dropped)
 }
 
 func ExampleConfig() {
