@@ -312,8 +312,10 @@ func (c *cluster) clientTick(cl *client) {
 		cl.outstanding = true
 		cl.plan = c.planRequest(cl)
 	} else if cl.sentAt != 0 {
-		// No answer: retry at another replica, as the SDKs redirect.
-		cl.target = (cl.target + 1 + c.rngWork.IntN(c.opts.Replicas)) % c.opts.Replicas
+		// No answer: retry at the next replica, as an SDK walks its list of nodes
+		// (so it reaches any group's primary within Replicas retries; a random jump
+		// could miss it for thousands of ticks).
+		cl.target = (cl.target + 1) % c.opts.Replicas
 	}
 	cl.sentAt = c.now
 	req := &clientRequest{client: cl.id, group: cl.plan.group, request: cl.request, operation: cl.plan.operation, body: cl.plan.body, session: cl.session}
