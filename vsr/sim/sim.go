@@ -34,14 +34,14 @@
 // artifacts, each behind a head naming the op, identity and timestamp it was taken
 // at.
 //
-// Every node also runs Options.PartitionGroups partition groups
-// (wire.PartitionGroup(1, 1, p)), all over the same links: a frame goes to the core
-// its header's group names, and any frame from a node counts, through
+// Every node also runs Options.PartitionGroups (one to three) partition groups, of
+// ids wire.PartitionGroup(1, 1, p), all over the same links: a frame goes to the
+// core its header's group names, and any intact frame from a node counts, through
 // Core.NoteLiveness, as a sign of life of that node for every group there, as the
 // server's replica connections will. Their state machine is a stand-in behind
 // groupMachine (a log summary and consumer offsets, bodies sealed with a trailing
 // checksum as message batches are), until the partition plane plugs in. Clients
-// send to them and store consumer offsets.
+// send to them and store consumer offsets, at least once: a retry may append twice.
 //
 // The network loses, delays, reorders and duplicates frames, flips bits (the
 // receiver must refuse a damaged frame), and partitions nodes (symmetric splits,
@@ -77,12 +77,18 @@
 //
 // The superblock (view, log view, commit point, view headers) and checkpoints never
 // rot (they are written in redundant copies); an entry rotting above a node's
-// commit point, which the core cannot report, is not modelled. The partition
-// groups run the stand-in, not the partition plane's logic over segments. Disk
-// I/O is synchronous (a Ready's writes are all durable at its sync), the clock
-// ticks alike everywhere, requests come one at a time per client, and the server's
-// sessions, shards and connections are not in it: the simulator drives the cores
-// and state machines directly.
+// commit point, which the core cannot report, is not modelled; nor are failed
+// writes or syncs and full disks (segment.SimDisk can inject them: the server stops
+// on them, which the crash model covers). The partition groups run the stand-in,
+// not the partition plane's logic over segments. Disk I/O is synchronous (a
+// Ready's writes are all durable at its sync), the clock ticks alike everywhere,
+// requests come one at a time per client, and the server's sessions, shards and
+// connections are not in it: the simulator drives the cores and state machines
+// directly.
+//
+// Clients retry an unanswered request after 60 ticks (clientRetryTick) at the next
+// node, as an SDK walks its list of nodes; a backup drops a request it cannot
+// serve (it does not redirect), except a login, which it forwards.
 //
 // A run is a pure function of its seed: a failure prints the seed, and
 // `go test ./vsr/sim -run TestSim -seed N` replays it exactly.
