@@ -80,7 +80,8 @@
 // commit point, which the core cannot report, is not modelled; nor are failed
 // writes or syncs and full disks (segment.SimDisk can inject them: the server stops
 // on them, which the crash model covers). The partition groups run the stand-in,
-// not the partition plane's logic over segments. Disk I/O is synchronous (a
+// not the partition plane's logic over segments, and they are fixed: the effects
+// of metadata writes (partitions created or deleted) are not carried out. Disk I/O is synchronous (a
 // Ready's writes are all durable at its sync), the clock ticks alike everywhere,
 // requests come one at a time per client, and the server's sessions, shards and
 // connections are not in it: the simulator drives the cores and state machines
