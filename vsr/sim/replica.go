@@ -88,6 +88,7 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 			opMax := max(gr.disk.superDurable.CommitMax, checkpointOp(gr.disk.checkpointed))
 			rotten = gr.disk.rot(opMax, 1+c.rngFail.IntN(3))
 			c.result.RottenEntries += len(rotten)
+			c.trace("r%d g%d journal entries rotted at ops %v", nd.id, gr.group, rotten)
 			for _, op := range rotten {
 				if op > checkpointOp(gr.disk.checkpointed) {
 					c.result.RottenToRepair++
