@@ -54,6 +54,10 @@ func TestBrokenRulesCaught(t *testing.T) {
 		// Two replicas commit on one (QuorumReplication(2) is 1): once both rot, a
 		// committed op may have no intact copy left.
 		{"RotEverywhere", brokenRotEverywhere, []int{2}, 400},
+		// The core cannot be told that an entry it held rotted (CoreRecovered lists
+		// intact entries only), so it nacks a rotten op above its commit point in a
+		// view change, and a committed op can be truncated.
+		{"RotAboveCommit", brokenRotAboveCommit, []int{3, 5}, 800},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := 0

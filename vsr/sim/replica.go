@@ -81,12 +81,16 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 	gr.lastCommitMax, gr.lastCommitMin = 0, 0
 	if restart {
 		var rotten []uint64
-		if nd.rots && c.rngFail.IntN(3) == 0 {
+		if nd.rots && (c.opts.broken == brokenRotAboveCommit || c.rngFail.IntN(3) == 0) {
 			// A committed op this replica knows committed (at or below its durable
 			// commit point or its checkpoint) may rot here: it still has an intact
 			// copy on a replica that never rots (see the package doc).
 			opMax := max(gr.disk.superDurable.CommitMax, checkpointOp(gr.disk.checkpointed))
-			rotten = gr.disk.rot(opMax, 1+c.rngFail.IntN(3))
+			count := 1 + c.rngFail.IntN(3)
+			if c.opts.broken == brokenRotAboveCommit {
+				opMax, count = ^uint64(0), 50
+			}
+			rotten = gr.disk.rot(opMax, count)
 			c.result.RottenEntries += len(rotten)
 			c.trace("r%d g%d journal entries rotted at ops %v", nd.id, gr.group, rotten)
 			for _, op := range rotten {

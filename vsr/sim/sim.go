@@ -222,6 +222,9 @@ const (
 	brokenApplyDiverges
 	// brokenRotEverywhere lets every node's journal rot, beyond the fault model.
 	brokenRotEverywhere
+	// brokenRotAboveCommit rots up to fifty entries of the rotting nodes at every
+	// restart, any but the highest, above the commit point too: beyond the model.
+	brokenRotAboveCommit
 )
 
 type packet struct {
