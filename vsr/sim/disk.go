@@ -142,25 +142,25 @@ func (d *disk) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	return e.cache[wire.HeaderSize:], true
 }
 
-// rot flips a bit in up to count synced entries at or below opMax, sparing the
-// highest entry (so that the recovered head stays where it was), as sectors rot at
-// rest or a misdirected write lands: the damage a restart must notice by checksum
-// and repair from peers. It returns the ops it damaged. The flip spares a prepare's
-// view field: the identity leaves the view out (a retransmission restamps it), so
-// no checksum can see it, and nothing trusts a journaled view.
-func (d *disk) rot(opMax uint64, count int) []uint64 {
+// rot flips a bit in up to count intact synced entries at or below opMax, sparing
+// the highest intact entry (so that the recovered head stays where it was), as
+// sectors rot at rest or a misdirected write lands: the damage a restart must
+// notice by checksum and repair from peers. It returns the ops it damaged. The flip
+// spares a prepare's view field: the identity leaves the view out (a
+// retransmission restamps it), so no checksum can see it, and nothing trusts a
+// journaled view.
+func (d *disk) rot(opMax uint64, count int, bodyIntact func([]byte) bool) []uint64 {
 	ops := make([]uint64, 0, len(d.entries))
 	head := uint64(0)
 	for op, e := range d.entries {
-		if e.durable != nil {
+		if _, ok := intactEntry(op, e.durable, bodyIntact); ok {
 			head = max(head, op)
+			if op <= opMax {
+				ops = append(ops, op)
+			}
 		}
 	}
-	for op, e := range d.entries {
-		if op <= opMax && op < head && e.durable != nil {
-			ops = append(ops, op)
-		}
-	}
+	ops = slices.DeleteFunc(ops, func(op uint64) bool { return op == head })
 	slices.Sort(ops)
 	var damaged []uint64
 	for len(damaged) < count && len(ops) > 0 {
@@ -179,6 +179,22 @@ func (d *disk) rot(opMax uint64, count int) []uint64 {
 	return damaged
 }
 
+// intactEntry reports whether a journal entry holds the prepare of op, its identity
+// and body seal intact (bodyIntact checks the bodies the core does not seal).
+func intactEntry(op uint64, entry []byte, bodyIntact func([]byte) bool) (wire.PrepareHeader, bool) {
+	var h wire.PrepareHeader
+	if len(entry) < wire.HeaderSize {
+		return h, false
+	}
+	copy(wire.HeaderBytes(&h)[:], entry)
+	body := entry[wire.HeaderSize:]
+	sealed := h.ChecksumBody == wire.BodyChecksum(body)
+	if h.Group != wire.MetadataGroup {
+		sealed = h.ChecksumBody.IsZero() && bodyIntact(body)
+	}
+	return h, h.Op == op && h.IdentityValid() && int(h.Size) == len(entry) && sealed
+}
+
 // viewFieldOffset is where a prepare header's u32 view lies.
 const viewFieldOffset = 52
 
@@ -194,17 +210,8 @@ func (d *disk) recover(bodyIntact func([]byte) bool) (vsr.CoreRecovered, []uint6
 	}
 	slices.Sort(ops)
 	for _, op := range ops {
-		e := d.entries[op]
-		var h wire.PrepareHeader
-		if len(e.durable) >= wire.HeaderSize {
-			copy(wire.HeaderBytes(&h)[:], e.durable)
-		}
-		body := e.durable[min(len(e.durable), wire.HeaderSize):]
-		sealed := h.ChecksumBody == wire.BodyChecksum(body)
-		if h.Group != wire.MetadataGroup {
-			sealed = h.ChecksumBody.IsZero() && bodyIntact(body)
-		}
-		if h.Op != op || !h.IdentityValid() || int(h.Size) != len(e.durable) || !sealed {
+		h, ok := intactEntry(op, d.entries[op].durable, bodyIntact)
+		if !ok {
 			// Torn or rotten: recovery finds no prepare here.
 			delete(d.entries, op)
 			dropped = append(dropped, op)

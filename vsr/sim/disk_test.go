@@ -36,7 +36,7 @@ func TestRotIsNoticedAtRecovery(t *testing.T) {
 	for _, group := range []uint64{wire.MetadataGroup, 1 << 32} {
 		for seed := uint64(0); seed < 400; seed++ {
 			d := journalOf(t, seed, group, 10)
-			rotten := d.rot(10, 4)
+			rotten := d.rot(10, 4, newPartitionMachine().bodyIntact)
 			if len(rotten) != 4 {
 				t.Fatalf("group %#x: %d entries rotted, want 4", group, len(rotten))
 			}
@@ -53,7 +53,7 @@ func TestRotIsNoticedAtRecovery(t *testing.T) {
 			}
 		}
 	}
-	if d := journalOf(t, 1, wire.MetadataGroup, 10); len(d.rot(3, 10)) != 3 {
+	if d := journalOf(t, 1, wire.MetadataGroup, 10); len(d.rot(3, 10, newPartitionMachine().bodyIntact)) != 3 {
 		t.Fatal("rot went above its bound")
 	}
 }

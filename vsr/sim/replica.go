@@ -90,7 +90,7 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 			if c.opts.broken == brokenRotAboveCommit {
 				opMax, count = ^uint64(0), 50
 			}
-			rotten = gr.disk.rot(opMax, count)
+			rotten = gr.disk.rot(opMax, count, gr.machine.bodyIntact)
 			c.result.RottenEntries += len(rotten)
 			c.trace("r%d g%d journal entries rotted at ops %v", nd.id, gr.group, rotten)
 			for _, op := range rotten {
