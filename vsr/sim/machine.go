@@ -93,6 +93,7 @@ func replyHeader(h *wire.PrepareHeader) wire.ReplyHeader {
 
 func (m *metadataMachine) apply(h *wire.PrepareHeader, body []byte) ([]byte, bool) {
 	m.lastRefused = false
+	m.out.Effects = m.out.Effects[:0]
 	rh := replyHeader(h)
 	frame := make([]byte, wire.HeaderSize, 512)
 	if h.Operation == wire.OperationRegister {
@@ -125,6 +126,20 @@ func (m *metadataMachine) apply(h *wire.PrepareHeader, body []byte) ([]byte, boo
 		m.table.CommitRequest(h.Client, h.Request, h.RequestChecksum, h.Op, frame)
 	}
 	return frame, true
+}
+
+// effectsDigest is a digest of the last apply's effects (what the server would do
+// to partitions and files): every replica must ask for the same.
+func (m *metadataMachine) effectsDigest() uint64 {
+	b := make([]byte, 0, len(m.out.Effects)*32)
+	for _, e := range m.out.Effects {
+		b = append(b, byte(e.Kind))
+		for _, v := range [...]uint32{e.Stream, e.Topic, e.First, e.Count, e.Group} {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		b = binary.LittleEndian.AppendUint64(b, e.Generation)
+	}
+	return xxh3.Hash(b)
 }
 
 // The metadata group's transfer (and checkpoint) artifacts are the real ones: the

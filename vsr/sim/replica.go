@@ -302,6 +302,8 @@ func (c *cluster) checkMonotonic(gr *groupReplica) {
 type applyOutcome struct {
 	answered    bool
 	replyDigest uint64
+	// effectsDigest is the metadata apply's effects (metadataMachine.effectsDigest).
+	effectsDigest uint64
 }
 
 func (c *cluster) apply(gr *groupReplica, h *wire.PrepareHeader) {
@@ -334,14 +336,17 @@ func (c *cluster) apply(gr *groupReplica, h *wire.PrepareHeader) {
 		c.checkpoint(gr)
 	}
 	outcome := applyOutcome{answered: answered, replyDigest: xxh3.Hash(reply)}
+	if gr.meta != nil {
+		outcome.effectsDigest = gr.meta.effectsDigest()
+	}
 	if first, ok := gc.outcomes[h.Op]; !ok {
 		gc.outcomes[h.Op] = outcome
 		if gr.meta != nil && gr.meta.lastRefused {
 			c.result.CommittedRefusals++
 		}
 	} else if first != outcome {
-		c.fail("replica %d group %d: op %d applied to another outcome than on the first replica that applied it (answered %v, reply %x vs %v, %x)",
-			nd.id, gr.group, h.Op, answered, outcome.replyDigest, first.answered, first.replyDigest)
+		c.fail("replica %d group %d: op %d applied to another outcome than on the first replica that applied it (%+v, then %+v)",
+			nd.id, gr.group, h.Op, first, outcome)
 		return
 	}
 	if !answered || !gr.core.IsPrimary() {
