@@ -162,6 +162,16 @@ func Config(seed uint64) Options {
 	}
 }
 
+// HeavyConfig is Config with four to eleven clients and twice the fault period:
+// more requests in flight, and a cluster further ahead of a replica that was away,
+// while the faults last (go test ./vsr/sim -heavy).
+func HeavyConfig(seed uint64) Options {
+	o := Config(seed)
+	o.Clients = 4 + int(seed>>3)%8
+	o.FaultTicks = 2 * o.FaultTicks
+	return o
+}
+
 // Result is what a run saw.
 type Result struct {
 	Seed uint64

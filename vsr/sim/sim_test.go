@@ -14,6 +14,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "replay one seed, with a trace")
 	seedsFlag = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
 	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
@@ -24,8 +25,12 @@ const (
 )
 
 func TestSim(t *testing.T) {
+	config := Config
+	if *heavyFlag {
+		config = HeavyConfig
+	}
 	if *seedFlag != 0 {
-		opts := Config(*seedFlag)
+		opts := config(*seedFlag)
 		opts.Trace = func(line string) { t.Log(line) }
 		r := Run(opts)
 		t.Logf("seed=%d replicas=%d clients=%d partition groups=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d, %+v",
@@ -57,7 +62,7 @@ func TestSim(t *testing.T) {
 				if i >= count {
 					return
 				}
-				results[i] = Run(Config(first + uint64(i)))
+				results[i] = Run(config(first + uint64(i)))
 				if done := done.Add(1); done%10000 == 0 {
 					t.Logf("%d of %d seeds run, %v", done, count, time.Since(start).Round(time.Second))
 				}
@@ -71,7 +76,7 @@ func TestSim(t *testing.T) {
 	bySize := map[int]int{}
 	var failed []uint64
 	for i, r := range results {
-		bySize[Config(first+uint64(i)).Replicas]++
+		bySize[config(first+uint64(i)).Replicas]++
 		committed += r.Committed
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
