@@ -8,6 +8,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -182,7 +183,7 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	gr := nd.groups[r.group]
 	if nd.up && r.register && gr.core.Status() == vsr.StatusNormal && !gr.core.IsPrimary() {
 		// A login at a backup: authenticated here, forwarded to the primary.
-		if nonce, err := gr.core.ForwardRegister(id, metadataRootUserID); err == nil {
+		if nonce, err := gr.core.ForwardRegister(id, metadata.RootUserID); err == nil {
 			gr.forwarded[nonce] = r.client
 			c.drainGroup(gr)
 		}
@@ -195,7 +196,7 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	p := vsr.Proposal{Client: id, Request: r.request, Operation: r.operation, RequestChecksum: checksum}
 	switch {
 	case r.register:
-		p.Operation, p.Request, p.UserID = wire.OperationRegister, 0, metadataRootUserID
+		p.Operation, p.Request, p.UserID = wire.OperationRegister, 0, metadata.RootUserID
 	case gr.meta != nil:
 		verdict, cached := gr.meta.table.Preflight(id, r.session, r.request, checksum)
 		switch verdict {
@@ -234,9 +235,6 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	}
 	c.drainGroup(gr)
 }
-
-// metadataRootUserID is the user every client logs in as (metadata.RootUserID).
-const metadataRootUserID = 0
 
 func (c *cluster) onReply(r *clientReply) {
 	cl := c.clients[r.client]
