@@ -144,8 +144,10 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 		p.operation = wire.OperationPurgeTopic
 		p.body = encoded((&wire.PurgeTopic{StreamID: stream(), TopicID: topic()}).Append(nil))
 	case k < 21:
+		// A count of zero is denied at admission (ErrTooManyPartitions), before
+		// consensus: the client gets a status, nothing commits.
 		p.operation = wire.OperationCreatePartitions
-		p.body = encoded((&wire.CreatePartitions{StreamID: stream(), TopicID: topic(), PartitionsCount: 1 + uint32(r.IntN(2))}).Append(nil))
+		p.body = encoded((&wire.CreatePartitions{StreamID: stream(), TopicID: topic(), PartitionsCount: uint32(r.IntN(3))}).Append(nil))
 	case k < 22:
 		p.operation = wire.OperationDeletePartitions
 		p.body = encoded((&wire.DeletePartitions{StreamID: stream(), TopicID: topic(), PartitionsCount: 1}).Append(nil))
