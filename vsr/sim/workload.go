@@ -215,6 +215,15 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 			return
 		case vsr.PreflightSessionTooHigh:
 			return // a session this replica has not applied yet
+		case vsr.PreflightAlreadyApplied:
+			// A late copy of a request the client has given up on (it was denied
+			// at admission, and a newer one committed since): the server answers a
+			// status it no longer waits for. Its outstanding request never gets
+			// here: committed, it is the latest one, whose reply is cached.
+			if cl := c.clients[r.client]; cl.outstanding && cl.request == r.request {
+				c.fail("replica %d: the outstanding request %d of client %d is already applied but not cached", nd.id, r.request, r.client)
+			}
+			return
 		default:
 			c.fail("replica %d: request %d of client %d: preflight %v", nd.id, r.request, r.client, verdict)
 			return
