@@ -202,7 +202,15 @@ type CoreConfig struct {
 	Incarnation wire.Uint128
 	// Sessions lets a metadata-plane primary answer forwarded logins (optional).
 	Sessions Sessions
-	Mutation Mutation
+	// ReportsCheckpoints: the caller restarts from checkpoints (snapshots of its
+	// applied state) and reports each durable one with Checkpointed. The primary
+	// then never proposes an op the journal window could not hold beside every op
+	// above the last checkpoint, so a restart from that checkpoint finds in its
+	// journal every op it must apply again. Without it the window is counted from
+	// the applied op, which suffices for a caller that recovers nothing from its
+	// journal (a partition group's in-memory journal).
+	ReportsCheckpoints bool
+	Mutation           Mutation
 }
 
 // DurableState is what must be durable before any message of the same Ready is sent:
@@ -326,6 +334,9 @@ type Core struct {
 	// retainedLow is the lowest op the journal can hold: above a recovered
 	// checkpoint or an installed state.
 	retainedLow uint64
+	// checkpointOp is the op of the caller's last durable checkpoint
+	// (CoreConfig.ReportsCheckpoints).
+	checkpointOp uint64
 
 	lastPrepareChecksum wire.Uint128
 	lastTimestamp       uint64
@@ -525,6 +536,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	}
 	c.commitMin = base
 	c.retainedLow = base + 1
+	c.checkpointOp = base
 	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
 	c.trustLow = c.op + 1
 	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
@@ -578,7 +590,18 @@ func (c *Core) CommitMax() uint64 { return c.commitMax }
 func (c *Core) Now() uint64       { return c.now }
 
 // Durable is the durable state as of the last Advance.
-func (c *Core) Durable() DurableState    { return c.durable }
+func (c *Core) Durable() DurableState { return c.durable }
+
+// Checkpointed reports that the caller's state as of op, an applied op, is durable:
+// a restart resumes from it (CoreConfig.ReportsCheckpoints). It takes no input of
+// the protocol, so it may be called between Ready and Advance, from the apply of a
+// Committed op.
+func (c *Core) Checkpointed(op uint64) {
+	if op > c.commitMin { // commitMin counts the Committed of a Ready out
+		panic(fmt.Sprintf("vsr: checkpoint at op %d beyond the applied op %d", op, c.commitMin))
+	}
+	c.checkpointOp = max(c.checkpointOp, op)
+}
 func (c *Core) ReplicaID() uint8         { return c.cfg.ReplicaID }
 func (c *Core) PrimaryOf(v uint32) uint8 { return uint8(v % uint32(c.cfg.ReplicaCount)) }
 func (c *Core) Primary() uint8           { return c.PrimaryOf(c.view) }
@@ -973,6 +996,13 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	}
 	if c.op+1-c.commitMin >= uint64(len(c.slots)) {
 		// The slot would overwrite an op not applied yet.
+		return 0, ErrPipelineFull
+	}
+	if c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)) {
+		// A restart from the last checkpoint would need more ops than the window
+		// holds: the primary waits for the caller's next checkpoint (found by
+		// vsr/sim at a primary of two that committed alone while it could not
+		// apply).
 		return 0, ErrPipelineFull
 	}
 	timestamp := nowMicros

@@ -58,6 +58,8 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 		JournalSlots: c.opts.JournalSlots,
 		Storage:      gr.disk,
 		Mutation:     c.opts.Mutation,
+		// Every replica restarts from its last checkpoint (checkpointEvery).
+		ReportsCheckpoints: true,
 	}
 	if gc.id == wire.MetadataGroup {
 		gr.meta = newMetadataMachine()
@@ -334,6 +336,7 @@ func (c *cluster) apply(gr *groupReplica, h *wire.PrepareHeader) {
 	gr.applied = vsr.Checkpoint{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
 	if h.Op%checkpointEvery == 0 {
 		c.checkpoint(gr)
+		gr.core.Checkpointed(h.Op)
 	}
 	outcome := applyOutcome{answered: answered, replyDigest: xxh3.Hash(reply)}
 	if gr.meta != nil {

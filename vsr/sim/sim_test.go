@@ -161,3 +161,22 @@ func TestSimReplaysExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestRegressionSeeds replays seeds that once broke a rule of the core, with the
+// configuration that broke it.
+func TestRegressionSeeds(t *testing.T) {
+	cases := []struct {
+		name string
+		opts Options
+	}{
+		// A primary of two committed alone while it could not apply, proposed past
+		// what its journal window could hold above its last checkpoint, crashed,
+		// and its repair overwrote the head's slot (CoreConfig.ReportsCheckpoints).
+		{"window above the checkpoint", HeavyConfig(1519)},
+	}
+	for _, tc := range cases {
+		if r := Run(tc.opts); r.Violation != nil {
+			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
+		}
+	}
+}
