@@ -707,7 +707,9 @@ func (c *cluster) done() bool {
 			top = max(top, nd.groups[g].core.CommitMax())
 		}
 		for _, nd := range c.nodes {
-			if core := nd.groups[g].core; core.CommitMin() != top || core.Status() != vsr.StatusNormal {
+			// The log's every op committed too: an acknowledged op a view change
+			// left above the commit point is not done until it is recommitted.
+			if core := nd.groups[g].core; core.CommitMin() != top || core.Op() != top || core.Status() != vsr.StatusNormal {
 				return false
 			}
 		}

@@ -173,6 +173,10 @@ func TestRegressionSeeds(t *testing.T) {
 		// what its journal window could hold above its last checkpoint, crashed,
 		// and its repair overwrote the head's slot (CoreConfig.ReportsCheckpoints).
 		{"window above the checkpoint", HeavyConfig(1519)},
+		// The run was declared done while an acknowledged send sat above the commit
+		// point of a new view, and the durability check read the log too early.
+		{"done before the recommit, 2 replicas", Config(2003343)},
+		{"done before the recommit, 3 replicas", Config(2128322)},
 	}
 	for _, tc := range cases {
 		if r := Run(tc.opts); r.Violation != nil {
