@@ -210,7 +210,17 @@ type CoreConfig struct {
 	// the applied op, which suffices for a caller that recovers nothing from its
 	// journal (a partition group's in-memory journal).
 	ReportsCheckpoints bool
-	Mutation           Mutation
+	// QuietWhenIdle: the primary broadcasts Commit only while it has news (ops in
+	// flight, or a commit point its backups have not been sent), then disarms its
+	// commit timer, so an idle group sends nothing and costs no tick. Its backups
+	// stay alive through NoteLiveness: the caller counts any frame from a node as
+	// a sign of life of the node, and a node that leads a quiet group makes sure
+	// every peer hears from it at least once per commit broadcast interval
+	// (Heartbeat on one of its groups when nothing else went to that peer). The
+	// frames on the wire stay the spec's. For partition groups; the metadata group
+	// keeps its heartbeat.
+	QuietWhenIdle bool
+	Mutation      Mutation
 }
 
 // DurableState is what must be durable before any message of the same Ready is sent:
@@ -357,7 +367,12 @@ type Core struct {
 	probeCount      int
 	repairAt        uint64
 
-	heartbeatToken     uint64
+	heartbeatToken uint64
+	// commitBroadcast is the commit point the last Commit broadcast carried
+	// (QuietWhenIdle), noCommitBroadcast before a primary's first one;
+	// commitRepeats how many broadcasts in a row carried it.
+	commitBroadcast    uint64
+	commitRepeats      int
 	heartbeatTokenSeen uint64
 
 	// View change.
@@ -685,6 +700,7 @@ func (c *Core) startTimers() {
 	case c.Primary() == c.cfg.ReplicaID:
 		if c.n() > 1 {
 			c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
+			c.commitBroadcast = noCommitBroadcast
 			if c.op > c.commitMax {
 				c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 			}
@@ -707,11 +723,34 @@ func (c *Core) NextDeadline() uint64 {
 	return d
 }
 
+// noCommitBroadcast marks a primary that has not broadcast Commit in its view yet.
+const noCommitBroadcast = ^uint64(0)
+
+// quietAfterBroadcasts is how many Commit broadcasts in a row must carry an
+// unchanged commit point before a QuietWhenIdle primary stops: a backup that
+// lost them all still holds ops above its commit point, so liveness from the
+// primary's node no longer keeps it waiting (NoteLiveness), and its heartbeat
+// timeout brings a view change that commits them.
+const quietAfterBroadcasts = 3
+
+// Heartbeat broadcasts a Commit now when this replica leads its group in normal
+// status, and reports whether it did: the caller's keep-alive for a node whose
+// groups are quiet (CoreConfig.QuietWhenIdle), when nothing else went to a peer
+// for a commit broadcast interval.
+func (c *Core) Heartbeat() bool {
+	c.checkNoReadyOut("Heartbeat")
+	if !c.IsPrimary() || c.n() == 1 {
+		return false
+	}
+	c.broadcastCommit()
+	return true
+}
+
 // NoteLiveness tells a backup that replica sent the shard anything (a frame of any
 // group): a frame from its view's primary proves the primary alive, so idle groups
 // need no heartbeats of their own.
 func (c *Core) NoteLiveness(replica uint8) {
-	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() {
+	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() && (!c.cfg.QuietWhenIdle || c.op == c.commitMax) {
 		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	}
 }
@@ -736,8 +775,12 @@ func (c *Core) Tick() {
 		return
 	}
 	if c.commitAt != 0 && c.now >= c.commitAt {
-		c.commitAt = c.now + t.CommitBroadcastIntervalTicks
-		c.broadcastCommit()
+		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.commitBroadcast == c.commitMax && c.commitRepeats >= quietAfterBroadcasts {
+			c.commitAt = 0 // idle: nothing until the next proposal
+		} else {
+			c.commitAt = c.now + t.CommitBroadcastIntervalTicks
+			c.broadcastCommit()
+		}
 	}
 	if c.retransmitAt != 0 && c.now >= c.retransmitAt {
 		c.retransmit()
@@ -1045,6 +1088,9 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 		c.retransmitCount = 0
 	}
+	if c.commitAt == 0 && c.n() > 1 {
+		c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks // a quiet group wakes
+	}
 	return h.Op, nil
 }
 
@@ -1133,6 +1179,11 @@ func (c *Core) broadcastCommit() {
 		return
 	}
 	c.heartbeatToken++
+	if c.commitBroadcast == c.commitMax {
+		c.commitRepeats++
+	} else {
+		c.commitBroadcast, c.commitRepeats = c.commitMax, 1
+	}
 	for peer := 0; peer < c.n(); peer++ {
 		if uint8(peer) == c.cfg.ReplicaID {
 			continue

@@ -57,7 +57,7 @@ func TestBrokenRulesCaught(t *testing.T) {
 		// The core cannot be told that an entry it held rotted (CoreRecovered lists
 		// intact entries only), so it nacks a rotten op above its commit point in a
 		// view change, and a committed op can be truncated.
-		{"RotAboveCommit", brokenRotAboveCommit, []int{3, 5}, 800},
+		{"RotAboveCommit", brokenRotAboveCommit, []int{3, 5}, 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := 0

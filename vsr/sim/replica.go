@@ -16,8 +16,10 @@ import (
 type groupReplica struct {
 	node *node
 	// group is the index into cluster.groups (0 is the metadata group).
-	group   int
-	core    *vsr.Core
+	group int
+	core  *vsr.Core
+	// quiet: the core is QuietWhenIdle (partition groups).
+	quiet   bool
 	disk    *disk
 	machine groupMachine
 	// meta is the machine on the metadata group, nil on partition groups.
@@ -72,6 +74,9 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 		cfg.Sessions = metadataSessions{gr.meta}
 	} else {
 		gr.machine = newPartitionMachine()
+		// Partition groups go quiet when idle, kept alive by their node (keepAlive).
+		cfg.QuietWhenIdle = true
+		gr.quiet = true
 	}
 	gr.forwarded = make(map[wire.Uint128]int)
 	core, err := vsr.NewCore(cfg)

@@ -190,6 +190,9 @@ type Result struct {
 	CommittedRefusals, AdmitRefused int
 	Crashes                         int
 	ViewChanges                     uint32
+	// KeepAlives counts the Commit broadcasts nodes sent only to keep their quiet
+	// groups' backups hearing from them.
+	KeepAlives int
 	// ForwardedLogins is how many logins at a backup the primary answered Ok.
 	ForwardedLogins int
 	// StateOffers and StateInstalls count state transfers served and installed.
@@ -260,6 +263,10 @@ type node struct {
 	rots             bool
 	incarnationCount uint64
 	groups           []*groupReplica
+	// keptAliveAt is the tick of the node's last keep-alive, keepAliveNext the
+	// group whose turn is next (keepAlive).
+	keptAliveAt   uint64
+	keepAliveNext int
 }
 
 // groupCheck is what the checkers know of one consensus group.
@@ -733,6 +740,9 @@ func (c *cluster) run() {
 					c.drainGroup(gr)
 				}
 			}
+			if nd.up {
+				c.keepAlive(nd)
+			}
 		}
 		c.deliver()
 		for _, cl := range c.clients {
@@ -745,6 +755,29 @@ func (c *cluster) run() {
 		}
 		if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax {
 			c.fail("liveness: not done %d ticks after the heal (%s)", c.now-c.healAt, c.describe())
+			return
+		}
+	}
+}
+
+// keepAlive is what the server does for its quiet partition groups
+// (vsr.CoreConfig.QuietWhenIdle): once per commit broadcast interval a node
+// broadcasts a Commit of the next group it leads, in turn. Every peer hears from
+// it, so the backups of every group it leads stay alive (NoteLiveness) without
+// heartbeats of their own; and a primary that went quiet in a view the others
+// have left is told of the newer view (the stale-view answer) within as many
+// intervals as the node leads quiet groups.
+func (c *cluster) keepAlive(nd *node) {
+	if c.now-nd.keptAliveAt < Timing.CommitBroadcastIntervalTicks {
+		return
+	}
+	nd.keptAliveAt = c.now
+	for range nd.groups {
+		gr := nd.groups[nd.keepAliveNext%len(nd.groups)]
+		nd.keepAliveNext++
+		if gr.quiet && gr.core.Heartbeat() {
+			c.result.KeepAlives++
+			c.drainGroup(gr)
 			return
 		}
 	}
