@@ -76,6 +76,12 @@ type Config struct {
 	// inline during the shard's submit. 0 leaves the choice to the kernel.
 	DiskAsyncWriteBytesMin int
 
+	// Replica, when set, gives the runtime a replica plane (replica.go): a
+	// tcp_replica listener and connections to the other nodes of a cluster, whose
+	// frames go to the handler (which must then be a ReplicaHandler). Nil for a
+	// single node.
+	Replica *ReplicaConfig
+
 	// FdPass is how shard 0 hands accepted connections to the other shards: 0 probes
 	// the kernel (fdpass.Probe) and uses msg_ring send-fd where it works, else the
 	// inter-shard queue; fdpass.ModeQueue forces the queue.

@@ -137,6 +137,10 @@ const (
 	internalNone internalKind = iota
 	// internalAdoptConn hands an accepted socket (fd) to the receiving shard.
 	internalAdoptConn
+	// internalReplicaSend carries a frame to the shard owning its peer's connection
+	// (Shard.SendReplica); internalReplicaRelease returns its buffer once sent.
+	internalReplicaSend
+	internalReplicaRelease
 )
 
 // ConnID names a connection anywhere in the runtime: the shard that owns it, its slot

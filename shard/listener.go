@@ -189,17 +189,23 @@ func (s *Shard) delegate(fd int) {
 // handOff places a connection whose peer is known on the least loaded shard: an
 // accepted socket, or one given to Runtime.Adopt.
 func (s *Shard) handOff(fd int, peer netip.AddrPort) {
-	target := s.pickShard()
+	s.handOffTo(fd, peer, s.pickShard(), 0)
+}
+
+// handOffTo places a connection on target; plane is the cookie's plane bits (0 for
+// a client connection, see cookieReplicaPlane).
+func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32) {
 	if target == s.index || !s.canHandOff(target) {
-		s.adopt(fd, false, peer)
+		s.adoptPlane(fd, false, peer, plane)
 		return
 	}
-	s.nextCookie++
+	s.nextCookie = (s.nextCookie + 1) & cookieSequenceMask
 	if s.nextCookie == 0 {
 		s.nextCookie = 1 // 0 means "no note"
 	}
-	s.rt.shards[target].peerInbox.Push(peerNote{cookie: s.nextCookie, addr: peer})
-	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, s.nextCookie); err != nil {
+	cookie := s.nextCookie | plane
+	s.rt.shards[target].peerInbox.Push(peerNote{cookie: cookie, addr: peer})
+	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, cookie); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 		return
 	}

@@ -37,6 +37,8 @@ type Runtime struct {
 
 	// adoptions are connections given to Adopt, on their way to shard 0.
 	adoptions adoptions
+	// replica is the replica plane's runtime-wide state; nil without Config.Replica.
+	replica *replicaRuntime
 
 	stopping atomic.Bool
 	// wakeMu orders Shard.Wake, from any goroutine, before closeAll closes the
@@ -83,8 +85,23 @@ func Start(cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	var rr *replicaRuntime
+	if cfg.Replica != nil {
+		replicaCfg, peers, err := cfg.Replica.withDefaults()
+		if err == nil {
+			rr = &replicaRuntime{cfg: replicaCfg, peers: peers}
+			rr.listenFd, rr.addr, err = listen(replicaCfg.ListenAddress)
+		}
+		if err != nil {
+			if listenFd >= 0 {
+				unix.Close(listenFd)
+			}
+			return nil, err
+		}
+		cfg.Replica = replicaCfg
+	}
 	rt := &Runtime{cfg: cfg, addr: addr, allowedCPUs: allowed, done: make(chan struct{}), connCounts: make([]atomic.Int64, cfg.ShardCount),
-		handoffsArrived: make([]atomic.Int64, cfg.ShardCount), epoch: time.Now()}
+		handoffsArrived: make([]atomic.Int64, cfg.ShardCount), epoch: time.Now(), replica: rr}
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{
@@ -139,6 +156,10 @@ func Start(cfg Config) (*Runtime, error) {
 	}
 	if addr != nil {
 		cfg.Logger.Info("listening", "address", addr.String(), "shards", cfg.ShardCount)
+	}
+	if rr != nil {
+		cfg.Logger.Info("replica plane listening", "address", rr.addr.String(), "replica", rr.cfg.Handshake.Self,
+			"replicas", rr.cfg.Handshake.ReplicaCount)
 	}
 	return rt, nil
 }
@@ -250,14 +271,24 @@ func (rt *Runtime) closeAll() {
 				if !ok {
 					break
 				}
-				if m.internal == internalAdoptConn {
+				switch {
+				case m.internal == internalAdoptConn:
 					unix.Close(m.fd)
-				} else if d, ok := s.handler.(Dropper); ok {
-					d.DropMessage(m)
+				case m.internal == internalReplicaSend:
+					// The frame's buffer is the sender's.
+					src := rt.shards[m.From].arena
+					src.Release(src.BufferAt(int(m.Value>>8&0xff), int(m.Value>>16)))
+				case m.internal == internalReplicaRelease:
+					s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
+				default:
+					if d, ok := s.handler.(Dropper); ok {
+						d.DropMessage(m)
+					}
 				}
 			}
 		}
 	}
+	rt.closeReplica()
 	for _, s := range rt.shards {
 		for _, c := range s.conns {
 			if c != nil && c.state != connFree && !c.direct { // the ring's close released slots

@@ -135,6 +135,10 @@ type Shard struct {
 	// which other shards' handoffs land (msg_ring send-fd); 0 in queue mode.
 	connSlotCount uint32
 
+	// replica is the shard's part of the replica plane; nil without Config.Replica.
+	replica         *replicaShard
+	replicaCounters replicaCounters
+
 	stopping       bool
 	stopDeadlineNs int64
 	err            error
@@ -312,6 +316,14 @@ func (s *Shard) setUp() error {
 	s.handler = s.cfg.NewHandler(s)
 	s.ticker, _ = s.handler.(Ticker)
 	s.stopper, _ = s.handler.(Stopper)
+	if s.rt.replica != nil {
+		if !r.Supports(ring.OpConnect) {
+			return fmt.Errorf("shard %d: the kernel's io_uring lacks connect", s.index)
+		}
+		if err := s.setUpReplica(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -405,6 +417,7 @@ func (s *Shard) loop() {
 		}
 	}
 	s.armAccept()
+	s.startReplica()
 	for {
 		s.nowNs = s.clock()
 		if !s.eventArmed {
@@ -417,12 +430,18 @@ func (s *Shard) loop() {
 			s.beginStop()
 		}
 		s.drainInboxes()
+		if s.replica != nil {
+			s.replicaTurn()
+		}
 		s.serveInspection()
 		s.adoptPending()
 		s.resumeInputs()
 		s.fireTimers()
 		s.busy = s.ticker != nil && s.ticker.Tick(s)
 		s.flushSends()
+		if s.replica != nil {
+			s.flushReplicaSends()
+		}
 		s.sendWakes()
 		if s.err != nil {
 			s.log.Error("shard stopping on a fatal error", "err", s.err)
@@ -583,6 +602,8 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	case kindDiskEvent:
 		// The handler's Tick, next turn, reaps the disk ring.
 		s.diskEventArmed = false
+	case kindReplicaAccept, kindReplicaConnect, kindReplicaRecv, kindReplicaSend, kindReplicaCancel:
+		s.completeReplica(kind, rest, cqe)
 	default:
 		panic(fmt.Sprintf("shard %d: completion with unknown kind %d", s.index, kind))
 	}
@@ -636,7 +657,11 @@ func (s *Shard) drainInboxes() {
 			}
 			if m.internal == internalAdoptConn {
 				s.rt.handoffsArrived[s.index].Add(1)
-				s.adopt(m.fd, false, s.peerOf(uint32(m.Value)))
+				s.adoptHandoff(m.fd, false, uint32(m.Value))
+				continue
+			}
+			if m.internal == internalReplicaSend || m.internal == internalReplicaRelease {
+				s.serveReplicaMessage(m)
 				continue
 			}
 			s.handler.ServeMessage(s, m)
@@ -683,6 +708,8 @@ func (s *Shard) fireTimers() {
 					c.abort("shutdown timeout")
 				}
 			}
+		case timerReplicaConn, timerReplicaDial, timerReplicaAccept:
+			s.fireReplicaTimer(t)
 		}
 	}
 }
@@ -706,6 +733,7 @@ func (s *Shard) beginStop() {
 	s.log.Info("shard shutting down", "connections", s.connCount)
 	s.timers.Push(timer{deadlineNs: s.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
 	s.stopListening()
+	s.stopReplica()
 	for _, c := range s.conns {
 		if c != nil && c.state == connOpen {
 			c.closeAfterFlush("shutdown")
@@ -714,7 +742,7 @@ func (s *Shard) beginStop() {
 }
 
 func (s *Shard) stopped() bool {
-	return s.connCount == 0 && s.listener.closed() && (s.sender == nil || s.sender.InFlightCount() == 0)
+	return s.connCount == 0 && s.listener.closed() && (s.sender == nil || s.sender.InFlightCount() == 0) && s.replicaStopped()
 }
 
 // completeHandoff handles the completions of connection handoffs: on a target, a
@@ -722,7 +750,7 @@ func (s *Shard) stopped() bool {
 func (s *Shard) completeHandoff(cqe *ring.CQE) {
 	if h, ok := fdpass.Incoming(cqe); ok {
 		s.rt.handoffsArrived[s.index].Add(1)
-		s.adopt(h.Fd, true, s.peerOf(h.Cookie))
+		s.adoptHandoff(h.Fd, true, h.Cookie)
 		return
 	}
 	if s.sender == nil {

@@ -58,7 +58,7 @@ const depsRules = `
 	segment < partition;
 
 	# runtime
-	arena, fdpass, linux, ring, segment, wire, golang.org/x/sys/cpu < shard;
+	arena, fdpass, linux, ring, replica, segment, wire, golang.org/x/sys/cpu < shard;
 
 	# server: the protocol on the runtime
 	shard, metadata, partition, vsr, internal/bzip2, tlsterm,

@@ -1,0 +1,677 @@
+package shard
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/replica"
+	"github.com/iggy-shard/iggy-shard/ring"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Completion kinds and timer kinds of the replica plane, numbered clear of the
+// client plane's (shard.go, timer.go).
+const (
+	kindReplicaAccept completionKind = iota + 32
+	kindReplicaConnect
+	kindReplicaRecv
+	kindReplicaSend
+	kindReplicaCancel
+)
+
+const (
+	timerReplicaConn   timerKind = iota + 32 // a connection's handshake and send deadlines
+	timerReplicaDial                         // shard 0's reconnect period
+	timerReplicaAccept                       // re-arm the replica accept after an error
+)
+
+// replicaIovecsMax bounds the frames of one sendmsg (the reference writes up to 256
+// frames per writev; 64 keeps a connection's iovec array on one page).
+const replicaIovecsMax = 64
+
+// replicaConnsPerShardMax bounds a shard's replica connections, registered or
+// handshaking: a roster has at most 254 peers, and a handshake that does not end is
+// closed after HandshakeTimeout, so more than this in flight is a flood.
+const replicaConnsPerShardMax = 1024
+
+type replicaState uint8
+
+const (
+	replicaFree replicaState = iota
+	replicaHandshaking
+	replicaUp
+	replicaDraining // sending its last frames (a refusal), then closing
+	replicaClosing  // waiting for its operations in flight to end
+)
+
+// replicaConn is one replica connection on its owner shard.
+type replicaConn struct {
+	shard  *Shard
+	id     ConnID
+	fd     int
+	direct bool
+	state  replicaState
+	remote netip.AddrPort
+	framer *replicaFramer
+
+	dialed     bool // this node dialed (it is the lower id)
+	peer       uint8
+	registered bool
+	acceptor   *replica.Acceptor
+	dialer     *replica.Dialer
+
+	recvInFlight, sendInFlight bool
+	recvCancelSent             bool
+	dirty                      bool // in its shard's replica dirty list
+	handshakeDeadlineNs        int64
+	sendWaitFromNs             int64 // when the queue last moved or became non-empty
+	frameStartNs               int64 // when the frame now partly received began; 0 when none
+	closeReason                string
+
+	queue      []replicaOut // ring: queue[(head+i)%len] for i < queued
+	head       int
+	queued     int
+	queueBytes int
+	iovecs     [replicaIovecsMax]unix.Iovec
+	msg        unix.Msghdr
+	iovecCount int
+}
+
+func (c *replicaConn) markFixed(sqe *ring.SQE) {
+	if c.direct {
+		sqe.Flags |= ring.SQEFixedFile
+	}
+}
+
+// adoptHandoff installs a socket handed over by shard 0: a client connection, or a
+// replica one (the plane is in the handoff cookie).
+func (s *Shard) adoptHandoff(fd int, direct bool, cookie uint32) {
+	s.adoptPlane(fd, direct, s.peerOf(cookie), cookie)
+}
+
+// adoptPlane installs a connection whose peer address is known, on the plane its
+// cookie names.
+func (s *Shard) adoptPlane(fd int, direct bool, peer netip.AddrPort, cookie uint32) {
+	if cookie&cookieReplicaPlane == 0 {
+		s.adopt(fd, direct, peer)
+		return
+	}
+	s.adoptReplica(fd, direct, peer, int(cookie>>cookieDialShift&cookieDialMask)-1)
+}
+
+// adoptReplica installs a replica connection and starts its handshake: as the dialer
+// of dialedPeer, or as the acceptor when dialedPeer is -1.
+func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedPeer int) {
+	rr := s.rt.replica
+	r := s.replica
+	if s.stopping || r == nil || r.connCount >= replicaConnsPerShardMax {
+		if r != nil && !s.stopping {
+			s.logRefusal(remote, "too many replica connections on the shard")
+		}
+		s.closeSocket(fd, direct)
+		s.endDial(dialedPeer)
+		return
+	}
+	framer, err := newReplicaFramer(s.arena, rr.cfg.Handshake.Cluster, rr.cfg.MessageSizeMax)
+	if err != nil {
+		s.logRefusal(remote, "no read buffer")
+		s.closeSocket(fd, direct)
+		s.endDial(dialedPeer)
+		return
+	}
+	var slot uint32
+	if n := len(r.freeSlots); n > 0 {
+		slot = r.freeSlots[n-1]
+		r.freeSlots = r.freeSlots[:n-1]
+	} else {
+		slot = uint32(len(r.conns))
+		r.conns = append(r.conns, &replicaConn{shard: s})
+	}
+	c := r.conns[slot]
+	generation := (c.id.generation() + 1) & connGenerationMask
+	queue := c.queue
+	if len(queue) != rr.cfg.PeerQueueCapacity+2 {
+		// The handshake frames are queued too, beyond the capacity for consensus.
+		queue = make([]replicaOut, rr.cfg.PeerQueueCapacity+2)
+	}
+	*c = replicaConn{shard: s, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
+		state: replicaHandshaking, remote: remote, framer: framer, queue: queue,
+		handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
+	c.msg.Iov = &c.iovecs[0]
+	r.connCount++
+	var nonce [wire.HandshakeNonceSize]byte
+	rand.Read(nonce[:])
+	if dialedPeer >= 0 {
+		d, hello, err := replica.NewDialer(rr.cfg.Handshake, uint8(dialedPeer), nonce)
+		if err != nil {
+			panic("shard: shard 0 dialed a peer the directional rule forbids: " + err.Error())
+		}
+		c.dialer, c.dialed, c.peer = d, true, uint8(dialedPeer)
+		if c.sendHandshake(hello); c.state != replicaHandshaking {
+			return // no buffer for it: closed
+		}
+	} else {
+		c.acceptor = replica.NewAcceptor(rr.cfg.Handshake, nonce)
+	}
+	c.armRecv()
+	s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+}
+
+// replicaConnOf returns the live replica connection id names, or nil.
+func (s *Shard) replicaConnOf(id ConnID) *replicaConn {
+	r := s.replica
+	if r == nil || id.Shard() != s.index || int(id.slot()) >= len(r.conns) {
+		return nil
+	}
+	c := r.conns[id.slot()]
+	if c.id != id || c.state == replicaFree {
+		return nil
+	}
+	return c
+}
+
+func (c *replicaConn) armRecv() {
+	target := c.framer.RecvTarget()
+	if len(target) == 0 {
+		panic("shard: replica framer offers no room to receive into")
+	}
+	flags := 0
+	if c.framer.InBigFrame() {
+		// The rest of one large frame: one completion when it is all in, not one
+		// per segment the loopback or the NIC delivers (BenchmarkReplicaThroughput,
+		// 1 MiB frames).
+		flags = unix.MSG_WAITALL
+	}
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecv(c.fd, target, flags)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindReplicaRecv, c.id)
+	c.recvInFlight = true
+}
+
+func (c *replicaConn) onRecv(res int32) {
+	c.recvInFlight = false
+	s := c.shard
+	if c.state == replicaClosing || c.state == replicaDraining {
+		c.maybeFinish()
+		return
+	}
+	switch {
+	case res == 0:
+		if c.state == replicaHandshaking {
+			// A refusal the protocol does not send (AuthRequired, MacMismatch)
+			// reaches the other side as a close.
+			c.refuseHandshake("the peer closed the connection during the handshake")
+			c.close("peer closed")
+			return
+		}
+		c.close("peer closed")
+		return
+	case res < 0:
+		if errno := unix.Errno(-res); errno == unix.EINTR || errno == unix.EAGAIN {
+			c.armRecv()
+			return
+		}
+		c.close(unix.Errno(-res).Error())
+		return
+	}
+	s.replicaCounters.bytesReceived.Add(uint64(res))
+	c.framer.Received(int(res))
+	frameCompleted := false
+	for c.state == replicaHandshaking || c.state == replicaUp {
+		frame, err := c.framer.Next()
+		if err != nil {
+			c.refuseFrame(err)
+			return
+		}
+		if frame == nil {
+			break
+		}
+		frameCompleted = true
+		if c.state == replicaHandshaking {
+			c.handshakeFrame(frame)
+		} else {
+			c.serve(frame)
+		}
+	}
+	if c.state != replicaHandshaking && c.state != replicaUp {
+		c.maybeFinish() // a refusal may have freed it already; then this does nothing
+		return
+	}
+	if !c.framer.Partial() {
+		c.frameStartNs = 0
+	} else if c.frameStartNs == 0 || frameCompleted {
+		c.frameStartNs = s.nowNs
+	}
+	c.armRecv()
+}
+
+// refuseFrame closes a connection whose peer sent a frame that failed validation.
+func (c *replicaConn) refuseFrame(err error) {
+	s := c.shard
+	if c.state == replicaHandshaking {
+		c.refuseHandshake(err.Error())
+		return
+	}
+	s.replicaCounters.framesRefused.Add(1)
+	s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: bad frame", "peer", c.peer,
+		"peer_address", c.remote.String(), "err", err)
+	c.close("bad frame")
+}
+
+func (c *replicaConn) handshakeFrame(frame []byte) {
+	var step replica.Step
+	if c.dialed {
+		step = c.dialer.Receive(frame)
+	} else {
+		step = c.acceptor.Receive(frame)
+	}
+	if step.Send != nil {
+		c.sendHandshake(step.Send)
+	}
+	if step.Err != nil {
+		c.refuseHandshake(step.Err.Error())
+		return
+	}
+	if !step.Done {
+		return
+	}
+	if !c.dialed {
+		c.peer = c.acceptor.Peer
+	}
+	c.register()
+}
+
+// refuseHandshake ends a connection whose handshake failed: it sends what the
+// handshake owes (a Challenge carrying the refusal) and closes.
+func (c *replicaConn) refuseHandshake(reason string) {
+	s := c.shard
+	s.replicaCounters.handshakesRefused.Add(1)
+	args := []any{"dialed", c.dialed}
+	if c.dialed {
+		args = append(args, "peer", c.peer)
+	}
+	s.logRefusal(c.remote, reason, args...)
+	c.drain("handshake refused")
+}
+
+// register makes the connection its peer's: the owner table names this shard, and
+// frames flow. A peer already registered keeps its connection; this one is refused.
+func (c *replicaConn) register() {
+	s := c.shard
+	rr := s.rt.replica
+	if !rr.owners[c.peer].CompareAndSwap(0, int32(s.index+1)) {
+		c.refuseHandshake(fmt.Sprintf("a connection to replica %d is already up", c.peer))
+		return
+	}
+	c.registered = true
+	c.state = replicaUp
+	c.framer.EndHandshake()
+	c.acceptor, c.dialer = nil, nil
+	c.sendWaitFromNs = s.nowNs // the handshake's timer, when it fires, turns to the send and frame deadlines
+	s.replica.links[c.peer] = c
+	if c.dialed {
+		s.endDial(int(c.peer))
+	}
+	s.log.Info("replica connected", "peer", c.peer, "peer_address", c.remote.String(), "dialed", c.dialed)
+	if o := s.replica.observer; o != nil {
+		o.ReplicaConnected(s, c.peer)
+	}
+}
+
+// endDial tells shard 0 that the dial of peer has ended (registered or failed), so it
+// may dial again when the peer is down.
+func (s *Shard) endDial(peer int) {
+	if peer >= 0 && s.rt.replica != nil {
+		s.rt.replica.dialSinceNs[peer].Store(0)
+	}
+}
+
+// serve hands a validated frame to the handler.
+func (c *replicaConn) serve(frame []byte) {
+	s := c.shard
+	s.replicaCounters.framesReceived.Add(1)
+	h, _ := wire.ViewHeader[wire.GenericHeader](frame)
+	f := &s.replica.frame
+	*f = ReplicaFrame{Peer: c.peer, Header: h, Body: frame[headerSizeBytes:], conn: c}
+	s.replica.handler.ServeReplica(s, f)
+	*f = ReplicaFrame{}
+}
+
+// sendHandshake queues a copy of a handshake frame (the state machines reuse theirs).
+func (c *replicaConn) sendHandshake(frame []byte) {
+	s := c.shard
+	b, err := s.arena.Acquire(len(frame))
+	if err != nil {
+		c.close("no buffer for a handshake frame")
+		return
+	}
+	data := b.Full()[:len(frame)]
+	copy(data, frame)
+	c.enqueue(replicaOut{data: data, buffer: b, from: s.index, handshake: true}, true)
+}
+
+// enqueue queues a frame for sending and reports true, or false when the queue holds
+// PeerQueueCapacity frames (the two slots beyond are the handshake's).
+func (c *replicaConn) enqueue(out replicaOut, handshake bool) bool {
+	if c.state == replicaClosing || c.state == replicaFree || c.state == replicaDraining && !handshake {
+		return false
+	}
+	limit := len(c.queue) - 2
+	if handshake {
+		limit = len(c.queue)
+	}
+	if c.queued >= limit {
+		return false
+	}
+	if c.queued == 0 {
+		c.sendWaitFromNs = c.shard.nowNs
+	}
+	c.queue[(c.head+c.queued)%len(c.queue)] = out
+	c.queued++
+	c.queueBytes += len(out.data)
+	if !c.dirty {
+		c.dirty = true
+		c.shard.replica.dirty = append(c.shard.replica.dirty, c)
+	}
+	return true
+}
+
+// flushReplicaSends flushes the connections that queued frames this turn, once the
+// handler's Tick is done: the frames of a turn leave in one sendmsg.
+func (s *Shard) flushReplicaSends() {
+	r := s.replica
+	for i, c := range r.dirty {
+		c.dirty = false
+		c.flush()
+		r.dirty[i] = nil
+	}
+	r.dirty = r.dirty[:0]
+}
+
+// flush submits one sendmsg over the queued frames (up to replicaIovecsMax) when no
+// send is in flight; frames queued meanwhile ride the next one.
+func (c *replicaConn) flush() {
+	if c.sendInFlight || c.queued == 0 || c.state == replicaClosing || c.state == replicaFree {
+		return
+	}
+	n := min(c.queued, replicaIovecsMax)
+	for i := range n {
+		out := &c.queue[(c.head+i)%len(c.queue)]
+		rest := out.data[out.sent:]
+		c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
+		c.iovecs[i].SetLen(len(rest))
+	}
+	c.msg.Iov = &c.iovecs[0]
+	c.msg.SetIovlen(n)
+	sqe := c.shard.getSQE()
+	sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindReplicaSend, c.id)
+	c.sendInFlight = true
+}
+
+func (c *replicaConn) onSend(res int32) {
+	c.sendInFlight = false
+	s := c.shard
+	if res < 0 {
+		if c.state != replicaClosing {
+			c.close(unix.Errno(-res).Error())
+		}
+		c.maybeFinish()
+		return
+	}
+	s.replicaCounters.bytesSent.Add(uint64(res))
+	n := int(res)
+	c.queueBytes -= n
+	if n > 0 {
+		c.sendWaitFromNs = s.nowNs
+	}
+	for n > 0 {
+		out := &c.queue[c.head]
+		k := min(n, len(out.data)-out.sent)
+		out.sent += k
+		n -= k
+		if out.sent < len(out.data) {
+			break
+		}
+		if !out.handshake {
+			s.replicaCounters.framesSent.Add(1)
+		}
+		c.popHead()
+	}
+	switch c.state {
+	case replicaHandshaking, replicaUp, replicaDraining:
+		c.flush()
+	}
+	c.maybeFinish()
+}
+
+func (c *replicaConn) popHead() {
+	out := c.queue[c.head]
+	c.queue[c.head] = replicaOut{}
+	c.head = (c.head + 1) % len(c.queue)
+	c.queued--
+	c.shard.releaseReplicaOut(out)
+}
+
+// drain stops reading and closes the connection once what is queued is sent: the
+// refusal a handshake owes its peer.
+func (c *replicaConn) drain(reason string) {
+	if c.state == replicaClosing || c.state == replicaDraining || c.state == replicaFree {
+		return
+	}
+	c.unregister()
+	c.state = replicaDraining
+	c.closeReason = reason
+	c.cancelRecv()
+	c.maybeFinish()
+}
+
+// close closes the connection, dropping what is queued.
+func (c *replicaConn) close(reason string) {
+	if c.state == replicaClosing || c.state == replicaFree {
+		return
+	}
+	c.unregister()
+	c.state = replicaClosing
+	c.closeReason = reason
+	c.cancelRecv()
+	if c.sendInFlight {
+		sqe := c.shard.getSQE()
+		sqe.PrepareCancel(userData(kindReplicaSend, c.id), 0)
+		sqe.UserData = userData(kindReplicaCancel, c.id)
+	}
+	c.maybeFinish()
+}
+
+func (c *replicaConn) cancelRecv() {
+	if c.recvInFlight && !c.recvCancelSent {
+		c.recvCancelSent = true
+		sqe := c.shard.getSQE()
+		sqe.PrepareCancel(userData(kindReplicaRecv, c.id), 0)
+		sqe.UserData = userData(kindReplicaCancel, c.id)
+	}
+}
+
+// unregister takes the connection out of the owner table, so that no frame is sent
+// to it any more and shard 0 dials the peer again.
+func (c *replicaConn) unregister() {
+	s := c.shard
+	if c.dialed && !c.registered {
+		s.endDial(int(c.peer))
+	}
+	if !c.registered {
+		return
+	}
+	c.registered = false
+	s.replica.links[c.peer] = nil
+	s.rt.replica.owners[c.peer].Store(0)
+	s.log.Info("replica disconnected", "peer", c.peer, "peer_address", c.remote.String())
+	if o := s.replica.observer; o != nil {
+		o.ReplicaDisconnected(s, c.peer)
+	}
+}
+
+// maybeFinish frees a closing connection once the kernel holds none of its buffers.
+func (c *replicaConn) maybeFinish() {
+	switch c.state {
+	case replicaDraining:
+		if c.recvInFlight {
+			return
+		}
+		if c.queued > 0 || c.sendInFlight {
+			if !c.sendInFlight {
+				c.flush()
+			}
+			return
+		}
+	case replicaClosing:
+		if c.recvInFlight || c.sendInFlight {
+			return
+		}
+	default:
+		return
+	}
+	s := c.shard
+	s.closeSocket(c.fd, c.direct)
+	for c.queued > 0 {
+		c.popHead()
+	}
+	c.framer.Close()
+	s.log.Debug("replica connection closed", "peer", c.peer, "peer_address", c.remote.String(), "reason", c.closeReason)
+	queue, dirty := c.queue, c.dirty
+	*c = replicaConn{shard: s, id: c.id, queue: queue, dirty: dirty} // a dirty entry finds it free and flushes nothing
+	s.replica.freeSlots = append(s.replica.freeSlots, c.id.slot())
+	s.replica.connCount--
+}
+
+// checkDeadlines runs when the connection's timer fires: a handshake past its time,
+// or a queue the peer has not read for SendTimeout, closes it.
+func (c *replicaConn) checkDeadlines() {
+	s := c.shard
+	now := s.nowNs
+	switch c.state {
+	case replicaHandshaking:
+		if now >= c.handshakeDeadlineNs {
+			c.refuseHandshake("handshake timeout")
+			c.close("handshake timeout")
+			return
+		}
+		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+	case replicaUp:
+		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
+				"timeout", s.cfg.FrameTimeout)
+			c.close("frame timeout")
+			return
+		}
+		if c.queued > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
+			s.log.Warn("replica connection closed: the peer read nothing", "peer", c.peer, "timeout", s.cfg.SendTimeout,
+				"queued_frames", c.queued, "queued_bytes", c.queueBytes)
+			c.close("send timeout")
+			return
+		}
+		next := now + int64(min(s.cfg.SendTimeout, s.cfg.FrameTimeout))
+		if c.queued > 0 {
+			next = min(next, c.sendWaitFromNs+int64(s.cfg.SendTimeout))
+		}
+		if c.frameStartNs != 0 {
+			next = min(next, c.frameStartNs+int64(s.cfg.FrameTimeout))
+		}
+		s.timers.Push(timer{deadlineNs: max(next, now+1), kind: timerReplicaConn, conn: c.id})
+	}
+}
+
+// completeReplica acts on a replica-plane completion.
+func (s *Shard) completeReplica(kind completionKind, rest uint64, cqe *ring.CQE) {
+	switch kind {
+	case kindReplicaAccept:
+		s.onReplicaAccept(cqe)
+	case kindReplicaConnect:
+		s.onReplicaConnect(int(rest), cqe.Res)
+	case kindReplicaRecv, kindReplicaSend:
+		id := newConnID(s.index, uint32(rest>>connGenerationBits)&connSlotMax, uint32(rest)&connGenerationMask)
+		c := s.replicaConnOf(id)
+		if c == nil {
+			panic(fmt.Sprintf("shard %d: completion for a replica connection that is gone (slot %d)", s.index, id.slot()))
+		}
+		if kind == kindReplicaRecv {
+			c.onRecv(cqe.Res)
+		} else {
+			c.onSend(cqe.Res)
+		}
+	case kindReplicaCancel:
+	}
+}
+
+// fireReplicaTimer acts on a replica-plane timer.
+func (s *Shard) fireReplicaTimer(t timer) {
+	switch t.kind {
+	case timerReplicaConn:
+		if c := s.replicaConnOf(t.conn); c != nil {
+			c.checkDeadlines()
+		}
+	case timerReplicaDial:
+		s.replica.listener.dialTimerArmed = false
+		if !s.stopping {
+			s.dialPeers()
+		}
+	case timerReplicaAccept:
+		s.replica.listener.backoffArmed = false
+		if !s.stopping {
+			s.armReplicaAccept()
+		}
+	}
+}
+
+// stopReplica begins a stop: no accepts, no dials, and every replica connection
+// closes (consensus frames still queued are dropped; the peers' VSR recovers them).
+func (s *Shard) stopReplica() {
+	if s.replica == nil {
+		return
+	}
+	s.stopReplicaListener()
+	for peer := range s.replica.dials {
+		d := &s.replica.dials[peer]
+		if d.connecting && !d.cancelSent {
+			d.cancelSent = true
+			sqe := s.getSQE()
+			sqe.PrepareCancel(userData(kindReplicaConnect, ConnID(peer)), 0)
+			sqe.UserData = userData(kindReplicaCancel, 0)
+		}
+	}
+	for _, c := range s.replica.conns {
+		if c.state != replicaFree {
+			c.close("shutdown")
+		}
+	}
+}
+
+// replicaStopped reports whether the replica plane of the shard has nothing left.
+func (s *Shard) replicaStopped() bool {
+	r := s.replica
+	if r == nil {
+		return true
+	}
+	if r.connCount > 0 || r.listener.fd >= 0 {
+		return false
+	}
+	for i := range r.dials {
+		if r.dials[i].connecting {
+			return false
+		}
+	}
+	return true
+}
+
+// replicaTurn is the replica plane's work at the top of every turn.
+func (s *Shard) replicaTurn() {
+	if len(s.replica.releases) > 0 {
+		s.retryReleases()
+	}
+}
