@@ -10,13 +10,15 @@
 //	    00000000000000000000.index   24-byte entries [offset][timestamp][position]
 //	    offsets/consumers/{id}       [offset u64][XxHash3-64 of it]
 //	    offsets/groups/{id}
+//	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
 //
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
 // MessagesKey with PartitionForKey), checks permissions, and calls:
 //
-//	Send                  SendMessages: validate, stamp, append; SendCompletion.SendDone
-//	                      fires once stored per the topic's policy -> AppendSendReply
+//	Send                  SendMessages: validate, stamp at prepare, propose, apply at
+//	                      commit; SendCompletion.SendDone fires once stored per the
+//	                      topic's policy -> AppendSendReply
 //	Poll                  PollMessages, every strategy, auto-commit; PollCompletion.PollDone
 //	                      -> AppendPollBuffers (vectored) or AppendPollReply
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
@@ -25,6 +27,8 @@
 //	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
 //	Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
+//	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
+//	Step                  a replica-plane frame for a partition's group (a cluster)
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
@@ -34,14 +38,77 @@
 // (apache/iggy core/server/src/dispatch.rs) answers the command (sends and offset
 // writes on an unknown partition: 20; polls and offset reads: 3007).
 //
-// A send's life. The batch stays in the request buffer from decode to disk:
+// # The partition group
 //
-//	request buffer --ValidateBatch--> --StampBatch (in place)--> Log.Append (one write)
+// Each partition is one consensus group, vsr.Core, on the shard that owns it: group
+// id wire.PartitionGroup(stream, topic, partition), this replica Replication.ReplicaID
+// of ReplicaCount (NewStore: a group of one, the single-node server, which commits
+// its own writes at Advance). A send's life; the batch stays in the request buffer
+// from decode to disk:
+//
+//	request buffer --ValidateBatch--> --StampBatch at prepare (in place)--> Core.Propose
+//	   Ready.Writes: the partition journal (memory; + partition.journal, fdatasynced,
+//	                 for an enforce_fsync topic) --> Ready.Messages (Prepare, PrepareOk)
+//	   Ready.Committed: apply, checking the stamp --> Log.Append (one write)
 //	   Hooks.Written (enforce_fsync off) or Hooks.Durable (on) --> SendDone(token, confirmation)
 //	   Hooks.Failed: batches cut from the log --> SendDone(token, _, 4006)
 //
-// Pending sends wait in a per-partition ring in offset order, with the caller's
-// completion interface and token, so admitting a batch allocates nothing.
+// The stamp is made at prepare: base_offset is the offset after everything prepared
+// (not only applied), base_timestamp is the prepare's timestamp (the Core's
+// primary-assigned timestamp, strictly increasing, first raised to the last prepared
+// batch's), so the prepare's body is final: the batch as stamped by the primary at
+// journal append, as iggy.apache.org/docs/binary-protocol/server-to-server asks.
+// StoreConsumerOffset and DeleteConsumerOffset with AckQuorum are prepares of the
+// same group (operations 161 and 162, the body their command payload with numeric
+// ids), applied at commit; AckNoAck writes locally on the primary, as the reference
+// does, and so does a poll's auto-commit.
+//
+// The journal (journal.go) holds the ops prepared and not applied; the segment log
+// holds the applied ones. It is what the Core's vsr.Storage reads bodies from, so an
+// applied op is not served to a repairing peer (that needs a read of the log, which
+// the synchronous Storage cannot wait for). The Core's DurableState and view headers
+// are kept in memory: a restarted partition's group starts fresh at op 0 after the
+// durable journal's replay (durable.go), as the reference's partition journal, in
+// memory, also does not survive a restart.
+//
+// # The binding of a batch to its prepare
+//
+// A partition prepare leaves checksum_body zero and its identity covers the 256-byte
+// header alone (iggy.apache.org/docs/binary-protocol/server-to-server, "Frame
+// integrity"), so the header must name its body. It does through request_checksum
+// (bytes 160..176): a partition prepare carries there the stamped batch's
+// batch_checksum (low 64 bits; high 64 zero), which commits to partition_id,
+// base_offset, base_timestamp, origin_timestamp, batch_length, message_count and
+// every frame's checksum, and so to every message byte
+// (iggy.apache.org/docs/binary-protocol/messages). A consumer-offset prepare carries
+// the XxHash3 of its payload (wire.BodyChecksum). The field is free on this plane: a
+// partition op has no exactly-once dedup, so no client table reads request_checksum
+// there. The frames stay exactly the spec's: same header layout, same body (the
+// batch), checksum_body zero.
+//
+// A replica verifies at ingress, before its Core journals or acknowledges anything:
+// the body's frame checksums and batch_checksum (wire.CheckStoredBatch), the header's
+// request_checksum equal to that batch_checksum, partition_id its own, base_timestamp
+// the prepare's timestamp, and, for the next op, base_offset its own prepared end;
+// apply checks the stamp again against its log. So two replicas can never hold
+// different batches under one header: a different batch has a different
+// batch_checksum (with overwhelming probability), hence a different header identity,
+// and the hash chain of parents breaks.
+//
+// What a reference replica would see from us: valid frames, and in request_checksum a
+// value it copies without reading (its partition arm does not dedup). What we would
+// see from a reference primary: the spec has it put the admitted request's
+// request_checksum there verbatim, not the batch_checksum, so our ingress check would
+// refuse its prepares; a mixed cluster would need the binding made optional per peer.
+//
+// Timers: the store's vsr.Timers drives every group from one shard tick (Tick) and
+// touches only the groups due; a group of one replica has no timer at all. A frame
+// from a node counts as a sign of life of every group whose primary is that node
+// (NoteLiveness, O(1) per frame, applied lazily per group).
+//
+// Pending sends wait in per-partition rings in offset order (proposals waiting for a
+// journal file write, journal entries, sends applied and not acknowledged), with the
+// caller's completion interface and token, so admitting a batch allocates nothing.
 //
 // A poll's life: Log.ReadAsync reads the batches into the caller's PollResult,
 // verifies every checksum, and slices the batches at either end of the range

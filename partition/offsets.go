@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -42,39 +43,199 @@ func (s *Store) AppendConsumerOffsetReply(dst []byte, k Key, c Consumer) ([]byte
 // partition's current offset or any offset in an empty partition, 3 InvalidCommand for
 // an unknown consumer kind.
 //
-// Both ack levels acknowledge after the store: AckNoAck once the offset is in memory
-// and its file write submitted; AckQuorum, on a single node, once that write has
-// completed (fdatasynced too when the topic enforces fsync). The Quorum wait polls
-// the partition's storage until the log is idle, a short blocking step on the
+// The ack levels are the reference server's (architecture of its partition plane,
+// iggy.apache.org/docs/binary-protocol/messages): AckQuorum is a prepare of the
+// partition's group (operation StoreConsumerOffset, the body its payload with the
+// resolved numeric ids), applied at commit on every replica; on a single node it
+// commits at once, and the call returns once the offset file write has completed
+// (fdatasynced too when the topic enforces fsync). AckNoAck writes locally on the
+// primary, as the reference does: the offset is in memory and its file write
+// submitted. The waits poll the partition's storage, a short blocking step on the
 // shard (segment gives no completion for offset writes).
 func (s *Store) StoreConsumerOffset(k Key, c Consumer, offset uint64, ack wire.AckLevel) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
-	if err := p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset); err != nil {
+	if ack != wire.AckQuorum {
+		if err := p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset); err != nil {
+			return statusOf(err)
+		}
+		return nil
+	}
+	if c.Kind != wire.ConsumerSingle && c.Kind != wire.ConsumerGroup {
+		return wire.ErrInvalidCommand
+	}
+	if current, ok := p.log.CurrentOffset(); !ok || offset > current {
+		return wire.ErrInvalidOffset
+	}
+	if err := p.replicateOffsetOp(wire.OperationStoreConsumerOffset, c, offset); err != nil {
 		return statusOf(err)
 	}
-	if ack == wire.AckQuorum {
-		p.log.WaitIdle()
-		p.settleSends()
-	}
+	p.log.WaitIdle()
+	p.settleSends()
 	return nil
 }
 
 // DeleteConsumerOffset deletes a consumer's offset on partition k and its file (the
-// removal is done when it returns, for both ack levels). Errors: 20 ResourceNotFound
-// when the store does not own k, 3021 ConsumerOffsetNotFound when nothing is stored.
-func (s *Store) DeleteConsumerOffset(k Key, c Consumer, _ wire.AckLevel) error {
+// removal is done when it returns, for both ack levels; AckQuorum through the
+// partition's group, as StoreConsumerOffset). Errors: 20 ResourceNotFound when the
+// store does not own k, 3021 ConsumerOffsetNotFound when nothing is stored (checked
+// before replication, as the reference does).
+func (s *Store) DeleteConsumerOffset(k Key, c Consumer, ack wire.AckLevel) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
-	if err := p.log.DeleteConsumerOffset(c.segmentKind(), c.ID); err != nil {
+	if ack != wire.AckQuorum {
+		if err := p.log.DeleteConsumerOffset(c.segmentKind(), c.ID); err != nil {
+			return statusOf(err)
+		}
+		p.settleSends()
+		return nil
+	}
+	if c.Kind != wire.ConsumerSingle && c.Kind != wire.ConsumerGroup {
+		return wire.ErrInvalidCommand
+	}
+	if _, ok := p.log.ConsumerOffset(c.segmentKind(), c.ID); !ok {
+		return wire.ErrConsumerOffsetNotFound
+	}
+	if err := p.replicateOffsetOp(wire.OperationDeleteConsumerOffset, c, 0); err != nil {
 		return statusOf(err)
 	}
 	p.settleSends()
 	return nil
+}
+
+// offsetOpBodyMax is the largest offset op payload: consumer (1 + 5), stream and
+// topic ids (5 each), partition (1 + 4), offset 8, ack 1.
+const offsetOpBodyMax = 64
+
+// replicateOffsetOp proposes an offset op on p's group and waits until it is applied
+// (the caller's API answers synchronously): the sends that were waiting go first, so
+// the op keeps its place in the partition's order.
+func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offset uint64) error {
+	if err := p.broken(); err != nil {
+		return wire.ErrCannotWriteToFile
+	}
+	if !p.core.IsPrimary() {
+		return wire.ErrTransientNotAccepted
+	}
+	for range quiesceRoundsMax {
+		if !p.holding() && p.waiting.n == 0 {
+			break
+		}
+		if p.holding() {
+			if p.storage.Poll(true) == 0 && p.holding() {
+				panic("partition: a held Ready waits on a storage with nothing in flight")
+			}
+			continue
+		}
+		p.drive()
+		if p.holding() || p.waiting.n == 0 {
+			continue
+		}
+		if p.storage.Poll(true) == 0 { // the pipeline is full: let the log drain
+			if p.store.repl.replicaCount() > 1 {
+				return wire.ErrTransientNotAccepted // only the peers' acks free it
+			}
+			p.settleSends()
+		}
+	}
+	if p.holding() || p.waiting.n > 0 {
+		return wire.ErrTransientNotAccepted
+	}
+	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
+	p.store.timers.Catch(p.timer)
+	timestamp := p.lastPrepareTimestamp + 1
+	if h, ok := p.core.Header(p.core.Op()); ok {
+		timestamp = max(timestamp, h.Timestamp+1)
+	}
+	op, err := p.core.Propose(vsr.Proposal{RequestChecksum: wire.BodyChecksum(body), Operation: operation}, body, timestamp)
+	if err != nil {
+		return wire.ErrTransientNotAccepted
+	}
+	h, _ := p.core.Header(op)
+	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
+	e := p.journal.put(&h)
+	e.copyBody(body, p.log.WrittenEnd())
+	e.syncCall = true
+	p.offsetErr = nil
+	p.drive()
+	for range quiesceRoundsMax {
+		if e := p.journal.at(op); e == nil || !e.present || e.header.Checksum != h.Checksum {
+			break // applied
+		}
+		if p.broken() != nil {
+			return wire.ErrCannotWriteToFile
+		}
+		if p.storage.Poll(true) == 0 && !p.holding() {
+			if p.store.repl.replicaCount() > 1 {
+				// The quorum's acks travel outside this call: the op is proposed and
+				// applies at commit, but this synchronous API cannot wait for it. 58
+				// has the client retry (a store is idempotent); a cluster's server
+				// needs a completion here, as sends have.
+				if e := p.journal.at(op); e != nil {
+					e.syncCall = false
+				}
+				return wire.ErrTransientNotAccepted
+			}
+			p.log.Sync() // the log's window waits for a save
+		}
+		p.settleSends()
+	}
+	if e := p.journal.at(op); e != nil && e.present && e.header.Checksum == h.Checksum {
+		e.syncCall = false
+		return wire.ErrTransientNotAccepted // not applied within the bound: see above
+	}
+	err, p.offsetErr = p.offsetErr, nil
+	return err
+}
+
+// encodeOffsetOp appends an offset op's body: its command's payload
+// (wire.StoreConsumerOffset or wire.DeleteConsumerOffset) with numeric ids and ack
+// Quorum.
+func encodeOffsetOp(dst []byte, operation wire.Operation, k Key, c Consumer, offset uint64) []byte {
+	consumer := wire.Consumer{Kind: c.Kind, ID: wire.NumericIdentifier(c.ID)}
+	var out []byte
+	var err error
+	if operation == wire.OperationStoreConsumerOffset {
+		r := wire.StoreConsumerOffset{Consumer: consumer, StreamID: wire.NumericIdentifier(k.StreamID), TopicID: wire.NumericIdentifier(k.TopicID),
+			Partition: wire.SomePartition(k.PartitionID), Offset: offset, Ack: wire.AckQuorum}
+		out, err = r.Append(dst)
+	} else {
+		r := wire.DeleteConsumerOffset{Consumer: consumer, StreamID: wire.NumericIdentifier(k.StreamID), TopicID: wire.NumericIdentifier(k.TopicID),
+			Partition: wire.SomePartition(k.PartitionID), Ack: wire.AckQuorum}
+		out, err = r.Append(dst)
+	}
+	if err != nil {
+		panic("partition: an offset op with numeric ids does not encode: " + err.Error())
+	}
+	return out
+}
+
+// decodeOffsetOp reads an offset op's body back: the consumer and, for a store, the
+// offset.
+func decodeOffsetOp(operation wire.Operation, body []byte) (Consumer, uint64, error) {
+	var consumer wire.Consumer
+	var offset uint64
+	if operation == wire.OperationStoreConsumerOffset {
+		var r wire.StoreConsumerOffset
+		if err := r.Decode(body); err != nil {
+			return Consumer{}, 0, err
+		}
+		consumer, offset = r.Consumer, r.Offset
+	} else {
+		var r wire.DeleteConsumerOffset
+		if err := r.Decode(body); err != nil {
+			return Consumer{}, 0, err
+		}
+		consumer = r.Consumer
+	}
+	if consumer.ID.Kind != wire.IdentifierNumeric {
+		return Consumer{}, 0, wire.ErrInvalidCommand
+	}
+	return Consumer{Kind: consumer.Kind, ID: consumer.ID.Numeric}, offset, nil
 }
 
 // commitForward is auto-commit: store offset unless the consumer is already there or

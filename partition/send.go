@@ -20,14 +20,22 @@ type SendCompletion interface {
 	SendDone(token uint64, c wire.SendConfirmation, err error)
 }
 
-// Send admits one SendMessages batch into partition k on the owning shard:
+// Send admits one SendMessages batch into partition k on the owning shard. The
+// partition is a consensus group (group.go) and the batch one prepare of it:
 //
 //  1. validate it (wire.ValidateBatch: layout, sizes, every frame checksum and the
 //     batch checksum);
-//  2. stamp it in place (wire.StampBatch: partition id, the partition's next offset,
-//     and nowMicros as base_timestamp, raised to the previous batch's when the clock
-//     went back, since polls by timestamp need them non-decreasing);
-//  3. append it to the log, which writes it as it is.
+//  2. stamp it in place at prepare (wire.StampBatch: partition id, base_offset the
+//     offset after everything prepared, base_timestamp the prepare's timestamp:
+//     nowMicros raised to stay above the previous prepare's, since polls by
+//     timestamp need batches non-decreasing);
+//  3. propose it to the group, the request buffer itself the prepare's body, bound
+//     to its header by request_checksum = batch_checksum; the Ready's write puts it in
+//     the partition journal (in memory, or also in the journal file, fdatasynced,
+//     for an enforce_fsync topic: durable.go);
+//  4. once committed (at once on a single node), apply it: the log appends the
+//     stamped bytes as they are, after checking the stamp is the one its own
+//     position gives.
 //
 // A nil return means the batch is admitted and done.SendDone will run. The
 // acknowledgement follows the topic's policy: with enforce_fsync once fdatasync has
@@ -61,25 +69,56 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if err := wire.ValidateBatch(batch); err != nil {
 		return err
 	}
-	header, _ := wire.ViewBatchHeader(batch)
-	base := p.log.NextOffset()
-	end := base + uint64(header.MessageCount())
-	wire.StampBatch(batch, uint64(k.PartitionID), base, max(nowMicros, p.log.LastTimestamp()))
-	if err := p.log.Append(batch); err != nil {
-		if err == wire.ErrTransientNotAccepted {
-			// The window may be full of batches written but not yet durable, waiting
-			// for a save threshold that no refused batch will bring closer: save as
-			// soon as their writes are done (settleSends).
-			p.saveWanted = true
-		}
-		var code wire.ErrorCode
-		if errors.As(err, &code) {
-			return code
-		}
-		return wire.ErrCannotAppendMessage
+	if p.sends.n+p.journal.len()+p.waiting.n >= p.logWindow() || p.journal.len()+p.waiting.n >= journalEntriesMax {
+		// The window may be full of batches written but not yet durable, waiting for
+		// a save threshold that no refused batch will bring closer: save as soon as
+		// their writes are done (settleSends).
+		p.saveWanted = true
+		return wire.ErrTransientNotAccepted
 	}
-	p.sends.push(pendingSend{base: base, end: end, done: done, token: token})
-	return nil
+	if !p.core.IsPrimary() {
+		return wire.ErrTransientNotAccepted
+	}
+	if p.holding() || p.waiting.n > 0 {
+		p.waiting.push(proposal{batch: batch, nowMicros: nowMicros, done: done, token: token})
+		return nil
+	}
+	s.timers.Catch(p.timer)
+	op, err := p.prepareBatch(batch, nowMicros, done, token, true)
+	if err != nil {
+		return err
+	}
+	p.syncErr = nil
+	p.drive()
+	if e := p.journal.at(op); e != nil && e.present && e.syncCall {
+		// Not applied yet (its journal write is out, or the log's window is full):
+		// SendDone will tell.
+		e.syncCall = false
+		return nil
+	}
+	err, p.syncErr = p.syncErr, nil
+	return err
+}
+
+// logWindow is the log's in-flight window, which bounds the sends admitted and not
+// acknowledged (those not applied yet are further bounded by journalEntriesMax).
+func (p *Partition) logWindow() int {
+	if p.cfg.InflightBatchesMax == 0 {
+		return logWindowDefault
+	}
+	return p.cfg.InflightBatchesMax
+}
+
+// logWindowDefault is segment's default InflightBatchesMax.
+const logWindowDefault = 4096
+
+// appendError is the status of a send whose apply the log refused for good.
+func appendError(err error) error {
+	var code wire.ErrorCode
+	if errors.As(err, &code) {
+		return code
+	}
+	return wire.ErrCannotAppendMessage
 }
 
 // AppendSendReply appends the SendMessages reply body for one stored batch:
@@ -182,6 +221,7 @@ func (p *Partition) onDurable(end uint64) {
 func (p *Partition) onFailed(from, _ uint64, err error) {
 	p.lastFailure = err
 	p.failSends(from, wire.ErrCannotSaveMessagesToSegment)
+	p.voidUnapplied(err)
 	// The cut is durable and the log takes appends again: what it kept below from is
 	// reported by ends that may have moved while the hooks were silent.
 	p.acknowledge(p.ackEnd())
@@ -192,6 +232,14 @@ func (p *Partition) onFailed(from, _ uint64, err error) {
 // starts its repair as soon as nothing is in flight, and the repair's own requests
 // keep it busy until the cut is done, so its ends can be trusted.
 func (p *Partition) settleSends() {
+	if p.journal.len() > 0 && !p.holding() && p.core != nil {
+		// Committed ops that waited for the log's window, and the sends behind them.
+		p.applyCommitted()
+		p.drive()
+	}
+	if p.durable != nil && !p.holding() {
+		p.durable.maybeCompact(p)
+	}
 	if p.saveWanted && p.log.Idle() {
 		p.saveWanted = false
 		p.log.Sync()
@@ -207,7 +255,9 @@ func (p *Partition) settleSends() {
 		return
 	}
 	p.acknowledge(p.ackEnd())
-	if p.sends.n > 0 && p.cfg.EnforceFsync {
+	if p.sends.n > 0 && p.cfg.EnforceFsync && !p.holding() {
+		// (Not while the journal file's write is out: its completion applies to the
+		// log the reopen closes.)
 		p.recoverStalledDurability()
 	}
 }
@@ -234,6 +284,7 @@ func (p *Partition) recoverStalledDurability() {
 	}
 	p.log = log
 	p.acknowledge(log.NextOffset())
+	p.voidUnapplied(errDurabilityStalled)
 	p.failSends(0, wire.ErrCannotSaveMessagesToSegment)
 }
 
@@ -242,8 +293,52 @@ var errDurabilityStalled = errors.New("partition: durable end stalled below writ
 // broken returns why the partition refuses sends until Recover: its log could not
 // repair a storage failure, or could not be reopened.
 func (p *Partition) broken() error {
-	if p.reopenErr != nil {
+	switch {
+	case p.reopenErr != nil:
 		return p.reopenErr
+	case p.journalErr != nil:
+		return p.journalErr
+	case p.diverged != nil:
+		return p.diverged
 	}
 	return p.log.Err()
 }
+
+// quiesce drains the partition's group before its log closes: every held Ready
+// finished, every waiting send prepared, every committed op applied, polling the
+// storage for what they wait on. What cannot be applied (a broken log) is failed.
+func (p *Partition) quiesce() {
+	if p.core == nil {
+		return
+	}
+	for range quiesceRoundsMax {
+		if p.holding() {
+			if p.storage.Poll(true) == 0 && p.holding() {
+				panic("partition: a held Ready waits on a storage with nothing in flight")
+			}
+			continue
+		}
+		p.drive()
+		if p.waiting.n == 0 && p.journal.len() == 0 && !p.holding() {
+			return
+		}
+		if p.waiting.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
+			break // prepared, not committed: only the peers can commit them
+		}
+		if p.broken() != nil {
+			break
+		}
+		if p.storage.Poll(true) == 0 {
+			p.log.Sync() // nothing in flight: the window waits for a save
+		}
+		p.settleSends()
+	}
+	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
+	p.journal = journal{firstOp: p.journal.lastOp() + 1}
+	p.unappliedBatches = 0
+}
+
+// quiesceRoundsMax bounds quiesce: each round completes at least one storage
+// request or applies an op, and a partition holds at most journalEntriesMax ops and
+// the log's window of requests.
+const quiesceRoundsMax = 1 << 20

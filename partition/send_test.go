@@ -27,9 +27,11 @@ func TestSendReply(t *testing.T) {
 	if err := confirmations.Decode(body); err != nil || confirmations.Len() != 1 || confirmations.At(0) != want {
 		t.Fatalf("reply %x: %v", body, err)
 	}
-	// The second batch's clock went back: it is stamped with the first's time.
+	// The second batch's clock went back: it is stamped with its prepare's timestamp,
+	// which the group raises to just above the first's (prepare timestamps strictly
+	// increase).
 	_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10})
-	if len(msgs) != 6 || msgs[5].timestamp != 500 {
+	if len(msgs) != 6 || msgs[3].timestamp != 500 || msgs[5].timestamp != 501 {
 		t.Fatalf("%+v", msgs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/iggy-shard/iggy-shard/segment"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -40,13 +41,25 @@ type Store struct {
 	storages   StorageProvider
 	partitions map[Key]*Partition
 	order      []*Partition // the same partitions, in the order they were opened
+	repl       Replication
+	// timers drives every group's clock from the shard's tick; timerOwners maps its
+	// handles back to the partitions.
+	timers      *vsr.Timers
+	timerOwners []*Partition
 }
 
 // NewStore returns an empty store whose partitions live under root (the server's
 // local_data directory), at root/streams/{s}/topics/{t}/partitions/{p}/
-// (iggy.apache.org/docs/server/storage-engine, "Directory layout").
+// (iggy.apache.org/docs/server/storage-engine, "Directory layout"). Each partition
+// is a consensus group of one replica: the single-node server.
 func NewStore(root string, storages StorageProvider) *Store {
-	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition)}
+	return NewReplicatedStore(root, storages, Replication{})
+}
+
+// NewReplicatedStore is NewStore for replica repl.ReplicaID of a cluster of
+// repl.ReplicaCount: each partition is that replica of its group.
+func NewReplicatedStore(root string, storages StorageProvider, repl Replication) *Store {
+	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers()}
 }
 
 // Dir returns the directory of a partition's files.
@@ -69,6 +82,42 @@ type Partition struct {
 	lastFailure     error // the last storage failure that cut acknowledged-pending batches
 	saveWanted      bool  // a send was refused for a full window: save once the writes are done
 	reopenErr       error // the log is closed: reopening it failed (Recover tries again)
+
+	// The partition's consensus group (group.go).
+	store *Store
+	core  *vsr.Core
+	timer vsr.GroupHandle
+	// journal holds the prepared ops not applied yet; committedOp is the highest
+	// committed op, applied up to journal.firstOp-1.
+	journal     journal
+	committedOp uint64
+	// unappliedBatches counts the batches in the journal; while there are some,
+	// preparedEnd (the offset after everything prepared) runs ahead of the log.
+	unappliedBatches int
+	preparedEnd      uint64
+	// preparedTimestamp is the base_timestamp of the last prepared batch, and
+	// lastPrepareTimestamp the timestamp of the last prepare this replica proposed.
+	preparedTimestamp    uint64
+	lastPrepareTimestamp uint64
+	lastProposedOp       uint64
+	// waiting holds the sends admitted while held: a Ready (heldReady) waits for its
+	// durable journal write; steps, the frames that arrived meanwhile.
+	waiting   proposalQueue
+	held      bool
+	heldReady vsr.Ready
+	steps     []queuedStep
+	// durable is the journal file of an enforce_fsync partition (durable.go).
+	durable *durableJournal
+	// journalErr: a journal write failed; diverged: a backup's log does not continue
+	// where the primary's did. Both refuse sends until Recover.
+	journalErr error
+	diverged   error
+	// syncErr and offsetErr carry the result of an op applied within the call that
+	// proposed it (Send, StoreConsumerOffset, DeleteConsumerOffset).
+	syncErr   error
+	offsetErr error
+	// offsetBody is the scratch an offset op's payload is encoded in.
+	offsetBody [offsetOpBodyMax]byte
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -95,7 +144,7 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 }
 
 func (s *Store) open(k Key, cfg Config, createdAtMicros uint64) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros}
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	st, err := s.storages.Open(p.dir)
 	if err != nil {
@@ -107,6 +156,14 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
 	p.log = log
+	if err := p.openDurable(); err != nil {
+		_ = log.Close()
+		return report, fmt.Errorf("partition %v: %w", k, err)
+	}
+	if err := s.startGroup(p); err != nil {
+		_ = p.close()
+		return report, err
+	}
 	s.partitions[k] = p
 	s.order = append(s.order, p)
 	return report, nil
@@ -223,6 +280,15 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 		return report, p.reopenErr
 	}
 	p.log = log
+	p.journalErr, p.diverged = nil, nil
+	if err := p.openDurable(); err != nil {
+		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
+		return report, p.reopenErr
+	}
+	if err := p.store.startGroup(p); err != nil {
+		p.reopenErr = err
+		return report, err
+	}
 	p.lastFailure, p.reopenErr = nil, nil
 	return report, nil
 }
@@ -262,6 +328,7 @@ func (s *Store) each(match func(Key) bool, fn func(Key) error) error {
 }
 
 func (s *Store) forget(p *Partition) {
+	s.stopGroup(p)
 	delete(s.partitions, p.key)
 	for i, q := range s.order {
 		if q == p {
@@ -274,7 +341,12 @@ func (s *Store) forget(p *Partition) {
 // close closes the log: every request in flight completes, the open segment and the
 // offsets are synced. Sends the log could not store are failed.
 func (p *Partition) close() error {
+	p.quiesce()
 	err := p.log.Close()
+	if p.durable != nil {
+		err = errors.Join(err, p.durable.close(p))
+		p.durable = nil
+	}
 	if p.broken() == nil {
 		p.acknowledge(p.ackEnd())
 	}
@@ -289,6 +361,7 @@ func (s *Store) Close() error {
 		if err := p.close(); err != nil {
 			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
 		}
+		s.stopGroup(p)
 	}
 	s.order = nil
 	clear(s.partitions)
@@ -306,17 +379,22 @@ func (s *Store) PollIO() int {
 	for _, p := range s.order {
 		n += p.storage.Poll(false)
 		p.settleSends()
-		if !p.log.Idle() {
+		if !p.idle() {
 			n++
 		}
 	}
 	return n
 }
 
+// idle reports whether neither the log nor the journal file has I/O in flight.
+func (p *Partition) idle() bool {
+	return p.log.Idle() && (p.durable == nil || p.durable.inFlight == 0)
+}
+
 // Busy reports whether any partition has I/O in flight or queued.
 func (s *Store) Busy() bool {
 	for _, p := range s.order {
-		if !p.log.Idle() {
+		if !p.idle() {
 			return true
 		}
 	}
@@ -329,9 +407,14 @@ func (s *Store) WaitIdle() {
 	for busy := true; busy; {
 		busy = false
 		for _, p := range s.order {
+			for p.durable != nil && p.durable.inFlight > 0 {
+				if p.storage.Poll(true) == 0 {
+					panic("partition: the journal file waits on a storage with nothing in flight")
+				}
+			}
 			p.log.WaitIdle()
-			p.settleSends() // may submit a save
-			busy = busy || !p.log.Idle()
+			p.settleSends() // may submit a save, or a journal write of sends that waited
+			busy = busy || !p.idle()
 		}
 	}
 }

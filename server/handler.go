@@ -183,6 +183,7 @@ type handler struct {
 
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
+	groupTickDueNs int64       // the next tick of the partitions' groups (partitions.go)
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.

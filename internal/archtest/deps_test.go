@@ -55,7 +55,7 @@ const depsRules = `
 	vsr < vsr/sim;
 	# the replica plane's connections: the handshake, pure
 	wire < replica;
-	segment < partition;
+	segment, vsr < partition;
 
 	# runtime
 	arena, fdpass, linux, ring, replica, segment, wire, golang.org/x/sys/cpu < shard;

@@ -1,0 +1,329 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/iggy-shard/iggy-shard/segment"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// The durable partition journal of an enforce_fsync topic (in groups of more than
+// one replica by default: Replication.JournalFile). The reference server
+// keeps the partition journal in memory only, so a message its replicas acknowledged
+// and had not flushed is lost when every replica crashes at once. Here a group of
+// such a topic writes each Ready's journal entries to the file partition.journal in
+// the partition directory, through the partition's segment.Storage (so the shard's
+// ring, or segment.SimDisk in tests, carries it), fdatasynced, before the Ready's
+// frames go out (a backup's PrepareOk) and before its commits are applied (the
+// primary's own ack on a single node): an acknowledged message is in the journal
+// file, durable, on every replica of its quorum.
+//
+// The file is a sequence of records, each a journaled prepare as it would go on the
+// wire, its 256-byte header then its body:
+//
+//	[PrepareHeader: identity-sealed, size = 256 + body][body]
+//	[PrepareHeader of operation TruncatePartition, op 0, commit = offset]   a cut
+//
+// A record is intact when its identity checks, it is of this group and its body is
+// the one its header binds (checkBinding: for a batch, every frame checksum and
+// request_checksum = batch_checksum). A cut record says the log was cut back to that
+// offset (a storage failure) and later prepares are stamped from there: the batch
+// records before it at or above the offset are void.
+//
+// Writes of one Ready are linked to each other and to the fdatasync that ends them,
+// and the next Ready's writes start only after it, so after a crash the intact
+// records are a prefix of the file, plus perhaps part of the last unsynced Ready;
+// the scan stops at the first record that is not intact.
+//
+// Recovery (openDurable) replays into the log the batch records that continue it
+// (base_offset = the log's next offset after its own recovery), with the offset ops
+// that came after the first of them, makes them durable, and empties the file. The
+// group then starts fresh. At run time the file is emptied (truncated, fdatasynced)
+// once it passes journalCompactBytes and everything in it is applied and durable in
+// the log.
+
+const journalFileName = "partition.journal"
+
+// journalCompactBytes is the size past which the journal file is emptied once
+// everything it holds is durable in the log: big enough that emptying it (a truncate
+// and an fdatasync) is rare next to the appends, small enough that a restart reads
+// and replays little.
+var journalCompactBytes int64 = 64 << 20
+
+type durableJournal struct {
+	p         *Partition
+	file      segment.File
+	sizeBytes int64
+	// Requests of the write in flight (one Ready's chain, or a compaction).
+	free       []*segment.Request
+	inFlight   int
+	failed     error
+	compacting bool
+	done       func(*segment.Request) // d.complete, bound once
+	// syncs counts the Readies written (one fdatasync each).
+	syncs uint64
+	// The cut to write before the next Ready's records.
+	cutPending bool
+	cutHeader  wire.PrepareHeader
+}
+
+// openDurable opens p's journal file when its topic enforces fsync (and
+// Replication.JournalFile wants it), and in any case replays one an earlier run left
+// (the topic or the policy may have changed since).
+func (p *Partition) openDurable() error {
+	names, err := p.storage.List("")
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	want := p.store.repl.journalFileWanted(p.cfg)
+	exists := slices.Contains(names, journalFileName)
+	if !exists && !want {
+		return nil
+	}
+	f, size, err := p.storage.Open(journalFileName, true, 0)
+	if err != nil {
+		return fmt.Errorf("journal: open: %w", err)
+	}
+	d := &durableJournal{p: p, file: f}
+	d.done = d.complete
+	if size > 0 {
+		if err := d.replay(size); err != nil {
+			_ = p.storage.Close(f)
+			return err
+		}
+	}
+	if !want {
+		return p.storage.Close(f)
+	}
+	p.durable = d
+	return nil
+}
+
+// wait submits r and polls p's storage until it has completed.
+func (d *durableJournal) wait(r *segment.Request) error {
+	finished := false
+	r.Done = func(*segment.Request) { finished = true }
+	d.p.storage.Submit(r)
+	for !finished {
+		if d.p.storage.Poll(true) == 0 && !finished {
+			panic("partition: storage lost a journal request")
+		}
+	}
+	return r.Err
+}
+
+// replayRecord is one intact record of the journal file.
+type replayRecord struct {
+	header wire.PrepareHeader
+	body   []byte
+	void   bool
+}
+
+func (d *durableJournal) replay(size int64) error {
+	p := d.p
+	buf := make([]byte, size)
+	read := &segment.Request{Op: segment.OpRead, File: d.file, Data: buf}
+	if err := d.wait(read); err != nil {
+		return fmt.Errorf("journal: read: %w", err)
+	}
+	buf = buf[:read.Result]
+	group, _ := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
+	var records []replayRecord
+	for pos := 0; pos+wire.HeaderSize <= len(buf); {
+		var h wire.PrepareHeader
+		copy(wire.HeaderBytes(&h)[:], buf[pos:pos+wire.HeaderSize])
+		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != group || h.Size < wire.HeaderSize ||
+			int64(h.Size) > int64(len(buf)-pos) {
+			break // the torn tail of the last Ready, never acknowledged
+		}
+		body := buf[pos+wire.HeaderSize : pos+int(h.Size)]
+		pos += int(h.Size)
+		if h.Op == 0 && h.Operation == wire.OperationTruncatePartition {
+			for i := range records {
+				if records[i].header.Operation == wire.OperationSendMessages {
+					if bh, _ := wire.ViewBatchHeader(records[i].body); bh.BaseOffset() >= h.Commit {
+						records[i].void = true
+					}
+				}
+			}
+			continue
+		}
+		if p.checkBinding(&h, body) != nil {
+			break
+		}
+		records = append(records, replayRecord{header: h, body: body})
+	}
+	replaying := false
+	for i := range records {
+		r := &records[i]
+		if r.void {
+			continue
+		}
+		if r.header.Operation != wire.OperationSendMessages {
+			if replaying {
+				// Applied after a batch the log lost, so perhaps not applied: again.
+				c, offset, _ := decodeOffsetOp(r.header.Operation, r.body)
+				if r.header.Operation == wire.OperationStoreConsumerOffset {
+					_ = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
+				} else {
+					_ = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
+				}
+			}
+			continue
+		}
+		bh, _ := wire.ViewBatchHeader(r.body)
+		next := p.log.NextOffset()
+		if bh.BaseOffset() < next {
+			continue // in the log already
+		}
+		if bh.BaseOffset() > next {
+			break // a hole: nothing past it continues the log
+		}
+		if err := d.appendReplayed(r.body); err != nil {
+			return err
+		}
+		replaying = true
+	}
+	p.log.WaitIdle()
+	if err := p.log.Err(); err != nil {
+		return fmt.Errorf("journal: replay: %w", err)
+	}
+	if p.log.DurableEnd() != p.log.NextOffset() {
+		return errors.New("journal: replayed batches are not durable in the log")
+	}
+	if err := d.wait(&segment.Request{Op: segment.OpTruncate, File: d.file, Offset: 0}); err != nil {
+		return fmt.Errorf("journal: empty: %w", err)
+	}
+	if err := d.wait(&segment.Request{Op: segment.OpSync, File: d.file}); err != nil {
+		return fmt.Errorf("journal: sync: %w", err)
+	}
+	return nil
+}
+
+// appendReplayed appends a recovered batch, waiting while the log's window is full.
+func (d *durableJournal) appendReplayed(batch []byte) error {
+	for range quiesceRoundsMax {
+		err := d.p.log.Append(batch)
+		if err != wire.ErrTransientNotAccepted {
+			if err != nil {
+				return fmt.Errorf("journal: replay: %w", err)
+			}
+			return nil
+		}
+		d.p.log.WaitIdle()
+	}
+	return errors.New("journal: replay: the log takes no append")
+}
+
+// noteCut records that the next prepare is stamped at offset, below where the last
+// one ended: a cut record goes before the next Ready's records.
+func (d *durableJournal) noteCut(offset uint64) {
+	group, _ := wire.PartitionGroup(d.p.key.StreamID, d.p.key.TopicID, d.p.key.PartitionID)
+	d.cutHeader = wire.PrepareHeader{}
+	d.cutHeader.Command = wire.CommandPrepare
+	d.cutHeader.Size = wire.HeaderSize
+	d.cutHeader.Cluster = d.p.store.repl.Cluster
+	d.cutHeader.Operation = wire.OperationTruncatePartition
+	d.cutHeader.Commit = offset
+	d.cutHeader.Group = group
+	d.cutHeader.SetIdentity()
+	d.cutPending = true
+}
+
+func (d *durableJournal) request(op segment.Op) *segment.Request {
+	var r *segment.Request
+	if n := len(d.free); n > 0 {
+		r = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		r = new(segment.Request)
+	}
+	*r = segment.Request{Op: op, File: d.file, Done: d.done}
+	d.inFlight++
+	return r
+}
+
+func (d *durableJournal) write(data []byte) {
+	r := d.request(segment.OpWrite)
+	r.Offset = d.sizeBytes
+	r.Data = data
+	r.Link = true
+	d.sizeBytes += int64(len(data))
+	d.p.storage.Submit(r)
+}
+
+// submit writes a Ready's journal entries, one chain ending in an fdatasync; the
+// Ready finishes when it completes (onJournalDurable). The bytes are the journal
+// entries' own: the header in the entry, the body the request buffer or the entry's
+// copy, untouched until the Ready is done.
+func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
+	d.failed = nil
+	if d.cutPending {
+		d.cutPending = false
+		d.write(wire.HeaderBytes(&d.cutHeader)[:])
+	}
+	for i := range writes {
+		e := p.journal.at(writes[i].Header.Op)
+		if e == nil || !e.present {
+			continue // applied already
+		}
+		d.write(wire.HeaderBytes(&e.header)[:])
+		if len(e.body) > 0 {
+			d.write(e.body)
+		}
+	}
+	p.storage.Submit(d.request(segment.OpSync))
+	d.syncs++
+}
+
+// maybeCompact empties the journal file once it is large and everything in it is
+// applied and durable in the log (offset files included: the log is idle).
+func (d *durableJournal) maybeCompact(p *Partition) {
+	if d.compacting || d.inFlight > 0 || d.sizeBytes < journalCompactBytes || p.journal.len() > 0 || p.waiting.n > 0 ||
+		!p.log.Idle() || p.log.DurableEnd() != p.log.NextOffset() {
+		return
+	}
+	d.compacting = true
+	d.failed = nil
+	truncate := d.request(segment.OpTruncate)
+	truncate.Offset = 0
+	truncate.Link = true
+	p.storage.Submit(truncate)
+	p.storage.Submit(d.request(segment.OpSync))
+}
+
+func (d *durableJournal) complete(r *segment.Request) {
+	if r.Err != nil && d.failed == nil {
+		d.failed = r.Err
+	}
+	*r = segment.Request{}
+	d.free = append(d.free, r)
+	d.inFlight--
+	if d.inFlight > 0 {
+		return
+	}
+	if d.compacting {
+		d.compacting = false
+		if d.failed != nil {
+			d.p.journalErr = fmt.Errorf("partition %v: journal compaction: %w", d.p.key, d.failed)
+			return
+		}
+		d.sizeBytes = 0
+		d.p.drive()
+		return
+	}
+	d.p.onJournalDurable(d.failed)
+}
+
+// close waits for the journal's requests and closes the file.
+func (d *durableJournal) close(p *Partition) error {
+	for d.inFlight > 0 {
+		if p.storage.Poll(true) == 0 {
+			break
+		}
+	}
+	return p.storage.Close(d.file)
+}

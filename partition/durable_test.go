@@ -1,0 +1,237 @@
+package partition
+
+import (
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+func fsyncConfig() Config {
+	cfg := smallConfig()
+	cfg.EnforceFsync = true
+	return cfg
+}
+
+// newJournaledStore is newSimStore with the journal file in a group of one replica.
+func newJournaledStore(t testing.TB, seed uint64, cfg Config) (*Store, *simStorages) {
+	t.Helper()
+	st := newSimStorages(seed)
+	s := NewReplicatedStore("local_data", st, Replication{JournalFile: JournalFileAlways})
+	if err := s.Create(testKey, cfg, 1234); err != nil {
+		t.Fatal(err)
+	}
+	return s, st
+}
+
+// An enforce_fsync partition journals each batch to partition.journal, fdatasynced,
+// before it is applied: a crash after the journal write and before the log's own
+// write leaves the batch in the journal, and opening the partition replays it.
+func TestDurableJournalReplaysAfterCrash(t *testing.T) {
+	tested := 0
+	for seed := uint64(0); seed < 20; seed++ {
+		cfg := fsyncConfig()
+		s, st := newJournaledStore(t, 300+seed, cfg)
+		mustSend(t, s, testKey, makeBatch(t, 0, 3, 20), 1)
+		rec := newSendRecorder()
+		if err := s.Send(testKey, sendRequest(makeBatch(t, 3, 2, 20)), 2, rec, 1); err != nil {
+			t.Fatal(err)
+		}
+		p := s.partitions[testKey]
+		for i := 0; p.holding(); i++ {
+			if i == 100 {
+				t.Fatal("the journal write does not complete")
+			}
+			s.PollIO()
+		}
+		if p.log.DurableEnd() != 3 {
+			continue // this order made the log's append durable too
+		}
+		tested++
+		crashed := st.crash(seed)
+		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
+		if _, err := s2.Open(testKey, cfg, 1); err != nil {
+			t.Fatalf("seed %d: open after crash: %v", seed, err)
+		}
+		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
+		if len(msgs) != 5 || msgs[4].seq != 4 {
+			t.Fatalf("seed %d: after the crash the log serves %v, want offsets 0..4", seed, offsetsOf(msgs))
+		}
+		if size, _ := crashed.disks[s2.Dir(testKey)].SizeOf(journalFileName); size != 0 {
+			t.Fatalf("seed %d: the journal holds %d bytes after its replay", seed, size)
+		}
+		// The group goes on from the replayed end.
+		if base := mustSend(t, s2, testKey, makeBatch(t, 5, 1, 20), 3); base != 5 {
+			t.Fatalf("seed %d: next batch at %d", seed, base)
+		}
+	}
+	if tested == 0 {
+		t.Fatal("no seed crashed between the journal write and the log's")
+	}
+}
+
+// In a cluster, an enforce_fsync batch acknowledged to the client survives every
+// replica crashing at that very moment: the quorum's backup acknowledged it once it
+// was in its journal file, durable, though its log had not applied it yet.
+func TestClusterAcknowledgedSurvivesEveryReplicaCrashing(t *testing.T) {
+	cfg := fsyncConfig()
+	c := newTestCluster(t, 40, 3, cfg)
+	rec := newSendRecorder()
+	c.send(makeBatch(t, 0, 4, 30), 100, rec, 1)
+	for round := 0; ; round++ {
+		if round == 10_000 {
+			t.Fatal("the send is never acknowledged")
+		}
+		if _, ok := rec.acked[1]; ok {
+			break
+		}
+		if err := rec.failed[1]; err != nil {
+			t.Fatalf("send failed: %v", err)
+		}
+		if !c.deliverOne() {
+			for _, s := range c.stores {
+				s.PollIO()
+			}
+		}
+	}
+	backupLog := c.stores[1].partitions[testKey].log
+	if backupLog.DurableEnd() != 0 {
+		t.Fatalf("the backup's log made the batch durable (end %d) before the ack: the test proves nothing", backupLog.DurableEnd())
+	}
+	// Every replica loses power now.
+	for i := range c.stores {
+		crashed := c.storages[i].crash(uint64(i) + 7)
+		s := NewReplicatedStore("local_data", crashed, Replication{Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: 3})
+		if _, err := s.Open(testKey, cfg, 1); err != nil {
+			t.Fatalf("replica %d: open after crash: %v", i, err)
+		}
+		_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
+		if i <= 1 && len(msgs) != 4 {
+			t.Fatalf("replica %d of the quorum serves %v after the crash, want offsets 0..3", i, offsetsOf(msgs))
+		}
+	}
+}
+
+// A journal write that fails fails its sends (4006); a cut record voids whatever of
+// them the file kept, so a crash and replay do not bring them back, and the next
+// batch takes their offsets.
+func TestDurableJournalWriteFailure(t *testing.T) {
+	cfg := fsyncConfig()
+	tested := 0
+	for seed := uint64(0); seed < 20; seed++ {
+		s, st := newJournaledStore(t, 500+seed, cfg)
+		mustSend(t, s, testKey, makeBatch(t, 0, 2, 20), 1)
+		disk := st.disks[s.Dir(testKey)]
+		disk.FailNextSyncs(1) // the journal's fdatasync: its writes reached the file
+		rec := newSendRecorder()
+		if err := s.Send(testKey, sendRequest(makeBatch(t, 100, 3, 20)), 2, rec, 1); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitIdle()
+		if rec.failed[1] != wire.ErrCannotSaveMessagesToSegment {
+			t.Fatalf("seed %d: send after a failed journal sync: failed %v acked %v", seed, rec.failed, rec.acked)
+		}
+		// The next batch takes offset 2; crash once it is in the journal, before the
+		// log has it.
+		if err := s.Send(testKey, sendRequest(makeBatch(t, 2, 1, 20)), 3, rec, 2); err != nil {
+			t.Fatal(err)
+		}
+		p := s.partitions[testKey]
+		for i := 0; p.holding(); i++ {
+			if i == 100 {
+				t.Fatal("the journal write does not complete")
+			}
+			s.PollIO()
+		}
+		if p.log.DurableEnd() != 2 {
+			continue
+		}
+		tested++
+		crashed := st.crash(seed)
+		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
+		if _, err := s2.Open(testKey, cfg, 1); err != nil {
+			t.Fatalf("seed %d: open after crash: %v", seed, err)
+		}
+		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
+		if len(msgs) != 3 || msgs[2].seq != 2 {
+			t.Fatalf("seed %d: after the crash the log serves %+v, want seqs 0, 1, 2", seed, msgs)
+		}
+	}
+	if tested == 0 {
+		t.Fatal("no seed crashed between the journal write and the log's")
+	}
+}
+
+// The journal file is emptied once it is large and everything in it is durable in
+// the log.
+func TestDurableJournalCompacts(t *testing.T) {
+	saved := journalCompactBytes
+	journalCompactBytes = 4096
+	defer func() { journalCompactBytes = saved }()
+	cfg := fsyncConfig()
+	cfg.SegmentSizeBytes = 1 << 20
+	s, st := newJournaledStore(t, 600, cfg)
+	disk := st.disks[s.Dir(testKey)]
+	written := int64(0)
+	for i := uint64(0); i < 40; i++ {
+		batch := makeBatch(t, i*2, 2, 200)
+		written += int64(wire.HeaderSize + len(batch))
+		mustSend(t, s, testKey, batch, i+1)
+		if size, _ := disk.SizeOf(journalFileName); size >= journalCompactBytes+int64(wire.HeaderSize+len(batch)) {
+			t.Fatalf("after %d sends the journal holds %d bytes: not emptied past %d", i+1, size, journalCompactBytes)
+		}
+	}
+	if written < 4*journalCompactBytes {
+		t.Fatalf("only %d bytes journaled", written)
+	}
+	crashed := st.crash(1)
+	s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
+	if _, err := s2.Open(testKey, cfg, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})
+	if len(msgs) != 80 {
+		t.Fatalf("after the crash %d messages, want 80", len(msgs))
+	}
+}
+
+// A group of one replica keeps no journal file by default: its ack waits for the
+// log's own fdatasync. A file an earlier run left is still replayed.
+func TestDurableJournalPolicy(t *testing.T) {
+	cfg := fsyncConfig()
+	s, st := newSimStore(t, 700, cfg)
+	mustSend(t, s, testKey, makeBatch(t, 0, 2, 20), 1)
+	if _, ok := st.disks[s.Dir(testKey)].SizeOf(journalFileName); ok {
+		t.Fatal("a single-replica group wrote a journal file under the default policy")
+	}
+	j, jst := newJournaledStore(t, 701, cfg)
+	mustSend(t, j, testKey, makeBatch(t, 0, 2, 20), 1)
+	if _, ok := jst.disks[j.Dir(testKey)].SizeOf(journalFileName); !ok {
+		t.Fatal("JournalFileAlways wrote no journal file")
+	}
+}
+
+// Sends that arrive while a journal write is out wait and are prepared together
+// after it: one journal write and fdatasync for all of them (group commit), their
+// offsets in arrival order.
+func TestDurableJournalGroupCommit(t *testing.T) {
+	s, _ := newJournaledStore(t, 800, fsyncConfig())
+	rec := newSendRecorder()
+	for i := uint64(0); i < 6; i++ {
+		if err := s.Send(testKey, sendRequest(makeBatch(t, i*2, 2, 20)), i+1, rec, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := s.partitions[testKey]
+	if p.waiting.n != 5 {
+		t.Fatalf("%d sends wait behind the first journal write, want 5", p.waiting.n)
+	}
+	s.WaitIdle()
+	for i := uint64(0); i < 6; i++ {
+		if c, ok := rec.acked[i]; !ok || c.BaseOffset != i*2 {
+			t.Fatalf("send %d: acked %v at %d (failed %v)", i, ok, c.BaseOffset, rec.failed[i])
+		}
+	}
+	if p.durable.syncs != 2 {
+		t.Fatalf("%d journal writes for 6 sends, want 2 (the first, then the 5 that waited)", p.durable.syncs)
+	}
+}
