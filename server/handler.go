@@ -16,17 +16,17 @@ import (
 
 // Message kinds between shards (shard.Message.Kind).
 const (
-	msgToMeta       uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
-	msgToOwner                        // shard 0 -> owner: a *job for a partition
-	msgReply                          // -> conn shard: a *job with its outcome
-	msgViewAdvanced                   // shard 0 -> every shard: the commit log grew, catch up
-	msgClientGone                     // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                          // a shard to itself: retry posts that found a full queue
-	msgEvictStale                     // shard 0 -> conn shard: a silent group member, evict (13)
-	msgClientOpened                   // conn shard -> shard 0: a *clientOpened (a connection was accepted)
-	msgPollBuffer                     // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
-	msgReplicaFrame                   // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
-	msgReplicaRelease                 // shard 0 -> the frame's owner shard: a *replicaInbound stepped, to release
+	msgToMeta         uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
+	msgToOwner                          // shard 0 -> owner: a *job for a partition
+	msgReply                            // -> conn shard: a *job with its outcome
+	msgViewAdvanced                     // shard 0 -> every shard: the commit log grew, catch up
+	msgClientGone                       // conn shard -> shard 0: a *clientGone (a connection closed)
+	msgFlush                            // a shard to itself: retry posts that found a full queue
+	msgEvictStale                       // shard 0 -> conn shard: a silent group member, evict (13)
+	msgClientOpened                     // conn shard -> shard 0: a *clientOpened (a connection was accepted)
+	msgPollBuffer                       // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
+	msgReplicaFrame                     // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
+	msgReplicaRelease                   // shard 0 -> the frame's owner shard: a *replicaInbound stepped, to release
 )
 
 // jobKind says what a job asks for.
