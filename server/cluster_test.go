@@ -267,3 +267,54 @@ func TestClusterRefusesStrangers(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterRestart(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	if _, err := pc.CreateStream(testContext(t), "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A backup misses writes while it is down (more than a snapshot interval,
+	// so the others cut their journals meanwhile), then recovers (Recovering,
+	// RequestStartView) and repairs what it missed.
+	stopServer(t, servers[2])
+	const missed = 20
+	for i := range missed {
+		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("missed-%d", i)); err != nil {
+			t.Fatalf("CreateStream with a backup down: %v", err)
+		}
+	}
+	servers[2] = startTestServer(t, cfgs[2])
+	waitUntil(t, "the restarted backup rejoins", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	bc := dialCluster(t, servers[2])
+	waitUntil(t, "the restarted backup catches up", func() bool {
+		return hasStream(t, bc, "before") && hasStream(t, bc, fmt.Sprintf("missed-%d", missed-1))
+	})
+
+	// The whole cluster restarts: every node recovers, none trusts its log
+	// alone, and after the probes go unanswered they elect on what they hold.
+	for _, s := range servers {
+		stopServer(t, s)
+	}
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	var leader uint8
+	waitUntil(t, "the restarted cluster elects", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
+	lc := dialCluster(t, servers[leader])
+	if _, err := lc.CreateStream(testContext(t), "after"); err != nil {
+		t.Fatalf("CreateStream after the restart: %v", err)
+	}
+	for _, s := range servers {
+		c := dialCluster(t, s)
+		waitUntil(t, "every node holds every write", func() bool {
+			return hasStream(t, c, "before") && hasStream(t, c, fmt.Sprintf("missed-%d", missed-1)) && hasStream(t, c, "after")
+		})
+	}
+}

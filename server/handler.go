@@ -469,6 +469,8 @@ func (h *handler) DropMessage(m shard.Message) {
 		if j := m.Payload.(*job); j.frame.Header != nil {
 			j.frame.Release()
 		}
+	case msgReplicaFrame, msgReplicaRelease:
+		m.Payload.(*replicaInbound).frame.Release()
 	}
 }
 

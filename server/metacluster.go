@@ -438,6 +438,12 @@ func (m *metaPlane) installTask() *journalTask {
 // stopCluster ends, on a stopping node, the writes and forwards that cannot
 // complete without the other replicas.
 func (m *metaPlane) stopCluster() {
+	for i, in := range m.cluster.frames {
+		m.cluster.frames[i] = nil
+		m.cluster.release(in)
+	}
+	m.cluster.frames = m.cluster.frames[:0]
+	m.releaseStepped()
 	m.refuseInflight(errMetaStopped)
 	m.refuseWaiting(errMetaStopped)
 	forwards := m.cluster.forwardsWaiting

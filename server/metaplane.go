@@ -117,6 +117,8 @@ type metaPlane struct {
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
+	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots).
+	journalSlots int
 	// applied is the last applied op: the point a snapshot is taken at.
 	applied appliedOp
 	// viewHeaders are the last persisted Ready.ViewHeaders (the state record's).
@@ -363,6 +365,7 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	if _, err := io.ReadFull(rand.Reader, incarnation[:]); err != nil {
 		return err
 	}
+	m.journalSlots = slots
 	coreCfg := vsr.CoreConfig{
 		Config:       vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup},
 		JournalSlots: slots,
@@ -874,8 +877,14 @@ func (m *metaPlane) checkpointTask() *journalTask {
 				}
 				m.journalEnds = append(m.journalEnds[:0], m.journalEnds[at.op-m.journalFirstOp:]...)
 				m.journalFirstOp = at.op
+				// A cluster keeps the bodies of the core's header window: its
+				// repair serves them to a replica that fell behind.
+				keepFrom := at.op
+				if m.clustered {
+					keepFrom -= min(keepFrom, uint64(m.journalSlots))
+				}
 				for op := range m.bodies.byOp {
-					if op < at.op {
+					if op < keepFrom {
 						delete(m.bodies.byOp, op)
 					}
 				}
