@@ -318,3 +318,72 @@ func TestClusterRestart(t *testing.T) {
 		})
 	}
 }
+
+// polledCount polls partition 0 of orders/events from offset 0 at c.
+func polledCount(t *testing.T, c *client.Client) int {
+	t.Helper()
+	polled, err := c.PollMessages(testContext(t), &wire.PollMessages{
+		Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("orders"), TopicID: client.NameID("events"),
+		Partition: wire.SomePartition(0), Strategy: wire.PollingStrategy{Kind: wire.PollingOffset}, Count: 100,
+	})
+	if err != nil {
+		return -1 // the partition is not open here yet
+	}
+	n := 0
+	for it := polled.Messages(); it.Next(); n++ {
+	}
+	return n
+}
+
+func TestClusterPartitionPlane(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	clients := []*client.Client{pc, dialCluster(t, servers[1]), dialCluster(t, servers[2])}
+	to0 := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}
+	for _, c := range clients[1:] {
+		waitUntil(t, "the topic reaches a backup", func() bool { return polledCount(t, c) == 0 })
+	}
+
+	// The partition's group starts in view 0 on every node: node 0 leads it. A
+	// send there is replicated and polled at every node, followers included.
+	if _, err := pc.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(5, "m")); err != nil {
+		t.Fatalf("SendMessages at the partition's primary: %v", err)
+	}
+	for i, c := range clients {
+		waitUntil(t, fmt.Sprintf("the messages reach node %d", i), func() bool { return polledCount(t, c) == 5 })
+	}
+	// A send at a backup of the partition's group is refused as not accepted.
+	_, err := clients[1].SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "b"))
+	if code := wire.ErrorCode(0); !errors.As(err, &code) || code != wire.ErrTransientNotAccepted {
+		t.Fatalf("SendMessages at a backup: %v, want 58 TransientNotAccepted", err)
+	}
+
+	// Node 0 stops: the partition's group elects among the others, and one of
+	// them takes sends again.
+	stopServer(t, servers[0])
+	var accepted int
+	waitUntil(t, "a node takes sends after the failover", func() bool {
+		for i, c := range clients[1:] {
+			if _, err := c.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "after")); err == nil {
+				accepted = i + 1
+				return true
+			}
+		}
+		return false
+	})
+	for i, c := range clients[1:] {
+		waitUntil(t, fmt.Sprintf("node %d holds every message", i+1), func() bool { return polledCount(t, c) == 6 })
+	}
+	t.Logf("node %d took the send after the failover", accepted)
+}
