@@ -135,7 +135,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		h.routePartitionFrame(f, group)
 		return
 	}
-	in := &replicaInbound{frame: f.Retain(), owner: h.index}
+	in := h.retainInbound(f)
 	if h.index == 0 {
 		h.meta.replicaFrameIn(in)
 		return
@@ -152,7 +152,7 @@ func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
 func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
 	if in.owner == r.h.index {
-		in.frame.Release()
+		r.h.releaseInbound(in)
 		return
 	}
 	r.h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
@@ -347,7 +347,7 @@ func (h *handler) routePartitionFrame(f *shard.ReplicaFrame, group uint64) {
 	}
 	k := partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}
 	if owner := h.srv.ownerOf(k); owner != h.index {
-		h.post(owner, shard.Message{Kind: msgReplicaPartition, Payload: &replicaInbound{frame: f.Retain(), owner: h.index}})
+		h.post(owner, shard.Message{Kind: msgReplicaPartition, Payload: h.retainInbound(f)})
 		return
 	}
 	h.stepPartition(k, f.Peer, f.Header, f.Body)
@@ -363,7 +363,7 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 		}
 	}
 	if in.owner == h.index {
-		f.Release()
+		h.releaseInbound(in)
 		return
 	}
 	h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
@@ -393,4 +393,26 @@ func (h *handler) noteClusterLiveness() {
 			h.store.NoteLiveness(uint8(id))
 		}
 	}
+}
+
+// retainInbound keeps a frame for another shard in a record from this shard's free
+// list (records come back with msgReplicaRelease), so a frame crossing shards
+// allocates nothing once the list is warm.
+func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
+	var in *replicaInbound
+	if n := len(h.inboundFree); n > 0 {
+		in = h.inboundFree[n-1]
+		h.inboundFree = h.inboundFree[:n-1]
+	} else {
+		in = new(replicaInbound)
+	}
+	in.frame, in.owner = f.Retain(), h.index
+	return in
+}
+
+// releaseInbound gives a retained frame's buffer back and keeps its record; on
+// the shard that retained it.
+func (h *handler) releaseInbound(in *replicaInbound) {
+	in.frame.Release()
+	h.inboundFree = append(h.inboundFree, in)
 }

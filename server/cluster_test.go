@@ -387,3 +387,36 @@ func TestClusterPartitionPlane(t *testing.T) {
 	}
 	t.Logf("node %d took the send after the failover", accepted)
 }
+
+func TestClusterStateTransfer(t *testing.T) {
+	// A header window of 64 ops: a backup more than that behind is answered
+	// RangeEvicted and pulls the whole state.
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].metaJournalSlots = 64
+	}
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	stopServer(t, servers[2])
+	const writes = 100
+	for i := range writes {
+		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("s-%d", i)); err != nil {
+			t.Fatalf("CreateStream %d: %v", i, err)
+		}
+	}
+	servers[2] = startTestServer(t, cfgs[2])
+	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
+	bc := dialCluster(t, servers[2])
+	waitUntil(t, "the lagging backup holds every write", func() bool {
+		return len(streamNames(t, bc)) == writes
+	})
+	// It goes on following the log after the transfer.
+	if _, err := pc.CreateStream(testContext(t), "after-transfer"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a write after the transfer reaches it", func() bool { return hasStream(t, bc, "after-transfer") })
+}

@@ -187,6 +187,9 @@ type handler struct {
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
 	groupTickDueNs int64       // the next tick of the partitions' groups (partitions.go)
+	// inboundFree are records of replica frames retained for another shard
+	// (retainInbound).
+	inboundFree []*replicaInbound
 	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
 	// shard's groups were told of (noteClusterLiveness); nil on a single node.
 	heardNs []int64
@@ -524,7 +527,7 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgReplicaFrame:
 		h.meta.replicaFrameIn(m.Payload.(*replicaInbound))
 	case msgReplicaRelease:
-		m.Payload.(*replicaInbound).frame.Release()
+		h.releaseInbound(m.Payload.(*replicaInbound))
 	case msgReplicaPartition:
 		h.stepPartitionFrame(m.Payload.(*replicaInbound))
 	}

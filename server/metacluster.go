@@ -434,6 +434,7 @@ func (m *metaPlane) installTask() *journalTask {
 				}
 			}
 			install.Identity = st.head.lastIdentity
+			m.transfersInstalled.Add(1)
 			m.log.Info("metadata state transfer installed", "op", st.head.op)
 			// Writes numbered here before the transfer are behind it: whether they
 			// committed, the client learns by retrying (the table answers).

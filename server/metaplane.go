@@ -117,8 +117,12 @@ type metaPlane struct {
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
-	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots).
-	journalSlots int
+	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots);
+	// journalSlotsTest, when set, replaces its minimum (Config.metaJournalSlots).
+	journalSlots     int
+	journalSlotsTest int
+	// transfersInstalled counts the states this replica installed (tests).
+	transfersInstalled atomic.Int64
 	// applied is the last applied op: the point a snapshot is taken at.
 	applied appliedOp
 	// viewHeaders are the last persisted Ready.ViewHeaders (the state record's).
@@ -226,7 +230,7 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 // the journal's entries above the snapshot, applied again.
 func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
 	m := &metaPlane{log: log, dir: dir, store: store, snapshotIntervalOps: cfg.SnapshotIntervalOps,
-		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}}
+		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}, journalSlotsTest: cfg.metaJournalSlots}
 	m.nowMicros = func() uint64 { return nowMicros }
 
 	if err := m.configureCluster(cfg); err != nil {
@@ -358,6 +362,9 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	}
 
 	slots := journalSlotsMin
+	if m.journalSlotsTest > 0 {
+		slots = m.journalSlotsTest
+	}
 	for slots < len(headers)+2*vsr.PipelineDepthDefault {
 		slots *= 2
 	}
