@@ -83,6 +83,18 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 	return rc, nil
 }
 
+// clientAddressOf is the client listener of this node: tcpAddress's host (Validate
+// checked it is host:port) at the roster's TCP port.
+func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
+	host, _, _ := net.SplitHostPort(tcpAddress)
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
+			return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
+		}
+	}
+	return tcpAddress
+}
+
 // replicaGroupOf is the consensus group a replica frame belongs to; the
 // session-forwarding frames carry none and belong to the metadata plane.
 func replicaGroupOf(h *wire.GenericHeader) (uint64, bool) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +58,7 @@ func clusterConfigs(t testing.TB, n int, secret string) []Config {
 	cfgs := make([]Config, n)
 	for i := range cfgs {
 		cfg := testConfig(t.TempDir(), 2)
-		cfg.TCPAddress = "127.0.0.1:" + strconv.Itoa(int(nodes[i].Ports.TCP))
+		cfg.TCPAddress = "127.0.0.1:0" // the roster's port is bound (clientAddressOf)
 		cfg.Cluster = DefaultClusterConfig()
 		cfg.Cluster.Enabled = true
 		cfg.Cluster.ReplicaID = i

@@ -172,6 +172,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
 			return nil, err
 		}
+		// In cluster mode the roster is the single source of listener ports: the
+		// client listener binds tcp.address's host at the node's ports.tcp
+		// (iggy.apache.org/docs/clustering/configuration).
+		cfg.TCPAddress = clientAddressOf(&cfg.Cluster, cfg.TCPAddress)
 	}
 	if log == nil {
 		log = slog.Default()
