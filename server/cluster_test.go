@@ -346,6 +346,13 @@ func polledCount(t *testing.T, c *client.Client) int {
 }
 
 func TestClusterPartitionPlane(t *testing.T) {
+	t.Run("enforce_fsync=false", func(t *testing.T) { testClusterPartitionPlane(t, false) })
+	// With enforce_fsync a backup's Ready waits for its journal file: the prepare
+	// it forwards down the chain leaves after that.
+	t.Run("enforce_fsync=true", func(t *testing.T) { testClusterPartitionPlane(t, true) })
+}
+
+func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {
@@ -356,7 +363,14 @@ func TestClusterPartitionPlane(t *testing.T) {
 	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, nil); err != nil {
+	var options []byte
+	if enforceFsync {
+		var err error
+		if options, err = wire.AppendOption(nil, "enforce_fsync", wire.HeaderBool, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, options); err != nil {
 		t.Fatal(err)
 	}
 	clients := []*client.Client{pc, dialCluster(t, servers[1]), dialCluster(t, servers[2])}
