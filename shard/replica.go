@@ -573,6 +573,10 @@ func (s *Shard) setUpReplica() error {
 	}
 	s.replica = &replicaShard{handler: h, refusals: refusalLog{last: map[refusalKey]refusalEntry{}}}
 	s.replica.observer, _ = s.handler.(ReplicaObserver)
+	// Only shard 0 listens; on the others the listener's zero fd would be
+	// descriptor 0, which stopReplicaListener would close (and with it whatever
+	// file of the process had been given that number since).
+	s.replica.listener.fd = -1
 	if s.index == 0 {
 		s.replica.listener.fd = rr.listenFd
 		s.replica.dials = make([]replicaDial, len(rr.peers))
