@@ -170,6 +170,9 @@ func ListenReplica(address string, cfg ReplicaConfig) (*Replica, error) {
 	return r, nil
 }
 
+// Certificate is the certificate the node presents.
+func (r *Replica) Certificate() tls.Certificate { return r.cfg.Certificate }
+
 // Addr is the replica listener's address.
 func (r *Replica) Addr() *net.TCPAddr { return r.ln.Addr().(*net.TCPAddr) }
 
