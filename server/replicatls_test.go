@@ -113,8 +113,8 @@ type replicaTLSHandler struct {
 }
 
 func (h *replicaTLSHandler) ServeRequest(c *shard.Conn, req *shard.Request) {}
-func (h *replicaTLSHandler) ServeMessage(s *shard.Shard, m shard.Message)  {}
-func (h *replicaTLSHandler) ConnClosed(c *shard.Conn)                      {}
+func (h *replicaTLSHandler) ServeMessage(s *shard.Shard, m shard.Message)   {}
+func (h *replicaTLSHandler) ConnClosed(c *shard.Conn)                       {}
 
 func (h *replicaTLSHandler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 	n := h.node
