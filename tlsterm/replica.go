@@ -109,7 +109,7 @@ type Replica struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// mu guards closed, dialed and failureLogged; taken by the dial goroutines a few
+	// mu guards closed, dialed and failureLogged, and Start against Close; taken by the dial goroutines a few
 	// times per dial and by the runtime's shard 0 once per Dial call, briefly.
 	mu            sync.Mutex
 	closed        bool
@@ -155,6 +155,9 @@ func ListenReplica(address string, cfg ReplicaConfig) (*Replica, error) {
 		Certificates: []tls.Certificate{cfg.Certificate},
 		MinVersion:   tls.VersionTLS13,
 		NextProtos:   []string{ReplicaALPN},
+		// The dialers keep no session cache (each connection is long-lived and
+		// redialed rarely): tickets would be sealed for nobody.
+		SessionTicketsDisabled: true,
 	}
 	r.clientTLS = &tls.Config{
 		RootCAs:    cfg.RootCAs,
@@ -179,11 +182,17 @@ func (r *Replica) Addr() *net.TCPAddr { return r.ln.Addr().(*net.TCPAddr) }
 // Start begins accepting for rt and lets the dials waiting for it go on. Call it
 // once, after the runtime has started.
 func (r *Replica) Start(rt ReplicaRuntime) error {
+	// Under mu, so that a Close meanwhile finds the terminator either not there (and
+	// closes the listener) or serving (and closes it).
 	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
+	defer r.mu.Unlock()
+	if r.closed {
 		return errors.New("tlsterm: Replica started after Close")
+	}
+	select {
+	case <-r.started:
+		return errors.New("tlsterm: Replica started twice")
+	default:
 	}
 	term, err := Serve(r.ln, Config{
 		TLS:                   r.serverTLS,
@@ -376,12 +385,17 @@ func (r *Replica) Close() {
 		return
 	}
 	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
+	var term *Terminator
 	select {
 	case <-r.started:
-		r.term.Close()
+		term = r.term
 	default:
+	}
+	r.mu.Unlock()
+	r.cancel()
+	if term != nil {
+		term.Close()
+	} else {
 		r.ln.Close() // never served
 	}
 }
