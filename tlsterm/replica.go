@@ -251,10 +251,13 @@ func (r *Replica) dial(peer uint8, address netip.AddrPort) {
 	defer cancel()
 	conn, exporter, err := r.dialTLS(ctx, peer, address)
 	// The runtime started before it could call Dial, but Start may not have been
-	// called on this Replica yet: a moment, at most.
+	// called on this Replica yet: a moment, at most. Waited for until Close, not
+	// within the dial's own time, which may be spent already: the runtime must hear
+	// of every dial's end (EndReplicaDial), or it would not dial the peer again for
+	// twice its handshake timeout.
 	select {
 	case <-r.started:
-	case <-ctx.Done():
+	case <-r.ctx.Done():
 		if conn != nil {
 			conn.Close()
 		}

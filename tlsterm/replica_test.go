@@ -244,6 +244,21 @@ func TestReplicaDialFailureEndsTheDial(t *testing.T) {
 	}
 }
 
+// TestReplicaDialBeforeStartEndsTheDial: a dial the runtime began before Start, whose
+// time ran out before Start, is still reported ended once the runtime is known.
+func TestReplicaDialBeforeStartEndsTheDial(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster CA")
+	dialer := listenReplica(t, ca.IssueValid(t).TLS, ReplicaConfig{RootCAs: ca.Pool, DialTimeout: time.Nanosecond})
+	dialer.Dial(1, addrPort(dialer.Addr())) // out of time at once
+	rt := newFakeRuntime(t)
+	if err := dialer.Start(rt); err != nil {
+		t.Fatal(err)
+	}
+	if p := rt.nextEnded(t); p != 1 {
+		t.Fatalf("EndReplicaDial(%d), want 1", p)
+	}
+}
+
 func TestReplicaCloseCutsDialsInFlight(t *testing.T) {
 	ca := tlstest.NewCA(t, "cluster CA")
 	dialer := listenReplica(t, ca.IssueValid(t).TLS, ReplicaConfig{RootCAs: ca.Pool, DialTimeout: time.Hour})
