@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -108,6 +109,25 @@ const selfSignedValidity = 365 * 24 * time.Hour
 // P-256), valid from an hour before now: for loopback development, as Apache Iggy's
 // self_signed mode; a client must skip verification or trust this very certificate.
 func SelfSigned(now time.Time) (tls.Certificate, error) {
+	return selfSigned(now, "localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+}
+
+// SelfSignedFor makes an ephemeral certificate (ECDSA P-256, valid from an hour
+// before now) naming exactly the addresses given, as IP SANs: a node's own roster ip
+// in [cluster.tls]'s self_signed mode, whose dialers accept any certificate anyway;
+// the name only tells an operator's tools whose certificate it is.
+func SelfSignedFor(now time.Time, addrs ...netip.Addr) (tls.Certificate, error) {
+	if len(addrs) == 0 {
+		return tls.Certificate{}, errors.New("tlsterm: a self-signed certificate needs an address")
+	}
+	ips := make([]net.IP, len(addrs))
+	for i, a := range addrs {
+		ips[i] = net.IP(a.Unmap().AsSlice())
+	}
+	return selfSigned(now, addrs[0].String(), nil, ips)
+}
+
+func selfSigned(now time.Time, commonName string, dnsNames []string, ips []net.IP) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsterm: self-signed key: %w", err)
@@ -118,11 +138,11 @@ func SelfSigned(now time.Time) (tls.Certificate, error) {
 	}
 	template := x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "localhost", Organization: []string{"iggy-shard (self-signed)"}},
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{"iggy-shard (self-signed)"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(selfSignedValidity),
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              dnsNames,
+		IPAddresses:           ips,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

@@ -40,7 +40,9 @@
 // socketpair, so the shard reads EOF; the shard's close ends the TLS session with a
 // close_notify and closes the TCP connection; an error on either side closes both.
 //
-// The same pieces serve the replica plane later: Config.RequiredALPN refuses a
-// session that did not negotiate the plane's protocol (e.g. "iggy-replica" with
-// TLS 1.3 only, set in the tls.Config), and Bridge works for a dialled session too.
+// The same pieces serve the replica plane ([cluster.tls], replica.go): a Replica is a
+// terminator of the tcp_replica port (TLS 1.3 only, Config.RequiredALPN
+// "iggy-replica") and a dialer for the runtime's outbound connections, each session
+// bridged the same way and handed over with its exporter value
+// (shard.Runtime.AdoptReplica), which binds the replica handshake to it.
 package tlsterm

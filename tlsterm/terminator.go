@@ -48,6 +48,10 @@ type Config struct {
 	// and the client's address to the runtime, e.g. shard.Runtime.Adopt. On success
 	// the runtime owns fd; on an error the terminator closes it and the session.
 	Deliver func(fd int, peer netip.AddrPort) error
+	// DeliverState is Deliver for a runtime that needs the session itself too: the
+	// replica plane binds its handshake to the session's exporter value
+	// (tls.ConnectionState.ExportKeyingMaterial). Set Deliver or DeliverState.
+	DeliverState func(fd int, peer netip.AddrPort, state *tls.ConnectionState) error
 	// Logger receives debug lines for failed handshakes (they are counted in Stats,
 	// not logged at info: an SDK's retry loop would fill the log); default
 	// slog.Default().
@@ -102,8 +106,8 @@ func Serve(ln net.Listener, cfg Config) (*Terminator, error) {
 	if cfg.TLS == nil || (len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil) {
 		return nil, errors.New("tlsterm: Config.TLS has no certificate")
 	}
-	if cfg.Deliver == nil {
-		return nil, errors.New("tlsterm: Config.Deliver is required")
+	if (cfg.Deliver == nil) == (cfg.DeliverState == nil) {
+		return nil, errors.New("tlsterm: set one of Config.Deliver and Config.DeliverState")
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = HandshakeTimeoutDefault
@@ -275,7 +279,7 @@ func (t *Terminator) serve(s *session) {
 		closeFd(fd)
 		return
 	}
-	if err := t.cfg.Deliver(fd, peer); err != nil {
+	if err := t.deliver(fd, peer, tc); err != nil {
 		t.log.Debug("TLS session not delivered", "peer", peer.String(), "err", err)
 		closeFd(fd)
 		b.Close()
@@ -284,6 +288,14 @@ func (t *Terminator) serve(s *session) {
 	t.open.Add(1)
 	b.Run()
 	t.open.Add(-1)
+}
+
+func (t *Terminator) deliver(fd int, peer netip.AddrPort, tc *tls.Conn) error {
+	if t.cfg.Deliver != nil {
+		return t.cfg.Deliver(fd, peer)
+	}
+	state := tc.ConnectionState()
+	return t.cfg.DeliverState(fd, peer, &state)
 }
 
 // attach records the bridge of a session, unless the terminator is closing (then
