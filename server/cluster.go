@@ -83,14 +83,22 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 	return rc, nil
 }
 
+// self is this node's roster entry (Validate checked that --replica-id names one).
+func (c *ClusterConfig) self() *ClusterNode {
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
+			return n
+		}
+	}
+	return nil
+}
+
 // clientAddressOf is the client listener of this node: tcpAddress's host (Validate
 // checked it is host:port) at the roster's TCP port.
 func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
 	host, _, _ := net.SplitHostPort(tcpAddress)
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
-			return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
-		}
+	if n := c.self(); n != nil {
+		return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
 	}
 	return tcpAddress
 }

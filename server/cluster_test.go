@@ -515,3 +515,30 @@ func BenchmarkClusterMetadataWrites(b *testing.B) {
 		})
 	}
 }
+
+// TestClusterOverTLS: with [cluster.tls] (self-signed mode) the nodes form the
+// cluster through the TLS terminator and dialer, and a write at the primary
+// reaches every node.
+func TestClusterOverTLS(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].Cluster.TLS = ClusterTLS{Enabled: true, SelfSigned: true}
+	}
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+		if servers[i].replicaTLS == nil || servers[i].rt.ReplicaAddr() != nil {
+			t.Fatalf("node %d: the replica port is not served by the TLS terminator", i)
+		}
+	}
+	var leader uint8
+	waitUntil(t, "the cluster forms over TLS", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
+	pc := dialCluster(t, servers[leader])
+	if _, err := pc.CreateStream(testContext(t), "over-tls"); err != nil {
+		t.Fatalf("CreateStream at the primary: %v", err)
+	}
+	for i, s := range servers {
+		c := dialCluster(t, s)
+		waitUntil(t, fmt.Sprintf("the stream reaches node %d", i), func() bool { return hasStream(t, c, "over-tls") })
+	}
+}

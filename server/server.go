@@ -110,6 +110,9 @@ type Server struct {
 	log *slog.Logger
 	rt  *shard.Runtime
 	tls *tlsterm.Terminator // nil when TLS is off
+	// replicaTLS terminates [cluster.tls] on tcp_replica and dials peers over it;
+	// nil when the replica plane runs plain (its methods do nothing on nil).
+	replicaTLS *replicaTLS
 	// listenAddr is the client address (rt.Addr(), or the TLS listener's), published
 	// for shard 0, which may serve a request before Start has stored rt.
 	listenAddr atomic.Pointer[net.TCPAddr]
@@ -161,17 +164,18 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	var replicaCfg *shard.ReplicaConfig
+	var replicaTLS *replicaTLS
 	if cfg.Cluster.Enabled {
-		if cfg.Cluster.TLS.Enabled {
-			// Refused rather than run the replica plane in plaintext when TLS was
-			// asked for.
-			return nil, &SettingError{Setting: "cluster.tls.enabled", Value: "true",
-				Reason: "replica connections over TLS are not built in this version; the replica plane runs over plain TCP, authenticated by cluster.auth"}
-		}
 		var err error
 		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
 			return nil, err
 		}
+		// [cluster.tls]: the terminator binds ip:tcp_replica now, so a busy port
+		// or an unusable certificate stops the start before anything else.
+		if replicaTLS, err = newReplicaTLS(&cfg.Cluster, cfg.Cluster.self(), log); err != nil {
+			return nil, err
+		}
+		replicaTLS.configure(replicaCfg)
 		// In cluster mode the roster is the single source of listener ports: the
 		// client listener binds tcp.address's host at the node's ports.tcp
 		// (iggy.apache.org/docs/clustering/configuration).
@@ -183,7 +187,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
-	s := &Server{cfg: cfg, log: log}
+	s := &Server{cfg: cfg, log: log, replicaTLS: replicaTLS}
 	if cfg.Cluster.Enabled {
 		s.cluster = newClusterState(&s.cfg.Cluster)
 	}
@@ -203,6 +207,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.TLS.Enabled {
 		var err error
 		if tlsListener, tlsCert, err = listenTLS(&cfg, log); err != nil {
+			replicaTLS.close()
 			return nil, err
 		}
 		s.listenAddr.Store(tlsListener.Addr().(*net.TCPAddr))
@@ -212,6 +217,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		if tlsListener != nil {
 			tlsListener.Close()
 		}
+		replicaTLS.close()
 		return nil, err
 	}
 	s.meta = meta
@@ -254,9 +260,14 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 			tlsListener.Close()
 		}
 		meta.close()
+		replicaTLS.close()
 		return nil, err
 	}
 	s.rt = rt
+	if err := replicaTLS.attach(rt); err != nil {
+		s.Shutdown(context.Background())
+		return nil, err
+	}
 	// Every shard's view holds its own copy and position by now: the commit log's
 	// entries must be freed as the slowest view passes them, not kept from here.
 	s.viewSnapshot, s.viewGenesis = nil, nil
@@ -276,9 +287,18 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	log.Info("listening", "address", s.Addr().String(), "tls", cfg.TLS.Enabled, "shards", s.shardCount, "system_path", cfg.SystemPath)
 	if s.cluster != nil {
 		log.Info("cluster node", "cluster", cfg.Cluster.Name, "replica_id", cfg.Cluster.ReplicaID, "replicas", len(cfg.Cluster.Nodes),
-			"replica_address", rt.ReplicaAddr().String(), "auth", cfg.Cluster.Auth.Enabled)
+			"replica_address", s.replicaAddr().String(), "auth", cfg.Cluster.Auth.Enabled, "tls", cfg.Cluster.TLS.Enabled)
 	}
 	return s, nil
+}
+
+// replicaAddr is the address the replica plane listens on: the TLS terminator's
+// under [cluster.tls], the runtime's otherwise.
+func (s *Server) replicaAddr() *net.TCPAddr {
+	if s.replicaTLS != nil {
+		return s.replicaTLS.addr()
+	}
+	return s.rt.ReplicaAddr()
 }
 
 // Addr is the address clients connect to.
@@ -298,11 +318,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.tls != nil {
 			s.tls.Close() // no new sessions; those open end as their shards close them
 		}
+		s.replicaTLS.close()
 		err := s.rt.Shutdown(ctx)
 		<-s.rt.Done()
 		if s.tls != nil {
 			err = errors.Join(err, s.tls.Wait(ctx))
 		}
+		err = errors.Join(err, s.replicaTLS.wait(ctx))
 		// The shards have exited: their stores are no longer touched by anyone else.
 		for _, h := range s.handlers {
 			if h != nil {
