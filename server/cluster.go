@@ -227,7 +227,12 @@ func (r *metaRouter) clusterTick() {
 // clusterMetadataFor answers GetClusterMetadata for a client at peer.
 func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 	cl := h.srv.cluster
-	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), cl.health(h.shard.NowNs()))
+	health := cl.health(h.shard.NowNs())
+	health.connected = make([]bool, len(health.lastHeardNs))
+	for i := range health.connected {
+		health.connected[i] = h.srv.rt.ReplicaConnected(uint8(i))
+	}
+	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), health)
 }
 
 // forwardLogin sends a login verified here, at a backup, to the primary; the

@@ -23,17 +23,23 @@ type clusterHealth struct {
 	// lastHeardNs holds, by replica id, the runtime clock of the last frame from
 	// that replica; 0 for never.
 	lastHeardNs []int64
-	nowNs       int64
+	// connected holds, by replica id, whether a replica connection to it is up
+	// (handshake done); nil when not known.
+	connected []bool
+	nowNs     int64
 	// heartbeatTimeout is cluster.heartbeat_timeout: a replica heard from within
 	// it is healthy, as a backup deems its primary alive within it.
 	heartbeatTimeout time.Duration
 }
 
 // status is the wire status of replica id: this node is healthy (it answers);
-// another one is healthy when heard from within the heartbeat timeout, and
-// unreachable otherwise.
+// another one is healthy when heard from within the heartbeat timeout, or while
+// its replica connection is up: an idle backup sends nothing of its own (backups
+// answer, only the primary heartbeats), while a node that died loses its
+// connection (a kill closes it; a hung peer that reads nothing is closed after
+// the runtime's send timeout). Unreachable otherwise.
 func (h *clusterHealth) status(id uint8) uint8 {
-	if id == h.self {
+	if id == h.self || int(id) < len(h.connected) && h.connected[id] {
 		return wire.ClusterNodeHealthy
 	}
 	if int(id) < len(h.lastHeardNs) {

@@ -64,6 +64,17 @@ func TestClusterMetadataOfACluster(t *testing.T) {
 				{"127.0.0.1", 8092, wire.ClusterRoleFollower, wire.ClusterNodeUnreachable},
 			},
 		},
+		{
+			name: "an idle backup never heard from, its connection up",
+			peer: "192.0.2.7",
+			health: clusterHealth{self: 0, leader: 0, leaderKnown: true, nowNs: now, heartbeatTimeout: timeout,
+				lastHeardNs: make([]int64, 3), connected: []bool{false, true, false}},
+			want: [3]want{
+				{"127.0.0.1", 8090, wire.ClusterRoleLeader, wire.ClusterNodeHealthy},
+				{"203.0.113.11", 8091, wire.ClusterRoleFollower, wire.ClusterNodeHealthy},
+				{"127.0.0.1", 8092, wire.ClusterRoleFollower, wire.ClusterNodeUnreachable},
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
