@@ -71,6 +71,9 @@ type cluster struct {
 	nodes []*node
 	// shards is each node's --shards.
 	shards int
+	// single runs the one node without [cluster]: the single-node server the
+	// benchmarks compare with.
+	single bool
 }
 
 // node is one roster entry: its ports, data directory, TOML file and, while it
@@ -184,6 +187,9 @@ func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa
 func (n *node) toml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[system]\npath = %q\n\n[tcp]\naddress = %q\n\n", n.dir, n.addr())
+	if n.c.single {
+		return b.String()
+	}
 	fmt.Fprintf(&b, "[cluster]\nenabled = true\nname = %q\n%s\n", n.name, timingsTOML)
 	fmt.Fprintf(&b, "[cluster.auth]\nenabled = true\nshared_secret = %q\n\n", n.secret)
 	fmt.Fprintf(&b, "[message_bus]\nreconnect_period = \"200ms\"\n\n")
@@ -204,8 +210,11 @@ func (n *node) start() {
 	if err := os.WriteFile(n.configPath, []byte(n.toml()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(n.c.bin, "--config", n.configPath, "--replica-id", strconv.Itoa(n.id),
-		"--shards", strconv.Itoa(n.c.shards), "--pin-cpus=false", "--busy-poll", "0")
+	args := []string{"--config", n.configPath, "--shards", strconv.Itoa(n.c.shards), "--pin-cpus=false", "--busy-poll", "0"}
+	if !n.c.single {
+		args = append(args, "--replica-id", strconv.Itoa(n.id))
+	}
+	cmd := exec.Command(n.c.bin, args...)
 	cmd.Env = append(os.Environ(), "IGGY_ROOT_USERNAME="+rootUsername, "IGGY_ROOT_PASSWORD="+rootPassword)
 	p := &process{cmd: cmd, exited: make(chan struct{})}
 	if n.proc != nil {
@@ -317,6 +326,15 @@ func (n *node) metadata(ctx context.Context) (*wire.ClusterMetadata, error) {
 		n.dropAdmin()
 	}
 	return m, err
+}
+
+// stop kills every node that runs.
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		if n.running() {
+			n.kill()
+		}
+	}
 }
 
 // startAll starts every node.
