@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
 // ClusterConfig is the [cluster] section, with Apache Iggy's key names and rules
@@ -13,9 +15,7 @@ import (
 // the defaults of apache/iggy core/server/config.toml). Validate refuses what the
 // reference refuses at boot, naming the rule.
 //
-// The replica plane that would run a cluster from it is not built yet: a node with
-// cluster.enabled = true refuses to start (Server.Start), after its section is
-// validated, rather than run single-node under a cluster's name.
+// Server.Start runs a node of the cluster from it (cluster.go).
 type ClusterConfig struct {
 	Enabled bool
 	// Name is hashed into the cluster id every replica-plane frame carries; nodes
@@ -120,6 +120,22 @@ func DefaultClusterConfig() ClusterConfig {
 // Ticks converts a timing setting to whole consensus ticks, as the reference does:
 // rounded down, at least one.
 func Ticks(d time.Duration) int64 { return max(1, int64(d/clusterTick)) }
+
+// timing is the section's consensus timers in cluster ticks.
+func (c *ClusterConfig) timing() vsr.Timing {
+	ticks := func(d time.Duration) uint64 { return uint64(Ticks(d)) }
+	return vsr.Timing{
+		HeartbeatTimeoutTicks:           ticks(c.HeartbeatTimeout),
+		CommitBroadcastIntervalTicks:    ticks(c.CommitBroadcastInterval),
+		PrepareRetransmitIntervalTicks:  ticks(c.PrepareRetransmitInterval),
+		ViewChangeRetransmitTicks:       ticks(c.ViewChangeRetransmitInterval),
+		ViewChangeStatusTimeoutTicks:    ticks(c.ViewChangeStatusTimeout),
+		RequestStartViewRetransmitTicks: ticks(c.RequestStartViewRetransmitInterval),
+		ViewProbeAttemptsMax:            c.ViewProbeAttemptsMax,
+		RepairRetryIntervalTicks:        ticks(c.RepairRetryInterval),
+		RepairChunkMax:                  c.RepairChunkMax,
+	}
+}
 
 // Validate applies the reference's boot-time rules to an enabled cluster section
 // (a disabled one is inert, but for the secret's length, which the reference

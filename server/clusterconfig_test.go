@@ -168,11 +168,6 @@ peer_queue_capacity = 512
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("a valid 3-node section refused: %v", err)
 	}
-	cfg.TCPAddress, cfg.SystemPath = "127.0.0.1:0", t.TempDir()
-	var se *SettingError
-	if _, err := Start(cfg, nil); !errors.As(err, &se) || se.Setting != "cluster.enabled" {
-		t.Fatalf("an enabled cluster started (or failed otherwise): %v", err)
-	}
 	env["IGGY_CLUSTER_HEARTBEAT_TIMEOUT"] = "disabled"
 	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)

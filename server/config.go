@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
 // Config is the server's configuration. Its TOML form mirrors Apache Iggy's key names
@@ -54,6 +55,10 @@ type Config struct {
 	// quietCommits (tests): shard 0 does not tell the shards of its commits, so
 	// their views catch up only when they serve (view.go).
 	quietCommits bool
+	// clusterTiming (tests) replaces the consensus timers of the cluster section,
+	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
+	// elects a primary in a fraction of a second.
+	clusterTiming *vsr.Timing
 	// SystemPath is the data directory: metadata/ and streams/ live under it.
 	SystemPath string
 	// RootUsername and RootPassword create the root user on the first start.

@@ -16,15 +16,17 @@ import (
 
 // Message kinds between shards (shard.Message.Kind).
 const (
-	msgToMeta       uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
-	msgToOwner                        // shard 0 -> owner: a *job for a partition
-	msgReply                          // -> conn shard: a *job with its outcome
-	msgViewAdvanced                   // shard 0 -> every shard: the commit log grew, catch up
-	msgClientGone                     // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                          // a shard to itself: retry posts that found a full queue
-	msgEvictStale                     // shard 0 -> conn shard: a silent group member, evict (13)
-	msgClientOpened                   // conn shard -> shard 0: a *clientOpened (a connection was accepted)
-	msgPollBuffer                     // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
+	msgToMeta         uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
+	msgToOwner                          // shard 0 -> owner: a *job for a partition
+	msgReply                            // -> conn shard: a *job with its outcome
+	msgViewAdvanced                     // shard 0 -> every shard: the commit log grew, catch up
+	msgClientGone                       // conn shard -> shard 0: a *clientGone (a connection closed)
+	msgFlush                            // a shard to itself: retry posts that found a full queue
+	msgEvictStale                       // shard 0 -> conn shard: a silent group member, evict (13)
+	msgClientOpened                     // conn shard -> shard 0: a *clientOpened (a connection was accepted)
+	msgPollBuffer                       // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
+	msgReplicaFrame                     // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
+	msgReplicaRelease                   // shard 0 -> the frame's owner shard: a *replicaInbound stepped, to release
 )
 
 // jobKind says what a job asks for.
@@ -223,6 +225,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
 	h.groupPolls = make(map[groupPollKey][]*job)
 	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
+	h.view.replaced = h.followReplacedView
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
@@ -392,7 +395,11 @@ func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, 
 	var err error
 	switch hdr.NonReplicatedCode {
 	case wire.CodeGetClusterMetadata:
-		h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
+		if h.srv.cluster != nil {
+			h.readReply = h.clusterMetadataFor(h.readReply[:0], c.RemoteAddr())
+		} else {
+			h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
+		}
 	case wire.CodeGetMe:
 		ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
 		if addr := c.RemoteAddr(); addr.IsValid() {
@@ -462,6 +469,8 @@ func (h *handler) DropMessage(m shard.Message) {
 		if j := m.Payload.(*job); j.frame.Header != nil {
 			j.frame.Release()
 		}
+	case msgReplicaFrame, msgReplicaRelease:
+		m.Payload.(*replicaInbound).frame.Release()
 	}
 }
 
@@ -503,6 +512,10 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
 		h.pollBufferReturned(m.Payload.(*byte))
+	case msgReplicaFrame:
+		h.meta.replicaFrameIn(m.Payload.(*replicaInbound))
+	case msgReplicaRelease:
+		m.Payload.(*replicaInbound).frame.Release()
 	}
 	h.flushOutbox()
 }

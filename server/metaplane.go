@@ -117,6 +117,8 @@ type metaPlane struct {
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
+	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots).
+	journalSlots int
 	// applied is the last applied op: the point a snapshot is taken at.
 	applied appliedOp
 	// viewHeaders are the last persisted Ready.ViewHeaders (the state record's).
@@ -137,6 +139,15 @@ type metaPlane struct {
 	// broken is set when a journal write failed after ops were numbered: the
 	// replica cannot take them back, so the plane refuses writes until restart.
 	broken error
+
+	// onApplied runs for every op applied, before the write that proposed it (if
+	// it was proposed here) is done: the router publishes it to the shards' views.
+	onApplied func(c *metaCommit)
+
+	// The group's other replicas (metacluster.go); clustered is false and the
+	// rest unused on a single node.
+	clustered bool
+	cluster   metaCluster
 }
 
 type appliedOp struct {
@@ -154,6 +165,9 @@ type metaWrite struct {
 	body     []byte // stable: the journal, the view and the core alias it
 	done     func(c *metaCommit, err error)
 	op       uint64
+	// identity is the prepare's: in a cluster another primary's op may take the
+	// same number after a view change, and it is not this write's commit.
+	identity wire.Uint128
 	commit   metaCommit
 }
 
@@ -215,10 +229,14 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}}
 	m.nowMicros = func() uint64 { return nowMicros }
 
+	if err := m.configureCluster(cfg); err != nil {
+		return nil, err
+	}
 	var head snapshotHead
 	raw, err := store.ReadFile(snapshotFileName)
+	fresh := errors.Is(err, fs.ErrNotExist)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case fresh:
 		// First start: the root user comes from the configuration, once. The state is
 		// snapshotted at op 0 right away, so a later start never reads the
 		// credentials again.
@@ -271,7 +289,7 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 			return nil, fmt.Errorf("metadata state record %s: %w", filepath.Join(dir, stateFileName), err)
 		}
 	}
-	if err := m.recoverJournal(head, durable); err != nil {
+	if err := m.recoverJournal(head, durable, fresh); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -279,7 +297,11 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 
 // recoverJournal reads the journal, recovers the core from it and the snapshot,
 // applies the ops above the snapshot again and opens the journal for appends.
-func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState) error {
+//
+// A clustered replica that restarts does not trust its journal: Core.Recover puts
+// it in Recovering until the cluster's primary answers its RequestStartView; only
+// a data directory created now starts as a fresh replica of view 0.
+func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, fresh bool) error {
 	path := filepath.Join(m.dir, journalFileName)
 	raw, err := m.store.ReadFile(journalFileName)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -343,23 +365,32 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState) 
 	if _, err := io.ReadFull(rand.Reader, incarnation[:]); err != nil {
 		return err
 	}
-	core, err := vsr.NewCore(vsr.CoreConfig{
+	m.journalSlots = slots
+	coreCfg := vsr.CoreConfig{
 		Config:       vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup},
 		JournalSlots: slots,
 		Storage:      m.bodies,
 		Incarnation:  wire.Uint128{Lo: binary.LittleEndian.Uint64(incarnation[:8]), Hi: binary.LittleEndian.Uint64(incarnation[8:])},
-	})
+	}
+	if m.clustered {
+		coreCfg.Config = m.cluster.config
+		coreCfg.Timing = m.cluster.timing
+		coreCfg.Sessions = tableSessions{m}
+	}
+	core, err := vsr.NewCore(coreCfg)
 	if err != nil {
 		return err
 	}
-	err = core.Recover(vsr.CoreRecovered{
-		State:       durable,
-		Headers:     headers,
-		ViewHeaders: m.viewHeaders,
-		Checkpoint:  vsr.Checkpoint{Op: head.op, Identity: head.lastIdentity, Timestamp: head.lastTimestamp},
-	})
-	if err != nil {
-		return fmt.Errorf("metadata journal %s: %w", path, err)
+	if !m.clustered || !fresh {
+		err = core.Recover(vsr.CoreRecovered{
+			State:       durable,
+			Headers:     headers,
+			ViewHeaders: m.viewHeaders,
+			Checkpoint:  vsr.Checkpoint{Op: head.op, Identity: head.lastIdentity, Timestamp: head.lastTimestamp},
+		})
+		if err != nil {
+			return fmt.Errorf("metadata journal %s: %w", path, err)
+		}
 	}
 	m.replica = core
 	if m.journal, err = m.store.OpenJournal(journalFileName, validBytes); err != nil {
@@ -422,7 +453,16 @@ func (m *metaPlane) submit(w *metaWrite) {
 // it (journalTask.work) and hands its outcome to finishTask; no task is returned
 // while one is out.
 func (m *metaPlane) nextTask() *journalTask {
-	if m.taskOut || m.readyOut || m.broken != nil {
+	if m.taskOut || m.broken != nil {
+		return nil
+	}
+	if m.readyOut {
+		if m.cluster.installDue {
+			// The Ready's commits are applied: its transferred state goes next.
+			m.cluster.installDue = false
+			m.taskOut = true
+			return m.installTask()
+		}
 		return nil
 	}
 	if t := m.advanceReadies(); t != nil {
@@ -431,8 +471,14 @@ func (m *metaPlane) nextTask() *journalTask {
 	if m.applied.op-m.snapshotOp >= m.snapshotIntervalOps {
 		return m.checkpointTask()
 	}
+	m.takeInputs()
 	m.feed()
-	return m.advanceReadies()
+	t := m.advanceReadies()
+	if !m.readyOut {
+		// Nothing came of the frames stepped: nothing aliases them.
+		m.releaseStepped()
+	}
+	return t
 }
 
 // advanceReadies takes the core's Readies: one that only commits is done here
@@ -444,18 +490,37 @@ func (m *metaPlane) advanceReadies() *journalTask {
 		m.rd = m.replica.Ready()
 		m.readyOut = true
 		rd := &m.rd
-		if len(rd.Messages) > 0 || len(rd.Forwards) > 0 || len(rd.StateRequests) > 0 || rd.Install != nil {
+		if !m.clustered && (len(rd.Messages) > 0 || len(rd.Forwards) > 0 || len(rd.StateRequests) > 0 || rd.Install != nil) {
 			panic("server: a one-replica metadata group sent, forwarded or transferred something")
 		}
 		if rd.State != nil || rd.ViewHeaders != nil || len(rd.Writes) > 0 || rd.Truncate || len(rd.Discards) > 0 {
 			m.taskOut = true
 			return m.appendTask(rd)
 		}
+		m.sendMessages()
 		m.applyCommitted(rd.Committed)
-		m.replica.Advance()
-		m.readyOut = false
+		if rd.Install != nil {
+			m.taskOut = true
+			return m.installTask()
+		}
+		m.finishReady()
 	}
 	return nil
+}
+
+// finishReady ends a Ready whose durable work is done, its messages sent and its
+// commits applied: the forwarded logins and logouts it answers, then Advance, then
+// what must follow Advance (the state offers, the frames it may have aliased).
+func (m *metaPlane) finishReady() {
+	if m.clustered {
+		m.answerForwards(m.rd.Forwards)
+	}
+	requests := m.rd.StateRequests
+	m.replica.Advance()
+	m.readyOut = false
+	if m.clustered {
+		m.afterAdvance(requests)
+	}
 }
 
 // feed hands the waiting writes to the core, in order, until its pipeline is full.
@@ -466,11 +531,18 @@ func (m *metaPlane) feed() {
 		if errors.Is(err, vsr.ErrPipelineFull) {
 			break
 		}
+		if err != nil && m.clustered && (errors.Is(err, vsr.ErrNotPrimary) || errors.Is(err, vsr.ErrNotNormal)) {
+			// The view changed since the write was admitted: the client retries
+			// (58), at the new primary.
+			m.refuseWaiting(errMetaNotPrimary)
+			return
+		}
 		if err != nil {
-			panic(fmt.Sprintf("server: the one-replica metadata group refused a proposal: %v", err))
+			panic(fmt.Sprintf("server: the metadata group's primary refused a proposal: %v", err))
 		}
 		w.op = op
 		h, _ := m.replica.Header(op)
+		w.identity = h.Checksum
 		m.bodies.byOp[op] = metaBody{identity: h.Checksum, body: w.body}
 		m.inflight = append(m.inflight, w)
 		proposed++
@@ -511,12 +583,42 @@ func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 		a.stateRecord = encodeStateRecord(state, headers)
 	}
 	a.entries = a.entries[:0]
-	for i := range rd.Writes {
-		w := &rd.Writes[i]
+	a.sizes = a.sizes[:0]
+	next := m.journalFirstOp + uint64(len(m.journalEnds))
+	if a.truncateAt >= 0 {
+		next = m.journalFirstOp
+		for next < m.journalFirstOp+uint64(len(m.journalEnds)) && m.journalEnds[next-m.journalFirstOp] <= a.truncateAt {
+			next++
+		}
+	}
+	m.dropParked(rd)
+	a.firstOp = next
+	put := func(h *wire.PrepareHeader, body []byte) {
 		start := len(a.entries)
 		a.entries = append(a.entries, make([]byte, wire.HeaderSize)...)
-		w.Header.Put(a.entries[start:])
-		a.entries = append(a.entries, w.Body...)
+		h.Put(a.entries[start:])
+		a.entries = append(a.entries, body...)
+		a.sizes = append(a.sizes, h.Size)
+		next++
+	}
+	for i := range rd.Writes {
+		w := &rd.Writes[i]
+		m.recordBody(&w.Header, w.Body)
+		switch {
+		case w.Header.Op < next:
+			// The journal holds it already (a body retransmitted), or it is at
+			// or below the snapshot.
+		case w.Header.Op > next:
+			// The journal is one hash chain in op order (vsr.ScanJournal): an op
+			// beyond a gap waits for the ops before it (metacluster.go).
+			m.park(w)
+		default:
+			put(&w.Header, w.Body)
+			for p, ok := m.cluster.parked[next]; ok; p, ok = m.cluster.parked[next] {
+				delete(m.cluster.parked, p.Header.Op)
+				put(&p.Header, p.Body)
+			}
+		}
 	}
 	a.journal, a.store, a.fsyncs = m.journal, m.store, m.fsyncs
 	if a.task.work == nil {
@@ -534,9 +636,12 @@ type appendWork struct {
 	truncateAt  int64 // -1: none
 	stateRecord []byte
 	entries     []byte // the Ready's writes back to back: one append
-	journal     metaJournal
-	store       metaStorage
-	fsyncs      *syncedHistogram
+	// firstOp is the op of the first entry appended, sizes their sizes in order.
+	firstOp uint64
+	sizes   []uint32
+	journal metaJournal
+	store   metaStorage
+	fsyncs  *syncedHistogram
 }
 
 func (a *appendWork) work(beforeSync func()) error {
@@ -588,16 +693,19 @@ func (m *metaPlane) appended(err error) {
 	if rd.ViewHeaders != nil {
 		m.viewHeaders = append(m.viewHeaders[:0], rd.ViewHeaders...)
 	}
-	for i := range rd.Writes {
-		h := &rd.Writes[i].Header
+	for i, size := range m.appending.sizes {
 		if len(m.journalEnds) == 0 {
-			m.journalFirstOp = h.Op
+			m.journalFirstOp = m.appending.firstOp + uint64(i)
 		}
-		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(h.Size))
+		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
 	}
+	m.sendMessages()
 	m.applyCommitted(rd.Committed)
-	m.replica.Advance()
-	m.readyOut = false
+	if rd.Install != nil {
+		m.cluster.installDue = true
+		return
+	}
+	m.finishReady()
 }
 
 // breakPlane refuses every write in flight or waiting, and every later one: ops
@@ -605,12 +713,24 @@ func (m *metaPlane) appended(err error) {
 func (m *metaPlane) breakPlane(err error) {
 	m.broken = err
 	m.log.Error("metadata journal write failed; metadata writes refused until restart", "err", err)
-	inflight, waiting := m.inflight, m.waiting
-	m.inflight, m.waiting = nil, nil
-	m.writesWaiting.Store(0)
+	m.refuseInflight(err)
+	m.refuseWaiting(err)
+}
+
+// refuseInflight ends every write numbered and not applied with err.
+func (m *metaPlane) refuseInflight(err error) {
+	inflight := m.inflight
+	m.inflight = nil
 	for _, w := range inflight {
 		w.done(nil, err)
 	}
+}
+
+// refuseWaiting ends every write not handed to the core yet with err.
+func (m *metaPlane) refuseWaiting(err error) {
+	waiting := m.waiting
+	m.waiting = nil
+	m.writesWaiting.Store(0)
 	for _, w := range waiting {
 		w.done(nil, err)
 	}
@@ -628,16 +748,37 @@ func (m *metaPlane) applyCommitted(headers []wire.PrepareHeader) {
 		if !ok || b.identity != h.Checksum {
 			panic(fmt.Sprintf("server: the body of committed metadata op %d is gone", h.Op))
 		}
-		delete(m.bodies.byOp, h.Op)
+		if !m.clustered {
+			// A cluster keeps the bodies its journal holds, to serve repair.
+			delete(m.bodies.byOp, h.Op)
+		}
 		c := m.apply(h, b.body)
 		m.applied = appliedOp{op: h.Op, view: h.View, identity: h.Checksum, timestamp: h.Timestamp}
+		var w *metaWrite
 		if len(m.inflight) > 0 && m.inflight[0].op == h.Op {
-			w := m.inflight[0]
+			w = m.inflight[0]
 			m.inflight[0] = nil
 			m.inflight = m.inflight[1:]
-			w.commit = c // kept in the write: a commit of its own would escape
-			w.done(&w.commit, nil)
 		}
+		switch {
+		case w != nil && w.identity != h.Checksum:
+			// Another primary's op took the number: this write never committed.
+			if m.onApplied != nil {
+				m.onApplied(&c)
+			}
+			w.done(nil, errMetaNotPrimary)
+		case w != nil:
+			w.commit = c // kept in the write: a commit of its own would escape
+			if m.onApplied != nil {
+				m.onApplied(&w.commit)
+			}
+			w.done(&w.commit, nil)
+		case m.onApplied != nil:
+			m.onApplied(&c)
+		}
+	}
+	if m.clustered {
+		m.runAppliedWaiters()
 	}
 }
 
@@ -736,6 +877,17 @@ func (m *metaPlane) checkpointTask() *journalTask {
 				}
 				m.journalEnds = append(m.journalEnds[:0], m.journalEnds[at.op-m.journalFirstOp:]...)
 				m.journalFirstOp = at.op
+				// A cluster keeps the bodies of the core's header window: its
+				// repair serves them to a replica that fell behind.
+				keepFrom := at.op
+				if m.clustered {
+					keepFrom -= min(keepFrom, uint64(m.journalSlots))
+				}
+				for op := range m.bodies.byOp {
+					if op < keepFrom {
+						delete(m.bodies.byOp, op)
+					}
+				}
 			}
 			if err != nil {
 				// The old journal still holds everything. The snapshot is retried

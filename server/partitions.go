@@ -212,6 +212,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	if h.meta != nil {
 		h.checkHeartbeats()
+		if h.meta.plane.clustered {
+			h.meta.clusterTick()
+		}
 		h.meta.finishJournal()
 		h.meta.finishPasswordChecks()
 		h.flushOutbox()

@@ -79,6 +79,9 @@ type metaRouter struct {
 	// CreatePersonalAccessToken, for a replay (see replay); memory only.
 	mintedTokens map[wire.Uint128]mintedToken
 
+	// nextTickNs is when the clustered metadata core's next tick is due.
+	nextTickNs int64
+
 	scratch []byte
 }
 
@@ -106,7 +109,7 @@ type sessionRecord struct {
 func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
 	plane.nowMicros = h.srv.nowMicros
 	plane.fsyncs = &h.srv.journalFsyncs
-	return &metaRouter{
+	r := &metaRouter{
 		h:        h,
 		plane:    plane,
 		stats:    h.srv.stats.of,
@@ -124,6 +127,23 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 
 		mintedTokens: make(map[wire.Uint128]mintedToken),
 	}
+	plane.onApplied = r.published
+	if plane.clustered {
+		plane.cluster.send = r.sendReplica
+		plane.cluster.release = r.releaseReplicaFrame
+		plane.cluster.onInstalled = r.publishInstalled
+		plane.cluster.onReady = r.publishLeader
+		r.publishLeader()
+	}
+	return r
+}
+
+// published puts an applied op into the commit log, before any reply of it leaves.
+func (r *metaRouter) published(c *metaCommit) {
+	r.commits++
+	h := c.header
+	r.publish(&viewEntry{op: h.Op, body: c.body, ended: r.evictedSessions(c.tableWasFull),
+		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
 }
 
 // inTurn runs a connection's metadata work now, or after the work of that
@@ -173,12 +193,7 @@ func (r *metaRouter) commit(rec *sessionRecord, p vsr.Proposal, body []byte, the
 		} else if request {
 			delete(r.clientWrites, p.Client)
 		}
-		if err == nil {
-			r.commits++
-			h := c.header
-			r.publish(&viewEntry{op: h.Op, body: c.body, ended: r.evictedSessions(c.tableWasFull),
-				header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
-		}
+		// A commit is in the commit log already (published).
 		then(c, err)
 		if rec != nil {
 			r.turnDone(rec)
@@ -260,12 +275,18 @@ func (r *metaRouter) finishJournal() {
 // out is waited for (its ops are numbered), then the writes waiting are journaled
 // inline. None is left unanswered or half done. A new password still with the
 // workers is not numbered: abandonPasswordChecks refuses it.
+//
+// A clustered node cannot commit alone: what it numbered and did not see commit
+// is answered 57 (it may yet commit at the others), and its forwards end.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
 	if t := r.journal.await(); t != nil {
 		t.then(t.err)
 	}
 	r.pumpJournal()
+	if r.plane.clustered {
+		r.plane.stopCluster()
+	}
 }
 
 // publish appends an entry to the commit log and tells every shard to catch up.
@@ -523,27 +544,63 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		r.h.reply(j)
 		return
 	}
-	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
-	r.commit(rec, p, nil, func(c *metaCommit, err error) {
-		if err != nil {
-			j.reply = wire.AppendResultRejection(j.reply[:0], notCommittedCode(err))
+	if r.plane.clustered && !r.plane.replica.IsPrimary() {
+		if r.plane.replica.Status() != vsr.StatusNormal {
+			// No primary to forward to: the view is changing (58, retried).
+			j.status = wire.ErrTransientNotAccepted
 			r.h.reply(j)
 			return
 		}
-		j.rawReply, j.loggedIn = true, true
-		j.reply = append(j.reply[:0], c.frame...)
-		j.userID = decision.UserID
-		if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
-			hash := metadata.HashToken(rb.Token.Token)
-			j.token = &hash
+		r.forwardLogin(j, rec, decision.UserID)
+		return
+	}
+	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
+	r.commit(rec, p, nil, func(c *metaCommit, err error) {
+		if err != nil {
+			if errors.Is(err, errMetaNotPrimary) {
+				j.status = wire.ErrTransientNotAccepted
+			} else {
+				j.reply = wire.AppendResultRejection(j.reply[:0], notCommittedCode(err))
+			}
+			r.h.reply(j)
+			return
 		}
-		j.epoch = c.epoch
-		j.seen = new(atomic.Int64)
-		j.seen.Store(r.h.shard.NowNs())
-		rec.userID, rec.client, rec.epoch, rec.seen = decision.UserID, hdr.Client, j.epoch, j.seen
-		r.sessions[hdr.Client] = rec
+		r.loggedIn(j, rec, decision.UserID, c.epoch, c.frame)
 		r.h.reply(j)
 	})
+}
+
+// loggedIn binds a connection's record and its job to the session a committed
+// Register gave it; frame is the login's reply.
+func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64, frame []byte) {
+	hdr := j.frame.Header
+	j.rawReply, j.loggedIn = true, true
+	j.reply = append(j.reply[:0], frame...)
+	j.userID = userID
+	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
+		hash := metadata.HashToken(rb.Token.Token)
+		j.token = &hash
+	}
+	j.epoch = epoch
+	j.seen = new(atomic.Int64)
+	j.seen.Store(r.h.shard.NowNs())
+	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.epoch, j.seen
+	r.sessions[hdr.Client] = rec
+}
+
+// loginFrame is the reply frame of a login whose Register committed at epoch
+// elsewhere (a forwarded login): what the primary's apply cached, the session's
+// epoch as op and commit.
+func (r *metaRouter) loginFrame(j *job, userID uint32, epoch uint64) []byte {
+	login := wire.LoginRegisterReply{UserID: userID, Session: epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
+		ServerVersion: []byte(serverVersion)}
+	frame := make([]byte, wire.HeaderSize, 512)
+	frame = wire.AppendResultSuccess(frame)
+	frame, _ = login.Append(frame)
+	rh := wire.ReplyTo(j.frame.Header, 0, len(frame)-wire.HeaderSize, true)
+	rh.Op, rh.Commit = epoch, epoch
+	rh.Put(frame)
+	return frame
 }
 
 // replayLogin answers a Register on a logged-in connection with its session:
@@ -626,6 +683,19 @@ func (r *metaRouter) writeHashed(j *job, hashed *newPassword) {
 		r.h.reply(j)
 		return
 	}
+	if r.plane.clustered && !r.plane.replica.IsPrimary() {
+		// Metadata writes are admitted on the metadata primary only
+		// (iggy.apache.org/docs/clustering/client-failover): a backup, or a
+		// replica changing view, answers 58; the SDKs retry and look for the
+		// leader. A logout travels to the primary, as a login does.
+		if op == wire.OperationLogout && r.plane.replica.Status() == vsr.StatusNormal {
+			r.forwardLogout(j)
+			return
+		}
+		j.status = wire.ErrTransientNotAccepted
+		r.h.reply(j)
+		return
+	}
 	body := j.frame.Body
 	if op != wire.OperationLogout {
 		if err := r.plane.state.Admit(op, j.userID, body); err != nil {
@@ -673,15 +743,21 @@ func (r *metaRouter) commitWrite(j *job, proposal, token []byte) {
 			r.mintedTokens[hdr.Client] = mintedToken{request: hdr.Request, token: token}
 		}
 		if op == wire.OperationLogout {
-			if rec, ok := r.sessions[hdr.Client]; ok && rec.conn == j.conn {
-				delete(r.sessions, hdr.Client)
-			}
-			if rec, ok := r.conns[j.conn]; ok {
-				rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
-			}
+			r.loggedOut(j)
 		}
 		r.h.reply(j)
 	})
+}
+
+// loggedOut makes a connection whose Logout committed anonymous again.
+func (r *metaRouter) loggedOut(j *job) {
+	client := j.frame.Header.Client
+	if rec, ok := r.sessions[client]; ok && rec.conn == j.conn {
+		delete(r.sessions, client)
+	}
+	if rec, ok := r.conns[j.conn]; ok {
+		rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
+	}
 }
 
 // propose rewrites the bodies whose proposal differs from the request and takes no
@@ -867,6 +943,11 @@ func (r *metaRouter) clientGone(g *clientGone) {
 	if r.plane.state.ClientGroupsCount(client) == 0 {
 		return
 	}
+	if r.plane.clustered && !r.plane.replica.IsPrimary() {
+		// Only the primary proposes; the primary's own heartbeat check ends the
+		// membership of a client that stays silent.
+		return
+	}
 	p := vsr.Proposal{Client: client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
 	r.commit(nil, p, metadata.AppendClientGoneProposal(nil, client), func(_ *metaCommit, err error) {
 		if err != nil {
@@ -878,7 +959,7 @@ func (r *metaRouter) clientGone(g *clientGone) {
 // notCommittedCode is the status of a write the plane did not commit: 58 when too
 // many waited (it was never numbered), 57 when the journal failed.
 func notCommittedCode(err error) wire.ErrorCode {
-	if errors.Is(err, errMetaWritesBusy) {
+	if errors.Is(err, errMetaWritesBusy) || errors.Is(err, errMetaNotPrimary) {
 		return wire.ErrTransientNotAccepted
 	}
 	return wire.ErrTransientNotCommitted

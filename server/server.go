@@ -118,6 +118,8 @@ type Server struct {
 
 	meta  *metaPlane // touched only by shard 0 once started
 	stats statsTable
+	// cluster is the node's view of its cluster (cluster.go); nil on a single node.
+	cluster *clusterState
 	// viewSnapshot is the recovered metadata each shard decodes into its view, and
 	// viewGenesis the commit log's first entry, where every view starts (view.go);
 	// both are dropped once the shards have started.
@@ -156,11 +158,18 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	var replicaCfg *shard.ReplicaConfig
 	if cfg.Cluster.Enabled {
-		// Validated, but not run: the replica plane is not built yet, and a node
-		// must not serve single-node under a cluster's name.
-		return nil, &SettingError{Setting: "cluster.enabled", Value: "true",
-			Reason: "this build of iggy-shard runs single-node only: the replica plane that serves a cluster is not built yet"}
+		if cfg.Cluster.TLS.Enabled {
+			// Refused rather than run the replica plane in plaintext when TLS was
+			// asked for.
+			return nil, &SettingError{Setting: "cluster.tls.enabled", Value: "true",
+				Reason: "replica connections over TLS are not built in this version; the replica plane runs over plain TCP, authenticated by cluster.auth"}
+		}
+		var err error
+		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
+			return nil, err
+		}
 	}
 	if log == nil {
 		log = slog.Default()
@@ -169,6 +178,9 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log}
+	if cfg.Cluster.Enabled {
+		s.cluster = newClusterState(&s.cfg.Cluster)
+	}
 	s.startedAt = s.now()
 	s.heartbeatInterval = cfg.HeartbeatInterval
 	if s.heartbeatInterval == 0 {
@@ -197,7 +209,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.meta = meta
-	s.viewSnapshot = meta.state.AppendSnapshot(nil, meta.replica.CommitMax())
+	s.viewSnapshot = meta.state.AppendSnapshot(nil, meta.applied.op)
 	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
@@ -229,6 +241,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		BusyPoll:      busyPoll(cfg.BusyPoll),
 		InboxCapacity: 4096,
 		DiskIO:        true,
+		Replica:       replicaCfg,
 	})
 	if err != nil {
 		if tlsListener != nil {
@@ -255,6 +268,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	log.Info("listening", "address", s.Addr().String(), "tls", cfg.TLS.Enabled, "shards", s.shardCount, "system_path", cfg.SystemPath)
+	if s.cluster != nil {
+		log.Info("cluster node", "cluster", cfg.Cluster.Name, "replica_id", cfg.Cluster.ReplicaID, "replicas", len(cfg.Cluster.Nodes),
+			"replica_address", rt.ReplicaAddr().String(), "auth", cfg.Cluster.Auth.Enabled)
+	}
 	return s, nil
 }
 

@@ -40,8 +40,18 @@ type viewEntry struct {
 	// ended are the client ids whose sessions left the client table with this entry
 	// (a logout, a closed connection, an eviction from a full table).
 	ended []wire.Uint128
+	// replace, when set, is a state a clustered replica installed by state
+	// transfer: it replaces the view whole (op is 0).
+	replace *viewReplace
 
 	next atomic.Pointer[viewEntry]
+}
+
+// viewReplace is a transferred state as each view takes it: the metadata
+// snapshot (each shard decodes its own copy) and the client table's sessions.
+type viewReplace struct {
+	snapshot []byte
+	sessions map[wire.Uint128]uint64
 }
 
 // metaView is one shard's view of the committed metadata.
@@ -53,6 +63,9 @@ type metaView struct {
 	// connection only ever holds a session it registered since then).
 	sessions map[wire.Uint128]uint64
 	out      metadata.Output
+	// replaced runs after the view took a transferred state, with the state it
+	// had before: the shard's partitions follow the new one.
+	replaced func(old *metadata.State)
 }
 
 func newMetaView(snapshot []byte, at *viewEntry) *metaView {
@@ -72,6 +85,16 @@ func (v *metaView) behind() bool { return v.at.next.Load() != nil }
 // deleted, a personal access token deleted.
 func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect)) (accountsChanged bool) {
 	for e := v.at.next.Load(); e != nil; e = e.next.Load() {
+		if e.replace != nil {
+			old := v.state
+			v.replaceWith(e.replace)
+			if v.replaced != nil {
+				v.replaced(old)
+			}
+			accountsChanged = true
+			v.at = e
+			continue
+		}
 		v.apply(e)
 		if len(v.out.Effects) > 0 {
 			effects(v.state, v.out.Effects)
@@ -83,6 +106,18 @@ func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effe
 		v.at = e
 	}
 	return accountsChanged
+}
+
+func (v *metaView) replaceWith(r *viewReplace) {
+	state, _, err := metadata.DecodeSnapshot(r.snapshot)
+	if err != nil {
+		panic(fmt.Sprintf("server: a transferred state published to the views does not decode: %v", err))
+	}
+	v.state = state
+	v.sessions = make(map[wire.Uint128]uint64, len(r.sessions))
+	for client, epoch := range r.sessions {
+		v.sessions[client] = epoch
+	}
 }
 
 func (v *metaView) apply(e *viewEntry) {
@@ -165,6 +200,28 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect) 
 					delete(h.balanced, key)
 				}
 			}
+		}
+	}
+}
+
+// followReplacedView brings the shard's partitions to a state its view took
+// whole (state transfer): those it owns and the state no longer has are deleted,
+// those the state has and the shard lacks are created.
+func (h *handler) followReplacedView(_ *metadata.State) {
+	state := h.view.state
+	present := make(map[partition.Key]bool)
+	eachPartition(state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
+		if h.srv.ownerOf(k) != h.index {
+			return
+		}
+		present[k] = true
+		if !h.store.Has(k) {
+			h.applyEffect(&effect{kind: metadata.EffectCreatePartitions, key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
+		}
+	})
+	for _, k := range h.store.Keys(nil) {
+		if !present[k] {
+			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k})
 		}
 	}
 }

@@ -189,14 +189,14 @@ func (s *Shard) delegate(fd int) {
 // handOff places a connection whose peer is known on the least loaded shard: an
 // accepted socket, or one given to Runtime.Adopt.
 func (s *Shard) handOff(fd int, peer netip.AddrPort) {
-	s.handOffTo(fd, peer, s.pickShard(), 0)
+	s.handOffTo(fd, peer, s.pickShard(), 0, nil)
 }
 
 // handOffTo places a connection on target; plane is the cookie's plane bits (0 for
-// a client connection, see cookieReplicaPlane).
-func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32) {
+// a client connection, see cookieReplicaPlane), exporter a replica TLS session's.
+func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32, exporter *[32]byte) {
 	if target == s.index || !s.canHandOff(target) {
-		s.adoptPlane(fd, false, peer, plane)
+		s.adoptPlane(fd, false, peerNote{addr: peer, exporter: exporter}, plane)
 		return
 	}
 	s.nextCookie = (s.nextCookie + 1) & cookieSequenceMask
@@ -204,7 +204,7 @@ func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32)
 		s.nextCookie = 1 // 0 means "no note"
 	}
 	cookie := s.nextCookie | plane
-	s.rt.shards[target].peerInbox.Push(peerNote{cookie: cookie, addr: peer})
+	s.rt.shards[target].peerInbox.Push(peerNote{cookie: cookie, addr: peer, exporter: exporter})
 	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, cookie); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 		return

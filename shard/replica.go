@@ -29,7 +29,9 @@ import (
 //
 // Exactly one connection per pair: a connection whose handshake completes while one to
 // the same peer is registered is refused and closed; the registered one stays (the
-// reference's registry refuses the later insert the same way). The dialer does not
+// reference's registry refuses the later insert the same way: apache/iggy
+// core/message_bus/src/lifecycle/connection_registry.rs). A refused handshake is
+// logged once per peer address and reason (replica_log.go). The dialer does not
 // dial a peer that is up, so a second connection is a race or a peer's restart whose
 // old connection has not been seen to close yet; it resolves at the next redial.
 //
@@ -38,11 +40,15 @@ import (
 // MessageSizeMax refused); a refused frame closes the connection, and nothing of it
 // reaches the handler. Valid frames go to the ReplicaHandler of the owner shard.
 //
+// Connections can also come from outside, TLS sessions bridged to socketpairs
+// (Runtime.AdoptReplica, ReplicaConfig.Dial and ListenerOff; replica_adopt.go).
+//
 // Any shard sends with Shard.SendReplica: the frame is copied into that shard's arena
 // and, when another shard owns the peer, posted to it; the owner queues it in the
 // peer's bounded send queue (PeerQueueCapacity frames), and gives the buffer back to
 // the sending shard once it is sent. A full queue drops the frame (counted, logged at
 // most once a second): consensus retransmits, and no shard ever waits for a peer.
+// The owner shard itself may lend a frame instead (SendReplicaLent): no copy.
 
 // ReplicaConfig configures a runtime's replica plane (Config.Replica). Two of the
 // runtime's own settings apply to its connections too: Config.FrameTimeout (a frame
@@ -71,6 +77,16 @@ type ReplicaConfig struct {
 	// HandshakeTimeout closes a connection whose handshake has not completed in
 	// this time (the reference's message_bus.handshake_grace). Default 10 s.
 	HandshakeTimeout time.Duration
+	// ListenerOff: shard 0 binds no replica listener (ListenAddress is ignored);
+	// inbound connections arrive through Runtime.AdoptReplica, e.g. from a TLS
+	// terminator that owns the port (replica_adopt.go).
+	ListenerOff bool
+	// Dial, when set, opens the outbound connections in place of shard 0's own
+	// io_uring connects (a TLS dialer, say). It is called on shard 0 and must
+	// return at once; the connection it opens comes in through AdoptReplica with
+	// dialedPeer = peer. Until its handshake ends (or twice HandshakeTimeout has
+	// passed) the peer is not dialed again.
+	Dial func(peer uint8, address netip.AddrPort)
 	// ShardZero places replica connections on shard 0 too; by default shard 0,
 	// which accepts and places every connection, serves none (when it is not the
 	// only shard), as the reference's coordinator.skip_shard_zero_for_replicas.
@@ -107,7 +123,7 @@ func (c *ReplicaConfig) withDefaults() (*ReplicaConfig, []netip.AddrPort, error)
 		}
 		peers[id] = a
 	}
-	if cfg.ListenAddress == "" {
+	if cfg.ListenAddress == "" && !cfg.ListenerOff {
 		return nil, nil, errors.New("shard: ReplicaConfig.ListenAddress is required")
 	}
 	if cfg.ReconnectPeriod == 0 {
@@ -239,10 +255,11 @@ type replicaCounters struct {
 
 // replicaRuntime is the runtime-wide part of the replica plane.
 type replicaRuntime struct {
-	cfg      *ReplicaConfig
-	peers    []netip.AddrPort // dial addresses by replica id (higher ids only)
-	addr     *net.TCPAddr
-	listenFd int
+	cfg       *ReplicaConfig
+	peers     []netip.AddrPort // dial addresses by replica id (higher ids only)
+	addr      *net.TCPAddr
+	listenFd  int
+	adoptions replicaAdoptions
 	// owners[peer] is 1 + the index of the shard that owns the peer's registered
 	// connection, 0 when none: written by the owner (compare-and-swap from 0, store
 	// of 0), read by every shard.
@@ -254,7 +271,8 @@ type replicaRuntime struct {
 	dialSinceNs [256]atomic.Int64
 }
 
-// ReplicaAddr returns the address of the replica listener; nil without Config.Replica.
+// ReplicaAddr returns the address of the replica listener; nil without Config.Replica
+// or with its ListenerOff.
 func (rt *Runtime) ReplicaAddr() *net.TCPAddr {
 	if rt.replica == nil {
 		return nil
@@ -555,6 +573,10 @@ func (s *Shard) setUpReplica() error {
 	}
 	s.replica = &replicaShard{handler: h, refusals: refusalLog{last: map[refusalKey]refusalEntry{}}}
 	s.replica.observer, _ = s.handler.(ReplicaObserver)
+	// Only shard 0 listens; on the others the listener's zero fd would be
+	// descriptor 0, which stopReplicaListener would close (and with it whatever
+	// file of the process had been given that number since).
+	s.replica.listener.fd = -1
 	if s.index == 0 {
 		s.replica.listener.fd = rr.listenFd
 		s.replica.dials = make([]replicaDial, len(rr.peers))
@@ -619,6 +641,7 @@ func (rt *Runtime) closeReplica() {
 			r.listener.fd = -1
 		}
 	}
+	rr.adoptions.close(func(fd int) { unix.Close(fd) })
 	if rt.shards[0].replica == nil && rr.listenFd >= 0 {
 		unix.Close(rr.listenFd) // shard 0 never set up
 	}

@@ -90,22 +90,31 @@ func (c *replicaConn) markFixed(sqe *ring.SQE) {
 // adoptHandoff installs a socket handed over by shard 0: a client connection, or a
 // replica one (the plane is in the handoff cookie).
 func (s *Shard) adoptHandoff(fd int, direct bool, cookie uint32) {
-	s.adoptPlane(fd, direct, s.peerOf(cookie), cookie)
+	s.adoptPlane(fd, direct, s.noteOf(cookie), cookie)
 }
 
-// adoptPlane installs a connection whose peer address is known, on the plane its
-// cookie names.
-func (s *Shard) adoptPlane(fd int, direct bool, peer netip.AddrPort, cookie uint32) {
+// adoptPlane installs a connection whose note (peer address, TLS exporter) is known,
+// on the plane its cookie names.
+func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
 	if cookie&cookieReplicaPlane == 0 {
-		s.adopt(fd, direct, peer)
+		s.adopt(fd, direct, note.addr)
 		return
 	}
-	s.adoptReplica(fd, direct, peer, int(cookie>>cookieDialShift&cookieDialMask)-1)
+	if cookie&cookieReplicaTLS != 0 && note.exporter == nil {
+		// The note was lost (more handoffs in flight than notes): without the
+		// session's exporter the handshake would fail anyway; the peer redials.
+		s.logRefusal(note.addr, "the TLS session's exporter was lost in the handoff")
+		s.closeSocket(fd, direct)
+		s.endDial(int(cookie>>cookieDialShift&cookieDialMask) - 1)
+		return
+	}
+	s.adoptReplica(fd, direct, note.addr, int(cookie>>cookieDialShift&cookieDialMask)-1, note.exporter)
 }
 
 // adoptReplica installs a replica connection and starts its handshake: as the dialer
-// of dialedPeer, or as the acceptor when dialedPeer is -1.
-func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedPeer int) {
+// of dialedPeer, or as the acceptor when dialedPeer is -1; exporter binds the MACs to
+// its TLS session (nil in plaintext).
+func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedPeer int, exporter *[32]byte) {
 	rr := s.rt.replica
 	r := s.replica
 	if s.stopping || r == nil || r.connCount >= replicaConnsPerShardMax {
@@ -145,8 +154,10 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 	r.connCount++
 	var nonce [wire.HandshakeNonceSize]byte
 	rand.Read(nonce[:])
+	hs := rr.cfg.Handshake
+	hs.TLSExporter = exporter
 	if dialedPeer >= 0 {
-		d, hello, err := replica.NewDialer(rr.cfg.Handshake, uint8(dialedPeer), nonce)
+		d, hello, err := replica.NewDialer(hs, uint8(dialedPeer), nonce)
 		if err != nil {
 			panic("shard: shard 0 dialed a peer the directional rule forbids: " + err.Error())
 		}
@@ -155,7 +166,7 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 			return // no buffer for it: closed
 		}
 	} else {
-		c.acceptor = replica.NewAcceptor(rr.cfg.Handshake, nonce)
+		c.acceptor = replica.NewAcceptor(hs, nonce)
 	}
 	c.armRecv()
 	s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
@@ -563,6 +574,13 @@ func (c *replicaConn) checkDeadlines() {
 			return
 		}
 		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+	case replicaDraining:
+		// A refusal the peer does not take within the handshake's time is dropped.
+		if now >= c.handshakeDeadlineNs {
+			c.close("refusal not read")
+			return
+		}
+		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 	case replicaUp:
 		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
 			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
@@ -673,5 +691,8 @@ func (s *Shard) replicaStopped() bool {
 func (s *Shard) replicaTurn() {
 	if len(s.replica.releases) > 0 {
 		s.retryReleases()
+	}
+	if s.index == 0 {
+		s.adoptReplicaPending()
 	}
 }

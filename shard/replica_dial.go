@@ -14,15 +14,17 @@ import (
 // never be taken for a client's (the peer-address note, which may be lost, is not
 // relied on for it):
 //
-//	31  30           22 21                0
-//	+---+--------------+------------------+
-//	| R | dialed+1 (9) |  sequence (22)   |
-//	+---+--------------+------------------+
+//	31  30           22 21  20               0
+//	+---+--------------+---+-----------------+
+//	| R | dialed+1 (9) | T |  sequence (21)  |
+//	+---+--------------+---+-----------------+
 //
-// R: a replica connection; dialed+1: the replica id shard 0 dialed, plus one (0: an
-// inbound connection, whose peer the handshake names).
+// R: a replica connection; dialed+1: the replica id dialed, plus one (0: an inbound
+// connection, whose peer the handshake names); T: a TLS session, whose exporter
+// travels in the peer note.
 const (
-	cookieSequenceMask = 1<<22 - 1
+	cookieSequenceMask = 1<<21 - 1
+	cookieReplicaTLS   = 1 << 21
 	cookieDialShift    = 22
 	cookieDialMask     = 1<<9 - 1
 	cookieReplicaPlane = 1 << 31
@@ -83,7 +85,7 @@ func (s *Shard) onReplicaAccept(cqe *ring.CQE) {
 			if err := linux.SetNoDelay(fd, true); err != nil {
 				s.log.Debug("TCP_NODELAY failed", "err", err)
 			}
-			s.handOffTo(fd, peerAddress(fd), s.pickReplicaShard(), cookieReplicaPlane)
+			s.handOffTo(fd, peerAddress(fd), s.pickReplicaShard(), cookieReplicaPlane, nil)
 		}
 	} else if errno := unix.Errno(-cqe.Res); !(errno == unix.ECANCELED && s.stopping) {
 		s.logLimitedReplica(replicaLogDialFailed, "replica accept failed", "err", errno)
@@ -163,6 +165,11 @@ func (s *Shard) dialPeers() {
 		if since := rr.dialSinceNs[peer].Load(); since != 0 && s.nowNs-since < 2*int64(rr.cfg.HandshakeTimeout) {
 			continue
 		}
+		if rr.cfg.Dial != nil {
+			rr.dialSinceNs[peer].Store(max(s.nowNs, 1))
+			rr.cfg.Dial(uint8(peer), rr.peers[peer])
+			continue
+		}
 		s.dial(peer)
 	}
 	if !r.listener.dialTimerArmed {
@@ -229,5 +236,5 @@ func (s *Shard) onReplicaConnect(peer int, res int32) {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
 	rr.dialSinceNs[peer].Store(max(s.nowNs, 1))
-	s.handOffTo(fd, rr.peers[peer], s.pickReplicaShard(), cookieReplicaPlane|uint32(peer+1)<<cookieDialShift)
+	s.handOffTo(fd, rr.peers[peer], s.pickReplicaShard(), cookieReplicaPlane|uint32(peer+1)<<cookieDialShift, nil)
 }

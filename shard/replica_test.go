@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/replica"
@@ -206,6 +208,8 @@ type replicaNodeOptions struct {
 	fdPass       fdpass.Mode
 	shardZero    bool
 	logger       *slog.Logger
+	listenerOff  bool
+	dial         func(peer uint8, address netip.AddrPort)
 }
 
 // startReplicaNode starts replica id of a cluster of len(o.addresses) replicas.
@@ -246,6 +250,8 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 			PeerQueueCapacity: o.queueFrames,
 			MessageSizeMax:    o.messageBytes,
 			ShardZero:         o.shardZero,
+			ListenerOff:       o.listenerOff,
+			Dial:              o.dial,
 		},
 	})
 	return n
@@ -901,6 +907,66 @@ func TestReplicaRefusalsCarryTheirStatus(t *testing.T) {
 				t.Fatalf("answer: command %d status %d, want a Challenge with %s", challenge[60], challenge[192], tc.want)
 			}
 			p.expectClosed()
+		})
+	}
+}
+
+// TestReplicaAdoptedSessions plays the TLS layering without TLS: neither node
+// listens, node 0's Dial hook makes a socketpair and adopts one end on each node, as
+// a TLS dialer and terminator would their bridged sessions, each with the session's
+// exporter. The same exporter on both ends: the mesh forms and carries frames.
+// Different ones (a relay terminating two sessions): the MACs fail and it never does.
+func TestReplicaAdoptedSessions(t *testing.T) {
+	const cluster = "adopted"
+	for _, tc := range []struct {
+		name     string
+		acceptor [32]byte // the exporter the acceptor's session reports
+		connects bool
+	}{
+		{"one session", [32]byte{7}, true},
+		{"two sessions", [32]byte{8}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var acceptor, dialer *replicaTestNode
+			ready := make(chan struct{}) // closed once both are set
+			dialerExporter := [32]byte{7}
+			dial := func(peer uint8, address netip.AddrPort) {
+				<-ready
+				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					panic(err)
+				}
+				if err := acceptor.rt.AdoptReplica(fds[1], netip.AddrPort{}, -1, &tc.acceptor); err != nil {
+					unix.Close(fds[0])
+					unix.Close(fds[1])
+					return
+				}
+				if err := dialer.rt.AdoptReplica(fds[0], address, int(peer), &dialerExporter); err != nil {
+					unix.Close(fds[0])
+				}
+			}
+			acceptor = startReplicaNode(t, 1, replicaNodeOptions{cluster: cluster, secret: testSecret, listenerOff: true,
+				addresses: []string{"", ""}})
+			dialer = startReplicaNode(t, 0, replicaNodeOptions{cluster: cluster, secret: testSecret, listenerOff: true,
+				addresses: []string{"", "127.0.0.1:9"}, dial: dial})
+			close(ready)
+			if acceptor.rt.ReplicaAddr() != nil {
+				t.Fatal("a node with ListenerOff listens")
+			}
+			if !tc.connects {
+				acceptor.waitFor("refused sessions", 10*time.Second, func() bool {
+					return acceptor.rt.ReplicaStats().HandshakesRefused >= 2 && dialer.rt.ReplicaStats().HandshakesRefused >= 2
+				})
+				if acceptor.rt.ReplicaConnected(0) || dialer.rt.ReplicaConnected(1) {
+					t.Fatal("sessions with different exporters connected")
+				}
+				return
+			}
+			dialer.waitFor("the adopted session", 10*time.Second, func() bool { return dialer.up[1] })
+			dialer.send(0, 1, sealed(stateChunkFrame(cluster, 100<<10)), 2)
+			acceptor.send(1, 0, commitFrame(cluster, 3), 1)
+			acceptor.waitFor("frames", 10*time.Second, func() bool { return len(acceptor.received) == 2 })
+			dialer.waitFor("frames", 10*time.Second, func() bool { return len(dialer.received) == 1 })
 		})
 	}
 }

@@ -89,8 +89,10 @@ func Start(cfg Config) (*Runtime, error) {
 	if cfg.Replica != nil {
 		replicaCfg, peers, err := cfg.Replica.withDefaults()
 		if err == nil {
-			rr = &replicaRuntime{cfg: replicaCfg, peers: peers}
-			rr.listenFd, rr.addr, err = listen(replicaCfg.ListenAddress)
+			rr = &replicaRuntime{cfg: replicaCfg, peers: peers, listenFd: -1}
+			if !replicaCfg.ListenerOff {
+				rr.listenFd, rr.addr, err = listen(replicaCfg.ListenAddress)
+			}
 		}
 		if err != nil {
 			if listenFd >= 0 {
@@ -157,7 +159,7 @@ func Start(cfg Config) (*Runtime, error) {
 	if addr != nil {
 		cfg.Logger.Info("listening", "address", addr.String(), "shards", cfg.ShardCount)
 	}
-	if rr != nil {
+	if rr != nil && rr.addr != nil {
 		cfg.Logger.Info("replica plane listening", "address", rr.addr.String(), "replica", rr.cfg.Handshake.Self,
 			"replicas", rr.cfg.Handshake.ReplicaCount)
 	}

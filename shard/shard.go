@@ -827,16 +827,24 @@ func (s *Shard) markDirty(c *Conn) {
 // to it: more handoffs than this in flight at once only cost the oldest their address.
 const peerTableSize = 1024
 
-// peerNote is a handed-over connection's peer address, keyed by its handoff cookie.
+// peerNote is a handed-over connection's peer address, keyed by its handoff cookie,
+// and for a replica connection over TLS the session's exporter value (the handshake
+// binds its MACs to it).
 type peerNote struct {
-	cookie uint32
-	addr   netip.AddrPort
+	cookie   uint32
+	addr     netip.AddrPort
+	exporter *[32]byte
 }
 
 // peerOf returns the peer address shard 0 noted for the handoff cookie, or the zero
 // AddrPort when it was lost (the note queue was full). Shard 0 pushes the note before
 // it submits the handoff, so the note is in the queue by the time the connection is.
 func (s *Shard) peerOf(cookie uint32) netip.AddrPort {
+	return s.noteOf(cookie).addr
+}
+
+// noteOf returns the whole note shard 0 left for the handoff cookie, or the zero note.
+func (s *Shard) noteOf(cookie uint32) peerNote {
 	for {
 		n, ok := s.peerInbox.Pop()
 		if !ok {
@@ -845,9 +853,10 @@ func (s *Shard) peerOf(cookie uint32) netip.AddrPort {
 		s.peers[n.cookie%peerTableSize] = n
 	}
 	if n := s.peers[cookie%peerTableSize]; n.cookie == cookie && cookie != 0 {
-		return n.addr
+		s.peers[cookie%peerTableSize] = peerNote{} // taken: do not keep its exporter alive
+		return n
 	}
-	return netip.AddrPort{}
+	return peerNote{}
 }
 
 // peerAddress asks the kernel for a socket's peer (getpeername): once per accepted

@@ -112,6 +112,14 @@ func NewClientTable(max int) *ClientTable {
 // Len is the number of registered clients.
 func (t *ClientTable) Len() int { return len(t.index) }
 
+// Sessions calls f for every registered client with its session epoch, in no
+// particular order.
+func (t *ClientTable) Sessions(f func(client wire.Uint128, epoch uint64)) {
+	for _, i := range t.index {
+		f(t.entries[i].client, t.entries[i].epoch)
+	}
+}
+
 // Session returns the epoch and user of a registered client.
 func (t *ClientTable) Session(client wire.Uint128) (epoch uint64, userID uint32, ok bool) {
 	i, ok := t.index[client]

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/iggy-shard/iggy-shard/replica"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// A clustered node (cluster.enabled) runs the runtime's replica plane
+// (shard.ReplicaConfig, from the [cluster] and [message_bus] sections) and its
+// metadata plane as one replica of the roster's group (metacluster.go). Frames
+// arrive on the shard that owns the peer's connection; those of the metadata
+// group, and the session-forwarding frames, which carry no group, go to shard 0.
+// Every frame tells the node that its sender is alive, for GetClusterMetadata.
+
+// clusterState is what every shard may read of the cluster: when each replica was
+// last heard from and who leads the metadata group.
+type clusterState struct {
+	cfg  *ClusterConfig
+	self uint8
+	// lastHeardNs[id] is the runtime clock of the last frame from replica id.
+	lastHeardNs []atomic.Int64
+	// leader is 1 + the metadata primary while this replica is in normal status,
+	// 0 otherwise; view and status are the metadata replica's, for tests and logs.
+	leader atomic.Int32
+	view   atomic.Uint32
+	status atomic.Uint32
+}
+
+func newClusterState(cfg *ClusterConfig) *clusterState {
+	return &clusterState{cfg: cfg, self: uint8(cfg.ReplicaID), lastHeardNs: make([]atomic.Int64, len(cfg.Nodes))}
+}
+
+// health is the input of GetClusterMetadata at nowNs.
+func (c *clusterState) health(nowNs int64) *clusterHealth {
+	h := &clusterHealth{self: c.self, nowNs: nowNs, heartbeatTimeout: c.cfg.HeartbeatTimeout,
+		lastHeardNs: make([]int64, len(c.lastHeardNs))}
+	for i := range c.lastHeardNs {
+		h.lastHeardNs[i] = c.lastHeardNs[i].Load()
+	}
+	if l := c.leader.Load(); l > 0 {
+		h.leader, h.leaderKnown = uint8(l-1), true
+	}
+	return h
+}
+
+// replicaConfigOf builds the runtime's replica plane from the cluster section:
+// this node listens on its roster ip and tcp_replica port and dials the others'.
+func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
+	rc := &shard.ReplicaConfig{
+		Handshake: replica.HandshakeConfig{
+			Cluster:      wire.ClusterID(c.Name),
+			Self:         uint8(c.ReplicaID),
+			ReplicaCount: uint8(len(c.Nodes)),
+		},
+		PeerAddresses:     make([]string, len(c.Nodes)),
+		ReconnectPeriod:   c.MessageBus.ReconnectPeriod,
+		PeerQueueCapacity: c.MessageBus.PeerQueueCapacity,
+		MessageSizeMax:    c.MessageBus.MaxMessageSizeBytes,
+	}
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		addr := net.JoinHostPort(n.IP, strconv.Itoa(int(n.Ports.TCPReplica)))
+		rc.PeerAddresses[n.ReplicaID] = addr
+		if n.ReplicaID == c.ReplicaID {
+			rc.ListenAddress = addr
+		}
+	}
+	if c.Auth.Enabled {
+		auth, err := wire.NewHandshakeAuth([]byte(c.Auth.SharedSecret), []byte(c.Auth.PreviousSharedSecret))
+		if err != nil {
+			return nil, &SettingError{Setting: "cluster.auth.shared_secret", Value: "(hidden)", Reason: err.Error()}
+		}
+		rc.Handshake.Auth = &auth
+	}
+	return rc, nil
+}
+
+// replicaGroupOf is the consensus group a replica frame belongs to; the
+// session-forwarding frames carry none and belong to the metadata plane.
+func replicaGroupOf(h *wire.GenericHeader) (uint64, bool) {
+	switch h.Command {
+	case wire.CommandPrepare, wire.CommandRepairPrepare:
+		return h.Prepare().Group, true
+	case wire.CommandPrepareOk:
+		return h.PrepareOk().Group, true
+	case wire.CommandCommit:
+		return h.Commit().Group, true
+	case wire.CommandStartViewChange:
+		return h.StartViewChange().Group, true
+	case wire.CommandDoViewChange:
+		return h.DoViewChange().Group, true
+	case wire.CommandStartView:
+		return h.StartView().Group, true
+	case wire.CommandRequestStartView:
+		return h.RequestStartView().Group, true
+	case wire.CommandRequestPrepares:
+		return h.RequestPrepares().Group, true
+	case wire.CommandRepairDone, wire.CommandRangeEvicted:
+		return h.RepairRange().Group, true
+	case wire.CommandRequestStateTransfer:
+		return h.RequestStateTransfer().Group, true
+	case wire.CommandStateTransferTarget:
+		return h.StateTransferTarget().Group, true
+	case wire.CommandRequestStateChunk:
+		return h.RequestStateChunk().Group, true
+	case wire.CommandStateChunk:
+		return h.StateChunk().Group, true
+	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
+		return wire.MetadataGroup, true
+	}
+	return 0, false
+}
+
+// ServeReplica implements shard.ReplicaHandler: a frame from a peer, on the shard
+// owning its connection.
+func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
+	cl := h.srv.cluster
+	if cl == nil || int(f.Peer) >= len(cl.lastHeardNs) {
+		return
+	}
+	cl.lastHeardNs[f.Peer].Store(s.NowNs())
+	group, ok := replicaGroupOf(f.Header)
+	if !ok || group != wire.MetadataGroup {
+		// The partition plane's groups are not replicated yet: their frames
+		// have no replica to go to here.
+		return
+	}
+	in := &replicaInbound{frame: f.Retain(), owner: h.index}
+	if h.index == 0 {
+		h.meta.replicaFrameIn(in)
+		return
+	}
+	h.post(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
+}
+
+// replicaFrameIn queues a frame for the metadata core and has the plane go on.
+func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
+	r.plane.frameIn(in)
+	r.pumpJournal()
+}
+
+// releaseReplicaFrame gives a stepped frame back to the shard that retained it.
+func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
+	if in.owner == r.h.index {
+		in.frame.Release()
+		return
+	}
+	r.h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+}
+
+// sendReplica sends one of the metadata core's messages. A frame the runtime
+// drops (no connection, a full queue) is retransmitted by the core; any other
+// refusal is a frame the core should not have made.
+func (r *metaRouter) sendReplica(msg *vsr.Message) {
+	err := r.h.shard.SendReplica(msg.To, msg.Header.Bytes()[:], msg.Body)
+	switch err {
+	case nil, shard.ErrReplicaPeerDown, shard.ErrReplicaQueueFull, shard.ErrReplicaBuffersExhausted:
+	default:
+		r.h.log.Error("metadata replica frame not sent", "to", msg.To, "command", msg.Header.Command.String(), "err", err)
+	}
+}
+
+// publishLeader tells every shard who leads the metadata group now.
+func (r *metaRouter) publishLeader() {
+	cl, core := r.h.srv.cluster, r.plane.replica
+	leader := int32(0)
+	if core.Status() == vsr.StatusNormal {
+		leader = int32(core.Primary()) + 1
+	}
+	if old := cl.leader.Swap(leader); old != leader {
+		r.h.log.Info("metadata group", "view", core.View(), "status", core.Status().String(), "primary", core.Primary(),
+			"self", core.ReplicaID())
+	}
+	cl.view.Store(core.View())
+	cl.status.Store(uint32(core.Status()))
+}
+
+// clusterTickNs is the consensus tick (the reference ticks every 10 ms).
+const clusterTickNs = int64(clusterTick)
+
+// clusterTick gives the metadata core the ticks due by shard 0's clock and asks
+// for a turn at the next one.
+func (r *metaRouter) clusterTick() {
+	now := r.h.shard.NowNs()
+	if r.nextTickNs == 0 {
+		r.nextTickNs = now + clusterTickNs
+	}
+	if now >= r.nextTickNs {
+		due := (now-r.nextTickNs)/clusterTickNs + 1
+		r.nextTickNs += due * clusterTickNs
+		r.plane.cluster.ticksDue = min(r.plane.cluster.ticksDue+int(due), clusterTicksCatchUpMax)
+		r.pumpJournal()
+	}
+	r.h.shard.WakeAt(r.nextTickNs)
+}
+
+// clusterMetadataFor answers GetClusterMetadata for a client at peer.
+func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
+	cl := h.srv.cluster
+	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), cl.health(h.shard.NowNs()))
+}
+
+// forwardLogin sends a login verified here, at a backup, to the primary; the
+// client is answered once the primary committed it and this node applied it.
+func (r *metaRouter) forwardLogin(j *job, rec *sessionRecord, userID uint32) {
+	hdr := j.frame.Header
+	rec.busy = true
+	client := hdr.Client
+	r.plane.forward(&metaForward{register: true, client: client, userID: userID, done: func(o vsr.ForwardOutcome, err error) {
+		switch {
+		case err != nil || o.TimedOut:
+			j.status = wire.ErrTransientNotAccepted
+		case o.Outcome == uint8(wire.ForwardRegisterClientIDOwnedByAnotherUser):
+			j.evict = wire.EvictionSessionError
+		case o.Outcome != uint8(wire.ForwardRegisterOk):
+			j.status = wire.ErrTransientNotAccepted
+		default:
+			r.plane.afterApplied(o.Epoch, func(applied bool) {
+				if !applied {
+					j.status = wire.ErrTransientNotCommitted
+				} else if _, open := r.conns[j.conn]; open {
+					r.loggedIn(j, rec, userID, o.Epoch, r.loginFrame(j, userID, o.Epoch))
+				}
+				r.h.reply(j)
+				r.turnDone(rec)
+			})
+			return
+		}
+		r.h.log.Info("forwarded login not taken", "conn", j.conn.String(), "outcome", o.Outcome, "timed_out", o.TimedOut, "err", err)
+		r.h.reply(j)
+		r.turnDone(rec)
+	}})
+	r.pumpJournal()
+}
+
+// forwardLogout sends a logout at a backup to the primary.
+func (r *metaRouter) forwardLogout(j *job) {
+	hdr := j.frame.Header
+	rec := r.conns[j.conn]
+	if rec != nil {
+		rec.busy = true
+	}
+	done := func() {
+		r.h.reply(j)
+		if rec != nil {
+			r.turnDone(rec)
+		}
+	}
+	r.plane.forward(&metaForward{client: hdr.Client, session: hdr.Session, request: hdr.Request, done: func(o vsr.ForwardOutcome, err error) {
+		if err != nil || o.TimedOut || o.Outcome != uint8(wire.ForwardLogoutOk) {
+			j.status = wire.ErrTransientNotAccepted
+			done()
+			return
+		}
+		r.plane.afterApplied(o.Commit, func(applied bool) {
+			if !applied {
+				j.status = wire.ErrTransientNotCommitted
+				done()
+				return
+			}
+			j.rawReply = true
+			j.reply = append(j.reply[:0], make([]byte, wire.HeaderSize)...)
+			rh := wire.ReplyTo(hdr, 0, 0, true)
+			rh.Op, rh.Commit = o.Commit, o.Commit
+			rh.Put(j.reply)
+			r.loggedOut(j)
+			done()
+		})
+	}})
+	r.pumpJournal()
+}
+
+// replicaStats is the runtime's replica counters, for tests and logs.
+func (s *Server) replicaStats() shard.ReplicaStats { return s.rt.ReplicaStats() }
+
+// metadataLeader reports the metadata primary this node knows of.
+func (s *Server) metadataLeader() (uint8, bool) {
+	if s.cluster == nil {
+		return 0, false
+	}
+	l := s.cluster.leader.Load()
+	return uint8(l - 1), l > 0
+}
+
+// publishInstalled replaces every shard's view with the state a transfer
+// installed: its metadata and the sessions of its client table.
+func (r *metaRouter) publishInstalled() {
+	p := r.plane
+	sessions := make(map[wire.Uint128]uint64, p.table.Len())
+	p.table.Sessions(func(client wire.Uint128, epoch uint64) { sessions[client] = epoch })
+	var ended []wire.Uint128
+	for client := range r.sessions {
+		if _, ok := sessions[client]; !ok {
+			ended = append(ended, client)
+		}
+	}
+	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.state.AppendSnapshot(nil, p.applied.op), sessions: sessions}, ended: ended})
+}

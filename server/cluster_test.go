@@ -1,0 +1,320 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// testClusterTiming elects within a fraction of a second: a backup that hears
+// nothing from its primary for 300 ms starts a view change (the configuration's
+// floor is 2 s, hence Config.clusterTiming).
+var testClusterTiming = vsr.Timing{
+	HeartbeatTimeoutTicks:           30,
+	CommitBroadcastIntervalTicks:    5,
+	PrepareRetransmitIntervalTicks:  5,
+	ViewChangeRetransmitTicks:       5,
+	ViewChangeStatusTimeoutTicks:    40,
+	RequestStartViewRetransmitTicks: 10,
+	ViewProbeAttemptsMax:            3,
+	RepairRetryIntervalTicks:        10,
+	RepairChunkMax:                  64,
+}
+
+// clusterWait bounds every wait for the cluster to do something: formation, a
+// commit reaching a backup, an election. Polled, never slept through.
+const clusterWait = 10 * time.Second
+
+func freeLoopbackPort(t *testing.T) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// clusterConfigs is a roster of n loopback nodes on free ports, one
+// configuration per node (each its own data directory), all with secret.
+func clusterConfigs(t *testing.T, n int, secret string) []Config {
+	t.Helper()
+	nodes := make([]ClusterNode, n)
+	for i := range nodes {
+		nodes[i] = ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
+			Ports: NodePorts{TCP: freeLoopbackPort(t), TCPReplica: freeLoopbackPort(t)}}
+	}
+	cfgs := make([]Config, n)
+	for i := range cfgs {
+		cfg := testConfig(t.TempDir(), 2)
+		cfg.TCPAddress = "127.0.0.1:" + strconv.Itoa(int(nodes[i].Ports.TCP))
+		cfg.Cluster = DefaultClusterConfig()
+		cfg.Cluster.Enabled = true
+		cfg.Cluster.ReplicaID = i
+		cfg.Cluster.Nodes = nodes
+		cfg.Cluster.Auth = ClusterAuth{Enabled: true, SharedSecret: secret}
+		cfg.Cluster.MessageBus.ReconnectPeriod = 50 * time.Millisecond
+		cfg.clusterTiming = &testClusterTiming
+		cfgs[i] = cfg
+	}
+	return cfgs
+}
+
+var testClusterSecret = strings.Repeat("s", 32)
+
+// waitUntil polls cond until it holds or clusterWait passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, clusterWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// agreedLeader is the metadata primary every server of running names, if they
+// agree and are all connected to one another.
+func agreedLeader(running []*Server) (uint8, bool) {
+	var leader uint8
+	for i, s := range running {
+		l, ok := s.metadataLeader()
+		if !ok || i > 0 && l != leader {
+			return 0, false
+		}
+		leader = l
+		for _, o := range running {
+			if o != s && !s.rt.ReplicaConnected(o.cluster.self) {
+				return 0, false
+			}
+		}
+	}
+	return leader, len(running) > 0
+}
+
+func streamNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	streams, err := c.GetStreams(testContext(t))
+	if err != nil {
+		t.Fatalf("GetStreams: %v", err)
+	}
+	names := make([]string, len(streams))
+	for i, s := range streams {
+		names[i] = string(s.Name)
+	}
+	return names
+}
+
+func hasStream(t *testing.T, c *client.Client, name string) bool {
+	for _, n := range streamNames(t, c) {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// dialCluster logs in as root at s, with 58 returned after 100 ms instead of
+// the SDKs' 2 s of retries, so that a refusal shows.
+func dialCluster(t *testing.T, s *Server) *client.Client {
+	t.Helper()
+	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials("iggy", "iggy"),
+		client.WithRequestTimeout(5*time.Second),
+		client.WithTransientRetry(client.TransientRetry{Interval: 20 * time.Millisecond, NotCommittedWindow: 2 * time.Second, NotAcceptedWindow: 100 * time.Millisecond}))
+	if err != nil {
+		t.Fatalf("Dial %s: %v", s.Addr(), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func leaderOf(t *testing.T, c *client.Client) (string, int) {
+	t.Helper()
+	md, err := c.GetClusterMetadata(testContext(t))
+	if err != nil {
+		t.Fatalf("GetClusterMetadata: %v", err)
+	}
+	leader, leaders := "", 0
+	for _, n := range md.Nodes {
+		if n.Role == wire.ClusterRoleLeader {
+			leader, leaders = string(n.Name), leaders+1
+		}
+	}
+	return leader, leaders
+}
+
+func TestClusterMetadataPlane(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	var leader uint8
+	waitUntil(t, "the cluster forms", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
+	primary := servers[leader]
+	backups := make([]*Server, 0, 2)
+	for _, s := range servers {
+		if s != primary {
+			backups = append(backups, s)
+		}
+	}
+
+	// A write at the primary commits and every node reads it, followers too,
+	// through sessions that logged in at backups (forwarded to the primary).
+	pc := dialCluster(t, primary)
+	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
+		t.Fatalf("CreateStream at the primary: %v", err)
+	}
+	clients := make([]*client.Client, len(backups))
+	for i, b := range backups {
+		clients[i] = dialCluster(t, b)
+		c := clients[i]
+		waitUntil(t, "the stream reaches a backup", func() bool { return hasStream(t, c, "orders") })
+		me, err := c.GetMe(testContext(t))
+		if err != nil || me.UserID != 0 {
+			t.Fatalf("GetMe at a backup: %+v, %v", me, err)
+		}
+	}
+
+	// A write at a backup is refused as not accepted, and changes nothing.
+	_, err := clients[0].CreateStream(testContext(t), "at-a-backup")
+	if code := wire.ErrorCode(0); !errors.As(err, &code) || code != wire.ErrTransientNotAccepted {
+		t.Fatalf("CreateStream at a backup: %v, want 58 TransientNotAccepted", err)
+	}
+	if hasStream(t, pc, "at-a-backup") {
+		t.Fatal("a write refused at a backup reached the primary")
+	}
+
+	// Every node names the same single leader.
+	for i, c := range append([]*client.Client{pc}, clients...) {
+		name, count := leaderOf(t, c)
+		if count != 1 || name != fmt.Sprintf("node-%d", leader) {
+			t.Fatalf("GetClusterMetadata at client %d: leader %q of %d leaders, want node-%d", i, name, count, leader)
+		}
+	}
+
+	// A logout at a backup is forwarded too; a login after it works.
+	if err := clients[1].Logout(testContext(t)); err != nil {
+		t.Fatalf("Logout at a backup: %v", err)
+	}
+
+	// The primary stops: the others elect one of them and go on committing.
+	stopServer(t, primary)
+	started := time.Now()
+	var next uint8
+	waitUntil(t, "a new primary is elected", func() (ok bool) {
+		next, ok = agreedLeader(backups)
+		return ok && next != leader
+	})
+	t.Logf("new primary %d elected %v after the old one stopped", next, time.Since(started).Round(time.Millisecond))
+	nc := dialCluster(t, servers[next])
+	if _, err := nc.CreateStream(testContext(t), "after-failover"); err != nil {
+		t.Fatalf("CreateStream at the new primary: %v", err)
+	}
+	for _, b := range backups {
+		c := dialCluster(t, b)
+		waitUntil(t, "the write after the failover reaches every node", func() bool {
+			return hasStream(t, c, "after-failover") && hasStream(t, c, "orders")
+		})
+	}
+}
+
+func TestClusterRefusesStrangers(t *testing.T) {
+	// Four nodes: 0 and 1 share the secret and the name; 2 has another secret and
+	// 3 another cluster name. View 0 commits with two replicas of four (the
+	// replication quorum), so 0 and 1 serve while the strangers never join.
+	cfgs := clusterConfigs(t, 4, testClusterSecret)
+	cfgs[2].Cluster.Auth.SharedSecret = strings.Repeat("x", 32)
+	cfgs[3].Cluster.Name = "another-cluster"
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	members := servers[:2]
+	waitUntil(t, "the members form", func() bool { l, ok := agreedLeader(members); return ok && l == 0 })
+	waitUntil(t, "the strangers' handshakes are refused", func() bool {
+		return servers[0].replicaStats().HandshakesRefused+servers[1].replicaStats().HandshakesRefused > 0 &&
+			servers[2].replicaStats().HandshakesRefused+servers[3].replicaStats().HandshakesRefused > 0
+	})
+	pc := dialCluster(t, servers[0])
+	if _, err := pc.CreateStream(testContext(t), "members-only"); err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	bc := dialCluster(t, servers[1])
+	waitUntil(t, "the stream reaches the other member", func() bool { return hasStream(t, bc, "members-only") })
+	for _, stranger := range servers[2:] {
+		for _, peer := range []uint8{0, 1} {
+			if stranger.rt.ReplicaConnected(peer) {
+				t.Fatalf("stranger %d is connected to member %d", stranger.cluster.self, peer)
+			}
+		}
+		if stranger.replicaStats().FramesReceived != 0 {
+			t.Fatalf("stranger %d received %d frames", stranger.cluster.self, stranger.replicaStats().FramesReceived)
+		}
+	}
+	for _, m := range members {
+		if got := m.cluster.view.Load(); got != 0 {
+			t.Fatalf("member %d moved to view %d: the strangers changed something", m.cluster.self, got)
+		}
+	}
+}
+
+func TestClusterRestart(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	if _, err := pc.CreateStream(testContext(t), "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A backup misses writes while it is down (more than a snapshot interval,
+	// so the others cut their journals meanwhile), then recovers (Recovering,
+	// RequestStartView) and repairs what it missed.
+	stopServer(t, servers[2])
+	const missed = 20
+	for i := range missed {
+		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("missed-%d", i)); err != nil {
+			t.Fatalf("CreateStream with a backup down: %v", err)
+		}
+	}
+	servers[2] = startTestServer(t, cfgs[2])
+	waitUntil(t, "the restarted backup rejoins", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	bc := dialCluster(t, servers[2])
+	waitUntil(t, "the restarted backup catches up", func() bool {
+		return hasStream(t, bc, "before") && hasStream(t, bc, fmt.Sprintf("missed-%d", missed-1))
+	})
+
+	// The whole cluster restarts: every node recovers, none trusts its log
+	// alone, and after the probes go unanswered they elect on what they hold.
+	for _, s := range servers {
+		stopServer(t, s)
+	}
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	var leader uint8
+	waitUntil(t, "the restarted cluster elects", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
+	lc := dialCluster(t, servers[leader])
+	if _, err := lc.CreateStream(testContext(t), "after"); err != nil {
+		t.Fatalf("CreateStream after the restart: %v", err)
+	}
+	for _, s := range servers {
+		c := dialCluster(t, s)
+		waitUntil(t, "every node holds every write", func() bool {
+			return hasStream(t, c, "before") && hasStream(t, c, fmt.Sprintf("missed-%d", missed-1)) && hasStream(t, c, "after")
+		})
+	}
+}
