@@ -12,35 +12,53 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// A three-node cluster elects one leader, and every node lists the whole roster
-// with its client address.
+// A three-node cluster elects one leader, and every node comes to list the whole
+// roster, healthy, with its client address and the leader's role.
 func TestClusterElectsOneLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := newCluster(t, 3)
 	c.startAll()
 	leader := c.awaitLeader(ctx, c.nodes)
+	wait, cancelWait := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelWait()
+	for {
+		err := rosterAsExpected(wait, c, leader)
+		if err == nil {
+			break
+		}
+		if !waitCtx(wait, 100*time.Millisecond) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func rosterAsExpected(ctx context.Context, c *cluster, leader *node) error {
 	for _, n := range c.nodes {
 		m, err := n.metadata(ctx)
 		if err != nil {
-			t.Fatalf("node %d: %v", n.id, err)
+			return fmt.Errorf("node %d: %w", n.id, err)
 		}
 		seen := map[int]bool{}
 		for _, entry := range m.Nodes {
 			peer := c.byTCPPort(entry.TCPPort)
+			if peer == nil {
+				return fmt.Errorf("node %d lists port %d, no node's", n.id, entry.TCPPort)
+			}
 			seen[peer.id] = true
 			wantRole := wire.ClusterRoleFollower
 			if peer == leader {
 				wantRole = wire.ClusterRoleLeader
 			}
 			if entry.Role != wantRole || entry.Status != wire.ClusterNodeHealthy {
-				t.Errorf("node %d lists node %d with role %d status %d, want role %d, healthy", n.id, peer.id, entry.Role, entry.Status, wantRole)
+				return fmt.Errorf("node %d lists node %d with role %d status %d, want role %d, healthy", n.id, peer.id, entry.Role, entry.Status, wantRole)
 			}
 		}
 		if len(seen) != len(c.nodes) {
-			t.Errorf("node %d lists nodes %v", n.id, seen)
+			return fmt.Errorf("node %d lists nodes %v", n.id, seen)
 		}
 	}
+	return nil
 }
 
 // setupLoad creates the load's stream and topic through a client at leader.

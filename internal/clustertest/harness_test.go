@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -151,17 +152,21 @@ func newCluster(t testing.TB, n int) *cluster {
 		}
 		if t.Failed() {
 			for _, nd := range c.nodes {
-				t.Logf("--- node %d log (last 4 KiB) ---\n%s", nd.id, nd.logTail(4096))
+				t.Logf("--- node %d log (last 8 KiB) ---\n%s", nd.id, nd.logTail(8192))
 			}
 		}
 	})
 	return c
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1: all are held open until
-// every one is picked, so that no two are the same.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, drawn below the
+// kernel's ephemeral range: a port the kernel handed out (net.Listen on port 0)
+// may, once released, become the local port of an outgoing connection (a peer
+// redialing the killed node), and a node restarted on it could not bind it. All are
+// held open until every one is picked, so that no two are the same.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
+	low, high := ephemeralPortsLow()-16384, ephemeralPortsLow()
 	var listeners []net.Listener
 	defer func() {
 		for _, ln := range listeners {
@@ -169,15 +174,38 @@ func freePorts(t testing.TB, n int) []int {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt == 1000 {
+			t.Fatalf("no %d free ports in [%d, %d) after 1000 tries", n, low, high)
+		}
+		port := low + mathrand.IntN(high-low)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		listeners = append(listeners, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+// ephemeralPortsLow is the first port of the kernel's ephemeral range (32768 when
+// it cannot be read).
+func ephemeralPortsLow() int {
+	const fallback = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return fallback
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low < 16384+1024 {
+		return fallback
+	}
+	return low
 }
 
 func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.tcpPort)) }

@@ -107,7 +107,14 @@ func runOutsider(t *testing.T, spoil func(*node), keepsItsData bool) {
 	}
 
 	outsider.start()
-	if err := awaitLogLine(ctx, c.nodes, "replica connection refused"); err != nil {
+	if err := awaitLogLine(ctx, []*node{outsider}, func(line string) bool { return strings.Contains(line, "msg=listening") }); err != nil {
+		t.Fatalf("the outsider: %v", err)
+	}
+	// A handshake refused, on either side: not a dial that found no listener.
+	handshakeRefused := func(line string) bool {
+		return strings.Contains(line, `msg="replica connection refused"`) && !strings.Contains(line, `reason="dial failed`)
+	}
+	if err := awaitLogLine(ctx, c.nodes, handshakeRefused); err != nil {
 		t.Fatal(err)
 	}
 	if err := log.awaitAcked(ctx, log.ackedCount()+progressBatches); err != nil {
@@ -164,17 +171,21 @@ func runOutsider(t *testing.T, spoil func(*node), keepsItsData bool) {
 	}
 }
 
-// awaitLogLine waits (bounded by ctx) until one of nodes has logged a line
-// containing text.
-func awaitLogLine(ctx context.Context, nodes []*node, text string) error {
+// awaitLogLine waits (bounded by ctx and 20 s) until one of nodes has logged a line
+// that match accepts.
+func awaitLogLine(ctx context.Context, nodes []*node, match func(line string) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
 	for {
 		for _, n := range nodes {
-			if strings.Contains(n.logText(), text) {
-				return nil
+			for _, line := range strings.Split(n.logText(), "\n") {
+				if match(line) {
+					return nil
+				}
 			}
 		}
 		if !waitCtx(ctx, 100*time.Millisecond) {
-			return errors.New("no node logged " + text)
+			return errors.New("no node logged the line awaited")
 		}
 	}
 }

@@ -358,10 +358,15 @@ func (r *partitionRead) check(partition int, acked []int, sent map[int]bool) (in
 	return len(present), nil
 }
 
-// awaitCaughtUp waits (bounded by ctx) until n's copy of the partition holds every
+// catchUpMax bounds a node's catch-up in the tests.
+const catchUpMax = 30 * time.Second
+
+// awaitCaughtUp waits (bounded by ctx and catchUpMax) until n's copy of the partition holds every
 // batch acked (a follower applies a commit after the primary), failing at once on
 // a copy that breaks the log's rules. It returns the last read.
 func awaitCaughtUp(ctx context.Context, n *node, log *partitionLog, acked []int) (*partitionRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, catchUpMax)
+	defer cancel()
 	var lastErr error
 	for {
 		_, sent := log.snapshot()
