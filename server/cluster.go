@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -82,6 +83,18 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 	return rc, nil
 }
 
+// clientAddressOf is the client listener of this node: tcpAddress's host (Validate
+// checked it is host:port) at the roster's TCP port.
+func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
+	host, _, _ := net.SplitHostPort(tcpAddress)
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
+			return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
+		}
+	}
+	return tcpAddress
+}
+
 // replicaGroupOf is the consensus group a replica frame belongs to; the
 // session-forwarding frames carry none and belong to the metadata plane.
 func replicaGroupOf(h *wire.GenericHeader) (uint64, bool) {
@@ -127,12 +140,14 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 	}
 	cl.lastHeardNs[f.Peer].Store(s.NowNs())
 	group, ok := replicaGroupOf(f.Header)
-	if !ok || group != wire.MetadataGroup {
-		// The partition plane's groups are not replicated yet: their frames
-		// have no replica to go to here.
+	if !ok {
+		return // validated by the runtime: consensus traffic always has a group
+	}
+	if group != wire.MetadataGroup {
+		h.routePartitionFrame(f, group)
 		return
 	}
-	in := &replicaInbound{frame: f.Retain(), owner: h.index}
+	in := h.retainInbound(f)
 	if h.index == 0 {
 		h.meta.replicaFrameIn(in)
 		return
@@ -149,7 +164,7 @@ func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
 func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
 	if in.owner == r.h.index {
-		in.frame.Release()
+		r.h.releaseInbound(in)
 		return
 	}
 	r.h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
@@ -302,4 +317,114 @@ func (r *metaRouter) publishInstalled() {
 		}
 	}
 	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.state.AppendSnapshot(nil, p.applied.op), sessions: sessions}, ended: ended})
+}
+
+// partitionReplication places the shard's partitions in their groups of the
+// roster: each partition a group of as many replicas as nodes, on its owner shard
+// of every node, its frames on that shard's replica connections.
+func (s *Server) partitionReplication(h *handler) partition.Replication {
+	c := &s.cfg.Cluster
+	r := partition.Replication{
+		Cluster:      wire.ClusterID(c.Name),
+		ReplicaID:    uint8(c.ReplicaID),
+		ReplicaCount: uint8(len(c.Nodes)),
+		Outbox:       h,
+	}
+	if s.cfg.clusterTiming != nil {
+		r.Timing = *s.cfg.clusterTiming
+		// A partition's core keeps candidates per repair chunk entry: the
+		// package's smaller chunk (see partition.Replication).
+		r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, 32)
+	}
+	return r
+}
+
+// SendReplica implements partition.Outbox: a partition group's frame leaves on
+// the replica connection to its peer (copied; dropped frames are retransmitted).
+func (h *handler) SendReplica(_ partition.Key, m *vsr.Message) {
+	err := h.shard.SendReplica(m.To, m.Header.Bytes()[:], m.Body)
+	switch err {
+	case nil, shard.ErrReplicaPeerDown, shard.ErrReplicaQueueFull, shard.ErrReplicaBuffersExhausted:
+	default:
+		h.log.Error("partition replica frame not sent", "to", m.To, "command", m.Header.Command.String(), "err", err)
+	}
+}
+
+// routePartitionFrame steps a partition group's frame on the partition's owner
+// shard: here, or retained and posted there (released back here after).
+func (h *handler) routePartitionFrame(f *shard.ReplicaFrame, group uint64) {
+	stream, topic, id, ok := wire.SplitPartitionGroup(group)
+	if !ok {
+		return
+	}
+	k := partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}
+	if owner := h.srv.ownerOf(k); owner != h.index {
+		h.post(owner, shard.Message{Kind: msgReplicaPartition, Payload: h.retainInbound(f)})
+		return
+	}
+	h.stepPartition(k, f.Peer, f.Header, f.Body)
+}
+
+// stepPartitionFrame steps a frame another shard received for a partition this
+// shard owns, and gives it back.
+func (h *handler) stepPartitionFrame(in *replicaInbound) {
+	f := &in.frame
+	if group, ok := replicaGroupOf(f.Header); ok {
+		if stream, topic, id, ok := wire.SplitPartitionGroup(group); ok {
+			h.stepPartition(partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}, f.Peer, f.Header, f.Body)
+		}
+	}
+	if in.owner == h.index {
+		h.releaseInbound(in)
+		return
+	}
+	h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+}
+
+func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
+	h.catchUpView() // a partition a commit just created is opened by the view
+	h.noteClusterLiveness()
+	if err := h.store.Step(k, hdr, body); err != nil {
+		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
+			"command", hdr.Command.String(), "err", err)
+	}
+	h.ioWanted = true // a step may have applied commits or queued writes
+}
+
+// noteClusterLiveness tells this shard's partition groups of every replica heard
+// from since they were last told, whichever shard's connection carried the frame:
+// a frame of any group from a group's primary keeps its backups from electing.
+func (h *handler) noteClusterLiveness() {
+	cl := h.srv.cluster
+	if cl == nil {
+		return
+	}
+	for id := range h.heardNs {
+		if heard := cl.lastHeardNs[id].Load(); heard != h.heardNs[id] {
+			h.heardNs[id] = heard
+			h.store.NoteLiveness(uint8(id))
+		}
+	}
+}
+
+// retainInbound keeps a frame for another shard in a record from this shard's free
+// list (records come back with msgReplicaRelease), so a frame crossing shards
+// allocates nothing once the list is warm.
+func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
+	var in *replicaInbound
+	if n := len(h.inboundFree); n > 0 {
+		in = h.inboundFree[n-1]
+		h.inboundFree = h.inboundFree[:n-1]
+	} else {
+		in = new(replicaInbound)
+	}
+	in.frame, in.owner = f.Retain(), h.index
+	return in
+}
+
+// releaseInbound gives a retained frame's buffer back and keeps its record; on
+// the shard that retained it.
+func (h *handler) releaseInbound(in *replicaInbound) {
+	in.frame.Release()
+	h.inboundFree = append(h.inboundFree, in)
 }

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +36,7 @@ var testClusterTiming = vsr.Timing{
 // commit reaching a backup, an election. Polled, never slept through.
 const clusterWait = 10 * time.Second
 
-func freeLoopbackPort(t *testing.T) uint16 {
+func freeLoopbackPort(t testing.TB) uint16 {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,7 +48,7 @@ func freeLoopbackPort(t *testing.T) uint16 {
 
 // clusterConfigs is a roster of n loopback nodes on free ports, one
 // configuration per node (each its own data directory), all with secret.
-func clusterConfigs(t *testing.T, n int, secret string) []Config {
+func clusterConfigs(t testing.TB, n int, secret string) []Config {
 	t.Helper()
 	nodes := make([]ClusterNode, n)
 	for i := range nodes {
@@ -55,7 +58,7 @@ func clusterConfigs(t *testing.T, n int, secret string) []Config {
 	cfgs := make([]Config, n)
 	for i := range cfgs {
 		cfg := testConfig(t.TempDir(), 2)
-		cfg.TCPAddress = "127.0.0.1:" + strconv.Itoa(int(nodes[i].Ports.TCP))
+		cfg.TCPAddress = "127.0.0.1:0" // the roster's port is bound (clientAddressOf)
 		cfg.Cluster = DefaultClusterConfig()
 		cfg.Cluster.Enabled = true
 		cfg.Cluster.ReplicaID = i
@@ -315,6 +318,179 @@ func TestClusterRestart(t *testing.T) {
 		c := dialCluster(t, s)
 		waitUntil(t, "every node holds every write", func() bool {
 			return hasStream(t, c, "before") && hasStream(t, c, fmt.Sprintf("missed-%d", missed-1)) && hasStream(t, c, "after")
+		})
+	}
+}
+
+// polledCount polls partition 0 of orders/events from offset 0 at c.
+func polledCount(t *testing.T, c *client.Client) int {
+	t.Helper()
+	polled, err := c.PollMessages(testContext(t), &wire.PollMessages{
+		Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("orders"), TopicID: client.NameID("events"),
+		Partition: wire.SomePartition(0), Strategy: wire.PollingStrategy{Kind: wire.PollingOffset}, Count: 100,
+	})
+	if err != nil {
+		return -1 // the partition is not open here yet
+	}
+	n := 0
+	for it := polled.Messages(); it.Next(); n++ {
+	}
+	return n
+}
+
+func TestClusterPartitionPlane(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	clients := []*client.Client{pc, dialCluster(t, servers[1]), dialCluster(t, servers[2])}
+	to0 := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}
+	for _, c := range clients[1:] {
+		waitUntil(t, "the topic reaches a backup", func() bool { return polledCount(t, c) == 0 })
+	}
+
+	// The partition's group starts in view 0 on every node: node 0 leads it. A
+	// send there is replicated and polled at every node, followers included.
+	if _, err := pc.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(5, "m")); err != nil {
+		t.Fatalf("SendMessages at the partition's primary: %v", err)
+	}
+	for i, c := range clients {
+		waitUntil(t, fmt.Sprintf("the messages reach node %d", i), func() bool { return polledCount(t, c) == 5 })
+	}
+	// A send at a backup of the partition's group is refused as not accepted.
+	_, err := clients[1].SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "b"))
+	if code := wire.ErrorCode(0); !errors.As(err, &code) || code != wire.ErrTransientNotAccepted {
+		t.Fatalf("SendMessages at a backup: %v, want 58 TransientNotAccepted", err)
+	}
+
+	// Node 0 stops: the partition's group elects among the others, and one of
+	// them takes sends again.
+	stopServer(t, servers[0])
+	var accepted int
+	waitUntil(t, "a node takes sends after the failover", func() bool {
+		for i, c := range clients[1:] {
+			if _, err := c.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "after")); err == nil {
+				accepted = i + 1
+				return true
+			}
+		}
+		return false
+	})
+	for i, c := range clients[1:] {
+		waitUntil(t, fmt.Sprintf("node %d holds every message", i+1), func() bool { return polledCount(t, c) == 6 })
+	}
+	t.Logf("node %d took the send after the failover", accepted)
+}
+
+func TestClusterStateTransfer(t *testing.T) {
+	// A header window of 64 ops: a backup more than that behind is answered
+	// RangeEvicted and pulls the whole state.
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].metaJournalSlots = 64
+	}
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	stopServer(t, servers[2])
+	const writes = 100
+	for i := range writes {
+		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("s-%d", i)); err != nil {
+			t.Fatalf("CreateStream %d: %v", i, err)
+		}
+	}
+	servers[2] = startTestServer(t, cfgs[2])
+	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
+	bc := dialCluster(t, servers[2])
+	waitUntil(t, "the lagging backup holds every write", func() bool {
+		return len(streamNames(t, bc)) == writes
+	})
+	// It goes on following the log after the transfer.
+	if _, err := pc.CreateStream(testContext(t), "after-transfer"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a write after the transfer reaches it", func() bool { return hasStream(t, bc, "after-transfer") })
+}
+
+// BenchmarkClusterMetadataWrites is one client's metadata writes (UpdateStream,
+// one at a time) at the metadata primary of a 3-node loopback cluster, against a
+// single node in the same run: the cost of the replication round (the prepare to
+// a backup and its PrepareOk after its own fdatasync) over the primary's append.
+//
+//	go test ./server -run '^$' -bench BenchmarkClusterMetadataWrites -benchtime 500x
+func BenchmarkClusterMetadataWrites(b *testing.B) {
+	for _, nodes := range []int{1, 3} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			var primary *Server
+			if nodes == 1 {
+				primary, _ = benchServerWith(b, nil)
+			} else {
+				cfgs := clusterConfigs(b, nodes, testClusterSecret)
+				servers := make([]*Server, nodes)
+				for i := range cfgs {
+					s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					servers[i] = s
+					b.Cleanup(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						s.Shutdown(ctx)
+					})
+				}
+				deadline := time.Now().Add(clusterWait)
+				for {
+					if l, ok := agreedLeader(servers); ok {
+						primary = servers[l]
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatal("the cluster did not form")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			ctx := context.Background()
+			c, err := client.Dial(ctx, primary.Addr().String(), client.WithCredentials("iggy", "iggy"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close() })
+			st, err := c.CreateStream(ctx, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			id := wire.NumericIdentifier(st.ID)
+			latencies := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for k := range b.N {
+				t0 := time.Now()
+				if err := c.UpdateStream(ctx, id, fmt.Sprintf("bench-%d", k)); err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(t0))
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(latencies)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+			b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
 		})
 	}
 }

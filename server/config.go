@@ -59,6 +59,9 @@ type Config struct {
 	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
 	// elects a primary in a fraction of a second.
 	clusterTiming *vsr.Timing
+	// metaJournalSlots (tests) shrinks the metadata core's header window, so that
+	// a replica a few dozen ops behind needs a state transfer.
+	metaJournalSlots int
 	// SystemPath is the data directory: metadata/ and streams/ live under it.
 	SystemPath string
 	// RootUsername and RootPassword create the root user on the first start.

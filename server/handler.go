@@ -16,17 +16,18 @@ import (
 
 // Message kinds between shards (shard.Message.Kind).
 const (
-	msgToMeta         uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
-	msgToOwner                          // shard 0 -> owner: a *job for a partition
-	msgReply                            // -> conn shard: a *job with its outcome
-	msgViewAdvanced                     // shard 0 -> every shard: the commit log grew, catch up
-	msgClientGone                       // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                            // a shard to itself: retry posts that found a full queue
-	msgEvictStale                       // shard 0 -> conn shard: a silent group member, evict (13)
-	msgClientOpened                     // conn shard -> shard 0: a *clientOpened (a connection was accepted)
-	msgPollBuffer                       // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
-	msgReplicaFrame                     // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
-	msgReplicaRelease                   // shard 0 -> the frame's owner shard: a *replicaInbound stepped, to release
+	msgToMeta           uint32 = iota + 1 // conn shard -> shard 0: a *job to serve or route
+	msgToOwner                            // shard 0 -> owner: a *job for a partition
+	msgReply                              // -> conn shard: a *job with its outcome
+	msgViewAdvanced                       // shard 0 -> every shard: the commit log grew, catch up
+	msgClientGone                         // conn shard -> shard 0: a *clientGone (a connection closed)
+	msgFlush                              // a shard to itself: retry posts that found a full queue
+	msgEvictStale                         // shard 0 -> conn shard: a silent group member, evict (13)
+	msgClientOpened                       // conn shard -> shard 0: a *clientOpened (a connection was accepted)
+	msgPollBuffer                         // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
+	msgReplicaFrame                       // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
+	msgReplicaRelease                     // -> the shard that retained a frame: a *replicaInbound stepped, to release
+	msgReplicaPartition                   // peer's owner shard -> partition's owner: a *replicaInbound of its group
 )
 
 // jobKind says what a job asks for.
@@ -186,6 +187,12 @@ type handler struct {
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
 	groupTickDueNs int64       // the next tick of the partitions' groups (partitions.go)
+	// inboundFree are records of replica frames retained for another shard
+	// (retainInbound).
+	inboundFree []*replicaInbound
+	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
+	// shard's groups were told of (noteClusterLiveness); nil on a single node.
+	heardNs []int64
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -230,7 +237,12 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
 	h.disk = sh.Disk()
-	h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
+	if s.cluster != nil {
+		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, diskStorages{disk: h.disk}, s.partitionReplication(h))
+		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
+	} else {
+		h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
+	}
 	for _, p := range s.initial[h.index] {
 		report, err := h.store.Open(p.key, p.cfg, p.createdAt)
 		if err != nil {
@@ -469,7 +481,7 @@ func (h *handler) DropMessage(m shard.Message) {
 		if j := m.Payload.(*job); j.frame.Header != nil {
 			j.frame.Release()
 		}
-	case msgReplicaFrame, msgReplicaRelease:
+	case msgReplicaFrame, msgReplicaRelease, msgReplicaPartition:
 		m.Payload.(*replicaInbound).frame.Release()
 	}
 }
@@ -515,7 +527,9 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgReplicaFrame:
 		h.meta.replicaFrameIn(m.Payload.(*replicaInbound))
 	case msgReplicaRelease:
-		m.Payload.(*replicaInbound).frame.Release()
+		h.releaseInbound(m.Payload.(*replicaInbound))
+	case msgReplicaPartition:
+		h.stepPartitionFrame(m.Payload.(*replicaInbound))
 	}
 	h.flushOutbox()
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -90,6 +91,9 @@ type metaCluster struct {
 	onInstalled func()
 	// onReady runs after each Advance: the router publishes who leads.
 	onReady func()
+	// lastHeardNs are the node's (clusterState), heardNs what the core was told.
+	lastHeardNs []atomic.Int64
+	heardNs     []int64
 }
 
 // replicaInbound is one replica frame on its way to shard 0: retained on the
@@ -199,14 +203,22 @@ func (m *metaPlane) takeInputs() {
 	for i, in := range cl.frames {
 		cl.frames[i] = nil
 		f := &in.frame
-		// A frame of any kind from the primary's node proves it alive.
-		m.replica.NoteLiveness(f.Peer)
 		if err := m.replica.Step(f.Header, f.Body); err != nil {
 			m.log.Debug("replica frame refused by the metadata group", "peer", f.Peer, "command", f.Header.Command.String(), "err", err)
 		}
 		cl.stepped = append(cl.stepped, in)
 	}
 	cl.frames = cl.frames[:0]
+	if cl.lastHeardNs != nil {
+		// A frame of any group (a partition's too, on whichever shard) from
+		// the primary's node proves it alive.
+		for id := range cl.heardNs {
+			if heard := cl.lastHeardNs[id].Load(); heard != cl.heardNs[id] {
+				cl.heardNs[id] = heard
+				m.replica.NoteLiveness(uint8(id))
+			}
+		}
+	}
 	for ; cl.ticksDue > 0; cl.ticksDue-- {
 		m.replica.Tick()
 	}
@@ -422,6 +434,7 @@ func (m *metaPlane) installTask() *journalTask {
 				}
 			}
 			install.Identity = st.head.lastIdentity
+			m.transfersInstalled.Add(1)
 			m.log.Info("metadata state transfer installed", "op", st.head.op)
 			// Writes numbered here before the transfer are behind it: whether they
 			// committed, the client learns by retrying (the table answers).

@@ -19,10 +19,10 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The metadata plane lives on shard 0: a consensus group of one replica (vsr.Core,
-// through the same Propose/Ready/Advance path a cluster takes) over the metadata
-// state machine, with its client table, journal, snapshot and state record, all
-// through a metaStorage (metastorage.go):
+// The metadata plane lives on shard 0: a consensus group of one replica on a single
+// node, of the roster's replicas in a cluster (vsr.Core, one Propose/Ready/Advance
+// path for both) over the metadata state machine, with its client table, journal,
+// snapshot and state record, all through a metaStorage (metastorage.go):
 //
 //	local_data/metadata/journal.wal    prepares back to back, from the snapshot's op
 //	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal)
@@ -63,7 +63,8 @@ import (
 // durable without being written), so the writes that arrive meanwhile wait in
 // waiting and go to the core after Advance: the next Ready carries all of them in
 // one append and one fdatasync (group commit). A group of one replica has no
-// timers (no heartbeats, no retransmissions), so the plane never ticks its core.
+// timers (no heartbeats, no retransmissions), so the plane never ticks its core; a
+// cluster's does (metacluster.go, which also says how its Readies differ).
 //
 // Every SnapshotIntervalOps applied ops a snapshot is encoded on shard 0 and
 // written by the journal writer, and the journal is replaced by its entries from the
@@ -117,8 +118,12 @@ type metaPlane struct {
 
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
-	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots).
-	journalSlots int
+	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots);
+	// journalSlotsTest, when set, replaces its minimum (Config.metaJournalSlots).
+	journalSlots     int
+	journalSlotsTest int
+	// transfersInstalled counts the states this replica installed (tests).
+	transfersInstalled atomic.Int64
 	// applied is the last applied op: the point a snapshot is taken at.
 	applied appliedOp
 	// viewHeaders are the last persisted Ready.ViewHeaders (the state record's).
@@ -226,7 +231,7 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 // the journal's entries above the snapshot, applied again.
 func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
 	m := &metaPlane{log: log, dir: dir, store: store, snapshotIntervalOps: cfg.SnapshotIntervalOps,
-		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}}
+		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}, journalSlotsTest: cfg.metaJournalSlots}
 	m.nowMicros = func() uint64 { return nowMicros }
 
 	if err := m.configureCluster(cfg); err != nil {
@@ -358,6 +363,9 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	}
 
 	slots := journalSlotsMin
+	if m.journalSlotsTest > 0 {
+		slots = m.journalSlotsTest
+	}
 	for slots < len(headers)+2*vsr.PipelineDepthDefault {
 		slots *= 2
 	}

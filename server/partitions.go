@@ -78,6 +78,7 @@ const groupTicksPerTurnMax = 16
 // on a single node, whose groups of one replica keep no timer, the shard does not
 // wake for them at all.
 func (h *handler) tickGroups() {
+	h.noteClusterLiveness()
 	if !h.store.TimersArmed() {
 		h.groupTickDueNs = 0
 		return

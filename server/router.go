@@ -133,6 +133,8 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		plane.cluster.release = r.releaseReplicaFrame
 		plane.cluster.onInstalled = r.publishInstalled
 		plane.cluster.onReady = r.publishLeader
+		plane.cluster.lastHeardNs = h.srv.cluster.lastHeardNs
+		plane.cluster.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
 		r.publishLeader()
 	}
 	return r

@@ -1,7 +1,9 @@
-// Package server is the single-node iggy-shard server: it implements shard.Handler
-// and glues sessions, the metadata plane (package metadata over a one-replica vsr
-// group) and the partition plane (package partition) into the request path of the
-// Apache Iggy binary protocol 0.11.0.
+// Package server is the iggy-shard server: it implements shard.Handler and glues
+// sessions, the metadata plane (package metadata over a vsr group: of one replica on
+// a single node, of the roster in a cluster) and the partition plane (package
+// partition) into the request path of the Apache Iggy binary protocol 0.11.0. A
+// clustered node (cluster.enabled) also runs the replica plane: cluster.go and
+// metacluster.go.
 //
 // # Where a request goes
 //
@@ -102,7 +104,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Server is a running single-node server.
+// Server is a running node: single, or one of a cluster.
 type Server struct {
 	cfg Config
 	log *slog.Logger
@@ -170,6 +172,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
 			return nil, err
 		}
+		// In cluster mode the roster is the single source of listener ports: the
+		// client listener binds tcp.address's host at the node's ports.tcp
+		// (iggy.apache.org/docs/clustering/configuration).
+		cfg.TCPAddress = clientAddressOf(&cfg.Cluster, cfg.TCPAddress)
 	}
 	if log == nil {
 		log = slog.Default()
