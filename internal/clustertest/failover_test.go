@@ -152,6 +152,16 @@ func runFailover(t *testing.T, victims ...victimKind) {
 		}
 		t.Logf("round %d: %v node %d killed; leader node %d; first acknowledged write %v (sync) and %v (pipelined) after the kill",
 			round, kind, victim.id, newLeader.id, logs[0].firstAckAfter(killedAt).Sub(killedAt), logs[1].firstAckAfter(killedAt).Sub(killedAt))
+		// Every batch acknowledged so far, before the kill or after it, is on
+		// every survivor.
+		for _, l := range logs {
+			acked, _ := l.snapshot()
+			for _, n := range c.others(victim) {
+				if _, err := awaitCaughtUp(ctx, n, l, acked); err != nil {
+					t.Fatalf("round %d: survivor node %d (leader node %d): %v", round, n.id, newLeader.id, err)
+				}
+			}
+		}
 		victim.start()
 		restartedAt := time.Now()
 		for _, l := range logs {

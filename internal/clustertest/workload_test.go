@@ -369,9 +369,11 @@ func awaitCaughtUp(ctx context.Context, n *node, log *partitionLog, acked []int)
 	defer cancel()
 	var lastErr error
 	for {
-		_, sent := log.snapshot()
 		read, err := readPartition(ctx, n, log.partition)
 		if err == nil {
+			// Taken after the read: a batch is marked sent before it is written,
+			// so every batch the read holds is in it.
+			_, sent := log.snapshot()
 			_, err = read.check(log.partition, acked, sent)
 			if err == nil {
 				return read, nil
