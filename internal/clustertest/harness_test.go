@@ -288,6 +288,30 @@ func (n *node) kill() {
 	case <-n.proc.exited:
 	case <-time.After(10 * time.Second):
 		n.c.t.Errorf("node %d still running 10 s after SIGKILL", n.id)
+		return
+	}
+	n.awaitPortsReleased()
+}
+
+// awaitPortsReleased waits (at most 10 s) until the node's listening ports can be
+// bound again. The kernel tears an io_uring down after its process has exited, and
+// a listening socket an accept in flight holds lives until then: a restart in
+// that window fails with "address already in use".
+func (n *node) awaitPortsReleased() {
+	deadline := time.Now().Add(10 * time.Second)
+	for _, port := range []int{n.tcpPort, n.replicaPort} {
+		for {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				n.c.t.Errorf("node %d: port %d still bound 10 s after its process exited: %v", n.id, port, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polls the kernel's teardown; nothing to wait on
+		}
 	}
 }
 
