@@ -96,6 +96,9 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		Timing:       timing,
 		JournalSlots: max(2*depth, timing.RepairChunkMax),
 		Storage:      (*journalStorage)(p),
+		// An idle partition group sends nothing; the store's keep-alive (Tick)
+		// keeps its backups hearing from this node.
+		QuietWhenIdle: true,
 	})
 }
 
@@ -713,6 +716,7 @@ func (p *Partition) feedSteps() {
 // Tick is one shard tick (10 ms) for every group of the store: only the groups with
 // a deadline due are touched (vsr.Timers).
 func (s *Store) Tick() {
+	s.keepAlive()
 	for _, h := range s.timers.Tick() {
 		p := s.byTimer(h)
 		if p == nil || p.holding() {
@@ -723,13 +727,47 @@ func (s *Store) Tick() {
 	}
 }
 
+// keepAlive broadcasts, once per commit broadcast interval, a Commit of the next
+// group in turn that this replica leads (vsr.Core.Heartbeat). Partition groups are
+// quiet when idle (vsr.CoreConfig.QuietWhenIdle): this one frame per interval lets
+// every peer's backups of every group the shard leads count this node alive
+// (NoteLiveness), and tells a primary left quiet in an old view of the newer one
+// (the stale-view answer) within as many intervals as the shard leads groups.
+func (s *Store) keepAlive() {
+	if s.repl.replicaCount() == 1 || s.timers.Now()-s.keptAliveAt < s.commitIntervalTicks() {
+		return
+	}
+	s.keptAliveAt = s.timers.Now()
+	for range s.timerOwners {
+		p := s.timerOwners[s.keepAliveNext%len(s.timerOwners)]
+		s.keepAliveNext++
+		if p == nil || p.holding() || !p.core.IsPrimary() {
+			continue
+		}
+		s.timers.Catch(p.timer)
+		if p.core.Heartbeat() {
+			p.drive()
+			return
+		}
+	}
+}
+
+func (s *Store) commitIntervalTicks() uint64 {
+	if s.repl.Timing != (vsr.Timing{}) {
+		return s.repl.Timing.CommitBroadcastIntervalTicks
+	}
+	return partitionTiming.CommitBroadcastIntervalTicks
+}
+
 // NoteLiveness records that a frame came from replica's node (any group): see
 // vsr.Timers.NoteLiveness.
 func (s *Store) NoteLiveness(replica uint8) { s.timers.NoteLiveness(replica) }
 
 // TimersArmed reports whether any group waits for a deadline, so that the shard
 // knows whether to wake for ticks.
-func (s *Store) TimersArmed() bool { return s.timers.Len() > 0 }
+func (s *Store) TimersArmed() bool {
+	return s.timers.Len() > 0 || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
+}
 
 func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
 	if int(h) < len(s.timerOwners) {

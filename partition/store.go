@@ -44,8 +44,12 @@ type Store struct {
 	repl       Replication
 	// timers drives every group's clock from the shard's tick; timerOwners maps its
 	// handles back to the partitions.
-	timers      *vsr.Timers
-	timerOwners []*Partition
+	timers *vsr.Timers
+	// keptAliveAt is the shard tick of the last keep-alive, keepAliveNext the
+	// group whose turn is next (keepAlive).
+	keptAliveAt   uint64
+	keepAliveNext int
+	timerOwners   []*Partition
 }
 
 // NewStore returns an empty store whose partitions live under root (the server's

@@ -36,14 +36,20 @@ var testClusterTiming = vsr.Timing{
 // commit reaching a backup, an election. Polled, never slept through.
 const clusterWait = 10 * time.Second
 
-func freeLoopbackPort(t testing.TB) uint16 {
+// freeLoopbackPorts picks n distinct free loopback ports: every listener stays
+// open until all are picked, so the kernel cannot hand one out twice.
+func freeLoopbackPorts(t testing.TB, n int) []uint16 {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]uint16, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = uint16(l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
+	return ports
 }
 
 // clusterConfigs is a roster of n loopback nodes on free ports, one
@@ -51,9 +57,10 @@ func freeLoopbackPort(t testing.TB) uint16 {
 func clusterConfigs(t testing.TB, n int, secret string) []Config {
 	t.Helper()
 	nodes := make([]ClusterNode, n)
+	ports := freeLoopbackPorts(t, 2*n)
 	for i := range nodes {
 		nodes[i] = ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
-			Ports: NodePorts{TCP: freeLoopbackPort(t), TCPReplica: freeLoopbackPort(t)}}
+			Ports: NodePorts{TCP: ports[2*i], TCPReplica: ports[2*i+1]}}
 	}
 	cfgs := make([]Config, n)
 	for i := range cfgs {
@@ -339,6 +346,13 @@ func polledCount(t *testing.T, c *client.Client) int {
 }
 
 func TestClusterPartitionPlane(t *testing.T) {
+	t.Run("enforce_fsync=false", func(t *testing.T) { testClusterPartitionPlane(t, false) })
+	// With enforce_fsync a backup's Ready waits for its journal file: the prepare
+	// it forwards down the chain leaves after that.
+	t.Run("enforce_fsync=true", func(t *testing.T) { testClusterPartitionPlane(t, true) })
+}
+
+func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {
@@ -349,7 +363,14 @@ func TestClusterPartitionPlane(t *testing.T) {
 	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, nil); err != nil {
+	var options []byte
+	if enforceFsync {
+		var err error
+		if options, err = wire.AppendOption(nil, "enforce_fsync", wire.HeaderBool, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, options); err != nil {
 		t.Fatal(err)
 	}
 	clients := []*client.Client{pc, dialCluster(t, servers[1]), dialCluster(t, servers[2])}

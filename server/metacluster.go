@@ -83,8 +83,10 @@ type metaCluster struct {
 	// appliedWaiters run once the plane has applied their op.
 	appliedWaiters []appliedWaiter
 
-	// parked are journal writes beyond a gap, by op (see above).
-	parked map[uint64]vsr.Write
+	// parked are journal writes beyond a gap, by op (see above); parkedLogged:
+	// a gap that does not fill was logged.
+	parked       map[uint64]vsr.Write
+	parkedLogged bool
 	// installDue: the Ready out carries a transferred state, to install next.
 	installDue bool
 	// onInstalled runs on shard 0 once a transferred state replaced the plane's.
@@ -278,6 +280,13 @@ func (m *metaPlane) park(w *vsr.Write) {
 		panic(fmt.Sprintf("server: a one-replica metadata group wrote op %d beyond its journal", w.Header.Op))
 	}
 	m.cluster.parked[w.Header.Op] = vsr.Write{Header: w.Header, Body: m.bodies.byOp[w.Header.Op].body}
+	if len(m.cluster.parked) > m.journalSlots && !m.cluster.parkedLogged {
+		// The core repairs a gap within its window; one this old is not being
+		// filled, and what waits behind it is in memory only.
+		m.cluster.parkedLogged = true
+		m.log.Error("metadata journal: writes wait behind a gap that is not filling; they are not on disk",
+			"parked", len(m.cluster.parked), "next_op", m.journalFirstOp+uint64(len(m.journalEnds)))
+	}
 }
 
 // dropParked forgets the parked writes a Ready truncates or discards, with their

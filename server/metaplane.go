@@ -384,6 +384,9 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 		coreCfg.Config = m.cluster.config
 		coreCfg.Timing = m.cluster.timing
 		coreCfg.Sessions = tableSessions{m}
+		// A restarted node resumes from its snapshot: the primary keeps the ops
+		// above it within the journal window (Checkpointed after each snapshot).
+		coreCfg.ReportsCheckpoints = true
 	}
 	core, err := vsr.NewCore(coreCfg)
 	if err != nil {
@@ -905,6 +908,9 @@ func (m *metaPlane) checkpointTask() *journalTask {
 				m.log.Error("metadata snapshot failed", "op", at.op, "err", err)
 				m.snapshotOp = at.op
 				return
+			}
+			if m.clustered {
+				m.replica.Checkpointed(at.op)
 			}
 			m.log.Info("metadata snapshot", "op", at.op)
 		},

@@ -202,7 +202,25 @@ type CoreConfig struct {
 	Incarnation wire.Uint128
 	// Sessions lets a metadata-plane primary answer forwarded logins (optional).
 	Sessions Sessions
-	Mutation Mutation
+	// ReportsCheckpoints: the caller restarts from checkpoints (snapshots of its
+	// applied state) and reports each durable one with Checkpointed. The primary
+	// then never proposes an op the journal window could not hold beside every op
+	// above the last checkpoint, so a restart from that checkpoint finds in its
+	// journal every op it must apply again. Without it the window is counted from
+	// the applied op, which suffices for a caller that recovers nothing from its
+	// journal (a partition group's in-memory journal).
+	ReportsCheckpoints bool
+	// QuietWhenIdle: the primary broadcasts Commit only while it has news (ops in
+	// flight, or a commit point its backups have not been sent), then disarms its
+	// commit timer, so an idle group sends nothing and costs no tick. Its backups
+	// stay alive through NoteLiveness: the caller counts any frame from a node as
+	// a sign of life of the node, and a node that leads a quiet group makes sure
+	// every peer hears from it at least once per commit broadcast interval
+	// (Heartbeat on one of its groups when nothing else went to that peer). The
+	// frames on the wire stay the spec's. For partition groups; the metadata group
+	// keeps its heartbeat.
+	QuietWhenIdle bool
+	Mutation      Mutation
 }
 
 // DurableState is what must be durable before any message of the same Ready is sent:
@@ -326,6 +344,9 @@ type Core struct {
 	// retainedLow is the lowest op the journal can hold: above a recovered
 	// checkpoint or an installed state.
 	retainedLow uint64
+	// checkpointOp is the op of the caller's last durable checkpoint
+	// (CoreConfig.ReportsCheckpoints).
+	checkpointOp uint64
 
 	lastPrepareChecksum wire.Uint128
 	lastTimestamp       uint64
@@ -346,7 +367,12 @@ type Core struct {
 	probeCount      int
 	repairAt        uint64
 
-	heartbeatToken     uint64
+	heartbeatToken uint64
+	// commitBroadcast is the commit point the last Commit broadcast carried
+	// (QuietWhenIdle), noCommitBroadcast before a primary's first one;
+	// commitRepeats how many broadcasts in a row carried it.
+	commitBroadcast    uint64
+	commitRepeats      int
 	heartbeatTokenSeen uint64
 
 	// View change.
@@ -525,6 +551,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	}
 	c.commitMin = base
 	c.retainedLow = base + 1
+	c.checkpointOp = base
 	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
 	c.trustLow = c.op + 1
 	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
@@ -578,7 +605,18 @@ func (c *Core) CommitMax() uint64 { return c.commitMax }
 func (c *Core) Now() uint64       { return c.now }
 
 // Durable is the durable state as of the last Advance.
-func (c *Core) Durable() DurableState    { return c.durable }
+func (c *Core) Durable() DurableState { return c.durable }
+
+// Checkpointed reports that the caller's state as of op, an applied op, is durable:
+// a restart resumes from it (CoreConfig.ReportsCheckpoints). It takes no input of
+// the protocol, so it may be called between Ready and Advance, from the apply of a
+// Committed op.
+func (c *Core) Checkpointed(op uint64) {
+	if op > c.commitMin { // commitMin counts the Committed of a Ready out
+		panic(fmt.Sprintf("vsr: checkpoint at op %d beyond the applied op %d", op, c.commitMin))
+	}
+	c.checkpointOp = max(c.checkpointOp, op)
+}
 func (c *Core) ReplicaID() uint8         { return c.cfg.ReplicaID }
 func (c *Core) PrimaryOf(v uint32) uint8 { return uint8(v % uint32(c.cfg.ReplicaCount)) }
 func (c *Core) Primary() uint8           { return c.PrimaryOf(c.view) }
@@ -662,6 +700,7 @@ func (c *Core) startTimers() {
 	case c.Primary() == c.cfg.ReplicaID:
 		if c.n() > 1 {
 			c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
+			c.commitBroadcast = noCommitBroadcast
 			if c.op > c.commitMax {
 				c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 			}
@@ -684,11 +723,34 @@ func (c *Core) NextDeadline() uint64 {
 	return d
 }
 
+// noCommitBroadcast marks a primary that has not broadcast Commit in its view yet.
+const noCommitBroadcast = ^uint64(0)
+
+// quietAfterBroadcasts is how many Commit broadcasts in a row must carry an
+// unchanged commit point before a QuietWhenIdle primary stops: a backup that
+// lost them all still holds ops above its commit point, so liveness from the
+// primary's node no longer keeps it waiting (NoteLiveness), and its heartbeat
+// timeout brings a view change that commits them.
+const quietAfterBroadcasts = 3
+
+// Heartbeat broadcasts a Commit now when this replica leads its group in normal
+// status, and reports whether it did: the caller's keep-alive for a node whose
+// groups are quiet (CoreConfig.QuietWhenIdle), when nothing else went to a peer
+// for a commit broadcast interval.
+func (c *Core) Heartbeat() bool {
+	c.checkNoReadyOut("Heartbeat")
+	if !c.IsPrimary() || c.n() == 1 {
+		return false
+	}
+	c.broadcastCommit()
+	return true
+}
+
 // NoteLiveness tells a backup that replica sent the shard anything (a frame of any
 // group): a frame from its view's primary proves the primary alive, so idle groups
 // need no heartbeats of their own.
 func (c *Core) NoteLiveness(replica uint8) {
-	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() {
+	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() && (!c.cfg.QuietWhenIdle || c.op == c.commitMax) {
 		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	}
 }
@@ -713,8 +775,12 @@ func (c *Core) Tick() {
 		return
 	}
 	if c.commitAt != 0 && c.now >= c.commitAt {
-		c.commitAt = c.now + t.CommitBroadcastIntervalTicks
-		c.broadcastCommit()
+		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.commitBroadcast == c.commitMax && c.commitRepeats >= quietAfterBroadcasts {
+			c.commitAt = 0 // idle: nothing until the next proposal
+		} else {
+			c.commitAt = c.now + t.CommitBroadcastIntervalTicks
+			c.broadcastCommit()
+		}
 	}
 	if c.retransmitAt != 0 && c.now >= c.retransmitAt {
 		c.retransmit()
@@ -975,6 +1041,13 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 		// The slot would overwrite an op not applied yet.
 		return 0, ErrPipelineFull
 	}
+	if c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)) {
+		// A restart from the last checkpoint would need more ops than the window
+		// holds: the primary waits for the caller's next checkpoint (found by
+		// vsr/sim at a primary of two that committed alone while it could not
+		// apply).
+		return 0, ErrPipelineFull
+	}
 	timestamp := nowMicros
 	if timestamp <= c.lastTimestamp {
 		timestamp = c.lastTimestamp + 1
@@ -1014,6 +1087,9 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	if c.retransmitAt == 0 && c.n() > 1 {
 		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 		c.retransmitCount = 0
+	}
+	if c.commitAt == 0 && c.n() > 1 {
+		c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks // a quiet group wakes
 	}
 	return h.Op, nil
 }
@@ -1103,6 +1179,11 @@ func (c *Core) broadcastCommit() {
 		return
 	}
 	c.heartbeatToken++
+	if c.commitBroadcast == c.commitMax {
+		c.commitRepeats++
+	} else {
+		c.commitBroadcast, c.commitRepeats = c.commitMax, 1
+	}
 	for peer := 0; peer < c.n(); peer++ {
 		if uint8(peer) == c.cfg.ReplicaID {
 			continue

@@ -564,3 +564,58 @@ func TestCoreNoteLivenessStandsInForHeartbeats(t *testing.T) {
 		t.Fatalf("primary deadline %d at tick %d", d, tc.cores[0].Now())
 	}
 }
+
+// TestCoreQuietWhenIdle: an idle QuietWhenIdle primary stops its Commit broadcasts
+// after a few carrying an unchanged commit point and has no deadline left; a
+// proposal wakes it; a backup that holds an op above its commit point is not kept
+// waiting by the primary node's liveness.
+func TestCoreQuietWhenIdle(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for _, c := range tc.cores {
+		c.cfg.QuietWhenIdle = true
+	}
+	// The backups hear from the primary's node (its other groups, its keep-alive).
+	tickAlive := func(ticks int) {
+		for k := 0; k < ticks; k++ {
+			tc.cores[1].NoteLiveness(0)
+			tc.cores[2].NoteLiveness(0)
+			tc.tick(1)
+		}
+	}
+	tc.propose(0, 1, 1)
+	tc.deliver(100)
+	tickAlive(int(testTiming.CommitBroadcastIntervalTicks) * (quietAfterBroadcasts + 2))
+	if d := tc.cores[0].NextDeadline(); d != 0 {
+		t.Fatalf("idle quiet primary still has a deadline at %d (now %d)", d, tc.cores[0].Now())
+	}
+	for i := 1; i < 3; i++ {
+		if got := tc.cores[i].CommitMin(); got != 1 {
+			t.Fatalf("backup %d applied %d before the primary went quiet, want 1", i, got)
+		}
+	}
+	frames := 0
+	tc.onFrame = func([]byte) { frames++ }
+	tickAlive(3 * int(testTiming.HeartbeatTimeoutTicks))
+	tc.onFrame = nil
+	if frames != 0 || tc.cores[0].NextDeadline() != 0 {
+		t.Fatalf("a quiet idle group sent %d frames or armed a deadline", frames)
+	}
+	tc.propose(0, 1, 2)
+	if tc.cores[0].NextDeadline() == 0 {
+		t.Fatal("a proposal did not wake the quiet primary")
+	}
+
+	// Backup 1 gets op 2 but no Commit for it; the primary goes quiet.
+	tc.cut[[2]int{0, 1}] = true
+	tc.cut[[2]int{1, 0}] = true
+	tc.deliver(100)
+	tc.cut[[2]int{1, 0}] = false
+	if tc.cores[1].Op() != 2 || tc.cores[1].CommitMax() >= 2 {
+		t.Fatalf("backup 1 at op %d commit %d, want op 2 uncommitted", tc.cores[1].Op(), tc.cores[1].CommitMax())
+	}
+	before := tc.cores[1].View()
+	tickAlive(3 * int(testTiming.HeartbeatTimeoutTicks))
+	if tc.cores[1].View() == before && tc.cores[1].CommitMax() < 2 {
+		t.Fatalf("backup 1 waits forever on an op above its commit point (view %d, commit %d)", tc.cores[1].View(), tc.cores[1].CommitMax())
+	}
+}

@@ -354,6 +354,7 @@ func (c *Core) installed(identity wire.Uint128) {
 	}
 	c.commitMin = op
 	c.retainedLow = max(c.retainedLow, op+1)
+	c.checkpointOp = max(c.checkpointOp, op)
 	c.commitMax = max(c.commitMax, op)
 	if c.op < op {
 		c.op = op

@@ -52,7 +52,7 @@ const depsRules = `
 	# not drawn in DESIGN.md: metadata hashes passwords with argon2id from
 	# golang.org/x/crypto, a library outside the core four.
 	golang.org/x/crypto/argon2 < metadata;
-	vsr < vsr/sim;
+	vsr, metadata, segment < vsr/sim;
 	# the replica plane's connections: the handshake, pure
 	wire < replica;
 	segment, vsr < partition;

@@ -29,14 +29,12 @@ type disk struct {
 	superPending   bool
 	writes, syncs  int
 
-	// snapshot and clientTable are the last checkpoint, written whole and synced
+	// checkpointed is the last checkpoint's artifacts, written whole and synced
 	// (temp file, fsync, rename) before it counts.
-	snapshot, clientTable []byte
+	checkpointed []vsr.Artifact
 }
 
-func (d *disk) checkpoint(snapshot, clientTable []byte) {
-	d.snapshot, d.clientTable = snapshot, clientTable
-}
+func (d *disk) checkpoint(artifacts []vsr.Artifact) { d.checkpointed = artifacts }
 
 type diskEntry struct {
 	cache   []byte
@@ -144,9 +142,67 @@ func (d *disk) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	return e.cache[wire.HeaderSize:], true
 }
 
+// rot flips a bit in up to count intact synced entries at or below opMax, sparing
+// the highest intact entry (so that the recovered head stays where it was), as
+// sectors rot at rest or a misdirected write lands: the damage a restart must
+// notice by checksum and repair from peers. It returns the ops it damaged. The flip
+// spares a prepare's view field: the identity leaves the view out (a
+// retransmission restamps it), so no checksum can see it, and nothing trusts a
+// journaled view.
+func (d *disk) rot(opMax uint64, count int, bodyIntact func([]byte) bool) []uint64 {
+	ops := make([]uint64, 0, len(d.entries))
+	head := uint64(0)
+	for op, e := range d.entries {
+		if _, ok := intactEntry(op, e.durable, bodyIntact); ok {
+			head = max(head, op)
+			if op <= opMax {
+				ops = append(ops, op)
+			}
+		}
+	}
+	ops = slices.DeleteFunc(ops, func(op uint64) bool { return op == head })
+	slices.Sort(ops)
+	var damaged []uint64
+	for len(damaged) < count && len(ops) > 0 {
+		i := d.rng.IntN(len(ops))
+		e := d.entries[ops[i]]
+		rotten := slices.Clone(e.durable)
+		at := d.rng.IntN(len(rotten))
+		for at >= viewFieldOffset && at < viewFieldOffset+4 {
+			at = d.rng.IntN(len(rotten))
+		}
+		rotten[at] ^= 1 << d.rng.IntN(8)
+		e.durable, e.cache = rotten, rotten
+		damaged = append(damaged, ops[i])
+		ops = slices.Delete(ops, i, i+1)
+	}
+	return damaged
+}
+
+// intactEntry reports whether a journal entry holds the prepare of op, its identity
+// and body seal intact (bodyIntact checks the bodies the core does not seal).
+func intactEntry(op uint64, entry []byte, bodyIntact func([]byte) bool) (wire.PrepareHeader, bool) {
+	var h wire.PrepareHeader
+	if len(entry) < wire.HeaderSize {
+		return h, false
+	}
+	copy(wire.HeaderBytes(&h)[:], entry)
+	body := entry[wire.HeaderSize:]
+	sealed := h.ChecksumBody == wire.BodyChecksum(body)
+	if h.Group != wire.MetadataGroup {
+		sealed = h.ChecksumBody.IsZero() && bodyIntact(body)
+	}
+	return h, h.Op == op && h.IdentityValid() && int(h.Size) == len(entry) && sealed
+}
+
+// viewFieldOffset is where a prepare header's u32 view lies.
+const viewFieldOffset = 52
+
 // recover scans the durable image as a restart would: every entry whose identity
-// and body seal hold, in op order.
-func (d *disk) recover() vsr.CoreRecovered {
+// and body seal hold, in op order (bodyIntact checks the bodies the core does not
+// seal). It returns the ops whose entries it found damaged and dropped.
+func (d *disk) recover(bodyIntact func([]byte) bool) (vsr.CoreRecovered, []uint64) {
+	var dropped []uint64
 	rec := vsr.CoreRecovered{State: d.superDurable, ViewHeaders: slices.Clone(d.headersDurable)}
 	ops := make([]uint64, 0, len(d.entries))
 	for op := range d.entries {
@@ -154,18 +210,14 @@ func (d *disk) recover() vsr.CoreRecovered {
 	}
 	slices.Sort(ops)
 	for _, op := range ops {
-		e := d.entries[op]
-		var h wire.PrepareHeader
-		if len(e.durable) >= wire.HeaderSize {
-			copy(wire.HeaderBytes(&h)[:], e.durable)
-		}
-		body := e.durable[min(len(e.durable), wire.HeaderSize):]
-		if h.Op != op || !h.IdentityValid() || int(h.Size) != len(e.durable) || h.ChecksumBody != wire.BodyChecksum(body) {
-			// Torn: recovery finds no prepare here.
+		h, ok := intactEntry(op, d.entries[op].durable, bodyIntact)
+		if !ok {
+			// Torn or rotten: recovery finds no prepare here.
 			delete(d.entries, op)
+			dropped = append(dropped, op)
 			continue
 		}
 		rec.Headers = append(rec.Headers, h)
 	}
-	return rec
+	return rec, dropped
 }

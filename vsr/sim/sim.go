@@ -1,19 +1,95 @@
-// Package sim runs a whole VSR cluster in one goroutine from one seed: the real
-// vsr.Core of every replica over a simulated network (loss, delay, reordering,
-// duplication, symmetric and one-way partitions, an isolated node) and simulated
-// disks (unsynced writes lost or torn at a crash), with seeded clients that retry
-// as the SDKs do. Every run is checked:
+// Package sim runs a whole cluster in one goroutine from one seed: on every node the
+// real vsr.Core of the metadata group and of a few partition groups, over one
+// simulated network and simulated disks, with seeded clients that retry as the SDKs
+// do. Every run is checked, per group:
 //
 //   - agreement: no two replicas commit different prepares at one op number (checked
-//     at every apply, and as full log equality at the end);
+//     at every apply, and as full log equality at the end), and every replica's
+//     apply of an op gives the same reply bytes;
 //   - durability: every op a client saw acknowledged is in every replica's log at
 //     the op its reply named;
-//   - exactly once: a retried request gets the reply of its one application, and
-//     every replica ends in the same state;
+//   - exactly once (metadata group): a retried request gets the byte-identical reply
+//     of its one application; partition sends are at-least-once, so there only
+//     agreement and durability are checked;
+//   - equal states: at the end every replica's state is the same bytes (the
+//     metadata snapshot of metadata.State.AppendSnapshot and the client table's
+//     ICT2; the partition stand-in's artifacts);
 //   - monotonicity: view and commit point never go back on a replica (the durable
 //     view not even across restarts);
-//   - liveness: once the faults heal, every client finishes and every replica
-//     catches up within Options.LivenessTicksMax.
+//   - liveness: once the faults heal, every client finishes and every replica of
+//     every group catches up within Options.LivenessTicksMax.
+//
+// # What is modelled
+//
+// The metadata group applies the real state machine: metadata.State and the
+// replicated vsr.ClientTable, as server/metaplane.go applies them (Register commits
+// a session whose epoch is its op, other ops Apply and cache their reply frame,
+// Logout removes the session), with admission (ClientTable.Preflight,
+// metadata.State.Admit) at the primary. Clients log in as the root user (at the
+// primary, or at a backup that forwards the login) and write streams, topics,
+// partitions, consumer groups and users (CreateUser proposals carry a precomputed
+// argon2id hash, as the server proposes them) from small name pools, so that many
+// writes commit as refusals (name taken, not found); they log out now and then.
+// State transfer carries the real metadata snapshot and client table as the ISM1
+// artifacts, each behind a head naming the op, identity and timestamp it was taken
+// at.
+//
+// Every node also runs Options.PartitionGroups (one to three) partition groups, of
+// ids wire.PartitionGroup(1, 1, p), all over the same links: a frame goes to the
+// core its header's group names, and any intact frame from a node counts, through
+// Core.NoteLiveness, as a sign of life of that node for every group there, as the
+// server's replica connections will. Their state machine is a stand-in behind
+// groupMachine (a log summary and consumer offsets, bodies sealed with a trailing
+// checksum as message batches are), until the partition plane plugs in. Clients
+// send to them and store consumer offsets, at least once: a retry may append twice.
+//
+// The network loses, delays, reorders and duplicates frames, flips bits (the
+// receiver must refuse a damaged frame), and partitions nodes (symmetric splits,
+// one-way cuts, an isolated node). Nodes crash (all their groups at once) and come
+// back, some after a long absence (repair, or state transfer once the cluster's
+// journals moved past them).
+//
+// Disks follow segment.SimDisk's page-cache/platter model: a write is durable only
+// at the next sync; a crash keeps, loses or tears each unsynced write; a checkpoint
+// (snapshot and client table) is written whole. On a restart, synced journal
+// entries may also rot (a flipped bit), on at most QuorumReplication-1 nodes of the
+// cluster (chosen per seed) and only in entries of ops that node knows committed
+// (at or below its durable commit point or its checkpoint) other than its highest
+// entry. Why that much and no more:
+//
+//   - an op commits once QuorumReplication replicas made it durable, so with at most
+//     QuorumReplication-1 rotting nodes one of those copies never rots: repair (or a
+//     state transfer, once that replica's journal moved past the op) always finds
+//     an intact one;
+//   - the core cannot be told that an op it once held is now unreadable
+//     (vsr.CoreRecovered lists intact entries only), so it would nack an op above
+//     its commit point that rotted, and a view change could then truncate a
+//     committed op; ops at or below the recovered commit point are never nacked;
+//   - sparing the highest entry keeps the recovered head, and with it the commit
+//     point the core recovers (it is capped by the head);
+//   - groups of one and two replicas commit on one replica (QuorumReplication is 1),
+//     so nothing could repair them: they get no rot.
+//
+// Recovery must notice every rotten entry by its checksums (checked), and the
+// replica must repair it from its peers before it applies past it.
+//
+// # What is not
+//
+// The superblock (view, log view, commit point, view headers) and checkpoints never
+// rot (they are written in redundant copies); an entry rotting above a node's
+// commit point, which the core cannot report, is not modelled; nor are failed
+// writes or syncs and full disks (segment.SimDisk can inject them: the server stops
+// on them, which the crash model covers). The partition groups run the stand-in,
+// not the partition plane's logic over segments, and they are fixed: the effects
+// of metadata writes (partitions created or deleted) are not carried out. Disk I/O is synchronous (a
+// Ready's writes are all durable at its sync), the clock ticks alike everywhere,
+// requests come one at a time per client, and the server's sessions, shards and
+// connections are not in it: the simulator drives the cores and state machines
+// directly.
+//
+// Clients retry an unanswered request after 60 ticks (clientRetryTick) at the next
+// node, as an SDK walks its list of nodes; a backup drops a request it cannot
+// serve (it does not redirect), except a login, which it forwards.
 //
 // A run is a pure function of its seed: a failure prints the seed, and
 // `go test ./vsr/sim -run TestSim -seed N` replays it exactly.
@@ -21,13 +97,10 @@ package sim
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"unsafe"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -38,6 +111,9 @@ type Options struct {
 	Seed     uint64
 	Replicas int
 	Clients  int
+	// PartitionGroups is how many partition groups every node runs besides the
+	// metadata group.
+	PartitionGroups int
 	// FaultTicks is how long faults are injected; then they heal.
 	FaultTicks uint64
 	// LivenessTicksMax bounds the ticks from the heal until every client has
@@ -49,6 +125,9 @@ type Options struct {
 	// that were away long catch up by state transfer.
 	JournalSlots int
 	Mutation     vsr.Mutation
+	// broken breaks a rule of the simulated server instead of the core's, so that
+	// tests can show the checkers catch it.
+	broken brokenRule
 	// Trace, when set, receives one line per event.
 	Trace func(string)
 }
@@ -74,12 +153,23 @@ func Config(seed uint64) Options {
 		Seed:              seed,
 		Replicas:          sizes[seed%uint64(len(sizes))],
 		Clients:           1 + int(seed>>3)%4,
+		PartitionGroups:   1 + int(seed>>6)%3,
 		FaultTicks:        3000,
 		LivenessTicksMax:  4000,
 		RequestsAfterHeal: 3,
 		Faults:            true,
 		JournalSlots:      [...]int{2048, 128}[(seed>>5)%2],
 	}
+}
+
+// HeavyConfig is Config with four to eleven clients and twice the fault period:
+// more requests in flight, and a cluster further ahead of a replica that was away,
+// while the faults last (go test ./vsr/sim -heavy).
+func HeavyConfig(seed uint64) Options {
+	o := Config(seed)
+	o.Clients = 4 + int(seed>>3)%8
+	o.FaultTicks = 2 * o.FaultTicks
+	return o
 }
 
 // Result is what a run saw.
@@ -90,17 +180,31 @@ type Result struct {
 	Ticks     uint64
 	// LivenessTicks is how long the cluster took to finish after the heal.
 	LivenessTicks uint64
-	Committed     uint64
-	Acknowledged  int
-	Crashes       int
-	ViewChanges   uint32
+	// Committed counts committed ops over every group.
+	Committed    uint64
+	Acknowledged int
+	// PartitionAcks is how many partition requests were answered.
+	PartitionAcks int
+	// CommittedRefusals is how many metadata ops committed as a rejection; AdmitRefused
+	// how many requests admission denied before consensus.
+	CommittedRefusals, AdmitRefused int
+	Crashes                         int
+	ViewChanges                     uint32
+	// KeepAlives counts the Commit broadcasts nodes sent only to keep their quiet
+	// groups' backups hearing from them.
+	KeepAlives int
 	// ForwardedLogins is how many logins at a backup the primary answered Ok.
 	ForwardedLogins int
 	// StateOffers and StateInstalls count state transfers served and installed.
 	StateOffers, StateInstalls int
 	// CorruptRefused is how many corrupted frames the receivers refused.
 	CorruptRefused int
-	Messages       int
+	// RottenEntries is how many synced journal entries rotted at a restart,
+	// RottenToRepair how many of them their replica had not checkpointed (it must
+	// repair them before it applies past them); DamagedEntriesDropped how many
+	// entries recovery found damaged (rotten or torn).
+	RottenEntries, RottenToRepair, DamagedEntriesDropped int
+	Messages                                             int
 }
 
 const (
@@ -115,6 +219,25 @@ const (
 	// seed instead of an exhausted machine.
 	packetsInFlightMax = 100_000
 	readyRoundsMax     = 1000
+	// metadataGroupIndex is the metadata group's place in cluster.groups and
+	// node.groups; partition groups follow it.
+	metadataGroupIndex = 0
+)
+
+// brokenRule is a rule of the simulated server (not of the core) broken on purpose.
+type brokenRule uint8
+
+const (
+	brokenNone brokenRule = iota
+	// brokenApplyRetries applies a retry prepared twice twice: exactly once is lost.
+	brokenApplyRetries
+	// brokenApplyDiverges gives replica 0's metadata apply another clock.
+	brokenApplyDiverges
+	// brokenRotEverywhere lets every node's journal rot, beyond the fault model.
+	brokenRotEverywhere
+	// brokenRotAboveCommit rots up to fifty entries of the rotting nodes at every
+	// restart, any but the highest, above the commit point too: beyond the model.
+	brokenRotAboveCommit
 )
 
 type packet struct {
@@ -131,60 +254,28 @@ type packet struct {
 	reply   *clientReply
 }
 
-type clientRequest struct {
-	client   int
-	register bool
-	session  uint64
-	request  uint64
-	body     []byte
-}
-
-type clientReply struct {
-	client   int
-	register bool
-	// evicted: the session is gone (or older than the client's latest
-	// registration): register again.
-	evicted bool
-	epoch   uint64
-	request uint64
-	op      uint64
-	state   uint64
-}
-
 type node struct {
 	id          int
-	core        *vsr.Core
-	disk        *disk
 	up          bool
 	downUntil   uint64
 	crashOnSync bool
-	// The state machine: a running hash of applied bodies, deduplicated by the
-	// replicated client table (vsr.ClientTable), as the metadata plane is.
-	state uint64
-	table *vsr.ClientTable
-	// applied is the last applied op, the state's checkpoint.
-	applied vsr.Checkpoint
-	// forwarded maps the nonce of a login forwarded to the primary to its client.
-	forwarded map[wire.Uint128]int
-	// Monotonicity, per incarnation.
-	lastView         uint32
-	lastStatus       vsr.Status
-	lastDurableView  uint32
-	lastCommitMax    uint64
-	lastCommitMin    uint64
+	// rots: this node's synced journal entries may rot (see the package doc).
+	rots             bool
 	incarnationCount uint64
+	groups           []*groupReplica
+	// keptAliveAt is the tick of the node's last keep-alive, keepAliveNext the
+	// group whose turn is next (keepAlive).
+	keptAliveAt   uint64
+	keepAliveNext int
 }
 
-type client struct {
-	id          int
-	request     uint64
-	outstanding bool
-	sentAt      uint64
-	target      int
-	finished    int
-	replies     map[uint64]clientReply
-	// session is the epoch of the client's registration; zero until registered.
-	session uint64
+// groupCheck is what the checkers know of one consensus group.
+type groupCheck struct {
+	id        uint64
+	committed map[uint64]wire.Uint128
+	// committedRequest is the client and request of each committed op.
+	committedRequest map[uint64][2]uint64
+	outcomes         map[uint64]applyOutcome
 }
 
 type cluster struct {
@@ -197,32 +288,43 @@ type cluster struct {
 	nodes   []*node
 	clients []*client
 	packets []packet
+	groups  []*groupCheck
+	// groupIndex maps a wire group id to its index in groups.
+	groupIndex map[uint64]int
 
 	lossPercent, dupPercent, delayMax int
 	corruptPerMille                   int
 	blocked                           [][]bool
 
-	committed map[uint64]wire.Uint128
-	// committedRequest is the client and request of each committed op.
-	committedRequest map[uint64][2]uint64
-	result           Result
-	healed           bool
-	healAt           uint64
-	violation        error
+	result    Result
+	healed    bool
+	healAt    uint64
+	violation error
 }
 
 // Run simulates one cluster.
 func Run(opts Options) Result {
 	c := &cluster{
-		opts:      opts,
-		rngNet:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0001)),
-		rngWork:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0002)),
-		rngFail:   rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0003)),
-		committed: make(map[uint64]wire.Uint128),
-
-		committedRequest: make(map[uint64][2]uint64),
+		opts:       opts,
+		rngNet:     rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0001)),
+		rngWork:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0002)),
+		rngFail:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0003)),
+		groupIndex: make(map[uint64]int),
 	}
 	c.result.Seed = opts.Seed
+	ids := []uint64{wire.MetadataGroup}
+	for p := 0; p < opts.PartitionGroups; p++ {
+		id, ok := wire.PartitionGroup(1, 1, uint32(p))
+		if !ok {
+			panic("sim: partition group id out of range")
+		}
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
+		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128),
+			committedRequest: make(map[uint64][2]uint64), outcomes: make(map[uint64]applyOutcome)})
+		c.groupIndex[id] = i
+	}
 	n := opts.Replicas
 	total := n + opts.Clients
 	c.blocked = make([][]bool, total)
@@ -237,9 +339,23 @@ func Run(opts Options) Result {
 	} else {
 		c.delayMax = 1
 	}
-	for i := 0; i < n; i++ {
-		nd := &node{id: i, disk: newDisk(opts.Seed ^ uint64(i+1)*0x9E3779B97F4A7C15)}
+	rotting := 0
+	if opts.Faults {
+		rotting = vsr.QuorumReplication(n) - 1
+		if opts.broken == brokenRotEverywhere {
+			rotting = n
+		}
+	}
+	for i, k := range c.rngFail.Perm(n) {
+		nd := &node{id: k, rots: i < rotting}
+		for g := range c.groups {
+			nd.groups = append(nd.groups, &groupReplica{node: nd, group: g,
+				disk: newDisk(opts.Seed ^ uint64(k+1)*0x9E3779B97F4A7C15 ^ uint64(g)*0xC2B2AE3D27D4EB4F)})
+		}
 		c.nodes = append(c.nodes, nd)
+	}
+	slices.SortFunc(c.nodes, func(a, b *node) int { return a.id - b.id })
+	for _, nd := range c.nodes {
 		c.boot(nd, false)
 	}
 	for i := 0; i < opts.Clients; i++ {
@@ -257,10 +373,14 @@ func Run(opts Options) Result {
 	}()
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
-	c.result.Committed = uint64(len(c.committed))
+	for _, gc := range c.groups {
+		c.result.Committed += uint64(len(gc.committed))
+	}
 	for _, nd := range c.nodes {
-		if nd.up && nd.core.View() > c.result.ViewChanges {
-			c.result.ViewChanges = nd.core.View()
+		for _, gr := range nd.groups {
+			if nd.up && gr.core.View() > c.result.ViewChanges {
+				c.result.ViewChanges = gr.core.View()
+			}
 		}
 	}
 	return c.result
@@ -279,272 +399,36 @@ func (c *cluster) fail(format string, args ...any) {
 	}
 }
 
+// boot starts (or restarts, from its disks) every group of a node.
 func (c *cluster) boot(nd *node, restart bool) {
 	nd.incarnationCount++
-	nd.table = vsr.NewClientTable(clientsTableMax)
-	nd.forwarded = make(map[wire.Uint128]int)
-	cfg := vsr.CoreConfig{
-		Config: vsr.Config{
-			Cluster:      wire.ClusterID(clusterName),
-			ReplicaID:    uint8(nd.id),
-			ReplicaCount: uint8(c.opts.Replicas),
-			Group:        wire.MetadataGroup,
-		},
-		Timing:       Timing,
-		JournalSlots: c.opts.JournalSlots,
-		Storage:      nd.disk,
-		Incarnation:  wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
-		Sessions:     nd.table,
-		Mutation:     c.opts.Mutation,
-	}
-	core, err := vsr.NewCore(cfg)
-	if err != nil {
-		panic(err)
-	}
-	nd.core = core
 	nd.up = true
-	nd.state = 0
-	nd.applied = vsr.Checkpoint{}
-	nd.lastCommitMax, nd.lastCommitMin = 0, 0
-	if restart {
-		rec := nd.disk.recover()
-		if snapshot, ict2 := nd.disk.snapshot, nd.disk.clientTable; snapshot != nil {
-			cp, state, ok := decodeSnapshot(snapshot)
-			table, err := vsr.DecodeICT2(ict2, clientsTableMax)
-			if !ok || err != nil {
-				c.fail("replica %d: its checkpoint does not decode: %v", nd.id, err)
-				return
-			}
-			nd.state, nd.table, nd.applied = state, table, cp
-			rec.Checkpoint = cp
-		}
-		if rec.State.View < nd.lastDurableView {
-			c.fail("replica %d restarted in durable view %d after durable view %d", nd.id, rec.State.View, nd.lastDurableView)
-		}
-		if err := core.Recover(rec); err != nil {
-			c.fail("replica %d recover: %v", nd.id, err)
+	for _, gr := range nd.groups {
+		c.bootGroup(gr, restart)
+		if c.violation != nil {
 			return
 		}
-		c.trace("r%d restart view %d log_view %d op %d commit %d", nd.id, core.View(), core.LogView(), core.Op(), core.CommitMax())
 	}
-	nd.lastView = core.View()
-	c.drain(nd)
+	for _, gr := range nd.groups {
+		c.drainGroup(gr)
+	}
 }
 
 func (c *cluster) crash(nd *node) {
 	nd.up = false
-	nd.disk.crash()
-	nd.lastDurableView = nd.disk.superDurable.View
+	for _, gr := range nd.groups {
+		gr.disk.crash()
+		gr.lastDurableView = gr.disk.superDurable.View
+	}
 	nd.crashOnSync = false
 	nd.downUntil = c.now + 20 + uint64(c.rngFail.IntN(400))
 	if c.rngFail.IntN(6) == 0 {
 		// A long absence: the cluster moves on without it, and it catches up by
-		// repair when it returns.
+		// repair or state transfer when it returns.
 		nd.downUntil += 1000 + uint64(c.rngFail.IntN(1500))
 	}
 	c.result.Crashes++
 	c.trace("r%d crash", nd.id)
-}
-
-// drain does a node's Ready work in the order the Ready contract names.
-func (c *cluster) drain(nd *node) {
-	for rounds := 0; nd.up && nd.core.HasReady(); rounds++ {
-		if rounds == readyRoundsMax {
-			c.fail("replica %d: Ready still not empty after %d rounds", nd.id, rounds)
-			return
-		}
-		rd := nd.core.Ready()
-		for _, op := range rd.Discards {
-			nd.disk.discard(op)
-		}
-		if rd.Truncate {
-			nd.disk.truncateAbove(rd.TruncateAbove)
-		}
-		for i := range rd.Writes {
-			nd.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
-		}
-		if rd.State != nil {
-			nd.disk.setState(*rd.State, rd.ViewHeaders)
-		}
-		if nd.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
-			c.crash(nd)
-			return
-		}
-		nd.disk.sync()
-		if rd.State != nil {
-			nd.lastDurableView = rd.State.View
-		}
-		for i := range rd.Messages {
-			c.sendFrame(nd.id, &rd.Messages[i])
-		}
-		for i := range rd.Committed {
-			c.apply(nd, &rd.Committed[i])
-		}
-		if rd.Install != nil {
-			c.install(nd, rd.Install)
-		}
-		requests := append([]vsr.StateRequest(nil), rd.StateRequests...)
-		for _, f := range rd.Forwards {
-			clientID, ok := nd.forwarded[f.Nonce]
-			delete(nd.forwarded, f.Nonce)
-			if ok && f.Register && !f.TimedOut && f.Outcome == uint8(wire.ForwardRegisterOk) {
-				c.result.ForwardedLogins++
-				c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &clientReply{client: clientID, register: true, epoch: f.Epoch}})
-			}
-		}
-		nd.core.Advance()
-		for _, r := range requests {
-			c.offerState(nd, r)
-		}
-	}
-	c.checkMonotonic(nd)
-}
-
-// snapshot is the state machine's transfer and checkpoint form: the last applied
-// op, its identity and timestamp, and the state.
-func (nd *node) snapshot() []byte {
-	b := make([]byte, 8+16+8+8)
-	binary.LittleEndian.PutUint64(b, nd.applied.Op)
-	nd.applied.Identity.Put(b[8:])
-	binary.LittleEndian.PutUint64(b[24:], nd.applied.Timestamp)
-	binary.LittleEndian.PutUint64(b[32:], nd.state)
-	return b
-}
-
-func decodeSnapshot(b []byte) (vsr.Checkpoint, uint64, bool) {
-	if len(b) != 40 {
-		return vsr.Checkpoint{}, 0, false
-	}
-	cp := vsr.Checkpoint{Op: binary.LittleEndian.Uint64(b), Identity: wire.GetUint128(b[8:]), Timestamp: binary.LittleEndian.Uint64(b[24:])}
-	return cp, binary.LittleEndian.Uint64(b[32:]), true
-}
-
-func (c *cluster) offerState(nd *node, r vsr.StateRequest) {
-	if !nd.up {
-		return
-	}
-	nd.core.OfferState(r, nd.applied.Op, []vsr.Artifact{
-		{Kind: wire.ArtifactMetadataSnapshot, Frontier: nd.applied.Op, Bytes: nd.snapshot()},
-		{Kind: wire.ArtifactClientTable, Frontier: nd.applied.Op, Bytes: nd.table.AppendICT2(nil)},
-	})
-	c.result.StateOffers++
-	c.drain(nd)
-}
-
-func (c *cluster) install(nd *node, in *vsr.StateInstall) {
-	if len(in.Artifacts) != 2 {
-		c.fail("replica %d: a transferred state of %d artifacts", nd.id, len(in.Artifacts))
-		return
-	}
-	cp, state, ok := decodeSnapshot(in.Artifacts[0].Bytes)
-	table, err := vsr.DecodeICT2(in.Artifacts[1].Bytes, clientsTableMax)
-	if !ok || err != nil || cp.Op != in.CommitOp {
-		c.fail("replica %d: transferred state does not decode (op %d, %v)", nd.id, cp.Op, err)
-		return
-	}
-	if want, ok := c.committed[cp.Op]; !ok || want != cp.Identity {
-		c.fail("replica %d: transferred state at op %d is not of the committed log", nd.id, cp.Op)
-		return
-	}
-	nd.state, nd.table, nd.applied = state, table, cp
-	in.Identity = cp.Identity
-	nd.disk.checkpoint(nd.snapshot(), in.Artifacts[1].Bytes)
-	c.result.StateInstalls++
-	c.trace("r%d installs a transferred state at op %d", nd.id, cp.Op)
-}
-
-func (c *cluster) checkMonotonic(nd *node) {
-	if !nd.up {
-		return
-	}
-	core := nd.core
-	if core.View() != nd.lastView || core.Status() != nd.lastStatus {
-		c.trace("r%d %v view %d log_view %d op %d commit %d/%d", nd.id, core.Status(), core.View(), core.LogView(), core.Op(), core.CommitMin(), core.CommitMax())
-		nd.lastStatus = core.Status()
-	}
-	if core.View() < nd.lastView {
-		c.fail("replica %d view went back from %d to %d", nd.id, nd.lastView, core.View())
-	}
-	if core.CommitMax() < nd.lastCommitMax {
-		c.fail("replica %d commit_max went back from %d to %d", nd.id, nd.lastCommitMax, core.CommitMax())
-	}
-	if core.CommitMin() < nd.lastCommitMin {
-		c.fail("replica %d commit_min went back from %d to %d", nd.id, nd.lastCommitMin, core.CommitMin())
-	}
-	nd.lastView, nd.lastCommitMax, nd.lastCommitMin = core.View(), core.CommitMax(), core.CommitMin()
-}
-
-func (c *cluster) apply(nd *node, h *wire.PrepareHeader) {
-	if want, ok := c.committed[h.Op]; ok && want != h.Checksum {
-		c.fail("replica %d committed op %d as %x, another replica as %x", nd.id, h.Op, h.Checksum.Lo, want.Lo)
-		return
-	} else if !ok {
-		c.committed[h.Op] = h.Checksum
-		c.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
-	}
-	body, ok := nd.disk.Body(h.Op, h.Checksum)
-	if !ok {
-		c.fail("replica %d applies op %d without its body in the journal", nd.id, h.Op)
-		return
-	}
-	if h.Op != nd.applied.Op+1 {
-		c.fail("replica %d applies op %d after op %d", nd.id, h.Op, nd.applied.Op)
-		return
-	}
-	nd.applied = vsr.Checkpoint{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
-	defer func() {
-		if h.Op%checkpointEvery == 0 {
-			nd.disk.checkpoint(nd.snapshot(), nd.table.AppendICT2(nil))
-		}
-	}()
-	clientID := int(h.Client.Lo) - 1
-	if clientID < 0 || clientID >= len(c.clients) {
-		c.fail("replica %d applies op %d of unknown client %v", nd.id, h.Op, h.Client)
-		return
-	}
-	reply := clientReply{client: clientID, request: h.Request, op: h.Op}
-	if h.Operation == wire.OperationRegister {
-		reply.register = true
-		reply.epoch = nd.table.CommitRegister(h.Client, 0, h.Op, encodeReply(h, 0))
-	} else {
-		epoch, _, registered := nd.table.Session(h.Client)
-		if !registered {
-			return // logged out or evicted since it was admitted: nothing to dedupe against
-		}
-		if verdict, _ := nd.table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute {
-			return // a retry prepared twice: applied once, its reply stands
-		}
-		nd.state = xxh3.HashSeed(body, nd.state)
-		reply.state = nd.state
-		nd.table.CommitRequest(h.Client, h.Request, h.RequestChecksum, h.Op, encodeReply(h, nd.state))
-	}
-	if nd.core.IsPrimary() {
-		c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &reply})
-	}
-}
-
-// encodeReply is the committed reply the client table caches: a reply header built
-// from the prepare alone, and the state after the apply, so every replica caches the
-// same bytes.
-func encodeReply(h *wire.PrepareHeader, state uint64) []byte {
-	var r wire.ReplyHeader
-	r.Size = wire.HeaderSize + 8
-	r.Command = wire.CommandReply
-	r.Client = h.Client
-	r.RequestChecksum = h.RequestChecksum
-	r.Op, r.Commit, r.Timestamp = h.Op, h.Op, h.Timestamp
-	r.Request = h.Request
-	r.Operation = h.Operation
-	b := make([]byte, wire.HeaderSize+8)
-	wire.PutHeader(b, &r)
-	binary.LittleEndian.PutUint64(b[wire.HeaderSize:], state)
-	return b
-}
-
-func decodeReply(clientID int, b []byte) clientReply {
-	var r wire.ReplyHeader
-	copy(wire.HeaderBytes(&r)[:], b)
-	return clientReply{client: clientID, request: r.Request, op: r.Op, state: binary.LittleEndian.Uint64(b[wire.HeaderSize:])}
 }
 
 func alignedFrame(size int) []byte {
@@ -642,7 +526,7 @@ func (c *cluster) deliver() {
 		case p.request != nil:
 			c.onRequest(c.nodes[p.to], p.request)
 		default:
-			c.onFrame(c.nodes[p.to], p.frame, p.damage)
+			c.onFrame(c.nodes[p.to], p.from, p.frame, p.damage)
 		}
 		if c.violation != nil {
 			return
@@ -658,7 +542,43 @@ const (
 	damageMayPass
 )
 
-func (c *cluster) onFrame(nd *node, frame []byte, dmg damage) {
+// frameGroup is the consensus group a replica-plane frame is for (the forwards of
+// logins and logouts are the metadata plane's and carry none).
+func frameGroup(h *wire.GenericHeader) (uint64, bool) {
+	switch h.Command {
+	case wire.CommandPrepare, wire.CommandRepairPrepare:
+		return h.Prepare().Group, true
+	case wire.CommandPrepareOk:
+		return h.PrepareOk().Group, true
+	case wire.CommandCommit:
+		return h.Commit().Group, true
+	case wire.CommandStartViewChange:
+		return h.StartViewChange().Group, true
+	case wire.CommandDoViewChange:
+		return h.DoViewChange().Group, true
+	case wire.CommandStartView:
+		return h.StartView().Group, true
+	case wire.CommandRequestStartView:
+		return h.RequestStartView().Group, true
+	case wire.CommandRequestPrepares:
+		return h.RequestPrepares().Group, true
+	case wire.CommandRepairDone, wire.CommandRangeEvicted:
+		return h.RepairRange().Group, true
+	case wire.CommandRequestStateTransfer:
+		return h.RequestStateTransfer().Group, true
+	case wire.CommandStateTransferTarget:
+		return h.StateTransferTarget().Group, true
+	case wire.CommandRequestStateChunk:
+		return h.RequestStateChunk().Group, true
+	case wire.CommandStateChunk:
+		return h.StateChunk().Group, true
+	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
+		return wire.MetadataGroup, true
+	}
+	return 0, false
+}
+
+func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 	if !nd.up {
 		return
 	}
@@ -666,8 +586,25 @@ func (c *cluster) onFrame(nd *node, frame []byte, dmg damage) {
 	if err == nil && int(h.Size) != len(frame) {
 		err = fmt.Errorf("size %d of a %d-byte frame", h.Size, len(frame))
 	}
+	var gr *groupReplica
 	if err == nil {
-		err = nd.core.Step(h, frame[wire.HeaderSize:])
+		// Any frame from a node is a sign of life of that node for every group of
+		// this one: an idle group's primary needs no heartbeats of its own.
+		for _, g := range nd.groups {
+			g.core.NoteLiveness(uint8(from))
+		}
+		group, ok := frameGroup(h)
+		index, known := c.groupIndex[group]
+		body := frame[wire.HeaderSize:]
+		switch {
+		case !ok || !known:
+			err = fmt.Errorf("a %v frame of unknown group %#x", h.Command, group)
+		case (h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare) && !nd.groups[index].machine.bodyIntact(body):
+			err = fmt.Errorf("a %v frame whose body's seal does not hold", h.Command)
+		default:
+			gr = nd.groups[index]
+			err = gr.core.Step(h, body)
+		}
 	}
 	switch {
 	case dmg == damageMustRefuse && err == nil:
@@ -681,120 +618,7 @@ func (c *cluster) onFrame(nd *node, frame []byte, dmg damage) {
 		c.fail("replica %d refused an intact frame: %v", nd.id, err)
 		return
 	}
-	c.drain(nd)
-}
-
-func (c *cluster) onRequest(nd *node, r *clientRequest) {
-	id := wire.Uint128{Lo: uint64(r.client) + 1}
-	if nd.up && r.register && nd.core.Status() == vsr.StatusNormal && !nd.core.IsPrimary() {
-		// A login at a backup: authenticated here, forwarded to the primary.
-		if nonce, err := nd.core.ForwardRegister(id, 0); err == nil {
-			nd.forwarded[nonce] = r.client
-			c.drain(nd)
-		}
-		return
-	}
-	if !nd.up || !nd.core.IsPrimary() {
-		return
-	}
-	checksum := wire.RequestChecksum(r.body)
-	p := vsr.Proposal{Client: id, Request: r.request, Operation: wire.OperationCreateStream, RequestChecksum: checksum}
-	if r.register {
-		p.Operation, p.Request = wire.OperationRegister, 0
-	} else {
-		verdict, cached := nd.table.Preflight(id, r.session, r.request, checksum)
-		switch verdict {
-		case vsr.PreflightExecute:
-		case vsr.PreflightReplay:
-			reply := decodeReply(r.client, cached)
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &reply})
-			return
-		case vsr.PreflightNoSession, vsr.PreflightSessionTooLow:
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, evicted: true, request: r.request}})
-			return
-		case vsr.PreflightSessionTooHigh:
-			return // a session this replica has not applied yet
-		default:
-			c.fail("replica %d: request %d of client %d: preflight %v", nd.id, r.request, r.client, verdict)
-			return
-		}
-	}
-	if nd.core.InPipeline(id) {
-		return
-	}
-	if _, err := nd.core.Propose(p, r.body, c.now*1000); err != nil {
-		return
-	}
-	c.drain(nd)
-}
-
-func (c *cluster) onReply(r *clientReply) {
-	cl := c.clients[r.client]
-	switch {
-	case r.evicted:
-		if cl.outstanding && r.request == cl.request {
-			cl.session = 0
-			cl.sentAt = 0 // re-register at the next tick
-		}
-		return
-	case r.register:
-		if cl.session == 0 && cl.outstanding {
-			cl.session = r.epoch
-			cl.sentAt = 0 // send the request now
-		}
-		return
-	}
-	if previous, ok := cl.replies[r.request]; ok {
-		if previous != *r {
-			c.fail("client %d request %d answered twice differently: op %d state %x, then op %d state %x",
-				r.client, r.request, previous.op, previous.state, r.op, r.state)
-		}
-		return
-	}
-	if r.request != cl.request || !cl.outstanding {
-		if r.request > cl.request {
-			c.fail("client %d got a reply to request %d it never sent", r.client, r.request)
-		}
-		return
-	}
-	cl.replies[r.request] = *r
-	cl.outstanding = false
-	c.result.Acknowledged++
-	if c.healed {
-		cl.finished++
-	}
-}
-
-func (c *cluster) clientTick(cl *client) {
-	if cl.outstanding && cl.sentAt != 0 && c.now-cl.sentAt < clientRetryTick {
-		return
-	}
-	if !cl.outstanding {
-		if c.healed && cl.finished >= c.opts.RequestsAfterHeal {
-			return
-		}
-		if c.rngWork.IntN(4) != 0 {
-			return // think time
-		}
-		cl.request++
-		cl.outstanding = true
-	} else if cl.sentAt != 0 {
-		// No answer: retry at another replica, as the SDKs redirect.
-		cl.target = (cl.target + 1 + c.rngWork.IntN(c.opts.Replicas)) % c.opts.Replicas
-	}
-	cl.sentAt = c.now
-	// The body is a function of the request, so every retry carries the same one.
-	seed := xxh3.HashSeed([]byte{byte(cl.id)}, cl.request)
-	r := rand.New(rand.NewPCG(seed, uint64(cl.id)))
-	body := make([]byte, 16+int(seed%48))
-	for i := range body {
-		body[i] = byte(r.Uint32())
-	}
-	req := &clientRequest{client: cl.id, request: cl.request, body: body, session: cl.session, register: cl.session == 0}
-	if req.register {
-		req.body = []byte{'r', byte(cl.id)}
-	}
-	c.sendClient(c.opts.Replicas+cl.id, cl.target, packet{request: req})
+	c.drainGroup(gr)
 }
 
 func (c *cluster) faultTick() {
@@ -884,13 +708,17 @@ func (c *cluster) done() bool {
 			return false
 		}
 	}
-	top := uint64(0)
-	for _, nd := range c.nodes {
-		top = max(top, nd.core.CommitMax())
-	}
-	for _, nd := range c.nodes {
-		if nd.core.CommitMin() != top || nd.core.Status() != vsr.StatusNormal {
-			return false
+	for g := range c.groups {
+		top := uint64(0)
+		for _, nd := range c.nodes {
+			top = max(top, nd.groups[g].core.CommitMax())
+		}
+		for _, nd := range c.nodes {
+			// The log's every op committed too: an acknowledged op a view change
+			// left above the commit point is not done until it is recommitted.
+			if core := nd.groups[g].core; core.CommitMin() != top || core.Op() != top || core.Status() != vsr.StatusNormal {
+				return false
+			}
 		}
 	}
 	return true
@@ -906,9 +734,14 @@ func (c *cluster) run() {
 			c.heal()
 		}
 		for _, nd := range c.nodes {
+			for _, gr := range nd.groups {
+				if nd.up {
+					gr.core.Tick()
+					c.drainGroup(gr)
+				}
+			}
 			if nd.up {
-				nd.core.Tick()
-				c.drain(nd)
+				c.keepAlive(nd)
 			}
 		}
 		c.deliver()
@@ -927,10 +760,36 @@ func (c *cluster) run() {
 	}
 }
 
+// keepAlive is what the server does for its quiet partition groups
+// (vsr.CoreConfig.QuietWhenIdle): once per commit broadcast interval a node
+// broadcasts a Commit of the next group it leads, in turn. Every peer hears from
+// it, so the backups of every group it leads stay alive (NoteLiveness) without
+// heartbeats of their own; and a primary that went quiet in a view the others
+// have left is told of the newer view (the stale-view answer) within as many
+// intervals as the node leads quiet groups.
+func (c *cluster) keepAlive(nd *node) {
+	if c.now-nd.keptAliveAt < Timing.CommitBroadcastIntervalTicks {
+		return
+	}
+	nd.keptAliveAt = c.now
+	for range nd.groups {
+		gr := nd.groups[nd.keepAliveNext%len(nd.groups)]
+		nd.keepAliveNext++
+		if gr.quiet && gr.core.Heartbeat() {
+			c.result.KeepAlives++
+			c.drainGroup(gr)
+			return
+		}
+	}
+}
+
 func (c *cluster) describe() string {
 	s := ""
 	for _, nd := range c.nodes {
-		s += fmt.Sprintf("r%d %v view %d op %d commit %d/%d; ", nd.id, nd.core.Status(), nd.core.View(), nd.core.Op(), nd.core.CommitMin(), nd.core.CommitMax())
+		for _, gr := range nd.groups {
+			core := gr.core
+			s += fmt.Sprintf("r%d g%d %v view %d op %d commit %d/%d; ", nd.id, gr.group, core.Status(), core.View(), core.Op(), core.CommitMin(), core.CommitMax())
+		}
 	}
 	for _, cl := range c.clients {
 		s += fmt.Sprintf("c%d req %d finished %d; ", cl.id, cl.request, cl.finished)
@@ -939,33 +798,49 @@ func (c *cluster) describe() string {
 }
 
 func (c *cluster) finalChecks() {
-	first := c.nodes[0]
-	for _, nd := range c.nodes {
-		for op := uint64(1); op <= nd.core.CommitMin(); op++ {
-			h, ok := nd.core.Header(op)
-			if !ok {
-				continue // older than the journal window
+	for g, gc := range c.groups {
+		first := c.nodes[0].groups[g]
+		want := first.state()
+		for _, nd := range c.nodes {
+			gr := nd.groups[g]
+			for op := uint64(1); op <= gr.core.CommitMin(); op++ {
+				h, ok := gr.core.Header(op)
+				if !ok {
+					continue // older than the journal window
+				}
+				if committed := gc.committed[op]; h.Checksum != committed {
+					c.fail("log equality: replica %d group %d holds %x at committed op %d, the cluster committed %x", nd.id, g, h.Checksum.Lo, op, committed.Lo)
+					return
+				}
 			}
-			if want := c.committed[op]; h.Checksum != want {
-				c.fail("log equality: replica %d holds %x at committed op %d, the cluster committed %x", nd.id, h.Checksum.Lo, op, want.Lo)
+			// Every replica applied every committed op (done() saw them all at one
+			// commit point), so the states are the same bytes: for the metadata
+			// group its snapshot (AppendSnapshot) and client table (ICT2).
+			got := gr.state()
+			for i := range want {
+				if got[i].Kind != want[i].Kind || !bytes.Equal(got[i].Bytes, want[i].Bytes) {
+					c.fail("replica %d group %d ends with another %v than replica 0 (%d vs %d bytes)", nd.id, g, want[i].Kind, len(got[i].Bytes), len(want[i].Bytes))
+					return
+				}
+			}
+		}
+	}
+	metadataCommit := c.nodes[0].groups[metadataGroupIndex].core.CommitMin()
+	for _, cl := range c.clients {
+		gc := c.groups[metadataGroupIndex]
+		for request, reply := range cl.replies {
+			if reply.refused {
+				continue // denied at admission: nothing committed
+			}
+			if gc.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, request} || metadataCommit < reply.op {
+				c.fail("acknowledged request %d of client %d (op %d) is not in the committed log", request, cl.id, reply.op)
 				return
 			}
 		}
-		if nd.state != first.state {
-			c.fail("replica %d ends in state %x, replica 0 in %x", nd.id, nd.state, first.state)
-			return
-		}
-		if a, b := nd.table.AppendICT2(nil), first.table.AppendICT2(nil); !bytes.Equal(a, b) {
-			c.fail("replica %d ends with another client table than replica 0 (ICT2 %d vs %d bytes)", nd.id, len(a), len(b))
-			return
-		}
-	}
-	// Every replica applied every committed op (done() saw them all at one commit
-	// point) and each apply matched the identity the cluster committed.
-	for _, cl := range c.clients {
-		for request, reply := range cl.replies {
-			if c.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, request} || first.core.CommitMin() < reply.op {
-				c.fail("acknowledged request %d of client %d (op %d) is not in the committed log", request, cl.id, reply.op)
+		for _, reply := range cl.partitionReplies {
+			gc := c.groups[reply.group]
+			if gc.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, reply.request} || c.nodes[0].groups[reply.group].core.CommitMin() < reply.op {
+				c.fail("acknowledged send %d of client %d (group %d op %d) is not in the committed log", reply.request, cl.id, reply.group, reply.op)
 				return
 			}
 		}

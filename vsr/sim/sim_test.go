@@ -14,6 +14,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "replay one seed, with a trace")
 	seedsFlag = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
 	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
@@ -24,12 +25,16 @@ const (
 )
 
 func TestSim(t *testing.T) {
+	config := Config
+	if *heavyFlag {
+		config = HeavyConfig
+	}
 	if *seedFlag != 0 {
-		opts := Config(*seedFlag)
+		opts := config(*seedFlag)
 		opts.Trace = func(line string) { t.Log(line) }
 		r := Run(opts)
-		t.Logf("seed=%d replicas=%d clients=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d",
-			r.Seed, opts.Replicas, opts.Clients, r.Ticks, r.LivenessTicks, r.Committed, r.Acknowledged, r.Crashes, r.ViewChanges)
+		t.Logf("seed=%d replicas=%d clients=%d partition groups=%d: %d ticks, liveness %d ticks, %d committed, %d acknowledged, %d crashes, view %d, %+v",
+			r.Seed, opts.Replicas, opts.Clients, opts.PartitionGroups, r.Ticks, r.LivenessTicks, r.Committed, r.Acknowledged, r.Crashes, r.ViewChanges, r)
 		if r.Violation != nil {
 			t.Fatal(r.Violation)
 		}
@@ -57,7 +62,7 @@ func TestSim(t *testing.T) {
 				if i >= count {
 					return
 				}
-				results[i] = Run(Config(first + uint64(i)))
+				results[i] = Run(config(first + uint64(i)))
 				if done := done.Add(1); done%10000 == 0 {
 					t.Logf("%d of %d seeds run, %v", done, count, time.Since(start).Round(time.Second))
 				}
@@ -65,19 +70,29 @@ func TestSim(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var livenessMax, committed uint64
+	var livenessMax, livenessSeed, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
+	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
 	var failed []uint64
 	for i, r := range results {
-		bySize[Config(first+uint64(i)).Replicas]++
+		bySize[config(first+uint64(i)).Replicas]++
 		committed += r.Committed
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
 		views += uint64(r.ViewChanges)
 		corrupt += r.CorruptRefused
 		installs += r.StateInstalls
-		livenessMax = max(livenessMax, r.LivenessTicks)
+		refusals += r.CommittedRefusals
+		admitRefused += r.AdmitRefused
+		partitionAcks += r.PartitionAcks
+		rotten += r.RottenEntries
+		rottenToRepair += r.RottenToRepair
+		dropped += r.DamagedEntriesDropped
+		acknowledged += r.Acknowledged
+		if r.LivenessTicks > livenessMax {
+			livenessMax, livenessSeed = r.LivenessTicks, r.Seed
+		}
 		if r.Violation != nil {
 			failures++
 			failed = append(failed, r.Seed)
@@ -90,8 +105,10 @@ func TestSim(t *testing.T) {
 		t.Errorf("all failing seeds: %v", failed)
 	}
 	t.Logf("seeds by replica count: %v", bySize)
-	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks (limit %d)",
-		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, Config(1).LivenessTicksMax)
+	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks at seed %d (limit %d)",
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, livenessSeed, Config(1).LivenessTicksMax)
+	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted (%d of them above their replica's checkpoint), %d damaged entries dropped at recovery",
+		acknowledged, partitionAcks, refusals, admitRefused, rotten, rottenToRepair, dropped)
 }
 
 func ExampleConfig() {
@@ -141,6 +158,29 @@ func TestSimReplaysExactly(t *testing.T) {
 			if traces[0][i] != traces[1][i] {
 				t.Fatalf("seed %d: line %d differs:\n%s\n%s", seed, i, traces[0][i], traces[1][i])
 			}
+		}
+	}
+}
+
+// TestRegressionSeeds replays seeds that once broke a rule of the core, with the
+// configuration that broke it.
+func TestRegressionSeeds(t *testing.T) {
+	cases := []struct {
+		name string
+		opts Options
+	}{
+		// A primary of two committed alone while it could not apply, proposed past
+		// what its journal window could hold above its last checkpoint, crashed,
+		// and its repair overwrote the head's slot (CoreConfig.ReportsCheckpoints).
+		{"window above the checkpoint", HeavyConfig(1519)},
+		// The run was declared done while an acknowledged send sat above the commit
+		// point of a new view, and the durability check read the log too early.
+		{"done before the recommit, 2 replicas", Config(2003343)},
+		{"done before the recommit, 3 replicas", Config(2128322)},
+	}
+	for _, tc := range cases {
+		if r := Run(tc.opts); r.Violation != nil {
+			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}
 	}
 }
