@@ -258,6 +258,13 @@ func measureCatchUp(b *testing.B) (float64, time.Duration, int) {
 	c, leader, log, w := startLoadedCluster(b, ctx)
 	defer c.stop()
 	defer w.halt()
+	// The same writer's rate with every node up: the baseline.
+	healthyFrom, healthyAcked := time.Now(), log.ackedCount()
+	if err := log.awaitAcked(ctx, healthyAcked+catchUpBatches); err != nil {
+		b.Fatal(err)
+	}
+	healthyRate := catchUpBatches / time.Since(healthyFrom).Seconds()
+	b.ReportMetric(healthyRate, "batches/s-all-up")
 	victim := c.others(leader)[0]
 	victim.kill()
 	killedAt := time.Now()
@@ -265,7 +272,8 @@ func measureCatchUp(b *testing.B) (float64, time.Duration, int) {
 		b.Fatal(err)
 	}
 	downRate := catchUpBatches / time.Since(killedAt).Seconds()
-	b.Logf("%d batches written in %v with backup node %d down: %.1f batches/s", catchUpBatches, time.Since(killedAt), victim.id, downRate)
+	b.Logf("%d batches written in %v with backup node %d down: %.1f batches/s (%.1f with every node up)",
+		catchUpBatches, time.Since(killedAt), victim.id, downRate, healthyRate)
 	acked, _ := log.snapshot()
 	victim.start()
 	restartedAt := time.Now()
