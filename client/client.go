@@ -31,8 +31,14 @@ var aLongTimeAgo = time.Unix(1, 0)
 // run one at a time (one request in flight). Views returned by SendMessages and
 // PollMessages are valid until the next call on the Client.
 type Client struct {
-	mu   sync.Mutex
-	conn net.Conn
+	mu sync.Mutex
+	// conn is replaced only by a leader redirect, which holds mu and connMu; Close
+	// reads it under connMu alone, everything else under mu.
+	conn   net.Conn
+	connMu sync.Mutex
+	// addr is the address conn was dialed at (host:port as given, or a leader's
+	// advertised address): what a leader's address is compared with.
+	addr string
 	opts options
 	// rng draws message ids (UUID v4) for messages sent with a zero id. Seeded from
 	// opts.random at Dial; it needs uniqueness, not secrecy.
@@ -45,6 +51,12 @@ type Client struct {
 	// advance it after use.
 	requestNumber uint64
 	identity      Identity
+	// relogin builds the body of the last successful login, replayed at a leader
+	// a redirect moves to; nil before the first login.
+	relogin loginBody
+	// leaderRedirects counts the redirects in a row; reset when a leader check
+	// finds the client on the leader (leader.go).
+	leaderRedirects int
 
 	// broken is set once the connection is unusable; every call then returns it.
 	broken error
@@ -93,6 +105,36 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	conn, err := dialConn(ctx, addr, &o)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(conn, o)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c.addr = addr
+	if o.heartbeatInterval > 0 {
+		c.startHeartbeat(o.heartbeatInterval)
+	}
+	if cred := o.login; cred != nil {
+		if cred.withToken {
+			_, err = c.LoginWithPersonalAccessToken(ctx, cred.token)
+		} else {
+			_, err = c.Login(ctx, cred.username, cred.password)
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// dialConn opens a connection to addr as o says: TCP with TCP_NODELAY, then TLS
+// when o.tls is set.
+func dialConn(ctx context.Context, addr string, o *options) (net.Conn, error) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -112,26 +154,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		}
 		conn = tc
 	}
-	c, err := newClient(conn, o)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	if o.heartbeatInterval > 0 {
-		c.startHeartbeat(o.heartbeatInterval)
-	}
-	if cred := o.login; cred != nil {
-		if cred.withToken {
-			_, err = c.LoginWithPersonalAccessToken(ctx, cred.token)
-		} else {
-			_, err = c.Login(ctx, cred.username, cred.password)
-		}
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return c, nil
+	return conn, nil
 }
 
 func newClient(conn net.Conn, o options) (*Client, error) {
@@ -203,7 +226,10 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	err := c.conn.Close()
+	c.connMu.Lock()
+	conn := c.conn
+	c.connMu.Unlock()
+	err := conn.Close()
 	if c.stopHeartbeat != nil {
 		close(c.stopHeartbeat)
 		c.heartbeats.Wait()
@@ -285,12 +311,42 @@ func (c *Client) do(ctx context.Context, frame []byte, op wire.Operation, code w
 	if err != nil {
 		return nil, err
 	}
-	deadline, watching := c.arm(ctx)
-	payload, err := c.exchange(ctx, frame, request, op, deadline)
-	if watching {
-		c.disarm()
+	deadline := c.requestDeadline(ctx)
+	// budget bounds the leader checks of a request answered 58: its deadline or,
+	// without one, NotCommittedWindow from the first check.
+	budget := deadline
+	for {
+		watching := c.arm(ctx, deadline)
+		payload, windowEnded, err := c.exchange(ctx, frame, request, op, deadline)
+		if watching {
+			c.disarm()
+		}
+		if !windowEnded || !c.followsLeaderOn(err, op) {
+			return payload, err
+		}
+		// 58 for a whole NotAcceptedWindow: this node does not take the write.
+		// Look for the leader, as the Go SDK does, until the request's budget is
+		// spent; a redirect logs in again, so the frame is stamped afresh.
+		if budget.IsZero() {
+			budget = time.Now().Add(c.opts.transientRetry.NotCommittedWindow)
+		}
+		if !time.Now().Before(budget) {
+			return payload, err
+		}
+		moved, followErr := c.followLeaderLocked(ctx, budget, &frame)
+		if followErr != nil {
+			return nil, followErr
+		}
+		if !time.Now().Add(c.opts.transientRetry.Interval).Before(budget) {
+			// No time left for another exchange: the 58 it is.
+			return payload, err
+		}
+		if moved {
+			if request, err = c.stamp(frame, op, code); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return payload, err
 }
 
 // stamp writes the request header into frame[:256] and returns the request number it
@@ -328,10 +384,9 @@ func (c *Client) stamp(frame []byte, op wire.Operation, code wire.CommandCode) (
 	return h.Request, nil
 }
 
-// arm sets the socket deadline for a request and, for a context that can be
-// cancelled, wakes the connection when it is. It returns the deadline (zero for none)
-// and whether a watch must be disarmed.
-func (c *Client) arm(ctx context.Context) (time.Time, bool) {
+// requestDeadline is the deadline of a request starting now: ctx's, or the client's
+// request timeout when that comes first; zero for none.
+func (c *Client) requestDeadline(ctx context.Context) time.Time {
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d
@@ -341,10 +396,17 @@ func (c *Client) arm(ctx context.Context) (time.Time, bool) {
 			deadline = t
 		}
 	}
+	return deadline
+}
+
+// arm sets the socket deadline for a request and, for a context that can be
+// cancelled, wakes the connection when it is. It returns whether a watch must be
+// disarmed.
+func (c *Client) arm(ctx context.Context, deadline time.Time) bool {
 	// An error here means the connection is closed; the write reports it.
 	_ = c.conn.SetDeadline(deadline)
 	if ctx.Done() == nil {
-		return deadline, false
+		return false
 	}
 	c.watchMu.Lock()
 	gen := c.watchGen
@@ -356,7 +418,7 @@ func (c *Client) arm(ctx context.Context) (time.Time, bool) {
 			_ = c.conn.SetDeadline(aLongTimeAgo)
 		}
 	})
-	return deadline, true
+	return true
 }
 
 // disarm makes a pending context callback of the finished request harmless.
@@ -367,19 +429,21 @@ func (c *Client) disarm() {
 }
 
 // exchange writes the frame and reads its reply, replaying it on transient answers.
-func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op wire.Operation, deadline time.Time) ([]byte, error) {
+// windowEnded reports a transient code returned because its window closed before
+// the deadline.
+func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op wire.Operation, deadline time.Time) (payload []byte, windowEnded bool, err error) {
 	var firstTransient time.Time
 	policy := &c.opts.transientRetry
 	for {
 		if _, err := c.conn.Write(frame); err != nil {
-			return nil, c.breakIO(ctx, "write", err)
+			return nil, false, c.breakIO(ctx, "write", err)
 		}
 		payload, err := c.readReply(ctx, request)
 		// readReply returns a reply's code unwrapped. (errors.As would move code
 		// to the heap, an allocation per request.)
 		code, _ := err.(wire.ErrorCode)
 		if code != wire.ErrTransientNotCommitted && code != wire.ErrTransientNotAccepted {
-			return payload, err
+			return payload, false, err
 		}
 		now := time.Now()
 		if firstTransient.IsZero() {
@@ -390,13 +454,16 @@ func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op 
 			window = policy.NotAcceptedWindow
 		}
 		wake := now.Add(policy.Interval)
-		if wake.Sub(firstTransient) >= window || !deadline.IsZero() && wake.After(deadline) {
-			return nil, err
+		if !deadline.IsZero() && wake.After(deadline) {
+			return nil, false, err
+		}
+		if wake.Sub(firstTransient) >= window {
+			return nil, true, err
 		}
 		if !sleepCtx(ctx, policy.Interval) {
 			// Between a reply and the next replay nothing is in flight: the
 			// connection stays usable.
-			return nil, errors.Join(ctx.Err(), err)
+			return nil, false, errors.Join(ctx.Err(), err)
 		}
 	}
 }

@@ -26,7 +26,9 @@
 //   - the session from the login reply echoed in every later request;
 //   - request_checksum (XxHash3-64 of the body) stamped on metadata writes, as the
 //     Rust SDK does (the Go SDK leaves it zero; WithRequestChecksums(false) does too);
-//   - GetClusterMetadata right after every successful login.
+//   - GetClusterMetadata right after every successful login, and in a cluster the
+//     move to the leader it names (leader.go: the Go SDK's leader redirection, at
+//     most MaxLeaderRedirects moves; WithLeaderRedirection(false) turns it off).
 //
 // # Pipelining
 //
@@ -51,7 +53,8 @@
 // request) is a *ConnectionError; after one every call fails at once without touching
 // the network: Dial again. Replies 57 TransientNotCommitted and 58 TransientNotAccepted
 // are replayed on the same connection, byte for byte, every 50 ms until the request's
-// deadline (58 for at most 2 s), as the Go SDK does.
+// deadline, as the Go SDK does; after 2 s of 58s the client checks for the leader and,
+// if it moved, replays the write there, stamped under the new login.
 //
 // # Time
 //
@@ -71,8 +74,8 @@
 // # Not here
 //
 // There is no automatic reconnect (Dial again after a *ConnectionError or an
-// *EvictionError), no leader redirection in clusters (the GetClusterMetadata call
-// after login is made and its result ignored) and no client-side compression. The
+// *EvictionError; in a cluster, Dial any live node and the login finds the leader),
+// no list of known nodes to dial on a reconnect, and no client-side compression. The
 // Go SDK's 5 s heartbeat is opt-in: WithHeartbeat.
 //
 // # Examples

@@ -349,7 +349,7 @@ func TestFinishedContextDoesNotLeak(t *testing.T) {
 }
 
 // 57 is replayed byte for byte until it commits; 58 is replayed until its window
-// closes and then returned.
+// closes and then returned (without leader redirection; leader_test.go has the rest).
 func TestTransientReplays(t *testing.T) {
 	t.Run("not committed", func(t *testing.T) {
 		answered := 0
@@ -377,7 +377,8 @@ func TestTransientReplays(t *testing.T) {
 		s := newFakeServer(t, session(func(req *wire.RequestHeader, body []byte) ([]byte, bool) {
 			return denial(req, wire.ErrTransientNotAccepted), false
 		}))
-		c := loggedIn(t, s, WithTransientRetry(TransientRetry{Interval: time.Millisecond, NotCommittedWindow: time.Second, NotAcceptedWindow: 20 * time.Millisecond}))
+		c := loggedIn(t, s, WithLeaderRedirection(false),
+			WithTransientRetry(TransientRetry{Interval: time.Millisecond, NotCommittedWindow: time.Second, NotAcceptedWindow: 20 * time.Millisecond}))
 		err := c.DeleteStream(testContext(t), ID(0))
 		mustCode(t, err, wire.ErrTransientNotAccepted)
 		if n := len(s.recorded()); n < 4 {

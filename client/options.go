@@ -18,8 +18,9 @@ const (
 	// DefaultNotCommittedRetryWindow bounds the replays of a request answered 57
 	// (and of a login answered 57 or 58): the Go SDK's request deadline.
 	DefaultNotCommittedRetryWindow = 30 * time.Second
-	// DefaultNotAcceptedRetryWindow bounds the replays of a request answered 58:
-	// past it the 58 is returned (the Go SDK would look for a new leader then).
+	// DefaultNotAcceptedRetryWindow bounds the replays of a request answered 58
+	// on one node: past it the client looks for the leader (or, with
+	// WithLeaderRedirection(false), returns the 58).
 	DefaultNotAcceptedRetryWindow = 2 * time.Second
 	// DefaultSDKName and DefaultSDKVersion are what the login announces in its
 	// ClientVersionInfo prefix.
@@ -37,6 +38,7 @@ type options struct {
 	version                wire.ClientVersionInfo
 	stampRequestChecksums  bool
 	clusterMetadataOnLogin bool
+	leaderRedirection      bool
 	tls                    *tls.Config
 	login                  *credentials
 	replyBufferBytes       int
@@ -66,6 +68,7 @@ func defaultOptions() options {
 		},
 		stampRequestChecksums:  true,
 		clusterMetadataOnLogin: true,
+		leaderRedirection:      true,
 		replyBufferBytes:       64 << 10,
 	}
 }
@@ -137,9 +140,19 @@ func WithRequestChecksums(stamp bool) Option {
 }
 
 // WithClusterMetadataOnLogin chooses whether a successful login is followed by
-// GetClusterMetadata, as the Go SDK does (its result is not used).
+// GetClusterMetadata, as the Go SDK does. Without it the client never looks for a
+// leader after a login (WithLeaderRedirection has nothing to go on there).
 func WithClusterMetadataOnLogin(enabled bool) Option {
 	return func(o *options) { o.clusterMetadataOnLogin = enabled }
+}
+
+// WithLeaderRedirection chooses whether the client follows a cluster's leader as
+// the Go SDK does (on by default; leader.go says how): after every login, and after
+// a write answered 58 TransientNotAccepted for a whole NotAcceptedWindow. Off, the
+// metadata fetched after a login is ignored and a write answered 58 fails with it
+// once its window has passed.
+func WithLeaderRedirection(enabled bool) Option {
+	return func(o *options) { o.leaderRedirection = enabled }
 }
 
 // WithRandom sets the source of client ids and of the seed for message ids

@@ -655,6 +655,10 @@ func (p *PipelinedProducer) Flush(ctx context.Context) error {
 	return p.failed()
 }
 
+// Addr is the address of the node the producer sends to: the leader its login was
+// redirected to, in a cluster.
+func (p *PipelinedProducer) Addr() string { return p.c.Addr() }
+
 // InFlight is the number of batches written and not yet answered.
 func (p *PipelinedProducer) InFlight() int {
 	p.mu.Lock()

@@ -133,11 +133,12 @@ func hasStream(t *testing.T, c *client.Client, name string) bool {
 	return false
 }
 
-// dialCluster logs in as root at s, with 58 returned after 100 ms instead of
-// the SDKs' 2 s of retries, so that a refusal shows.
+// dialCluster logs in as root at s, staying there (no leader redirection), with
+// 58 returned after 100 ms instead of the SDKs' 2 s of retries, so that a refusal
+// shows.
 func dialCluster(t *testing.T, s *Server) *client.Client {
 	t.Helper()
-	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials("iggy", "iggy"),
+	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials("iggy", "iggy"), client.WithLeaderRedirection(false),
 		client.WithRequestTimeout(5*time.Second),
 		client.WithTransientRetry(client.TransientRetry{Interval: 20 * time.Millisecond, NotCommittedWindow: 2 * time.Second, NotAcceptedWindow: 100 * time.Millisecond}))
 	if err != nil {

@@ -79,6 +79,9 @@ const depsRules = `
 
 	# conformance tests: no code of their own (testOnlyEdges)
 	compat;
+	# real-process cluster tests and benchmarks: no code of their own; they build
+	# cmd/iggy-shard and drive it with the client (testOnlyEdges)
+	internal/clustertest;
 	internal/archtest;
 `
 
@@ -87,12 +90,13 @@ const depsRules = `
 // arena's tests register its buffers with a ring; TLS tests make certificates
 // with tlsterm/tlstest.
 var testOnlyEdges = map[string][]string{
-	"arena":          {"ring"},
-	"tlsterm":        {"tlsterm/tlstest"},
-	"server":         {"client", "tlsterm/tlstest"},
-	"bench":          {"server"},
-	"cmd/iggy-shard": {"client", "wire"},
-	"compat":         {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
+	"arena":                {"ring"},
+	"tlsterm":              {"tlsterm/tlstest"},
+	"server":               {"client", "tlsterm/tlstest"},
+	"bench":                {"server"},
+	"cmd/iggy-shard":       {"client", "wire"},
+	"compat":               {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
+	"internal/clustertest": {"client", "wire"},
 }
 
 const modulePath = "github.com/iggy-shard/iggy-shard"
