@@ -83,6 +83,7 @@ func TestOtherClusterNameNeverJoins(t *testing.T) {
 }
 
 func runOutsider(t *testing.T, spoil func(*node), keepsItsData bool) {
+	needsPartitionCatchUp(t) // the outsider, let in, must catch up
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := newCluster(t, 3)
