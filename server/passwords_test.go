@@ -152,8 +152,17 @@ func TestShutdownDuringLogins(t *testing.T) {
 	waitForCondition(t, "logins waiting in the verifier", func() bool {
 		return v.waitingCount() >= 5
 	})
+	// The shards stop while the logins are held, so shard 0 abandons them; only
+	// then may the verifier finish (Shutdown waits for it after the shards).
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- s.Shutdown(ctx) }()
+	select {
+	case <-s.rt.Done():
+	case <-ctx.Done():
+		t.Fatal("the shards did not stop while logins were held in the verifier")
+	}
 	held.open()
-	if err := s.Shutdown(ctx); err != nil {
+	if err := <-shutdown; err != nil {
 		t.Fatalf("Shutdown during logins: %v", err)
 	}
 	cancel()
