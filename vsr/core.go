@@ -355,6 +355,11 @@ type Core struct {
 
 	// Primary: prepared ops commitMax+1..op, at pipeline[op % depth].
 	pipeline []coreEntry
+	// hopSilent: the chain's next hop let an op commit without acknowledging it
+	// (it is down or cut off). The primary then sends each new prepare to every
+	// backup itself instead of down the chain, so an op need not wait for its
+	// retransmission; the hop's next acknowledgement restores the chain.
+	hopSilent bool
 
 	// Timers are absolute tick deadlines; zero is off.
 	heartbeatAt     uint64
@@ -694,6 +699,7 @@ func (c *Core) quorumNack() int {
 }
 
 func (c *Core) startTimers() {
+	c.hopSilent = false
 	c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt = 0, 0, 0, 0, 0, 0
 	switch {
 	case c.status != StatusNormal:
@@ -1081,8 +1087,14 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	c.pipeline[h.Op%uint64(len(c.pipeline))] = coreEntry{op: h.Op, identity: h.Checksum}
 	c.write(s, body)
 	c.pendingSelf = append(c.pendingSelf, h.Op)
-	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
+	if next := c.nextHop(c.view); next != c.cfg.ReplicaID && !c.hopSilent {
 		c.sendPrepare(next, h, body, wire.CommandPrepare)
+	} else if c.hopSilent {
+		for peer := uint8(0); int(peer) < c.n(); peer++ {
+			if peer != c.cfg.ReplicaID {
+				c.sendPrepare(peer, h, body, wire.CommandPrepare)
+			}
+		}
 	}
 	if c.retransmitAt == 0 && c.n() > 1 {
 		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
@@ -1125,11 +1137,18 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
 		return
 	}
 	e.acks |= 1 << replica
+	next := c.nextHop(c.view)
+	if replica == next {
+		c.hopSilent = false
+	}
 	moved := false
 	for c.commitMax < c.op {
 		head := &c.pipeline[(c.commitMax+1)%uint64(len(c.pipeline))]
 		if head.op != c.commitMax+1 || popcount(head.acks) < c.quorumReplication() {
 			break
+		}
+		if next != c.cfg.ReplicaID && head.acks&(1<<next) == 0 {
+			c.hopSilent = true
 		}
 		c.commitMax = head.op
 		*head = coreEntry{}

@@ -619,3 +619,36 @@ func TestCoreQuietWhenIdle(t *testing.T) {
 		t.Fatalf("backup 1 waits forever on an op above its commit point (view %d, commit %d)", tc.cores[1].View(), tc.cores[1].CommitMax())
 	}
 }
+
+// TestCoreChainSkipsASilentHop: with the chain's next hop down, the first op
+// commits after its retransmission to the other backup; from then on the primary
+// sends each prepare to every backup itself, so an op commits without waiting for
+// a timer; the hop's return restores the chain.
+func TestCoreChainSkipsASilentHop(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for _, peer := range []int{0, 2} {
+		tc.cut[[2]int{peer, 1}] = true
+		tc.cut[[2]int{1, peer}] = true
+	}
+	tc.propose(0, 1, 1)
+	tc.deliver(100)
+	if tc.cores[0].CommitMax() != 0 {
+		t.Fatal("op 1 committed down a chain whose next hop is cut")
+	}
+	tc.tick(int(testTiming.PrepareRetransmitIntervalTicks))
+	if tc.cores[0].CommitMax() != 1 {
+		t.Fatalf("op 1 not committed after its retransmission: commit %d", tc.cores[0].CommitMax())
+	}
+	tc.propose(0, 1, 2)
+	tc.deliver(100)
+	if tc.cores[0].CommitMax() != 2 {
+		t.Fatalf("op 2 waits for a timer with the next hop silent: commit %d", tc.cores[0].CommitMax())
+	}
+	clear(tc.cut)
+	tc.tick(int(testTiming.PrepareRetransmitIntervalTicks) * 4) // the hop catches up
+	tc.propose(0, 1, 3)
+	tc.deliver(100)
+	if tc.cores[0].CommitMax() != 3 || tc.cores[0].hopSilent {
+		t.Fatalf("after the hop came back: commit %d, hop silent %v", tc.cores[0].CommitMax(), tc.cores[0].hopSilent)
+	}
+}
