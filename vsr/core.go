@@ -1459,6 +1459,7 @@ func (c *Core) startViewChange(view uint32) {
 	}
 	c.view = view
 	c.status = StatusViewChange
+	c.abandonForwards()
 	c.svcFrom = 1 << c.cfg.ReplicaID
 	c.dvcSent = false
 	clear(c.dvcs)

@@ -234,6 +234,19 @@ func (c *Core) expireForwards() {
 	c.forwardsOut = kept
 }
 
+// abandonForwards answers every forward in flight as timed out at once: this
+// replica starts a view change, so the primary they went to is presumed gone and
+// its answers may never come. The client hears what a timeout tells it (a
+// transient refusal, retried) a heartbeat timeout after the primary failed instead
+// of at the forward's own deadline; an op the old primary did commit is replayed
+// from the client table like any retry.
+func (c *Core) abandonForwards() {
+	for _, f := range c.forwardsOut {
+		c.rd.Forwards = append(c.rd.Forwards, ForwardOutcome{Nonce: f.nonce, Client: f.client, Register: f.register, TimedOut: true})
+	}
+	c.forwardsOut = c.forwardsOut[:0]
+}
+
 func (c *Core) forwardDeadline() uint64 {
 	d := uint64(0)
 	for _, f := range c.forwardsOut {

@@ -130,3 +130,30 @@ func TestForwardRefusedOnPartitionPlane(t *testing.T) {
 		t.Fatalf("ForwardRegister on a partition group: %v", err)
 	}
 }
+
+// TestForwardAbandonedAtViewChange: a login forwarded to a primary that has gone
+// silent is answered (timed out, so retried) as soon as the backup starts a view
+// change, not at the forward's own deadline.
+func TestForwardAbandonedAtViewChange(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.cores[0].cfg.Sessions = &stubSessions{owners: map[wire.Uint128]uint32{}}
+	for _, peer := range []int{1, 2} {
+		tc.cut[[2]int{0, peer}] = true
+		tc.cut[[2]int{peer, 0}] = true
+	}
+	nonce, err := tc.cores[2].ForwardRegister(wire.Uint128{Lo: 7}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.drain(2)
+	for k := 0; k < 3*int(testTiming.HeartbeatTimeoutTicks) && tc.cores[2].View() == 0; k++ {
+		tc.tick(1)
+	}
+	if tc.cores[2].View() == 0 {
+		t.Fatal("the backup never suspected its silent primary")
+	}
+	got := tc.forwardsOf(2)
+	if len(got) != 1 || got[0].Nonce != nonce || !got[0].TimedOut {
+		t.Fatalf("at the view change the origin got %+v, want its forward answered as timed out", got)
+	}
+}
