@@ -337,8 +337,10 @@ func (c *Client) do(ctx context.Context, frame []byte, op wire.Operation, code w
 		if followErr != nil {
 			return nil, followErr
 		}
-		if !time.Now().Add(c.opts.transientRetry.Interval).Before(budget) {
-			// No time left for another exchange: the 58 it is.
+		if !time.Now().Add(c.opts.transientRetry.NotAcceptedWindow + c.opts.transientRetry.Interval).Before(budget) {
+			// No time left for another window of retries: the 58 it is. An exchange
+			// started closer to the deadline would end in the middle of a write and
+			// break the connection instead.
 			return payload, err
 		}
 		if moved {
