@@ -103,42 +103,6 @@ func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
 	return tcpAddress
 }
 
-// replicaGroupOf is the consensus group a replica frame belongs to; the
-// session-forwarding frames carry none and belong to the metadata plane.
-func replicaGroupOf(h *wire.GenericHeader) (uint64, bool) {
-	switch h.Command {
-	case wire.CommandPrepare, wire.CommandRepairPrepare:
-		return h.Prepare().Group, true
-	case wire.CommandPrepareOk:
-		return h.PrepareOk().Group, true
-	case wire.CommandCommit:
-		return h.Commit().Group, true
-	case wire.CommandStartViewChange:
-		return h.StartViewChange().Group, true
-	case wire.CommandDoViewChange:
-		return h.DoViewChange().Group, true
-	case wire.CommandStartView:
-		return h.StartView().Group, true
-	case wire.CommandRequestStartView:
-		return h.RequestStartView().Group, true
-	case wire.CommandRequestPrepares:
-		return h.RequestPrepares().Group, true
-	case wire.CommandRepairDone, wire.CommandRangeEvicted:
-		return h.RepairRange().Group, true
-	case wire.CommandRequestStateTransfer:
-		return h.RequestStateTransfer().Group, true
-	case wire.CommandStateTransferTarget:
-		return h.StateTransferTarget().Group, true
-	case wire.CommandRequestStateChunk:
-		return h.RequestStateChunk().Group, true
-	case wire.CommandStateChunk:
-		return h.StateChunk().Group, true
-	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
-		return wire.MetadataGroup, true
-	}
-	return 0, false
-}
-
 // ServeReplica implements shard.ReplicaHandler: a frame from a peer, on the shard
 // owning its connection.
 func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
@@ -147,7 +111,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		return
 	}
 	cl.lastHeardNs[f.Peer].Store(s.NowNs())
-	group, ok := replicaGroupOf(f.Header)
+	group, ok := wire.FrameGroup(f.Header)
 	if !ok {
 		return // validated by the runtime: consensus traffic always has a group
 	}
@@ -382,7 +346,7 @@ func (h *handler) routePartitionFrame(f *shard.ReplicaFrame, group uint64) {
 // shard owns, and gives it back.
 func (h *handler) stepPartitionFrame(in *replicaInbound) {
 	f := &in.frame
-	if group, ok := replicaGroupOf(f.Header); ok {
+	if group, ok := wire.FrameGroup(f.Header); ok {
 		if stream, topic, id, ok := wire.SplitPartitionGroup(group); ok {
 			h.stepPartition(partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}, f.Peer, f.Header, f.Body)
 		}

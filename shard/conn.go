@@ -797,9 +797,7 @@ func (c *Conn) abort(reason string) {
 	c.closeReason = reason
 	c.cancelRecv()
 	if c.sendInFlight {
-		sqe := c.shard.getSQE()
-		sqe.PrepareCancel(userData(kindSend, c.id), 0)
-		sqe.UserData = userData(kindCancel, c.id)
+		c.shard.submitCancel(userData(kindSend, c.id), userData(kindCancel, c.id))
 	}
 	c.maybeFinish()
 }
@@ -807,9 +805,7 @@ func (c *Conn) abort(reason string) {
 func (c *Conn) cancelRecv() {
 	if c.recvInFlight && !c.cancelSent {
 		c.cancelSent = true
-		sqe := c.shard.getSQE()
-		sqe.PrepareCancel(userData(kindRecv, c.id), 0)
-		sqe.UserData = userData(kindCancel, c.id)
+		c.shard.submitCancel(userData(kindRecv, c.id), userData(kindCancel, c.id))
 	}
 }
 

@@ -237,8 +237,6 @@ func (s *Shard) stopListening() {
 	}
 	if !l.cancelSent {
 		l.cancelSent = true
-		sqe := s.getSQE()
-		sqe.PrepareCancel(userData(kindAccept, 0), 0)
-		sqe.UserData = userData(kindCancel, 0)
+		s.submitCancel(userData(kindAccept, 0), userData(kindCancel, 0))
 	}
 }

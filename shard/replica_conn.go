@@ -493,9 +493,7 @@ func (c *replicaConn) close(reason string) {
 	c.closeReason = reason
 	c.cancelRecv()
 	if c.sendInFlight {
-		sqe := c.shard.getSQE()
-		sqe.PrepareCancel(userData(kindReplicaSend, c.id), 0)
-		sqe.UserData = userData(kindReplicaCancel, c.id)
+		c.shard.submitCancel(userData(kindReplicaSend, c.id), userData(kindReplicaCancel, c.id))
 	}
 	c.maybeFinish()
 }
@@ -503,9 +501,7 @@ func (c *replicaConn) close(reason string) {
 func (c *replicaConn) cancelRecv() {
 	if c.recvInFlight && !c.recvCancelSent {
 		c.recvCancelSent = true
-		sqe := c.shard.getSQE()
-		sqe.PrepareCancel(userData(kindReplicaRecv, c.id), 0)
-		sqe.UserData = userData(kindReplicaCancel, c.id)
+		c.shard.submitCancel(userData(kindReplicaRecv, c.id), userData(kindReplicaCancel, c.id))
 	}
 }
 
@@ -658,9 +654,7 @@ func (s *Shard) stopReplica() {
 		d := &s.replica.dials[peer]
 		if d.connecting && !d.cancelSent {
 			d.cancelSent = true
-			sqe := s.getSQE()
-			sqe.PrepareCancel(userData(kindReplicaConnect, ConnID(peer)), 0)
-			sqe.UserData = userData(kindReplicaCancel, 0)
+			s.submitCancel(userData(kindReplicaConnect, ConnID(peer)), userData(kindReplicaCancel, 0))
 		}
 	}
 	for _, c := range s.replica.conns {

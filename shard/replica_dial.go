@@ -120,9 +120,7 @@ func (s *Shard) stopReplicaListener() {
 	}
 	if !l.cancelSent {
 		l.cancelSent = true
-		sqe := s.getSQE()
-		sqe.PrepareCancel(userData(kindReplicaAccept, 0), 0)
-		sqe.UserData = userData(kindReplicaCancel, 0)
+		s.submitCancel(userData(kindReplicaAccept, 0), userData(kindReplicaCancel, 0))
 	}
 }
 
@@ -153,9 +151,7 @@ func (s *Shard) dialPeers() {
 			if s.nowNs-d.startedNs >= int64(rr.cfg.ReconnectPeriod) && !d.cancelSent {
 				// A connect to an address that drops SYNs takes minutes to fail.
 				d.cancelSent = true
-				sqe := s.getSQE()
-				sqe.PrepareCancel(userData(kindReplicaConnect, ConnID(peer)), 0)
-				sqe.UserData = userData(kindReplicaCancel, 0)
+				s.submitCancel(userData(kindReplicaConnect, ConnID(peer)), userData(kindReplicaCancel, 0))
 			}
 			continue
 		}

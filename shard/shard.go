@@ -42,6 +42,14 @@ const (
 	kindDiskEvent // the read of the disk ring's eventfd: disk completions were posted
 )
 
+// submitCancel asks the kernel to cancel the request whose user data is target;
+// the cancellation's own completion comes back as completion.
+func (s *Shard) submitCancel(target, completion uint64) {
+	sqe := s.getSQE()
+	sqe.PrepareCancel(target, 0)
+	sqe.UserData = completion
+}
+
 func userData(kind completionKind, id ConnID) uint64 {
 	return uint64(kind)<<56 | uint64(id)&(1<<48-1)
 }

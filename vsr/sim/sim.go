@@ -542,42 +542,6 @@ const (
 	damageMayPass
 )
 
-// frameGroup is the consensus group a replica-plane frame is for (the forwards of
-// logins and logouts are the metadata plane's and carry none).
-func frameGroup(h *wire.GenericHeader) (uint64, bool) {
-	switch h.Command {
-	case wire.CommandPrepare, wire.CommandRepairPrepare:
-		return h.Prepare().Group, true
-	case wire.CommandPrepareOk:
-		return h.PrepareOk().Group, true
-	case wire.CommandCommit:
-		return h.Commit().Group, true
-	case wire.CommandStartViewChange:
-		return h.StartViewChange().Group, true
-	case wire.CommandDoViewChange:
-		return h.DoViewChange().Group, true
-	case wire.CommandStartView:
-		return h.StartView().Group, true
-	case wire.CommandRequestStartView:
-		return h.RequestStartView().Group, true
-	case wire.CommandRequestPrepares:
-		return h.RequestPrepares().Group, true
-	case wire.CommandRepairDone, wire.CommandRangeEvicted:
-		return h.RepairRange().Group, true
-	case wire.CommandRequestStateTransfer:
-		return h.RequestStateTransfer().Group, true
-	case wire.CommandStateTransferTarget:
-		return h.StateTransferTarget().Group, true
-	case wire.CommandRequestStateChunk:
-		return h.RequestStateChunk().Group, true
-	case wire.CommandStateChunk:
-		return h.StateChunk().Group, true
-	case wire.CommandForwardRegister, wire.CommandForwardRegisterResult, wire.CommandForwardLogout, wire.CommandForwardLogoutResult:
-		return wire.MetadataGroup, true
-	}
-	return 0, false
-}
-
 func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 	if !nd.up {
 		return
@@ -593,7 +557,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 		for _, g := range nd.groups {
 			g.core.NoteLiveness(uint8(from))
 		}
-		group, ok := frameGroup(h)
+		group, ok := wire.FrameGroup(h)
 		index, known := c.groupIndex[group]
 		body := frame[wire.HeaderSize:]
 		switch {
