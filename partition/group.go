@@ -117,6 +117,29 @@ func (s *Store) startGroup(p *Partition) error {
 	p.preparedEnd = p.log.NextOffset()
 	p.preparedTimestamp = p.log.LastTimestamp()
 	p.lastPrepareTimestamp, p.lastProposedOp = 0, 0
+	p.pendingOffers = nil
+	p.applied = appliedRing{}
+	p.retained.dropAll()
+	fresh := p.fresh
+	p.fresh = false
+	if st := p.state; st != nil && !fresh && (st.found || p.log.NextOffset() > 0) {
+		// A replica with a prior life in the group does not trust its memory of
+		// it: it resumes from its checkpoint when its log ends exactly there (else
+		// from op 0, its log of ops it cannot number), probes the group for the
+		// current view (vsr.Core.Recover), and repairs or transfers what it lacks.
+		rec := vsr.CoreRecovered{}
+		if st.intact {
+			rec.State = st.recovered.durable
+			if p.log.NextOffset() == st.recovered.checkpointEnd {
+				rec.Checkpoint = st.recovered.checkpoint
+			}
+		}
+		if err := core.Recover(rec); err != nil {
+			return fmt.Errorf("partition %v: recover group: %w", p.key, err)
+		}
+		p.journal.firstOp = rec.Checkpoint.Op + 1
+		p.committedOp = rec.Checkpoint.Op
+	}
 	p.timer = s.timers.Add(core)
 	for int(p.timer) >= len(s.timerOwners) {
 		s.timerOwners = append(s.timerOwners, nil)
@@ -142,11 +165,22 @@ type journalStorage Partition
 // op's batch is in the segment log, which a repair would read it back from; the
 // synchronous Storage cannot wait for that read, so an applied op is not served.
 func (j *journalStorage) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
-	e := (*Partition)(j).journal.at(op)
+	p := (*Partition)(j)
+	if op < p.journal.firstOp {
+		return p.retained.body(op, identity) // applied: a recent one is retained
+	}
+	e := p.journal.at(op)
 	if e == nil || !e.present || e.header.Checksum != identity {
 		return nil, false
 	}
 	return e.body, true
+}
+
+// OldestRetained implements vsr.RetainingStorage: a peer asking for an applied op
+// older than the retained ring is answered RangeEvicted, and takes a state transfer.
+func (j *journalStorage) OldestRetained() uint64 {
+	p := (*Partition)(j)
+	return p.retained.oldest(p.journal.firstOp)
 }
 
 // Errors of the partition plane's consensus.
@@ -333,10 +367,22 @@ func (p *Partition) drive() {
 		for i := range rd.Writes {
 			p.journalWrite(&rd.Writes[i])
 		}
-		if p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending) {
+		needJournal := p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending)
+		needState := p.state != nil && rd.State != nil
+		if needJournal || needState {
+			// The Ready's frames promise what these make durable: they go out once
+			// both are done (heldDone).
 			p.heldReady = rd
 			p.held = true
-			p.durable.submit(p, rd.Writes)
+			p.heldWaits, p.heldErr = 0, nil
+			if needState {
+				p.heldWaits++
+				p.heldStateGen = p.state.persistView(*rd.State)
+			}
+			if needJournal {
+				p.heldWaits++
+				p.durable.submit(p, rd.Writes)
+			}
 			break
 		}
 		p.finishReady(&rd)
@@ -365,13 +411,34 @@ func (p *Partition) finishReady(rd *vsr.Ready) {
 		}
 		p.committedOp = h.Op
 	}
+	// Committed ops are applied before an installed state (vsr.Ready's order);
+	// here they wait in the journal for applyCommitted, and install drops those it
+	// covers.
+	if rd.Install != nil {
+		if err := p.install(rd.Install); err != nil {
+			p.journalErr = fmt.Errorf("partition %v: %w", p.key, err)
+		}
+	}
+	p.pendingOffers = append(p.pendingOffers, rd.StateRequests...)
 	p.core.Advance()
 	p.applyCommitted()
+	p.serveOffers()
 }
 
-// onJournalDurable finishes the held Ready once its journal writes are durable,
-// then feeds what waited for it.
-func (p *Partition) onJournalDurable(err error) {
+// onJournalDurable is the completion of a held Ready's journal file write.
+func (p *Partition) onJournalDurable(err error) { p.heldDone(err) }
+
+// heldDone finishes the held Ready once its journal writes and its view state are
+// durable, then feeds what waited for it.
+func (p *Partition) heldDone(err error) {
+	if err != nil && p.heldErr == nil {
+		p.heldErr = err
+	}
+	p.heldWaits--
+	if p.heldWaits > 0 {
+		return
+	}
+	err, p.heldErr = p.heldErr, nil
 	rd := p.heldReady
 	p.held, p.heldReady = false, vsr.Ready{}
 	if err != nil {
@@ -525,6 +592,11 @@ func (p *Partition) apply(e *journalEntry) bool {
 	switch e.header.Operation {
 	case wire.OperationSendMessages:
 		if err := p.checkStamp(e); err != nil {
+			if e.done == nil && !e.syncCall && p.requestTransfer() {
+				// A backup whose log does not continue the primary's: it takes the
+				// primary's state, which drops this op from the journal.
+				return false
+			}
 			p.unappliedBatches--
 			if e.done == nil && !e.syncCall {
 				// A backup whose log does not continue where the primary's did: it
@@ -552,6 +624,8 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.own != nil && len(e.body) > 0 && &e.body[0] == &e.own[0] {
 			e.ownEnd = end
 		}
+		p.noteApplied(vsr.Checkpoint{Op: e.header.Op, Identity: e.header.Checksum, Timestamp: e.header.Timestamp}, end)
+		p.retain(&e.header, e.body)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
 			e.done = nil
@@ -568,8 +642,21 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.syncCall {
 			p.offsetErr = err
 		}
+		p.noteApplied(vsr.Checkpoint{Op: e.header.Op, Identity: e.header.Checksum, Timestamp: e.header.Timestamp}, p.log.NextOffset())
+		p.retain(&e.header, e.body)
 	}
 	return true
+}
+
+// requestTransfer asks the group's primary for its state, on a backup of a group of
+// more than one replica whose log cannot take the primary's next batch. It reports
+// whether a transfer is under way (the core must be in normal status, as a backup).
+func (p *Partition) requestTransfer() bool {
+	if p.store.repl.replicaCount() == 1 || p.core == nil || p.holding() {
+		return false
+	}
+	p.store.timers.Catch(p.timer)
+	return p.core.RequestTransfer(p.journal.firstOp - 1)
 }
 
 // checkStamp is the apply-time check every replica makes of a batch: its stamp is
@@ -641,6 +728,9 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	}
 	if h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare {
 		if err := p.checkIngress(h.Prepare(), body); err != nil {
+			if errors.Is(err, ErrStampMismatch) && p.requestTransfer() {
+				p.drive()
+			}
 			return err
 		}
 	}

@@ -289,10 +289,10 @@ func TestClusterBackupRefusesAStampNotItsOwn(t *testing.T) {
 	}
 }
 
-// Apply checks the stamp again against the log as it is then: a backup whose log
-// does not continue where the primary's did refuses the batch and stops serving
-// the partition (it must never hold a different batch under the same offsets).
-func TestClusterBackupApplyRefusesADivergedLog(t *testing.T) {
+// A backup whose log holds a batch the group never prepared (something wrote to it
+// behind the group's back) cannot apply the primary's next batch: it takes the
+// primary's state instead of serving a different batch under the same offsets.
+func TestClusterBackupWithADivergedLogTakesThePrimarysState(t *testing.T) {
 	c := newTestCluster(t, 4, 3, Config{PartitionsCount: 1})
 	rec := newSendRecorder()
 	c.send(makeBatch(t, 0, 2, 40), 9000, rec, 1)
@@ -304,7 +304,6 @@ func TestClusterBackupApplyRefusesADivergedLog(t *testing.T) {
 	if backup.core.Op() != 1 || backup.journal.len() != 1 {
 		t.Fatalf("backup at op %d with %d journaled, want op 1 prepared and not applied", backup.core.Op(), backup.journal.len())
 	}
-	// Something wrote to the backup's log behind the group's back.
 	foreign := makeBatch(t, 50, 1, 40)
 	wire.StampBatch(foreign, uint64(testKey.PartitionID), 0, 1)
 	if err := backup.log.Append(foreign); err != nil {
@@ -312,11 +311,22 @@ func TestClusterBackupApplyRefusesADivergedLog(t *testing.T) {
 	}
 	c.stores[1].WaitIdle()
 	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1) // the Commit heartbeat
-	if err := c.stores[1].Err(testKey); !errors.Is(err, ErrStampMismatch) {
-		t.Fatalf("backup error %v, want ErrStampMismatch", err)
+	if err := c.stores[1].Err(testKey); err != nil {
+		t.Fatalf("backup error %v", err)
 	}
-	if got := c.stores[2].Err(testKey); got != nil {
-		t.Fatalf("replica 2: %v", got)
+	if backup.transfers != 1 {
+		t.Fatalf("backup installed %d states, want 1", backup.transfers)
+	}
+	if !bytes.Equal(c.logBytes(1), c.logBytes(0)) {
+		t.Fatal("the backup's log differs from the primary's after the transfer")
+	}
+	c.send(makeBatch(t, 2, 3, 40), 9100, rec, 2)
+	c.settle()
+	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	for i := range c.stores {
+		if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
+			t.Fatalf("replica %d's log differs from the primary's after the next send", i)
+		}
 	}
 }
 

@@ -210,6 +210,13 @@ func (p *Partition) onWritten(end uint64) {
 	if !p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
+	if p.state != nil {
+		p.maybeCheckpoint()
+		if len(p.pendingOffers) > 0 && !p.holding() && p.log.WrittenEnd() == p.log.NextOffset() {
+			p.serveOffers()
+			p.drive()
+		}
+	}
 }
 
 func (p *Partition) onDurable(end uint64) {

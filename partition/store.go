@@ -122,6 +122,23 @@ type Partition struct {
 	offsetErr error
 	// offsetBody is the scratch an offset op's payload is encoded in.
 	offsetBody [offsetOpBodyMax]byte
+
+	// In a cluster (groupstate.go, transfer.go): the group's durable state; the
+	// applied ops waiting to be checkpointed; the state requests waiting for the
+	// log to be written up to the applied op; the held Ready's outstanding durable
+	// writes (journal file, state file) and the state generation it waits for.
+	state         *stateFile
+	applied       appliedRing
+	retained      retainedRing
+	pendingOffers []vsr.StateRequest
+	heldWaits     int
+	heldErr       error
+	heldStateGen  uint64
+	// fresh: the next startGroup starts a new group (Create, purge) rather than
+	// recovering the replica's place in an existing one.
+	fresh bool
+	// transfers counts the states installed.
+	transfers uint64
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -133,7 +150,7 @@ func (s *Store) Create(k Key, cfg Config, createdAtMicros uint64) error {
 	if err := s.storages.Remove(s.Dir(k)); err != nil {
 		return fmt.Errorf("partition %v: clear directory: %w", k, err)
 	}
-	_, err := s.open(k, cfg, createdAtMicros)
+	_, err := s.open(k, cfg, createdAtMicros, true)
 	return err
 }
 
@@ -144,11 +161,11 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 	if _, ok := s.partitions[k]; ok {
 		return nil, fmt.Errorf("%w: %v", ErrPartitionExists, k)
 	}
-	return s.open(k, cfg, createdAtMicros)
+	return s.open(k, cfg, createdAtMicros, false)
 }
 
-func (s *Store) open(k Key, cfg Config, createdAtMicros uint64) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s}
+func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool) (*segment.RecoveryReport, error) {
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	st, err := s.storages.Open(p.dir)
 	if err != nil {
@@ -162,6 +179,10 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 	p.log = log
 	if err := p.openDurable(); err != nil {
 		_ = log.Close()
+		return report, fmt.Errorf("partition %v: %w", k, err)
+	}
+	if err := p.openState(); err != nil {
+		_ = p.close()
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
 	if err := s.startGroup(p); err != nil {
@@ -289,6 +310,10 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr
 	}
+	if err := p.openState(); err != nil {
+		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
+		return report, p.reopenErr
+	}
 	if err := p.store.startGroup(p); err != nil {
 		p.reopenErr = err
 		return report, err
@@ -309,6 +334,7 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
+	p.fresh = true // every replica purges: the group starts anew
 	_, err = p.reopen(st, p.cfg)
 	return err
 }
@@ -351,6 +377,11 @@ func (p *Partition) close() error {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil
 	}
+	if p.state != nil {
+		err = errors.Join(err, p.state.close())
+		p.state = nil
+	}
+	p.pendingOffers = nil
 	if p.broken() == nil {
 		p.acknowledge(p.ackEnd())
 	}

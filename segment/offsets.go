@@ -297,3 +297,17 @@ func (c *consumerOffsets) close(l *Log) {
 		}
 	}
 }
+
+// ConsumerOffsets appends the stored offsets of one kind, ascending by id, as id and
+// offset pairs (a partition's state transfer sends them whole).
+func (l *Log) ConsumerOffsets(kind ConsumerKind, dst [][2]uint64) [][2]uint64 {
+	if !validKind(kind) {
+		return dst
+	}
+	start := len(dst)
+	for id, so := range l.offsets.byKind[kind] {
+		dst = append(dst, [2]uint64{uint64(id), so.offset})
+	}
+	sort.Slice(dst[start:], func(i, j int) bool { return dst[start+i][0] < dst[start+j][0] })
+	return dst
+}

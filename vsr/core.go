@@ -2213,6 +2213,9 @@ func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
 	if c.op >= uint64(len(c.slots)) {
 		oldest = max(oldest, c.op-uint64(len(c.slots))+1)
 	}
+	if r, ok := c.cfg.Storage.(RetainingStorage); ok {
+		oldest = max(oldest, min(r.OldestRetained(), c.op+1))
+	}
 	if m.FromOp < oldest {
 		h := c.message(m.Replica, wire.CommandRangeEvicted)
 		r := (*wire.RepairRangeHeader)(headerPointer(h))

@@ -77,6 +77,9 @@ type transferIn struct {
 	deadline  uint64
 	nonceNext uint64
 	stalls    int
+	// forced: the caller asked for any state at or above floor (RequestTransfer).
+	forced bool
+	floor  uint64
 }
 
 // Transferring reports whether the replica is fetching a state.
@@ -99,6 +102,40 @@ func (c *Core) startTransfer(peer uint8) {
 	c.repairActive, c.repairAt = false, 0
 	c.transfer = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
 	c.requestTarget()
+}
+
+// RetainingStorage is a Storage that knows the oldest op whose body it still
+// holds. A partition's journal drops each op once applied (its batch is in the
+// segment log), long before the core's header window forgets it: without this, a
+// peer asking for applied ops would get RepairDone with nothing, over and over,
+// where RangeEvicted would send it to state transfer.
+type RetainingStorage interface {
+	Storage
+	// OldestRetained is the lowest op Body may still return.
+	OldestRetained() uint64
+}
+
+// RequestTransfer starts a state transfer from the primary on a backup in normal
+// status whose own state cannot take the primary's next ops: the caller found that
+// its applied state, as of op applied, does not continue where the primary's log
+// does (a partition whose segment log ends elsewhere than the batches being
+// prepared). Such a replica takes any state at or above applied, even one the core
+// counts as committed here already: the caller applies its journal's ops above the
+// installed one again. It reports whether a transfer is under way.
+func (c *Core) RequestTransfer(applied uint64) bool {
+	c.checkNoReadyOut("RequestTransfer")
+	if c.transfer.phase != transferIdle {
+		return true
+	}
+	if c.status != StatusNormal || c.IsPrimary() || c.n() == 1 {
+		return false
+	}
+	c.startTransfer(c.Primary())
+	if c.transfer.phase == transferIdle {
+		return false
+	}
+	c.transfer.forced, c.transfer.floor = true, applied
+	return true
 }
 
 func (c *Core) requestTarget() {
@@ -247,7 +284,7 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 	if err != nil {
 		return badMessage("state transfer target: %v", err)
 	}
-	if m.CommitOp <= c.commitMin {
+	if m.CommitOp <= c.commitMin && !(t.forced && m.CommitOp >= t.floor) {
 		// Nothing newer than what this replica has: repair the rest instead.
 		t.phase = transferIdle
 		c.maybeRepair()

@@ -1,0 +1,108 @@
+package partition
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// restart replaces replica i with a new store over what its disks kept through a
+// power loss, opening the partition as a restarted server does (Open, not Create).
+func (c *testCluster) restart(i int, seed uint64) {
+	c.t.Helper()
+	crashed := c.storages[i].crash(seed)
+	s := NewReplicatedStore("local_data", crashed, Replication{
+		Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(len(c.stores)), Outbox: clusterOutbox{c: c, from: uint8(i)},
+	})
+	if _, err := s.Open(testKey, c.cfg, 1); err != nil {
+		c.t.Fatalf("replica %d: open after restart: %v", i, err)
+	}
+	c.stores[i], c.storages[i] = s, crashed
+}
+
+// sendAll sends count batches of 3 messages through the primary, each acknowledged
+// before the next, and returns the next sequence number.
+func (c *testCluster) sendAll(first uint64, count int, rec *sendRecorder, token uint64) uint64 {
+	c.t.Helper()
+	for b := 0; b < count; b++ {
+		c.send(makeBatch(c.t, first, 3, 40), 10_000+first, rec, token)
+		for round := 0; ; round++ {
+			if round == 10_000 {
+				c.t.Fatalf("send %d is never acknowledged", token)
+			}
+			if _, ok := rec.acked[token]; ok {
+				break
+			}
+			if err := rec.failed[token]; err != nil {
+				c.t.Fatalf("send %d failed: %v", token, err)
+			}
+			if !c.deliverOne() {
+				moved := 0
+				for _, s := range c.stores {
+					moved += s.PollIO()
+				}
+				if moved == 0 {
+					for _, s := range c.stores {
+						s.Tick()
+					}
+				}
+			}
+		}
+		first += 3
+		token++
+	}
+	return first
+}
+
+// A replica that restarts while its group goes on rejoins it (its durable group
+// state, a probe for the view) and catches up: by repair from the primary's
+// retained ops when it missed few, by state transfer when it missed more than the
+// primary retains. Every replica then holds the primary's log byte for byte, and
+// the restarted one follows the group.
+func TestClusterRestartedBackupCatchesUp(t *testing.T) {
+	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig()} {
+		c := newTestCluster(t, 11, 3, cfg)
+		rec := newSendRecorder()
+		next := c.sendAll(0, 5, rec, 1)
+		c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+		down := 2
+		token := uint64(100)
+		for round, missed := range []int{10, retainedOpsMax + 20, 0} {
+			c.intercept = func(f *netFrame) bool { return int(f.to) != down && int(f.from) != down }
+			next = c.sendAll(next, missed, rec, token)
+			token += 100
+			c.restart(down, 77+uint64(round))
+			if st := c.stores[down].partitions[testKey].core.Status(); st != vsr.StatusRecovering {
+				t.Fatalf("enforce_fsync %v round %d: a restarted replica is %v, want recovering (it must not trust its memory)", cfg.EnforceFsync, round, st)
+			}
+			c.intercept = nil
+			next = c.sendAll(next, 3, rec, token)
+			token += 100
+			c.tick(int(partitionTiming.HeartbeatTimeoutTicks) + 1)
+
+			restarted := c.stores[down].partitions[testKey]
+			if err := c.stores[down].Err(testKey); err != nil {
+				t.Fatalf("enforce_fsync %v round %d: restarted replica: %v", cfg.EnforceFsync, round, err)
+			}
+			// With enforce_fsync every batch survives the power loss, so the log
+			// ends at the checkpoint and only what was missed is fetched.
+			switch {
+			case cfg.EnforceFsync && missed < retainedOpsMax && restarted.transfers != 0:
+				t.Fatalf("round %d: %d ops missed were taken by state transfer, not repaired", round, missed)
+			case missed > retainedOpsMax && restarted.transfers == 0:
+				t.Fatalf("enforce_fsync %v round %d: %d ops missed, no state transfer", cfg.EnforceFsync, round, missed)
+			}
+			for i := range c.stores {
+				if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
+					t.Fatalf("enforce_fsync %v round %d: replica %d's log (%d bytes) differs from the primary's (%d bytes)", cfg.EnforceFsync, round, i, len(c.logBytes(i)), len(c.logBytes(0)))
+				}
+			}
+			_, msgs := poll(t, c.stores[down], testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10_000})
+			if len(msgs) != int(next) {
+				t.Fatalf("enforce_fsync %v round %d: the restarted replica serves %d messages, want %d", cfg.EnforceFsync, round, len(msgs), next)
+			}
+		}
+	}
+}

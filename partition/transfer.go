@@ -1,0 +1,383 @@
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/iggy-shard/iggy-shard/segment"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+	"github.com/zeebo/xxh3"
+)
+
+// State transfer of a partition: a replica that restarted, or whose log does not
+// continue where its primary's does, takes a whole applied state from a peer
+// (vsr's transfer frames, iggy.apache.org/docs/binary-protocol/server-to-server,
+// "State transfer"). The state is the artifacts of the partition plane:
+//
+//	SEGMENT_LOG       one per segment, its .log verbatim up to the applied end;
+//	                  frontier = the segment's base offset
+//	CONSUMER_OFFSETS  ICO1: version u8 = 1, purge_generation u64, next_offset u64,
+//	                  consumers u32, groups u32, (id u32, offset u64) ascending per
+//	                  table, XxHash3-64 trailer; frontier = the offer's commit_op
+//
+// An offer is made of the applied state only when every applied batch is written
+// (the log's written end is its next offset), so the files read hold exactly the ops
+// up to the applied one; until then the request waits (pendingOffers). The files
+// are read whole into memory, with blocking reads on the shard: a transfer is rare,
+// and the core keeps the offer until the requester is done. purge_generation is
+// sent as 0: purges are metadata operations every node applies itself.
+//
+// Installing closes the log, removes the partition's files, writes the segments
+// and opens the log again (its recovery rebuilds the indexes and checks every
+// batch), then stores the offsets. The group state (groupstate.go) records the
+// installed op as the checkpoint; a crash before that record is durable finds a log
+// that does not match its checkpoint, and transfers again.
+
+// offerMaxBytes bounds the segment bytes one offer reads into memory: a partition
+// larger than this is refused (transiently) rather than read whole; the requester
+// keeps asking. The reference caps a received artifact at 1 GiB plus one message.
+const offerMaxBytes = 4 << 30
+
+var errOfferTooLarge = errors.New("partition: state offer larger than offerMaxBytes")
+
+// serveOffers answers the state requests that waited for the log to be written up
+// to the applied op; the caller drives the group to send the offers.
+func (p *Partition) serveOffers() {
+	if len(p.pendingOffers) == 0 || p.holding() || p.core == nil || p.log.WrittenEnd() != p.log.NextOffset() {
+		return
+	}
+	requests := p.pendingOffers
+	p.pendingOffers = nil
+	applied := p.journal.firstOp - 1
+	artifacts, err := p.stateArtifacts(applied)
+	p.store.timers.Catch(p.timer)
+	for _, r := range requests {
+		if err != nil || applied == 0 {
+			p.core.OfferState(r, 0, nil) // transient: the requester asks again
+			continue
+		}
+		p.core.OfferState(r, applied, artifacts)
+	}
+	if err != nil {
+		p.lastFailure = fmt.Errorf("partition %v: state offer: %w", p.key, err)
+	}
+}
+
+// stateArtifacts reads the applied state: every segment's .log and the offsets.
+func (p *Partition) stateArtifacts(applied uint64) ([]vsr.Artifact, error) {
+	names, err := p.storage.List("")
+	if err != nil {
+		return nil, err
+	}
+	var artifacts []vsr.Artifact
+	var total int64
+	for _, name := range names {
+		base, ok := segmentLogBase(name)
+		if !ok {
+			continue
+		}
+		f, size, err := p.storage.Open(name, false, 0)
+		if err != nil {
+			return nil, err
+		}
+		total += size
+		if total > offerMaxBytes {
+			_ = p.storage.Close(f)
+			return nil, errOfferTooLarge
+		}
+		buf := make([]byte, size)
+		read := &segment.Request{Op: segment.OpRead, File: f, Data: buf}
+		err = waitRequest(p.storage, read)
+		_ = p.storage.Close(f)
+		if err != nil {
+			return nil, err
+		}
+		if read.Result != size {
+			return nil, fmt.Errorf("segment %s: read %d of %d bytes", name, read.Result, size)
+		}
+		artifacts = append(artifacts, vsr.Artifact{Kind: wire.ArtifactSegmentLog, Frontier: base, Bytes: buf})
+	}
+	artifacts = append(artifacts, vsr.Artifact{Kind: wire.ArtifactConsumerOffsets, Frontier: applied, Bytes: p.encodeOffsets()})
+	return artifacts, nil
+}
+
+// segmentLogBase parses a segment's .log name (20 digits, its base offset).
+func segmentLogBase(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, ".log")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseUint(digits, 10, 64)
+	return base, err == nil
+}
+
+const offsetsMagic = "ICO1"
+
+// encodeOffsets is the CONSUMER_OFFSETS artifact of the log's offsets.
+func (p *Partition) encodeOffsets() []byte {
+	consumers := p.log.ConsumerOffsets(segment.Consumer, nil)
+	groups := p.log.ConsumerOffsets(segment.ConsumerGroup, nil)
+	b := make([]byte, 0, 4+1+8+8+4+4+12*(len(consumers)+len(groups))+8)
+	b = append(b, offsetsMagic...)
+	b = append(b, 1)
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, p.log.NextOffset())
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(consumers)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(groups)))
+	for _, table := range [][][2]uint64{consumers, groups} {
+		for _, e := range table {
+			b = binary.LittleEndian.AppendUint32(b, uint32(e[0]))
+			b = binary.LittleEndian.AppendUint64(b, e[1])
+		}
+	}
+	return binary.LittleEndian.AppendUint64(b, xxh3.Hash(b))
+}
+
+// offsetsMax bounds each table of a received CONSUMER_OFFSETS artifact, as the
+// reference's decoder does.
+const offsetsMax = 1 << 20
+
+// decodeOffsets checks a CONSUMER_OFFSETS artifact and returns its tables and the
+// offset frontier.
+func decodeOffsets(b []byte) (consumers, groups [][2]uint64, nextOffset uint64, err error) {
+	const head = 4 + 1 + 8 + 8 + 4 + 4
+	if len(b) < head+8 || string(b[:4]) != offsetsMagic || b[4] != 1 {
+		return nil, nil, 0, errors.New("consumer offsets: not an ICO1 artifact")
+	}
+	if binary.LittleEndian.Uint64(b[len(b)-8:]) != xxh3.Hash(b[:len(b)-8]) {
+		return nil, nil, 0, errors.New("consumer offsets: trailer checksum")
+	}
+	nextOffset = binary.LittleEndian.Uint64(b[13:])
+	nc, ng := binary.LittleEndian.Uint32(b[21:]), binary.LittleEndian.Uint32(b[25:])
+	if nc > offsetsMax || ng > offsetsMax || len(b) != head+12*int(nc+ng)+8 {
+		return nil, nil, 0, errors.New("consumer offsets: table sizes")
+	}
+	pos := head
+	read := func(n uint32) ([][2]uint64, error) {
+		t := make([][2]uint64, n)
+		for i := range t {
+			t[i] = [2]uint64{uint64(binary.LittleEndian.Uint32(b[pos:])), binary.LittleEndian.Uint64(b[pos+4:])}
+			pos += 12
+			if i > 0 && t[i][0] <= t[i-1][0] {
+				return nil, errors.New("consumer offsets: ids not strictly ascending")
+			}
+		}
+		return t, nil
+	}
+	if consumers, err = read(nc); err != nil {
+		return nil, nil, 0, err
+	}
+	if groups, err = read(ng); err != nil {
+		return nil, nil, 0, err
+	}
+	return consumers, groups, nextOffset, nil
+}
+
+// install replaces the partition's log and offsets with a transferred state of the
+// ops up to in.CommitOp, as the Ready's last step before Advance.
+func (p *Partition) install(in *vsr.StateInstall) error {
+	var segments []vsr.Artifact
+	var consumers, groups [][2]uint64
+	nextOffset, haveOffsets := uint64(0), false
+	for _, a := range in.Artifacts {
+		switch a.Kind {
+		case wire.ArtifactSegmentLog:
+			if len(segments) > 0 && a.Frontier <= segments[len(segments)-1].Frontier {
+				return errors.New("state transfer: segments out of order")
+			}
+			segments = append(segments, a)
+		case wire.ArtifactConsumerOffsets:
+			var err error
+			if consumers, groups, nextOffset, err = decodeOffsets(a.Bytes); err != nil {
+				return fmt.Errorf("state transfer: %w", err)
+			}
+			haveOffsets = true
+		}
+	}
+	if !haveOffsets {
+		return errors.New("state transfer: no consumer offsets artifact")
+	}
+	// The ops up to the installed one leave the journal: the state holds them.
+	for p.journal.len() > 0 && p.journal.firstOp <= in.CommitOp {
+		e := p.journal.front()
+		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
+			p.unappliedBatches--
+		}
+		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+		p.journal.popFront()
+	}
+	if p.journal.len() == 0 {
+		p.journal.firstOp = max(p.journal.firstOp, in.CommitOp+1)
+	}
+	p.committedOp = max(p.committedOp, in.CommitOp)
+
+	_ = p.log.Close() // replaced whole
+	if p.durable != nil {
+		_ = p.durable.close(p)
+		p.durable = nil
+	}
+	if p.state != nil {
+		_ = p.state.close()
+		p.state = nil
+	}
+	s := p.store
+	if err := s.storages.Remove(p.dir); err != nil {
+		return fmt.Errorf("state transfer: remove directory: %w", err)
+	}
+	st, err := s.storages.Open(p.dir)
+	if err != nil {
+		return fmt.Errorf("state transfer: open storage: %w", err)
+	}
+	p.storage = st
+	for _, a := range segments {
+		if err := writeWhole(st, fmt.Sprintf("%020d.log", a.Frontier), a.Bytes); err != nil {
+			return fmt.Errorf("state transfer: segment %d: %w", a.Frontier, err)
+		}
+	}
+	log, _, err := segment.Open(st, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	if err != nil {
+		return fmt.Errorf("state transfer: open log: %w", err)
+	}
+	p.log = log
+	if log.NextOffset() != nextOffset {
+		return fmt.Errorf("state transfer: the installed log ends at %d, the offer's at %d", log.NextOffset(), nextOffset)
+	}
+	for _, e := range consumers {
+		if err := log.StoreConsumerOffset(segment.Consumer, uint32(e[0]), e[1]); err != nil {
+			return fmt.Errorf("state transfer: consumer offset: %w", err)
+		}
+	}
+	for _, e := range groups {
+		if err := log.StoreConsumerOffset(segment.ConsumerGroup, uint32(e[0]), e[1]); err != nil {
+			return fmt.Errorf("state transfer: group offset: %w", err)
+		}
+	}
+	if err := p.openDurable(); err != nil {
+		return fmt.Errorf("state transfer: %w", err)
+	}
+	if err := p.openState(); err != nil {
+		return fmt.Errorf("state transfer: %w", err)
+	}
+	if h, ok := p.core.Header(in.CommitOp); ok {
+		in.Identity = h.Checksum
+	}
+	p.recomputePrepared()
+	p.applied = appliedRing{}
+	p.retained.dropAll()
+	if !in.Identity.IsZero() {
+		p.noteApplied(vsr.Checkpoint{Op: in.CommitOp, Identity: in.Identity, Timestamp: log.LastTimestamp()}, log.NextOffset())
+	}
+	p.state.persistView(p.core.Durable())
+	p.transfers++
+	return nil
+}
+
+// writeWhole writes a new file and makes it durable.
+func writeWhole(st segment.Storage, name string, data []byte) error {
+	f, _, err := st.Open(name, true, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close(f) }()
+	if len(data) > 0 {
+		if err := waitRequest(st, &segment.Request{Op: segment.OpWrite, File: f, Data: data}); err != nil {
+			return err
+		}
+	}
+	return waitRequest(st, &segment.Request{Op: segment.OpSync, File: f})
+}
+
+// retainedRing keeps the bodies of the last applied ops of a group of more than one
+// replica, so that a peer that missed a few of them (a restart that lost the
+// prepares sent while it probed, a dropped frame) repairs them instead of taking
+// the whole log by state transfer. The reference keeps such an evicted ring too
+// (evicted_ring_capacity, evicted_ring_bytes_max). Bodies are copies: the
+// primary's are request buffers, released once answered. The ring is bounded in
+// ops and bytes; its buffers are reused.
+type retainedRing struct {
+	entries []retainedEntry
+	head    int // the oldest entry
+	n       int
+	bytes   int
+}
+
+type retainedEntry struct {
+	op       uint64
+	identity wire.Uint128
+	body     []byte
+}
+
+// retainedOpsMax covers the core's header window (JournalSlots): an op older than
+// that is answered RangeEvicted by the core whatever the ring holds.
+const (
+	retainedOpsMax   = 64
+	retainedBytesMax = 8 << 20
+)
+
+// retain copies an applied op's body into the ring, dropping the oldest entries
+// to stay within its bounds; an op larger than the byte bound is not kept, and
+// with it whatever is older (the ring stays contiguous below the journal).
+func (p *Partition) retain(h *wire.PrepareHeader, body []byte) {
+	r := &p.retained
+	if p.store.repl.replicaCount() == 1 {
+		return
+	}
+	if len(body) > retainedBytesMax {
+		r.dropAll()
+		return
+	}
+	for r.n > 0 && (r.n == retainedOpsMax || r.bytes+len(body) > retainedBytesMax) {
+		r.dropOldest()
+	}
+	if r.entries == nil {
+		r.entries = make([]retainedEntry, retainedOpsMax)
+	}
+	e := &r.entries[(r.head+r.n)%retainedOpsMax]
+	e.op, e.identity = h.Op, h.Checksum
+	e.body = append(e.body[:0], body...)
+	r.bytes += len(body)
+	r.n++
+}
+
+func (r *retainedRing) dropOldest() {
+	e := &r.entries[r.head]
+	r.bytes -= len(e.body)
+	e.op, e.body = 0, e.body[:0]
+	r.head = (r.head + 1) % retainedOpsMax
+	r.n--
+}
+
+func (r *retainedRing) dropAll() {
+	for r.n > 0 {
+		r.dropOldest()
+	}
+}
+
+// body returns the retained body of op if its identity is identity.
+func (r *retainedRing) body(op uint64, identity wire.Uint128) ([]byte, bool) {
+	if r.n == 0 {
+		return nil, false
+	}
+	first := r.entries[r.head].op
+	if op < first || op >= first+uint64(r.n) {
+		return nil, false
+	}
+	e := &r.entries[(r.head+int(op-first))%retainedOpsMax]
+	if e.op != op || e.identity != identity {
+		return nil, false
+	}
+	return e.body, true
+}
+
+// oldest is the lowest op the ring holds, contiguous up to below; below when empty
+// or not contiguous with it.
+func (r *retainedRing) oldest(below uint64) uint64 {
+	if r.n == 0 || r.entries[r.head].op+uint64(r.n) != below {
+		return below
+	}
+	return r.entries[r.head].op
+}
