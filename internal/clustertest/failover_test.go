@@ -95,15 +95,14 @@ func (k victimKind) String() string {
 // a new primary is elected and serves, the killed node restarts and catches up, and
 // every node holds every acknowledged batch, in order, exactly once, byte for byte
 // alike.
-func TestFailoverPrimaryKilled(t *testing.T) { needsPartitionCatchUp(t); runFailover(t, victimPrimary) }
+func TestFailoverPrimaryKilled(t *testing.T) { runFailover(t, victimPrimary) }
 
 // A backup is killed: the primary stays and goes on serving.
-func TestFailoverBackupKilled(t *testing.T) { needsPartitionCatchUp(t); runFailover(t, victimBackup) }
+func TestFailoverBackupKilled(t *testing.T) { runFailover(t, victimBackup) }
 
 // The primary is killed, restarts and catches up; then the new primary is killed.
 // Two nodes are never down at once.
 func TestFailoverTwoNodesKilledInTurn(t *testing.T) {
-	needsPartitionCatchUp(t)
 	runFailover(t, victimPrimary, victimPrimary)
 }
 

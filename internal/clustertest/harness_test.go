@@ -534,16 +534,3 @@ func isConnectionLoss(err error) bool {
 	return errors.As(err, &conn) || errors.As(err, &ev) || errors.Is(err, wire.ErrNotConnected)
 }
 
-// catchUpEnv turns on the tests that need a partition to catch up on a node that
-// restarts or joins late. That catch-up is not built yet (a restarted partition
-// group starts at op 0 and the primary cannot serve applied ops nor transfer a
-// partition's state), so those tests fail today; they are the acceptance tests of
-// the work that builds it, run with IGGY_CLUSTER_CATCHUP=1.
-const catchUpEnv = "IGGY_CLUSTER_CATCHUP"
-
-func needsPartitionCatchUp(t *testing.T) {
-	t.Helper()
-	if os.Getenv(catchUpEnv) != "1" {
-		t.Skipf("needs partition catch-up after a restart, not built yet; run with %s=1", catchUpEnv)
-	}
-}
