@@ -106,3 +106,67 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 		}
 	}
 }
+
+// elect ticks the cluster until one replica leads the group, makes it the leader
+// sends go to, and returns it.
+func (c *testCluster) elect() int {
+	c.t.Helper()
+	for round := 0; round < 20_000; round++ {
+		for _, s := range c.stores {
+			s.Tick()
+		}
+		c.settle()
+		for i, s := range c.stores {
+			if s.partitions[testKey].core.IsPrimary() {
+				c.leader = i
+				return i
+			}
+		}
+	}
+	c.t.Fatal("no replica leads the group")
+	return -1
+}
+
+// Every replica of an enforce_fsync group loses power at once, right after sends
+// were acknowledged: they restart, elect a primary among themselves, and the group
+// serves again with every acknowledged batch on every replica.
+func TestClusterWholeGroupRestartKeepsAcknowledged(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		c := newTestCluster(t, 40+seed, 3, fsyncConfig())
+		rec := newSendRecorder()
+		next := c.sendAll(0, 2, rec, 1)
+		for i := range c.stores {
+			c.restart(i, seed*10+uint64(i))
+		}
+		c.elect()
+		next = c.sendAll(next, 2, rec, 100)
+		c.tick(int(partitionTiming.HeartbeatTimeoutTicks) + 1)
+		for i, s := range c.stores {
+			if err := s.Err(testKey); err != nil {
+				t.Fatalf("seed %d: replica %d: %v", seed, i, err)
+			}
+			_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})
+			if len(msgs) != int(next) {
+				t.Fatalf("seed %d: replica %d serves offsets %v, want 0..%d", seed, i, offsetsOf(msgs), next-1)
+			}
+		}
+	}
+}
+
+// A backup of an enforce_fsync group forwards each prepare down the chain only once
+// its journal write is durable, after the frame it came in was released: the
+// forwarded prepare carries the journal's copy, and the next hop takes it.
+func TestClusterHeldForwardOutlivesItsFrame(t *testing.T) {
+	c := newTestCluster(t, 21, 3, fsyncConfig())
+	rec := newSendRecorder()
+	c.sendAll(0, 4, rec, 1)
+	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	if len(c.stepErrs) != 0 {
+		t.Fatalf("frames refused: %v", c.stepErrs)
+	}
+	for i := range c.stores {
+		if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
+			t.Fatalf("replica %d's log differs from the primary's", i)
+		}
+	}
+}

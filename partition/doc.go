@@ -11,6 +11,7 @@
 //	    offsets/consumers/{id}       [offset u64][XxHash3-64 of it]
 //	    offsets/groups/{id}
 //	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
+//	    partition.state              in a cluster: the group's durable state (groupstate.go)
 //
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
@@ -64,12 +65,25 @@
 // does, and so does a poll's auto-commit.
 //
 // The journal (journal.go) holds the ops prepared and not applied; the segment log
-// holds the applied ones. It is what the Core's vsr.Storage reads bodies from, so an
-// applied op is not served to a repairing peer (that needs a read of the log, which
-// the synchronous Storage cannot wait for). The Core's DurableState and view headers
-// are kept in memory: a restarted partition's group starts fresh at op 0 after the
-// durable journal's replay (durable.go), as the reference's partition journal, in
-// memory, also does not survive a restart.
+// holds the applied ones. It is what the Core's vsr.Storage reads bodies from, with
+// a ring of the last applied ops of a replicated group (retainedRing, transfer.go)
+// so that a peer that missed a few repairs them; a peer that missed more is
+// answered RangeEvicted (vsr.RetainingStorage) and takes a state transfer of the
+// segments and consumer offsets (transfer.go).
+//
+// In a cluster a replica's place in each group survives a restart
+// (groupstate.go): partition.state holds the view, the log view and its suffix's
+// headers, made durable before the Ready that moved them sends anything, and a
+// checkpoint, the header of the last applied op the log has written and the log's
+// end after it. A restarted replica (Store.Open; Create and a purge start a new
+// group) resumes from the checkpoint when its log ends there, with the journal
+// file's ops above it when the topic enforces fsync (durable.go), probes its group
+// for the view (vsr.Core.Recover) and repairs or transfers what it lacks. One whose
+// log it cannot place (it ends elsewhere than the checkpoint, and the journal file
+// does not bridge the gap) resumes from op 0; its log does not continue the
+// primary's, so it takes the primary's state. A backup that finds its log does not
+// continue where the primary's prepares are stamped (ingress, or apply) asks for
+// that state at once (vsr.Core.RequestTransfer) instead of stopping.
 //
 // # The binding of a batch to its prepare
 //

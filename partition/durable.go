@@ -38,12 +38,14 @@ import (
 // records are a prefix of the file, plus perhaps part of the last unsynced Ready;
 // the scan stops at the first record that is not intact.
 //
-// Recovery (openDurable) replays into the log the batch records that continue it
-// (base_offset = the log's next offset after its own recovery), with the offset ops
-// that came after the first of them, makes them durable, and empties the file. The
-// group then starts fresh. At run time the file is emptied (truncated, fdatasynced)
-// once it passes journalCompactBytes and everything in it is applied and durable in
-// the log.
+// Recovery (openDurable) of a group of one replays into the log the batch records
+// that continue it (base_offset = the log's next offset after its own recovery),
+// with the offset ops that came after the first of them, makes them durable, and
+// empties the file. A replica of a larger group does not replay: its records are
+// prepared ops, and the group decides which commit (recoverReplicated). At run time
+// the file is emptied (truncated, fdatasynced) once it passes journalCompactBytes
+// and everything in it is applied and durable in the log (and, in a cluster,
+// covered by a durable checkpoint).
 
 const journalFileName = "partition.journal"
 
@@ -132,7 +134,8 @@ func (d *durableJournal) replay(size int64) error {
 	buf = buf[:read.Result]
 	group, _ := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
 	var records []replayRecord
-	for pos := 0; pos+wire.HeaderSize <= len(buf); {
+	intact := 0
+	for pos := 0; pos+wire.HeaderSize <= len(buf); intact = pos {
 		var h wire.PrepareHeader
 		copy(wire.HeaderBytes(&h)[:], buf[pos:pos+wire.HeaderSize])
 		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != group || h.Size < wire.HeaderSize ||
@@ -155,6 +158,9 @@ func (d *durableJournal) replay(size int64) error {
 			break
 		}
 		records = append(records, replayRecord{header: h, body: body})
+	}
+	if p.state != nil {
+		return d.recoverReplicated(records, int64(intact))
 	}
 	replaying := false
 	for i := range records {
@@ -286,6 +292,11 @@ func (d *durableJournal) maybeCompact(p *Partition) {
 		!p.log.Idle() || p.log.DurableEnd() != p.log.NextOffset() {
 		return
 	}
+	if p.state != nil && p.state.durable.checkpoint.Op+1 < p.journal.firstOp {
+		// A restart places its log by the checkpoint and the file's ops after it:
+		// the file is emptied only once the checkpoint covers every applied op.
+		return
+	}
 	d.compacting = true
 	d.failed = nil
 	truncate := d.request(segment.OpTruncate)
@@ -326,4 +337,82 @@ func (d *durableJournal) close(p *Partition) error {
 		}
 	}
 	return p.storage.Close(d.file)
+}
+
+// journalRecovery is what a replica of a group of more than one found in its
+// journal file: the last op its log holds (the checkpoint, carried forward through
+// the file's ops the log already has) and the journaled ops above it, which it
+// prepared and has not applied.
+type journalRecovery struct {
+	checkpoint wire.PrepareHeader
+	unapplied  []replayRecord
+}
+
+// recoverReplicated places the journal file's ops of a replica in a cluster. They
+// are not replayed into the log: an op journaled is prepared, not known committed,
+// and the group decides (vsr.Core.Recover takes them as the replica's journal, and
+// a view change or the primary's commit point commits or discards them). What the
+// log already holds beyond the checkpoint is matched op by op to the file's
+// records (the hash chain and the batches' offsets), so the replica knows the op
+// its log ends at; where that fails (a checkpoint older than the file's first
+// record, or a log that lost bytes) it cannot place itself and resumes from op 0
+// (groupstate.go). The file keeps its intact prefix: its ops above the log are the
+// durable journal until applied.
+func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64) error {
+	p := d.p
+	st := p.state
+	placed := false
+	var rec journalRecovery
+	if st.intact && st.recovered.checkpointEnd <= p.log.NextOffset() {
+		cur, end := st.recovered.checkpoint, st.recovered.checkpointEnd
+		byOp := make(map[uint64]*replayRecord)
+		for i := range records {
+			if r := &records[i]; r.header.Op > cur.Op && r.header.Operation != wire.OperationTruncatePartition {
+				byOp[r.header.Op] = r // a later record of an op is its rewrite
+			}
+		}
+		placed = true
+		for end < p.log.NextOffset() {
+			r := byOp[cur.Op+1]
+			if r == nil || cur.Op > 0 && r.header.Parent != cur.Checksum {
+				placed = false
+				break
+			}
+			if r.header.Operation == wire.OperationSendMessages {
+				bh, _ := wire.ViewBatchHeader(r.body)
+				if bh.BaseOffset() != end || end+uint64(bh.MessageCount()) > p.log.NextOffset() {
+					placed = false
+					break
+				}
+				end += uint64(bh.MessageCount())
+			}
+			cur = r.header
+			delete(byOp, cur.Op)
+		}
+		if placed {
+			rec.checkpoint = cur
+			ops := make([]uint64, 0, len(byOp))
+			for op := range byOp {
+				ops = append(ops, op)
+			}
+			slices.Sort(ops)
+			for _, op := range ops {
+				rec.unapplied = append(rec.unapplied, *byOp[op])
+			}
+		}
+	}
+	if !placed {
+		intact = 0 // ops the replica cannot place: of no use to it
+	}
+	if err := d.wait(&segment.Request{Op: segment.OpTruncate, File: d.file, Offset: intact}); err != nil {
+		return fmt.Errorf("journal: truncate: %w", err)
+	}
+	if err := d.wait(&segment.Request{Op: segment.OpSync, File: d.file}); err != nil {
+		return fmt.Errorf("journal: sync: %w", err)
+	}
+	d.sizeBytes = intact
+	if placed {
+		p.recovered = &rec
+	}
+	return nil
 }

@@ -122,29 +122,68 @@ func (s *Store) startGroup(p *Partition) error {
 	p.retained.dropAll()
 	fresh := p.fresh
 	p.fresh = false
-	if st := p.state; st != nil && !fresh && (st.found || p.log.NextOffset() > 0) {
-		// A replica with a prior life in the group does not trust its memory of
-		// it: it resumes from its checkpoint when its log ends exactly there (else
-		// from op 0, its log of ops it cannot number), probes the group for the
-		// current view (vsr.Core.Recover), and repairs or transfers what it lacks.
-		rec := vsr.CoreRecovered{}
-		if st.intact {
-			rec.State = st.recovered.durable
-			if p.log.NextOffset() == st.recovered.checkpointEnd {
-				rec.Checkpoint = st.recovered.checkpoint
-			}
+	priorLife := p.state != nil && (p.state.found || p.log.NextOffset() > 0 || p.recovered != nil && len(p.recovered.unapplied) > 0)
+	if priorLife && !fresh {
+		if err := p.recoverGroup(core); err != nil {
+			return err
 		}
-		if err := core.Recover(rec); err != nil {
-			return fmt.Errorf("partition %v: recover group: %w", p.key, err)
-		}
-		p.journal.firstOp = rec.Checkpoint.Op + 1
-		p.committedOp = rec.Checkpoint.Op
 	}
+	p.recovered = nil
 	p.timer = s.timers.Add(core)
 	for int(p.timer) >= len(s.timerOwners) {
 		s.timerOwners = append(s.timerOwners, nil)
 	}
 	s.timerOwners[p.timer] = p
+	return nil
+}
+
+// recoverGroup resumes a replica with a prior life in its group. It does not trust
+// its memory of the group: it resumes from its checkpoint when its log ends exactly
+// there, with the journal file's ops above it (p.recovered, durable.go), else from
+// op 0 (its log is of ops it cannot number); it probes the group for the current
+// view (vsr.Core.Recover), and repairs or transfers what it lacks.
+func (p *Partition) recoverGroup(core *vsr.Core) error {
+	st := p.state
+	rec := vsr.CoreRecovered{}
+	var entries []replayRecord
+	if st.intact {
+		rec.State = st.recovered.durable
+		rec.ViewHeaders = st.recovered.viewHeaders
+		if r := p.recovered; r != nil {
+			rec.Checkpoint = vsr.Checkpoint{Op: r.checkpoint.Op, Identity: r.checkpoint.Checksum, Timestamp: r.checkpoint.Timestamp}
+			if r.checkpoint.Op > 0 {
+				rec.Headers = append(rec.Headers, r.checkpoint)
+			}
+			entries = r.unapplied
+		} else if p.log.NextOffset() == st.recovered.checkpointEnd {
+			rec.Checkpoint = st.recovered.checkpointOf()
+			if rec.Checkpoint.Op > 0 {
+				rec.Headers = append(rec.Headers, st.recovered.checkpoint)
+			}
+		}
+	}
+	if rec.Checkpoint.Op == 0 {
+		rec.ViewHeaders = nil // of a log this replica cannot place itself in
+	}
+	for i := range entries {
+		rec.Headers = append(rec.Headers, entries[i].header)
+	}
+	if err := core.Recover(rec); err != nil {
+		return fmt.Errorf("partition %v: recover group: %w", p.key, err)
+	}
+	p.journal.firstOp = rec.Checkpoint.Op + 1
+	p.committedOp = rec.Checkpoint.Op
+	for i := range entries {
+		e := p.journal.put(&entries[i].header)
+		e.body = entries[i].body
+		if e.header.Operation == wire.OperationSendMessages {
+			p.unappliedBatches++
+		}
+	}
+	p.recomputePrepared()
+	if r := p.recovered; r != nil && r.checkpoint.Op > st.recovered.checkpoint.Op {
+		st.persistCheckpoint(&r.checkpoint, p.log.NextOffset())
+	}
 	return nil
 }
 
@@ -368,16 +407,32 @@ func (p *Partition) drive() {
 			p.journalWrite(&rd.Writes[i])
 		}
 		needJournal := p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending)
-		needState := p.state != nil && rd.State != nil
+		needState := p.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
 		if needJournal || needState {
 			// The Ready's frames promise what these make durable: they go out once
-			// both are done (heldDone).
+			// both are done (heldDone). A prepare this backup forwards down the
+			// chain has its body in the frame it came in, which the caller
+			// releases when Step returns: it goes out with the journal's copy.
+			for i := range rd.Messages {
+				m := &rd.Messages[i]
+				if m.Header.Command != wire.CommandPrepare {
+					continue
+				}
+				h := m.Header.Prepare()
+				if e := p.journal.at(h.Op); e != nil && e.present && e.header.Checksum == h.Checksum {
+					m.Body = e.body
+				}
+			}
 			p.heldReady = rd
 			p.held = true
 			p.heldWaits, p.heldErr = 0, nil
 			if needState {
 				p.heldWaits++
-				p.heldStateGen = p.state.persistView(*rd.State)
+				ds := p.state.wanted.durable
+				if rd.State != nil {
+					ds = *rd.State
+				}
+				p.heldStateGen = p.state.persistView(ds, rd.ViewHeaders)
 			}
 			if needJournal {
 				p.heldWaits++
@@ -624,7 +679,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.own != nil && len(e.body) > 0 && &e.body[0] == &e.own[0] {
 			e.ownEnd = end
 		}
-		p.noteApplied(vsr.Checkpoint{Op: e.header.Op, Identity: e.header.Checksum, Timestamp: e.header.Timestamp}, end)
+		p.noteApplied(e.header.Op, end)
 		p.retain(&e.header, e.body)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
@@ -642,7 +697,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.syncCall {
 			p.offsetErr = err
 		}
-		p.noteApplied(vsr.Checkpoint{Op: e.header.Op, Identity: e.header.Checksum, Timestamp: e.header.Timestamp}, p.log.NextOffset())
+		p.noteApplied(e.header.Op, p.log.NextOffset())
 		p.retain(&e.header, e.body)
 	}
 	return true

@@ -25,6 +25,8 @@ type testCluster struct {
 	// drops it.
 	intercept func(f *netFrame) bool
 	stepErrs  []error
+	// leader is the replica send and sendAll propose at.
+	leader int
 }
 
 type netFrame struct {
@@ -96,6 +98,11 @@ func (c *testCluster) deliverOne() bool {
 	if err := s.Step(testKey, h, f.buf[wire.HeaderSize:]); err != nil {
 		c.stepErrs = append(c.stepErrs, err)
 	}
+	// The frame is released once Step returns (the server reuses its buffer): the
+	// store keeps nothing that points into it.
+	for i := range f.buf {
+		f.buf[i] = 0xA5
+	}
 	return true
 }
 
@@ -130,7 +137,7 @@ func (c *testCluster) tick(n int) {
 
 func (c *testCluster) send(batch []byte, nowMicros uint64, rec *sendRecorder, token uint64) {
 	c.t.Helper()
-	if err := c.stores[0].Send(testKey, sendRequest(batch), nowMicros, rec, token); err != nil {
+	if err := c.stores[c.leader].Send(testKey, sendRequest(batch), nowMicros, rec, token); err != nil {
 		c.t.Fatalf("send: %v", err)
 	}
 }

@@ -17,83 +17,103 @@ import (
 // lets a restarted replica rejoin its group instead of starting a fresh one at op 0
 // (which, with its peers far ahead, could never take their prepares):
 //
-//   - the view and log view, made durable before any frame of the Ready that moved
-//     them goes out (a replica never goes back to an older view), with the commit
-//     point;
-//   - a checkpoint: the last applied op (its identity and timestamp) whose batch the
-//     log holds durably, and the log's end after it. A restart whose log ends there
-//     resumes from that op (vsr.Core.Recover with the checkpoint), probes its group
-//     and repairs or transfers what it lacks; a log that ends elsewhere (batches
-//     applied after the last checkpoint, or replayed from the journal file) is of
-//     ops the replica cannot number, so it resumes from the checkpoint and takes a
-//     state transfer once its log does not continue the primary's.
+//   - the view and log view, with the headers of the log view's suffix (vsr.Ready's
+//     State and ViewHeaders), made durable before any frame of the Ready that moved
+//     them goes out: a replica never goes back to an older view, and never speaks
+//     for a shorter log than the one it adopted;
+//   - a checkpoint: the header of the last applied op whose batch the log has
+//     written, and the log's end after it. A restart whose log ends there resumes
+//     from that op (vsr.Core.Recover with the checkpoint and, with enforce_fsync,
+//     the journal file's ops above it: durable.go), probes its group and repairs or
+//     transfers what it lacks. A log that ends elsewhere (batches applied after the
+//     last checkpoint, or bytes lost in a power failure) is of ops the replica
+//     cannot number: it resumes from op 0 and takes the state of its primary once
+//     its log does not continue the primary's.
 //
 // The reference keeps the same facts in a partition superblock (view, log_view,
-// commit_max, checkpoint_op, checkpoint_checksum, offset_frontier:
-// apache/iggy core/journal, the superblock of a partition directory); this record is
-// our own layout, two 4096-byte slots written in turn, the newest intact one read:
+// commit_max, checkpoint_op, checkpoint_checksum, offset_frontier: apache/iggy
+// core/journal, the superblock of a partition directory); this record is our own
+// layout, in two slots of groupStateSlotBytes written in turn, the newest intact
+// one read:
 //
-//	magic "IPGS" u32 | version u16 = 1 | reserved u16 | sequence u64 @8
-//	view u32 @16 | log_view u32 @20 | commit_max u64 @24
-//	checkpoint_op u64 @32 | checkpoint_identity u128 @40 | checkpoint_timestamp u64 @56
-//	checkpoint_end u64 @64 | XxHash3-64 of bytes 0..72 @72
+//	magic "IPGS" u32 | version u16 = 1 | view_headers u16 @6 | sequence u64 @8
+//	view u32 @16 | log_view u32 @20 | commit_max u64 @24 | checkpoint_end u64 @32
+//	checkpoint PrepareHeader (256) @40            zero when no op was checkpointed
+//	view_headers x PrepareHeader (256) @296       the log view's suffix, head first
+//	XxHash3-64 of everything before               @296 + 256 x view_headers
 //
 // A write is one slot, linked to an fdatasync: a torn write spoils only the slot
 // being written, and the other still holds the previous record. A state file with
-// no intact slot is trusted for nothing: the replica resumes from op 0 and takes a
-// state transfer (its peers hold the partition).
+// no intact slot is trusted for nothing: the replica resumes from op 0 (its peers
+// hold the partition).
 const (
-	groupStateFileName  = "partition.state"
-	groupStateSlotBytes = 4096
-	groupStateBytes     = 80
-	groupStateMagic     = 0x53475049 // "IPGS" little-endian
-	groupStateVersion   = 1
+	groupStateFileName = "partition.state"
+	groupStatePrefix   = 40
+	groupStateMagic    = 0x53475049 // "IPGS" little-endian
+	groupStateVersion  = 1
+	// groupStateHeadersMax bounds the view headers a record carries: a partition
+	// group's suffix above its commit point is at most its pipeline
+	// (vsr.PipelineDepthMax); more is refused at decode.
+	groupStateHeadersMax = 2 * vsr.PipelineDepthMax
+	groupStateSlotBytes  = groupStatePrefix + wire.HeaderSize*(1+groupStateHeadersMax) + 8
 )
 
 // groupState is one record of partition.state.
 type groupState struct {
-	durable vsr.DurableState
-	// checkpoint is the last applied op the log holds durably; checkpointEnd the
-	// log's next offset after it.
-	checkpoint    vsr.Checkpoint
+	durable     vsr.DurableState
+	viewHeaders []wire.PrepareHeader
+	// checkpoint is the header of the last applied op the log holds (zero: none);
+	// checkpointEnd the log's next offset after it.
+	checkpoint    wire.PrepareHeader
 	checkpointEnd uint64
 }
 
-func (g *groupState) encode(sequence uint64, b *[groupStateBytes]byte) {
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], groupStateMagic)
-	le.PutUint16(b[4:], groupStateVersion)
-	le.PutUint16(b[6:], 0)
-	le.PutUint64(b[8:], sequence)
-	le.PutUint32(b[16:], g.durable.View)
-	le.PutUint32(b[20:], g.durable.LogView)
-	le.PutUint64(b[24:], g.durable.CommitMax)
-	le.PutUint64(b[32:], g.checkpoint.Op)
-	le.PutUint64(b[40:], g.checkpoint.Identity.Lo)
-	le.PutUint64(b[48:], g.checkpoint.Identity.Hi)
-	le.PutUint64(b[56:], g.checkpoint.Timestamp)
-	le.PutUint64(b[64:], g.checkpointEnd)
-	le.PutUint64(b[72:], xxh3.Hash(b[:72]))
+func (g *groupState) checkpointOf() vsr.Checkpoint {
+	return vsr.Checkpoint{Op: g.checkpoint.Op, Identity: g.checkpoint.Checksum, Timestamp: g.checkpoint.Timestamp}
 }
 
-// decodeGroupState returns the record in b and its sequence, or false when b does
-// not hold an intact one.
+func (g *groupState) encode(sequence uint64, b []byte) []byte {
+	le := binary.LittleEndian
+	headers := g.viewHeaders[:min(len(g.viewHeaders), groupStateHeadersMax)]
+	b = le.AppendUint32(b[:0], groupStateMagic)
+	b = le.AppendUint16(b, groupStateVersion)
+	b = le.AppendUint16(b, uint16(len(headers)))
+	b = le.AppendUint64(b, sequence)
+	b = le.AppendUint32(b, g.durable.View)
+	b = le.AppendUint32(b, g.durable.LogView)
+	b = le.AppendUint64(b, g.durable.CommitMax)
+	b = le.AppendUint64(b, g.checkpointEnd)
+	b = append(b, wire.HeaderBytes(&g.checkpoint)[:]...)
+	for i := range headers {
+		b = append(b, wire.HeaderBytes(&headers[i])[:]...)
+	}
+	return le.AppendUint64(b, xxh3.Hash(b))
+}
+
+// decodeGroupState returns the record at the start of b and its sequence, or false
+// when b does not hold an intact one.
 func decodeGroupState(b []byte) (groupState, uint64, bool) {
 	le := binary.LittleEndian
-	if len(b) < groupStateBytes || le.Uint32(b[0:]) != groupStateMagic || le.Uint16(b[4:]) != groupStateVersion ||
-		le.Uint64(b[72:]) != xxh3.Hash(b[:72]) {
+	if len(b) < groupStatePrefix+wire.HeaderSize+8 || le.Uint32(b[0:]) != groupStateMagic || le.Uint16(b[4:]) != groupStateVersion {
+		return groupState{}, 0, false
+	}
+	count := int(le.Uint16(b[6:]))
+	size := groupStatePrefix + wire.HeaderSize*(1+count)
+	if count > groupStateHeadersMax || len(b) < size+8 || le.Uint64(b[size:]) != xxh3.Hash(b[:size]) {
 		return groupState{}, 0, false
 	}
 	g := groupState{
-		durable: vsr.DurableState{View: le.Uint32(b[16:]), LogView: le.Uint32(b[20:]), CommitMax: le.Uint64(b[24:])},
-		checkpoint: vsr.Checkpoint{
-			Op:        le.Uint64(b[32:]),
-			Identity:  wire.Uint128{Lo: le.Uint64(b[40:]), Hi: le.Uint64(b[48:])},
-			Timestamp: le.Uint64(b[56:]),
-		},
-		checkpointEnd: le.Uint64(b[64:]),
+		durable:       vsr.DurableState{View: le.Uint32(b[16:]), LogView: le.Uint32(b[20:]), CommitMax: le.Uint64(b[24:])},
+		checkpointEnd: le.Uint64(b[32:]),
 	}
-	if g.durable.LogView > g.durable.View || g.checkpoint.Op > 0 && g.checkpoint.Identity.IsZero() {
+	copy(wire.HeaderBytes(&g.checkpoint)[:], b[groupStatePrefix:])
+	if count > 0 {
+		g.viewHeaders = make([]wire.PrepareHeader, count)
+		for i := range g.viewHeaders {
+			copy(wire.HeaderBytes(&g.viewHeaders[i])[:], b[groupStatePrefix+wire.HeaderSize*(1+i):])
+		}
+	}
+	if g.durable.LogView > g.durable.View || g.checkpoint.Op > 0 && !g.checkpoint.IdentityValid() {
 		return groupState{}, 0, false
 	}
 	return g, le.Uint64(b[8:]), true
@@ -104,8 +124,9 @@ func decodeGroupState(b []byte) (groupState, uint64, bool) {
 type stateFile struct {
 	p    *Partition
 	file segment.File
-	// found: the file existed at open (the replica had a prior life in the group);
-	// intact: a slot of it held a record, recovered.
+	// found: the file existed with a record at open (the replica had a prior life
+	// in the group); intact: recovered is trustworthy (a slot held an intact
+	// record, or there was none: op 0).
 	found, intact bool
 	recovered     groupState
 	// durable is the last record made durable; sequence its sequence number.
@@ -118,7 +139,7 @@ type stateFile struct {
 	wanted      groupState
 	wantedGen   uint64
 	durableGen  uint64
-	buf         [groupStateBytes]byte
+	buf         []byte
 	write, sync segment.Request
 	failed      error
 	done        func(*segment.Request) // s.complete, bound once
@@ -141,6 +162,9 @@ func (p *Partition) openState() error {
 	}
 	s := &stateFile{p: p, file: f, found: found && size > 0}
 	s.done = s.complete
+	// No record yet (a group that never changed view nor checkpointed): the
+	// replica is at op 0 with an empty log; its journal file may hold ops above.
+	s.intact = !s.found
 	if s.found {
 		buf := make([]byte, 2*groupStateSlotBytes)
 		read := &segment.Request{Op: segment.OpRead, File: f, Data: buf}
@@ -176,18 +200,21 @@ func waitRequest(st segment.Storage, r *segment.Request) error {
 	return r.Err
 }
 
-// persistView asks for the core's durable state to be made durable, with the
-// newest checkpoint, and returns the generation of that record: durable once
-// durableGen reaches it. A write in flight finishes first; records asked for
-// meanwhile are folded into the newest.
-func (s *stateFile) persistView(d vsr.DurableState) uint64 {
+// persistView asks for the core's durable state (and, when non-nil, its view
+// headers) to be made durable, with the newest checkpoint, and returns the
+// generation of that record: durable once durableGen reaches it. A write in flight
+// finishes first; records asked for meanwhile are folded into the newest.
+func (s *stateFile) persistView(d vsr.DurableState, viewHeaders []wire.PrepareHeader) uint64 {
 	s.wanted.durable = d
+	if viewHeaders != nil {
+		s.wanted.viewHeaders = append(s.wanted.viewHeaders[:0], viewHeaders...)
+	}
 	return s.persist()
 }
 
 // persistCheckpoint records a newer checkpoint, with the newest view state.
-func (s *stateFile) persistCheckpoint(cp vsr.Checkpoint, end uint64) uint64 {
-	s.wanted.checkpoint, s.wanted.checkpointEnd = cp, end
+func (s *stateFile) persistCheckpoint(h *wire.PrepareHeader, end uint64) uint64 {
+	s.wanted.checkpoint, s.wanted.checkpointEnd = *h, end
 	return s.persist()
 }
 
@@ -203,8 +230,8 @@ func (s *stateFile) start() {
 	s.writing, s.writingGen = true, s.wantedGen
 	s.failed = nil
 	next := s.sequence + 1
-	s.wanted.encode(next, &s.buf)
-	s.write = segment.Request{Op: segment.OpWrite, File: s.file, Offset: int64(next%2) * groupStateSlotBytes, Data: s.buf[:], Link: true, Done: s.done}
+	s.buf = s.wanted.encode(next, s.buf)
+	s.write = segment.Request{Op: segment.OpWrite, File: s.file, Offset: int64(next%2) * groupStateSlotBytes, Data: s.buf, Link: true, Done: s.done}
 	s.sync = segment.Request{Op: segment.OpSync, File: s.file, Done: s.done}
 	s.p.storage.Submit(&s.write)
 	s.p.storage.Submit(&s.sync)
@@ -223,12 +250,8 @@ func (s *stateFile) complete(r *segment.Request) {
 		return
 	}
 	s.sequence++
-	s.durable = s.wanted
-	if s.wantedGen != s.writingGen {
-		// A newer record was asked for meanwhile: s.wanted is it, not what was
-		// written; the durable one is what the buffer holds.
-		s.durable, _, _ = decodeGroupState(s.buf[:])
-	}
+	// What the buffer holds is durable (s.wanted may be newer already).
+	s.durable, _, _ = decodeGroupState(s.buf)
 	s.durableGen = s.writingGen
 	if s.wantedGen != s.durableGen {
 		s.start()
@@ -255,7 +278,7 @@ type appliedRing struct {
 }
 
 type appliedOp struct {
-	cp  vsr.Checkpoint
+	op  uint64
 	end uint64
 }
 
@@ -266,12 +289,12 @@ const appliedRingLen = 64
 
 // noteApplied records an applied op (the log's next offset after it is end) and
 // checkpoints it once written.
-func (p *Partition) noteApplied(cp vsr.Checkpoint, end uint64) {
+func (p *Partition) noteApplied(op, end uint64) {
 	if p.state == nil {
 		return
 	}
 	r := &p.applied
-	r.ops[r.head] = appliedOp{cp: cp, end: end}
+	r.ops[r.head] = appliedOp{op: op, end: end}
 	r.head = (r.head + 1) % appliedRingLen
 	r.n = min(r.n+1, appliedRingLen)
 	p.maybeCheckpoint()
@@ -292,8 +315,12 @@ func (p *Partition) maybeCheckpoint() {
 		if e.end > written {
 			continue
 		}
-		if e.cp.Op > p.state.wanted.checkpoint.Op {
-			p.state.persistCheckpoint(e.cp, e.end)
+		if e.op > p.state.wanted.checkpoint.Op {
+			h, ok := p.core.Header(e.op)
+			if !ok {
+				return // not a trusted header of the core's (yet): a later op will do
+			}
+			p.state.persistCheckpoint(&h, e.end)
 		}
 		r.n = i // what is older than it is checkpointed too
 		return
@@ -309,5 +336,9 @@ func (p *Partition) onStateWritten(err error) {
 	if p.held && p.heldStateGen != 0 && (err != nil || p.state.durableGen >= p.heldStateGen) {
 		p.heldStateGen = 0
 		p.heldDone(err)
+		return
+	}
+	if p.durable != nil && !p.holding() {
+		p.durable.maybeCompact(p) // it may have waited for this checkpoint
 	}
 }

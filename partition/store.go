@@ -134,6 +134,8 @@ type Partition struct {
 	heldWaits     int
 	heldErr       error
 	heldStateGen  uint64
+	// recovered is what the journal file placed, for startGroup (durable.go).
+	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge) rather than
 	// recovering the replica's place in an existing one.
 	fresh bool
@@ -177,11 +179,11 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool) (*se
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
 	p.log = log
-	if err := p.openDurable(); err != nil {
+	if err := p.openState(); err != nil {
 		_ = log.Close()
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
-	if err := p.openState(); err != nil {
+	if err := p.openDurable(); err != nil {
 		_ = p.close()
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
@@ -306,11 +308,11 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 	}
 	p.log = log
 	p.journalErr, p.diverged = nil, nil
-	if err := p.openDurable(); err != nil {
+	if err := p.openState(); err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr
 	}
-	if err := p.openState(); err != nil {
+	if err := p.openDurable(); err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr
 	}

@@ -256,22 +256,20 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 			return fmt.Errorf("state transfer: group offset: %w", err)
 		}
 	}
-	if err := p.openDurable(); err != nil {
-		return fmt.Errorf("state transfer: %w", err)
-	}
 	if err := p.openState(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
 	}
-	if h, ok := p.core.Header(in.CommitOp); ok {
-		in.Identity = h.Checksum
+	if err := p.openDurable(); err != nil {
+		return fmt.Errorf("state transfer: %w", err)
 	}
 	p.recomputePrepared()
 	p.applied = appliedRing{}
 	p.retained.dropAll()
-	if !in.Identity.IsZero() {
-		p.noteApplied(vsr.Checkpoint{Op: in.CommitOp, Identity: in.Identity, Timestamp: log.LastTimestamp()}, log.NextOffset())
+	if h, ok := p.core.Header(in.CommitOp); ok {
+		in.Identity = h.Checksum
+		p.state.persistCheckpoint(&h, log.NextOffset())
 	}
-	p.state.persistView(p.core.Durable())
+	p.state.persistView(p.core.Durable(), nil)
 	p.transfers++
 	return nil
 }
