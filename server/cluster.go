@@ -307,12 +307,17 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 		ReplicaCount: uint8(len(c.Nodes)),
 		Outbox:       h,
 	}
+	// The cluster section's timers, as for the metadata group: with the package's
+	// own defaults a partition's backups elected only after the reference's 5 s
+	// heartbeat timeout, whatever heartbeat_timeout said, and the metadata leader
+	// answered every send 58 meanwhile.
+	r.Timing = c.timing()
 	if s.cfg.clusterTiming != nil {
 		r.Timing = *s.cfg.clusterTiming
-		// A partition's core keeps candidates per repair chunk entry: the
-		// package's smaller chunk (see partition.Replication).
-		r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, 32)
 	}
+	// A partition's core keeps candidates per repair chunk entry: the package's
+	// smaller chunk (see partition.Replication).
+	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, 32)
 	return r
 }
 

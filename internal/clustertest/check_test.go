@@ -1,8 +1,10 @@
 package clustertest
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The checker of the failover tests accepts exactly the logs a correct cluster may
@@ -50,5 +52,36 @@ func TestPartitionReadCheck(t *testing.T) {
 	}
 	if _, err := read(0, 3).check(0, acked, sent); !isMissing(err) {
 		t.Errorf("a lagging copy is not told from a wrong one: %v", err)
+	}
+}
+
+// The failover measure ends at the first acknowledgement of a batch sent after the
+// victim exited: an acknowledgement read after the kill of a batch sent before it
+// (the dying primary's last reply) does not count, and while none counts there is
+// no measure (BenchmarkFailover once took a zero time for one: a negative failover).
+func TestFirstAckOfSentAfter(t *testing.T) {
+	l := newPartitionLog(0)
+	base := time.Now()
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	exited := at(100)
+	ack := func(batch, sentMs, ackedMs int) {
+		l.sent[batch], l.sentAt[batch] = true, at(sentMs)
+		l.acked, l.ackedAt = append(l.acked, batch), append(l.ackedAt, at(ackedMs))
+	}
+	ack(0, 0, 5)
+	ack(1, 90, 150)
+	if got, ok := l.firstAckOfSentAfter(exited); ok {
+		t.Fatalf("a batch sent before the exit counted: acknowledged at %v", got.Sub(base))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := l.awaitAckOfSentAfter(ctx, exited); err == nil {
+		t.Fatal("awaitAckOfSentAfter returned without an acknowledgement that counts")
+	}
+	ack(2, 2000, 2050)
+	ack(3, 2060, 2100)
+	got, err := l.awaitAckOfSentAfter(context.Background(), exited)
+	if err != nil || !got.Equal(at(2050)) {
+		t.Fatalf("awaitAckOfSentAfter = %v, %v; want the acknowledgement of batch 2 at 2.05s", got.Sub(base), err)
 	}
 }

@@ -141,8 +141,7 @@ func runFailover(t *testing.T, victims ...victimKind) {
 		for i, l := range logs {
 			ackedAtKill[i] = l.ackedCount()
 		}
-		victim.kill()
-		killedAt := time.Now()
+		killedAt, exitedAt := victim.kill()
 		newLeader := c.awaitLeader(ctx, c.others(victim))
 		if kind == victimBackup && newLeader != leader {
 			t.Errorf("round %d: killing backup node %d moved the leadership from node %d to node %d", round, victim.id, leader.id, newLeader.id)
@@ -152,8 +151,14 @@ func runFailover(t *testing.T, victims ...victimKind) {
 				t.Fatalf("round %d, after the kill of the %v (node %d), new leader node %d: %v", round, kind, victim.id, newLeader.id, err)
 			}
 		}
-		t.Logf("round %d: %v node %d killed; leader node %d; first acknowledged write %v (sync) and %v (pipelined) after the kill",
-			round, kind, victim.id, newLeader.id, logs[0].firstAckAfter(killedAt).Sub(killedAt), logs[1].firstAckAfter(killedAt).Sub(killedAt))
+		var firstAcks [2]time.Duration
+		for i, l := range logs {
+			if at, ok := l.firstAckOfSentAfter(exitedAt); ok {
+				firstAcks[i] = at.Sub(killedAt)
+			}
+		}
+		t.Logf("round %d: %v node %d killed; leader node %d; first acknowledged write sent after its exit %v (sync) and %v (pipelined) after the kill",
+			round, kind, victim.id, newLeader.id, firstAcks[0], firstAcks[1])
 		// Every batch acknowledged so far, before the kill or after it, is on
 		// every survivor.
 		for _, l := range logs {

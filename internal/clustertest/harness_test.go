@@ -105,6 +105,8 @@ type process struct {
 	log     lockedBuffer
 	exited  chan struct{}
 	exitErr error
+	// exitedAt is when Wait returned: set before exited is closed.
+	exitedAt time.Time
 }
 
 type lockedBuffer struct {
@@ -257,6 +259,7 @@ func (n *node) start() {
 	}
 	go func() {
 		p.exitErr = cmd.Wait()
+		p.exitedAt = time.Now()
 		close(p.exited)
 	}()
 	n.proc = p
@@ -274,23 +277,28 @@ func (n *node) running() bool {
 	}
 }
 
-// kill sends SIGKILL and waits (at most 10 s) for the process to be gone.
-func (n *node) kill() {
+// kill sends SIGKILL and waits (at most 10 s) for the process to be gone. It
+// returns when the signal was sent and when the process was seen to exit (zero
+// when it was not): a reply the process sent before it died may still be read
+// after the signal, none after the exit.
+func (n *node) kill() (signalledAt, exitedAt time.Time) {
 	if n.admin != nil {
 		n.admin.Close()
 		n.admin = nil
 	}
 	if n.proc == nil {
-		return
+		return time.Time{}, time.Time{}
 	}
+	signalledAt = time.Now()
 	_ = n.proc.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-n.proc.exited:
 	case <-time.After(10 * time.Second):
 		n.c.t.Errorf("node %d still running 10 s after SIGKILL", n.id)
-		return
+		return signalledAt, time.Time{}
 	}
 	n.awaitPortsReleased()
+	return signalledAt, n.proc.exitedAt
 }
 
 // awaitPortsReleased waits (at most 10 s) until the node's listening ports can be

@@ -44,8 +44,10 @@ type partitionLog struct {
 	partition int
 
 	mu sync.Mutex
-	// sent is every batch number written, acknowledged or not.
-	sent map[int]bool
+	// sent is every batch number written, acknowledged or not; sentAt when each
+	// was handed to the client.
+	sent   map[int]bool
+	sentAt map[int]time.Time
 	// acked lists the acknowledged batches in order, ackedAt when each was.
 	acked   []int
 	ackedAt []time.Time
@@ -55,12 +57,13 @@ type partitionLog struct {
 }
 
 func newPartitionLog(partition int) *partitionLog {
-	return &partitionLog{partition: partition, sent: map[int]bool{}, progress: make(chan struct{}, 1)}
+	return &partitionLog{partition: partition, sent: map[int]bool{}, sentAt: map[int]time.Time{}, progress: make(chan struct{}, 1)}
 }
 
 func (l *partitionLog) markSent(batch int) {
 	l.mu.Lock()
 	l.sent[batch] = true
+	l.sentAt[batch] = time.Now()
 	l.mu.Unlock()
 }
 
@@ -81,16 +84,35 @@ func (l *partitionLog) ackedCount() int {
 	return len(l.acked)
 }
 
-// firstAckAfter is when the first batch acknowledged after t was, zero for none.
-func (l *partitionLog) firstAckAfter(t time.Time) time.Time {
+// firstAckOfSentAfter is when the first acknowledged batch that was sent after t
+// was acknowledged, and false while there is none. After a kill, t the victim's
+// exit: a batch sent before may be answered by the dead process (its reply read
+// after the signal), or by the new primary; one sent after only by a survivor.
+func (l *partitionLog) firstAckOfSentAfter(t time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, at := range l.ackedAt {
-		if at.After(t) {
-			return at
+	for i, b := range l.acked {
+		if l.sentAt[b].After(t) {
+			return l.ackedAt[i], true
 		}
 	}
-	return time.Time{}
+	return time.Time{}, false
+}
+
+// awaitAckOfSentAfter waits (bounded by ctx) for firstAckOfSentAfter(t) and
+// returns it.
+func (l *partitionLog) awaitAckOfSentAfter(ctx context.Context, t time.Time) (time.Time, error) {
+	for {
+		if at, ok := l.firstAckOfSentAfter(t); ok {
+			return at, nil
+		}
+		select {
+		case <-l.progress:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("partition %d: no batch sent after %v acknowledged (%d acknowledged in all): %w",
+				l.partition, t.Format(time.StampMilli), l.ackedCount(), ctx.Err())
+		}
+	}
 }
 
 // snapshot copies the acknowledged batches and the sent set.
