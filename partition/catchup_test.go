@@ -62,7 +62,9 @@ func (c *testCluster) sendAll(first uint64, count int, rec *sendRecorder, token 
 // primary retains. Every replica then holds the primary's log byte for byte, and
 // the restarted one follows the group.
 func TestClusterRestartedBackupCatchesUp(t *testing.T) {
-	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig()} {
+	small := fsyncConfig()
+	small.SegmentSizeBytes = 2048 // a segment every dozen batches or so
+	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig(), small} {
 		c := newTestCluster(t, 11, 3, cfg)
 		rec := newSendRecorder()
 		next := c.sendAll(0, 5, rec, 1)
@@ -93,6 +95,9 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 				t.Fatalf("round %d: %d ops missed were taken by state transfer, not repaired", round, missed)
 			case missed > retainedOpsMax && restarted.transfers == 0:
 				t.Fatalf("enforce_fsync %v round %d: %d ops missed, no state transfer", cfg.EnforceFsync, round, missed)
+			}
+			if cfg.SegmentSizeBytes > 0 && restarted.transfers > 0 && restarted.segmentsHeld == 0 {
+				t.Fatalf("round %d: the transfer fetched every segment, the sealed ones it held too", round)
 			}
 			for i := range c.stores {
 				if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {

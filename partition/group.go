@@ -215,6 +215,12 @@ func (j *journalStorage) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	return e.body, true
 }
 
+// HoldsArtifact implements vsr.ArtifactHolder: a transferred segment this replica
+// holds byte for byte is not fetched.
+func (j *journalStorage) HoldsArtifact(a wire.StateArtifact) bool {
+	return (*Partition)(j).holdsArtifact(a)
+}
+
 // OldestRetained implements vsr.RetainingStorage: a peer asking for an applied op
 // older than the retained ring is answered RangeEvicted, and takes a state transfer.
 func (j *journalStorage) OldestRetained() uint64 {

@@ -142,9 +142,17 @@ func (c *testCluster) send(batch []byte, nowMicros uint64, rec *sendRecorder, to
 	}
 }
 
+// logBytes is replica i's log: its segments' .log files, in order, back to back.
 func (c *testCluster) logBytes(i int) []byte {
 	disk := c.storages[i].disks[c.stores[i].Dir(testKey)]
-	return disk.ReadFile("00000000000000000000.log")
+	names, _ := disk.List("")
+	var all []byte
+	for _, name := range names {
+		if _, ok := segmentLogBase(name); ok {
+			all = append(all, disk.ReadFile(name)...)
+		}
+	}
+	return all
 }
 
 // Every replica of a partition's group holds the same batch bytes, as stamped by

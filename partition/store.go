@@ -139,8 +139,12 @@ type Partition struct {
 	// fresh: the next startGroup starts a new group (Create, purge) rather than
 	// recovering the replica's place in an existing one.
 	fresh bool
-	// transfers counts the states installed.
-	transfers uint64
+	// transfers counts the states installed, segmentsHeld the segments they did
+	// not fetch (held already); checksums caches the XxHash3 of segment files by
+	// name and size (transfer.go).
+	transfers    uint64
+	segmentsHeld uint64
+	checksums    map[string]fileSum
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,24 +26,23 @@ import (
 //	                  table, XxHash3-64 trailer; frontier = the offer's commit_op
 //
 // An offer is made of the applied state only when every applied batch is written
-// (the log's written end is its next offset), so the files read hold exactly the ops
-// up to the applied one; until then the request waits (pendingOffers). The files
-// are read whole into memory, with blocking reads on the shard: a transfer is rare,
-// and the core keeps the offer until the requester is done. purge_generation is
-// sent as 0: purges are metadata operations every node applies itself.
+// (the log's written end is its next offset), so the files hold exactly the ops up
+// to the applied one; until then the request waits (pendingOffers). A segment is
+// offered as it is then (its size and XxHash3, cached per file and size) and read
+// a chunk at a time as the requester asks (segmentSource), so an offer holds no
+// copy of the log. purge_generation is sent as 0: purges are metadata operations
+// every node applies itself.
 //
-// Installing closes the log, removes the partition's files, writes the segments
-// and opens the log again (its recovery rebuilds the indexes and checks every
-// batch), then stores the offsets. The group state (groupstate.go) records the
-// installed op as the checkpoint; a crash before that record is durable finds a log
-// that does not match its checkpoint, and transfers again.
-
-// offerMaxBytes bounds the segment bytes one offer reads into memory: a partition
-// larger than this is refused (transiently) rather than read whole; the requester
-// keeps asking. The reference caps a received artifact at 1 GiB plus one message.
-const offerMaxBytes = 4 << 30
-
-var errOfferTooLarge = errors.New("partition: state offer larger than offerMaxBytes")
+// The requester does not fetch a segment it holds byte for byte (same base, size
+// and checksum: vsr.ArtifactHolder), so a replica that restarted fetches only the
+// segments it lacks or has shorter. Hashing a file and serving a chunk are
+// blocking reads on the shard, as are the installs' writes: a transfer is rare.
+//
+// Installing closes the log, removes the partition's files but the segments held,
+// writes the fetched segments and opens the log again (its recovery rebuilds the
+// indexes and checks every batch), then stores the offsets. The group state
+// (groupstate.go) records the installed op as the checkpoint; a crash before that
+// record is durable finds a log it cannot place, and transfers again.
 
 // serveOffers answers the state requests that waited for the log to be written up
 // to the applied op; the caller drives the group to send the offers.
@@ -67,42 +67,124 @@ func (p *Partition) serveOffers() {
 	}
 }
 
-// stateArtifacts reads the applied state: every segment's .log and the offsets.
+// stateArtifacts is the applied state: every segment's .log, read on demand
+// (segmentSource), and the offsets.
 func (p *Partition) stateArtifacts(applied uint64) ([]vsr.Artifact, error) {
 	names, err := p.storage.List("")
 	if err != nil {
 		return nil, err
 	}
 	var artifacts []vsr.Artifact
-	var total int64
 	for _, name := range names {
 		base, ok := segmentLogBase(name)
 		if !ok {
 			continue
 		}
-		f, size, err := p.storage.Open(name, false, 0)
+		src, err := p.segmentSource(name)
 		if err != nil {
 			return nil, err
 		}
-		total += size
-		if total > offerMaxBytes {
-			_ = p.storage.Close(f)
-			return nil, errOfferTooLarge
-		}
-		buf := make([]byte, size)
-		read := &segment.Request{Op: segment.OpRead, File: f, Data: buf}
-		err = waitRequest(p.storage, read)
-		_ = p.storage.Close(f)
-		if err != nil {
-			return nil, err
-		}
-		if read.Result != size {
-			return nil, fmt.Errorf("segment %s: read %d of %d bytes", name, read.Result, size)
-		}
-		artifacts = append(artifacts, vsr.Artifact{Kind: wire.ArtifactSegmentLog, Frontier: base, Bytes: buf})
+		artifacts = append(artifacts, vsr.Artifact{Kind: wire.ArtifactSegmentLog, Frontier: base, Source: src})
 	}
 	artifacts = append(artifacts, vsr.Artifact{Kind: wire.ArtifactConsumerOffsets, Frontier: applied, Bytes: p.encodeOffsets()})
 	return artifacts, nil
+}
+
+// segmentSource serves one segment's .log as it is now: its size and checksum are
+// taken at the offer (a segment only grows, so the bytes below that size stay
+// what they are), and each chunk is read from the file when asked for, with a
+// blocking read (state transfer is rare; the partition's own I/O goes on through
+// its ring).
+type segmentSource struct {
+	storage   segment.Storage
+	name      string
+	sizeBytes uint64
+	checksum  uint64
+}
+
+func (s *segmentSource) SizeBytes() uint64 { return s.sizeBytes }
+func (s *segmentSource) Checksum() uint64  { return s.checksum }
+
+func (s *segmentSource) ReadAt(b []byte, off uint64) error {
+	f, _, err := s.storage.Open(s.name, false, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.storage.Close(f) }()
+	r := &segment.Request{Op: segment.OpRead, File: f, Offset: int64(off), Data: b}
+	if err := waitRequest(s.storage, r); err != nil {
+		return err
+	}
+	if r.Result != int64(len(b)) {
+		return fmt.Errorf("segment %s: read %d of %d bytes at %d", s.name, r.Result, len(b), off)
+	}
+	return nil
+}
+
+func (p *Partition) segmentSource(name string) (*segmentSource, error) {
+	sum, size, err := p.fileChecksum(name)
+	if err != nil {
+		return nil, err
+	}
+	return &segmentSource{storage: p.storage, name: name, sizeBytes: uint64(size), checksum: sum}, nil
+}
+
+// checksumChunkBytes is the read size when a file is hashed whole.
+const checksumChunkBytes = 1 << 20
+
+// fileChecksum is the XxHash3-64 of a file as it is now and its size, from the
+// partition's cache when the file has not changed size since it was hashed (a
+// segment is only ever appended to, and a sealed one never changes), else read
+// whole with blocking reads.
+func (p *Partition) fileChecksum(name string) (uint64, int64, error) {
+	f, size, err := p.storage.Open(name, false, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = p.storage.Close(f) }()
+	if c, ok := p.checksums[name]; ok && c.sizeBytes == size {
+		return c.checksum, size, nil
+	}
+	h := xxh3.New()
+	buf := make([]byte, min(size, checksumChunkBytes))
+	for off := int64(0); off < size; {
+		n := min(size-off, int64(len(buf)))
+		r := &segment.Request{Op: segment.OpRead, File: f, Offset: off, Data: buf[:n]}
+		if err := waitRequest(p.storage, r); err != nil {
+			return 0, 0, err
+		}
+		if r.Result != n {
+			return 0, 0, fmt.Errorf("%s: read %d of %d bytes at %d", name, r.Result, n, off)
+		}
+		_, _ = h.Write(buf[:n])
+		off += n
+	}
+	if p.checksums == nil {
+		p.checksums = make(map[string]fileSum)
+	}
+	p.checksums[name] = fileSum{sizeBytes: size, checksum: h.Sum64()}
+	return h.Sum64(), size, nil
+}
+
+type fileSum struct {
+	sizeBytes int64
+	checksum  uint64
+}
+
+// holdsArtifact reports whether the partition holds an offered segment byte for
+// byte (same name, size and checksum): a replica that restarted holds most of its
+// sealed segments, and fetches only what it lacks.
+func (p *Partition) holdsArtifact(a wire.StateArtifact) bool {
+	if a.Kind != wire.ArtifactSegmentLog || p.reopenErr != nil {
+		return false
+	}
+	name := fmt.Sprintf("%020d.log", a.Frontier)
+	names, err := p.storage.List("")
+	if err != nil || !slices.Contains(names, name) {
+		return false
+	}
+	sum, size, err := p.fileChecksum(name)
+	return err == nil && uint64(size) == a.SizeBytes && sum == a.Checksum
 }
 
 // segmentLogBase parses a segment's .log name (20 digits, its base offset).
@@ -215,7 +297,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	}
 	p.committedOp = max(p.committedOp, in.CommitOp)
 
-	_ = p.log.Close() // replaced whole
+	_ = p.log.Close() // replaced
 	if p.durable != nil {
 		_ = p.durable.close(p)
 		p.durable = nil
@@ -224,16 +306,42 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 		_ = p.state.close()
 		p.state = nil
 	}
-	s := p.store
-	if err := s.storages.Remove(p.dir); err != nil {
-		return fmt.Errorf("state transfer: remove directory: %w", err)
-	}
-	st, err := s.storages.Open(p.dir)
-	if err != nil {
-		return fmt.Errorf("state transfer: open storage: %w", err)
-	}
-	p.storage = st
+	st := p.storage
+	// Every file goes but the segments held already (and their indexes), the group
+	// state last, so that a crash meanwhile finds a log it cannot place.
+	kept := make(map[string]bool)
 	for _, a := range segments {
+		if a.Local {
+			name := fmt.Sprintf("%020d", a.Frontier)
+			kept[name+".log"], kept[name+".index"] = true, true
+		}
+	}
+	for _, dir := range []string{"offsets/consumers", "offsets/groups", ""} {
+		names, err := st.List(dir)
+		if err != nil {
+			return fmt.Errorf("state transfer: list %q: %w", dir, err)
+		}
+		for _, name := range names {
+			if dir == "" && (kept[name] || name == groupStateFileName) {
+				continue
+			}
+			if dir != "" {
+				name = dir + "/" + name
+			}
+			if err := waitRequest(st, &segment.Request{Op: segment.OpRemove, Name: name}); err != nil {
+				return fmt.Errorf("state transfer: remove %s: %w", name, err)
+			}
+		}
+	}
+	if err := waitRequest(st, &segment.Request{Op: segment.OpRemove, Name: groupStateFileName}); err != nil {
+		return fmt.Errorf("state transfer: remove %s: %w", groupStateFileName, err)
+	}
+	clear(p.checksums)
+	for _, a := range segments {
+		if a.Local {
+			p.segmentsHeld++
+			continue
+		}
 		if err := writeWhole(st, fmt.Sprintf("%020d.log", a.Frontier), a.Bytes); err != nil {
 			return fmt.Errorf("state transfer: segment %d: %w", a.Frontier, err)
 		}
@@ -312,8 +420,9 @@ type retainedEntry struct {
 // retainedOpsMax covers the core's header window (JournalSlots): an op older than
 // that is answered RangeEvicted by the core whatever the ring holds.
 const (
-	retainedOpsMax   = 64
-	retainedBytesMax = 8 << 20
+	retainedOpsMax          = 64
+	retainedBytesMax        = 16 << 20
+	retainedBufferKeptBytes = 64 << 10
 )
 
 // retain copies an applied op's body into the ring, dropping the oldest entries
@@ -345,6 +454,11 @@ func (r *retainedRing) dropOldest() {
 	e := &r.entries[r.head]
 	r.bytes -= len(e.body)
 	e.op, e.body = 0, e.body[:0]
+	if cap(e.body) > retainedBufferKeptBytes {
+		// A large buffer is not kept for reuse: the ring's memory stays its byte
+		// bound plus retainedOpsMax small buffers.
+		e.body = nil
+	}
 	r.head = (r.head + 1) % retainedOpsMax
 	r.n--
 }

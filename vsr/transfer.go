@@ -35,6 +35,31 @@ type Artifact struct {
 	Kind     wire.ArtifactKind
 	Frontier uint64
 	Bytes    []byte
+	// Source, when set on an offered artifact, serves it instead of Bytes, a chunk
+	// at a time as the requester asks, so that an offer holds no copy of a large
+	// artifact (a partition's segments).
+	Source ArtifactSource
+	// Local, on an installed artifact: the caller holds it already (ArtifactHolder
+	// said so) and Bytes is nil.
+	Local bool
+}
+
+// ArtifactSource is an offered artifact read on demand.
+type ArtifactSource interface {
+	SizeBytes() uint64
+	// Checksum is the artifact's XxHash3-64 (wire.ArtifactChecksum of its bytes).
+	Checksum() uint64
+	// ReadAt fills p with the artifact's bytes from off; an error leaves the chunk
+	// unanswered (the requester asks again, or another peer).
+	ReadAt(p []byte, off uint64) error
+}
+
+// ArtifactHolder is a Storage whose caller may hold an offered artifact already,
+// byte for byte (a restarted partition replica holds the sealed segments it had):
+// such an artifact is not fetched, and is installed as Local.
+type ArtifactHolder interface {
+	Storage
+	HoldsArtifact(a wire.StateArtifact) bool
 }
 
 // StateInstall is a verified state for the caller to install: every op up to
@@ -73,6 +98,7 @@ type transferIn struct {
 	commitOp  uint64
 	manifest  []wire.StateArtifact
 	received  [][]byte
+	local     []bool
 	current   int
 	deadline  uint64
 	nonceNext uint64
@@ -232,6 +258,10 @@ func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact)
 	}
 	entries := make([]wire.StateArtifact, len(artifacts))
 	for i, a := range artifacts {
+		if a.Source != nil {
+			entries[i] = wire.StateArtifact{Kind: a.Kind, Frontier: a.Frontier, SizeBytes: a.Source.SizeBytes(), Checksum: a.Source.Checksum()}
+			continue
+		}
 		entries[i] = wire.StateArtifact{Kind: a.Kind, Frontier: a.Frontier, SizeBytes: uint64(len(a.Bytes)), Checksum: wire.ArtifactChecksum(a.Bytes)}
 	}
 	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
@@ -296,6 +326,7 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 		t.manifest = append(t.manifest, a)
 	}
 	t.received = make([][]byte, len(t.manifest))
+	t.local = make([]bool, len(t.manifest))
 	t.current = 0
 	t.phase = transferFetching
 	c.nextChunkOrInstall()
@@ -306,7 +337,16 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 // the whole state out once every artifact is in and verified.
 func (c *Core) nextChunkOrInstall() {
 	t := &c.transfer
-	for t.current < len(t.manifest) && uint64(len(t.received[t.current])) == t.manifest[t.current].SizeBytes {
+	holder, _ := c.cfg.Storage.(ArtifactHolder)
+	for t.current < len(t.manifest) {
+		if len(t.received[t.current]) == 0 && holder != nil && holder.HoldsArtifact(t.manifest[t.current]) {
+			t.local[t.current] = true
+			t.current++
+			continue
+		}
+		if uint64(len(t.received[t.current])) != t.manifest[t.current].SizeBytes {
+			break
+		}
 		if wire.ArtifactChecksum(t.received[t.current]) != t.manifest[t.current].Checksum {
 			// Verified whole: a bad artifact is fetched again from its start.
 			t.received[t.current] = t.received[t.current][:0]
@@ -320,7 +360,7 @@ func (c *Core) nextChunkOrInstall() {
 	}
 	install := &StateInstall{CommitOp: t.commitOp, Artifacts: make([]Artifact, len(t.manifest))}
 	for i, a := range t.manifest {
-		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i]}
+		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i], Local: t.local[i]}
 	}
 	t.phase = transferInstalling
 	c.rd.Install = install
@@ -335,11 +375,26 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 		if o.to != m.Replica || o.nonce != m.Nonce {
 			continue
 		}
-		if int(m.Artifact) >= len(o.artifacts) || m.Offset > uint64(len(o.artifacts[m.Artifact].Bytes)) {
-			return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+		if int(m.Artifact) >= len(o.artifacts) {
+			return badMessage("state chunk request for artifact %d beyond the offer", m.Artifact)
 		}
-		a := o.artifacts[m.Artifact].Bytes[m.Offset:]
-		a = a[:min(uint64(len(a)), uint64(m.Len), StateChunkBytesMax)]
+		art := &o.artifacts[m.Artifact]
+		var a []byte
+		if src := art.Source; src != nil {
+			if m.Offset > src.SizeBytes() {
+				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+			}
+			a = c.bodyBuffer(int(min(src.SizeBytes()-m.Offset, uint64(m.Len), StateChunkBytesMax)))
+			if err := src.ReadAt(a, m.Offset); err != nil {
+				return nil // unanswered: the requester asks again
+			}
+		} else {
+			if m.Offset > uint64(len(art.Bytes)) {
+				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+			}
+			a = art.Bytes[m.Offset:]
+			a = a[:min(uint64(len(a)), uint64(m.Len), StateChunkBytesMax)]
+		}
 		h := c.message(m.Replica, wire.CommandStateChunk)
 		r := (*wire.StateChunkHeader)(headerPointer(h))
 		r.Nonce, r.Offset, r.Group, r.Artifact = m.Nonce, m.Offset, c.cfg.Group, m.Artifact
