@@ -30,6 +30,10 @@ import (
 //   - A login or logout at a backup is forwarded (vsr's ForwardRegister and
 //     ForwardLogout: only the verified identity travels); the origin answers its
 //     client once it has applied the op itself, so its views hold the session.
+//     A consumer group member whose connection closes at a backup leaves its
+//     groups through a forwarded logout of its session (leaveGroups, below).
+//   - The replicas start without users: the root user comes from one op of the
+//     first primary, and logins wait for it (ensureRootUser, below).
 //   - State transfer: a replica asked for its state offers its snapshot file
 //     (snapshot.bin verbatim, with the client table) and its client table (ICT2)
 //     as the ISM1 artifacts; one that receives a state writes it as its snapshot,
