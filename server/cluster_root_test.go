@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -232,5 +236,27 @@ func TestClusterGroupLeaveAtABackup(t *testing.T) {
 	member.Close()
 	for i, s := range servers {
 		waitUntil(t, fmt.Sprintf("the member leaves on node %d", i), func() bool { return groupMembers(t, s) == 0 })
+	}
+}
+
+// TestSingleNodeRefusesAStateWithoutRoot: only a cluster's replica starts without
+// a root user and waits for it from the log; a single node on such a state (a
+// cluster's data directory whose root never committed) would have nobody to log
+// in, and refuses to start, as it refused such a snapshot before.
+func TestSingleNodeRefusesAStateWithoutRoot(t *testing.T) {
+	store := newSimMetaStorage(segment.NewSimDisk(1))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	m, err := openMetaPlaneOn(log, store, "simdisk", &cfgs[1], 1_000_000)
+	if err != nil {
+		t.Fatalf("a cluster replica's first start: %v", err)
+	}
+	if m.state.HasRoot() {
+		t.Fatal("a cluster replica created a root user of its own")
+	}
+	m.close()
+	single := DefaultConfig()
+	if _, err := openMetaPlaneOn(log, store, "simdisk", &single, 2_000_000); err == nil || !strings.Contains(err.Error(), "no root user") {
+		t.Fatalf("a single node on a state without root: %v", err)
 	}
 }

@@ -427,6 +427,11 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	if m.broken != nil {
 		return m.broken
 	}
+	if !m.clustered && !m.state.HasRoot() {
+		// Only a cluster's replica waits for its root user from the log
+		// (NewStateWithoutRoot); a single node would have no one to log in.
+		return fmt.Errorf("metadata %s: no root user", m.dir)
+	}
 	if replayed > 0 || head.op > 0 {
 		m.log.Info("metadata recovered", "snapshot_op", head.op, "replayed_ops", replayed, "op", m.applied.op)
 	}
