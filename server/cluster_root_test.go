@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,6 +212,8 @@ func TestClusterGroupLeaveAtABackup(t *testing.T) {
 	// Node 0's shard 0 stops for a while: the others elect another, and node 0
 	// follows as a backup once it runs again, its client connection still open.
 	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the servers stop, should the test end early
 	stalled := make(chan error, 1)
 	go func() {
 		stalled <- servers[0].rt.Inspect(testContext(t), func(sh *shard.Shard) {
@@ -220,7 +223,7 @@ func TestClusterGroupLeaveAtABackup(t *testing.T) {
 		})
 	}()
 	waitUntil(t, "the others elect a new primary", func() bool { l, ok := agreedLeader(servers[1:]); return ok && l != 0 })
-	close(release)
+	releaseOnce()
 	if err := <-stalled; err != nil {
 		t.Fatal(err)
 	}
