@@ -105,7 +105,8 @@ type Effect struct {
 //
 // Bodies are the client's request bodies except where the server rewrites them
 // before proposing (ProposeCreateUser, ProposeChangePassword,
-// ProposeCreatePersonalAccessToken, AppendClientGoneProposal). Register is the
+// ProposeCreatePersonalAccessToken, AppendClientGoneProposal, ProposeRootUser:
+// a CreateUser under client id 0). Register is the
 // client table's (package vsr) and not applied here; Logout (operation 3) and
 // RemoveConsumerGroupMember (66) remove a client from every consumer group. A
 // primary may prepare CreateTopic, CreatePartitions and DeleteSegments under the
@@ -664,7 +665,15 @@ func (s *State) applyCreateUser(a access, h *Header, body []byte, out *Output) w
 		// may be a plaintext password.
 		return wire.ErrInvalidCommand
 	}
-	if !a.manageUsers() {
+	root := h.Client.IsZero()
+	switch {
+	case root && (h.UserID != RootUserID || r.HasPermissions || r.Status != wire.UserActive):
+		return wire.ErrInvalidCommand
+	case root && s.users.count > 0:
+		// A cluster's root user is created once (ProposeRootUser): a second
+		// proposal, from another primary, changes nothing.
+		return wire.ErrUserAlreadyExists
+	case !root && !a.manageUsers():
 		return wire.ErrUnauthorized
 	}
 	if !validUsername(r.Username) {
@@ -676,6 +685,7 @@ func (s *State) applyCreateUser(a access, h *Header, body []byte, out *Output) w
 	if _, taken := s.userByName[string(r.Username)]; taken {
 		return wire.ErrUserAlreadyExists
 	}
+	// The root user takes id 0, the lowest free id of a state without users.
 	id := s.users.lowestFree()
 	if id >= UserIDLimit {
 		return wire.ErrUsersLimitReached

@@ -15,6 +15,7 @@ import (
 //	                                 did not match)
 //	CreatePersonalAccessToken (146)  [name Name][expiry u64][0 u8][token digest 32]
 //	RemoveConsumerGroupMember (66)   [client u128], a connection that closed
+//	CreateUser (141), client id 0    the root user of a cluster (ProposeRootUser)
 //
 // A personal access token never enters a proposal, the state or a reply that Apply
 // builds: only its BLAKE3 digest (HashToken) is journaled, replicated, snapshotted
@@ -35,6 +36,22 @@ func ProposeCreateUser(dst, clientBody, salt []byte) ([]byte, error) {
 	}
 	r.Password = []byte(HashPassword(r.Password, salt))
 	return r.Append(dst)
+}
+
+// ProposeRootUser is the proposal that creates a cluster's root user: a CreateUser
+// body (active, no permissions block: the root holds every grant by its id) with
+// the password replaced by HashPassword(password, salt). The server proposes it
+// as root (user id 0) under client id 0, which no client has (a request with
+// client id 0 is refused before it is read): Apply creates the root from it on a
+// state without users and refuses it on any other, so the root is created once
+// whatever proposes it again. It reads no state, so it may run on any goroutine.
+func ProposeRootUser(dst []byte, username, password string, salt []byte) ([]byte, error) {
+	r := wire.CreateUser{Username: []byte(username), Password: []byte(password), Status: wire.UserActive}
+	body, err := r.Append(nil)
+	if err != nil {
+		return dst, err
+	}
+	return ProposeCreateUser(dst, body, salt)
 }
 
 // ProposeChangePassword turns a ChangePassword request body into its proposal: it

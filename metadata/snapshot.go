@@ -262,7 +262,9 @@ func (s *State) decodeUsers(r *reader) error {
 	if !r.ok {
 		return corrupt("truncated users")
 	}
-	if s.User(RootUserID) == nil {
+	if s.users.count > 0 && s.User(RootUserID) == nil {
+		// No user at all is a cluster's state before its root user's creation
+		// committed (NewStateWithoutRoot); users without the root never are.
 		return corrupt("no root user")
 	}
 	return nil

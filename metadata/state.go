@@ -159,6 +159,16 @@ func NewState(rootUsername string, rootPasswordHash string, createdAtMicros uint
 	return s
 }
 
+// NewStateWithoutRoot returns the state a replica of a cluster starts from: no
+// streams and no user at all. Its root user comes from a replicated operation
+// (ProposeRootUser), so that every replica holds the same root, hash and
+// creation time included; until that commits nobody can log in.
+func NewStateWithoutRoot() *State { return newEmptyState() }
+
+// HasRoot reports whether the root user exists: always on a single node, in a
+// cluster once the root user's creation (ProposeRootUser) committed.
+func (s *State) HasRoot() bool { return s.User(RootUserID) != nil }
+
 func newEmptyState() *State {
 	return &State{
 		userByName:   make(map[string]uint32),

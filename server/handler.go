@@ -141,6 +141,7 @@ type clientGone struct {
 	client   wire.Uint128
 	conn     shard.ConnID
 	loggedIn bool
+	epoch    uint64 // the session's, when logged in
 }
 
 type pendingPost struct {
@@ -304,6 +305,18 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		h.replyEmpty(c, hdr)
 		return outcomeOK
 	case op == wire.OperationRegister:
+		if h.srv.cluster != nil && !h.view.state.HasRoot() {
+			// A cluster's root user comes from an op of its first primary
+			// (metaRouter.ensureRootUser): until this node applied it nobody can log
+			// in, and the login is refused as not accepted (58), which the SDKs
+			// replay for their whole request deadline, as the reference answers
+			// while its recovery barrier holds.
+			h.catchUpView()
+			if !h.view.state.HasRoot() {
+				c.ReplyStatus(hdr, wire.ErrTransientNotAccepted)
+				return outcomeRefused
+			}
+		}
 		// On a bound connection too: shard 0 checks the credentials and, the
 		// connection being logged in already, answers with its session unchanged
 		// (router.go, login).
@@ -555,7 +568,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 func (h *handler) ConnClosed(c *shard.Conn) {
 	sess := c.Value.(*session)
 	delete(h.bound, c.ID())
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound, epoch: sess.epoch}})
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply

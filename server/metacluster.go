@@ -30,6 +30,10 @@ import (
 //   - A login or logout at a backup is forwarded (vsr's ForwardRegister and
 //     ForwardLogout: only the verified identity travels); the origin answers its
 //     client once it has applied the op itself, so its views hold the session.
+//     A consumer group member whose connection closes at a backup leaves its
+//     groups through a forwarded logout of its session (leaveGroups, below).
+//   - The replicas start without users: the root user comes from one op of the
+//     first primary, and logins wait for it (ensureRootUser, below).
 //   - State transfer: a replica asked for its state offers its snapshot file
 //     (snapshot.bin verbatim, with the client table) and its client table (ICT2)
 //     as the ISM1 artifacts; one that receives a state writes it as its snapshot,
@@ -96,6 +100,17 @@ type metaCluster struct {
 	// lastHeardNs are the node's (clusterState), heardNs what the core was told.
 	lastHeardNs []atomic.Int64
 	heardNs     []int64
+
+	// rootPending: this replica is hashing or has proposed the root user
+	// (metaRouter.ensureRootUser); rootRefused: its proposal committed as a
+	// refusal on a state still without root (a configuration the state machine
+	// refuses), so it is not proposed again.
+	rootPending, rootRefused bool
+	// rootProposals counts the root user proposals this replica made (tests).
+	rootProposals atomic.Int64
+	// groupLeaves are the group leaves of closed connections to try again once
+	// the view is normal (metaRouter.leaveGroups).
+	groupLeaves []groupLeave
 }
 
 // replicaInbound is one replica frame on its way to shard 0: retained on the
@@ -482,4 +497,179 @@ func (m *metaPlane) stopCluster() {
 	for _, w := range waiters {
 		w.then(false)
 	}
+}
+
+// A cluster's root user. A single node creates its root at its first start, from
+// the configuration. In a cluster every replica must hold the same root, salted
+// hash and creation time included, or their states differ byte for byte until a
+// state transfer: so the replicas start without users (NewStateWithoutRoot) and
+// the root comes from one replicated op. The primary that finds the state
+// without root, all of its log applied (a view may start with the root's op
+// still to commit), hashes the configured password once on the password workers,
+// off shard 0, and proposes metadata.ProposeRootUser; every replica applies the
+// same bytes. Apply creates the root only on a state without users, so a second
+// proposal (another primary's, after a view change) and a restart, which recovers
+// the root from the snapshot and journal, never make another. Until the op is
+// applied on a node, logins there are answered 58 (handler.serveRequest), which
+// the SDKs replay.
+//
+// The reference (apache/iggy core/server/src/boot/credentials.rs,
+// ensure_default_root_user) seeds the root user on each node at boot, outside
+// the log, from credentials that must be given explicitly on a cluster's first
+// start: the same user on every node, each with a hash and creation time of its
+// own. Here the first primary's configuration (IGGY_ROOT_USERNAME,
+// IGGY_ROOT_PASSWORD, iggy/iggy by default) is the cluster's.
+
+// ensureRootUser starts the root user's creation when this replica leads a
+// state without it. It runs after every Ready of a clustered plane.
+func (r *metaRouter) ensureRootUser() {
+	p := r.plane
+	cl := &p.cluster
+	if !p.clustered || cl.rootPending || cl.rootRefused || r.syncJournal || p.broken != nil || p.state.HasRoot() ||
+		!p.replica.IsPrimary() || p.applied.op != p.replica.Op() {
+		return
+	}
+	salt, err := randomBytes(metadata.PasswordSaltBytes)
+	if err != nil {
+		r.h.log.Error("root user: no salt", "err", err)
+		return
+	}
+	cfg := &r.h.srv.cfg
+	if !r.passwords.submit(&rootUserHash{username: cfg.RootUsername, password: cfg.RootPassword, salt: salt}) {
+		return // the workers are full: tried again after the next Ready
+	}
+	cl.rootPending = true
+}
+
+// rootUserHashed proposes the root user whose password the workers hashed.
+func (r *metaRouter) rootUserHashed(w *rootUserHash) {
+	p := r.plane
+	cl := &p.cluster
+	if w.err != nil {
+		cl.rootPending, cl.rootRefused = false, true
+		r.h.log.Error("root user: proposal not built; nobody can log in", "err", w.err)
+		return
+	}
+	if p.state.HasRoot() || !p.replica.IsPrimary() || r.syncJournal {
+		cl.rootPending = false
+		return
+	}
+	prop := vsr.Proposal{Operation: wire.OperationCreateUser, UserID: metadata.RootUserID}
+	cl.rootProposals.Add(1)
+	r.commit(nil, prop, w.proposal, func(c *metaCommit, err error) {
+		cl.rootPending = false
+		if err != nil {
+			r.h.log.Info("root user proposal not committed; the primary proposes it again", "err", err)
+			return
+		}
+		_, code, _ := wire.SplitResult(c.frame[wire.HeaderSize:])
+		switch {
+		case code == 0:
+			r.h.log.Info("root user created", "root_user", r.h.srv.cfg.RootUsername, "op", c.header.Op)
+		case !p.state.HasRoot():
+			cl.rootRefused = true
+			r.h.log.Error("root user refused; nobody can log in", "root_user", r.h.srv.cfg.RootUsername, "code", code.String())
+		}
+	})
+}
+
+// groupLeave is the consumer group leave of a connection that closed: its
+// client, and the session and next request number of the logout a backup
+// forwards for it.
+type groupLeave struct {
+	client           wire.Uint128
+	session, request uint64
+	attempts         int
+}
+
+const (
+	// groupLeavesWaitingMax bounds the leaves waiting to be tried again; beyond
+	// it one is dropped, logged, and its member left to the primary's heartbeat
+	// check if it is connected there.
+	groupLeavesWaitingMax = 4096
+	// groupLeaveAttemptsMax bounds the tries of one leave.
+	groupLeaveAttemptsMax = 10
+)
+
+// leaveGroups ends the consumer group memberships of a client whose connection
+// closed here, through the log. The primary (and a single node) proposes
+// RemoveConsumerGroupMember. A backup cannot propose: it forwards a logout of
+// the closed session to the primary, as it forwards a client's logout (vsr's
+// ForwardLogout), and the committed Logout takes the client out of every group
+// on every replica, its client table entry with it. That is where the reference
+// ends too, later: its primary holds a lease per member that the backups renew
+// for the sessions connected to them, and commits a Logout of a member whose
+// lease expired (apache/iggy core/server/src/consumer_group/liveness.rs);
+// disconnects themselves only drop the client table entry locally. Here the
+// backup knows at once, so it need not wait for an expiry. A client that is in no
+// group is not forwarded: its table entry goes locally only, as the reference
+// does. The SDKs log in under a fresh client id after a reconnect, so the logout
+// never ends a newer session; one that registered again meanwhile is spared
+// when this node has applied its Register (see below).
+func (r *metaRouter) leaveGroups(l groupLeave) {
+	p := r.plane
+	if p.state.ClientGroupsCount(l.client) == 0 {
+		return
+	}
+	if !p.clustered || p.replica.IsPrimary() {
+		prop := vsr.Proposal{Client: l.client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
+		r.commit(nil, prop, metadata.AppendClientGoneProposal(nil, l.client), func(_ *metaCommit, err error) {
+			if err == nil {
+				return
+			}
+			if p.clustered && errors.Is(err, errMetaNotPrimary) {
+				r.retryGroupLeave(l)
+				return
+			}
+			r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
+		})
+		return
+	}
+	if epoch, _, ok := p.table.Session(l.client); ok && epoch > l.session {
+		return // the client registered again: its new session is not ended
+	}
+	if p.replica.Status() != vsr.StatusNormal {
+		r.retryGroupLeave(l)
+		return
+	}
+	p.forward(&metaForward{client: l.client, session: l.session, request: l.request, done: func(o vsr.ForwardOutcome, err error) {
+		if err == nil && !o.TimedOut && o.Outcome == uint8(wire.ForwardLogoutOk) {
+			return
+		}
+		r.retryGroupLeave(l)
+	}})
+	r.pumpJournal()
+}
+
+// retryGroupLeave keeps a leave to try again after a later Ready.
+func (r *metaRouter) retryGroupLeave(l groupLeave) {
+	cl := &r.plane.cluster
+	l.attempts++
+	if l.attempts >= groupLeaveAttemptsMax || len(cl.groupLeaves) >= groupLeavesWaitingMax {
+		r.h.log.Warn("consumer group leave of a closed connection given up", "attempts", l.attempts,
+			"waiting", len(cl.groupLeaves))
+		return
+	}
+	cl.groupLeaves = append(cl.groupLeaves, l)
+}
+
+// retryGroupLeaves tries the waiting leaves again once the view is normal. It
+// runs after every Ready of a clustered plane.
+func (r *metaRouter) retryGroupLeaves() {
+	cl := &r.plane.cluster
+	if len(cl.groupLeaves) == 0 || r.plane.replica.Status() != vsr.StatusNormal || r.syncJournal {
+		return
+	}
+	leaves := cl.groupLeaves
+	cl.groupLeaves = nil
+	for _, l := range leaves {
+		r.leaveGroups(l)
+	}
+}
+
+// afterClusterReady is what a clustered plane does after each Ready, once the
+// router has published who leads.
+func (r *metaRouter) afterClusterReady() {
+	r.ensureRootUser()
+	r.retryGroupLeaves()
 }

@@ -242,14 +242,21 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 	fresh := errors.Is(err, fs.ErrNotExist)
 	switch {
 	case fresh:
-		// First start: the root user comes from the configuration, once. The state is
-		// snapshotted at op 0 right away, so a later start never reads the
-		// credentials again.
-		salt := make([]byte, metadata.PasswordSaltBytes)
-		if _, err := io.ReadFull(rand.Reader, salt); err != nil {
-			return nil, err
+		// First start. On a single node the root user comes from the
+		// configuration, once. A cluster's replicas start without users: the root
+		// user comes from an op the first primary proposes (metaRouter.ensureRootUser),
+		// so that every replica holds the same one, hash and creation time included;
+		// until it commits, logins are answered 58. The state is snapshotted at op 0
+		// right away, so a later start never reads the credentials again.
+		if m.clustered {
+			m.state = metadata.NewStateWithoutRoot()
+		} else {
+			salt := make([]byte, metadata.PasswordSaltBytes)
+			if _, err := io.ReadFull(rand.Reader, salt); err != nil {
+				return nil, err
+			}
+			m.state = metadata.NewState(cfg.RootUsername, metadata.HashPassword([]byte(cfg.RootPassword), salt), nowMicros)
 		}
-		m.state = metadata.NewState(cfg.RootUsername, metadata.HashPassword([]byte(cfg.RootPassword), salt), nowMicros)
 		m.table = vsr.NewClientTable(vsr.ClientsTableMaxDefault)
 		if err := store.ReplaceFile(stateFileName, encodeStateRecord(vsr.DurableState{}, nil)); err != nil {
 			return nil, fmt.Errorf("metadata state record: %w", err)
@@ -257,7 +264,11 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 		if err := store.ReplaceFile(snapshotFileName, m.encodeSnapshot(appliedOp{})); err != nil {
 			return nil, fmt.Errorf("metadata snapshot: %w", err)
 		}
-		log.Info("metadata created", "root_user", cfg.RootUsername, "dir", dir)
+		if m.clustered {
+			log.Info("metadata created; the root user comes from the first primary", "dir", dir)
+		} else {
+			log.Info("metadata created", "root_user", cfg.RootUsername, "dir", dir)
+		}
 	case err != nil:
 		return nil, fmt.Errorf("metadata snapshot: %w", err)
 	default:
@@ -415,6 +426,11 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	}
 	if m.broken != nil {
 		return m.broken
+	}
+	if !m.clustered && !m.state.HasRoot() {
+		// Only a cluster's replica waits for its root user from the log
+		// (NewStateWithoutRoot); a single node would have no one to log in.
+		return fmt.Errorf("metadata %s: no root user", m.dir)
 	}
 	if replayed > 0 || head.op > 0 {
 		m.log.Info("metadata recovered", "snapshot_op", head.op, "replayed_ops", replayed, "op", m.applied.op)
@@ -819,10 +835,12 @@ func (m *metaPlane) apply(h *wire.PrepareHeader, body []byte) metaCommit {
 		rh.Size = uint32(len(frame))
 		rh.Operation = m.out.Operation
 		rh.Put(frame)
-		switch h.Operation {
-		case wire.OperationLogout:
+		switch {
+		case h.Operation == wire.OperationLogout:
 			m.table.Remove(h.Client)
-		case wire.OperationRemoveConsumerGroupMember:
+		case h.Operation == wire.OperationRemoveConsumerGroupMember, h.Client.IsZero():
+			// The server's own ops (a closed connection's group leave, a cluster's
+			// root user) are no client's request.
 		default:
 			m.table.CommitRequest(h.Client, h.Request, h.RequestChecksum, h.Op, frame)
 		}

@@ -105,6 +105,20 @@ func (n *newPassword) propose() ([]byte, error) {
 	return metadata.ProposeCreateUser(nil, n.body, n.salt)
 }
 
+// rootUserHash is a cluster's root user on its way through the workers: the first
+// primary hashes the configured password once, off shard 0 like every new
+// password, and proposes the result (metadata.ProposeRootUser); every replica
+// applies those bytes. No connection waits for it.
+type rootUserHash struct {
+	username, password string
+	salt               []byte
+
+	proposal []byte
+	err      error
+}
+
+func (r *rootUserHash) sourceOf() netip.Addr { return netip.Addr{} }
+
 // passwordWorkersCount is how many argon2id runs go at once: argon2id is
 // memory-hard (19 MiB each), and the shards need the CPUs more than a login storm
 // does.
@@ -162,6 +176,8 @@ func (v *passwordWorkers) work() {
 			w.match = verify(w.hash, w.password)
 		case *newPassword:
 			w.run(verify, hash)
+		case *rootUserHash:
+			w.proposal, w.err = metadata.ProposeRootUser(nil, w.username, w.password, w.salt)
 		}
 
 		v.mu.Lock()

@@ -132,10 +132,11 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		plane.cluster.send = r.sendReplica
 		plane.cluster.release = r.releaseReplicaFrame
 		plane.cluster.onInstalled = r.publishInstalled
-		plane.cluster.onReady = r.publishLeader
+		plane.cluster.onReady = func() { r.publishLeader(); r.afterClusterReady() }
 		plane.cluster.lastHeardNs = h.srv.cluster.lastHeardNs
 		plane.cluster.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
 		r.publishLeader()
+		r.ensureRootUser()
 	}
 	return r
 }
@@ -462,6 +463,8 @@ func (r *metaRouter) finishPasswordChecks() {
 				r.failures.failed(w.source, now)
 			}
 			r.inTurn(w.job.conn, func() { r.resumeNewPassword(w) })
+		case *rootUserHash:
+			r.rootUserHashed(w)
 		}
 	}
 }
@@ -919,19 +922,21 @@ func randomBytes(n int) ([]byte, error) {
 
 // clientGone: a connection closed, in its turn after the connection's writes and
 // login with the plane. It leaves the connection list; a logged-in one's consumer
-// group memberships end through a committed RemoveConsumerGroupMember, so a restart
-// agrees. A login that committed after the connection's shard saw it close counts
-// as logged in here.
+// group memberships end through the log (leaveGroups), so a restart and every
+// replica agree. A login that committed after the connection's shard saw it close
+// counts as logged in here.
 func (r *metaRouter) clientGone(g *clientGone) {
 	rec := r.conns[g.conn]
 	delete(r.conns, g.conn)
-	client, loggedIn := g.client, g.loggedIn
+	client, loggedIn, session := g.client, g.loggedIn, g.epoch
 	if rec != nil && rec.epoch != 0 {
-		client, loggedIn = rec.client, true
+		client, loggedIn, session = rec.client, true, rec.epoch
 	}
 	if !loggedIn {
 		return
 	}
+	// A logout a backup forwards for it takes the request after the client's last.
+	request := r.plane.table.Watermark(client) + 1
 	if rec, ok := r.sessions[client]; ok && rec.conn == g.conn {
 		delete(r.sessions, client)
 		// The reference drops a disconnected client's table entry locally (not
@@ -942,20 +947,7 @@ func (r *metaRouter) clientGone(g *clientGone) {
 		}
 		delete(r.mintedTokens, client)
 	}
-	if r.plane.state.ClientGroupsCount(client) == 0 {
-		return
-	}
-	if r.plane.clustered && !r.plane.replica.IsPrimary() {
-		// Only the primary proposes; the primary's own heartbeat check ends the
-		// membership of a client that stays silent.
-		return
-	}
-	p := vsr.Proposal{Client: client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
-	r.commit(nil, p, metadata.AppendClientGoneProposal(nil, client), func(_ *metaCommit, err error) {
-		if err != nil {
-			r.h.log.Error("consumer group leave of a closed connection failed", "err", err)
-		}
-	})
+	r.leaveGroups(groupLeave{client: client, session: session, request: request})
 }
 
 // notCommittedCode is the status of a write the plane did not commit: 58 when too
