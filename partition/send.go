@@ -210,6 +210,7 @@ func (p *Partition) onWritten(end uint64) {
 	if !p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
+	p.noteChanged()
 	if p.state != nil {
 		p.maybeCheckpoint()
 		if len(p.pendingOffers) > 0 && !p.holding() && p.log.WrittenEnd() == p.log.NextOffset() {

@@ -50,6 +50,29 @@ type Store struct {
 	keptAliveAt   uint64
 	keepAliveNext int
 	timerOwners   []*Partition
+	// changed lists the partitions whose log moved since TakeChanged last ran.
+	changed []*Partition
+}
+
+// TakeChanged calls fn with every partition whose log moved since the last call (a
+// backup's applies, an installed state, a primary's sends), so that the caller
+// refreshes what it reports of them (GET_TOPIC's offsets and sizes on any node).
+func (s *Store) TakeChanged(fn func(Key)) {
+	for _, p := range s.changed {
+		p.statsChanged = false
+		if s.partitions[p.key] == p {
+			fn(p.key)
+		}
+	}
+	clear(s.changed)
+	s.changed = s.changed[:0]
+}
+
+func (p *Partition) noteChanged() {
+	if !p.statsChanged {
+		p.statsChanged = true
+		p.store.changed = append(p.store.changed, p)
+	}
 }
 
 // NewStore returns an empty store whose partitions live under root (the server's
@@ -139,6 +162,8 @@ type Partition struct {
 	// fresh: the next startGroup starts a new group (Create, purge) rather than
 	// recovering the replica's place in an existing one.
 	fresh bool
+	// statsChanged: the partition is in the store's changed list.
+	statsChanged bool
 	// transfers counts the states installed, segmentsHeld the segments they did
 	// not fetch (held already); checksums caches the XxHash3 of segment files by
 	// name and size (transfer.go).

@@ -379,6 +379,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	}
 	p.state.persistView(p.core.Durable(), nil)
 	p.transfers++
+	p.noteChanged()
 	return nil
 }
 

@@ -209,6 +209,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	h.tickGroups()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
 		h.ioWanted = h.store.PollIO() > 0
+		h.store.TakeChanged(h.publishStats)
 		h.flushOutbox()
 	}
 	if h.meta != nil {
