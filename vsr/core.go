@@ -300,6 +300,12 @@ type slot struct {
 	// slots are reported in a DoViewChange, applied or acknowledged.
 	trusted bool
 	body    bodyState
+	// faulty: the replica journaled this op (and may have acknowledged it), but
+	// its entry was found corrupt at recovery, so its header is unknown
+	// (CoreRecovered.Faulty). The op is neither present nor nacked in a
+	// DoViewChange, and is repaired from a peer once a view names its header.
+	// header.Op is the op; nothing else of the header is known.
+	faulty bool
 }
 
 type coreEntry struct {
@@ -480,6 +486,17 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 type CoreRecovered struct {
 	State   DurableState
 	Headers []wire.PrepareHeader
+	// Faulty are the ops whose journal entries were found corrupt (and, for a
+	// torn write, the op whose entry cannot be proven never written): the
+	// replica may have acknowledged them, so it must never nack them in a view
+	// change (a nack quorum could then truncate a committed op), as
+	// TigerBeetle's faulty journal slots and "Viewstamped Replication
+	// Revisited"'s recovery protocol require. Each is neither present nor nacked
+	// in a DoViewChange and is repaired from a peer. An op also in Headers or
+	// ViewHeaders is not faulty. Only a group of several replicas can have them:
+	// a group of one has no peer to repair from, so a corrupt synced entry is
+	// data loss there (Recover refuses it).
+	Faulty []uint64
 	// ViewHeaders are the last persisted Ready.ViewHeaders.
 	ViewHeaders []wire.PrepareHeader
 	// Checkpoint is the last op the caller's restored state already holds (a
@@ -505,6 +522,9 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	if rec.State.LogView > rec.State.View {
 		return fmt.Errorf("vsr: recovered log view %d above view %d", rec.State.LogView, rec.State.View)
 	}
+	if len(rec.Faulty) > 0 && c.cfg.ReplicaCount == 1 {
+		return fmt.Errorf("vsr: %d faulty journal entries in a group of one replica: nobody can repair them", len(rec.Faulty))
+	}
 	base := rec.Checkpoint.Op
 	c.view, c.logView = rec.State.View, rec.State.LogView
 	c.durable = rec.State
@@ -516,6 +536,14 @@ func (c *Core) Recover(rec CoreRecovered) error {
 				return fmt.Errorf("vsr: recovered header for op %d is not a valid prepare of this group", h.Op)
 			}
 			c.op = max(c.op, h.Op)
+		}
+	}
+	for _, op := range rec.Faulty {
+		if op == 0 {
+			return errors.New("vsr: recovered faulty op 0")
+		}
+		if op > base {
+			c.op = max(c.op, op)
 		}
 	}
 	slots := uint64(len(c.slots))
@@ -540,6 +568,14 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		// it persists the log view. Below, stale entries of older views may remain.
 		s.trusted = h.Op >= rec.State.CommitMax || c.cfg.ReplicaCount == 1
 	}
+	for _, op := range rec.Faulty {
+		if !inWindow(op) || c.slotAt(op) != nil {
+			continue // applied in the checkpoint, or an intact entry of it was found
+		}
+		s := &c.slots[op%slots]
+		*s = slot{faulty: true}
+		s.header.Op = op
+	}
 	for i := range rec.ViewHeaders {
 		h := &rec.ViewHeaders[i]
 		if !inWindow(h.Op) {
@@ -549,7 +585,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
 			continue
 		}
-		if s.header.Op == h.Op {
+		if s.header.Op == h.Op && !s.faulty {
 			c.rd.Discards = append(c.rd.Discards, h.Op)
 		}
 		*s = slot{header: *h, trusted: true}
@@ -1007,10 +1043,17 @@ func (c *Core) write(s *slot, body []byte) {
 	c.dirtySlots = append(c.dirtySlots, s.header.Op)
 }
 
+// discard forgets the slot of op and has the caller remove its journal entry. A
+// faulty slot has no entry to remove: the caller's journal keeps the damaged
+// region until the op's repaired body replaces it (removing it would take the
+// intact entries above it along, in a journal that is one sequence).
 func (c *Core) discard(op uint64) {
 	if s := c.slotAt(op); s != nil {
+		faulty := s.faulty
 		*s = slot{}
-		c.rd.Discards = append(c.rd.Discards, op)
+		if !faulty {
+			c.rd.Discards = append(c.rd.Discards, op)
+		}
 	}
 }
 
@@ -1521,7 +1564,8 @@ func (c *Core) checkStartViewChangeQuorum() {
 
 // ownDoViewChange is this replica's vote: log view, head, commit point and the
 // trusted headers from the head down to the commit point (at most 128), with a nack
-// for every op above the commit point it never prepared.
+// for every op above the commit point it never prepared (a faulty op, prepared and
+// lost to corruption, is a blank without a nack).
 func (c *Core) ownDoViewChange() *doViewChange {
 	d := &doViewChange{logView: c.logView, op: c.op, commit: c.commitMax}
 	if d.commit > d.op {
@@ -1541,7 +1585,9 @@ func (c *Core) ownDoViewChange() *doViewChange {
 			blank := wire.PrepareHeader{Op: op}
 			blank.Command = wire.CommandPrepare
 			d.headers = append(d.headers, blank)
-			if op > d.commit {
+			// A nack says "I never prepared it"; a faulty op was prepared here and
+			// lost to corruption, so it may be one of a commit quorum's copies.
+			if op > d.commit && (s == nil || !s.faulty) {
 				setBit(&d.nack, i)
 			}
 			continue
@@ -1982,7 +2028,7 @@ func (c *Core) sendStartView(to uint8, incarnation wire.Uint128) {
 		n := 0
 		for op := c.op; op >= low && op > 0; op-- {
 			s := c.slotAt(op)
-			if s == nil {
+			if s == nil || s.faulty {
 				break
 			}
 			h := s.header
