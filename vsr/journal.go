@@ -38,31 +38,83 @@ type JournalScan struct {
 // TornTailReason why. Damage followed by a valid entry is ErrJournalCorrupt. An
 // error from visit stops the scan and is returned.
 func ScanJournal(b []byte, sizeMaxBytes uint32, visit func(h *wire.PrepareHeader, body []byte) error) (JournalScan, error) {
+	return scanJournal(b, sizeMaxBytes, func(h *wire.PrepareHeader, body []byte, _ int) error { return visit(h, body) }, nil)
+}
+
+// JournalHole is damage in a journal that an intact entry follows: not a torn
+// write at a crash (the entries after it were written later, and synced), so the
+// ops between the intact entries around it were journaled, and may have been
+// acknowledged. A replica of a group of several reports them as
+// CoreRecovered.Faulty and repairs them from its peers.
+type JournalHole struct {
+	// Start and End delimit the damaged bytes.
+	Start, End int
+	// AfterOp is the op of the intact entry before the hole (0 when the hole
+	// opens the journal), BeforeOp the op of the one after it: the hole stands
+	// for the ops in between.
+	AfterOp, BeforeOp uint64
+}
+
+// ScanJournalHoles is ScanJournal for a replica that can repair its journal from
+// its peers: damage that an intact entry follows is a hole, reported to hole in
+// order with the entries (visit also gets each entry's offset), and the scan goes
+// on at that entry. Intact entries must still be in op order, and those with no
+// hole between them chain; anything else is ErrJournalCorrupt. A damaged tail is
+// reported as by ScanJournal.
+func ScanJournalHoles(b []byte, sizeMaxBytes uint32, visit func(h *wire.PrepareHeader, body []byte, offset int) error,
+	hole func(JournalHole) error) (JournalScan, error) {
+	return scanJournal(b, sizeMaxBytes, visit, hole)
+}
+
+func scanJournal(b []byte, sizeMaxBytes uint32, visit func(h *wire.PrepareHeader, body []byte, offset int) error,
+	hole func(JournalHole) error) (JournalScan, error) {
 	var scan JournalScan
 	var h wire.PrepareHeader
 	offset := 0
+	afterHole := false
 	for offset < len(b) {
 		size, reason := checkJournalEntry(&h, b[offset:], sizeMaxBytes)
-		if reason == "" && scan.Entries > 0 {
+		damaged := reason != ""
+		if !damaged && scan.Entries > 0 {
 			switch {
-			case h.Op != scan.LastOp+1:
+			case afterHole && h.Op <= scan.LastOp+1:
+				reason = fmt.Sprintf("op %d after a hole does not follow op %d", h.Op, scan.LastOp)
+			case !afterHole && h.Op != scan.LastOp+1:
 				reason = fmt.Sprintf("op %d does not follow op %d", h.Op, scan.LastOp)
-			case h.Parent != scan.LastIdentity:
+			case !afterHole && h.Parent != scan.LastIdentity:
 				reason = fmt.Sprintf("op %d does not chain to op %d", h.Op, scan.LastOp)
 			case h.Timestamp <= scan.LastTimestamp:
 				reason = fmt.Sprintf("op %d timestamp goes backwards", h.Op)
 			}
 		}
 		if reason != "" {
+			if hole != nil && !damaged {
+				// An intact entry out of order is no damage a write or the disk
+				// makes: the journal was written wrong.
+				return scan, fmt.Errorf("%w: entry at byte %d: %s", ErrJournalCorrupt, offset, reason)
+			}
 			if later := probeJournalEntry(b, offset+1, sizeMaxBytes); later >= 0 {
-				return scan, fmt.Errorf("%w: entry at byte %d: %s; a valid entry follows at byte %d",
-					ErrJournalCorrupt, offset, reason, later)
+				if hole == nil {
+					return scan, fmt.Errorf("%w: entry at byte %d: %s; a valid entry follows at byte %d",
+						ErrJournalCorrupt, offset, reason, later)
+				}
+				var next wire.PrepareHeader
+				checkJournalEntry(&next, b[later:], sizeMaxBytes)
+				if next.Op <= scan.LastOp+1 {
+					return scan, fmt.Errorf("%w: damage at byte %d stands for no op: op %d follows op %d",
+						ErrJournalCorrupt, offset, next.Op, scan.LastOp)
+				}
+				if err := hole(JournalHole{Start: offset, End: later, AfterOp: scan.LastOp, BeforeOp: next.Op}); err != nil {
+					return scan, err
+				}
+				offset, afterHole = later, true
+				continue
 			}
 			scan.TornTailBytes = len(b) - offset
 			scan.TornTailReason = fmt.Sprintf("entry at byte %d: %s", offset, reason)
 			break
 		}
-		if err := visit(&h, b[offset+wire.HeaderSize:offset+size]); err != nil {
+		if err := visit(&h, b[offset+wire.HeaderSize:offset+size], offset); err != nil {
 			return scan, err
 		}
 		if scan.Entries == 0 {
@@ -75,6 +127,7 @@ func ScanJournal(b []byte, sizeMaxBytes uint32, visit func(h *wire.PrepareHeader
 		scan.LastCommit = h.Commit
 		scan.LastView = h.View
 		offset += size
+		afterHole = false
 		scan.ValidBytes = offset
 	}
 	return scan, nil
