@@ -585,10 +585,13 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
 			continue
 		}
-		if s.header.Op == h.Op && !s.faulty {
+		faulty := s.header.Op == h.Op && s.faulty
+		if s.header.Op == h.Op && !faulty {
 			c.rd.Discards = append(c.rd.Discards, h.Op)
 		}
-		*s = slot{header: *h, trusted: true}
+		// A faulty op stays faulty with its header known: its body may have been
+		// acknowledged.
+		*s = slot{header: *h, trusted: true, faulty: faulty}
 	}
 	c.commitMin = base
 	c.retainedLow = base + 1
@@ -1564,8 +1567,10 @@ func (c *Core) checkStartViewChangeQuorum() {
 
 // ownDoViewChange is this replica's vote: log view, head, commit point and the
 // trusted headers from the head down to the commit point (at most 128), with a nack
-// for every op above the commit point it never prepared (a faulty op, prepared and
-// lost to corruption, is a blank without a nack).
+// for every op above the commit point it never prepared: a blank, or a header it
+// holds without the body (a view named it; the replica acknowledges only what it
+// journaled). A faulty op, journaled and lost to corruption, is never nacked, as
+// in TigerBeetle's DoViewChange (a dirty slot is nacked, a faulty one is not).
 func (c *Core) ownDoViewChange() *doViewChange {
 	d := &doViewChange{logView: c.logView, op: c.op, commit: c.commitMax}
 	if d.commit > d.op {
@@ -1593,8 +1598,13 @@ func (c *Core) ownDoViewChange() *doViewChange {
 			continue
 		}
 		d.headers = append(d.headers, s.header)
-		if s.body != bodyNone {
+		switch {
+		case s.body != bodyNone:
 			setBit(&d.present, i)
+		case op > d.commit && !s.faulty:
+			// The header alone (a view's StartView named it): this replica never
+			// journaled the op, so never acknowledged it.
+			setBit(&d.nack, i)
 		}
 	}
 	return d
@@ -1728,7 +1738,7 @@ func (d *doViewChange) entry(op uint64) (h *wire.PrepareHeader, nack, present, i
 	if d.headers[i].Checksum.IsZero() {
 		return nil, hasBit(d.nack, i), false, true
 	}
-	return &d.headers[i], false, hasBit(d.present, i), true
+	return &d.headers[i], hasBit(d.nack, i) && !hasBit(d.present, i), hasBit(d.present, i), true
 }
 
 // checkDoViewChangeQuorum merges the votes into the canonical log once a view-change
@@ -1775,24 +1785,33 @@ func (c *Core) checkDoViewChangeQuorum() {
 	if commitMax > head {
 		head = commitMax
 	}
-	// Truncate from the top what a nack quorum proves never committed.
-	for head > commitMax {
-		h, _ := c.canonicalHeader(head, logViewMax)
-		if c.nacks(head, h, logViewMax) < c.quorumNack() {
+	// The canonical headers from the head down: the log view's voters hold them,
+	// or, where they lack one (a faulty entry), the hash chain names it and any
+	// vote may hold it.
+	low := max(commitMax, 1)
+	top := head
+	canon := make([]*wire.PrepareHeader, 0, top-low+1)
+	for op := top; op >= low && op > 0; op-- {
+		h, ok := c.canonicalHeader(op, logViewMax)
+		if !ok && len(canon) > 0 && canon[len(canon)-1] != nil {
+			h, _ = c.headerByIdentity(op, canon[len(canon)-1].Parent)
+		}
+		canon = append(canon, h)
+	}
+	// A nack quorum proves an op never committed, nor any op after it: truncate
+	// from the lowest such op.
+	for op := commitMax + 1; op <= top; op++ {
+		if c.nacks(op, canon[top-op], logViewMax) >= c.quorumNack() {
+			head = op - 1
 			break
 		}
-		head--
 	}
 	// Every op from the commit point to the head needs its canonical header, and
 	// every uncommitted one a replica that can serve its body.
-	low := commitMax
-	if low == 0 {
-		low = 1
-	}
 	merged := make([]wire.PrepareHeader, 0, head-low+1)
 	for op := head; op >= low && op > 0; op-- {
-		h, ok := c.canonicalHeader(op, logViewMax)
-		if !ok {
+		h := canon[top-op]
+		if h == nil {
 			return // wait for more votes (with all n in, the view stalls: it never loses a committed op)
 		}
 		if len(merged) > 0 && merged[len(merged)-1].Parent != h.Checksum {
@@ -1841,6 +1860,19 @@ func (c *Core) canonicalHeader(op uint64, logViewMax uint32) (*wire.PrepareHeade
 	return nil, false
 }
 
+// headerByIdentity is the header at op whose identity is identity, in any vote.
+func (c *Core) headerByIdentity(op uint64, identity wire.Uint128) (*wire.PrepareHeader, bool) {
+	for _, d := range c.dvcs {
+		if d == nil {
+			continue
+		}
+		if h, _, _, _ := d.entry(op); h != nil && h.Checksum == identity {
+			return h, true
+		}
+	}
+	return nil, false
+}
+
 func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32) int {
 	n := 0
 	for _, d := range c.dvcs {
@@ -1852,8 +1884,9 @@ func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32
 		case nack:
 			n++
 		case !inSuffix:
-		case h != nil && d.logView < logViewMax && (canonical == nil || h.Checksum != canonical.Checksum):
+		case h != nil && d.logView < logViewMax && canonical != nil && h.Checksum != canonical.Checksum:
 			// An older log's different op here: that replica never prepared ours.
+			// (Where the canonical header is unknown, an older log's may be it.)
 			n++
 		}
 	}
@@ -1890,11 +1923,14 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 		if s != nil && s.header.Checksum == h.Checksum {
 			s.trusted = true
 		} else {
+			// A faulty op stays faulty under the view's header: what this replica
+			// journaled there is unknown, and it may have acknowledged it.
+			faulty := s != nil && s.faulty
 			if s != nil {
 				c.discard(h.Op)
 			}
 			s = &c.slots[h.Op%uint64(len(c.slots))]
-			*s = slot{header: *h, trusted: true}
+			*s = slot{header: *h, trusted: true, faulty: faulty}
 		}
 		low = h.Op
 	}
@@ -2028,7 +2064,7 @@ func (c *Core) sendStartView(to uint8, incarnation wire.Uint128) {
 		n := 0
 		for op := c.op; op >= low && op > 0; op-- {
 			s := c.slotAt(op)
-			if s == nil || s.faulty {
+			if s == nil || !s.trusted && s.faulty {
 				break
 			}
 			h := s.header

@@ -73,6 +73,12 @@ func TestCoreFaultyOpIsNotNacked(t *testing.T) {
 			head: 5, present: []uint64{2, 3, 5}, headersKnow: []uint64{2, 3, 4, 5},
 		},
 		{
+			name: "an op whose header alone was persisted is nacked: it was never journaled",
+			rec: CoreRecovered{State: DurableState{CommitMax: 2}, Headers: headersOf(log, 1, 2, 3, 5),
+				ViewHeaders: headersOf(log, 5, 4, 3, 2)},
+			head: 5, nack: []uint64{4}, present: []uint64{2, 3, 5}, headersKnow: []uint64{2, 3, 4, 5},
+		},
+		{
 			name: "a faulty op at or below the checkpoint is applied already",
 			rec: CoreRecovered{State: DurableState{CommitMax: 3}, Headers: headersOf(log, 3, 4, 5), Faulty: []uint64{2},
 				Checkpoint: Checkpoint{Op: 3, Identity: log[2].Checksum, Timestamp: log[2].Timestamp}},
@@ -171,6 +177,97 @@ func TestCoreFaultyOpKeepsCommittedOp(t *testing.T) {
 			merged := c.mergeDone || c.status == StatusNormal
 			if merged != tc.merged {
 				t.Fatalf("merged %v, want %v (head %d)", merged, tc.merged, c.op)
+			}
+			if merged && c.op != tc.head {
+				t.Fatalf("merged head %d, want %d", c.op, tc.head)
+			}
+		})
+	}
+}
+
+// TestMergeWithFaultyOps drives the merge of view 4 of three replicas (replica 1
+// leads it; nack quorum 2) where a faulty entry leaves a gap in the canonical log.
+func TestMergeWithFaultyOps(t *testing.T) {
+	base := chain(wire.Uint128{}, 1, 3, 'a')
+	top := base[2].Checksum
+	ops := chain(top, 4, 6, 'a')
+	type ownSlot struct {
+		op             uint64
+		header, faulty bool
+		body           bool
+	}
+	for _, tc := range []struct {
+		name   string
+		own    []ownSlot // replica 1's ops above 3 (log view 3, commit 3)
+		votes  map[uint8]*doViewChange
+		merged bool
+		head   uint64
+	}{
+		{
+			name:   "the hash chain names a faulty op's header, held in an older log",
+			own:    []ownSlot{{op: 4, faulty: true}, {op: 5, header: true, body: true}},
+			votes:  map[uint8]*doViewChange{2: vote(2, 3, logOf(base, ops), 5, all)},
+			merged: true, head: 5,
+		},
+		{
+			// Ops 4 and 5 are faulty here and op 5 is nowhere else, so op 4's
+			// canonical header is unknown: the older log's op 4 at replicas 0 and 2
+			// may be it (then committed), so they are no nack quorum.
+			name:   "an older log's header where the canonical one is unknown is no nack",
+			own:    []ownSlot{{op: 4, faulty: true}, {op: 5, faulty: true}, {op: 6, header: true, body: true}},
+			votes:  map[uint8]*doViewChange{0: vote(2, 3, logOf(base, ops[:1]), 4, all), 2: vote(2, 3, logOf(base, ops[:1]), 4, all)},
+			merged: false,
+		},
+		{
+			name:   "a nack quorum at a lower op truncates the ops above it, whose bodies are held",
+			own:    []ownSlot{{op: 4, header: true}, {op: 5, header: true, body: true}},
+			votes:  map[uint8]*doViewChange{2: vote(3, 3, logOf(base), 3, all)},
+			merged: true, head: 3,
+		},
+		{
+			name:   "a faulty op is no nack: without a body anywhere the primary waits",
+			own:    []ownSlot{{op: 4, faulty: true, header: true}, {op: 5, header: true, body: true}},
+			votes:  map[uint8]*doViewChange{2: vote(3, 3, logOf(base), 3, all)},
+			merged: false,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStorage(64)
+			c, err := NewCore(CoreConfig{
+				Config: Config{Cluster: wire.ClusterID("test"), ReplicaID: 1, ReplicaCount: 3, Group: wire.MetadataGroup},
+				Timing: testTiming, JournalSlots: 64, Storage: st,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range base {
+				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				st.put(&h, nil)
+			}
+			c.op = 3
+			for _, o := range tc.own {
+				s := slot{faulty: o.faulty}
+				s.header.Op = o.op
+				if o.header {
+					s.header, s.trusted = ops[o.op-4], true
+				}
+				if o.body {
+					s.body = bodyDurable
+					st.put(&s.header, nil)
+				}
+				c.slots[o.op%64] = s
+				c.op = o.op
+			}
+			c.logView, c.commitMax, c.commitMin = 3, 3, 3
+			c.startViewChange(4)
+			c.dvcs[1] = c.ownDoViewChange()
+			for replica, d := range tc.votes {
+				c.dvcs[replica] = d
+			}
+			c.checkDoViewChangeQuorum()
+			merged := c.mergeDone || c.status == StatusNormal
+			if merged != tc.merged {
+				t.Fatalf("merged %v, want %v (op %d)", merged, tc.merged, c.op)
 			}
 			if merged && c.op != tc.head {
 				t.Fatalf("merged head %d, want %d", c.op, tc.head)
