@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -233,4 +235,147 @@ func exchange(t *testing.T, m *metaPlane, primary *clusterPeer, sent *[]vsr.Mess
 		}
 	}
 	t.Fatal("the exchange never went quiet")
+}
+
+// TestJournalHolesLayout drives a clustered plane's journal through Readies made
+// by hand: writes beyond a gap, into a hole, truncations into a hole, and checks
+// after each that the index, the holes and the file agree, and at the end that a
+// crash and a restart find every entry.
+func TestJournalHolesLayout(t *testing.T) {
+	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
+	primary := newClusterPeer(t, &cfg, 0)
+	for r := range 6 {
+		body := createStreamBody(t, "layout-"+string(rune('a'+r)))
+		if _, err := primary.core.Propose(vsr.Proposal{Client: wire.Uint128{Lo: 7}, Request: uint64(r + 1), Operation: wire.OperationCreateStream}, body, 1_000_000+uint64(r)); err != nil {
+			t.Fatal(err)
+		}
+		primary.drain()
+	}
+	write := func(op uint64) vsr.Write {
+		h, ok := primary.core.Header(op)
+		if !ok {
+			t.Fatalf("no header of op %d", op)
+		}
+		return vsr.Write{Header: h, Body: primary.bodies[op]}
+	}
+	store := newSimMetaStorage(segment.NewSimDisk(3))
+	var sent []vsr.Message
+	m := clusterPlane(t, &cfg, store, &sent)
+	pumpPlane(t, m)
+
+	ready := func(rd vsr.Ready) {
+		t.Helper()
+		m.rd, m.readyOut = rd, true
+		task := m.appendTask(&m.rd)
+		task.then(task.work(nil))
+	}
+	check := func(step string, entries []uint64, holes []uint64) {
+		t.Helper()
+		var got, gotHoles []uint64
+		raw := store.disk.ReadFile(journalFileName)
+		_, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte, offset int) error {
+			if start, ok := m.journalOffset(h.Op); !ok || start != int64(offset) || m.journalEnds[h.Op-m.journalFirstOp] != int64(offset)+int64(h.Size) {
+				t.Errorf("%s: op %d at byte %d, indexed at %d (%v)", step, h.Op, offset, start, ok)
+			}
+			got = append(got, h.Op)
+			return nil
+		}, func(hl vsr.JournalHole) error {
+			for op := hl.AfterOp + 1; op < hl.BeforeOp; op++ {
+				gotHoles = append(gotHoles, op)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if scan, _ := vsr.ScanJournal(raw, metadataFrameMax, func(*wire.PrepareHeader, []byte) error { return nil }); scan.TornTailBytes > 0 {
+			gotHoles = append(gotHoles, scan.LastOp+1)
+		}
+		if int64(len(raw)) != m.journalSizeBytes() {
+			t.Fatalf("%s: %d bytes on disk, %d indexed", step, len(raw), m.journalSizeBytes())
+		}
+		var indexed []uint64
+		for op := m.journalFirstOp; op < m.journalFirstOp+uint64(len(m.journalEnds)); op++ {
+			if m.journalHole(op) {
+				indexed = append(indexed, op)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(entries) || fmt.Sprint(gotHoles) != fmt.Sprint(holes) || fmt.Sprint(indexed) != fmt.Sprint(holes) {
+			t.Fatalf("%s: entries %v holes %v (indexed %v), want %v and %v", step, got, gotHoles, indexed, entries, holes)
+		}
+	}
+
+	ready(vsr.Ready{Writes: []vsr.Write{write(1)}})
+	check("an append", []uint64{1}, nil)
+	ready(vsr.Ready{Writes: []vsr.Write{write(4)}})
+	check("a write beyond a gap", []uint64{1, 4}, []uint64{2, 3})
+	ready(vsr.Ready{Writes: []vsr.Write{write(3)}})
+	check("a write into the hole", []uint64{1, 3, 4}, []uint64{2})
+	ready(vsr.Ready{Truncate: true, TruncateAbove: 2})
+	check("a truncation above the hole", []uint64{1}, []uint64{2})
+	ready(vsr.Ready{Writes: []vsr.Write{write(3)}})
+	check("an append after a kept hole", []uint64{1, 3}, []uint64{2})
+	ready(vsr.Ready{Writes: []vsr.Write{write(2)}})
+	check("the hole filled", []uint64{1, 2, 3}, nil)
+	ready(vsr.Ready{Writes: []vsr.Write{write(6)}})
+	check("a gap of two", []uint64{1, 2, 3, 6}, []uint64{4, 5})
+	ready(vsr.Ready{Truncate: true, TruncateAbove: 4})
+	check("a truncation inside the hole", []uint64{1, 2, 3}, nil)
+	ready(vsr.Ready{Writes: []vsr.Write{write(5), write(4)}})
+	check("two writes out of order in one Ready", []uint64{1, 2, 3, 4, 5}, nil)
+	ready(vsr.Ready{Writes: []vsr.Write{write(6)}, Discards: []uint64{5}})
+	check("a discard and a write beyond it", []uint64{1, 2, 3, 4, 6}, []uint64{5})
+
+	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(4)), &sent)
+	for _, op := range []uint64{1, 2, 3, 4, 6} {
+		h, _ := primary.core.Header(op)
+		if _, ok := m2.bodies.Body(op, h.Checksum); !ok {
+			t.Fatalf("op %d lost in the crash", op)
+		}
+	}
+	if !m2.cluster.holes[5] {
+		t.Fatalf("op 5 is not faulty after the restart: holes %v", m2.cluster.holes)
+	}
+}
+
+// TestSingleNodeRefusesACorruptJournalEntry: a single node has no peer to repair a
+// corrupt synced entry from, so damage with intact entries after it is data loss:
+// it refuses to start. A torn tail is still cut.
+func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
+	store := newSimMetaStorage(segment.NewSimDisk(5))
+	p, err := openPlaneHarness(t, store, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.submit(wire.Uint128{Lo: 1}, 0, wire.OperationRegister, nil)
+	p.pump()
+	for r := range 4 {
+		p.submit(wire.Uint128{Lo: 1}, uint64(r+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprintf("single-%d", r)))
+		p.pump()
+	}
+	raw := store.disk.ReadFile(journalFileName)
+	var offsets []int
+	if _, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
+		offsets = append(offsets, offset)
+		return nil
+	}, nil); err != nil || len(offsets) != 5 {
+		t.Fatalf("journal of %d entries: %v", len(offsets), err)
+	}
+
+	torn := append([]byte(nil), raw[:len(raw)-3]...)
+	store.disk.WriteFile(journalFileName, torn)
+	p, err = openPlaneHarness(t, newSimMetaStorage(store.disk), 1000)
+	if err != nil {
+		t.Fatalf("a torn tail: %v", err)
+	}
+	if p.m.applied.op != 4 {
+		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.applied.op)
+	}
+
+	rotten := append([]byte(nil), raw...)
+	rotten[offsets[2]+40] ^= 1
+	store.disk.WriteFile(journalFileName, rotten)
+	if _, err := openPlaneHarness(t, newSimMetaStorage(store.disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
+		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
+	}
 }
