@@ -25,7 +25,8 @@ import (
 // snapshot and state record, all through a metaStorage (metastorage.go):
 //
 //	local_data/metadata/journal.wal    prepares back to back, from the snapshot's op
-//	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal)
+//	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal;
+//	                                   in a cluster with holes, journal.go)
 //	local_data/metadata/snapshot.bin   the state as of one applied op:
 //
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
@@ -317,11 +318,9 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	// it finds and reports their ops as faulty (journal.go).
 	rec, err := scanMetaJournal(raw, head, m.clustered, m.bodies)
 	if err != nil {
-		if !m.clustered {
-			// A single node has no peer to repair a corrupt synced entry from: that
-			// is data loss, and it refuses to start rather than serve without it.
-			m.log.Error("metadata journal refused", "path", path, "err", err)
-		}
+		// A single node has no peer to repair a corrupt synced entry from: that is
+		// data loss, and it refuses to start rather than serve without it.
+		m.log.Error("metadata journal refused", "path", path, "err", err)
 		return fmt.Errorf("metadata journal %s: %w", path, err)
 	}
 	headers := rec.headers
