@@ -123,29 +123,26 @@ func (w *journalWriter) close() {
 	w.exited.Wait()
 }
 
-// The metadata journal of a cluster's replica may hold holes: bytes that are no
-// intact entry, with an intact entry after them. vsr.ScanJournalHoles reads a hole
-// as the ops between the entries around it, and the replica reports them to its
-// core as faulty (vsr.CoreRecovered.Faulty): journaled, maybe acknowledged, so
-// never nacked in a view change, and repaired from a peer. A hole is either damage
-// found at a start (a corrupt entry, which a single node refuses instead: with no
-// peer to repair from, a corrupt synced entry is data loss), or a marker the plane
-// writes in front of an entry that comes before the ops below it (a backup handed
-// a prepare beyond a gap): that entry is then durable at its own position, in op
-// order, before the Ready that acknowledges it is advanced.
+// The metadata journal of a cluster's replica may hold holes: runs of ops it does
+// not hold intact, in their place in op order (vsr.ScanJournalHoles). The replica
+// reports their ops to its core as faulty (vsr.CoreRecovered.Faulty): journaled,
+// or maybe journaled, and maybe acknowledged, so never nacked in a view change;
+// they are repaired from a peer. A hole is either damage found at a start (a
+// corrupt entry, which a single node refuses instead: with no peer to repair
+// from, a corrupt synced entry is data loss), or a marker naming its ops
+// (vsr.AppendJournalMarker) that the plane writes when a write comes before the
+// ops below it (a backup handed a prepare beyond a gap): that entry is then
+// durable at its own position, in op order, before the Ready that acknowledges it
+// is advanced. A faulty op's mark stays on disk until its entry replaces it or the
+// core truncates it: a restart that found it gone would take the op for never
+// journaled, and nack it.
 //
 // The in-memory index (metaPlane.journalEnds) gives every op of a hole a span:
-// the last op of a hole's run holds the hole's bytes, the others none (where one
-// op of a damaged run ends is unknown). A truncation inside a hole cuts at the
-// hole's start; the ops of the run below the cut lose their faulty mark with the
-// bytes, which is safe because a truncation comes with a view whose log names
-// those ops' headers (persisted with the state, Ready.ViewHeaders) or commits
-// them. A torn tail in a cluster is kept as a hole for one op: it cannot be
-// proven never written (a synced entry the disk damaged reads the same).
-
-// journalMarker is a hole the plane writes: a zero header never parses as an
-// entry.
-var journalMarker [wire.HeaderSize]byte
+// the last op of a hole's run holds the run's bytes, the others none (where one op
+// of a damaged run ends is unknown). A cut inside a run takes its bytes; the
+// Ready then rewrites the journal with a marker for the run's ops below the cut.
+// A torn tail in a cluster is kept as a hole for one op: it cannot be proven never
+// written (a synced entry the disk damaged reads the same).
 
 // journalRecovery is what the journal's scan at a start found: the intact entries
 // above the snapshot (and the snapshot's own op), the faulty ops, the index, and
@@ -169,7 +166,9 @@ type journalRecovery struct {
 func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *metaBodies) (*journalRecovery, error) {
 	r := &journalRecovery{firstOp: head.op + 1, holes: map[uint64]bool{}}
 	kept := func() bool { return len(r.ends) > 0 }
+	covered := uint64(0) // the last op an entry or a hole stood for
 	visit := func(h *wire.PrepareHeader, body []byte, offset int) error {
+		covered = h.Op
 		end := int64(offset) + int64(h.Size)
 		switch {
 		case h.Op < head.op:
@@ -194,7 +193,8 @@ func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *meta
 	var hole func(vsr.JournalHole) error
 	if clustered {
 		hole = func(hl vsr.JournalHole) error {
-			from, to := max(hl.AfterOp+1, head.op+1), hl.BeforeOp-1
+			covered = hl.ToOp
+			from, to := max(hl.FromOp, head.op+1), hl.ToOp
 			if from > to {
 				// Damage standing for ops the snapshot holds: dropped with them.
 				r.skipBytes = int64(hl.End)
@@ -210,7 +210,7 @@ func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *meta
 		return r, err
 	}
 	r.sizeBytes = int64(scan.ValidBytes) - r.skipBytes
-	if torn := scan.LastOp + 1; clustered && scan.TornTailBytes > 0 && torn > head.op && (kept() || torn == head.op+1) {
+	if torn := covered + 1; clustered && scan.TornTailBytes > 0 && torn > head.op && (kept() || torn == head.op+1) {
 		r.addHole(torn, torn, r.sizeBytes, int64(len(raw))-r.skipBytes)
 		r.sizeBytes = int64(len(raw)) - r.skipBytes
 	}
@@ -242,8 +242,8 @@ func (m *metaPlane) journalHole(op uint64) bool {
 }
 
 // journalKept is the op after the last one the journal keeps through a truncation
-// at truncateAt (-1: none). The ops of a hole whose bytes the cut removed are not
-// kept (see above).
+// at truncateAt (-1: none). The ops of a hole run below the cut are kept, though
+// the cut may take the run's bytes: placeWrites then rewrites its marker.
 func (m *metaPlane) journalKept(truncateAt int64) uint64 {
 	first := m.journalFirstOp
 	next := first + uint64(len(m.journalEnds))
@@ -254,20 +254,44 @@ func (m *metaPlane) journalKept(truncateAt int64) uint64 {
 	for next < first+uint64(len(m.journalEnds)) && m.journalEnds[next-first] <= truncateAt {
 		next++
 	}
-	for next > first && m.journalHole(next-1) {
-		start, _ := m.journalOffset(next - 1)
-		if m.journalEnds[next-1-first] != start {
-			break
-		}
-		next--
-	}
 	return next
+}
+
+// journalCut decides what a Ready's truncation and discards remove: a truncation
+// cuts the journal at its op, and so do discards that take every entry above them
+// along (the journal is in op order). A discarded entry below entries that stay
+// is dropped by a rewrite instead, its op a hole until its new entry comes: the
+// entries above it, which the core counts durable, must stay on disk.
+func (m *metaPlane) journalCut(a *appendWork, rd *vsr.Ready) {
+	a.truncateAt = -1
+	if rd.Truncate {
+		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
+			a.truncateAt = off
+		}
+	}
+	rw := &a.rewrite
+	rw.dropped = rw.dropped[:0]
+	if len(rd.Discards) == 0 {
+		return
+	}
+	first, top := m.journalFirstOp, m.journalKept(a.truncateAt)
+	for top > first && slices.Contains(rd.Discards, top-1) {
+		top--
+	}
+	if off, ok := m.journalOffset(top); ok && top < m.journalKept(a.truncateAt) {
+		a.truncateAt = off
+	}
+	for _, op := range rd.Discards {
+		if op >= first && op < top && !m.journalHole(op) {
+			rw.dropped = append(rw.dropped, op)
+		}
+	}
 }
 
 // journalPiece is a run of the bytes of a rewritten journal.
 type journalPiece struct {
 	// old: bytes of the journal as it is (after the Ready's truncation); else
-	// of appendWork.entries, or a marker.
+	// of appendWork.entries, or a marker for the ops start..end.
 	old, marker bool
 	start, end  int64
 }
@@ -283,7 +307,10 @@ type journalRewrite struct {
 	ends    []int64
 	holes   []uint64
 	// order is scratch: the indexes of the Ready's writes to place, by op.
-	order    []int
+	order []int
+	// dropped are the entries the Ready discards below entries that stay
+	// (journalCut).
+	dropped  []uint64
 	reopened metaJournal
 }
 
@@ -298,7 +325,7 @@ func (m *metaPlane) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 	for i := range rd.Writes {
 		w := &rd.Writes[i]
 		m.recordBody(&w.Header, w.Body)
-		if w.Header.Op < next && !m.journalHole(w.Header.Op) {
+		if w.Header.Op < next && !m.journalHole(w.Header.Op) && !slices.Contains(rw.dropped, w.Header.Op) {
 			continue
 		}
 		rw.order = append(rw.order, i)
@@ -314,7 +341,11 @@ func (m *metaPlane) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 		n++
 	}
 	rw.order = rw.order[:n]
-	inOrder := true
+	// A cut that ends the journal in a hole may have taken its bytes (a run's
+	// are all in its last op's span), or left damage standing for several ops
+	// at the end, where it would read as a torn write of one: the rewrite marks
+	// the run anew.
+	inOrder := len(rw.dropped) == 0 && !(a.truncateAt >= 0 && next > m.journalFirstOp && m.journalHole(next-1))
 	for k, i := range rw.order {
 		if rd.Writes[i].Header.Op != next+uint64(k) {
 			inOrder = false
@@ -329,7 +360,7 @@ func (m *metaPlane) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 		return
 	}
 	if !m.clustered {
-		panic(fmt.Sprintf("server: a one-replica metadata group wrote op %d beyond its journal's op %d", rd.Writes[rw.order[0]].Header.Op, next))
+		panic(fmt.Sprintf("server: a one-replica metadata group wrote or discarded out of its journal's order (next op %d)", next))
 	}
 	m.planRewrite(a, rd, next)
 }
@@ -352,13 +383,17 @@ func (m *metaPlane) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 	rw.pieces, rw.ends, rw.holes = rw.pieces[:0], rw.ends[:0], rw.holes[:0]
 	rw.firstOp = m.journalFirstOp
 	opOf := func(k int) uint64 { return rd.Writes[rw.order[k]].Header.Op }
-	last := max(next-1, opOf(len(rw.order)-1))
+	last := next - 1
+	if len(rw.order) > 0 {
+		last = max(last, opOf(len(rw.order)-1))
+	}
 	pos := int64(0)
 	run := false
-	closeRun := func() {
+	runFrom := uint64(0)
+	closeRun := func(op uint64) {
 		if run {
-			rw.pieces = append(rw.pieces, journalPiece{marker: true})
-			pos += int64(len(journalMarker))
+			rw.pieces = append(rw.pieces, journalPiece{marker: true, start: int64(runFrom), end: int64(op - 1)})
+			pos += vsr.JournalMarkerSize
 			rw.ends[len(rw.ends)-1] = pos
 			run = false
 		}
@@ -370,28 +405,30 @@ func (m *metaPlane) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 		}
 		switch {
 		case k < len(rw.order) && opOf(k) == op:
-			closeRun()
+			closeRun(op)
 			w := &rd.Writes[rw.order[k]]
 			start := int64(len(a.entries))
 			a.put(&w.Header, w.Body)
 			rw.pieces = append(rw.pieces, journalPiece{start: start, end: int64(len(a.entries))})
 			pos += int64(w.Header.Size)
 			rw.ends = append(rw.ends, pos)
-		case op < next && !m.journalHole(op):
-			closeRun()
+		case op < next && !m.journalHole(op) && !slices.Contains(rw.dropped, op):
+			closeRun(op)
 			start, _ := m.journalOffset(op)
 			end := m.journalEnds[op-m.journalFirstOp]
 			rw.pieces = append(rw.pieces, journalPiece{old: true, start: start, end: end})
 			pos += end - start
 			rw.ends = append(rw.ends, pos)
 		default:
-			run = true
+			if !run {
+				run, runFrom = true, op
+			}
 			rw.holes = append(rw.holes, op)
 			rw.ends = append(rw.ends, pos)
 		}
 	}
-	// A run at the end is a faulty op kept (a torn tail): its marker stays.
-	closeRun()
+	// A run at the end holds faulty ops: its marker names them.
+	closeRun(last + 1)
 	a.sizes = a.sizes[:0] // the index comes from the rewrite
 }
 
@@ -408,7 +445,7 @@ func (a *appendWork) rewriteJournal() error {
 	for _, p := range rw.pieces {
 		switch {
 		case p.marker:
-			size += int64(len(journalMarker))
+			size += vsr.JournalMarkerSize
 		default:
 			if p.old && p.end > int64(len(raw)) {
 				return fmt.Errorf("metadata journal read: %d bytes, an entry ends at %d", len(raw), p.end)
@@ -420,7 +457,7 @@ func (a *appendWork) rewriteJournal() error {
 	for _, p := range rw.pieces {
 		switch {
 		case p.marker:
-			b = append(b, journalMarker[:]...)
+			b = vsr.AppendJournalMarker(b, uint64(p.start), uint64(p.end))
 		case p.old:
 			b = append(b, raw[p.start:p.end]...)
 		default:

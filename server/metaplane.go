@@ -553,18 +553,8 @@ func (m *metaPlane) feed() {
 // state record, then the writes in one append and one fdatasync.
 func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 	a := &m.appending
-	a.truncateAt = -1
-	if rd.Truncate {
-		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
-			a.truncateAt = off
-		}
-	}
-	for _, op := range rd.Discards {
-		// The journal is one hash chain: an entry discarded takes those above it.
-		if off, ok := m.journalOffset(op); ok && (a.truncateAt < 0 || off < a.truncateAt) {
-			a.truncateAt = off
-		}
-	}
+	// The truncation, and the discards (journal.go).
+	m.journalCut(a, rd)
 	a.stateRecord = nil
 	if rd.State != nil || rd.ViewHeaders != nil {
 		state := m.replica.Durable()
