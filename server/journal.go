@@ -156,6 +156,8 @@ type journalRecovery struct {
 	skipBytes int64 // entries in front below the snapshot's op, dropped
 	sizeBytes int64 // the journal's size from skipBytes on, torn tail dropped
 	scan      vsr.JournalScan
+	// tornKept: the torn tail is kept, a hole for the op after the last one.
+	tornKept bool
 }
 
 // scanMetaJournal reads the journal's bytes raw against the snapshot head. The
@@ -213,6 +215,7 @@ func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *meta
 	if torn := covered + 1; clustered && scan.TornTailBytes > 0 && torn > head.op && (kept() || torn == head.op+1) {
 		r.addHole(torn, torn, r.sizeBytes, int64(len(raw))-r.skipBytes)
 		r.sizeBytes = int64(len(raw)) - r.skipBytes
+		r.tornKept = true
 	}
 	if r.sizeBytes < 0 {
 		r.sizeBytes = 0 // everything was below the snapshot's op

@@ -318,8 +318,9 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	// it finds and reports their ops as faulty (journal.go).
 	rec, err := scanMetaJournal(raw, head, m.clustered, m.bodies)
 	if err != nil {
-		// A single node has no peer to repair a corrupt synced entry from: that is
-		// data loss, and it refuses to start rather than serve without it.
+		// A single node refuses damage that intact entries follow: with no peer to
+		// repair a corrupt synced entry from, that is data loss, and it does not
+		// serve without it. A cluster's replica refuses only entries out of order.
 		m.log.Error("metadata journal refused", "path", path, "err", err)
 		return fmt.Errorf("metadata journal %s: %w", path, err)
 	}
@@ -331,7 +332,7 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	if len(rec.faulty) > 0 {
 		m.log.Warn("metadata journal: corrupt entries, to repair from the cluster", "path", path, "ops", rec.faulty)
 	}
-	if scan := rec.scan; scan.TornTailBytes > 0 && !rec.holes[scan.LastOp+1] {
+	if scan := rec.scan; scan.TornTailBytes > 0 && !rec.tornKept {
 		m.log.Warn("metadata journal: torn tail truncated", "path", path, "valid_bytes", scan.ValidBytes,
 			"torn_bytes", scan.TornTailBytes, "reason", scan.TornTailReason)
 	}

@@ -384,3 +384,48 @@ func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
 		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
 	}
 }
+
+// TestClusterKeepsATornTailFaulty: in a cluster a torn last entry cannot be proven
+// never written (a synced entry the disk damaged reads the same), so the restart
+// keeps its bytes and reports its op faulty until its entry replaces them.
+func TestClusterKeepsATornTailFaulty(t *testing.T) {
+	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
+	primary := newClusterPeer(t, &cfg, 0)
+	for r := range 3 {
+		if _, err := primary.core.Propose(vsr.Proposal{Client: wire.Uint128{Lo: 7}, Request: uint64(r + 1), Operation: wire.OperationCreateStream},
+			createStreamBody(t, fmt.Sprintf("torn-%d", r)), 1_000_000+uint64(r)); err != nil {
+			t.Fatal(err)
+		}
+		primary.drain()
+	}
+	write := func(op uint64) vsr.Write {
+		h, _ := primary.core.Header(op)
+		return vsr.Write{Header: h, Body: primary.bodies[op]}
+	}
+	store := newSimMetaStorage(segment.NewSimDisk(6))
+	var sent []vsr.Message
+	m := clusterPlane(t, &cfg, store, &sent)
+	pumpPlane(t, m)
+	m.rd, m.readyOut = vsr.Ready{Writes: []vsr.Write{write(1), write(2), write(3)}}, true
+	task := m.appendTask(&m.rd)
+	task.then(task.work(nil))
+
+	raw := store.disk.ReadFile(journalFileName)
+	torn := raw[:len(raw)-7]
+	store.disk.WriteFile(journalFileName, torn)
+	m = clusterPlane(t, &cfg, newSimMetaStorage(store.disk), &sent)
+	if m.replica.Op() != 3 || !m.cluster.holes[3] {
+		t.Fatalf("after a torn op 3: head %d, holes %v", m.replica.Op(), m.cluster.holes)
+	}
+	if got := store.disk.ReadFile(journalFileName); len(got) != len(torn) {
+		t.Fatalf("the torn bytes were cut: %d bytes, had %d", len(got), len(torn))
+	}
+	pumpPlane(t, m)
+	m.rd, m.readyOut = vsr.Ready{Writes: []vsr.Write{write(3)}}, true
+	task = m.appendTask(&m.rd)
+	task.then(task.work(nil))
+	scan, err := vsr.ScanJournal(store.disk.ReadFile(journalFileName), metadataFrameMax, func(*wire.PrepareHeader, []byte) error { return nil })
+	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || len(m.cluster.holes) != 0 {
+		t.Fatalf("op 3 rewritten: %+v, %v, holes %v", scan, err, m.cluster.holes)
+	}
+}
