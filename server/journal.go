@@ -1,8 +1,14 @@
 package server
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // journalWriter does the metadata plane's blocking file work on a goroutine of its
@@ -115,4 +121,388 @@ func (w *journalWriter) close() {
 	w.mu.Unlock()
 	w.cond.Broadcast()
 	w.exited.Wait()
+}
+
+// The metadata journal of a cluster's replica may hold holes: runs of ops it does
+// not hold intact, in their place in op order (vsr.ScanJournalHoles). The replica
+// reports their ops to its core as faulty (vsr.CoreRecovered.Faulty): journaled,
+// or maybe journaled, and maybe acknowledged, so never nacked in a view change;
+// they are repaired from a peer. A hole is either damage found at a start (a
+// corrupt entry, which a single node refuses instead: with no peer to repair
+// from, a corrupt synced entry is data loss), or a marker naming its ops
+// (vsr.AppendJournalMarker) that the plane writes when a write comes before the
+// ops below it (a backup handed a prepare beyond a gap): that entry is then
+// durable at its own position, in op order, before the Ready that acknowledges it
+// is advanced. A faulty op's mark stays on disk until its entry replaces it or the
+// core truncates it: a restart that found it gone would take the op for never
+// journaled, and nack it.
+//
+// The in-memory index (metaPlane.journalEnds) gives every op of a hole a span:
+// the last op of a hole's run holds the run's bytes, the others none (where one op
+// of a damaged run ends is unknown). A cut inside a run takes its bytes; the
+// Ready then rewrites the journal with a marker for the run's ops below the cut.
+// A torn tail in a cluster is kept as a hole for one op: it cannot be proven never
+// written (a synced entry the disk damaged reads the same).
+
+// journalRecovery is what the journal's scan at a start found: the intact entries
+// above the snapshot (and the snapshot's own op), the faulty ops, the index, and
+// the size the journal keeps.
+type journalRecovery struct {
+	headers   []wire.PrepareHeader
+	faulty    []uint64
+	firstOp   uint64
+	ends      []int64
+	holes     map[uint64]bool
+	skipBytes int64 // entries in front below the snapshot's op, dropped
+	sizeBytes int64 // the journal's size from skipBytes on, torn tail dropped
+	scan      vsr.JournalScan
+	// tornKept: the torn tail is kept, a hole for the op after the last one.
+	tornKept bool
+}
+
+// scanMetaJournal reads the journal's bytes raw against the snapshot head. The
+// entries must chain to the snapshot (its op's entry, when there, is the
+// snapshot's); entries below its op in front, left by a crash between the
+// snapshot and the journal's replacement, are skipped. A single node refuses
+// any hole (vsr.ErrJournalCorrupt); a cluster's replica reports them as faulty.
+func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *metaBodies) (*journalRecovery, error) {
+	r := &journalRecovery{firstOp: head.op + 1, holes: map[uint64]bool{}}
+	kept := func() bool { return len(r.ends) > 0 }
+	covered := uint64(0) // the last op an entry or a hole stood for
+	visit := func(h *wire.PrepareHeader, body []byte, offset int) error {
+		covered = h.Op
+		end := int64(offset) + int64(h.Size)
+		switch {
+		case h.Op < head.op:
+			r.skipBytes = end
+			return nil
+		case h.Op == head.op:
+			if h.Checksum != head.lastIdentity {
+				return fmt.Errorf("%w: op %d is not the prepare the snapshot was taken at", vsr.ErrJournalCorrupt, h.Op)
+			}
+		case h.Op != head.op+1 && !kept(), h.Op == head.op+1 && h.Parent != head.lastIdentity:
+			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, head.op)
+		default:
+			bodies.byOp[h.Op] = metaBody{identity: h.Checksum, body: body}
+		}
+		if !kept() {
+			r.firstOp = h.Op
+		}
+		r.headers = append(r.headers, *h)
+		r.ends = append(r.ends, end-r.skipBytes)
+		return nil
+	}
+	var hole func(vsr.JournalHole) error
+	if clustered {
+		hole = func(hl vsr.JournalHole) error {
+			covered = hl.ToOp
+			from, to := max(hl.FromOp, head.op+1), hl.ToOp
+			if from > to {
+				// Damage standing for ops the snapshot holds: dropped with them.
+				r.skipBytes = int64(hl.End)
+				return nil
+			}
+			r.addHole(from, to, int64(hl.Start)-r.skipBytes, int64(hl.End)-r.skipBytes)
+			return nil
+		}
+	}
+	scan, err := vsr.ScanJournalHoles(raw, metadataFrameMax, visit, hole)
+	r.scan = scan
+	if err != nil {
+		return r, err
+	}
+	r.sizeBytes = int64(scan.ValidBytes) - r.skipBytes
+	if torn := covered + 1; clustered && scan.TornTailBytes > 0 && torn > head.op && (kept() || torn == head.op+1) {
+		r.addHole(torn, torn, r.sizeBytes, int64(len(raw))-r.skipBytes)
+		r.sizeBytes = int64(len(raw)) - r.skipBytes
+		r.tornKept = true
+	}
+	if r.sizeBytes < 0 {
+		r.sizeBytes = 0 // everything was below the snapshot's op
+	}
+	return r, nil
+}
+
+// addHole indexes the ops from..to of a hole of bytes [start, end).
+func (r *journalRecovery) addHole(from, to uint64, start, end int64) {
+	if len(r.ends) == 0 {
+		r.firstOp = from
+	}
+	for op := from; op <= to; op++ {
+		r.faulty = append(r.faulty, op)
+		r.holes[op] = true
+		if op < to {
+			r.ends = append(r.ends, start)
+		} else {
+			r.ends = append(r.ends, end)
+		}
+	}
+}
+
+// journalHole reports whether the journal's span of op is a hole.
+func (m *metaPlane) journalHole(op uint64) bool {
+	return m.cluster.holes[op] && op >= m.journalFirstOp && op < m.journalFirstOp+uint64(len(m.journalEnds))
+}
+
+// journalKept is the op after the last one the journal keeps through a truncation
+// at truncateAt (-1: none). The ops of a hole run below the cut are kept, though
+// the cut may take the run's bytes: placeWrites then rewrites its marker.
+func (m *metaPlane) journalKept(truncateAt int64) uint64 {
+	first := m.journalFirstOp
+	next := first + uint64(len(m.journalEnds))
+	if truncateAt < 0 {
+		return next
+	}
+	next = first
+	for next < first+uint64(len(m.journalEnds)) && m.journalEnds[next-first] <= truncateAt {
+		next++
+	}
+	return next
+}
+
+// journalCut decides what a Ready's truncation and discards remove: a truncation
+// cuts the journal at its op, and so do discards that take every entry above them
+// along (the journal is in op order). A discarded entry below entries that stay
+// is dropped by a rewrite instead, its op a hole until its new entry comes: the
+// entries above it, which the core counts durable, must stay on disk.
+func (m *metaPlane) journalCut(a *appendWork, rd *vsr.Ready) {
+	a.truncateAt = -1
+	if rd.Truncate {
+		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
+			a.truncateAt = off
+		}
+	}
+	rw := &a.rewrite
+	rw.dropped = rw.dropped[:0]
+	if len(rd.Discards) == 0 {
+		return
+	}
+	first, top := m.journalFirstOp, m.journalKept(a.truncateAt)
+	for top > first && slices.Contains(rd.Discards, top-1) {
+		top--
+	}
+	if off, ok := m.journalOffset(top); ok && top < m.journalKept(a.truncateAt) {
+		a.truncateAt = off
+	}
+	for _, op := range rd.Discards {
+		if op >= first && op < top && !m.journalHole(op) {
+			rw.dropped = append(rw.dropped, op)
+		}
+	}
+}
+
+// journalPiece is a run of the bytes of a rewritten journal.
+type journalPiece struct {
+	// old: bytes of the journal as it is (after the Ready's truncation); else
+	// of appendWork.entries, or a marker for the ops start..end.
+	old, marker bool
+	start, end  int64
+}
+
+// journalRewrite is a Ready's journal work when its writes are not one append at
+// the journal's end (a write beyond a gap, or into a hole): the journal is
+// written anew, atomically (metaStorage.ReplaceFile), its entries in op order with
+// a marker for each run of ops it does not hold.
+type journalRewrite struct {
+	active  bool
+	pieces  []journalPiece
+	firstOp uint64
+	ends    []int64
+	holes   []uint64
+	// order is scratch: the indexes of the Ready's writes to place, by op.
+	order []int
+	// dropped are the entries the Ready discards below entries that stay
+	// (journalCut).
+	dropped  []uint64
+	reopened metaJournal
+}
+
+// placeWrites puts a Ready's writes into the journal work: entries the journal
+// holds already (a body retransmitted) or at or below the snapshot are skipped;
+// the others are one append when they continue the journal at next, in op order,
+// and a rewrite when they do not. A write for an op written twice in the Ready
+// counts once, as the last.
+func (m *metaPlane) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
+	rw := &a.rewrite
+	rw.active, rw.order = false, rw.order[:0]
+	for i := range rd.Writes {
+		w := &rd.Writes[i]
+		m.recordBody(&w.Header, w.Body)
+		if w.Header.Op < next && !m.journalHole(w.Header.Op) && !slices.Contains(rw.dropped, w.Header.Op) {
+			continue
+		}
+		rw.order = append(rw.order, i)
+	}
+	slices.SortStableFunc(rw.order, func(x, y int) int { return cmp.Compare(rd.Writes[x].Header.Op, rd.Writes[y].Header.Op) })
+	// Keep the last write of each op.
+	n := 0
+	for k, i := range rw.order {
+		if k+1 < len(rw.order) && rd.Writes[rw.order[k+1]].Header.Op == rd.Writes[i].Header.Op {
+			continue
+		}
+		rw.order[n] = i
+		n++
+	}
+	rw.order = rw.order[:n]
+	// A cut that ends the journal in a hole may have taken its bytes (a run's
+	// are all in its last op's span), or left damage standing for several ops
+	// at the end, where it would read as a torn write of one: the rewrite marks
+	// the run anew.
+	inOrder := len(rw.dropped) == 0 && !(a.truncateAt >= 0 && next > m.journalFirstOp && m.journalHole(next-1))
+	for k, i := range rw.order {
+		if rd.Writes[i].Header.Op != next+uint64(k) {
+			inOrder = false
+			break
+		}
+	}
+	a.firstOp = next
+	if inOrder {
+		for _, i := range rw.order {
+			a.put(&rd.Writes[i].Header, rd.Writes[i].Body)
+		}
+		return
+	}
+	if !m.clustered {
+		panic(fmt.Sprintf("server: a one-replica metadata group wrote or discarded out of its journal's order (next op %d)", next))
+	}
+	m.planRewrite(a, rd, next)
+}
+
+// put adds one entry to the Ready's append.
+func (a *appendWork) put(h *wire.PrepareHeader, body []byte) {
+	start := len(a.entries)
+	a.entries = append(a.entries, make([]byte, wire.HeaderSize)...)
+	h.Put(a.entries[start:])
+	a.entries = append(a.entries, body...)
+	a.sizes = append(a.sizes, h.Size)
+}
+
+// planRewrite lays the journal out anew: from its first op to the highest op it
+// holds or the Ready writes, each op the Ready's entry, the journal's entry, or a
+// marker closing a run of ops held by neither.
+func (m *metaPlane) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
+	rw := &a.rewrite
+	rw.active = true
+	rw.pieces, rw.ends, rw.holes = rw.pieces[:0], rw.ends[:0], rw.holes[:0]
+	rw.firstOp = m.journalFirstOp
+	opOf := func(k int) uint64 { return rd.Writes[rw.order[k]].Header.Op }
+	last := next - 1
+	if len(rw.order) > 0 {
+		last = max(last, opOf(len(rw.order)-1))
+	}
+	pos := int64(0)
+	run := false
+	runFrom := uint64(0)
+	closeRun := func(op uint64) {
+		if run {
+			rw.pieces = append(rw.pieces, journalPiece{marker: true, start: int64(runFrom), end: int64(op - 1)})
+			pos += vsr.JournalMarkerSize
+			rw.ends[len(rw.ends)-1] = pos
+			run = false
+		}
+	}
+	k := 0
+	for op := rw.firstOp; op <= last; op++ {
+		for k < len(rw.order) && opOf(k) < op {
+			k++
+		}
+		switch {
+		case k < len(rw.order) && opOf(k) == op:
+			closeRun(op)
+			w := &rd.Writes[rw.order[k]]
+			start := int64(len(a.entries))
+			a.put(&w.Header, w.Body)
+			rw.pieces = append(rw.pieces, journalPiece{start: start, end: int64(len(a.entries))})
+			pos += int64(w.Header.Size)
+			rw.ends = append(rw.ends, pos)
+		case op < next && !m.journalHole(op) && !slices.Contains(rw.dropped, op):
+			closeRun(op)
+			start, _ := m.journalOffset(op)
+			end := m.journalEnds[op-m.journalFirstOp]
+			rw.pieces = append(rw.pieces, journalPiece{old: true, start: start, end: end})
+			pos += end - start
+			rw.ends = append(rw.ends, pos)
+		default:
+			if !run {
+				run, runFrom = true, op
+			}
+			rw.holes = append(rw.holes, op)
+			rw.ends = append(rw.ends, pos)
+		}
+	}
+	// A run at the end holds faulty ops: its marker names them.
+	closeRun(last + 1)
+	a.sizes = a.sizes[:0] // the index comes from the rewrite
+}
+
+// rewriteJournal does a planned rewrite on the journal writer's goroutine: the
+// journal read back (after the Ready's truncation), laid out anew, replaced
+// atomically and reopened.
+func (a *appendWork) rewriteJournal() error {
+	rw := &a.rewrite
+	raw, err := a.store.ReadFile(journalFileName)
+	if err != nil {
+		return fmt.Errorf("metadata journal read: %w", err)
+	}
+	size := int64(0)
+	for _, p := range rw.pieces {
+		switch {
+		case p.marker:
+			size += vsr.JournalMarkerSize
+		default:
+			if p.old && p.end > int64(len(raw)) {
+				return fmt.Errorf("metadata journal read: %d bytes, an entry ends at %d", len(raw), p.end)
+			}
+			size += p.end - p.start
+		}
+	}
+	b := make([]byte, 0, size)
+	for _, p := range rw.pieces {
+		switch {
+		case p.marker:
+			b = vsr.AppendJournalMarker(b, uint64(p.start), uint64(p.end))
+		case p.old:
+			b = append(b, raw[p.start:p.end]...)
+		default:
+			b = append(b, a.entries[p.start:p.end]...)
+		}
+	}
+	if err := a.store.ReplaceFile(journalFileName, b); err != nil {
+		return fmt.Errorf("metadata journal rewrite: %w", err)
+	}
+	a.journal.Close()
+	a.journal = nil
+	j, err := a.store.OpenJournal(journalFileName, int64(len(b)))
+	if err != nil {
+		return err
+	}
+	rw.reopened = j
+	return nil
+}
+
+// journalWritten updates the journal's index once a Ready's journal work is done:
+// the truncation, then the rewrite's layout or the appended entries.
+func (m *metaPlane) journalWritten() {
+	a := &m.appending
+	m.journalEnds = m.journalEnds[:m.journalKept(a.truncateAt)-m.journalFirstOp]
+	rw := &a.rewrite
+	if rw.active {
+		if rw.reopened != nil {
+			m.journal, rw.reopened = rw.reopened, nil
+		}
+		m.journalFirstOp = rw.firstOp
+		m.journalEnds = append(m.journalEnds[:0], rw.ends...)
+		clear(m.cluster.holes)
+		for _, op := range rw.holes {
+			m.cluster.holes[op] = true
+		}
+		return
+	}
+	for i, size := range a.sizes {
+		if len(m.journalEnds) == 0 {
+			m.journalFirstOp = a.firstOp + uint64(i)
+		}
+		delete(m.cluster.holes, a.firstOp+uint64(i))
+		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -250,4 +251,85 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 	if err := <-login; err == nil {
 		t.Fatal("a login decided while its user's DeleteUser was in flight logged in")
 	}
+}
+
+// TestClusterRepairsACorruptJournalEntry: a backup of a cluster of three stops,
+// and an entry in the middle of its metadata journal rots (intact entries follow,
+// so no torn write explains it). It still starts (a single node would refuse: it
+// has no peer to repair from), reports the op as faulty, and repairs the entry
+// from its peers: its journal reads intact again and it holds every write.
+func TestClusterRepairsACorruptJournalEntry(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	pc := dialCluster(t, servers[0])
+	const streams = 6
+	for i := range streams {
+		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("rot-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bc := dialCluster(t, servers[2])
+	waitUntil(t, "the backup holds every write", func() bool { return hasStream(t, bc, fmt.Sprintf("rot-%d", streams-1)) })
+	bc.Close()
+	stopServer(t, servers[2])
+
+	path := filepath.Join(cfgs[2].SystemPath, "metadata", journalFileName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int
+	var ops []uint64
+	if _, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+		ops = append(ops, h.Op)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
+		offsets = append(offsets, offset)
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) < 3 {
+		t.Fatalf("the backup's journal holds %d entries, want at least 3", len(offsets))
+	}
+	rotten := len(offsets) / 2
+	raw[offsets[rotten]+40] ^= 0x10 // in the header: its identity no longer matches
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	servers[2] = startTestServer(t, cfgs[2])
+	waitUntil(t, "the restarted backup rejoins", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	bc = dialCluster(t, servers[2])
+	waitUntil(t, "the restarted backup holds every write", func() bool {
+		for i := range streams {
+			if !hasStream(t, bc, fmt.Sprintf("rot-%d", i)) {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, fmt.Sprintf("the corrupt entry of op %d is repaired on disk", ops[rotten]), func() bool {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		found := false
+		_, err = vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+			found = found || h.Op == ops[rotten]
+			return nil
+		})
+		return err == nil && found
+	})
+	if _, err := pc.CreateStream(testContext(t), "after"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the repaired backup follows", func() bool { return hasStream(t, bc, "after") })
 }

@@ -39,12 +39,12 @@ import (
 //     as the ISM1 artifacts; one that receives a state writes it as its snapshot,
 //     empties its journal, and has every shard's view replaced by it (view.go).
 //
-// The journal stays one hash chain in op order (vsr.ScanJournal recovers nothing
-// else), while a backup may be handed a write beyond a gap (a body retransmitted
-// before the repair of the ops below it): such a write is parked in memory until
-// the gap fills. The core counts it durable once handed out, so a crash before
-// the gap fills loses it on this replica; the others hold it (a quorum acked it),
-// and the restarted replica, Recovering, does not vote until it has repaired.
+// The journal stays in op order, while a backup may be handed a write beyond a gap
+// (a body retransmitted before the repair of the ops below it): the journal is
+// then rewritten with a marker for the ops it lacks in front of that entry, so the
+// write is durable at its own position before the Ready that acknowledges it is
+// advanced; a restart reads the marker as a hole and reports its ops as faulty,
+// as it does a corrupt entry (journal.go).
 
 // errMetaNotPrimary refuses a metadata write this replica may not propose: it is a
 // backup, or its view is changing. The client retries (58).
@@ -87,10 +87,9 @@ type metaCluster struct {
 	// appliedWaiters run once the plane has applied their op.
 	appliedWaiters []appliedWaiter
 
-	// parked are journal writes beyond a gap, by op (see above); parkedLogged:
-	// a gap that does not fill was logged.
-	parked       map[uint64]vsr.Write
-	parkedLogged bool
+	// holes are the ops whose journal spans are holes (journal.go): damage found
+	// at the start, or markers written for a gap.
+	holes map[uint64]bool
 	// installDue: the Ready out carries a transferred state, to install next.
 	installDue bool
 	// onInstalled runs on shard 0 once a transferred state replaced the plane's.
@@ -164,7 +163,7 @@ func (m *metaPlane) configureCluster(cfg *Config) error {
 		m.cluster.timing = *cfg.clusterTiming
 	}
 	m.cluster.forwarded = make(map[wire.Uint128]*metaForward)
-	m.cluster.parked = make(map[uint64]vsr.Write)
+	m.cluster.holes = make(map[uint64]bool)
 	return nil
 }
 
@@ -289,37 +288,18 @@ func (m *metaPlane) recordBody(h *wire.PrepareHeader, body []byte) {
 	m.bodies.byOp[h.Op] = metaBody{identity: h.Checksum, body: append([]byte(nil), body...)}
 }
 
-// park keeps a write beyond the journal's next op until the gap fills.
-func (m *metaPlane) park(w *vsr.Write) {
-	if m.cluster.parked == nil {
-		panic(fmt.Sprintf("server: a one-replica metadata group wrote op %d beyond its journal", w.Header.Op))
-	}
-	m.cluster.parked[w.Header.Op] = vsr.Write{Header: w.Header, Body: m.bodies.byOp[w.Header.Op].body}
-	if len(m.cluster.parked) > m.journalSlots && !m.cluster.parkedLogged {
-		// The core repairs a gap within its window; one this old is not being
-		// filled, and what waits behind it is in memory only.
-		m.cluster.parkedLogged = true
-		m.log.Error("metadata journal: writes wait behind a gap that is not filling; they are not on disk",
-			"parked", len(m.cluster.parked), "next_op", m.journalFirstOp+uint64(len(m.journalEnds)))
-	}
-}
-
-// dropParked forgets the parked writes a Ready truncates or discards, with their
-// bodies.
-func (m *metaPlane) dropParked(rd *vsr.Ready) {
-	drop := func(op uint64) {
-		delete(m.cluster.parked, op)
-		delete(m.bodies.byOp, op)
-	}
+// dropTruncatedBodies forgets the bodies of the ops a Ready truncates or
+// discards.
+func (m *metaPlane) dropTruncatedBodies(rd *vsr.Ready) {
 	if rd.Truncate {
 		for op := range m.bodies.byOp {
 			if op > rd.TruncateAbove {
-				drop(op)
+				delete(m.bodies.byOp, op)
 			}
 		}
 	}
 	for _, op := range rd.Discards {
-		drop(op)
+		delete(m.bodies.byOp, op)
 	}
 }
 
@@ -450,11 +430,6 @@ func (m *metaPlane) installTask() *journalTask {
 			for op := range m.bodies.byOp {
 				if op <= st.head.op {
 					delete(m.bodies.byOp, op)
-				}
-			}
-			for op := range m.cluster.parked {
-				if op <= st.head.op {
-					delete(m.cluster.parked, op)
 				}
 			}
 			install.Identity = st.head.lastIdentity

@@ -25,7 +25,8 @@ import (
 // snapshot and state record, all through a metaStorage (metastorage.go):
 //
 //	local_data/metadata/journal.wal    prepares back to back, from the snapshot's op
-//	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal)
+//	                                   on: [PrepareHeader 256][body] ... (vsr.ScanJournal;
+//	                                   in a cluster with holes, journal.go)
 //	local_data/metadata/snapshot.bin   the state as of one applied op:
 //
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
@@ -323,61 +324,44 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("metadata journal: %w", err)
 	}
-	var headers []wire.PrepareHeader
-	m.journalFirstOp = head.op + 1
-	// pos is where the visited entry starts; skipBytes the entries below the
-	// snapshot's op in front, left by a crash between the snapshot and the journal's
-	// replacement. ScanJournal checks that the entries chain; they must also chain
-	// to the snapshot.
-	var pos, skipBytes int64
-	last := head.lastIdentity
-	scan, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, body []byte) error {
-		end := pos + int64(h.Size)
-		defer func() { pos = end }()
-		switch {
-		case h.Op < head.op:
-			skipBytes = end
-			return nil
-		case h.Op == head.op:
-			if h.Checksum != head.lastIdentity {
-				return fmt.Errorf("%w: op %d is not the prepare the snapshot was taken at", vsr.ErrJournalCorrupt, h.Op)
-			}
-		case h.Op != head.op+1 && len(headers) == 0, h.Op == head.op+1 && h.Parent != last:
-			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, head.op)
-		default:
-			m.bodies.byOp[h.Op] = metaBody{identity: h.Checksum, body: body}
-		}
-		if len(headers) == 0 {
-			m.journalFirstOp = h.Op
-		}
-		headers = append(headers, *h)
-		m.journalEnds = append(m.journalEnds, end-skipBytes)
-		return nil
-	})
+	// Entries below the snapshot's op in front (a crash between the snapshot and
+	// the journal's replacement) are dropped; a cluster's replica keeps the holes
+	// it finds and reports their ops as faulty (journal.go).
+	rec, err := scanMetaJournal(raw, head, m.clustered, m.bodies)
 	if err != nil {
+		// A single node refuses damage that intact entries follow: with no peer to
+		// repair a corrupt synced entry from, that is data loss, and it does not
+		// serve without it. A cluster's replica refuses only entries out of order.
 		m.log.Error("metadata journal refused", "path", path, "err", err)
 		return fmt.Errorf("metadata journal %s: %w", path, err)
 	}
-	if scan.TornTailBytes > 0 {
+	headers := rec.headers
+	m.journalFirstOp, m.journalEnds = rec.firstOp, rec.ends
+	if m.clustered {
+		m.cluster.holes = rec.holes
+	}
+	if len(rec.faulty) > 0 {
+		m.log.Warn("metadata journal: corrupt entries, to repair from the cluster", "path", path, "ops", rec.faulty)
+	}
+	if scan := rec.scan; scan.TornTailBytes > 0 && !rec.tornKept {
 		m.log.Warn("metadata journal: torn tail truncated", "path", path, "valid_bytes", scan.ValidBytes,
 			"torn_bytes", scan.TornTailBytes, "reason", scan.TornTailReason)
 	}
-	validBytes := int64(scan.ValidBytes)
-	if skipBytes > 0 {
+	validBytes := rec.sizeBytes
+	if rec.skipBytes > 0 {
 		// The plane counts offsets from the first kept entry: the journal is
 		// rewritten without the snapshotted ones.
-		kept := raw[skipBytes:validBytes]
+		kept := raw[rec.skipBytes : rec.skipBytes+validBytes]
 		if err := m.store.ReplaceFile(journalFileName, kept); err != nil {
 			return fmt.Errorf("metadata journal rewrite: %w", err)
 		}
-		validBytes = int64(len(kept))
 	}
 
 	slots := journalSlotsMin
 	if m.journalSlotsTest > 0 {
 		slots = m.journalSlotsTest
 	}
-	for slots < len(headers)+2*vsr.PipelineDepthDefault {
+	for slots < len(headers)+len(rec.faulty)+2*vsr.PipelineDepthDefault {
 		slots *= 2
 	}
 	var incarnation [16]byte
@@ -407,6 +391,7 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 		err = core.Recover(vsr.CoreRecovered{
 			State:       durable,
 			Headers:     headers,
+			Faulty:      rec.faulty,
 			ViewHeaders: m.viewHeaders,
 			Checkpoint:  vsr.Checkpoint{Op: head.op, Identity: head.lastIdentity, Timestamp: head.lastTimestamp},
 		})
@@ -585,18 +570,8 @@ func (m *metaPlane) feed() {
 // state record, then the writes in one append and one fdatasync.
 func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 	a := &m.appending
-	a.truncateAt = -1
-	if rd.Truncate {
-		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
-			a.truncateAt = off
-		}
-	}
-	for _, op := range rd.Discards {
-		// The journal is one hash chain: an entry discarded takes those above it.
-		if off, ok := m.journalOffset(op); ok && (a.truncateAt < 0 || off < a.truncateAt) {
-			a.truncateAt = off
-		}
-	}
+	// The truncation, and the discards (journal.go).
+	m.journalCut(a, rd)
 	a.stateRecord = nil
 	if rd.State != nil || rd.ViewHeaders != nil {
 		state := m.replica.Durable()
@@ -611,42 +586,10 @@ func (m *metaPlane) appendTask(rd *vsr.Ready) *journalTask {
 	}
 	a.entries = a.entries[:0]
 	a.sizes = a.sizes[:0]
-	next := m.journalFirstOp + uint64(len(m.journalEnds))
-	if a.truncateAt >= 0 {
-		next = m.journalFirstOp
-		for next < m.journalFirstOp+uint64(len(m.journalEnds)) && m.journalEnds[next-m.journalFirstOp] <= a.truncateAt {
-			next++
-		}
-	}
-	m.dropParked(rd)
-	a.firstOp = next
-	put := func(h *wire.PrepareHeader, body []byte) {
-		start := len(a.entries)
-		a.entries = append(a.entries, make([]byte, wire.HeaderSize)...)
-		h.Put(a.entries[start:])
-		a.entries = append(a.entries, body...)
-		a.sizes = append(a.sizes, h.Size)
-		next++
-	}
-	for i := range rd.Writes {
-		w := &rd.Writes[i]
-		m.recordBody(&w.Header, w.Body)
-		switch {
-		case w.Header.Op < next:
-			// The journal holds it already (a body retransmitted), or it is at
-			// or below the snapshot.
-		case w.Header.Op > next:
-			// The journal is one hash chain in op order (vsr.ScanJournal): an op
-			// beyond a gap waits for the ops before it (metacluster.go).
-			m.park(w)
-		default:
-			put(&w.Header, w.Body)
-			for p, ok := m.cluster.parked[next]; ok; p, ok = m.cluster.parked[next] {
-				delete(m.cluster.parked, p.Header.Op)
-				put(&p.Header, p.Body)
-			}
-		}
-	}
+	m.dropTruncatedBodies(rd)
+	// One append at the journal's end, or a rewrite for a write beyond a gap or
+	// into a hole (journal.go).
+	m.placeWrites(a, rd, m.journalKept(a.truncateAt))
 	a.journal, a.store, a.fsyncs = m.journal, m.store, m.fsyncs
 	if a.task.work == nil {
 		a.task = journalTask{work: a.work, then: m.appended}
@@ -666,6 +609,8 @@ type appendWork struct {
 	// firstOp is the op of the first entry appended, sizes their sizes in order.
 	firstOp uint64
 	sizes   []uint32
+	// rewrite, when active, lays the journal out anew instead (journal.go).
+	rewrite journalRewrite
 	journal metaJournal
 	store   metaStorage
 	fsyncs  *syncedHistogram
@@ -681,6 +626,9 @@ func (a *appendWork) work(beforeSync func()) error {
 		if err := a.store.ReplaceFile(stateFileName, a.stateRecord); err != nil {
 			return fmt.Errorf("metadata state record: %w", err)
 		}
+	}
+	if a.rewrite.active {
+		return a.rewriteJournal()
 	}
 	if len(a.entries) == 0 {
 		return nil
@@ -712,19 +660,9 @@ func (m *metaPlane) appended(err error) {
 	// have the plane hand out work meanwhile.
 	defer func() { m.taskOut = false }()
 	rd := &m.rd
-	if truncateAt := m.appending.truncateAt; truncateAt >= 0 {
-		for len(m.journalEnds) > 0 && m.journalSizeBytes() > truncateAt {
-			m.journalEnds = m.journalEnds[:len(m.journalEnds)-1]
-		}
-	}
+	m.journalWritten()
 	if rd.ViewHeaders != nil {
 		m.viewHeaders = append(m.viewHeaders[:0], rd.ViewHeaders...)
-	}
-	for i, size := range m.appending.sizes {
-		if len(m.journalEnds) == 0 {
-			m.journalFirstOp = m.appending.firstOp + uint64(i)
-		}
-		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
 	}
 	m.sendMessages()
 	m.applyCommitted(rd.Committed)

@@ -300,6 +300,12 @@ type slot struct {
 	// slots are reported in a DoViewChange, applied or acknowledged.
 	trusted bool
 	body    bodyState
+	// faulty: the replica journaled this op (and may have acknowledged it), but
+	// its entry was found corrupt at recovery, so its header is unknown
+	// (CoreRecovered.Faulty). The op is neither present nor nacked in a
+	// DoViewChange, and is repaired from a peer once a view names its header.
+	// header.Op is the op; nothing else of the header is known.
+	faulty bool
 }
 
 type coreEntry struct {
@@ -480,6 +486,17 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 type CoreRecovered struct {
 	State   DurableState
 	Headers []wire.PrepareHeader
+	// Faulty are the ops whose journal entries were found corrupt (and, for a
+	// torn write, the op whose entry cannot be proven never written): the
+	// replica may have acknowledged them, so it must never nack them in a view
+	// change (a nack quorum could then truncate a committed op), as
+	// TigerBeetle's faulty journal slots and "Viewstamped Replication
+	// Revisited"'s recovery protocol require. Each is neither present nor nacked
+	// in a DoViewChange and is repaired from a peer. An op also in Headers or
+	// ViewHeaders is not faulty. Only a group of several replicas can have them:
+	// a group of one has no peer to repair from, so a corrupt synced entry is
+	// data loss there (Recover refuses it).
+	Faulty []uint64
 	// ViewHeaders are the last persisted Ready.ViewHeaders.
 	ViewHeaders []wire.PrepareHeader
 	// Checkpoint is the last op the caller's restored state already holds (a
@@ -505,6 +522,9 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	if rec.State.LogView > rec.State.View {
 		return fmt.Errorf("vsr: recovered log view %d above view %d", rec.State.LogView, rec.State.View)
 	}
+	if len(rec.Faulty) > 0 && c.cfg.ReplicaCount == 1 {
+		return fmt.Errorf("vsr: %d faulty journal entries in a group of one replica: nobody can repair them", len(rec.Faulty))
+	}
 	base := rec.Checkpoint.Op
 	c.view, c.logView = rec.State.View, rec.State.LogView
 	c.durable = rec.State
@@ -516,6 +536,14 @@ func (c *Core) Recover(rec CoreRecovered) error {
 				return fmt.Errorf("vsr: recovered header for op %d is not a valid prepare of this group", h.Op)
 			}
 			c.op = max(c.op, h.Op)
+		}
+	}
+	for _, op := range rec.Faulty {
+		if op == 0 {
+			return errors.New("vsr: recovered faulty op 0")
+		}
+		if op > base {
+			c.op = max(c.op, op)
 		}
 	}
 	slots := uint64(len(c.slots))
@@ -540,6 +568,14 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		// it persists the log view. Below, stale entries of older views may remain.
 		s.trusted = h.Op >= rec.State.CommitMax || c.cfg.ReplicaCount == 1
 	}
+	for _, op := range rec.Faulty {
+		if !inWindow(op) || c.slotAt(op) != nil {
+			continue // applied in the checkpoint, or an intact entry of it was found
+		}
+		s := &c.slots[op%slots]
+		*s = slot{faulty: true}
+		s.header.Op = op
+	}
 	for i := range rec.ViewHeaders {
 		h := &rec.ViewHeaders[i]
 		if !inWindow(h.Op) {
@@ -549,10 +585,13 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
 			continue
 		}
-		if s.header.Op == h.Op {
+		faulty := s.header.Op == h.Op && s.faulty
+		if s.header.Op == h.Op && !faulty {
 			c.rd.Discards = append(c.rd.Discards, h.Op)
 		}
-		*s = slot{header: *h, trusted: true}
+		// A faulty op stays faulty with its header known: its body may have been
+		// acknowledged.
+		*s = slot{header: *h, trusted: true, faulty: faulty}
 	}
 	c.commitMin = base
 	c.retainedLow = base + 1
@@ -1007,10 +1046,17 @@ func (c *Core) write(s *slot, body []byte) {
 	c.dirtySlots = append(c.dirtySlots, s.header.Op)
 }
 
+// discard forgets the slot of op and has the caller remove its journal entry. A
+// faulty slot has no entry to remove: the caller's journal keeps the damaged
+// region until the op's repaired body replaces it (removing it would take the
+// intact entries above it along, in a journal that is one sequence).
 func (c *Core) discard(op uint64) {
 	if s := c.slotAt(op); s != nil {
+		faulty := s.faulty
 		*s = slot{}
-		c.rd.Discards = append(c.rd.Discards, op)
+		if !faulty {
+			c.rd.Discards = append(c.rd.Discards, op)
+		}
 	}
 }
 
@@ -1521,7 +1567,10 @@ func (c *Core) checkStartViewChangeQuorum() {
 
 // ownDoViewChange is this replica's vote: log view, head, commit point and the
 // trusted headers from the head down to the commit point (at most 128), with a nack
-// for every op above the commit point it never prepared.
+// for every op above the commit point it never prepared: a blank, or a header it
+// holds without the body (a view named it; the replica acknowledges only what it
+// journaled). A faulty op, journaled and lost to corruption, is never nacked, as
+// in TigerBeetle's DoViewChange (a dirty slot is nacked, a faulty one is not).
 func (c *Core) ownDoViewChange() *doViewChange {
 	d := &doViewChange{logView: c.logView, op: c.op, commit: c.commitMax}
 	if d.commit > d.op {
@@ -1541,14 +1590,21 @@ func (c *Core) ownDoViewChange() *doViewChange {
 			blank := wire.PrepareHeader{Op: op}
 			blank.Command = wire.CommandPrepare
 			d.headers = append(d.headers, blank)
-			if op > d.commit {
+			// A nack says "I never prepared it"; a faulty op was prepared here and
+			// lost to corruption, so it may be one of a commit quorum's copies.
+			if op > d.commit && (s == nil || !s.faulty) {
 				setBit(&d.nack, i)
 			}
 			continue
 		}
 		d.headers = append(d.headers, s.header)
-		if s.body != bodyNone {
+		switch {
+		case s.body != bodyNone:
 			setBit(&d.present, i)
+		case op > d.commit && !s.faulty:
+			// The header alone (a view's StartView named it): this replica never
+			// journaled the op, so never acknowledged it.
+			setBit(&d.nack, i)
 		}
 	}
 	return d
@@ -1682,7 +1738,7 @@ func (d *doViewChange) entry(op uint64) (h *wire.PrepareHeader, nack, present, i
 	if d.headers[i].Checksum.IsZero() {
 		return nil, hasBit(d.nack, i), false, true
 	}
-	return &d.headers[i], false, hasBit(d.present, i), true
+	return &d.headers[i], hasBit(d.nack, i) && !hasBit(d.present, i), hasBit(d.present, i), true
 }
 
 // checkDoViewChangeQuorum merges the votes into the canonical log once a view-change
@@ -1729,24 +1785,33 @@ func (c *Core) checkDoViewChangeQuorum() {
 	if commitMax > head {
 		head = commitMax
 	}
-	// Truncate from the top what a nack quorum proves never committed.
-	for head > commitMax {
-		h, _ := c.canonicalHeader(head, logViewMax)
-		if c.nacks(head, h, logViewMax) < c.quorumNack() {
+	// The canonical headers from the head down: the log view's voters hold them,
+	// or, where they lack one (a faulty entry), the hash chain names it and any
+	// vote may hold it.
+	low := max(commitMax, 1)
+	top := head
+	canon := make([]*wire.PrepareHeader, 0, top-low+1)
+	for op := top; op >= low && op > 0; op-- {
+		h, ok := c.canonicalHeader(op, logViewMax)
+		if !ok && len(canon) > 0 && canon[len(canon)-1] != nil {
+			h, _ = c.headerByIdentity(op, canon[len(canon)-1].Parent)
+		}
+		canon = append(canon, h)
+	}
+	// A nack quorum proves an op never committed, nor any op after it: truncate
+	// from the lowest such op.
+	for op := commitMax + 1; op <= top; op++ {
+		if c.nacks(op, canon[top-op], logViewMax) >= c.quorumNack() {
+			head = op - 1
 			break
 		}
-		head--
 	}
 	// Every op from the commit point to the head needs its canonical header, and
 	// every uncommitted one a replica that can serve its body.
-	low := commitMax
-	if low == 0 {
-		low = 1
-	}
 	merged := make([]wire.PrepareHeader, 0, head-low+1)
 	for op := head; op >= low && op > 0; op-- {
-		h, ok := c.canonicalHeader(op, logViewMax)
-		if !ok {
+		h := canon[top-op]
+		if h == nil {
 			return // wait for more votes (with all n in, the view stalls: it never loses a committed op)
 		}
 		if len(merged) > 0 && merged[len(merged)-1].Parent != h.Checksum {
@@ -1795,6 +1860,19 @@ func (c *Core) canonicalHeader(op uint64, logViewMax uint32) (*wire.PrepareHeade
 	return nil, false
 }
 
+// headerByIdentity is the header at op whose identity is identity, in any vote.
+func (c *Core) headerByIdentity(op uint64, identity wire.Uint128) (*wire.PrepareHeader, bool) {
+	for _, d := range c.dvcs {
+		if d == nil {
+			continue
+		}
+		if h, _, _, _ := d.entry(op); h != nil && h.Checksum == identity {
+			return h, true
+		}
+	}
+	return nil, false
+}
+
 func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32) int {
 	n := 0
 	for _, d := range c.dvcs {
@@ -1806,8 +1884,9 @@ func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32
 		case nack:
 			n++
 		case !inSuffix:
-		case h != nil && d.logView < logViewMax && (canonical == nil || h.Checksum != canonical.Checksum):
+		case h != nil && d.logView < logViewMax && canonical != nil && h.Checksum != canonical.Checksum:
 			// An older log's different op here: that replica never prepared ours.
+			// (Where the canonical header is unknown, an older log's may be it.)
 			n++
 		}
 	}
@@ -1844,11 +1923,14 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 		if s != nil && s.header.Checksum == h.Checksum {
 			s.trusted = true
 		} else {
+			// A faulty op stays faulty under the view's header: what this replica
+			// journaled there is unknown, and it may have acknowledged it.
+			faulty := s != nil && s.faulty
 			if s != nil {
 				c.discard(h.Op)
 			}
 			s = &c.slots[h.Op%uint64(len(c.slots))]
-			*s = slot{header: *h, trusted: true}
+			*s = slot{header: *h, trusted: true, faulty: faulty}
 		}
 		low = h.Op
 	}
@@ -1982,7 +2064,7 @@ func (c *Core) sendStartView(to uint8, incarnation wire.Uint128) {
 		n := 0
 		for op := c.op; op >= low && op > 0; op-- {
 			s := c.slotAt(op)
-			if s == nil {
+			if s == nil || !s.trusted && s.faulty {
 				break
 			}
 			h := s.header

@@ -54,6 +54,8 @@ type testCluster struct {
 	// offer and install, when set, are the caller's side of a state transfer.
 	offer   func(i int, r StateRequest)
 	install func(i int, in *StateInstall)
+	// discarded, when set, collects each replica's Ready.Discards.
+	discarded [][]uint64
 }
 
 type queued struct {
@@ -104,6 +106,9 @@ func (tc *testCluster) drain(i int) {
 	c := tc.cores[i]
 	for c.HasReady() {
 		rd := c.Ready()
+		if tc.discarded != nil {
+			tc.discarded[i] = append(tc.discarded[i], rd.Discards...)
+		}
 		for k := range rd.Writes {
 			tc.storages[i].put(&rd.Writes[k].Header, rd.Writes[k].Body)
 		}

@@ -29,7 +29,11 @@
 // (Recover, RequestStartView with the incarnation, an election after
 // ViewProbeAttemptsMax probes); journal repair (RequestPrepares, RepairPrepare,
 // RepairDone, RangeEvicted, repair_chunk_max per round), with the hash chain verified
-// downward from a canonical head so a stale op of an older view is never applied.
+// downward from a canonical head so a stale op of an older view is never applied;
+// faulty journal entries (CoreRecovered.Faulty: an entry found corrupt at a
+// restart, or a torn one that cannot be proven never written), which a DoViewChange
+// neither presents nor nacks (the replica may have acknowledged the op, and a nack
+// is the authority to truncate) and repair fills in.
 //
 // Also built: state transfer for a replica a peer answered RangeEvicted
 // (RequestStateTransfer, StateTransferTarget with the ISM1 manifest,

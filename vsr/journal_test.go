@@ -129,3 +129,131 @@ func FuzzScanJournal(f *testing.F) {
 		}
 	})
 }
+
+// scanHoles runs ScanJournalHoles and returns the ops visited and the holes.
+func scanHoles(b []byte) ([]uint64, []JournalHole, JournalScan, error) {
+	var ops []uint64
+	var holes []JournalHole
+	scan, err := ScanJournalHoles(b, testJournalSizeMax, func(h *wire.PrepareHeader, body []byte, offset int) error {
+		if !bytes.Equal(b[offset+wire.HeaderSize:offset+int(h.Size)], body) {
+			return fmt.Errorf("op %d: offset %d does not hold its body", h.Op, offset)
+		}
+		ops = append(ops, h.Op)
+		return nil
+	}, func(h JournalHole) error {
+		holes = append(holes, h)
+		return nil
+	})
+	return ops, holes, scan, err
+}
+
+func TestScanJournalHoles(t *testing.T) {
+	journal, ends := buildJournal(t, 5)
+	flip := func(at ...int) []byte {
+		bad := bytes.Clone(journal)
+		for _, k := range at {
+			bad[k] ^= 0x80
+		}
+		return bad
+	}
+	zeroed := bytes.Clone(journal)
+	clear(zeroed[ends[0]:ends[1]])
+	for _, tc := range []struct {
+		name  string
+		b     []byte
+		ops   []uint64
+		holes []JournalHole
+		torn  int
+	}{
+		{name: "a flipped header", b: flip(ends[0] + 10), ops: []uint64{1, 3, 4, 5},
+			holes: []JournalHole{{Start: ends[0], End: ends[1], FromOp: 2, ToOp: 2}}},
+		{name: "a flipped body", b: flip(ends[2] + wire.HeaderSize + 2), ops: []uint64{1, 2, 3, 5},
+			holes: []JournalHole{{Start: ends[2], End: ends[3], FromOp: 4, ToOp: 4}}},
+		{name: "two entries in one hole", b: flip(ends[0]+10, ends[1]+10), ops: []uint64{1, 4, 5},
+			holes: []JournalHole{{Start: ends[0], End: ends[2], FromOp: 2, ToOp: 3}}},
+		{name: "two holes", b: flip(ends[0]+10, ends[2]+10), ops: []uint64{1, 3, 5},
+			holes: []JournalHole{{Start: ends[0], End: ends[1], FromOp: 2, ToOp: 2}, {Start: ends[2], End: ends[3], FromOp: 4, ToOp: 4}}},
+		{name: "the first entry", b: flip(10), ops: []uint64{2, 3, 4, 5},
+			holes: []JournalHole{{Start: 0, End: ends[0], FromOp: 1, ToOp: 1}}},
+		{name: "zeroed bytes in place of an entry", b: zeroed, ops: []uint64{1, 3, 4, 5},
+			holes: []JournalHole{{Start: ends[0], End: ends[1], FromOp: 2, ToOp: 2}}},
+		{name: "a hole and a torn tail", b: flip(ends[0]+10, len(journal)-1), ops: []uint64{1, 3, 4},
+			holes: []JournalHole{{Start: ends[0], End: ends[1], FromOp: 2, ToOp: 2}}, torn: ends[4] - ends[3]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, holes, scan, err := scanHoles(tc.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(ops) != fmt.Sprint(tc.ops) || fmt.Sprint(holes) != fmt.Sprint(tc.holes) || scan.TornTailBytes != tc.torn {
+				t.Fatalf("ops %v holes %+v torn %d, want %v %+v %d", ops, holes, scan.TornTailBytes, tc.ops, tc.holes, tc.torn)
+			}
+		})
+	}
+	// Intact entries out of order are no damage: refused.
+	spliced := append(bytes.Clone(journal[:ends[1]]), journal[ends[2]:]...)
+	if _, _, _, err := scanHoles(spliced); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("missing entry: %v", err)
+	}
+	// Markers stand for the ops they name, in the middle or at the end.
+	marked := append(AppendJournalMarker(bytes.Clone(journal[:ends[0]]), 2, 3), journal[ends[2]:]...)
+	marked = AppendJournalMarker(marked, 6, 7)
+	ops, holes, scan, err := scanHoles(marked)
+	want := []JournalHole{{Start: ends[0], End: ends[0] + JournalMarkerSize, FromOp: 2, ToOp: 3, Marker: true},
+		{Start: len(marked) - JournalMarkerSize, End: len(marked), FromOp: 6, ToOp: 7, Marker: true}}
+	if err != nil || fmt.Sprint(ops) != "[1 4 5]" || fmt.Sprint(holes) != fmt.Sprint(want) || scan.ValidBytes != len(marked) {
+		t.Fatalf("markers: ops %v holes %+v scan %+v: %v", ops, holes, scan, err)
+	}
+	// Damage next to a marker stands for the ops between them.
+	flipped := bytes.Clone(marked)
+	flipped[ends[0]+JournalMarkerSize+10] ^= 1 // op 4's header
+	if ops, holes, _, err := scanHoles(flipped); err != nil || fmt.Sprint(ops) != "[1 5]" || holes[1].FromOp != 4 || holes[1].ToOp != 4 {
+		t.Fatalf("damage after a marker: ops %v holes %+v: %v", ops, holes, err)
+	}
+	// A damaged marker is damage; ScanJournal knows no markers.
+	broken := bytes.Clone(marked)
+	broken[ends[0]+200] ^= 1
+	if ops, holes, _, err := scanHoles(broken); err != nil || fmt.Sprint(ops) != "[1 4 5]" || holes[0].Marker || holes[0].FromOp != 2 || holes[0].ToOp != 3 {
+		t.Fatalf("damaged marker: ops %v holes %+v: %v", ops, holes, err)
+	}
+	if _, err := ScanJournal(marked, testJournalSizeMax, func(*wire.PrepareHeader, []byte) error { return nil }); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("ScanJournal over a marker: %v", err)
+	}
+	// A marker out of order is refused.
+	if _, _, _, err := scanHoles(AppendJournalMarker(bytes.Clone(journal), 7, 8)); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("a marker leaving ops out: %v", err)
+	}
+	// A hole must stand for an op.
+	padded := append(append(bytes.Clone(journal[:ends[0]]), make([]byte, 300)...), journal[ends[0]:]...)
+	if _, _, _, err := scanHoles(padded); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("a hole between consecutive ops: %v", err)
+	}
+}
+
+func FuzzScanJournalHoles(f *testing.F) {
+	journal, ends := buildJournal(f, 4)
+	f.Add(journal)
+	bad := bytes.Clone(journal)
+	bad[ends[0]+7] ^= 1
+	f.Add(bad)
+	f.Add(AppendJournalMarker(bytes.Clone(journal), 5, 6))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		total := 0
+		scan, err := ScanJournalHoles(b, testJournalSizeMax, func(h *wire.PrepareHeader, body []byte, _ int) error {
+			total += wire.HeaderSize + len(body)
+			return nil
+		}, func(h JournalHole) error {
+			if h.End <= h.Start || h.ToOp < h.FromOp {
+				t.Fatalf("hole %+v", h)
+			}
+			total += h.End - h.Start
+			return nil
+		})
+		if err != nil {
+			return
+		}
+		if total+scan.TornTailBytes != len(b) {
+			t.Fatalf("scan accounts %d + %d torn of %d bytes", total, scan.TornTailBytes, len(b))
+		}
+	})
+}
