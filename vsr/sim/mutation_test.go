@@ -32,7 +32,7 @@ func TestMutationsCaught(t *testing.T) {
 				// The mutations break the core's rules: with the stand-in, every
 				// group of the run takes them, and no partition-plane bug (known
 				// ones end runs too) passes for a caught mutation.
-				opts.RealPartitions, opts.CrashStores = false, false
+				opts.RealPartitions, opts.CatchUp = false, false
 				run++
 				if r := Run(opts); r.Violation != nil {
 					t.Logf("caught at seed %d, the %d-th seed run: %v", opts.Seed, run, r.Violation)
@@ -76,7 +76,7 @@ func TestBrokenRulesCaught(t *testing.T) {
 					continue
 				}
 				opts.broken = tc.broken
-				opts.RealPartitions, opts.CrashStores = tc.broken == brokenStoreAckFlipsBit || tc.broken == brokenStoreAckAtPrepare, false
+				opts.RealPartitions, opts.CatchUp = tc.broken == brokenStoreAckFlipsBit || tc.broken == brokenStoreAckAtPrepare, false
 				run++
 				if r := Run(opts); r.Violation != nil && knownPartitionBug(r.Violation) < 0 {
 					t.Logf("caught at seed %d, the %d-th seed run: %v", opts.Seed, run, r.Violation)

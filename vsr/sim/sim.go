@@ -73,7 +73,7 @@
 //
 // Until the partition plane catches a partition up (PartitionCatchUp false):
 // crashes in runs with real stores take down only the metadata plane (the stores
-// run on; Options.CrashStores takes them down too, and reopens them from their
+// run on; Options.CatchUp takes them down too, and reopens them from their
 // crashed disks with Store.Open); a replica that missed an op its peers applied
 // stays behind for good, so the groups' liveness asks a replication quorum of each
 // to catch up, not every replica, and a run whose partition group stalls behind
@@ -171,10 +171,13 @@ type Options struct {
 	// Send, StoreConsumerOffset, Step, Tick, PollIO and Poll, over segment.SimDisk
 	// storage) for the partition groups, instead of the stand-in groupMachine.
 	RealPartitions bool
-	// CrashStores: with RealPartitions, a crash takes the node's stores down too;
-	// otherwise it takes down only its metadata plane and the stores run on. It
-	// needs the partition plane's catch-up (PartitionCatchUp).
-	CrashStores bool
+	// CatchUp: with RealPartitions, the partition plane is expected to catch a
+	// partition up (PartitionCatchUp): a crash takes the node's stores down too (and
+	// they reopen from their crashed disks), and every replica of every partition
+	// group must catch up. Without it a crash takes down only the metadata plane,
+	// the stores running on, and what a replica that fell behind causes is
+	// tolerated (see the package doc).
+	CatchUp bool
 	// broken breaks a rule of the simulated server instead of the core's, so that
 	// tests can show the checkers catch it.
 	broken brokenRule
@@ -211,7 +214,7 @@ func Config(seed uint64) Options {
 		JournalSlots:      [...]int{2048, 128}[(seed>>5)%2],
 		// See PartitionCatchUp.
 		RealPartitions: PartitionCatchUp || seed%2 == 0,
-		CrashStores:    PartitionCatchUp,
+		CatchUp:        PartitionCatchUp,
 	}
 }
 
@@ -266,7 +269,7 @@ type Result struct {
 	// journal window between two looks of the agreement check.
 	CommitsUnobserved int
 	// StoreStampRefusals is how many intact prepares a lagging store refused for
-	// their stamp (PartitionCatchUp); LaggingStoreReplicas how many partition
+	// their stamp (without Options.CatchUp); LaggingStoreReplicas how many partition
 	// replicas had not caught up at the end.
 	StoreStampRefusals, LaggingStoreReplicas int
 	// StoreDivergedRefusals is how many requests a store refused because its
@@ -508,7 +511,7 @@ func (c *cluster) crash(nd *node) {
 		gr.disk.crash()
 		gr.lastDurableView = gr.disk.superDurable.View
 	}
-	if c.opts.RealPartitions && c.opts.CrashStores {
+	if c.opts.RealPartitions && c.opts.CatchUp {
 		c.crashStore(nd)
 	}
 	nd.crashOnSync = false
@@ -682,7 +685,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 				// later, which refuses it then, out of sight: what a damaged frame
 				// could do once taken, the agreement and read-back checks see.
 				dmg = damageMayPass
-			case dmg == damageNone && !PartitionCatchUp && errors.Is(err, partition.ErrStampMismatch):
+			case dmg == damageNone && !c.opts.CatchUp && errors.Is(err, partition.ErrStampMismatch):
 				// A replica refuses a prepare whose stamp does not continue its own
 				// position. Without catch-up, positions part: a replica that missed
 				// an op its peers applied never gets it (no journal serves an applied

@@ -12,12 +12,13 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "replay one seed, with a trace")
-	seedsFlag  = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
-	firstFlag  = flag.Uint64("first", 1, "first seed of -seeds")
-	heavyFlag  = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
-	allFlag    = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
-	strictFlag = flag.Bool("strict", false, "fail on the partition plane's known bugs too (knownPartitionBugs)")
+	seedFlag    = flag.Uint64("seed", 0, "replay one seed, with a trace")
+	seedsFlag   = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
+	firstFlag   = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag   = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
+	allFlag     = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
+	strictFlag  = flag.Bool("strict", false, "fail on the partition plane's known bugs too (knownPartitionBugs)")
+	catchUpFlag = flag.Bool("catchup", false, "run every seed with the real partition stores as if PartitionCatchUp were set: crashes take them down, every replica must catch up")
 )
 
 // knownPartitionBugs are violations the real partition plane (partition/) shows
@@ -65,6 +66,14 @@ func TestSim(t *testing.T) {
 	config := Config
 	if *heavyFlag {
 		config = HeavyConfig
+	}
+	if *catchUpFlag {
+		base := config
+		config = func(seed uint64) Options {
+			o := base(seed)
+			o.RealPartitions, o.CatchUp = true, true
+			return o
+		}
 	}
 	if *seedFlag != 0 {
 		opts := config(*seedFlag)
@@ -242,7 +251,7 @@ func TestRegressionSeeds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		// These runs broke the core's rules with the stand-in partition groups.
-		tc.opts.RealPartitions, tc.opts.CrashStores = false, false
+		tc.opts.RealPartitions, tc.opts.CatchUp = false, false
 		if r := Run(tc.opts); r.Violation != nil {
 			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}

@@ -27,8 +27,10 @@ import (
 // partition.Store per node) whose crashes take down only the metadata plane, the
 // stores running on, and the other half with the stand-in (groupMachine), whose
 // nodes crash whole. Set it once catch-up is merged: every seed then runs the real
-// stores and a crash takes a node's store down with it (Options.CrashStores), to be
-// reopened from its crashed disks by Store.Open.
+// stores expecting catch-up (Options.CatchUp): a crash takes a node's store down with
+// it, to be reopened from its crashed disks by Store.Open, and every replica of every
+// group must catch up. (go test ./vsr/sim -catchup runs that now, to see what it
+// breaks.)
 const PartitionCatchUp = false
 
 // offsetStoreCompletion: the simulator completes a replicated consumer-offset store
@@ -310,7 +312,7 @@ func (c *cluster) onStoreRequest(nd *node, r *clientRequest) {
 // 10006) until Recover. The client is answered with that status, as the server
 // answers it.
 func (c *cluster) diverged(nd *node, r *clientRequest, err error) bool {
-	if PartitionCatchUp || (err != wire.ErrCannotAppendMessage && err != wire.ErrCannotWriteToFile) || !errors.Is(nd.part.store.Err(partitionKey(r.group)), partition.ErrStampMismatch) {
+	if c.opts.CatchUp || (err != wire.ErrCannotAppendMessage && err != wire.ErrCannotWriteToFile) || !errors.Is(nd.part.store.Err(partitionKey(r.group)), partition.ErrStampMismatch) {
 		return false
 	}
 	c.result.StoreDivergedRefusals++
@@ -391,7 +393,7 @@ func (c *cluster) agree(nd *node, g int, h *wire.PrepareHeader) bool {
 // have caught up, the others are counted (Result.LaggingStoreReplicas).
 func (c *cluster) storesDone() bool {
 	need := len(c.nodes)
-	if !PartitionCatchUp {
+	if !c.opts.CatchUp {
 		need = vsr.QuorumReplication(len(c.nodes))
 	}
 	lagging := 0
@@ -429,7 +431,7 @@ func (c *cluster) storesDone() bool {
 // or keeps a group of five below its replication quorum. The run's safety checks
 // still run.
 func (c *cluster) partitionsStalled() bool {
-	if !c.opts.RealPartitions || PartitionCatchUp || !c.metadataDone() {
+	if !c.opts.RealPartitions || c.opts.CatchUp || !c.metadataDone() {
 		return false
 	}
 	for _, cl := range c.clients {
@@ -598,7 +600,7 @@ func (c *cluster) storeFinalChecks() {
 					continue
 				}
 				for n, batches := range logs {
-					if !reaches(batches, reply.baseOffset) && !PartitionCatchUp && n != longest {
+					if !reaches(batches, reply.baseOffset) && !c.opts.CatchUp && n != longest {
 						continue // a replica behind that has not applied it
 					}
 					if !holdsBatch(batches, reply.baseOffset, reply.frame) {
