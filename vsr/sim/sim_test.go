@@ -39,9 +39,13 @@ var knownPartitionBugs = []struct {
 	},
 	{
 		fragment: "prepare body is not the batch its header binds",
-		cause: "partition/group.go queueStep reuses a queued frame's body buffer (append(q.body[:0], ...)) while the " +
-			"Ready of an earlier fed frame is held for the journal file (enforce_fsync): that Ready's forwarded Prepare " +
-			"still points at the buffer, and goes out after the write with another prepare's body under its header",
+		cause: "partition/group.go queueStep reuses the body buffers of p.steps' slots (append(q.body[:0], ...)), but " +
+			"feedSteps compacts with copy(p.steps, p.steps[i:]), which leaves the slots past the new length sharing their " +
+			"arrays with the frames still queued, and the frame fed last is still referenced by the Ready it made (held for " +
+			"the journal file, enforce_fsync): a later frame overwrites a queued frame's body, which the core then takes " +
+			"under the other header after the ingress check (a replica applies another op's content: -heavy seed 266 ends " +
+			"with two caught-up replicas holding different consumer offsets), or a forwarded Prepare leaves with another " +
+			"frame's body",
 		seed: 270,
 	},
 }

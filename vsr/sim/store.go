@@ -279,6 +279,10 @@ func (c *cluster) onStoreRequest(nd *node, r *clientRequest) {
 		core := s.SimCore(k)
 		before := core.Op()
 		err := s.StoreConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer}, offset, wire.AckQuorum)
+		if c.opts.Trace != nil {
+			current, _, _ := s.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer})
+			c.trace("r%d g%d offset store of client %d request %d: consumer %d offset %d: %v (op %d -> %d, stored now %d)", nd.id, r.group, r.client, r.request, consumer, offset, err, before, core.Op(), current.StoredOffset)
+		}
 		switch err {
 		case nil:
 			c.result.OffsetStores++
@@ -571,23 +575,29 @@ func (c *cluster) storeFinalChecks() {
 				}
 			}
 		}
-		// The replicas that applied every op hold the same consumer offsets.
+		// The replicas that applied every op hold the whole log, and the same
+		// consumer offsets.
 		var caughtUp []*node
 		top := uint64(0)
 		for _, nd := range c.nodes {
 			top = max(top, nd.part.store.SimApplied(k))
 		}
-		for _, nd := range c.nodes {
-			if nd.part.store.SimApplied(k) == top {
-				caughtUp = append(caughtUp, nd)
+		for i, nd := range c.nodes {
+			if nd.part.store.SimApplied(k) != top {
+				continue
 			}
+			if len(logs[i]) != len(logs[longest]) {
+				c.fail("replica %d group %d applied op %d as replica %d did, and holds %d batches, replica %d %d (%v)", nd.id, g, top, c.nodes[longest].id, len(logs[i]), c.nodes[longest].id, len(logs[longest]), nd.part.store.Err(k))
+				return
+			}
+			caughtUp = append(caughtUp, nd)
 		}
 		for consumer := uint32(0); consumer < consumersCount; consumer++ {
 			want, wantOK, _ := caughtUp[0].part.store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer})
 			for _, nd := range caughtUp[1:] {
 				got, ok, _ := nd.part.store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer})
 				if ok != wantOK || got.StoredOffset != want.StoredOffset {
-					c.fail("replica %d group %d: consumer %d's offset is %d (%v), replica %d's %d (%v)", nd.id, g, consumer, got.StoredOffset, ok, caughtUp[0].id, want.StoredOffset, wantOK)
+					c.fail("replica %d group %d: consumer %d's offset is %d (%v), replica %d's %d (%v) (errors: %v; %v)", nd.id, g, consumer, got.StoredOffset, ok, caughtUp[0].id, want.StoredOffset, wantOK, nd.part.store.Err(k), caughtUp[0].part.store.Err(k))
 					return
 				}
 			}
