@@ -36,8 +36,11 @@ type clientReply struct {
 	epoch   uint64
 	request uint64
 	op      uint64
+	// baseOffset is where the real partition store put an acknowledged send.
+	baseOffset uint64
 	// frame is the committed reply (metadata: the whole reply frame the client
-	// table caches; partition groups: the stand-in's reply body).
+	// table caches; partition groups: the stand-in's reply body, or the batch as
+	// the real store stamped and acknowledged it).
 	frame []byte
 }
 
@@ -97,6 +100,19 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 	r := rand.New(rand.NewPCG(seed, uint64(cl.id)))
 	if partitions := len(c.groups) - 1; partitions > 0 && r.IntN(2) == 0 {
 		p := requestPlan{group: 1 + r.IntN(partitions)}
+		if c.opts.RealPartitions {
+			// A real batch, or an offset store as [consumer u32][offset u64] (an
+			// offset above the partition's current one is refused with 4100).
+			if r.IntN(3) == 0 {
+				p.operation = wire.OperationStoreConsumerOffset
+				p.body = binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(consumersCount)))
+				p.body = binary.LittleEndian.AppendUint64(p.body, r.Uint64N(16))
+			} else {
+				p.operation = wire.OperationSendMessages
+				p.body = storeBatch(r)
+			}
+			return p
+		}
 		var payload []byte
 		if r.IntN(3) == 0 {
 			p.operation = wire.OperationStoreConsumerOffset
@@ -181,6 +197,10 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 }
 
 func (c *cluster) onRequest(nd *node, r *clientRequest) {
+	if r.group != metadataGroupIndex && c.opts.RealPartitions {
+		c.onStoreRequest(nd, r)
+		return
+	}
 	id := wire.Uint128{Lo: uint64(r.client) + 1}
 	gr := nd.groups[r.group]
 	if nd.up && r.register && gr.core.Status() == vsr.StatusNormal && !gr.core.IsPrimary() {
@@ -274,7 +294,9 @@ func (c *cluster) onReply(r *clientReply) {
 		return
 	}
 	if r.group != metadataGroupIndex {
-		cl.partitionReplies = append(cl.partitionReplies, *r)
+		if !r.refused {
+			cl.partitionReplies = append(cl.partitionReplies, *r)
+		}
 		if r.request == cl.request && cl.outstanding {
 			c.result.PartitionAcks++
 			c.finish(cl)
