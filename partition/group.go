@@ -122,8 +122,11 @@ func (s *Store) startGroup(p *Partition) error {
 	p.retained.dropAll()
 	fresh := p.fresh
 	p.fresh = false
-	priorLife := p.state != nil && (p.state.found || p.log.NextOffset() > 0 || p.recovered != nil && len(p.recovered.unapplied) > 0)
-	if priorLife && !fresh {
+	// A replica opened after a restart (not created, not purged) had a life in the
+	// group even when nothing of it reached the disk: it may have acknowledged
+	// prepares it kept in memory, so it must not speak in a view change as if it
+	// had never seen them.
+	if p.state != nil && !fresh {
 		if err := p.recoverGroup(core); err != nil {
 			return err
 		}
@@ -315,6 +318,11 @@ func (q *proposalQueue) popFront() proposal {
 // The body is the batch in the request buffer itself. An error (58) means the
 // pipeline is full or this replica does not lead.
 func (p *Partition) prepareBatch(batch []byte, nowMicros uint64, done SendCompletion, token uint64, syncCall bool) (op uint64, err error) {
+	if !p.positionKnown() {
+		// A primary that holds ops without their bodies (committed ops it has not
+		// repaired yet) cannot know the offset the next batch starts at.
+		return 0, wire.ErrTransientNotAccepted
+	}
 	if p.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
 		// The log moved back under the batches waiting to be applied (a repair cut
 		// it; its Failed hook may come later): they can no longer apply.
@@ -407,7 +415,7 @@ func (p *Partition) drive() {
 			p.dropAbove(rd.TruncateAbove)
 		}
 		for _, op := range rd.Discards {
-			p.dropAbove(op - 1) // a discarded op and those above it are not the log's
+			p.discard(op)
 		}
 		for i := range rd.Writes {
 			p.journalWrite(&rd.Writes[i])
@@ -621,6 +629,23 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 	}
 }
 
+// discard drops one journal entry the core no longer counts as its log's (a stale
+// op of an older view, replaced by the one the hash chain names; the ops above it
+// stay): its send fails, as its batch will never be in the log.
+func (p *Partition) discard(op uint64) {
+	e := p.journal.at(op)
+	if e == nil || !e.present {
+		return
+	}
+	if !e.void && e.header.Operation == wire.OperationSendMessages {
+		p.unappliedBatches--
+	}
+	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	own, ownEnd := e.own, e.ownEnd
+	*e = journalEntry{own: own, ownEnd: ownEnd}
+	p.recomputePrepared()
+}
+
 // dropAbove drops the journal entries above op (a view change truncated them);
 // their sends fail, as the batches will never be in the log.
 func (p *Partition) dropAbove(op uint64) {
@@ -685,7 +710,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.own != nil && len(e.body) > 0 && &e.body[0] == &e.own[0] {
 			e.ownEnd = end
 		}
-		p.noteApplied(e.header.Op, end)
+		p.noteApplied(e.header.Op, end, false)
 		p.retain(&e.header, e.body)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
@@ -703,7 +728,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.syncCall {
 			p.offsetErr = err
 		}
-		p.noteApplied(e.header.Op, p.log.NextOffset())
+		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
 		p.retain(&e.header, e.body)
 	}
 	return true
@@ -815,8 +840,8 @@ func (p *Partition) checkIngress(h *wire.PrepareHeader, body []byte) error {
 	if err := p.checkBinding(h, body); err != nil {
 		return err
 	}
-	if h.Operation != wire.OperationSendMessages || h.Op != p.core.Op()+1 || p.unappliedBatches != 0 && p.journal.lastOp() != p.core.Op() {
-		return nil // not the next op here: apply checks its stamp
+	if h.Operation != wire.OperationSendMessages || h.Op != p.core.Op()+1 || !p.positionKnown() {
+		return nil // not the next op here, or a body below it missing: apply checks its stamp
 	}
 	bh, _ := wire.ViewBatchHeader(body)
 	end := p.preparedEnd
@@ -827,6 +852,23 @@ func (p *Partition) checkIngress(h *wire.PrepareHeader, body []byte) error {
 		return fmt.Errorf("%w: op %d: base_offset %d base_timestamp %d, this replica is at %d", ErrStampMismatch, h.Op, bh.BaseOffset(), bh.BaseTimestamp(), end)
 	}
 	return nil
+}
+
+// positionKnown reports whether the journal holds the body of every op the core
+// has above the applied one, so that the offset after them (preparedEnd) is known:
+// an op whose header came without its body (a repair not done yet) may be a batch
+// of any length.
+func (p *Partition) positionKnown() bool {
+	applied := p.journal.firstOp - 1
+	if p.core.Op() < applied || p.core.Op()-applied != uint64(p.journal.len()) {
+		return false
+	}
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e == nil || !e.present {
+			return false
+		}
+	}
+	return true
 }
 
 // queuedStep is a frame copied while the group's Ready was out.
@@ -860,7 +902,13 @@ func (p *Partition) feedSteps() {
 		q := &p.steps[i]
 		_ = p.step(&q.header, q.body) // checked at ingress; the core's refusals are peers' faults
 	}
-	n := copy(p.steps, p.steps[i:])
+	// The frames not fed move to the front, the fed ones' buffers behind them for
+	// reuse: swapped, not copied, so that no two slots share a buffer (a copy
+	// would let the next queueStep overwrite a frame still queued).
+	n := len(p.steps) - i
+	for j := 0; j < n; j++ {
+		p.steps[j], p.steps[i+j] = p.steps[i+j], p.steps[j]
+	}
 	p.steps = p.steps[:n]
 }
 

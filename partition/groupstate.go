@@ -280,6 +280,9 @@ type appliedRing struct {
 type appliedOp struct {
 	op  uint64
 	end uint64
+	// offsetOp: a consumer offset op, whose effect is in an offset file, not in
+	// the log's end.
+	offsetOp bool
 }
 
 // appliedRingLen is how many applied ops wait for their batch to be written: more
@@ -289,32 +292,49 @@ const appliedRingLen = 64
 
 // noteApplied records an applied op (the log's next offset after it is end) and
 // checkpoints it once written.
-func (p *Partition) noteApplied(op, end uint64) {
+func (p *Partition) noteApplied(op, end uint64, offsetOp bool) {
 	if p.state == nil {
 		return
 	}
 	r := &p.applied
-	r.ops[r.head] = appliedOp{op: op, end: end}
+	r.ops[r.head] = appliedOp{op: op, end: end, offsetOp: offsetOp}
 	r.head = (r.head + 1) % appliedRingLen
 	r.n = min(r.n+1, appliedRingLen)
 	p.maybeCheckpoint()
 }
 
-// maybeCheckpoint persists the newest applied op whose batch the log has written
-// (not necessarily fdatasynced: a restart checks the log's end against the
-// checkpoint's, so a log that lost unsynced bytes is never taken for the
-// checkpoint's).
+// maybeCheckpoint persists the newest applied op whose effects are as safe as the
+// topic promises: with enforce_fsync, its batch durable in the log and every
+// offset write before it durable (a restart places the journal file's records
+// after the checkpoint, and those before it are gone once the file is emptied);
+// otherwise its batch written (a restart checks the log's end against the
+// checkpoint's, so a log that lost unsynced bytes is never taken for it).
 func (p *Partition) maybeCheckpoint() {
 	r := &p.applied
 	if p.state == nil || r.n == 0 || p.state.failed != nil {
 		return
 	}
-	written := p.log.WrittenEnd()
-	for i := 0; i < r.n; i++ {
+	end := p.log.WrittenEnd()
+	offsetsSafe := true
+	if p.cfg.EnforceFsync {
+		end = p.log.DurableEnd()
+		offsetsSafe = p.log.OffsetsWritten()
+	}
+	// Scanning from the oldest op: the newest eligible one, stopping at the
+	// first offset op whose write may not be durable yet.
+	best := -1
+	for i := r.n - 1; i >= 0; i-- {
 		e := &r.ops[(r.head-1-i+2*appliedRingLen)%appliedRingLen]
-		if e.end > written {
-			continue
+		if e.offsetOp && !offsetsSafe {
+			break
 		}
+		if e.end <= end {
+			best = i
+		}
+	}
+	if best >= 0 {
+		i := best
+		e := &r.ops[(r.head-1-i+2*appliedRingLen)%appliedRingLen]
 		if e.op > p.state.wanted.checkpoint.Op {
 			h, ok := p.core.Header(e.op)
 			if !ok {
@@ -323,7 +343,6 @@ func (p *Partition) maybeCheckpoint() {
 			p.state.persistCheckpoint(&h, e.end)
 		}
 		r.n = i // what is older than it is checkpointed too
-		return
 	}
 }
 

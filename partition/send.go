@@ -224,6 +224,9 @@ func (p *Partition) onDurable(end uint64) {
 	if p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
+	if p.state != nil {
+		p.maybeCheckpoint()
+	}
 }
 
 func (p *Partition) onFailed(from, _ uint64, err error) {

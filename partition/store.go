@@ -443,8 +443,12 @@ func (s *Store) Close() error {
 func (s *Store) PollIO() int {
 	n := 0
 	for _, p := range s.order {
-		n += p.storage.Poll(false)
+		ran := p.storage.Poll(false)
+		n += ran
 		p.settleSends()
+		if ran > 0 && p.applied.n > 0 {
+			p.maybeCheckpoint() // an offset write it waited for may be done
+		}
 		if !p.idle() {
 			n++
 		}

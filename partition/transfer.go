@@ -307,15 +307,27 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 		p.state = nil
 	}
 	st := p.storage
-	// Every file goes but the segments held already (and their indexes), the group
-	// state last, so that a crash meanwhile finds a log it cannot place.
+	// A segment held was checked when the offer came; the log may have appended
+	// to it since (batches applied before the install): it is cut back to the
+	// offered size and checked again, and its index goes (recovery rebuilds it).
 	kept := make(map[string]bool)
 	for _, a := range segments {
-		if a.Local {
-			name := fmt.Sprintf("%020d", a.Frontier)
-			kept[name+".log"], kept[name+".index"] = true, true
+		if !a.Local {
+			continue
 		}
+		name := fmt.Sprintf("%020d", a.Frontier)
+		grown, err := p.cutTo(name+".log", a.SizeBytes)
+		if err != nil {
+			return fmt.Errorf("state transfer: segment %d held: %w", a.Frontier, err)
+		}
+		if sum, size, err := p.fileChecksum(name + ".log"); err != nil || uint64(size) != a.SizeBytes || sum != a.Checksum {
+			return fmt.Errorf("state transfer: segment %d held changed since the offer (%v)", a.Frontier, err)
+		}
+		kept[name+".log"] = true
+		kept[name+".index"] = !grown
 	}
+	// Every other file goes, the group state last, so that a crash meanwhile
+	// finds a log it cannot place.
 	for _, dir := range []string{"offsets/consumers", "offsets/groups", ""} {
 		names, err := st.List(dir)
 		if err != nil {
@@ -381,6 +393,23 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	p.transfers++
 	p.noteChanged()
 	return nil
+}
+
+// cutTo truncates a file to size when it is longer, durably, and reports whether it
+// was.
+func (p *Partition) cutTo(name string, size uint64) (bool, error) {
+	f, have, err := p.storage.Open(name, false, 0)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = p.storage.Close(f) }()
+	if uint64(have) <= size {
+		return false, nil
+	}
+	if err := waitRequest(p.storage, &segment.Request{Op: segment.OpTruncate, File: f, Offset: int64(size)}); err != nil {
+		return true, err
+	}
+	return true, waitRequest(p.storage, &segment.Request{Op: segment.OpSync, File: f})
 }
 
 // writeWhole writes a new file and makes it durable.

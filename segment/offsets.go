@@ -43,7 +43,14 @@ type consumerOffsets struct {
 	// WriteFailures counts offset writes or syncs that failed; the offset stays in
 	// memory and is written again by the next store.
 	writeFailures uint64
+	// writing counts the offsets whose write (and fdatasync) is in flight.
+	writing int
 }
+
+// OffsetsWritten reports whether no consumer offset write is in flight: every
+// offset stored so far is written (and, with enforce_fsync, durable), unless a
+// write failed (Stats counts those).
+func (l *Log) OffsetsWritten() bool { return l.offsets.writing == 0 }
 
 // storedOffset is one consumer's offset and its file. One write is in flight per
 // file at most: a store meanwhile marks it dirty and is written when the first one
@@ -123,6 +130,7 @@ func (l *Log) writeOffset(so *storedOffset) {
 		return
 	}
 	so.writing, so.dirty = true, false
+	l.offsets.writing++
 	binary.LittleEndian.PutUint64(so.buf[:8], so.offset)
 	binary.LittleEndian.PutUint64(so.buf[8:], xxh3.Hash(so.buf[:8]))
 	w := l.request(OpWrite, purposeOffsetWrite, nil)
@@ -155,6 +163,7 @@ func (c *consumerOffsets) complete(r *Request) (rewrite bool) {
 		return false // its sync completes the pair
 	}
 	so.writing = false
+	c.writing--
 	if r.Err != nil {
 		so.dirty = true
 		return false

@@ -40,8 +40,11 @@ type Artifact struct {
 	// artifact (a partition's segments).
 	Source ArtifactSource
 	// Local, on an installed artifact: the caller holds it already (ArtifactHolder
-	// said so) and Bytes is nil.
-	Local bool
+	// said so) and Bytes is nil; SizeBytes and Checksum are the manifest's, for the
+	// caller to check that it still holds those bytes.
+	Local     bool
+	SizeBytes uint64
+	Checksum  uint64
 }
 
 // ArtifactSource is an offered artifact read on demand.
@@ -360,7 +363,7 @@ func (c *Core) nextChunkOrInstall() {
 	}
 	install := &StateInstall{CommitOp: t.commitOp, Artifacts: make([]Artifact, len(t.manifest))}
 	for i, a := range t.manifest {
-		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i], Local: t.local[i]}
+		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i], Local: t.local[i], SizeBytes: a.SizeBytes, Checksum: a.Checksum}
 	}
 	t.phase = transferInstalling
 	c.rd.Install = install

@@ -71,16 +71,16 @@
 // Clients send to partition groups and store consumer offsets at least once: a
 // retry may append twice.
 //
-// Until the partition plane catches a partition up (PartitionCatchUp false):
-// crashes in runs with real stores take down only the metadata plane (the stores
-// run on; Options.CatchUp takes them down too, and reopens them from their
-// crashed disks with Store.Open); a replica that missed an op its peers applied
-// stays behind for good, so the groups' liveness asks a replication quorum of each
-// to catch up, not every replica, and a run whose partition group stalls behind
-// such a replica once it leads ends at the liveness bound with its safety checks
-// (Result.PartitionStalled) instead of failing; and the intact prepares such
-// replicas refuse for their stamp, and the requests a partition refuses once it
-// took itself for diverged, are counted, not failures (store.go says why).
+// With the partition plane's catch-up (PartitionCatchUp, the default), every seed
+// runs the real stores. A crash of a node whose topic enforces fsync takes its
+// stores down too (storesCrash): they reopen from their crashed disks with
+// Store.Open, rejoin their groups, and every replica of every group must catch up
+// (repair from a peer's retained ops, or state transfer of the segments) and agree.
+// Without fsync enforced an acknowledgement promises no durability (a send is
+// acknowledged once written, a PrepareOk promises memory), so there a crash takes
+// down the metadata plane only. A replica refusing an intact prepare whose stamp
+// does not continue its log is counted, not a failure: it is how a replica that
+// cannot place its log finds out, and asks for its primary's state.
 //
 // The network loses, delays, reorders and duplicates frames, flips bits (the
 // receiver must refuse a damaged frame), and partitions nodes (symmetric splits,
@@ -511,7 +511,7 @@ func (c *cluster) crash(nd *node) {
 		gr.disk.crash()
 		gr.lastDurableView = gr.disk.superDurable.View
 	}
-	if c.opts.RealPartitions && c.opts.CatchUp {
+	if c.opts.RealPartitions && c.opts.CatchUp && c.storesCrash() {
 		c.crashStore(nd)
 	}
 	nd.crashOnSync = false
@@ -685,13 +685,12 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 				// later, which refuses it then, out of sight: what a damaged frame
 				// could do once taken, the agreement and read-back checks see.
 				dmg = damageMayPass
-			case dmg == damageNone && !c.opts.CatchUp && errors.Is(err, partition.ErrStampMismatch):
+			case dmg == damageNone && errors.Is(err, partition.ErrStampMismatch):
 				// A replica refuses a prepare whose stamp does not continue its own
-				// position. Without catch-up, positions part: a replica that missed
-				// an op its peers applied never gets it (no journal serves an applied
-				// op, there is no state transfer), and, made primary, it stamps its
-				// next batch at its own log's end. The refusal is the defence; what
-				// it defends, the read-back checks.
+				// position: one that restarted with a log it cannot place, or whose
+				// log parted from the primary's. The refusal is the defence (and,
+				// with catch-up, the replica then asks for the primary's state);
+				// what it defends, the agreement and read-back checks.
 				c.result.StoreStampRefusals++
 				c.trace("r%d g%d refuses an intact %v: %v", nd.id, index, h.Command, err)
 				err = nil

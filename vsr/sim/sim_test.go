@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,55 +16,8 @@ var (
 	firstFlag   = flag.Uint64("first", 1, "first seed of -seeds")
 	heavyFlag   = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
 	allFlag     = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
-	strictFlag  = flag.Bool("strict", false, "fail on the partition plane's known bugs too (knownPartitionBugs)")
 	catchUpFlag = flag.Bool("catchup", false, "run every seed with the real partition stores as if PartitionCatchUp were set: crashes take them down, every replica must catch up")
 )
-
-// knownPartitionBugs are violations the real partition plane (partition/) shows
-// today, by a fragment of their message, with their cause. TestSim logs the seeds
-// that end on one and does not fail for them, so that CI stays green until
-// partition/ fixes them (-strict fails on them); TestKnownPartitionBugs replays one
-// seed of each, and fails once the bug is fixed: then delete the entry.
-var knownPartitionBugs = []struct {
-	// fragments are the messages the bug ends runs with (any of them).
-	fragments []string
-	cause     string
-	seed      uint64
-}{
-	{
-		fragments: []string{"panic: partition: a committed op is not in the journal"},
-		cause: "partition/group.go drive treats every Ready.Discards op as a truncation (dropAbove(op-1)), " +
-			"but the core discards single ops (a repair replacing one slot, vsr verifyDown and the view change's merge) " +
-			"and keeps the ops above: their journal entries are gone, the core commits them, finishReady panics",
-		seed: 8,
-	},
-	{
-		fragments: []string{
-			"prepare body is not the batch its header binds",
-			// A backup that applied another frame's batch took itself for diverged.
-			"did, and holds",
-		},
-		cause: "partition/group.go queueStep reuses the body buffers of p.steps' slots (append(q.body[:0], ...)), but " +
-			"feedSteps compacts with copy(p.steps, p.steps[i:]), which leaves the slots past the new length sharing their " +
-			"arrays with the frames still queued, and the frame fed last is still referenced by the Ready it made (held for " +
-			"the journal file, enforce_fsync): a later frame overwrites a queued frame's body, which the core then takes " +
-			"under the other header after the ingress check (a replica applies another op's content: -heavy seed 266 ends " +
-			"with two caught-up replicas holding different consumer offsets), or a forwarded Prepare leaves with another " +
-			"frame's body",
-		seed: 270,
-	},
-}
-
-func knownPartitionBug(err error) int {
-	for i, b := range knownPartitionBugs {
-		for _, f := range b.fragments {
-			if strings.Contains(err.Error(), f) {
-				return i
-			}
-		}
-	}
-	return -1
-}
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
 // fewer.
@@ -133,7 +85,6 @@ func TestSim(t *testing.T) {
 	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	realSeeds, stalled, lagging, stampRefusals, divergedRefusals, offsetStores, sendsFailed, unobserved := 0, 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
-	known := make([][]uint64, len(knownPartitionBugs))
 	var failed []uint64
 	for i, r := range results {
 		opts := config(first + uint64(i))
@@ -169,10 +120,6 @@ func TestSim(t *testing.T) {
 		if r.Violation == nil {
 			continue
 		}
-		if k := knownPartitionBug(r.Violation); k >= 0 && !*strictFlag {
-			known[k] = append(known[k], r.Seed)
-			continue
-		}
 		failures++
 		failed = append(failed, r.Seed)
 		if failures <= 10 || *allFlag {
@@ -181,9 +128,6 @@ func TestSim(t *testing.T) {
 	}
 	if len(failed) > 10 {
 		t.Errorf("all failing seeds: %v", failed)
-	}
-	for k, seeds := range known {
-		t.Logf("known partition-plane bug in %d seeds %v: %s", len(seeds), seeds, knownPartitionBugs[k].cause)
 	}
 	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks at seed %d (limit %d)",
@@ -212,7 +156,7 @@ func BenchmarkSim(b *testing.B) {
 				opts := Config(seed)
 				opts.Replicas = replicas
 				r := Run(opts)
-				if r.Violation != nil && knownPartitionBug(r.Violation) < 0 {
+				if r.Violation != nil {
 					b.Fatal(r.Violation)
 				}
 				committed += r.Committed
@@ -266,17 +210,6 @@ func TestRegressionSeeds(t *testing.T) {
 		tc.opts.RealPartitions, tc.opts.CatchUp = false, false
 		if r := Run(tc.opts); r.Violation != nil {
 			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
-		}
-	}
-}
-
-// Each known bug of the partition plane still breaks the run of its seed: once one
-// is fixed this fails, and its entry of knownPartitionBugs goes.
-func TestKnownPartitionBugs(t *testing.T) {
-	for k, b := range knownPartitionBugs {
-		r := Run(Config(b.seed))
-		if r.Violation == nil || knownPartitionBug(r.Violation) != k {
-			t.Errorf("seed %d no longer ends on the known bug %q (violation: %v): fixed? then delete its entry of knownPartitionBugs", b.seed, b.fragments, r.Violation)
 		}
 	}
 }

@@ -16,22 +16,14 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// PartitionCatchUp is the one knob between the two ways partition groups run.
-//
-// A partition that restarts starts its group afresh at op 0 (partition/doc.go, "The
-// partition group"), and a backup that fell behind cannot be repaired from a peer's
-// applied log: the partition plane has no catch-up yet (durable partition state and
-// state transfer of segments are being built in partition/). A crash of a node that
-// hosts real partition stores cannot pass the checks until then. So, while it is
-// false, Config runs half the seeds with the real partition plane (a
-// partition.Store per node) whose crashes take down only the metadata plane, the
-// stores running on, and the other half with the stand-in (groupMachine), whose
-// nodes crash whole. Set it once catch-up is merged: every seed then runs the real
-// stores expecting catch-up (Options.CatchUp): a crash takes a node's store down with
-// it, to be reopened from its crashed disks by Store.Open, and every replica of every
-// group must catch up. (go test ./vsr/sim -catchup runs that now, to see what it
-// breaks.)
-const PartitionCatchUp = false
+// PartitionCatchUp is the one knob between the two ways partition groups run: on
+// (now that the partition plane catches a partition up: partition/groupstate.go
+// and transfer.go), every seed runs the real partition stores expecting catch-up
+// (Options.CatchUp). Off, half the seeds run the real stores with crashes that
+// take down only the metadata plane, and the other half the stand-in
+// (groupMachine), whose nodes crash whole; the mutation tests still pin the
+// stand-in, to test the core's rules alone.
+const PartitionCatchUp = true
 
 // offsetStoreCompletion: the simulator completes a replicated consumer-offset store
 // itself. partition.Store.StoreConsumerOffset with AckQuorum proposes the op and
@@ -195,6 +187,15 @@ func (c *cluster) openStore(nd *node, restart bool) {
 		Outbox:       storeOutbox{c: c, nd: nd},
 	})
 	cfg := c.partitionConfig()
+	if restart && c.opts.Replicas == 1 {
+		// A group of one numbers its ops afresh after a restart (nothing outside
+		// it sees them; partition/doc.go, "The partition group"): its history of
+		// committed ops starts over with it.
+		for g := 1; g < len(c.groups); g++ {
+			clear(c.groups[g].committed)
+			clear(c.groups[g].committedRequest)
+		}
+	}
 	for g := 1; g < len(c.groups); g++ {
 		var err error
 		if restart {
@@ -212,6 +213,16 @@ func (c *cluster) openStore(nd *node, restart bool) {
 	nd.part.offsetWaits = nil
 	nd.part.observed = make([]observedCore, len(c.groups))
 }
+
+// storesCrash reports whether a crash takes the real partition stores down with
+// the node. Without fsync enforced a partition acknowledges a send once written, not
+// durable, and a backup's PrepareOk promises memory only (as the reference's:
+// iggy.apache.org/docs/server/storage-engine): a power loss may then lose what was
+// acknowledged, by contract, which the checks would take for a violation. So the
+// stores crash with their node when the topic enforces fsync (acknowledged means
+// durable on a quorum: no crash may lose it), and otherwise only the metadata plane
+// does.
+func (c *cluster) storesCrash() bool { return c.partitionConfig().EnforceFsync }
 
 // crashStore loses the node's partition plane with power: the store is dropped
 // without a close, its disks keep what a power loss keeps.
