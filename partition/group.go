@@ -728,6 +728,13 @@ func (p *Partition) apply(e *journalEntry) bool {
 		if e.syncCall {
 			p.offsetErr = err
 		}
+		if e.offsetDone != nil {
+			if err != nil {
+				err = statusOf(err)
+			}
+			e.offsetDone.OffsetDone(e.token, err)
+			e.offsetDone = nil
+		}
 		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
 		p.retain(&e.header, e.body)
 	}
@@ -771,6 +778,13 @@ func (p *Partition) checkStamp(e *journalEntry) error {
 // finishEntry ends an entry's send with err: returned by the Send call that admitted
 // it when it is still running, otherwise through SendDone.
 func (p *Partition) finishEntry(e *journalEntry, err error) {
+	if e.offsetDone != nil {
+		// An offset op that will not apply here (a view change cut it): the client
+		// asks again, at whichever replica leads then.
+		e.offsetDone.OffsetDone(e.token, wire.ErrTransientNotAccepted)
+		e.offsetDone = nil
+		return
+	}
 	switch {
 	case e.syncCall:
 		if e.header.Operation == wire.OperationSendMessages {

@@ -38,6 +38,9 @@ type journalEntry struct {
 	done     SendCompletion
 	token    uint64
 	syncCall bool
+	// offsetDone: the deferred offset op's caller (ReplicateConsumerOffset), told
+	// with token once it is applied or failed.
+	offsetDone OffsetCompletion
 }
 
 // journalEntriesMax bounds the ops a partition holds prepared and not applied: past

@@ -107,6 +107,66 @@ func (s *Store) DeleteConsumerOffset(k Key, c Consumer, ack wire.AckLevel) error
 	return nil
 }
 
+// OffsetCompletion is told once a deferred offset op is applied, or failed.
+type OffsetCompletion interface {
+	OffsetDone(token uint64, err error)
+}
+
+// ReplicateConsumerOffset is StoreConsumerOffset (or, with del, DeleteConsumerOffset)
+// at AckQuorum for a caller that can wait for its answer: in a group of more than
+// one replica the quorum's acknowledgements travel outside any call, so the op is
+// proposed and done.OffsetDone(token, err) fires once it is applied (or fails); it
+// reports deferred. In a group of one it is answered within the call (deferred
+// false, err the answer), as the synchronous calls are.
+func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bool, done OffsetCompletion, token uint64) (deferred bool, err error) {
+	p, ok := s.partitions[k]
+	if !ok {
+		return false, wire.ErrResourceNotFound
+	}
+	if s.repl.replicaCount() == 1 {
+		if del {
+			return false, s.DeleteConsumerOffset(k, c, wire.AckQuorum)
+		}
+		return false, s.StoreConsumerOffset(k, c, offset, wire.AckQuorum)
+	}
+	if c.Kind != wire.ConsumerSingle && c.Kind != wire.ConsumerGroup {
+		return false, wire.ErrInvalidCommand
+	}
+	operation := wire.OperationStoreConsumerOffset
+	if del {
+		operation = wire.OperationDeleteConsumerOffset
+		if _, ok := p.log.ConsumerOffset(c.segmentKind(), c.ID); !ok {
+			return false, wire.ErrConsumerOffsetNotFound
+		}
+	} else if current, ok := p.log.CurrentOffset(); !ok || offset > current {
+		return false, wire.ErrInvalidOffset
+	}
+	if err := p.broken(); err != nil {
+		return false, wire.ErrCannotWriteToFile
+	}
+	if !p.core.IsPrimary() || p.holding() || p.waiting.n > 0 {
+		// Not the group's primary, or its Ready is out: the client asks again.
+		return false, wire.ErrTransientNotAccepted
+	}
+	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
+	p.store.timers.Catch(p.timer)
+	timestamp := p.lastPrepareTimestamp + 1
+	if h, ok := p.core.Header(p.core.Op()); ok {
+		timestamp = max(timestamp, h.Timestamp+1)
+	}
+	op, err := p.core.Propose(vsr.Proposal{RequestChecksum: wire.BodyChecksum(body), Operation: operation}, body, timestamp)
+	if err != nil {
+		return false, wire.ErrTransientNotAccepted
+	}
+	h, _ := p.core.Header(op)
+	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
+	e := p.journal.put(&h)
+	e.copyBody(body, p.log.WrittenEnd())
+	e.offsetDone, e.token = done, token
+	p.drive()
+	return true, nil
+}
+
 // offsetOpBodyMax is the largest offset op payload: consumer (1 + 5), stream and
 // topic ids (5 each), partition (1 + 4), offset 8, ack 1.
 const offsetOpBodyMax = 64

@@ -46,20 +46,27 @@ func (h *handler) serveOwner(j *job) {
 		}
 		j.reply = out
 		h.reply(j)
-	case jobStoreOffset:
-		if err := h.store.StoreConsumerOffset(j.key, j.consumer, j.offset, j.ack); err != nil {
-			j.status = errorCode(err, wire.ErrResourceNotFound)
-		} else {
-			j.reply = wire.AppendResultSuccess(j.reply[:0])
+	case jobStoreOffset, jobDeleteOffset:
+		if j.ack == wire.AckQuorum {
+			// Through the partition's group: in a cluster the answer comes once the
+			// op is applied (OffsetDone).
+			token := h.track(j)
+			deferred, err := h.store.ReplicateConsumerOffset(j.key, j.consumer, j.offset, j.kind == jobDeleteOffset, h, token)
+			if deferred {
+				h.scheduleIO()
+				return
+			}
+			h.untrack(token)
+			h.answerOffset(j, err)
+			return
 		}
-		h.reply(j)
-	case jobDeleteOffset:
-		if err := h.store.DeleteConsumerOffset(j.key, j.consumer, j.ack); err != nil {
-			j.status = errorCode(err, wire.ErrResourceNotFound)
+		var err error
+		if j.kind == jobStoreOffset {
+			err = h.store.StoreConsumerOffset(j.key, j.consumer, j.offset, j.ack)
 		} else {
-			j.reply = wire.AppendResultSuccess(j.reply[:0])
+			err = h.store.DeleteConsumerOffset(j.key, j.consumer, j.ack)
 		}
-		h.reply(j)
+		h.answerOffset(j, err)
 	default:
 		panic("server: job of kind routed to an owner shard that owns no such work")
 	}
@@ -96,6 +103,20 @@ func (h *handler) tickGroups() {
 		h.groupTickDueNs = now + groupTickNs
 	}
 	h.shard.WakeAt(h.groupTickDueNs)
+}
+
+// OffsetDone implements partition.OffsetCompletion: a replicated consumer offset op
+// was applied, or failed.
+func (h *handler) OffsetDone(token uint64, err error) { h.answerOffset(h.untrack(token), err) }
+
+// answerOffset answers a consumer offset store or delete.
+func (h *handler) answerOffset(j *job, err error) {
+	if err != nil {
+		j.status = errorCode(err, wire.ErrResourceNotFound)
+	} else {
+		j.reply = wire.AppendResultSuccess(j.reply[:0])
+	}
+	h.reply(j)
 }
 
 // SendDone implements partition.SendCompletion.

@@ -25,18 +25,6 @@ import (
 // stand-in, to test the core's rules alone.
 const PartitionCatchUp = true
 
-// offsetStoreCompletion: the simulator completes a replicated consumer-offset store
-// itself. partition.Store.StoreConsumerOffset with AckQuorum proposes the op and
-// then, in a group of more than one replica, returns 58 TransientNotAccepted at once:
-// it is synchronous and the peers' acknowledgements travel outside the call
-// (partition/offsets.go, replicateOffsetOp), so a replicated offset store is never
-// acknowledged (a client retries it for ever; each retry commits it once more). The
-// simulator stands in for the missing completion: when a call returned 58 having
-// proposed the op, the client is acknowledged once the op is committed (as the
-// cluster committed it) and applied on the replica that proposed it. Turn it off when
-// the store gets a completion of its own.
-const offsetStoreCompletion = true
-
 // partitionKey is the partition of partition group index g (cluster.groups).
 func partitionKey(g int) partition.Key {
 	return partition.Key{StreamID: 1, TopicID: 1, PartitionID: uint32(g - 1)}
@@ -90,9 +78,9 @@ type storeNode struct {
 	// sends are the sends the store admitted and has not completed, by token: the
 	// buffer is the one the store stamps in place.
 	sends map[uint64]*storeSend
-	// offsetWaits are the replicated offset stores this store proposed and answered
-	// 58 (offsetStoreCompletion).
-	offsetWaits []offsetWait
+	// offsets are the replicated offset stores the store proposed and has not
+	// answered, by token (partition.Store.ReplicateConsumerOffset).
+	offsets map[uint64]*offsetStore
 	// observed is what the checkers last saw of each partition group's core here,
 	// by group index (0 unused), for this incarnation of the store.
 	observed []observedCore
@@ -105,12 +93,41 @@ type storeSend struct {
 	batch   []byte
 }
 
-type offsetWait struct {
-	client   int
-	group    int
-	request  uint64
-	op       uint64
-	identity wire.Uint128
+type offsetStore struct {
+	client  int
+	group   int
+	request uint64
+}
+
+// OffsetDone implements partition.OffsetCompletion: the client of a replicated
+// offset store is answered once the store applied it (58: it retries).
+func (sc storeCompletion) OffsetDone(token uint64, err error) {
+	c, nd := sc.c, sc.nd
+	o := nd.part.offsets[token]
+	if o == nil {
+		c.fail("replica %d: the store completed offset token %d it does not hold", nd.id, token)
+		return
+	}
+	delete(nd.part.offsets, token)
+	c.answerOffsetStore(nd, o, err)
+}
+
+// answerOffsetStore answers a client's offset store as the server does.
+func (c *cluster) answerOffsetStore(nd *node, o *offsetStore, err error) {
+	switch err {
+	case nil:
+		c.result.OffsetStores++
+		c.sendClient(nd.id, c.opts.Replicas+o.client, packet{reply: &clientReply{client: o.client, group: o.group, request: o.request}})
+	case wire.ErrInvalidOffset:
+		// Above the partition's current offset: refused before consensus.
+		c.sendClient(nd.id, c.opts.Replicas+o.client, packet{reply: &clientReply{client: o.client, group: o.group, request: o.request, refused: true}})
+	case wire.ErrTransientNotAccepted:
+		// The client retries.
+	default:
+		if !c.diverged(nd, &clientRequest{client: o.client, group: o.group, request: o.request}, err) {
+			c.fail("replica %d group %d: the store refused an offset store: %v (%v)", nd.id, o.group, err, nd.part.store.Err(partitionKey(o.group)))
+		}
+	}
 }
 
 type observedCore struct {
@@ -210,7 +227,7 @@ func (c *cluster) openStore(nd *node, restart bool) {
 	}
 	nd.part.store = s
 	nd.part.sends = make(map[uint64]*storeSend)
-	nd.part.offsetWaits = nil
+	nd.part.offsets = make(map[uint64]*offsetStore)
 	nd.part.observed = make([]observedCore, len(c.groups))
 }
 
@@ -230,7 +247,7 @@ func (c *cluster) crashStore(nd *node) {
 	nd.part.disks = nd.part.disks.crash(c.rngFail.Uint64())
 	nd.part.store = nil
 	nd.part.sends = nil
-	nd.part.offsetWaits = nil
+	nd.part.offsets = nil
 }
 
 // storeCore is the core of partition group g on nd's store (nil when it runs none).
@@ -289,29 +306,15 @@ func (c *cluster) onStoreRequest(nd *node, r *clientRequest) {
 		consumer, offset := binary.LittleEndian.Uint32(r.body), binary.LittleEndian.Uint64(r.body[4:])
 		core := s.SimCore(k)
 		before := core.Op()
-		err := s.StoreConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer}, offset, wire.AckQuorum)
-		if c.opts.Trace != nil {
-			current, _, _ := s.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer})
-			c.trace("r%d g%d offset store of client %d request %d: consumer %d offset %d: %v (op %d -> %d, stored now %d)", nd.id, r.group, r.client, r.request, consumer, offset, err, before, core.Op(), current.StoredOffset)
-		}
-		switch err {
-		case nil:
-			c.result.OffsetStores++
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, request: r.request}})
-		case wire.ErrInvalidOffset:
-			// Above the partition's current offset: refused before consensus.
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, request: r.request, refused: true}})
-		case wire.ErrTransientNotAccepted:
-			if !offsetStoreCompletion || core.Op() == before {
-				break
-			}
-			if h, ok := core.Header(core.Op()); ok && h.Operation == wire.OperationStoreConsumerOffset {
-				nd.part.offsetWaits = append(nd.part.offsetWaits, offsetWait{client: r.client, group: r.group, request: r.request, op: h.Op, identity: h.Checksum})
-			}
-		default:
-			if !c.diverged(nd, r, err) {
-				c.fail("replica %d group %d: the store refused an offset store: %v (%v)", nd.id, r.group, err, s.Err(k))
-			}
+		c.storeToken++
+		token := c.storeToken
+		o := &offsetStore{client: r.client, group: r.group, request: r.request}
+		nd.part.offsets[token] = o
+		deferred, err := s.ReplicateConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerSingle, ID: consumer}, offset, false, storeCompletion{c: c, nd: nd}, token)
+		c.trace("r%d g%d offset store of client %d request %d: consumer %d offset %d: deferred %v %v (op %d -> %d)", nd.id, r.group, r.client, r.request, consumer, offset, deferred, err, before, core.Op())
+		if !deferred {
+			delete(nd.part.offsets, token)
+			c.answerOffsetStore(nd, o, err)
 		}
 	default:
 		c.fail("replica %d: a partition request of operation %v", nd.id, r.operation)
@@ -338,8 +341,7 @@ func (c *cluster) diverged(nd *node, r *clientRequest, err error) bool {
 
 // observeStore checks nd's partition groups after the store did anything: every op
 // its cores committed since the last look is the op the cluster committed at that
-// number (agreement), views and commit points only go forward, and the offset stores
-// waiting for their op are answered once it is applied.
+// number (agreement), and views and commit points only go forward.
 func (c *cluster) observeStore(nd *node) {
 	s := nd.part.store
 	if s == nil {
@@ -371,19 +373,6 @@ func (c *cluster) observeStore(nd *node) {
 		}
 		ob.view, ob.commitMin = core.View(), core.CommitMin()
 	}
-	waits := nd.part.offsetWaits[:0]
-	for _, w := range nd.part.offsetWaits {
-		if s.SimApplied(partitionKey(w.group)) < w.op {
-			waits = append(waits, w)
-			continue
-		}
-		if c.groups[w.group].committed[w.op] != w.identity {
-			continue // a view change replaced it: the client retries
-		}
-		c.result.OffsetStores++
-		c.sendClient(nd.id, c.opts.Replicas+w.client, packet{reply: &clientReply{client: w.client, group: w.group, request: w.request, op: w.op}})
-	}
-	nd.part.offsetWaits = waits
 }
 
 // agree records op h.Op of group g as committed, or fails when the cluster committed
