@@ -382,6 +382,9 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	if err := p.openDurable(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
 	}
+	if err := p.rejournal(); err != nil {
+		return fmt.Errorf("state transfer: %w", err)
+	}
 	p.recomputePrepared()
 	p.applied = appliedRing{}
 	p.retained.dropAll()
@@ -392,6 +395,34 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	p.state.persistView(p.core.Durable(), nil)
 	p.transfers++
 	p.noteChanged()
+	return nil
+}
+
+// rejournal writes the journal's entries, the ops above the installed state, to
+// the new journal file, durably: the core counts them durable (this replica may
+// have acknowledged them), and the old file went with the old state.
+func (p *Partition) rejournal() error {
+	d := p.durable
+	if d == nil || p.journal.len() == 0 {
+		return nil
+	}
+	var records []byte
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil && e.present && !e.void {
+			records = append(records, wire.HeaderBytes(&e.header)[:]...)
+			records = append(records, e.body...)
+		}
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	if err := waitRequest(p.storage, &segment.Request{Op: segment.OpWrite, File: d.file, Offset: d.sizeBytes, Data: records}); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	d.sizeBytes += int64(len(records))
+	if err := waitRequest(p.storage, &segment.Request{Op: segment.OpSync, File: d.file}); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
 	return nil
 }
 
