@@ -42,6 +42,15 @@
 // Ready.Install), and session forwarding (ForwardRegister/ForwardLogout at a backup,
 // proposed by the primary, answered once applied; Ready.Forwards at the origin).
 //
+// Hooks for a caller whose applied state is large and lives outside the journal (a
+// partition's segment log): a Storage that is a RetainingStorage names the oldest
+// op it still holds a body of, so that a peer asking for older ones is answered
+// RangeEvicted and takes a state transfer; an offered Artifact may be an
+// ArtifactSource, read a chunk at a time as the requester asks; a requester whose
+// Storage is an ArtifactHolder does not fetch an artifact it holds byte for byte
+// (installed as Local); and a backup that finds its applied state does not continue
+// the primary's log asks for a state with RequestTransfer.
+//
 // # The caller's contract
 //
 // Between Ready and its Advance the core takes no input: Propose, Step, Tick and
