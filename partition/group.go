@@ -99,6 +99,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		// An idle partition group sends nothing; the store's keep-alive (Tick)
 		// keeps its backups hearing from this node.
 		QuietWhenIdle: true,
+		InitialView:   p.initialView,
 	})
 }
 
@@ -987,4 +988,27 @@ func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
 		return s.timerOwners[h]
 	}
 	return nil
+}
+
+// LeadGroups moves to this replica the primaryship of up to max groups it backs in
+// normal status (vsr.Core.TakeOver) and returns how many it moved. The caller calls
+// it while its node leads the metadata group: clients write where
+// GetClusterMetadata names the leader, and a partition led elsewhere answers them
+// 58 until its group follows.
+func (s *Store) LeadGroups(max int) int {
+	moved := 0
+	for _, p := range s.order {
+		if moved == max {
+			break
+		}
+		if p.core == nil || p.holding() || p.broken() != nil || p.core.Status() != vsr.StatusNormal || p.core.IsPrimary() {
+			continue
+		}
+		s.timers.Catch(p.timer)
+		if p.core.TakeOver() {
+			moved++
+			p.drive()
+		}
+	}
+	return moved
 }

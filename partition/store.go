@@ -159,9 +159,10 @@ type Partition struct {
 	heldStateGen  uint64
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
-	// fresh: the next startGroup starts a new group (Create, purge) rather than
-	// recovering the replica's place in an existing one.
-	fresh bool
+	// fresh: the next startGroup starts a new group (Create, purge), in
+	// initialView, rather than recovering the replica's place in an existing one.
+	fresh       bool
+	initialView uint32
 	// statsChanged: the partition is in the store's changed list.
 	statsChanged bool
 	// transfers counts the states installed, segmentsHeld the segments they did
@@ -175,13 +176,20 @@ type Partition struct {
 // Create makes a new, empty partition: whatever a crashed deletion left in its
 // directory is removed first, so a reused id never shows an old message.
 func (s *Store) Create(k Key, cfg Config, createdAtMicros uint64) error {
+	return s.CreateInView(k, cfg, createdAtMicros, 0)
+}
+
+// CreateInView is Create for a partition of a cluster whose group starts in view
+// (vsr.CoreConfig.InitialView): the view of the metadata op that created it, the
+// same on every replica, so that the node leading the cluster leads the partition.
+func (s *Store) CreateInView(k Key, cfg Config, createdAtMicros uint64, view uint32) error {
 	if _, ok := s.partitions[k]; ok {
 		return fmt.Errorf("%w: %v", ErrPartitionExists, k)
 	}
 	if err := s.storages.Remove(s.Dir(k)); err != nil {
 		return fmt.Errorf("partition %v: clear directory: %w", k, err)
 	}
-	_, err := s.open(k, cfg, createdAtMicros, true)
+	_, err := s.open(k, cfg, createdAtMicros, true, view)
 	return err
 }
 
@@ -192,11 +200,11 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 	if _, ok := s.partitions[k]; ok {
 		return nil, fmt.Errorf("%w: %v", ErrPartitionExists, k)
 	}
-	return s.open(k, cfg, createdAtMicros, false)
+	return s.open(k, cfg, createdAtMicros, false, 0)
 }
 
-func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh}
+func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	st, err := s.storages.Open(p.dir)
 	if err != nil {
@@ -365,7 +373,10 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
-	p.fresh = true // every replica purges: the group starts anew
+	p.fresh = true // every replica purges: the group starts anew, in the view it had
+	if p.core != nil {
+		p.initialView = p.core.View()
+	}
 	_, err = p.reopen(st, p.cfg)
 	return err
 }

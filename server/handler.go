@@ -194,6 +194,10 @@ type handler struct {
 	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
 	// shard's groups were told of (noteClusterLiveness); nil on a single node.
 	heardNs []int64
+	// leaderSinceNs is when this shard first saw its node lead the metadata group
+	// (0: it does not), alignDueNs when its partitions may next take over
+	// (alignGroups).
+	leaderSinceNs, alignDueNs int64
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.

@@ -86,6 +86,7 @@ const groupTicksPerTurnMax = 16
 // wake for them at all.
 func (h *handler) tickGroups() {
 	h.noteClusterLiveness()
+	h.alignGroups()
 	if !h.store.TimersArmed() {
 		h.groupTickDueNs = 0
 		return
@@ -219,6 +220,42 @@ func (h *handler) untrack(token uint64) *job {
 // one turn share one submit to the disk ring.
 func (h *handler) scheduleIO() { h.ioWanted = true }
 
+// alignGroups keeps the partitions this shard owns led by the node that leads the
+// metadata group, the node GetClusterMetadata names and the SDKs write to: once this
+// node has led it for a heartbeat timeout, the groups it backs take over
+// (partition.Store.LeadGroups), a bounded number per heartbeat timeout so that a
+// takeover is no storm of view changes. Groups created by a metadata op start in
+// its view and need none; those that changed view apart from the metadata group
+// (a failover of one and not the other) come back this way.
+func (h *handler) alignGroups() {
+	c := h.srv.cluster
+	if c == nil {
+		return
+	}
+	now := h.shard.NowNs()
+	if l := c.leader.Load(); l == 0 || uint8(l-1) != c.self {
+		h.leaderSinceNs = 0
+		return
+	}
+	if h.leaderSinceNs == 0 {
+		h.leaderSinceNs = now
+		return
+	}
+	interval := int64(h.srv.partitionReplication(h).Timing.HeartbeatTimeoutTicks) * groupTickNs
+	if now-h.leaderSinceNs < interval || now < h.alignDueNs {
+		return
+	}
+	h.alignDueNs = now + interval
+	if moved := h.store.LeadGroups(alignGroupsMax); moved > 0 {
+		h.log.Info("partitions taken over to follow the metadata leader", "groups", moved)
+		h.ioWanted = true
+	}
+}
+
+// alignGroupsMax bounds the partition groups a shard takes over per heartbeat
+// timeout.
+const alignGroupsMax = 64
+
 // Tick implements shard.Ticker: each loop turn with disk work it submits the
 // partitions' queued requests to the shard's disk ring and runs the completions the
 // ring posted (the disk ring's eventfd woke the loop). It reports true while completed
@@ -286,6 +323,9 @@ type effect struct {
 	// purgeGeneration is the topic's purge generation: the one a purge reached, or
 	// the one a created partition starts at.
 	purgeGeneration uint64
+	// view is the view of the metadata op that creates the partition: its group
+	// starts there, led by the node that led the cluster then.
+	view uint32
 }
 
 func (h *handler) applyEffect(e *effect) {
@@ -298,7 +338,7 @@ func (h *handler) applyEffect(e *effect) {
 			err = nil
 		}
 	case e.kind == metadata.EffectCreatePartitions:
-		err = h.store.Create(k, e.cfg, e.createdAt)
+		err = h.store.CreateInView(k, e.cfg, e.createdAt, e.view)
 		if err == nil {
 			err = h.recordPurge(k, e.purgeGeneration)
 		}

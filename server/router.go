@@ -145,7 +145,7 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 func (r *metaRouter) published(c *metaCommit) {
 	r.commits++
 	h := c.header
-	r.publish(&viewEntry{op: h.Op, body: c.body, ended: r.evictedSessions(c.tableWasFull),
+	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.body, ended: r.evictedSessions(c.tableWasFull),
 		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
 }
 

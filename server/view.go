@@ -33,8 +33,11 @@ import (
 // viewEntry is one committed change of the metadata, or of the sessions the client
 // table holds.
 type viewEntry struct {
-	// op is the commit's op number; 0 for an entry that only ends sessions.
+	// op is the commit's op number; 0 for an entry that only ends sessions. view
+	// is the view its prepare was made in: the partition groups the op creates
+	// start in it (partition.Store.CreateInView).
 	op     uint64
+	view   uint32
 	header metadata.Header
 	body   []byte
 	// ended are the client ids whose sessions left the client table with this entry
@@ -83,7 +86,7 @@ func (v *metaView) behind() bool { return v.at.next.Load() != nil }
 // called after each operation with what it asks of the partitions. It reports
 // whether an operation changed what live sessions stand on: a user updated or
 // deleted, a personal access token deleted.
-func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect)) (accountsChanged bool) {
+func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect, view uint32)) (accountsChanged bool) {
 	for e := v.at.next.Load(); e != nil; e = e.next.Load() {
 		if e.replace != nil {
 			old := v.state
@@ -97,7 +100,7 @@ func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effe
 		}
 		v.apply(e)
 		if len(v.out.Effects) > 0 {
-			effects(v.state, v.out.Effects)
+			effects(v.state, v.out.Effects, e.view)
 		}
 		switch e.header.Operation {
 		case wire.OperationUpdateUser, wire.OperationDeleteUser, wire.OperationDeletePersonalAccessToken:
@@ -155,7 +158,7 @@ func (v *metaView) fence(client wire.Uint128, epoch uint64) wire.EvictionReason 
 // viewEffects carries out, on this shard, what a committed operation asks of the
 // partitions this shard owns, and forgets the round-robin cursors of topics that
 // are gone.
-func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect) {
+func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, view uint32) {
 	for _, e := range effects {
 		k := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: e.First}
 		var cfg partition.Config
@@ -173,7 +176,7 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect) 
 				if h.srv.ownerOf(pk) != h.index {
 					continue
 				}
-				ef := effect{kind: e.Kind, key: pk, cfg: cfg}
+				ef := effect{kind: e.Kind, key: pk, cfg: cfg, view: view}
 				if topic != nil && int(p) < len(topic.Partitions) {
 					ef.createdAt = topic.Partitions[p].CreatedAtMicros
 					ef.purgeGeneration = topic.PurgeGeneration

@@ -220,7 +220,12 @@ type CoreConfig struct {
 	// frames on the wire stay the spec's. For partition groups; the metadata group
 	// keeps its heartbeat.
 	QuietWhenIdle bool
-	Mutation      Mutation
+	// InitialView is the view a fresh group starts in (NewCore): a group created by
+	// an operation of another group (a partition's, by the metadata op that made
+	// it) starts in that op's view on every replica, so that it is led by the node
+	// that leads the cluster rather than by replica 0.
+	InitialView uint32
+	Mutation    Mutation
 }
 
 // DurableState is what must be durable before any message of the same Ready is sent:
@@ -477,6 +482,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		svSentTo:    make([]uint64, n),
 		candidates:  make([]repairCandidate, 0, cfg.Timing.RepairChunkMax),
 	}
+	c.view, c.logView = cfg.InitialView, cfg.InitialView
+	c.durable = DurableState{View: cfg.InitialView, LogView: cfg.InitialView}
 	c.startTimers()
 	return c, nil
 }

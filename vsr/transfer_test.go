@@ -66,3 +66,39 @@ func TestStateTransferCatchesUpAReplicaBeyondTheJournal(t *testing.T) {
 		t.Fatalf("after the transfer replica 2 applied %d, want %d", c.CommitMin(), op)
 	}
 }
+
+// TestTakeOverMovesThePrimary: a backup that takes over starts a view change to the
+// next view it leads; the group follows it there, keeps every committed op, and the
+// new primary commits a new one.
+func TestTakeOverMovesThePrimary(t *testing.T) {
+	tc := newTestClusterSlots(t, 3, 64)
+	for r := uint64(1); r <= 5; r++ {
+		tc.propose(0, 1, r)
+		tc.deliver(1000)
+	}
+	committed := tc.cores[0].CommitMax()
+	if tc.cores[0].TakeOver() {
+		t.Fatal("the primary took over its own group")
+	}
+	if !tc.cores[2].TakeOver() {
+		t.Fatal("a normal backup did not take over")
+	}
+	tc.drain(2)
+	for k := 0; k < 400 && !tc.cores[2].IsPrimary(); k++ {
+		tc.tick(1)
+	}
+	c := tc.cores[2]
+	if !c.IsPrimary() || c.View() != 2 {
+		t.Fatalf("replica 2 is %v in view %d, want the primary of view 2", c.Status(), c.View())
+	}
+	if c.CommitMax() < committed {
+		t.Fatalf("the new primary's commit point %d is below the old %d", c.CommitMax(), committed)
+	}
+	op := tc.propose(2, 2, 1)
+	for k := 0; k < 400 && tc.cores[0].CommitMin() < op; k++ {
+		tc.tick(1)
+	}
+	if tc.cores[0].CommitMin() < op {
+		t.Fatalf("replica 0 applied %d, want %d from the new primary", tc.cores[0].CommitMin(), op)
+	}
+}
