@@ -18,7 +18,7 @@ import (
 //
 //	repair:   fewer ops and bytes than the primary retains (64 ops, 16 MiB): the
 //	          restarted node repairs them from the primary's ring.
-//	transfer: far more: the node takes a state transfer of the segments it lacks
+//	transfer: far more (256 MB): the node takes a state transfer of the segments it lacks
 //	          (those it holds byte for byte are not sent again).
 //
 // Run it with -benchtime 1x; every run starts its own cluster.
@@ -29,7 +29,7 @@ func BenchmarkCatchUpPerGB(b *testing.B) {
 		messagesInBatch int
 	}{
 		{"repair", 40, 100},     // 40 ops of 100 KB: 4 MB
-		{"transfer", 512, 1000}, // 512 ops of 1 MB: 512 MB
+		{"transfer", 256, 1000}, // 256 ops of 1 MB: 256 MB
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {

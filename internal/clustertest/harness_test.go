@@ -541,4 +541,3 @@ func isConnectionLoss(err error) bool {
 	var ev *client.EvictionError
 	return errors.As(err, &conn) || errors.As(err, &ev) || errors.Is(err, wire.ErrNotConnected)
 }
-
