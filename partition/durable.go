@@ -67,9 +67,13 @@ type durableJournal struct {
 	done       func(*segment.Request) // d.complete, bound once
 	// syncs counts the Readies written (one fdatasync each).
 	syncs uint64
-	// The cut to write before the next Ready's records.
+	// The cut to write before the next Ready's records, and the discards
+	// (noteDiscard).
 	cutPending bool
 	cutHeader  wire.PrepareHeader
+	discards   []wire.PrepareHeader
+	// discardsOut are the discard records of the write in flight.
+	discardsOut []wire.PrepareHeader
 }
 
 // openDurable opens p's journal file when its topic enforces fsync (and
@@ -122,6 +126,8 @@ type replayRecord struct {
 	header wire.PrepareHeader
 	body   []byte
 	void   bool
+	// discard: a discard record (discardRecord), not a prepare.
+	discard bool
 }
 
 func (d *durableJournal) replay(size int64) error {
@@ -144,6 +150,12 @@ func (d *durableJournal) replay(size int64) error {
 		}
 		body := buf[pos+wire.HeaderSize : pos+int(h.Size)]
 		pos += int(h.Size)
+		if h.Op != 0 && h.Operation == wire.OperationTruncatePartition {
+			// A discard: the core removed op h.Op (Request 1) or every op from it
+			// on (Request 0) from its log; earlier records of them are void.
+			records = append(records, replayRecord{header: h, discard: true})
+			continue
+		}
 		if h.Op == 0 && h.Operation == wire.OperationTruncatePartition {
 			for i := range records {
 				if records[i].header.Operation == wire.OperationSendMessages {
@@ -165,7 +177,7 @@ func (d *durableJournal) replay(size int64) error {
 	replaying := false
 	for i := range records {
 		r := &records[i]
-		if r.void {
+		if r.void || r.discard {
 			continue
 		}
 		if r.header.Operation != wire.OperationSendMessages {
@@ -224,6 +236,28 @@ func (d *durableJournal) appendReplayed(batch []byte) error {
 	return errors.New("journal: replay: the log takes no append")
 }
 
+// noteDiscard records that the core removed op from its log (above: and every op
+// after it): a discard record goes before the next Ready's records, so that a
+// restart does not take the file's earlier record of it for the replica's
+// journal. The core promises the removal durable with the Ready (vsr.Ready's
+// order), and a stale entry of an older view would speak in a view change for a
+// log it is not of.
+func (d *durableJournal) noteDiscard(op uint64, above bool) {
+	group, _ := wire.PartitionGroup(d.p.key.StreamID, d.p.key.TopicID, d.p.key.PartitionID)
+	var h wire.PrepareHeader
+	h.Command = wire.CommandPrepare
+	h.Size = wire.HeaderSize
+	h.Cluster = d.p.store.repl.Cluster
+	h.Operation = wire.OperationTruncatePartition
+	h.Op = op
+	if !above {
+		h.Request = 1
+	}
+	h.Group = group
+	h.SetIdentity()
+	d.discards = append(d.discards, h)
+}
+
 // noteCut records that the next prepare is stamped at offset, below where the last
 // one ended: a cut record goes before the next Ready's records.
 func (d *durableJournal) noteCut(offset uint64) {
@@ -270,6 +304,12 @@ func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 	if d.cutPending {
 		d.cutPending = false
 		d.write(wire.HeaderBytes(&d.cutHeader)[:])
+	}
+	// The discard records stay put until written: the slice is swapped, not
+	// reused, while its bytes are in flight.
+	d.discardsOut, d.discards = d.discards, d.discardsOut[:0]
+	for i := range d.discardsOut {
+		d.write(wire.HeaderBytes(&d.discardsOut[i])[:])
 	}
 	for i := range writes {
 		e := p.journal.at(writes[i].Header.Op)
@@ -367,7 +407,19 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 		cur, end := st.recovered.checkpoint, st.recovered.checkpointEnd
 		byOp := make(map[uint64]*replayRecord)
 		for i := range records {
-			if r := &records[i]; r.header.Op > cur.Op && r.header.Operation != wire.OperationTruncatePartition {
+			r := &records[i]
+			switch {
+			case r.discard && r.header.Request == 1:
+				delete(byOp, r.header.Op)
+			case r.discard:
+				for op := range byOp {
+					if op >= r.header.Op {
+						delete(byOp, op)
+					}
+				}
+			case r.void:
+				// A batch the log was cut below: never applied, and no group's op.
+			case r.header.Op > cur.Op:
 				byOp[r.header.Op] = r // a later record of an op is its rewrite
 			}
 		}

@@ -414,14 +414,20 @@ func (p *Partition) drive() {
 		rd := p.core.Ready()
 		if rd.Truncate {
 			p.dropAbove(rd.TruncateAbove)
+			if p.durable != nil {
+				p.durable.noteDiscard(rd.TruncateAbove+1, true)
+			}
 		}
 		for _, op := range rd.Discards {
 			p.discard(op)
+			if p.durable != nil {
+				p.durable.noteDiscard(op, false)
+			}
 		}
 		for i := range rd.Writes {
 			p.journalWrite(&rd.Writes[i])
 		}
-		needJournal := p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending)
+		needJournal := p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending || len(p.durable.discards) > 0)
 		needState := p.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
 		if needJournal || needState {
 			// The Ready's frames promise what these make durable: they go out once
@@ -627,7 +633,11 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 		bh, _ := wire.ViewBatchHeader(e.body)
 		p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
 		p.preparedTimestamp = bh.BaseTimestamp()
+		return
 	}
+	// A batch below the journal's last op (a repair, a prepare that came late):
+	// the prepared end is the last present batch's, whatever came first.
+	p.recomputePrepared()
 }
 
 // discard drops one journal entry the core no longer counts as its log's (a stale
@@ -662,6 +672,13 @@ func (p *Partition) dropAbove(op uint64) {
 // applyCommitted applies the committed ops in order, until one waits for the log's
 // in-flight window (it is retried from settleSends).
 func (p *Partition) applyCommitted() {
+	if p.core != nil && p.core.Transferring() {
+		// A state is on its way: it was asked for as of the op applied now (at
+		// least), and what is applied meanwhile would be cut from under the core
+		// by the install. The ops wait in the journal; those above the installed
+		// state apply after it.
+		return
+	}
 	for p.journal.len() > 0 && p.journal.firstOp <= p.committedOp {
 		e := p.journal.front()
 		if !p.apply(e) {
