@@ -457,6 +457,19 @@ func (a *appendWork) rewriteJournal() error {
 // old, which it closes once the new journal is in place (on an error before, old
 // stays open and whole). On the journal writer's goroutine.
 func replaceJournal(store metaStorage, old metaJournal, raw, entries []byte, pieces []journalPiece) (metaJournal, error) {
+	b, err := layJournal(raw, entries, pieces)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ReplaceFile(journalFileName, b); err != nil {
+		return nil, fmt.Errorf("metadata journal rewrite: %w", err)
+	}
+	old.Close()
+	return store.OpenJournal(journalFileName, int64(len(b)))
+}
+
+// layJournal is the journal's bytes from pieces of raw, of entries, and markers.
+func layJournal(raw, entries []byte, pieces []journalPiece) ([]byte, error) {
 	size := int64(0)
 	for _, p := range pieces {
 		switch {
@@ -480,11 +493,7 @@ func replaceJournal(store metaStorage, old metaJournal, raw, entries []byte, pie
 			b = append(b, entries[p.start:p.end]...)
 		}
 	}
-	if err := store.ReplaceFile(journalFileName, b); err != nil {
-		return nil, fmt.Errorf("metadata journal rewrite: %w", err)
-	}
-	old.Close()
-	return store.OpenJournal(journalFileName, int64(len(b)))
+	return b, nil
 }
 
 // journalWritten updates the journal's index once a Ready's journal work is done:
@@ -524,52 +533,36 @@ type installedJournal struct {
 	holes   []uint64
 }
 
-// planInstalledJournal lays out the installedJournal of a state at head from raw,
-// the journal's bytes, and its index (firstOp, ends, holes) as shard 0 left it
-// before the install; it runs on the journal writer's goroutine, where raw is
-// read.
-func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, head snapshotHead) (*installedJournal, error) {
-	ij := &installedJournal{firstOp: head.op + 1}
-	last := firstOp + uint64(len(ends)) - 1 // the journal's last op, when it holds one
-	if len(ends) == 0 || last < head.op {
-		return ij, nil
+// journalEntryAt reads back op's entry from raw by the journal's index: its
+// header and bytes, or false for a hole.
+func journalEntryAt(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, op uint64) (wire.PrepareHeader, int64, int64, bool, error) {
+	var h wire.PrepareHeader
+	if holes[op] {
+		return h, 0, 0, false, nil
 	}
-	if firstOp > head.op+1 {
-		return nil, fmt.Errorf("metadata journal from op %d does not reach back to the installed op %d", firstOp, head.op)
+	start := int64(0)
+	if op > firstOp {
+		start = ends[op-firstOp-1]
 	}
-	// entry is op's intact entry, its header read back, or false for a hole.
-	entry := func(op uint64) (wire.PrepareHeader, int64, int64, bool, error) {
-		var h wire.PrepareHeader
-		if holes[op] {
-			return h, 0, 0, false, nil
-		}
-		start := int64(0)
-		if op > firstOp {
-			start = ends[op-firstOp-1]
-		}
-		end := ends[op-firstOp]
-		if end > int64(len(raw)) || end-start < wire.HeaderSize {
-			return h, 0, 0, false, fmt.Errorf("metadata journal read: %d bytes, op %d indexed at [%d, %d)", len(raw), op, start, end)
-		}
-		copy(wire.HeaderBytes(&h)[:], raw[start:])
-		if h.Op != op {
-			return h, 0, 0, false, fmt.Errorf("metadata journal: op %d found where op %d is indexed", h.Op, op)
-		}
-		return h, start, end, true, nil
+	end := ends[op-firstOp]
+	if end > int64(len(raw)) || end-start < wire.HeaderSize {
+		return h, 0, 0, false, fmt.Errorf("metadata journal read: %d bytes, op %d indexed at [%d, %d)", len(raw), op, start, end)
 	}
+	copy(wire.HeaderBytes(&h)[:], raw[start:])
+	if h.Op != op {
+		return h, 0, 0, false, fmt.Errorf("metadata journal: op %d found where op %d is indexed", h.Op, op)
+	}
+	return h, start, end, true, nil
+}
+
+// relayJournal lays out the journal's ops from `from` to its last one anew: an
+// op's entry where keep says so, a marker for each run of the others (its holes
+// among them).
+func relayJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, from uint64,
+	keep func(h *wire.PrepareHeader) bool) (*installedJournal, error) {
+	ij := &installedJournal{firstOp: from}
+	last := firstOp + uint64(len(ends)) - 1
 	pos := int64(0)
-	if head.op >= firstOp {
-		h, start, end, ok, err := entry(head.op)
-		if err != nil {
-			return nil, err
-		}
-		if ok && h.Checksum == head.lastIdentity {
-			ij.firstOp = head.op
-			ij.pieces = append(ij.pieces, journalPiece{old: true, start: start, end: end})
-			pos = end - start
-			ij.ends = append(ij.ends, pos)
-		}
-	}
 	run, runFrom := false, uint64(0)
 	closeRun := func(to uint64) {
 		if run {
@@ -579,15 +572,12 @@ func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[ui
 			run = false
 		}
 	}
-	for op := head.op + 1; op <= last; op++ {
-		h, start, end, ok, err := entry(op)
+	for op := from; len(ends) > 0 && op <= last; op++ {
+		h, start, end, ok, err := journalEntryAt(raw, firstOp, ends, holes, op)
 		if err != nil {
 			return nil, err
 		}
-		if ok && op == head.op+1 && h.Parent != head.lastIdentity {
-			ok = false
-		}
-		if !ok {
+		if !ok || !keep(&h) {
 			if !run {
 				run, runFrom = true, op
 			}
@@ -602,6 +592,59 @@ func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[ui
 	}
 	closeRun(last)
 	return ij, nil
+}
+
+// planInstalledJournal lays out the installedJournal of a state at head from raw,
+// the journal's bytes, and its index (firstOp, ends, holes) as shard 0 left it
+// before the install; it runs on the journal writer's goroutine, where raw is
+// read.
+//
+// bridge, when not nil, is the journal to write before the state's snapshot: the
+// journal as it is, with the entries at the state's op and the one after that
+// the installed journal does not keep marked as holes instead. A crash between
+// the snapshot's replacement and the journal's then leaves a journal that the
+// restart takes with either snapshot, the old or the new.
+func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, head snapshotHead) (ij, bridge *installedJournal, err error) {
+	last := firstOp + uint64(len(ends)) - 1 // the journal's last op, when it holds one
+	if len(ends) == 0 || last < head.op {
+		return &installedJournal{firstOp: head.op + 1}, nil, nil
+	}
+	if firstOp > head.op+1 {
+		return nil, nil, fmt.Errorf("metadata journal from op %d does not reach back to the installed op %d", firstOp, head.op)
+	}
+	// foreign: op's entry is of another log than the state's.
+	foreign := func(h *wire.PrepareHeader) bool {
+		return h.Op == head.op && h.Checksum != head.lastIdentity || h.Op == head.op+1 && h.Parent != head.lastIdentity
+	}
+	kept := func(h *wire.PrepareHeader) bool { return !foreign(h) }
+	if ij, err = relayJournal(raw, firstOp, ends, holes, head.op+1, kept); err != nil {
+		return nil, nil, err
+	}
+	bridged := false
+	for op := max(head.op, firstOp); op <= min(head.op+1, last); op++ {
+		h, start, end, ok, err := journalEntryAt(raw, firstOp, ends, holes, op)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case ok && foreign(&h):
+			bridged = true
+		case ok && op == head.op:
+			// The state's own entry, in front.
+			size := end - start
+			ij.firstOp = head.op
+			ij.pieces = append([]journalPiece{{old: true, start: start, end: end}}, ij.pieces...)
+			for i := range ij.ends {
+				ij.ends[i] += size
+			}
+			ij.ends = append([]int64{size}, ij.ends...)
+		}
+	}
+	if bridged {
+		if bridge, err = relayJournal(raw, firstOp, ends, holes, firstOp, kept); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ij, bridge, nil
 }
 
 // setJournalIndex makes the journal's index firstOp, ends and holes.

@@ -412,9 +412,10 @@ func decodeTransferredState(install *vsr.StateInstall) (*transferredState, error
 //
 // The snapshot is replaced first: a crash before the journal's replacement leaves
 // the new snapshot with the old journal, which holds the same ops above the
-// state's op (the restart skips those below it, scanMetaJournal). The restart
-// refuses that journal only if its entry at the state's op, or the one after, is
-// of another log: the install's journal has a hole there instead.
+// state's op (the restart skips those below it, scanMetaJournal). A restart
+// would refuse it if its entry at the state's op, or the one after, were of
+// another log: such entries are first marked as holes in the old journal (the
+// bridge of planInstalledJournal), which either snapshot then reads.
 func (m *metaPlane) installTask() *journalTask {
 	install := m.rd.Install
 	st, decodeErr := decodeTransferredState(install)
@@ -445,8 +446,18 @@ func (m *metaPlane) installTask() *journalTask {
 			if err != nil {
 				return fmt.Errorf("metadata journal read: %w", err)
 			}
-			if kept, err = planInstalledJournal(raw, firstOp, ends, holes, st.head); err != nil {
+			var bridge *installedJournal
+			if kept, bridge, err = planInstalledJournal(raw, firstOp, ends, holes, st.head); err != nil {
 				return err
+			}
+			if bridge != nil {
+				b, err := layJournal(raw, nil, bridge.pieces)
+				if err != nil {
+					return err
+				}
+				if err := store.ReplaceFile(journalFileName, b); err != nil {
+					return fmt.Errorf("metadata journal rewrite: %w", err)
+				}
 			}
 			if err := store.ReplaceFile(snapshotFileName, st.snapshot); err != nil {
 				return fmt.Errorf("metadata snapshot: %w", err)

@@ -304,7 +304,9 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 // that a restart's scan against the installed state reads back what the index
 // says: the state's own entry kept when it is the state's, a hole run cut at the
 // state's op marked anew, an entry that does not chain to the state kept as a
-// hole.
+// hole; and that where the old journal would be refused with the new snapshot
+// (a crash between the two replacements), the bridge written first is read with
+// the old snapshot and the new.
 func TestInstalledJournalLayout(t *testing.T) {
 	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
 	primary := newClusterPeer(t, &cfg, 0)
@@ -341,11 +343,16 @@ func TestInstalledJournalLayout(t *testing.T) {
 		entries   []uint64
 		faulty    []uint64
 		sizeBytes int64
+		// bridge: the old journal has an entry of another log at the state's op
+		// or the one after; marked as holes first.
+		bridge bool
 	}{
 		{head: snapshotHead{op: 2, lastIdentity: headers[2].Checksum}, firstOp: 2, entries: []uint64{2, 3, 6}, faulty: []uint64{4, 5},
 			sizeBytes: int64(headers[2].Size+headers[3].Size+headers[6].Size) + vsr.JournalMarkerSize},
 		{head: snapshotHead{op: 2, lastIdentity: stranger}, firstOp: 3, entries: []uint64{6}, faulty: []uint64{3, 4, 5},
-			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize},
+			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize, bridge: true},
+		{head: snapshotHead{op: 3, lastIdentity: stranger}, firstOp: 4, entries: []uint64{6}, faulty: []uint64{4, 5},
+			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize, bridge: true},
 		{head: snapshotHead{op: 3, lastIdentity: headers[3].Checksum}, firstOp: 3, entries: []uint64{3, 6}, faulty: []uint64{4, 5},
 			sizeBytes: int64(headers[3].Size+headers[6].Size) + vsr.JournalMarkerSize},
 		{head: snapshotHead{op: 4, lastIdentity: headers[4].Checksum}, firstOp: 5, entries: []uint64{6}, faulty: []uint64{5},
@@ -353,9 +360,38 @@ func TestInstalledJournalLayout(t *testing.T) {
 		{head: snapshotHead{op: 6, lastIdentity: headers[6].Checksum}, firstOp: 6, entries: []uint64{6}, sizeBytes: int64(headers[6].Size)},
 		{head: snapshotHead{op: 9, lastIdentity: stranger}, firstOp: 10},
 	} {
-		ij, err := planInstalledJournal(raw, 1, ends, holes, c.head)
+		ij, bridge, err := planInstalledJournal(raw, 1, ends, holes, c.head)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
+		}
+		if (bridge != nil) != c.bridge {
+			t.Fatalf("case %d: bridge %v, want %v", i, bridge != nil, c.bridge)
+		}
+		if bridge != nil {
+			// A crash between the snapshot's replacement and the journal's: the
+			// old journal would be refused with the new snapshot; the bridge is
+			// read with either.
+			if _, err := scanMetaJournal(raw, c.head, true, &metaBodies{byOp: map[uint64]metaBody{}}); err == nil {
+				t.Fatalf("case %d: the old journal is read with the new snapshot: no bridge needed", i)
+			}
+			b, err := layJournal(raw, nil, bridge.pieces)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := scanMetaJournal(b, snapshotHead{}, true, &metaBodies{byOp: map[uint64]metaBody{}}); err != nil {
+				t.Fatalf("case %d: the bridge with the old snapshot: %v", i, err)
+			}
+			rec, err := scanMetaJournal(b, c.head, true, &metaBodies{byOp: map[uint64]metaBody{}})
+			if err != nil {
+				t.Fatalf("case %d: the bridge with the new snapshot: %v", i, err)
+			}
+			var entries []uint64
+			for _, h := range rec.headers {
+				entries = append(entries, h.Op)
+			}
+			if !slices.Equal(entries, c.entries) || !slices.Equal(rec.faulty, c.faulty) {
+				t.Fatalf("case %d: the bridge with the new snapshot reads entries %v faulty %v, want %v and %v", i, entries, rec.faulty, c.entries, c.faulty)
+			}
 		}
 		store := newSimMetaStorage(segment.NewSimDisk(uint64(20 + i)))
 		old, err := store.OpenJournal(journalFileName, 0)
