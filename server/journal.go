@@ -444,40 +444,56 @@ func (a *appendWork) rewriteJournal() error {
 	if err != nil {
 		return fmt.Errorf("metadata journal read: %w", err)
 	}
+	j, err := replaceJournal(a.store, a.journal, raw, a.entries, rw.pieces)
+	if err != nil {
+		return err
+	}
+	a.journal, rw.reopened = nil, j
+	return nil
+}
+
+// replaceJournal writes the journal anew from pieces (of raw, the journal as it
+// is, of entries, or markers), replaces it atomically, and reopens it in place of
+// old, which it closes once the new journal is in place (on an error before, old
+// stays open and whole). On the journal writer's goroutine.
+func replaceJournal(store metaStorage, old metaJournal, raw, entries []byte, pieces []journalPiece) (metaJournal, error) {
+	b, err := layJournal(raw, entries, pieces)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ReplaceFile(journalFileName, b); err != nil {
+		return nil, fmt.Errorf("metadata journal rewrite: %w", err)
+	}
+	old.Close()
+	return store.OpenJournal(journalFileName, int64(len(b)))
+}
+
+// layJournal is the journal's bytes from pieces of raw, of entries, and markers.
+func layJournal(raw, entries []byte, pieces []journalPiece) ([]byte, error) {
 	size := int64(0)
-	for _, p := range rw.pieces {
+	for _, p := range pieces {
 		switch {
 		case p.marker:
 			size += vsr.JournalMarkerSize
 		default:
 			if p.old && p.end > int64(len(raw)) {
-				return fmt.Errorf("metadata journal read: %d bytes, an entry ends at %d", len(raw), p.end)
+				return nil, fmt.Errorf("metadata journal read: %d bytes, an entry ends at %d", len(raw), p.end)
 			}
 			size += p.end - p.start
 		}
 	}
 	b := make([]byte, 0, size)
-	for _, p := range rw.pieces {
+	for _, p := range pieces {
 		switch {
 		case p.marker:
 			b = vsr.AppendJournalMarker(b, uint64(p.start), uint64(p.end))
 		case p.old:
 			b = append(b, raw[p.start:p.end]...)
 		default:
-			b = append(b, a.entries[p.start:p.end]...)
+			b = append(b, entries[p.start:p.end]...)
 		}
 	}
-	if err := a.store.ReplaceFile(journalFileName, b); err != nil {
-		return fmt.Errorf("metadata journal rewrite: %w", err)
-	}
-	a.journal.Close()
-	a.journal = nil
-	j, err := a.store.OpenJournal(journalFileName, int64(len(b)))
-	if err != nil {
-		return err
-	}
-	rw.reopened = j
-	return nil
+	return b, nil
 }
 
 // journalWritten updates the journal's index once a Ready's journal work is done:
@@ -490,12 +506,7 @@ func (m *metaPlane) journalWritten() {
 		if rw.reopened != nil {
 			m.journal, rw.reopened = rw.reopened, nil
 		}
-		m.journalFirstOp = rw.firstOp
-		m.journalEnds = append(m.journalEnds[:0], rw.ends...)
-		clear(m.cluster.holes)
-		for _, op := range rw.holes {
-			m.cluster.holes[op] = true
-		}
+		m.setJournalIndex(rw.firstOp, rw.ends, rw.holes)
 		return
 	}
 	for i, size := range a.sizes {
@@ -504,5 +515,144 @@ func (m *metaPlane) journalWritten() {
 		}
 		delete(m.cluster.holes, a.firstOp+uint64(i))
 		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
+	}
+}
+
+// installedJournal is the journal a replica keeps when it installs a transferred
+// state (installTask): the ops above the state's op as the journal holds them,
+// entries and holes, since the core keeps them as journaled (Core.installed):
+// they may have been acknowledged. The state's own op keeps its entry when it is
+// the state's (it anchors the log, as a snapshot's journal keeps it); an entry
+// that does not chain to the state (of an older log) stands as a hole in its
+// place instead, which the restart reports as faulty, since a recovery refuses an
+// entry after the snapshot that is not its child (scanMetaJournal).
+type installedJournal struct {
+	pieces  []journalPiece // of the journal as it is, or markers
+	firstOp uint64
+	ends    []int64
+	holes   []uint64
+}
+
+// journalEntryAt reads back op's entry from raw by the journal's index: its
+// header and bytes, or false for a hole.
+func journalEntryAt(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, op uint64) (wire.PrepareHeader, int64, int64, bool, error) {
+	var h wire.PrepareHeader
+	if holes[op] {
+		return h, 0, 0, false, nil
+	}
+	start := int64(0)
+	if op > firstOp {
+		start = ends[op-firstOp-1]
+	}
+	end := ends[op-firstOp]
+	if end > int64(len(raw)) || end-start < wire.HeaderSize {
+		return h, 0, 0, false, fmt.Errorf("metadata journal read: %d bytes, op %d indexed at [%d, %d)", len(raw), op, start, end)
+	}
+	copy(wire.HeaderBytes(&h)[:], raw[start:])
+	if h.Op != op {
+		return h, 0, 0, false, fmt.Errorf("metadata journal: op %d found where op %d is indexed", h.Op, op)
+	}
+	return h, start, end, true, nil
+}
+
+// relayJournal lays out the journal's ops from `from` to its last one anew: an
+// op's entry where keep says so, a marker for each run of the others (its holes
+// among them).
+func relayJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, from uint64,
+	keep func(h *wire.PrepareHeader) bool) (*installedJournal, error) {
+	ij := &installedJournal{firstOp: from}
+	last := firstOp + uint64(len(ends)) - 1
+	pos := int64(0)
+	run, runFrom := false, uint64(0)
+	closeRun := func(to uint64) {
+		if run {
+			ij.pieces = append(ij.pieces, journalPiece{marker: true, start: int64(runFrom), end: int64(to)})
+			pos += vsr.JournalMarkerSize
+			ij.ends[len(ij.ends)-1] = pos
+			run = false
+		}
+	}
+	for op := from; len(ends) > 0 && op <= last; op++ {
+		h, start, end, ok, err := journalEntryAt(raw, firstOp, ends, holes, op)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || !keep(&h) {
+			if !run {
+				run, runFrom = true, op
+			}
+			ij.holes = append(ij.holes, op)
+			ij.ends = append(ij.ends, pos)
+			continue
+		}
+		closeRun(op - 1)
+		ij.pieces = append(ij.pieces, journalPiece{old: true, start: start, end: end})
+		pos += end - start
+		ij.ends = append(ij.ends, pos)
+	}
+	closeRun(last)
+	return ij, nil
+}
+
+// planInstalledJournal lays out the installedJournal of a state at head from raw,
+// the journal's bytes, and its index (firstOp, ends, holes) as shard 0 left it
+// before the install; it runs on the journal writer's goroutine, where raw is
+// read.
+//
+// bridge, when not nil, is the journal to write before the state's snapshot: the
+// journal as it is, with the entries at the state's op and the one after that
+// the installed journal does not keep marked as holes instead. A crash between
+// the snapshot's replacement and the journal's then leaves a journal that the
+// restart takes with either snapshot, the old or the new.
+func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, head snapshotHead) (ij, bridge *installedJournal, err error) {
+	last := firstOp + uint64(len(ends)) - 1 // the journal's last op, when it holds one
+	if len(ends) == 0 || last < head.op {
+		return &installedJournal{firstOp: head.op + 1}, nil, nil
+	}
+	if firstOp > head.op+1 {
+		return nil, nil, fmt.Errorf("metadata journal from op %d does not reach back to the installed op %d", firstOp, head.op)
+	}
+	// foreign: op's entry is of another log than the state's.
+	foreign := func(h *wire.PrepareHeader) bool {
+		return h.Op == head.op && h.Checksum != head.lastIdentity || h.Op == head.op+1 && h.Parent != head.lastIdentity
+	}
+	kept := func(h *wire.PrepareHeader) bool { return !foreign(h) }
+	if ij, err = relayJournal(raw, firstOp, ends, holes, head.op+1, kept); err != nil {
+		return nil, nil, err
+	}
+	bridged := false
+	for op := max(head.op, firstOp); op <= min(head.op+1, last); op++ {
+		h, start, end, ok, err := journalEntryAt(raw, firstOp, ends, holes, op)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case ok && foreign(&h):
+			bridged = true
+		case ok && op == head.op:
+			// The state's own entry, in front.
+			size := end - start
+			ij.firstOp = head.op
+			ij.pieces = append([]journalPiece{{old: true, start: start, end: end}}, ij.pieces...)
+			for i := range ij.ends {
+				ij.ends[i] += size
+			}
+			ij.ends = append([]int64{size}, ij.ends...)
+		}
+	}
+	if bridged {
+		if bridge, err = relayJournal(raw, firstOp, ends, holes, firstOp, kept); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ij, bridge, nil
+}
+
+// setJournalIndex makes the journal's index firstOp, ends and holes.
+func (m *metaPlane) setJournalIndex(firstOp uint64, ends []int64, holes []uint64) {
+	m.journalFirstOp = firstOp
+	m.journalEnds = append(m.journalEnds[:0], ends...)
+	clear(m.cluster.holes)
+	for _, op := range holes {
+		m.cluster.holes[op] = true
 	}
 }

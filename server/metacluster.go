@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
@@ -37,7 +39,8 @@ import (
 //   - State transfer: a replica asked for its state offers its snapshot file
 //     (snapshot.bin verbatim, with the client table) and its client table (ICT2)
 //     as the ISM1 artifacts; one that receives a state writes it as its snapshot,
-//     empties its journal, and has every shard's view replaced by it (view.go).
+//     cuts its journal to the ops above it (which it may have acknowledged), and
+//     has every shard's view replaced by it (view.go).
 //
 // The journal stays in op order, while a backup may be handed a write beyond a gap
 // (a body retransmitted before the repair of the ops below it): the journal is
@@ -395,26 +398,72 @@ func decodeTransferredState(install *vsr.StateInstall) (*transferredState, error
 }
 
 // installTask installs the Ready's transferred state: the snapshot written and the
-// journal emptied by the journal writer, then, on shard 0, the plane's state and
-// table replaced and the Ready finished. A state that does not decode (its bytes
-// matched the manifest, so the peer sent it so) breaks the plane rather than
-// leave the core believing in a state it does not have.
+// journal cut to the ops above the state's op by the journal writer, then, on
+// shard 0, the plane's state, table and journal index replaced and the Ready
+// finished. A state that does not decode (its bytes matched the manifest, so the
+// peer sent it so) breaks the plane rather than leave the core believing in a
+// state it does not have.
+//
+// The core keeps the ops above the installed one as journaled (Core.installed):
+// this replica may have acknowledged them, so the journal keeps them, durably,
+// entries and holes as they are (installedJournal), before the Advance that has
+// the core resume from the state. Emptying the journal would lose them to a crash
+// right after the install, and a view change could then lose a committed op.
+//
+// The snapshot is replaced first: a crash before the journal's replacement leaves
+// the new snapshot with the old journal, which holds the same ops above the
+// state's op (the restart skips those below it, scanMetaJournal). A restart
+// would refuse it if its entry at the state's op, or the one after, were of
+// another log: such entries are first marked as holes in the old journal (the
+// bridge of planInstalledJournal), which either snapshot then reads.
 func (m *metaPlane) installTask() *journalTask {
 	install := m.rd.Install
 	st, decodeErr := decodeTransferredState(install)
+	if decodeErr == nil && st.head.op <= m.applied.op {
+		// No newer than the applied state: the core resumes from its own
+		// (Core.installed ignores such a state), and so does the plane.
+		return &journalTask{
+			work: func(func()) error { return nil },
+			then: func(error) {
+				m.taskOut = false
+				m.log.Info("metadata state transfer not installed: the state applied here is as new", "op", st.head.op, "applied_op", m.applied.op)
+				m.finishReady()
+			},
+		}
+	}
 	journal, store := m.journal, m.store
+	firstOp, ends, holes := m.journalFirstOp, slices.Clone(m.journalEnds), maps.Clone(m.cluster.holes)
+	var (
+		kept     *installedJournal
+		reopened metaJournal
+	)
 	return &journalTask{
 		work: func(func()) error {
 			if decodeErr != nil {
 				return decodeErr
 			}
+			raw, err := store.ReadFile(journalFileName)
+			if err != nil {
+				return fmt.Errorf("metadata journal read: %w", err)
+			}
+			var bridge *installedJournal
+			if kept, bridge, err = planInstalledJournal(raw, firstOp, ends, holes, st.head); err != nil {
+				return err
+			}
+			if bridge != nil {
+				b, err := layJournal(raw, nil, bridge.pieces)
+				if err != nil {
+					return err
+				}
+				if err := store.ReplaceFile(journalFileName, b); err != nil {
+					return fmt.Errorf("metadata journal rewrite: %w", err)
+				}
+			}
 			if err := store.ReplaceFile(snapshotFileName, st.snapshot); err != nil {
 				return fmt.Errorf("metadata snapshot: %w", err)
 			}
-			if err := journal.Truncate(0); err != nil {
-				return err
-			}
-			return journal.Sync()
+			reopened, err = replaceJournal(store, journal, raw, nil, kept.pieces)
+			return err
 		},
 		then: func(err error) {
 			m.taskOut = false
@@ -423,18 +472,21 @@ func (m *metaPlane) installTask() *journalTask {
 				m.breakPlane(fmt.Errorf("metadata state transfer: %w", err))
 				return
 			}
+			m.journal = reopened
+			m.setJournalIndex(kept.firstOp, kept.ends, kept.holes)
 			m.state, m.table = st.state, st.table
 			m.applied = appliedOp{op: st.head.op, view: st.head.view, identity: st.head.lastIdentity, timestamp: st.head.lastTimestamp}
 			m.snapshotOp = st.head.op
-			m.journalFirstOp, m.journalEnds = st.head.op+1, m.journalEnds[:0]
+			// The bodies of the ops the journal keeps stay, for the apply and
+			// for repair; the state holds the others.
 			for op := range m.bodies.byOp {
-				if op <= st.head.op {
+				if op < kept.firstOp {
 					delete(m.bodies.byOp, op)
 				}
 			}
 			install.Identity = st.head.lastIdentity
 			m.transfersInstalled.Add(1)
-			m.log.Info("metadata state transfer installed", "op", st.head.op)
+			m.log.Info("metadata state transfer installed", "op", st.head.op, "journal_ops_kept", len(kept.ends), "faulty_ops", len(kept.holes))
 			// Writes numbered here before the transfer are behind it: whether they
 			// committed, the client learns by retrying (the table answers).
 			m.refuseInflight(errMetaNotPrimary)
