@@ -26,6 +26,12 @@ import (
 //
 //	[PrepareHeader: identity-sealed, size = 256 + body][body]
 //	[PrepareHeader of operation TruncatePartition, op 0, commit = offset]   a cut
+//	[PrepareHeader of operation TruncatePartition, op k, request 1 or 0]   a discard
+//
+// A discard record says the core removed op k (request 1) or every op from k on
+// (request 0) from its log (vsr.Ready's Discards and Truncate): the records of
+// those ops before it are void, so that a restart does not take an entry of an
+// older view for its journal.
 //
 // A record is intact when its identity checks, it is of this group and its body is
 // the one its header binds (checkBinding: for a batch, every frame checksum and
