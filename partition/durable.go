@@ -430,6 +430,7 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 			}
 		}
 		placed = true
+		var reapplied []*replayRecord
 		for end < p.log.NextOffset() {
 			r := byOp[cur.Op+1]
 			if r == nil || cur.Op > 0 && r.header.Parent != cur.Checksum {
@@ -443,11 +444,25 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 					break
 				}
 				end += uint64(bh.MessageCount())
+			} else {
+				// An offset op the log's later batches prove applied; its own write
+				// may not have reached the disk (it has an fdatasync of its own):
+				// applied again, to the same value.
+				reapplied = append(reapplied, r)
 			}
 			cur = r.header
 			delete(byOp, cur.Op)
 		}
 		if placed {
+			for _, r := range reapplied {
+				c, offset, _ := decodeOffsetOp(r.header.Operation, r.body)
+				if r.header.Operation == wire.OperationStoreConsumerOffset {
+					_ = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
+				} else {
+					_ = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
+				}
+			}
+			p.log.WaitIdle()
 			rec.checkpoint = cur
 			ops := make([]uint64, 0, len(byOp))
 			for op := range byOp {

@@ -376,6 +376,13 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 			return fmt.Errorf("state transfer: group offset: %w", err)
 		}
 	}
+	// The offsets are written (and, with enforce_fsync, durable) before the
+	// checkpoint below names the installed op: a restart that places itself there
+	// must find them.
+	log.WaitIdle()
+	if !log.OffsetsWritten() {
+		return errors.New("state transfer: consumer offsets not written")
+	}
 	if err := p.openState(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
 	}
