@@ -73,7 +73,10 @@ type StateInstall struct {
 	// Identity is for the caller to set before Advance: the identity of the
 	// prepare at CommitOp, which its snapshot records as its checkpoint. The core
 	// keeps its own header of CommitOp only if it has this identity (a header of an
-	// older log view may stand there).
+	// older log view may stand there). A state comes out only from a replica whose
+	// view was not newer than this one's log view, so a trusted header the core
+	// holds at CommitOp (Header) is the state's op: a caller whose state does not
+	// record its identity may name that one.
 	Identity wire.Uint128
 }
 
