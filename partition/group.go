@@ -875,6 +875,13 @@ func (p *Partition) checkIngress(h *wire.PrepareHeader, body []byte) error {
 	if h.Operation != wire.OperationSendMessages || h.Op != p.core.Op()+1 || !p.positionKnown() {
 		return nil // not the next op here, or a body below it missing: apply checks its stamp
 	}
+	if h.View > p.core.View() {
+		// A view this replica has not joined: its position is its own log's, which
+		// that view may have cut. The core takes no prepare of it, and asks the
+		// view's primary for its StartView (a refusal here would ask the old
+		// view's primary for a state instead).
+		return nil
+	}
 	bh, _ := wire.ViewBatchHeader(body)
 	end := p.preparedEnd
 	if p.unappliedBatches == 0 {

@@ -73,7 +73,10 @@ type StateInstall struct {
 	// Identity is for the caller to set before Advance: the identity of the
 	// prepare at CommitOp, which its snapshot records as its checkpoint. The core
 	// keeps its own header of CommitOp only if it has this identity (a header of an
-	// older log view may stand there).
+	// older log view may stand there). A state comes out only from a replica whose
+	// view was not newer than this one's log view, so a trusted header the core
+	// holds at CommitOp (Header) is the state's op: a caller whose state does not
+	// record its identity may name that one.
 	Identity wire.Uint128
 }
 
@@ -317,6 +320,18 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 	if err != nil {
 		return badMessage("state transfer target: %v", err)
 	}
+	if m.View > c.logView {
+		// A state of a view whose log this replica does not hold yet: ops it
+		// holds above its commit point may be of a log that view cut (a primary
+		// of an older view, cut off, prepared them), and one of them may stand at
+		// the offered op, where the caller names the state's identity from the
+		// header held there (StateInstall.Identity). It joins that view first
+		// (its StartView replaces what the view's log does not have) and asks
+		// for a state again from there.
+		t.phase = transferIdle
+		c.onNewerView(m.View)
+		return nil
+	}
 	if m.CommitOp <= c.commitMin && !(t.forced && m.CommitOp >= t.floor) {
 		// Nothing newer than what this replica has: repair the rest instead.
 		t.phase = transferIdle
@@ -440,7 +455,7 @@ func (c *Core) installed(identity wire.Uint128) {
 	// replica follows now, or not known to be.
 	// (The op itself stays when it is the installed state's: it anchors the log.)
 	for k := op; k > 0 && k+uint64(len(c.slots)) > op && k > c.commitMin; k-- {
-		if s := c.slotAt(k); s != nil && !(k == op && !identity.IsZero() && s.header.Checksum == identity) {
+		if s := c.slotAt(k); s != nil && !(k == op && s.trusted && !identity.IsZero() && s.header.Checksum == identity) {
 			*s = slot{}
 		}
 	}

@@ -195,19 +195,33 @@ func TestRegressionSeeds(t *testing.T) {
 	cases := []struct {
 		name string
 		opts Options
+		// realPlane: the run broke a rule with the real partition plane, and
+		// replays with it (the seed's own Config).
+		realPlane bool
 	}{
 		// A primary of two committed alone while it could not apply, proposed past
 		// what its journal window could hold above its last checkpoint, crashed,
 		// and its repair overwrote the head's slot (CoreConfig.ReportsCheckpoints).
-		{"window above the checkpoint", HeavyConfig(1519)},
+		{"window above the checkpoint", HeavyConfig(1519), false},
 		// The run was declared done while an acknowledged send sat above the commit
 		// point of a new view, and the durability check read the log too early.
-		{"done before the recommit, 2 replicas", Config(2003343)},
-		{"done before the recommit, 3 replicas", Config(2128322)},
+		{"done before the recommit, 2 replicas", Config(2003343), false},
+		{"done before the recommit, 3 replicas", Config(2128322), false},
+		// A backup of a partition group, left in the view of a primary that was
+		// cut off, took that primary's uncommitted op; the newer view's prepare
+		// was refused at ingress for its stamp, and the backup asked the old
+		// view's primary (which had joined the newer view) for a state, whose
+		// identity it named from the header it held at the state's op: the
+		// cut-off primary's op stood committed there.
+		{"state of a newer view, 5 replicas", Config(6043761), true},
+		{"state of a newer view, 5 replicas, 6 crashes", Config(6012859), true},
+		{"state of a newer view, 5 replicas, 2 crashes", Config(6049489), true},
 	}
 	for _, tc := range cases {
-		// These runs broke the core's rules with the stand-in partition groups.
-		tc.opts.RealPartitions, tc.opts.CatchUp = false, false
+		if !tc.realPlane {
+			// These runs broke the core's rules with the stand-in partition groups.
+			tc.opts.RealPartitions, tc.opts.CatchUp = false, false
+		}
 		if r := Run(tc.opts); r.Violation != nil {
 			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}
