@@ -302,7 +302,11 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 		_ = p.durable.close(p)
 		p.durable = nil
 	}
+	// The view state goes into the new state file's first record: a checkpoint
+	// recorded there alone would say view 0 beside ops of a later view.
+	var viewState groupState
 	if p.state != nil {
+		viewState = p.state.wanted
 		_ = p.state.close()
 		p.state = nil
 	}
@@ -385,6 +389,10 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	}
 	if err := p.openState(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
+	}
+	if p.state != nil {
+		p.state.wanted.durable = viewState.durable
+		p.state.wanted.viewHeaders = append(p.state.wanted.viewHeaders[:0], viewState.viewHeaders...)
 	}
 	if err := p.openDurable(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
