@@ -44,8 +44,9 @@ import (
 //
 // A write is one slot, linked to an fdatasync: a torn write spoils only the slot
 // being written, and the other still holds the previous record. A state file with
-// no intact slot is trusted for nothing: the replica resumes from op 0 (its peers
-// hold the partition).
+// no intact slot is the torn first write of a group that never had a durable state
+// (the Ready that asked for it sent nothing): the replica is where a fresh group
+// is, view 0 and no checkpoint, with its journal file's ops.
 const (
 	groupStateFileName = "partition.state"
 	groupStatePrefix   = 40
@@ -178,6 +179,12 @@ func (p *Partition) openState() error {
 			if ok && (!s.intact || seq > s.sequence) {
 				s.recovered, s.sequence, s.intact = g, seq, true
 			}
+		}
+		if !s.intact {
+			// No slot holds a record: the first write was torn (the group never
+			// had a durable state: the Ready that asked for it sent nothing), as
+			// the other slot holds the previous record whenever one existed.
+			s.intact, s.found = true, false
 		}
 		s.durable = s.recovered
 		s.wanted = s.recovered
