@@ -52,10 +52,11 @@ const depsRules = `
 	# not drawn in DESIGN.md: metadata hashes passwords with argon2id from
 	# golang.org/x/crypto, a library outside the core four.
 	golang.org/x/crypto/argon2 < metadata;
-	vsr, metadata, segment < vsr/sim;
 	# the replica plane's connections: the handshake, pure
 	wire < replica;
 	segment, vsr < partition;
+	# the simulator runs the real metadata state machine and partition plane
+	vsr, metadata, segment, partition < vsr/sim;
 
 	# runtime
 	arena, fdpass, linux, ring, replica, segment, wire, golang.org/x/sys/cpu < shard;
