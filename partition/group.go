@@ -449,15 +449,17 @@ func (p *Partition) drive() {
 			p.heldWaits, p.heldErr = 0, nil
 			if needState {
 				p.heldWaits++
-				ds := p.state.wanted.durable
-				if rd.State != nil {
-					ds = *rd.State
-				}
-				p.heldStateGen = p.state.persistView(ds, rd.ViewHeaders)
 			}
 			if needJournal {
+				// The journal first, the view state once it is durable: a restart
+				// that finds the new log view must find the entries of the old
+				// one it discarded gone (the file's discard records), else it would
+				// take a stale entry for the new view's.
 				p.heldWaits++
+				p.heldStateAfterJournal = needState
 				p.durable.submit(p, rd.Writes)
+			} else if needState {
+				p.persistHeldView()
 			}
 			break
 		}
@@ -501,8 +503,29 @@ func (p *Partition) finishReady(rd *vsr.Ready) {
 	p.serveOffers()
 }
 
-// onJournalDurable is the completion of a held Ready's journal file write.
-func (p *Partition) onJournalDurable(err error) { p.heldDone(err) }
+// onJournalDurable is the completion of a held Ready's journal file write: the
+// view state that waited for it is written next.
+func (p *Partition) onJournalDurable(err error) {
+	if p.heldStateAfterJournal {
+		p.heldStateAfterJournal = false
+		if err == nil {
+			p.persistHeldView()
+		} else {
+			p.heldWaits-- // the state is not written after a failed journal
+		}
+	}
+	p.heldDone(err)
+}
+
+// persistHeldView writes the held Ready's view state (and view headers).
+func (p *Partition) persistHeldView() {
+	rd := &p.heldReady
+	ds := p.state.wanted.durable
+	if rd.State != nil {
+		ds = *rd.State
+	}
+	p.heldStateGen = p.state.persistView(ds, rd.ViewHeaders)
+}
 
 // heldDone finishes the held Ready once its journal writes and its view state are
 // durable, then feeds what waited for it.

@@ -157,6 +157,9 @@ type Partition struct {
 	heldWaits     int
 	heldErr       error
 	heldStateGen  uint64
+	// heldStateAfterJournal: the held Ready's view state is written once its
+	// journal write is durable.
+	heldStateAfterJournal bool
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge), in
