@@ -728,6 +728,15 @@ func (c *Core) slotAt(op uint64) *slot {
 
 func (c *Core) n() int { return int(c.cfg.ReplicaCount) }
 
+// windowLow is the lowest op whose slot no op up to the head shares: the journal
+// holds [windowLow, op].
+func (c *Core) windowLow() uint64 {
+	if slots := uint64(len(c.slots)); c.op >= slots {
+		return c.op - slots + 1
+	}
+	return 1
+}
+
 func (c *Core) quorumReplication() int {
 	q := QuorumReplication(c.n())
 	if c.cfg.Mutation == MutationCommitBeforeQuorum && q > 1 {
@@ -1984,6 +1993,11 @@ func (c *Core) verifyDown() {
 		}
 		expected := top.header.Parent
 		op := c.trustLow - 1
+		if op < c.windowLow() {
+			// Its slot is op+JournalSlots's, which this replica may have
+			// acknowledged: the ops below the window come only with a state.
+			return
+		}
 		if s := c.slotAt(op); s != nil && s.header.Checksum == expected {
 			s.trusted = true
 			c.trustLow = op
@@ -2237,6 +2251,13 @@ func (c *Core) startRepair() {
 	}
 	if from == 0 {
 		c.repairActive, c.repairAt = false, 0
+		return
+	}
+	if from < c.windowLow() {
+		// The next op to apply has no slot of its own: its slot holds an op of the
+		// window's top, journaled and maybe acknowledged (a replica that joined a
+		// view far behind its head: vsr/sim seed 7038202). Only a state reaches it.
+		c.startTransfer(c.repairPeerFor())
 		return
 	}
 	chunk := uint64(c.cfg.Timing.RepairChunkMax)

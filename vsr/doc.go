@@ -29,7 +29,10 @@
 // (Recover, RequestStartView with the incarnation, an election after
 // ViewProbeAttemptsMax probes); journal repair (RequestPrepares, RepairPrepare,
 // RepairDone, RangeEvicted, repair_chunk_max per round), with the hash chain verified
-// downward from a canonical head so a stale op of an older view is never applied;
+// downward from a canonical head so a stale op of an older view is never applied,
+// and never below the journal window (those ops share their slots with the head's,
+// which the replica may have acknowledged: a replica whose next op to apply lies
+// there takes a state transfer);
 // faulty journal entries (CoreRecovered.Faulty: an entry found corrupt at a
 // restart, or a torn one that cannot be proven never written), which a DoViewChange
 // neither presents nor nacks (the replica may have acknowledged the op, and a nack

@@ -216,6 +216,12 @@ func TestRegressionSeeds(t *testing.T) {
 		{"state of a newer view, 5 replicas", Config(6043761), true},
 		{"state of a newer view, 5 replicas, 6 crashes", Config(6012859), true},
 		{"state of a newer view, 5 replicas, 2 crashes", Config(6049489), true},
+		// A backup that had applied nothing followed a view more than a journal
+		// window (128 slots) above it and acknowledged the head op; repair verified
+		// the chain downward past the window into the head's slot, so its next
+		// DoViewChange nacked the head, and with a stale log's nack the merge
+		// truncated a committed op.
+		{"repair below the window, 3 replicas", Config(7038202), true},
 	}
 	for _, tc := range cases {
 		if !tc.realPlane {
