@@ -216,6 +216,24 @@ func TestRegressionSeeds(t *testing.T) {
 		{"state of a newer view, 5 replicas", Config(6043761), true},
 		{"state of a newer view, 5 replicas, 6 crashes", Config(6012859), true},
 		{"state of a newer view, 5 replicas, 2 crashes", Config(6049489), true},
+		// The partition plane on the real stores, each fixed in partition/:
+		// ops applied while a state was on its way, then cut by its install;
+		{"apply during a transfer, 3 replicas", Config(6000320), true},
+		{"apply during a transfer, 5 replicas", Config(6017217), true},
+		// an entry the core discarded came back from the journal file;
+		{"discard not in the journal file", Config(6011893), true},
+		// offsets of an installed state, and of an op the log's later batches
+		// proved applied, lost in a crash behind a checkpoint;
+		{"offsets installed after the checkpoint", Config(6005578), true},
+		{"offset op proven applied, its write lost", Config(6013904), true},
+		// an installed state's new state file said view 0;
+		{"installed state file at view 0", Config(6047735), true},
+		// the torn first write of a state file left a log no one could place;
+		{"torn first state write", Config(6042623), true},
+		// a new log view durable before the discards of the old one's entries;
+		{"view state before the discards", Config(7131400), true},
+		// a batch journaled below the last op left a stale prepared end.
+		{"stale prepared end", Config(440), true},
 		// A backup that had applied nothing followed a view more than a journal
 		// window (128 slots) above it and acknowledged the head op; repair verified
 		// the chain downward past the window into the head's slot, so its next
