@@ -150,24 +150,29 @@ func (p *Partition) recoverGroup(core *vsr.Core) error {
 	st := p.state
 	rec := vsr.CoreRecovered{}
 	var entries []replayRecord
+	placed := false
 	if st.intact {
 		rec.State = st.recovered.durable
-		rec.ViewHeaders = st.recovered.viewHeaders
 		if r := p.recovered; r != nil {
 			rec.Checkpoint = vsr.Checkpoint{Op: r.checkpoint.Op, Identity: r.checkpoint.Checksum, Timestamp: r.checkpoint.Timestamp}
 			if r.checkpoint.Op > 0 {
 				rec.Headers = append(rec.Headers, r.checkpoint)
 			}
 			entries = r.unapplied
+			placed = true
 		} else if p.log.NextOffset() == st.recovered.checkpointEnd {
 			rec.Checkpoint = st.recovered.checkpointOf()
 			if rec.Checkpoint.Op > 0 {
 				rec.Headers = append(rec.Headers, st.recovered.checkpoint)
 			}
+			placed = true
 		}
 	}
-	if rec.Checkpoint.Op == 0 {
-		rec.ViewHeaders = nil // of a log this replica cannot place itself in
+	if placed {
+		// The log view's suffix as adopted (its heads may have no bodies here):
+		// the replica speaks for that log in a view change, not for a shorter
+		// one. One that cannot place its log has no log view to speak for.
+		rec.ViewHeaders = st.recovered.viewHeaders
 	}
 	for i := range entries {
 		rec.Headers = append(rec.Headers, entries[i].header)

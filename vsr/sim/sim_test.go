@@ -232,8 +232,12 @@ func TestRegressionSeeds(t *testing.T) {
 		{"torn first state write", Config(6042623), true},
 		// a new log view durable before the discards of the old one's entries;
 		{"view state before the discards", Config(7131400), true},
-		// a batch journaled below the last op left a stale prepared end.
+		// a batch journaled below the last op left a stale prepared end;
 		{"stale prepared end", Config(440), true},
+		// a restart at op 0 dropped the view headers it had adopted, and spoke in
+		// a view change for a shorter log than its log view's.
+		{"view headers at op 0", Config(8107888), true},
+		{"view headers at op 0, 3 groups", Config(8120213), true},
 		// A backup that had applied nothing followed a view more than a journal
 		// window (128 slots) above it and acknowledged the head op; repair verified
 		// the chain downward past the window into the head's slot, so its next
