@@ -266,7 +266,13 @@ func (c *Client) startHeartbeat(interval time.Duration) {
 				return
 			case <-ticker.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			// A ping slower than the interval is no broken connection (a loaded
+			// machine, a busy server): it has the request timeout, as any call.
+			timeout := interval
+			if c.opts.requestTimeout > timeout {
+				timeout = c.opts.requestTimeout
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			err := c.heartbeat(ctx)
 			cancel()
 			var broken *ConnectionError

@@ -474,8 +474,12 @@ func TestHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		<-pings
+	for i := range 3 {
+		select {
+		case <-pings:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d heartbeat pings in 10 s, want 3", i)
+		}
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
