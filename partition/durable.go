@@ -115,17 +115,7 @@ func (p *Partition) openDurable() error {
 }
 
 // wait submits r and polls p's storage until it has completed.
-func (d *durableJournal) wait(r *segment.Request) error {
-	finished := false
-	r.Done = func(*segment.Request) { finished = true }
-	d.p.storage.Submit(r)
-	for !finished {
-		if d.p.storage.Poll(true) == 0 && !finished {
-			panic("partition: storage lost a journal request")
-		}
-	}
-	return r.Err
-}
+func (d *durableJournal) wait(r *segment.Request) error { return waitRequest(d.p.storage, r) }
 
 // replayRecord is one intact record of the journal file.
 type replayRecord struct {
@@ -249,33 +239,32 @@ func (d *durableJournal) appendReplayed(batch []byte) error {
 // order), and a stale entry of an older view would speak in a view change for a
 // log it is not of.
 func (d *durableJournal) noteDiscard(op uint64, above bool) {
+	request := uint64(1)
+	if above {
+		request = 0
+	}
+	d.discards = append(d.discards, d.markRecord(op, 0, request))
+}
+
+// markRecord is a header-only record of operation TruncatePartition: a cut (op 0,
+// commit the offset) or a discard (op, request).
+func (d *durableJournal) markRecord(op, commit, request uint64) wire.PrepareHeader {
 	group, _ := wire.PartitionGroup(d.p.key.StreamID, d.p.key.TopicID, d.p.key.PartitionID)
 	var h wire.PrepareHeader
 	h.Command = wire.CommandPrepare
 	h.Size = wire.HeaderSize
 	h.Cluster = d.p.store.repl.Cluster
 	h.Operation = wire.OperationTruncatePartition
-	h.Op = op
-	if !above {
-		h.Request = 1
-	}
+	h.Op, h.Commit, h.Request = op, commit, request
 	h.Group = group
 	h.SetIdentity()
-	d.discards = append(d.discards, h)
+	return h
 }
 
 // noteCut records that the next prepare is stamped at offset, below where the last
 // one ended: a cut record goes before the next Ready's records.
 func (d *durableJournal) noteCut(offset uint64) {
-	group, _ := wire.PartitionGroup(d.p.key.StreamID, d.p.key.TopicID, d.p.key.PartitionID)
-	d.cutHeader = wire.PrepareHeader{}
-	d.cutHeader.Command = wire.CommandPrepare
-	d.cutHeader.Size = wire.HeaderSize
-	d.cutHeader.Cluster = d.p.store.repl.Cluster
-	d.cutHeader.Operation = wire.OperationTruncatePartition
-	d.cutHeader.Commit = offset
-	d.cutHeader.Group = group
-	d.cutHeader.SetIdentity()
+	d.cutHeader = d.markRecord(0, offset, 0)
 	d.cutPending = true
 }
 

@@ -2,53 +2,17 @@ package partition
 
 import (
 	"encoding/binary"
-	"hash/fnv"
-	"sort"
 	"testing"
 
-	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// simStorages gives every partition directory its own simulated disk.
-type simStorages struct {
-	seed  uint64
-	disks map[string]*segment.SimDisk
-}
+// simStorages is SimStorages under the tests' names.
+type simStorages = SimStorages
 
-func newSimStorages(seed uint64) *simStorages {
-	return &simStorages{seed: seed, disks: make(map[string]*segment.SimDisk)}
-}
+func newSimStorages(seed uint64) *simStorages { return NewSimStorages(seed) }
 
-func (s *simStorages) Open(dir string) (segment.Storage, error) {
-	d, ok := s.disks[dir]
-	if !ok {
-		h := fnv.New64a()
-		h.Write([]byte(dir))
-		d = segment.NewSimDisk(s.seed ^ h.Sum64())
-		s.disks[dir] = d
-	}
-	return d, nil
-}
-
-func (s *simStorages) Remove(dir string) error {
-	delete(s.disks, dir)
-	return nil
-}
-
-// crash returns the disks as a power loss now would leave them.
-func (s *simStorages) crash(seed uint64) *simStorages {
-	c := newSimStorages(s.seed + 1)
-	dirs := make([]string, 0, len(s.disks))
-	for dir := range s.disks {
-		dirs = append(dirs, dir)
-	}
-	sort.Strings(dirs)
-	for i, dir := range dirs {
-		c.disks[dir] = s.disks[dir].Crash(seed + uint64(i))
-	}
-	return c
-}
+func (s *SimStorages) crash(seed uint64) *SimStorages { return s.Crash(seed) }
 
 var testKey = Key{StreamID: 1, TopicID: 2, PartitionID: 3}
 

@@ -148,6 +148,18 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 		// Not the group's primary, or its Ready is out: the client asks again.
 		return false, wire.ErrTransientNotAccepted
 	}
+	e, _, err := p.proposeOffsetOp(operation, c, offset)
+	if err != nil {
+		return false, err
+	}
+	e.offsetDone, e.token = done, token
+	p.drive()
+	return true, nil
+}
+
+// proposeOffsetOp prepares an offset op on the primary (timestamped after the
+// group's head) and journals it; the caller says who waits for it, then drives.
+func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset uint64) (*journalEntry, wire.PrepareHeader, error) {
 	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
 	p.store.timers.Catch(p.timer)
 	timestamp := p.lastPrepareTimestamp + 1
@@ -156,15 +168,13 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	}
 	op, err := p.core.Propose(vsr.Proposal{RequestChecksum: wire.BodyChecksum(body), Operation: operation}, body, timestamp)
 	if err != nil {
-		return false, wire.ErrTransientNotAccepted
+		return nil, wire.PrepareHeader{}, wire.ErrTransientNotAccepted
 	}
 	h, _ := p.core.Header(op)
 	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
 	e := p.journal.put(&h)
 	e.copyBody(body, p.log.WrittenEnd())
-	e.offsetDone, e.token = done, token
-	p.drive()
-	return true, nil
+	return e, h, nil
 }
 
 // offsetOpBodyMax is the largest offset op payload: consumer (1 + 5), stream and
@@ -205,20 +215,11 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 	if p.holding() || p.waiting.n > 0 {
 		return wire.ErrTransientNotAccepted
 	}
-	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
-	p.store.timers.Catch(p.timer)
-	timestamp := p.lastPrepareTimestamp + 1
-	if h, ok := p.core.Header(p.core.Op()); ok {
-		timestamp = max(timestamp, h.Timestamp+1)
-	}
-	op, err := p.core.Propose(vsr.Proposal{RequestChecksum: wire.BodyChecksum(body), Operation: operation}, body, timestamp)
+	e, h, err := p.proposeOffsetOp(operation, c, offset)
 	if err != nil {
-		return wire.ErrTransientNotAccepted
+		return err
 	}
-	h, _ := p.core.Header(op)
-	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
-	e := p.journal.put(&h)
-	e.copyBody(body, p.log.WrittenEnd())
+	op := h.Op
 	e.syncCall = true
 	p.offsetErr = nil
 	p.drive()

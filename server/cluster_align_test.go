@@ -17,11 +17,7 @@ import (
 // every send at the leader was answered 58 for ever.)
 func TestClusterNewTopicLedByTheLeader(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	stopServer(t, servers[0])
 	var leader uint8
 	waitUntil(t, "another node leads", func() (ok bool) {
@@ -59,11 +55,7 @@ func TestClusterNewTopicLedByTheLeader(t *testing.T) {
 // again.
 func TestClusterPartitionsFollowTheLeader(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	if _, err := pc.CreateStream(testContext(t), "s"); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,7 @@ import (
 // whatever happened, so the SDKs retried until their deadline.)
 func TestClusterConsumerOffsetAtQuorum(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
 		t.Fatal(err)

@@ -187,11 +187,7 @@ func groupMembers(t *testing.T, s *Server) int {
 // membership ends on every node at once, not at the member's heartbeat timeout.
 func TestClusterGroupLeaveAtABackup(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	// The SDKs' 2 s of replays of a 58: a loaded machine may hold a node up for
 	// a moment while the group is set up.
 	member, err := client.Dial(testContext(t), servers[0].Addr().String(), client.WithCredentials("iggy", "iggy"),

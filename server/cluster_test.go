@@ -80,6 +80,18 @@ func clusterConfigs(t testing.TB, n int, secret string) []Config {
 
 var testClusterSecret = strings.Repeat("s", 32)
 
+// startCluster starts a node per configuration and waits until they agree that
+// node 0 leads (every group starts in view 0).
+func startCluster(t *testing.T, cfgs []Config) []*Server {
+	t.Helper()
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	return servers
+}
+
 // waitUntil polls cond until it holds or clusterWait passes.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -281,11 +293,7 @@ func TestClusterRefusesStrangers(t *testing.T) {
 
 func TestClusterRestart(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	if _, err := pc.CreateStream(testContext(t), "before"); err != nil {
 		t.Fatal(err)
@@ -355,11 +363,7 @@ func TestClusterPartitionPlane(t *testing.T) {
 
 func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
 		t.Fatal(err)

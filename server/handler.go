@@ -198,6 +198,8 @@ type handler struct {
 	// (0: it does not), alignDueNs when its partitions may next take over
 	// (alignGroups).
 	leaderSinceNs, alignDueNs int64
+	// alignIntervalNs is the partition groups' heartbeat timeout.
+	alignIntervalNs int64
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -243,7 +245,9 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.requests = make(requestStats)
 	h.disk = sh.Disk()
 	if s.cluster != nil {
-		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, diskStorages{disk: h.disk}, s.partitionReplication(h))
+		repl := s.partitionReplication(h)
+		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, diskStorages{disk: h.disk}, repl)
+		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * groupTickNs
 		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	} else {
 		h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})

@@ -260,11 +260,7 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 // from its peers: its journal reads intact again and it holds every write.
 func TestClusterRepairsACorruptJournalEntry(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	const streams = 6
 	for i := range streams {

@@ -241,7 +241,7 @@ func (h *handler) alignGroups() {
 		h.leaderSinceNs = now
 		return
 	}
-	interval := int64(h.srv.partitionReplication(h).Timing.HeartbeatTimeoutTicks) * groupTickNs
+	interval := h.alignIntervalNs
 	if now-h.leaderSinceNs < interval || now < h.alignDueNs {
 		return
 	}

@@ -6,12 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/iggy-shard/iggy-shard/partition"
-	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -30,51 +28,10 @@ func partitionKey(g int) partition.Key {
 	return partition.Key{StreamID: 1, TopicID: 1, PartitionID: uint32(g - 1)}
 }
 
-// storeDisks is a node's partition storage (partition.StorageProvider): one
-// segment.SimDisk per partition directory, with its page-cache/platter model.
-type storeDisks struct {
-	seed  uint64
-	disks map[string]*segment.SimDisk
-}
-
-func newStoreDisks(seed uint64) *storeDisks {
-	return &storeDisks{seed: seed, disks: make(map[string]*segment.SimDisk)}
-}
-
-func (s *storeDisks) Open(dir string) (segment.Storage, error) {
-	d, ok := s.disks[dir]
-	if !ok {
-		h := fnv.New64a()
-		h.Write([]byte(dir))
-		d = segment.NewSimDisk(s.seed ^ h.Sum64())
-		s.disks[dir] = d
-	}
-	return d, nil
-}
-
-func (s *storeDisks) Remove(dir string) error {
-	delete(s.disks, dir)
-	return nil
-}
-
-// crash returns the disks as a power loss now leaves them.
-func (s *storeDisks) crash(seed uint64) *storeDisks {
-	after := newStoreDisks(s.seed + 1)
-	dirs := make([]string, 0, len(s.disks))
-	for dir := range s.disks {
-		dirs = append(dirs, dir)
-	}
-	slices.Sort(dirs)
-	for i, dir := range dirs {
-		after.disks[dir] = s.disks[dir].Crash(seed + uint64(i))
-	}
-	return after
-}
-
 // storeNode is what a node runs of the real partition plane.
 type storeNode struct {
 	store *partition.Store
-	disks *storeDisks
+	disks *partition.SimStorages
 	// sends are the sends the store admitted and has not completed, by token: the
 	// buffer is the one the store stamps in place.
 	sends map[uint64]*storeSend
@@ -194,7 +151,7 @@ func (c *cluster) partitionConfig() partition.Config {
 // reopened from the crashed disks.
 func (c *cluster) openStore(nd *node, restart bool) {
 	if nd.part.disks == nil {
-		nd.part.disks = newStoreDisks(c.opts.Seed ^ uint64(nd.id+1)*0xA24BAED4963EE407)
+		nd.part.disks = partition.NewSimStorages(c.opts.Seed ^ uint64(nd.id+1)*0xA24BAED4963EE407)
 	}
 	s := partition.NewReplicatedStore("local_data", nd.part.disks, partition.Replication{
 		Cluster:      wire.ClusterID(clusterName),
@@ -244,7 +201,7 @@ func (c *cluster) storesCrash() bool { return c.partitionConfig().EnforceFsync }
 // crashStore loses the node's partition plane with power: the store is dropped
 // without a close, its disks keep what a power loss keeps.
 func (c *cluster) crashStore(nd *node) {
-	nd.part.disks = nd.part.disks.crash(c.rngFail.Uint64())
+	nd.part.disks = nd.part.disks.Crash(c.rngFail.Uint64())
 	nd.part.store = nil
 	nd.part.sends = nil
 	nd.part.offsets = nil
