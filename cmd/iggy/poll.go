@@ -159,7 +159,11 @@ func (a *app) poll(cmd *cobra.Command, args []string, pf *pollFlags) error {
 		return err
 	}
 	a.executing("poll messages from topic ID: %s and stream with ID: %s", args[1], args[0])
-	pr := &pollPrinter{a: a, plan: plan, showHeaders: pf.showHeaders, file: file, follow: pf.follow}
+	cipher, err := a.payloadCipher()
+	if err != nil {
+		return err
+	}
+	pr := &pollPrinter{a: a, plan: plan, showHeaders: pf.showHeaders, file: file, follow: pf.follow, cipher: cipher}
 	if file != nil {
 		pr.say("Storing messages to %s binary file", pf.outputFile)
 	}
@@ -231,6 +235,8 @@ type pollPrinter struct {
 	offsetWidth, idLen int
 	// bytes counts what was stored to the file.
 	bytes uint64
+	// cipher decrypts payloads (--encryption-key); nil leaves them as they are.
+	cipher *payloadCipher
 }
 
 func (pr *pollPrinter) say(format string, args ...any) {
@@ -244,10 +250,19 @@ func (pr *pollPrinter) say(format string, args ...any) {
 func (pr *pollPrinter) batch(ctx context.Context, polled *wire.PolledMessages, took time.Duration, args []string) (int, uint64, error) {
 	a := pr.a
 	var msgs []wire.PolledMessage
+	var payloads [][]byte
 	var size uint64
 	for it := polled.Messages(); it.Next(); {
 		m := it.Message()
+		payload := m.Payload()
+		if pr.cipher != nil {
+			var err error
+			if payload, err = pr.cipher.decrypt(payload); err != nil {
+				return 0, 0, fmt.Errorf("message at offset %d: %w", m.Offset, err)
+			}
+		}
 		msgs = append(msgs, m)
+		payloads = append(payloads, payload)
 		size += fileRecordHeaderSize + uint64(len(m.Payload())+len(m.UserHeaders()))
 	}
 	if !pr.follow && pr.file == nil {
@@ -256,7 +271,7 @@ func (pr *pollPrinter) batch(ctx context.Context, polled *wire.PolledMessages, t
 			a.say("Polled messages from topic with ID: %s and stream with ID: %s (from partition with ID: %d)", args[1], args[0], polled.PartitionID)
 			a.say("Polled %s of total size %s, it took %s", messagesText(len(msgs)), displaySize(size), formatHumanDuration(took))
 		case outputJSON:
-			return pr.wholeJSON(polled, msgs)
+			return pr.wholeJSON(polled, msgs, payloads)
 		}
 	}
 	if a.flags.quiet && pr.file == nil {
@@ -269,7 +284,7 @@ func (pr *pollPrinter) batch(ctx context.Context, polled *wire.PolledMessages, t
 		if ctx.Err() != nil {
 			break
 		}
-		if err := pr.one(&msgs[i], polled.CurrentOffset); err != nil {
+		if err := pr.one(&msgs[i], payloads[i], polled.CurrentOffset); err != nil {
 			return printed, last, err
 		}
 		printed++
@@ -279,13 +294,13 @@ func (pr *pollPrinter) batch(ctx context.Context, polled *wire.PolledMessages, t
 }
 
 // wholeJSON prints one poll as GET .../messages answers it.
-func (pr *pollPrinter) wholeJSON(polled *wire.PolledMessages, msgs []wire.PolledMessage) (int, uint64, error) {
+func (pr *pollPrinter) wholeJSON(polled *wire.PolledMessages, msgs []wire.PolledMessage, payloads [][]byte) (int, uint64, error) {
 	if pr.a.flags.quiet {
 		return 0, 0, nil
 	}
 	v := polledJSON{PartitionID: polled.PartitionID, CurrentOffset: polled.CurrentOffset, Count: len(msgs), Messages: []messageJSON{}}
 	for i := range msgs {
-		v.Messages = append(v.Messages, messageView(&msgs[i]))
+		v.Messages = append(v.Messages, messageView(&msgs[i], payloads[i]))
 	}
 	if err := pr.a.emitJSON(v); err != nil {
 		return 0, 0, err
@@ -297,21 +312,21 @@ func (pr *pollPrinter) wholeJSON(polled *wire.PolledMessages, msgs []wire.Polled
 }
 
 // one prints (or stores) one message.
-func (pr *pollPrinter) one(m *wire.PolledMessage, currentOffset uint64) error {
+func (pr *pollPrinter) one(m *wire.PolledMessage, payload []byte, currentOffset uint64) error {
 	out := pr.a.io.out
 	if pr.file != nil {
 		r := fileRecord{checksum: m.Checksum(), id: m.ID(), offset: m.Offset, timestamp: m.Timestamp,
-			originTimestamp: m.OriginTimestamp, payload: m.Payload(), userHeaders: m.UserHeaders()}
+			originTimestamp: m.OriginTimestamp, payload: payload, userHeaders: m.UserHeaders()}
 		pr.bytes += uint64(r.size())
 		_, err := pr.file.Write(appendFileRecord(nil, &r))
 		return err
 	}
 	switch pr.plan.output {
 	case outputRaw:
-		_, err := out.Write(m.Payload())
+		_, err := out.Write(payload)
 		return err
 	case outputJSON:
-		b, err := json.Marshal(messageView(m))
+		b, err := json.Marshal(messageView(m, payload))
 		if err != nil {
 			return err
 		}
@@ -328,7 +343,7 @@ func (pr *pollPrinter) one(m *wire.PolledMessage, currentOffset uint64) error {
 		}
 	}
 	ts := time.UnixMicro(int64(m.Timestamp)).Local().Format(messageTimeLayout)
-	if _, err := fmt.Fprintf(out, "%-*d  %-26s  %-*s  %-6d  %s\n", pr.offsetWidth, m.Offset, ts, pr.idLen, id, len(m.Payload()), payloadText(m.Payload())); err != nil {
+	if _, err := fmt.Fprintf(out, "%-*d  %-26s  %-*s  %-6d  %s\n", pr.offsetWidth, m.Offset, ts, pr.idLen, id, len(payload), payloadText(payload)); err != nil {
 		return err
 	}
 	if pr.showHeaders {
@@ -380,11 +395,13 @@ type messageJSON struct {
 	UserHeaders any `json:"user_headers"`
 }
 
-func messageView(m *wire.PolledMessage) messageJSON {
+// messageView is a polled message with its payload (decrypted, with
+// --encryption-key: its payload_length is then the decrypted one's).
+func messageView(m *wire.PolledMessage, payload []byte) messageJSON {
 	v := messageJSON{
 		Header: messageHeaderJSON{Checksum: m.Checksum(), ID: uint128JSON(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
-			OriginTimestamp: m.OriginTimestamp, UserHeadersLength: len(m.UserHeaders()), PayloadLength: len(m.Payload())},
-		Payload: m.Payload(),
+			OriginTimestamp: m.OriginTimestamp, UserHeadersLength: len(m.UserHeaders()), PayloadLength: len(payload)},
+		Payload: payload,
 	}
 	raw := m.UserHeaders()
 	entries := []headerEntryJSON{}

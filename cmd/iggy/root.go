@@ -37,6 +37,7 @@ type globalFlags struct {
 	tlsDomain        string
 	tlsCAFile        string
 	connectTimeout   time.Duration
+	encryptionKey    string
 
 	// set holds the long names of the flags given on the command line, so that the
 	// active context fills in only the others.
@@ -174,6 +175,7 @@ func (a *app) defineGlobalFlags(root *cobra.Command) {
 	f.StringVar(&g.tlsDomain, "tcp-tls-domain", defaultTLSDomain, "Name the server's TLS certificate must carry")
 	f.StringVar(&g.tlsCAFile, "tcp-tls-ca-file", "", "PEM file of the certificate authorities to trust (default: the system's)")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", defaultConnectTimeout, "How long to wait for the server to accept the connection")
+	f.StringVar(&g.encryptionKey, "encryption-key", "", "Encrypt message payloads on send and decrypt them on poll: an AES-256-GCM key, 32 bytes in base64")
 	f.StringVarP(&g.debugFile, "debug", "d", "", "Write diagnostics (connection, login, which node answered) to this file")
 	f.StringVarP(&g.username, "username", "u", "", "Username to log in with (the password is asked for when -p is not given)")
 	f.StringVarP(&g.password, "password", "p", "", "Password to log in with")

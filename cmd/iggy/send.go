@@ -197,13 +197,17 @@ func (a *app) send(cmd *cobra.Command, args []string, sf *sendFlags, keyGiven bo
 		counter = &countingReader{r: a.in}
 		source = &linesSource{r: bufio.NewReaderSize(counter, 1<<20)}
 	}
+	cipher, err := a.payloadCipher()
+	if err != nil {
+		return err
+	}
 	explain := "send messages to topic with ID: " + args[1] + " and stream with ID: " + args[0]
 	return a.call(cmd, t, explain, func(ctx context.Context, c *client.Client) error {
 		var p *progress
 		if counter != nil && totalBytes > 0 && a.io.errTerminal && !a.flags.quiet {
 			p = &progress{w: a.io.err, total: totalBytes, read: &counter.n}
 		}
-		sent, confirmations, err := a.sendAll(ctx, c, stream, topic, partitioning, headers, source, p)
+		sent, confirmations, err := a.sendAll(ctx, c, stream, topic, partitioning, headers, source, cipher, p)
 		p.finish()
 		if err != nil {
 			if sent > 0 {
@@ -225,7 +229,7 @@ func (a *app) send(cmd *cobra.Command, args []string, sf *sendFlags, keyGiven bo
 
 // sendAll sends the source's messages in batches and returns how many went.
 func (a *app) sendAll(ctx context.Context, c *client.Client, stream, topic wire.Identifier, partitioning wire.Partitioning,
-	headers []byte, source messageSource, p *progress) (int, []confirmationJSON, error) {
+	headers []byte, source messageSource, cipher *payloadCipher, p *progress) (int, []confirmationJSON, error) {
 	sent := 0
 	confirmations := []confirmationJSON{}
 	batch := make([]client.Message, 0, sendBatchMessagesMax)
@@ -258,6 +262,11 @@ func (a *app) sendAll(ctx context.Context, c *client.Client, stream, topic wire.
 		}
 		if m.UserHeaders == nil {
 			m.UserHeaders = headers
+		}
+		if cipher != nil {
+			if m.Payload, err = cipher.encrypt(m.Payload); err != nil {
+				return sent, confirmations, err
+			}
 		}
 		batch = append(batch, m)
 		batchBytes += len(m.Payload) + len(m.UserHeaders)
