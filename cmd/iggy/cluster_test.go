@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -39,25 +36,13 @@ func TestClusterSaysWhichNodeAnswered(t *testing.T) {
 	}
 	for i := range n {
 		cfg := server.DefaultConfig()
-		cfg.TCPAddress = "127.0.0.1:0"
-		cfg.SystemPath = t.TempDir()
-		cfg.ShardCount = 1
-		cfg.PinCPUs = false
 		cfg.Cluster = server.DefaultClusterConfig()
 		cfg.Cluster.Enabled = true
 		cfg.Cluster.ReplicaID = i
 		cfg.Cluster.Nodes = nodes
 		cfg.Cluster.Auth = server.ClusterAuth{Enabled: true, SharedSecret: strings.Repeat("s", 32)}
 		cfg.Cluster.MessageBus.ReconnectPeriod = 50 * time.Millisecond
-		s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			s.Shutdown(ctx)
-		})
+		startServer(t, cfg)
 	}
 	leader := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	follower := fmt.Sprintf("127.0.0.1:%d", ports[2])

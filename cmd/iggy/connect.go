@@ -211,15 +211,14 @@ func (a *app) unreachable(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var code wire.ErrorCode
-	if errors.As(err, &code) && code == wire.ErrInvalidTlsCertificate {
-		return fmt.Errorf("the TLS certificate of the server at %s is not trusted: %w\n"+
-			"hint: give its CA with --tcp-tls-ca-file and the name it carries with --tcp-tls-domain", a.conn.address, errors.Unwrap(err))
-	}
 	cause := err.Error()
 	var broken *client.ConnectionError
 	if errors.As(err, &broken) && broken.Err != nil {
 		cause = broken.Err.Error()
+	}
+	if errors.Is(err, wire.ErrInvalidTlsCertificate) {
+		return fmt.Errorf("the TLS certificate of the server at %s is not trusted: %s\n"+
+			"hint: give its CA with --tcp-tls-ca-file and the name it carries with --tcp-tls-domain", a.conn.address, cause)
 	}
 	hint := "is the server running there? Start one with 'go run ./cmd/iggy-shard', or point at yours with --tcp-server-address HOST:PORT (or a context: iggy context create)"
 	switch {

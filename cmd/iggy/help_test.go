@@ -88,4 +88,7 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 	fails(t, newEnv(t).raw("--generate", "tcsh"), exitUsage, `invalid --generate "tcsh"`)
+	// The scripts ask the command itself for candidates.
+	has(t, newEnv(t).raw("__complete", "stream", ""), "create\tCreate stream with given name\n", "purge\t")
+	has(t, newEnv(t).raw("__complete", "message", "poll", "--fo"), "--follow\t")
 }

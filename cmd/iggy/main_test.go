@@ -77,6 +77,28 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// startServer starts a server of a test's own (TLS, a cluster) and stops it when
+// the test ends.
+func startServer(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
+	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.SystemPath = t.TempDir()
+	cfg.ShardCount = 1
+	cfg.PinCPUs = false
+	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("server.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
 // name returns a fresh object name for a test.
 func name(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, uniq.Add(1))

@@ -152,6 +152,10 @@ func (a *app) poll(cmd *cobra.Command, args []string, pf *pollFlags) error {
 		}
 		defer file.Close()
 	}
+	cipher, err := a.payloadCipher()
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	a.target = t
 	c, err := a.connect(ctx, true)
@@ -159,13 +163,9 @@ func (a *app) poll(cmd *cobra.Command, args []string, pf *pollFlags) error {
 		return err
 	}
 	a.executing("poll messages from topic ID: %s and stream with ID: %s", args[1], args[0])
-	cipher, err := a.payloadCipher()
-	if err != nil {
-		return err
-	}
 	pr := &pollPrinter{a: a, plan: plan, showHeaders: pf.showHeaders, file: file, follow: pf.follow, cipher: cipher}
 	if file != nil {
-		pr.say("Storing messages to %s binary file", pf.outputFile)
+		a.say("Storing messages to %s binary file", pf.outputFile)
 	}
 	req := wire.PollMessages{Consumer: plan.consumer, StreamID: plan.stream, TopicID: plan.topic,
 		Partition: wire.SomePartition(plan.partition), Strategy: plan.strategy, Count: plan.count}
@@ -187,18 +187,28 @@ func (a *app) poll(cmd *cobra.Command, args []string, pf *pollFlags) error {
 		}
 		if err != nil || !pf.follow || ctx.Err() != nil {
 			if err == nil && file != nil && !pf.follow {
-				pr.say("Stored %s of total size %s to %s binary file", messagesText(printed), displaySize(pr.bytes), pf.outputFile)
+				a.say("Stored %s of total size %s to %s binary file", messagesText(printed), displaySize(pr.bytes), pf.outputFile)
 			}
 			return err
 		}
-		if printed > 0 {
-			req.Strategy = wire.PollingStrategy{Kind: wire.PollingOffset, Value: last + 1}
+		if next, ok := nextOffset(&polled); ok {
+			req.Strategy = wire.PollingStrategy{Kind: wire.PollingOffset, Value: next}
 			continue
 		}
 		if !sleepCtx(ctx, pf.interval) {
 			return nil
 		}
 	}
+}
+
+// nextOffset is the offset after the last message of a poll; false for none.
+func nextOffset(polled *wire.PolledMessages) (uint64, bool) {
+	var next uint64
+	found := false
+	for it := polled.Messages(); it.Next(); {
+		next, found = it.Message().Offset+1, true
+	}
+	return next, found
 }
 
 // commit stores the offset of the last printed message, on a context of its own:
@@ -237,12 +247,6 @@ type pollPrinter struct {
 	bytes uint64
 	// cipher decrypts payloads (--encryption-key); nil leaves them as they are.
 	cipher *payloadCipher
-}
-
-func (pr *pollPrinter) say(format string, args ...any) {
-	if pr.plan.output == outputText {
-		pr.a.say(format, args...)
-	}
 }
 
 // batch prints the messages of one poll and reports how many it printed and the

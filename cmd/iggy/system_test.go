@@ -2,15 +2,11 @@ package main
 
 import (
 	"archive/zip"
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -146,25 +142,13 @@ func TestTLS(t *testing.T) {
 	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, dir)
 	caFile := ca.WriteCAFile(t, dir)
 	cfg := server.DefaultConfig()
-	cfg.TCPAddress = "127.0.0.1:0"
-	cfg.SystemPath = filepath.Join(dir, "data")
-	cfg.ShardCount = 1
-	cfg.PinCPUs = false
 	cfg.TLS = server.TLSConfig{Enabled: true, CertFile: certFile, KeyFile: keyFile}
-	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	s := startServer(t, cfg)
 	addr := s.Addr().String()
 	e := newEnv(t)
 	has(t, e.raw("--tcp-server-address", addr, "--tcp-tls-enabled", "--tcp-tls-ca-file", caFile, "-u", "iggy", "-p", "iggy", "me"), "Transport              TCP")
 	fails(t, e.raw("--tcp-server-address", addr, "--tcp-tls-enabled", "ping"), exitFailed,
-		"the TLS certificate of the server at "+addr+" is not trusted", "--tcp-tls-ca-file")
+		"the TLS certificate of the server at "+addr+" is not trusted: tls: failed to verify certificate", "--tcp-tls-ca-file")
 	fails(t, e.raw("--tcp-server-address", addr, "--tcp-tls-enabled", "--tcp-tls-ca-file", caFile, "--tcp-tls-domain", "iggy.example", "ping"),
 		exitFailed, "is not trusted")
 	fails(t, e.raw("--tcp-server-address", addr, "-u", "iggy", "-p", "iggy", "me"), exitFailed, "does it speak TLS? Then add --tcp-tls-enabled")

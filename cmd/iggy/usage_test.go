@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A command line that cannot run exits 2 and says why, before any connection: the
@@ -96,6 +98,32 @@ func TestUnreachableServer(t *testing.T) {
 	fails(t, r, exitFailed, "cannot connect to the iggy server at 127.0.0.1:1", "connection refused", "hint: is the server running there?")
 	r = newEnv(t).raw("--tcp-server-address", "127.0.0.1:1", "ping")
 	fails(t, r, exitFailed, "cannot connect to the iggy server at 127.0.0.1:1")
+}
+
+// The connect timeout bounds the TCP connect and the TLS handshake: a port that
+// accepts and never answers the handshake is given up on, and said so.
+func TestConnectTimeout(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	start := time.Now()
+	r := newEnv(t).raw("--tcp-server-address", l.Addr().String(), "--tcp-tls-enabled", "--connect-timeout", "200ms", "ping")
+	fails(t, r, exitFailed, "cannot connect to the iggy server at "+l.Addr().String()+": no answer within 200ms (--connect-timeout)")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("gave up after %s", took)
+	}
 }
 
 // Without credentials a command that needs a login says how to give some.
