@@ -339,3 +339,22 @@ func TestEncryptionKey(t *testing.T) {
 		t.Fatalf("context show:\n%s", r)
 	}
 }
+
+// A send goes in batches bounded in messages and in bytes: 2500 small lines are
+// three batches, five lines of 300 KB two.
+func TestSendBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := messageTopic(t, e, 1)
+	var sent sendJSON
+	e.stdin = strings.NewReader(strings.Repeat("x\n", 2500))
+	e.json(&sent, "message", "send", s, "t")
+	if len(sent.Confirmations) != 3 || sent.Confirmations[2].BaseOffset != 2000 {
+		t.Fatalf("2500 lines: %+v", sent.Confirmations)
+	}
+	e.stdin = strings.NewReader(strings.Repeat(strings.Repeat("y", 300_000)+"\n", 5))
+	e.json(&sent, "message", "send", s, "t")
+	if len(sent.Confirmations) != 2 || sent.Confirmations[1].BaseOffset != 2504 {
+		t.Fatalf("five lines of 300 KB: %+v", sent.Confirmations)
+	}
+}

@@ -2,14 +2,17 @@ package main
 
 import (
 	"archive/zip"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/server"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 )
@@ -40,16 +43,26 @@ func TestMeAndClients(t *testing.T) {
 	if len(clients) == 0 {
 		t.Fatal("client list is empty with this client connected")
 	}
-	// The client get runs on a connection of its own: it finds itself by listing.
-	id := strconv.FormatUint(uint64(clients[0].ClientID), 10)
-	var got clientJSON
-	if r := e.root("--output", "json", "client", "get", id); r.code == exitOK {
-		if err := jsonUnmarshal(r.stdout, &got); err != nil || got.ClientID != clients[0].ClientID {
-			t.Fatalf("client get %s: %v %+v", id, err, got)
-		}
-	} else {
-		fails(t, r, exitFailed, "client "+id+" not found") // it disconnected meanwhile
+	// A connection held open meanwhile is found by its id.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := client.Dial(ctx, serverAddr, client.WithPersonalAccessToken(rootToken))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer held.Close()
+	heldMe, err := held.GetMe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.FormatUint(uint64(heldMe.ClientID), 10)
+	var got clientJSON
+	e.json(&got, "client", "get", id)
+	if got.ClientID != heldMe.ClientID || got.Address != string(heldMe.Address) || got.UserID == nil || *got.UserID != 0 {
+		t.Fatalf("client get %s: %+v, the connection is %+v", id, got, heldMe)
+	}
+	has(t, e.ok("client", "get", id), "Client ID              "+id+"\n", "Address                "+string(heldMe.Address)+"\n")
+	has(t, e.ok("client", "list", "-l", "list"), id+"|0|"+string(heldMe.Address)+"|TCP|0\n")
 	fails(t, e.root("client", "get", "4000000000"), exitFailed, "client 4000000000 not found")
 }
 
