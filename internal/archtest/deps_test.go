@@ -29,7 +29,8 @@ const depsRules = `
 	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
 	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
 	github.com/prometheus/client_golang/prometheus,
-	github.com/prometheus/client_golang/prometheus/promhttp;
+	github.com/prometheus/client_golang/prometheus/promhttp,
+	github.com/spf13/cobra, github.com/spf13/pflag, golang.org/x/term;
 
 	# bytes: the wire formats, pure
 	github.com/zeebo/xxh3, lukechampine.com/blake3 < wire;
@@ -77,6 +78,10 @@ const depsRules = `
 	# iggy-bench runs a server of its own (a child process of its binary) and
 	# draws its progress bar on a terminal.
 	bench, server, golang.org/x/sys/unix < cmd/iggy-bench;
+	# the command line: cobra's tree, help and completion, password prompts
+	# without echo (x/term), contexts and stored logins in TOML.
+	client, github.com/spf13/cobra, github.com/spf13/pflag, golang.org/x/term,
+	github.com/BurntSushi/toml < cmd/iggy;
 
 	# conformance tests: no code of their own (testOnlyEdges)
 	compat;
@@ -96,6 +101,7 @@ var testOnlyEdges = map[string][]string{
 	"server":               {"client", "tlsterm/tlstest"},
 	"bench":                {"server"},
 	"cmd/iggy-shard":       {"client", "wire"},
+	"cmd/iggy":             {"server", "tlsterm/tlstest"},
 	"compat":               {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
 	"internal/clustertest": {"client", "wire"},
 }
