@@ -418,11 +418,12 @@ func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 }
 
 func TestClusterStateTransfer(t *testing.T) {
-	// A header window of 64 ops: a backup more than that behind is answered
+	// A header window of 128 ops (the least with room for a snapshot interval
+	// beside two pipelines): a backup more than that behind is answered
 	// RangeEvicted and pulls the whole state.
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
-		cfgs[i].metaJournalSlots = 64
+		cfgs[i].metaJournalSlots = 128
 	}
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {
@@ -431,7 +432,7 @@ func TestClusterStateTransfer(t *testing.T) {
 	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
 	pc := dialCluster(t, servers[0])
 	stopServer(t, servers[2])
-	const writes = 100
+	const writes = 200
 	for i := range writes {
 		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("s-%d", i)); err != nil {
 			t.Fatalf("CreateStream %d: %v", i, err)

@@ -210,6 +210,10 @@ type CoreConfig struct {
 	// the applied op, which suffices for a caller that recovers nothing from its
 	// journal (a partition group's in-memory journal).
 	ReportsCheckpoints bool
+	// CheckpointIntervalOps is, for a ReportsCheckpoints caller, how many applied
+	// ops at most pass between its checkpoints: NewCore refuses one above
+	// CheckpointIntervalOpsMax (checkpoint.go), which could stop the group.
+	CheckpointIntervalOps uint64
 	// QuietWhenIdle: the primary broadcasts Commit only while it has news (ops in
 	// flight, or a commit point its backups have not been sent), then disarms its
 	// commit timer, so an idle group sends nothing and costs no tick. Its backups
@@ -466,6 +470,9 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	if cfg.JournalSlots < 2*cfg.PipelineDepth || cfg.JournalSlots < cfg.Timing.RepairChunkMax {
 		return nil, fmt.Errorf("vsr: journal slots %d below twice the pipeline depth or the repair chunk", cfg.JournalSlots)
+	}
+	if err := checkCheckpointInterval(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Storage == nil {
 		return nil, errors.New("vsr: a core needs a Storage")
@@ -1113,8 +1120,8 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 		// A restart from the last checkpoint would need more ops than the window
 		// holds: the primary waits for the caller's next checkpoint (found by
 		// vsr/sim at a primary of two that committed alone while it could not
-		// apply).
-		return 0, ErrPipelineFull
+		// apply). The caller's interval keeps this rare (checkpoint.go).
+		return 0, ErrCheckpointDue
 	}
 	timestamp := nowMicros
 	if timestamp <= c.lastTimestamp {
