@@ -694,14 +694,17 @@ func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 // FillReply fills the reply header of a committed op: op and commit are the log
 // position, as the reference server stamps committed replies. The caller sets size
 // and, when the state machine answers for another operation (CreateTopic replies as
-// CreateTopicWithAssignments), the operation.
+// CreateTopicWithAssignments), the operation. Every field comes from the prepare
+// (its view and the primary that prepared it, not this replica's): the client
+// table caches the reply, and every replica's table must be the same bytes, as
+// snapshots and state transfers carry it.
 func (c *Core) FillReply(h *wire.ReplyHeader, prepare *wire.PrepareHeader) {
 	*h = wire.ReplyHeader{}
 	h.Cluster = c.cfg.Cluster
 	h.Size = wire.HeaderSize
-	h.View = c.view
+	h.View = prepare.View
 	h.Command = wire.CommandReply
-	h.Replica = c.cfg.ReplicaID
+	h.Replica = prepare.Replica
 	h.RequestChecksum = prepare.RequestChecksum
 	h.Client = prepare.Client
 	h.Op = prepare.Op
