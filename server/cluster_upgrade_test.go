@@ -6,53 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
-
-// metaDigest is what a node's metadata plane holds, as digests: the state's
-// snapshot encoding and the client table's, at its applied op.
-type metaDigest struct {
-	op           uint64
-	state, table uint64
-}
-
-// metaDigests waits until every server applied the same op and returns their
-// digests then.
-func metaDigests(t *testing.T, servers []*Server) []metaDigest {
-	t.Helper()
-	digests := make([]metaDigest, len(servers))
-	waitUntil(t, "every node applies the same op", func() bool {
-		for i, s := range servers {
-			onMetaShard(t, s, func(p *metaPlane) {
-				digests[i] = metaDigest{op: p.applied.op, state: xxh3.Hash(p.state.AppendSnapshot(nil, 0)), table: xxh3.Hash(p.table.AppendICT2(nil))}
-			})
-		}
-		for _, d := range digests {
-			if d.op != digests[0].op {
-				return false
-			}
-		}
-		return true
-	})
-	return digests
-}
-
-// sameMetadata fails the test unless every server holds the same metadata and
-// client table, and returns the op they hold it at.
-func sameMetadata(t *testing.T, servers []*Server) uint64 {
-	t.Helper()
-	digests := metaDigests(t, servers)
-	for i, d := range digests {
-		if d != digests[0] {
-			t.Fatalf("node %d holds %+v, node 0 %+v", i, d, digests[0])
-		}
-	}
-	return digests[0].op
-}
 
 // TestClusterUpgradeHealsAWedgedCluster: a cluster run with the snapshot
 // trigger of the previous binary (a snapshot every 1,024 ops, the old default,
