@@ -533,6 +533,7 @@ func (m *metaPlane) advanceReadies() *journalTask {
 		}
 		if rd.State != nil || rd.ViewHeaders != nil || len(rd.Writes) > 0 || rd.Truncate || len(rd.Discards) > 0 {
 			m.taskOut = true
+			m.sendEarly()
 			return m.appendTask(rd)
 		}
 		m.sendMessages()

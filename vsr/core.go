@@ -264,6 +264,8 @@ type Message struct {
 //     log the replica follows now).
 //  2. State (with ViewHeaders) and Writes: make them durable (fsync).
 //  3. Messages: send them; only now, because each may promise what 2 made durable.
+//     The exception, SendableEarly: a Prepare that promises nothing may leave
+//     before 2, so that the next replica journals it while this one does.
 //  4. Committed: apply these ops in order (their bodies are in the journal); then
 //     Install, a transferred state, when there is one.
 //  5. Forwards: answer the clients whose logins or logouts were forwarded.
@@ -290,6 +292,19 @@ type Ready struct {
 	// Install, when non-nil, is a transferred state: install it (and make it
 	// durable, as a snapshot) before Advance.
 	Install *StateInstall
+}
+
+// SendableEarly reports whether Messages[i] may be sent before the Ready's durable
+// work (step 2): a Prepare, in a Ready that changes no durable state (no State,
+// ViewHeaders, Truncate or Discards), promises nothing. A primary counts its own
+// append only once it is durable (Advance), and a backup acknowledges a prepare
+// with a PrepareOk, which waits for its own write; the Prepare only lets the next
+// replica of the chain journal the op at the same time, as TigerBeetle's replicas
+// replicate a prepare before they write it (src/vsr/replica.zig, on_prepare). A
+// replica changing view waits: its Prepare is of a view not yet durable here.
+func (rd *Ready) SendableEarly(i int) bool {
+	return rd.Messages[i].Header.Command == wire.CommandPrepare &&
+		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
 // bodyState is where a slot's body is: absent, in the current Ready's writes, or
