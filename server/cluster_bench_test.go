@@ -123,3 +123,56 @@ func BenchmarkClusterMetadataWrites(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClusterPasswordLogin is a leader-aware client's password login (one
+// argon2id check at the node that verifies it) at the metadata primary, and at a
+// follower, which verifies it, forwards the session to the primary and answers
+// once it applied the Register, after which the client moves to the primary and
+// logs in there again: one argon2id check more. The cluster runs the production
+// timings (a commit broadcast every 500 ms).
+//
+//	go test ./server -run '^$' -bench BenchmarkClusterPasswordLogin -benchtime 20x
+func BenchmarkClusterPasswordLogin(b *testing.B) {
+	cfgs := clusterConfigs(b, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		cfgs[i].clusterTiming = nil
+		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		servers[i] = s
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.Shutdown(ctx)
+		})
+	}
+	for deadline := time.Now().Add(clusterWait); ; time.Sleep(10 * time.Millisecond) {
+		if l, ok := agreedLeader(servers); ok && l == 0 {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatal("the cluster did not form")
+		}
+	}
+	for _, at := range []int{0, 1} {
+		name := map[int]string{0: "at=primary", 1: "at=follower"}[at]
+		b.Run(name, func(b *testing.B) {
+			l := latencies{all: make([]time.Duration, 0, b.N)}
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				t0 := time.Now()
+				c, err := client.Dial(context.Background(), servers[at].Addr().String(), client.WithCredentials("iggy", "iggy"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.all = append(l.all, time.Since(t0))
+				c.Close()
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			l.report(b, elapsed, "logins")
+		})
+	}
+}

@@ -69,6 +69,9 @@ type job struct {
 	loggedIn bool
 	startNs  int64               // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
+	// heardPrimary: a login refused at a backup was decided again after the
+	// backup heard from its primary (metaRouter.awaitPrimary); it is not again.
+	heardPrimary bool
 
 	// Partition operations, resolved on shard 0.
 	key      partition.Key

@@ -403,6 +403,10 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 		// A restarted node resumes from its snapshot: the primary keeps the ops
 		// above it within the journal window (Checkpointed after each snapshot).
 		coreCfg.ReportsCheckpoints = true
+		// A backup applies a commit about a round trip after the primary: a
+		// login there finds the user the primary just created, and a forwarded
+		// login is answered without waiting for the commit broadcast (500 ms).
+		coreCfg.CommitEagerly = true
 		coreCfg.CheckpointIntervalOps = m.snapshotIntervalOps
 		if m.oldCheckpointRule {
 			// The core is told a legal interval; the plane keeps its own.

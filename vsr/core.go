@@ -224,6 +224,13 @@ type CoreConfig struct {
 	// frames on the wire stay the spec's. For partition groups; the metadata group
 	// keeps its heartbeat.
 	QuietWhenIdle bool
+	// CommitEagerly: the primary sends Commit to its backups as soon as its
+	// commit point reaches its head, not at the next commit broadcast, so that a
+	// backup applies an op about a round trip after the primary: a client that
+	// saw its write acknowledged finds it at a backup at once, and an origin
+	// waiting to apply a forwarded login answers it at once. One frame per
+	// backup per burst of commits: for the metadata group, whose ops are few.
+	CommitEagerly bool
 	// InitialView is the view a fresh group starts in (NewCore): a group created by
 	// an operation of another group (a partition's, by the metadata op that made
 	// it) starts in that op's view on every replica, so that it is led by the node
@@ -1247,6 +1254,10 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
 			c.retransmitAt = 0
 		} else {
 			c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+		}
+		if c.cfg.CommitEagerly && c.commitMax == c.op {
+			// No prepare in flight will carry the new commit point.
+			c.broadcastCommit()
 		}
 	}
 }
