@@ -171,6 +171,9 @@ type handler struct {
 	// groupPolls holds, per partition and consumer group with a poll in flight, the
 	// polls waiting for it.
 	groupPolls map[groupPollKey][]*job
+	// groupOffsetDeletes are deleted groups' offsets to delete again
+	// (groupoffsets.go).
+	groupOffsetDeletes []*groupOffsetDelete
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
