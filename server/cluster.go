@@ -184,6 +184,7 @@ func (r *metaRouter) clusterTick() {
 		r.nextTickNs += due * clusterTickNs
 		r.plane.cluster.ticksDue = min(r.plane.cluster.ticksDue+int(due), clusterTicksCatchUpMax)
 		r.pumpJournal()
+		r.plane.runHeardWaiters()
 	}
 	r.h.shard.WakeAt(r.nextTickNs)
 }
@@ -230,6 +231,36 @@ func (r *metaRouter) forwardLogin(j *job, rec *sessionRecord, userID uint32) {
 		r.turnDone(rec)
 	}})
 	r.pumpJournal()
+}
+
+// mayLag reports whether a login refused here may be refused only because this
+// backup has not applied yet what the primary acknowledged (a user or a token just
+// created, a password just changed): it is then decided again once the backup
+// heard from its primary (awaitPrimary), once.
+func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
+	p := r.plane
+	return p.clustered && !j.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
+		p.replica.Status() == vsr.StatusNormal && !p.replica.IsPrimary()
+}
+
+// awaitPrimary holds a refused login (and the connection's later work) until
+// this backup heard from its primary and applied what it had committed, then
+// decides it again: a user the cluster acknowledged is never refused for a lag
+// (the primary sends its commit point with its commits, ahead of its reply). A
+// login refused again, or after the wait's deadline, is refused; a wrong password
+// at a backup costs that wait (a commit broadcast interval at most) and one more
+// password check.
+func (r *metaRouter) awaitPrimary(j *job) {
+	rec := r.record(j.conn)
+	rec.busy = true
+	j.heardPrimary = true
+	r.plane.afterPrimaryHeard(func(bool) {
+		rec.busy = false
+		r.login(j)
+		if !rec.busy {
+			r.turnDone(rec)
+		}
+	})
 }
 
 // forwardLogout sends a logout at a backup to the primary.

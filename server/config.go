@@ -24,7 +24,7 @@ import (
 //	cpu_allocation = "all"              # IGGY_SYSTEM_SHARDING_CPU_ALLOCATION: "all" or a count
 //	busy_poll = "50 us"                 # ours: how long a shard polls before it sleeps; 0 = never
 //	[system.metadata]
-//	snapshot_interval_ops = 1024        # ours: journal ops between metadata snapshots
+//	snapshot_interval_ops = 960         # ours: journal ops between metadata snapshots (at most 960)
 //	[system.polls]
 //	memory_max = "256 MiB"              # ours: bytes a shard's polls hold at once (more wait)
 //	[tcp]
@@ -62,6 +62,11 @@ type Config struct {
 	// metaJournalSlots (tests) shrinks the metadata core's header window, so that
 	// a replica a few dozen ops behind needs a state transfer.
 	metaJournalSlots int
+	// metaOldCheckpointRule (tests) takes SnapshotIntervalOps as configured,
+	// however far past the metadata journal's window (the rule before
+	// metacheckpoint.go), so that a test can produce the data directory of a
+	// cluster the old binary wedged.
+	metaOldCheckpointRule bool
 	// SystemPath is the data directory: metadata/ and streams/ live under it.
 	SystemPath string
 	// RootUsername and RootPassword create the root user on the first start.
@@ -75,7 +80,9 @@ type Config struct {
 	// this long; 0 never does. See IdleTimeoutDefault.
 	IdleTimeout time.Duration
 	// SnapshotIntervalOps is how many committed metadata operations pass between
-	// snapshots (each of which empties the journal).
+	// snapshots (each of which empties the journal). Start clamps it, with a
+	// warning, to what the metadata journal's window allows (metacheckpoint.go):
+	// 960, the default.
 	SnapshotIntervalOps uint64
 	// PinCPUs pins shard i to the i-th allowed CPU.
 	PinCPUs bool
@@ -134,7 +141,7 @@ func DefaultConfig() Config {
 		RootPassword:        "iggy",
 		FrameSizeMaxBytes:   64 << 20,
 		IdleTimeout:         IdleTimeoutDefault,
-		SnapshotIntervalOps: 1024,
+		SnapshotIntervalOps: snapshotIntervalOpsDefault,
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   heartbeatIntervalDefault,

@@ -69,6 +69,9 @@ type job struct {
 	loggedIn bool
 	startNs  int64               // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
+	// heardPrimary: a login refused at a backup was decided again after the
+	// backup heard from its primary (metaRouter.awaitPrimary); it is not again.
+	heardPrimary bool
 
 	// Partition operations, resolved on shard 0.
 	key      partition.Key
@@ -168,6 +171,9 @@ type handler struct {
 	// groupPolls holds, per partition and consumer group with a poll in flight, the
 	// polls waiting for it.
 	groupPolls map[groupPollKey][]*job
+	// groupOffsetDeletes are deleted groups' offsets to delete again
+	// (groupoffsets.go).
+	groupOffsetDeletes []*groupOffsetDelete
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64

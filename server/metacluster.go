@@ -84,11 +84,18 @@ type metaCluster struct {
 	stepped []*replicaInbound
 	// ticksDue are cluster ticks not given to the core yet.
 	ticksDue int
+	// sentEarly: the Ready out had messages sent before its durable work
+	// (sendEarly).
+	sentEarly bool
 
 	forwardsWaiting []*metaForward
 	forwarded       map[wire.Uint128]*metaForward
 	// appliedWaiters run once the plane has applied their op.
 	appliedWaiters []appliedWaiter
+	// primaryFrames counts the frames stepped from the primary of the view;
+	// heardWaiters wait for one more, and for its commits applied.
+	primaryFrames uint64
+	heardWaiters  []heardWaiter
 
 	// holes are the ops whose journal spans are holes (journal.go): damage found
 	// at the start, or markers written for a gap.
@@ -136,6 +143,16 @@ type appliedWaiter struct {
 	op uint64
 	// then gets false when the node stops first.
 	then func(applied bool)
+}
+
+// heardWaiter runs then(true) once the plane has stepped a frame from its
+// primary after primaryFrames, and applied every op committed then; then(false)
+// at deadline (core ticks), when the view changes, or when the node stops.
+type heardWaiter struct {
+	primaryFrames uint64
+	deadline      uint64
+	view          uint32
+	then          func(heard bool)
 }
 
 // tableSessions is the primary's read of the client table for forwarded logins;
@@ -197,6 +214,38 @@ func (m *metaPlane) afterApplied(op uint64, then func(applied bool)) {
 	m.cluster.appliedWaiters = append(m.cluster.appliedWaiters, appliedWaiter{op: op, then: then})
 }
 
+// afterPrimaryHeard runs then once this backup has heard from its primary since
+// now and applied what that primary had committed by then: what a client saw the
+// primary acknowledge before it came here is then applied here, as the primary
+// sends its commit point as soon as it commits (vsr.CoreConfig.CommitEagerly),
+// ahead of its reply. Bounded: the primary's commit broadcast (its heartbeat)
+// comes within an interval; twice that is the deadline.
+func (m *metaPlane) afterPrimaryHeard(then func(heard bool)) {
+	m.cluster.heardWaiters = append(m.cluster.heardWaiters, heardWaiter{primaryFrames: m.cluster.primaryFrames,
+		deadline: m.replica.Now() + 2*m.cluster.timing.CommitBroadcastIntervalTicks, view: m.replica.View(), then: then})
+}
+
+// runHeardWaiters runs the heardWaiters whose condition or deadline came. The
+// router calls it after every Ready and tick of a clustered plane.
+func (m *metaPlane) runHeardWaiters() {
+	if len(m.cluster.heardWaiters) == 0 {
+		return
+	}
+	waiters := m.cluster.heardWaiters
+	m.cluster.heardWaiters = nil
+	caughtUp := m.applied.op >= m.replica.CommitMax()
+	for _, w := range waiters {
+		switch {
+		case m.cluster.primaryFrames > w.primaryFrames && caughtUp:
+			w.then(true)
+		case m.replica.Now() >= w.deadline || m.replica.View() != w.view || m.replica.Status() != vsr.StatusNormal:
+			w.then(false)
+		default:
+			m.cluster.heardWaiters = append(m.cluster.heardWaiters, w)
+		}
+	}
+}
+
 func (m *metaPlane) runAppliedWaiters() {
 	if len(m.cluster.appliedWaiters) == 0 {
 		return
@@ -222,6 +271,9 @@ func (m *metaPlane) takeInputs() {
 	for i, in := range cl.frames {
 		cl.frames[i] = nil
 		f := &in.frame
+		if f.Header.Replica == m.replica.Primary() && f.Header.View == m.replica.View() {
+			cl.primaryFrames++
+		}
 		if err := m.replica.Step(f.Header, f.Body); err != nil {
 			m.log.Debug("replica frame refused by the metadata group", "peer", f.Peer, "command", f.Header.Command.String(), "err", err)
 		}
@@ -272,13 +324,33 @@ func (m *metaPlane) releaseStepped() {
 	cl.stepped = cl.stepped[:0]
 }
 
-// sendMessages sends the Ready's messages; a single node has none.
-func (m *metaPlane) sendMessages() {
+// sendEarly sends, before the Ready's durable work, the messages that may leave
+// then (vsr.Ready.SendableEarly): a prepare, which the next replica of the chain
+// journals while this one does, so that a commit costs one journal write and one
+// round trip on the way, not two writes one after the other.
+func (m *metaPlane) sendEarly() {
 	if m.cluster.send == nil {
 		return
 	}
 	for i := range m.rd.Messages {
-		m.cluster.send(&m.rd.Messages[i])
+		if m.rd.SendableEarly(i) {
+			m.cluster.send(&m.rd.Messages[i])
+			m.cluster.sentEarly = true
+		}
+	}
+}
+
+// sendMessages sends the Ready's messages not sent early; a single node has none.
+func (m *metaPlane) sendMessages() {
+	sentEarly := m.cluster.sentEarly
+	m.cluster.sentEarly = false
+	if m.cluster.send == nil {
+		return
+	}
+	for i := range m.rd.Messages {
+		if !sentEarly || !m.rd.SendableEarly(i) {
+			m.cluster.send(&m.rd.Messages[i])
+		}
 	}
 }
 
@@ -502,6 +574,12 @@ func (m *metaPlane) installTask() *journalTask {
 // stopCluster ends, on a stopping node, the writes and forwards that cannot
 // complete without the other replicas.
 func (m *metaPlane) stopCluster() {
+	// First, so that what they decide is refused with the rest.
+	heard := m.cluster.heardWaiters
+	m.cluster.heardWaiters = nil
+	for _, w := range heard {
+		w.then(false)
+	}
 	for i, in := range m.cluster.frames {
 		m.cluster.frames[i] = nil
 		m.cluster.release(in)
@@ -699,4 +777,5 @@ func (r *metaRouter) retryGroupLeaves() {
 func (r *metaRouter) afterClusterReady() {
 	r.ensureRootUser()
 	r.retryGroupLeaves()
+	r.plane.runHeardWaiters()
 }

@@ -149,9 +149,11 @@ func (n *metaNet) run() {
 // backup then follows the primary to its head.
 func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	const slots = 64 // the plane's window too (metaJournalSlots)
+	// The peers' window; the plane's is twice that, the least that leaves room
+	// for a snapshot interval beside two pipelines (vsr.CheckpointIntervalOpsMax).
+	const slots = 64
 	cfg := cfgs[2]
-	cfg.metaJournalSlots = slots
+	cfg.metaJournalSlots = 2 * slots
 	primary := newStatePeer(t, &cfgs[0], 0, slots)
 	backup := newStatePeer(t, &cfgs[1], 1, slots)
 	store := newSimMetaStorage(segment.NewSimDisk(11))

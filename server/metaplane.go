@@ -67,11 +67,12 @@ import (
 // timers (no heartbeats, no retransmissions), so the plane never ticks its core; a
 // cluster's does (metacluster.go, which also says how its Readies differ).
 //
-// Every SnapshotIntervalOps applied ops a snapshot is encoded on shard 0 and
-// written by the journal writer, and the journal is replaced by its entries from the
-// snapshot's op on (the entry at the snapshot's op included: Core.Recover anchors
-// the log on it), each atomically. A crash between the two leaves journal entries
-// below the snapshot's op, which recovery skips.
+// Every SnapshotIntervalOps applied ops (at most what vsr's checkpoint rule allows,
+// metacheckpoint.go) a snapshot is encoded on shard 0 and written by the journal
+// writer, and the journal is replaced by its entries from the snapshot's op on (the
+// entry at the snapshot's op included: Core.Recover anchors the log on it), each
+// atomically. A crash between the two leaves journal entries below the snapshot's
+// op, which recovery skips.
 
 const (
 	snapshotMagic    = "ISV1"
@@ -117,12 +118,26 @@ type metaPlane struct {
 	journalFirstOp uint64
 	journalEnds    []int64
 
+	// snapshotIntervalOps paces the snapshots (metacheckpoint.go); snapshotOp is
+	// the op of the last one written. After a failed one, snapshotRetrying holds
+	// the next try until snapshotRetryTick (a cluster's core clock) or
+	// snapshotRetryOp (a single node's applied op).
 	snapshotIntervalOps uint64
 	snapshotOp          uint64
+	snapshotRetrying    bool
+	snapshotRetryTick   uint64
+	snapshotRetryOp     uint64
+	// snapshotsTaken counts the snapshots written (tests); proposalsHeld the
+	// proposals the core refused until a snapshot (vsr.ErrCheckpointDue).
+	snapshotsTaken atomic.Int64
+	proposalsHeld  atomic.Int64
 	// journalSlots is the core's header window (vsr.CoreConfig.JournalSlots);
 	// journalSlotsTest, when set, replaces its minimum (Config.metaJournalSlots).
 	journalSlots     int
 	journalSlotsTest int
+	// oldCheckpointRule (tests, Config.metaOldCheckpointRule): the snapshot
+	// interval is taken as configured, however far past the window.
+	oldCheckpointRule bool
 	// transfersInstalled counts the states this replica installed (tests).
 	transfersInstalled atomic.Int64
 	// applied is the last applied op: the point a snapshot is taken at.
@@ -231,8 +246,14 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 // openMetaPlaneOn recovers the plane from store: the snapshot, the state record and
 // the journal's entries above the snapshot, applied again.
 func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
-	m := &metaPlane{log: log, dir: dir, store: store, snapshotIntervalOps: cfg.SnapshotIntervalOps,
-		bodies: &metaBodies{byOp: make(map[uint64]metaBody)}, journalSlotsTest: cfg.metaJournalSlots}
+	m := &metaPlane{log: log, dir: dir, store: store, bodies: &metaBodies{byOp: make(map[uint64]metaBody)},
+		journalSlotsTest: cfg.metaJournalSlots, oldCheckpointRule: cfg.metaOldCheckpointRule}
+	// The rule (metacheckpoint.go); Start clamped the configured interval with a
+	// warning, a plane opened directly is clamped silently.
+	m.snapshotIntervalOps = max(1, min(cfg.SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(cfg.metaJournalSlotsBase(), vsr.PipelineDepthDefault)))
+	if m.oldCheckpointRule {
+		m.snapshotIntervalOps = cfg.SnapshotIntervalOps
+	}
 	m.nowMicros = func() uint64 { return nowMicros }
 
 	if err := m.configureCluster(cfg); err != nil {
@@ -382,6 +403,15 @@ func (m *metaPlane) recoverJournal(head snapshotHead, durable vsr.DurableState, 
 		// A restarted node resumes from its snapshot: the primary keeps the ops
 		// above it within the journal window (Checkpointed after each snapshot).
 		coreCfg.ReportsCheckpoints = true
+		// A backup applies a commit about a round trip after the primary: a
+		// login there finds the user the primary just created, and a forwarded
+		// login is answered without waiting for the commit broadcast (500 ms).
+		coreCfg.CommitEagerly = true
+		coreCfg.CheckpointIntervalOps = m.snapshotIntervalOps
+		if m.oldCheckpointRule {
+			// The core is told a legal interval; the plane keeps its own.
+			coreCfg.CheckpointIntervalOps = vsr.CheckpointIntervalOpsMax(slots, vsr.PipelineDepthDefault)
+		}
 	}
 	core, err := vsr.NewCore(coreCfg)
 	if err != nil {
@@ -480,7 +510,7 @@ func (m *metaPlane) nextTask() *journalTask {
 	if t := m.advanceReadies(); t != nil {
 		return t
 	}
-	if m.applied.op-m.snapshotOp >= m.snapshotIntervalOps {
+	if m.checkpointDue() {
 		return m.checkpointTask()
 	}
 	m.takeInputs()
@@ -507,6 +537,7 @@ func (m *metaPlane) advanceReadies() *journalTask {
 		}
 		if rd.State != nil || rd.ViewHeaders != nil || len(rd.Writes) > 0 || rd.Truncate || len(rd.Discards) > 0 {
 			m.taskOut = true
+			m.sendEarly()
 			return m.appendTask(rd)
 		}
 		m.sendMessages()
@@ -540,6 +571,11 @@ func (m *metaPlane) feed() {
 	proposed := 0
 	for _, w := range m.waiting {
 		op, err := m.replica.Propose(w.proposal, w.body, m.nowMicros())
+		if errors.Is(err, vsr.ErrCheckpointDue) {
+			// Only while a snapshot is late (failing, or this new primary's
+			// own is due): the writes wait for it.
+			m.proposalsHeld.Add(1)
+		}
 		if errors.Is(err, vsr.ErrPipelineFull) {
 			break
 		}
@@ -785,92 +821,6 @@ func (m *metaPlane) apply(h *wire.PrepareHeader, body []byte) metaCommit {
 	}
 	c.frame = frame
 	return c
-}
-
-// checkpointTask snapshots the state as of the last applied op (encoded here, on
-// shard 0) and has the journal writer write it and cut the journal to the entries
-// from that op on. It touches no plane state off the shard.
-func (m *metaPlane) checkpointTask() *journalTask {
-	at := m.applied
-	snapshot := m.encodeSnapshot(at)
-	keepFrom, ok := m.journalOffset(at.op)
-	if !ok {
-		panic(fmt.Sprintf("server: the metadata journal (ops from %d, %d entries) does not hold the applied op %d",
-			m.journalFirstOp, len(m.journalEnds), at.op))
-	}
-	sizeBytes := m.journalSizeBytes()
-	store, old := m.store, m.journal
-	var (
-		snapshotWritten, journalReplaced bool
-		journal                          metaJournal
-	)
-	m.taskOut = true
-	return &journalTask{
-		work: func(func()) error {
-			raw, err := store.ReadFile(journalFileName)
-			if err != nil {
-				return fmt.Errorf("metadata journal read: %w", err)
-			}
-			if int64(len(raw)) < sizeBytes {
-				return fmt.Errorf("metadata journal read: %d bytes, %d written", len(raw), sizeBytes)
-			}
-			if err := store.ReplaceFile(snapshotFileName, snapshot); err != nil {
-				return fmt.Errorf("metadata snapshot: %w", err)
-			}
-			snapshotWritten = true
-			tail := raw[keepFrom:sizeBytes]
-			if err := store.ReplaceFile(journalFileName, tail); err != nil {
-				return fmt.Errorf("metadata journal replace: %w", err)
-			}
-			journalReplaced = true
-			old.Close()
-			journal, err = store.OpenJournal(journalFileName, int64(len(tail)))
-			return err
-		},
-		then: func(err error) {
-			m.taskOut = false
-			if snapshotWritten {
-				m.snapshotOp = at.op
-			}
-			if journalReplaced {
-				if err != nil {
-					// The old journal is unlinked: nothing can be appended safely.
-					m.breakPlane(err)
-					return
-				}
-				m.journal = journal
-				for i := range m.journalEnds {
-					m.journalEnds[i] -= keepFrom
-				}
-				m.journalEnds = append(m.journalEnds[:0], m.journalEnds[at.op-m.journalFirstOp:]...)
-				m.journalFirstOp = at.op
-				// A cluster keeps the bodies of the core's header window: its
-				// repair serves them to a replica that fell behind.
-				keepFrom := at.op
-				if m.clustered {
-					keepFrom -= min(keepFrom, uint64(m.journalSlots))
-				}
-				for op := range m.bodies.byOp {
-					if op < keepFrom {
-						delete(m.bodies.byOp, op)
-					}
-				}
-			}
-			if err != nil {
-				// The old journal still holds everything. The snapshot is retried
-				// once another interval has passed (snapshotOp only paces them; the
-				// last snapshot written is the one on disk), not at every turn of a
-				// failing disk.
-				m.log.Error("metadata snapshot failed", "op", at.op, "err", err)
-				m.snapshotOp = at.op
-				return
-			}
-			if m.clustered {
-				m.replica.Checkpointed(at.op)
-			}
-			m.log.Info("metadata snapshot", "op", at.op)
-		},
-	}
 }
 
 func (m *metaPlane) encodeSnapshot(at appliedOp) []byte {

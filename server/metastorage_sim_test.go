@@ -28,6 +28,9 @@ type simMetaStorage struct {
 	// syncs counts the journal fdatasyncs that succeeded, appends the appends
 	// (a snapshot's new journal is synced without one).
 	syncs, appends int
+	// failReplace, when set, fails a ReplaceFile of the files it names (a full
+	// or failing disk) before anything is written.
+	failReplace func(name string) error
 }
 
 var errSimCrashed = errors.New("simulated machine crashed")
@@ -78,6 +81,11 @@ func (s *simMetaStorage) ReadFile(name string) ([]byte, error) {
 }
 
 func (s *simMetaStorage) ReplaceFile(name string, data []byte) error {
+	if s.failReplace != nil {
+		if err := s.failReplace(name); err != nil {
+			return err
+		}
+	}
 	if err := s.step(); err != nil {
 		return err
 	}

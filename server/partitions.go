@@ -265,6 +265,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		return false
 	}
 	h.tickGroups()
+	h.retryGroupOffsetDeletes()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
 		h.ioWanted = h.store.PollIO() > 0
 		h.store.TakeChanged(h.publishStats)
@@ -367,12 +368,7 @@ func (h *handler) applyEffect(e *effect) {
 		_, err = h.store.DeleteSegments(k, e.count)
 		h.publishStats(k)
 	case e.kind == metadata.EffectDeleteConsumerGroup:
-		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) {
-			derr := h.store.DeleteConsumerOffset(p, partition.Consumer{Kind: wire.ConsumerGroup, ID: e.group}, wire.AckQuorum)
-			if derr != nil && !errors.Is(derr, wire.ErrConsumerOffsetNotFound) {
-				err = errors.Join(err, derr)
-			}
-		})
+		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) { h.deleteGroupOffset(p, e.group) })
 	}
 	if err != nil {
 		h.log.Error("partition effect failed", "effect", e.kind.String(), "partition", k.String(), "err", err)

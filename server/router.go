@@ -530,6 +530,10 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 	}
 	hdr := j.frame.Header
 	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow, creds)
+	if !decision.LoggedIn() && r.mayLag(j, decision.Reason) {
+		r.awaitPrimary(j)
+		return
+	}
 	if !decision.LoggedIn() {
 		j.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())

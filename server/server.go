@@ -184,6 +184,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	clampSnapshotInterval(&cfg, log)
 	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
 		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}

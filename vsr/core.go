@@ -210,6 +210,10 @@ type CoreConfig struct {
 	// the applied op, which suffices for a caller that recovers nothing from its
 	// journal (a partition group's in-memory journal).
 	ReportsCheckpoints bool
+	// CheckpointIntervalOps is, for a ReportsCheckpoints caller, how many applied
+	// ops at most pass between its checkpoints: NewCore refuses one above
+	// CheckpointIntervalOpsMax (checkpoint.go), which could stop the group.
+	CheckpointIntervalOps uint64
 	// QuietWhenIdle: the primary broadcasts Commit only while it has news (ops in
 	// flight, or a commit point its backups have not been sent), then disarms its
 	// commit timer, so an idle group sends nothing and costs no tick. Its backups
@@ -220,6 +224,13 @@ type CoreConfig struct {
 	// frames on the wire stay the spec's. For partition groups; the metadata group
 	// keeps its heartbeat.
 	QuietWhenIdle bool
+	// CommitEagerly: the primary sends Commit to its backups as soon as its
+	// commit point reaches its head, not at the next commit broadcast, so that a
+	// backup applies an op about a round trip after the primary: a client that
+	// saw its write acknowledged finds it at a backup at once, and an origin
+	// waiting to apply a forwarded login answers it at once. One frame per
+	// backup per burst of commits: for the metadata group, whose ops are few.
+	CommitEagerly bool
 	// InitialView is the view a fresh group starts in (NewCore): a group created by
 	// an operation of another group (a partition's, by the metadata op that made
 	// it) starts in that op's view on every replica, so that it is led by the node
@@ -260,6 +271,8 @@ type Message struct {
 //     log the replica follows now).
 //  2. State (with ViewHeaders) and Writes: make them durable (fsync).
 //  3. Messages: send them; only now, because each may promise what 2 made durable.
+//     The exception, SendableEarly: a Prepare that promises nothing may leave
+//     before 2, so that the next replica journals it while this one does.
 //  4. Committed: apply these ops in order (their bodies are in the journal); then
 //     Install, a transferred state, when there is one.
 //  5. Forwards: answer the clients whose logins or logouts were forwarded.
@@ -286,6 +299,19 @@ type Ready struct {
 	// Install, when non-nil, is a transferred state: install it (and make it
 	// durable, as a snapshot) before Advance.
 	Install *StateInstall
+}
+
+// SendableEarly reports whether Messages[i] may be sent before the Ready's durable
+// work (step 2): a Prepare, in a Ready that changes no durable state (no State,
+// ViewHeaders, Truncate or Discards), promises nothing. A primary counts its own
+// append only once it is durable (Advance), and a backup acknowledges a prepare
+// with a PrepareOk, which waits for its own write; the Prepare only lets the next
+// replica of the chain journal the op at the same time, as TigerBeetle's replicas
+// replicate a prepare before they write it (src/vsr/replica.zig, on_prepare). A
+// replica changing view waits: its Prepare is of a view not yet durable here.
+func (rd *Ready) SendableEarly(i int) bool {
+	return rd.Messages[i].Header.Command == wire.CommandPrepare &&
+		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
 // bodyState is where a slot's body is: absent, in the current Ready's writes, or
@@ -466,6 +492,9 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	if cfg.JournalSlots < 2*cfg.PipelineDepth || cfg.JournalSlots < cfg.Timing.RepairChunkMax {
 		return nil, fmt.Errorf("vsr: journal slots %d below twice the pipeline depth or the repair chunk", cfg.JournalSlots)
+	}
+	if err := checkCheckpointInterval(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Storage == nil {
 		return nil, errors.New("vsr: a core needs a Storage")
@@ -687,14 +716,17 @@ func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 // FillReply fills the reply header of a committed op: op and commit are the log
 // position, as the reference server stamps committed replies. The caller sets size
 // and, when the state machine answers for another operation (CreateTopic replies as
-// CreateTopicWithAssignments), the operation.
+// CreateTopicWithAssignments), the operation. Every field comes from the prepare
+// (its view and the primary that prepared it, not this replica's): the client
+// table caches the reply, and every replica's table must be the same bytes, as
+// snapshots and state transfers carry it.
 func (c *Core) FillReply(h *wire.ReplyHeader, prepare *wire.PrepareHeader) {
 	*h = wire.ReplyHeader{}
 	h.Cluster = c.cfg.Cluster
 	h.Size = wire.HeaderSize
-	h.View = c.view
+	h.View = prepare.View
 	h.Command = wire.CommandReply
-	h.Replica = c.cfg.ReplicaID
+	h.Replica = prepare.Replica
 	h.RequestChecksum = prepare.RequestChecksum
 	h.Client = prepare.Client
 	h.Op = prepare.Op
@@ -1113,8 +1145,8 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 		// A restart from the last checkpoint would need more ops than the window
 		// holds: the primary waits for the caller's next checkpoint (found by
 		// vsr/sim at a primary of two that committed alone while it could not
-		// apply).
-		return 0, ErrPipelineFull
+		// apply). The caller's interval keeps this rare (checkpoint.go).
+		return 0, ErrCheckpointDue
 	}
 	timestamp := nowMicros
 	if timestamp <= c.lastTimestamp {
@@ -1222,6 +1254,10 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
 			c.retransmitAt = 0
 		} else {
 			c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+		}
+		if c.cfg.CommitEagerly && c.commitMax == c.op {
+			// No prepare in flight will carry the new commit point.
+			c.broadcastCommit()
 		}
 	}
 }

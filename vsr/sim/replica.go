@@ -61,7 +61,8 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 		Storage:      gr.disk,
 		Mutation:     c.opts.Mutation,
 		// Every replica restarts from its last checkpoint (checkpointEvery).
-		ReportsCheckpoints: true,
+		ReportsCheckpoints:    true,
+		CheckpointIntervalOps: checkpointEvery,
 	}
 	if gc.id == wire.MetadataGroup {
 		gr.meta = newMetadataMachine()

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// A deleted consumer group's stored offsets go with it (the DeleteConsumerGroup
+// effect), on every partition of its topic, on every node. In a cluster only a
+// partition's primary can delete one, through the partition's group, and its
+// backups apply the deletion from there: so each node asks its own store, and a
+// store that cannot take it now (a backup, or a primary whose Ready is out or
+// whose view is changing: 58) is asked again a little later, until the offset is
+// gone here, by its own deletion or the primary's. That is no error. Bounded:
+// the group's id is never used again (metadata assigns ids upward), so an offset
+// a cluster never gets to delete is unreachable, bytes only; it is logged, once.
+// A failure of another kind (the partition's files) is an error.
+
+const (
+	// groupOffsetDeleteRetry is the pause before a deletion is asked again.
+	groupOffsetDeleteRetry = 50 * time.Millisecond
+	// groupOffsetDeleteAttemptsMax bounds the attempts: ten seconds, past any
+	// view change of the partition's group.
+	groupOffsetDeleteAttemptsMax = 200
+)
+
+// groupOffsetDelete is one deleted group's offset on one partition this shard
+// owns, until it is gone.
+type groupOffsetDelete struct {
+	h        *handler
+	key      partition.Key
+	group    uint32
+	attempts int
+	dueNs    int64
+}
+
+// deleteGroupOffset drops group's stored offset on k.
+func (h *handler) deleteGroupOffset(k partition.Key, group uint32) {
+	(&groupOffsetDelete{h: h, key: k, group: group}).try()
+}
+
+func (d *groupOffsetDelete) try() {
+	d.attempts++
+	c := partition.Consumer{Kind: wire.ConsumerGroup, ID: d.group}
+	deferred, err := d.h.store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)
+	if deferred {
+		d.h.scheduleIO()
+		return
+	}
+	d.settle(err)
+}
+
+// OffsetDone implements partition.OffsetCompletion: the deletion proposed here
+// was applied, or did not commit (a view change).
+func (d *groupOffsetDelete) OffsetDone(_ uint64, err error) { d.settle(err) }
+
+func (d *groupOffsetDelete) settle(err error) {
+	h := d.h
+	switch {
+	case err == nil, errors.Is(err, wire.ErrConsumerOffsetNotFound), errors.Is(err, wire.ErrResourceNotFound):
+		// Deleted, or gone already (by the primary's deletion, or with the
+		// partition).
+	case errors.Is(err, wire.ErrTransientNotAccepted) && d.attempts < groupOffsetDeleteAttemptsMax:
+		d.dueNs = h.shard.NowNs() + int64(groupOffsetDeleteRetry)
+		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+		h.shard.WakeAt(d.dueNs)
+	case errors.Is(err, wire.ErrTransientNotAccepted):
+		h.log.Info("a deleted consumer group's offset is left on a partition: no primary took its deletion; it is unreachable",
+			"partition", d.key.String(), "group", d.group, "attempts", d.attempts)
+	default:
+		h.log.Error("a deleted consumer group's offset could not be deleted", "partition", d.key.String(), "group", d.group, "err", err)
+	}
+}
+
+// retryGroupOffsetDeletes asks again for the deletions due. It runs on the
+// shard's every turn (handler.Tick).
+func (h *handler) retryGroupOffsetDeletes() {
+	if len(h.groupOffsetDeletes) == 0 {
+		return
+	}
+	now := h.shard.NowNs()
+	due := h.groupOffsetDeletes
+	h.groupOffsetDeletes = nil
+	for _, d := range due {
+		if now >= d.dueNs {
+			d.try() // back in the list if it is still refused
+			continue
+		}
+		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+		h.shard.WakeAt(d.dueNs)
+	}
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// groupOffsetAt reports whether s holds group's stored offset on k.
+func groupOffsetAt(t *testing.T, s *Server, k partition.Key, group uint32) bool {
+	t.Helper()
+	held := false
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		if sh.Index() == s.ownerOf(k) {
+			_, held, _ = s.handlers[sh.Index()].store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerGroup, ID: group})
+		}
+	})
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	return held
+}
+
+// TestClusterDeletedGroupOffsetsGoQuietly: a consumer group with stored offsets
+// is deleted in a 3-node cluster: every node drops its offsets, the backups by
+// the primary's replicated deletion, and no node logs an error (each backup's
+// store refuses the deletion it cannot propose, 58, which used to be logged as
+// a failed effect).
+func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	servers := make([]*Server, len(cfgs))
+	logs := make([]*lockedBuffer, len(cfgs))
+	for i := range cfgs {
+		logs[i] = &lockedBuffer{}
+		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.MultiWriter(logs[i]), nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = s
+		t.Cleanup(func() { stopServer(t, s) })
+	}
+	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
+	ctx := testContext(t)
+	pc := dialCluster(t, servers[0])
+	st, err := pc.CreateStream(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := pc.CreateTopic(ctx, client.NameID("orders"), "events", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := pc.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.JoinConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("readers")); err != nil {
+		t.Fatal(err)
+	}
+	keys := []partition.Key{{StreamID: st.ID, TopicID: topic.ID, PartitionID: 0}, {StreamID: st.ID, TopicID: topic.ID, PartitionID: 1}}
+	for _, k := range keys {
+		to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: k.PartitionID}
+		if _, err := pc.SendMessages(ctx, client.NameID("orders"), client.NameID("events"), to, messages(5, "m")); err != nil {
+			t.Fatal(err)
+		}
+		err := pc.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: client.GroupConsumer(client.NameID("readers")),
+			StreamID: client.NameID("orders"), TopicID: client.NameID("events"), Partition: wire.SomePartition(k.PartitionID), Offset: 3, Ack: wire.AckQuorum})
+		if err != nil {
+			t.Fatalf("StoreConsumerOffset on %v: %v", k, err)
+		}
+		for i, s := range servers {
+			waitUntil(t, fmt.Sprintf("node %d holds the group's offset on %v", i, k), func() bool { return groupOffsetAt(t, s, k, group.ID) })
+		}
+	}
+	if err := pc.DeleteConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("readers")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		for i, s := range servers {
+			waitUntil(t, fmt.Sprintf("node %d drops the group's offset on %v", i, k), func() bool { return !groupOffsetAt(t, s, k, group.ID) })
+		}
+	}
+	for i, l := range logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, "level=ERROR") {
+				t.Errorf("node %d: %s", i, line)
+			}
+		}
+	}
+}

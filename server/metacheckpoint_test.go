@@ -1,0 +1,164 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/segment"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestSnapshotIntervalClamped: the old default (1,024, in every existing
+// configuration file) starts a node with the largest interval the window allows,
+// and one warning naming the setting and the value used; a legal one is kept,
+// silently.
+func TestSnapshotIntervalClamped(t *testing.T) {
+	if got, want := DefaultConfig().SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(1024, vsr.PipelineDepthDefault); got != want || want != 960 {
+		t.Fatalf("default snapshot interval %d, want %d (960)", got, want)
+	}
+	for _, tc := range []struct {
+		configured, used uint64
+		warned           bool
+	}{{1024, 960, true}, {1 << 40, 960, true}, {960, 960, false}, {16, 16, false}} {
+		var logs lockedBuffer
+		cfg := testConfig(t.TempDir(), 1)
+		cfg.SnapshotIntervalOps = tc.configured
+		s, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err != nil {
+			t.Fatalf("Start with snapshot_interval_ops %d: %v", tc.configured, err)
+		}
+		stopServer(t, s)
+		var warnings []string
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "snapshot_interval_ops") {
+				warnings = append(warnings, line)
+			}
+		}
+		if s.cfg.SnapshotIntervalOps != tc.used || s.meta.snapshotIntervalOps != tc.used {
+			t.Errorf("configured %d: config %d, plane %d, want %d", tc.configured, s.cfg.SnapshotIntervalOps, s.meta.snapshotIntervalOps, tc.used)
+		}
+		switch {
+		case !tc.warned && len(warnings) != 0:
+			t.Errorf("configured %d: warned %q", tc.configured, warnings)
+		case tc.warned && (len(warnings) != 1 || !strings.Contains(warnings[0], "setting=system.metadata.snapshot_interval_ops") ||
+			!strings.Contains(warnings[0], fmt.Sprintf("used=%d", tc.used))):
+			t.Errorf("configured %d: warnings %q, want one naming the setting and used=%d", tc.configured, warnings, tc.used)
+		}
+	}
+}
+
+// primaryPlane is a clustered plane that leads view 0 (replica 0) of a
+// three-replica group whose backups are statePeers, on a simulated disk.
+type primaryPlane struct {
+	t     *testing.T
+	n     *metaNet
+	m     *metaPlane
+	store *simMetaStorage
+	// written counts the writes committed, submitted the writes handed over.
+	written, submitted int
+}
+
+func newPrimaryPlane(t *testing.T, seed uint64) *primaryPlane {
+	t.Helper()
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	cfg := cfgs[0]
+	cfg.SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
+	store := newSimMetaStorage(segment.NewSimDisk(seed))
+	n := &metaNet{t: t, planeID: 0, peers: []*statePeer{nil, newStatePeer(t, &cfgs[1], 1, journalSlotsMin), newStatePeer(t, &cfgs[2], 2, journalSlotsMin)}}
+	n.plane = clusterPlane(t, &cfg, store, &n.sent)
+	pumpPlane(t, n.plane)
+	if !n.plane.replica.IsPrimary() {
+		t.Fatal("replica 0 of a fresh group does not lead view 0")
+	}
+	return &primaryPlane{t: t, n: n, m: n.plane, store: store}
+}
+
+// write hands count writes (the server's own ops, no client's) to the plane and
+// runs the group until nothing moves.
+func (p *primaryPlane) write(count int) {
+	p.t.Helper()
+	for range count {
+		p.submitted++
+		w := &metaWrite{proposal: vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
+			body: createStreamBody(p.t, fmt.Sprintf("s-%d", p.submitted))}
+		w.done = func(_ *metaCommit, err error) {
+			if err != nil {
+				p.t.Fatalf("write refused: %v", err)
+			}
+			p.written++
+		}
+		p.m.submit(w)
+		if p.submitted%vsr.PipelineDepthDefault == 0 {
+			p.settle()
+		}
+	}
+	p.settle()
+}
+
+// settle runs the plane's work and the frames until none moves.
+func (p *primaryPlane) settle() {
+	pumpPlane(p.t, p.m)
+	p.n.run()
+}
+
+// tick gives the plane's core ticks cluster ticks.
+func (p *primaryPlane) tick(ticks int) {
+	for range ticks {
+		p.m.cluster.ticksDue++
+		p.settle()
+	}
+}
+
+// TestPrimarySnapshotFailureDoesNotWedge: at the production defaults, the
+// primary's snapshot fails for a while (a full disk). Its writes go on up to a
+// window above the last snapshot written, then wait (the core refuses them:
+// vsr.ErrCheckpointDue); the plane tries again, counting from the last snapshot
+// written, every snapshotRetryTicks; once the disk takes a snapshot again, the
+// writes resume, and the group lives on past four windows. (The plane used to
+// count the next try from the failed one: due beyond the window, it never came,
+// and the group wedged for good after one failed write.)
+func TestPrimarySnapshotFailureDoesNotWedge(t *testing.T) {
+	p := newPrimaryPlane(t, 21)
+	interval := int(p.m.snapshotIntervalOps)
+	p.write(interval / 2)
+
+	errDiskFull := errors.New("no space left on device")
+	failing := true
+	p.store.failReplace = func(name string) error {
+		if failing && name == snapshotFileName {
+			return errDiskFull
+		}
+		return nil
+	}
+	p.write(journalSlotsMin)
+	if p.m.snapshotsTaken.Load() != 0 {
+		t.Fatalf("%d snapshots taken on a failing disk", p.m.snapshotsTaken.Load())
+	}
+	stoppedAt := p.m.applied.op
+	if want := uint64(journalSlotsMin - 1); stoppedAt != want || p.m.proposalsHeld.Load() == 0 {
+		t.Fatalf("the primary applied op %d (%d proposals held), want op %d and held proposals", stoppedAt, p.m.proposalsHeld.Load(), want)
+	}
+	// Tries while the disk fails change nothing.
+	p.tick(3 * snapshotRetryTicks)
+	if p.m.applied.op != stoppedAt || p.m.snapshotsTaken.Load() != 0 {
+		t.Fatalf("applied op %d, snapshots %d while the disk fails", p.m.applied.op, p.m.snapshotsTaken.Load())
+	}
+
+	failing = false
+	p.tick(snapshotRetryTicks + 1)
+	if p.m.snapshotsTaken.Load() != 1 || p.m.snapshotOp != stoppedAt {
+		t.Fatalf("after the disk healed: %d snapshots, the last at op %d, want one at %d", p.m.snapshotsTaken.Load(), p.m.snapshotOp, stoppedAt)
+	}
+	p.write(3 * journalSlotsMin)
+	if p.written != p.submitted {
+		t.Fatalf("%d of %d writes committed", p.written, p.submitted)
+	}
+	if applied := p.m.applied.op; applied < 4*journalSlotsMin || p.m.snapshotsTaken.Load() < 4 {
+		t.Fatalf("applied op %d with %d snapshots", applied, p.m.snapshotsTaken.Load())
+	}
+}
