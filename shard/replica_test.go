@@ -202,6 +202,7 @@ type replicaNodeOptions struct {
 	listen       string
 	shardCount   int
 	queueFrames  int
+	partFrames   int // PartitionQueueCapacity; 0: the default
 	messageBytes uint32
 	handshake    time.Duration // default 2 s
 	frameTimeout time.Duration
@@ -242,16 +243,17 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 		Arena:        replicaTestArena(),
 		NewHandler:   func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
 		Replica: &ReplicaConfig{
-			ListenAddress:     o.listen,
-			Handshake:         hs,
-			PeerAddresses:     o.addresses,
-			ReconnectPeriod:   50 * time.Millisecond,
-			HandshakeTimeout:  o.handshake,
-			PeerQueueCapacity: o.queueFrames,
-			MessageSizeMax:    o.messageBytes,
-			ShardZero:         o.shardZero,
-			ListenerOff:       o.listenerOff,
-			Dial:              o.dial,
+			ListenAddress:          o.listen,
+			Handshake:              hs,
+			PeerAddresses:          o.addresses,
+			ReconnectPeriod:        50 * time.Millisecond,
+			HandshakeTimeout:       o.handshake,
+			PeerQueueCapacity:      o.queueFrames,
+			PartitionQueueCapacity: o.partFrames,
+			MessageSizeMax:         o.messageBytes,
+			ShardZero:              o.shardZero,
+			ListenerOff:            o.listenerOff,
+			Dial:                   o.dial,
 		},
 	})
 	return n
@@ -298,6 +300,20 @@ func commitFrame(cluster string, commit uint64) []byte {
 	h.Commit = commit
 	h.TimestampMonotonic = commit
 	h.Group = wire.MetadataGroup
+	frame := make([]byte, wire.HeaderSize)
+	wire.PutHeader(frame, &h)
+	return frame
+}
+
+// partitionCommitFrame is a partition group's Commit (a header, no body).
+func partitionCommitFrame(cluster string, commit uint64) []byte {
+	var h wire.CommitHeader
+	h.Size = wire.HeaderSize
+	h.Command = wire.CommandCommit
+	h.Cluster = wire.ClusterID(cluster)
+	h.Commit = commit
+	h.TimestampMonotonic = commit
+	h.Group, _ = wire.PartitionGroup(1, 1, uint32(commit%1000))
 	frame := make([]byte, wire.HeaderSize)
 	wire.PutHeader(frame, &h)
 	return frame
@@ -630,10 +646,11 @@ func TestReplicaFloodBeyondTheQueueIsDropped(t *testing.T) {
 	if st.FramesDropped != uint64(len(errs)) || len(errs) != floodFrames-8 {
 		t.Fatalf("flood of %d frames into a queue of 8: %d refused, stats %+v", floodFrames, len(errs), st)
 	}
-	// The shard did not wait for the peer: it still serves, here a frame another
-	// shard sends through it. The peer, reading at last, gets the frames the queue
-	// took, intact and in order, then that one.
-	n.send(0, 1, commitFrame(cluster, 1), 1)
+	// The shard did not wait for the peer: it still serves, here a partition
+	// group's frame (a class with room of its own) another shard sends through it.
+	// The peer, reading at last, gets the frames the queue took, intact and in
+	// order, then that one.
+	n.send(0, 1, partitionCommitFrame(cluster, 1), 1)
 	for i := range 8 {
 		got := peer.read(len(frame))
 		if !bytes.Equal(got[256:], frame[256:]) || wire.Command(got[60]) != wire.CommandStateChunk {
@@ -1047,6 +1064,7 @@ func TestReplicaConfigValidation(t *testing.T) {
 		{"roster length", func(c *ReplicaConfig) { c.PeerAddresses = c.PeerAddresses[:1] }, "addresses for"},
 		{"hostname", func(c *ReplicaConfig) { c.PeerAddresses[1] = "node-1:9090" }, "replica 1 address"},
 		{"queue", func(c *ReplicaConfig) { c.PeerQueueCapacity = -1 }, "peer queue capacity"},
+		{"partition queue", func(c *ReplicaConfig) { c.PartitionQueueCapacity = 1<<16 + 1 }, "partition queue capacity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

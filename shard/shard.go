@@ -437,6 +437,9 @@ func (s *Shard) loop() {
 		if !s.stopping && s.rt.stopping.Load() {
 			s.beginStop()
 		}
+		if s.replica != nil {
+			s.drainReplicaTransit()
+		}
 		s.drainInboxes()
 		if s.replica != nil {
 			s.replicaTurn()
@@ -668,7 +671,7 @@ func (s *Shard) drainInboxes() {
 				s.adoptHandoff(m.fd, false, uint32(m.Value))
 				continue
 			}
-			if m.internal == internalReplicaSend || m.internal == internalReplicaRelease {
+			if m.internal == internalReplicaRelease {
 				s.serveReplicaMessage(m)
 				continue
 			}
