@@ -92,3 +92,34 @@ func BenchmarkDiskWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDiskPollIdle: one poll of each of 3,000 idle storages, the cost a shard
+// pays for idle partitions on every turn with disk work (partition.Store.PollIO
+// polls every partition's storage).
+//
+//	go test ./shard -run '^$' -bench DiskPollIdle -count 5
+func BenchmarkDiskPollIdle(b *testing.B) {
+	const storages = 3000
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := ring.New(ring.Options{SQEntries: 64, Flags: ring.SetupSingleIssuer})
+	if err != nil {
+		b.Skipf("io_uring unavailable: %v", err)
+	}
+	defer r.Close()
+	disk := NewDisk(r, 64)
+	dir := b.TempDir()
+	idle := make([]*DiskStorage, storages)
+	for i := range idle {
+		if idle[i], err = disk.Open(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, st := range idle {
+			st.Poll(false)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/storages, "ns/storage")
+}
