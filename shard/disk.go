@@ -45,6 +45,9 @@ type Disk struct {
 	ready      int // completed requests whose Done hooks have not run
 	cqes       [64]ring.CQE
 	enters     uint64 // io_uring_enter calls (Stats.DiskRingEnters)
+	// progress counts requests put in the ring, completed and whose hooks ran: the
+	// shard's loop sees disk work move by it (wait.go).
+	progress uint64
 
 	// AsyncWriteBytesMin: writes at least this large go to the kernel's workers
 	// (IOSQE_ASYNC); 0 leaves every write to the kernel's choice.
@@ -183,6 +186,7 @@ func (d *Disk) prepare(e diskEntry) bool {
 		d.chainOwner = e.storage
 	}
 	d.inRing++
+	d.progress++
 	e.storage.inRing++
 	return true
 }
@@ -273,6 +277,7 @@ func (s *DiskStorage) complete(r *segment.Request, result int64, err error) {
 	r.Result, r.Err = result, err
 	s.done = append(s.done, r)
 	s.disk.ready++
+	s.disk.progress++
 }
 
 // finish records a ring completion.
@@ -335,6 +340,7 @@ func (s *DiskStorage) Poll(wait bool) int {
 	clear(s.done)
 	s.done = s.done[:0]
 	d.ready -= len(batch)
+	d.progress += uint64(len(batch))
 	for _, r := range batch {
 		r.Done(r)
 	}

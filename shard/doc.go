@@ -16,6 +16,12 @@
 //	     │                 submit + wait for a completion or the next timer
 //	     └──────────────── copy out a batch of completions, then act on each
 //
+// A turn that a completion started ends with a short busy poll (Config.BusyPoll) before
+// the shard sleeps; one that a timer started sleeps at once. Turns asked for without a
+// wait (a busy Ticker, a message to itself, a timer already due) that make no progress
+// are throttled after 64 in a row (wait.go): a handler stuck asking for turns costs a
+// few of them a second, not a core.
+//
 // Completions never run inside the reap: acting on one may submit, and submitting may
 // post more completions. All of a shard's ring submissions happen on its thread (the
 // ring is SINGLE_ISSUER with DEFER_TASKRUN).

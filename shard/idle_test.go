@@ -116,37 +116,43 @@ func TestIdleShardSleeps(t *testing.T) {
 	}
 }
 
-// turnsHandler takes turns posting to itself, asking on each for the same far turn
-// (as the server's ticks ask on every turn for the next one) and for a near one.
+// turnsHandler on shard 0 asks on every turn for the same far turn (as the server's
+// ticks ask on every turn for the next one) and once for a near one, while it plays
+// ping-pong with shard 1, which gives it a turn per message.
 type turnsHandler struct {
 	testHandler
-	left    int   // self-posts still to make
+	left    *int  // pings still to send (shard 0's)
 	farNs   int64 // asked for on every turn
 	nearNs  int64 // asked for once
-	pending int   // Stats.TimersPending once the posting ended
+	pending *int  // Stats.TimersPending once the pings ended
 	done    chan struct{}
 	near    chan struct{} // closed on the first turn at or past nearNs
 }
 
-func (h *turnsHandler) ServeMessage(*Shard, Message) {}
+func (h *turnsHandler) ServeMessage(s *Shard, m Message) {
+	if s.Index() == 1 {
+		s.Post(0, Message{})
+		return
+	}
+	if *h.left > 0 {
+		*h.left--
+		s.Post(1, Message{})
+		return
+	}
+	*h.pending = s.Stats().TimersPending
+	close(h.done)
+}
 
 func (h *turnsHandler) Tick(s *Shard) bool {
+	if s.Index() != 0 {
+		return false
+	}
 	if h.farNs == 0 {
 		h.farNs, h.nearNs = s.NowNs()+int64(time.Hour), s.NowNs()+int64(50*time.Millisecond)
 		s.WakeAt(h.nearNs)
+		s.Post(1, Message{})
 	}
 	s.WakeAt(h.farNs)
-	switch {
-	case h.left > 0:
-		// A message to itself: the next turn comes at once (one per turn: the
-		// inbox is drained before Tick).
-		h.left--
-		s.Post(s.Index(), Message{})
-	case h.done != nil:
-		h.pending = s.Stats().TimersPending
-		close(h.done)
-		h.done = nil
-	}
 	if h.near != nil && s.NowNs() >= h.nearNs {
 		close(h.near)
 		h.near = nil
@@ -158,18 +164,17 @@ func (h *turnsHandler) Tick(s *Shard) bool {
 // asked for beside it still comes (nothing else wakes the shard).
 func TestWakeAtSameDeadlineArmsOneTimer(t *testing.T) {
 	near, done := make(chan struct{}), make(chan struct{})
-	h := &turnsHandler{left: 1000, done: done, near: near}
-	startTestRuntime(t, Config{ShardCount: 1, BusyPoll: -1, NewHandler: func(s *Shard) Handler {
-		h.shard = s
-		return h
+	left, pending := 1000, 0
+	startTestRuntime(t, Config{ShardCount: 2, BusyPoll: -1, NewHandler: func(s *Shard) Handler {
+		return &turnsHandler{testHandler: testHandler{shard: s}, left: &left, pending: &pending, done: done, near: near}
 	}})
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the turns did not end")
+		t.Fatal("the pings did not end")
 	}
-	if h.pending > 4 {
-		t.Fatalf("%d timers pending after 1,000 turns asking for the same one", h.pending)
+	if pending > 4 {
+		t.Fatalf("%d timers pending after 1,000 turns asking for the same one", pending)
 	}
 	select {
 	case <-near:

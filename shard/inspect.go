@@ -40,8 +40,11 @@ type Stats struct {
 	// TimerWakeups were ended by a timer, not a completion; TimersFired the timers
 	// that expired (a connection's deadlines, WakeAt); BusyPolls the busy-poll rounds
 	// begun; TimersPending the timers armed now. DiskRingEnters counts the disk
-	// ring's io_uring_enter calls (Config.DiskIO).
+	// ring's io_uring_enter calls (Config.DiskIO). ThrottledWaits counts the sleeps
+	// taken between turns asked for without progress (wait.go): a handler that
+	// spins.
 	Turns, RingEnters, Sleeps, TimerWakeups, TimersFired, BusyPolls, DiskRingEnters uint64
+	ThrottledWaits                                                                  uint64
 	TimersPending                                                                   int
 }
 
@@ -49,6 +52,7 @@ type Stats struct {
 type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
+	throttledWaits, messagesFromOthers                                 uint64
 }
 
 // Stats copies the shard's figures. Call it on the shard's goroutine (from a
@@ -70,6 +74,7 @@ func (s *Shard) Stats() Stats {
 		TimerWakeups:           s.counters.timerWakeups,
 		TimersFired:            s.counters.timersFired,
 		BusyPolls:              s.counters.busyPolls,
+		ThrottledWaits:         s.counters.throttledWaits,
 		TimersPending:          s.timers.Len(),
 	}
 	if s.disk != nil {

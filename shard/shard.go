@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -139,6 +138,7 @@ type Shard struct {
 	// not counted: none means a timer (or a goroutine's Wake) ended it, and the
 	// shard sleeps again without busy polling.
 	lastReaped int
+	spin       spinGuard
 
 	cqes [completionBatchMax]ring.CQE
 
@@ -483,57 +483,6 @@ func (s *Shard) loop() {
 	}
 }
 
-// wait submits what is queued and blocks until a completion arrives or the next timer
-// is due. It reports false when it returned without completions to reap.
-func (s *Shard) wait() bool {
-	var err error
-	switch {
-	case s.busy || s.inbox[s.index].Len() > 0:
-		// Work for the next turn already: collect what completed, block on nothing.
-		err = s.enter()
-	case s.lastReaped > 0 && s.busyPoll():
-		return true
-	default:
-		if next, ok := s.timers.Next(); ok {
-			if d := time.Duration(next - s.clock()); d > 0 {
-				err = s.sleep(d)
-			} else {
-				err = s.enter()
-			}
-		} else {
-			err = s.sleep(-1)
-		}
-	}
-	if err != nil && !errors.Is(err, ring.ErrCQOverflow) {
-		s.fail(fmt.Errorf("shard %d: io_uring_enter: %w", s.index, err))
-		return false
-	}
-	return true
-}
-
-// enter submits what is queued and collects what completed, without blocking.
-func (s *Shard) enter() error {
-	s.counters.ringEnters++
-	_, err := s.ring.Submit()
-	return err
-}
-
-// sleep submits what is queued and blocks until a completion arrives, or for at
-// most d when d >= 0.
-func (s *Shard) sleep(d time.Duration) error {
-	s.counters.ringEnters++
-	s.counters.sleeps++
-	if d < 0 {
-		_, err := s.ring.SubmitAndWait(1)
-		return err
-	}
-	_, err := s.ring.SubmitAndWaitTimeout(1, d)
-	if err == nil && s.ring.CQReady() == 0 {
-		s.counters.timerWakeups++
-	}
-	return err
-}
-
 // resumeInputs lets connections read again that were throttled for their retained
 // requests or waited for a frame buffer. Buffer waiters go first come, first served:
 // the first one that still finds no buffer keeps its place and the rest wait behind it.
@@ -560,45 +509,6 @@ func (s *Shard) resumeInputs() {
 			return
 		}
 		s.bufferWaiters = slices.Delete(s.bufferWaiters, 0, 1)
-	}
-}
-
-// busyPoll polls the ring without sleeping for up to Config.BusyPoll, and reports
-// whether a completion arrived (false: sleep in io_uring_enter). A shard has just
-// worked when it gets here, and the next request of a busy connection usually follows
-// within microseconds; waking a sleeping thread costs tens of microseconds of latency
-// (BenchmarkPingRoundTrip, one connection: p50 ~70 µs sleeping at once, ~30 µs with
-// 50 µs of polling) and, under load, the wake-ups themselves cost the CPU that
-// busy polling spends. A shard polls only after a turn that a completion started
-// (wait asks), never after a timer's: an idle shard whose handler ticks every 10 ms
-// would otherwise poll 100 times a second for nothing (~30 io_uring_enter and
-// sched_yield calls each, 0.5% of a core: TestIdleShardSleeps).
-func (s *Shard) busyPoll() bool {
-	if s.cfg.BusyPoll <= 0 {
-		return false
-	}
-	s.counters.busyPolls++
-	// The budget is real time even under a test's Config.Clock, which may stand still.
-	startNs := int64(time.Since(s.epoch))
-	deadlineNs := startNs + int64(s.cfg.BusyPoll)
-	if next, ok := s.timers.Next(); ok {
-		deadlineNs = min(deadlineNs, startNs+next-s.clock())
-	}
-	for {
-		if err := s.enter(); err != nil {
-			return false // the blocking enter that follows reports it
-		}
-		if s.ring.CQReady() > 0 {
-			return true
-		}
-		if int64(time.Since(s.epoch)) >= deadlineNs {
-			return false
-		}
-		// Give the CPU to whatever else is runnable on it: the thread that will
-		// produce the next completion (a client on the same machine, an io-wq
-		// worker) is often waiting behind this one. Alone on its core, the shard
-		// gets the CPU straight back.
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
 
@@ -711,6 +621,9 @@ func (s *Shard) drainInboxes() {
 			m, ok := q.Pop()
 			if !ok {
 				break
+			}
+			if m.From != s.index {
+				s.counters.messagesFromOthers++
 			}
 			if m.internal == internalAdoptConn {
 				s.rt.handoffsArrived[s.index].Add(1)
