@@ -38,7 +38,11 @@ import (
 // After the handshake each frame is validated as the spec says (replicaFramer: the
 // frame seal, a prepare's identity, the body seal, Reply and Eviction and frames over
 // MessageSizeMax refused); a refused frame closes the connection, and nothing of it
-// reaches the handler. Valid frames go to the ReplicaHandler of the owner shard.
+// reaches the handler. Valid frames go to the ReplicaHandler of the owner shard. A
+// connection has one recv in flight, into its 64 KiB read buffer (or the rest of one
+// large frame), so a turn of its shard serves at most that much of it: a peer's flood
+// of partition frames is read 256 header-only frames a turn, with the shard's timers,
+// ticker and sends between, and a metadata frame behind it waits turns, not the flood.
 //
 // Connections can also come from outside, TLS sessions bridged to socketpairs
 // (Runtime.AdoptReplica, ReplicaConfig.Dial and ListenerOff; replica_adopt.go).

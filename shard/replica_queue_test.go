@@ -190,3 +190,37 @@ func TestReplicaClassCapacities(t *testing.T) {
 		t.Fatal("transit capacity bounds")
 	}
 }
+
+// Reading is bounded per turn: a connection has one recv in flight, into its 64 KiB
+// read buffer, so a turn serves at most that much of a peer's flood of partition
+// frames (256 header-only frames) before the shard's timers, ticker and sends run,
+// and a metadata frame behind the flood waits a few turns, not the whole flood.
+// (A guard: the runtime has bounded it so from the start.)
+func TestReplicaFloodOfPartitionFramesIsReadInBoundedTurns(t *testing.T) {
+	const cluster, floodFrames = "readflood", 20_000
+	node := startReplicaNode(t, 1, replicaNodeOptions{cluster: cluster, addresses: []string{"", ""}})
+	peer := dialFake(t, node, cluster, 0)
+	node.waitFor("the fake peer registered", 10*time.Second, func() bool { return node.up[0] })
+	var flood []byte
+	for i := range floodFrames {
+		flood = append(flood, sealed(partitionCommitFrame(cluster, uint64(i)))...)
+	}
+	flood = append(flood, sealed(commitFrame(cluster, 1))...)
+	peer.write(flood)
+	node.waitFor("the flood and the metadata frame", 20*time.Second, func() bool { return len(node.received) == floodFrames+1 })
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	perTurn := map[uint64]int{}
+	most := 0
+	for _, r := range node.received {
+		perTurn[r.turn]++
+		most = max(most, perTurn[r.turn])
+	}
+	if last := node.received[floodFrames]; last.group != wire.MetadataGroup {
+		t.Fatalf("the last frame served is of group %#x, want the metadata frame", last.group)
+	}
+	t.Logf("%d frames in %d turns, at most %d in one", floodFrames+1, len(perTurn), most)
+	if limit := replicaReadBufferBytes / wire.HeaderSize; most > limit {
+		t.Fatalf("a turn served %d frames, want at most %d (one read buffer)", most, limit)
+	}
+}

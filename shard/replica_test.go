@@ -45,7 +45,9 @@ type receivedFrame struct {
 	command   wire.Command
 	size      int
 	bodyHash  uint64
-	bodyValid bool // the body is the pattern the builder wrote
+	bodyValid bool   // the body is the pattern the builder wrote
+	turn      uint64 // the serving shard's loop turn
+	group     uint64 // the frame's consensus group
 }
 
 type replicaSendRequest struct {
@@ -110,7 +112,8 @@ type replicaTestHandler struct {
 
 func (h *replicaTestHandler) ServeReplica(s *Shard, f *ReplicaFrame) {
 	r := receivedFrame{peer: f.Peer, shard: s.Index(), command: f.Header.Command, size: int(f.Header.Size),
-		bodyHash: xxh3.Hash(f.Body), bodyValid: patternValid(f.Body)}
+		bodyHash: xxh3.Hash(f.Body), bodyValid: patternValid(f.Body), turn: s.counters.turns}
+	r.group, _ = wire.FrameGroup(f.Header)
 	if f.Header.Command == wire.CommandStateChunk {
 		// Exercise Retain: keep the frame past ServeReplica, check it, release it.
 		kept := f.Retain()
