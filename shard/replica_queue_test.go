@@ -72,12 +72,18 @@ func TestReplicaControlFramesNeverWaitBehindPartitionFrames(t *testing.T) {
 				t.Fatalf("from shard %d: %v, want ErrReplicaQueueFull", from, err)
 			}
 		}
-		if len(errs) != floodFrames-partitionCapacity {
+		// The owner queues all of its own turn's frames before it sends any: its
+		// partition class takes exactly its room. Frames from another shard reach
+		// the owner while the sender still sends, and the first to leave (into the
+		// socket's buffers) give room back: at least the room is taken.
+		refused := len(errs)
+		if from == 1 && refused != floodFrames-partitionCapacity || refused > floodFrames-partitionCapacity || refused == 0 {
 			t.Fatalf("from shard %d: %d frames refused, want the %d partition frames beyond the class's room",
-				from, len(errs), floodFrames-partitionCapacity)
+				from, refused, floodFrames-partitionCapacity)
 		}
+		accepted := floodFrames - refused
 		var metadata, partition int
-		for i := range metadataFrames + partitionCapacity {
+		for range metadataFrames + accepted {
 			if frameGroupOf(t, peer.read(wire.HeaderSize)) == wire.MetadataGroup {
 				metadata++
 				if from == 1 && partition > 0 {
@@ -86,20 +92,18 @@ func TestReplicaControlFramesNeverWaitBehindPartitionFrames(t *testing.T) {
 			} else {
 				partition++
 			}
-			_ = i
 		}
-		if metadata != metadataFrames || partition != partitionCapacity {
+		if metadata != metadataFrames || partition != accepted {
 			t.Fatalf("from shard %d: the peer got %d metadata and %d partition frames, want %d and %d",
-				from, metadata, partition, metadataFrames, partitionCapacity)
+				from, metadata, partition, metadataFrames, accepted)
 		}
 		n.waitFor("the frames counted as sent", 5*time.Second, func() bool {
-			return n.rt.ReplicaStats().FramesSent == metadataFrames+partitionCapacity
+			return n.rt.ReplicaStats().FramesSent == uint64(metadataFrames+accepted)
 		})
 		st := n.rt.ReplicaStats()
 		want := ReplicaStats{Control: ReplicaClassStats{FramesSent: metadataFrames},
-			Partition: ReplicaClassStats{FramesSent: partitionCapacity, FramesDropped: floodFrames - partitionCapacity,
-				QueueFull: floodFrames - partitionCapacity}}
-		if st.Control != want.Control || st.Partition != want.Partition || st.FramesDropped != floodFrames-partitionCapacity {
+			Partition: ReplicaClassStats{FramesSent: uint64(accepted), FramesDropped: uint64(refused), QueueFull: uint64(refused)}}
+		if st.Control != want.Control || st.Partition != want.Partition || st.FramesDropped != uint64(refused) {
 			t.Fatalf("from shard %d: stats %+v, want per class %+v", from, st, want)
 		}
 		// Every frame left: each class has its whole room again.

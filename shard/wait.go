@@ -116,7 +116,7 @@ func (s *Shard) spinThrottle(moved bool) (time.Duration, bool) {
 			if s.disk != nil {
 				args = append(args, "disk_ready", s.disk.ready, "disk_waiting", len(s.disk.waiting), "disk_in_ring", s.disk.inRing)
 			}
-			s.log.Warn("shard: turns asked for without progress; sleeping between them", args...)
+			s.log.Warn("turns asked for without progress; sleeping between them", args...)
 		}
 	} else {
 		g.backoff = min(2*g.backoff, spinBackoffMax)
