@@ -295,28 +295,25 @@ func patternValid(body []byte) bool {
 	return true
 }
 
+// commitFrame is the metadata group's Commit (a header, no body).
 func commitFrame(cluster string, commit uint64) []byte {
-	var h wire.CommitHeader
-	h.Size = wire.HeaderSize
-	h.Command = wire.CommandCommit
-	h.Cluster = wire.ClusterID(cluster)
-	h.Commit = commit
-	h.TimestampMonotonic = commit
-	h.Group = wire.MetadataGroup
-	frame := make([]byte, wire.HeaderSize)
-	wire.PutHeader(frame, &h)
-	return frame
+	return commitFrameOf(cluster, commit, wire.MetadataGroup)
 }
 
-// partitionCommitFrame is a partition group's Commit (a header, no body).
+// partitionCommitFrame is a partition group's Commit.
 func partitionCommitFrame(cluster string, commit uint64) []byte {
+	group, _ := wire.PartitionGroup(1, 1, uint32(commit%1000))
+	return commitFrameOf(cluster, commit, group)
+}
+
+func commitFrameOf(cluster string, commit, group uint64) []byte {
 	var h wire.CommitHeader
 	h.Size = wire.HeaderSize
 	h.Command = wire.CommandCommit
 	h.Cluster = wire.ClusterID(cluster)
 	h.Commit = commit
 	h.TimestampMonotonic = commit
-	h.Group, _ = wire.PartitionGroup(1, 1, uint32(commit%1000))
+	h.Group = group
 	frame := make([]byte, wire.HeaderSize)
 	wire.PutHeader(frame, &h)
 	return frame
