@@ -82,7 +82,7 @@ func (s *Shard) Stats() Stats {
 	}
 	for i := range s.inbox {
 		if s.inbox[i] != nil {
-			st.InboxDepth += s.inbox[i].Len()
+			st.InboxDepth += s.inbox[i].Len() + s.controlInbox[i].Len()
 		}
 	}
 	return st

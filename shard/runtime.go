@@ -116,8 +116,10 @@ func Start(cfg Config) (*Runtime, error) {
 			eventFd:    -1,
 			listener:   listener{fd: -1},
 		}
+		s.controlInbox = make([]*Queue[Message], cfg.ShardCount)
 		for from := range s.inbox {
 			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
+			s.controlInbox[from] = NewQueue[Message](controlInboxCapacity)
 		}
 		s.peerInbox = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
@@ -267,7 +269,7 @@ func (rt *Runtime) closeAll() {
 		sender.Close()
 	}
 	for _, s := range rt.shards {
-		for _, q := range s.inbox {
+		for _, q := range append(s.controlInbox, s.inbox...) {
 			for {
 				m, ok := q.Pop()
 				if !ok {

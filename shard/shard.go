@@ -93,8 +93,10 @@ type Shard struct {
 	// inspect is a pending Runtime.Inspect, served at the next turn.
 	inspect atomic.Pointer[inspection]
 
-	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
-	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
+	inbox []*Queue[Message] // inbox[from]: messages shard from posted to this shard
+	// controlInbox[from]: the messages shard from posted with PostControl.
+	controlInbox []*Queue[Message]
+	wakeNeeded   []bool // wakeNeeded[to]: pushed to shard to since the last wake
 
 	eventFd    int
 	eventBuf   *[8]byte // the eventfd read's target; heap memory the kernel writes
@@ -196,8 +198,22 @@ func (s *Shard) WakeAt(deadlineNs int64) {
 // retryable status, or drop). Posting to the shard itself is allowed; the message is
 // served on the next loop iteration.
 func (s *Shard) Post(target int, m Message) bool {
+	return s.post(s.rt.shards[target].inbox[s.index], target, m)
+}
+
+// PostControl is Post on a lane of its own between each pair of shards, served before
+// every other message of the target's turn: for the few messages that must not wait
+// behind a flood of ordinary ones (the metadata group's replica frames, handed from
+// the shard that read them to the one that runs the group, behind thousands of
+// partition groups' frames). The lane holds controlInboxCapacity messages; false
+// when it is full. No order holds between a shard's messages on the two lanes.
+func (s *Shard) PostControl(target int, m Message) bool {
+	return s.post(s.rt.shards[target].controlInbox[s.index], target, m)
+}
+
+func (s *Shard) post(q *Queue[Message], target int, m Message) bool {
 	m.From = s.index
-	if !s.rt.shards[target].inbox[s.index].Push(m) {
+	if !q.Push(m) {
 		return false
 	}
 	if target != s.index {
@@ -205,6 +221,11 @@ func (s *Shard) Post(target int, m Message) bool {
 	}
 	return true
 }
+
+// controlInboxCapacity is each PostControl lane's: a few turns of the metadata
+// group's frames (one Commit a peer every commit broadcast interval, and a
+// pipeline's Prepares and PrepareOks).
+const controlInboxCapacity = 256
 
 // Conn returns the live connection id names on this shard, or nil when it is closed or
 // lives on another shard.
@@ -613,27 +634,34 @@ func (s *Shard) Wake() {
 	unix.Write(s.eventFd, one[:])
 }
 
-// drainInboxes serves every message posted to this shard, at most one queue's capacity
-// per inbox per iteration so that a busy sender cannot starve the connections.
+// drainInboxes serves every message posted to this shard, the control lanes' first
+// (PostControl), at most one queue's capacity per inbox per iteration so that a busy
+// sender cannot starve the connections.
 func (s *Shard) drainInboxes() {
+	for _, q := range s.controlInbox {
+		s.drainInbox(q)
+	}
 	for _, q := range s.inbox {
-		for range q.Cap() {
-			m, ok := q.Pop()
-			if !ok {
-				break
-			}
-			if m.From != s.index {
-				s.counters.messagesFromOthers++
-			}
-			if m.internal == internalAdoptConn {
-				s.rt.handoffsArrived[s.index].Add(1)
-				s.adoptHandoff(m.fd, false, uint32(m.Value))
-				continue
-			}
-			if m.internal == internalReplicaRelease {
-				s.serveReplicaMessage(m)
-				continue
-			}
+		s.drainInbox(q)
+	}
+}
+
+func (s *Shard) drainInbox(q *Queue[Message]) {
+	for range q.Cap() {
+		m, ok := q.Pop()
+		if !ok {
+			return
+		}
+		if m.From != s.index {
+			s.counters.messagesFromOthers++
+		}
+		switch m.internal {
+		case internalAdoptConn:
+			s.rt.handoffsArrived[s.index].Add(1)
+			s.adoptHandoff(m.fd, false, uint32(m.Value))
+		case internalReplicaRelease:
+			s.serveReplicaMessage(m)
+		default:
 			s.handler.ServeMessage(s, m)
 		}
 	}

@@ -72,7 +72,7 @@ func (s *Shard) wait() bool {
 	}
 	var err error
 	switch {
-	case s.busy || s.inbox[s.index].Len() > 0 || d == 0:
+	case s.busy || s.inbox[s.index].Len() > 0 || s.controlInbox[s.index].Len() > 0 || d == 0:
 		// Work for the next turn already: collect what completed, block on nothing,
 		// unless such turns have stopped making progress.
 		if throttle, ok := s.spinThrottle(moved); ok {
