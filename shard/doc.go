@@ -93,9 +93,12 @@
 //
 // # Between shards
 //
-// Every ordered pair of shards has a bounded single-producer single-consumer Queue; a
-// shard that posted to another rings it once per loop iteration with MSG_RING, which
-// wakes it from io_uring_enter. Goroutines outside the shards (signal handling, tests)
+// Every ordered pair of shards has a bounded single-producer single-consumer Queue, and
+// a small second one served first (PostControl) for messages that must not wait behind
+// a flood; replica frames on their way to the shard that owns their peer's connection
+// take queues of their own, one per send class (replica_queue.go). A shard that posted
+// to another rings it once per loop iteration with MSG_RING, which wakes it from
+// io_uring_enter. Goroutines outside the shards (signal handling, tests)
 // cannot send MSG_RING without a ring: they wake a shard through an eventfd the shard
 // keeps a read armed on. No mutex is shared between shards.
 //
