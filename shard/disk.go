@@ -44,6 +44,10 @@ type Disk struct {
 	inRing     int
 	ready      int // completed requests whose Done hooks have not run
 	cqes       [64]ring.CQE
+	enters     uint64 // io_uring_enter calls (Stats.DiskRingEnters)
+	// progress counts requests put in the ring, completed and whose hooks ran: the
+	// shard's loop sees disk work move by it (wait.go).
+	progress uint64
 
 	// AsyncWriteBytesMin: writes at least this large go to the kernel's workers
 	// (IOSQE_ASYNC); 0 leaves every write to the kernel's choice.
@@ -182,6 +186,7 @@ func (d *Disk) prepare(e diskEntry) bool {
 		d.chainOwner = e.storage
 	}
 	d.inRing++
+	d.progress++
 	e.storage.inRing++
 	return true
 }
@@ -189,8 +194,10 @@ func (d *Disk) prepare(e diskEntry) bool {
 func (d *Disk) enter(wait bool) {
 	var err error
 	if wait {
+		d.enters++
 		_, err = d.ring.SubmitAndWait(1)
 	} else if d.ring.SQPending() > 0 {
+		d.enters++
 		_, err = d.ring.Submit()
 	}
 	// Whatever was queued is the kernel's now, an open chain ended with the batch.
@@ -270,6 +277,7 @@ func (s *DiskStorage) complete(r *segment.Request, result int64, err error) {
 	r.Result, r.Err = result, err
 	s.done = append(s.done, r)
 	s.disk.ready++
+	s.disk.progress++
 }
 
 // finish records a ring completion.
@@ -294,9 +302,15 @@ func (s *DiskStorage) finish(r *segment.Request, cqe *ring.CQE) {
 // Poll implements segment.Storage: it submits what waits, reaps the disk ring (handing
 // other storages their completions for their own Poll), and runs the Done hooks of
 // this storage's completed requests. With wait it blocks on the disk ring until one of
-// its own requests has completed.
+// its own requests has completed. A storage with no request anywhere returns at once:
+// a shard polls every partition's storage on each turn with disk work, thousands of
+// them idle, and the others' requests are submitted and reaped by their own Poll (and
+// Disk.Flush). BenchmarkDiskPollIdle: 16-21 ns an idle storage before, ~3 after.
 func (s *DiskStorage) Poll(wait bool) int {
 	d := s.disk
+	if !wait && s.inRing == 0 && s.queued == 0 && len(s.done) == 0 {
+		return 0
+	}
 	d.pump()
 	for {
 		mine := s.inRing > 0 || s.queued > 0
@@ -326,6 +340,7 @@ func (s *DiskStorage) Poll(wait bool) int {
 	clear(s.done)
 	s.done = s.done[:0]
 	d.ready -= len(batch)
+	d.progress += uint64(len(batch))
 	for _, r := range batch {
 		r.Done(r)
 	}

@@ -48,14 +48,7 @@ func BenchmarkDiskWrite(b *testing.B) {
 			name = "disk_async"
 		}
 		b.Run(name, func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			r, err := ring.New(ring.Options{SQEntries: 64, Flags: ring.SetupSingleIssuer})
-			if err != nil {
-				b.Skipf("io_uring unavailable: %v", err)
-			}
-			defer r.Close()
-			disk := NewDisk(r, 64)
+			disk := benchDisk(b)
 			if async {
 				disk.AsyncWriteBytesMin = 64 << 10
 			}
@@ -91,4 +84,42 @@ func BenchmarkDiskWrite(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDiskPollIdle: one poll of each of 3,000 idle storages, the cost a shard
+// pays for idle partitions on every turn with disk work (partition.Store.PollIO
+// polls every partition's storage).
+//
+//	go test ./shard -run '^$' -bench DiskPollIdle -count 5
+func BenchmarkDiskPollIdle(b *testing.B) {
+	const storages = 3000
+	disk := benchDisk(b)
+	dir := b.TempDir()
+	idle := make([]*DiskStorage, storages)
+	for i := range idle {
+		var err error
+		if idle[i], err = disk.Open(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, st := range idle {
+			st.Poll(false)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/storages, "ns/storage")
+}
+
+// benchDisk returns a Disk of 64 requests on a ring of the benchmark's thread, which
+// it locks until the benchmark ends.
+func benchDisk(b *testing.B) *Disk {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	r, err := ring.New(ring.Options{SQEntries: 64, Flags: ring.SetupSingleIssuer})
+	if err != nil {
+		b.Skipf("io_uring unavailable: %v", err)
+	}
+	b.Cleanup(func() { r.Close() })
+	return NewDisk(r, 64)
 }

@@ -16,6 +16,12 @@
 //	     │                 submit + wait for a completion or the next timer
 //	     └──────────────── copy out a batch of completions, then act on each
 //
+// A turn that a completion started ends with a short busy poll (Config.BusyPoll) before
+// the shard sleeps; one that a timer started sleeps at once. Turns asked for without a
+// wait (a busy Ticker, a message to itself, a timer already due) that make no progress
+// are throttled after 64 in a row (wait.go): a handler stuck asking for turns costs a
+// few of them a second, not a core.
+//
 // Completions never run inside the reap: acting on one may submit, and submitting may
 // post more completions. All of a shard's ring submissions happen on its thread (the
 // ring is SINGLE_ISSUER with DEFER_TASKRUN).
@@ -87,9 +93,12 @@
 //
 // # Between shards
 //
-// Every ordered pair of shards has a bounded single-producer single-consumer Queue; a
-// shard that posted to another rings it once per loop iteration with MSG_RING, which
-// wakes it from io_uring_enter. Goroutines outside the shards (signal handling, tests)
+// Every ordered pair of shards has a bounded single-producer single-consumer Queue, and
+// a small second one served first (PostControl) for messages that must not wait behind
+// a flood; replica frames on their way to the shard that owns their peer's connection
+// take queues of their own, one per send class (replica_queue.go). A shard that posted
+// to another rings it once per loop iteration with MSG_RING, which wakes it from
+// io_uring_enter. Goroutines outside the shards (signal handling, tests)
 // cannot send MSG_RING without a ring: they wake a shard through an eventfd the shard
 // keeps a read armed on. No mutex is shared between shards.
 //

@@ -137,9 +137,8 @@ const (
 	internalNone internalKind = iota
 	// internalAdoptConn hands an accepted socket (fd) to the receiving shard.
 	internalAdoptConn
-	// internalReplicaSend carries a frame to the shard owning its peer's connection
-	// (Shard.SendReplica); internalReplicaRelease returns its buffer once sent.
-	internalReplicaSend
+	// internalReplicaRelease returns a replica frame's buffer to the shard that
+	// sent it through the connection's owner (Shard.SendReplica), once sent.
 	internalReplicaRelease
 )
 

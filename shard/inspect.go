@@ -33,11 +33,26 @@ type Stats struct {
 	// InboxDepth is the number of messages other shards posted and this one has not
 	// served yet.
 	InboxDepth int
+
+	// What the loop itself does, the cost of a shard that has nothing to do: Turns
+	// counts its iterations; RingEnters its io_uring_enter calls on the connection
+	// ring, busy polling's included; Sleeps the waits that blocked, of which
+	// TimerWakeups were ended by a timer, not a completion; TimersFired the timers
+	// that expired (a connection's deadlines, WakeAt); BusyPolls the busy-poll rounds
+	// begun; TimersPending the timers armed now. DiskRingEnters counts the disk
+	// ring's io_uring_enter calls (Config.DiskIO). ThrottledWaits counts the sleeps
+	// taken between turns asked for without progress (wait.go): a handler that
+	// spins.
+	Turns, RingEnters, Sleeps, TimerWakeups, TimersFired, BusyPolls, DiskRingEnters uint64
+	ThrottledWaits                                                                  uint64
+	TimersPending                                                                   int
 }
 
 // counters are a shard's own, written only on its goroutine.
 type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
+	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
+	throttledWaits, messagesFromOthers                                 uint64
 }
 
 // Stats copies the shard's figures. Call it on the shard's goroutine (from a
@@ -53,10 +68,21 @@ func (s *Shard) Stats() Stats {
 		CQEsReaped:             s.counters.cqesReaped,
 		ArenaBuffersInUse:      s.arena.InUseCount(),
 		FramesWaitingForBuffer: len(s.bufferWaiters),
+		Turns:                  s.counters.turns,
+		RingEnters:             s.counters.ringEnters,
+		Sleeps:                 s.counters.sleeps,
+		TimerWakeups:           s.counters.timerWakeups,
+		TimersFired:            s.counters.timersFired,
+		BusyPolls:              s.counters.busyPolls,
+		ThrottledWaits:         s.counters.throttledWaits,
+		TimersPending:          s.timers.Len(),
+	}
+	if s.disk != nil {
+		st.DiskRingEnters = s.disk.enters
 	}
 	for i := range s.inbox {
 		if s.inbox[i] != nil {
-			st.InboxDepth += s.inbox[i].Len()
+			st.InboxDepth += s.inbox[i].Len() + s.controlInbox[i].Len()
 		}
 	}
 	return st

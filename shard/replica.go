@@ -38,17 +38,23 @@ import (
 // After the handshake each frame is validated as the spec says (replicaFramer: the
 // frame seal, a prepare's identity, the body seal, Reply and Eviction and frames over
 // MessageSizeMax refused); a refused frame closes the connection, and nothing of it
-// reaches the handler. Valid frames go to the ReplicaHandler of the owner shard.
+// reaches the handler. Valid frames go to the ReplicaHandler of the owner shard. A
+// connection has one recv in flight, into its 64 KiB read buffer (or the rest of one
+// large frame), so a turn of its shard serves at most that much of it: a peer's flood
+// of partition frames is read 256 header-only frames a turn, with the shard's timers,
+// ticker and sends between, and a metadata frame behind it waits turns, not the flood.
 //
 // Connections can also come from outside, TLS sessions bridged to socketpairs
 // (Runtime.AdoptReplica, ReplicaConfig.Dial and ListenerOff; replica_adopt.go).
 //
 // Any shard sends with Shard.SendReplica: the frame is copied into that shard's arena
-// and, when another shard owns the peer, posted to it; the owner queues it in the
-// peer's bounded send queue (PeerQueueCapacity frames), and gives the buffer back to
-// the sending shard once it is sent. A full queue drops the frame (counted, logged at
-// most once a second): consensus retransmits, and no shard ever waits for a peer.
-// The owner shard itself may lend a frame instead (SendReplicaLent): no copy.
+// and, when another shard owns the peer, passed to it; the owner queues it in the
+// peer's send queue of the frame's class, and gives the buffer back to the sending
+// shard once it is sent. The metadata group's frames and the partition groups' have
+// room of their own, and the first go first (replica_queue.go); a class whose room is
+// full refuses the frame at once (counted, logged at most once a second): consensus
+// retransmits, and no shard ever waits for a peer. The owner shard itself may lend a
+// frame instead (SendReplicaLent): no copy.
 
 // ReplicaConfig configures a runtime's replica plane (Config.Replica). Two of the
 // runtime's own settings apply to its connections too: Config.FrameTimeout (a frame
@@ -68,9 +74,14 @@ type ReplicaConfig struct {
 	// ReconnectPeriod is how often a peer without a connection is dialed again
 	// (message_bus.reconnect_period). Default 5 s.
 	ReconnectPeriod time.Duration
-	// PeerQueueCapacity bounds each peer's send queue, in frames
-	// (message_bus.peer_queue_capacity). Default 256.
+	// PeerQueueCapacity bounds the control class's frames to each peer, in frames
+	// (message_bus.peer_queue_capacity): the metadata group's, queued or on their
+	// way to the connection's shard. Default 256.
 	PeerQueueCapacity int
+	// PartitionQueueCapacity bounds the partition groups' frames to each peer the
+	// same way, apart from the control class (replica_queue.go). Default:
+	// PeerQueueCapacity.
+	PartitionQueueCapacity int
 	// MessageSizeMax is the largest frame accepted or sent on the plane, header
 	// included (message_bus.max_message_size). Default 64 MiB.
 	MessageSizeMax uint32
@@ -132,6 +143,9 @@ func (c *ReplicaConfig) withDefaults() (*ReplicaConfig, []netip.AddrPort, error)
 	if cfg.PeerQueueCapacity == 0 {
 		cfg.PeerQueueCapacity = ReplicaPeerQueueCapacityDefault
 	}
+	if cfg.PartitionQueueCapacity == 0 {
+		cfg.PartitionQueueCapacity = cfg.PeerQueueCapacity
+	}
 	if cfg.MessageSizeMax == 0 {
 		cfg.MessageSizeMax = wire.DefaultMessageSizeMax
 	}
@@ -143,6 +157,8 @@ func (c *ReplicaConfig) withDefaults() (*ReplicaConfig, []netip.AddrPort, error)
 		return nil, nil, errors.New("shard: negative replica period or timeout")
 	case cfg.PeerQueueCapacity < 1 || cfg.PeerQueueCapacity > 1<<16:
 		return nil, nil, fmt.Errorf("shard: peer queue capacity %d out of range 1..65536", cfg.PeerQueueCapacity)
+	case cfg.PartitionQueueCapacity < 1 || cfg.PartitionQueueCapacity > 1<<16:
+		return nil, nil, fmt.Errorf("shard: partition queue capacity %d out of range 1..65536", cfg.PartitionQueueCapacity)
 	case cfg.MessageSizeMax < headerSizeBytes:
 		return nil, nil, fmt.Errorf("shard: replica message size max %d < header size %d", cfg.MessageSizeMax, headerSizeBytes)
 	}
@@ -226,8 +242,9 @@ var (
 	// ErrReplicaPeerDown: no connection to the peer is registered; the frame is
 	// dropped.
 	ErrReplicaPeerDown = errors.New("shard: no connection to the replica")
-	// ErrReplicaQueueFull: the peer's send queue (or the inbox to its owner shard)
-	// is full; the frame is dropped.
+	// ErrReplicaQueueFull: the room of the frame's class to the peer is full
+	// (ReplicaRoom is 0): back-pressure; the frame is dropped, and the sender
+	// retries later or lets consensus retransmit.
 	ErrReplicaQueueFull = errors.New("shard: replica send queue full, frame dropped")
 	// ErrReplicaBuffersExhausted: the sending shard's arena had no buffer for the
 	// frame; it is dropped.
@@ -238,9 +255,11 @@ var (
 type ReplicaStats struct {
 	FramesSent, FramesReceived uint64
 	BytesSent, BytesReceived   uint64
-	// FramesDropped are frames SendReplica accepted but no connection carried: the
-	// peer's queue was full, its owner's inbox was, or its connection went.
+	// FramesDropped are frames SendReplica or SendReplicaLent refused, or accepted
+	// and no connection carried (its connection went): the sum of the classes'.
 	FramesDropped uint64
+	// Control and Partition count each send class's frames (replica_queue.go).
+	Control, Partition ReplicaClassStats
 	// HandshakesRefused counts connections refused during or at the end of their
 	// handshake (a refusal, a failed MAC, a timeout, a duplicate).
 	HandshakesRefused uint64
@@ -248,9 +267,25 @@ type ReplicaStats struct {
 	FramesRefused uint64
 }
 
+// ReplicaClassStats count one send class's frames.
+type ReplicaClassStats struct {
+	// FramesSent left on the wire whole.
+	FramesSent uint64
+	// FramesDropped were refused or dropped, for any reason.
+	FramesDropped uint64
+	// QueueFull are the FramesDropped refused because the class's room to the peer
+	// was full (ErrReplicaQueueFull).
+	QueueFull uint64
+}
+
 type replicaCounters struct {
-	framesSent, framesReceived, bytesSent, bytesReceived atomic.Uint64
-	framesDropped, handshakesRefused, framesRefused      atomic.Uint64
+	framesReceived, bytesSent, bytesReceived atomic.Uint64
+	handshakesRefused, framesRefused         atomic.Uint64
+	classes                                  [replicaClassCount]replicaClassCounters
+}
+
+type replicaClassCounters struct {
+	sent, dropped, queueFull atomic.Uint64
 }
 
 // replicaRuntime is the runtime-wide part of the replica plane.
@@ -269,6 +304,29 @@ type replicaRuntime struct {
 	// meanwhile, unless it is older than the handshake timeout (the connection was
 	// lost on its way).
 	dialSinceNs [256]atomic.Int64
+
+	// capacity, budgets[peer] and transit[to][from] are the send classes' room, use
+	// of it, and ways between shards (replica_queue.go).
+	capacity        [replicaClassCount]int
+	budgets         [][replicaClassCount]replicaBudget
+	transit         [][][replicaClassCount]atomic.Pointer[Queue[replicaTransit]]
+	transitCapacity [replicaClassCount]int
+}
+
+// newReplicaRuntime returns the runtime-wide replica state of a runtime of
+// shardCount shards.
+func newReplicaRuntime(cfg *ReplicaConfig, peers []netip.AddrPort, shardCount int) *replicaRuntime {
+	rr := &replicaRuntime{cfg: cfg, peers: peers, listenFd: -1}
+	rr.capacity = [replicaClassCount]int{ReplicaControl: cfg.PeerQueueCapacity, ReplicaPartition: cfg.PartitionQueueCapacity}
+	for class, capacity := range rr.capacity {
+		rr.transitCapacity[class] = transitCapacityFor(capacity, int(cfg.Handshake.ReplicaCount)-1)
+	}
+	rr.budgets = make([][replicaClassCount]replicaBudget, cfg.Handshake.ReplicaCount)
+	rr.transit = make([][][replicaClassCount]atomic.Pointer[Queue[replicaTransit]], shardCount)
+	for to := range rr.transit {
+		rr.transit[to] = make([][replicaClassCount]atomic.Pointer[Queue[replicaTransit]], shardCount)
+	}
+	return rr
 }
 
 // ReplicaAddr returns the address of the replica listener; nil without Config.Replica
@@ -291,14 +349,20 @@ func (rt *Runtime) ReplicaStats() ReplicaStats {
 	var st ReplicaStats
 	for _, s := range rt.shards {
 		c := &s.replicaCounters
-		st.FramesSent += c.framesSent.Load()
 		st.FramesReceived += c.framesReceived.Load()
 		st.BytesSent += c.bytesSent.Load()
 		st.BytesReceived += c.bytesReceived.Load()
-		st.FramesDropped += c.framesDropped.Load()
 		st.HandshakesRefused += c.handshakesRefused.Load()
 		st.FramesRefused += c.framesRefused.Load()
+		for class, cs := range []*ReplicaClassStats{&st.Control, &st.Partition} {
+			cc := &c.classes[class]
+			cs.FramesSent += cc.sent.Load()
+			cs.FramesDropped += cc.dropped.Load()
+			cs.QueueFull += cc.queueFull.Load()
+		}
 	}
+	st.FramesSent = st.Control.FramesSent + st.Partition.FramesSent
+	st.FramesDropped = st.Control.FramesDropped + st.Partition.FramesDropped
 	return st
 }
 
@@ -313,9 +377,10 @@ func (s *Shard) ReplicaOwner(peer uint8) (int, bool) {
 }
 
 // SendReplica sends one frame to peer from any shard: parts, concatenated, are the
-// frame, the first part holding the whole header, whose size field is the total. The frame is copied (parts may be
-// reused on return) and sealed as the spec says (wire.SealReplica). It returns nil
-// when the frame is on its way; ErrReplicaPeerDown, ErrReplicaQueueFull and
+// frame, the first part holding the whole header, whose size field is the total. The
+// frame is copied (parts may be reused on return) and sealed as the spec says
+// (wire.SealReplica). It returns nil when the frame is on its way; ErrReplicaPeerDown,
+// ErrReplicaQueueFull (its class has no room: ReplicaRoom) and
 // ErrReplicaBuffersExhausted when it was dropped (consensus retransmits); any other
 // error is the caller's bug: a malformed frame.
 func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
@@ -333,14 +398,20 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	if err := checkReplicaFrame(rr, peer, parts[0], total); err != nil {
 		return err
 	}
+	class := s.frameClass(parts[0])
 	owner := rr.owners[peer].Load() - 1
 	if owner < 0 {
-		s.replicaCounters.framesDropped.Add(1)
+		s.replicaCounters.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
+	}
+	if !rr.reserve(peer, class) {
+		s.refuseQueueFull(peer, class)
+		return ErrReplicaQueueFull
 	}
 	b, err := s.arena.Acquire(total)
 	if err != nil {
-		s.replicaCounters.framesDropped.Add(1)
+		rr.unreserve(peer, class)
+		s.replicaCounters.classes[class].dropped.Add(1)
 		if s.replicaLogAllowed(replicaLogNoBuffer) {
 			s.logReplica(replicaLogNoBuffer, "replica frame dropped: no send buffer", "peer", peer, "bytes", total)
 		}
@@ -353,21 +424,45 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	}
 	h, _ := wire.ViewHeader[wire.GenericHeader](data)
 	wire.SealReplica(h, data[headerSizeBytes:])
-	out := replicaOut{data: data, buffer: b, from: s.index}
 	if int(owner) == s.index {
-		return s.enqueueReplica(peer, out)
+		return s.enqueueReplica(replicaOut{data: data, buffer: b, from: s.index, peer: peer, class: class})
 	}
-	m := Message{internal: internalReplicaSend, Kind: uint32(total),
-		Value: uint64(peer) | uint64(b.Class())<<8 | uint64(b.Index())<<16, Payload: unsafe.Pointer(unsafe.SliceData(data))}
-	if !s.Post(int(owner), m) {
+	t := replicaTransit{data: unsafe.Pointer(unsafe.SliceData(data)), size: uint32(total), peer: peer, class: class,
+		bufClass: uint8(b.Class()), bufIndex: uint32(b.Index())}
+	if !rr.transitQueue(int(owner), s.index, class).Push(t) {
+		// More of the class is on its way to that shard than its budget for all
+		// peers: only when one shard owns the links of many peers.
 		s.arena.Release(b)
-		s.replicaCounters.framesDropped.Add(1)
-		if s.replicaLogAllowed(replicaLogQueueFull) {
-			s.logReplica(replicaLogQueueFull, "replica frame dropped: the inbox to its owner shard is full", "peer", peer, "owner", owner)
-		}
+		rr.unreserve(peer, class)
+		s.refuseQueueFull(peer, class)
 		return ErrReplicaQueueFull
 	}
+	s.wakeNeeded[owner] = true
 	return nil
+}
+
+// frameClass returns the class of the frame whose whole header first holds, aligned
+// or not.
+func (s *Shard) frameClass(first []byte) ReplicaClass {
+	h, err := wire.ViewHeader[wire.GenericHeader](first[:headerSizeBytes])
+	if err != nil {
+		scratch := s.replica.headerScratch
+		copy(scratch, first[:headerSizeBytes])
+		h, _ = wire.ViewHeader[wire.GenericHeader](scratch)
+	}
+	return ReplicaFrameClass(h)
+}
+
+// refuseQueueFull counts (and logs, at most once a second) a frame refused because
+// its class's room to peer is full.
+func (s *Shard) refuseQueueFull(peer uint8, class ReplicaClass) {
+	c := &s.replicaCounters.classes[class]
+	c.dropped.Add(1)
+	c.queueFull.Add(1)
+	if s.replicaLogAllowed(replicaLogQueueFull) {
+		s.logReplica(replicaLogQueueFull, "replica frame refused: the peer's send queue of its class is full", "peer", peer,
+			"class", class.String(), "capacity", s.rt.replica.capacity[class])
+	}
 }
 
 // ErrReplicaNotOwner: SendReplicaLent was called on a shard that does not own the
@@ -399,19 +494,22 @@ func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
 	if owner >= 0 && int(owner) != s.index {
 		return ErrReplicaNotOwner
 	}
+	class := ReplicaFrameClass(h)
 	c := s.replica.links[peer]
 	if owner < 0 || c == nil {
-		s.replicaCounters.framesDropped.Add(1)
+		s.replicaCounters.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
-	wire.SealReplica(h, frame[headerSizeBytes:])
-	if !c.enqueue(replicaOut{data: frame, from: s.index, done: done}, false) {
-		s.replicaCounters.framesDropped.Add(1)
-		if s.replicaLogAllowed(replicaLogQueueFull) {
-			s.logReplica(replicaLogQueueFull, "replica frame dropped: peer send queue full", "peer", peer,
-				"capacity", rr.cfg.PeerQueueCapacity)
-		}
+	if !rr.reserve(peer, class) {
+		s.refuseQueueFull(peer, class)
 		return ErrReplicaQueueFull
+	}
+	wire.SealReplica(h, frame[headerSizeBytes:])
+	if !c.enqueue(replicaOut{data: frame, from: s.index, peer: peer, class: class, done: done}) {
+		// Not for want of room (the budget bounds the queue): the link is closing.
+		rr.unreserve(peer, class)
+		s.replicaCounters.classes[class].dropped.Add(1)
+		return ErrReplicaPeerDown
 	}
 	return nil
 }
@@ -442,58 +540,48 @@ func leUint32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
-// enqueueReplica queues a frame on this shard's registered connection to peer, or
-// drops it (counted) when there is none or its queue is full.
-func (s *Shard) enqueueReplica(peer uint8, out replicaOut) error {
-	c := s.replica.links[peer]
-	if c == nil {
-		s.replicaCounters.framesDropped.Add(1)
+// enqueueReplica queues a frame (budgeted) on this shard's registered connection to
+// its peer, or drops it (counted) when there is none.
+func (s *Shard) enqueueReplica(out replicaOut) error {
+	c := s.replica.links[out.peer]
+	if c == nil || !c.enqueue(out) {
+		// No connection, or one closing; a full queue cannot be: the class's
+		// budget, taken when the frame was accepted, is the queue's capacity.
+		s.replicaCounters.classes[out.class].dropped.Add(1)
 		s.releaseReplicaOut(out)
 		return ErrReplicaPeerDown
-	}
-	if !c.enqueue(out, false) {
-		s.replicaCounters.framesDropped.Add(1)
-		if s.replicaLogAllowed(replicaLogQueueFull) {
-			s.logReplica(replicaLogQueueFull, "replica frame dropped: peer send queue full", "peer", peer,
-				"capacity", s.rt.replica.cfg.PeerQueueCapacity)
-		}
-		s.releaseReplicaOut(out)
-		return ErrReplicaQueueFull
 	}
 	return nil
 }
 
-// ReplicaQueueRoom returns how many more frames the send queue to peer takes, on the
-// shard that owns the peer's connection; 0 on any other shard or when it is down. A
-// sender that paces itself (a repair stream, a benchmark) asks before it sends.
-func (s *Shard) ReplicaQueueRoom(peer uint8) int {
-	if s.replica == nil {
+// ReplicaQueueRoom returns how many more partition frames (the class a pacing
+// sender, such as a repair stream or a benchmark, sends) peer takes now, from any
+// shard; 0 when its connection is down. See ReplicaRoom.
+func (s *Shard) ReplicaQueueRoom(peer uint8) int { return s.ReplicaRoom(peer, ReplicaPartition) }
+
+// ReplicaRoom returns how many more frames of class peer takes now, from any shard
+// (a snapshot: other shards send too); 0 when its connection is down. A sender that
+// paces itself asks before it sends; one that does not meets ErrReplicaQueueFull.
+func (s *Shard) ReplicaRoom(peer uint8, class ReplicaClass) int {
+	rr := s.rt.replica
+	if rr == nil || int(peer) >= len(rr.budgets) || class >= replicaClassCount || rr.owners[peer].Load() == 0 {
 		return 0
 	}
-	c := s.replica.links[peer]
-	if c == nil {
-		return 0
-	}
-	return len(c.queue) - 2 - c.queued
+	return rr.room(peer, class)
 }
 
-// serveReplicaMessage serves the runtime's own replica messages: a frame another
-// shard sends through this one, or a sent frame's buffer coming home.
+// serveReplicaMessage serves the runtime's own replica message: a sent frame's
+// buffer coming home.
 func (s *Shard) serveReplicaMessage(m Message) {
-	switch m.internal {
-	case internalReplicaSend:
-		peer := uint8(m.Value)
-		data := unsafe.Slice((*byte)(m.Payload.(unsafe.Pointer)), int(m.Kind))
-		out := replicaOut{data: data, from: m.From, class: uint8(m.Value >> 8), index: uint32(m.Value >> 16)}
-		_ = s.enqueueReplica(peer, out) // counted; the sender learnt nothing, as with a lost packet
-	case internalReplicaRelease:
-		s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
-	}
+	s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
 }
 
 // releaseReplicaOut gives a queued frame's buffer back to the shard it came from: at
 // once when that is this shard, else by a message (kept until the inbox has room).
 func (s *Shard) releaseReplicaOut(out replicaOut) {
+	if !out.handshake {
+		s.rt.replica.unreserve(out.peer, out.class)
+	}
 	if out.done != nil {
 		out.done.Release()
 		return
@@ -502,7 +590,7 @@ func (s *Shard) releaseReplicaOut(out replicaOut) {
 		s.arena.Release(out.buffer)
 		return
 	}
-	m := Message{internal: internalReplicaRelease, Value: uint64(out.class) | uint64(out.index)<<8}
+	m := Message{internal: internalReplicaRelease, Value: uint64(out.bufClass) | uint64(out.bufIndex)<<8}
 	if !s.Post(out.from, m) {
 		s.replica.releases = append(s.replica.releases, pendingRelease{to: out.from, m: m})
 	}
@@ -526,16 +614,20 @@ type pendingRelease struct {
 	m  Message
 }
 
-// replicaOut is one frame in a peer's send queue: its bytes, and whose arena buffer
-// holds them (this shard's buffer, or class and index in shard from's arena).
+// replicaOut is one frame in a peer's send queue: its bytes, its class, and whose
+// arena buffer holds them (this shard's buffer, or bufClass and bufIndex in shard
+// from's arena).
 type replicaOut struct {
-	data   []byte
-	sent   int
-	buffer arena.Buffer // set when from is this shard
-	from   int
-	class  uint8
-	index  uint32
-	// handshake: a handshake frame, not counted as consensus traffic.
+	data     []byte
+	sent     int
+	buffer   arena.Buffer // set when from is this shard
+	from     int
+	bufIndex uint32
+	bufClass uint8
+	peer     uint8
+	class    ReplicaClass
+	// handshake: a handshake frame, not counted as consensus traffic and not
+	// budgeted.
 	handshake bool
 	// done, for a lent frame (SendReplicaLent), is told when the kernel is done
 	// with it; the frame then has no buffer of the runtime's.
@@ -554,6 +646,9 @@ type replicaShard struct {
 	releases  []pendingRelease
 	dirty     []*replicaConn // connections that queued frames this turn
 	frame     ReplicaFrame   // reused for every ServeReplica
+	// headerScratch is a 16-byte-aligned copy of an unaligned header being
+	// classified (frameClass).
+	headerScratch []byte
 
 	logLimits replicaLogLimiter
 	refusals  refusalLog
@@ -571,7 +666,8 @@ func (s *Shard) setUpReplica() error {
 	if !ok {
 		return fmt.Errorf("shard %d: Config.Replica is set and the handler is no ReplicaHandler", s.index)
 	}
-	s.replica = &replicaShard{handler: h, refusals: refusalLog{last: map[refusalKey]refusalEntry{}}}
+	s.replica = &replicaShard{handler: h, refusals: refusalLog{last: map[refusalKey]refusalEntry{}},
+		headerScratch: alignedHeapBytes(headerSizeBytes)}
 	s.replica.observer, _ = s.handler.(ReplicaObserver)
 	// Only shard 0 listens; on the others the listener's zero fd would be
 	// descriptor 0, which stopReplicaListener would close (and with it whatever
@@ -605,25 +701,38 @@ func (rt *Runtime) closeReplica() {
 			a.Release(a.BufferAt(int(p.m.Value&0xff), int(p.m.Value>>8)))
 		}
 		r.releases = nil
+		for from := range rr.transit[s.index] {
+			for class := range replicaClassCount {
+				q := rr.transit[s.index][from][class].Load()
+				for q != nil {
+					t, ok := q.Pop()
+					if !ok {
+						break
+					}
+					a := rt.shards[from].arena
+					a.Release(a.BufferAt(int(t.bufClass), int(t.bufIndex)))
+				}
+			}
+		}
 		for _, c := range r.conns {
 			if c.state == replicaFree {
 				continue
 			}
-			for c.queued > 0 {
-				out := c.queue[c.head]
-				c.queue[c.head] = replicaOut{}
-				c.head = (c.head + 1) % len(c.queue)
-				c.queued--
-				a := rt.shards[out.from].arena
-				switch {
-				case out.done != nil:
-					out.done.Release()
-				case out.from == s.index:
-					a.Release(out.buffer)
-				default:
-					a.Release(a.BufferAt(int(out.class), int(out.index)))
+			for class := range replicaClassCount {
+				for c.queues[class].n > 0 {
+					out := c.queues[class].pop()
+					a := rt.shards[out.from].arena
+					switch {
+					case out.done != nil:
+						out.done.Release()
+					case out.from == s.index:
+						a.Release(out.buffer)
+					default:
+						a.Release(a.BufferAt(int(out.bufClass), int(out.bufIndex)))
+					}
 				}
 			}
+			c.queued = 0
 			c.framer.Close()
 			if !c.direct {
 				unix.Close(c.fd)

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -72,13 +71,15 @@ type replicaConn struct {
 	frameStartNs               int64 // when the frame now partly received began; 0 when none
 	closeReason                string
 
-	queue      []replicaOut // ring: queue[(head+i)%len] for i < queued
-	head       int
+	// queues hold the frames to send by class (replica_queue.go); queued counts
+	// them all. batch names the class of each iovec of the sendmsg in flight.
+	queues     [replicaClassCount]replicaOutQueue
 	queued     int
 	queueBytes int
 	iovecs     [replicaIovecsMax]unix.Iovec
+	batch      [replicaIovecsMax]ReplicaClass
+	batchLen   int
 	msg        unix.Msghdr
-	iovecCount int
 }
 
 func (c *replicaConn) markFixed(sqe *ring.SQE) {
@@ -142,13 +143,12 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 	}
 	c := r.conns[slot]
 	generation := (c.id.generation() + 1) & connGenerationMask
-	queue := c.queue
-	if len(queue) != rr.cfg.PeerQueueCapacity+2 {
-		// The handshake frames are queued too, beyond the capacity for consensus.
-		queue = make([]replicaOut, rr.cfg.PeerQueueCapacity+2)
-	}
+	queues := c.queues
+	// The handshake frames are queued too, beyond the control class's capacity.
+	queues[ReplicaControl].resize(rr.capacity[ReplicaControl] + replicaHandshakeSlots)
+	queues[ReplicaPartition].resize(rr.capacity[ReplicaPartition])
 	*c = replicaConn{shard: s, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: replicaHandshaking, remote: remote, framer: framer, queue: queue,
+		state: replicaHandshaking, remote: remote, framer: framer, queues: queues,
 		handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
 	c.msg.Iov = &c.iovecs[0]
 	r.connCount++
@@ -363,33 +363,7 @@ func (c *replicaConn) sendHandshake(frame []byte) {
 	}
 	data := b.Full()[:len(frame)]
 	copy(data, frame)
-	c.enqueue(replicaOut{data: data, buffer: b, from: s.index, handshake: true}, true)
-}
-
-// enqueue queues a frame for sending and reports true, or false when the queue holds
-// PeerQueueCapacity frames (the two slots beyond are the handshake's).
-func (c *replicaConn) enqueue(out replicaOut, handshake bool) bool {
-	if c.state == replicaClosing || c.state == replicaFree || c.state == replicaDraining && !handshake {
-		return false
-	}
-	limit := len(c.queue) - 2
-	if handshake {
-		limit = len(c.queue)
-	}
-	if c.queued >= limit {
-		return false
-	}
-	if c.queued == 0 {
-		c.sendWaitFromNs = c.shard.nowNs
-	}
-	c.queue[(c.head+c.queued)%len(c.queue)] = out
-	c.queued++
-	c.queueBytes += len(out.data)
-	if !c.dirty {
-		c.dirty = true
-		c.shard.replica.dirty = append(c.shard.replica.dirty, c)
-	}
-	return true
+	c.enqueue(replicaOut{data: data, buffer: b, from: s.index, class: ReplicaControl, handshake: true})
 }
 
 // flushReplicaSends flushes the connections that queued frames this turn, once the
@@ -404,28 +378,6 @@ func (s *Shard) flushReplicaSends() {
 	r.dirty = r.dirty[:0]
 }
 
-// flush submits one sendmsg over the queued frames (up to replicaIovecsMax) when no
-// send is in flight; frames queued meanwhile ride the next one.
-func (c *replicaConn) flush() {
-	if c.sendInFlight || c.queued == 0 || c.state == replicaClosing || c.state == replicaFree {
-		return
-	}
-	n := min(c.queued, replicaIovecsMax)
-	for i := range n {
-		out := &c.queue[(c.head+i)%len(c.queue)]
-		rest := out.data[out.sent:]
-		c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
-		c.iovecs[i].SetLen(len(rest))
-	}
-	c.msg.Iov = &c.iovecs[0]
-	c.msg.SetIovlen(n)
-	sqe := c.shard.getSQE()
-	sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
-	c.markFixed(sqe)
-	sqe.UserData = userData(kindReplicaSend, c.id)
-	c.sendInFlight = true
-}
-
 func (c *replicaConn) onSend(res int32) {
 	c.sendInFlight = false
 	s := c.shard
@@ -437,37 +389,15 @@ func (c *replicaConn) onSend(res int32) {
 		return
 	}
 	s.replicaCounters.bytesSent.Add(uint64(res))
-	n := int(res)
-	c.queueBytes -= n
-	if n > 0 {
+	if res > 0 {
 		c.sendWaitFromNs = s.nowNs
 	}
-	for n > 0 {
-		out := &c.queue[c.head]
-		k := min(n, len(out.data)-out.sent)
-		out.sent += k
-		n -= k
-		if out.sent < len(out.data) {
-			break
-		}
-		if !out.handshake {
-			s.replicaCounters.framesSent.Add(1)
-		}
-		c.popHead()
-	}
+	c.sent(int(res))
 	switch c.state {
 	case replicaHandshaking, replicaUp, replicaDraining:
 		c.flush()
 	}
 	c.maybeFinish()
-}
-
-func (c *replicaConn) popHead() {
-	out := c.queue[c.head]
-	c.queue[c.head] = replicaOut{}
-	c.head = (c.head + 1) % len(c.queue)
-	c.queued--
-	c.shard.releaseReplicaOut(out)
 }
 
 // drain stops reading and closes the connection once what is queued is sent: the
@@ -546,13 +476,11 @@ func (c *replicaConn) maybeFinish() {
 	}
 	s := c.shard
 	s.closeSocket(c.fd, c.direct)
-	for c.queued > 0 {
-		c.popHead()
-	}
+	c.dropQueued()
 	c.framer.Close()
 	s.log.Debug("replica connection closed", "peer", c.peer, "peer_address", c.remote.String(), "reason", c.closeReason)
-	queue, dirty := c.queue, c.dirty
-	*c = replicaConn{shard: s, id: c.id, queue: queue, dirty: dirty} // a dirty entry finds it free and flushes nothing
+	queues, dirty := c.queues, c.dirty
+	*c = replicaConn{shard: s, id: c.id, queues: queues, dirty: dirty} // a dirty entry finds it free and flushes nothing
 	s.replica.freeSlots = append(s.replica.freeSlots, c.id.slot())
 	s.replica.connCount--
 }

@@ -45,7 +45,9 @@ type receivedFrame struct {
 	command   wire.Command
 	size      int
 	bodyHash  uint64
-	bodyValid bool // the body is the pattern the builder wrote
+	bodyValid bool   // the body is the pattern the builder wrote
+	turn      uint64 // the serving shard's loop turn
+	group     uint64 // the frame's consensus group
 }
 
 type replicaSendRequest struct {
@@ -110,7 +112,8 @@ type replicaTestHandler struct {
 
 func (h *replicaTestHandler) ServeReplica(s *Shard, f *ReplicaFrame) {
 	r := receivedFrame{peer: f.Peer, shard: s.Index(), command: f.Header.Command, size: int(f.Header.Size),
-		bodyHash: xxh3.Hash(f.Body), bodyValid: patternValid(f.Body)}
+		bodyHash: xxh3.Hash(f.Body), bodyValid: patternValid(f.Body), turn: s.counters.turns}
+	r.group, _ = wire.FrameGroup(f.Header)
 	if f.Header.Command == wire.CommandStateChunk {
 		// Exercise Retain: keep the frame past ServeReplica, check it, release it.
 		kept := f.Retain()
@@ -202,6 +205,7 @@ type replicaNodeOptions struct {
 	listen       string
 	shardCount   int
 	queueFrames  int
+	partFrames   int // PartitionQueueCapacity; 0: the default
 	messageBytes uint32
 	handshake    time.Duration // default 2 s
 	frameTimeout time.Duration
@@ -242,16 +246,17 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 		Arena:        replicaTestArena(),
 		NewHandler:   func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
 		Replica: &ReplicaConfig{
-			ListenAddress:     o.listen,
-			Handshake:         hs,
-			PeerAddresses:     o.addresses,
-			ReconnectPeriod:   50 * time.Millisecond,
-			HandshakeTimeout:  o.handshake,
-			PeerQueueCapacity: o.queueFrames,
-			MessageSizeMax:    o.messageBytes,
-			ShardZero:         o.shardZero,
-			ListenerOff:       o.listenerOff,
-			Dial:              o.dial,
+			ListenAddress:          o.listen,
+			Handshake:              hs,
+			PeerAddresses:          o.addresses,
+			ReconnectPeriod:        50 * time.Millisecond,
+			HandshakeTimeout:       o.handshake,
+			PeerQueueCapacity:      o.queueFrames,
+			PartitionQueueCapacity: o.partFrames,
+			MessageSizeMax:         o.messageBytes,
+			ShardZero:              o.shardZero,
+			ListenerOff:            o.listenerOff,
+			Dial:                   o.dial,
 		},
 	})
 	return n
@@ -290,14 +295,25 @@ func patternValid(body []byte) bool {
 	return true
 }
 
+// commitFrame is the metadata group's Commit (a header, no body).
 func commitFrame(cluster string, commit uint64) []byte {
+	return commitFrameOf(cluster, commit, wire.MetadataGroup)
+}
+
+// partitionCommitFrame is a partition group's Commit.
+func partitionCommitFrame(cluster string, commit uint64) []byte {
+	group, _ := wire.PartitionGroup(1, 1, uint32(commit%1000))
+	return commitFrameOf(cluster, commit, group)
+}
+
+func commitFrameOf(cluster string, commit, group uint64) []byte {
 	var h wire.CommitHeader
 	h.Size = wire.HeaderSize
 	h.Command = wire.CommandCommit
 	h.Cluster = wire.ClusterID(cluster)
 	h.Commit = commit
 	h.TimestampMonotonic = commit
-	h.Group = wire.MetadataGroup
+	h.Group = group
 	frame := make([]byte, wire.HeaderSize)
 	wire.PutHeader(frame, &h)
 	return frame
@@ -630,10 +646,11 @@ func TestReplicaFloodBeyondTheQueueIsDropped(t *testing.T) {
 	if st.FramesDropped != uint64(len(errs)) || len(errs) != floodFrames-8 {
 		t.Fatalf("flood of %d frames into a queue of 8: %d refused, stats %+v", floodFrames, len(errs), st)
 	}
-	// The shard did not wait for the peer: it still serves, here a frame another
-	// shard sends through it. The peer, reading at last, gets the frames the queue
-	// took, intact and in order, then that one.
-	n.send(0, 1, commitFrame(cluster, 1), 1)
+	// The shard did not wait for the peer: it still serves, here a partition
+	// group's frame (a class with room of its own) another shard sends through it.
+	// The peer, reading at last, gets the frames the queue took, intact and in
+	// order, then that one.
+	n.send(0, 1, partitionCommitFrame(cluster, 1), 1)
 	for i := range 8 {
 		got := peer.read(len(frame))
 		if !bytes.Equal(got[256:], frame[256:]) || wire.Command(got[60]) != wire.CommandStateChunk {
@@ -1047,6 +1064,7 @@ func TestReplicaConfigValidation(t *testing.T) {
 		{"roster length", func(c *ReplicaConfig) { c.PeerAddresses = c.PeerAddresses[:1] }, "addresses for"},
 		{"hostname", func(c *ReplicaConfig) { c.PeerAddresses[1] = "node-1:9090" }, "replica 1 address"},
 		{"queue", func(c *ReplicaConfig) { c.PeerQueueCapacity = -1 }, "peer queue capacity"},
+		{"partition queue", func(c *ReplicaConfig) { c.PartitionQueueCapacity = 1<<16 + 1 }, "partition queue capacity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

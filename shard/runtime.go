@@ -89,7 +89,7 @@ func Start(cfg Config) (*Runtime, error) {
 	if cfg.Replica != nil {
 		replicaCfg, peers, err := cfg.Replica.withDefaults()
 		if err == nil {
-			rr = &replicaRuntime{cfg: replicaCfg, peers: peers, listenFd: -1}
+			rr = newReplicaRuntime(replicaCfg, peers, cfg.ShardCount)
 			if !replicaCfg.ListenerOff {
 				rr.listenFd, rr.addr, err = listen(replicaCfg.ListenAddress)
 			}
@@ -116,8 +116,10 @@ func Start(cfg Config) (*Runtime, error) {
 			eventFd:    -1,
 			listener:   listener{fd: -1},
 		}
+		s.controlInbox = make([]*Queue[Message], cfg.ShardCount)
 		for from := range s.inbox {
 			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
+			s.controlInbox[from] = NewQueue[Message](controlInboxCapacity)
 		}
 		s.peerInbox = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
@@ -267,7 +269,7 @@ func (rt *Runtime) closeAll() {
 		sender.Close()
 	}
 	for _, s := range rt.shards {
-		for _, q := range s.inbox {
+		for _, q := range append(s.controlInbox, s.inbox...) {
 			for {
 				m, ok := q.Pop()
 				if !ok {
@@ -276,10 +278,6 @@ func (rt *Runtime) closeAll() {
 				switch {
 				case m.internal == internalAdoptConn:
 					unix.Close(m.fd)
-				case m.internal == internalReplicaSend:
-					// The frame's buffer is the sender's.
-					src := rt.shards[m.From].arena
-					src.Release(src.BufferAt(int(m.Value>>8&0xff), int(m.Value>>16)))
 				case m.internal == internalReplicaRelease:
 					s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
 				default:

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -94,8 +93,10 @@ type Shard struct {
 	// inspect is a pending Runtime.Inspect, served at the next turn.
 	inspect atomic.Pointer[inspection]
 
-	inbox      []*Queue[Message] // inbox[from]: messages shard from posted to this shard
-	wakeNeeded []bool            // wakeNeeded[to]: pushed to shard to since the last wake
+	inbox []*Queue[Message] // inbox[from]: messages shard from posted to this shard
+	// controlInbox[from]: the messages shard from posted with PostControl.
+	controlInbox []*Queue[Message]
+	wakeNeeded   []bool // wakeNeeded[to]: pushed to shard to since the last wake
 
 	eventFd    int
 	eventBuf   *[8]byte // the eventfd read's target; heap memory the kernel writes
@@ -132,8 +133,14 @@ type Shard struct {
 	resumable     []ConnID
 
 	timers timerHeap
+	wakes  wakeSet // the WakeAt deadlines armed, not fired yet
 	epoch  time.Time
 	nowNs  int64
+	// lastReaped is how many completions the last wait brought, the eventfd's
+	// not counted: none means a timer (or a goroutine's Wake) ended it, and the
+	// shard sleeps again without busy polling.
+	lastReaped int
+	spin       spinGuard
 
 	cqes [completionBatchMax]ring.CQE
 
@@ -176,8 +183,13 @@ func (s *Shard) Disk() *Disk { return s.disk }
 
 // WakeAt makes the loop take a turn (and so call Ticker.Tick) no later than deadlineNs
 // on the shard's clock (NowNs), even when nothing else happens. A handler's periodic
-// work (heartbeat checks, retention) asks for its next turn this way.
+// work (heartbeat checks, retention) asks for its next turn this way. Asking again
+// for a deadline already asked for costs nothing: a handler may ask on every turn.
 func (s *Shard) WakeAt(deadlineNs int64) {
+	if s.wakes.has(deadlineNs) {
+		return
+	}
+	s.wakes.add(deadlineNs)
 	s.timers.Push(timer{deadlineNs: deadlineNs, kind: timerWake})
 }
 
@@ -186,8 +198,22 @@ func (s *Shard) WakeAt(deadlineNs int64) {
 // retryable status, or drop). Posting to the shard itself is allowed; the message is
 // served on the next loop iteration.
 func (s *Shard) Post(target int, m Message) bool {
+	return s.post(s.rt.shards[target].inbox[s.index], target, m)
+}
+
+// PostControl is Post on a lane of its own between each pair of shards, served before
+// every other message of the target's turn: for the few messages that must not wait
+// behind a flood of ordinary ones (the metadata group's replica frames, handed from
+// the shard that read them to the one that runs the group, behind thousands of
+// partition groups' frames). The lane holds controlInboxCapacity messages; false
+// when it is full. No order holds between a shard's messages on the two lanes.
+func (s *Shard) PostControl(target int, m Message) bool {
+	return s.post(s.rt.shards[target].controlInbox[s.index], target, m)
+}
+
+func (s *Shard) post(q *Queue[Message], target int, m Message) bool {
 	m.From = s.index
-	if !s.rt.shards[target].inbox[s.index].Push(m) {
+	if !q.Push(m) {
 		return false
 	}
 	if target != s.index {
@@ -195,6 +221,11 @@ func (s *Shard) Post(target int, m Message) bool {
 	}
 	return true
 }
+
+// controlInboxCapacity is each PostControl lane's: a few turns of the metadata
+// group's frames (one Commit a peer every commit broadcast interval, and a
+// pipeline's Prepares and PrepareOks).
+const controlInboxCapacity = 256
 
 // Conn returns the live connection id names on this shard, or nil when it is closed or
 // lives on another shard.
@@ -427,6 +458,7 @@ func (s *Shard) loop() {
 	s.armAccept()
 	s.startReplica()
 	for {
+		s.counters.turns++
 		s.nowNs = s.clock()
 		if !s.eventArmed {
 			s.armEventFd()
@@ -436,6 +468,9 @@ func (s *Shard) loop() {
 		}
 		if !s.stopping && s.rt.stopping.Load() {
 			s.beginStop()
+		}
+		if s.replica != nil {
+			s.drainReplicaTransit()
 		}
 		s.drainInboxes()
 		if s.replica != nil {
@@ -469,32 +504,6 @@ func (s *Shard) loop() {
 	}
 }
 
-// wait submits what is queued and blocks until a completion arrives or the next timer
-// is due. It reports false when it returned without completions to reap.
-func (s *Shard) wait() bool {
-	var err error
-	if s.busy || s.inbox[s.index].Len() > 0 {
-		// Work for the next turn already: collect what completed, block on nothing.
-		_, err = s.ring.Submit()
-	} else if s.busyPoll() {
-		return true
-	} else if next, ok := s.timers.Next(); ok {
-		d := time.Duration(next - s.clock())
-		if d <= 0 {
-			_, err = s.ring.Submit()
-		} else {
-			_, err = s.ring.SubmitAndWaitTimeout(1, d)
-		}
-	} else {
-		_, err = s.ring.SubmitAndWait(1)
-	}
-	if err != nil && !errors.Is(err, ring.ErrCQOverflow) {
-		s.fail(fmt.Errorf("shard %d: io_uring_enter: %w", s.index, err))
-		return false
-	}
-	return true
-}
-
 // resumeInputs lets connections read again that were throttled for their retained
 // requests or waited for a frame buffer. Buffer waiters go first come, first served:
 // the first one that still finds no buffer keeps its place and the rest wait behind it.
@@ -524,42 +533,6 @@ func (s *Shard) resumeInputs() {
 	}
 }
 
-// busyPoll polls the ring without sleeping for up to Config.BusyPoll, and reports
-// whether a completion arrived (false: sleep in io_uring_enter). A shard has just
-// worked when it gets here, and the next request of a busy connection usually follows
-// within microseconds; waking a sleeping thread costs tens of microseconds of latency
-// (BenchmarkPingRoundTrip, one connection: p50 ~70 µs sleeping at once, ~30 µs with
-// 50 µs of polling) and, under load, the wake-ups themselves cost the CPU that
-// busy polling spends. An idle shard polls once per wake-up, so the CPU it burns is
-// bounded by its event rate.
-func (s *Shard) busyPoll() bool {
-	if s.cfg.BusyPoll <= 0 {
-		return false
-	}
-	// The budget is real time even under a test's Config.Clock, which may stand still.
-	startNs := int64(time.Since(s.epoch))
-	deadlineNs := startNs + int64(s.cfg.BusyPoll)
-	if next, ok := s.timers.Next(); ok {
-		deadlineNs = min(deadlineNs, startNs+next-s.clock())
-	}
-	for {
-		if _, err := s.ring.Submit(); err != nil {
-			return false // the blocking enter that follows reports it
-		}
-		if s.ring.CQReady() > 0 {
-			return true
-		}
-		if int64(time.Since(s.epoch)) >= deadlineNs {
-			return false
-		}
-		// Give the CPU to whatever else is runnable on it: the thread that will
-		// produce the next completion (a client on the same machine, an io-wq
-		// worker) is often waiting behind this one. Alone on its core, the shard
-		// gets the CPU straight back.
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-	}
-}
-
 // reap copies a batch of completions out of the ring, hands their slots back to the
 // kernel, then acts on each.
 func (s *Shard) reap() {
@@ -574,6 +547,13 @@ func (s *Shard) reap() {
 		n++
 	}
 	s.counters.cqesReaped += uint64(n)
+	s.lastReaped = n
+	for i := range n {
+		if kind, _ := splitUserData(s.cqes[i].UserData); kind == kindEventFd && !fdpass.Owns(s.cqes[i].UserData) {
+			// A goroutine's knock (Runtime.Inspect, Wake) is no socket's traffic.
+			s.lastReaped--
+		}
+	}
 	s.nowNs = s.clock()
 	for i := range n {
 		s.complete(&s.cqes[i])
@@ -654,24 +634,34 @@ func (s *Shard) Wake() {
 	unix.Write(s.eventFd, one[:])
 }
 
-// drainInboxes serves every message posted to this shard, at most one queue's capacity
-// per inbox per iteration so that a busy sender cannot starve the connections.
+// drainInboxes serves every message posted to this shard, the control lanes' first
+// (PostControl), at most one queue's capacity per inbox per iteration so that a busy
+// sender cannot starve the connections.
 func (s *Shard) drainInboxes() {
+	for _, q := range s.controlInbox {
+		s.drainInbox(q)
+	}
 	for _, q := range s.inbox {
-		for range q.Cap() {
-			m, ok := q.Pop()
-			if !ok {
-				break
-			}
-			if m.internal == internalAdoptConn {
-				s.rt.handoffsArrived[s.index].Add(1)
-				s.adoptHandoff(m.fd, false, uint32(m.Value))
-				continue
-			}
-			if m.internal == internalReplicaSend || m.internal == internalReplicaRelease {
-				s.serveReplicaMessage(m)
-				continue
-			}
+		s.drainInbox(q)
+	}
+}
+
+func (s *Shard) drainInbox(q *Queue[Message]) {
+	for range q.Cap() {
+		m, ok := q.Pop()
+		if !ok {
+			return
+		}
+		if m.From != s.index {
+			s.counters.messagesFromOthers++
+		}
+		switch m.internal {
+		case internalAdoptConn:
+			s.rt.handoffsArrived[s.index].Add(1)
+			s.adoptHandoff(m.fd, false, uint32(m.Value))
+		case internalReplicaRelease:
+			s.serveReplicaMessage(m)
+		default:
 			s.handler.ServeMessage(s, m)
 		}
 	}
@@ -698,6 +688,7 @@ func (s *Shard) fireTimers() {
 		if !ok {
 			return
 		}
+		s.counters.timersFired++
 		switch t.kind {
 		case timerConn:
 			if c := s.Conn(t.conn); c != nil {
@@ -710,6 +701,7 @@ func (s *Shard) fireTimers() {
 			}
 		case timerWake:
 			// Only to end the wait: Tick runs every turn.
+			s.wakes.remove(t.deadlineNs)
 		case timerShutdown:
 			for _, c := range s.conns {
 				if c != nil && c.state != connFree {

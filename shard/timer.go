@@ -83,3 +83,39 @@ func (h *timerHeap) Expired(nowNs int64) (timer, bool) {
 
 // Len returns the number of timers.
 func (h *timerHeap) Len() int { return len(h.items) }
+
+// wakeSet remembers the deadlines of the WakeAt timers in the heap, so that a handler
+// asking for the same turn on every turn (the server asks on each one for its next
+// consensus tick) pushes one timer, not one per turn: under load the heap would hold
+// thousands of copies of one deadline, all firing together. A deadline it has no slot
+// for is pushed unremembered: at worst a duplicate.
+type wakeSet struct {
+	deadlinesNs [8]int64 // 0: free
+}
+
+func (w *wakeSet) has(deadlineNs int64) bool {
+	for _, d := range w.deadlinesNs {
+		if d == deadlineNs && d != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *wakeSet) add(deadlineNs int64) {
+	for i, d := range w.deadlinesNs {
+		if d == 0 {
+			w.deadlinesNs[i] = deadlineNs
+			return
+		}
+	}
+}
+
+func (w *wakeSet) remove(deadlineNs int64) {
+	for i, d := range w.deadlinesNs {
+		if d == deadlineNs {
+			w.deadlinesNs[i] = 0
+			return
+		}
+	}
+}
