@@ -115,6 +115,14 @@
 // request_checksum there verbatim, not the batch_checksum, so our ingress check would
 // refuse its prepares; a mixed cluster would need the binding made optional per peer.
 //
+// Storage completions (the log's hooks, the journal and state files' writes) only
+// record what completed: the group is driven, a held Ready finished and a state
+// installed once the storage's Poll has returned (Partition.resume, from PollIO and
+// every other poll of the store's). An install closes the log and waits for its
+// requests, and the shard's disk ring reaps a batch of completions before it runs
+// their hooks: a wait inside one hook would wait for ever on a request of the same
+// batch.
+//
 // Timers: the store's vsr.Timers drives every group from one shard tick (Tick) and
 // touches only the groups due; a group of one replica has no timer at all. A frame
 // from a node counts as a sign of life of every group whose primary is that node

@@ -436,7 +436,7 @@ func (p *Partition) drive() {
 		needState := p.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
 		if needJournal || needState {
 			// The Ready's frames promise what these make durable: they go out once
-			// both are done (heldDone). A prepare this backup forwards down the
+			// both are done (finishHeld). A prepare this backup forwards down the
 			// chain has its body in the frame it came in, which the caller
 			// releases when Step returns: it goes out with the journal's copy.
 			for i := range rd.Messages {
@@ -519,7 +519,7 @@ func (p *Partition) onJournalDurable(err error) {
 			p.heldWaits-- // the state is not written after a failed journal
 		}
 	}
-	p.heldDone(err)
+	p.heldWriteDone(err)
 }
 
 // persistHeldView writes the held Ready's view state (and view headers).
@@ -532,17 +532,56 @@ func (p *Partition) persistHeldView() {
 	p.heldStateGen = p.state.persistView(ds, rd.ViewHeaders)
 }
 
-// heldDone finishes the held Ready once its journal writes and its view state are
-// durable, then feeds what waited for it.
-func (p *Partition) heldDone(err error) {
+// heldWriteDone counts one of the held Ready's durable writes (journal file, view
+// state) done. It runs inside a storage completion, so the Ready is finished
+// later, once the storage's Poll has returned (resume): finishing it may install a
+// state, which closes the log and waits for the log's requests, and a request of
+// the log completed in the same batch as this write would have its hook still to
+// run, out of every poll's reach (the shard's disk ring reaps a batch of
+// completions before it runs their hooks).
+func (p *Partition) heldWriteDone(err error) {
 	if err != nil && p.heldErr == nil {
 		p.heldErr = err
 	}
 	p.heldWaits--
-	if p.heldWaits > 0 {
-		return
+	if p.heldWaits == 0 {
+		p.resumeWanted = true
 	}
-	err, p.heldErr = p.heldErr, nil
+}
+
+// resume does what storage completions left for after the storage's Poll: the held
+// Ready whose writes are durable is finished, and the group driven (a journal file
+// emptied, a state request whose log is now written). Every poll of a partition's
+// storage outside the log's own waits goes through pollStorage, which calls it.
+func (p *Partition) resume() {
+	for p.resumeWanted {
+		p.resumeWanted = false
+		if p.held {
+			if p.heldWaits == 0 {
+				p.finishHeld()
+			}
+			continue
+		}
+		if p.core != nil {
+			p.serveOffers()
+			p.drive()
+		}
+	}
+}
+
+// pollStorage runs the completions of p's storage (Storage.Poll), then what they
+// left to do (resume).
+func (p *Partition) pollStorage(wait bool) int {
+	n := p.storage.Poll(wait)
+	p.resume()
+	return n
+}
+
+// finishHeld finishes the held Ready once its journal writes and its view state are
+// durable, then feeds what waited for it.
+func (p *Partition) finishHeld() {
+	err := p.heldErr
+	p.heldErr = nil
 	rd := p.heldReady
 	p.held, p.heldReady = false, vsr.Ready{}
 	if err != nil {

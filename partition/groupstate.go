@@ -361,7 +361,7 @@ func (p *Partition) onStateWritten(err error) {
 	}
 	if p.held && p.heldStateGen != 0 && (err != nil || p.state.durableGen >= p.heldStateGen) {
 		p.heldStateGen = 0
-		p.heldDone(err)
+		p.heldWriteDone(err)
 		return
 	}
 	if p.durable != nil && !p.holding() {

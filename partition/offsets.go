@@ -196,7 +196,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			break
 		}
 		if p.holding() {
-			if p.storage.Poll(true) == 0 && p.holding() {
+			if p.pollStorage(true) == 0 && p.holding() {
 				panic("partition: a held Ready waits on a storage with nothing in flight")
 			}
 			continue
@@ -205,7 +205,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		if p.holding() || p.waiting.n == 0 {
 			continue
 		}
-		if p.storage.Poll(true) == 0 { // the pipeline is full: let the log drain
+		if p.pollStorage(true) == 0 { // the pipeline is full: let the log drain
 			if p.store.repl.replicaCount() > 1 {
 				return wire.ErrTransientNotAccepted // only the peers' acks free it
 			}
@@ -230,7 +230,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		if p.broken() != nil {
 			return wire.ErrCannotWriteToFile
 		}
-		if p.storage.Poll(true) == 0 && !p.holding() {
+		if p.pollStorage(true) == 0 && !p.holding() {
 			if p.store.repl.replicaCount() > 1 {
 				// The quorum's acks travel outside this call: the op is proposed and
 				// applies at commit, but this synchronous API cannot wait for it. 58

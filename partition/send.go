@@ -213,9 +213,8 @@ func (p *Partition) onWritten(end uint64) {
 	p.noteChanged()
 	if p.state != nil {
 		p.maybeCheckpoint()
-		if len(p.pendingOffers) > 0 && !p.holding() && p.log.WrittenEnd() == p.log.NextOffset() {
-			p.serveOffers()
-			p.drive()
+		if len(p.pendingOffers) > 0 && p.log.WrittenEnd() == p.log.NextOffset() {
+			p.resumeWanted = true // the offers go out after the poll (resume)
 		}
 	}
 }
@@ -324,7 +323,7 @@ func (p *Partition) quiesce() {
 	}
 	for range quiesceRoundsMax {
 		if p.holding() {
-			if p.storage.Poll(true) == 0 && p.holding() {
+			if p.pollStorage(true) == 0 && p.holding() {
 				panic("partition: a held Ready waits on a storage with nothing in flight")
 			}
 			continue
@@ -339,7 +338,7 @@ func (p *Partition) quiesce() {
 		if p.broken() != nil {
 			break
 		}
-		if p.storage.Poll(true) == 0 {
+		if p.pollStorage(true) == 0 {
 			p.log.Sync() // nothing in flight: the window waits for a save
 		}
 		p.settleSends()

@@ -160,6 +160,8 @@ type Partition struct {
 	// heldStateAfterJournal: the held Ready's view state is written once its
 	// journal write is durable.
 	heldStateAfterJournal bool
+	// resumeWanted: a storage completion left work for after the poll (resume).
+	resumeWanted bool
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge), in
@@ -457,7 +459,7 @@ func (s *Store) Close() error {
 func (s *Store) PollIO() int {
 	n := 0
 	for _, p := range s.order {
-		ran := p.storage.Poll(false)
+		ran := p.pollStorage(false)
 		n += ran
 		p.settleSends()
 		if ran > 0 && p.applied.n > 0 {
@@ -492,11 +494,12 @@ func (s *Store) WaitIdle() {
 		busy = false
 		for _, p := range s.order {
 			for p.durable != nil && p.durable.inFlight > 0 {
-				if p.storage.Poll(true) == 0 {
+				if p.pollStorage(true) == 0 {
 					panic("partition: the journal file waits on a storage with nothing in flight")
 				}
 			}
 			p.log.WaitIdle()
+			p.resume()
 			p.settleSends() // may submit a save, or a journal write of sends that waited
 			busy = busy || !p.idle()
 		}
