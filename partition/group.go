@@ -25,6 +25,11 @@ type Replication struct {
 	Outbox Outbox
 	// JournalFile says which enforce_fsync groups keep the durable journal file.
 	JournalFile JournalFilePolicy
+	// BodyBudgetBytes bounds the copies of bodies the store holds for its groups (a
+	// backup's journal copies until its log has written them, frames a held group
+	// queued, batches read back for a peer's repair: memory.go); the node's share
+	// for this shard. 0 = 64 MiB.
+	BodyBudgetBytes int64
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to
@@ -77,14 +82,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 	if !ok {
 		return nil, fmt.Errorf("partition %v: ids outside the consensus group id space", p.key)
 	}
-	timing := s.repl.Timing
-	if timing == (vsr.Timing{}) {
-		timing = partitionTiming
-	}
-	depth := s.repl.PipelineDepth
-	if depth == 0 {
-		depth = vsr.PipelineDepthDefault
-	}
+	timing, depth := s.timing(), s.pipelineDepth()
 	return vsr.NewCore(vsr.CoreConfig{
 		Config: vsr.Config{
 			Cluster:       s.repl.Cluster,
@@ -94,7 +92,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 			PipelineDepth: depth,
 		},
 		Timing:       timing,
-		JournalSlots: max(2*depth, timing.RepairChunkMax),
+		JournalSlots: s.journalSlots(),
 		Storage:      (*journalStorage)(p),
 		// An idle partition group sends nothing; the store's keep-alive (Tick)
 		// keeps its backups hearing from this node.
@@ -102,6 +100,24 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		InitialView:   p.initialView,
 	})
 }
+
+func (s *Store) timing() vsr.Timing {
+	if s.repl.Timing == (vsr.Timing{}) {
+		return partitionTiming
+	}
+	return s.repl.Timing
+}
+
+func (s *Store) pipelineDepth() int {
+	if s.repl.PipelineDepth == 0 {
+		return vsr.PipelineDepthDefault
+	}
+	return s.repl.PipelineDepth
+}
+
+// journalSlots is the groups' header window (vsr.CoreConfig.JournalSlots): room for
+// two pipelines and a repair chunk.
+func (s *Store) journalSlots() int { return max(2*s.pipelineDepth(), s.timing().RepairChunkMax) }
 
 // startGroup gives p a fresh group on the log it has open: the next prepare is
 // stamped at the log's next offset.
@@ -112,7 +128,7 @@ func (s *Store) startGroup(p *Partition) error {
 	}
 	s.stopGroup(p)
 	p.core = core
-	p.journal = journal{firstOp: 1, ring: p.journal.ring[:0:0]}
+	p.journal.reset(1)
 	p.committedOp = 0
 	p.unappliedBatches = 0
 	p.preparedEnd = p.log.NextOffset()
@@ -120,7 +136,11 @@ func (s *Store) startGroup(p *Partition) error {
 	p.lastPrepareTimestamp, p.lastProposedOp = 0, 0
 	p.pendingOffers = nil
 	p.applied = appliedRing{}
-	p.retained.dropAll()
+	p.recent.reset()
+	p.recent.slots = 0
+	if s.repl.replicaCount() > 1 {
+		p.recent.slots = s.journalSlots()
+	}
 	fresh := p.fresh
 	p.fresh = false
 	// A replica opened after a restart (not created, not purged) had a life in the
@@ -209,13 +229,12 @@ func (s *Store) stopGroup(p *Partition) {
 // journalStorage is the Core's read side of the partition's journal.
 type journalStorage Partition
 
-// Body implements vsr.Storage: the journal holds the ops not applied yet. An applied
-// op's batch is in the segment log, which a repair would read it back from; the
-// synchronous Storage cannot wait for that read, so an applied op is not served.
+// Body implements vsr.Storage: the journal holds the ops not applied yet; an
+// applied op's batch is read back from the segment log (repair.go).
 func (j *journalStorage) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	p := (*Partition)(j)
 	if op < p.journal.firstOp {
-		return p.retained.body(op, identity) // applied: a recent one is retained
+		return p.appliedBody(op, identity)
 	}
 	e := p.journal.at(op)
 	if e == nil || !e.present || e.header.Checksum != identity {
@@ -231,10 +250,10 @@ func (j *journalStorage) HoldsArtifact(a wire.StateArtifact) bool {
 }
 
 // OldestRetained implements vsr.RetainingStorage: a peer asking for an applied op
-// older than the retained ring is answered RangeEvicted, and takes a state transfer.
+// older than the recent ops this replica can read back is answered RangeEvicted,
+// and takes a state transfer.
 func (j *journalStorage) OldestRetained() uint64 {
-	p := (*Partition)(j)
-	return p.retained.oldest(p.journal.firstOp)
+	return (*Partition)(j).oldestServed()
 }
 
 // Errors of the partition plane's consensus.
@@ -486,6 +505,7 @@ func (p *Partition) finishReady(rd *vsr.Ready) {
 			out.SendReplica(p.key, &rd.Messages[i])
 		}
 	}
+	p.releaseRepairReads() // the frames that carried them are out
 	for i := range rd.Committed {
 		h := &rd.Committed[i]
 		e := p.journal.at(h.Op)
@@ -590,7 +610,7 @@ func (p *Partition) finishHeld() {
 			// partition refuses sends until Recover starts a fresh group.
 			p.journalErr = fmt.Errorf("partition %v: journal write: %w", p.key, err)
 			p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
-			p.journal = journal{firstOp: p.journal.lastOp() + 1}
+			p.journal.reset(p.journal.lastOp() + 1)
 			p.unappliedBatches = 0
 			return
 		}
@@ -691,7 +711,7 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 		return // applied already: a repair rewrote what the log holds
 	}
 	e := p.journal.put(&w.Header)
-	e.copyBody(w.Body, p.log.WrittenEnd())
+	p.copyBody(e, w.Body)
 	if w.Header.Operation != wire.OperationSendMessages {
 		return
 	}
@@ -719,8 +739,8 @@ func (p *Partition) discard(op uint64) {
 		p.unappliedBatches--
 	}
 	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
-	own, ownEnd := e.own, e.ownEnd
-	*e = journalEntry{own: own, ownEnd: ownEnd}
+	p.releaseBody(e)
+	*e = journalEntry{}
 	p.recomputePrepared()
 }
 
@@ -792,11 +812,9 @@ func (p *Partition) apply(e *journalEntry) bool {
 			return true
 		}
 		p.unappliedBatches--
-		if e.own != nil && len(e.body) > 0 && &e.body[0] == &e.own[0] {
-			e.ownEnd = end
-		}
+		p.writeBody(e, end)
 		p.noteApplied(e.header.Op, end, false)
-		p.retain(&e.header, e.body)
+		p.recent.note(&e.header, base, nil)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
 			e.done = nil
@@ -821,7 +839,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 			e.offsetDone = nil
 		}
 		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
-		p.retain(&e.header, e.body)
+		p.recent.note(&e.header, 0, e.body)
 	}
 	return true
 }
@@ -912,6 +930,9 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 		return err
 	}
 	if h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare {
+		if p.copiedBytes > 0 && s.bodies.full(len(body)) {
+			return errBodyBudget
+		}
 		if err := p.checkIngress(h.Prepare(), body); err != nil {
 			if errors.Is(err, ErrStampMismatch) && p.requestTransfer() {
 				p.drive()
@@ -991,14 +1012,12 @@ func (p *Partition) queueStep(h *wire.GenericHeader, body []byte) {
 	if len(p.steps) == stepsQueuedMax {
 		return
 	}
-	if len(p.steps) < cap(p.steps) {
-		p.steps = p.steps[:len(p.steps)+1]
-	} else {
-		p.steps = append(p.steps, queuedStep{})
+	q := queuedStep{header: *h}
+	if len(body) > 0 {
+		q.body = append([]byte(nil), body...)
+		p.store.bodies.take(len(body))
 	}
-	q := &p.steps[len(p.steps)-1]
-	q.header = *h
-	q.body = append(q.body[:0], body...)
+	p.steps = append(p.steps, q)
 }
 
 // feedSteps feeds the frames that waited, in order, until the group holds again.
@@ -1007,15 +1026,23 @@ func (p *Partition) feedSteps() {
 	for ; i < len(p.steps) && !p.holding(); i++ {
 		q := &p.steps[i]
 		_ = p.step(&q.header, q.body) // checked at ingress; the core's refusals are peers' faults
+		// What the core kept of the frame it copied: the copy goes.
+		p.store.bodies.give(len(q.body))
+		q.body = nil
 	}
-	// The frames not fed move to the front, the fed ones' buffers behind them for
-	// reuse: swapped, not copied, so that no two slots share a buffer (a copy
-	// would let the next queueStep overwrite a frame still queued).
-	n := len(p.steps) - i
-	for j := 0; j < n; j++ {
-		p.steps[j], p.steps[i+j] = p.steps[i+j], p.steps[j]
-	}
+	n := copy(p.steps, p.steps[i:])
+	clear(p.steps[n:])
 	p.steps = p.steps[:n]
+}
+
+// dropSteps forgets the frames queued (the group is replaced): the peers
+// retransmit what matters.
+func (p *Partition) dropSteps() {
+	for i := range p.steps {
+		p.store.bodies.give(len(p.steps[i].body))
+	}
+	clear(p.steps)
+	p.steps = p.steps[:0]
 }
 
 // Tick is one shard tick (10 ms) for every group of the store: only the groups with
@@ -1057,12 +1084,7 @@ func (s *Store) keepAlive() {
 	}
 }
 
-func (s *Store) commitIntervalTicks() uint64 {
-	if s.repl.Timing != (vsr.Timing{}) {
-		return s.repl.Timing.CommitBroadcastIntervalTicks
-	}
-	return partitionTiming.CommitBroadcastIntervalTicks
-}
+func (s *Store) commitIntervalTicks() uint64 { return s.timing().CommitBroadcastIntervalTicks }
 
 // NoteLiveness records that a frame came from replica's node (any group): see
 // vsr.Timers.NoteLiveness.

@@ -173,7 +173,7 @@ func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset
 	h, _ := p.core.Header(op)
 	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
 	e := p.journal.put(&h)
-	e.copyBody(body, p.log.WrittenEnd())
+	p.copyBody(e, body)
 	return e, h, nil
 }
 

@@ -134,7 +134,7 @@ func TestClusterInstallIsNotNestedInAStorageCompletion(t *testing.T) {
 	c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
 	const down = 2
 	c.intercept = func(f *netFrame) bool { return int(f.to) != down && int(f.from) != down }
-	next = c.sendAll(next, retainedOpsMax+20, rec, 100)
+	next = c.sendAll(next, headerWindow+20, rec, 100)
 	c.intercept = nil
 	backup := c.stores[down]
 	b := backup.partitions[testKey]

@@ -210,6 +210,7 @@ func (p *Partition) onWritten(end uint64) {
 	if !p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
+	p.releaseWritten()
 	p.noteChanged()
 	if p.state != nil {
 		p.maybeCheckpoint()
@@ -254,6 +255,7 @@ func (p *Partition) settleSends() {
 		p.saveWanted = false
 		p.log.Sync()
 	}
+	p.releaseWritten()
 	if p.sends.n == 0 {
 		return
 	}
@@ -286,6 +288,7 @@ func (p *Partition) settleSends() {
 func (p *Partition) recoverStalledDurability() {
 	p.lastFailure = errDurabilityStalled
 	_ = p.log.Close()
+	p.releaseWritten()
 	log, _, err := segment.Open(p.storage, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
 	if err != nil {
 		p.reopenErr = fmt.Errorf("%w: reopen: %v", errDurabilityStalled, err)
@@ -344,7 +347,7 @@ func (p *Partition) quiesce() {
 		p.settleSends()
 	}
 	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
-	p.journal = journal{firstOp: p.journal.lastOp() + 1}
+	p.journal.reset(p.journal.lastOp() + 1)
 	p.unappliedBatches = 0
 }
 

@@ -52,6 +52,8 @@ type Store struct {
 	timerOwners   []*Partition
 	// changed lists the partitions whose log moved since TakeChanged last ran.
 	changed []*Partition
+	// bodies counts the copies of bodies the partitions hold (memory.go).
+	bodies bodyBudget
 }
 
 // TakeChanged calls fn with every partition whose log moved since the last call (a
@@ -86,7 +88,12 @@ func NewStore(root string, storages StorageProvider) *Store {
 // NewReplicatedStore is NewStore for replica repl.ReplicaID of a cluster of
 // repl.ReplicaCount: each partition is that replica of its group.
 func NewReplicatedStore(root string, storages StorageProvider, repl Replication) *Store {
-	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers()}
+	budget := repl.BodyBudgetBytes
+	if budget <= 0 {
+		budget = bodyBudgetDefault
+	}
+	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers(),
+		bodies: bodyBudget{budgetBytes: budget}}
 }
 
 // Dir returns the directory of a partition's files.
@@ -152,7 +159,7 @@ type Partition struct {
 	// writes (journal file, state file) and the state generation it waits for.
 	state         *stateFile
 	applied       appliedRing
-	retained      retainedRing
+	recent        recentOps
 	pendingOffers []vsr.StateRequest
 	heldWaits     int
 	heldErr       error
@@ -162,6 +169,12 @@ type Partition struct {
 	heldStateAfterJournal bool
 	// resumeWanted: a storage completion left work for after the poll (resume).
 	resumeWanted bool
+	// Copies of bodies this partition holds (memory.go): copiedBytes in all,
+	// unwritten those the log is writing, repairReads the batches read back for
+	// the Ready in progress (repair.go).
+	copiedBytes int
+	unwritten   []unwrittenBody
+	repairReads [][]byte
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge), in
@@ -211,6 +224,7 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
 	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
+	p.journal.drop = p.releaseBody
 	st, err := s.storages.Open(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
@@ -420,6 +434,8 @@ func (s *Store) forget(p *Partition) {
 func (p *Partition) close() error {
 	p.quiesce()
 	err := p.log.Close()
+	p.releaseWritten()
+	p.dropSteps()
 	if p.durable != nil {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil

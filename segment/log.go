@@ -56,9 +56,11 @@ type Log struct {
 	writtenEnd    uint64
 	durableEnd    uint64
 
-	// In-flight appends, oldest first, in a ring of InflightBatchesMax slots. An entry
-	// leaves from the head once durable; fifoWritten counts the head entries whose
-	// writes have completed, contiguously.
+	// In-flight appends, oldest first, in a ring that grows by doubling up to
+	// InflightBatchesMax slots (an idle partition keeps a few; one of 4,096 slots
+	// would cost 128 KiB on each of thousands). An entry leaves from the head once
+	// durable; fifoWritten counts the head entries whose writes have completed,
+	// contiguously.
 	fifo        []inflight
 	fifoHead    int
 	fifoLen     int
@@ -162,6 +164,18 @@ const (
 	purposeRead
 )
 
+// fifoSlotsInitial is the in-flight ring's size at open.
+const fifoSlotsInitial = 16
+
+// growFifo doubles the in-flight ring, up to InflightBatchesMax slots.
+func (l *Log) growFifo() {
+	grown := make([]inflight, min(2*len(l.fifo), l.cfg.InflightBatchesMax))
+	for i := 0; i < l.fifoLen; i++ {
+		grown[i] = l.fifo[(l.fifoHead+i)%len(l.fifo)]
+	}
+	l.fifo, l.fifoHead = grown, 0
+}
+
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
 // append, with the report of what recovery found and repaired.
 func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
@@ -169,7 +183,7 @@ func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, cfg.InflightBatchesMax)}
+	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, min(fifoSlotsInitial, cfg.InflightBatchesMax))}
 	l.done = l.complete
 	report, err := l.recover()
 	if err != nil {
@@ -326,7 +340,7 @@ func (l *Log) Append(batch []byte) error {
 		return wire.ErrSegmentClosed
 	case l.broken != nil:
 		return l.broken
-	case l.failing || l.fifoLen == len(l.fifo):
+	case l.failing || l.fifoLen == l.cfg.InflightBatchesMax:
 		return wire.ErrTransientNotAccepted
 	}
 	header, err := wire.ViewBatchHeader(batch)
@@ -354,6 +368,9 @@ func (l *Log) Append(batch []byte) error {
 	count := uint64(header.MessageCount())
 	end := l.nextOffset + count
 
+	if l.fifoLen == len(l.fifo) {
+		l.growFifo()
+	}
 	slot := (l.fifoHead + l.fifoLen) % len(l.fifo)
 	seq := l.fifoSeq + uint64(l.fifoLen)
 	l.fifo[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
