@@ -153,11 +153,8 @@ func (s *Store) startGroup(p *Partition) error {
 		}
 	}
 	p.recovered = nil
-	p.timer = s.timers.Add(core)
-	for int(p.timer) >= len(s.timerOwners) {
-		s.timerOwners = append(s.timerOwners, nil)
-	}
-	s.timerOwners[p.timer] = p
+	s.addTimer(p)
+	s.noteLeading(p)
 	return nil
 }
 
@@ -221,8 +218,11 @@ func (s *Store) stopGroup(p *Partition) {
 	if p.core == nil {
 		return
 	}
-	s.timers.Remove(p.timer)
-	s.timerOwners[p.timer] = nil
+	if !p.parked {
+		s.timers.Remove(p.timer)
+		s.timerOwners[p.timer] = nil
+	}
+	p.parked = false
 	p.core = nil
 }
 
@@ -489,7 +489,7 @@ func (p *Partition) drive() {
 		}
 		p.finishReady(&rd)
 	}
-	p.store.timers.Rearm(p.timer)
+	p.store.rearm(p)
 }
 
 // driveRoundsMax bounds one drive: each round is a Ready, and a group of one
@@ -504,6 +504,7 @@ func (p *Partition) finishReady(rd *vsr.Ready) {
 		for i := range rd.Messages {
 			out.SendReplica(p.key, &rd.Messages[i])
 		}
+		p.store.counts.framesSent += uint64(len(rd.Messages))
 	}
 	p.releaseRepairReads() // the frames that carried them are out
 	for i := range rd.Committed {
@@ -851,7 +852,7 @@ func (p *Partition) requestTransfer() bool {
 	if p.store.repl.replicaCount() == 1 || p.core == nil || p.holding() {
 		return false
 	}
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	return p.core.RequestTransfer(p.journal.firstOp - 1)
 }
 
@@ -926,6 +927,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	s.activate(p)
 	if err := p.broken(); err != nil {
 		return err
 	}
@@ -948,7 +950,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 }
 
 func (p *Partition) step(h *wire.GenericHeader, body []byte) error {
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	err := p.core.Step(h, body)
 	p.drive()
 	return err
@@ -1045,57 +1047,6 @@ func (p *Partition) dropSteps() {
 	p.steps = p.steps[:0]
 }
 
-// Tick is one shard tick (10 ms) for every group of the store: only the groups with
-// a deadline due are touched (vsr.Timers).
-func (s *Store) Tick() {
-	s.keepAlive()
-	for _, h := range s.timers.Tick() {
-		p := s.byTimer(h)
-		if p == nil || p.holding() {
-			continue // a held group is rearmed after its Advance
-		}
-		s.timers.Catch(h) // ticks the core up to now, which fires what is due
-		p.drive()
-	}
-}
-
-// keepAlive broadcasts, once per commit broadcast interval, a Commit of the next
-// group in turn that this replica leads (vsr.Core.Heartbeat). Partition groups are
-// quiet when idle (vsr.CoreConfig.QuietWhenIdle): this one frame per interval lets
-// every peer's backups of every group the shard leads count this node alive
-// (NoteLiveness), and tells a primary left quiet in an old view of the newer one
-// (the stale-view answer) within as many intervals as the shard leads groups.
-func (s *Store) keepAlive() {
-	if s.repl.replicaCount() == 1 || s.timers.Now()-s.keptAliveAt < s.commitIntervalTicks() {
-		return
-	}
-	s.keptAliveAt = s.timers.Now()
-	for range s.timerOwners {
-		p := s.timerOwners[s.keepAliveNext%len(s.timerOwners)]
-		s.keepAliveNext++
-		if p == nil || p.holding() || !p.core.IsPrimary() {
-			continue
-		}
-		s.timers.Catch(p.timer)
-		if p.core.Heartbeat() {
-			p.drive()
-			return
-		}
-	}
-}
-
-func (s *Store) commitIntervalTicks() uint64 { return s.timing().CommitBroadcastIntervalTicks }
-
-// NoteLiveness records that a frame came from replica's node (any group): see
-// vsr.Timers.NoteLiveness.
-func (s *Store) NoteLiveness(replica uint8) { s.timers.NoteLiveness(replica) }
-
-// TimersArmed reports whether any group waits for a deadline, so that the shard
-// knows whether to wake for ticks.
-func (s *Store) TimersArmed() bool {
-	return s.timers.Len() > 0 || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
-}
-
 func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
 	if int(h) < len(s.timerOwners) {
 		return s.timerOwners[h]
@@ -1117,7 +1068,7 @@ func (s *Store) LeadGroups(max int) int {
 		if p.core == nil || p.holding() || p.broken() != nil || p.core.Status() != vsr.StatusNormal || p.core.IsPrimary() {
 			continue
 		}
-		s.timers.Catch(p.timer)
+		p.catchUp()
 		if p.core.TakeOver() {
 			moved++
 			p.drive()

@@ -57,6 +57,7 @@ func (s *Store) StoreConsumerOffset(k Key, c Consumer, offset uint64, ack wire.A
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	s.activate(p)
 	if ack != wire.AckQuorum {
 		if err := p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset); err != nil {
 			return statusOf(err)
@@ -87,6 +88,7 @@ func (s *Store) DeleteConsumerOffset(k Key, c Consumer, ack wire.AckLevel) error
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	s.activate(p)
 	if ack != wire.AckQuorum {
 		if err := p.log.DeleteConsumerOffset(c.segmentKind(), c.ID); err != nil {
 			return statusOf(err)
@@ -123,6 +125,7 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	if !ok {
 		return false, wire.ErrResourceNotFound
 	}
+	s.activate(p)
 	if s.repl.replicaCount() == 1 {
 		if del {
 			return false, s.DeleteConsumerOffset(k, c, wire.AckQuorum)
@@ -161,7 +164,7 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 // group's head) and journals it; the caller says who waits for it, then drives.
 func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset uint64) (*journalEntry, wire.PrepareHeader, error) {
 	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	timestamp := p.lastPrepareTimestamp + 1
 	if h, ok := p.core.Header(p.core.Op()); ok {
 		timestamp = max(timestamp, h.Timestamp+1)

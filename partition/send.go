@@ -62,6 +62,7 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	s.activate(p)
 	if p.broken() != nil {
 		return wire.ErrCannotAppendMessage
 	}
@@ -83,7 +84,7 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 		p.waiting.push(proposal{batch: batch, nowMicros: nowMicros, done: done, token: token})
 		return nil
 	}
-	s.timers.Catch(p.timer)
+	p.catchUp()
 	op, err := p.prepareBatch(batch, nowMicros, done, token, true)
 	if err != nil {
 		return err

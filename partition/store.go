@@ -44,14 +44,14 @@ type Store struct {
 	repl       Replication
 	// timers drives every group's clock from the shard's tick; timerOwners maps its
 	// handles back to the partitions.
-	timers *vsr.Timers
-	// keptAliveAt is the shard tick of the last keep-alive, keepAliveNext the
-	// group whose turn is next (keepAlive).
-	keptAliveAt   uint64
-	keepAliveNext int
-	timerOwners   []*Partition
+	timers      *vsr.Timers
+	timerOwners []*Partition
 	// changed lists the partitions whose log moved since TakeChanged last ran.
 	changed []*Partition
+	// What an idle store does not pay for per partition (activity.go): the
+	// partitions PollIO visits, the groups due waiting for their turn, the idle
+	// groups parked off the timers, the groups this replica leads.
+	activity
 	// bodies counts the copies of bodies the partitions hold (memory.go).
 	bodies bodyBudget
 }
@@ -169,6 +169,13 @@ type Partition struct {
 	heldStateAfterJournal bool
 	// resumeWanted: a storage completion left work for after the poll (resume).
 	resumeWanted bool
+	// active: in the store's list of partitions PollIO visits; parked: its group
+	// is off the timers, idle (parkedFor: its primary, for a backup); leading: in
+	// the store's list of groups this replica leads (activity.go).
+	active    bool
+	parked    bool
+	parkedFor uint8
+	leading   bool
 	// Copies of bodies this partition holds (memory.go): copiedBytes in all,
 	// unwritten those the log is writing, repairReads the batches read back for
 	// the Ready in progress (repair.go).
@@ -249,6 +256,7 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 	}
 	s.partitions[k] = p
 	s.order = append(s.order, p)
+	s.activate(p)
 	return report, nil
 }
 
@@ -377,6 +385,7 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 		return report, err
 	}
 	p.lastFailure, p.reopenErr = nil, nil
+	p.store.activate(p)
 	return report, nil
 }
 
@@ -466,28 +475,6 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// PollIO runs the completions of every partition's storage without waiting. It
-// returns how many ran plus how many partitions still have I/O in flight or queued
-// (completions may submit more: a save, a seal, the next read), so 0 means the store
-// is quiet and the caller may stop polling until its next send or poll. The shard's
-// loop calls it each turn; with a ring-backed storage it reaps what the ring
-// completed.
-func (s *Store) PollIO() int {
-	n := 0
-	for _, p := range s.order {
-		ran := p.pollStorage(false)
-		n += ran
-		p.settleSends()
-		if ran > 0 && p.applied.n > 0 {
-			p.maybeCheckpoint() // an offset write it waited for may be done
-		}
-		if !p.idle() {
-			n++
-		}
-	}
-	return n
-}
-
 // idle reports whether neither the log nor the journal file has I/O in flight.
 func (p *Partition) idle() bool {
 	return p.log.Idle() && (p.durable == nil || p.durable.inFlight == 0)
@@ -529,6 +516,7 @@ func (s *Store) DeleteSegments(k Key, count uint32) ([]segment.RemovedSegment, e
 	if !ok {
 		return nil, wire.ErrPartitionNotFound
 	}
+	s.activate(p)
 	return p.log.DeleteOldestSegments(int(count))
 }
 
@@ -542,6 +530,9 @@ func (s *Store) ApplyRetention(nowMicros uint64) (removedSegments int, err error
 	for _, p := range s.order {
 		removed, err := p.log.ApplyRetention(nowMicros)
 		removedSegments += len(removed)
+		if len(removed) > 0 || !p.idle() {
+			s.activate(p)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
 		}

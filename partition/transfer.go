@@ -53,7 +53,7 @@ func (p *Partition) serveOffers() {
 	p.pendingOffers = nil
 	applied := p.journal.firstOp - 1
 	artifacts, err := p.stateArtifacts(applied)
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	for _, r := range requests {
 		if err != nil || applied == 0 {
 			p.core.OfferState(r, 0, nil) // transient: the requester asks again
