@@ -1,6 +1,10 @@
 package partition
 
-import "github.com/iggy-shard/iggy-shard/vsr"
+import (
+	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+)
 
 // What a store does per shard tick and per loop turn does not grow with the
 // partitions it holds, only with the ones that have something to do:
@@ -83,6 +87,9 @@ func (p *Partition) needsPoll() bool {
 // loop calls it each turn; with a ring-backed storage it reaps what the ring
 // completed.
 func (s *Store) PollIO() int {
+	if s.SyncDirs() != nil {
+		return 1 // the directories are tried again next time; no I/O meanwhile
+	}
 	n := 0
 	// Partitions activated meanwhile (by a completion) are appended behind end
 	// and visited next time.
@@ -122,6 +129,9 @@ func (s *Store) PollIO() int {
 // Tick is one shard tick (10 ms) for every group of the store: the groups whose
 // deadline is due (vsr.Timers), at most groupsPerTickMax of them, idle ones parked.
 func (s *Store) Tick() {
+	if s.SyncDirs() != nil {
+		return
+	}
 	s.counts.ticks++
 	s.keepAlive()
 	due := s.timers.Tick()
@@ -304,4 +314,26 @@ func (s *Store) NoteLiveness(replica uint8) {
 // knows whether to wake for ticks.
 func (s *Store) TimersArmed() bool {
 	return s.timers.Len() > 0 || s.backlogHead < len(s.backlog) || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
+}
+
+// SyncDirs makes durable the directories of the partitions created since it last
+// ran, when the store's StorageProvider defers that (DirSyncer): once for them all.
+// Every call that may write in a partition runs it first, so the caller needs it
+// only to bound when a burst of creations is durable. While it fails, nothing is
+// written: sends and replica frames are refused (the disk is failing), and ticks
+// and polls do nothing.
+func (s *Store) SyncDirs() error {
+	if !s.dirsPending {
+		return nil
+	}
+	d, ok := s.storages.(DirSyncer)
+	if !ok {
+		s.dirsPending = false
+		return nil
+	}
+	if err := d.SyncDirs(); err != nil {
+		return fmt.Errorf("partition: make directories durable: %w", err)
+	}
+	s.dirsPending = false
+	return nil
 }

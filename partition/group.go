@@ -577,6 +577,9 @@ func (p *Partition) heldWriteDone(err error) {
 func (p *Partition) resume() {
 	for p.resumeWanted {
 		p.resumeWanted = false
+		if p.state != nil && p.state.openErr != nil {
+			p.state.failOpen()
+		}
 		if p.held {
 			if p.heldWaits == 0 {
 				p.finishHeld()
@@ -927,6 +930,9 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if err := s.SyncDirs(); err != nil {
+		return err
+	}
 	s.activate(p)
 	if err := p.broken(); err != nil {
 		return err
@@ -1060,6 +1066,9 @@ func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
 // GetClusterMetadata names the leader, and a partition led elsewhere answers them
 // 58 until its group follows.
 func (s *Store) LeadGroups(max int) int {
+	if s.SyncDirs() != nil {
+		return 0
+	}
 	moved := 0
 	for _, p := range s.order {
 		if moved == max {

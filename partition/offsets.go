@@ -57,6 +57,9 @@ func (s *Store) StoreConsumerOffset(k Key, c Consumer, offset uint64, ack wire.A
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotWriteToFile
+	}
 	s.activate(p)
 	if ack != wire.AckQuorum {
 		if err := p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset); err != nil {
@@ -87,6 +90,9 @@ func (s *Store) DeleteConsumerOffset(k Key, c Consumer, ack wire.AckLevel) error
 	p, ok := s.partitions[k]
 	if !ok {
 		return wire.ErrResourceNotFound
+	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotWriteToFile
 	}
 	s.activate(p)
 	if ack != wire.AckQuorum {
@@ -124,6 +130,9 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	p, ok := s.partitions[k]
 	if !ok {
 		return false, wire.ErrResourceNotFound
+	}
+	if s.SyncDirs() != nil {
+		return false, wire.ErrCannotWriteToFile
 	}
 	s.activate(p)
 	if s.repl.replicaCount() == 1 {

@@ -62,6 +62,9 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotAppendMessage
+	}
 	s.activate(p)
 	if p.broken() != nil {
 		return wire.ErrCannotAppendMessage

@@ -54,6 +54,8 @@ type Store struct {
 	activity
 	// bodies counts the copies of bodies the partitions hold (memory.go).
 	bodies bodyBudget
+	// dirsPending: partitions were opened since SyncDirs last ran.
+	dirsPending bool
 }
 
 // TakeChanged calls fn with every partition whose log moved since the last call (a
@@ -236,6 +238,7 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 	if err != nil {
 		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
 	}
+	s.dirsPending = true
 	p.storage = st
 	log, report, err := segment.Open(st, cfg.segmentConfig(k.PartitionID), p.hooks)
 	if err != nil {
@@ -401,6 +404,7 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
+	s.dirsPending = true
 	p.fresh = true // every replica purges: the group starts anew, in the view it had
 	if p.core != nil {
 		p.initialView = p.core.View()

@@ -236,8 +236,10 @@ func (l *Log) SizeBytes() int64 {
 	return n
 }
 
-// SegmentCount is the number of segments, the open one included.
-func (l *Log) SegmentCount() int { return len(l.segments) }
+// SegmentCount is the number of segments, the open one included: 1 for a log that
+// has not taken its first batch yet (the segment it will be appended to, whose
+// files the batch creates).
+func (l *Log) SegmentCount() int { return max(len(l.segments), 1) }
 
 // Err returns why the log is broken (a failure it could not repair: reopen the
 // partition to recover), or nil.
@@ -433,6 +435,9 @@ func (l *Log) Sync() {
 // a hint) could survive a crash that the log bytes it points at did not.
 func (l *Log) save() {
 	l.unsyncedMessages, l.unsyncedBytes = 0, 0
+	if len(l.segments) == 0 {
+		return // nothing was ever appended
+	}
 	seg := l.segments[len(l.segments)-1]
 	if seg.state != segmentActive {
 		return // its seal chain makes it durable
@@ -931,7 +936,7 @@ func (l *Log) Close() error {
 	}
 	l.WaitIdle()
 	var err error
-	if l.broken == nil && !l.failing {
+	if l.broken == nil && !l.failing && len(l.segments) > 0 {
 		seg := l.segments[len(l.segments)-1]
 		if seg.state == segmentActive {
 			// The log first, then its index (see save).
