@@ -38,6 +38,8 @@ const groupsPerTickMax = 64
 type activity struct {
 	// active lists the partitions PollIO visits.
 	active []*Partition
+	// armed lists the groups in the timers' heap (Partition.armedAt).
+	armed []*Partition
 	// backlog holds the groups due and not visited yet, from backlogHead on.
 	backlog     []vsr.GroupHandle
 	backlogHead int
@@ -136,6 +138,11 @@ func (s *Store) Tick() {
 	s.keepAlive()
 	due := s.timers.Tick()
 	s.counts.timerFirings += uint64(len(due))
+	for _, h := range due {
+		if p := s.byTimer(h); p != nil {
+			s.noteDisarmed(p) // out of the heap until filed again
+		}
+	}
 	s.backlog = append(s.backlog, due...)
 	s.wakeSilentlyLed()
 	for driven := 0; driven < groupsPerTickMax && s.backlogHead < len(s.backlog); {
@@ -188,6 +195,7 @@ func (s *Store) park(p *Partition) bool {
 		p.parkedFor = primary
 		s.parkedBy[primary] = append(s.parkedBy[primary], p)
 	}
+	s.noteDisarmed(p)
 	s.timers.Remove(p.timer)
 	s.timerOwners[p.timer] = nil
 	p.parked = true
@@ -203,6 +211,7 @@ func (s *Store) addTimer(p *Partition) {
 		s.timerOwners = append(s.timerOwners, nil)
 	}
 	s.timerOwners[p.timer] = p
+	s.noteArmed(p)
 }
 
 // catchUp brings p's group to the shard's tick before an input (vsr.Timers.Catch),
@@ -250,8 +259,87 @@ func (s *Store) rearm(p *Partition) {
 		s.addTimer(p)
 	}
 	s.timers.Rearm(p.timer)
+	s.noteArmed(p)
 	s.noteLeading(p)
 	s.activate(p)
+}
+
+// noteArmed keeps the list of armed groups (in the timers' heap) in step with the
+// timers, after p's group was filed again: TicksUntilDue reads the deadlines of a
+// few armed groups from it without the heap.
+func (s *Store) noteArmed(p *Partition) {
+	dueAt, ok := s.timers.Armed(p.timer)
+	if !ok {
+		s.noteDisarmed(p)
+		return
+	}
+	p.dueAt = dueAt
+	if p.armedAt < 0 {
+		p.armedAt = len(s.armed)
+		s.armed = append(s.armed, p)
+	}
+}
+
+// noteDisarmed takes p off the list of armed groups.
+func (s *Store) noteDisarmed(p *Partition) {
+	i := p.armedAt
+	if i < 0 {
+		return
+	}
+	last := len(s.armed) - 1
+	s.armed[i] = s.armed[last]
+	s.armed[i].armedAt = i
+	s.armed[last] = nil
+	s.armed = s.armed[:last]
+	p.armedAt = -1
+}
+
+// armedScanMax is how many armed groups TicksUntilDue looks through for the
+// earliest deadline; with more armed, the store is busy and ticks every tick.
+const armedScanMax = 32
+
+// TicksUntilDue reports in how many shard ticks the store has something to do on a
+// Tick (1: the next one), and false when it never will until an input comes (a
+// single node's groups keep no timer). An idle cluster store is due once per
+// commit broadcast interval, for its keep-alive: the shard may sleep until then
+// and make up the ticks it slept through with that many Ticks, which do nothing
+// until the last. With many groups armed (a busy store) it answers 1.
+func (s *Store) TicksUntilDue() (uint64, bool) {
+	if s.dirsPending || s.backlogHead < len(s.backlog) {
+		return 1, true
+	}
+	now := s.timers.Now()
+	next, armed := uint64(0), false
+	due := func(at uint64) {
+		in := uint64(1)
+		if at > now {
+			in = at - now
+		}
+		if !armed || in < next {
+			next, armed = in, true
+		}
+	}
+	if len(s.armed) > armedScanMax {
+		return 1, true
+	}
+	for _, p := range s.armed {
+		due(p.dueAt)
+	}
+	if s.repl.replicaCount() > 1 && len(s.leading) > 0 {
+		due(s.keptAliveAt + s.commitIntervalTicks())
+	}
+	timeout := s.timing().HeartbeatTimeoutTicks
+	for r := range s.parkedBy {
+		if len(s.parkedBy[r]) == 0 {
+			continue
+		}
+		if heard := s.heardAt[r]; heard == 0 {
+			due(now + 1)
+		} else {
+			due(heard - 1 + timeout)
+		}
+	}
+	return next, armed
 }
 
 // noteLeading lists p among the groups this replica leads, when it does.

@@ -219,6 +219,7 @@ func (s *Store) stopGroup(p *Partition) {
 		return
 	}
 	if !p.parked {
+		s.noteDisarmed(p)
 		s.timers.Remove(p.timer)
 		s.timerOwners[p.timer] = nil
 	}

@@ -181,3 +181,51 @@ func (c *testCluster) runTicksIntercepted(n int) {
 		}
 	}
 }
+
+// TicksUntilDue lets an idle shard sleep between its store's keep-alives: over ten
+// simulated seconds an idle store of 1,000 partitions is due on a few dozen ticks
+// of the thousand, and a tick it did not announce does nothing (no timer firing,
+// no group driven, no frame).
+func TestTicksUntilDueAnnouncesEveryTickWithWork(t *testing.T) {
+	c := idleCluster(t, 1000)
+	timing := partitionTiming
+	c.runTicks(int(timing.HeartbeatTimeoutTicks + 4*timing.CommitBroadcastIntervalTicks))
+	dueAt := make([]uint64, len(c.stores))
+	wakes := make([]int, len(c.stores))
+	for i, s := range c.stores {
+		in, ok := s.TicksUntilDue()
+		if !ok {
+			t.Fatalf("replica %d: a cluster store is never due (its keep-alive, its watch)", i)
+		}
+		dueAt[i] = s.timers.Now() + in
+	}
+	for range 1000 {
+		for i, s := range c.stores {
+			before := s.counts
+			s.Tick()
+			s.PollIO()
+			did := s.counts.minus(before)
+			if s.timers.Now() >= dueAt[i] {
+				wakes[i]++
+			} else if did.timerFirings+did.groupsDriven+did.framesSent > 0 {
+				t.Fatalf("replica %d: tick %d did %+v, not announced (due at %d)", i, s.timers.Now(), did, dueAt[i])
+			}
+		}
+		for len(c.queue) > 0 {
+			f := c.queue[0]
+			c.stores[f.to].NoteLiveness(f.from)
+			c.deliverOneTo()
+		}
+		for i, s := range c.stores {
+			s.PollIO()
+			in, _ := s.TicksUntilDue() // after the frames: a frame wakes a shard, which asks again
+			dueAt[i] = s.timers.Now() + in
+		}
+	}
+	for i, n := range wakes {
+		if n > 100 {
+			t.Fatalf("replica %d: due on %d of 1,000 idle ticks", i, n)
+		}
+	}
+	t.Logf("ticks due per 1,000 idle ticks: %v", wakes)
+}

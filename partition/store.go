@@ -174,8 +174,12 @@ type Partition struct {
 	// active: in the store's list of partitions PollIO visits; parked: its group
 	// is off the timers, idle (parkedFor: its primary, for a backup); leading: in
 	// the store's list of groups this replica leads (activity.go).
-	active    bool
-	parked    bool
+	active bool
+	parked bool
+	// armedAt is p's index in the store's list of armed groups (-1: not armed),
+	// dueAt the shard tick its deadline falls due.
+	armedAt   int
+	dueAt     uint64
 	parkedFor uint8
 	leading   bool
 	// Copies of bodies this partition holds (memory.go): copiedBytes in all,
@@ -231,7 +235,7 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 }
 
 func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view}
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view, armedAt: -1}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	p.journal.drop = p.releaseBody
 	st, err := s.storages.Open(p.dir)
