@@ -71,7 +71,7 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 		c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
 		down := 2
 		token := uint64(100)
-		for round, missed := range []int{10, retainedOpsMax + 20, 0} {
+		for round, missed := range []int{10, headerWindow + 20, 0} {
 			c.intercept = func(f *netFrame) bool { return int(f.to) != down && int(f.from) != down }
 			next = c.sendAll(next, missed, rec, token)
 			token += 100
@@ -91,9 +91,9 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 			// With enforce_fsync every batch survives the power loss, so the log
 			// ends at the checkpoint and only what was missed is fetched.
 			switch {
-			case cfg.EnforceFsync && missed < retainedOpsMax && restarted.transfers != 0:
+			case cfg.EnforceFsync && missed < headerWindow && restarted.transfers != 0:
 				t.Fatalf("round %d: %d ops missed were taken by state transfer, not repaired", round, missed)
-			case missed > retainedOpsMax && restarted.transfers == 0:
+			case missed > headerWindow && restarted.transfers == 0:
 				t.Fatalf("enforce_fsync %v round %d: %d ops missed, no state transfer", cfg.EnforceFsync, round, missed)
 			}
 			if cfg.SegmentSizeBytes > 0 && restarted.transfers > 0 && restarted.segmentsHeld == 0 {

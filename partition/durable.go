@@ -358,7 +358,7 @@ func (d *durableJournal) complete(r *segment.Request) {
 			return
 		}
 		d.sizeBytes = 0
-		d.p.drive()
+		d.p.resumeWanted = true // the inputs that waited for it go on after the poll
 		return
 	}
 	d.p.onJournalDurable(d.failed)

@@ -25,6 +25,11 @@ type Replication struct {
 	Outbox Outbox
 	// JournalFile says which enforce_fsync groups keep the durable journal file.
 	JournalFile JournalFilePolicy
+	// BodyBudgetBytes bounds the copies of bodies the store holds for its groups (a
+	// backup's journal copies until its log has written them, frames a held group
+	// queued, batches read back for a peer's repair: memory.go); the node's share
+	// for this shard. 0 = 64 MiB.
+	BodyBudgetBytes int64
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to
@@ -77,14 +82,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 	if !ok {
 		return nil, fmt.Errorf("partition %v: ids outside the consensus group id space", p.key)
 	}
-	timing := s.repl.Timing
-	if timing == (vsr.Timing{}) {
-		timing = partitionTiming
-	}
-	depth := s.repl.PipelineDepth
-	if depth == 0 {
-		depth = vsr.PipelineDepthDefault
-	}
+	timing, depth := s.timing(), s.pipelineDepth()
 	return vsr.NewCore(vsr.CoreConfig{
 		Config: vsr.Config{
 			Cluster:       s.repl.Cluster,
@@ -94,7 +92,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 			PipelineDepth: depth,
 		},
 		Timing:       timing,
-		JournalSlots: max(2*depth, timing.RepairChunkMax),
+		JournalSlots: s.journalSlots(),
 		Storage:      (*journalStorage)(p),
 		// An idle partition group sends nothing; the store's keep-alive (Tick)
 		// keeps its backups hearing from this node.
@@ -102,6 +100,24 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		InitialView:   p.initialView,
 	})
 }
+
+func (s *Store) timing() vsr.Timing {
+	if s.repl.Timing == (vsr.Timing{}) {
+		return partitionTiming
+	}
+	return s.repl.Timing
+}
+
+func (s *Store) pipelineDepth() int {
+	if s.repl.PipelineDepth == 0 {
+		return vsr.PipelineDepthDefault
+	}
+	return s.repl.PipelineDepth
+}
+
+// journalSlots is the groups' header window (vsr.CoreConfig.JournalSlots): room for
+// two pipelines and a repair chunk.
+func (s *Store) journalSlots() int { return max(2*s.pipelineDepth(), s.timing().RepairChunkMax) }
 
 // startGroup gives p a fresh group on the log it has open: the next prepare is
 // stamped at the log's next offset.
@@ -112,7 +128,7 @@ func (s *Store) startGroup(p *Partition) error {
 	}
 	s.stopGroup(p)
 	p.core = core
-	p.journal = journal{firstOp: 1, ring: p.journal.ring[:0:0]}
+	p.journal.reset(1)
 	p.committedOp = 0
 	p.unappliedBatches = 0
 	p.preparedEnd = p.log.NextOffset()
@@ -120,7 +136,11 @@ func (s *Store) startGroup(p *Partition) error {
 	p.lastPrepareTimestamp, p.lastProposedOp = 0, 0
 	p.pendingOffers = nil
 	p.applied = appliedRing{}
-	p.retained.dropAll()
+	p.recent.reset()
+	p.recent.slots = 0
+	if s.repl.replicaCount() > 1 {
+		p.recent.slots = s.journalSlots()
+	}
 	fresh := p.fresh
 	p.fresh = false
 	// A replica opened after a restart (not created, not purged) had a life in the
@@ -133,11 +153,8 @@ func (s *Store) startGroup(p *Partition) error {
 		}
 	}
 	p.recovered = nil
-	p.timer = s.timers.Add(core)
-	for int(p.timer) >= len(s.timerOwners) {
-		s.timerOwners = append(s.timerOwners, nil)
-	}
-	s.timerOwners[p.timer] = p
+	s.addTimer(p)
+	s.noteLeading(p)
 	return nil
 }
 
@@ -201,21 +218,24 @@ func (s *Store) stopGroup(p *Partition) {
 	if p.core == nil {
 		return
 	}
-	s.timers.Remove(p.timer)
-	s.timerOwners[p.timer] = nil
+	if !p.parked {
+		s.noteDisarmed(p)
+		s.timers.Remove(p.timer)
+		s.timerOwners[p.timer] = nil
+	}
+	p.parked = false
 	p.core = nil
 }
 
 // journalStorage is the Core's read side of the partition's journal.
 type journalStorage Partition
 
-// Body implements vsr.Storage: the journal holds the ops not applied yet. An applied
-// op's batch is in the segment log, which a repair would read it back from; the
-// synchronous Storage cannot wait for that read, so an applied op is not served.
+// Body implements vsr.Storage: the journal holds the ops not applied yet; an
+// applied op's batch is read back from the segment log (repair.go).
 func (j *journalStorage) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	p := (*Partition)(j)
 	if op < p.journal.firstOp {
-		return p.retained.body(op, identity) // applied: a recent one is retained
+		return p.appliedBody(op, identity)
 	}
 	e := p.journal.at(op)
 	if e == nil || !e.present || e.header.Checksum != identity {
@@ -231,10 +251,10 @@ func (j *journalStorage) HoldsArtifact(a wire.StateArtifact) bool {
 }
 
 // OldestRetained implements vsr.RetainingStorage: a peer asking for an applied op
-// older than the retained ring is answered RangeEvicted, and takes a state transfer.
+// older than the recent ops this replica can read back is answered RangeEvicted,
+// and takes a state transfer.
 func (j *journalStorage) OldestRetained() uint64 {
-	p := (*Partition)(j)
-	return p.retained.oldest(p.journal.firstOp)
+	return (*Partition)(j).oldestServed()
 }
 
 // Errors of the partition plane's consensus.
@@ -436,7 +456,7 @@ func (p *Partition) drive() {
 		needState := p.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
 		if needJournal || needState {
 			// The Ready's frames promise what these make durable: they go out once
-			// both are done (heldDone). A prepare this backup forwards down the
+			// both are done (finishHeld). A prepare this backup forwards down the
 			// chain has its body in the frame it came in, which the caller
 			// releases when Step returns: it goes out with the journal's copy.
 			for i := range rd.Messages {
@@ -470,7 +490,7 @@ func (p *Partition) drive() {
 		}
 		p.finishReady(&rd)
 	}
-	p.store.timers.Rearm(p.timer)
+	p.store.rearm(p)
 }
 
 // driveRoundsMax bounds one drive: each round is a Ready, and a group of one
@@ -485,7 +505,9 @@ func (p *Partition) finishReady(rd *vsr.Ready) {
 		for i := range rd.Messages {
 			out.SendReplica(p.key, &rd.Messages[i])
 		}
+		p.store.counts.framesSent += uint64(len(rd.Messages))
 	}
+	p.releaseRepairReads() // the frames that carried them are out
 	for i := range rd.Committed {
 		h := &rd.Committed[i]
 		e := p.journal.at(h.Op)
@@ -519,7 +541,7 @@ func (p *Partition) onJournalDurable(err error) {
 			p.heldWaits-- // the state is not written after a failed journal
 		}
 	}
-	p.heldDone(err)
+	p.heldWriteDone(err)
 }
 
 // persistHeldView writes the held Ready's view state (and view headers).
@@ -532,17 +554,59 @@ func (p *Partition) persistHeldView() {
 	p.heldStateGen = p.state.persistView(ds, rd.ViewHeaders)
 }
 
-// heldDone finishes the held Ready once its journal writes and its view state are
-// durable, then feeds what waited for it.
-func (p *Partition) heldDone(err error) {
+// heldWriteDone counts one of the held Ready's durable writes (journal file, view
+// state) done. It runs inside a storage completion, so the Ready is finished
+// later, once the storage's Poll has returned (resume): finishing it may install a
+// state, which closes the log and waits for the log's requests, and a request of
+// the log completed in the same batch as this write would have its hook still to
+// run, out of every poll's reach (the shard's disk ring reaps a batch of
+// completions before it runs their hooks).
+func (p *Partition) heldWriteDone(err error) {
 	if err != nil && p.heldErr == nil {
 		p.heldErr = err
 	}
 	p.heldWaits--
-	if p.heldWaits > 0 {
-		return
+	if p.heldWaits == 0 {
+		p.resumeWanted = true
 	}
-	err, p.heldErr = p.heldErr, nil
+}
+
+// resume does what storage completions left for after the storage's Poll: the held
+// Ready whose writes are durable is finished, and the group driven (a journal file
+// emptied, a state request whose log is now written). Every poll of a partition's
+// storage outside the log's own waits goes through pollStorage, which calls it.
+func (p *Partition) resume() {
+	for p.resumeWanted {
+		p.resumeWanted = false
+		if p.state != nil && p.state.openErr != nil {
+			p.state.failOpen()
+		}
+		if p.held {
+			if p.heldWaits == 0 {
+				p.finishHeld()
+			}
+			continue
+		}
+		if p.core != nil {
+			p.serveOffers()
+			p.drive()
+		}
+	}
+}
+
+// pollStorage runs the completions of p's storage (Storage.Poll), then what they
+// left to do (resume).
+func (p *Partition) pollStorage(wait bool) int {
+	n := p.storage.Poll(wait)
+	p.resume()
+	return n
+}
+
+// finishHeld finishes the held Ready once its journal writes and its view state are
+// durable, then feeds what waited for it.
+func (p *Partition) finishHeld() {
+	err := p.heldErr
+	p.heldErr = nil
 	rd := p.heldReady
 	p.held, p.heldReady = false, vsr.Ready{}
 	if err != nil {
@@ -551,7 +615,7 @@ func (p *Partition) heldDone(err error) {
 			// partition refuses sends until Recover starts a fresh group.
 			p.journalErr = fmt.Errorf("partition %v: journal write: %w", p.key, err)
 			p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
-			p.journal = journal{firstOp: p.journal.lastOp() + 1}
+			p.journal.reset(p.journal.lastOp() + 1)
 			p.unappliedBatches = 0
 			return
 		}
@@ -652,7 +716,7 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 		return // applied already: a repair rewrote what the log holds
 	}
 	e := p.journal.put(&w.Header)
-	e.copyBody(w.Body, p.log.WrittenEnd())
+	p.copyBody(e, w.Body)
 	if w.Header.Operation != wire.OperationSendMessages {
 		return
 	}
@@ -680,8 +744,8 @@ func (p *Partition) discard(op uint64) {
 		p.unappliedBatches--
 	}
 	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
-	own, ownEnd := e.own, e.ownEnd
-	*e = journalEntry{own: own, ownEnd: ownEnd}
+	p.releaseBody(e)
+	*e = journalEntry{}
 	p.recomputePrepared()
 }
 
@@ -753,11 +817,9 @@ func (p *Partition) apply(e *journalEntry) bool {
 			return true
 		}
 		p.unappliedBatches--
-		if e.own != nil && len(e.body) > 0 && &e.body[0] == &e.own[0] {
-			e.ownEnd = end
-		}
+		p.writeBody(e, end)
 		p.noteApplied(e.header.Op, end, false)
-		p.retain(&e.header, e.body)
+		p.recent.note(&e.header, base, nil)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
 			e.done = nil
@@ -782,7 +844,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 			e.offsetDone = nil
 		}
 		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
-		p.retain(&e.header, e.body)
+		p.recent.note(&e.header, 0, e.body)
 	}
 	return true
 }
@@ -794,7 +856,7 @@ func (p *Partition) requestTransfer() bool {
 	if p.store.repl.replicaCount() == 1 || p.core == nil || p.holding() {
 		return false
 	}
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	return p.core.RequestTransfer(p.journal.firstOp - 1)
 }
 
@@ -869,10 +931,17 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if err := s.SyncDirs(); err != nil {
+		return err
+	}
+	s.activate(p)
 	if err := p.broken(); err != nil {
 		return err
 	}
 	if h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare {
+		if p.copiedBytes > 0 && s.bodies.full(len(body)) {
+			return errBodyBudget
+		}
 		if err := p.checkIngress(h.Prepare(), body); err != nil {
 			if errors.Is(err, ErrStampMismatch) && p.requestTransfer() {
 				p.drive()
@@ -888,7 +957,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 }
 
 func (p *Partition) step(h *wire.GenericHeader, body []byte) error {
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	err := p.core.Step(h, body)
 	p.drive()
 	return err
@@ -952,14 +1021,12 @@ func (p *Partition) queueStep(h *wire.GenericHeader, body []byte) {
 	if len(p.steps) == stepsQueuedMax {
 		return
 	}
-	if len(p.steps) < cap(p.steps) {
-		p.steps = p.steps[:len(p.steps)+1]
-	} else {
-		p.steps = append(p.steps, queuedStep{})
+	q := queuedStep{header: *h}
+	if len(body) > 0 {
+		q.body = append([]byte(nil), body...)
+		p.store.bodies.take(len(body))
 	}
-	q := &p.steps[len(p.steps)-1]
-	q.header = *h
-	q.body = append(q.body[:0], body...)
+	p.steps = append(p.steps, q)
 }
 
 // feedSteps feeds the frames that waited, in order, until the group holds again.
@@ -968,71 +1035,23 @@ func (p *Partition) feedSteps() {
 	for ; i < len(p.steps) && !p.holding(); i++ {
 		q := &p.steps[i]
 		_ = p.step(&q.header, q.body) // checked at ingress; the core's refusals are peers' faults
+		// What the core kept of the frame it copied: the copy goes.
+		p.store.bodies.give(len(q.body))
+		q.body = nil
 	}
-	// The frames not fed move to the front, the fed ones' buffers behind them for
-	// reuse: swapped, not copied, so that no two slots share a buffer (a copy
-	// would let the next queueStep overwrite a frame still queued).
-	n := len(p.steps) - i
-	for j := 0; j < n; j++ {
-		p.steps[j], p.steps[i+j] = p.steps[i+j], p.steps[j]
-	}
+	n := copy(p.steps, p.steps[i:])
+	clear(p.steps[n:])
 	p.steps = p.steps[:n]
 }
 
-// Tick is one shard tick (10 ms) for every group of the store: only the groups with
-// a deadline due are touched (vsr.Timers).
-func (s *Store) Tick() {
-	s.keepAlive()
-	for _, h := range s.timers.Tick() {
-		p := s.byTimer(h)
-		if p == nil || p.holding() {
-			continue // a held group is rearmed after its Advance
-		}
-		s.timers.Catch(h) // ticks the core up to now, which fires what is due
-		p.drive()
+// dropSteps forgets the frames queued (the group is replaced): the peers
+// retransmit what matters.
+func (p *Partition) dropSteps() {
+	for i := range p.steps {
+		p.store.bodies.give(len(p.steps[i].body))
 	}
-}
-
-// keepAlive broadcasts, once per commit broadcast interval, a Commit of the next
-// group in turn that this replica leads (vsr.Core.Heartbeat). Partition groups are
-// quiet when idle (vsr.CoreConfig.QuietWhenIdle): this one frame per interval lets
-// every peer's backups of every group the shard leads count this node alive
-// (NoteLiveness), and tells a primary left quiet in an old view of the newer one
-// (the stale-view answer) within as many intervals as the shard leads groups.
-func (s *Store) keepAlive() {
-	if s.repl.replicaCount() == 1 || s.timers.Now()-s.keptAliveAt < s.commitIntervalTicks() {
-		return
-	}
-	s.keptAliveAt = s.timers.Now()
-	for range s.timerOwners {
-		p := s.timerOwners[s.keepAliveNext%len(s.timerOwners)]
-		s.keepAliveNext++
-		if p == nil || p.holding() || !p.core.IsPrimary() {
-			continue
-		}
-		s.timers.Catch(p.timer)
-		if p.core.Heartbeat() {
-			p.drive()
-			return
-		}
-	}
-}
-
-func (s *Store) commitIntervalTicks() uint64 {
-	if s.repl.Timing != (vsr.Timing{}) {
-		return s.repl.Timing.CommitBroadcastIntervalTicks
-	}
-	return partitionTiming.CommitBroadcastIntervalTicks
-}
-
-// NoteLiveness records that a frame came from replica's node (any group): see
-// vsr.Timers.NoteLiveness.
-func (s *Store) NoteLiveness(replica uint8) { s.timers.NoteLiveness(replica) }
-
-// TimersArmed reports whether any group waits for a deadline, so that the shard
-// knows whether to wake for ticks.
-func (s *Store) TimersArmed() bool {
-	return s.timers.Len() > 0 || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
+	clear(p.steps)
+	p.steps = p.steps[:0]
 }
 
 func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
@@ -1048,6 +1067,9 @@ func (s *Store) byTimer(h vsr.GroupHandle) *Partition {
 // GetClusterMetadata names the leader, and a partition led elsewhere answers them
 // 58 until its group follows.
 func (s *Store) LeadGroups(max int) int {
+	if s.SyncDirs() != nil {
+		return 0
+	}
 	moved := 0
 	for _, p := range s.order {
 		if moved == max {
@@ -1056,7 +1078,7 @@ func (s *Store) LeadGroups(max int) int {
 		if p.core == nil || p.holding() || p.broken() != nil || p.core.Status() != vsr.StatusNormal || p.core.IsPrimary() {
 			continue
 		}
-		s.timers.Catch(p.timer)
+		p.catchUp()
 		if p.core.TakeOver() {
 			moved++
 			p.drive()

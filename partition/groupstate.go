@@ -144,6 +144,16 @@ type stateFile struct {
 	write, sync segment.Request
 	failed      error
 	done        func(*segment.Request) // s.complete, bound once
+	// openErr: creating the file for the first record failed (start); the write
+	// fails with it (failOpen).
+	openErr error
+}
+
+// failOpen completes the write whose file could not be created, as a failed write.
+func (s *stateFile) failOpen() {
+	err := s.openErr
+	s.openErr, s.writing, s.failed = nil, false, err
+	s.p.onStateWritten(err)
 }
 
 // openState opens (or, for a replica of a fresh group, creates) p's state file in a
@@ -156,13 +166,20 @@ func (p *Partition) openState() error {
 	if err != nil {
 		return fmt.Errorf("group state: %w", err)
 	}
-	found := slices.Contains(names, groupStateFileName)
-	f, size, err := p.storage.Open(groupStateFileName, true, 0)
+	s := &stateFile{p: p}
+	s.done = s.complete
+	if !slices.Contains(names, groupStateFileName) {
+		// A fresh group: the file is created with its first record (start), so a
+		// partition created and never used holds no file.
+		s.intact = true
+		p.state = s
+		return nil
+	}
+	f, size, err := p.storage.Open(groupStateFileName, false, 0)
 	if err != nil {
 		return fmt.Errorf("group state: open: %w", err)
 	}
-	s := &stateFile{p: p, file: f, found: found && size > 0}
-	s.done = s.complete
+	s.file, s.found = f, size > 0
 	// No record yet (a group that never changed view nor checkpointed): the
 	// replica is at op 0 with an empty log; its journal file may hold ops above.
 	s.intact = !s.found
@@ -236,6 +253,18 @@ func (s *stateFile) persist() uint64 {
 func (s *stateFile) start() {
 	s.writing, s.writingGen = true, s.wantedGen
 	s.failed = nil
+	if s.file == 0 {
+		f, _, err := s.p.storage.Open(groupStateFileName, true, 0)
+		if err != nil {
+			// Completed as a failed write is, after the poll (resume): never
+			// inside the call that asked for the record.
+			s.openErr = fmt.Errorf("group state: open: %w", err)
+			s.p.resumeWanted = true
+			s.p.store.activate(s.p)
+			return
+		}
+		s.file = f
+	}
 	next := s.sequence + 1
 	s.buf = s.wanted.encode(next, s.buf)
 	s.write = segment.Request{Op: segment.OpWrite, File: s.file, Offset: int64(next%2) * groupStateSlotBytes, Data: s.buf, Link: true, Done: s.done}
@@ -272,6 +301,9 @@ func (s *stateFile) close() error {
 		if s.p.storage.Poll(true) == 0 {
 			break
 		}
+	}
+	if s.file == 0 {
+		return nil
 	}
 	return s.p.storage.Close(s.file)
 }
@@ -361,7 +393,7 @@ func (p *Partition) onStateWritten(err error) {
 	}
 	if p.held && p.heldStateGen != 0 && (err != nil || p.state.durableGen >= p.heldStateGen) {
 		p.heldStateGen = 0
-		p.heldDone(err)
+		p.heldWriteDone(err)
 		return
 	}
 	if p.durable != nil && !p.holding() {

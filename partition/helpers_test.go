@@ -201,3 +201,8 @@ func span(from, to uint64) []uint64 {
 	}
 	return out
 }
+
+// headerWindow is a replicated group's header window at the defaults
+// (Store.journalSlots): the ops a replica serves repair of; a peer behind by more
+// takes a state transfer.
+var headerWindow = (&Store{}).journalSlots()

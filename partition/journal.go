@@ -9,10 +9,10 @@ import "github.com/iggy-shard/iggy-shard/wire"
 // journalEntriesMax (Send refuses beyond it with 58, which the SDKs retry).
 //
 // A body is the caller's request buffer on the primary (the batch stamped in place,
-// no copy), or, on a backup and for consumer-offset ops, a copy in the entry's own
-// buffer. An entry's buffer may still be in the log's write queue after the op was
-// applied (the log writes the bytes it was given), so a buffer is reused only once
-// the log reports the batch written; otherwise the entry takes a new one.
+// no copy), or, on a backup and for consumer-offset ops, a copy made for the entry
+// and counted against the store's body budget (memory.go). A copy may still be in
+// the log's write queue after the op was applied (the log writes the bytes it was
+// given): it is counted until the log reports it written (Partition.writeBody).
 type journal struct {
 	ring []journalEntry
 	head int
@@ -20,6 +20,9 @@ type journal struct {
 	// firstOp is the op of the entry at head (the lowest unapplied op); with n == 0
 	// it is the op the next put must carry.
 	firstOp uint64
+	// drop gives back an entry's copy when the entry leaves without its body going
+	// to the log (Partition.releaseBody, bound once).
+	drop func(*journalEntry)
 }
 
 type journalEntry struct {
@@ -29,10 +32,8 @@ type journalEntry struct {
 	present bool
 	// void: its journal file write failed; its send was failed and it is not applied.
 	void bool
-	// own is the entry's buffer, kept across uses; ownEnd is the offset end of the
-	// batch last applied from it: reusable once the log has written up to there.
-	own    []byte
-	ownEnd uint64
+	// copied: body is a copy counted against the store's body budget.
+	copied bool
 	// The send waiting for this op on the primary (done nil otherwise). syncCall: the
 	// send is being admitted by the current Send call, which returns its result.
 	done     SendCompletion
@@ -63,14 +64,12 @@ func (j *journal) put(h *wire.PrepareHeader) *journalEntry {
 	}
 	for h.Op > j.lastOp() {
 		j.grow()
-		e := &j.ring[(j.head+j.n)%len(j.ring)]
-		own, ownEnd := e.own, e.ownEnd
-		*e = journalEntry{own: own, ownEnd: ownEnd}
+		j.ring[(j.head+j.n)%len(j.ring)] = journalEntry{}
 		j.n++
 	}
 	e := &j.ring[(j.head+int(h.Op-j.firstOp))%len(j.ring)]
-	own, ownEnd := e.own, e.ownEnd
-	*e = journalEntry{header: *h, present: true, own: own, ownEnd: ownEnd}
+	j.drop(e)
+	*e = journalEntry{header: *h, present: true}
 	return e
 }
 
@@ -82,7 +81,6 @@ func (j *journal) grow() {
 	for i := 0; i < j.n; i++ {
 		grown[i] = j.ring[(j.head+i)%len(j.ring)]
 	}
-	// The old ring's free slots' buffers are not carried over.
 	j.ring, j.head = grown, 0
 }
 
@@ -97,11 +95,12 @@ func (j *journal) at(op uint64) *journalEntry {
 // front is the oldest entry; the journal must not be empty.
 func (j *journal) front() *journalEntry { return &j.ring[j.head] }
 
-// popFront drops the oldest entry, keeping its buffer for reuse.
+// popFront drops the oldest entry (applied, or void), giving back its copy unless
+// the log took it (Partition.writeBody).
 func (j *journal) popFront() {
 	e := &j.ring[j.head]
-	own, ownEnd := e.own, e.ownEnd
-	*e = journalEntry{own: own, ownEnd: ownEnd}
+	j.drop(e)
+	*e = journalEntry{}
 	j.head = (j.head + 1) % len(j.ring)
 	j.n--
 	j.firstOp++
@@ -113,20 +112,28 @@ func (j *journal) truncateAbove(op uint64, fn func(*journalEntry)) {
 	for j.n > 0 && j.firstOp+uint64(j.n)-1 > op {
 		e := &j.ring[(j.head+j.n-1)%len(j.ring)]
 		fn(e)
-		own, ownEnd := e.own, e.ownEnd
-		*e = journalEntry{own: own, ownEnd: ownEnd}
+		j.drop(e)
+		*e = journalEntry{}
 		j.n--
 	}
 }
 
-// copyBody gives e a copy of body in its own buffer. writtenEnd is the log's written
-// end: the buffer is reused only when the batch it last held is written.
-func (e *journalEntry) copyBody(body []byte, writtenEnd uint64) {
-	if cap(e.own) < len(body) || e.ownEnd > writtenEnd {
-		e.own = make([]byte, len(body), max(len(body), 512))
-		e.ownEnd = 0
+// reset drops every entry (giving back their copies): the journal is empty, its
+// next op firstOp.
+func (j *journal) reset(firstOp uint64) {
+	for j.n > 0 {
+		e := &j.ring[j.head]
+		j.drop(e)
+		*e = journalEntry{}
+		j.head = (j.head + 1) % len(j.ring)
+		j.n--
 	}
-	e.own = e.own[:len(body)]
-	copy(e.own, body)
-	e.body = e.own
+	j.head, j.firstOp = 0, firstOp
+	if len(j.ring) > journalRingKept {
+		j.ring = nil // a burst grew it: an idle partition keeps a small one
+	}
 }
+
+// journalRingKept is the ring size reset keeps: a pipeline's worth of entries (of
+// about 330 bytes each) and the ops waiting behind it in the common case.
+const journalRingKept = 64

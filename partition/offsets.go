@@ -57,6 +57,10 @@ func (s *Store) StoreConsumerOffset(k Key, c Consumer, offset uint64, ack wire.A
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotWriteToFile
+	}
+	s.activate(p)
 	if ack != wire.AckQuorum {
 		if err := p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset); err != nil {
 			return statusOf(err)
@@ -87,6 +91,10 @@ func (s *Store) DeleteConsumerOffset(k Key, c Consumer, ack wire.AckLevel) error
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotWriteToFile
+	}
+	s.activate(p)
 	if ack != wire.AckQuorum {
 		if err := p.log.DeleteConsumerOffset(c.segmentKind(), c.ID); err != nil {
 			return statusOf(err)
@@ -123,6 +131,10 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	if !ok {
 		return false, wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return false, wire.ErrCannotWriteToFile
+	}
+	s.activate(p)
 	if s.repl.replicaCount() == 1 {
 		if del {
 			return false, s.DeleteConsumerOffset(k, c, wire.AckQuorum)
@@ -161,7 +173,7 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 // group's head) and journals it; the caller says who waits for it, then drives.
 func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset uint64) (*journalEntry, wire.PrepareHeader, error) {
 	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	timestamp := p.lastPrepareTimestamp + 1
 	if h, ok := p.core.Header(p.core.Op()); ok {
 		timestamp = max(timestamp, h.Timestamp+1)
@@ -173,7 +185,7 @@ func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset
 	h, _ := p.core.Header(op)
 	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
 	e := p.journal.put(&h)
-	e.copyBody(body, p.log.WrittenEnd())
+	p.copyBody(e, body)
 	return e, h, nil
 }
 
@@ -196,7 +208,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			break
 		}
 		if p.holding() {
-			if p.storage.Poll(true) == 0 && p.holding() {
+			if p.pollStorage(true) == 0 && p.holding() {
 				panic("partition: a held Ready waits on a storage with nothing in flight")
 			}
 			continue
@@ -205,7 +217,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		if p.holding() || p.waiting.n == 0 {
 			continue
 		}
-		if p.storage.Poll(true) == 0 { // the pipeline is full: let the log drain
+		if p.pollStorage(true) == 0 { // the pipeline is full: let the log drain
 			if p.store.repl.replicaCount() > 1 {
 				return wire.ErrTransientNotAccepted // only the peers' acks free it
 			}
@@ -230,7 +242,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		if p.broken() != nil {
 			return wire.ErrCannotWriteToFile
 		}
-		if p.storage.Poll(true) == 0 && !p.holding() {
+		if p.pollStorage(true) == 0 && !p.holding() {
 			if p.store.repl.replicaCount() > 1 {
 				// The quorum's acks travel outside this call: the op is proposed and
 				// applies at commit, but this synchronous API cannot wait for it. 58

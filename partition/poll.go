@@ -166,6 +166,7 @@ func (s *Store) Poll(k Key, req PollRequest, res *PollResult, done PollCompletio
 	if !ok {
 		return wire.ErrPartitionNotFound
 	}
+	s.activate(p)
 	if res.inFlight {
 		panic("partition: PollResult reused while its poll is in flight")
 	}

@@ -62,6 +62,10 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if !ok {
 		return wire.ErrResourceNotFound
 	}
+	if s.SyncDirs() != nil {
+		return wire.ErrCannotAppendMessage
+	}
+	s.activate(p)
 	if p.broken() != nil {
 		return wire.ErrCannotAppendMessage
 	}
@@ -83,7 +87,7 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 		p.waiting.push(proposal{batch: batch, nowMicros: nowMicros, done: done, token: token})
 		return nil
 	}
-	s.timers.Catch(p.timer)
+	p.catchUp()
 	op, err := p.prepareBatch(batch, nowMicros, done, token, true)
 	if err != nil {
 		return err
@@ -210,12 +214,12 @@ func (p *Partition) onWritten(end uint64) {
 	if !p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
+	p.releaseWritten()
 	p.noteChanged()
 	if p.state != nil {
 		p.maybeCheckpoint()
-		if len(p.pendingOffers) > 0 && !p.holding() && p.log.WrittenEnd() == p.log.NextOffset() {
-			p.serveOffers()
-			p.drive()
+		if len(p.pendingOffers) > 0 && p.log.WrittenEnd() == p.log.NextOffset() {
+			p.resumeWanted = true // the offers go out after the poll (resume)
 		}
 	}
 }
@@ -255,6 +259,7 @@ func (p *Partition) settleSends() {
 		p.saveWanted = false
 		p.log.Sync()
 	}
+	p.releaseWritten()
 	if p.sends.n == 0 {
 		return
 	}
@@ -287,6 +292,7 @@ func (p *Partition) settleSends() {
 func (p *Partition) recoverStalledDurability() {
 	p.lastFailure = errDurabilityStalled
 	_ = p.log.Close()
+	p.releaseWritten()
 	log, _, err := segment.Open(p.storage, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
 	if err != nil {
 		p.reopenErr = fmt.Errorf("%w: reopen: %v", errDurabilityStalled, err)
@@ -324,7 +330,7 @@ func (p *Partition) quiesce() {
 	}
 	for range quiesceRoundsMax {
 		if p.holding() {
-			if p.storage.Poll(true) == 0 && p.holding() {
+			if p.pollStorage(true) == 0 && p.holding() {
 				panic("partition: a held Ready waits on a storage with nothing in flight")
 			}
 			continue
@@ -339,13 +345,13 @@ func (p *Partition) quiesce() {
 		if p.broken() != nil {
 			break
 		}
-		if p.storage.Poll(true) == 0 {
+		if p.pollStorage(true) == 0 {
 			p.log.Sync() // nothing in flight: the window waits for a save
 		}
 		p.settleSends()
 	}
 	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
-	p.journal = journal{firstOp: p.journal.lastOp() + 1}
+	p.journal.reset(p.journal.lastOp() + 1)
 	p.unappliedBatches = 0
 }
 

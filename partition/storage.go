@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/iggy-shard/iggy-shard/segment"
 )
@@ -23,16 +24,105 @@ type StorageProvider interface {
 
 // OSStorages provides segment.OSStorage: pread/pwrite/fdatasync run when the store
 // polls its I/O.
-type OSStorages struct{}
+type OSStorages struct {
+	// Dirs, when set, collects the directories Open creates, to be made durable
+	// together (DirSyncs.Sync, which a store calls before it does anything else
+	// after creating partitions: Store.SyncDirs); nil makes each durable at once.
+	Dirs *DirSyncs
+}
 
 // Open implements StorageProvider. The directories it creates are made durable in
 // their parents (segment.NewOSStorage creates them without that), so a partition
-// whose files were fdatasynced cannot lose its directory to a power loss.
-func (OSStorages) Open(dir string) (segment.Storage, error) {
-	if err := mkdirAllDurable(dir); err != nil {
+// whose files were fdatasynced cannot lose its directory to a power loss: at once,
+// or with the next SyncDirs when Dirs is set.
+func (o OSStorages) Open(dir string) (segment.Storage, error) {
+	if o.Dirs != nil {
+		if err := o.Dirs.MkdirAll(dir); err != nil {
+			return nil, err
+		}
+	} else if err := mkdirAllDurable(dir); err != nil {
 		return nil, err
 	}
 	return segment.NewOSStorage(dir)
+}
+
+// SyncDirs implements DirSyncer.
+func (o OSStorages) SyncDirs() error {
+	if o.Dirs == nil {
+		return nil
+	}
+	return o.Dirs.Sync()
+}
+
+// DirSyncer is a StorageProvider whose Open may leave the directories it created
+// to be made durable later, all at once: a thousand partitions created together
+// cost one fsync of their parent, not a thousand. The store calls SyncDirs after
+// creating partitions and before anything else (PollIO, Tick, Send, Step, Poll,
+// offsets: Store.SyncDirs), so nothing is written in a partition, let alone
+// acknowledged, before its directory is durable.
+type DirSyncer interface {
+	SyncDirs() error
+}
+
+// DirSyncs is a set of directories whose entries are to be made durable: the
+// parents of directories created (MkdirAll), fsynced once each by Sync. It belongs
+// to one goroutine, the shard's.
+type DirSyncs struct {
+	pending map[string]bool
+	// Syncs counts the directory fsyncs done.
+	Syncs uint64
+}
+
+// MkdirAll creates dir and its missing parents, recording the parent of each one
+// it created.
+func (d *DirSyncs) MkdirAll(dir string) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, p)
+		if parent := filepath.Dir(p); parent == p {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], segment.DataDirMode); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if d.pending == nil {
+			d.pending = make(map[string]bool)
+		}
+		d.pending[filepath.Dir(missing[i])] = true
+	}
+	return nil
+}
+
+// Pending is how many directories wait for their fsync.
+func (d *DirSyncs) Pending() int { return len(d.pending) }
+
+// Sync fsyncs every pending directory, deepest first, so that a directory is
+// durable in its parent no later than what it holds is.
+func (d *DirSyncs) Sync() error {
+	if len(d.pending) == 0 {
+		return nil
+	}
+	dirs := make([]string, 0, len(d.pending))
+	for dir := range d.pending {
+		dirs = append(dirs, dir)
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+		delete(d.pending, dir)
+		d.Syncs++
+	}
+	return nil
 }
 
 // mkdirAllDurable creates dir and its missing parents, fsyncing the parent of each

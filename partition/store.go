@@ -44,14 +44,18 @@ type Store struct {
 	repl       Replication
 	// timers drives every group's clock from the shard's tick; timerOwners maps its
 	// handles back to the partitions.
-	timers *vsr.Timers
-	// keptAliveAt is the shard tick of the last keep-alive, keepAliveNext the
-	// group whose turn is next (keepAlive).
-	keptAliveAt   uint64
-	keepAliveNext int
-	timerOwners   []*Partition
+	timers      *vsr.Timers
+	timerOwners []*Partition
 	// changed lists the partitions whose log moved since TakeChanged last ran.
 	changed []*Partition
+	// What an idle store does not pay for per partition (activity.go): the
+	// partitions PollIO visits, the groups due waiting for their turn, the idle
+	// groups parked off the timers, the groups this replica leads.
+	activity
+	// bodies counts the copies of bodies the partitions hold (memory.go).
+	bodies bodyBudget
+	// dirsPending: partitions were opened since SyncDirs last ran.
+	dirsPending bool
 }
 
 // TakeChanged calls fn with every partition whose log moved since the last call (a
@@ -86,7 +90,12 @@ func NewStore(root string, storages StorageProvider) *Store {
 // NewReplicatedStore is NewStore for replica repl.ReplicaID of a cluster of
 // repl.ReplicaCount: each partition is that replica of its group.
 func NewReplicatedStore(root string, storages StorageProvider, repl Replication) *Store {
-	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers()}
+	budget := repl.BodyBudgetBytes
+	if budget <= 0 {
+		budget = bodyBudgetDefault
+	}
+	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers(),
+		bodies: bodyBudget{budgetBytes: budget}}
 }
 
 // Dir returns the directory of a partition's files.
@@ -152,7 +161,7 @@ type Partition struct {
 	// writes (journal file, state file) and the state generation it waits for.
 	state         *stateFile
 	applied       appliedRing
-	retained      retainedRing
+	recent        recentOps
 	pendingOffers []vsr.StateRequest
 	heldWaits     int
 	heldErr       error
@@ -160,6 +169,25 @@ type Partition struct {
 	// heldStateAfterJournal: the held Ready's view state is written once its
 	// journal write is durable.
 	heldStateAfterJournal bool
+	// resumeWanted: a storage completion left work for after the poll (resume).
+	resumeWanted bool
+	// active: in the store's list of partitions PollIO visits; parked: its group
+	// is off the timers, idle (parkedFor: its primary, for a backup); leading: in
+	// the store's list of groups this replica leads (activity.go).
+	active bool
+	parked bool
+	// armedAt is p's index in the store's list of armed groups (-1: not armed),
+	// dueAt the shard tick its deadline falls due.
+	armedAt   int
+	dueAt     uint64
+	parkedFor uint8
+	leading   bool
+	// Copies of bodies this partition holds (memory.go): copiedBytes in all,
+	// unwritten those the log is writing, repairReads the batches read back for
+	// the Ready in progress (repair.go).
+	copiedBytes int
+	unwritten   []unwrittenBody
+	repairReads [][]byte
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge), in
@@ -207,12 +235,14 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 }
 
 func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view}
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view, armedAt: -1}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
+	p.journal.drop = p.releaseBody
 	st, err := s.storages.Open(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
 	}
+	s.dirsPending = true
 	p.storage = st
 	log, report, err := segment.Open(st, cfg.segmentConfig(k.PartitionID), p.hooks)
 	if err != nil {
@@ -233,6 +263,7 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 	}
 	s.partitions[k] = p
 	s.order = append(s.order, p)
+	s.activate(p)
 	return report, nil
 }
 
@@ -361,6 +392,7 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 		return report, err
 	}
 	p.lastFailure, p.reopenErr = nil, nil
+	p.store.activate(p)
 	return report, nil
 }
 
@@ -376,6 +408,7 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
+	s.dirsPending = true
 	p.fresh = true // every replica purges: the group starts anew, in the view it had
 	if p.core != nil {
 		p.initialView = p.core.View()
@@ -418,6 +451,8 @@ func (s *Store) forget(p *Partition) {
 func (p *Partition) close() error {
 	p.quiesce()
 	err := p.log.Close()
+	p.releaseWritten()
+	p.dropSteps()
 	if p.durable != nil {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil
@@ -448,28 +483,6 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// PollIO runs the completions of every partition's storage without waiting. It
-// returns how many ran plus how many partitions still have I/O in flight or queued
-// (completions may submit more: a save, a seal, the next read), so 0 means the store
-// is quiet and the caller may stop polling until its next send or poll. The shard's
-// loop calls it each turn; with a ring-backed storage it reaps what the ring
-// completed.
-func (s *Store) PollIO() int {
-	n := 0
-	for _, p := range s.order {
-		ran := p.storage.Poll(false)
-		n += ran
-		p.settleSends()
-		if ran > 0 && p.applied.n > 0 {
-			p.maybeCheckpoint() // an offset write it waited for may be done
-		}
-		if !p.idle() {
-			n++
-		}
-	}
-	return n
-}
-
 // idle reports whether neither the log nor the journal file has I/O in flight.
 func (p *Partition) idle() bool {
 	return p.log.Idle() && (p.durable == nil || p.durable.inFlight == 0)
@@ -492,11 +505,12 @@ func (s *Store) WaitIdle() {
 		busy = false
 		for _, p := range s.order {
 			for p.durable != nil && p.durable.inFlight > 0 {
-				if p.storage.Poll(true) == 0 {
+				if p.pollStorage(true) == 0 {
 					panic("partition: the journal file waits on a storage with nothing in flight")
 				}
 			}
 			p.log.WaitIdle()
+			p.resume()
 			p.settleSends() // may submit a save, or a journal write of sends that waited
 			busy = busy || !p.idle()
 		}
@@ -510,6 +524,7 @@ func (s *Store) DeleteSegments(k Key, count uint32) ([]segment.RemovedSegment, e
 	if !ok {
 		return nil, wire.ErrPartitionNotFound
 	}
+	s.activate(p)
 	return p.log.DeleteOldestSegments(int(count))
 }
 
@@ -523,6 +538,9 @@ func (s *Store) ApplyRetention(nowMicros uint64) (removedSegments int, err error
 	for _, p := range s.order {
 		removed, err := p.log.ApplyRetention(nowMicros)
 		removedSegments += len(removed)
+		if len(removed) > 0 || !p.idle() {
+			s.activate(p)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
 		}

@@ -53,7 +53,7 @@ func (p *Partition) serveOffers() {
 	p.pendingOffers = nil
 	applied := p.journal.firstOp - 1
 	artifacts, err := p.stateArtifacts(applied)
-	p.store.timers.Catch(p.timer)
+	p.catchUp()
 	for _, r := range requests {
 		if err != nil || applied == 0 {
 			p.core.OfferState(r, 0, nil) // transient: the requester asks again
@@ -293,6 +293,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	p.committedOp = max(p.committedOp, in.CommitOp)
 
 	_ = p.log.Close() // replaced
+	p.releaseWritten()
 	if p.durable != nil {
 		_ = p.durable.close(p)
 		p.durable = nil
@@ -397,7 +398,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	}
 	p.recomputePrepared()
 	p.applied = appliedRing{}
-	p.retained.dropAll()
+	p.recent.reset()
 	if h, ok := p.core.Header(in.CommitOp); ok {
 		in.Identity = h.Checksum
 		p.state.persistCheckpoint(&h, log.NextOffset())
@@ -466,101 +467,4 @@ func writeWhole(st segment.Storage, name string, data []byte) error {
 		}
 	}
 	return waitRequest(st, &segment.Request{Op: segment.OpSync, File: f})
-}
-
-// retainedRing keeps the bodies of the last applied ops of a group of more than one
-// replica, so that a peer that missed a few of them (a restart that lost the
-// prepares sent while it probed, a dropped frame) repairs them instead of taking
-// the whole log by state transfer. The reference keeps such an evicted ring too
-// (evicted_ring_capacity, evicted_ring_bytes_max). Bodies are copies: the
-// primary's are request buffers, released once answered. The ring is bounded in
-// ops and bytes; its buffers are reused.
-type retainedRing struct {
-	entries []retainedEntry
-	head    int // the oldest entry
-	n       int
-	bytes   int
-}
-
-type retainedEntry struct {
-	op       uint64
-	identity wire.Uint128
-	body     []byte
-}
-
-// retainedOpsMax covers the core's header window (JournalSlots): an op older than
-// that is answered RangeEvicted by the core whatever the ring holds.
-const (
-	retainedOpsMax          = 64
-	retainedBytesMax        = 16 << 20
-	retainedBufferKeptBytes = 64 << 10
-)
-
-// retain copies an applied op's body into the ring, dropping the oldest entries
-// to stay within its bounds; an op larger than the byte bound is not kept, and
-// with it whatever is older (the ring stays contiguous below the journal).
-func (p *Partition) retain(h *wire.PrepareHeader, body []byte) {
-	r := &p.retained
-	if p.store.repl.replicaCount() == 1 {
-		return
-	}
-	if len(body) > retainedBytesMax {
-		r.dropAll()
-		return
-	}
-	for r.n > 0 && (r.n == retainedOpsMax || r.bytes+len(body) > retainedBytesMax) {
-		r.dropOldest()
-	}
-	if r.entries == nil {
-		r.entries = make([]retainedEntry, retainedOpsMax)
-	}
-	e := &r.entries[(r.head+r.n)%retainedOpsMax]
-	e.op, e.identity = h.Op, h.Checksum
-	e.body = append(e.body[:0], body...)
-	r.bytes += len(body)
-	r.n++
-}
-
-func (r *retainedRing) dropOldest() {
-	e := &r.entries[r.head]
-	r.bytes -= len(e.body)
-	e.op, e.body = 0, e.body[:0]
-	if cap(e.body) > retainedBufferKeptBytes {
-		// A large buffer is not kept for reuse: the ring's memory stays its byte
-		// bound plus retainedOpsMax small buffers.
-		e.body = nil
-	}
-	r.head = (r.head + 1) % retainedOpsMax
-	r.n--
-}
-
-func (r *retainedRing) dropAll() {
-	for r.n > 0 {
-		r.dropOldest()
-	}
-}
-
-// body returns the retained body of op if its identity is identity.
-func (r *retainedRing) body(op uint64, identity wire.Uint128) ([]byte, bool) {
-	if r.n == 0 {
-		return nil, false
-	}
-	first := r.entries[r.head].op
-	if op < first || op >= first+uint64(r.n) {
-		return nil, false
-	}
-	e := &r.entries[(r.head+int(op-first))%retainedOpsMax]
-	if e.op != op || e.identity != identity {
-		return nil, false
-	}
-	return e.body, true
-}
-
-// oldest is the lowest op the ring holds, contiguous up to below; below when empty
-// or not contiguous with it.
-func (r *retainedRing) oldest(below uint64) uint64 {
-	if r.n == 0 || r.entries[r.head].op+uint64(r.n) != below {
-		return below
-	}
-	return r.entries[r.head].op
 }

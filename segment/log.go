@@ -56,9 +56,11 @@ type Log struct {
 	writtenEnd    uint64
 	durableEnd    uint64
 
-	// In-flight appends, oldest first, in a ring of InflightBatchesMax slots. An entry
-	// leaves from the head once durable; fifoWritten counts the head entries whose
-	// writes have completed, contiguously.
+	// In-flight appends, oldest first, in a ring that grows by doubling up to
+	// InflightBatchesMax slots (an idle partition keeps a few; one of 4,096 slots
+	// would cost 128 KiB on each of thousands). An entry leaves from the head once
+	// durable; fifoWritten counts the head entries whose writes have completed,
+	// contiguously.
 	fifo        []inflight
 	fifoHead    int
 	fifoLen     int
@@ -162,6 +164,18 @@ const (
 	purposeRead
 )
 
+// fifoSlotsInitial is the in-flight ring's size at open.
+const fifoSlotsInitial = 16
+
+// growFifo doubles the in-flight ring, up to InflightBatchesMax slots.
+func (l *Log) growFifo() {
+	grown := make([]inflight, min(2*len(l.fifo), l.cfg.InflightBatchesMax))
+	for i := 0; i < l.fifoLen; i++ {
+		grown[i] = l.fifo[(l.fifoHead+i)%len(l.fifo)]
+	}
+	l.fifo, l.fifoHead = grown, 0
+}
+
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
 // append, with the report of what recovery found and repaired.
 func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
@@ -169,7 +183,7 @@ func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, cfg.InflightBatchesMax)}
+	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, min(fifoSlotsInitial, cfg.InflightBatchesMax))}
 	l.done = l.complete
 	report, err := l.recover()
 	if err != nil {
@@ -222,8 +236,10 @@ func (l *Log) SizeBytes() int64 {
 	return n
 }
 
-// SegmentCount is the number of segments, the open one included.
-func (l *Log) SegmentCount() int { return len(l.segments) }
+// SegmentCount is the number of segments, the open one included: 1 for a log that
+// has not taken its first batch yet (the segment it will be appended to, whose
+// files the batch creates).
+func (l *Log) SegmentCount() int { return max(len(l.segments), 1) }
 
 // Err returns why the log is broken (a failure it could not repair: reopen the
 // partition to recover), or nil.
@@ -326,7 +342,7 @@ func (l *Log) Append(batch []byte) error {
 		return wire.ErrSegmentClosed
 	case l.broken != nil:
 		return l.broken
-	case l.failing || l.fifoLen == len(l.fifo):
+	case l.failing || l.fifoLen == l.cfg.InflightBatchesMax:
 		return wire.ErrTransientNotAccepted
 	}
 	header, err := wire.ViewBatchHeader(batch)
@@ -354,6 +370,9 @@ func (l *Log) Append(batch []byte) error {
 	count := uint64(header.MessageCount())
 	end := l.nextOffset + count
 
+	if l.fifoLen == len(l.fifo) {
+		l.growFifo()
+	}
 	slot := (l.fifoHead + l.fifoLen) % len(l.fifo)
 	seq := l.fifoSeq + uint64(l.fifoLen)
 	l.fifo[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
@@ -416,6 +435,9 @@ func (l *Log) Sync() {
 // a hint) could survive a crash that the log bytes it points at did not.
 func (l *Log) save() {
 	l.unsyncedMessages, l.unsyncedBytes = 0, 0
+	if len(l.segments) == 0 {
+		return // nothing was ever appended
+	}
 	seg := l.segments[len(l.segments)-1]
 	if seg.state != segmentActive {
 		return // its seal chain makes it durable
@@ -914,7 +936,7 @@ func (l *Log) Close() error {
 	}
 	l.WaitIdle()
 	var err error
-	if l.broken == nil && !l.failing {
+	if l.broken == nil && !l.failing && len(l.segments) > 0 {
 		seg := l.segments[len(l.segments)-1]
 		if seg.state == segmentActive {
 			// The log first, then its index (see save).

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -456,4 +457,61 @@ func (p *Polled) AppendTo(dst []byte) []byte {
 		dst = append(dst, r.Frames...)
 	}
 	return dst
+}
+
+// ErrBatchNotStored: ReadBatch found no written batch starting at the offset asked
+// for (deleted by retention, cut by a failure, not written yet, or an offset inside
+// a batch).
+var ErrBatchNotStored = errors.New("segment: no written batch starts at this offset")
+
+// ReadBatch reads the stored batch whose base_offset is base, whole and exactly as
+// stored, into buf (grown when too short) and returns it, verified
+// (wire.CheckStoredBatch, and its base_offset). It blocks on the storage like Read,
+// and serves any written batch, durable or not: a replica's repair of a peer from
+// its log, which needs the prepare's body byte for byte.
+func (l *Log) ReadBatch(base uint64, buf []byte) ([]byte, error) {
+	if l.closed {
+		return nil, wire.ErrSegmentClosed
+	}
+	if base < l.FirstOffset() || base >= l.writtenEnd || l.failing && base >= l.rewindTo {
+		return nil, ErrBatchNotStored
+	}
+	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > base }) - 1
+	if si < 0 {
+		return nil, ErrBatchNotStored
+	}
+	seg := l.segments[si]
+	if err := l.loadIndex(seg); err != nil {
+		return nil, err
+	}
+	i := seg.index.floor(base)
+	if i < 0 || seg.index.offset(i) != base {
+		return nil, ErrBatchNotStored
+	}
+	position := seg.index.position(i)
+	next := seg.sizeBytes
+	if i+1 < seg.index.len() {
+		next = seg.index.position(i + 1)
+	}
+	length := next - position
+	if cap(buf) < int(length) {
+		buf = make([]byte, length)
+	}
+	buf = buf[:length]
+	r := &Request{Op: OpRead, File: seg.logFile, Offset: position, Data: buf}
+	err := l.wait(r)
+	read := r.Result
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("segment: read %s at %d: %w", segmentLogName(seg.baseOffset), position, err)
+	case read != length:
+		return nil, &CorruptBatchError{Segment: seg.baseOffset, Position: position + read, Offset: base, Err: ErrTornBatch}
+	}
+	if err := wire.CheckStoredBatch(buf); err != nil {
+		return nil, &CorruptBatchError{Segment: seg.baseOffset, Position: position, Offset: base, Err: err}
+	}
+	if h, _ := wire.ViewBatchHeader(buf); h.BaseOffset() != base {
+		return nil, &CorruptBatchError{Segment: seg.baseOffset, Position: position, Offset: base, Err: ErrBatchMismatch}
+	}
+	return buf, nil
 }

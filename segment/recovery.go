@@ -139,9 +139,12 @@ func (l *Log) recover() (*RecoveryReport, error) {
 		}
 	}
 	if len(l.segments) == 0 {
-		if err := l.openSegment(0); err != nil {
-			return report, err
-		}
+		// An empty log: its first segment is created with its first batch, so a
+		// partition that never takes a message holds no file (thousands of them
+		// are created at once, and each file costs a directory fsync and a
+		// descriptor).
+		l.needSegment = true
+		return report, nil
 	}
 	last := l.segments[len(l.segments)-1]
 	last.state = segmentActive

@@ -220,7 +220,16 @@ func (d *SimDisk) execute(r *Request) (int64, error) {
 			d.syncFailures--
 			return 0, ErrInjectedIO
 		}
-		f.durable = append(f.durable[:0], f.data...)
+		// What reads see becomes durable: the writes since the last sync, in order
+		// (the rest of the page cache is durable already), and a size a
+		// truncation grew with zeros. Cheaper than copying the whole file, which a
+		// journal file synced after each append made quadratic.
+		for _, w := range f.pending {
+			f.durable = writeAt(f.durable, w.offset, w.data)
+		}
+		if len(f.durable) != len(f.data) {
+			f.durable = resize(f.durable, int64(len(f.data)))
+		}
 		f.pending = f.pending[:0]
 		return 0, nil
 	case OpTruncate:
