@@ -62,7 +62,9 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 		if got := awaitSameState(ctx, t, c.nodes); got != want {
 			t.Fatalf("after a restart of every node by %s the cluster holds\n%s\nit held before\n%s", how.name, got, want)
 		}
+		phases := w.phases
 		w = newMetadataWorkload(ctx, t, c, leader)
+		w.phases = phases
 		w.run(200, "after a full restart by "+how.name)
 		want = awaitSameState(ctx, t, c.nodes)
 	}
@@ -330,4 +332,35 @@ func describeStateOf(ctx context.Context, cl *client.Client) (string, error) {
 		fmt.Fprintf(&b, "token %q expiry=%d\n", tok.Name, tok.ExpiryAtMicros)
 	}
 	return b.String(), nil
+}
+
+// Every node of a cluster stopped at once, by SIGKILL or by SIGTERM, comes back
+// with every acknowledged message and consumer offset of a topic created just
+// before.
+func TestClusterFullRestartKeepsMessages(t *testing.T) {
+	for _, how := range []struct {
+		name string
+		stop func(*node)
+	}{
+		{"SIGKILL", func(n *node) { n.kill() }},
+		{"SIGTERM", func(n *node) { n.terminate() }},
+	} {
+		t.Run(how.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c := newCluster(t, 3)
+			c.startAll()
+			leader := c.awaitLeader(ctx, c.nodes)
+			w := newMetadataWorkload(ctx, t, c, leader)
+			w.keepState("first life")
+			w.close()
+			want := awaitSameState(ctx, t, c.nodes)
+			stopAllAtOnce(c, how.stop)
+			c.startAll()
+			c.awaitLeader(ctx, c.nodes)
+			if got := awaitSameState(ctx, t, c.nodes); got != want {
+				t.Fatalf("after a restart of every node by %s the cluster holds\n%s\nit held before\n%s", how.name, got, want)
+			}
+		})
+	}
 }
