@@ -1,7 +1,12 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -491,5 +496,57 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 	servers[2] = startTestServer(t, cfgs[2])
 	waitUntil(t, "the lagging node installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
 	heldOnEveryNode(t, servers, "after the state transfer", parts, want)
+	awaitOpenAsViewed(t, servers)
+}
+
+// A partition state transfer replaces every file of the partition's directory but
+// its segments and group state (partition/transfer.go), its record too; a full
+// restart then applies the topic's creation again over directories without a
+// record, which keep what they hold. Every node catches up so, in turn, the first
+// primary last.
+func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
+	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	ctx := testContext(t)
+	c := dialCluster(t, servers[0])
+	st, err := c.CreateStream(ctx, "orders")
+	mustOK(t, "CreateStream", err)
+	topic, err := c.CreateTopic(ctx, client.NameID("orders"), "events", 1, nil)
+	mustOK(t, "CreateTopic", err)
+	sendTo(t, c, "orders", "events", 0, messages(1, "first"))
+	parts := []heldPartition{{stream: "orders", topic: "events", partition: 0}}
+	heldOnEveryNode(t, servers, "the first message", parts, heldNow(t, c, parts))
+	var want []string
+	for _, down := range []int{2, 1, 0} {
+		stopServer(t, servers[down])
+		running := slices.Delete(slices.Clone(servers), down, down+1)
+		var leader uint8
+		waitUntil(t, "the others agree on a primary", func() (ok bool) {
+			leader, ok = agreedLeader(running)
+			return ok && int(leader) != down
+		})
+		// The SDKs' retries of 58 (a second or two): the partition's group follows
+		// the new primary a heartbeat timeout after it took over.
+		c, err := client.Dial(ctx, servers[leader].Addr().String(), client.WithCredentials("iggy", "iggy"),
+			client.WithLeaderRedirection(false))
+		mustOK(t, "Dial the primary", err)
+		defer c.Close()
+		// More batches than the partition group keeps for repair: the node that
+		// was down catches up by a state transfer.
+		for i := range 100 {
+			sendTo(t, c, "orders", "events", 0, messages(1, fmt.Sprintf("while %d was down %d", down, i)))
+		}
+		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", 0, uint64(20+down))
+		want = heldNow(t, c, parts)
+		servers[down] = startTestServer(t, cfgs[down])
+		heldOnEveryNode(t, servers, fmt.Sprintf("after node %d caught up", down), parts, want)
+		record := filepath.Join(cfgs[down].SystemPath, "streams", strconv.Itoa(int(st.ID)), "topics", strconv.Itoa(int(topic.ID)),
+			"partitions", "0", purgeGenFileName)
+		if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("node %d kept its partition record (%v): it caught up without a state transfer, which the test needs", down, err)
+		}
+	}
+
+	restartAllAtOnce(t, cfgs, servers)
+	heldOnEveryNode(t, servers, "after a full restart", parts, want)
 	awaitOpenAsViewed(t, servers)
 }
