@@ -58,16 +58,20 @@ import (
 //   - drop a deleted consumer group's offsets: a topic never reuses a group id
 //     (metadata assigns them upward), so a second drop finds nothing; a drop asked
 //     again later (groupoffsets.go) is over once its partition is gone.
-//   - take the topic's options: sets what the op left, a value and not a change; an
-//     older op applied again sets an older value, which the ops after it, applied again
-//     in order, set back.
+//   - take the topic's options: sets what the op left, a value and not a change, so
+//     applied again it sets the same; the ops after it, applied again in order, set
+//     theirs. Until they are, the partition holds an older op's options, which a
+//     retention pass (once a minute per shard) would go by.
 //
 // At start (openAtStart) each partition of the recovered state is brought to its
 // committed record: a newer incarnation in its directory is left to the op that made
 // it (above the snapshot, applied again later); an older one, or an older generation
 // (a deletion or a purge committed but not carried out before a stop), is emptied;
 // then the record says so, never with a lower generation than it had (a purge above
-// the snapshot carried out already). A directory without a record (from a server
+// the snapshot carried out already). A metadata state a node took by transfer is
+// followed alike (followReplacedView): an open partition of another incarnation than
+// the state's goes, the state's are created or opened, a generation behind is
+// purged. A directory without a record (from a server
 // older than the record, or whose files a partition state transfer replaced:
 // partition/transfer.go keeps the segments and the group state only) is taken as it
 // is, at start and by a create, and the record written: nothing is lost for the
