@@ -15,8 +15,11 @@ import (
 // store that cannot take it now (a backup, or a primary whose Ready is out or
 // whose view is changing: 58) is asked again a little later, until the offset is
 // gone here, by its own deletion or the primary's. That is no error. Bounded:
-// the group's id is never used again (metadata assigns ids upward), so an offset
-// a cluster never gets to delete is unreachable, bytes only; it is logged, once.
+// the group's id is never used again in its topic (metadata assigns ids upward),
+// so an offset a cluster never gets to delete is unreachable, bytes only; it is
+// logged, once. A topic created again under the same ids starts its group ids
+// afresh: a deletion asked again touches only the partition it was for, created
+// before the op (handler.madeBefore), and is over once that one is gone.
 // A failure of another kind (the partition's files) is an error.
 
 const (
@@ -30,19 +33,24 @@ const (
 // groupOffsetDelete is one deleted group's offset on one partition this shard
 // owns, until it is gone.
 type groupOffsetDelete struct {
-	h        *handler
-	key      partition.Key
-	group    uint32
+	h     *handler
+	key   partition.Key
+	group uint32
+	// revision is the deleting op's (partitionrecord.go).
+	revision uint64
 	attempts int
 	dueNs    int64
 }
 
-// deleteGroupOffset drops group's stored offset on k.
-func (h *handler) deleteGroupOffset(k partition.Key, group uint32) {
-	(&groupOffsetDelete{h: h, key: k, group: group}).try()
+// deleteGroupOffset drops group's stored offset on k, for the op of revision.
+func (h *handler) deleteGroupOffset(k partition.Key, group uint32, revision uint64) {
+	(&groupOffsetDelete{h: h, key: k, group: group, revision: revision}).try()
 }
 
 func (d *groupOffsetDelete) try() {
+	if !d.h.madeBefore(d.key, d.revision) {
+		return // the partition went, and maybe another took its ids since
+	}
 	d.attempts++
 	c := partition.Consumer{Kind: wire.ConsumerGroup, ID: d.group}
 	deferred, err := d.h.store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)

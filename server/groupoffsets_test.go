@@ -95,3 +95,50 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 		}
 	}
 }
+
+// A deleted group's offset deletion asked again (a store refused it with 58)
+// after its topic was deleted and created again under the same ids leaves the new
+// topic's group of the same id alone: it was for the old partition, and is over with
+// it. The deletion is put in the retry list directly, with its op's revision before
+// the partition's creation.
+func TestGroupOffsetDeleteAskedAgainSparesARecreatedTopic(t *testing.T) {
+	s := testServer(t, t.TempDir(), 2)
+	c := dialRoot(t, s)
+	ctx := testContext(t)
+	st, err := c.CreateStream(ctx, "orders")
+	mustOK(t, "CreateStream", err)
+	topic, err := c.CreateTopic(ctx, client.NameID("orders"), "events", 1, nil)
+	mustOK(t, "CreateTopic", err)
+	g, err := c.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "readers")
+	mustOK(t, "CreateConsumerGroup", err)
+	mustOK(t, "JoinConsumerGroup", c.JoinConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("readers")))
+	sendTo(t, c, "orders", "events", 0, messages(1, "m"))
+	mustOK(t, "StoreConsumerOffset", c.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: client.GroupConsumer(client.ID(g.ID)),
+		StreamID: client.NameID("orders"), TopicID: client.NameID("events"), Partition: wire.SomePartition(0), Offset: 0}))
+	k := partition.Key{StreamID: st.ID, TopicID: topic.ID, PartitionID: 0}
+	if !groupOffsetAt(t, s, k, g.ID) {
+		t.Fatal("the group's offset is not stored")
+	}
+	onOwner := func(fn func(h *handler)) {
+		t.Helper()
+		err := s.rt.Inspect(ctx, func(sh *shard.Shard) {
+			if sh.Index() == s.ownerOf(k) {
+				fn(s.handlers[sh.Index()])
+			}
+		})
+		mustOK(t, "Inspect", err)
+	}
+	// The deletion of an older partition of the same ids, due now.
+	onOwner(func(h *handler) {
+		createdAt, _ := h.openCreatedAt(k)
+		d := &groupOffsetDelete{h: h, key: k, group: g.ID, revision: createdAt - 1}
+		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+	})
+	waitUntil(t, "the deletion is asked again", func() (asked bool) {
+		onOwner(func(h *handler) { asked = len(h.groupOffsetDeletes) == 0 })
+		return asked
+	})
+	if !groupOffsetAt(t, s, k, g.ID) {
+		t.Fatal("a deletion meant for an older partition of the same ids deleted the new group's offset")
+	}
+}

@@ -259,19 +259,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
 	}
 	for _, p := range s.initial[h.index] {
-		report, err := h.store.Open(p.key, p.cfg, p.createdAt)
-		if err != nil {
-			h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
-			continue
-		}
-		if err := h.settlePurge(p.key, purgeGen{generation: p.purgeGeneration, createdRevision: p.createdAt}); err != nil {
-			h.log.Error("partition purge generation", "partition", p.key.String(), "err", err)
-		}
-		if report != nil && (len(report.Truncations) > 0 || len(report.RebuiltIndexes) > 0 ||
-			len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
-			h.log.Info("partition recovered", "partition", p.key.String(), "report", report.String())
-		}
-		h.publishStats(p.key)
+		h.openAtStart(p)
 	}
 	if h.index == 0 {
 		h.meta = newMetaRouter(h, s.meta, s.viewGenesis)

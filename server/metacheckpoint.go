@@ -25,11 +25,18 @@ import (
 // nothing until one succeeds; on a single node after another interval of ops,
 // not at every turn of a failing disk.
 
+// SnapshotIntervalOpsMax is the largest snapshot interval the metadata plane
+// honours, 960 ops for its header window of 1,024: a larger one is used as this,
+// with a warning (clampSnapshotInterval).
+func SnapshotIntervalOpsMax() uint64 {
+	return vsr.CheckpointIntervalOpsMax(journalSlotsMin, vsr.PipelineDepthDefault)
+}
+
 // snapshotIntervalOpsDefault is the largest interval the window allows: fewer
 // snapshots (each encodes the whole state on shard 0 and rewrites the journal)
 // cost less, and a restart replays at most one interval (under a millisecond of
 // applies); the rule's two pipelines of room are margin enough.
-var snapshotIntervalOpsDefault = vsr.CheckpointIntervalOpsMax(journalSlotsMin, vsr.PipelineDepthDefault)
+var snapshotIntervalOpsDefault = SnapshotIntervalOpsMax()
 
 // snapshotRetryTicks is how long a clustered plane waits, in cluster ticks
 // (10 ms), before it tries a failed snapshot again.

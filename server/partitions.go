@@ -312,7 +312,8 @@ func (h *handler) publishStats(k partition.Key) {
 	}
 }
 
-// effect is one instruction of a metadata commit for an owner shard.
+// effect is one instruction of a metadata commit for an owner shard. Each is
+// applied at most once in effect, however often its op is (partitionrecord.go).
 type effect struct {
 	kind      metadata.EffectKind
 	key       partition.Key
@@ -327,6 +328,9 @@ type effect struct {
 	// view is the view of the metadata op that creates the partition: its group
 	// starts there, led by the node that led the cluster then.
 	view uint32
+	// revision is the op's metadata revision (its prepare timestamp): the effect
+	// touches only partitions created at or before it.
+	revision uint64
 }
 
 func (h *handler) applyEffect(e *effect) {
@@ -339,45 +343,43 @@ func (h *handler) applyEffect(e *effect) {
 			err = nil
 		}
 	case e.kind == metadata.EffectCreatePartitions:
-		err = h.store.CreateInView(k, e.cfg, e.createdAt, e.view)
-		if err == nil {
-			err = h.recordPurge(k, e.purgeGeneration)
-		}
+		err = h.createPartition(e)
 		h.publishStats(k)
 	case e.kind == metadata.EffectDeletePartitions:
-		err = h.store.Delete(k)
-		h.srv.stats.remove(k)
-	case e.kind == metadata.EffectDeleteTopic:
-		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) { h.srv.stats.remove(p) })
-		err = h.store.DeleteTopic(k.StreamID, k.TopicID)
-	case e.kind == metadata.EffectDeleteStream:
-		h.forEachOwned(k.StreamID, 0, false, func(p partition.Key) { h.srv.stats.remove(p) })
-		err = h.store.DeleteStream(k.StreamID)
+		if h.madeBefore(k, e.revision) {
+			h.srv.stats.remove(k)
+			err = h.store.Delete(k)
+		}
+	case e.kind == metadata.EffectDeleteTopic, e.kind == metadata.EffectDeleteStream:
+		h.forEachOwned(k.StreamID, k.TopicID, e.kind == metadata.EffectDeleteTopic, e.revision, func(p partition.Key) {
+			h.srv.stats.remove(p)
+			err = errors.Join(err, h.store.Delete(p))
+		})
 	case e.kind == metadata.EffectPurgeTopic:
 		// Partition by partition: only one that was emptied records the generation,
 		// so a failed purge is carried out again at the next start.
-		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) {
-			perr := h.store.Purge(p)
-			if perr == nil {
-				perr = h.recordPurge(p, e.purgeGeneration)
-			}
-			err = errors.Join(err, perr)
+		h.forEachOwned(k.StreamID, k.TopicID, true, e.revision, func(p partition.Key) {
+			err = errors.Join(err, h.purgePartition(p, e.purgeGeneration, e.revision))
 			h.publishStats(p)
 		})
 	case e.kind == metadata.EffectDeleteSegments:
-		_, err = h.store.DeleteSegments(k, e.count)
-		h.publishStats(k)
+		if h.madeBefore(k, e.revision) {
+			err = h.deleteSegments(e)
+			h.publishStats(k)
+		}
 	case e.kind == metadata.EffectDeleteConsumerGroup:
-		h.forEachOwned(k.StreamID, k.TopicID, true, func(p partition.Key) { h.deleteGroupOffset(p, e.group) })
+		h.forEachOwned(k.StreamID, k.TopicID, true, e.revision, func(p partition.Key) { h.deleteGroupOffset(p, e.group, e.revision) })
 	}
 	if err != nil {
 		h.log.Error("partition effect failed", "effect", e.kind.String(), "partition", k.String(), "err", err)
 	}
 }
 
-func (h *handler) forEachOwned(stream, topic uint32, matchTopic bool, f func(partition.Key)) {
+// forEachOwned calls f with each open partition of the stream (of its topic with
+// matchTopic) created at or before revision.
+func (h *handler) forEachOwned(stream, topic uint32, matchTopic bool, revision uint64, f func(partition.Key)) {
 	for _, k := range h.store.Keys(nil) {
-		if k.StreamID == stream && (!matchTopic || k.TopicID == topic) {
+		if k.StreamID == stream && (!matchTopic || k.TopicID == topic) && h.madeBefore(k, revision) {
 			f(k)
 		}
 	}

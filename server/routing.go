@@ -96,13 +96,7 @@ func (h *handler) routePoll(j *job) {
 		consumer.ID = groupID
 		partitionID = req.Partition.ID
 	} else {
-		if req.Consumer.ID.Kind != wire.IdentifierNumeric {
-			// Plain consumers are numbered; a named one has no offsets to use.
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
-			h.reply(j)
-			return
-		}
-		consumer.ID = req.Consumer.ID.Numeric
+		consumer.ID = plainConsumerID(req.Consumer.ID)
 		if req.Partition.Set {
 			partitionID = req.Partition.ID
 		}
@@ -197,11 +191,7 @@ func (h *handler) routeOffset(j *job) {
 			return
 		}
 	} else {
-		if consumer.ID.Kind != wire.IdentifierNumeric {
-			unresolved()
-			return
-		}
-		c.ID = consumer.ID.Numeric
+		c.ID = plainConsumerID(consumer.ID)
 	}
 	if partitionID >= count {
 		if j.kind == jobGetOffset {
@@ -218,6 +208,20 @@ func (h *handler) routeOffset(j *job) {
 	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
 	j.consumer = c
 	h.toOwner(j)
+}
+
+// plainConsumerID is the id a plain consumer's offsets are kept under: its
+// number, or for a named one the XXH32 (seed 0) of its name, as the reference
+// resolves it (apache/iggy core/server/src/dispatch.rs, polling_consumer_from_wire,
+// with calculate_32 of core/common/src/utils/hash.rs), so that a named consumer
+// finds again by name the offsets it stored, at offsets/consumers/{id} as the
+// reference keeps them. Two names, or a name and a number, that hash alike share
+// their offsets there too.
+func plainConsumerID(id wire.Identifier) uint32 {
+	if id.Kind == wire.IdentifierString {
+		return wire.XXH32(id.String, 0)
+	}
+	return id.Numeric
 }
 
 // groupID resolves a consumer group identifier within a topic.

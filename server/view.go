@@ -83,10 +83,10 @@ func newMetaView(snapshot []byte, at *viewEntry) *metaView {
 func (v *metaView) behind() bool { return v.at.next.Load() != nil }
 
 // catchUp applies every entry published since the last one applied; effects is
-// called after each operation with what it asks of the partitions. It reports
-// whether an operation changed what live sessions stand on: a user updated or
-// deleted, a personal access token deleted.
-func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect, view uint32)) (accountsChanged bool) {
+// called after each operation with what it asks of the partitions, and the entry.
+// It reports whether an operation changed what live sessions stand on: a user
+// updated or deleted, a personal access token deleted.
+func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effect, at *viewEntry)) (accountsChanged bool) {
 	for e := v.at.next.Load(); e != nil; e = e.next.Load() {
 		if e.replace != nil {
 			old := v.state
@@ -100,7 +100,7 @@ func (v *metaView) catchUp(effects func(state *metadata.State, e []metadata.Effe
 		}
 		v.apply(e)
 		if len(v.out.Effects) > 0 {
-			effects(v.state, v.out.Effects, e.view)
+			effects(v.state, v.out.Effects, e)
 		}
 		switch e.header.Operation {
 		case wire.OperationUpdateUser, wire.OperationDeleteUser, wire.OperationDeletePersonalAccessToken:
@@ -158,7 +158,8 @@ func (v *metaView) fence(client wire.Uint128, epoch uint64) wire.EvictionReason 
 // viewEffects carries out, on this shard, what a committed operation asks of the
 // partitions this shard owns, and forgets the round-robin cursors of topics that
 // are gone.
-func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, view uint32) {
+func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, at *viewEntry) {
+	revision := at.header.TimestampMicros
 	for _, e := range effects {
 		k := partition.Key{StreamID: e.Stream, TopicID: e.Topic, PartitionID: e.First}
 		var cfg partition.Config
@@ -176,7 +177,7 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 				if h.srv.ownerOf(pk) != h.index {
 					continue
 				}
-				ef := effect{kind: e.Kind, key: pk, cfg: cfg, view: view}
+				ef := effect{kind: e.Kind, key: pk, cfg: cfg, view: at.view, revision: revision}
 				if topic != nil && int(p) < len(topic.Partitions) {
 					ef.createdAt = topic.Partitions[p].CreatedAtMicros
 					ef.purgeGeneration = topic.PurgeGeneration
@@ -188,14 +189,18 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 			}
 		case metadata.EffectDeleteSegments:
 			if h.srv.ownerOf(k) == h.index {
-				h.applyEffect(&effect{kind: e.Kind, key: k, count: e.Count})
+				ef := effect{kind: e.Kind, key: k, count: e.Count, revision: revision}
+				if topic != nil {
+					ef.purgeGeneration = topic.PurgeGeneration
+				}
+				h.applyEffect(&ef)
 			}
 		case metadata.EffectUpdateTopic:
 			if topic != nil {
 				h.applyEffect(&effect{key: k, cfg: cfg, reconfig: true})
 			}
 		default: // whole topics and streams, purges, group offsets: on what this shard owns
-			h.applyEffect(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation})
+			h.applyEffect(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation, revision: revision})
 		}
 		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
 			for key := range h.balanced {
@@ -208,9 +213,13 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 }
 
 // followReplacedView brings the shard's partitions to a state its view took
-// whole (state transfer): those it owns and the state no longer has are deleted,
-// those the state has and the shard lacks are created.
+// whole (state transfer): those it owns and the state no longer has, or has in
+// another incarnation, are deleted; those the state has and the shard lacks are
+// created (or opened: partitionrecord.go); those it has in the same incarnation are
+// brought to the state's purge generation (a purge committed while this node was
+// behind).
 func (h *handler) followReplacedView(_ *metadata.State) {
+	const everything = ^uint64(0) // the state is newer than any partition here
 	state := h.view.state
 	present := make(map[partition.Key]bool)
 	eachPartition(state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
@@ -218,13 +227,22 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 			return
 		}
 		present[k] = true
-		if !h.store.Has(k) {
-			h.applyEffect(&effect{kind: metadata.EffectCreatePartitions, key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
+		if open, ok := h.openCreatedAt(k); ok && open != createdAt {
+			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
+		if h.store.Has(k) {
+			if err := h.settle(k, partitionRecord{generation: purgeGeneration, createdRevision: createdAt}); err != nil {
+				h.log.Error("partition record", "partition", k.String(), "err", err)
+			}
+			h.publishStats(k)
+			return
+		}
+		h.applyEffect(&effect{kind: metadata.EffectCreatePartitions, key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration,
+			revision: createdAt})
 	})
 	for _, k := range h.store.Keys(nil) {
 		if !present[k] {
-			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k})
+			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
 	}
 }

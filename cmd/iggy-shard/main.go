@@ -89,7 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"how long a shard that has just worked polls for more before it sleeps: lower latency for more CPU; 0 = never poll")
 	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
 	fs.Uint64Var(&o.snapshotIntervalOps, "snapshot-interval-ops", defaults.SnapshotIntervalOps,
-		"metadata operations between snapshots of the metadata state (each empties the journal)")
+		fmt.Sprintf("metadata operations between snapshots of the metadata state (each empties the journal); at most %d, a larger value is used as %[1]d, with a warning",
+			server.SnapshotIntervalOpsMax()))
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", defaults.HeartbeatInterval,
 		"consumer group members silent for 1.2 intervals are evicted (reason 13 StaleClient) (env IGGY_HEARTBEAT_INTERVAL)")
 	fs.BoolVar(&o.tls, "tls", false,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iggy-shard/iggy-shard/server"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -239,6 +241,9 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
+	}
+	if limit := fmt.Sprintf("at most %d, a larger value is used as %[1]d, with a warning", server.SnapshotIntervalOpsMax()); !strings.Contains(out.String(), limit) {
+		t.Errorf("--help does not say of snapshot-interval-ops %q:\n%s", limit, out.String())
 	}
 	if code := run([]string{"--no-such-flag"}, io.Discard); code != exitUsage {
 		t.Fatalf("unknown flag exit code %d, want %d", code, exitUsage)

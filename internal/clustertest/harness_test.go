@@ -75,6 +75,9 @@ type cluster struct {
 	// single runs the one node without [cluster]: the single-node server the
 	// benchmarks compare with.
 	single bool
+	// productionTimings leaves the consensus timings and the reconnect period at
+	// their defaults, as a new user's files do, instead of the short test timings.
+	productionTimings bool
 }
 
 // node is one roster entry: its ports, data directory, TOML file and, while it
@@ -220,9 +223,15 @@ func (n *node) toml() string {
 	if n.c.single {
 		return b.String()
 	}
-	fmt.Fprintf(&b, "[cluster]\nenabled = true\nname = %q\n%s\n", n.name, timingsTOML)
+	timings := timingsTOML
+	if n.c.productionTimings {
+		timings = ""
+	}
+	fmt.Fprintf(&b, "[cluster]\nenabled = true\nname = %q\n%s\n", n.name, timings)
 	fmt.Fprintf(&b, "[cluster.auth]\nenabled = true\nshared_secret = %q\n\n", n.secret)
-	fmt.Fprintf(&b, "[message_bus]\nreconnect_period = \"200ms\"\n\n")
+	if !n.c.productionTimings {
+		fmt.Fprintf(&b, "[message_bus]\nreconnect_period = \"200ms\"\n\n")
+	}
 	for _, peer := range n.c.nodes {
 		fmt.Fprintf(&b, "[[cluster.nodes]]\nname = \"node-%d\"\nip = \"127.0.0.1\"\nreplica_id = %d\nports = { tcp = %d, tcp_replica = %d }\n\n",
 			peer.id, peer.id, peer.tcpPort, peer.replicaPort)

@@ -1,0 +1,289 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/iggy-shard/iggy-shard/partition"
+)
+
+// Partition effects are applied at most once in effect, however often their op is
+// applied again.
+//
+// A committed metadata op asks things of the partitions (metadata.Effect): create,
+// delete, purge, delete segments, drop a deleted consumer group's offsets, take the
+// topic's new options. The owner shards carry them out after the op commits, and an
+// op may be applied again: a clustered node that restarts opens the partitions of
+// its metadata snapshot, and the committed ops above the snapshot (up to a snapshot
+// interval of them) are applied again, with their effects, as the cluster commits
+// them to it; and a crash may cut an effect short. What makes a second application
+// harmless is one durable record in each partition directory of what its contents
+// reflect of the metadata, always synced (the reference server keeps a purge.gen
+// too):
+//
+//	streams/{s}/topics/{t}/partitions/{p}/purge.gen
+//	+--------------------+-------------------------+-------------------+
+//	| generation u64 LE  | created_revision u64 LE | revision u64 LE   |
+//	+--------------------+-------------------------+-------------------+
+//
+// A metadata revision is an op's prepare timestamp (µs): every replica applies the
+// op with it, and it rises strictly along the committed log (a primary never stamps
+// a prepare at or below the one before it, vsr.Core.Propose). created_revision is
+// the revision of the op that created the partition, its created_at: it names the
+// incarnation of the partition ids the directory holds, which a deletion frees for
+// the next create (ids are the lowest free). generation is the topic's purge
+// generation the contents reflect; revision, that of the last effect carried out on
+// the directory. An effect of revision R:
+//
+//   - create: a directory of the same incarnation (created_revision R) is opened as
+//     it is. One of an older incarnation, left by a deletion that a crash cut short,
+//     is cleared and the partition created anew. One of a newer incarnation, which a
+//     later op created (to be applied again after this one), is left alone: the
+//     partition stays closed until that op opens it.
+//   - every other effect touches open partitions created at or before R only. With
+//     the rule above, a newer incarnation is never open when an older op applies.
+//   - delete (partitions, topic, stream): removes the directory; applied again, it
+//     finds the partition gone.
+//   - purge: skipped where generation reaches the op's; otherwise the partition is
+//     emptied and the record then takes the generation.
+//   - delete segments: the op's count is of the oldest sealed segments the log holds
+//     when it applies, so applied twice it would take twice as many. It is skipped
+//     where revision reaches R; otherwise the record takes R first and the segments
+//     go after: a crash between the two keeps them (at most once), where a record
+//     written after could let the next oldest go. (A first offset to keep would make
+//     it exact, but the partition store deletes by count.)
+//   - drop a deleted consumer group's offsets: a topic never reuses a group id
+//     (metadata assigns them upward), so a second drop finds nothing; a drop asked
+//     again later (groupoffsets.go) is over once its partition is gone.
+//   - take the topic's options: sets what the op left, a value and not a change, so
+//     applied again it sets the same; the ops after it, applied again in order, set
+//     theirs. Until they are, the partition holds an older op's options, which a
+//     retention pass (once a minute per shard) would go by.
+//
+// At start (openAtStart) each partition of the recovered state is brought to its
+// committed record: a newer incarnation in its directory is left to the op that made
+// it (above the snapshot, applied again later); an older one, or an older generation
+// (a deletion or a purge committed but not carried out before a stop), is emptied;
+// then the record says so, never with a lower generation than it had (a purge above
+// the snapshot carried out already). A metadata state a node took by transfer is
+// followed alike (followReplacedView): an open partition of another incarnation than
+// the state's goes, the state's are created or opened, a generation behind is
+// purged. A directory without a record (from a server
+// older than the record, or whose files a partition state transfer replaced:
+// partition/transfer.go keeps the segments and the group state only) is taken as it
+// is, at start and by a create, and the record written: nothing is lost for the
+// doubt. A 16-byte record, from before revisions, reads with revision =
+// created_revision.
+
+const purgeGenFileName = "purge.gen"
+
+const (
+	partitionRecordBytes   = 24
+	partitionRecordBytesV1 = 16 // generation, created_revision
+)
+
+// partitionRecord is a partition directory's purge.gen.
+type partitionRecord struct {
+	generation      uint64
+	createdRevision uint64
+	revision        uint64
+}
+
+// readPartitionRecord reads a partition directory's record; present is false when
+// there is none.
+func readPartitionRecord(dir string) (r partitionRecord, present bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, purgeGenFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return partitionRecord{}, false, nil
+	}
+	if err != nil {
+		return partitionRecord{}, false, err
+	}
+	if len(b) != partitionRecordBytes && len(b) != partitionRecordBytesV1 {
+		return partitionRecord{}, false, fmt.Errorf("%s: %d bytes, want %d", purgeGenFileName, len(b), partitionRecordBytes)
+	}
+	r = partitionRecord{generation: binary.LittleEndian.Uint64(b), createdRevision: binary.LittleEndian.Uint64(b[8:])}
+	r.revision = r.createdRevision
+	if len(b) == partitionRecordBytes {
+		r.revision = binary.LittleEndian.Uint64(b[16:])
+	}
+	return r, true, nil
+}
+
+// writePartitionRecord replaces a partition directory's record durably (temp file,
+// fsync, rename, directory fsync).
+func writePartitionRecord(dir string, r partitionRecord) error {
+	var b [partitionRecordBytes]byte
+	binary.LittleEndian.PutUint64(b[:], r.generation)
+	binary.LittleEndian.PutUint64(b[8:], r.createdRevision)
+	binary.LittleEndian.PutUint64(b[16:], r.revision)
+	return writeFileAtomic(filepath.Join(dir, purgeGenFileName), b[:])
+}
+
+// openAtStart opens a partition of the recovered metadata state and brings it to
+// its committed record (settle), unless its directory holds a newer incarnation.
+func (h *handler) openAtStart(p partitionOpen) {
+	dir := h.store.Dir(p.key)
+	have, present, readErr := readPartitionRecord(dir)
+	if readErr != nil {
+		h.log.Error("partition record unreadable; the partition is opened as it is", "partition", p.key.String(), "err", readErr)
+	}
+	if present && have.createdRevision > p.createdAt {
+		h.log.Info("partition left closed at start: its directory holds a newer partition of the same ids, which an op above the metadata snapshot created and opens again",
+			"partition", p.key.String(), "revision", have.createdRevision, "snapshot_revision", p.createdAt)
+		return
+	}
+	report, err := h.store.Open(p.key, p.cfg, p.createdAt)
+	if err != nil {
+		h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
+		return
+	}
+	if readErr == nil {
+		if err := h.settle(p.key, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt}); err != nil {
+			h.log.Error("partition record", "partition", p.key.String(), "err", err)
+		}
+	}
+	if report != nil && (len(report.Truncations) > 0 || len(report.RebuiltIndexes) > 0 ||
+		len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
+		h.log.Info("partition recovered", "partition", p.key.String(), "report", report.String())
+	}
+	h.publishStats(p.key)
+}
+
+// createPartition carries out a create effect: a new partition, or the one of the
+// same incarnation a restart found (the op applied again), or nothing while the
+// directory holds a newer incarnation.
+func (h *handler) createPartition(e *effect) error {
+	k := e.key
+	if open, ok := h.openCreatedAt(k); ok {
+		if open == e.createdAt {
+			return nil
+		}
+		return fmt.Errorf("%w: %v, created at %d", partition.ErrPartitionExists, k, open)
+	}
+	dir := h.store.Dir(k)
+	have, present, err := readPartitionRecord(dir)
+	if err != nil {
+		h.log.Warn("partition record unreadable; the directory is taken as the partition's", "partition", k.String(), "err", err)
+	}
+	_, statErr := os.Stat(dir)
+	exists := statErr == nil
+	switch {
+	case present && have.createdRevision > e.createdAt:
+		h.log.Info("partition not created again: its directory holds a newer partition of the same ids, which a later op opens",
+			"partition", k.String(), "revision", have.createdRevision, "op_revision", e.createdAt)
+		return nil
+	case present && have.createdRevision == e.createdAt, !present && exists:
+		// The op is applied again (a restart from an older snapshot): what the
+		// partition holds stays.
+		report, err := h.store.Open(k, e.cfg, e.createdAt)
+		if err != nil {
+			return err
+		}
+		if report != nil && (len(report.Truncations) > 0 || len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
+			h.log.Info("partition recovered", "partition", k.String(), "report", report.String())
+		}
+		return h.settle(k, partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt})
+	}
+	// None, or an older incarnation's leftovers, which CreateInView clears.
+	if err := h.store.CreateInView(k, e.cfg, e.createdAt, e.view); err != nil {
+		return err
+	}
+	return writePartitionRecord(dir, partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt, revision: e.createdAt})
+}
+
+// settle brings an open partition to the committed record want (its incarnation
+// and its topic's purge generation): a directory of an older incarnation or
+// generation is emptied, then the record written. A higher generation than want
+// that the directory reached is kept: a purge whose op is above the snapshot was
+// carried out before the stop.
+func (h *handler) settle(k partition.Key, want partitionRecord) error {
+	dir := h.store.Dir(k)
+	have, present, err := readPartitionRecord(dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !present:
+		// From before the record, or replaced by a partition state transfer.
+		want.revision = want.createdRevision
+	case have.createdRevision > want.createdRevision:
+		return fmt.Errorf("partition %v: its directory holds a newer incarnation (revision %d) than the one settled (%d)",
+			k, have.createdRevision, want.createdRevision)
+	case have.createdRevision == want.createdRevision && have.generation >= want.generation:
+		return nil
+	default:
+		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
+			"partition", k.String(), "generation", have.generation, "committed_generation", want.generation,
+			"revision", have.createdRevision, "committed_revision", want.createdRevision)
+		if err := h.store.Purge(k); err != nil {
+			return err
+		}
+		want.revision = want.createdRevision
+		if have.createdRevision == want.createdRevision {
+			want.revision = have.revision
+		}
+	}
+	return writePartitionRecord(dir, want)
+}
+
+// openCreatedAt is the incarnation of a partition open here (its created_at); ok
+// is false when it is not open.
+func (h *handler) openCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
+	info, err := h.store.Info(k)
+	if err != nil {
+		return 0, false
+	}
+	return info.CreatedAtMicros, true
+}
+
+// madeBefore reports whether k is open here in an incarnation created at or before
+// revision: the one an op of that revision is about.
+func (h *handler) madeBefore(k partition.Key, revision uint64) bool {
+	createdAt, ok := h.openCreatedAt(k)
+	return ok && createdAt <= revision
+}
+
+// purgePartition carries out a purge effect on an open partition: emptied, unless
+// its record reaches the generation already; the record then takes it.
+func (h *handler) purgePartition(k partition.Key, generation, revision uint64) error {
+	dir := h.store.Dir(k)
+	have, present, err := readPartitionRecord(dir)
+	if err != nil {
+		return err
+	}
+	if present && have.generation >= generation {
+		return nil
+	}
+	if err := h.store.Purge(k); err != nil {
+		return err
+	}
+	createdAt, _ := h.openCreatedAt(k)
+	return writePartitionRecord(dir, partitionRecord{generation: generation, createdRevision: createdAt, revision: revision})
+}
+
+// deleteSegments carries out a delete-segments effect on an open partition, unless
+// its record reaches the op's revision already: the record first, then the segments.
+func (h *handler) deleteSegments(e *effect) error {
+	dir := h.store.Dir(e.key)
+	have, present, err := readPartitionRecord(dir)
+	if err != nil {
+		return err
+	}
+	if present && have.revision >= e.revision {
+		return nil
+	}
+	if !present {
+		createdAt, _ := h.openCreatedAt(e.key)
+		have = partitionRecord{generation: e.purgeGeneration, createdRevision: createdAt}
+	}
+	have.revision = e.revision
+	if err := writePartitionRecord(dir, have); err != nil {
+		return err
+	}
+	_, err = h.store.DeleteSegments(e.key, e.count)
+	return err
+}
