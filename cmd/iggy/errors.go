@@ -103,12 +103,7 @@ func meaning(code wire.ErrorCode, t target) string {
 		case t.token != "":
 			return fmt.Sprintf("personal access token '%s' not found", t.token)
 		case t.consumer != "":
-			msg := fmt.Sprintf("stream '%s', topic '%s', partition %s or consumer '%s' not found", t.stream, t.topic, t.partition, t.consumer)
-			if _, err := strconv.ParseUint(t.consumer, 10, 32); err != nil {
-				// iggy-shard numbers plain consumers and keeps no offsets for names.
-				msg += " (iggy-shard keeps offsets for numbered consumers only)"
-			}
-			return msg
+			return fmt.Sprintf("stream '%s', topic '%s', partition %s or consumer '%s' not found", t.stream, t.topic, t.partition, t.consumer)
 		case t.group != "":
 			return fmt.Sprintf("stream '%s', topic '%s', partition %s or consumer group '%s' not found, or the partition is not"+
 				" assigned to this connection as a member of the group", t.stream, t.topic, t.partition, t.group)

@@ -201,5 +201,11 @@ func TestConsumerOffsetCommands(t *testing.T) {
 	has(t, e.ok("o", "g", "4", s, "t", "0"), "Current offset  2", "Stored offset   1")
 	fails(t, e.root("consumer-offset", "set", "4", s, "t", "0", "9"), exitFailed, "offset beyond the last message of partition 0 of topic 't' of stream '"+s+"' (4100)")
 	fails(t, e.root("consumer-offset", "set", "4", s, "t", "5", "0"), exitFailed, "(20)")
-	fails(t, e.root("consumer-offset", "set", "named", s, "t", "0", "0"), exitFailed, "consumer 'named' not found", "numbered consumers only")
+	// A named consumer's offsets are kept under the hash of its name, as the
+	// reference keeps them, and found again by the same name.
+	e.ok("consumer-offset", "set", "named", s, "t", "0", "2")
+	e.json(&o, "consumer-offset", "get", "named", s, "t", "0")
+	if o != (offsetJSON{PartitionID: 0, CurrentOffset: 2, StoredOffset: 2}) {
+		t.Fatalf("named consumer's offset: %+v", o)
+	}
 }
