@@ -76,4 +76,14 @@
 //
 // The client table (ClientTable, ICT2) is part of the replicated state: every replica
 // applies the same commits to it.
+//
+// # Dropped inputs
+//
+// A frame the core refuses or ignores is never dropped silently: each is counted
+// under a DropReason (a bad frame, a frame of a newer or older view, one for another
+// role, an op not in the log, a gap, a replica too far behind, an input done
+// already, an answer with nothing new or to a request no longer waited for, a full
+// repair buffer, a failed read). Core.Drops copies the counts out without
+// allocating; a dropped input changes nothing of the log, the view or the commit
+// point (drops_test.go holds one input per reason).
 package vsr
