@@ -265,7 +265,8 @@ type Message struct {
 }
 
 // Ready is the work a Step, Tick or Propose recorded, handed out as one unit, as in
-// etcd raft's Ready. The caller does it in this order, then calls Advance:
+// etcd raft's Ready. It is done in this order, then Advance is called (Driver does
+// it; the package doc gives the reason for each step):
 //
 //  1. Discards and Truncate: remove those journal entries (they are not part of the
 //     log the replica follows now).

@@ -62,6 +62,10 @@ const (
 	// DropReadFailed: a chunk request whose artifact could not be read here: the
 	// requester asks again, or another peer.
 	DropReadFailed
+	// DropFramesQueueFull: a frame that arrived while a Ready was out and found
+	// the Driver's queue full (DriverConfig.FramesQueuedMax): its sender
+	// retransmits.
+	DropFramesQueueFull
 
 	// DropReasonCount is the number of reasons: DropCounts' length.
 	DropReasonCount
@@ -81,6 +85,7 @@ var dropReasonNames = [DropReasonCount]string{
 	DropStale:            "stale",
 	DropRepairBufferFull: "repair_buffer_full",
 	DropReadFailed:       "read_failed",
+	DropFramesQueueFull:  "frames_queue_full",
 }
 
 // String is the reason's name as a metric label: lower case, underscores.

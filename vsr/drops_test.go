@@ -355,6 +355,27 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 			})
 			expectDrop(t, c, DropReadFailed, &chunk, nil)
 		}},
+		{"a frame while a Ready is out, the driver's queue full", DropFramesQueueFull, func(t *testing.T) {
+			tc := committedCluster(t)
+			tc.driverConfig.FramesQueuedMax = 1
+			tc.drivers[0] = nil
+			later(tc)
+			d := tc.driver(0)
+			tc.propose(0, 1, 3) // its Ready waits for the disk
+			probe := replicaFrame(wire.CommandRequestStartView, 2, 0, func(h *wire.GenericHeader) { h.RequestStartView().Group = group })
+			if err := d.Step(&probe, nil); err != nil {
+				t.Fatal(err)
+			}
+			c := tc.cores[0]
+			before, counts := protocolStateOf(c), c.Drops()
+			if err := d.Step(&probe, nil); err != nil {
+				t.Fatal(err)
+			}
+			counts[DropFramesQueueFull]++
+			if got := c.Drops(); got != counts || protocolStateOf(c) != before {
+				t.Fatalf("counts %v, want %v; state changed: %v", got, counts, protocolStateOf(c) != before)
+			}
+		}},
 	}
 	reached := map[DropReason]bool{}
 	for _, tcase := range cases {
