@@ -265,7 +265,8 @@ type Message struct {
 }
 
 // Ready is the work a Step, Tick or Propose recorded, handed out as one unit, as in
-// etcd raft's Ready. The caller does it in this order, then calls Advance:
+// etcd raft's Ready. It is done in this order, then Advance is called (Driver does
+// it; the package doc gives the reason for each step):
 //
 //  1. Discards and Truncate: remove those journal entries (they are not part of the
 //     log the replica follows now).
@@ -456,6 +457,9 @@ type Core struct {
 	stateRequests []StateRequest
 	deferred      []Write // MutationAckBeforeDurable only
 	svSentTo      []uint64
+
+	// drops counts the inputs ignored, by reason (drops.go).
+	drops DropCounts
 
 	// readyOut: a Ready was handed out and its Advance has not come yet. Advance
 	// clears everything the Ready held, so an input taken meanwhile would be marked
@@ -1128,25 +1132,8 @@ func (c *Core) truncateAbove(op uint64) {
 // valid until the Advance that follows.
 func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
 	c.checkNoReadyOut("Propose")
-	if c.status != StatusNormal {
-		return 0, ErrNotNormal
-	}
-	if c.Primary() != c.cfg.ReplicaID {
-		return 0, ErrNotPrimary
-	}
-	if c.op-c.commitMax >= uint64(len(c.pipeline)) {
-		return 0, ErrPipelineFull
-	}
-	if c.op+1-c.commitMin >= uint64(len(c.slots)) {
-		// The slot would overwrite an op not applied yet.
-		return 0, ErrPipelineFull
-	}
-	if c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)) {
-		// A restart from the last checkpoint would need more ops than the window
-		// holds: the primary waits for the caller's next checkpoint (found by
-		// vsr/sim at a primary of two that committed alone while it could not
-		// apply). The caller's interval keeps this rare (checkpoint.go).
-		return 0, ErrCheckpointDue
+	if err := c.proposable(); err != nil {
+		return 0, err
 	}
 	timestamp := nowMicros
 	if timestamp <= c.lastTimestamp {
@@ -1200,6 +1187,28 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	return h.Op, nil
 }
 
+// proposable is why Propose would refuse a proposal now, nil if it would take one.
+func (c *Core) proposable() error {
+	switch {
+	case c.status != StatusNormal:
+		return ErrNotNormal
+	case c.Primary() != c.cfg.ReplicaID:
+		return ErrNotPrimary
+	case c.op-c.commitMax >= uint64(len(c.pipeline)):
+		return ErrPipelineFull
+	case c.op+1-c.commitMin >= uint64(len(c.slots)):
+		// The slot would overwrite an op not applied yet.
+		return ErrPipelineFull
+	case c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)):
+		// A restart from the last checkpoint would need more ops than the window
+		// holds: the primary waits for the caller's next checkpoint (found by
+		// vsr/sim at a primary of two that committed alone while it could not
+		// apply). The caller's interval keeps this rare (checkpoint.go).
+		return ErrCheckpointDue
+	}
+	return nil
+}
+
 // nextHop is the chain successor; the chain ends where it would reach the primary.
 func (c *Core) nextHop(view uint32) uint8 {
 	next := uint8((int(c.cfg.ReplicaID) + 1) % c.n())
@@ -1222,14 +1231,21 @@ func (c *Core) sendPrepare(to uint8, h *wire.PrepareHeader, body []byte, command
 	}
 }
 
-func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
-	if op <= c.commitMax || op > c.op {
-		return
+// onAck counts replica's durable append of op, and reports why it counted nothing
+// when it did not.
+func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) (DropReason, bool) {
+	if op <= c.commitMax {
+		return DropDuplicate, true // committed already
+	}
+	if op > c.op {
+		return DropNotInLog, true
 	}
 	e := &c.pipeline[op%uint64(len(c.pipeline))]
 	if e.op != op || e.identity != identity {
-		return
+		return DropNotInLog, true
 	}
+	// A second ack of the op still tells that the replica is back in the chain.
+	duplicate := e.acks&(1<<replica) != 0
 	e.acks |= 1 << replica
 	next := c.nextHop(c.view)
 	if replica == next {
@@ -1260,6 +1276,10 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) {
 			c.broadcastCommit()
 		}
 	}
+	if duplicate {
+		return DropDuplicate, true
+	}
+	return 0, false
 }
 
 func (c *Core) retransmit() {
@@ -1325,8 +1345,20 @@ func badMessage(format string, args ...any) error {
 // Step takes one frame from a peer: h validated by wire.DecodeReplicaHeader, body
 // the frame's bytes after it (16-byte aligned; kept until the next Advance, since a
 // write or a forward may alias it). Bad input is an error; the frame is dropped.
+// A refused frame is counted (DropMalformed), as is every frame the replica
+// ignores (DropReason).
 func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
 	c.checkNoReadyOut("Step")
+	err := c.step(h, body)
+	if err != nil {
+		c.drops[DropMalformed]++
+	}
+	return err
+}
+
+// checkFrame is what Step checks of any frame before its command: the cluster, the
+// sender and the size. It reads no state.
+func (c *Core) checkFrame(h *wire.GenericHeader, body []byte) error {
 	if h.Cluster != c.cfg.Cluster {
 		return badMessage("cluster %v, want %v", h.Cluster, c.cfg.Cluster)
 	}
@@ -1335,6 +1367,13 @@ func (c *Core) Step(h *wire.GenericHeader, body []byte) error {
 	}
 	if int(h.Size) != wire.HeaderSize+len(body) {
 		return badMessage("size %d with %d body bytes", h.Size, len(body))
+	}
+	return nil
+}
+
+func (c *Core) step(h *wire.GenericHeader, body []byte) error {
+	if err := c.checkFrame(h, body); err != nil {
+		return err
 	}
 	switch h.Command {
 	case wire.CommandPrepare:
@@ -1414,46 +1453,56 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 	if err := c.checkPrepare(&h, body); err != nil {
 		return err
 	}
-	if h.View > c.view || (h.View == c.view && c.status == StatusViewChange) {
+	switch {
+	case h.View > c.view || (h.View == c.view && c.status == StatusViewChange):
 		c.onNewerView(h.View)
-		return nil
+		return c.drop(DropNewerView)
+	case h.View < c.view:
+		return c.drop(DropOlderView)
+	case c.status != StatusNormal:
+		return c.drop(DropNotNormal)
+	case c.Primary() == c.cfg.ReplicaID:
+		return c.drop(DropNotForRole)
 	}
-	if c.status != StatusNormal || h.View < c.view || c.Primary() == c.cfg.ReplicaID {
-		return nil
-	}
+	// The prepare proves its primary alive and carries the commit point, whatever
+	// becomes of its op.
 	c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	if h.Commit > c.commitMax {
 		c.commitMax = h.Commit
 	}
+	duplicate := false
 	switch {
 	case h.Op <= c.commitMin:
 		// Applied here; a new primary may still need the ack, when it learned less
 		// of the commit point than this replica did.
 		if s := c.slotAt(h.Op); s != nil && s.trusted && s.header.Checksum == h.Checksum {
 			c.sendPrepareOk(&h)
+			return c.drop(DropDuplicate)
 		}
-		return nil
+		return c.drop(DropNotInLog)
 	case h.Op <= c.op:
 		s := c.slotAt(h.Op)
 		if s == nil || !s.trusted || s.header.Checksum != h.Checksum {
-			return nil
+			return c.drop(DropNotInLog)
 		}
 		if s.body == bodyNone {
 			c.write(s, body)
+		} else {
+			duplicate = true // forwarded and acknowledged again below
 		}
 	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.slots)):
 		// Its slot still holds an op this replica has not applied: it is too far
 		// behind to take new ops, and catches up by repair or state transfer.
 		c.maybeRepair()
-		return nil
+		return c.drop(DropBehind)
 	case h.Op == c.op+1:
 		if head := c.slotAt(c.op); c.op > 0 && (head == nil || !head.trusted || head.header.Checksum != h.Parent) {
 			// Our head is not this prepare's parent: we missed a view's start.
 			c.onNewerView(c.view)
-			return nil
+			return c.drop(DropGap)
 		}
 		if c.op == 0 && !h.Parent.IsZero() {
-			return nil
+			return c.drop(DropGap)
 		}
 		s := &c.slots[h.Op%uint64(len(c.slots))]
 		*s = slot{header: h, trusted: true}
@@ -1469,13 +1518,16 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 		// A gap: the ops between are committed elsewhere or still coming. The
 		// primary's StartView carries the headers to repair from.
 		c.onNewerView(c.view)
-		return nil
+		return c.drop(DropGap)
 	}
 	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
 		c.sendPrepare(next, &h, body, wire.CommandPrepare)
 	}
 	c.sendPrepareOk(&h)
 	c.maybeRepair()
+	if duplicate {
+		return c.drop(DropDuplicate)
+	}
 	return nil
 }
 
@@ -1497,14 +1549,20 @@ func (c *Core) onPrepareOk(m *wire.PrepareOkHeader) error {
 	if err := c.checkGroup(m.Group); err != nil {
 		return err
 	}
-	if m.View > c.view {
+	switch {
+	case m.View > c.view:
 		c.onNewerView(m.View)
-		return nil
+		return c.drop(DropNewerView)
+	case m.View < c.view:
+		return c.drop(DropOlderView)
+	case c.status != StatusNormal:
+		return c.drop(DropNotNormal)
+	case !c.IsPrimary() || m.Replica == c.cfg.ReplicaID:
+		return c.drop(DropNotForRole)
 	}
-	if m.View < c.view || !c.IsPrimary() {
-		return nil
+	if r, dropped := c.onAck(m.Replica, m.Op, m.PrepareChecksum); dropped {
+		return c.drop(r)
 	}
-	c.onAck(m.Replica, m.Op, m.PrepareChecksum)
 	return nil
 }
 
@@ -1515,13 +1573,18 @@ func (c *Core) onCommit(m *wire.CommitHeader) error {
 	switch {
 	case m.View > c.view || (m.View == c.view && c.status == StatusViewChange):
 		c.onNewerView(m.View)
-		return nil
+		return c.drop(DropNewerView)
 	case m.View < c.view:
 		c.answerStaleView(m.Replica)
-		return nil
-	case c.status != StatusNormal || m.Replica != c.Primary() || c.IsPrimary():
-		return nil
+		return c.drop(DropOlderView)
+	case c.status != StatusNormal:
+		return c.drop(DropNotNormal)
+	case m.Replica != c.Primary() || c.IsPrimary():
+		return c.drop(DropNotForRole)
 	}
+	// A heartbeat that came again, or behind a newer one, is done already (it
+	// still has a repair go on).
+	duplicate := m.TimestampMonotonic <= c.heartbeatTokenSeen && m.Commit <= c.commitMax
 	if m.TimestampMonotonic > c.heartbeatTokenSeen {
 		c.heartbeatTokenSeen = m.TimestampMonotonic
 		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
@@ -1534,6 +1597,9 @@ func (c *Core) onCommit(m *wire.CommitHeader) error {
 		c.onNewerView(c.view)
 	}
 	c.maybeRepair()
+	if duplicate {
+		return c.drop(DropDuplicate)
+	}
 	return nil
 }
 
@@ -1586,18 +1652,20 @@ func (c *Core) onStartViewChange(m *wire.StartViewChangeHeader) error {
 		return err
 	}
 	if c.status == StatusRecovering {
-		return nil
+		return c.drop(DropNotNormal)
 	}
 	switch {
 	case m.View < c.view:
 		c.answerStaleView(m.Replica)
-		return nil
+		return c.drop(DropOlderView)
 	case m.View > c.view:
 		c.startViewChange(m.View)
 	case c.status != StatusViewChange:
 		// Our view already started; the sender missed its StartView.
 		c.answerStaleView(m.Replica)
-		return nil
+		return c.drop(DropOlderView)
+	case c.svcFrom&(1<<m.Replica) != 0:
+		return c.drop(DropDuplicate)
 	}
 	c.svcFrom |= 1 << m.Replica
 	c.checkStartViewChangeQuorum()
@@ -1730,30 +1798,42 @@ func (c *Core) onDoViewChange(m *wire.DoViewChangeHeader, body []byte) error {
 	if err != nil {
 		return err
 	}
+	// The vote's shape is checked before it changes anything: a bad vote of a
+	// newer view must not start that view change here.
+	d := &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
+	if err := d.checkShape(); err != nil {
+		return err
+	}
 	if c.status == StatusRecovering {
-		return nil
+		return c.drop(DropNotNormal)
 	}
 	if m.View > c.view {
 		c.startViewChange(m.View)
 	}
 	if m.View < c.view || c.status != StatusViewChange {
 		c.answerStaleView(m.Replica)
-		return nil
+		return c.drop(DropOlderView)
 	}
+	counted := c.svcFrom&(1<<m.Replica) != 0
 	c.svcFrom |= 1 << m.Replica
 	if c.Primary() != c.cfg.ReplicaID {
+		// At a replica that will not lead the view, a vote counts as a
+		// StartViewChange.
 		c.checkStartViewChangeQuorum()
+		if counted {
+			return c.drop(DropDuplicate)
+		}
 		return nil
 	}
-	if c.dvcs[m.Replica] == nil {
-		d := &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
-		if err := d.checkShape(); err != nil {
-			return err
-		}
+	duplicate := c.dvcs[m.Replica] != nil
+	if !duplicate {
 		c.dvcs[m.Replica] = d
 	}
 	c.checkStartViewChangeQuorum()
 	c.checkDoViewChangeQuorum()
+	if duplicate {
+		return c.drop(DropDuplicate)
+	}
 	return nil
 }
 
@@ -2154,19 +2234,21 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	if want := min(m.Op-max(m.Commit, 1)+1, wire.DoViewChangeSuffixMax); m.Op > 0 && uint64(len(headers)) != want {
 		return badMessage("start view of head %d and commit %d carries %d headers, want %d", m.Op, m.Commit, len(headers), want)
 	}
-	if m.Replica != c.PrimaryOf(m.View) || m.View < c.view || m.Replica == c.cfg.ReplicaID {
-		return nil
-	}
-	if m.Op < c.commitMin {
-		return nil // it would take back ops this replica applied
-	}
-	if c.status == StatusRecovering && !m.Incarnation.IsZero() && m.Incarnation != c.cfg.Incarnation {
-		return nil // an answer to an earlier boot's probe
+	switch {
+	case m.Replica != c.PrimaryOf(m.View) || m.Replica == c.cfg.ReplicaID:
+		return c.drop(DropNotForRole)
+	case m.View < c.view:
+		return c.drop(DropOlderView)
+	case m.Op < c.commitMin:
+		return c.drop(DropStale) // it would take back ops this replica applied
+	case c.status == StatusRecovering && !m.Incarnation.IsZero() && m.Incarnation != c.cfg.Incarnation:
+		return c.drop(DropStale) // an answer to an earlier boot's probe
 	}
 	if m.View == c.view && c.status == StatusNormal {
 		// A refresh of the view we follow (we asked: a gap, or committed ops we have
 		// no header of): take the headers we lack, keep the ones we have.
 		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+		news := m.Commit > c.commitMax || m.Op > c.op
 		if m.Commit > c.commitMax {
 			c.commitMax = m.Commit
 		}
@@ -2175,6 +2257,9 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 			c.persistLog()
 		}
 		c.maybeRepair()
+		if !news {
+			return c.drop(DropNothingNew)
+		}
 		return nil
 	}
 	c.view = m.View
@@ -2231,10 +2316,10 @@ func (c *Core) onRequestStartView(m *wire.RequestStartViewHeader) error {
 	if err := c.checkGroup(m.Group); err != nil {
 		return err
 	}
+	if m.Replica == c.cfg.ReplicaID {
+		return c.drop(DropNotForRole)
+	}
 	if c.IsPrimary() && c.logView == c.view && m.View <= c.view {
-		if m.Replica == c.cfg.ReplicaID {
-			return nil
-		}
 		c.sendStartView(m.Replica, m.Incarnation)
 		return nil
 	}
@@ -2242,8 +2327,15 @@ func (c *Core) onRequestStartView(m *wire.RequestStartViewHeader) error {
 	// view cannot go on. Elect at once.
 	if c.status == StatusNormal && m.View == c.view && m.Replica == c.Primary() && !c.IsPrimary() && !m.Incarnation.IsZero() {
 		c.startViewChange(c.view + 1)
+		return nil
 	}
-	return nil
+	switch {
+	case m.View > c.view:
+		return c.drop(DropNewerView) // its StartView is not ours to send
+	case c.status != StatusNormal:
+		return c.drop(DropNotNormal)
+	}
+	return c.drop(DropNotForRole) // a backup does not answer probes
 }
 
 // --- repair ---
@@ -2344,7 +2436,7 @@ func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
 		return err
 	}
 	if m.Replica == c.cfg.ReplicaID {
-		return nil
+		return c.drop(DropNotForRole)
 	}
 	to := m.ToOp
 	if to > c.op {
@@ -2395,24 +2487,45 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 	if err := c.checkPrepare(&h, body); err != nil {
 		return err
 	}
-	if !c.repairActive || h.Op <= c.commitMin || h.Op > c.op {
-		return nil
+	switch {
+	case !c.repairActive:
+		return c.drop(DropStale)
+	case h.Op <= c.commitMin:
+		return c.drop(DropDuplicate)
+	case h.Op > c.op:
+		return c.drop(DropNotInLog)
 	}
 	s := c.slotAt(h.Op)
-	if h.Op >= c.trustLow && s != nil && s.trusted {
-		if s.header.Checksum == h.Checksum && s.body == bodyNone {
-			c.write(s, body)
-			c.repairProgress = true
-			if c.status == StatusNormal && !c.IsPrimary() {
-				c.sendPrepareOk(&s.header)
-			}
+	dropped, reason := false, DropReason(0)
+	switch {
+	case h.Op >= c.trustLow && s != nil && s.trusted:
+		if s.header.Checksum != h.Checksum {
+			dropped, reason = true, DropNotInLog
+			break
 		}
-	} else if h.Op < c.trustLow && len(c.candidates) < cap(c.candidates) {
+		if s.body != bodyNone {
+			dropped, reason = true, DropDuplicate
+			break
+		}
+		c.write(s, body)
+		c.repairProgress = true
+		if c.status == StatusNormal && !c.IsPrimary() {
+			c.sendPrepareOk(&s.header)
+		}
+	case h.Op >= c.trustLow:
+		// Within the trusted range, where no trusted header names it.
+		dropped, reason = true, DropNotInLog
+	case len(c.candidates) == cap(c.candidates):
+		dropped, reason = true, DropRepairBufferFull
+	default:
 		// Kept across Steps until the chain reaches it: a copy, not the frame.
 		c.candidates = append(c.candidates, repairCandidate{header: h, body: append([]byte(nil), body...)})
 		c.verifyDown()
 	}
 	c.maybeStartView()
+	if dropped {
+		return c.drop(reason)
+	}
 	return nil
 }
 
@@ -2421,21 +2534,22 @@ func (c *Core) onRepairRange(m *wire.RepairRangeHeader) error {
 		return err
 	}
 	if !c.repairActive || m.Nonce != (wire.Uint128{Lo: c.repairNonce, Hi: uint64(c.cfg.ReplicaID) + 1}) {
-		return nil
+		return c.drop(DropStale)
 	}
 	if m.Command == wire.CommandRangeEvicted {
 		if m.Op > c.commitMin+1 {
 			// The ops this replica needs next are gone from that peer's journal:
 			// only a whole state brings it back.
 			c.startTransfer(m.Replica)
+			return nil
 		}
-		return nil // else the retry asks another peer
+		return c.drop(DropNothingNew) // the retry asks another peer
 	}
 	c.verifyDown()
 	c.maybeStartView()
 	if !c.repairProgress {
 		// That peer had nothing for us: the retry timer asks the next one.
-		return nil
+		return c.drop(DropNothingNew)
 	}
 	c.repairActive, c.repairAt = false, 0
 	c.startRepair()

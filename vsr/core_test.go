@@ -2,6 +2,7 @@ package vsr
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -37,26 +38,131 @@ func (m *memStorage) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 	return m.bodies[i], true
 }
 
-// testCluster drives n cores by hand: Ready work is done at once, messages queue
-// until deliver, and a link can be cut.
+// testCluster drives n cores, each through its Driver, whose host (testHost) does
+// the Ready work at once: messages queue until deliver, and a link can be cut.
 type testCluster struct {
 	t        testing.TB
 	cores    []*Core
+	drivers  []*Driver
 	storages []*memStorage
 	queue    []queued
-	cut      map[[2]int]bool
-	applied  [][]uint64
-	frame    []byte
+	// bodies holds the queued messages' bodies: a message's body is valid only
+	// until its Ready's Advance, and the queue keeps it longer. Reused once the
+	// queue is empty.
+	bodies  []byte
+	cut     map[[2]int]bool
+	applied [][]uint64
+	frame   []byte
 	// onFrame, when set, sees every frame deliver delivers.
 	onFrame func(frame []byte)
 	// forwards collects each replica's Ready.Forwards.
 	forwards [][]ForwardOutcome
-	// offer and install, when set, are the caller's side of a state transfer.
-	offer   func(i int, r StateRequest)
+	// offer and install, when set, are the caller's side of a state transfer:
+	// the state replica i answers r with, and its install of one (without offer,
+	// a request is answered with no state).
+	offer   func(i int, r StateRequest) (uint64, []Artifact)
 	install func(i int, in *StateInstall)
 	// discarded, when set, collects each replica's Ready.Discards.
 	discarded [][]uint64
+	// proposals and proposed are the requests proposed through the drivers, by
+	// token modulo their length, and what became of them.
+	proposals [64]testProposal
+	proposed  [64]proposedOutcome
+	token     uint64
+	// host and driverConfig, when set, make the drivers' hosts and bounds.
+	host         func(i int) Host
+	driverConfig DriverConfig
 }
+
+type testProposal struct {
+	p    Proposal
+	body []byte
+	now  uint64
+}
+
+type proposedOutcome struct {
+	token uint64
+	op    uint64
+	err   error
+}
+
+// testHost is replica i's side of its Driver in a testCluster.
+type testHost struct {
+	tc *testCluster
+	i  int
+}
+
+func (h testHost) Persist(rd *Ready) bool {
+	tc := h.tc
+	if tc.discarded != nil {
+		tc.discarded[h.i] = append(tc.discarded[h.i], rd.Discards...)
+	}
+	for k := range rd.Writes {
+		tc.storages[h.i].put(&rd.Writes[k].Header, rd.Writes[k].Body)
+	}
+	return true
+}
+
+func (h testHost) Send(m *Message) {
+	if h.tc.cut[[2]int{h.i, int(m.To)}] {
+		return
+	}
+	tc := h.tc
+	if len(tc.queue) == 0 {
+		tc.bodies = tc.bodies[:0]
+	}
+	at := len(tc.bodies)
+	tc.bodies = append(tc.bodies, m.Body...)
+	tc.queue = append(tc.queue, queued{from: h.i, to: int(m.To), header: m.Header, body: tc.bodies[at:len(tc.bodies):len(tc.bodies)]})
+}
+
+func (h testHost) Apply(committed []wire.PrepareHeader) bool {
+	for k := range committed {
+		h.tc.applied[h.i] = append(h.tc.applied[h.i], committed[k].Op)
+	}
+	return true
+}
+
+func (h testHost) Install(in *StateInstall) bool {
+	if !h.tc.cores[h.i].readyOut {
+		panic("vsr test: a state installed outside its Ready")
+	}
+	if h.tc.install != nil {
+		h.tc.install(h.i, in)
+	}
+	return true
+}
+
+func (h testHost) Forwarded(outcomes []ForwardOutcome) {
+	tc := h.tc
+	for len(tc.forwards) <= h.i {
+		tc.forwards = append(tc.forwards, nil)
+	}
+	tc.forwards[h.i] = append(tc.forwards[h.i], outcomes...)
+}
+
+func (h testHost) OfferState(r StateRequest) (uint64, []Artifact) {
+	if h.tc.cores[h.i].readyOut {
+		panic("vsr test: a state offered before its Ready's Advance")
+	}
+	if h.tc.offer == nil {
+		return 0, nil
+	}
+	return h.tc.offer(h.i, r)
+}
+
+func (h testHost) Proposal(token uint64) (Proposal, []byte, uint64) {
+	p := &h.tc.proposals[token%uint64(len(h.tc.proposals))]
+	return p.p, p.body, p.now
+}
+
+func (h testHost) Proposed(token, op uint64, err error) {
+	h.tc.proposed[token%uint64(len(h.tc.proposed))] = proposedOutcome{token: token, op: op, err: err}
+}
+
+func (h testHost) Advanced() {}
+
+func (h testHost) ForwardSent(uint64, wire.Uint128, error) {}
 
 type queued struct {
 	from   int
@@ -96,51 +202,29 @@ func newTestClusterSlots(t testing.TB, n, slots int) *testCluster {
 			t.Fatal(err)
 		}
 		tc.cores = append(tc.cores, c)
+		tc.drivers = append(tc.drivers, nil)
 		tc.storages = append(tc.storages, st)
 		tc.applied[i] = make([]uint64, 0, 1024)
 	}
 	return tc
 }
 
-func (tc *testCluster) drain(i int) {
-	c := tc.cores[i]
-	for c.HasReady() {
-		rd := c.Ready()
-		if tc.discarded != nil {
-			tc.discarded[i] = append(tc.discarded[i], rd.Discards...)
-		}
-		for k := range rd.Writes {
-			tc.storages[i].put(&rd.Writes[k].Header, rd.Writes[k].Body)
-		}
-		for k := range rd.Messages {
-			m := &rd.Messages[k]
-			if tc.cut[[2]int{i, int(m.To)}] {
-				continue
-			}
-			tc.queue = append(tc.queue, queued{from: i, to: int(m.To), header: m.Header, body: m.Body})
-		}
-		for k := range rd.Committed {
-			tc.applied[i] = append(tc.applied[i], rd.Committed[k].Op)
-		}
-		if len(rd.Forwards) > 0 {
-			for len(tc.forwards) <= i {
-				tc.forwards = append(tc.forwards, nil)
-			}
-			tc.forwards[i] = append(tc.forwards[i], rd.Forwards...)
-		}
-		if rd.Install != nil && tc.install != nil {
-			tc.install(i, rd.Install)
-		}
-		var requests []StateRequest
-		if tc.offer != nil {
-			requests = append(requests, rd.StateRequests...)
-		}
-		c.Advance()
-		for _, r := range requests {
-			tc.offer(i, r)
-		}
+// driver is replica i's Driver, a new one when the test replaced its core (a
+// restart).
+func (tc *testCluster) driver(i int) *Driver {
+	if d := tc.drivers[i]; d != nil && d.Core() == tc.cores[i] {
+		return d
 	}
+	var host Host = testHost{tc: tc, i: i}
+	if tc.host != nil {
+		host = tc.host(i)
+	}
+	tc.drivers[i] = NewDriver(tc.cores[i], host, tc.driverConfig)
+	return tc.drivers[i]
 }
+
+// drain carries out replica i's Readies: what a test fed its core directly.
+func (tc *testCluster) drain(i int) { tc.driver(i).Run() }
 
 // deliver delivers every queued message (and what they cause) until quiet, at most
 // limit messages.
@@ -149,6 +233,13 @@ func (tc *testCluster) deliver(limit int) {
 		if delivered == limit {
 			tc.t.Fatalf("still delivering after %d messages", limit)
 		}
+		tc.deliverOne()
+	}
+}
+
+// deliverOne delivers the first queued message.
+func (tc *testCluster) deliverOne() {
+	{
 		q := tc.queue[0]
 		tc.queue = tc.queue[1:]
 		if len(tc.queue) == 0 {
@@ -166,31 +257,45 @@ func (tc *testCluster) deliver(limit int) {
 		}
 		// The frame buffer is reused: hand the core a copy of the body it may alias.
 		body := append([]byte(nil), frame[wire.HeaderSize:]...)
-		if err := tc.cores[q.to].Step(h, body); err != nil {
+		if err := tc.driver(q.to).Step(h, body); err != nil {
 			tc.t.Fatalf("replica %d refused %v from %d: %v", q.to, q.header.Command, q.from, err)
 		}
-		tc.drain(q.to)
 	}
 }
 
 func (tc *testCluster) tick(ticks int) {
 	for k := 0; k < ticks; k++ {
 		for i := range tc.cores {
-			tc.cores[i].Tick()
-			tc.drain(i)
+			tc.driver(i).Tick()
 		}
 		tc.deliver(10000)
 	}
 }
 
+// proposeThrough proposes p through replica i's driver and returns what became of
+// it (the driver's host answers at once).
+func (tc *testCluster) proposeThrough(i int, p Proposal, body []byte, now uint64) (uint64, error) {
+	tc.token++
+	slot := tc.token % uint64(len(tc.proposals))
+	tc.proposals[slot] = testProposal{p: p, body: body, now: now}
+	tc.proposed[slot] = proposedOutcome{}
+	if err := tc.driver(i).Propose(tc.token); err != nil {
+		return 0, err
+	}
+	out := tc.proposed[slot]
+	if out.token != tc.token {
+		tc.t.Fatalf("proposal %d on %d: no outcome reported", tc.token, i)
+	}
+	return out.op, out.err
+}
+
 func (tc *testCluster) propose(i int, client, request uint64) uint64 {
 	tc.t.Helper()
 	body := []byte{byte(client), byte(request), 1, 2, 3}
-	op, err := tc.cores[i].Propose(Proposal{Client: wire.Uint128{Lo: client}, Request: request, Operation: wire.OperationCreateStream}, body, 1000)
+	op, err := tc.proposeThrough(i, Proposal{Client: wire.Uint128{Lo: client}, Request: request, Operation: wire.OperationCreateStream}, body, 1000)
 	if err != nil {
 		tc.t.Fatalf("propose on %d: %v", i, err)
 	}
-	tc.drain(i)
 	return op
 }
 
@@ -442,10 +547,9 @@ func TestCoreNormalCaseAllocatesNothing(t *testing.T) {
 	request := uint64(0)
 	step := func() {
 		request++
-		if _, err := tc.cores[0].Propose(Proposal{Client: wire.Uint128{Lo: 1}, Request: request}, body, request); err != nil {
+		if _, err := tc.proposeThrough(0, Proposal{Client: wire.Uint128{Lo: 1}, Request: request}, body, request); err != nil {
 			t.Fatal(err)
 		}
-		tc.drain(0)
 		tc.deliverNoCopy()
 	}
 	for i := 0; i < 300; i++ { // warm every reused buffer
@@ -468,17 +572,19 @@ func (tc *testCluster) deliverNoCopy() {
 		if err != nil {
 			tc.t.Fatal(err)
 		}
-		if err := tc.cores[q.to].Step(h, frame[wire.HeaderSize:]); err != nil {
+		if err := tc.driver(q.to).Step(h, frame[wire.HeaderSize:]); err != nil {
 			tc.t.Fatal(err)
 		}
-		tc.drain(q.to)
 	}
 	tc.queue = tc.queue[:0]
 }
 
+// BenchmarkCoreNormalCase is the normal case of n replicas, each Ready carried
+// out by a loop written by hand (rawDrain): the baseline of
+// BenchmarkDriverNormalCase.
 func BenchmarkCoreNormalCase(b *testing.B) {
 	for _, n := range []int{1, 3, 5} {
-		b.Run(map[int]string{1: "replicas=1", 3: "replicas=3", 5: "replicas=5"}[n], func(b *testing.B) {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			tc := newTestCluster(b, n)
 			tc.queue = make([]queued, 0, 64)
 			body := make([]byte, 128)
@@ -488,15 +594,73 @@ func BenchmarkCoreNormalCase(b *testing.B) {
 				if _, err := tc.cores[0].Propose(Proposal{Client: wire.Uint128{Lo: 1}, Request: uint64(i + 1)}, body, uint64(i)); err != nil {
 					b.Fatal(err)
 				}
-				tc.drain(0)
-				tc.deliverNoCopy()
-				if len(tc.applied[0]) > 512 {
-					for k := range tc.applied {
-						tc.applied[k] = tc.applied[k][:0]
+				tc.rawDrain(0)
+				for head := 0; head < len(tc.queue); head++ {
+					q := &tc.queue[head]
+					frame := tc.frame[:wire.HeaderSize+len(q.body)]
+					q.header.Put(frame)
+					copy(frame[wire.HeaderSize:], q.body)
+					h, err := wire.DecodeReplicaHeader(frame, 1<<20)
+					if err != nil {
+						b.Fatal(err)
 					}
+					if err := tc.cores[q.to].Step(h, frame[wire.HeaderSize:]); err != nil {
+						b.Fatal(err)
+					}
+					tc.rawDrain(q.to)
 				}
+				tc.queue = tc.queue[:0]
+				tc.trimApplied()
 			}
 		})
+	}
+}
+
+// BenchmarkDriverNormalCase is BenchmarkCoreNormalCase through the Driver.
+func BenchmarkDriverNormalCase(b *testing.B) {
+	for _, n := range []int{1, 3, 5} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			tc := newTestCluster(b, n)
+			tc.queue = make([]queued, 0, 64)
+			body := make([]byte, 128)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for i := 0; b.Loop(); i++ {
+				if _, err := tc.proposeThrough(0, Proposal{Client: wire.Uint128{Lo: 1}, Request: uint64(i + 1)}, body, uint64(i)); err != nil {
+					b.Fatal(err)
+				}
+				tc.deliverNoCopy()
+				tc.trimApplied()
+			}
+		})
+	}
+}
+
+func (tc *testCluster) trimApplied() {
+	if len(tc.applied[0]) > 512 {
+		for k := range tc.applied {
+			tc.applied[k] = tc.applied[k][:0]
+		}
+	}
+}
+
+// rawDrain is the Ready loop of the core's tests before the Driver, kept as the
+// benchmark's baseline: writes, messages, commits, Advance.
+func (tc *testCluster) rawDrain(i int) {
+	c := tc.cores[i]
+	for c.HasReady() {
+		rd := c.Ready()
+		for k := range rd.Writes {
+			tc.storages[i].put(&rd.Writes[k].Header, rd.Writes[k].Body)
+		}
+		for k := range rd.Messages {
+			m := &rd.Messages[k]
+			tc.queue = append(tc.queue, queued{from: i, to: int(m.To), header: m.Header, body: m.Body})
+		}
+		for k := range rd.Committed {
+			tc.applied[i] = append(tc.applied[i], rd.Committed[k].Op)
+		}
+		c.Advance()
 	}
 }
 

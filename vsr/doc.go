@@ -11,9 +11,8 @@
 //	Propose(p, body, now)  the primary numbers a request (hash chain, identity)
 //	Step(header, body)     a validated replica-plane frame from a peer
 //	Tick()                 one logical tick (10 ms in the reference)
-//	Ready()                the recorded work, in the order it must be done:
-//	                         Discards/Truncate -> State+ViewHeaders+Writes durable
-//	                         -> Messages sent -> Committed applied
+//	Ready()                the recorded work, in the order it must be done
+//	                         (the Driver, below, does it)
 //	Advance()              that work is done
 //
 // Messages are complete replica-plane frames (wire.PrepareHeader and the other
@@ -59,12 +58,9 @@
 // Between Ready and its Advance the core takes no input: Propose, Step, Tick and
 // the forwards panic there (an invariant of the caller, not bad input). Advance
 // clears the whole Ready, so a proposal taken meanwhile would be marked durable
-// without having been written, and a frame's effects would be dropped. A caller
-// whose Ready work is asynchronous (a journal write and fdatasync on another
-// goroutine) holds its inputs back while the Ready is out and feeds them after
-// Advance; the next Ready then carries all of them in one write and one fdatasync.
-// A group of one replica commits its own durable writes at Advance; their commits
-// come out in the next Ready.
+// without having been written, and a frame's effects would be dropped. A group of
+// one replica commits its own durable writes at Advance; their commits come out in
+// the next Ready.
 //
 // The server's metadata plane (server/metaplane.go) is such a group of one
 // replica on a single node:
@@ -74,6 +70,104 @@
 //	  -> Ready.Committed: apply -> reply (Core.FillReply), cached by
 //	  ClientTable.CommitRequest
 //
+// # The Driver: one way to carry out a Ready
+//
+// Driver is the one loop that carries out a Core's Readies, through a Host (the
+// journal, the network, the state machine) whose Persist, Apply and Install may
+// complete at once or later (an io_uring write, a file task off the shard, a
+// simulated disk). It does each Ready in this order, for these reasons:
+//
+//  1. Ready. From here until Advance the core takes no input: the Driver holds
+//     every input that comes (below).
+//  2. Early prepares, when the Ready has durable work: a Prepare in a Ready that
+//     changes no durable state promises nothing (a backup acknowledges with a
+//     PrepareOk, which waits for its own write; a primary counts its own append
+//     only at Advance), so it leaves now and the next replica of the chain journals
+//     the op while this one does: a commit costs one journal write on its way, not
+//     one per hop (Ready.SendableEarly; TigerBeetle's replicas replicate a prepare
+//     before they write it). A Ready that changes the view state sends nothing
+//     early: its Prepare is of a view not durable here yet.
+//  3. Host.Persist, only for a Ready with durable work, does 3 to 6 in one call.
+//     First the cut, Discards and Truncate, durable no later than the state:
+//     Recover takes every journal entry at or above the durable commit point for
+//     the log view's, so a new log view durable over entries its view change
+//     removed would bring them back at a restart (an op above the new head as the
+//     head). Which of the two goes first does not matter (a discard above the
+//     truncation is in it).
+//  4. State with ViewHeaders, atomically: a replica never goes back to an older
+//     view, and one that adopted a view before it repaired the view's bodies must
+//     still know the view's head and headers after a crash (its DoViewChange
+//     speaks for that log).
+//  5. The Writes.
+//  6. fsync: 4 and 5 in either order, both durable before 7, which promises them.
+//  7. The other messages: each may promise what 3 to 6 made durable (a PrepareOk
+//     that the op is journaled, and a commit quorum counts it; a DoViewChange or
+//     a StartView the view and its log; a repair answer the bodies).
+//  8. Host.Apply, the committed ops in op order: after 6, since an op's body may
+//     be among this Ready's writes (a backup learns the commit point with a
+//     prepare); after 7, so that a slow apply (a state machine that writes, a
+//     checkpoint) does not hold up the peers waiting for this replica's frames.
+//  9. Host.Install of a transferred state: after 8 (the core counted those ops
+//     applied when it handed out the Ready, and the state, at or above them,
+//     replaces what they built), before Advance, which resumes the core from the
+//     installed op: it must be durable by then. A failed install stops the Driver
+//     rather than leave the core believing in a state the host does not have.
+//  10. Host.Forwarded, the answers to the logins and logouts this replica
+//     forwarded: after 8, so that an origin that applied the Register in this
+//     Ready answers its client with a session its own table holds.
+//  11. Advance: the core counts the writes durable (a primary's own append is one
+//     ack; a group of one commits), takes an installed state, and a primary
+//     answers the forwards whose ops it applied (their answer reads the client
+//     table, which holds them now).
+//  12. The StateRequests, answered with Host.OfferState: after Advance, since an
+//     offer is an input of the core (it sends a target), and the state offered is
+//     the applied one, this Ready's commits included.
+//  13. Host.Advanced: the host rearms the group's timer and releases what the
+//     Ready aliased.
+//  14. The inputs held meanwhile: the proposals waiting for pipeline room first
+//     (they are older), then the others in arrival order, then the next Ready,
+//     which carries all of them in one write and one fsync.
+//
+// Inputs while a Ready is out (Step, Tick, Propose, the forwards, TakeOver,
+// Heartbeat, RequestTransfer) are held, never a panic, and fed in arrival order
+// after Advance. Held frames are copied (the Driver's buffers, reused); beyond
+// DriverConfig.FramesQueuedMax a frame is dropped and counted
+// (DropFramesQueueFull): its sender retransmits. A local request is never dropped:
+// beyond RequestsQueuedMax Propose and the forwards refuse at once. A proposal does
+// not know its op until it is proposed, so the host learns it through
+// Host.Proposed (at once when no Ready is out); it hands the request over only
+// then (Host.Proposal), so that one stamped with the prepared position (a
+// partition's batch) is stamped when it is numbered. With WaitForRoom a proposal
+// that finds the pipeline full, or a checkpoint due, waits in order for room.
+// NoteLiveness and Checkpointed record nothing a Ready carries: they are taken at
+// once. A host that crashes or stops mid-Ready calls Stop: the Ready goes no
+// further (its messages not sent never leave), held requests are answered with the
+// error, and late completions are ignored. A failed Persist stops the Driver the
+// same way.
+//
+// Before the Driver, four loops carried out Readies and differed: vsr/sim never
+// sent early (slower, and its crash on sync lost the early prepares a real node
+// would have sent); the core's tests ignored the cut and left StateRequests
+// unanswered unless a test asked; partition/group.go truncated before it
+// discarded (the same), wrote its journal before its view state (within the
+// rule), never sent early, and applied after Advance (its applies are log writes
+// the core does not read back); server/metaplane.go fed held inputs by kind
+// (frames, ticks, forwards, then proposals), not in arrival order, dropped frames
+// beyond its bound uncounted, and truncated its journal without an fsync before it
+// replaced the state record: on a filesystem that does not keep metadata
+// operations in order, a crash between them restarts the new log view over the
+// old tail (3).
+//
 // The client table (ClientTable, ICT2) is part of the replicated state: every replica
 // applies the same commits to it.
+//
+// # Dropped inputs
+//
+// A frame the core refuses or ignores is never dropped silently: each is counted
+// under a DropReason (a bad frame, a frame of a newer or older view, one for another
+// role, an op not in the log, a gap, a replica too far behind, an input done
+// already, an answer with nothing new or to a request no longer waited for, a full
+// repair buffer, a failed read). Core.Drops copies the counts out without
+// allocating; a dropped input changes nothing of the log, the view or the commit
+// point (drops_test.go holds one input per reason).
 package vsr

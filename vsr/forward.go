@@ -210,16 +210,17 @@ func (c *Core) answerForwards(canceled bool) {
 	c.forwardsIn = kept
 }
 
-func (c *Core) onForwardResult(nonce, client wire.Uint128, register bool, outcome ForwardOutcome) {
+func (c *Core) onForwardResult(nonce, client wire.Uint128, register bool, outcome ForwardOutcome) error {
 	for i := range c.forwardsOut {
 		f := &c.forwardsOut[i]
 		if f.nonce == nonce && f.client == client && f.register == register {
 			c.rd.Forwards = append(c.rd.Forwards, outcome)
 			c.forwardsOut = append(c.forwardsOut[:i], c.forwardsOut[i+1:]...)
-			return
+			return nil
 		}
 	}
 	// Not ours, or already timed out: the origin answered its client already.
+	return c.drop(DropStale)
 }
 
 func (c *Core) expireForwards() {
@@ -268,10 +269,10 @@ func (c *Core) stepForward(h *wire.GenericHeader) error {
 		return c.onForwardLogout(h.ForwardLogout())
 	case wire.CommandForwardRegisterResult:
 		r := h.ForwardRegisterResult()
-		c.onForwardResult(r.Nonce, r.Client, true, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Register: true, Outcome: uint8(r.Outcome), Epoch: r.Epoch, Watermark: r.Watermark})
+		return c.onForwardResult(r.Nonce, r.Client, true, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Register: true, Outcome: uint8(r.Outcome), Epoch: r.Epoch, Watermark: r.Watermark})
 	case wire.CommandForwardLogoutResult:
 		r := h.ForwardLogoutResult()
-		c.onForwardResult(r.Nonce, r.Client, false, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Outcome: uint8(r.Outcome), Commit: r.Commit})
+		return c.onForwardResult(r.Nonce, r.Client, false, ForwardOutcome{Nonce: r.Nonce, Client: r.Client, Outcome: uint8(r.Outcome), Commit: r.Commit})
 	}
 	return nil
 }

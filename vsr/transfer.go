@@ -229,7 +229,7 @@ func (c *Core) onRequestStateTransfer(m *wire.RequestStateTransferHeader) error 
 		return err
 	}
 	if m.Replica == c.cfg.ReplicaID {
-		return nil
+		return c.drop(DropNotForRole)
 	}
 	for i := range c.offers {
 		if o := &c.offers[i]; o.to == m.Replica && o.nonce == m.Nonce {
@@ -239,7 +239,7 @@ func (c *Core) onRequestStateTransfer(m *wire.RequestStateTransferHeader) error 
 	}
 	for _, r := range c.stateRequests {
 		if r.From == m.Replica && r.Nonce == m.Nonce {
-			return nil
+			return c.drop(DropDuplicate) // the caller is making that state
 		}
 	}
 	c.stateRequests = append(c.stateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
@@ -311,10 +311,10 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 	}
 	t := &c.transfer
 	if t.phase != transferAwaitingTarget || m.Nonce != t.nonce || m.Replica != t.peer {
-		return nil
+		return c.drop(DropStale)
 	}
 	if m.Available == 0 {
-		return nil // the retry asks again
+		return c.drop(DropNothingNew) // the retry asks again
 	}
 	manifest, err := wire.DecodeManifest(body)
 	if err != nil {
@@ -330,13 +330,13 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 		// for a state again from there.
 		t.phase = transferIdle
 		c.onNewerView(m.View)
-		return nil
+		return c.drop(DropNewerView)
 	}
 	if m.CommitOp <= c.commitMin && !(t.forced && m.CommitOp >= t.floor) {
 		// Nothing newer than what this replica has: repair the rest instead.
 		t.phase = transferIdle
 		c.maybeRepair()
-		return nil
+		return c.drop(DropNothingNew)
 	}
 	t.commitOp = m.CommitOp
 	t.manifest = t.manifest[:0]
@@ -404,7 +404,7 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 			}
 			a = c.bodyBuffer(int(min(src.SizeBytes()-m.Offset, uint64(m.Len), StateChunkBytesMax)))
 			if err := src.ReadAt(a, m.Offset); err != nil {
-				return nil // unanswered: the requester asks again
+				return c.drop(DropReadFailed) // unanswered: the requester asks again
 			}
 		} else {
 			if m.Offset > uint64(len(art.Bytes)) {
@@ -419,7 +419,7 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 		c.seal(a)
 		return nil
 	}
-	return nil // no such offer (replaced or never made): the requester retries
+	return c.drop(DropStale) // no such offer (replaced or never made): the requester retries
 }
 
 func (c *Core) onStateChunk(m *wire.StateChunkHeader, body []byte) error {
@@ -428,11 +428,11 @@ func (c *Core) onStateChunk(m *wire.StateChunkHeader, body []byte) error {
 	}
 	t := &c.transfer
 	if t.phase != transferFetching || m.Nonce != t.nonce || int(m.Artifact) != t.current {
-		return nil
+		return c.drop(DropStale)
 	}
 	have := uint64(len(t.received[t.current]))
 	if m.Offset != have || len(body) == 0 {
-		return nil // a duplicate or a stale chunk
+		return c.drop(DropDuplicate) // a chunk received already, or one that came out of turn
 	}
 	if have+uint64(len(body)) > t.manifest[t.current].SizeBytes {
 		return badMessage("state chunk overruns artifact %d of %d bytes", t.current, t.manifest[t.current].SizeBytes)

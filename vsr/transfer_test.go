@@ -29,16 +29,15 @@ func TestStateTransferCatchesUpAReplicaBeyondTheJournal(t *testing.T) {
 	}
 	offers, installs := 0, 0
 	var installed *StateInstall
-	tc.offer = func(i int, r StateRequest) {
+	tc.offer = func(i int, r StateRequest) (uint64, []Artifact) {
 		offers++
 		c := tc.cores[i]
 		applied := make([]byte, 8)
 		binary.LittleEndian.PutUint64(applied, c.CommitMin())
-		c.OfferState(r, c.CommitMin(), []Artifact{
+		return c.CommitMin(), []Artifact{
 			{Kind: wire.ArtifactMetadataSnapshot, Frontier: c.CommitMin(), Bytes: applied},
 			{Kind: wire.ArtifactClientTable, Bytes: big},
-		})
-		tc.drain(i)
+		}
 	}
 	tc.install = func(_ int, in *StateInstall) {
 		installs++
@@ -161,10 +160,9 @@ func TestStateOfANewerViewWaitsForItsStartView(t *testing.T) {
 		t.Fatalf("replica 0 applied %d in view %d; replica 1 is %v in view %d", tc.cores[0].CommitMin(), tc.cores[0].View(), tc.cores[1].Status(), tc.cores[1].View())
 	}
 	installs := 0
-	tc.offer = func(i int, r StateRequest) {
+	tc.offer = func(i int, r StateRequest) (uint64, []Artifact) {
 		c := tc.cores[i]
-		c.OfferState(r, c.CommitMin(), []Artifact{{Kind: wire.ArtifactMetadataSnapshot, Frontier: c.CommitMin(), Bytes: []byte{1, 2, 3}}})
-		tc.drain(i)
+		return c.CommitMin(), []Artifact{{Kind: wire.ArtifactMetadataSnapshot, Frontier: c.CommitMin(), Bytes: []byte{1, 2, 3}}}
 	}
 	tc.install = func(i int, in *StateInstall) {
 		installs++

@@ -92,9 +92,9 @@ const depsRules = `
 `
 
 // testOnlyEdges are the extra imports a package's tests may make: servers are
-// driven by the Go client in tests, the load generator's tests start a server, and
+// driven by the Go client in tests, the load generator's tests start a server,
 // arena's tests register its buffers with a ring; TLS tests make certificates
-// with tlsterm/tlstest.
+// with tlsterm/tlstest; the consensus core's traces run on cockroachdb/datadriven.
 var testOnlyEdges = map[string][]string{
 	"arena":                {"ring"},
 	"tlsterm":              {"tlsterm/tlstest"},
@@ -104,6 +104,8 @@ var testOnlyEdges = map[string][]string{
 	"cmd/iggy":             {"server", "tlsterm/tlstest"},
 	"compat":               {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
 	"internal/clustertest": {"client", "wire"},
+	// the consensus core's trace tests are datadriven scripts (testdata/*.txt)
+	"vsr": {"github.com/cockroachdb/datadriven"},
 }
 
 const modulePath = "github.com/iggy-shard/iggy-shard"

@@ -18,6 +18,11 @@ type groupReplica struct {
 	// group is the index into cluster.groups (0 is the metadata group).
 	group int
 	core  *vsr.Core
+	// driver carries out the core's Readies (groupHost) and takes every input.
+	driver *vsr.Driver
+	// proposals are the requests handed to the driver, by token, until it
+	// proposed them (groupHost.Proposal).
+	proposals map[uint64]pendingProposal
 	// quiet: the core is QuietWhenIdle (partition groups).
 	quiet   bool
 	disk    *disk
@@ -34,6 +39,12 @@ type groupReplica struct {
 	lastDurableView uint32
 	lastCommitMax   uint64
 	lastCommitMin   uint64
+}
+
+type pendingProposal struct {
+	proposal  vsr.Proposal
+	body      []byte
+	nowMicros uint64
 }
 
 // metadataSessions lets the metadata core read the client table the machine holds
@@ -80,11 +91,16 @@ func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
 		gr.quiet = true
 	}
 	gr.forwarded = make(map[wire.Uint128]int)
+	gr.proposals = make(map[uint64]pendingProposal)
 	core, err := vsr.NewCore(cfg)
 	if err != nil {
 		panic(err)
 	}
+	if gr.core != nil {
+		c.addDrops(gr.core) // the incarnation that crashed
+	}
 	gr.core = core
+	gr.driver = vsr.NewDriver(core, groupHost{c: c, gr: gr}, vsr.DriverConfig{})
 	gr.applied = vsr.Checkpoint{}
 	gr.lastCommitMax, gr.lastCommitMin = 0, 0
 	if restart {
@@ -193,72 +209,114 @@ func (gr *groupReplica) restore(arts []vsr.Artifact) (vsr.Checkpoint, error) {
 
 func (c *cluster) checkpoint(gr *groupReplica) { gr.disk.checkpoint(gr.state()) }
 
-// drainGroup does a group replica's Ready work in the order the Ready contract
-// names. A crash on sync takes the whole node down.
+// drainGroup carries out what the group's core holds (after a boot) and checks the
+// replica's monotonicity. Every input goes through gr.driver, which carries out the
+// Readies it leads to before it returns (the simulated disk completes at once).
 func (c *cluster) drainGroup(gr *groupReplica) {
-	nd := gr.node
-	for rounds := 0; nd.up && gr.core.HasReady(); rounds++ {
-		if rounds == readyRoundsMax {
-			c.fail("replica %d group %d: Ready still not empty after %d rounds", nd.id, gr.group, rounds)
-			return
-		}
-		rd := gr.core.Ready()
-		for _, op := range rd.Discards {
-			gr.disk.discard(op)
-		}
-		if rd.Truncate {
-			gr.disk.truncateAbove(rd.TruncateAbove)
-		}
-		for i := range rd.Writes {
-			gr.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
-		}
-		if rd.State != nil {
-			gr.disk.setState(*rd.State, rd.ViewHeaders)
-		}
-		if nd.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
-			c.crash(nd)
-			return
-		}
-		gr.disk.sync()
-		if rd.State != nil {
-			gr.lastDurableView = rd.State.View
-		}
-		for i := range rd.Messages {
-			c.sendFrame(nd.id, &rd.Messages[i])
-		}
-		for i := range rd.Committed {
-			c.apply(gr, &rd.Committed[i])
-			if c.violation != nil {
-				return
-			}
-		}
-		if rd.Install != nil {
-			c.install(gr, rd.Install)
-		}
-		requests := append([]vsr.StateRequest(nil), rd.StateRequests...)
-		for _, f := range rd.Forwards {
-			clientID, ok := gr.forwarded[f.Nonce]
-			delete(gr.forwarded, f.Nonce)
-			if ok && f.Register && !f.TimedOut && f.Outcome == uint8(wire.ForwardRegisterOk) {
-				c.result.ForwardedLogins++
-				c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &clientReply{client: clientID, register: true, epoch: f.Epoch}})
-			}
-		}
-		gr.core.Advance()
-		for _, r := range requests {
-			c.offerState(gr, r)
-		}
-	}
-	c.checkMonotonic(gr)
-}
-
-func (c *cluster) offerState(gr *groupReplica, r vsr.StateRequest) {
 	if !gr.node.up {
 		return
 	}
-	gr.core.OfferState(r, gr.applied.Op, gr.state())
-	c.result.StateOffers++
-	c.drainGroup(gr)
+	gr.driver.Run()
+	c.checkMonotonic(gr)
+}
+
+// groupHost carries out a group replica's Readies for its vsr.Driver: the
+// simulated disk and network, and the state machine. Every call completes at once;
+// a crash on sync takes the whole node down mid-Ready (after the Ready's early
+// prepares left, as on a real node).
+type groupHost struct {
+	c  *cluster
+	gr *groupReplica
+}
+
+func (h groupHost) Persist(rd *vsr.Ready) bool {
+	c, gr := h.c, h.gr
+	for _, op := range rd.Discards {
+		gr.disk.discard(op)
+	}
+	if rd.Truncate {
+		gr.disk.truncateAbove(rd.TruncateAbove)
+	}
+	for i := range rd.Writes {
+		gr.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
+	}
+	if rd.State != nil {
+		gr.disk.setState(*rd.State, rd.ViewHeaders)
+	}
+	if gr.node.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
+		c.crash(gr.node) // stops the driver: the Ready's work goes no further
+		return false
+	}
+	gr.disk.sync()
+	if rd.State != nil {
+		gr.lastDurableView = rd.State.View
+	}
+	return true
+}
+
+func (h groupHost) Send(m *vsr.Message) { h.c.sendFrame(h.gr.node.id, m) }
+
+func (h groupHost) Apply(committed []wire.PrepareHeader) bool {
+	for i := range committed {
+		h.c.apply(h.gr, &committed[i])
+		if h.c.violation != nil {
+			h.gr.driver.Stop(h.c.violation)
+			break
+		}
+	}
+	return true
+}
+
+func (h groupHost) Install(in *vsr.StateInstall) bool {
+	h.c.install(h.gr, in)
+	if h.c.violation != nil {
+		h.gr.driver.Stop(h.c.violation)
+	}
+	return true
+}
+
+func (h groupHost) Forwarded(outcomes []vsr.ForwardOutcome) {
+	c, gr := h.c, h.gr
+	for _, f := range outcomes {
+		clientID, ok := gr.forwarded[f.Nonce]
+		delete(gr.forwarded, f.Nonce)
+		if ok && f.Register && !f.TimedOut && f.Outcome == uint8(wire.ForwardRegisterOk) {
+			c.result.ForwardedLogins++
+			c.sendClient(gr.node.id, c.opts.Replicas+clientID, packet{reply: &clientReply{client: clientID, register: true, epoch: f.Epoch}})
+		}
+	}
+}
+
+func (h groupHost) OfferState(vsr.StateRequest) (uint64, []vsr.Artifact) {
+	h.c.result.StateOffers++
+	return h.gr.applied.Op, h.gr.state()
+}
+
+func (h groupHost) Proposal(token uint64) (vsr.Proposal, []byte, uint64) {
+	p := h.gr.proposals[token]
+	return p.proposal, p.body, p.nowMicros
+}
+
+// Proposed: a proposal the core refused (not the primary, the pipeline full) is
+// retried by its client, as a request a server answered 58 is.
+func (h groupHost) Proposed(token, _ uint64, _ error) { delete(h.gr.proposals, token) }
+
+// ForwardSent records a login forwarded to the primary under its nonce; token is
+// the client.
+func (h groupHost) ForwardSent(token uint64, nonce wire.Uint128, err error) {
+	if err == nil {
+		h.gr.forwarded[nonce] = int(token)
+	}
+}
+
+func (h groupHost) Advanced() {}
+
+// addDrops adds a core's dropped inputs to the run's counts.
+func (c *cluster) addDrops(core *vsr.Core) {
+	d := core.Drops()
+	for r := range d {
+		c.result.Drops[r] += d[r]
+	}
 }
 
 func (c *cluster) install(gr *groupReplica, in *vsr.StateInstall) {
@@ -342,7 +400,7 @@ func (c *cluster) apply(gr *groupReplica, h *wire.PrepareHeader) {
 	gr.applied = vsr.Checkpoint{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
 	if h.Op%checkpointEvery == 0 {
 		c.checkpoint(gr)
-		gr.core.Checkpointed(h.Op)
+		gr.driver.Checkpointed(h.Op)
 	}
 	outcome := applyOutcome{answered: answered, replyDigest: xxh3.Hash(reply)}
 	if gr.meta != nil {

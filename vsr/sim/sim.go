@@ -278,6 +278,9 @@ type Result struct {
 	// PartitionStalled: the run ended at the liveness bound with a partition group
 	// stalled behind a replica that cannot catch up (cluster.partitionsStalled).
 	PartitionStalled bool
+	// Drops are the inputs the simulator's own groups (the metadata group, the
+	// stand-in partition groups) dropped, by reason, over every incarnation.
+	Drops vsr.DropCounts
 }
 
 const (
@@ -288,10 +291,9 @@ const (
 	// ops, so that its journal only needs the ops since.
 	checkpointEvery = 32
 	frameSizeMax    = 1 << 20
-	// packetsInFlightMax and readyRoundsMax turn a storm or a loop into a failing
-	// seed instead of an exhausted machine.
+	// packetsInFlightMax turns a storm into a failing seed instead of an
+	// exhausted machine (vsr.Driver bounds the Readies of one input).
 	packetsInFlightMax = 100_000
-	readyRoundsMax     = 1000
 	// metadataGroupIndex is the metadata group's place in cluster.groups and
 	// node.groups; partition groups follow it.
 	metadataGroupIndex = 0
@@ -382,6 +384,8 @@ type cluster struct {
 	violation error
 	// storeToken numbers the sends given to the stores.
 	storeToken uint64
+	// proposalToken numbers the proposals handed to the groups' drivers.
+	proposalToken uint64
 }
 
 // Run simulates one cluster.
@@ -458,6 +462,11 @@ func Run(opts Options) Result {
 	}()
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
+	for _, nd := range c.nodes {
+		for _, gr := range nd.groups {
+			c.addDrops(gr.core)
+		}
+	}
 	for _, gc := range c.groups {
 		c.result.Committed += uint64(len(gc.committed))
 	}
@@ -508,6 +517,7 @@ func (c *cluster) boot(nd *node, restart bool) {
 func (c *cluster) crash(nd *node) {
 	nd.up = false
 	for _, gr := range nd.groups {
+		gr.driver.Stop(nil) // mid-Ready too: what the Ready had not done never happens
 		gr.disk.crash()
 		gr.lastDurableView = gr.disk.superDurable.View
 	}
@@ -653,7 +663,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 		// this one: an idle group's primary needs no heartbeats of its own.
 		if nd.up {
 			for _, g := range nd.groups {
-				g.core.NoteLiveness(uint8(from))
+				g.driver.NoteLiveness(uint8(from))
 			}
 		}
 		if storeUp {
@@ -701,7 +711,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 			err = fmt.Errorf("a %v frame whose body's seal does not hold", h.Command)
 		default:
 			gr = nd.groups[index]
-			err = gr.core.Step(h, body)
+			err = gr.driver.Step(h, body)
 		}
 	}
 	if stepped {
@@ -849,7 +859,7 @@ func (c *cluster) run() {
 		for _, nd := range c.nodes {
 			for _, gr := range nd.groups {
 				if nd.up {
-					gr.core.Tick()
+					gr.driver.Tick()
 					c.drainGroup(gr)
 				}
 			}
@@ -907,7 +917,7 @@ func (c *cluster) keepAlive(nd *node) {
 	for range nd.groups {
 		gr := nd.groups[nd.keepAliveNext%len(nd.groups)]
 		nd.keepAliveNext++
-		if gr.quiet && gr.core.Heartbeat() {
+		if gr.quiet && gr.driver.Heartbeat() {
 			c.result.KeepAlives++
 			c.drainGroup(gr)
 			return

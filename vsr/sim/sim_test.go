@@ -4,10 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
 var (
@@ -85,11 +88,15 @@ func TestSim(t *testing.T) {
 	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	realSeeds, stalled, lagging, stampRefusals, divergedRefusals, offsetStores, sendsFailed, unobserved := 0, 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
+	var drops vsr.DropCounts
 	var failed []uint64
 	for i, r := range results {
 		opts := config(first + uint64(i))
 		bySize[opts.Replicas]++
 		committed += r.Committed
+		for reason := range drops {
+			drops[reason] += r.Drops[reason]
+		}
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
 		views += uint64(r.ViewChanges)
@@ -134,6 +141,13 @@ func TestSim(t *testing.T) {
 		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, livenessSeed, Config(1).LivenessTicksMax)
 	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted (%d of them above their replica's checkpoint), %d damaged entries dropped at recovery",
 		acknowledged, partitionAcks, refusals, admitRefused, rotten, rottenToRepair, dropped)
+	var byReason []string
+	for reason := vsr.DropReason(0); reason < vsr.DropReasonCount; reason++ {
+		if n := drops[reason]; n > 0 {
+			byReason = append(byReason, fmt.Sprintf("%v %d", reason, n))
+		}
+	}
+	t.Logf("inputs the metadata and stand-in groups dropped, by reason: %s", strings.Join(byReason, ", "))
 	t.Logf("real partition stores in %d seeds: %d offset stores acknowledged, %d admitted sends failed, %d stalled at the liveness bound behind replicas that cannot catch up, %d replicas left behind, %d intact prepares refused for their stamp, %d requests refused by partitions that took themselves for diverged, %d commits past a core's window unobserved",
 		realSeeds, offsetStores, sendsFailed, stalled, lagging, stampRefusals, divergedRefusals, unobserved)
 }

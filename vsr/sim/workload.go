@@ -205,8 +205,7 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	gr := nd.groups[r.group]
 	if nd.up && r.register && gr.core.Status() == vsr.StatusNormal && !gr.core.IsPrimary() {
 		// A login at a backup: authenticated here, forwarded to the primary.
-		if nonce, err := gr.core.ForwardRegister(id, metadata.RootUserID); err == nil {
-			gr.forwarded[nonce] = r.client
+		if err := gr.driver.ForwardRegister(id, metadata.RootUserID, uint64(r.client)); err == nil {
 			c.drainGroup(gr)
 		}
 		return
@@ -261,7 +260,10 @@ func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	if gr.core.InPipeline(id) {
 		return
 	}
-	if _, err := gr.core.Propose(p, r.body, c.now*1000); err != nil {
+	c.proposalToken++
+	gr.proposals[c.proposalToken] = pendingProposal{proposal: p, body: r.body, nowMicros: c.now * 1000}
+	if err := gr.driver.Propose(c.proposalToken); err != nil {
+		delete(gr.proposals, c.proposalToken)
 		return
 	}
 	c.drainGroup(gr)
