@@ -513,7 +513,6 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		pipeline:    make([]coreEntry, cfg.PipelineDepth),
 		dvcs:        make([]*doViewChange, n),
 		svSentTo:    make([]uint64, n),
-		candidates:  make([]repairCandidate, 0, cfg.Timing.RepairChunkMax),
 	}
 	c.view, c.logView = cfg.InitialView, cfg.InitialView
 	c.durable = DurableState{View: cfg.InitialView, LogView: cfg.InitialView}
@@ -2087,7 +2086,7 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 	if c.trustLow <= c.commitMin {
 		c.trustLow = c.commitMin + 1
 	}
-	c.candidates = c.candidates[:0]
+	c.dropCandidates()
 	c.verifyDown()
 	if hs := c.slotAt(head); hs != nil {
 		c.lastPrepareChecksum = hs.header.Checksum
@@ -2098,6 +2097,12 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 		c.lastPrepareChecksum = wire.Uint128{}
 	}
 }
+
+// dropCandidates forgets the repair candidates, and the memory they hold: each
+// holds a copied body (up to a batch each, RepairChunkMax of them), and a group that
+// repaired once must not keep them for the rest of its life; thousands of groups
+// that never repair keep no room for them at all.
+func (c *Core) dropCandidates() { c.candidates = nil }
 
 // verifyDown extends the trusted range downward while the slot (or a repair
 // candidate) below it is the parent the chain names.
@@ -2400,7 +2405,7 @@ func (c *Core) startRepair() {
 	} else if to > limit {
 		to = limit
 	}
-	c.candidates = c.candidates[:0]
+	c.dropCandidates()
 	c.repairNonce++
 	c.repairActive = true
 	c.repairProgress = false
@@ -2515,10 +2520,13 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 	case h.Op >= c.trustLow:
 		// Within the trusted range, where no trusted header names it.
 		dropped, reason = true, DropNotInLog
-	case len(c.candidates) == cap(c.candidates):
+	case len(c.candidates) == c.cfg.Timing.RepairChunkMax:
 		dropped, reason = true, DropRepairBufferFull
 	default:
 		// Kept across Steps until the chain reaches it: a copy, not the frame.
+		if c.candidates == nil {
+			c.candidates = make([]repairCandidate, 0, c.cfg.Timing.RepairChunkMax)
+		}
 		c.candidates = append(c.candidates, repairCandidate{header: h, body: append([]byte(nil), body...)})
 		c.verifyDown()
 	}

@@ -472,7 +472,7 @@ func (c *Core) installed(identity wire.Uint128) {
 	if c.trustLow <= op {
 		c.trustLow = op + 1
 	}
-	c.candidates = c.candidates[:0]
+	c.dropCandidates()
 	c.verifyDown()
 	c.maybeRepair()
 }

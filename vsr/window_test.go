@@ -80,6 +80,9 @@ func TestRepairKeepsTheWindowsHead(t *testing.T) {
 					acked = acked || h.PrepareOk().Op == head
 				case wire.CommandRequestPrepares:
 					requests = append(requests, *h.RequestPrepares())
+					if cap(c.candidates) != 0 {
+						t.Fatalf("a new repair round holds the last round's room for %d candidates", cap(c.candidates))
+					}
 				case wire.CommandRequestStateTransfer:
 					transfer = true
 				}
@@ -114,4 +117,23 @@ func TestRepairKeepsTheWindowsHead(t *testing.T) {
 	if !transfer {
 		t.Fatal("the backup asked for no state to reach the ops below its window")
 	}
+}
+
+// A core keeps room for repair candidates (copied bodies, up to RepairChunkMax of
+// them) only while it repairs: a shard holds thousands of partition groups that
+// never repair, and a group that repaired once must not hold its last round's
+// bodies for the rest of its life.
+func TestRepairCandidatesHeldOnlyWhileRepairing(t *testing.T) {
+	c, err := NewCore(CoreConfig{
+		Config: Config{Cluster: wire.ClusterID("test"), ReplicaID: 2, ReplicaCount: 3, Group: wire.MetadataGroup},
+		Timing: testTiming, JournalSlots: 64, Storage: newMemStorage(64),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(c.candidates) != 0 {
+		t.Fatalf("a fresh core holds room for %d repair candidates", cap(c.candidates))
+	}
+	// A group that repairs holds the room while the round's candidates come
+	// (TestRepairKeepsTheWindowsHead checks each new round starts without it).
 }
