@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -172,6 +173,52 @@ func TestClusterHeldForwardOutlivesItsFrame(t *testing.T) {
 	for i := range c.stores {
 		if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
 			t.Fatalf("replica %d's log differs from the primary's", i)
+		}
+	}
+}
+
+// A state install replaces the partition's own files and nothing else: the files
+// of others in its directory (the server's purge record, which makes a replayed
+// purge a no-op) are there after it, byte for byte.
+func TestStateInstallKeepsFilesOfOthers(t *testing.T) {
+	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig()} {
+		c := newTestCluster(t, 31, 3, cfg)
+		rec := newSendRecorder()
+		next := c.sendAll(0, 5, rec, 1)
+		down := 2
+		disk := c.storages[down].disks[c.stores[down].Dir(testKey)]
+		foreign := map[string][]byte{
+			"purge.gen":                 []byte("generation, created_revision, revision"),
+			"offsets/consumers/README":  []byte("not a consumer id"),
+			"00000000000000000000.logx": []byte("not a segment"),
+		}
+		for name, data := range foreign {
+			if err := writeWhole(disk, name, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.intercept = func(f *netFrame) bool { return int(f.to) != down && int(f.from) != down }
+		next = c.sendAll(next, headerWindow+20, rec, 100)
+		c.intercept = nil
+		c.sendAll(next, 3, rec, 1000)
+		c.tick(int(partitionTiming.HeartbeatTimeoutTicks) + 1)
+		if n := c.stores[down].StatesInstalled(); n == 0 {
+			t.Fatalf("enforce_fsync %v: the lagging backup took no state transfer", cfg.EnforceFsync)
+		}
+		if !bytes.Equal(c.logBytes(down), c.logBytes(0)) {
+			t.Fatalf("enforce_fsync %v: the installed log differs from the primary's", cfg.EnforceFsync)
+		}
+		for name, want := range foreign {
+			f, size, err := disk.Open(name, false, 0)
+			if err != nil {
+				t.Fatalf("enforce_fsync %v: %s is gone after the install: %v", cfg.EnforceFsync, name, err)
+			}
+			got := make([]byte, size)
+			r := &segment.Request{Op: segment.OpRead, File: f, Data: got}
+			if err := waitRequest(disk, r); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("enforce_fsync %v: %s after the install: %q (%v), want %q", cfg.EnforceFsync, name, got, err, want)
+			}
+			_ = disk.Close(f)
 		}
 	}
 }

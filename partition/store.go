@@ -56,7 +56,14 @@ type Store struct {
 	bodies bodyBudget
 	// dirsPending: partitions were opened since SyncDirs last ran.
 	dirsPending bool
+	// statesInstalled counts the state transfers installed (transfer.go).
+	statesInstalled uint64
 }
+
+// StatesInstalled is how many partition states this store has installed by state
+// transfer since it was made: a replica that fell further behind than its
+// primary keeps for repair.
+func (s *Store) StatesInstalled() uint64 { return s.statesInstalled }
 
 // TakeChanged calls fn with every partition whose log moved since the last call (a
 // backup's applies, an installed state, a primary's sends), so that the caller
