@@ -564,3 +564,37 @@ func FuzzStep(f *testing.F) {
 		c.settle()
 	})
 }
+
+// IsPrimary names the one replica of a group that proposes its ops, and follows a
+// view change; a backup's offset op is refused with 58 there.
+func TestIsPrimaryFollowsTheGroup(t *testing.T) {
+	single, _ := newSimStore(t, 1, Config{PartitionsCount: 1})
+	if !single.IsPrimary(testKey) || single.IsPrimary(Key{StreamID: 9}) {
+		t.Fatal("a group of one replica is its own primary; a partition not owned has none here")
+	}
+	c := newTestCluster(t, 7, 3, Config{PartitionsCount: 1})
+	c.sendAll(0, 2, newSendRecorder(), 1)
+	alice := Consumer{Kind: wire.ConsumerSingle, ID: 1}
+	for i, s := range c.stores {
+		if s.IsPrimary(testKey) != (i == 0) {
+			t.Fatalf("replica %d: IsPrimary %v in view 0", i, s.IsPrimary(testKey))
+		}
+		if i > 0 {
+			if _, err := s.ReplicateConsumerOffset(testKey, alice, 1, false, nil, 0); err != wire.ErrTransientNotAccepted {
+				t.Fatalf("replica %d, a backup, took an offset op: %v", i, err)
+			}
+		}
+	}
+	c.intercept = func(f *netFrame) bool { return f.from != 0 && f.to != 0 }
+	for tick := 0; !c.stores[1].IsPrimary(testKey); tick++ {
+		if tick == 5000 {
+			t.Fatal("replica 1 never leads")
+		}
+		c.stores[1].Tick()
+		c.stores[2].Tick()
+		c.settle()
+	}
+	if c.stores[2].IsPrimary(testKey) {
+		t.Fatal("two primaries")
+	}
+}
