@@ -30,6 +30,12 @@ type Replication struct {
 	// queued, batches read back for a peer's repair: memory.go); the node's share
 	// for this shard. 0 = 64 MiB.
 	BodyBudgetBytes int64
+	// OpenFilesMax bounds the files the store's partitions hold open at once
+	// (segment.FileCache): the least recently used are closed and opened again
+	// when needed. The node's share for this shard of what its open-file limit
+	// leaves beside connections and rings. 0 = segment.FilesBudget(GOMAXPROCS):
+	// half of RLIMIT_NOFILE split over one store per core.
+	OpenFilesMax int
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to
