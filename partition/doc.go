@@ -58,6 +58,18 @@
 //	   Hooks.Written (enforce_fsync off) or Hooks.Durable (on) --> SendDone(token, confirmation)
 //	   Hooks.Failed: batches cut from the log --> SendDone(token, _, 4006)
 //
+// A replica's Prepare goes down the chain before its own journal file write
+// (vsr.Ready.SendableEarly: it promises nothing; its PrepareOk waits for the
+// write), so an enforce_fsync op commits after the replicas' fdatasyncs run side by
+// side, not one after the other. The primary sends its commit point as soon as its
+// pipeline drains (vsr.CoreConfig.CommitEagerly), so a backup applies an op, and a
+// consumer reading from it sees the batch, about a round trip after the primary
+// committed it, not at the next commit broadcast (500 ms at the defaults) with the
+// batch held meanwhile. It costs a Commit frame (a header) per backup per burst: a
+// producer that waits for each acknowledgement makes 6 frames an op instead of 4;
+// a stream, whose next prepare carries the commit point, none. An idle group sends
+// nothing either way.
+//
 // The stamp is made at prepare: base_offset is the offset after everything prepared
 // (not only applied), base_timestamp is the prepare's timestamp (the Core's
 // primary-assigned timestamp, strictly increasing, first raised to the last prepared

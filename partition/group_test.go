@@ -310,8 +310,12 @@ func TestClusterBackupRefusesAStampNotItsOwn(t *testing.T) {
 func TestClusterBackupWithADivergedLogTakesThePrimarysState(t *testing.T) {
 	c := newTestCluster(t, 4, 3, Config{PartitionsCount: 1})
 	rec := newSendRecorder()
+	// The primary's Commit, sent as soon as it commits, is lost on the way to
+	// replica 1: the op stays prepared there, not applied.
+	c.intercept = func(f *netFrame) bool { return f.to != 1 || f.header().Command != wire.CommandCommit }
 	c.send(makeBatch(t, 0, 2, 40), 9000, rec, 1)
 	c.settle()
+	c.intercept = nil
 	if _, ok := rec.acked[1]; !ok {
 		t.Fatalf("send not acknowledged: %v", rec.failed)
 	}
@@ -596,5 +600,52 @@ func TestIsPrimaryFollowsTheGroup(t *testing.T) {
 	}
 	if c.stores[2].IsPrimary(testKey) {
 		t.Fatal("two primaries")
+	}
+}
+
+// A backup applies an op as soon as its primary commits it, not at the primary's
+// next commit broadcast (up to 500 ms later, holding the batch meanwhile): the
+// primary sends its commit point once its pipeline drains (vsr.CoreConfig.
+// CommitEagerly), one Commit per backup per burst, so that a consumer reading
+// from a backup sees an acknowledged message about a round trip after it was
+// acknowledged. Under a stream, a prepare carries the commit point and no Commit
+// is added.
+func TestClusterBackupsApplyAnOpOnceTheirPrimaryCommitsIt(t *testing.T) {
+	c := newTestCluster(t, 9, 3, Config{PartitionsCount: 1})
+	rec := newSendRecorder()
+	commits := 0
+	c.intercept = func(f *netFrame) bool {
+		if f.header().Command == wire.CommandCommit {
+			commits++
+		}
+		return true
+	}
+	const sends = 20
+	for i := range sends {
+		c.send(makeBatch(t, uint64(i*3), 3, 40), uint64(100+i), rec, uint64(i))
+		c.settle() // frames and I/O only: no tick, no broadcast timer
+		if _, ok := rec.acked[uint64(i)]; !ok {
+			t.Fatalf("send %d not acknowledged", i)
+		}
+		for r, s := range c.stores {
+			if got := s.SimApplied(testKey); got != uint64(i+1) {
+				t.Fatalf("send %d: replica %d applied op %d, want %d", i, r, got, i+1)
+			}
+		}
+	}
+	if commits != 2*sends {
+		t.Fatalf("%d Commits for %d sends one at a time: want one per backup each", commits, sends)
+	}
+	// A burst: the pipeline drains once, one Commit per backup.
+	commits = 0
+	for i := range 8 {
+		c.send(makeBatch(t, uint64(sends*3+i*3), 3, 40), uint64(200+i), rec, uint64(100+i))
+	}
+	c.settle()
+	if len(rec.acked) != sends+8 {
+		t.Fatalf("%d sends acknowledged", len(rec.acked))
+	}
+	if commits != 2 {
+		t.Fatalf("%d Commits for a burst of 8 sends: want one per backup", commits)
 	}
 }

@@ -171,7 +171,9 @@ type Partition struct {
 	waiting   proposalQueue
 	held      bool
 	heldReady vsr.Ready
-	steps     []queuedStep
+	// heldSentEarly: the held Ready's prepares left before its writes (sendEarly).
+	heldSentEarly bool
+	steps         []queuedStep
 	// durable is the journal file of an enforce_fsync partition (durable.go).
 	durable *durableJournal
 	// journalErr: a journal write failed; diverged: a backup's log does not continue
