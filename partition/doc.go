@@ -34,6 +34,9 @@
 //	PollIO                every loop turn: runs storage completions, which fire the above
 //	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
+//	IsPrimary             whether this replica proposes a partition's ops (a cluster)
+//	OpenFiles,            the file cache's and the state transfers' counts, for
+//	StatesInstalled       metrics and tests
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
