@@ -16,6 +16,7 @@ func (c *testCluster) restart(i int, seed uint64) {
 	crashed := c.storages[i].crash(seed)
 	s := NewReplicatedStore("local_data", crashed, Replication{
 		Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(len(c.stores)), Outbox: clusterOutbox{c: c, from: uint8(i)},
+		OpenFilesMax: c.openFilesMax,
 	})
 	if _, err := s.Open(testKey, c.cfg, 1); err != nil {
 		c.t.Fatalf("replica %d: open after restart: %v", i, err)
@@ -65,8 +66,17 @@ func (c *testCluster) sendAll(first uint64, count int, rec *sendRecorder, token 
 func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 	small := fsyncConfig()
 	small.SegmentSizeBytes = 2048 // a segment every dozen batches or so
-	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig(), small} {
-		c := newTestCluster(t, 11, 3, cfg)
+	for _, run := range []struct {
+		cfg          Config
+		openFilesMax int
+	}{
+		{Config{PartitionsCount: 1}, 0}, {fsyncConfig(), 0}, {small, 0},
+		// Two open files a store: the segments, the journal and the group state
+		// are closed and opened again as they are used.
+		{small, 2},
+	} {
+		cfg := run.cfg
+		c := newTestClusterOfFiles(t, 11, 3, cfg, run.openFilesMax)
 		rec := newSendRecorder()
 		next := c.sendAll(0, 5, rec, 1)
 		c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
@@ -108,6 +118,13 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 			_, msgs := poll(t, c.stores[down], testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10_000})
 			if len(msgs) != int(next) {
 				t.Fatalf("enforce_fsync %v round %d: the restarted replica serves %d messages, want %d", cfg.EnforceFsync, round, len(msgs), next)
+			}
+		}
+		if run.openFilesMax > 0 {
+			for i, s := range c.stores {
+				if f := s.OpenFiles(); f.Reopens == 0 || f.Open > run.openFilesMax {
+					t.Fatalf("replica %d: files %+v under a budget of %d", i, f, run.openFilesMax)
+				}
 			}
 		}
 	}

@@ -27,6 +27,8 @@ type testCluster struct {
 	stepErrs  []error
 	// leader is the replica send and sendAll propose at.
 	leader int
+	// openFilesMax is each store's Replication.OpenFilesMax (0: the default).
+	openFilesMax int
 }
 
 type netFrame struct {
@@ -63,12 +65,19 @@ func (o clusterOutbox) SendReplica(_ Key, m *vsr.Message) {
 var testCluster3 = wire.Uint128{Lo: 0xC1}
 
 func newTestCluster(t testing.TB, seed uint64, n int, cfg Config) *testCluster {
+	return newTestClusterOfFiles(t, seed, n, cfg, 0)
+}
+
+// newTestClusterOfFiles is newTestCluster with stores that keep at most
+// openFilesMax files open.
+func newTestClusterOfFiles(t testing.TB, seed uint64, n int, cfg Config, openFilesMax int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, cfg: cfg}
+	c := &testCluster{t: t, cfg: cfg, openFilesMax: openFilesMax}
 	for i := 0; i < n; i++ {
 		st := newSimStorages(seed + uint64(i)*1000)
 		s := NewReplicatedStore("local_data", st, Replication{
 			Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(n), Outbox: clusterOutbox{c: c, from: uint8(i)},
+			OpenFilesMax: openFilesMax,
 		})
 		if err := s.Create(testKey, cfg, 1); err != nil {
 			t.Fatal(err)
