@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -15,6 +16,7 @@ func (c *testCluster) restart(i int, seed uint64) {
 	crashed := c.storages[i].crash(seed)
 	s := NewReplicatedStore("local_data", crashed, Replication{
 		Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(len(c.stores)), Outbox: clusterOutbox{c: c, from: uint8(i)},
+		OpenFilesMax: c.openFilesMax,
 	})
 	if _, err := s.Open(testKey, c.cfg, 1); err != nil {
 		c.t.Fatalf("replica %d: open after restart: %v", i, err)
@@ -64,8 +66,17 @@ func (c *testCluster) sendAll(first uint64, count int, rec *sendRecorder, token 
 func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 	small := fsyncConfig()
 	small.SegmentSizeBytes = 2048 // a segment every dozen batches or so
-	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig(), small} {
-		c := newTestCluster(t, 11, 3, cfg)
+	for _, run := range []struct {
+		cfg          Config
+		openFilesMax int
+	}{
+		{Config{PartitionsCount: 1}, 0}, {fsyncConfig(), 0}, {small, 0},
+		// Two open files a store: the segments, the journal and the group state
+		// are closed and opened again as they are used.
+		{small, 2},
+	} {
+		cfg := run.cfg
+		c := newTestClusterOfFiles(t, 11, 3, cfg, run.openFilesMax)
 		rec := newSendRecorder()
 		next := c.sendAll(0, 5, rec, 1)
 		c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
@@ -107,6 +118,13 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 			_, msgs := poll(t, c.stores[down], testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10_000})
 			if len(msgs) != int(next) {
 				t.Fatalf("enforce_fsync %v round %d: the restarted replica serves %d messages, want %d", cfg.EnforceFsync, round, len(msgs), next)
+			}
+		}
+		if run.openFilesMax > 0 {
+			for i, s := range c.stores {
+				if f := s.OpenFiles(); f.Reopens == 0 || f.Open > run.openFilesMax {
+					t.Fatalf("replica %d: files %+v under a budget of %d", i, f, run.openFilesMax)
+				}
 			}
 		}
 	}
@@ -172,6 +190,52 @@ func TestClusterHeldForwardOutlivesItsFrame(t *testing.T) {
 	for i := range c.stores {
 		if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
 			t.Fatalf("replica %d's log differs from the primary's", i)
+		}
+	}
+}
+
+// A state install replaces the partition's own files and nothing else: the files
+// of others in its directory (the server's purge record, which makes a replayed
+// purge a no-op) are there after it, byte for byte.
+func TestStateInstallKeepsFilesOfOthers(t *testing.T) {
+	for _, cfg := range []Config{{PartitionsCount: 1}, fsyncConfig()} {
+		c := newTestCluster(t, 31, 3, cfg)
+		rec := newSendRecorder()
+		next := c.sendAll(0, 5, rec, 1)
+		down := 2
+		disk := c.storages[down].disks[c.stores[down].Dir(testKey)]
+		foreign := map[string][]byte{
+			"purge.gen":                 []byte("generation, created_revision, revision"),
+			"offsets/consumers/README":  []byte("not a consumer id"),
+			"00000000000000000000.logx": []byte("not a segment"),
+		}
+		for name, data := range foreign {
+			if err := writeWhole(disk, name, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.intercept = func(f *netFrame) bool { return int(f.to) != down && int(f.from) != down }
+		next = c.sendAll(next, headerWindow+20, rec, 100)
+		c.intercept = nil
+		c.sendAll(next, 3, rec, 1000)
+		c.tick(int(partitionTiming.HeartbeatTimeoutTicks) + 1)
+		if n := c.stores[down].StatesInstalled(); n == 0 {
+			t.Fatalf("enforce_fsync %v: the lagging backup took no state transfer", cfg.EnforceFsync)
+		}
+		if !bytes.Equal(c.logBytes(down), c.logBytes(0)) {
+			t.Fatalf("enforce_fsync %v: the installed log differs from the primary's", cfg.EnforceFsync)
+		}
+		for name, want := range foreign {
+			f, size, err := disk.Open(name, false, 0)
+			if err != nil {
+				t.Fatalf("enforce_fsync %v: %s is gone after the install: %v", cfg.EnforceFsync, name, err)
+			}
+			got := make([]byte, size)
+			r := &segment.Request{Op: segment.OpRead, File: f, Data: got}
+			if err := waitRequest(disk, r); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("enforce_fsync %v: %s after the install: %q (%v), want %q", cfg.EnforceFsync, name, got, err, want)
+			}
+			_ = disk.Close(f)
 		}
 	}
 }

@@ -12,6 +12,10 @@
 //	    offsets/groups/{id}
 //	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
 //	    partition.state              in a cluster: the group's durable state (groupstate.go)
+//	    purge.gen                    the server's (server/partitionrecord.go); this package
+//	                                 writes, replaces and removes only the files above
+//	                                 (a state install: installReplaces), the whole
+//	                                 directory only when the partition goes or is purged
 //
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
@@ -30,6 +34,9 @@
 //	PollIO                every loop turn: runs storage completions, which fire the above
 //	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
+//	IsPrimary             whether this replica proposes a partition's ops (a cluster)
+//	OpenFiles,            the file cache's and the state transfers' counts, for
+//	StatesInstalled       metrics and tests
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
@@ -53,6 +60,18 @@
 //	   Ready.Committed: apply, checking the stamp --> Log.Append (one write)
 //	   Hooks.Written (enforce_fsync off) or Hooks.Durable (on) --> SendDone(token, confirmation)
 //	   Hooks.Failed: batches cut from the log --> SendDone(token, _, 4006)
+//
+// A replica's Prepare goes down the chain before its own journal file write
+// (vsr.Ready.SendableEarly: it promises nothing; its PrepareOk waits for the
+// write), so an enforce_fsync op commits after the replicas' fdatasyncs run side by
+// side, not one after the other. The primary sends its commit point as soon as its
+// pipeline drains (vsr.CoreConfig.CommitEagerly), so a backup applies an op, and a
+// consumer reading from it sees the batch, about a round trip after the primary
+// committed it, not at the next commit broadcast (500 ms at the defaults) with the
+// batch held meanwhile. It costs a Commit frame (a header) per backup per burst: a
+// producer that waits for each acknowledgement makes 6 frames an op instead of 4;
+// a stream, whose next prepare carries the commit point, none. An idle group sends
+// nothing either way.
 //
 // The stamp is made at prepare: base_offset is the offset after everything prepared
 // (not only applied), base_timestamp is the prepare's timestamp (the Core's
@@ -140,10 +159,10 @@
 // replica of one partition keeps on the heap:
 //
 //	consensus core (vsr.Core)   275 B x JournalSlots + 282 B x RepairChunkMax + ~2 KiB   ~29 KiB
-//	partition, group state, log, timers                                              ~7 KiB
-//	                            = 35.9 KB a partition created and never written
+//	partition, group state, log, timers, file handles                                ~7 KiB
+//	                            = 36.1 KB a partition created and never written
 //	once written: recent ops (56 B x JournalSlots), journal ring (~330 B an entry,
-//	up to 64 kept), log state  = 48.8 KB a partition written and idle
+//	up to 64 kept), log state  = 49.3 KB a partition written and idle
 //	                            (BenchmarkIdlePartitionMemory)
 //	indexes                     24 B a batch: the open segment's, and those of at
 //	                            most IndexCacheSegments (16) sealed segments read lately
@@ -174,12 +193,27 @@
 // resident per node, where keeping the last 64 ops of each partition in memory
 // (the ring this replaced) took 496-829 MB.
 //
-// Open files: a partition created and never written has none (its segment files
-// come with its first batch, its state file with its group's first record); a
-// written one has two per segment (.log, .index), partition.state, partition.journal
-// with enforce_fsync, and one per consumer whose offset it stores. So 10,000 written
-// partitions of one segment each need about 30,000 descriptors: more than an
-// open-file limit of 20,000, which holds about 6,000 of them.
+// Open files: a store keeps at most Replication.OpenFilesMax of its partitions'
+// files open (segment.FileCache; by default half of RLIMIT_NOFILE split over one
+// store per core, segment.FilesBudget), however many partitions it holds. A
+// partition's files are its segments' .log and .index, partition.state,
+// partition.journal with enforce_fsync, and one per consumer whose offset it
+// stores; every one is a handle that the cache opens on demand and closes, least
+// recently used first, to make room (a request in flight pins its file). What a
+// partition needs open is what it is using: a partition that takes sends, its open
+// segment's .log (and partition.journal with enforce_fsync, partition.state at a
+// checkpoint, an offset file as it is stored, the .index at a seal); a poll, the
+// segment it reads; an idle partition and a sealed segment nobody reads, none. So
+// the budget bounds the partitions busy at once without reopening, about a half
+// to a third of it, not the partitions held: 10,000 partitions on two shards under
+// a limit of 20,000 descriptors take 5,000 each (FilesBudget(2)), and a partition
+// that wakes after the budget moved on opens its files again (about 4 us each,
+// BenchmarkFileCacheWrite). Without the cache, 10,000 written partitions of one
+// segment each held about 30,000 descriptors. The budget is exceeded only while
+// every open file has a request in flight: the extra file closes once its
+// requests are done (FileCacheStats.OverBudget counts them). Transient
+// descriptors come on top: a directory fsynced when a file or partition is
+// created, a segment hashed for a state transfer.
 //
 // Pending sends wait in per-partition rings in offset order (proposals waiting for a
 // journal file write, journal entries, sends applied and not acknowledged), with the

@@ -240,3 +240,43 @@ func TestDurableJournalGroupCommit(t *testing.T) {
 		t.Fatalf("%d journal writes for 6 sends, want 2 (the first, then the 5 that waited)", p.durable.syncs)
 	}
 }
+
+// An enforce_fsync group's prepare goes down the chain before the journal file
+// write of the replica that sends it (vsr.Ready.SendableEarly): the primary's and
+// each backup's fdatasync run at once, not one after the other. Its
+// acknowledgements still wait for each replica's own write.
+func TestClusterPrepareLeavesBeforeItsJournalWrite(t *testing.T) {
+	c := newTestCluster(t, 5, 3, fsyncConfig())
+	rec := newSendRecorder()
+	c.sendAll(0, 2, rec, 1)
+	prepares := func(from uint8) (n int) {
+		for _, f := range c.queue {
+			if f.from == from && f.header().Command == wire.CommandPrepare {
+				n++
+			}
+		}
+		return n
+	}
+	c.send(makeBatch(t, 6, 3, 40), 20_000, rec, 50)
+	primary := c.stores[0].partitions[testKey]
+	if !primary.held || prepares(0) == 0 {
+		t.Fatalf("held %v, %d prepares out: the primary's prepare waits for its journal write", primary.held, prepares(0))
+	}
+	for prepares(1) == 0 {
+		if !c.deliverOne() {
+			t.Fatal("the prepare never went on from the first backup")
+		}
+	}
+	if backup := c.stores[1].partitions[testKey]; !backup.held {
+		t.Fatal("the first backup forwarded the prepare after its journal write, not before")
+	}
+	for _, f := range c.queue {
+		if f.header().Command == wire.CommandPrepareOk {
+			t.Fatal("a PrepareOk left before its replica's journal write")
+		}
+	}
+	c.settle()
+	if _, ok := rec.acked[50]; !ok {
+		t.Fatalf("the send is not acknowledged (%v)", rec.failed[50])
+	}
+}

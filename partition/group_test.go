@@ -27,6 +27,8 @@ type testCluster struct {
 	stepErrs  []error
 	// leader is the replica send and sendAll propose at.
 	leader int
+	// openFilesMax is each store's Replication.OpenFilesMax (0: the default).
+	openFilesMax int
 }
 
 type netFrame struct {
@@ -63,12 +65,19 @@ func (o clusterOutbox) SendReplica(_ Key, m *vsr.Message) {
 var testCluster3 = wire.Uint128{Lo: 0xC1}
 
 func newTestCluster(t testing.TB, seed uint64, n int, cfg Config) *testCluster {
+	return newTestClusterOfFiles(t, seed, n, cfg, 0)
+}
+
+// newTestClusterOfFiles is newTestCluster with stores that keep at most
+// openFilesMax files open.
+func newTestClusterOfFiles(t testing.TB, seed uint64, n int, cfg Config, openFilesMax int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, cfg: cfg}
+	c := &testCluster{t: t, cfg: cfg, openFilesMax: openFilesMax}
 	for i := 0; i < n; i++ {
 		st := newSimStorages(seed + uint64(i)*1000)
 		s := NewReplicatedStore("local_data", st, Replication{
 			Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(n), Outbox: clusterOutbox{c: c, from: uint8(i)},
+			OpenFilesMax: openFilesMax,
 		})
 		if err := s.Create(testKey, cfg, 1); err != nil {
 			t.Fatal(err)
@@ -310,8 +319,12 @@ func TestClusterBackupRefusesAStampNotItsOwn(t *testing.T) {
 func TestClusterBackupWithADivergedLogTakesThePrimarysState(t *testing.T) {
 	c := newTestCluster(t, 4, 3, Config{PartitionsCount: 1})
 	rec := newSendRecorder()
+	// The primary's Commit, sent as soon as it commits, is lost on the way to
+	// replica 1: the op stays prepared there, not applied.
+	c.intercept = func(f *netFrame) bool { return f.to != 1 || f.header().Command != wire.CommandCommit }
 	c.send(makeBatch(t, 0, 2, 40), 9000, rec, 1)
 	c.settle()
+	c.intercept = nil
 	if _, ok := rec.acked[1]; !ok {
 		t.Fatalf("send not acknowledged: %v", rec.failed)
 	}
@@ -563,4 +576,85 @@ func FuzzStep(f *testing.F) {
 		_ = c.stores[1].Step(testKey, h, buf[wire.HeaderSize:])
 		c.settle()
 	})
+}
+
+// IsPrimary names the one replica of a group that proposes its ops, and follows a
+// view change; a backup's offset op is refused with 58 there.
+func TestIsPrimaryFollowsTheGroup(t *testing.T) {
+	single, _ := newSimStore(t, 1, Config{PartitionsCount: 1})
+	if !single.IsPrimary(testKey) || single.IsPrimary(Key{StreamID: 9}) {
+		t.Fatal("a group of one replica is its own primary; a partition not owned has none here")
+	}
+	c := newTestCluster(t, 7, 3, Config{PartitionsCount: 1})
+	c.sendAll(0, 2, newSendRecorder(), 1)
+	alice := Consumer{Kind: wire.ConsumerSingle, ID: 1}
+	for i, s := range c.stores {
+		if s.IsPrimary(testKey) != (i == 0) {
+			t.Fatalf("replica %d: IsPrimary %v in view 0", i, s.IsPrimary(testKey))
+		}
+		if i > 0 {
+			if _, err := s.ReplicateConsumerOffset(testKey, alice, 1, false, nil, 0); err != wire.ErrTransientNotAccepted {
+				t.Fatalf("replica %d, a backup, took an offset op: %v", i, err)
+			}
+		}
+	}
+	c.intercept = func(f *netFrame) bool { return f.from != 0 && f.to != 0 }
+	for tick := 0; !c.stores[1].IsPrimary(testKey); tick++ {
+		if tick == 5000 {
+			t.Fatal("replica 1 never leads")
+		}
+		c.stores[1].Tick()
+		c.stores[2].Tick()
+		c.settle()
+	}
+	if c.stores[2].IsPrimary(testKey) {
+		t.Fatal("two primaries")
+	}
+}
+
+// A backup applies an op as soon as its primary commits it, not at the primary's
+// next commit broadcast (up to 500 ms later, holding the batch meanwhile): the
+// primary sends its commit point once its pipeline drains (vsr.CoreConfig.
+// CommitEagerly), one Commit per backup per burst, so that a consumer reading
+// from a backup sees an acknowledged message about a round trip after it was
+// acknowledged. Under a stream, a prepare carries the commit point and no Commit
+// is added.
+func TestClusterBackupsApplyAnOpOnceTheirPrimaryCommitsIt(t *testing.T) {
+	c := newTestCluster(t, 9, 3, Config{PartitionsCount: 1})
+	rec := newSendRecorder()
+	commits := 0
+	c.intercept = func(f *netFrame) bool {
+		if f.header().Command == wire.CommandCommit {
+			commits++
+		}
+		return true
+	}
+	const sends = 20
+	for i := range sends {
+		c.send(makeBatch(t, uint64(i*3), 3, 40), uint64(100+i), rec, uint64(i))
+		c.settle() // frames and I/O only: no tick, no broadcast timer
+		if _, ok := rec.acked[uint64(i)]; !ok {
+			t.Fatalf("send %d not acknowledged", i)
+		}
+		for r, s := range c.stores {
+			if got := s.SimApplied(testKey); got != uint64(i+1) {
+				t.Fatalf("send %d: replica %d applied op %d, want %d", i, r, got, i+1)
+			}
+		}
+	}
+	if commits != 2*sends {
+		t.Fatalf("%d Commits for %d sends one at a time: want one per backup each", commits, sends)
+	}
+	// A burst: the pipeline drains once, one Commit per backup.
+	commits = 0
+	for i := range 8 {
+		c.send(makeBatch(t, uint64(sends*3+i*3), 3, 40), uint64(200+i), rec, uint64(100+i))
+	}
+	c.settle()
+	if len(rec.acked) != sends+8 {
+		t.Fatalf("%d sends acknowledged", len(rec.acked))
+	}
+	if commits != 2 {
+		t.Fatalf("%d Commits for a burst of 8 sends: want one per backup", commits)
+	}
 }

@@ -120,6 +120,19 @@ type OffsetCompletion interface {
 	OffsetDone(token uint64, err error)
 }
 
+// IsPrimary reports whether this replica is the primary of partition k's group in
+// a normal view: the one replica that proposes the group's ops (Send,
+// ReplicateConsumerOffset, AckQuorum offset writes), which a backup, or a replica
+// whose group is changing views, refuses with 58 and applies once its primary's
+// commit reaches it. A caller that needs an op done on every replica (a deleted
+// consumer group's offsets) asks the primary and, elsewhere, waits for the
+// primary's op to arrive instead of asking again. False for a partition the store
+// does not own; always true in a group of one replica.
+func (s *Store) IsPrimary(k Key) bool {
+	p, ok := s.partitions[k]
+	return ok && p.core != nil && p.core.IsPrimary()
+}
+
 // ReplicateConsumerOffset is StoreConsumerOffset (or, with del, DeleteConsumerOffset)
 // at AckQuorum for a caller that can wait for its answer: in a group of more than
 // one replica the quorum's acknowledgements travel outside any call, so the op is

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"github.com/iggy-shard/iggy-shard/segment"
@@ -54,9 +55,18 @@ type Store struct {
 	activity
 	// bodies counts the copies of bodies the partitions hold (memory.go).
 	bodies bodyBudget
+	// files keeps the partitions' open files within Replication.OpenFilesMax.
+	files *segment.FileCache
 	// dirsPending: partitions were opened since SyncDirs last ran.
 	dirsPending bool
+	// statesInstalled counts the state transfers installed (transfer.go).
+	statesInstalled uint64
 }
+
+// StatesInstalled is how many partition states this store has installed by state
+// transfer since it was made: a replica that fell further behind than its
+// primary keeps for repair.
+func (s *Store) StatesInstalled() uint64 { return s.statesInstalled }
 
 // TakeChanged calls fn with every partition whose log moved since the last call (a
 // backup's applies, an installed state, a primary's sends), so that the caller
@@ -94,8 +104,28 @@ func NewReplicatedStore(root string, storages StorageProvider, repl Replication)
 	if budget <= 0 {
 		budget = bodyBudgetDefault
 	}
+	openFiles := repl.OpenFilesMax
+	if openFiles <= 0 {
+		openFiles = segment.FilesBudget(runtime.GOMAXPROCS(0))
+	}
 	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers(),
-		bodies: bodyBudget{budgetBytes: budget}}
+		bodies: bodyBudget{budgetBytes: budget}, files: segment.NewFileCache(openFiles)}
+}
+
+// OpenFiles says what the store's file cache did: the partitions' files open now
+// and at most, against Replication.OpenFilesMax, and how often a file was closed
+// to make room and opened again.
+func (s *Store) OpenFiles() segment.FileCacheStats { return s.files.Stats() }
+
+// openStorage is the storage of a partition directory, its files counted against
+// the store's budget.
+func (s *Store) openStorage(dir string) (segment.Storage, error) {
+	st, err := s.storages.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.dirsPending = true
+	return s.files.Storage(st), nil
 }
 
 // Dir returns the directory of a partition's files.
@@ -141,7 +171,9 @@ type Partition struct {
 	waiting   proposalQueue
 	held      bool
 	heldReady vsr.Ready
-	steps     []queuedStep
+	// heldSentEarly: the held Ready's prepares left before its writes (sendEarly).
+	heldSentEarly bool
+	steps         []queuedStep
 	// durable is the journal file of an enforce_fsync partition (durable.go).
 	durable *durableJournal
 	// journalErr: a journal write failed; diverged: a backup's log does not continue
@@ -238,11 +270,10 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view, armedAt: -1}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	p.journal.drop = p.releaseBody
-	st, err := s.storages.Open(p.dir)
+	st, err := s.openStorage(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
 	}
-	s.dirsPending = true
 	p.storage = st
 	log, report, err := segment.Open(st, cfg.segmentConfig(k.PartitionID), p.hooks)
 	if err != nil {
@@ -403,12 +434,11 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: remove directory: %w", p.key, err)
 		return p.reopenErr
 	}
-	st, err := s.storages.Open(p.dir)
+	st, err := s.openStorage(p.dir)
 	if err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
-	s.dirsPending = true
 	p.fresh = true // every replica purges: the group starts anew, in the view it had
 	if p.core != nil {
 		p.initialView = p.core.View()

@@ -37,11 +37,12 @@ import (
 // segments it lacks or has shorter. Hashing a file and serving a chunk are
 // blocking reads on the shard, as are the installs' writes: a transfer is rare.
 //
-// Installing closes the log, removes the partition's files but the segments held,
-// writes the fetched segments and opens the log again (its recovery rebuilds the
-// indexes and checks every batch), then stores the offsets. The group state
-// (groupstate.go) records the installed op as the checkpoint; a crash before that
-// record is durable finds a log it cannot place, and transfers again.
+// Installing closes the log, removes the partition's own files but the segments
+// held (installReplaces; the files of others stay), writes the fetched segments
+// and opens the log again (its recovery rebuilds the indexes and checks every
+// batch), then stores the offsets. The group state (groupstate.go) records the
+// installed op as the checkpoint; a crash before that record is durable finds a
+// log it cannot place, and transfers again.
 
 // serveOffers answers the state requests that waited for the log to be written up
 // to the applied op; the caller drives the group to send the offers.
@@ -326,15 +327,15 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 		kept[name+".log"] = true
 		kept[name+".index"] = !grown
 	}
-	// Every other file goes, the group state last, so that a crash meanwhile
-	// finds a log it cannot place.
-	for _, dir := range []string{"offsets/consumers", "offsets/groups", ""} {
+	// Every other file the state replaces goes, the group state last, so that a
+	// crash meanwhile finds a log it cannot place.
+	for _, dir := range segment.LogDirs {
 		names, err := st.List(dir)
 		if err != nil {
 			return fmt.Errorf("state transfer: list %q: %w", dir, err)
 		}
 		for _, name := range names {
-			if dir == "" && (kept[name] || name == groupStateFileName) {
+			if !installReplaces(dir, name) || dir == "" && (kept[name] || name == groupStateFileName) {
 				continue
 			}
 			if dir != "" {
@@ -405,8 +406,28 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	}
 	p.state.persistView(p.core.Durable(), nil)
 	p.transfers++
+	p.store.statesInstalled++
 	p.noteChanged()
 	return nil
+}
+
+// installReplaces reports whether a state install replaces the file name in dir
+// (one of segment.LogDirs): the partition plane's own files, which the transferred
+// state stands for, and nothing else. They are
+//
+//	{base}.log, {base}.index          the segments (segment.IsLogFile)
+//	offsets/consumers/{id}            the consumer offsets (segment.IsLogFile)
+//	offsets/groups/{id}
+//	partition.journal                 the durable journal (durable.go)
+//	partition.state                   the group state (groupstate.go), removed last
+//
+// A partition directory holds files of others beside them: the server's purge.gen
+// (server/partitionrecord.go) says which metadata effects the directory reflects,
+// so that each applies at most once. It must outlive a transfer of the data: without
+// it, a purge applied again after a restart would empty the partition a second time,
+// losing what was written after the first.
+func installReplaces(dir, name string) bool {
+	return segment.IsLogFile(dir, name) || dir == "" && (name == journalFileName || name == groupStateFileName)
 }
 
 // rejournal writes the journal's entries, the ops above the installed state, to

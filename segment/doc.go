@@ -35,6 +35,10 @@
 // write or fdatasync error, or a full disk, is reported for every batch it affects;
 // the log then cuts its tail back to the last batch known good and goes on).
 //
+// A FileCache bounds the files open at once under many logs' storages: a log
+// holds a handle to each of its files, and the cache keeps the least recently
+// used closed until a request needs them again (filecache.go).
+//
 // # Recovery
 //
 // Open walks the last segment batch by batch (lengths, every checksum, the offset

@@ -109,6 +109,12 @@ type Request struct {
 	stored  *storedOffset
 	polled  *Polled
 	target  uint64 // what completing this request proves: an offset end or a slot
+
+	// A CachedStorage's, while the request is in flight: the file it pins, and
+	// the submitter's Done and handle, given back before Done runs.
+	cached     *cachedFile
+	callerDone func(*Request)
+	callerFile File
 }
 
 // ErrCanceled completes a request linked after one that failed.
