@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -499,11 +499,11 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 	awaitOpenAsViewed(t, servers)
 }
 
-// A partition state transfer replaces every file of the partition's directory but
-// its segments and group state (partition/transfer.go), its record too; a full
-// restart then applies the topic's creation again over directories without a
-// record, which keep what they hold. Every node catches up so, in turn, the first
-// primary last.
+// A partition state transfer replaces the partition plane's own files only
+// (partition/transfer.go, installReplaces), so the partition's record survives it;
+// a full restart then applies the topic's creation again over directories that
+// hold what the transfers installed, and keeps it. Every node catches up so, in
+// turn, the first primary last.
 func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
 	ctx := testContext(t)
@@ -539,14 +539,30 @@ func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 		want = heldNow(t, c, parts)
 		servers[down] = startTestServer(t, cfgs[down])
 		heldOnEveryNode(t, servers, fmt.Sprintf("after node %d caught up", down), parts, want)
+		if partitionStatesInstalled(t, servers[down]) == 0 {
+			t.Fatalf("node %d caught up without a partition state transfer, which the test needs", down)
+		}
 		record := filepath.Join(cfgs[down].SystemPath, "streams", strconv.Itoa(int(st.ID)), "topics", strconv.Itoa(int(topic.ID)),
 			"partitions", "0", purgeGenFileName)
-		if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("node %d kept its partition record (%v): it caught up without a state transfer, which the test needs", down, err)
+		if _, err := os.Stat(record); err != nil {
+			t.Fatalf("node %d lost its partition record in the state transfer: %v", down, err)
 		}
 	}
 
 	restartAllAtOnce(t, cfgs, servers)
 	heldOnEveryNode(t, servers, "after a full restart", parts, want)
 	awaitOpenAsViewed(t, servers)
+}
+
+// partitionStatesInstalled counts the partition states s's shards installed by
+// state transfer since it started.
+func partitionStatesInstalled(t *testing.T, s *Server) int64 {
+	t.Helper()
+	var installed atomic.Int64
+	if err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		installed.Add(int64(s.handlers[sh.Index()].store.StatesInstalled()))
+	}); err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	return installed.Load()
 }

@@ -71,11 +71,10 @@ import (
 // the snapshot carried out already). A metadata state a node took by transfer is
 // followed alike (followReplacedView): an open partition of another incarnation than
 // the state's goes, the state's are created or opened, a generation behind is
-// purged. A directory without a record (from a server
-// older than the record, or whose files a partition state transfer replaced:
-// partition/transfer.go keeps the segments and the group state only) is taken as it
-// is, at start and by a create, and the record written: nothing is lost for the
-// doubt. A 16-byte record, from before revisions, reads with revision =
+// purged. A partition state transfer replaces the partition plane's own files only
+// (partition/transfer.go, installReplaces), so the record survives it. A directory
+// without a record (from a server older than the record) is taken as it is, at
+// start and by a create, and the record written: nothing is lost for the doubt. A 16-byte record, from before revisions, reads with revision =
 // created_revision.
 
 const purgeGenFileName = "purge.gen"
