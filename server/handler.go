@@ -159,6 +159,8 @@ type handler struct {
 	index int
 	log   *slog.Logger
 	store *partition.Store
+	// storages is the store's StorageProvider (storage.go).
+	storages *diskStorages
 
 	free   []*job
 	outbox []pendingPost
@@ -250,13 +252,14 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
 	h.disk = sh.Disk()
+	h.storages = newDiskStorages(h.disk)
 	if s.cluster != nil {
 		repl := s.partitionReplication(h)
-		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, diskStorages{disk: h.disk}, repl)
+		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
 		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * groupTickNs
 		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	} else {
-		h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
+		h.store = partition.NewStore(s.cfg.SystemPath, h.storages)
 	}
 	for _, p := range s.initial[h.index] {
 		h.openAtStart(p)
