@@ -396,6 +396,7 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
+	h.ensureCreated(k)
 	h.noteClusterLiveness()
 	if err := h.store.Step(k, hdr, body); err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,

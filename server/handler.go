@@ -176,6 +176,9 @@ type handler struct {
 	// groupOffsetDeletes are deleted groups' offsets to delete again
 	// (groupoffsets.go).
 	groupOffsetDeletes []*groupOffsetDelete
+	// effects are the metadata commits' partition effects not carried out yet
+	// (effects.go).
+	effects effectQueue
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64

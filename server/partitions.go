@@ -15,6 +15,7 @@ import (
 // polls.
 
 func (h *handler) serveOwner(j *job) {
+	h.ensureCreated(j.key) // its creation may wait for its turn (effects.go)
 	switch j.kind {
 	case jobSend:
 		token := h.track(j)
@@ -264,6 +265,11 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	if h.stopped {
 		return false
 	}
+	effectsWait := false
+	if h.effects.pending() {
+		effectsWait = h.runEffects(effectsPerTurnMax, effectsTurnBudget)
+		h.ioWanted = true // the new directories are made durable this turn (Store.SyncDirs)
+	}
 	h.tickGroups()
 	h.retryGroupOffsetDeletes()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
@@ -283,7 +289,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	// Requests a completion hook queued after its log was polled (a save after a
 	// write, the next read) go to the kernel now, or the loop would sleep on them.
 	h.disk.Flush()
-	return h.disk.Ready()
+	return h.disk.Ready() || effectsWait
 }
 
 // Stop implements shard.Stopper: on the shard's own thread (the disk ring belongs to
@@ -298,6 +304,7 @@ func (h *handler) Stop(_ *shard.Shard) {
 		h.meta.abandonPasswordChecks()
 		h.flushOutbox()
 	}
+	h.runAllEffects() // committed: their partitions are as the metadata says at the next start
 	h.stopped = true
 	if err := h.store.Close(); err != nil {
 		h.log.Error("closing partitions", "err", err)
@@ -334,6 +341,7 @@ type effect struct {
 }
 
 func (h *handler) applyEffect(e *effect) {
+	h.effects.counted(h.shard.NowNs())
 	var err error
 	k := e.key
 	switch {
