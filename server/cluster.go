@@ -398,6 +398,14 @@ func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHe
 	h.catchUpView() // a partition a commit just created is opened by the view
 	h.ensureCreated(k)
 	h.noteClusterLiveness()
+	if !h.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
+		return // until a commit brings the partition (heldframes.go)
+	}
+	h.stepFrame(k, peer, hdr, body)
+}
+
+// stepFrame steps a frame into partition k's group.
+func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	if err := h.store.Step(k, hdr, body); err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
 			"command", hdr.Command.String(), "err", err)

@@ -179,6 +179,9 @@ type handler struct {
 	// effects are the metadata commits' partition effects not carried out yet
 	// (effects.go).
 	effects effectQueue
+	// hold keeps replica frames for partitions the view does not have yet
+	// (heldframes.go).
+	hold frameHold
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64

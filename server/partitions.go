@@ -270,6 +270,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		effectsWait = h.runEffects(effectsPerTurnMax, effectsTurnBudget)
 		h.ioWanted = true // the new directories are made durable this turn (Store.SyncDirs)
 	}
+	if len(h.hold.frames) > 0 {
+		h.expireHeld()
+	}
 	h.tickGroups()
 	h.retryGroupOffsetDeletes()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {

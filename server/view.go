@@ -257,6 +257,9 @@ func (h *handler) catchUpView() {
 	if h.view.catchUp(h.viewEffects) {
 		h.endRevokedSessions()
 	}
+	if len(h.hold.frames) > 0 {
+		h.stepHeld()
+	}
 }
 
 // endRevokedSessions evicts this shard's sessions whose user was deleted or
