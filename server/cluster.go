@@ -111,6 +111,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		return
 	}
 	cl.lastHeardNs[f.Peer].Store(s.NowNs())
+	h.catchUpTicks()
 	group, ok := wire.FrameGroup(f.Header)
 	if !ok {
 		return // validated by the runtime: consensus traffic always has a group
@@ -131,6 +132,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
 	r.plane.frameIn(in)
 	r.pumpJournal()
+	r.plane.runHeardWaiters() // a frame from the primary may be what a login waits for
 }
 
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
@@ -167,26 +169,6 @@ func (r *metaRouter) publishLeader() {
 	}
 	cl.view.Store(core.View())
 	cl.status.Store(uint32(core.Status()))
-}
-
-// clusterTickNs is the consensus tick (the reference ticks every 10 ms).
-const clusterTickNs = int64(clusterTick)
-
-// clusterTick gives the metadata core the ticks due by shard 0's clock and asks
-// for a turn at the next one.
-func (r *metaRouter) clusterTick() {
-	now := r.h.shard.NowNs()
-	if r.nextTickNs == 0 {
-		r.nextTickNs = now + clusterTickNs
-	}
-	if now >= r.nextTickNs {
-		due := (now-r.nextTickNs)/clusterTickNs + 1
-		r.nextTickNs += due * clusterTickNs
-		r.plane.cluster.ticksDue = min(r.plane.cluster.ticksDue+int(due), clusterTicksCatchUpMax)
-		r.pumpJournal()
-		r.plane.runHeardWaiters()
-	}
-	r.h.shard.WakeAt(r.nextTickNs)
 }
 
 // clusterMetadataFor answers GetClusterMetadata for a client at peer.
@@ -397,7 +379,6 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
 	h.ensureCreated(k)
-	h.noteClusterLiveness()
 	if !h.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
 		return // until a commit brings the partition (heldframes.go)
 	}
@@ -411,22 +392,6 @@ func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 			"command", hdr.Command.String(), "err", err)
 	}
 	h.ioWanted = true // a step may have applied commits or queued writes
-}
-
-// noteClusterLiveness tells this shard's partition groups of every replica heard
-// from since they were last told, whichever shard's connection carried the frame:
-// a frame of any group from a group's primary keeps its backups from electing.
-func (h *handler) noteClusterLiveness() {
-	cl := h.srv.cluster
-	if cl == nil {
-		return
-	}
-	for id := range h.heardNs {
-		if heard := cl.lastHeardNs[id].Load(); heard != h.heardNs[id] {
-			h.heardNs[id] = heard
-			h.store.NoteLiveness(uint8(id))
-		}
-	}
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free

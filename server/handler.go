@@ -201,12 +201,13 @@ type handler struct {
 
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
-	groupTickDueNs int64       // the next tick of the partitions' groups (partitions.go)
+	// grid is the shard's consensus ticks (ticks.go).
+	grid tickGrid
 	// inboundFree are records of replica frames retained for another shard
 	// (retainInbound).
 	inboundFree []*replicaInbound
 	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
-	// shard's groups were told of (noteClusterLiveness); nil on a single node.
+	// shard's groups were told of (catchUpTicks); nil on a single node.
 	heardNs []int64
 	// leaderSinceNs is when this shard first saw its node lead the metadata group
 	// (0: it does not), alignDueNs when its partitions may next take over
@@ -258,11 +259,12 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
 	h.disk = sh.Disk()
+	h.grid.originNs = sh.NowNs()
 	h.storages = newDiskStorages(h.disk)
 	if s.cluster != nil {
 		repl := s.partitionReplication(h)
 		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
-		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * groupTickNs
+		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	} else {
 		h.store = partition.NewStore(s.cfg.SystemPath, h.storages)
@@ -281,6 +283,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 
 // ServeRequest implements shard.Handler.
 func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
+	h.catchUpTicks()
 	h.flushOutbox()
 	if o := h.serveRequest(c, req); o != outcomeDeferred {
 		h.requests.record(commandOf(req.Header), o, 0) // answered within the turn
@@ -524,6 +527,7 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
+	h.catchUpTicks()
 	h.maybeApplyRetention()
 	switch m.Kind {
 	case msgToMeta:

@@ -22,8 +22,9 @@
 //
 // Shard 0 publishes every commit to the shards' views before its reply leaves, so
 // a later request on any connection sees it; each shard carries out what a commit
-// asks of the partitions it owns (creations, deletions, purges) as its view applies
-// the commit, before it serves any operation routed to one of them.
+// asks of the partitions it owns (creations, deletions, purges) a slice per loop
+// turn once its view applied the commit (effects.go), and first for a partition an
+// operation routed to it needs.
 //
 // A partition's owner is a hash of (stream, topic, partition) modulo the shard
 // count; every shard opens the partitions it owns at start. Messages between shards
