@@ -17,7 +17,9 @@ import (
 // (shard.ReplicaConfig, from the [cluster] and [message_bus] sections) and its
 // metadata plane as one replica of the roster's group (metacluster.go). Frames
 // arrive on the shard that owns the peer's connection; those of the metadata
-// group, and the session-forwarding frames, which carry no group, go to shard 0.
+// group, and the session-forwarding frames, which carry no group, go to shard 0 on
+// the control lane between shards (shard.PostControl), served before the partition
+// groups' frames and anything else waiting there, and come back the same way.
 // Every frame tells the node that its sender is alive, for GetClusterMetadata.
 
 // clusterState is what every shard may read of the cluster: when each replica was
@@ -125,7 +127,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		h.meta.replicaFrameIn(in)
 		return
 	}
-	h.post(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
+	h.postControl(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
 }
 
 // replicaFrameIn queues a frame for the metadata core and has the plane go on.
@@ -141,7 +143,7 @@ func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
 		r.h.releaseInbound(in)
 		return
 	}
-	r.h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+	r.h.postControl(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
 }
 
 // sendReplica sends one of the metadata core's messages. A frame the runtime

@@ -21,7 +21,6 @@ const (
 	msgReply                              // -> conn shard: a *job with its outcome
 	msgViewAdvanced                       // shard 0 -> every shard: the commit log grew, catch up
 	msgClientGone                         // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                              // a shard to itself: retry posts that found a full queue
 	msgEvictStale                         // shard 0 -> conn shard: a silent group member, evict (13)
 	msgClientOpened                       // conn shard -> shard 0: a *clientOpened (a connection was accepted)
 	msgPollBuffer                         // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
@@ -147,9 +146,12 @@ type clientGone struct {
 	epoch    uint64 // the session's, when logged in
 }
 
+// pendingPost is a message the target's queue had no room for, to post again
+// (flushOutbox); control ones go on the control lane (postControl).
 type pendingPost struct {
-	target int
-	msg    shard.Message
+	target  int
+	msg     shard.Message
+	control bool
 }
 
 // handler serves one shard (shard.Handler).
@@ -547,7 +549,6 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		// connection still journaling must not record its session after the
 		// connection's cleanup, nor a group join escape its leave.
 		h.meta.inTurn(g.conn, func() { h.meta.clientGone(g) })
-	case msgFlush:
 	case msgEvictStale:
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
@@ -587,7 +588,7 @@ func (h *handler) ConnClosed(c *shard.Conn) {
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply
-// must not be lost: the client waits for it).
+// must not be lost: the client waits for it), in order behind the others kept.
 func (h *handler) post(target int, m shard.Message) {
 	if h.stopped {
 		return
@@ -595,26 +596,58 @@ func (h *handler) post(target int, m shard.Message) {
 	if len(h.outbox) == 0 && h.shard.Post(target, m) {
 		return
 	}
-	h.outbox = append(h.outbox, pendingPost{target: target, msg: m})
-	h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+	h.keep(pendingPost{target: target, msg: m})
 }
 
-func (h *handler) flushOutbox() {
-	n := 0
-	for n < len(h.outbox) && h.shard.Post(h.outbox[n].target, h.outbox[n].msg) {
-		n++
-	}
-	if n == 0 {
-		if len(h.outbox) > 0 {
-			h.shard.Post(h.index, shard.Message{Kind: msgFlush})
-		}
+// postControl is post on the control lane between the shards
+// (shard.PostControl), which the target serves before its other messages: for the
+// metadata group's replica frames, handed to shard 0, and their releases, which
+// must not wait behind a flood of partition groups' frames. It keeps no order with
+// post's messages.
+func (h *handler) postControl(target int, m shard.Message) {
+	if h.stopped {
 		return
 	}
-	rest := copy(h.outbox, h.outbox[n:])
-	clear(h.outbox[rest:])
-	h.outbox = h.outbox[:rest]
-	if rest > 0 {
-		h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+	if h.shard.PostControl(target, m) {
+		return
+	}
+	h.keep(pendingPost{target: target, msg: m, control: true})
+}
+
+// outboxRetryNs is how soon a shard tries again to post what found a full queue.
+const outboxRetryNs = int64(time.Millisecond)
+
+// keep puts a message that found its queue full in the outbox, and asks for a turn
+// to post it again: the target drains its queue meanwhile. (Posting a message to
+// itself to retry at once made a shard spin while the target stayed full.)
+func (h *handler) keep(p pendingPost) {
+	h.outbox = append(h.outbox, p)
+	h.shard.WakeAt(h.shard.NowNs() + outboxRetryNs)
+}
+
+// flushOutbox posts what the outbox holds, in order, until a queue is full again;
+// what is left waits for the next turn (Tick asks for one).
+func (h *handler) flushOutbox() {
+	n := 0
+	for ; n < len(h.outbox); n++ {
+		p := &h.outbox[n]
+		posted := false
+		if p.control {
+			posted = h.shard.PostControl(p.target, p.msg)
+		} else {
+			posted = h.shard.Post(p.target, p.msg)
+		}
+		if !posted {
+			break
+		}
+	}
+	if n > 0 {
+		rest := copy(h.outbox, h.outbox[n:])
+		clear(h.outbox[rest:])
+		h.outbox = h.outbox[:rest]
+	}
+	if len(h.outbox) > 0 {
+		h.shard.WakeAt(h.shard.NowNs() + outboxRetryNs)
 	}
 }
 

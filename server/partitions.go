@@ -252,6 +252,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.meta.finishPasswordChecks()
 		h.flushOutbox()
 	}
+	if len(h.outbox) > 0 {
+		h.flushOutbox()
+	}
 	h.scheduleTicks()
 	// Requests a completion hook queued after its log was polled (a save after a
 	// write, the next read) go to the kernel now, or the loop would sleep on them.
