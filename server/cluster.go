@@ -65,7 +65,9 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 		PeerAddresses:     make([]string, len(c.Nodes)),
 		ReconnectPeriod:   c.MessageBus.ReconnectPeriod,
 		PeerQueueCapacity: c.MessageBus.PeerQueueCapacity,
-		MessageSizeMax:    c.MessageBus.MaxMessageSizeBytes,
+		// The partition groups' frames have their own budget (shard's send classes).
+		PartitionQueueCapacity: c.MessageBus.PartitionQueueCapacity,
+		MessageSizeMax:         c.MessageBus.MaxMessageSizeBytes,
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
@@ -332,7 +334,7 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	}
 	// A partition's core keeps candidates per repair chunk entry: the package's
 	// smaller chunk (see partition.Replication).
-	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, 32)
+	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, partitionRepairChunkMax)
 	return r
 }
 

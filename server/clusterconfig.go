@@ -59,9 +59,25 @@ type ClusterTLS struct {
 // MessageBusConfig is [message_bus]: the replica connections' limits.
 type MessageBusConfig struct {
 	MaxMessageSizeBytes uint32
-	PeerQueueCapacity   int
-	ReconnectPeriod     time.Duration
+	// PeerQueueCapacity bounds the frames queued to each peer for the metadata
+	// group and the handshakes (the control class, shard.ReplicaConfig).
+	PeerQueueCapacity int
+	// PartitionQueueCapacity (ours: partition_queue_capacity,
+	// IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY, --partition-queue-capacity)
+	// bounds the partition groups' frames queued to each peer, apart, so that they
+	// never crowd out the metadata group's; a frame beyond it is dropped and its
+	// group retransmits (back-pressure). 0 = PeerQueueCapacity.
+	PartitionQueueCapacity int
+	ReconnectPeriod        time.Duration
 }
+
+// partitionRepairChunkMax is the most ops a partition group repairs in one go
+// (partition.Replication's smaller chunk): its frames leave at once, so a
+// partition queue must hold more.
+const partitionRepairChunkMax = 32
+
+// replicaQueueCapacityMax is the runtime's bound on a class's queue to a peer.
+const replicaQueueCapacityMax = 1 << 16
 
 // ClusterNode is one [[cluster.nodes]] entry; the roster is meant to be
 // byte-identical on every node.
@@ -182,8 +198,12 @@ func (c *ClusterConfig) Validate() error {
 		return fail("repair_chunk_max", strconv.Itoa(c.RepairChunkMax),
 			"must be between 1 and 1024 and below message_bus.peer_queue_capacity ("+strconv.Itoa(c.MessageBus.PeerQueueCapacity)+")")
 	}
-	if c.MessageBus.PeerQueueCapacity < 1 {
-		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be at least 1"}
+	if c.MessageBus.PeerQueueCapacity < 1 || c.MessageBus.PeerQueueCapacity > replicaQueueCapacityMax {
+		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be between 1 and 65536"}
+	}
+	if n := c.MessageBus.PartitionQueueCapacity; n != 0 && (n <= partitionRepairChunkMax || n > replicaQueueCapacityMax) {
+		return &SettingError{Setting: "message_bus.partition_queue_capacity", Value: strconv.Itoa(n),
+			Reason: "must be 0 (as message_bus.peer_queue_capacity) or between 33 and 65536: a partition group's repair sends 32 frames at once"}
 	}
 	if c.MessageBus.MaxMessageSizeBytes < 1<<20 {
 		return &SettingError{Setting: "message_bus.max_message_size", Value: strconv.FormatUint(uint64(c.MessageBus.MaxMessageSizeBytes), 10), Reason: "must be at least 1 MiB"}
@@ -406,9 +426,10 @@ type fileCluster struct {
 }
 
 type fileMessageBus struct {
-	MaxMessageSize    *string `toml:"max_message_size"`
-	PeerQueueCapacity *int    `toml:"peer_queue_capacity"`
-	ReconnectPeriod   *string `toml:"reconnect_period"`
+	MaxMessageSize         *string `toml:"max_message_size"`
+	PeerQueueCapacity      *int    `toml:"peer_queue_capacity"`
+	PartitionQueueCapacity *int    `toml:"partition_queue_capacity"`
+	ReconnectPeriod        *string `toml:"reconnect_period"`
 }
 
 func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
@@ -455,6 +476,9 @@ func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
 	}
 	if bus.PeerQueueCapacity != nil {
 		c.MessageBus.PeerQueueCapacity = *bus.PeerQueueCapacity
+	}
+	if bus.PartitionQueueCapacity != nil {
+		c.MessageBus.PartitionQueueCapacity = *bus.PartitionQueueCapacity
 	}
 	if v := bus.MaxMessageSize; v != nil {
 		n, err := ParseSizeBytes(*v)
@@ -544,7 +568,8 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 	for _, n := range []struct {
 		name string
 		dst  *int
-	}{{"IGGY_CLUSTER_VIEW_PROBE_ATTEMPTS_MAX", &c.ViewProbeAttemptsMax}, {"IGGY_CLUSTER_REPAIR_CHUNK_MAX", &c.RepairChunkMax}} {
+	}{{"IGGY_CLUSTER_VIEW_PROBE_ATTEMPTS_MAX", &c.ViewProbeAttemptsMax}, {"IGGY_CLUSTER_REPAIR_CHUNK_MAX", &c.RepairChunkMax},
+		{"IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY", &c.MessageBus.PartitionQueueCapacity}} {
 		if v := getenv(n.name); v != "" {
 			parsed, err := strconv.Atoi(v)
 			if err != nil {

@@ -42,6 +42,8 @@ func TestClusterConfigRules(t *testing.T) {
 		{"view change status", "cluster.view_change_status_timeout", "4x view_change_retransmit_interval", func(c *ClusterConfig) { c.ViewChangeStatusTimeout = time.Second }},
 		{"probes", "cluster.view_probe_attempts_max", "between 1 and 100", func(c *ClusterConfig) { c.ViewProbeAttemptsMax = 101 }},
 		{"repair chunk over the queue", "cluster.repair_chunk_max", "below message_bus.peer_queue_capacity", func(c *ClusterConfig) { c.RepairChunkMax = 256 }},
+		{"partition queue under a repair", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 32 }},
+		{"partition queue too long", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 1 << 17 }},
 		{"short secret", "cluster.auth.shared_secret", "at least 32 bytes", func(c *ClusterConfig) { c.Auth.SharedSecret = "short" }},
 		{"auth without secret", "cluster.auth.shared_secret", "must be set", func(c *ClusterConfig) { c.Auth.Enabled = true }},
 		{"rotation to the same key", "cluster.auth.previous_shared_secret", "must differ", func(c *ClusterConfig) {
@@ -142,6 +144,7 @@ replica_id = 1
 ports = { tcp = 8091, tcp_replica = 9091 }
 [message_bus]
 peer_queue_capacity = 512
+partition_queue_capacity = 2048
 `
 	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
@@ -154,6 +157,21 @@ peer_queue_capacity = 512
 		"IGGY_CLUSTER_NODES_2_PORTS_TCP":         "8092",
 		"IGGY_CLUSTER_NODES_2_PORTS_TCP_REPLICA": "9092",
 		"IGGY_CLUSTER_NODES_1_IP":                "::1",
+	}
+	readPartitionQueue := func() int {
+		t.Helper()
+		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Cluster.MessageBus.PartitionQueueCapacity
+	}
+	if n := readPartitionQueue(); n != 2048 {
+		t.Fatalf("message_bus.partition_queue_capacity read as %d, want 2048", n)
+	}
+	env["IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY"] = "4096"
+	if n := readPartitionQueue(); n != 4096 {
+		t.Fatalf("IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY read as %d, want 4096", n)
 	}
 	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
 	if err != nil {

@@ -237,7 +237,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
 		"pin-cpus", "busy-poll", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
-		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL"} {
+		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL", "partition-queue-capacity"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
@@ -307,6 +307,23 @@ func TestSIGINTStopsGracefully(t *testing.T) {
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("connection still open after the server stopped (%d bytes, %v)", n, err)
+	}
+}
+
+// --partition-queue-capacity sets message_bus.partition_queue_capacity over the
+// file and the environment.
+func TestPartitionQueueCapacityFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--partition-queue-capacity", "2048"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY": "512"}
+	cfg, err := o.config(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.Cluster.MessageBus.PartitionQueueCapacity; n != 2048 {
+		t.Fatalf("partition queue capacity %d, want the flag's 2048", n)
 	}
 }
 
