@@ -335,6 +335,7 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	// A partition's core keeps candidates per repair chunk entry: the package's
 	// smaller chunk (see partition.Replication).
 	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, partitionRepairChunkMax)
+	r.BodyBudgetBytes = c.partitionMemoryOfShard(s.shardCount)
 	return r
 }
 

@@ -35,6 +35,17 @@ type ClusterConfig struct {
 	RepairRetryInterval                time.Duration
 	RepairChunkMax                     int
 
+	// PartitionMemoryMaxBytes (ours: partition_memory_max,
+	// IGGY_CLUSTER_PARTITION_MEMORY_MAX, --partition-memory-max) bounds the node's
+	// copies of partition batches, divided evenly over its shards
+	// (partition.Replication.BodyBudgetBytes): a backup's journal copies until its
+	// log has written them, frames a busy group queued, batches read back for a
+	// peer's repair. Only a cluster makes such copies (a single node's batches are
+	// its requests' own buffers), hence [cluster]. A prepare whose copy would pass
+	// it is dropped and retransmitted. 0 = 64 MiB a shard. See Memory in the
+	// package doc.
+	PartitionMemoryMaxBytes int64
+
 	Auth       ClusterAuth
 	TLS        ClusterTLS
 	MessageBus MessageBusConfig
@@ -394,6 +405,7 @@ type fileCluster struct {
 	ViewProbeAttemptsMax               *int    `toml:"view_probe_attempts_max"`
 	RepairRetryInterval                *string `toml:"repair_retry_interval"`
 	RepairChunkMax                     *int    `toml:"repair_chunk_max"`
+	PartitionMemoryMax                 *string `toml:"partition_memory_max"`
 	Auth                               struct {
 		Enabled              *bool   `toml:"enabled"`
 		SharedSecret         *string `toml:"shared_secret"`
@@ -473,6 +485,11 @@ func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
 	}
 	if f.RepairChunkMax != nil {
 		c.RepairChunkMax = *f.RepairChunkMax
+	}
+	if v := f.PartitionMemoryMax; v != nil {
+		if err := c.setPartitionMemoryMax("cluster.partition_memory_max", *v); err != nil {
+			return err
+		}
 	}
 	if bus.PeerQueueCapacity != nil {
 		c.MessageBus.PeerQueueCapacity = *bus.PeerQueueCapacity
@@ -578,6 +595,11 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 			*n.dst = parsed
 		}
 	}
+	if v := getenv("IGGY_CLUSTER_PARTITION_MEMORY_MAX"); v != "" {
+		if err := c.setPartitionMemoryMax("IGGY_CLUSTER_PARTITION_MEMORY_MAX", v); err != nil {
+			return err
+		}
+	}
 	for i := 0; i < clusterRosterMax; i++ {
 		prefix := "IGGY_CLUSTER_NODES_" + strconv.Itoa(i) + "_"
 		keys := []string{"NAME", "IP", "REPLICA_ID", "ADVERTISED_ADDRESS", "PORTS_TCP", "PORTS_QUIC", "PORTS_HTTP", "PORTS_WEBSOCKET", "PORTS_TCP_REPLICA"}
@@ -634,6 +656,29 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 		}
 	}
 	return nil
+}
+
+// setPartitionMemoryMax reads partition_memory_max from setting.
+func (c *ClusterConfig) setPartitionMemoryMax(setting, v string) error {
+	n, err := ParseSizeBytes(v)
+	if err != nil || n > 1<<62 {
+		return &SettingError{Setting: setting, Value: v, Reason: "not a size (e.g. \"256 MiB\")"}
+	}
+	c.PartitionMemoryMaxBytes = int64(n)
+	return nil
+}
+
+// partitionMemoryPerShardMin is the least share of partition_memory_max a shard
+// gets: one batch of the SDKs' default size.
+const partitionMemoryPerShardMin = 1 << 20
+
+// partitionMemoryOfShard is a shard's share of partition_memory_max; 0 leaves the
+// partition package's default (64 MiB a shard).
+func (c *ClusterConfig) partitionMemoryOfShard(shards int) int64 {
+	if c.PartitionMemoryMaxBytes == 0 {
+		return 0
+	}
+	return max(c.PartitionMemoryMaxBytes/int64(max(shards, 1)), partitionMemoryPerShardMin)
 }
 
 // parseClusterDuration reads a timing setting; the reference's sentinels for "off"

@@ -21,6 +21,24 @@ func threeNodeCluster() ClusterConfig {
 	return c
 }
 
+// cluster.partition_memory_max is the node's: each shard's partition store gets
+// an even share, at least a batch's 1 MiB; 0 leaves the package's 64 MiB a shard.
+func TestPartitionMemoryIsSharedByTheShards(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Cluster = threeNodeCluster()
+	for _, tc := range []struct {
+		node   int64
+		shards int
+		want   int64
+	}{{0, 4, 0}, {256 << 20, 4, 64 << 20}, {256 << 20, 1, 256 << 20}, {2 << 20, 8, 1 << 20}} {
+		cfg.Cluster.PartitionMemoryMaxBytes = tc.node
+		s := &Server{cfg: cfg, shardCount: tc.shards}
+		if got := s.partitionReplication(nil).BodyBudgetBytes; got != tc.want {
+			t.Errorf("%d bytes over %d shards: %d a shard, want %d", tc.node, tc.shards, got, tc.want)
+		}
+	}
+}
+
 // TestClusterConfigRules: every boot-time rule of the reference refuses the start
 // with the setting it concerns and the rule.
 func TestClusterConfigRules(t *testing.T) {
@@ -127,6 +145,7 @@ func TestClusterConfigFromFileAndEnvironment(t *testing.T) {
 enabled = true
 name = "prod"
 heartbeat_timeout = "6 s"
+partition_memory_max = "512 MiB"
 [cluster.auth]
 enabled = true
 [[cluster.nodes]]
@@ -173,6 +192,26 @@ partition_queue_capacity = 2048
 	if n := readPartitionQueue(); n != 4096 {
 		t.Fatalf("IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY read as %d, want 4096", n)
 	}
+	readPartitionMemory := func() int64 {
+		t.Helper()
+		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Cluster.PartitionMemoryMaxBytes
+	}
+	if n := readPartitionMemory(); n != 512<<20 {
+		t.Fatalf("cluster.partition_memory_max read as %d, want 512 MiB", n)
+	}
+	env["IGGY_CLUSTER_PARTITION_MEMORY_MAX"] = "1 GiB"
+	if n := readPartitionMemory(); n != 1<<30 {
+		t.Fatalf("IGGY_CLUSTER_PARTITION_MEMORY_MAX read as %d, want 1 GiB", n)
+	}
+	env["IGGY_CLUSTER_PARTITION_MEMORY_MAX"] = "lots"
+	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "IGGY_CLUSTER_PARTITION_MEMORY_MAX") {
+		t.Fatalf("a partition memory of lots: %v", err)
+	}
+	delete(env, "IGGY_CLUSTER_PARTITION_MEMORY_MAX")
 	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

@@ -237,7 +237,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
 		"pin-cpus", "busy-poll", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
-		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL", "partition-queue-capacity"} {
+		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL", "partition-queue-capacity", "partition-memory-max"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
@@ -334,6 +334,7 @@ func TestInvalidSettingsStopTheStart(t *testing.T) {
 		{"--max-frame-size", "12 parsecs"},
 		{"--snapshot-interval-ops", "0"},
 		{"--heartbeat-interval", "0s"},
+		{"--partition-memory-max", "a lot"},
 	} {
 		var out bytes.Buffer
 		if code := run(append(args, "--system-path", t.TempDir()), &out); code != exitUsage {
