@@ -18,8 +18,10 @@ import (
 // A partition whose creation waits is created first when something needs it (a send,
 // a poll, an offset, a frame of its group: ensureCreated), unless an earlier effect
 // still waiting concerns it too (its topic's options, a deletion of an older
-// incarnation): then the effects are run in order up to its creation. Creations of
-// distinct partitions commute, so taking one ahead changes nothing else.
+// incarnation): then the effects are run in order up to its creation, in one go
+// (a topic deleted and created again while its first creation was still sliced).
+// Creations of distinct partitions commute, so taking one ahead changes nothing
+// else.
 
 // effectsPerTurnMax and effectsTurnBudget bound the effects a loop turn carries
 // out: 64 creations take about a millisecond (some 15 µs each: no file is made,

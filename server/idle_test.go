@@ -49,6 +49,9 @@ func idleWorkOf(t *testing.T, s *Server) idleWork {
 type simulatedCluster struct {
 	clock   *testClock
 	servers []*Server
+	// started are the servers the clock's goroutine wakes, as they start.
+	mu      sync.Mutex
+	started []*Server
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -66,6 +69,9 @@ func startSimulatedCluster(t *testing.T) *simulatedCluster {
 	c.run()
 	for i := range cfgs {
 		c.servers[i] = startTestServer(t, cfgs[i])
+		c.mu.Lock()
+		c.started = append(c.started, c.servers[i])
+		c.mu.Unlock()
 	}
 	t.Cleanup(c.pause)
 	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(c.servers); return ok && l == 0 })
@@ -100,10 +106,10 @@ func (c *simulatedCluster) pause() {
 
 func (c *simulatedCluster) advance(d time.Duration) {
 	c.clock.unixNs.Add(int64(d))
-	for _, s := range c.servers {
-		if s != nil {
-			s.rt.WakeAll()
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.started {
+		s.rt.WakeAll()
 	}
 }
 
