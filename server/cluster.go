@@ -17,7 +17,9 @@ import (
 // (shard.ReplicaConfig, from the [cluster] and [message_bus] sections) and its
 // metadata plane as one replica of the roster's group (metacluster.go). Frames
 // arrive on the shard that owns the peer's connection; those of the metadata
-// group, and the session-forwarding frames, which carry no group, go to shard 0.
+// group, and the session-forwarding frames, which carry no group, go to shard 0 on
+// the control lane between shards (shard.PostControl), served before the partition
+// groups' frames and anything else waiting there, and come back the same way.
 // Every frame tells the node that its sender is alive, for GetClusterMetadata.
 
 // clusterState is what every shard may read of the cluster: when each replica was
@@ -63,7 +65,9 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 		PeerAddresses:     make([]string, len(c.Nodes)),
 		ReconnectPeriod:   c.MessageBus.ReconnectPeriod,
 		PeerQueueCapacity: c.MessageBus.PeerQueueCapacity,
-		MessageSizeMax:    c.MessageBus.MaxMessageSizeBytes,
+		// The partition groups' frames have their own budget (shard's send classes).
+		PartitionQueueCapacity: c.MessageBus.PartitionQueueCapacity,
+		MessageSizeMax:         c.MessageBus.MaxMessageSizeBytes,
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
@@ -111,6 +115,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		return
 	}
 	cl.lastHeardNs[f.Peer].Store(s.NowNs())
+	h.catchUpTicks()
 	group, ok := wire.FrameGroup(f.Header)
 	if !ok {
 		return // validated by the runtime: consensus traffic always has a group
@@ -124,13 +129,14 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 		h.meta.replicaFrameIn(in)
 		return
 	}
-	h.post(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
+	h.postControl(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
 }
 
 // replicaFrameIn queues a frame for the metadata core and has the plane go on.
 func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
 	r.plane.frameIn(in)
 	r.pumpJournal()
+	r.plane.runHeardWaiters() // a frame from the primary may be what a login waits for
 }
 
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
@@ -139,7 +145,7 @@ func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
 		r.h.releaseInbound(in)
 		return
 	}
-	r.h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+	r.h.postControl(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
 }
 
 // sendReplica sends one of the metadata core's messages. A frame the runtime
@@ -167,26 +173,6 @@ func (r *metaRouter) publishLeader() {
 	}
 	cl.view.Store(core.View())
 	cl.status.Store(uint32(core.Status()))
-}
-
-// clusterTickNs is the consensus tick (the reference ticks every 10 ms).
-const clusterTickNs = int64(clusterTick)
-
-// clusterTick gives the metadata core the ticks due by shard 0's clock and asks
-// for a turn at the next one.
-func (r *metaRouter) clusterTick() {
-	now := r.h.shard.NowNs()
-	if r.nextTickNs == 0 {
-		r.nextTickNs = now + clusterTickNs
-	}
-	if now >= r.nextTickNs {
-		due := (now-r.nextTickNs)/clusterTickNs + 1
-		r.nextTickNs += due * clusterTickNs
-		r.plane.cluster.ticksDue = min(r.plane.cluster.ticksDue+int(due), clusterTicksCatchUpMax)
-		r.pumpJournal()
-		r.plane.runHeardWaiters()
-	}
-	r.h.shard.WakeAt(r.nextTickNs)
 }
 
 // clusterMetadataFor answers GetClusterMetadata for a client at peer.
@@ -348,7 +334,8 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	}
 	// A partition's core keeps candidates per repair chunk entry: the package's
 	// smaller chunk (see partition.Replication).
-	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, 32)
+	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, partitionRepairChunkMax)
+	r.BodyBudgetBytes = c.partitionMemoryOfShard(s.shardCount)
 	return r
 }
 
@@ -396,28 +383,20 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
-	h.noteClusterLiveness()
+	h.ensureCreated(k)
+	if !h.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
+		return // until a commit brings the partition (heldframes.go)
+	}
+	h.stepFrame(k, peer, hdr, body)
+}
+
+// stepFrame steps a frame into partition k's group.
+func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	if err := h.store.Step(k, hdr, body); err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
 			"command", hdr.Command.String(), "err", err)
 	}
 	h.ioWanted = true // a step may have applied commits or queued writes
-}
-
-// noteClusterLiveness tells this shard's partition groups of every replica heard
-// from since they were last told, whichever shard's connection carried the frame:
-// a frame of any group from a group's primary keeps its backups from electing.
-func (h *handler) noteClusterLiveness() {
-	cl := h.srv.cluster
-	if cl == nil {
-		return
-	}
-	for id := range h.heardNs {
-		if heard := cl.lastHeardNs[id].Load(); heard != h.heardNs[id] {
-			h.heardNs[id] = heard
-			h.store.NoteLiveness(uint8(id))
-		}
-	}
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free

@@ -35,6 +35,17 @@ type ClusterConfig struct {
 	RepairRetryInterval                time.Duration
 	RepairChunkMax                     int
 
+	// PartitionMemoryMaxBytes (ours: partition_memory_max,
+	// IGGY_CLUSTER_PARTITION_MEMORY_MAX, --partition-memory-max) bounds the node's
+	// copies of partition batches, divided evenly over its shards
+	// (partition.Replication.BodyBudgetBytes): a backup's journal copies until its
+	// log has written them, frames a busy group queued, batches read back for a
+	// peer's repair. Only a cluster makes such copies (a single node's batches are
+	// its requests' own buffers), hence [cluster]. A prepare whose copy would pass
+	// it is dropped and retransmitted. 0 = 64 MiB a shard. See Memory in the
+	// package doc.
+	PartitionMemoryMaxBytes int64
+
 	Auth       ClusterAuth
 	TLS        ClusterTLS
 	MessageBus MessageBusConfig
@@ -59,9 +70,25 @@ type ClusterTLS struct {
 // MessageBusConfig is [message_bus]: the replica connections' limits.
 type MessageBusConfig struct {
 	MaxMessageSizeBytes uint32
-	PeerQueueCapacity   int
-	ReconnectPeriod     time.Duration
+	// PeerQueueCapacity bounds the frames queued to each peer for the metadata
+	// group and the handshakes (the control class, shard.ReplicaConfig).
+	PeerQueueCapacity int
+	// PartitionQueueCapacity (ours: partition_queue_capacity,
+	// IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY, --partition-queue-capacity)
+	// bounds the partition groups' frames queued to each peer, apart, so that they
+	// never crowd out the metadata group's; a frame beyond it is dropped and its
+	// group retransmits (back-pressure). 0 = PeerQueueCapacity.
+	PartitionQueueCapacity int
+	ReconnectPeriod        time.Duration
 }
+
+// partitionRepairChunkMax is the most ops a partition group repairs in one go
+// (partition.Replication's smaller chunk): its frames leave at once, so a
+// partition queue must hold more.
+const partitionRepairChunkMax = 32
+
+// replicaQueueCapacityMax is the runtime's bound on a class's queue to a peer.
+const replicaQueueCapacityMax = 1 << 16
 
 // ClusterNode is one [[cluster.nodes]] entry; the roster is meant to be
 // byte-identical on every node.
@@ -182,8 +209,12 @@ func (c *ClusterConfig) Validate() error {
 		return fail("repair_chunk_max", strconv.Itoa(c.RepairChunkMax),
 			"must be between 1 and 1024 and below message_bus.peer_queue_capacity ("+strconv.Itoa(c.MessageBus.PeerQueueCapacity)+")")
 	}
-	if c.MessageBus.PeerQueueCapacity < 1 {
-		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be at least 1"}
+	if c.MessageBus.PeerQueueCapacity < 1 || c.MessageBus.PeerQueueCapacity > replicaQueueCapacityMax {
+		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be between 1 and 65536"}
+	}
+	if n := c.MessageBus.PartitionQueueCapacity; n != 0 && (n <= partitionRepairChunkMax || n > replicaQueueCapacityMax) {
+		return &SettingError{Setting: "message_bus.partition_queue_capacity", Value: strconv.Itoa(n),
+			Reason: "must be 0 (as message_bus.peer_queue_capacity) or between 33 and 65536: a partition group's repair sends 32 frames at once"}
 	}
 	if c.MessageBus.MaxMessageSizeBytes < 1<<20 {
 		return &SettingError{Setting: "message_bus.max_message_size", Value: strconv.FormatUint(uint64(c.MessageBus.MaxMessageSizeBytes), 10), Reason: "must be at least 1 MiB"}
@@ -374,6 +405,7 @@ type fileCluster struct {
 	ViewProbeAttemptsMax               *int    `toml:"view_probe_attempts_max"`
 	RepairRetryInterval                *string `toml:"repair_retry_interval"`
 	RepairChunkMax                     *int    `toml:"repair_chunk_max"`
+	PartitionMemoryMax                 *string `toml:"partition_memory_max"`
 	Auth                               struct {
 		Enabled              *bool   `toml:"enabled"`
 		SharedSecret         *string `toml:"shared_secret"`
@@ -406,9 +438,10 @@ type fileCluster struct {
 }
 
 type fileMessageBus struct {
-	MaxMessageSize    *string `toml:"max_message_size"`
-	PeerQueueCapacity *int    `toml:"peer_queue_capacity"`
-	ReconnectPeriod   *string `toml:"reconnect_period"`
+	MaxMessageSize         *string `toml:"max_message_size"`
+	PeerQueueCapacity      *int    `toml:"peer_queue_capacity"`
+	PartitionQueueCapacity *int    `toml:"partition_queue_capacity"`
+	ReconnectPeriod        *string `toml:"reconnect_period"`
 }
 
 func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
@@ -453,8 +486,16 @@ func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
 	if f.RepairChunkMax != nil {
 		c.RepairChunkMax = *f.RepairChunkMax
 	}
+	if v := f.PartitionMemoryMax; v != nil {
+		if err := c.setPartitionMemoryMax("cluster.partition_memory_max", *v); err != nil {
+			return err
+		}
+	}
 	if bus.PeerQueueCapacity != nil {
 		c.MessageBus.PeerQueueCapacity = *bus.PeerQueueCapacity
+	}
+	if bus.PartitionQueueCapacity != nil {
+		c.MessageBus.PartitionQueueCapacity = *bus.PartitionQueueCapacity
 	}
 	if v := bus.MaxMessageSize; v != nil {
 		n, err := ParseSizeBytes(*v)
@@ -544,13 +585,19 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 	for _, n := range []struct {
 		name string
 		dst  *int
-	}{{"IGGY_CLUSTER_VIEW_PROBE_ATTEMPTS_MAX", &c.ViewProbeAttemptsMax}, {"IGGY_CLUSTER_REPAIR_CHUNK_MAX", &c.RepairChunkMax}} {
+	}{{"IGGY_CLUSTER_VIEW_PROBE_ATTEMPTS_MAX", &c.ViewProbeAttemptsMax}, {"IGGY_CLUSTER_REPAIR_CHUNK_MAX", &c.RepairChunkMax},
+		{"IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY", &c.MessageBus.PartitionQueueCapacity}} {
 		if v := getenv(n.name); v != "" {
 			parsed, err := strconv.Atoi(v)
 			if err != nil {
 				return &SettingError{Setting: n.name, Value: v, Reason: "not a whole number"}
 			}
 			*n.dst = parsed
+		}
+	}
+	if v := getenv("IGGY_CLUSTER_PARTITION_MEMORY_MAX"); v != "" {
+		if err := c.setPartitionMemoryMax("IGGY_CLUSTER_PARTITION_MEMORY_MAX", v); err != nil {
+			return err
 		}
 	}
 	for i := 0; i < clusterRosterMax; i++ {
@@ -609,6 +656,29 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 		}
 	}
 	return nil
+}
+
+// setPartitionMemoryMax reads partition_memory_max from setting.
+func (c *ClusterConfig) setPartitionMemoryMax(setting, v string) error {
+	n, err := ParseSizeBytes(v)
+	if err != nil || n > 1<<62 {
+		return &SettingError{Setting: setting, Value: v, Reason: "not a size (e.g. \"256 MiB\")"}
+	}
+	c.PartitionMemoryMaxBytes = int64(n)
+	return nil
+}
+
+// partitionMemoryPerShardMin is the least share of partition_memory_max a shard
+// gets: one batch of the SDKs' default size.
+const partitionMemoryPerShardMin = 1 << 20
+
+// partitionMemoryOfShard is a shard's share of partition_memory_max; 0 leaves the
+// partition package's default (64 MiB a shard).
+func (c *ClusterConfig) partitionMemoryOfShard(shards int) int64 {
+	if c.PartitionMemoryMaxBytes == 0 {
+		return 0
+	}
+	return max(c.PartitionMemoryMaxBytes/int64(max(shards, 1)), partitionMemoryPerShardMin)
 }
 
 // parseClusterDuration reads a timing setting; the reference's sentinels for "off"

@@ -21,6 +21,24 @@ func threeNodeCluster() ClusterConfig {
 	return c
 }
 
+// cluster.partition_memory_max is the node's: each shard's partition store gets
+// an even share, at least a batch's 1 MiB; 0 leaves the package's 64 MiB a shard.
+func TestPartitionMemoryIsSharedByTheShards(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Cluster = threeNodeCluster()
+	for _, tc := range []struct {
+		node   int64
+		shards int
+		want   int64
+	}{{0, 4, 0}, {256 << 20, 4, 64 << 20}, {256 << 20, 1, 256 << 20}, {2 << 20, 8, 1 << 20}} {
+		cfg.Cluster.PartitionMemoryMaxBytes = tc.node
+		s := &Server{cfg: cfg, shardCount: tc.shards}
+		if got := s.partitionReplication(nil).BodyBudgetBytes; got != tc.want {
+			t.Errorf("%d bytes over %d shards: %d a shard, want %d", tc.node, tc.shards, got, tc.want)
+		}
+	}
+}
+
 // TestClusterConfigRules: every boot-time rule of the reference refuses the start
 // with the setting it concerns and the rule.
 func TestClusterConfigRules(t *testing.T) {
@@ -42,6 +60,8 @@ func TestClusterConfigRules(t *testing.T) {
 		{"view change status", "cluster.view_change_status_timeout", "4x view_change_retransmit_interval", func(c *ClusterConfig) { c.ViewChangeStatusTimeout = time.Second }},
 		{"probes", "cluster.view_probe_attempts_max", "between 1 and 100", func(c *ClusterConfig) { c.ViewProbeAttemptsMax = 101 }},
 		{"repair chunk over the queue", "cluster.repair_chunk_max", "below message_bus.peer_queue_capacity", func(c *ClusterConfig) { c.RepairChunkMax = 256 }},
+		{"partition queue under a repair", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 32 }},
+		{"partition queue too long", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 1 << 17 }},
 		{"short secret", "cluster.auth.shared_secret", "at least 32 bytes", func(c *ClusterConfig) { c.Auth.SharedSecret = "short" }},
 		{"auth without secret", "cluster.auth.shared_secret", "must be set", func(c *ClusterConfig) { c.Auth.Enabled = true }},
 		{"rotation to the same key", "cluster.auth.previous_shared_secret", "must differ", func(c *ClusterConfig) {
@@ -125,6 +145,7 @@ func TestClusterConfigFromFileAndEnvironment(t *testing.T) {
 enabled = true
 name = "prod"
 heartbeat_timeout = "6 s"
+partition_memory_max = "512 MiB"
 [cluster.auth]
 enabled = true
 [[cluster.nodes]]
@@ -142,6 +163,7 @@ replica_id = 1
 ports = { tcp = 8091, tcp_replica = 9091 }
 [message_bus]
 peer_queue_capacity = 512
+partition_queue_capacity = 2048
 `
 	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
@@ -155,6 +177,41 @@ peer_queue_capacity = 512
 		"IGGY_CLUSTER_NODES_2_PORTS_TCP_REPLICA": "9092",
 		"IGGY_CLUSTER_NODES_1_IP":                "::1",
 	}
+	readPartitionQueue := func() int {
+		t.Helper()
+		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Cluster.MessageBus.PartitionQueueCapacity
+	}
+	if n := readPartitionQueue(); n != 2048 {
+		t.Fatalf("message_bus.partition_queue_capacity read as %d, want 2048", n)
+	}
+	env["IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY"] = "4096"
+	if n := readPartitionQueue(); n != 4096 {
+		t.Fatalf("IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY read as %d, want 4096", n)
+	}
+	readPartitionMemory := func() int64 {
+		t.Helper()
+		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Cluster.PartitionMemoryMaxBytes
+	}
+	if n := readPartitionMemory(); n != 512<<20 {
+		t.Fatalf("cluster.partition_memory_max read as %d, want 512 MiB", n)
+	}
+	env["IGGY_CLUSTER_PARTITION_MEMORY_MAX"] = "1 GiB"
+	if n := readPartitionMemory(); n != 1<<30 {
+		t.Fatalf("IGGY_CLUSTER_PARTITION_MEMORY_MAX read as %d, want 1 GiB", n)
+	}
+	env["IGGY_CLUSTER_PARTITION_MEMORY_MAX"] = "lots"
+	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "IGGY_CLUSTER_PARTITION_MEMORY_MAX") {
+		t.Fatalf("a partition memory of lots: %v", err)
+	}
+	delete(env, "IGGY_CLUSTER_PARTITION_MEMORY_MAX")
 	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

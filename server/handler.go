@@ -21,7 +21,6 @@ const (
 	msgReply                              // -> conn shard: a *job with its outcome
 	msgViewAdvanced                       // shard 0 -> every shard: the commit log grew, catch up
 	msgClientGone                         // conn shard -> shard 0: a *clientGone (a connection closed)
-	msgFlush                              // a shard to itself: retry posts that found a full queue
 	msgEvictStale                         // shard 0 -> conn shard: a silent group member, evict (13)
 	msgClientOpened                       // conn shard -> shard 0: a *clientOpened (a connection was accepted)
 	msgPollBuffer                         // conn shard -> owner: a poll's read buffer (*byte, its first), reply sent
@@ -147,9 +146,12 @@ type clientGone struct {
 	epoch    uint64 // the session's, when logged in
 }
 
+// pendingPost is a message the target's queue had no room for, to post again
+// (flushOutbox); control ones go on the control lane (postControl).
 type pendingPost struct {
-	target int
-	msg    shard.Message
+	target  int
+	msg     shard.Message
+	control bool
 }
 
 // handler serves one shard (shard.Handler).
@@ -159,6 +161,8 @@ type handler struct {
 	index int
 	log   *slog.Logger
 	store *partition.Store
+	// storages is the store's StorageProvider (storage.go).
+	storages *diskStorages
 
 	free   []*job
 	outbox []pendingPost
@@ -174,6 +178,12 @@ type handler struct {
 	// groupOffsetDeletes are deleted groups' offsets to delete again
 	// (groupoffsets.go).
 	groupOffsetDeletes []*groupOffsetDelete
+	// effects are the metadata commits' partition effects not carried out yet
+	// (effects.go).
+	effects effectQueue
+	// hold keeps replica frames for partitions the view does not have yet
+	// (heldframes.go).
+	hold frameHold
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
@@ -193,12 +203,13 @@ type handler struct {
 
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
-	groupTickDueNs int64       // the next tick of the partitions' groups (partitions.go)
+	// grid is the shard's consensus ticks (ticks.go).
+	grid tickGrid
 	// inboundFree are records of replica frames retained for another shard
 	// (retainInbound).
 	inboundFree []*replicaInbound
 	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
-	// shard's groups were told of (noteClusterLiveness); nil on a single node.
+	// shard's groups were told of (catchUpTicks); nil on a single node.
 	heardNs []int64
 	// leaderSinceNs is when this shard first saw its node lead the metadata group
 	// (0: it does not), alignDueNs when its partitions may next take over
@@ -250,13 +261,15 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
 	h.disk = sh.Disk()
+	h.grid.originNs = sh.NowNs()
+	h.storages = newDiskStorages(h.disk)
 	if s.cluster != nil {
 		repl := s.partitionReplication(h)
-		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, diskStorages{disk: h.disk}, repl)
-		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * groupTickNs
+		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
+		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	} else {
-		h.store = partition.NewStore(s.cfg.SystemPath, diskStorages{disk: h.disk})
+		h.store = partition.NewStore(s.cfg.SystemPath, h.storages)
 	}
 	for _, p := range s.initial[h.index] {
 		h.openAtStart(p)
@@ -272,6 +285,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 
 // ServeRequest implements shard.Handler.
 func (h *handler) ServeRequest(c *shard.Conn, req *shard.Request) {
+	h.catchUpTicks()
 	h.flushOutbox()
 	if o := h.serveRequest(c, req); o != outcomeDeferred {
 		h.requests.record(commandOf(req.Header), o, 0) // answered within the turn
@@ -515,6 +529,7 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
+	h.catchUpTicks()
 	h.maybeApplyRetention()
 	switch m.Kind {
 	case msgToMeta:
@@ -534,7 +549,6 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		// connection still journaling must not record its session after the
 		// connection's cleanup, nor a group join escape its leave.
 		h.meta.inTurn(g.conn, func() { h.meta.clientGone(g) })
-	case msgFlush:
 	case msgEvictStale:
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
@@ -574,7 +588,7 @@ func (h *handler) ConnClosed(c *shard.Conn) {
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply
-// must not be lost: the client waits for it).
+// must not be lost: the client waits for it), in order behind the others kept.
 func (h *handler) post(target int, m shard.Message) {
 	if h.stopped {
 		return
@@ -582,26 +596,58 @@ func (h *handler) post(target int, m shard.Message) {
 	if len(h.outbox) == 0 && h.shard.Post(target, m) {
 		return
 	}
-	h.outbox = append(h.outbox, pendingPost{target: target, msg: m})
-	h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+	h.keep(pendingPost{target: target, msg: m})
 }
 
-func (h *handler) flushOutbox() {
-	n := 0
-	for n < len(h.outbox) && h.shard.Post(h.outbox[n].target, h.outbox[n].msg) {
-		n++
-	}
-	if n == 0 {
-		if len(h.outbox) > 0 {
-			h.shard.Post(h.index, shard.Message{Kind: msgFlush})
-		}
+// postControl is post on the control lane between the shards
+// (shard.PostControl), which the target serves before its other messages: for the
+// metadata group's replica frames, handed to shard 0, and their releases, which
+// must not wait behind a flood of partition groups' frames. It keeps no order with
+// post's messages.
+func (h *handler) postControl(target int, m shard.Message) {
+	if h.stopped {
 		return
 	}
-	rest := copy(h.outbox, h.outbox[n:])
-	clear(h.outbox[rest:])
-	h.outbox = h.outbox[:rest]
-	if rest > 0 {
-		h.shard.Post(h.index, shard.Message{Kind: msgFlush})
+	if h.shard.PostControl(target, m) {
+		return
+	}
+	h.keep(pendingPost{target: target, msg: m, control: true})
+}
+
+// outboxRetryNs is how soon a shard tries again to post what found a full queue.
+const outboxRetryNs = int64(time.Millisecond)
+
+// keep puts a message that found its queue full in the outbox, and asks for a turn
+// to post it again: the target drains its queue meanwhile. (Posting a message to
+// itself to retry at once made a shard spin while the target stayed full.)
+func (h *handler) keep(p pendingPost) {
+	h.outbox = append(h.outbox, p)
+	h.shard.WakeAt(h.shard.NowNs() + outboxRetryNs)
+}
+
+// flushOutbox posts what the outbox holds, in order, until a queue is full again;
+// what is left waits for the next turn (Tick asks for one).
+func (h *handler) flushOutbox() {
+	n := 0
+	for ; n < len(h.outbox); n++ {
+		p := &h.outbox[n]
+		posted := false
+		if p.control {
+			posted = h.shard.PostControl(p.target, p.msg)
+		} else {
+			posted = h.shard.Post(p.target, p.msg)
+		}
+		if !posted {
+			break
+		}
+	}
+	if n > 0 {
+		rest := copy(h.outbox, h.outbox[n:])
+		clear(h.outbox[rest:])
+		h.outbox = h.outbox[:rest]
+	}
+	if len(h.outbox) > 0 {
+		h.shard.WakeAt(h.shard.NowNs() + outboxRetryNs)
 	}
 }
 

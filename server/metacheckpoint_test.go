@@ -109,7 +109,7 @@ func (p *primaryPlane) settle() {
 // tick gives the plane's core ticks cluster ticks.
 func (p *primaryPlane) tick(ticks int) {
 	for range ticks {
-		p.m.cluster.ticksDue++
+		p.m.cluster.tickTarget++
 		p.settle()
 	}
 }

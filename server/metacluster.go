@@ -21,8 +21,9 @@ import (
 //     peer's connection (cluster.go): retained there, queued here, stepped into
 //     the core only while no Ready is out, and released after the Advance that
 //     follows (a write or a forward may alias one until then).
-//   - The core is ticked every 10 ms (the cluster tick) by shard 0's loop; ticks
-//     that fall due while a Ready is out are counted and given afterwards.
+//   - The core is ticked on shard 0's grid of 10 ms ticks (ticks.go), which sleeps
+//     until the core's next deadline; ticks that fall due while a Ready is out are
+//     given afterwards, before the frames that came meanwhile.
 //   - A Ready's messages leave (Shard.SendReplica) once its durable work is done,
 //     before its commits apply, as vsr.Ready orders them.
 //   - Only the primary proposes. A write admitted there that the view change
@@ -64,6 +65,7 @@ const (
 	replicaFramesWaitingMax = 4096
 	// clusterTicksCatchUpMax bounds the ticks given at once after shard 0 was
 	// held up: a stall does not fire every timer of the stalled time in a burst.
+	// The core never sleeps longer (metaSleepTicksMax).
 	clusterTicksCatchUpMax = 100
 )
 
@@ -82,8 +84,11 @@ type metaCluster struct {
 	// frames wait for the core; stepped were stepped since the last Advance.
 	frames  []*replicaInbound
 	stepped []*replicaInbound
-	// ticksDue are cluster ticks not given to the core yet.
-	ticksDue int
+	// tickTarget is the grid tick (ticks.go) of shard 0's last turn, tickedTo the
+	// one the core was ticked to, ticks how many it was given; tickOf maps shard
+	// 0's clock to its grid.
+	tickTarget, tickedTo, ticks uint64
+	tickOf                      func(ns int64) uint64
 	// sentEarly: the Ready out had messages sent before its durable work
 	// (sendEarly).
 	sentEarly bool
@@ -226,7 +231,7 @@ func (m *metaPlane) afterPrimaryHeard(then func(heard bool)) {
 }
 
 // runHeardWaiters runs the heardWaiters whose condition or deadline came. The
-// router calls it after every Ready and tick of a clustered plane.
+// router calls it after every Ready, frame and tick of a clustered plane.
 func (m *metaPlane) runHeardWaiters() {
 	if len(m.cluster.heardWaiters) == 0 {
 		return
@@ -261,13 +266,16 @@ func (m *metaPlane) runAppliedWaiters() {
 	}
 }
 
-// takeInputs gives the core what came while a Ready was out: frames, ticks and
-// forwards, in that order.
+// takeInputs gives the core what came while a Ready was out: the ticks elapsed
+// (with the liveness of the replicas heard meanwhile, ticks.go), frames and
+// forwards, in that order: a frame is stepped at the time it came, so a timer it
+// arms counts from then.
 func (m *metaPlane) takeInputs() {
 	if !m.clustered {
 		return
 	}
 	cl := &m.cluster
+	m.tickTo()
 	for i, in := range cl.frames {
 		cl.frames[i] = nil
 		f := &in.frame
@@ -280,19 +288,6 @@ func (m *metaPlane) takeInputs() {
 		cl.stepped = append(cl.stepped, in)
 	}
 	cl.frames = cl.frames[:0]
-	if cl.lastHeardNs != nil {
-		// A frame of any group (a partition's too, on whichever shard) from
-		// the primary's node proves it alive.
-		for id := range cl.heardNs {
-			if heard := cl.lastHeardNs[id].Load(); heard != cl.heardNs[id] {
-				cl.heardNs[id] = heard
-				m.replica.NoteLiveness(uint8(id))
-			}
-		}
-	}
-	for ; cl.ticksDue > 0; cl.ticksDue-- {
-		m.replica.Tick()
-	}
 	if len(cl.forwardsWaiting) == 0 {
 		return
 	}

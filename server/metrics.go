@@ -152,6 +152,7 @@ type shardFigures struct {
 	runtime  shard.Stats
 	requests map[commandKey]commandStats
 	commits  uint64 // shard 0's metadata commits
+	held     heldFrameCounts
 }
 
 // collector is the server's prometheus.Collector.
@@ -165,6 +166,13 @@ type collector struct {
 	metadataCommits, journalFsync                                         *prometheus.Desc
 	scrapeFailed                                                          *prometheus.Desc
 	tlsAccepted, tlsHandshakes, tlsSessions                               *prometheus.Desc
+	// What the loop costs (shard.Stats), the replica plane's send classes
+	// (shard.ReplicaStats) and the partition frames held for a creation
+	// (heldframes.go).
+	turns, ringEnters, sleeps, timerWakeups, busyPolls, diskRingEnters *prometheus.Desc
+	throttledWaits, timersPending                                      *prometheus.Desc
+	replicaFramesSent, replicaFramesDropped, replicaFramesQueueFull    *prometheus.Desc
+	partitionFramesHeld                                                *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -196,6 +204,22 @@ func newCollector(s *Server) *collector {
 		tlsAccepted:       d("tls_connections_accepted_total", "TCP connections accepted on the TLS port.", nil),
 		tlsHandshakes:     d("tls_handshakes_total", "TLS handshakes by outcome (ok, failed, timed_out, cut).", []string{"outcome"}),
 		tlsSessions:       d("tls_sessions_open", "TLS sessions bridged to the shards and not ended.", nil),
+		turns:             d("shard_turns_total", "Iterations of the shard's loop.", perShard),
+		ringEnters:        d("shard_ring_enters_total", "io_uring_enter calls on the shard's connection ring, busy polls included.", perShard),
+		sleeps:            d("shard_sleeps_total", "Waits of the shard's loop that blocked.", perShard),
+		timerWakeups:      d("shard_timer_wakeups_total", "Blocking waits ended by a timer, not a completion.", perShard),
+		busyPolls:         d("shard_busy_polls_total", "Busy-poll rounds begun after a turn with completions.", perShard),
+		diskRingEnters:    d("shard_disk_ring_enters_total", "io_uring_enter calls on the shard's disk ring.", perShard),
+		throttledWaits:    d("shard_throttled_waits_total", "Sleeps between turns asked for without progress (a handler that spins).", perShard),
+		timersPending:     d("shard_timers_pending", "Timers armed on the shard (deadlines, wake-ups).", perShard),
+		replicaFramesSent: d("replica_frames_sent_total", "Replica-plane frames that left whole, by send class.", []string{"class"}),
+		replicaFramesDropped: d("replica_frames_dropped_total",
+			"Replica-plane frames refused or dropped, by send class (consensus retransmits them).", []string{"class"}),
+		replicaFramesQueueFull: d("replica_frames_queue_full_total",
+			"Of the frames dropped, those refused because the class's queue to the peer was full (back-pressure).", []string{"class"}),
+		partitionFramesHeld: d("partition_frames_held_total",
+			"Partition groups' frames for partitions not created here yet, by what became of them (held, stepped, expired, refused).",
+			[]string{"shard", "outcome"}),
 	}
 }
 
@@ -218,6 +242,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if h.meta != nil {
 			f.commits = h.meta.commits
 		}
+		f.held = h.hold.counts
 		mu.Lock()
 		figures[sh.Index()] = f
 		mu.Unlock()
@@ -243,6 +268,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.arenaInUse, gauge, float64(rt.ArenaBuffersInUse), sh)
 		ch <- prometheus.MustNewConstMetric(c.framesWaiting, gauge, float64(rt.FramesWaitingForBuffer), sh)
 		ch <- prometheus.MustNewConstMetric(c.inboxDepth, gauge, float64(rt.InboxDepth), sh)
+		for _, m := range []struct {
+			desc *prometheus.Desc
+			v    uint64
+		}{{c.turns, rt.Turns}, {c.ringEnters, rt.RingEnters}, {c.sleeps, rt.Sleeps}, {c.timerWakeups, rt.TimerWakeups},
+			{c.busyPolls, rt.BusyPolls}, {c.diskRingEnters, rt.DiskRingEnters}, {c.throttledWaits, rt.ThrottledWaits}} {
+			ch <- prometheus.MustNewConstMetric(m.desc, counter, float64(m.v), sh)
+		}
+		ch <- prometheus.MustNewConstMetric(c.timersPending, gauge, float64(rt.TimersPending), sh)
+		if s.cluster != nil {
+			for outcome, n := range map[string]uint64{"held": f.held.held, "stepped": f.held.stepped, "expired": f.held.expired,
+				"refused": f.held.refused} {
+				ch <- prometheus.MustNewConstMetric(c.partitionFramesHeld, counter, float64(n), sh, outcome)
+			}
+		}
 		for code, cs := range f.requests {
 			name := code.String()
 			for o := outcomeOK; o < outcomeCount; o++ {
@@ -267,6 +306,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	fsync := s.journalFsyncs.snapshot()
 	ch <- fsync.metric(c.journalFsync)
 	ch <- prometheus.MustNewConstMetric(c.scrapeFailed, gauge, float64(unanswered))
+	if s.cluster != nil {
+		r := s.replicaStats()
+		for _, class := range []struct {
+			name string
+			st   shard.ReplicaClassStats
+		}{{"control", r.Control}, {"partition", r.Partition}} {
+			ch <- prometheus.MustNewConstMetric(c.replicaFramesSent, counter, float64(class.st.FramesSent), class.name)
+			ch <- prometheus.MustNewConstMetric(c.replicaFramesDropped, counter, float64(class.st.FramesDropped), class.name)
+			ch <- prometheus.MustNewConstMetric(c.replicaFramesQueueFull, counter, float64(class.st.QueueFull), class.name)
+		}
+	}
 	if s.tls != nil {
 		t := s.TLSStats()
 		ch <- prometheus.MustNewConstMetric(c.tlsAccepted, counter, float64(t.Accepted))

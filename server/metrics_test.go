@@ -119,6 +119,24 @@ func TestMetricsMoveAsRequestsAreServed(t *testing.T) {
 	if got := metricSum(t, after, "iggy_scrape_shards_unanswered"); got != 0 {
 		t.Fatalf("%v shards did not answer the scrape", got)
 	}
+	// What the loops cost, per shard.
+	for _, name := range []string{"iggy_shard_turns_total", "iggy_shard_ring_enters_total", "iggy_shard_sleeps_total"} {
+		for _, sh := range []string{`shard="0"`, `shard="1"`} {
+			if metricSum(t, after, name, sh) <= metricSum(t, before, name, sh) {
+				t.Errorf("%s{%s} did not move", name, sh)
+			}
+		}
+	}
+	for _, name := range []string{"iggy_shard_timer_wakeups_total", "iggy_shard_busy_polls_total", "iggy_shard_disk_ring_enters_total",
+		"iggy_shard_throttled_waits_total", "iggy_shard_timers_pending"} {
+		metricSum(t, after, name, `shard="1"`)
+	}
+	if got := metricSum(t, after, "iggy_shard_disk_ring_enters_total"); got == 0 {
+		t.Error("a send was written, and no shard entered its disk ring")
+	}
+	if strings.Contains(after, "iggy_replica_frames") {
+		t.Error("a single node reports replica frames")
+	}
 
 	pprofBase := "http://" + s.PprofAddr().String()
 	if code, _ := httpGet(t, pprofBase+"/debug/pprof/"); code != http.StatusOK {
@@ -129,6 +147,35 @@ func TestMetricsMoveAsRequestsAreServed(t *testing.T) {
 		if !strings.Contains(goroutines, label) {
 			t.Fatalf("no goroutine labelled %s in the goroutine profile", label)
 		}
+	}
+}
+
+// A clustered node's /metrics counts the replica plane's frames by send class
+// (the metadata group's on the control class, the partition groups' on theirs),
+// with the ones dropped and refused for a full queue, and the partition frames
+// held for a creation.
+func TestMetricsOfTheReplicaPlane(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	cfgs[0].MetricsAddress = "127.0.0.1:0"
+	servers := startCluster(t, cfgs)
+	c := dialCluster(t, servers[0])
+	ctx := testContext(t)
+	st, err := c.CreateStream(ctx, "m")
+	mustOK(t, "create stream", err)
+	topic, err := c.CreateTopic(ctx, client.ID(st.ID), "t", 2, nil)
+	mustOK(t, "create topic", err)
+	_, err = c.SendMessages(ctx, client.ID(st.ID), client.ID(topic.ID), wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 1}, messages(3, "m"))
+	mustOK(t, "send", err)
+	_, text := httpGet(t, "http://"+servers[0].MetricsAddr().String()+"/metrics")
+	for _, class := range []string{`class="control"`, `class="partition"`} {
+		if got := metricSum(t, text, "iggy_replica_frames_sent_total", class); got == 0 {
+			t.Errorf("no frame of %s counted sent", class)
+		}
+		metricSum(t, text, "iggy_replica_frames_dropped_total", class)
+		metricSum(t, text, "iggy_replica_frames_queue_full_total", class)
+	}
+	for _, outcome := range []string{"held", "stepped", "expired", "refused"} {
+		metricSum(t, text, "iggy_partition_frames_held_total", `outcome="`+outcome+`"`)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/segment"
 )
 
 // Partition effects are applied at most once in effect, however often their op is
@@ -21,8 +22,9 @@ import (
 // interval of them) are applied again, with their effects, as the cluster commits
 // them to it; and a crash may cut an effect short. What makes a second application
 // harmless is one durable record in each partition directory of what its contents
-// reflect of the metadata, always synced (the reference server keeps a purge.gen
-// too):
+// reflect of the metadata, synced before the contents it speaks for (the reference
+// server keeps a purge.gen too; a partition never written has neither directory nor
+// record, storage.go):
 //
 //	streams/{s}/topics/{t}/partitions/{p}/purge.gen
 //	+--------------------+-------------------------+-------------------+
@@ -101,6 +103,12 @@ func readPartitionRecord(dir string) (r partitionRecord, present bool, err error
 	if err != nil {
 		return partitionRecord{}, false, err
 	}
+	if len(b) == 0 {
+		// A created partition's record whose first write a crash cut (its data not
+		// written back): nothing else was created in the directory before the record
+		// was durable (recordGuard), so the directory is as empty as a new one.
+		return partitionRecord{}, false, nil
+	}
 	if len(b) != partitionRecordBytes && len(b) != partitionRecordBytesV1 {
 		return partitionRecord{}, false, fmt.Errorf("%s: %d bytes, want %d", purgeGenFileName, len(b), partitionRecordBytes)
 	}
@@ -115,11 +123,51 @@ func readPartitionRecord(dir string) (r partitionRecord, present bool, err error
 // writePartitionRecord replaces a partition directory's record durably (temp file,
 // fsync, rename, directory fsync).
 func writePartitionRecord(dir string, r partitionRecord) error {
+	b := r.encode()
+	return writeFileAtomic(filepath.Join(dir, purgeGenFileName), b[:])
+}
+
+// writeRecord replaces an open partition's record durably, making its directory
+// first when nothing was written in it yet (diskStorages makes it with its first
+// file): a record that changes with an op (a purge's generation, a deletion of
+// segments' revision) must be durable before the op's effect counts as carried out,
+// whether or not the partition holds anything.
+func (h *handler) writeRecord(dir string, r partitionRecord) error {
+	if err := h.storages.ensureDir(dir); err != nil {
+		return err
+	}
+	return writePartitionRecord(dir, r)
+}
+
+// writePartitionRecordInPlace writes the record of a directory that has none and
+// holds nothing else yet, durably (the file, then its directory entry), without
+// the temporary file and rename a replacement needs: a crash before the fsync
+// leaves at most an empty record (read as none) in an otherwise empty directory.
+func writePartitionRecordInPlace(dir string, r partitionRecord) error {
+	b := r.encode()
+	f, err := os.OpenFile(filepath.Join(dir, purgeGenFileName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, segment.DataFileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b[:])
+	if err == nil {
+		err = f.Sync()
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func (r partitionRecord) encode() [partitionRecordBytes]byte {
 	var b [partitionRecordBytes]byte
 	binary.LittleEndian.PutUint64(b[:], r.generation)
 	binary.LittleEndian.PutUint64(b[8:], r.createdRevision)
 	binary.LittleEndian.PutUint64(b[16:], r.revision)
-	return writeFileAtomic(filepath.Join(dir, purgeGenFileName), b[:])
+	return b
 }
 
 // openAtStart opens a partition of the recovered metadata state and brings it to
@@ -135,12 +183,18 @@ func (h *handler) openAtStart(p partitionOpen) {
 			"partition", p.key.String(), "revision", have.createdRevision, "snapshot_revision", p.createdAt)
 		return
 	}
+	if readErr == nil && !present {
+		// Taken as it is, with the record the storage writes (createPartition).
+		h.storages.announceRecord(dir, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt,
+			revision: p.createdAt}, false)
+	}
 	report, err := h.store.Open(p.key, p.cfg, p.createdAt)
+	h.storages.clearAnnounced()
 	if err != nil {
 		h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
 		return
 	}
-	if readErr == nil {
+	if present {
 		if err := h.settle(p.key, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt}); err != nil {
 			h.log.Error("partition record", "partition", p.key.String(), "err", err)
 		}
@@ -164,12 +218,18 @@ func (h *handler) createPartition(e *effect) error {
 		return fmt.Errorf("%w: %v, created at %d", partition.ErrPartitionExists, k, open)
 	}
 	dir := h.store.Dir(k)
-	have, present, err := readPartitionRecord(dir)
-	if err != nil {
-		h.log.Warn("partition record unreadable; the directory is taken as the partition's", "partition", k.String(), "err", err)
-	}
 	_, statErr := os.Stat(dir)
 	exists := statErr == nil
+	var have partitionRecord
+	var present bool
+	var readErr error
+	if exists {
+		have, present, readErr = readPartitionRecord(dir)
+		if readErr != nil {
+			h.log.Warn("partition record unreadable; the directory is taken as the partition's", "partition", k.String(), "err", readErr)
+		}
+	}
+	rec := partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt, revision: e.createdAt}
 	switch {
 	case present && have.createdRevision > e.createdAt:
 		h.log.Info("partition not created again: its directory holds a newer partition of the same ids, which a later op opens",
@@ -177,21 +237,48 @@ func (h *handler) createPartition(e *effect) error {
 		return nil
 	case present && have.createdRevision == e.createdAt, !present && exists:
 		// The op is applied again (a restart from an older snapshot): what the
-		// partition holds stays.
+		// partition holds stays, with the record the storage writes when it has none.
+		if readErr == nil && !present {
+			h.storages.announceRecord(dir, rec, false)
+		}
 		report, err := h.store.Open(k, e.cfg, e.createdAt)
+		h.storages.clearAnnounced()
 		if err != nil {
 			return err
 		}
 		if report != nil && (len(report.Truncations) > 0 || len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
 			h.log.Info("partition recovered", "partition", k.String(), "report", report.String())
 		}
+		if readErr == nil && !present {
+			return nil
+		}
 		return h.settle(k, partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt})
 	}
 	// None, or an older incarnation's leftovers, which CreateInView clears.
-	if err := h.store.CreateInView(k, e.cfg, e.createdAt, e.view); err != nil {
-		return err
-	}
-	return writePartitionRecord(dir, partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt, revision: e.createdAt})
+	//
+	// A created partition's record costs it nothing until it is written: the
+	// storage writes the record, durably (the file, then its directory entry), just
+	// before the first file is created in the directory (its first batch, its group
+	// state, its journal file), and never if none is. What a crash leaves:
+	//   - before the record: a directory that holds nothing (or is not there yet:
+	//     it is made durable with the others created since, partition.DirSyncs,
+	//     before anything is written in it). An empty directory without a record is
+	//     taken as the partition's, as it is, at the next start or when the op is
+	//     applied again: it is empty, so nothing of another incarnation or purge
+	//     generation can show. A crash while the record itself is written leaves an
+	//     empty record at most, read as none, in a directory as empty.
+	//   - after it: as when the record was written with the directory. What the
+	//     record guards against, a directory whose contents are of another
+	//     incarnation or generation than the committed metadata says, needs
+	//     contents, and none is created before the record is durable.
+	// An older incarnation's leftovers are removed durably before (a tombstone
+	// rename, partition.OSStorages.Remove). A thousand partitions created at once
+	// cost a thousand mkdirs and a few directory fsyncs, no file and no fsync each;
+	// each pays two fsyncs when it is first written.
+	h.storages.announceRecord(dir, rec, true)
+	h.storages.announced.absent = !exists
+	defer h.storages.clearAnnounced()
+	return h.store.CreateInView(k, e.cfg, e.createdAt, e.view)
 }
 
 // settle brings an open partition to the committed record want (its incarnation
@@ -226,7 +313,7 @@ func (h *handler) settle(k partition.Key, want partitionRecord) error {
 			want.revision = have.revision
 		}
 	}
-	return writePartitionRecord(dir, want)
+	return h.writeRecord(dir, want)
 }
 
 // openCreatedAt is the incarnation of a partition open here (its created_at); ok
@@ -261,7 +348,7 @@ func (h *handler) purgePartition(k partition.Key, generation, revision uint64) e
 		return err
 	}
 	createdAt, _ := h.openCreatedAt(k)
-	return writePartitionRecord(dir, partitionRecord{generation: generation, createdRevision: createdAt, revision: revision})
+	return h.writeRecord(dir, partitionRecord{generation: generation, createdRevision: createdAt, revision: revision})
 }
 
 // deleteSegments carries out a delete-segments effect on an open partition, unless
@@ -280,7 +367,7 @@ func (h *handler) deleteSegments(e *effect) error {
 		have = partitionRecord{generation: e.purgeGeneration, createdRevision: createdAt}
 	}
 	have.revision = e.revision
-	if err := writePartitionRecord(dir, have); err != nil {
+	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
 	_, err = h.store.DeleteSegments(e.key, e.count)

@@ -78,7 +78,8 @@ func TestPurgeCommittedBeforeCrashStaysPurged(t *testing.T) {
 }
 
 // The record round-trips, a 16-byte one (from before revisions) reads with its
-// revision at its creation, and a record of another size is refused.
+// revision at its creation, an empty one as none, and a record of another size is
+// refused.
 func TestPartitionRecordFormat(t *testing.T) {
 	dir := t.TempDir()
 	if _, present, err := readPartitionRecord(dir); present || err != nil {
@@ -100,5 +101,11 @@ func TestPartitionRecordFormat(t *testing.T) {
 	mustOK(t, "write short", os.WriteFile(filepath.Join(dir, purgeGenFileName), v1[:12], 0o644))
 	if _, _, err := readPartitionRecord(dir); err == nil {
 		t.Fatal("a 12-byte record was read")
+	}
+	// A record whose first write a crash cut, before anything else was created
+	// beside it (storage.go): none.
+	mustOK(t, "write empty", os.WriteFile(filepath.Join(dir, purgeGenFileName), nil, 0o644))
+	if _, present, err := readPartitionRecord(dir); present || err != nil {
+		t.Fatalf("an empty record: present %v, %v; want none", present, err)
 	}
 }

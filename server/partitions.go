@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
@@ -15,6 +14,7 @@ import (
 // polls.
 
 func (h *handler) serveOwner(j *job) {
+	h.ensureCreated(j.key) // its creation may wait for its turn (effects.go)
 	switch j.kind {
 	case jobSend:
 		token := h.track(j)
@@ -70,40 +70,6 @@ func (h *handler) serveOwner(j *job) {
 	default:
 		panic("server: job of kind routed to an owner shard that owns no such work")
 	}
-}
-
-// groupTickNs is the partition groups' consensus tick, the reference server's
-// 10 ms (iggy.apache.org/docs/clustering/configuration).
-const groupTickNs = int64(10 * time.Millisecond)
-
-// groupTicksPerTurnMax bounds the ticks one loop turn catches up on after the shard
-// was busy or asleep; the rest are dropped (the timers then run late, never early).
-const groupTicksPerTurnMax = 16
-
-// tickGroups gives the store one tick per groupTickNs elapsed, while any group has
-// a deadline (partition.Store.Tick touches only the groups due). With none armed, as
-// on a single node, whose groups of one replica keep no timer, the shard does not
-// wake for them at all.
-func (h *handler) tickGroups() {
-	h.noteClusterLiveness()
-	h.alignGroups()
-	if !h.store.TimersArmed() {
-		h.groupTickDueNs = 0
-		return
-	}
-	now := h.shard.NowNs()
-	if h.groupTickDueNs == 0 {
-		h.groupTickDueNs = now + groupTickNs
-	}
-	for n := 0; now >= h.groupTickDueNs && n < groupTicksPerTurnMax; n++ {
-		h.store.Tick()
-		h.groupTickDueNs += groupTickNs
-		h.ioWanted = true // a tick may have applied commits or queued writes
-	}
-	if now >= h.groupTickDueNs {
-		h.groupTickDueNs = now + groupTickNs
-	}
-	h.shard.WakeAt(h.groupTickDueNs)
 }
 
 // OffsetDone implements partition.OffsetCompletion: a replicated consumer offset op
@@ -264,7 +230,16 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	if h.stopped {
 		return false
 	}
-	h.tickGroups()
+	h.catchUpTicks()
+	effectsWait := false
+	if h.effects.pending() {
+		effectsWait = h.runEffects(effectsPerTurnMax, effectsTurnBudget)
+		h.ioWanted = true // the new directories are made durable this turn (Store.SyncDirs)
+	}
+	if len(h.hold.frames) > 0 {
+		h.expireHeld()
+	}
+	h.alignGroups()
 	h.retryGroupOffsetDeletes()
 	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
 		h.ioWanted = h.store.PollIO() > 0
@@ -273,17 +248,18 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	if h.meta != nil {
 		h.checkHeartbeats()
-		if h.meta.plane.clustered {
-			h.meta.clusterTick()
-		}
 		h.meta.finishJournal()
 		h.meta.finishPasswordChecks()
 		h.flushOutbox()
 	}
+	if len(h.outbox) > 0 {
+		h.flushOutbox()
+	}
+	h.scheduleTicks()
 	// Requests a completion hook queued after its log was polled (a save after a
 	// write, the next read) go to the kernel now, or the loop would sleep on them.
 	h.disk.Flush()
-	return h.disk.Ready()
+	return h.disk.Ready() || effectsWait
 }
 
 // Stop implements shard.Stopper: on the shard's own thread (the disk ring belongs to
@@ -298,6 +274,7 @@ func (h *handler) Stop(_ *shard.Shard) {
 		h.meta.abandonPasswordChecks()
 		h.flushOutbox()
 	}
+	h.runAllEffects() // committed: their partitions are as the metadata says at the next start
 	h.stopped = true
 	if err := h.store.Close(); err != nil {
 		h.log.Error("closing partitions", "err", err)
@@ -334,6 +311,7 @@ type effect struct {
 }
 
 func (h *handler) applyEffect(e *effect) {
+	h.effects.counted(h.shard.NowNs())
 	var err error
 	k := e.key
 	switch {

@@ -20,6 +20,9 @@ import (
 // reads that need the whole node (stats, clients, snapshots), and the commit log
 // every shard's view follows (view.go).
 type metaRouter struct {
+	// dueTick is the grid tick the clustered core next has work at (ticks.go).
+	dueTick uint64
+
 	h     *handler
 	plane *metaPlane
 	stats metadata.StatsSource
@@ -79,9 +82,6 @@ type metaRouter struct {
 	// CreatePersonalAccessToken, for a replay (see replay); memory only.
 	mintedTokens map[wire.Uint128]mintedToken
 
-	// nextTickNs is when the clustered metadata core's next tick is due.
-	nextTickNs int64
-
 	scratch []byte
 }
 
@@ -135,6 +135,7 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		plane.cluster.onReady = func() { r.publishLeader(); r.afterClusterReady() }
 		plane.cluster.lastHeardNs = h.srv.cluster.lastHeardNs
 		plane.cluster.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
+		plane.cluster.tickOf = h.grid.tickAt
 		r.publishLeader()
 		r.ensureRootUser()
 	}

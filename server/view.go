@@ -27,8 +27,9 @@ import (
 // one Apply of one operation, whatever the size of the state; an immutable state
 // would be copied whole at every commit. And why not the effects alone, as shard 0
 // used to post them: reads need the whole state, and a shard that applies the
-// operation derives the effects on its partitions itself (viewEffects), so a
-// partition exists on its owner before any send routed to it is served there.
+// operation derives the effects on its partitions itself (viewEffects, carried out
+// a slice per loop turn: effects.go), and a partition is created on its owner before
+// any send routed to it is served there (ensureCreated).
 
 // viewEntry is one committed change of the metadata, or of the sessions the client
 // table holds.
@@ -155,9 +156,9 @@ func (v *metaView) fence(client wire.Uint128, epoch uint64) wire.EvictionReason 
 	return 0
 }
 
-// viewEffects carries out, on this shard, what a committed operation asks of the
-// partitions this shard owns, and forgets the round-robin cursors of topics that
-// are gone.
+// viewEffects queues what a committed operation asks of the partitions this shard
+// owns (effects.go carries it out), and forgets the round-robin cursors of topics
+// that are gone.
 func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, at *viewEntry) {
 	revision := at.header.TimestampMicros
 	for _, e := range effects {
@@ -182,10 +183,10 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 					ef.createdAt = topic.Partitions[p].CreatedAtMicros
 					ef.purgeGeneration = topic.PurgeGeneration
 				}
-				h.applyEffect(&ef)
+				h.queueEffect(ef)
 			}
 			if topic != nil {
-				h.applyEffect(&effect{key: k, cfg: cfg, reconfig: true})
+				h.queueEffect(effect{key: k, cfg: cfg, reconfig: true})
 			}
 		case metadata.EffectDeleteSegments:
 			if h.srv.ownerOf(k) == h.index {
@@ -193,14 +194,14 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 				if topic != nil {
 					ef.purgeGeneration = topic.PurgeGeneration
 				}
-				h.applyEffect(&ef)
+				h.queueEffect(ef)
 			}
 		case metadata.EffectUpdateTopic:
 			if topic != nil {
-				h.applyEffect(&effect{key: k, cfg: cfg, reconfig: true})
+				h.queueEffect(effect{key: k, cfg: cfg, reconfig: true})
 			}
 		default: // whole topics and streams, purges, group offsets: on what this shard owns
-			h.applyEffect(&effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation, revision: revision})
+			h.queueEffect(effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation, revision: revision})
 		}
 		if e.Kind == metadata.EffectDeleteTopic || e.Kind == metadata.EffectDeleteStream {
 			for key := range h.balanced {
@@ -220,6 +221,7 @@ func (h *handler) viewEffects(state *metadata.State, effects []metadata.Effect, 
 // behind).
 func (h *handler) followReplacedView(_ *metadata.State) {
 	const everything = ^uint64(0) // the state is newer than any partition here
+	h.runAllEffects()             // of the ops before the state, in their order
 	state := h.view.state
 	present := make(map[partition.Key]bool)
 	eachPartition(state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
@@ -249,8 +251,14 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 
 // catchUpView brings the shard's view up to date.
 func (h *handler) catchUpView() {
-	if h.view.behind() && h.view.catchUp(h.viewEffects) {
+	if !h.view.behind() {
+		return
+	}
+	if h.view.catchUp(h.viewEffects) {
 		h.endRevokedSessions()
+	}
+	if len(h.hold.frames) > 0 {
+		h.stepHeld()
 	}
 }
 

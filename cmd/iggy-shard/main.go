@@ -63,6 +63,8 @@ type options struct {
 	metricsAddress      string
 	pprofAddress        string
 	replicaID           int
+	partitionQueueCap   int
+	partitionMemoryMax  string
 	pollMemoryMax       string
 	tls                 bool
 	tlsSelfSigned       bool
@@ -108,6 +110,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"host:port to serve /metrics (Prometheus) and /health on; empty = off (env IGGY_METRICS_ADDRESS)")
 	fs.StringVar(&o.pollMemoryMax, "poll-memory-max", "256 MiB", "bytes a shard's polls may hold at once; polls beyond it wait their turn")
 	fs.IntVar(&o.replicaID, "replica-id", 0, "this node's entry of [[cluster.nodes]] (its replica_id) when [cluster] is enabled")
+	fs.StringVar(&o.partitionMemoryMax, "partition-memory-max", "",
+		"in a cluster, bytes of partition batch copies the node holds at once, over all shards (cluster.partition_memory_max); 0 = 64 MiB a shard")
+	fs.IntVar(&o.partitionQueueCap, "partition-queue-capacity", 0,
+		"partition groups' replica frames queued to each peer (message_bus.partition_queue_capacity); 0 = message_bus.peer_queue_capacity")
 	fs.StringVar(&o.pprofAddress, "pprof", "",
 		"host:port to serve net/http/pprof on (/debug/pprof/); empty = off (env IGGY_PPROF_ADDRESS)")
 	fs.Usage = func() {
@@ -161,6 +167,16 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["replica-id"] {
 		cfg.Cluster.ReplicaID = o.replicaID
+	}
+	if o.set["partition-memory-max"] {
+		n, err := server.ParseSizeBytes(o.partitionMemoryMax)
+		if err != nil || n > 1<<62 {
+			return cfg, &server.SettingError{Setting: "--partition-memory-max", Value: o.partitionMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
+		}
+		cfg.Cluster.PartitionMemoryMaxBytes = int64(n)
+	}
+	if o.set["partition-queue-capacity"] {
+		cfg.Cluster.MessageBus.PartitionQueueCapacity = o.partitionQueueCap
 	}
 	if o.set["system-path"] {
 		cfg.SystemPath = o.systemPath

@@ -237,7 +237,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
 		"pin-cpus", "busy-poll", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
-		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL"} {
+		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL", "partition-queue-capacity", "partition-memory-max"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
@@ -310,6 +310,23 @@ func TestSIGINTStopsGracefully(t *testing.T) {
 	}
 }
 
+// --partition-queue-capacity sets message_bus.partition_queue_capacity over the
+// file and the environment.
+func TestPartitionQueueCapacityFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--partition-queue-capacity", "2048"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"IGGY_MESSAGE_BUS_PARTITION_QUEUE_CAPACITY": "512"}
+	cfg, err := o.config(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.Cluster.MessageBus.PartitionQueueCapacity; n != 2048 {
+		t.Fatalf("partition queue capacity %d, want the flag's 2048", n)
+	}
+}
+
 func TestInvalidSettingsStopTheStart(t *testing.T) {
 	for _, args := range [][]string{
 		{"--tcp-address", "256.0.0.1:1"},
@@ -317,6 +334,7 @@ func TestInvalidSettingsStopTheStart(t *testing.T) {
 		{"--max-frame-size", "12 parsecs"},
 		{"--snapshot-interval-ops", "0"},
 		{"--heartbeat-interval", "0s"},
+		{"--partition-memory-max", "a lot"},
 	} {
 		var out bytes.Buffer
 		if code := run(append(args, "--system-path", t.TempDir()), &out); code != exitUsage {
