@@ -60,6 +60,19 @@ type ForwardHost interface {
 	ForwardSent(token uint64, nonce wire.Uint128, err error)
 }
 
+// ProposalGate is a Host that may hold back the proposal at the head of the line
+// although the pipeline has room: it waits, in order, as one that finds the
+// pipeline full does with WaitForRoom, and the Driver asks again each time it feeds
+// the core. A partition group's primary that lacks the bodies of ops it holds (a
+// view it leads before it repaired them) cannot stamp a batch: it does not know the
+// offset the batch starts at (partition/group.go).
+type ProposalGate interface {
+	Host
+	// ProposalWaits reports whether the proposal under token waits; asked only
+	// when the core would take it now.
+	ProposalWaits(token uint64) bool
+}
+
 // DriverConfig bounds what a Driver holds while a Ready is out.
 type DriverConfig struct {
 	// FramesQueuedMax bounds the peer frames held while a Ready is out
@@ -147,6 +160,7 @@ type Driver struct {
 	core *Core
 	host Host
 	fh   ForwardHost
+	gate ProposalGate
 	cfg  DriverConfig
 
 	phase     drivePhase
@@ -182,6 +196,7 @@ func NewDriver(core *Core, host Host, cfg DriverConfig) *Driver {
 	}
 	d := &Driver{core: core, host: host, cfg: cfg}
 	d.fh, _ = host.(ForwardHost)
+	d.gate, _ = host.(ProposalGate)
 	return d
 }
 
@@ -543,7 +558,7 @@ func (d *Driver) proposeOrWait(token uint64) {
 }
 
 // propose proposes now and reports the outcome, or reports false: the pipeline has
-// no room and the proposal waits (WaitForRoom).
+// no room (WaitForRoom) or the host's gate holds the proposal, and it waits.
 func (d *Driver) propose(token uint64) bool {
 	c := d.core
 	if err := c.proposable(); err != nil {
@@ -552,6 +567,9 @@ func (d *Driver) propose(token uint64) bool {
 		}
 		d.host.Proposed(token, 0, err)
 		return true
+	}
+	if d.gate != nil && d.gate.ProposalWaits(token) {
+		return false
 	}
 	p, body, now := d.host.Proposal(token)
 	op, err := c.Propose(p, body, now)

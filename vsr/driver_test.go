@@ -199,6 +199,56 @@ func TestDriverHeldProposalsShareOneWrite(t *testing.T) {
 	}
 }
 
+// gatedHost is a testHost whose gate holds every proposal while closed.
+type gatedHost struct {
+	testHost
+	closed *bool
+	asked  *int
+}
+
+func (h gatedHost) ProposalWaits(uint64) bool {
+	*h.asked++
+	return *h.closed
+}
+
+// TestDriverProposalGate: a proposal the host's gate holds waits without a word
+// (not proposed, not refused), and so do those behind it, though the pipeline has
+// room; once the gate opens they go, in order, at the next input the Driver feeds.
+func TestDriverProposalGate(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	closed, asked := true, 0
+	tc.host = func(i int) Host { return gatedHost{testHost{tc: tc, i: i}, &closed, &asked} }
+	d := tc.driver(0)
+	var tokens []uint64
+	for r := uint64(1); r <= 3; r++ {
+		tc.token++
+		tc.proposals[tc.token%64] = testProposal{p: Proposal{Client: wire.Uint128{Lo: r}, Request: 1, Operation: wire.OperationCreateStream}, body: []byte{byte(r)}, now: r}
+		if err := d.Propose(tc.token); err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, tc.token)
+	}
+	d.Tick()
+	for _, token := range tokens {
+		if got := tc.proposed[token%64]; got.token == token {
+			t.Fatalf("proposal %d reported %+v while the gate was closed", token, got)
+		}
+	}
+	if tc.cores[0].Op() != 0 || asked == 0 {
+		t.Fatalf("op %d, gate asked %d times: want nothing proposed, the gate asked", tc.cores[0].Op(), asked)
+	}
+	closed = false
+	d.Tick()
+	for k, token := range tokens {
+		if got := tc.proposed[token%64]; got.token != token || got.op != uint64(k+1) || got.err != nil {
+			t.Fatalf("proposal %d after the gate opened: %+v, want op %d", k, got, k+1)
+		}
+	}
+	if tc.cores[0].CommitMin() != 3 {
+		t.Fatalf("applied %d, want 3", tc.cores[0].CommitMin())
+	}
+}
+
 // TestDriverBounds: beyond FramesQueuedMax a held frame is dropped and counted;
 // beyond RequestsQueuedMax a proposal is refused at once, never dropped silently.
 func TestDriverBounds(t *testing.T) {
