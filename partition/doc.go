@@ -165,11 +165,14 @@
 // the defaults (PipelineDepth 32, so JournalSlots 64, RepairChunkMax 32), one
 // replica of one partition keeps on the heap:
 //
-//	consensus core (vsr.Core)   275 B x JournalSlots + 282 B x RepairChunkMax + ~2 KiB   ~29 KiB
-//	partition, group state, log, timers, file handles                                ~7 KiB
-//	                            = 36.1 KB a partition created and never written
+//	consensus core (vsr.Core)   275 B x JournalSlots + ~2 KiB (repair
+//	                            candidates only while it repairs)               ~20 KiB
+//	its vsr.Driver                                                              ~0.5 KiB
+//	partition, group state, log, timers, file handles                          ~7 KiB
+//	                            = 27.2 KB a partition created and never written
 //	once written: recent ops (56 B x JournalSlots), journal ring (~330 B an entry,
-//	up to 64 kept), log state  = 49.3 KB a partition written and idle
+//	up to 64 kept), proposal ring (88 B an entry, 4 at first), log state
+//	                            = 40.6 KB a partition written and idle
 //	                            (BenchmarkIdlePartitionMemory)
 //	indexes                     24 B a batch: the open segment's, and those of at
 //	                            most IndexCacheSegments (16) sealed segments read lately
