@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -130,4 +131,61 @@ func TestClusterOffsetStoreWaitsForTheReadyOut(t *testing.T) {
 			t.Fatalf("replica %d holds offset %d %v, want 4", i, got.StoredOffset, ok)
 		}
 	}
+}
+
+// A group's Driver keeps few of the buffers it copied held frames into: a backup
+// that took a burst of frames while its journal write was out does not hold their
+// memory once it is idle (the Driver's default would keep up to 64 buffers of 64
+// KiB, for every partition that ever took such a burst). The live heap after the
+// burst is compared with that of the same run without it.
+func TestClusterHeldFrameBuffersAreLetGo(t *testing.T) {
+	quiet := heapAfterHeldFrames(t, 0)
+	burst := heapAfterHeldFrames(t, vsr.FramesQueuedMaxDefault)
+	kept := burst.grown - quiet.grown
+	t.Logf("%d bytes live after the burst, against the same run without it", kept)
+	if kept > int64(burst.frameBytes)*vsr.FramesQueuedMaxDefault/8 {
+		t.Fatalf("%d bytes live after %d frames of %d bytes were held and fed", kept, vsr.FramesQueuedMaxDefault, burst.frameBytes)
+	}
+}
+
+type heldFramesHeap struct {
+	grown      int64
+	frameBytes int
+}
+
+// heapAfterHeldFrames steps a backup frames copies of a prepare while its journal
+// write is out, settles, and returns how much the live heap grew meanwhile.
+func heapAfterHeldFrames(t *testing.T, frames int) heldFramesHeap {
+	c := newTestCluster(t, 13, 3, fsyncConfig())
+	rec := newSendRecorder()
+	c.sendAll(0, 1, rec, 1)
+	var prepare []byte
+	c.intercept = func(f *netFrame) bool {
+		if f.to == 1 && f.header().Command == wire.CommandPrepare {
+			prepare = append([]byte(nil), f.buf...)
+		}
+		return true
+	}
+	c.send(makeBatch(t, 3, 40, 1000), 20_000, rec, 2)
+	backup := c.stores[1]
+	for !backup.partitions[testKey].holding() {
+		if !c.deliverOne() {
+			t.Fatal("the backup never wrote its journal")
+		}
+	}
+	c.intercept = nil
+	if body := len(prepare) - wire.HeaderSize; body < 32<<10 || body > 64<<10 {
+		t.Fatalf("a prepare of %d bytes: the test wants one the Driver would keep", body)
+	}
+	before := liveHeapBytes()
+	for i := 0; i < frames; i++ {
+		if err := stepFrame(t, backup, prepare); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.checkBodiesGiven()
+	c.queue = nil // the frames delivered, which its backing array still holds
+	grown := liveHeapBytes() - before
+	runtime.KeepAlive(c)
+	return heldFramesHeap{grown: grown, frameBytes: len(prepare)}
 }

@@ -126,6 +126,13 @@ func (s *Store) pipelineDepth() int {
 // two pipelines and a repair chunk.
 func (s *Store) journalSlots() int { return max(2*s.pipelineDepth(), s.timing().RepairChunkMax) }
 
+// groupFrameBuffersKeptBytes is what a group's Driver keeps of the buffers of the
+// frames it held while a Ready was out, once fed: a few headers' worth. A store runs
+// a Driver per partition, most of them idle most of the time; a group that took a
+// burst of frames once must not hold their buffers for good (memory.go counts the
+// copies while they are held).
+const groupFrameBuffersKeptBytes = 4 << 10
+
 // startGroup gives p a fresh group on the log it has open: the next prepare is
 // stamped at the log's next offset.
 func (s *Store) startGroup(p *Partition) error {
@@ -138,7 +145,8 @@ func (s *Store) startGroup(p *Partition) error {
 	p.driver = vsr.NewDriver(core, (*groupHost)(p), vsr.DriverConfig{
 		WaitForRoom: true,
 		// Send and the offset ops refuse past journalEntriesMax first (58).
-		RequestsQueuedMax: 2 * journalEntriesMax,
+		RequestsQueuedMax:        2 * journalEntriesMax,
+		FrameBuffersKeptMaxBytes: groupFrameBuffersKeptBytes,
 	})
 	p.journal.reset(1)
 	p.committedOp = 0
