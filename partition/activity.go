@@ -22,7 +22,7 @@ import (
 //     timeout, which that liveness keeps resetting), a fresh primary that has
 //     prepared nothing (its backups know its commit point, op 0). A parked group
 //     costs nothing per tick. Any input unparks it (a frame, a proposal, a
-//     takeover: its drive files it under its deadline again), and so does its
+//     takeover: its run files it under its deadline again), and so does its
 //     primary's node going silent for a heartbeat timeout (the watch below is
 //     one check per replica per tick), which lets its heartbeat fire.
 //   - The keep-alive (one Commit per commit broadcast interval) picks from the
@@ -77,7 +77,7 @@ func (s *Store) activate(p *Partition) {
 // needsPoll reports whether PollIO must visit p again: I/O in flight, completions
 // left work, or sends, applies or a save wait.
 func (p *Partition) needsPoll() bool {
-	return !p.idle() || p.resumeWanted || p.saveWanted || p.held || p.sends.n > 0 || len(p.unwritten) > 0 ||
+	return !p.idle() || p.resumeWanted || p.saveWanted || p.persisting != nil || p.sends.n > 0 || len(p.unwritten) > 0 ||
 		p.state != nil && p.state.writing ||
 		p.journal.len() > 0 && p.journal.firstOp <= p.committedOp && p.core != nil && !p.core.Transferring()
 }
@@ -150,13 +150,13 @@ func (s *Store) Tick() {
 		s.backlogHead++
 		p := s.byTimer(h)
 		if p == nil || p.holding() {
-			continue // a held group is rearmed after its Advance
+			continue // a group whose Ready is out is rearmed once it is done
 		}
 		if s.park(p) {
 			continue
 		}
 		s.timers.Catch(h) // ticks the core up to now, which fires what is due
-		p.drive()
+		p.run()
 		s.counts.groupsDriven++
 		driven++
 	}
@@ -175,7 +175,7 @@ func (s *Store) Tick() {
 func (s *Store) park(p *Partition) bool {
 	core := p.core
 	if s.repl.replicaCount() == 1 || core.Status() != vsr.StatusNormal || core.Transferring() ||
-		p.journal.len() > 0 || p.waiting.n > 0 || len(p.steps) > 0 || p.broken() != nil {
+		p.journal.len() > 0 || p.proposals.n > 0 || p.broken() != nil {
 		return false
 	}
 	if core.IsPrimary() {
@@ -251,9 +251,9 @@ func (s *Store) wakeSilentlyLed() {
 	}
 }
 
-// rearm files p's group under its next deadline after a drive, lists it among the
-// groups this replica leads when it does, and has PollIO visit the partition for
-// what the drive submitted.
+// rearm files p's group under its next deadline after its Driver ran, lists it
+// among the groups this replica leads when it does, and has PollIO visit the
+// partition for what the run submitted.
 func (s *Store) rearm(p *Partition) {
 	if p.parked {
 		s.addTimer(p)
@@ -378,9 +378,9 @@ func (s *Store) keepAlive() {
 			return // its Ready is out; the next interval takes the next group
 		}
 		p.catchUp()
-		if p.core.Heartbeat() {
+		if p.driver.Heartbeat() {
 			s.counts.groupsDriven++
-			p.drive()
+			p.afterRun()
 		}
 		return
 	}

@@ -35,8 +35,9 @@
 //	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
 //	IsPrimary             whether this replica proposes a partition's ops (a cluster)
-//	OpenFiles,            the file cache's and the state transfers' counts, for
-//	StatesInstalled       metrics and tests
+//	OpenFiles,            the file cache's and the state transfers' counts, and the
+//	StatesInstalled,      groups' ignored inputs by reason, for metrics and tests
+//	Drops
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
@@ -51,10 +52,16 @@
 // Each partition is one consensus group, vsr.Core, on the shard that owns it: group
 // id wire.PartitionGroup(stream, topic, partition), this replica Replication.ReplicaID
 // of ReplicaCount (NewStore: a group of one, the single-node server, which commits
-// its own writes at Advance). A send's life; the batch stays in the request buffer
-// from decode to disk:
+// its own writes at Advance), driven by a vsr.Driver: the one loop that carries out
+// a Core's Readies, in the order and for the reasons vsr's package doc gives, and
+// holds the inputs that come while a Ready waits for its durable writes (frames
+// copied, proposals queued, never a panic), feeding them after its Advance in
+// arrival order. The partition is the Driver's host (host.go): its journal, its
+// files, its log and the Outbox. A send's life; the batch stays in the request
+// buffer from decode to disk:
 //
-//	request buffer --ValidateBatch--> --StampBatch at prepare (in place)--> Core.Propose
+//	request buffer --ValidateBatch--> Driver.Propose --StampBatch when proposed (in
+//	   place)--> Core.Propose (at once, or after the Ready out with those that waited)
 //	   Ready.Writes: the partition journal (memory; + partition.journal, fdatasynced,
 //	                 for an enforce_fsync topic) --> Ready.Messages (Prepare, PrepareOk)
 //	   Ready.Committed: apply, checking the stamp --> Log.Append (one write)
@@ -136,9 +143,9 @@
 // refuse its prepares; a mixed cluster would need the binding made optional per peer.
 //
 // Storage completions (the log's hooks, the journal and state files' writes) only
-// record what completed: the group is driven, a held Ready finished and a state
-// installed once the storage's Poll has returned (Partition.resume, from PollIO and
-// every other poll of the store's). An install closes the log and waits for its
+// record what completed: a Ready whose writes are durable finishes
+// (Driver.Persisted), and a state is installed, once the storage's Poll has returned
+// (Partition.resume, from PollIO and every other poll of the store's). An install closes the log and waits for its
 // requests, and the shard's disk ring reaps a batch of completions before it runs
 // their hooks: a wait inside one hook would wait for ever on a request of the same
 // batch.
@@ -158,19 +165,23 @@
 // the defaults (PipelineDepth 32, so JournalSlots 64, RepairChunkMax 32), one
 // replica of one partition keeps on the heap:
 //
-//	consensus core (vsr.Core)   275 B x JournalSlots + 282 B x RepairChunkMax + ~2 KiB   ~29 KiB
-//	partition, group state, log, timers, file handles                                ~7 KiB
-//	                            = 36.1 KB a partition created and never written
+//	consensus core (vsr.Core)   275 B x JournalSlots + ~2 KiB (repair
+//	                            candidates only while it repairs)               ~20 KiB
+//	its vsr.Driver                                                              ~0.5 KiB
+//	partition, group state, log, timers, file handles                          ~7 KiB
+//	                            = 27.2 KB a partition created and never written
 //	once written: recent ops (56 B x JournalSlots), journal ring (~330 B an entry,
-//	up to 64 kept), log state  = 49.3 KB a partition written and idle
+//	up to 64 kept), proposal ring (88 B an entry, 4 at first), log state
+//	                            = 40.6 KB a partition written and idle
 //	                            (BenchmarkIdlePartitionMemory)
 //	indexes                     24 B a batch: the open segment's, and those of at
 //	                            most IndexCacheSegments (16) sealed segments read lately
 //
 // and a store (one shard) holds, beyond its partitions:
 //
-//	body copies                 a backup's journal copies until written, frames a held
-//	                            group queued, batches read back for a peer's repair:
+//	body copies                 a backup's journal copies until written, frames a
+//	                            group's Driver held while its Ready was out, batches
+//	                            read back for a peer's repair:
 //	                            at most Replication.BodyBudgetBytes (64 MiB), plus one
 //	                            batch per partition taking prepares at that moment
 //	                            (memory.go)
@@ -215,8 +226,8 @@
 // descriptors come on top: a directory fsynced when a file or partition is
 // created, a segment hashed for a state transfer.
 //
-// Pending sends wait in per-partition rings in offset order (proposals waiting for a
-// journal file write, journal entries, sends applied and not acknowledged), with the
+// Pending sends wait in per-partition rings in offset order (proposals the Driver has
+// not proposed yet, journal entries, sends applied and not acknowledged), with the
 // caller's completion interface and token, so admitting a batch allocates nothing.
 //
 // A poll's life: Log.ReadAsync reads the batches into the caller's PollResult,

@@ -323,7 +323,7 @@ func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 // maybeCompact empties the journal file once it is large and everything in it is
 // applied and durable in the log (offset files included: the log is idle).
 func (d *durableJournal) maybeCompact(p *Partition) {
-	if d.compacting || d.inFlight > 0 || d.sizeBytes < journalCompactBytes || p.journal.len() > 0 || p.waiting.n > 0 ||
+	if d.compacting || d.inFlight > 0 || d.sizeBytes < journalCompactBytes || p.journal.len() > 0 || p.proposals.n > 0 || p.holding() ||
 		!p.log.Idle() || p.log.DurableEnd() != p.log.NextOffset() {
 		return
 	}
@@ -355,10 +355,10 @@ func (d *durableJournal) complete(r *segment.Request) {
 		d.compacting = false
 		if d.failed != nil {
 			d.p.journalErr = fmt.Errorf("partition %v: journal compaction: %w", d.p.key, d.failed)
-			return
+		} else {
+			d.sizeBytes = 0
 		}
-		d.sizeBytes = 0
-		d.p.resumeWanted = true // the inputs that waited for it go on after the poll
+		d.p.resumeWanted = true // a journal write that waited for it goes after the poll
 		return
 	}
 	d.p.onJournalDurable(d.failed)

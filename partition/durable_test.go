@@ -227,8 +227,8 @@ func TestDurableJournalGroupCommit(t *testing.T) {
 		}
 	}
 	p := s.partitions[testKey]
-	if p.waiting.n != 5 {
-		t.Fatalf("%d sends wait behind the first journal write, want 5", p.waiting.n)
+	if p.proposals.n != 5 {
+		t.Fatalf("%d sends wait behind the first journal write, want 5", p.proposals.n)
 	}
 	s.WaitIdle()
 	for i := uint64(0); i < 6; i++ {
@@ -259,15 +259,15 @@ func TestClusterPrepareLeavesBeforeItsJournalWrite(t *testing.T) {
 	}
 	c.send(makeBatch(t, 6, 3, 40), 20_000, rec, 50)
 	primary := c.stores[0].partitions[testKey]
-	if !primary.held || prepares(0) == 0 {
-		t.Fatalf("held %v, %d prepares out: the primary's prepare waits for its journal write", primary.held, prepares(0))
+	if !primary.holding() || prepares(0) == 0 {
+		t.Fatalf("held %v, %d prepares out: the primary's prepare waits for its journal write", primary.holding(), prepares(0))
 	}
 	for prepares(1) == 0 {
 		if !c.deliverOne() {
 			t.Fatal("the prepare never went on from the first backup")
 		}
 	}
-	if backup := c.stores[1].partitions[testKey]; !backup.held {
+	if backup := c.stores[1].partitions[testKey]; !backup.holding() {
 		t.Fatal("the first backup forwarded the prepare after its journal write, not before")
 	}
 	for _, f := range c.queue {

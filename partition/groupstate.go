@@ -385,15 +385,16 @@ func (p *Partition) maybeCheckpoint() {
 	}
 }
 
-// onStateWritten is the completion of a state file write: a held Ready that waited
-// for its view state goes on.
+// onStateWritten is the completion of a state file write: a Ready that waited for
+// its view state goes on. A failed write stops the group after the poll (resume).
 func (p *Partition) onStateWritten(err error) {
 	if err != nil {
 		p.journalErr = fmt.Errorf("partition %v: group state write: %w", p.key, err)
+		p.resumeWanted = true
 	}
-	if p.held && p.heldStateGen != 0 && (err != nil || p.state.durableGen >= p.heldStateGen) {
-		p.heldStateGen = 0
-		p.heldWriteDone(err)
+	if p.persisting != nil && p.persistStateGen != 0 && (err != nil || p.state.durableGen >= p.persistStateGen) {
+		p.persistStateGen = 0
+		p.persistWriteDone(err)
 		return
 	}
 	if p.durable != nil && !p.holding() {

@@ -4,9 +4,10 @@ import "errors"
 
 // bodyBudget counts the bodies a store holds copies of, against its budget
 // (Replication.BodyBudgetBytes): a backup's journal copies of the prepares it took
-// (until applied and written by the log), the frames a held group queued, and the
-// batches read back for a peer's repair. The primary's bodies are its clients'
-// request buffers, which the server's own limits bound.
+// (until applied and written by the log), the frames a group's Driver held while
+// its Ready was out (host.go), and the batches read back for a peer's repair. The
+// primary's bodies are its clients' request buffers, which the server's own limits
+// bound.
 //
 // A prepare whose copy would pass the budget is dropped at ingress (Store.Step),
 // as a lossy network would drop it, unless its partition holds no copy yet: so
@@ -48,6 +49,16 @@ var errBodyBudget = errors.New("partition: body budget spent: prepare dropped, t
 func (p *Partition) copyBody(e *journalEntry, body []byte) {
 	p.releaseBody(e)
 	e.body = append([]byte(nil), body...)
+	e.copied = true
+	p.copiedBytes += len(body)
+	p.store.bodies.take(len(body))
+}
+
+// adoptBody gives e a copy made for it (an offset op's payload), counted against
+// the store's budget.
+func (p *Partition) adoptBody(e *journalEntry, body []byte) {
+	p.releaseBody(e)
+	e.body = body
 	e.copied = true
 	p.copiedBytes += len(body)
 	p.store.bodies.take(len(body))

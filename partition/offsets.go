@@ -3,7 +3,6 @@ package partition
 import (
 	"errors"
 
-	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -169,37 +168,25 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	if err := p.broken(); err != nil {
 		return false, wire.ErrCannotWriteToFile
 	}
-	if !p.core.IsPrimary() || p.holding() || p.waiting.n > 0 {
-		// Not the group's primary, or its Ready is out: the client asks again.
+	if !p.core.IsPrimary() || p.journal.len()+p.proposals.n >= journalEntriesMax {
+		// Not the group's primary, or its journal is full: the client asks again.
 		return false, wire.ErrTransientNotAccepted
 	}
-	e, _, err := p.proposeOffsetOp(operation, c, offset)
+	body := encodeOffsetOp(make([]byte, 0, offsetOpBodyMax), operation, p.key, c, offset)
+	seq, err := p.propose(proposal{operation: operation, body: body, offsetDone: done, token: token, syncCall: true})
 	if err != nil {
+		return false, wire.ErrTransientNotAccepted
+	}
+	p.afterRun()
+	if e := p.proposals.bySeq(seq); e != nil {
+		e.syncCall = false // proposed after the Ready out: OffsetDone tells
+		return true, nil
+	}
+	if p.syncOp == 0 {
+		err, p.syncErr = p.syncErr, nil // refused when proposed
 		return false, err
 	}
-	e.offsetDone, e.token = done, token
-	p.drive()
 	return true, nil
-}
-
-// proposeOffsetOp prepares an offset op on the primary (timestamped after the
-// group's head) and journals it; the caller says who waits for it, then drives.
-func (p *Partition) proposeOffsetOp(operation wire.Operation, c Consumer, offset uint64) (*journalEntry, wire.PrepareHeader, error) {
-	body := encodeOffsetOp(p.offsetBody[:0], operation, p.key, c, offset)
-	p.catchUp()
-	timestamp := p.lastPrepareTimestamp + 1
-	if h, ok := p.core.Header(p.core.Op()); ok {
-		timestamp = max(timestamp, h.Timestamp+1)
-	}
-	op, err := p.core.Propose(vsr.Proposal{RequestChecksum: wire.BodyChecksum(body), Operation: operation}, body, timestamp)
-	if err != nil {
-		return nil, wire.PrepareHeader{}, wire.ErrTransientNotAccepted
-	}
-	h, _ := p.core.Header(op)
-	p.lastPrepareTimestamp, p.lastProposedOp = h.Timestamp, op
-	e := p.journal.put(&h)
-	p.copyBody(e, body)
-	return e, h, nil
 }
 
 // offsetOpBodyMax is the largest offset op payload: consumer (1 + 5), stream and
@@ -217,17 +204,17 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		return wire.ErrTransientNotAccepted
 	}
 	for range quiesceRoundsMax {
-		if !p.holding() && p.waiting.n == 0 {
+		if !p.holding() && p.proposals.n == 0 {
 			break
 		}
 		if p.holding() {
 			if p.pollStorage(true) == 0 && p.holding() {
-				panic("partition: a held Ready waits on a storage with nothing in flight")
+				panic("partition: a Ready out waits on a storage with nothing in flight")
 			}
 			continue
 		}
-		p.drive()
-		if p.holding() || p.waiting.n == 0 {
+		p.run()
+		if p.holding() || p.proposals.n == 0 {
 			continue
 		}
 		if p.pollStorage(true) == 0 { // the pipeline is full: let the log drain
@@ -237,17 +224,28 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			p.settleSends()
 		}
 	}
-	if p.holding() || p.waiting.n > 0 {
+	if p.holding() || p.proposals.n > 0 {
 		return wire.ErrTransientNotAccepted
 	}
-	e, h, err := p.proposeOffsetOp(operation, c, offset)
+	body := encodeOffsetOp(make([]byte, 0, offsetOpBodyMax), operation, p.key, c, offset)
+	p.offsetErr = nil
+	seq, err := p.propose(proposal{operation: operation, body: body, syncCall: true})
 	if err != nil {
+		return wire.ErrTransientNotAccepted
+	}
+	p.afterRun()
+	if e := p.proposals.bySeq(seq); e != nil {
+		// Waiting for room in the pipeline: it is proposed later, with nobody to
+		// tell. 58 has the client retry (a store is idempotent).
+		e.syncCall = false
+		return wire.ErrTransientNotAccepted
+	}
+	if p.syncOp == 0 {
+		err, p.syncErr = p.syncErr, nil // refused when proposed
 		return err
 	}
-	op := h.Op
-	e.syncCall = true
-	p.offsetErr = nil
-	p.drive()
+	op := p.syncOp
+	h, _ := p.core.Header(op)
 	for range quiesceRoundsMax {
 		if e := p.journal.at(op); e == nil || !e.present || e.header.Checksum != h.Checksum {
 			break // applied

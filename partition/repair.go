@@ -22,7 +22,7 @@ import (
 // The reads block the shard, as serving a state transfer's chunk does, and are
 // rare: a replica repairs a few ops after a restart or a lost frame, from batches
 // that were just written and are in the page cache. A read's buffer is held until
-// the Ready whose RepairPrepare carries it is done (finishReady), and counts
+// the Ready whose RepairPrepare carries it is done (its Advance, host.go), and counts
 // against the store's body budget (memory.go) meanwhile.
 
 // recentOps remembers the last applied ops of a replicated group, as many as the

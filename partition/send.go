@@ -73,7 +73,7 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if err := wire.ValidateBatch(batch); err != nil {
 		return err
 	}
-	if p.sends.n+p.journal.len()+p.waiting.n >= p.logWindow() || p.journal.len()+p.waiting.n >= journalEntriesMax {
+	if p.sends.n+p.journal.len()+p.proposals.n >= p.logWindow() || p.journal.len()+p.proposals.n >= journalEntriesMax {
 		// The window may be full of batches written but not yet durable, waiting for
 		// a save threshold that no refused batch will bring closer: save as soon as
 		// their writes are done (settleSends).
@@ -83,18 +83,27 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if !p.core.IsPrimary() {
 		return wire.ErrTransientNotAccepted
 	}
-	if p.holding() || p.waiting.n > 0 {
-		p.waiting.push(proposal{batch: batch, nowMicros: nowMicros, done: done, token: token})
+	if !p.holding() && p.proposals.n == 0 && !p.positionKnown() {
+		// A primary that holds ops without their bodies (committed ops it has not
+		// repaired yet) cannot know the offset the next batch starts at.
+		return wire.ErrTransientNotAccepted
+	}
+	seq, err := p.propose(proposal{operation: wire.OperationSendMessages, body: batch, nowMicros: nowMicros, done: done, token: token, syncCall: true})
+	if err != nil {
+		return wire.ErrTransientNotAccepted
+	}
+	p.afterRun()
+	if e := p.proposals.bySeq(seq); e != nil {
+		// Not proposed yet (a Ready is out, or the pipeline is full): SendDone will
+		// tell.
+		e.syncCall = false
 		return nil
 	}
-	p.catchUp()
-	op, err := p.prepareBatch(batch, nowMicros, done, token, true)
-	if err != nil {
+	if p.syncOp == 0 {
+		err, p.syncErr = p.syncErr, nil // refused when proposed
 		return err
 	}
-	p.syncErr = nil
-	p.drive()
-	if e := p.journal.at(op); e != nil && e.present && e.syncCall {
+	if e := p.journal.at(p.syncOp); e != nil && e.present && e.syncCall {
 		// Not applied yet (its journal write is out, or the log's window is full):
 		// SendDone will tell.
 		e.syncCall = false
@@ -218,9 +227,6 @@ func (p *Partition) onWritten(end uint64) {
 	p.noteChanged()
 	if p.state != nil {
 		p.maybeCheckpoint()
-		if len(p.pendingOffers) > 0 && p.log.WrittenEnd() == p.log.NextOffset() {
-			p.resumeWanted = true // the offers go out after the poll (resume)
-		}
 	}
 }
 
@@ -250,7 +256,7 @@ func (p *Partition) settleSends() {
 	if p.journal.len() > 0 && !p.holding() && p.core != nil {
 		// Committed ops that waited for the log's window, and the sends behind them.
 		p.applyCommitted()
-		p.drive()
+		p.run()
 	}
 	if p.durable != nil && !p.holding() {
 		p.durable.maybeCompact(p)
@@ -321,25 +327,30 @@ func (p *Partition) broken() error {
 	return p.log.Err()
 }
 
-// quiesce drains the partition's group before its log closes: every held Ready
+// quiesce drains the partition's group before its log closes: the Ready out
 // finished, every waiting send prepared, every committed op applied, polling the
-// storage for what they wait on. What cannot be applied (a broken log) is failed.
+// storage for what they wait on. Then the group stops: what cannot be applied (a
+// broken log, ops only the peers can commit) fails, and so do the proposals its
+// Driver still holds.
 func (p *Partition) quiesce() {
 	if p.core == nil {
 		return
 	}
 	for range quiesceRoundsMax {
+		if p.driver.Err() != nil {
+			break
+		}
 		if p.holding() {
 			if p.pollStorage(true) == 0 && p.holding() {
-				panic("partition: a held Ready waits on a storage with nothing in flight")
+				panic("partition: a Ready out waits on a storage with nothing in flight")
 			}
 			continue
 		}
-		p.drive()
-		if p.waiting.n == 0 && p.journal.len() == 0 && !p.holding() {
-			return
+		p.run()
+		if p.proposals.n == 0 && p.journal.len() == 0 && !p.holding() {
+			break
 		}
-		if p.waiting.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
+		if p.proposals.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
 			break // prepared, not committed: only the peers can commit them
 		}
 		if p.broken() != nil {
@@ -350,6 +361,8 @@ func (p *Partition) quiesce() {
 		}
 		p.settleSends()
 	}
+	p.driver.Stop(nil)
+	p.releaseHeldFrames()
 	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
 	p.journal.reset(p.journal.lastOp() + 1)
 	p.unappliedBatches = 0

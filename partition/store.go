@@ -61,6 +61,8 @@ type Store struct {
 	dirsPending bool
 	// statesInstalled counts the state transfers installed (transfer.go).
 	statesInstalled uint64
+	// dropsRetired sums the ignored inputs of the groups stopped (Drops).
+	dropsRetired vsr.DropCounts
 }
 
 // StatesInstalled is how many partition states this store has installed by state
@@ -149,10 +151,11 @@ type Partition struct {
 	saveWanted      bool  // a send was refused for a full window: save once the writes are done
 	reopenErr       error // the log is closed: reopening it failed (Recover tries again)
 
-	// The partition's consensus group (group.go).
-	store *Store
-	core  *vsr.Core
-	timer vsr.GroupHandle
+	// The partition's consensus group (group.go), driven by its Driver (host.go).
+	store  *Store
+	core   *vsr.Core
+	driver *vsr.Driver
+	timer  vsr.GroupHandle
 	// journal holds the prepared ops not applied yet; committedOp is the highest
 	// committed op, applied up to journal.firstOp-1.
 	journal     journal
@@ -166,14 +169,26 @@ type Partition struct {
 	preparedTimestamp    uint64
 	lastPrepareTimestamp uint64
 	lastProposedOp       uint64
-	// waiting holds the sends admitted while held: a Ready (heldReady) waits for its
-	// durable journal write; steps, the frames that arrived meanwhile.
-	waiting   proposalQueue
-	held      bool
-	heldReady vsr.Ready
-	// heldSentEarly: the held Ready's prepares left before its writes (sendEarly).
-	heldSentEarly bool
-	steps         []queuedStep
+	// proposals holds the sends and offset ops the Driver has not proposed yet
+	// (propose.go), proposalSeq the last one's sequence number.
+	proposals   proposalQueue
+	proposalSeq uint64
+	// persisting is the Ready whose durable writes are out (the Driver's),
+	// persistWaits how many of them (journal file, view state) are not done yet,
+	// persistErr the first that failed, persistStateGen the state record it waits
+	// for; persistStateAfterJournal: its view state is written once its journal
+	// write is durable; journalDeferred: its journal write waits for the file to be
+	// emptied.
+	persisting               *vsr.Ready
+	persistWaits             int
+	persistErr               error
+	persistStateGen          uint64
+	persistStateAfterJournal bool
+	journalDeferred          bool
+	// heldFrameBytes and fedFrameBytes are the frames the Driver copied while a
+	// Ready was out, counted against the body budget: those held during the Ready
+	// out, and those it fed after the previous one (host.go).
+	heldFrameBytes, fedFrameBytes int
 	// durable is the journal file of an enforce_fsync partition (durable.go).
 	durable *durableJournal
 	// journalErr: a journal write failed; diverged: a backup's log does not continue
@@ -181,26 +196,19 @@ type Partition struct {
 	journalErr error
 	diverged   error
 	// syncErr and offsetErr carry the result of an op applied within the call that
-	// proposed it (Send, StoreConsumerOffset, DeleteConsumerOffset).
+	// proposed it (Send, StoreConsumerOffset, DeleteConsumerOffset), or of its
+	// refusal when proposed (syncErr); syncOp is the op it was proposed as (0: it
+	// was refused).
 	syncErr   error
 	offsetErr error
-	// offsetBody is the scratch an offset op's payload is encoded in.
-	offsetBody [offsetOpBodyMax]byte
+	syncOp    uint64
 
-	// In a cluster (groupstate.go, transfer.go): the group's durable state; the
-	// applied ops waiting to be checkpointed; the state requests waiting for the
-	// log to be written up to the applied op; the held Ready's outstanding durable
-	// writes (journal file, state file) and the state generation it waits for.
-	state         *stateFile
-	applied       appliedRing
-	recent        recentOps
-	pendingOffers []vsr.StateRequest
-	heldWaits     int
-	heldErr       error
-	heldStateGen  uint64
-	// heldStateAfterJournal: the held Ready's view state is written once its
-	// journal write is durable.
-	heldStateAfterJournal bool
+	// In a cluster (groupstate.go, repair.go): the group's durable state; the
+	// applied ops waiting to be checkpointed; the last applied ops, for a peer's
+	// repair.
+	state   *stateFile
+	applied appliedRing
+	recent  recentOps
 	// resumeWanted: a storage completion left work for after the poll (resume).
 	resumeWanted bool
 	// active: in the store's list of partitions PollIO visits; parked: its group
@@ -482,7 +490,6 @@ func (p *Partition) close() error {
 	p.quiesce()
 	err := p.log.Close()
 	p.releaseWritten()
-	p.dropSteps()
 	if p.durable != nil {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil
@@ -491,7 +498,6 @@ func (p *Partition) close() error {
 		err = errors.Join(err, p.state.close())
 		p.state = nil
 	}
-	p.pendingOffers = nil
 	if p.broken() == nil {
 		p.acknowledge(p.ackEnd())
 	}

@@ -26,7 +26,7 @@ import (
 //
 // An offer is made of the applied state only when every applied batch is written
 // (the log's written end is its next offset), so the files hold exactly the ops up
-// to the applied one; until then the request waits (pendingOffers). A segment is
+// to the applied one: the writes in flight are waited for (OfferState). A segment is
 // offered as it is then (its size and XxHash3, cached per file and size) and read
 // a chunk at a time as the requester asks (segmentSource), so an offer holds no
 // copy of the log. purge_generation is sent as 0: purges are metadata operations
@@ -44,27 +44,27 @@ import (
 // installed op as the checkpoint; a crash before that record is durable finds a
 // log it cannot place, and transfers again.
 
-// serveOffers answers the state requests that waited for the log to be written up
-// to the applied op; the caller drives the group to send the offers.
-func (p *Partition) serveOffers() {
-	if len(p.pendingOffers) == 0 || p.holding() || p.core == nil || p.log.WrittenEnd() != p.log.NextOffset() {
-		return
-	}
-	requests := p.pendingOffers
-	p.pendingOffers = nil
-	applied := p.journal.firstOp - 1
-	artifacts, err := p.stateArtifacts(applied)
-	p.catchUp()
-	for _, r := range requests {
-		if err != nil || applied == 0 {
-			p.core.OfferState(r, 0, nil) // transient: the requester asks again
-			continue
+// OfferState implements vsr.Host: the applied state, once every applied batch is
+// written. The batches applied and still being written are waited for here, as a
+// chunk's read and a segment's hash wait for theirs: a transfer is rare. A state
+// that cannot be made now is refused (the requester asks again).
+func (h *groupHost) OfferState(vsr.StateRequest) (uint64, []vsr.Artifact) {
+	p := (*Partition)(h)
+	for p.log.WrittenEnd() != p.log.NextOffset() && !p.log.Idle() {
+		if p.storage.Poll(true) == 0 {
+			break
 		}
-		p.core.OfferState(r, applied, artifacts)
 	}
+	applied := p.journal.firstOp - 1
+	if applied == 0 || p.log.WrittenEnd() != p.log.NextOffset() {
+		return 0, nil
+	}
+	artifacts, err := p.stateArtifacts(applied)
 	if err != nil {
 		p.lastFailure = fmt.Errorf("partition %v: state offer: %w", p.key, err)
+		return 0, nil
 	}
+	return applied, artifacts
 }
 
 // stateArtifacts is the applied state: every segment's .log, read on demand

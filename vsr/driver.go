@@ -89,6 +89,12 @@ type DriverConfig struct {
 	// ErrCheckpointDue) waits in the Driver for room, in order; without it
 	// Proposed reports the refusal and the host decides.
 	WaitForRoom bool
+	// FrameBuffersKeptMaxBytes bounds the buffers of held frames the Driver keeps
+	// for reuse once it has fed them (0: up to FramesQueuedMax buffers of at most
+	// 64 KiB each). A host that runs many groups, each idle most of the time (a
+	// shard's partitions), keeps it small: a group that once took a burst of
+	// frames would otherwise hold their buffers for good.
+	FrameBuffersKeptMaxBytes int
 }
 
 const (
@@ -179,6 +185,7 @@ type Driver struct {
 	waitingHead     int
 	requestsQueued  int
 	free            [][]byte
+	freeBytes       int // the capacity of the buffers in free
 	inCore          [][]byte
 	requests        []StateRequest
 	readiesTotal    uint64
@@ -193,6 +200,9 @@ func NewDriver(core *Core, host Host, cfg DriverConfig) *Driver {
 	}
 	if cfg.RequestsQueuedMax <= 0 {
 		cfg.RequestsQueuedMax = RequestsQueuedMaxDefault
+	}
+	if cfg.FrameBuffersKeptMaxBytes <= 0 {
+		cfg.FrameBuffersKeptMaxBytes = cfg.FramesQueuedMax * frameBufferKeptMaxBytes
 	}
 	d := &Driver{core: core, host: host, cfg: cfg}
 	d.fh, _ = host.(ForwardHost)
@@ -379,8 +389,9 @@ func (d *Driver) finish() {
 // pool: no Ready aliases them any more.
 func (d *Driver) releaseFrames() {
 	for i, b := range d.inCore {
-		if cap(b) <= frameBufferKeptMaxBytes {
+		if cap(b) <= frameBufferKeptMaxBytes && d.freeBytes+cap(b) <= d.cfg.FrameBuffersKeptMaxBytes {
 			d.free = append(d.free, b)
+			d.freeBytes += cap(b)
 		}
 		d.inCore[i] = nil
 	}
@@ -485,6 +496,7 @@ func (d *Driver) Step(h *wire.GenericHeader, body []byte) error {
 func (d *Driver) frameBuffer(size int) []byte {
 	for i := len(d.free) - 1; i >= 0; i-- {
 		if b := d.free[i]; cap(b) >= size {
+			d.freeBytes -= cap(b)
 			d.free[i] = d.free[len(d.free)-1]
 			d.free[len(d.free)-1] = nil
 			d.free = d.free[:len(d.free)-1]

@@ -286,6 +286,44 @@ func TestDriverBounds(t *testing.T) {
 	}
 }
 
+// TestDriverKeepsFewFrameBuffers: the buffers of frames held while a Ready was out
+// are kept for reuse up to FrameBuffersKeptMaxBytes, the rest let go; by default
+// every small one is kept.
+func TestDriverKeepsFewFrameBuffers(t *testing.T) {
+	for _, keptMax := range []int{0, 2048} {
+		tc := newTestCluster(t, 3)
+		tc.driverConfig = DriverConfig{FrameBuffersKeptMaxBytes: keptMax}
+		w := later(tc)
+		d := tc.driver(0)
+		tc.propose(0, 1, 1) // its Ready waits
+		ok := replicaFrame(wire.CommandPrepareOk, 1, 0, func(h *wire.GenericHeader) {
+			o := h.PrepareOk()
+			hd, _ := tc.cores[0].Header(1)
+			o.Op, o.PrepareChecksum, o.Group = 1, hd.Checksum, wire.MetadataGroup
+		})
+		const held = 20
+		for k := 0; k < held; k++ {
+			if err := d.Step(&ok, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.settle(tc)
+		kept := 0
+		for _, b := range d.free {
+			kept += cap(b)
+		}
+		if kept != d.freeBytes {
+			t.Fatalf("keptMax %d: %d bytes in the pool, counted %d", keptMax, kept, d.freeBytes)
+		}
+		switch {
+		case keptMax == 0 && len(d.free) != held:
+			t.Fatalf("default: %d buffers kept of %d", len(d.free), held)
+		case keptMax > 0 && (kept > keptMax || kept == 0):
+			t.Fatalf("keptMax %d: %d bytes kept", keptMax, kept)
+		}
+	}
+}
+
 // TestDriverWaitsForRoom: with WaitForRoom a proposal that finds the pipeline full
 // waits and goes, in order, once ops commit; without it Proposed reports
 // ErrPipelineFull at once.

@@ -1,0 +1,306 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// The partition journal's side of a Ready (journalWrite, discard, dropAbove) and
+// of its commits (applyCommitted): an op leaves the journal once the segment log
+// takes it.
+
+// voidWrites fails the sends of ops whose journal write failed and marks them to be
+// skipped at apply; the prepared position goes back to before them.
+func (p *Partition) voidWrites(writes []vsr.Write) {
+	for i := range writes {
+		e := p.journal.at(writes[i].Header.Op)
+		if e == nil || !e.present || e.void {
+			continue
+		}
+		e.void = true
+		if e.header.Operation == wire.OperationSendMessages {
+			p.unappliedBatches--
+		}
+		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	}
+	p.recomputePrepared()
+	if p.durable != nil {
+		p.durable.noteCut(p.preparedEnd)
+	}
+}
+
+// voidUnapplied handles the log moving back under the group (a storage failure cut
+// it, or a stalled log was reopened): every batch prepared and not applied was
+// stamped past the new end and would fail its stamp check at apply. In a group of
+// one, whose ops commit here or nowhere, they fail now (4006, as the cut batches do)
+// and the next prepare is stamped at the log's end (behind a cut record in the
+// journal file). A replica of a larger group holds applied batches its peers still
+// have: it stops serving the partition until Recover.
+func (p *Partition) voidUnapplied(cause error) {
+	if p.core == nil || p.unappliedBatches == 0 && p.preparedEnd == p.log.NextOffset() {
+		return
+	}
+	if p.store.repl.replicaCount() > 1 {
+		p.diverged = fmt.Errorf("%w: the log moved back under the group: %v", ErrStampMismatch, cause)
+		return
+	}
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		e := p.journal.at(op)
+		if e == nil || !e.present || e.void || e.header.Operation != wire.OperationSendMessages {
+			continue
+		}
+		e.void = true
+		p.unappliedBatches--
+		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	}
+	p.recomputePrepared()
+	if p.durable != nil {
+		p.durable.noteCut(p.preparedEnd)
+	}
+}
+
+var errLogMovedBack = errors.New("partition: the log's end moved back below the prepared batches")
+
+// firstUnappliedBase is the base_offset of the oldest batch prepared and not applied
+// (the journal must hold one).
+func (p *Partition) firstUnappliedBase() uint64 {
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil && e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
+			bh, _ := wire.ViewBatchHeader(e.body)
+			return bh.BaseOffset()
+		}
+	}
+	panic("partition: no unapplied batch in the journal")
+}
+
+// recomputePrepared sets the prepared position from the log's end and the batches in
+// the journal that will be applied.
+func (p *Partition) recomputePrepared() {
+	p.preparedEnd, p.preparedTimestamp = p.log.NextOffset(), max(p.preparedTimestamp, p.log.LastTimestamp())
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil && e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
+			bh, _ := wire.ViewBatchHeader(e.body)
+			p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
+		}
+	}
+}
+
+// journalWrite puts a Ready's write in the journal: on the primary the entry is
+// there since it was proposed (Proposed), on a backup the body is copied, as the
+// frame it came in is released once Step returns.
+func (p *Partition) journalWrite(w *vsr.Write) {
+	if e := p.journal.at(w.Header.Op); e != nil && e.present && e.header.Checksum == w.Header.Checksum {
+		return
+	}
+	if w.Header.Op < p.journal.firstOp {
+		return // applied already: a repair rewrote what the log holds
+	}
+	e := p.journal.put(&w.Header)
+	p.copyBody(e, w.Body)
+	if w.Header.Operation != wire.OperationSendMessages {
+		return
+	}
+	p.unappliedBatches++
+	if w.Header.Op == p.journal.lastOp() {
+		bh, _ := wire.ViewBatchHeader(e.body)
+		p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
+		p.preparedTimestamp = bh.BaseTimestamp()
+		return
+	}
+	// A batch below the journal's last op (a repair, a prepare that came late):
+	// the prepared end is the last present batch's, whatever came first.
+	p.recomputePrepared()
+}
+
+// discard drops one journal entry the core no longer counts as its log's (a stale
+// op of an older view, replaced by the one the hash chain names; the ops above it
+// stay): its send fails, as its batch will never be in the log.
+func (p *Partition) discard(op uint64) {
+	e := p.journal.at(op)
+	if e == nil || !e.present {
+		return
+	}
+	if !e.void && e.header.Operation == wire.OperationSendMessages {
+		p.unappliedBatches--
+	}
+	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	p.releaseBody(e)
+	*e = journalEntry{}
+	p.recomputePrepared()
+}
+
+// dropAbove drops the journal entries above op (a view change truncated them);
+// their sends fail, as the batches will never be in the log.
+func (p *Partition) dropAbove(op uint64) {
+	p.journal.truncateAbove(op, func(e *journalEntry) {
+		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
+			p.unappliedBatches--
+		}
+		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	})
+	p.recomputePrepared()
+}
+
+// applyCommitted applies the committed ops in order, until one waits for the log's
+// in-flight window (it is retried from settleSends).
+func (p *Partition) applyCommitted() {
+	if p.core != nil && p.core.Transferring() {
+		// A state is on its way: it was asked for as of the op applied now (at
+		// least), and what is applied meanwhile would be cut from under the core
+		// by the install. The ops wait in the journal; those above the installed
+		// state apply after it.
+		return
+	}
+	for p.journal.len() > 0 && p.journal.firstOp <= p.committedOp {
+		e := p.journal.front()
+		if !p.apply(e) {
+			return
+		}
+		p.journal.popFront()
+	}
+}
+
+// apply applies one committed op; false when the log cannot take it yet.
+func (p *Partition) apply(e *journalEntry) bool {
+	if e.void {
+		return true // failed when its journal write did
+	}
+	switch e.header.Operation {
+	case wire.OperationSendMessages:
+		if err := p.checkStamp(e); err != nil {
+			if e.done == nil && !e.syncCall && p.requestTransfer() {
+				// A backup whose log does not continue the primary's: it takes the
+				// primary's state, which drops this op from the journal.
+				return false
+			}
+			p.unappliedBatches--
+			if e.done == nil && !e.syncCall {
+				// A backup whose log does not continue where the primary's did: it
+				// must not serve a different batch under the same offsets.
+				p.diverged = err
+			}
+			p.lastFailure = err
+			p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+			return true
+		}
+		bh, _ := wire.ViewBatchHeader(e.body)
+		base, end := bh.BaseOffset(), bh.BaseOffset()+uint64(bh.MessageCount())
+		if err := p.log.Append(e.body); err != nil {
+			if err == wire.ErrTransientNotAccepted {
+				// The window may be full of batches written but not yet durable,
+				// waiting for a save threshold: save as soon as their writes are done.
+				p.saveWanted = true
+				return false
+			}
+			p.unappliedBatches--
+			p.finishEntry(e, appendError(err))
+			return true
+		}
+		p.unappliedBatches--
+		p.writeBody(e, end)
+		p.noteApplied(e.header.Op, end, false)
+		p.recent.note(&e.header, base, nil)
+		if e.done != nil {
+			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
+			e.done = nil
+		}
+	case wire.OperationStoreConsumerOffset, wire.OperationDeleteConsumerOffset:
+		c, offset, err := decodeOffsetOp(e.header.Operation, e.body)
+		if err == nil {
+			if e.header.Operation == wire.OperationStoreConsumerOffset {
+				err = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
+			} else {
+				err = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
+			}
+		}
+		if e.syncCall {
+			p.offsetErr = err
+		}
+		if e.offsetDone != nil {
+			if err != nil {
+				err = statusOf(err)
+			}
+			e.offsetDone.OffsetDone(e.token, err)
+			e.offsetDone = nil
+		}
+		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
+		p.recent.note(&e.header, 0, e.body)
+	}
+	return true
+}
+
+// requestTransfer asks the group's primary for its state, on a backup of a group of
+// more than one replica whose log cannot take the primary's next batch. It reports
+// whether a transfer is under way (the core must be in normal status, as a backup).
+// While a Ready is out (an apply of its commits) the Driver holds the request and it
+// reports whether it will be; otherwise the core takes it at once and the caller
+// runs the Driver: applies are not nested in a run of their own.
+func (p *Partition) requestTransfer() bool {
+	if p.store.repl.replicaCount() == 1 || p.core == nil {
+		return false
+	}
+	if p.holding() {
+		return p.driver.RequestTransfer(p.journal.firstOp - 1)
+	}
+	p.catchUp()
+	return p.core.RequestTransfer(p.journal.firstOp - 1)
+}
+
+// checkStamp is the apply-time check every replica makes of a batch: its stamp is
+// the one this replica derives from its own position (base_offset its log's next
+// offset, partition_id its own, base_timestamp the prepare's and not below its log's
+// last), and the header still binds the body. On the primary it is its own check: it
+// fails only for batches stamped before a storage failure cut the log back.
+func (p *Partition) checkStamp(e *journalEntry) error {
+	bh, err := wire.ViewBatchHeader(e.body)
+	if err != nil {
+		return fmt.Errorf("%w: op %d: %v", ErrBatchBinding, e.header.Op, err)
+	}
+	switch {
+	case bh.BaseOffset() != p.log.NextOffset():
+		return fmt.Errorf("%w: op %d: base_offset %d, the log's next offset is %d", ErrStampMismatch, e.header.Op, bh.BaseOffset(), p.log.NextOffset())
+	case bh.PartitionID() != uint64(p.key.PartitionID):
+		return fmt.Errorf("%w: op %d: partition_id %d", ErrStampMismatch, e.header.Op, bh.PartitionID())
+	case bh.BaseTimestamp() != e.header.Timestamp || bh.BaseTimestamp() < p.log.LastTimestamp():
+		return fmt.Errorf("%w: op %d: base_timestamp %d, prepare timestamp %d, log's last %d", ErrStampMismatch, e.header.Op, bh.BaseTimestamp(), e.header.Timestamp, p.log.LastTimestamp())
+	case e.header.RequestChecksum != (wire.Uint128{Lo: bh.BatchChecksum()}):
+		return fmt.Errorf("%w: op %d", ErrBatchBinding, e.header.Op)
+	}
+	return nil
+}
+
+// finishEntry ends an entry's send with err: returned by the Send call that admitted
+// it when it is still running, otherwise through SendDone.
+func (p *Partition) finishEntry(e *journalEntry, err error) {
+	if e.offsetDone != nil {
+		// An offset op that will not apply here (a view change cut it): the client
+		// asks again, at whichever replica leads then.
+		e.offsetDone.OffsetDone(e.token, wire.ErrTransientNotAccepted)
+		e.offsetDone = nil
+		return
+	}
+	switch {
+	case e.syncCall:
+		if e.header.Operation == wire.OperationSendMessages {
+			p.syncErr = err
+		} else {
+			p.offsetErr = err
+		}
+	case e.done != nil:
+		e.done.SendDone(e.token, wire.SendConfirmation{}, err)
+	}
+	e.done = nil
+}
+
+// failUnapplied fails every send prepared and not applied (those not proposed yet
+// are the Driver's: its Stop answers them).
+func (p *Partition) failUnapplied(code wire.ErrorCode) {
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil {
+			p.finishEntry(e, code)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package partition
+
+import (
+	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Proposals. A send or a replicated offset op becomes a prepare through the group's
+// vsr.Driver: the partition queues it here under a sequence number, the Driver's
+// token, and asks the Driver to propose it (Driver.Propose). The Driver asks for it
+// at the moment it proposes it (Proposal: a batch is stamped then, at the group's
+// prepared position) and reports what became of it (Proposed: the journal entry, or
+// the refusal). That is at once when no Ready is out and the pipeline has room;
+// otherwise after the Ready's Advance, in order, with the others that waited, so
+// that they share the next journal write and its fdatasync (group commit). A
+// proposal also waits while the primary lacks the body of an op it holds
+// (ProposalWaits): it cannot know the offset its batch starts at.
+//
+// The queue holds the proposals the Driver has not proposed yet, oldest first: the
+// Driver proposes and answers them in the order it took them.
+
+// proposal is a send or an offset op the Driver has not proposed yet.
+type proposal struct {
+	// body is the batch, in the caller's request buffer (stamped in place at
+	// Proposal), or an offset op's payload (a copy made for it).
+	body       []byte
+	done       SendCompletion
+	offsetDone OffsetCompletion
+	token      uint64 // the caller's
+	seq        uint64 // the Driver's token
+	nowMicros  uint64
+	operation  wire.Operation
+	// syncCall: the call that queued it is still running and returns a refusal
+	// itself (Send, the offset ops).
+	syncCall bool
+}
+
+type proposalQueue struct {
+	ring []proposal
+	head int
+	n    int
+}
+
+func (q *proposalQueue) push(e proposal) {
+	if q.n == len(q.ring) {
+		grown := make([]proposal, max(4, 2*len(q.ring)))
+		for i := 0; i < q.n; i++ {
+			grown[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = grown, 0
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = e
+	q.n++
+}
+
+func (q *proposalQueue) front() *proposal { return &q.ring[q.head] }
+
+func (q *proposalQueue) popFront() proposal {
+	e := q.ring[q.head]
+	q.ring[q.head] = proposal{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	return e
+}
+
+func (q *proposalQueue) popBack() {
+	q.ring[(q.head+q.n-1)%len(q.ring)] = proposal{}
+	q.n--
+}
+
+// bySeq is the queued proposal of seq, or nil when the Driver has answered it.
+func (q *proposalQueue) bySeq(seq uint64) *proposal {
+	for i := q.n - 1; i >= 0; i-- {
+		if e := &q.ring[(q.head+i)%len(q.ring)]; e.seq == seq {
+			return e
+		}
+	}
+	return nil
+}
+
+// propose queues e and asks the group's Driver to propose it; the caller runs
+// afterRun. It returns e's sequence number, or why the Driver did not take it (it
+// holds too many: never before Send's own bounds; or it stopped).
+func (p *Partition) propose(e proposal) (uint64, error) {
+	p.proposalSeq++
+	e.seq = p.proposalSeq
+	p.proposals.push(e)
+	if !p.holding() {
+		p.catchUp()
+	}
+	p.syncOp, p.syncErr = 0, nil
+	if err := p.driver.Propose(e.seq); err != nil {
+		p.proposals.popBack() // refused at once, never answered
+		return 0, err
+	}
+	return e.seq, nil
+}
+
+// stampBatch stamps a validated batch at the group's prepared position, as the
+// Driver proposes it: base_offset is the offset after everything prepared,
+// base_timestamp the prepare's timestamp, which the Core makes strictly increasing
+// and which is first raised to the last prepared batch's so that batch timestamps
+// never go back. The body is the batch in the request buffer itself.
+func (p *Partition) stampBatch(batch []byte, nowMicros uint64) (vsr.Proposal, []byte, uint64) {
+	if p.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
+		// The log moved back under the batches waiting to be applied (a repair cut
+		// it; its Failed hook may come later): they can no longer apply.
+		p.voidUnapplied(errLogMovedBack)
+	}
+	if p.unappliedBatches == 0 {
+		// Nothing prepared waits: the log's end is the position (it moves back when
+		// a storage failure cut batches, and a durable journal records that).
+		if end := p.log.NextOffset(); end != p.preparedEnd {
+			if p.durable != nil {
+				p.durable.noteCut(end)
+			}
+			p.preparedEnd = end
+		}
+	}
+	timestamp := max(nowMicros, p.preparedTimestamp, p.log.LastTimestamp())
+	last := p.lastPrepareTimestamp
+	if p.core.Op() != p.lastProposedOp {
+		// The head is not this replica's own last proposal (it led no view before,
+		// or another replica did since): the Core raises above the head's timestamp.
+		if h, ok := p.core.Header(p.core.Op()); ok {
+			last = max(last, h.Timestamp)
+		}
+	}
+	if timestamp <= last {
+		timestamp = last + 1
+	}
+	wire.StampBatch(batch, uint64(p.key.PartitionID), p.preparedEnd, timestamp)
+	header, _ := wire.ViewBatchHeader(batch)
+	return vsr.Proposal{RequestChecksum: wire.Uint128{Lo: header.BatchChecksum()}, Operation: wire.OperationSendMessages}, batch, timestamp
+}
+
+// Proposal implements vsr.Host: the proposal at the head of the queue, a batch
+// stamped now, or an offset op timestamped after the group's head.
+func (h *groupHost) Proposal(token uint64) (vsr.Proposal, []byte, uint64) {
+	p := (*Partition)(h)
+	e := p.proposalAt(token)
+	if e.operation == wire.OperationSendMessages {
+		return p.stampBatch(e.body, e.nowMicros)
+	}
+	timestamp := p.lastPrepareTimestamp + 1
+	if head, ok := p.core.Header(p.core.Op()); ok {
+		timestamp = max(timestamp, head.Timestamp+1)
+	}
+	return vsr.Proposal{RequestChecksum: wire.BodyChecksum(e.body), Operation: e.operation}, e.body, timestamp
+}
+
+// ProposalWaits implements vsr.ProposalGate: a batch waits while the journal lacks
+// the body of an op above the applied one (a primary that has not repaired what
+// its view holds), whose length the batch's base_offset depends on.
+func (h *groupHost) ProposalWaits(token uint64) bool {
+	p := (*Partition)(h)
+	return p.proposalAt(token).operation == wire.OperationSendMessages && !p.positionKnown()
+}
+
+// proposalAt is the head of the queue, which the Driver's token must name.
+func (p *Partition) proposalAt(token uint64) *proposal {
+	if p.proposals.n == 0 || p.proposals.front().seq != token {
+		panic(fmt.Sprintf("partition %v: the Driver asks for proposal %d out of order", p.key, token))
+	}
+	return p.proposals.front()
+}
+
+// Proposed implements vsr.Host: a proposal prepared as op goes into the journal,
+// where its caller waits for it; one refused is answered (58, or 4006 for a send
+// a stopped group never prepared, as its prepared ones fail).
+func (h *groupHost) Proposed(token, op uint64, err error) {
+	p := (*Partition)(h)
+	p.proposalAt(token)
+	e := p.proposals.popFront()
+	if err != nil {
+		code := wire.ErrTransientNotAccepted
+		if p.driver.Err() != nil && e.operation == wire.OperationSendMessages {
+			code = wire.ErrCannotSaveMessagesToSegment
+		}
+		switch {
+		case e.syncCall:
+			p.syncErr = code
+		case e.done != nil:
+			e.done.SendDone(e.token, wire.SendConfirmation{}, code)
+		case e.offsetDone != nil:
+			e.offsetDone.OffsetDone(e.token, code)
+		}
+		return
+	}
+	header, _ := p.core.Header(op)
+	j := p.journal.put(&header)
+	if e.operation == wire.OperationSendMessages {
+		bh, _ := wire.ViewBatchHeader(e.body)
+		if header.Timestamp != bh.BaseTimestamp() {
+			panic("partition: the core's prepare timestamp differs from the batch's stamp")
+		}
+		j.body = e.body
+		j.done, j.token, j.syncCall = e.done, e.token, e.syncCall
+		p.preparedTimestamp = header.Timestamp
+		p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
+		p.unappliedBatches++
+	} else {
+		p.adoptBody(j, e.body)
+		j.offsetDone, j.token = e.offsetDone, e.token
+		j.syncCall = e.syncCall && e.offsetDone == nil
+	}
+	p.lastPrepareTimestamp, p.lastProposedOp = header.Timestamp, op
+	if e.syncCall {
+		p.syncOp = op
+	}
+}
