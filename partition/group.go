@@ -369,7 +369,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 		return err
 	}
 	if h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare {
-		if p.copiedBytes > 0 && s.bodies.full(len(body)) {
+		if !s.bodies.admit(len(body), h.Prepare().Op == p.bodyNeededOp()) {
 			return errBodyBudget
 		}
 		if err := p.checkIngress(h.Prepare(), body); err != nil {
