@@ -35,9 +35,10 @@
 //	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
 //	IsPrimary             whether this replica proposes a partition's ops (a cluster)
-//	OpenFiles,            the file cache's and the state transfers' counts, and the
-//	StatesInstalled,      groups' ignored inputs by reason, for metrics and tests
-//	Drops
+//	OpenFiles,            the file cache's and the state transfers' counts, the
+//	StatesInstalled,      groups' ignored inputs by reason, and the frames Step
+//	Drops, IngressDrops   refused before a group saw them, by reason: for metrics
+//	                      and tests
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider

@@ -268,6 +268,9 @@ func TestClusterRefusesABodySwappedUnderItsHeader(t *testing.T) {
 	if err := stepFrame(t, backup, flipped); !errors.Is(err, ErrBatchBinding) {
 		t.Fatalf("flipped payload byte: %v, want ErrBatchBinding", err)
 	}
+	if n := backup.IngressDrops()[IngressBinding]; n != 2 {
+		t.Fatalf("%d frames counted as refused for their binding, want 2", n)
+	}
 	if err := stepFrame(t, backup, original); err != nil {
 		t.Fatalf("the original frame: %v", err)
 	}
@@ -307,6 +310,9 @@ func TestClusterBackupRefusesAStampNotItsOwn(t *testing.T) {
 	wire.PutHeader(forged, &h)
 	if err := stepFrame(t, c.stores[1], forged); !errors.Is(err, ErrStampMismatch) {
 		t.Fatalf("a batch stamped at offset 10: %v, want ErrStampMismatch", err)
+	}
+	if n := c.stores[1].IngressDrops()[IngressStamp]; n != 1 {
+		t.Fatalf("%d frames counted as refused for their stamp, want 1", n)
 	}
 	if err := stepFrame(t, c.stores[1], captured.buf); err != nil {
 		t.Fatalf("the original frame: %v", err)
