@@ -354,10 +354,12 @@ func (p *Partition) checkBinding(h *wire.PrepareHeader, body []byte) error {
 // replica derives from its own position; a refusal is an error and the frame is
 // dropped, and counted (IngressDrops), as is a frame for a partition the store
 // does not hold or one that refuses everything until Recover, and a prepare the
-// body budget has no room for. A frame that arrives while the group's Ready waits
-// for its durable writes is copied by the group's Driver and fed after Advance
-// (counted against the body budget, which may refuse it too); past the Driver's
-// bound it is dropped and counted (vsr.DropFramesQueueFull, Drops).
+// body budget has no room for. A Commit that brings a parked backup nothing is
+// taken as its primary's keep-alive and leaves the group parked (IngressDrops,
+// IngressParkedKeepAlive). A frame that arrives while the group's Ready waits for
+// its durable writes is copied by the group's Driver and fed after Advance
+// (counted against the body budget meanwhile); past the Driver's bound it is
+// dropped and counted (vsr.DropFramesQueueFull, Drops).
 func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	p, ok := s.partitions[k]
 	if !ok {
@@ -365,6 +367,10 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	}
 	if err := s.SyncDirs(); err != nil {
 		return s.refuse(IngressStorageFailing, err)
+	}
+	if p.keepAliveOnly(h) {
+		s.ingress[IngressParkedKeepAlive]++
+		return nil
 	}
 	s.activate(p)
 	if err := p.broken(); err != nil {

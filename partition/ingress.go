@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // IngressDrop is why Store.Step did not give a replica-plane frame to its
@@ -36,6 +38,12 @@ const (
 	// replica's position (ErrStampMismatch); the replica asks for the primary's
 	// state when its own log is the one that moved.
 	IngressStamp
+	// IngressParkedKeepAlive: a Commit that brought a parked backup nothing new
+	// (its primary's keep-alive: the view it follows, a commit point it has
+	// applied). The node's liveness, which Store.NoteLiveness takes from every
+	// frame, is all it carries: the group stays parked, its core untouched.
+	IngressParkedKeepAlive
+
 	// IngressDropCount is the number of reasons: IngressDrops' length.
 	IngressDropCount
 )
@@ -47,6 +55,7 @@ var ingressDropNames = [IngressDropCount]string{
 	IngressBodyBudget:       "body_budget",
 	IngressBinding:          "binding",
 	IngressStamp:            "stamp",
+	IngressParkedKeepAlive:  "parked_keep_alive",
 }
 
 // String is the reason's name as a metric label: lower case, underscores.
@@ -76,4 +85,21 @@ func ingressReason(err error) IngressDrop {
 		return IngressStamp
 	}
 	return IngressBinding
+}
+
+// keepAliveOnly reports whether h is a Commit that brings p's parked backup
+// nothing: from the primary of the view it follows, with a commit point it has
+// applied already. Stepping it would put the group back on the timers until its
+// next deadline, for nothing: with one keep-alive per commit broadcast interval,
+// naming the next group in turn, every backup would hold a few groups unparked
+// at any time, each woken for a heartbeat deadline it does not need.
+func (p *Partition) keepAliveOnly(h *wire.GenericHeader) bool {
+	if !p.parked || h.Command != wire.CommandCommit || h.Cluster != p.store.repl.Cluster {
+		return false
+	}
+	core := p.core
+	if core.IsPrimary() || h.View != core.View() || h.Replica != core.Primary() {
+		return false
+	}
+	return h.Commit().Commit <= core.CommitMin()
 }
