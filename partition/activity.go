@@ -400,12 +400,6 @@ func (s *Store) NoteLiveness(replica uint8) {
 	}
 }
 
-// TimersArmed reports whether any group waits for a deadline, so that the shard
-// knows whether to wake for ticks.
-func (s *Store) TimersArmed() bool {
-	return s.timers.Len() > 0 || s.backlogHead < len(s.backlog) || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
-}
-
 // SyncDirs makes durable the directories of the partitions created since it last
 // ran, when the store's StorageProvider defers that (DirSyncer): once for them all.
 // Every call that may write in a partition runs it first, so the caller needs it

@@ -32,7 +32,9 @@
 //	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
 //	Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
-//	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
+//	Tick, TicksUntilDue,  a 10 ms shard tick, when TicksUntilDue says the store has
+//	NoteLiveness          work on one (the ticks slept through are made up first);
+//	                      a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
 //	IsPrimary             whether this replica proposes a partition's ops (a cluster)
 //	OpenFiles,            the file cache's and the state transfers' counts, the

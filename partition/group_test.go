@@ -491,29 +491,31 @@ func TestClusterViewChangeContinuesTheLog(t *testing.T) {
 }
 
 // A single node's groups keep no timer, so its shard never wakes to tick them; a
-// backup's heartbeat timer arms the store's.
-func TestStoreTimersArmedOnlyWithDeadlines(t *testing.T) {
+// backup's heartbeat timer makes the store due.
+func TestStoreDueOnlyWithDeadlines(t *testing.T) {
 	s := NewStore("local_data", nullStorages{})
 	for i := uint32(0); i < 500; i++ {
 		if err := s.Create(Key{StreamID: 1, TopicID: 1, PartitionID: i}, noSaveConfig(), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.TimersArmed() {
-		t.Fatal("groups of one replica armed the store's timers")
+	s.PollIO() // the new directories made durable, as the shard's loop does
+	if _, due := s.TicksUntilDue(); due {
+		t.Fatal("groups of one replica made the store due on a tick")
 	}
 	backup := NewReplicatedStore("local_data", nullStorages{}, Replication{Cluster: testCluster3, ReplicaID: 1, ReplicaCount: 3})
 	if err := backup.Create(testKey, noSaveConfig(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if !backup.TimersArmed() {
-		t.Fatal("a backup's heartbeat timeout is not armed")
+	backup.PollIO()
+	if in, due := backup.TicksUntilDue(); !due || in != partitionTiming.HeartbeatTimeoutTicks {
+		t.Fatalf("a backup's heartbeat timeout: due %v in %d ticks, want in %d", due, in, partitionTiming.HeartbeatTimeoutTicks)
 	}
 	if err := backup.Delete(testKey); err != nil {
 		t.Fatal(err)
 	}
-	if backup.TimersArmed() {
-		t.Fatal("a deleted partition's group is still armed")
+	if _, due := backup.TicksUntilDue(); due {
+		t.Fatal("a deleted partition's group still makes the store due")
 	}
 }
 
