@@ -17,6 +17,9 @@
 //	                                 (a state install: installReplaces), the whole
 //	                                 directory only when the partition goes or is purged
 //
+// Each file is made by its first write, none when a partition is created or opened:
+// a partition never written holds no file.
+//
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
 // MessagesKey with PartitionForKey), checks permissions, and calls:

@@ -193,6 +193,9 @@ func (p *Partition) resume() {
 		if p.state != nil && p.state.openErr != nil {
 			p.state.failOpen()
 		}
+		if p.durable != nil && p.durable.openErr != nil {
+			p.durable.failOpen()
+		}
 		if p.persisting != nil {
 			if p.journalDeferred && !p.durable.compacting {
 				p.journalDeferred = false

@@ -448,6 +448,9 @@ func (p *Partition) rejournal() error {
 	if len(records) == 0 {
 		return nil
 	}
+	if err := d.ensureOpen(); err != nil {
+		return err
+	}
 	if err := waitRequest(p.storage, &segment.Request{Op: segment.OpWrite, File: d.file, Offset: d.sizeBytes, Data: records}); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
