@@ -374,9 +374,10 @@ func TestClusterConsumerOffsetIsReplicated(t *testing.T) {
 	c.send(makeBatch(t, 0, 5, 40), 100, rec, 1)
 	c.settle()
 	alice := Consumer{Kind: wire.ConsumerSingle, ID: 42}
-	// The call cannot wait for the peers' acks (they travel outside it): proposed,
-	// it answers 58, and the op applies once committed.
-	if err := c.stores[0].StoreConsumerOffset(testKey, alice, 3, wire.AckQuorum); err != wire.ErrTransientNotAccepted {
+	// The call cannot wait for the peers' acks (they travel outside it): prepared,
+	// it answers 57 (outcome unknown; 58 would say it was not admitted), and the op
+	// applies once committed.
+	if err := c.stores[0].StoreConsumerOffset(testKey, alice, 3, wire.AckQuorum); err != wire.ErrTransientNotCommitted {
 		t.Fatalf("store offset in a cluster: %v", err)
 	}
 	c.settle()
