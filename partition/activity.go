@@ -22,9 +22,11 @@ import (
 //     timeout, which that liveness keeps resetting), a fresh primary that has
 //     prepared nothing (its backups know its commit point, op 0). A parked group
 //     costs nothing per tick. Any input unparks it (a frame, a proposal, a
-//     takeover: its run files it under its deadline again), and so does its
-//     primary's node going silent for a heartbeat timeout (the watch below is
-//     one check per replica per tick), which lets its heartbeat fire.
+//     takeover: its run files it under its deadline again), but for its
+//     primary's keep-alive when it brings nothing new (Partition.keepAliveOnly:
+//     the node's liveness is all it carries), and so does its primary's node
+//     going silent for a heartbeat timeout (the watch below is one check per
+//     replica per tick), which lets its heartbeat fire.
 //   - The keep-alive (one Commit per commit broadcast interval) picks from the
 //     groups this replica leads, kept in a list, not from every group.
 //
@@ -396,12 +398,6 @@ func (s *Store) NoteLiveness(replica uint8) {
 	if int(replica) < len(s.heardAt) {
 		s.heardAt[replica] = s.timers.Now() + 1
 	}
-}
-
-// TimersArmed reports whether any group waits for a deadline, so that the shard
-// knows whether to wake for ticks.
-func (s *Store) TimersArmed() bool {
-	return s.timers.Len() > 0 || s.backlogHead < len(s.backlog) || s.repl.replicaCount() > 1 && len(s.partitions) > 0 // the keep-alive
 }
 
 // SyncDirs makes durable the directories of the partitions created since it last

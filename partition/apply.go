@@ -273,11 +273,12 @@ func (p *Partition) checkStamp(e *journalEntry) error {
 }
 
 // finishEntry ends an entry's send with err: returned by the Send call that admitted
-// it when it is still running, otherwise through SendDone.
+// it when it is still running, otherwise through SendDone. A deferred offset op is
+// answered 58 (the client asks again, at whichever replica leads then), also when
+// err says its outcome is unknown: a store of the same offset again is harmless,
+// and the cluster simulator's clients take 58 only.
 func (p *Partition) finishEntry(e *journalEntry, err error) {
 	if e.offsetDone != nil {
-		// An offset op that will not apply here (a view change cut it): the client
-		// asks again, at whichever replica leads then.
 		e.offsetDone.OffsetDone(e.token, wire.ErrTransientNotAccepted)
 		e.offsetDone = nil
 		return
@@ -295,12 +296,29 @@ func (p *Partition) finishEntry(e *journalEntry, err error) {
 	e.done = nil
 }
 
-// failUnapplied fails every send prepared and not applied (those not proposed yet
-// are the Driver's: its Stop answers them).
-func (p *Partition) failUnapplied(code wire.ErrorCode) {
+// failUnapplied answers every op prepared here and not applied, which leaves the
+// journal with its fate unknown (outcomeUnknown); those not proposed yet are the
+// Driver's, and its Stop answers them (58: never admitted).
+func (p *Partition) failUnapplied() {
+	code := p.outcomeUnknown()
 	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
 		if e := p.journal.at(op); e != nil {
 			p.finishEntry(e, code)
 		}
 	}
+}
+
+// outcomeUnknown is the answer to an op prepared here that leaves the journal
+// neither applied nor known never to apply (its group stopped, its store closed):
+// 57 TransientNotCommitted (outcome unknown: replay the same request) when it may
+// still take effect, as in a group of more than one replica, where its prepare
+// may be in a peer's journal and a new view commits it, and with a journal file,
+// which a restart replays; otherwise, in a group of one whose ops commit here or
+// nowhere, 4006 CannotSaveMessagesToSegment for a send (it will never be polled).
+// Never 58, which says the request was not admitted.
+func (p *Partition) outcomeUnknown() wire.ErrorCode {
+	if p.store.repl.replicaCount() > 1 || p.durable != nil {
+		return wire.ErrTransientNotCommitted
+	}
+	return wire.ErrCannotSaveMessagesToSegment
 }

@@ -17,6 +17,9 @@
 //	                                 (a state install: installReplaces), the whole
 //	                                 directory only when the partition goes or is purged
 //
+// Each file is made by its first write, none when a partition is created or opened:
+// a partition never written holds no file.
+//
 // The glue (shard/) decodes requests, resolves stream and topic ids, picks the
 // partition (ResolvePartition: explicit id, Balanced with a RoundRobin, or
 // MessagesKey with PartitionForKey), checks permissions, and calls:
@@ -32,12 +35,15 @@
 //	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
 //	Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
-//	Tick, NoteLiveness    every 10 ms while TimersArmed; a frame from a node
+//	Tick, TicksUntilDue,  a 10 ms shard tick, when TicksUntilDue says the store has
+//	NoteLiveness          work on one (the ticks slept through are made up first);
+//	                      a frame from a node
 //	Step                  a replica-plane frame for a partition's group (a cluster)
 //	IsPrimary             whether this replica proposes a partition's ops (a cluster)
-//	OpenFiles,            the file cache's and the state transfers' counts, and the
-//	StatesInstalled,      groups' ignored inputs by reason, for metrics and tests
-//	Drops
+//	OpenFiles,            the file cache's and the state transfers' counts, the
+//	StatesInstalled,      groups' ignored inputs by reason, and the frames Step
+//	Drops, IngressDrops   refused before a group saw them, by reason: for metrics
+//	                      and tests
 //
 // Purge restarts a partition at offset 0 with no consumer offsets, as the reference
 // server does. Each partition gets its own segment.Storage from a StorageProvider
@@ -182,9 +188,14 @@
 //	body copies                 a backup's journal copies until written, frames a
 //	                            group's Driver held while its Ready was out, batches
 //	                            read back for a peer's repair:
-//	                            at most Replication.BodyBudgetBytes (64 MiB), plus one
-//	                            batch per partition taking prepares at that moment
+//	                            at most Replication.BodyBudgetBytes (64 MiB) plus one
+//	                            batch, however many partitions take prepares at once
 //	                            (memory.go)
+//
+// Not in that bound yet: the bodies a consensus core copies while it repairs below
+// the chain of headers it trusts (vsr.Core's repair candidates: up to
+// RepairChunkMax, 32 batches, a group, kept until its next repair round), and a
+// state transfer's artifacts, which the core assembles whole before the install.
 //
 // The primary's batches are its clients' request buffers, and polls read into the
 // server's poll memory: both bounded by the server, not here. A node's resident size

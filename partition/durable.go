@@ -62,8 +62,11 @@ const journalFileName = "partition.journal"
 var journalCompactBytes int64 = 64 << 20
 
 type durableJournal struct {
-	p         *Partition
+	p *Partition
+	// file is 0 until the file is created, with the first write (ensureOpen);
+	// openErr: that failed, and the write that needed it fails (resume).
 	file      segment.File
+	openErr   error
 	sizeBytes int64
 	// Requests of the write in flight (one Ready's chain, or a compaction).
 	free       []*segment.Request
@@ -84,7 +87,9 @@ type durableJournal struct {
 
 // openDurable opens p's journal file when its topic enforces fsync (and
 // Replication.JournalFile wants it), and in any case replays one an earlier run left
-// (the topic or the policy may have changed since).
+// (the topic or the policy may have changed since). A file that does not exist yet
+// is created with its first write (ensureOpen), so that a partition created and
+// never written holds no file, whatever its topic's options.
 func (p *Partition) openDurable() error {
 	names, err := p.storage.List("")
 	if err != nil {
@@ -92,10 +97,14 @@ func (p *Partition) openDurable() error {
 	}
 	want := p.store.repl.journalFileWanted(p.cfg)
 	exists := slices.Contains(names, journalFileName)
-	if !exists && !want {
+	if !exists {
+		if want {
+			p.durable = &durableJournal{p: p}
+			p.durable.done = p.durable.complete
+		}
 		return nil
 	}
-	f, size, err := p.storage.Open(journalFileName, true, 0)
+	f, size, err := p.storage.Open(journalFileName, false, 0)
 	if err != nil {
 		return fmt.Errorf("journal: open: %w", err)
 	}
@@ -290,12 +299,34 @@ func (d *durableJournal) write(data []byte) {
 	d.p.storage.Submit(r)
 }
 
+// ensureOpen creates the journal file when it does not exist yet: with the first
+// write, not when the partition is opened (a server that creates a partition's
+// directory only for its first file keeps a created partition free on disk).
+func (d *durableJournal) ensureOpen() error {
+	if d.file != 0 {
+		return nil
+	}
+	f, _, err := d.p.storage.Open(journalFileName, true, 0)
+	if err != nil {
+		return fmt.Errorf("journal: create: %w", err)
+	}
+	d.file = f
+	return nil
+}
+
 // submit writes a Ready's journal entries, one chain ending in an fdatasync; the
 // Ready finishes when it completes (onJournalDurable). The bytes are the journal
 // entries' own: the header in the entry, the body the request buffer or the entry's
-// copy, untouched until the Ready is done.
+// copy, untouched until the Ready is done. A file that cannot be created fails the
+// write after the poll (resume), never inside the call that made the Ready.
 func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 	d.failed = nil
+	if err := d.ensureOpen(); err != nil {
+		d.openErr = err
+		p.resumeWanted = true
+		p.store.activate(p)
+		return
+	}
 	if d.cutPending {
 		d.cutPending = false
 		d.write(wire.HeaderBytes(&d.cutHeader)[:])
@@ -364,12 +395,23 @@ func (d *durableJournal) complete(r *segment.Request) {
 	d.p.onJournalDurable(d.failed)
 }
 
+// failOpen completes the write whose file could not be created, as a failed
+// write.
+func (d *durableJournal) failOpen() {
+	err := d.openErr
+	d.openErr = nil
+	d.p.onJournalDurable(err)
+}
+
 // close waits for the journal's requests and closes the file.
 func (d *durableJournal) close(p *Partition) error {
 	for d.inFlight > 0 {
 		if p.storage.Poll(true) == 0 {
 			break
 		}
+	}
+	if d.file == 0 {
+		return nil
 	}
 	return p.storage.Close(d.file)
 }

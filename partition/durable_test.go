@@ -1,8 +1,10 @@
 package partition
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -278,5 +280,95 @@ func TestClusterPrepareLeavesBeforeItsJournalWrite(t *testing.T) {
 	c.settle()
 	if _, ok := rec.acked[50]; !ok {
 		t.Fatalf("the send is not acknowledged (%v)", rec.failed[50])
+	}
+}
+
+// An enforce_fsync partition of a cluster creates its journal file with its first
+// write, not when it is created or opened: a partition never written holds no
+// file at all (the server makes a partition's directory only for its first file),
+// whatever its topic's options; a write then creates it.
+func TestJournalFileMadeByTheFirstWrite(t *testing.T) {
+	c := newTestCluster(t, 40, 3, fsyncConfig())
+	files := func(i int) []string {
+		names, _ := c.storages[i].disks[c.stores[i].Dir(testKey)].List("")
+		return names
+	}
+	for i := range c.stores {
+		if names := files(i); len(names) != 0 {
+			t.Fatalf("replica %d: a partition created and never written holds %v", i, names)
+		}
+	}
+	c.restart(1, 1)
+	if names := files(1); len(names) != 0 {
+		t.Fatalf("replica 1, opened again: holds %v", names)
+	}
+	rec := newSendRecorder()
+	c.sendAll(0, 1, rec, 1)
+	c.settle()
+	for i := range c.stores {
+		if size, ok := c.storages[i].disks[c.stores[i].Dir(testKey)].SizeOf(journalFileName); !ok || size == 0 {
+			t.Fatalf("replica %d: after a write the journal file is %d bytes (exists %v)", i, size, ok)
+		}
+	}
+}
+
+// journalCreateFails is a provider whose storages fail the next creations of
+// partition.journal.
+type journalCreateFails struct {
+	*SimStorages
+	failures *int
+}
+
+func (p journalCreateFails) Open(dir string) (segment.Storage, error) {
+	st, err := p.SimStorages.Open(dir)
+	return journalCreateFailsStorage{st, p.failures}, err
+}
+
+type journalCreateFailsStorage struct {
+	segment.Storage
+	failures *int
+}
+
+func (s journalCreateFailsStorage) Open(name string, create bool, prealloc int64) (segment.File, int64, error) {
+	if name == journalFileName && create && *s.failures > 0 {
+		*s.failures--
+		return 0, 0, errors.New("no space left")
+	}
+	return s.Storage.Open(name, create, prealloc)
+}
+
+// A journal file that cannot be created fails the write that needed it, as a
+// failed write does: in a group of one the send fails (4006) and the partition
+// goes on, the file tried again with the next write.
+func TestJournalFileThatCannotBeCreated(t *testing.T) {
+	failures := 1
+	st := NewSimStorages(41)
+	s := NewReplicatedStore("local_data", journalCreateFails{st, &failures}, Replication{JournalFile: JournalFileAlways})
+	if err := s.Create(testKey, fsyncConfig(), 1); err != nil {
+		t.Fatalf("the partition is not created: %v", err)
+	}
+	send := func(token uint64) error {
+		rec := newSendRecorder()
+		err := s.Send(testKey, sendRequest(makeBatch(t, 0, 2, 20)), token, rec, token)
+		s.WaitIdle()
+		if err == nil {
+			if _, ok := rec.acked[token]; !ok {
+				err = rec.failed[token]
+			}
+		}
+		return err
+	}
+	if err := send(1); err != wire.ErrCannotSaveMessagesToSegment {
+		t.Fatalf("the send whose journal file could not be made: %v, want 4006", err)
+	}
+	if err := send(2); err != nil {
+		t.Fatalf("the next send: %v", err)
+	}
+	if size, ok := st.disks[s.Dir(testKey)].SizeOf(journalFileName); !ok || size == 0 {
+		t.Fatalf("the journal file is %d bytes (exists %v)", size, ok)
+	}
+	_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 10})
+	if len(msgs) != 2 {
+		t.Fatalf("the partition serves %d messages, want the second send's 2", len(msgs))
 	}
 }

@@ -352,34 +352,46 @@ func (p *Partition) checkBinding(h *wire.PrepareHeader, body []byte) error {
 // is checked first as a partition prepare must be: its body is the batch its header
 // binds (checkBinding) and, when it is the next op, the stamp is the one this
 // replica derives from its own position; a refusal is an error and the frame is
-// dropped. A frame that arrives while the group's Ready waits for its durable
-// writes is copied by the group's Driver and fed after Advance (counted against
-// the body budget meanwhile); past the Driver's bound it is dropped and counted
-// (vsr.DropFramesQueueFull, Drops).
+// dropped, and counted (IngressDrops), as is a frame for a partition the store
+// does not hold or one that refuses everything until Recover, and a prepare the
+// body budget has no room for. A Commit that brings a parked backup nothing is
+// taken as its primary's keep-alive and leaves the group parked (IngressDrops,
+// IngressParkedKeepAlive). A frame that arrives while the group's Ready waits for
+// its durable writes is copied by the group's Driver and fed after Advance
+// (counted against the body budget meanwhile); past the Driver's bound it is
+// dropped and counted (vsr.DropFramesQueueFull, Drops).
 func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	p, ok := s.partitions[k]
 	if !ok {
-		return wire.ErrResourceNotFound
+		return s.refuse(IngressUnknownPartition, wire.ErrResourceNotFound)
 	}
 	if err := s.SyncDirs(); err != nil {
-		return err
+		return s.refuse(IngressStorageFailing, err)
+	}
+	if p.keepAliveOnly(h) {
+		s.ingress[IngressParkedKeepAlive]++
+		return nil
 	}
 	s.activate(p)
 	if err := p.broken(); err != nil {
-		return err
+		return s.refuse(IngressBroken, err)
 	}
-	if h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare {
-		if p.copiedBytes > 0 && s.bodies.full(len(body)) {
-			return errBodyBudget
+	prepare := h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare
+	if prepare {
+		if !s.bodies.admit(len(body), h.Prepare().Op == p.bodyNeededOp()) {
+			return s.refuse(IngressBodyBudget, errBodyBudget)
 		}
 		if err := p.checkIngress(h.Prepare(), body); err != nil {
 			if errors.Is(err, ErrStampMismatch) && p.requestTransfer() {
 				p.run()
 			}
-			return err
+			return s.refuse(ingressReason(err), err)
 		}
 	}
 	if p.holding() {
+		if !prepare && len(body) > 0 && !s.bodies.admit(len(body), false) {
+			return s.refuse(IngressBodyBudget, errBodyBudget)
+		}
 		return p.holdFrame(h, body)
 	}
 	p.catchUp()

@@ -268,6 +268,9 @@ func TestClusterRefusesABodySwappedUnderItsHeader(t *testing.T) {
 	if err := stepFrame(t, backup, flipped); !errors.Is(err, ErrBatchBinding) {
 		t.Fatalf("flipped payload byte: %v, want ErrBatchBinding", err)
 	}
+	if n := backup.IngressDrops()[IngressBinding]; n != 2 {
+		t.Fatalf("%d frames counted as refused for their binding, want 2", n)
+	}
 	if err := stepFrame(t, backup, original); err != nil {
 		t.Fatalf("the original frame: %v", err)
 	}
@@ -307,6 +310,9 @@ func TestClusterBackupRefusesAStampNotItsOwn(t *testing.T) {
 	wire.PutHeader(forged, &h)
 	if err := stepFrame(t, c.stores[1], forged); !errors.Is(err, ErrStampMismatch) {
 		t.Fatalf("a batch stamped at offset 10: %v, want ErrStampMismatch", err)
+	}
+	if n := c.stores[1].IngressDrops()[IngressStamp]; n != 1 {
+		t.Fatalf("%d frames counted as refused for their stamp, want 1", n)
 	}
 	if err := stepFrame(t, c.stores[1], captured.buf); err != nil {
 		t.Fatalf("the original frame: %v", err)
@@ -368,9 +374,10 @@ func TestClusterConsumerOffsetIsReplicated(t *testing.T) {
 	c.send(makeBatch(t, 0, 5, 40), 100, rec, 1)
 	c.settle()
 	alice := Consumer{Kind: wire.ConsumerSingle, ID: 42}
-	// The call cannot wait for the peers' acks (they travel outside it): proposed,
-	// it answers 58, and the op applies once committed.
-	if err := c.stores[0].StoreConsumerOffset(testKey, alice, 3, wire.AckQuorum); err != wire.ErrTransientNotAccepted {
+	// The call cannot wait for the peers' acks (they travel outside it): prepared,
+	// it answers 57 (outcome unknown; 58 would say it was not admitted), and the op
+	// applies once committed.
+	if err := c.stores[0].StoreConsumerOffset(testKey, alice, 3, wire.AckQuorum); err != wire.ErrTransientNotCommitted {
 		t.Fatalf("store offset in a cluster: %v", err)
 	}
 	c.settle()
@@ -485,29 +492,31 @@ func TestClusterViewChangeContinuesTheLog(t *testing.T) {
 }
 
 // A single node's groups keep no timer, so its shard never wakes to tick them; a
-// backup's heartbeat timer arms the store's.
-func TestStoreTimersArmedOnlyWithDeadlines(t *testing.T) {
+// backup's heartbeat timer makes the store due.
+func TestStoreDueOnlyWithDeadlines(t *testing.T) {
 	s := NewStore("local_data", nullStorages{})
 	for i := uint32(0); i < 500; i++ {
 		if err := s.Create(Key{StreamID: 1, TopicID: 1, PartitionID: i}, noSaveConfig(), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.TimersArmed() {
-		t.Fatal("groups of one replica armed the store's timers")
+	s.PollIO() // the new directories made durable, as the shard's loop does
+	if _, due := s.TicksUntilDue(); due {
+		t.Fatal("groups of one replica made the store due on a tick")
 	}
 	backup := NewReplicatedStore("local_data", nullStorages{}, Replication{Cluster: testCluster3, ReplicaID: 1, ReplicaCount: 3})
 	if err := backup.Create(testKey, noSaveConfig(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if !backup.TimersArmed() {
-		t.Fatal("a backup's heartbeat timeout is not armed")
+	backup.PollIO()
+	if in, due := backup.TicksUntilDue(); !due || in != partitionTiming.HeartbeatTimeoutTicks {
+		t.Fatalf("a backup's heartbeat timeout: due %v in %d ticks, want in %d", due, in, partitionTiming.HeartbeatTimeoutTicks)
 	}
 	if err := backup.Delete(testKey); err != nil {
 		t.Fatal(err)
 	}
-	if backup.TimersArmed() {
-		t.Fatal("a deleted partition's group is still armed")
+	if _, due := backup.TicksUntilDue(); due {
+		t.Fatal("a deleted partition's group still makes the store due")
 	}
 }
 

@@ -193,6 +193,9 @@ func (p *Partition) resume() {
 		if p.state != nil && p.state.openErr != nil {
 			p.state.failOpen()
 		}
+		if p.durable != nil && p.durable.openErr != nil {
+			p.durable.failOpen()
+		}
 		if p.persisting != nil {
 			if p.journalDeferred && !p.durable.compacting {
 				p.journalDeferred = false
@@ -255,14 +258,15 @@ func (p *Partition) finishPersist() {
 // failGroup stops the group for good after a durable write failed: the partition
 // refuses everything until Recover starts a new group. The Driver stops (a Ready
 // out goes no further, and the proposals it holds fail), and the ops prepared and
-// not applied fail (4006).
+// not applied are answered with their outcome unknown (57 in a cluster: their
+// prepares went down the chain before this replica's write, and may commit).
 func (p *Partition) failGroup(err error) {
 	if p.journalErr == nil {
 		p.journalErr = err
 	}
 	p.driver.Stop(p.journalErr)
 	p.releaseHeldFrames()
-	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
+	p.failUnapplied()
 	p.journal.reset(p.journal.lastOp() + 1)
 	p.unappliedBatches = 0
 }

@@ -229,3 +229,44 @@ func TestTicksUntilDueAnnouncesEveryTickWithWork(t *testing.T) {
 	}
 	t.Logf("ticks due per 1,000 idle ticks: %v", wakes)
 }
+
+// A parked backup stays parked through its primary's keep-alives: a Commit of the
+// view it follows with nothing it has not applied only carries the node's
+// liveness, so an idle backup fires no timer and drives no group, and every
+// keep-alive is counted as taken (IngressParkedKeepAlive). Stepping them unparked
+// the group each one named until its next deadline.
+func TestKeepAliveLeavesParkedBackupsParked(t *testing.T) {
+	const n = 20
+	c := idleCluster(t, n)
+	timing := partitionTiming
+	// Every group parks within a heartbeat timeout of its last input, the
+	// keep-alives of the first timeout among them.
+	c.runTicks(int(2*timing.HeartbeatTimeoutTicks + 4*timing.CommitBroadcastIntervalTicks))
+	before := make([]activityCounts, 3)
+	keepAlives := make([]uint64, 3)
+	for i, s := range c.stores {
+		before[i] = s.counts
+		keepAlives[i] = s.IngressDrops()[IngressParkedKeepAlive]
+	}
+	const measured = 1000 // 10 s
+	c.runTicks(measured)
+	for i := 1; i < 3; i++ {
+		s := c.stores[i]
+		did := s.counts.minus(before[i])
+		if did.timerFirings+did.groupsDriven+did.parks > 0 {
+			t.Fatalf("backup %d woke groups over %d idle ticks: %+v", i, measured, did)
+		}
+		taken := s.IngressDrops()[IngressParkedKeepAlive] - keepAlives[i]
+		if want := uint64(measured/timing.CommitBroadcastIntervalTicks) - 1; taken < want {
+			t.Fatalf("backup %d took %d keep-alives as such, want at least %d", i, taken, want)
+		}
+		for _, p := range s.partitions {
+			if !p.parked {
+				t.Fatalf("backup %d: partition %v is not parked", i, p.key)
+			}
+		}
+	}
+	if len(c.stepErrs) > 0 {
+		t.Fatalf("frames refused: %v", c.stepErrs[0])
+	}
+}

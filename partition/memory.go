@@ -9,11 +9,16 @@ import "errors"
 // primary's bodies are its clients' request buffers, which the server's own limits
 // bound.
 //
-// A prepare whose copy would pass the budget is dropped at ingress (Store.Step),
-// as a lossy network would drop it, unless its partition holds no copy yet: so
-// every partition can always take its next op, and the primary retransmits the
-// rest once the log has written what it holds. What a store holds is thus at most
-// the budget plus one batch per partition that takes prepares at that moment.
+// A copy is taken when it fits in the budget (admit). Past the budget a partition
+// may still take the one body it needs next (the lowest op above its applied one
+// whose body it lacks, or a first repair read), but only while nothing holds the
+// store past its budget already: so every partition can always make progress, one
+// at a time once the budget is spent, and the copies within the budget drain as
+// their ops apply and the log writes them. A prepare refused is dropped at ingress
+// (Store.Step), as a lossy network would drop it, and the primary retransmits it.
+// What a store holds is thus at most its budget plus one body, however many
+// partitions take prepares at once (plus, for a moment, the journal's copy of a
+// body the Driver held while its Ready was out, given back at the Ready's end).
 type bodyBudget struct {
 	budgetBytes int64
 	inUseBytes  int64
@@ -38,8 +43,27 @@ func (b *bodyBudget) give(n int) {
 	}
 }
 
-// full reports whether n more bytes would pass the budget.
-func (b *bodyBudget) full(n int) bool { return b.inUseBytes+int64(n) > b.budgetBytes }
+// admit reports whether a copy of n bytes may be taken: it fits in the budget,
+// or it is a body its partition needs next (needed) and nothing holds the store
+// past its budget yet.
+func (b *bodyBudget) admit(n int, needed bool) bool {
+	if b.inUseBytes+int64(n) <= b.budgetBytes {
+		return true
+	}
+	return needed && b.inUseBytes <= b.budgetBytes
+}
+
+// bodyNeededOp is the lowest op above the applied one whose body p's journal
+// lacks: nothing more applies here until it has it.
+func (p *Partition) bodyNeededOp() uint64 {
+	op := p.journal.firstOp
+	for ; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e == nil || !e.present {
+			break
+		}
+	}
+	return op
+}
 
 // errBodyBudget drops a prepare at ingress: its copy would pass the store's body
 // budget.

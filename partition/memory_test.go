@@ -120,14 +120,17 @@ func TestBodyBudgetDropsPreparesAndTheGroupGoesOn(t *testing.T) {
 	for token, err := range rec.failed {
 		t.Fatalf("send %d failed: %v", token, err)
 	}
-	dropped := 0
+	dropped, counted := 0, uint64(0)
 	for _, err := range c.stepErrs {
 		if errors.Is(err, errBodyBudget) {
 			dropped++
 		}
 	}
-	if dropped == 0 {
-		t.Fatal("no prepare was dropped for the budget")
+	for _, s := range c.stores {
+		counted += s.IngressDrops()[IngressBodyBudget]
+	}
+	if dropped == 0 || counted != uint64(dropped) {
+		t.Fatalf("%d prepares dropped for the budget, %d counted (IngressBodyBudget)", dropped, counted)
 	}
 	for i, s := range c.stores {
 		if s.bodies.peakBytes > int64(biggest) {
@@ -141,4 +144,104 @@ func TestBodyBudgetDropsPreparesAndTheGroupGoesOn(t *testing.T) {
 		}
 	}
 	c.checkBodiesGiven()
+}
+
+// The body budget bounds a store, not each partition: with 16 partitions taking
+// prepares at once and room for three batches, a backup holds at most its budget
+// plus one batch (each partition could take one past the budget before, 16 in
+// all), and every send still commits, the prepares refused retransmitted.
+func TestBodyBudgetBoundsTheStoreNotEachPartition(t *testing.T) {
+	const partitions, sendsEach = 16, 4
+	c := idleCluster(t, partitions)
+	batchBytes := len(makeBatch(t, 0, 4, 500))
+	for _, s := range c.stores {
+		s.bodies.budgetBytes = int64(3 * batchBytes)
+	}
+	rec := newSendRecorder()
+	sends := uint64(0)
+	for i := range sendsEach {
+		for p := range uint32(partitions) {
+			k := Key{StreamID: 1, TopicID: 1, PartitionID: p}
+			if err := c.stores[0].Send(k, sendRequest(makeBatch(t, uint64(i)*4, 4, 500)), 5_000+sends, rec, sends); err != nil {
+				t.Fatalf("send %d to %v: %v", i, k, err)
+			}
+			sends++
+		}
+	}
+	for round := 0; rec.done() < int(sends); round++ {
+		if round == 20_000 {
+			t.Fatalf("%d of %d sends done", rec.done(), sends)
+		}
+		c.runTicks(1)
+	}
+	for token, err := range rec.failed {
+		t.Fatalf("send %d failed: %v", token, err)
+	}
+	c.runTicks(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	refused := uint64(0)
+	for i, s := range c.stores {
+		refused += s.IngressDrops()[IngressBodyBudget]
+		if s.bodies.peakBytes > s.bodies.budgetBytes+int64(batchBytes) {
+			t.Fatalf("replica %d held %d bytes of copies, past its budget (%d) by more than one batch (%d)", i, s.bodies.peakBytes, s.bodies.budgetBytes, batchBytes)
+		}
+		for _, k := range s.Keys(nil) {
+			if got := s.partitions[k].log.NextOffset(); got != sendsEach*4 {
+				t.Fatalf("replica %d, partition %v: %d messages, want %d", i, k, got, sendsEach*4)
+			}
+		}
+		s.WaitIdle()
+		if s.bodies.inUseBytes != 0 {
+			t.Fatalf("replica %d holds %d bytes of body copies with nothing in flight", i, s.bodies.inUseBytes)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no prepare was refused for the budget: the test does not reach it")
+	}
+}
+
+// Batches read back for repairs share the store's budget too: past it, one
+// partition's first read is served while nothing else holds the store past its
+// budget, and another partition's read waits (the core skips the op, the peer
+// asks again) until the Ready that carries the first is done.
+func TestRepairReadsShareTheStoreBudget(t *testing.T) {
+	c := idleCluster(t, 2)
+	rec := newSendRecorder()
+	keys := []Key{{StreamID: 1, TopicID: 1, PartitionID: 0}, {StreamID: 1, TopicID: 1, PartitionID: 1}}
+	for i, k := range keys {
+		for b := range 2 {
+			token := uint64(10*i + b)
+			if err := c.stores[0].Send(k, sendRequest(makeBatch(t, uint64(b)*3, 3, 100)), 5_000+token, rec, token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.runTicks(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+	if len(rec.acked) != 4 {
+		t.Fatalf("%d of 4 sends acknowledged (%v)", len(rec.acked), rec.failed)
+	}
+	s := c.stores[0]
+	s.bodies.budgetBytes = 1
+	read := func(p *Partition, op uint64) bool {
+		h, ok := p.core.Header(op)
+		if !ok {
+			t.Fatalf("partition %v: no header of op %d", p.key, op)
+		}
+		_, ok = p.appliedBody(op, h.Checksum)
+		return ok
+	}
+	a, b := s.partitions[keys[0]], s.partitions[keys[1]]
+	if !read(a, 1) {
+		t.Fatal("the first read past the budget was refused: no repair could progress")
+	}
+	if read(a, 2) {
+		t.Fatal("a second read of the same Ready was served past the budget")
+	}
+	if read(b, 1) {
+		t.Fatal("another partition's read was served while the first holds the store past its budget")
+	}
+	a.releaseRepairReads()
+	if !read(b, 1) {
+		t.Fatal("the read was refused once the store held nothing")
+	}
+	b.releaseRepairReads()
 }

@@ -236,9 +236,10 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 	p.afterRun()
 	if e := p.proposals.bySeq(seq); e != nil {
 		// Waiting for room in the pipeline: it is proposed later, with nobody to
-		// tell. 58 has the client retry (a store is idempotent).
+		// tell; admitted, so 57 (outcome unknown), and the client retries (a store
+		// is idempotent).
 		e.syncCall = false
-		return wire.ErrTransientNotAccepted
+		return wire.ErrTransientNotCommitted
 	}
 	if p.syncOp == 0 {
 		err, p.syncErr = p.syncErr, nil // refused when proposed
@@ -255,14 +256,15 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		}
 		if p.pollStorage(true) == 0 && !p.holding() {
 			if p.store.repl.replicaCount() > 1 {
-				// The quorum's acks travel outside this call: the op is proposed and
-				// applies at commit, but this synchronous API cannot wait for it. 58
-				// has the client retry (a store is idempotent); a cluster's server
-				// needs a completion here, as sends have.
+				// The quorum's acks travel outside this call: the op is prepared and
+				// applies at commit, but this synchronous API cannot wait for it: 57
+				// (outcome unknown), and the client retries (a store is idempotent);
+				// a cluster's server uses ReplicateConsumerOffset, which answers once
+				// the op is applied.
 				if e := p.journal.at(op); e != nil {
 					e.syncCall = false
 				}
-				return wire.ErrTransientNotAccepted
+				return wire.ErrTransientNotCommitted
 			}
 			p.log.Sync() // the log's window waits for a save
 		}
@@ -270,7 +272,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 	}
 	if e := p.journal.at(op); e != nil && e.present && e.header.Checksum == h.Checksum {
 		e.syncCall = false
-		return wire.ErrTransientNotAccepted // not applied within the bound: see above
+		return wire.ErrTransientNotCommitted // not applied within the bound: see above
 	}
 	err, p.offsetErr = p.offsetErr, nil
 	return err

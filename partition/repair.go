@@ -88,8 +88,9 @@ func (r *recentOps) at(op uint64) *recentOp {
 
 // appliedBody is an applied op's body for the core (journalStorage.Body): an offset
 // op's payload, or its batch read back from the log. A read is refused (the core
-// skips the op; the peer asks again) when the store's body budget is spent and this
-// partition holds a read already, so that one partition's repair always progresses.
+// skips the op; the peer asks again) when it would pass the store's body budget,
+// unless it is this partition's first read of the Ready and nothing holds the store
+// past its budget (bodyBudget.admit): one partition's repair always progresses.
 func (p *Partition) appliedBody(op uint64, identity wire.Uint128) ([]byte, bool) {
 	e := p.recent.at(op)
 	if e == nil || e.identity != identity {
@@ -99,7 +100,8 @@ func (p *Partition) appliedBody(op uint64, identity wire.Uint128) ([]byte, bool)
 		return e.offsetBody, true
 	}
 	s := p.store
-	if len(p.repairReads) > 0 && s.bodies.inUseBytes >= s.bodies.budgetBytes {
+	h, ok := p.core.Header(op)
+	if !ok || !s.bodies.admit(int(h.Size)-wire.HeaderSize, len(p.repairReads) == 0) {
 		return nil, false
 	}
 	if p.log.Err() != nil || p.reopenErr != nil {

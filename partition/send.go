@@ -330,8 +330,8 @@ func (p *Partition) broken() error {
 // quiesce drains the partition's group before its log closes: the Ready out
 // finished, every waiting send prepared, every committed op applied, polling the
 // storage for what they wait on. Then the group stops: what cannot be applied (a
-// broken log, ops only the peers can commit) fails, and so do the proposals its
-// Driver still holds.
+// broken log, ops only the peers can commit) is answered with its outcome unknown
+// (outcomeUnknown), and the proposals its Driver still holds are refused.
 func (p *Partition) quiesce() {
 	if p.core == nil {
 		return
@@ -363,7 +363,7 @@ func (p *Partition) quiesce() {
 	}
 	p.driver.Stop(nil)
 	p.releaseHeldFrames()
-	p.failUnapplied(wire.ErrCannotSaveMessagesToSegment)
+	p.failUnapplied()
 	p.journal.reset(p.journal.lastOp() + 1)
 	p.unappliedBatches = 0
 }

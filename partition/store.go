@@ -61,8 +61,11 @@ type Store struct {
 	dirsPending bool
 	// statesInstalled counts the state transfers installed (transfer.go).
 	statesInstalled uint64
-	// dropsRetired sums the ignored inputs of the groups stopped (Drops).
+	// dropsRetired sums the ignored inputs of the groups stopped (Drops);
+	// ingress counts the frames Step refused before a group saw them
+	// (IngressDrops).
 	dropsRetired vsr.DropCounts
+	ingress      IngressDrops
 }
 
 // StatesInstalled is how many partition states this store has installed by state

@@ -279,13 +279,16 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	if !haveOffsets {
 		return errors.New("state transfer: no consumer offsets artifact")
 	}
-	// The ops up to the installed one leave the journal: the state holds them.
+	// The ops up to the installed one leave the journal: the state holds them, this
+	// replica's prepare of each or another view's op in its place, which it cannot
+	// tell apart here: a send is answered 57 (outcome unknown), not 4006 (never
+	// polled).
 	for p.journal.len() > 0 && p.journal.firstOp <= in.CommitOp {
 		e := p.journal.front()
 		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
 			p.unappliedBatches--
 		}
-		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+		p.finishEntry(e, wire.ErrTransientNotCommitted)
 		p.journal.popFront()
 	}
 	if p.journal.len() == 0 {
@@ -447,6 +450,9 @@ func (p *Partition) rejournal() error {
 	}
 	if len(records) == 0 {
 		return nil
+	}
+	if err := d.ensureOpen(); err != nil {
+		return err
 	}
 	if err := waitRequest(p.storage, &segment.Request{Op: segment.OpWrite, File: d.file, Offset: d.sizeBytes, Data: records}); err != nil {
 		return fmt.Errorf("journal: %w", err)

@@ -453,14 +453,20 @@ func (s *Shard) frameClass(first []byte) ReplicaClass {
 	return ReplicaFrameClass(h)
 }
 
-// refuseQueueFull counts (and logs, at most once a second) a frame refused because
-// its class's room to peer is full.
+// refuseQueueFull counts and logs a frame refused because its class's room to peer
+// is full: a control frame at WARN, at most once a second; a partition group's at
+// INFO, at most once a minute, since for that class it is back-pressure (the
+// groups retransmit what a slow peer did not take).
 func (s *Shard) refuseQueueFull(peer uint8, class ReplicaClass) {
 	c := &s.replicaCounters.classes[class]
 	c.dropped.Add(1)
 	c.queueFull.Add(1)
-	if s.replicaLogAllowed(replicaLogQueueFull) {
-		s.logReplica(replicaLogQueueFull, "replica frame refused: the peer's send queue of its class is full", "peer", peer,
+	kind := replicaLogQueueFull
+	if class == ReplicaPartition {
+		kind = replicaLogBackPressure
+	}
+	if s.replicaLogAllowed(kind) {
+		s.logReplica(kind, "replica frame refused: the peer's send queue of its class is full", "peer", peer,
 			"class", class.String(), "capacity", s.rt.replica.capacity[class])
 	}
 }

@@ -7,20 +7,40 @@ import (
 	"time"
 )
 
-// The replica plane logs like the rest of the shard: a kind of event at most once a
-// second (the next line says how many were left out), and a refused peer once per
-// address and reason, again only after refusalLogInterval, so that a misconfigured
-// node redialing every few seconds costs a line a minute, not one per attempt.
+// The replica plane logs like the rest of the shard: a kind of event at most once per
+// its interval (the next line says how many were left out), and a refused peer once
+// per address and reason, again only after refusalLogInterval, so that a
+// misconfigured node redialing every few seconds costs a line a minute, not one per
+// attempt.
 
 type replicaLogKind uint8
 
 const (
+	// replicaLogQueueFull: a control frame (the metadata group's) refused for a
+	// full queue: consensus traffic is falling behind, an operator looks.
 	replicaLogQueueFull replicaLogKind = iota
+	// replicaLogBackPressure: a partition group's frame refused for a full queue:
+	// the peer reads slower than the groups send, and their retransmissions pace
+	// them (back-pressure, not a fault).
+	replicaLogBackPressure
 	replicaLogNoBuffer
 	replicaLogBadFrame
 	replicaLogDialFailed
 	replicaLogKindCount
 )
+
+// replicaLogPolicies says how often a line of each kind may be logged, and at
+// which level.
+var replicaLogPolicies = [replicaLogKindCount]struct {
+	interval time.Duration
+	level    slog.Level
+}{
+	replicaLogQueueFull:    {time.Second, slog.LevelWarn},
+	replicaLogBackPressure: {time.Minute, slog.LevelInfo},
+	replicaLogNoBuffer:     {time.Second, slog.LevelWarn},
+	replicaLogBadFrame:     {time.Second, slog.LevelWarn},
+	replicaLogDialFailed:   {time.Second, slog.LevelWarn},
+}
 
 type replicaLogLimiter struct {
 	lastNs  [replicaLogKindCount]int64
@@ -38,7 +58,7 @@ func (s *Shard) logLimitedReplica(kind replicaLogKind, msg string, args ...any) 
 // builds no log arguments.
 func (s *Shard) replicaLogAllowed(kind replicaLogKind) bool {
 	l := &s.replica.logLimits
-	if l.lastNs[kind] != 0 && s.nowNs-l.lastNs[kind] < int64(time.Second) {
+	if l.lastNs[kind] != 0 && s.nowNs-l.lastNs[kind] < int64(replicaLogPolicies[kind].interval) {
 		l.dropped[kind]++
 		return false
 	}
@@ -50,10 +70,10 @@ func (s *Shard) logReplica(kind replicaLogKind, msg string, args ...any) {
 	l := &s.replica.logLimits
 	l.lastNs[kind] = s.nowNs
 	if n := l.dropped[kind]; n > 0 {
-		args = append(args, "like_it_in_the_last_second", n)
+		args = append(args, "like_it_since_the_last_line", n)
 		l.dropped[kind] = 0
 	}
-	s.log.Log(context.Background(), slog.LevelWarn, msg, args...)
+	s.log.Log(context.Background(), replicaLogPolicies[kind].level, msg, args...)
 }
 
 // refusalLogInterval is how long a refusal of one address for one reason stays quiet
