@@ -136,7 +136,7 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
 	r.plane.frameIn(in)
 	r.pumpJournal()
-	r.plane.runHeardWaiters() // a frame from the primary may be what a login waits for
+	r.plane.runBarriers() // a frame from the primary may be what a login waits for
 }
 
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
@@ -230,23 +230,24 @@ func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 }
 
 // awaitPrimary holds a refused login (and the connection's later work) until
-// this backup heard from its primary and applied what it had committed, then
-// decides it again: a user the cluster acknowledged is never refused for a lag
-// (the primary sends its commit point with its commits, ahead of its reply). A
-// login refused again, or after the wait's deadline, is refused; a wrong password
-// at a backup costs that wait (a commit broadcast interval at most) and one more
-// password check.
+// this backup applied what its primary had committed when a read barrier reached
+// it (metaPlane.afterPrimaryCommit), then decides it again: a user the cluster
+// acknowledged before the login came is never refused for a lag. A login refused
+// again, or after the wait's deadline, is refused; a wrong password at a backup
+// costs that wait (a round trip, two commit broadcast intervals at most) and one
+// more password check.
 func (r *metaRouter) awaitPrimary(j *job) {
 	rec := r.record(j.conn)
 	rec.busy = true
 	j.heardPrimary = true
-	r.plane.afterPrimaryHeard(func(bool) {
+	r.plane.afterPrimaryCommit(func(bool) {
 		rec.busy = false
 		r.login(j)
 		if !rec.busy {
 			r.turnDone(rec)
 		}
 	})
+	r.pumpJournal()
 }
 
 // forwardLogout sends a logout at a backup to the primary.

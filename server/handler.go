@@ -69,7 +69,8 @@ type job struct {
 	startNs  int64               // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
 	// heardPrimary: a login refused at a backup was decided again after the
-	// backup heard from its primary (metaRouter.awaitPrimary); it is not again.
+	// backup applied its primary's commit point (metaRouter.awaitPrimary); it is
+	// not again.
 	heardPrimary bool
 
 	// Partition operations, resolved on shard 0.

@@ -97,10 +97,9 @@ type metaCluster struct {
 	forwarded       map[wire.Uint128]*metaForward
 	// appliedWaiters run once the plane has applied their op.
 	appliedWaiters []appliedWaiter
-	// primaryFrames counts the frames stepped from the primary of the view;
-	// heardWaiters wait for one more, and for its commits applied.
-	primaryFrames uint64
-	heardWaiters  []heardWaiter
+	// barriers are the read barriers of refused logins (afterPrimaryCommit), in
+	// the order they were asked.
+	barriers []*readBarrier
 
 	// holes are the ops whose journal spans are holes (journal.go): damage found
 	// at the start, or markers written for a gap.
@@ -137,7 +136,9 @@ type replicaInbound struct {
 // metaForward is a login or logout to forward to the primary; done runs on shard
 // 0 with the primary's answer, or the error that kept it from being sent.
 type metaForward struct {
-	register         bool
+	register bool
+	// barrier: a read barrier (vsr.Core.ForwardReadBarrier), of no client.
+	barrier          bool
 	client           wire.Uint128
 	userID           uint32
 	session, request uint64
@@ -150,14 +151,15 @@ type appliedWaiter struct {
 	then func(applied bool)
 }
 
-// heardWaiter runs then(true) once the plane has stepped a frame from its
-// primary after primaryFrames, and applied every op committed then; then(false)
-// at deadline (core ticks), when the view changes, or when the node stops.
-type heardWaiter struct {
-	primaryFrames uint64
-	deadline      uint64
-	view          uint32
-	then          func(heard bool)
+// readBarrier runs then(true) once this backup has applied every op its primary
+// had committed when the barrier reached it (answered, commit); then(false) when
+// the primary does not answer Ok, at deadline (core ticks), or when the node stops.
+type readBarrier struct {
+	answered bool
+	commit   uint64
+	deadline uint64
+	done     bool
+	then     func(caughtUp bool)
 }
 
 // tableSessions is the primary's read of the client table for forwarded logins;
@@ -219,34 +221,51 @@ func (m *metaPlane) afterApplied(op uint64, then func(applied bool)) {
 	m.cluster.appliedWaiters = append(m.cluster.appliedWaiters, appliedWaiter{op: op, then: then})
 }
 
-// afterPrimaryHeard runs then once this backup has heard from its primary since
-// now and applied what that primary had committed by then: what a client saw the
-// primary acknowledge before it came here is then applied here, as the primary
-// sends its commit point as soon as it commits (vsr.CoreConfig.CommitEagerly),
-// ahead of its reply. Bounded: the primary's commit broadcast (its heartbeat)
-// comes within an interval; twice that is the deadline.
-func (m *metaPlane) afterPrimaryHeard(then func(heard bool)) {
-	m.cluster.heardWaiters = append(m.cluster.heardWaiters, heardWaiter{primaryFrames: m.cluster.primaryFrames,
-		deadline: m.replica.Now() + 2*m.cluster.timing.CommitBroadcastIntervalTicks, view: m.replica.View(), then: then})
+// afterPrimaryCommit runs then(true) once this backup has applied what its
+// primary had committed when a read barrier reached it (vsr's ForwardReadBarrier:
+// a ForwardLogout of client 0, answered at once with the primary's commit point):
+// what a client saw the primary acknowledge before it came here is then applied
+// here, whatever frames were already on their way. Bounded: then(false) after two
+// commit broadcast intervals, when the primary does not answer Ok (a view
+// change), or when the node stops.
+func (m *metaPlane) afterPrimaryCommit(then func(caughtUp bool)) {
+	b := &readBarrier{deadline: m.replica.Now() + 2*m.cluster.timing.CommitBroadcastIntervalTicks, then: then}
+	m.cluster.barriers = append(m.cluster.barriers, b)
+	m.forward(&metaForward{barrier: true, done: func(o vsr.ForwardOutcome, err error) {
+		if err != nil || o.TimedOut || o.Outcome != uint8(wire.ForwardLogoutOk) {
+			b.finish(false)
+			return
+		}
+		b.answered, b.commit = true, o.Commit
+		m.runBarriers()
+	}})
 }
 
-// runHeardWaiters runs the heardWaiters whose condition or deadline came. The
-// router calls it after every Ready, frame and tick of a clustered plane.
-func (m *metaPlane) runHeardWaiters() {
-	if len(m.cluster.heardWaiters) == 0 {
+func (b *readBarrier) finish(caughtUp bool) {
+	if b.done {
 		return
 	}
-	waiters := m.cluster.heardWaiters
-	m.cluster.heardWaiters = nil
-	caughtUp := m.applied.op >= m.replica.CommitMax()
-	for _, w := range waiters {
+	b.done = true
+	b.then(caughtUp)
+}
+
+// runBarriers runs the read barriers whose condition or deadline came. The
+// router calls it after every Ready, frame and tick of a clustered plane.
+func (m *metaPlane) runBarriers() {
+	if len(m.cluster.barriers) == 0 {
+		return
+	}
+	barriers := m.cluster.barriers
+	m.cluster.barriers = nil
+	for _, b := range barriers {
 		switch {
-		case m.cluster.primaryFrames > w.primaryFrames && caughtUp:
-			w.then(true)
-		case m.replica.Now() >= w.deadline || m.replica.View() != w.view || m.replica.Status() != vsr.StatusNormal:
-			w.then(false)
+		case b.done:
+		case b.answered && m.applied.op >= b.commit:
+			b.finish(true)
+		case m.replica.Now() >= b.deadline:
+			b.finish(false)
 		default:
-			m.cluster.heardWaiters = append(m.cluster.heardWaiters, w)
+			m.cluster.barriers = append(m.cluster.barriers, b)
 		}
 	}
 }
@@ -279,9 +298,6 @@ func (m *metaPlane) takeInputs() {
 	for i, in := range cl.frames {
 		cl.frames[i] = nil
 		f := &in.frame
-		if f.Header.Replica == m.replica.Primary() && f.Header.View == m.replica.View() {
-			cl.primaryFrames++
-		}
 		if err := m.replica.Step(f.Header, f.Body); err != nil {
 			m.log.Debug("replica frame refused by the metadata group", "peer", f.Peer, "command", f.Header.Command.String(), "err", err)
 		}
@@ -296,9 +312,12 @@ func (m *metaPlane) takeInputs() {
 	for _, f := range forwards {
 		var nonce wire.Uint128
 		var err error
-		if f.register {
+		switch {
+		case f.barrier:
+			nonce, err = m.replica.ForwardReadBarrier()
+		case f.register:
 			nonce, err = m.replica.ForwardRegister(f.client, f.userID)
-		} else {
+		default:
 			nonce, err = m.replica.ForwardLogout(f.client, f.session, f.request)
 		}
 		if err != nil {
@@ -570,10 +589,10 @@ func (m *metaPlane) installTask() *journalTask {
 // complete without the other replicas.
 func (m *metaPlane) stopCluster() {
 	// First, so that what they decide is refused with the rest.
-	heard := m.cluster.heardWaiters
-	m.cluster.heardWaiters = nil
-	for _, w := range heard {
-		w.then(false)
+	barriers := m.cluster.barriers
+	m.cluster.barriers = nil
+	for _, b := range barriers {
+		b.finish(false)
 	}
 	for i, in := range m.cluster.frames {
 		m.cluster.frames[i] = nil
@@ -772,5 +791,5 @@ func (r *metaRouter) retryGroupLeaves() {
 func (r *metaRouter) afterClusterReady() {
 	r.ensureRootUser()
 	r.retryGroupLeaves()
-	r.plane.runHeardWaiters()
+	r.plane.runBarriers()
 }

@@ -84,7 +84,7 @@ func (h *handler) catchUpTicks() {
 		}
 		cl.tickTarget = target
 		h.meta.pumpJournal()
-		h.meta.plane.runHeardWaiters()
+		h.meta.plane.runBarriers()
 	}
 	due := g.storeArmed && g.storeDue <= target && g.storeAt < g.storeDue
 	if h.heardNs != nil {
@@ -198,8 +198,8 @@ func (m *metaPlane) nextTickDue() (uint64, bool) {
 	if d := m.replica.NextDeadline(); d != 0 {
 		due(d)
 	}
-	for _, w := range cl.heardWaiters {
-		due(w.deadline)
+	for _, b := range cl.barriers {
+		due(b.deadline)
 	}
 	if m.snapshotRetrying {
 		due(m.snapshotRetryTick)

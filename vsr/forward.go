@@ -70,16 +70,26 @@ type forwardAtPrimary struct {
 // ForwardRegister sends a login verified here to the primary. Its outcome comes in
 // a later Ready's Forwards under the returned nonce.
 func (c *Core) ForwardRegister(client wire.Uint128, userID uint32) (wire.Uint128, error) {
+	if client.IsZero() {
+		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
+	}
 	return c.forward(client, true, func(h *wire.GenericHeader, nonce wire.Uint128) {
 		f := (*wire.ForwardRegisterHeader)(headerPointer(h))
 		f.Client, f.Nonce, f.UserID = client, nonce, userID
 	})
 }
 
-// ForwardLogout sends a logout of a session to the primary.
+// ForwardLogout sends a logout of a session to the primary. A logout of client 0
+// with no session and no request is a read barrier (ForwardReadBarrier).
 func (c *Core) ForwardLogout(client wire.Uint128, session, request uint64) (wire.Uint128, error) {
+	if client.IsZero() && session == 0 && request == 0 {
+		return c.ForwardReadBarrier()
+	}
 	if session == 0 || request == 0 {
 		return wire.Uint128{}, errors.New("vsr: a forwarded logout needs its session and request number")
+	}
+	if client.IsZero() {
+		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
 	}
 	return c.forward(client, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
 		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
@@ -92,8 +102,6 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 	switch {
 	case c.cfg.Group != wire.MetadataGroup:
 		return wire.Uint128{}, errors.New("vsr: sessions are forwarded on the metadata plane only")
-	case client.IsZero():
-		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
 	case c.status == StatusNormal && c.Primary() == c.cfg.ReplicaID:
 		return wire.Uint128{}, ErrIsPrimary
 	case c.status != StatusNormal:
@@ -116,6 +124,9 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 }
 
 func (c *Core) onForwardRegister(m *wire.ForwardRegisterHeader) error {
+	if m.Client.IsZero() {
+		return badMessage("a ForwardRegister of client 0")
+	}
 	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, true, Proposal{Client: m.Client, Operation: wire.OperationRegister, UserID: m.UserID})
 	if outcome != uint8(wire.ForwardRegisterOk) {
 		c.sendForwardRegisterResult(m.Replica, m.Nonce, m.Client, outcome, 0, 0)
@@ -123,7 +134,35 @@ func (c *Core) onForwardRegister(m *wire.ForwardRegisterHeader) error {
 	return nil
 }
 
+// ForwardReadBarrier asks the primary for its commit point: a ForwardLogout of
+// client 0, with no session and no request, which the primary answers at once with
+// ForwardLogoutResult Ok and its commit point in commit, proposing nothing. This is
+// our use of the spec's frames for a read barrier (raft's ReadIndex): a backup that
+// has applied up to that commit point has applied every op the primary had
+// acknowledged to any client before the barrier reached it, so a login refused
+// here for a user or token the client just created at the primary can be decided
+// again on a state that holds it. A logout of no client ends no session. Its
+// answer comes in a later Ready's Forwards (Client zero, Commit).
+func (c *Core) ForwardReadBarrier() (wire.Uint128, error) {
+	return c.forward(wire.Uint128{}, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
+		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
+		f.Nonce = nonce
+	})
+}
+
 func (c *Core) onForwardLogout(m *wire.ForwardLogoutHeader) error {
+	if m.Client.IsZero() {
+		// A read barrier (ForwardReadBarrier): answered now, nothing proposed.
+		if m.Session != 0 || m.Request != 0 {
+			return badMessage("a ForwardLogout of client 0 with session %d and request %d", m.Session, m.Request)
+		}
+		if !c.IsPrimary() {
+			c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutNotPrimary, 0)
+			return nil
+		}
+		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutOk, c.commitMax)
+		return nil
+	}
 	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, false, Proposal{Client: m.Client, Request: m.Request, Operation: wire.OperationLogout})
 	if outcome != uint8(wire.ForwardLogoutOk) {
 		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutOutcome(outcome), 0)
