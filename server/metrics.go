@@ -270,7 +270,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if h.meta != nil {
 			f.commits = h.meta.commits
-			f.metaDrops = h.meta.plane.replica.Drops()
+			f.metaDrops = h.meta.plane.Core().Drops()
 		}
 		f.held = h.hold.counts
 		f.files, f.filesMax = h.store.OpenFiles(), h.filesMax

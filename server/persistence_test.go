@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -38,8 +39,8 @@ func TestRestartRecoversEverything(t *testing.T) {
 		t.Fatalf("no snapshot: %v", err)
 	}
 	// The checkpoint ran (on the journal writer's goroutine) once 16 ops had committed.
-	if head, err := decodeSnapshotFile(raw); err != nil || head.op < 16 {
-		t.Fatalf("snapshot at op %d (%v), want a checkpoint at op 16 or later", head.op, err)
+	if head, err := metaplane.SplitSnapshot(raw); err != nil || head.At.Op < 16 {
+		t.Fatalf("snapshot at op %d (%v), want a checkpoint at op 16 or later", head.At.Op, err)
 	}
 
 	s2 := testServer(t, dir, 3)

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/segment"
-	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -41,21 +40,18 @@ func TestReadBarrierWaitsForThePrimarysCommitPoint(t *testing.T) {
 	sent = sent[:0]
 	primary.drain()
 	primary.sent[1] = nil
-	if primary.core.CommitMax() != 3 || m.applied.op != 0 {
-		t.Fatalf("primary commit %d, backup applied %d: want 3 and 0", primary.core.CommitMax(), m.applied.op)
+	if primary.core.CommitMax() != 3 || m.Applied().Op != 0 {
+		t.Fatalf("primary commit %d, backup applied %d: want 3 and 0", primary.core.CommitMax(), m.Applied().Op)
 	}
 
 	caughtUp, answered := false, false
-	m.afterPrimaryCommit(func(ok bool) { caughtUp, answered = ok, true })
+	m.ReadBarrier(func(ok bool) { caughtUp, answered = ok, true })
 	pumpPlane(t, m)
 	// A frame of the primary that was on its way before: it says nothing of
 	// what the primary committed since.
-	late := prepares[2]
-	m.frameIn(&replicaInbound{frame: shard.RetainedReplicaFrame{Peer: 0, Header: &late.Header, Body: late.Body}})
-	pumpPlane(t, m)
-	m.runBarriers()
+	stepPlane(t, m, prepares[2:])
 	if answered {
-		t.Fatalf("released (caught up %v) by a frame sent before the barrier, at applied op %d", caughtUp, m.applied.op)
+		t.Fatalf("released (caught up %v) by a frame sent before the barrier, at applied op %d", caughtUp, m.Applied().Op)
 	}
 	// The barrier reaches the primary, which answers with its commit point; the
 	// backup then waits for the commits.
@@ -69,17 +65,15 @@ func TestReadBarrierWaitsForThePrimarysCommitPoint(t *testing.T) {
 		t.Fatal("no read barrier sent to the primary")
 	}
 	exchange(t, m, primary, &sent)
-	m.runBarriers()
 	if answered {
-		t.Fatalf("released before the commits were applied (applied op %d)", m.applied.op)
+		t.Fatalf("released before the commits were applied (applied op %d)", m.Applied().Op)
 	}
 	if !primary.core.Heartbeat() {
 		t.Fatal("the primary sent no commit")
 	}
 	primary.drain()
 	stepPlane(t, m, primary.take(1, wire.CommandCommit))
-	m.runBarriers()
-	if !answered || !caughtUp || m.applied.op != 3 {
-		t.Fatalf("after the commits: answered %v, caught up %v, applied op %d", answered, caughtUp, m.applied.op)
+	if !answered || !caughtUp || m.Applied().Op != 3 {
+		t.Fatalf("after the commits: answered %v, caught up %v, applied op %d", answered, caughtUp, m.Applied().Op)
 	}
 }
