@@ -234,6 +234,49 @@ func exchange(t *testing.T, m *metaPlane, primary *clusterPeer, sent *[]vsr.Mess
 	t.Fatal("the exchange never went quiet")
 }
 
+// TestTruncationDurableBeforeTheStateRecord: a Ready that cuts the journal (a view
+// change truncating ops it proved never committed) and records a new log view
+// makes the cut durable first (vsr's rule 3). On a filesystem that keeps a
+// truncation only at the next fdatasync, a power loss right after the state
+// record's replacement would otherwise restart the new log view over the old
+// tail: the ops the view change removed come back, the last as the head.
+func TestTruncationDurableBeforeTheStateRecord(t *testing.T) {
+	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
+	primary := newClusterPeer(t, &cfg, 0)
+	for r := range 6 {
+		if _, err := primary.core.Propose(vsr.Proposal{Client: wire.Uint128{Lo: 7}, Request: uint64(r + 1), Operation: wire.OperationCreateStream},
+			createStreamBody(t, fmt.Sprintf("cut-%d", r)), 1_000_000+uint64(r)); err != nil {
+			t.Fatal(err)
+		}
+		primary.drain()
+	}
+	store := newSimMetaStorage(segment.NewSimDisk(8))
+	var sent []vsr.Message
+	m := clusterPlane(t, &cfg, store, &sent)
+	f := m.files
+	ready := func(rd vsr.Ready) {
+		t.Helper()
+		task := f.appendTask(&rd)
+		if err := f.appended(&rd, task.work(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var writes []vsr.Write
+	for op := uint64(1); op <= 6; op++ {
+		h, _ := primary.core.Header(op)
+		writes = append(writes, vsr.Write{Header: h, Body: primary.bodies[op]})
+	}
+	ready(vsr.Ready{Writes: writes})
+	store.volatileTruncation = true
+	head, _ := primary.core.Header(2)
+	ready(vsr.Ready{Truncate: true, TruncateAbove: 2, State: &vsr.DurableState{View: 1, LogView: 1, CommitMax: 2}, ViewHeaders: []wire.PrepareHeader{head}})
+
+	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(9)), &sent)
+	if m2.Core().LogView() != 1 || m2.Core().Op() != 2 {
+		t.Fatalf("restarted in log view %d with its head at op %d, want log view 1 and op 2: the cut ops came back", m2.Core().LogView(), m2.Core().Op())
+	}
+}
+
 // TestJournalHolesLayout drives a clustered plane's journal through Readies made
 // by hand: writes beyond a gap, into a hole, truncations into a hole, and checks
 // after each that the index, the holes and the file agree, and at the end that a
