@@ -483,9 +483,8 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		if f.Session == 0 {
 			return FaultSessionZero
 		}
-		if f.Request == 0 {
-			return FaultRequestZero
-		}
+		// A request of 0 ends a session whose connection closed (vsr.Core.
+		// ForwardSessionEnd), no client's logout.
 	case CommandForwardLogoutResult:
 		f := h.asForwardLogoutResult()
 		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:], true); fault != FaultNone {

@@ -207,8 +207,6 @@ func TestDecodeReplicaHeaderFaults(t *testing.T) {
 			}},
 		{name: "forward logout session 0", command: CommandForwardLogout, want: FaultSessionZero,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogout().Session = 0 }},
-		{name: "forward logout request 0", command: CommandForwardLogout, want: FaultRequestZero,
-			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogout().Request = 0 }},
 		{name: "forward logout result outcome 5", command: CommandForwardLogoutResult, want: FaultOutcomeUnknown,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogoutResult().Outcome = 5 }},
 		{name: "forward logout result commit on failure", command: CommandForwardLogoutResult, want: FaultResultOnFailure,
