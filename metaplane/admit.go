@@ -21,6 +21,8 @@ import (
 // commit right after it applied (before the next op applies), or with the error
 // that stopped it.
 type write struct {
+	// proposed, when set, is told the op the write was prepared as.
+	proposed  func(op uint64)
 	proposal  vsr.Proposal
 	body      []byte // stable: the journal, the host's views and the core alias it
 	nowMicros uint64
@@ -30,6 +32,9 @@ type write struct {
 	// same number after a view change, and it is not this write's commit.
 	identity wire.Uint128
 	commit   Commit
+	// fateDeadline: prepared here, then this replica stopped leading; answered
+	// when its op applies here, or 57 at this core tick (expireFates).
+	fateDeadline uint64
 }
 
 // Request is a client's metadata request at this replica.
@@ -91,6 +96,12 @@ func notCommittedCode(err error) wire.ErrorCode {
 // that stopped it (ErrWritesBusy when too many wait, ErrNotPrimary, a broken
 // journal). The host has the commit (Committed) before then runs.
 func (p *Plane) commit(prop vsr.Proposal, body []byte, nowMicros uint64, then func(c *Commit, err error)) {
+	p.commitProposed(prop, body, nowMicros, nil, then)
+}
+
+// commitProposed is commit, with proposed told the op the write is prepared as.
+func (p *Plane) commitProposed(prop vsr.Proposal, body []byte, nowMicros uint64, proposed func(op uint64), then func(c *Commit, err error)) {
+	p.noteNow(nowMicros)
 	if p.broken != nil {
 		then(nil, p.broken)
 		return
@@ -103,7 +114,7 @@ func (p *Plane) commit(prop vsr.Proposal, body []byte, nowMicros uint64, then fu
 	if request {
 		p.clientWrites[prop.Client]++
 	}
-	w := &write{proposal: prop, body: append([]byte(nil), body...), nowMicros: nowMicros}
+	w := &write{proposal: prop, body: append([]byte(nil), body...), nowMicros: max(nowMicros, p.lastNow), proposed: proposed}
 	w.done = func(c *Commit, err error) {
 		if n := p.clientWrites[prop.Client] - 1; request && n > 0 {
 			p.clientWrites[prop.Client] = n
@@ -187,9 +198,11 @@ func (p *Plane) write(token uint64, r Request, hashed []byte) {
 		p.answerStatus(token, wire.ErrTransientNotAccepted)
 		return
 	case vsr.PreflightExecute:
-		if p.clientWrites[hdr.Client] > 0 {
+		if p.clientWrites[hdr.Client] > 0 || p.cfg.Clustered && p.core.InPipeline(hdr.Client) {
 			// The client's previous request is still with the plane (from
-			// another connection: a connection's own wait their turn).
+			// another connection: a connection's own wait their turn), or in
+			// this primary's pipeline from an earlier view (a retry of it: it
+			// is answered from the table once it commits).
 			p.answerStatus(token, wire.ErrTransientNotAccepted)
 			return
 		}
@@ -263,6 +276,19 @@ func (p *Plane) commitWrite(token uint64, r Request, proposal, minted []byte) {
 	p.commit(prop, proposal, r.NowMicros, func(c *Commit, err error) {
 		if err != nil {
 			p.answerStatus(token, notCommittedCode(err))
+			return
+		}
+		if c.Skipped {
+			// Prepared twice, or its session ended meanwhile: answered as a retry
+			// is.
+			switch {
+			case c.Frame != nil:
+				p.replay(token, &hdr, c.Frame)
+			case op == wire.OperationLogout:
+				p.answerStatus(token, wire.ErrRequestAlreadyApplied)
+			default:
+				p.answer(token, Answer{Rejection: wire.ErrRequestAlreadyApplied})
+			}
 			return
 		}
 		// The client's table entry now caches this reply: a token kept for the

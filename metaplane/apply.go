@@ -26,24 +26,25 @@ func (p *Plane) applyCommitted(headers []wire.PrepareHeader) {
 			delete(p.bodies.byOp, h.Op)
 		}
 		c := p.apply(h, b.bytes)
-		p.applied = Applied{Op: h.Op, View: h.View, Identity: h.Checksum, Timestamp: h.Timestamp}
-		var w *write
-		if len(p.inflight) > 0 && p.inflight[0].op == h.Op {
-			w = p.inflight[0]
-			p.inflight[0] = nil
-			p.inflight = p.inflight[1:]
+		p.applied = Applied{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
+		for _, client := range c.Ended {
+			delete(p.minted, client)
 		}
-		switch {
-		case w != nil && w.identity != h.Checksum:
-			// Another primary's op took the number: this write never committed.
+		// Another primary's op may have taken the number of a write prepared
+		// here in an older view: that write never commits (58: safe to send
+		// again anywhere).
+		mine, others := p.takeInflight(h.Op, h.Checksum)
+		if mine != nil {
+			mine.commit = c // kept in the write: a commit of its own would escape
+			p.host.Committed(&mine.commit)
+		} else {
 			p.host.Committed(&c)
+		}
+		for _, w := range others {
 			w.done(nil, ErrNotPrimary)
-		case w != nil:
-			w.commit = c // kept in the write: a commit of its own would escape
-			p.host.Committed(&w.commit)
-			w.done(&w.commit, nil)
-		default:
-			p.host.Committed(&c)
+		}
+		if mine != nil {
+			mine.done(&mine.commit, nil)
 		}
 	}
 	if p.cfg.Clustered {
@@ -52,17 +53,70 @@ func (p *Plane) applyCommitted(headers []wire.PrepareHeader) {
 	}
 }
 
+// takeInflight takes the writes prepared here as op: mine, the one whose prepare
+// committed (identity), and the others, of older views, whose number another
+// prepare took. After a view change a replica may hold writes of an older view
+// beside its newer ones, and their ops need not be in order.
+func (p *Plane) takeInflight(op uint64, identity wire.Uint128) (mine *write, others []*write) {
+	kept := p.inflight[:0]
+	for _, w := range p.inflight {
+		switch {
+		case w.op != op:
+			kept = append(kept, w)
+		case w.identity == identity:
+			mine = w
+		default:
+			others = append(others, w)
+		}
+	}
+	clear(p.inflight[len(kept):])
+	p.inflight = kept
+	return mine, others
+}
+
 // apply applies a committed prepare to the state and the client table (applyOp).
 func (p *Plane) apply(h *wire.PrepareHeader, body []byte) Commit {
-	return applyOp(p.state, p.table, &p.out, p.cfg.ServerVersion, h, body)
+	switch p.cfg.Mutation {
+	case MutationApplyEveryPrepare:
+		return applyOp(p.state, p.table, &p.out, p.cfg.ServerVersion, h, body, false)
+	case MutationApplySkew:
+		skewed := *h
+		skewed.Timestamp++
+		c := applyOp(p.state, p.table, &p.out, p.cfg.ServerVersion, &skewed, body, true)
+		c.Header = h
+		return c
+	}
+	return applyOp(p.state, p.table, &p.out, p.cfg.ServerVersion, h, body, true)
 }
 
 // applyOp applies a committed prepare to state and table and returns the commit
 // with its reply frame (header and body), which the table caches. It is the one
 // path of a live commit, a replay and every replica, so all cache the same bytes.
-func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output, version string, h *wire.PrepareHeader, body []byte) Commit {
+//
+// A client's request is executed once per session (dedup): a committed prepare of
+// a request the client table has applied already (a retry prepared twice: once in
+// a view that lost the race, once after), or of a client whose session has ended
+// since it was admitted, is skipped, on every replica alike; its commit is then
+// the reply cached for the request, when the table still has it.
+func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output, version string, h *wire.PrepareHeader, body []byte, dedup bool) Commit {
 	c := Commit{Header: h, Body: body}
-	rh := replyHeader(h)
+	out.Effects = out.Effects[:0]
+	out.Result = 0
+	if dedup && h.Request != 0 && !h.Client.IsZero() && h.Operation != wire.OperationRegister {
+		epoch, _, registered := table.Session(h.Client)
+		if !registered {
+			c.Skipped = true
+			return c
+		}
+		if verdict, cached := table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute {
+			c.Skipped = true
+			if verdict == vsr.PreflightReplay {
+				c.Frame = append([]byte(nil), cached...)
+			}
+			return c
+		}
+	}
+	rh := vsr.CommittedReply(h)
 	// The table keeps the frame: each commit gets its own (metadata writes are rare).
 	frame := make([]byte, wire.HeaderSize, 512)
 	out.Effects = out.Effects[:0]
@@ -90,6 +144,15 @@ func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output
 			if table.Remove(h.Client) {
 				c.Ended = append(c.Ended, h.Client)
 			}
+		case h.Operation == wire.OperationEndSessions:
+			ends, _ := metadata.DecodeEndSessions(body)
+			for _, e := range ends {
+				// A client that registered again since keeps its new session.
+				if epoch, _, ok := table.Session(e.Client); ok && epoch == e.Epoch {
+					table.Remove(e.Client)
+					c.Ended = append(c.Ended, e.Client)
+				}
+			}
 		case h.Operation == wire.OperationRemoveConsumerGroupMember, h.Client.IsZero():
 			// The server's own ops (a closed connection's group leave, a cluster's
 			// root user) are no client's request.
@@ -99,25 +162,6 @@ func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output
 	}
 	c.Frame = frame
 	return c
-}
-
-// replyHeader is a committed op's reply header, built from its prepare alone:
-// every replica caches the same bytes, whichever view it learned the prepare in.
-func replyHeader(prepare *wire.PrepareHeader) wire.ReplyHeader {
-	var h wire.ReplyHeader
-	h.Cluster = prepare.Cluster
-	h.Size = wire.HeaderSize
-	h.View = prepare.View
-	h.Command = wire.CommandReply
-	h.Replica = prepare.Replica
-	h.RequestChecksum = prepare.RequestChecksum
-	h.Client = prepare.Client
-	h.Op = prepare.Op
-	h.Commit = prepare.Op
-	h.Timestamp = prepare.Timestamp
-	h.Request = prepare.Request
-	h.Operation = prepare.Operation
-	return h
 }
 
 // Machine applies committed ops to a state and a client table exactly as the
@@ -138,8 +182,8 @@ func NewMachine(state *metadata.State, table *vsr.ClientTable, version string) *
 
 // Apply applies a committed op.
 func (m *Machine) Apply(h *wire.PrepareHeader, body []byte) Commit {
-	c := applyOp(m.State, m.Table, &m.out, m.version, h, body)
-	m.Applied = Applied{Op: h.Op, View: h.View, Identity: h.Checksum, Timestamp: h.Timestamp}
+	c := applyOp(m.State, m.Table, &m.out, m.version, h, body, true)
+	m.Applied = Applied{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
 	return c
 }
 

@@ -212,8 +212,9 @@ func (p *Plane) installed(err error) bool {
 	p.transfersInstalled.Add(1)
 	p.log.Info("metadata state transfer installed", "op", st.At.Op)
 	// Writes numbered here before the transfer are behind it: whether they
-	// committed, the client learns by retrying (the table answers).
-	p.refuseInflight(ErrNotPrimary)
+	// committed, the client learns by retrying the same request (the table
+	// answers).
+	p.refuseInflight(ErrFateUnknown)
 	p.host.StateReplaced()
 	p.runAppliedWaiters()
 	p.runBarriers()

@@ -1,8 +1,6 @@
 package metaplane
 
 import (
-	"errors"
-
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -18,8 +16,9 @@ import (
 //     waits for a read barrier (ReadBarrier).
 //   - The replicas start without users: the root user comes from one op of the
 //     first primary, and logins wait for it (ensureRootUser).
-//   - A consumer group member whose connection closes leaves its groups through
-//     the log (LeaveGroups).
+//   - A session whose connection closes ends through the log (EndSession): a
+//     backup forwards it to the primary, which proposes the ends that came
+//     together in one op.
 
 // forward is a login or logout forwarded to the primary; done runs with the
 // primary's answer, or the error that kept it from being sent.
@@ -58,8 +57,11 @@ func (p *Plane) sendForward(f *forward, register, barrier bool, client wire.Uint
 func (p *Plane) forwardLogin(token uint64, hdr wire.RequestHeader, userID uint32) {
 	p.sendForward(&forward{done: func(o vsr.ForwardOutcome, err error) {
 		switch {
-		case err != nil || o.TimedOut:
+		case err != nil:
 			p.answerStatus(token, wire.ErrTransientNotAccepted)
+		case o.TimedOut || o.Outcome == uint8(wire.ForwardRegisterCanceled):
+			// The primary may have proposed it: its fate is unknown (57).
+			p.answerStatus(token, wire.ErrTransientNotCommitted)
 		case o.Outcome == uint8(wire.ForwardRegisterClientIDOwnedByAnotherUser):
 			p.answer(token, Answer{Evict: wire.EvictionSessionError})
 		case o.Outcome != uint8(wire.ForwardRegisterOk):
@@ -82,7 +84,14 @@ func (p *Plane) forwardLogin(token uint64, hdr wire.RequestHeader, userID uint32
 func (p *Plane) forwardLogout(token uint64, req *wire.RequestHeader) {
 	hdr := *req
 	p.sendForward(&forward{done: func(o vsr.ForwardOutcome, err error) {
-		if err != nil || o.TimedOut || o.Outcome != uint8(wire.ForwardLogoutOk) {
+		switch {
+		case err == nil && (o.TimedOut || o.Outcome == uint8(wire.ForwardLogoutCanceled)):
+			// The primary may have proposed it: its fate is unknown (57).
+			p.answerStatus(token, wire.ErrTransientNotCommitted)
+			return
+		case err != nil || o.Outcome != uint8(wire.ForwardLogoutOk):
+			// Not taken (not the primary, its pipeline full, another of the
+			// client's in flight): never proposed.
 			p.answerStatus(token, wire.ErrTransientNotAccepted)
 			return
 		}
@@ -171,7 +180,8 @@ func (p *Plane) BarrierDeadlines(f func(tick uint64)) {
 // afterReady is what a clustered plane does after each Ready.
 func (p *Plane) afterReady() {
 	p.ensureRootUser()
-	p.retryGroupLeaves()
+	p.takeSessionEnds()
+	p.retrySessionEnds()
 	p.runBarriers()
 }
 
@@ -242,89 +252,4 @@ func (p *Plane) rootUserHashed(proposal []byte, err error, nowMicros uint64) {
 			p.log.Error("root user refused; nobody can log in", "root_user", p.cfg.RootUsername, "code", code.String())
 		}
 	})
-}
-
-// GroupLeave is the consumer group leave of a connection that closed: its client,
-// and the session and next request number of the logout a backup forwards for it.
-type GroupLeave struct {
-	Client           wire.Uint128
-	Session, Request uint64
-	attempts         int
-}
-
-const (
-	// groupLeavesWaitingMax bounds the leaves waiting to be tried again; beyond
-	// it one is dropped, logged.
-	groupLeavesWaitingMax = 4096
-	// groupLeaveAttemptsMax bounds the tries of one leave.
-	groupLeaveAttemptsMax = 10
-)
-
-// LeaveGroups ends the consumer group memberships of a client whose connection
-// closed here, through the log. The primary (and a single node) proposes
-// RemoveConsumerGroupMember. A backup cannot propose: it forwards a logout of
-// the closed session to the primary, as it forwards a client's logout, and the
-// committed Logout takes the client out of every group on every replica, its
-// client table entry with it. A client that is in no group is not forwarded.
-func (p *Plane) LeaveGroups(l GroupLeave, nowMicros uint64) {
-	if p.state.ClientGroupsCount(l.Client) == 0 {
-		return
-	}
-	if p.IsPrimary() {
-		prop := vsr.Proposal{Client: l.Client, Operation: wire.OperationRemoveConsumerGroupMember, UserID: metadata.RootUserID}
-		p.commit(prop, metadata.AppendClientGoneProposal(nil, l.Client), nowMicros, func(_ *Commit, err error) {
-			if err == nil {
-				return
-			}
-			if p.cfg.Clustered && errors.Is(err, ErrNotPrimary) {
-				p.retryGroupLeave(l)
-				return
-			}
-			p.log.Error("consumer group leave of a closed connection failed", "err", err)
-		})
-		return
-	}
-	if epoch, _, ok := p.table.Session(l.Client); ok && epoch > l.Session {
-		return // the client registered again: its new session is not ended
-	}
-	if p.core.Status() != vsr.StatusNormal {
-		p.retryGroupLeave(l)
-		return
-	}
-	p.sendForward(&forward{done: func(o vsr.ForwardOutcome, err error) {
-		if err == nil && !o.TimedOut && o.Outcome == uint8(wire.ForwardLogoutOk) {
-			return
-		}
-		p.retryGroupLeave(l)
-	}}, false, false, l.Client, 0, l.Session, l.Request)
-}
-
-// retryGroupLeave keeps a leave to try again after a later Ready.
-func (p *Plane) retryGroupLeave(l GroupLeave) {
-	l.attempts++
-	if l.attempts >= groupLeaveAttemptsMax || len(p.groupLeaves) >= groupLeavesWaitingMax {
-		p.log.Warn("consumer group leave of a closed connection given up", "attempts", l.attempts, "waiting", len(p.groupLeaves))
-		return
-	}
-	p.groupLeaves = append(p.groupLeaves, l)
-}
-
-// retryGroupLeaves tries the waiting leaves again once the view is normal.
-func (p *Plane) retryGroupLeaves() {
-	if len(p.groupLeaves) == 0 || p.core.Status() != vsr.StatusNormal || p.driver.Err() != nil {
-		return
-	}
-	leaves := p.groupLeaves
-	p.groupLeaves = nil
-	for _, l := range leaves {
-		p.LeaveGroups(l, p.applied.Timestamp+1)
-	}
-}
-
-// DropSessionLocally removes a client's entry from this replica's table alone
-// when its connection closed here, as the reference does; it reports whether the
-// client had one.
-func (p *Plane) DropSessionLocally(client wire.Uint128) bool {
-	delete(p.minted, client)
-	return p.table.Remove(client)
 }

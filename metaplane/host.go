@@ -81,6 +81,10 @@ type Commit struct {
 	// Ended are the clients whose sessions left the client table with this op
 	// (a logout, an eviction from a full table).
 	Ended []wire.Uint128
+	// Skipped: the op changed nothing, a request applied already or of a session
+	// ended (applyOp); Frame is then the request's cached reply, nil when the
+	// table no longer has it.
+	Skipped bool
 }
 
 // Answer is the outcome of a request: exactly one of Status, Evict, Rejection and
@@ -189,6 +193,9 @@ func (d driverHost) Proposed(token, op uint64, err error) {
 		w.op, w.identity = op, h.Checksum
 		p.bodies.byOp[op] = body{identity: h.Checksum, bytes: w.body}
 		p.inflight = append(p.inflight, w)
+		if w.proposed != nil {
+			w.proposed(op)
+		}
 	case errors.Is(err, vsr.ErrNotPrimary), errors.Is(err, vsr.ErrNotNormal):
 		// The view changed since the write was admitted: the client retries
 		// (58), at the new primary.
@@ -217,8 +224,17 @@ func (d driverHost) ForwardSent(token uint64, nonce wire.Uint128, err error) {
 
 func (d driverHost) Advanced() {
 	p := d.p
-	if p.cfg.Clustered && !p.core.IsPrimary() && len(p.inflight) > 0 {
-		p.refuseInflight(ErrNotPrimary)
+	if p.cfg.Clustered && !p.core.IsPrimary() {
+		// It stopped leading with writes prepared: the new view may commit them
+		// or not. Each is answered once this replica applies its op (its commit,
+		// or 58 when another prepare took the number: it never commits), or 57
+		// if that takes too long (ErrFateUnknown); never 58 while it may commit.
+		deadline := p.core.Now() + FateWaitHeartbeats*max(p.cfg.Timing.HeartbeatTimeoutTicks, 1)
+		for _, w := range p.inflight {
+			if w.fateDeadline == 0 {
+				w.fateDeadline = deadline
+			}
+		}
 	}
 	p.host.Advanced()
 	if p.cfg.Clustered {
@@ -247,6 +263,25 @@ func (p *Plane) dropTruncatedBodies(rd *vsr.Ready) {
 	}
 	for _, op := range rd.Discards {
 		delete(p.bodies.byOp, op)
+	}
+}
+
+// expireFates answers 57 the writes whose fate this replica waited for too long.
+func (p *Plane) expireFates() {
+	now := p.core.Now()
+	kept := p.inflight[:0]
+	var expired []*write
+	for _, w := range p.inflight {
+		if w.fateDeadline != 0 && now >= w.fateDeadline {
+			expired = append(expired, w)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(p.inflight[len(kept):])
+	p.inflight = kept
+	for _, w := range expired {
+		w.done(nil, ErrFateUnknown)
 	}
 }
 

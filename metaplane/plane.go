@@ -1,10 +1,13 @@
 package metaplane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -30,6 +33,10 @@ const (
 	// SnapshotRetryTicks is how long a clustered plane waits, in ticks, before it
 	// tries a failed checkpoint again.
 	SnapshotRetryTicks = 100
+	// FateWaitHeartbeats bounds, in heartbeat timeouts, how long a replica that
+	// stopped leading keeps the writes it had prepared, waiting to learn whether
+	// they committed.
+	FateWaitHeartbeats = 2
 )
 
 var (
@@ -41,6 +48,10 @@ var (
 	// ErrStopped ends the writes a stopping clustered node had numbered but not
 	// seen commit: they may yet commit at the others (57, not committed here).
 	ErrStopped = errors.New("metadata writes: the node stopped before the write committed")
+	// ErrFateUnknown ends a write prepared here whose fate this replica could not
+	// learn in time after it stopped leading (FateWaitTicks), or that a state
+	// transfer overtook: it may have committed (57: replay the same request).
+	ErrFateUnknown = errors.New("metadata writes: prepared, then the view changed; whether it committed is unknown")
 )
 
 // Config is one replica of the metadata group.
@@ -71,7 +82,36 @@ type Config struct {
 	ClientsTableMax int
 	// Log receives the plane's log lines (nil: none).
 	Log *slog.Logger
+	// Mutation breaks a rule of the plane on purpose, CoreMutation one of its
+	// core's (tests); zero in production.
+	Mutation     Mutation
+	CoreMutation vsr.Mutation
 }
+
+// Mutation breaks one rule of the plane on purpose, so that the simulator can show
+// its checkers catch the break (as vsr.Mutation does for the core). The zero
+// value breaks nothing.
+type Mutation uint8
+
+const (
+	MutationNone Mutation = iota
+	// MutationApplyEveryPrepare applies every committed prepare, a retry prepared
+	// twice included: a request is executed twice.
+	MutationApplyEveryPrepare
+	// MutationApplySkew gives this replica's apply another clock: its state
+	// parts from the others'.
+	MutationApplySkew
+	// MutationCheckpointLate takes a checkpoint every header window, past vsr's
+	// checkpoint rule: the smallest interval that locks a cluster up (the
+	// primary never proposes the op that would bring the checkpoint due). An
+	// interval of the window less one pipeline, the top of the rule's margin,
+	// does not: here a Ready waits for the checkpoint its apply brings due, so
+	// no second pipeline is proposed before it (60 long seeds ran clean).
+	MutationCheckpointLate
+	// MutationDropSessionOnClose also removes a closed connection's client entry
+	// from this replica's table at once, as the reference does: the tables drift.
+	MutationDropSessionOnClose
+)
 
 // CheckpointIntervalOpsMax is the largest checkpoint interval a header window of
 // slots allows (vsr's checkpoint rule, vsr/checkpoint.go): 960 ops for 1,024.
@@ -156,7 +196,13 @@ type Plane struct {
 	barriers       []*readBarrier
 	rootPending    bool
 	rootRefused    bool
-	groupLeaves    []GroupLeave
+	// ends are the session ends waiting for an EndSessions op (sessions.go),
+	// endsOut one is in flight; endRetries wait for a normal view.
+	ends       []sessionEnd
+	endsOut    bool
+	endRetries []sessionEnd
+	// lastNow is the latest request time: the clock of the plane's own ops.
+	lastNow uint64
 
 	// broken is set when the plane cannot go on (a failed durable write): every
 	// write is refused until the host restarts it.
@@ -229,6 +275,10 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	p.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
+	if cfg.Mutation == MutationCheckpointLate {
+		cfg.OldCheckpointRule, cfg.CheckpointIntervalOps = true, uint64(cfg.JournalSlots)
+		p.cfg = cfg
+	}
 	if cfg.OldCheckpointRule {
 		p.intervalOps = max(1, cfg.CheckpointIntervalOps)
 	}
@@ -243,8 +293,13 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 			p.bodies.byOp[w.Header.Op] = body{identity: w.Header.Checksum, bytes: w.Body}
 		}
 	}
+	// A single node's window grows to hold a long recovered journal (its
+	// checkpoints failed for a while). A cluster's replicas keep one window, all
+	// alike: a primary whose window had grown proposed ops beyond its backups'
+	// windows, which committed and were applied nowhere, and fell out of every
+	// replica's window (the simulator's long seed 44 stalled for good so).
 	slots := cfg.JournalSlots
-	for slots < len(headers)+len(rec.Faulty)+2*vsr.PipelineDepthDefault {
+	for !cfg.Clustered && slots < len(headers)+len(rec.Faulty)+2*vsr.PipelineDepthDefault {
 		slots *= 2
 	}
 	p.journalSlots = slots
@@ -253,6 +308,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		JournalSlots: slots,
 		Storage:      p.bodies,
 		Incarnation:  cfg.Incarnation,
+		Mutation:     cfg.CoreMutation,
 	}
 	if cfg.Clustered {
 		coreCfg.Config = cfg.Replica
@@ -392,6 +448,9 @@ func (p *Plane) Step(h *wire.GenericHeader, body []byte) error {
 		body = alignedCopy(body)
 	}
 	err := p.driver.Step(h, body)
+	if !p.driver.ReadyOut() {
+		p.takeSessionEnds()
+	}
 	p.runBarriers()
 	return err
 }
@@ -399,6 +458,7 @@ func (p *Plane) Step(h *wire.GenericHeader, body []byte) error {
 // Tick advances the core's clock by one tick (a cluster's: 10 ms).
 func (p *Plane) Tick() {
 	p.driver.Tick()
+	p.expireFates()
 	if p.cfg.Clustered && !p.driver.ReadyOut() && !p.checkpointOut && p.checkpointDue() {
 		p.startCheckpoint(false)
 	}
@@ -450,11 +510,16 @@ func (p *Plane) Stop() {
 	}
 	p.driver.Stop(ErrStopped)
 	p.refuseInflight(ErrStopped)
-	for token, f := range p.forwards {
+	// In the order they were sent (a map's order is random; a run must be a
+	// function of its inputs).
+	for _, token := range slices.Sorted(maps.Keys(p.forwards)) {
+		f := p.forwards[token]
 		delete(p.forwards, token)
 		f.done(vsr.ForwardOutcome{}, ErrStopped)
 	}
-	for nonce, f := range p.forwarded {
+	nonces := slices.SortedFunc(maps.Keys(p.forwarded), func(a, b wire.Uint128) int { return cmp.Compare(a.Lo, b.Lo) })
+	for _, nonce := range nonces {
+		f := p.forwarded[nonce]
 		delete(p.forwarded, nonce)
 		f.done(vsr.ForwardOutcome{TimedOut: true}, nil)
 	}

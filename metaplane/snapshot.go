@@ -17,12 +17,16 @@ import (
 // snapshot.bin):
 //
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
-//	| ISV1 | op u64  | view   | last identity    | last timestamp   | meta len  | metadata      | ict len  | ICT2 | xxh3-64 of |
-//	|      |         | u32    | u128             | u64 µs           | u64       | snapshot      | u64      |      | all before |
+//	| ISV1 | op u64  | 0 u32  | last identity    | last timestamp   | meta len  | metadata      | ict len  | ICT2 | xxh3-64 of |
+//	|      |         |        | u128             | u64 µs           | u64       | snapshot      | u64      |      | all before |
 //	+------+---------+--------+------------------+------------------+-----------+---------------+----------+------+------------+
 //
-// op, view, identity and timestamp are the last applied prepare's: the core's hash
-// chain resumes from them (vsr.Checkpoint). The metadata is
+// op, identity and timestamp are the last applied prepare's: the core's hash
+// chain resumes from them (vsr.Checkpoint). The u32 after the op held the
+// prepare's view once; it is written 0 and read as nothing: a replica holds an op
+// under the view it learned it in (a retransmission restamps it), which is not
+// replicated state, and two replicas' snapshots of one op must be the same
+// bytes. The metadata is
 // metadata.State.AppendSnapshot, the client table its ICT2 encoding: equal states
 // give equal bytes, so a snapshot's checksum is a digest of the whole replicated
 // state (Plane.Digest).
@@ -35,7 +39,6 @@ var ErrSnapshotCorrupt = errors.New("metadata snapshot corrupt")
 // Applied names the last op applied to a state: the point a snapshot is taken at.
 type Applied struct {
 	Op        uint64
-	View      uint32
 	Identity  wire.Uint128
 	Timestamp uint64
 }
@@ -52,7 +55,7 @@ func AppendSnapshot(b []byte, at Applied, state *metadata.State, table *vsr.Clie
 	start := len(b)
 	b = append(b, snapshotMagic...)
 	b = binary.LittleEndian.AppendUint64(b, at.Op)
-	b = binary.LittleEndian.AppendUint32(b, at.View)
+	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, at.Identity.Lo)
 	b = binary.LittleEndian.AppendUint64(b, at.Identity.Hi)
 	b = binary.LittleEndian.AppendUint64(b, at.Timestamp)
@@ -88,7 +91,6 @@ func SplitSnapshot(b []byte) (SnapshotParts, error) {
 	}
 	p.At = Applied{
 		Op:        binary.LittleEndian.Uint64(b[4:]),
-		View:      binary.LittleEndian.Uint32(b[12:]),
 		Identity:  wire.Uint128{Lo: binary.LittleEndian.Uint64(b[16:]), Hi: binary.LittleEndian.Uint64(b[24:])},
 		Timestamp: binary.LittleEndian.Uint64(b[32:]),
 	}

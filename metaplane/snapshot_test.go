@@ -21,7 +21,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if again := AppendSnapshot(nil, s.At, s.State, s.Table); !bytes.Equal(again, b) {
+		// The view field is read as nothing and written 0 (see AppendSnapshot):
+		// the rest must come back byte for byte.
+		again := AppendSnapshot(nil, s.At, s.State, s.Table)
+		if !bytes.Equal(again[:12], b[:12]) || !bytes.Equal(again[16:len(again)-8], b[16:len(b)-8]) {
 			t.Fatal("a decoded snapshot does not encode to its bytes")
 		}
 	})

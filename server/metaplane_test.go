@@ -65,7 +65,11 @@ func (p *planeHarness) submit(client wire.Uint128, request uint64, op wire.Opera
 		o.done, o.err = true, err
 		if err == nil {
 			o.op, o.epoch = c.Header.Op, c.Epoch
-			if op != wire.OperationRegister && op != wire.OperationLogout {
+			switch {
+			case c.Skipped:
+				// No session to execute it in (metaplane's apply dedup).
+				o.result = wire.ErrRequestAlreadyApplied
+			case op != wire.OperationRegister && op != wire.OperationLogout:
 				_, o.result, _ = wire.SplitResult(c.Frame[wire.HeaderSize:])
 			}
 		}
@@ -299,15 +303,16 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := p.submit(wire.Uint128{Lo: 1 << 32}, 1, wire.OperationCreateStream, createStreamBody(t, "first"))
+	// The server's own writes (request 0): no session to execute them in.
+	first := p.submit(wire.Uint128{Lo: 1 << 32}, 0, wire.OperationCreateStream, createStreamBody(t, "first"))
 	if len(p.m.files.queue) != 1 || !p.m.Driver().ReadyOut() {
 		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", len(p.m.files.queue))
 	}
 	waiting := make([]*writeOutcome, 0, metaplane.WritesWaitingMax)
 	for i := range metaplane.WritesWaitingMax {
-		waiting = append(waiting, p.submit(wire.Uint128{Lo: uint64(i + 1)}, 1, wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("w", i))))
+		waiting = append(waiting, p.submit(wire.Uint128{Lo: uint64(i + 1)}, 0, wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("w", i))))
 	}
-	refused := p.submit(wire.Uint128{Lo: 1<<32 + 1}, 1, wire.OperationCreateStream, createStreamBody(t, "refused"))
+	refused := p.submit(wire.Uint128{Lo: 1<<32 + 1}, 0, wire.OperationCreateStream, createStreamBody(t, "refused"))
 	if !refused.done || refused.err != metaplane.ErrWritesBusy {
 		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaplane.WritesWaitingMax, refused)
 	}
@@ -366,6 +371,8 @@ func TestStateRecordRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := wire.Uint128{Lo: 5}
+	p.submit(c, 0, wire.OperationRegister, nil)
+	p.pump()
 	for i := range 3 {
 		p.submit(c, uint64(i+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("s", i)))
 		p.pump()

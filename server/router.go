@@ -129,6 +129,9 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 // published puts an applied op into the commit log, before any reply of it leaves.
 func (r *metaRouter) published(c *metaplane.Commit) {
 	r.commits++
+	if c.Skipped {
+		return // it changed nothing: no view has anything to apply
+	}
 	h := c.Header
 	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.Body, ended: c.Ended,
 		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
@@ -571,10 +574,10 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 }
 
 // clientGone: a connection closed, in its turn after the connection's writes and
-// login with the plane. It leaves the connection list; a logged-in one's consumer
-// group memberships end through the log (leaveGroups), so a restart and every
-// replica agree. A login that committed after the connection's shard saw it close
-// counts as logged in here.
+// login with the plane. It leaves the connection list; a logged-in one's session
+// ends through the log (an EndSessions op), so a restart and every replica agree.
+// A login that committed after the connection's shard saw it close counts as
+// logged in here.
 func (r *metaRouter) clientGone(g *clientGone) {
 	rec := r.conns[g.conn]
 	delete(r.conns, g.conn)
@@ -585,16 +588,10 @@ func (r *metaRouter) clientGone(g *clientGone) {
 	if !loggedIn {
 		return
 	}
-	// A logout a backup forwards for it takes the request after the client's last.
-	request := r.plane.Table().Watermark(client) + 1
 	if rec, ok := r.sessions[client]; ok && rec.conn == g.conn {
 		delete(r.sessions, client)
-		// The reference drops a disconnected client's table entry locally (not
-		// replicated): otherwise every login ever made would hold a slot until the
-		// table is full, and then the oldest live sessions would be evicted first.
-		if r.plane.DropSessionLocally(client) {
-			r.publish(&viewEntry{ended: []wire.Uint128{client}})
-		}
 	}
-	r.plane.LeaveGroups(metaplane.GroupLeave{Client: client, Session: session, Request: request}, r.h.srv.nowMicros())
+	// The session ends through the log, on every replica alike (metaplane's
+	// EndSession): its client table entry and its consumer group memberships.
+	r.plane.EndSession(client, session, r.h.srv.nowMicros())
 }
