@@ -13,7 +13,8 @@
 //	Register(token, header, user)  a login the host verified (credentials)
 //	ReadBarrier(then)              a backup's wait for its primary's commit point
 //	AfterAccountWrites(decide)     a login's decision, once no account write is out
-//	LeaveGroups(leave, now)        a closed connection's consumer group leave
+//	EndSession(client, epoch, now) a closed connection's session, ended through the log
+//	Propose(proposal, body, then)  an op of the host's own
 //	Step(header, body)             a frame from a peer
 //	Tick(), NoteLiveness(replica)  time (a cluster's 10 ms ticks), a peer heard
 //	Persisted(err)                 the host's Persist done
