@@ -106,9 +106,10 @@ type Effect struct {
 // Bodies are the client's request bodies except where the server rewrites them
 // before proposing (ProposeCreateUser, ProposeChangePassword,
 // ProposeCreatePersonalAccessToken, AppendClientGoneProposal, ProposeRootUser:
-// a CreateUser under client id 0). Register is the
-// client table's (package vsr) and not applied here; Logout (operation 3) and
-// RemoveConsumerGroupMember (66) remove a client from every consumer group. A
+// a CreateUser under client id 0; AppendEndSessions). Register is the
+// client table's (package vsr) and not applied here; Logout (operation 3),
+// RemoveConsumerGroupMember (66) and EndSessions (69) remove clients from every
+// consumer group. A
 // primary may prepare CreateTopic, CreatePartitions and DeleteSegments under the
 // internal operation their reply carries (64, 65, 68), as the reference server
 // does; the body is the client's either way.
@@ -132,6 +133,19 @@ func (s *State) Apply(h Header, body []byte, out *Output) {
 		}
 		s.clientGone(client)
 		out.Reply = wire.AppendResultSuccess(out.Reply)
+	case wire.OperationEndSessions:
+		// The sessions whose connections closed: each client leaves every
+		// consumer group (its client table entry goes with the session, package
+		// metaplane). Not result-framed: it answers no one.
+		ends, ok := DecodeEndSessions(body)
+		if !ok {
+			code = wire.ErrInvalidCommand
+			break
+		}
+		for _, e := range ends {
+			s.clientGone(e.Client)
+		}
+		return
 	case wire.OperationCreateStream:
 		code = s.applyCreateStream(a, &h, body, out)
 	case wire.OperationUpdateStream:

@@ -1,6 +1,8 @@
 package metadata
 
 import (
+	"encoding/binary"
+
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -15,6 +17,7 @@ import (
 //	                                 did not match)
 //	CreatePersonalAccessToken (146)  [name Name][expiry u64][0 u8][token digest 32]
 //	RemoveConsumerGroupMember (66)   [client u128], a connection that closed
+//	EndSessions (69)                 [count u32] [client u128][epoch u64]..., closed sessions
 //	CreateUser (141), client id 0    the root user of a cluster (ProposeRootUser)
 //
 // A personal access token never enters a proposal, the state or a reply that Apply
@@ -216,6 +219,47 @@ func AppendClientGoneProposal(dst []byte, client wire.Uint128) []byte {
 	var b [16]byte
 	client.Put(b[:])
 	return append(dst, b[:]...)
+}
+
+// SessionEnd is a session whose connection closed: its client and epoch.
+type SessionEnd struct {
+	Client wire.Uint128
+	Epoch  uint64
+}
+
+// EndSessionsMax bounds the sessions one EndSessions op ends.
+const EndSessionsMax = 1024
+
+// AppendEndSessions is the body of EndSessions (69), which the node holding the
+// connections proposes when they close: [count u32] then [client u128][epoch u64]
+// per session.
+func AppendEndSessions(dst []byte, ends []SessionEnd) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ends)))
+	var b [16]byte
+	for _, e := range ends {
+		e.Client.Put(b[:])
+		dst = append(dst, b[:]...)
+		dst = binary.LittleEndian.AppendUint64(dst, e.Epoch)
+	}
+	return dst
+}
+
+// DecodeEndSessions reads an EndSessions body: false for one that is malformed,
+// empty, or holds more than EndSessionsMax sessions.
+func DecodeEndSessions(body []byte) ([]SessionEnd, bool) {
+	if len(body) < 4 {
+		return nil, false
+	}
+	n := binary.LittleEndian.Uint32(body)
+	if n == 0 || n > EndSessionsMax || uint64(len(body)-4) != uint64(n)*24 {
+		return nil, false
+	}
+	ends := make([]SessionEnd, n)
+	for i := range ends {
+		b := body[4+24*i:]
+		ends[i] = SessionEnd{Client: wire.GetUint128(b), Epoch: binary.LittleEndian.Uint64(b[16:])}
+	}
+	return ends, true
 }
 
 func decodeClientGone(body []byte) (wire.Uint128, bool) {

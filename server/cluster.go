@@ -132,13 +132,6 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 	h.postControl(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
 }
 
-// replicaFrameIn queues a frame for the metadata core and has the plane go on.
-func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
-	r.plane.frameIn(in)
-	r.pumpJournal()
-	r.plane.runHeardWaiters() // a frame from the primary may be what a login waits for
-}
-
 // releaseReplicaFrame gives a stepped frame back to the shard that retained it.
 func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
 	if in.owner == r.h.index {
@@ -162,7 +155,7 @@ func (r *metaRouter) sendReplica(msg *vsr.Message) {
 
 // publishLeader tells every shard who leads the metadata group now.
 func (r *metaRouter) publishLeader() {
-	cl, core := r.h.srv.cluster, r.plane.replica
+	cl, core := r.h.srv.cluster, r.plane.Core()
 	leader := int32(0)
 	if core.Status() == vsr.StatusNormal {
 		leader = int32(core.Primary()) + 1
@@ -186,39 +179,6 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), health)
 }
 
-// forwardLogin sends a login verified here, at a backup, to the primary; the
-// client is answered once the primary committed it and this node applied it.
-func (r *metaRouter) forwardLogin(j *job, rec *sessionRecord, userID uint32) {
-	hdr := j.frame.Header
-	rec.busy = true
-	client := hdr.Client
-	r.plane.forward(&metaForward{register: true, client: client, userID: userID, done: func(o vsr.ForwardOutcome, err error) {
-		switch {
-		case err != nil || o.TimedOut:
-			j.status = wire.ErrTransientNotAccepted
-		case o.Outcome == uint8(wire.ForwardRegisterClientIDOwnedByAnotherUser):
-			j.evict = wire.EvictionSessionError
-		case o.Outcome != uint8(wire.ForwardRegisterOk):
-			j.status = wire.ErrTransientNotAccepted
-		default:
-			r.plane.afterApplied(o.Epoch, func(applied bool) {
-				if !applied {
-					j.status = wire.ErrTransientNotCommitted
-				} else if _, open := r.conns[j.conn]; open {
-					r.loggedIn(j, rec, userID, o.Epoch, r.loginFrame(j, userID, o.Epoch))
-				}
-				r.h.reply(j)
-				r.turnDone(rec)
-			})
-			return
-		}
-		r.h.log.Info("forwarded login not taken", "conn", j.conn.String(), "outcome", o.Outcome, "timed_out", o.TimedOut, "err", err)
-		r.h.reply(j)
-		r.turnDone(rec)
-	}})
-	r.pumpJournal()
-}
-
 // mayLag reports whether a login refused here may be refused only because this
 // backup has not applied yet what the primary acknowledged (a user or a token just
 // created, a password just changed): it is then decided again once the backup
@@ -226,64 +186,27 @@ func (r *metaRouter) forwardLogin(j *job, rec *sessionRecord, userID uint32) {
 func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 	p := r.plane
 	return p.clustered && !j.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
-		p.replica.Status() == vsr.StatusNormal && !p.replica.IsPrimary()
+		p.Core().Status() == vsr.StatusNormal && !p.Core().IsPrimary()
 }
 
 // awaitPrimary holds a refused login (and the connection's later work) until
-// this backup heard from its primary and applied what it had committed, then
-// decides it again: a user the cluster acknowledged is never refused for a lag
-// (the primary sends its commit point with its commits, ahead of its reply). A
-// login refused again, or after the wait's deadline, is refused; a wrong password
-// at a backup costs that wait (a commit broadcast interval at most) and one more
-// password check.
+// this backup applied what its primary had committed when a read barrier reached
+// it (metaPlane.afterPrimaryCommit), then decides it again: a user the cluster
+// acknowledged before the login came is never refused for a lag. A login refused
+// again, or after the wait's deadline, is refused; a wrong password at a backup
+// costs that wait (a round trip, two commit broadcast intervals at most) and one
+// more password check.
 func (r *metaRouter) awaitPrimary(j *job) {
 	rec := r.record(j.conn)
 	rec.busy = true
 	j.heardPrimary = true
-	r.plane.afterPrimaryHeard(func(bool) {
+	r.plane.ReadBarrier(func(bool) {
 		rec.busy = false
 		r.login(j)
 		if !rec.busy {
 			r.turnDone(rec)
 		}
 	})
-}
-
-// forwardLogout sends a logout at a backup to the primary.
-func (r *metaRouter) forwardLogout(j *job) {
-	hdr := j.frame.Header
-	rec := r.conns[j.conn]
-	if rec != nil {
-		rec.busy = true
-	}
-	done := func() {
-		r.h.reply(j)
-		if rec != nil {
-			r.turnDone(rec)
-		}
-	}
-	r.plane.forward(&metaForward{client: hdr.Client, session: hdr.Session, request: hdr.Request, done: func(o vsr.ForwardOutcome, err error) {
-		if err != nil || o.TimedOut || o.Outcome != uint8(wire.ForwardLogoutOk) {
-			j.status = wire.ErrTransientNotAccepted
-			done()
-			return
-		}
-		r.plane.afterApplied(o.Commit, func(applied bool) {
-			if !applied {
-				j.status = wire.ErrTransientNotCommitted
-				done()
-				return
-			}
-			j.rawReply = true
-			j.reply = append(j.reply[:0], make([]byte, wire.HeaderSize)...)
-			rh := wire.ReplyTo(hdr, 0, 0, true)
-			rh.Op, rh.Commit = o.Commit, o.Commit
-			rh.Put(j.reply)
-			r.loggedOut(j)
-			done()
-		})
-	}})
-	r.pumpJournal()
 }
 
 // replicaStats is the runtime's replica counters, for tests and logs.
@@ -302,15 +225,15 @@ func (s *Server) metadataLeader() (uint8, bool) {
 // installed: its metadata and the sessions of its client table.
 func (r *metaRouter) publishInstalled() {
 	p := r.plane
-	sessions := make(map[wire.Uint128]uint64, p.table.Len())
-	p.table.Sessions(func(client wire.Uint128, epoch uint64) { sessions[client] = epoch })
+	sessions := make(map[wire.Uint128]uint64, p.Table().Len())
+	p.Table().Sessions(func(client wire.Uint128, epoch uint64) { sessions[client] = epoch })
 	var ended []wire.Uint128
 	for client := range r.sessions {
 		if _, ok := sessions[client]; !ok {
 			ended = append(ended, client)
 		}
 	}
-	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.state.AppendSnapshot(nil, p.applied.op), sessions: sessions}, ended: ended})
+	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.State().AppendSnapshot(nil, p.Applied().Op), sessions: sessions}, ended: ended})
 }
 
 // partitionReplication places the shard's partitions in their groups of the

@@ -401,7 +401,7 @@ func snapshotOpsOf(t *testing.T, servers []*Server) []uint64 {
 	t.Helper()
 	ops := make([]uint64, len(servers))
 	for i, s := range servers {
-		onMetaShard(t, s, func(p *metaPlane) { ops[i] = p.snapshotOp })
+		onMetaShard(t, s, func(p *metaPlane) { ops[i] = p.SnapshotOp() })
 	}
 	return ops
 }
@@ -494,7 +494,7 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 	}
 	want := heldNow(t, c, parts)
 	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the lagging node installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
+	waitUntil(t, "the lagging node installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
 	heldOnEveryNode(t, servers, "after the state transfer", parts, want)
 	awaitOpenAsViewed(t, servers)
 }

@@ -67,7 +67,7 @@ func bulkMetadataOps(t *testing.T, s *Server, token string, workers, pairs int) 
 // appliedOp is the metadata op s has applied.
 func appliedOpOf(t *testing.T, s *Server) (op uint64, snapshots int64) {
 	t.Helper()
-	onMetaShard(t, s, func(p *metaPlane) { op, snapshots = p.applied.op, p.snapshotsTaken.Load() })
+	onMetaShard(t, s, func(p *metaPlane) { op, snapshots = p.Applied().Op, p.SnapshotsTaken() })
 	return op, snapshots
 }
 
@@ -228,7 +228,7 @@ func TestClusterLongLife(t *testing.T) {
 	t.Logf("follower down: op %d, %d snapshots, %v", op, snapshots, time.Since(started).Round(time.Millisecond))
 
 	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the follower installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
+	waitUntil(t, "the follower installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
 	if _, err := root.CreateStream(ctx, "after-catch-up"); err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,8 @@ func metadataSnapshots(t *testing.T, servers []*Server) [][]byte {
 		ops := make([]uint64, len(servers))
 		for i, s := range servers {
 			onMetaShard(t, s, func(p *metaPlane) {
-				ops[i] = p.applied.op
-				snapshots = append(snapshots, p.state.AppendSnapshot(nil, 0))
+				ops[i] = p.Applied().Op
+				snapshots = append(snapshots, p.State().AppendSnapshot(nil, 0))
 			})
 		}
 		for _, op := range ops {
@@ -59,7 +59,7 @@ func metadataSnapshots(t *testing.T, servers []*Server) [][]byte {
 func rootProposals(servers []*Server) int64 {
 	n := int64(0)
 	for _, s := range servers {
-		n += s.meta.cluster.rootProposals.Load()
+		n += s.meta.RootProposals()
 	}
 	return n
 }
@@ -170,7 +170,7 @@ func TestClusterLoginBeforeRoot(t *testing.T) {
 func groupMembers(t *testing.T, s *Server) int {
 	n := -1
 	onMetaShard(t, s, func(p *metaPlane) {
-		if st := p.state.Stream(0); st != nil {
+		if st := p.State().Stream(0); st != nil {
 			if tp := st.Topic(0); tp != nil {
 				if g := tp.Group(0); g != nil {
 					n = len(g.Members)
@@ -250,7 +250,7 @@ func TestSingleNodeRefusesAStateWithoutRoot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a cluster replica's first start: %v", err)
 	}
-	if m.state.HasRoot() {
+	if m.State().HasRoot() {
 		t.Fatal("a cluster replica created a root user of its own")
 	}
 	m.close()

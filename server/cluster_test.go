@@ -435,7 +435,7 @@ func TestClusterStateTransfer(t *testing.T) {
 		}
 	}
 	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[2].meta.transfersInstalled.Load() > 0 })
+	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
 	bc := dialCluster(t, servers[2])
 	waitUntil(t, "the lagging backup holds every write", func() bool {
 		return len(streamNames(t, bc)) == writes

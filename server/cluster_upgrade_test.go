@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -39,20 +40,20 @@ func TestClusterUpgradeHealsAWedgedCluster(t *testing.T) {
 			t.Fatalf("CreateStream %s: %v", name, err)
 		}
 		acked = append(acked, name)
-		onMetaShard(t, servers[0], func(p *metaPlane) { head = p.replica.Op() - p.replica.CheckpointOp() })
+		onMetaShard(t, servers[0], func(p *metaPlane) { head = p.Core().Op() - p.Core().CheckpointOp() })
 	}
 	// One more write (the server's own, so that no client connection waits on
 	// it) is held: the primary's core refuses it, on every try.
 	committed := make(chan error, 1)
 	onMetaShard(t, servers[0], func(p *metaPlane) {
-		servers[0].handlers[0].meta.commit(nil, vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
-			createStreamBody(t, "held"), func(_ *metaCommit, err error) { committed <- err })
+		p.Propose(vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
+			createStreamBody(t, "held"), 1, func(_ *metaplane.Commit, err error) { committed <- err })
 	})
-	waitUntil(t, "the primary refuses proposals", func() bool { return servers[0].meta.proposalsHeld.Load() > 1 })
+	waitUntil(t, "the primary refuses proposals", func() bool { return servers[0].meta.Driver().CheckpointWaits() > 1 })
 	for i, s := range servers {
 		var snapshots int64
 		var snapshotOp, op uint64
-		onMetaShard(t, s, func(p *metaPlane) { snapshots, snapshotOp, op = p.snapshotsTaken.Load(), p.snapshotOp, p.replica.Op() })
+		onMetaShard(t, s, func(p *metaPlane) { snapshots, snapshotOp, op = p.SnapshotsTaken(), p.SnapshotOp(), p.Core().Op() })
 		if snapshots != 0 || snapshotOp != 0 || op != journalSlotsMin-1 {
 			t.Fatalf("node %d wedged with %d snapshots (the last at op %d), log to op %d; want none, op %d",
 				i, snapshots, snapshotOp, op, journalSlotsMin-1)
@@ -95,7 +96,7 @@ func TestClusterUpgradeHealsAWedgedCluster(t *testing.T) {
 			// Each node applied past the old trigger's reach and snapshotted.
 			var snapshots int64
 			var snapshotOp uint64
-			onMetaShard(t, s, func(p *metaPlane) { snapshots, snapshotOp = p.snapshotsTaken.Load(), p.snapshotOp })
+			onMetaShard(t, s, func(p *metaPlane) { snapshots, snapshotOp = p.SnapshotsTaken(), p.SnapshotOp() })
 			if snapshots == 0 || snapshotOp < DefaultConfig().SnapshotIntervalOps {
 				t.Fatalf("node %d after restart %d: %d snapshots, the last at op %d", i, round+1, snapshots, snapshotOp)
 			}

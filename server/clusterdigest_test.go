@@ -52,8 +52,8 @@ func metaHoldings(t *testing.T, servers []*Server) []metaHolding {
 		for i, s := range servers {
 			var table []byte
 			onMetaShard(t, s, func(p *metaPlane) {
-				holdings[i] = metaHolding{op: p.applied.op, state: xxh3.Hash(p.state.AppendSnapshot(nil, 0))}
-				table = p.table.AppendICT2(nil)
+				holdings[i] = metaHolding{op: p.Applied().Op, state: xxh3.Hash(p.State().AppendSnapshot(nil, 0))}
+				table = p.Table().AppendICT2(nil)
 			})
 			holdings[i].clients = ict2Entries(t, table)
 		}

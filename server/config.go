@@ -59,6 +59,9 @@ type Config struct {
 	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
 	// elects a primary in a fraction of a second.
 	clusterTiming *vsr.Timing
+	// openFilesMax (tests) is the node's budget of open partition files, split
+	// over its shards; 0 gives each shard segment.FilesBudget(shards).
+	openFilesMax int
 	// metaJournalSlots (tests) shrinks the metadata core's header window, so that
 	// a replica a few dozen ops behind needs a state transfer.
 	metaJournalSlots int

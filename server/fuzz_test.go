@@ -8,30 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iggy-shard/iggy-shard/metadata"
-	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
-
-// FuzzDecodeSnapshotFile: arbitrary bytes in snapshot.bin give an error or a
-// snapshot, never a panic or an allocation beyond the input.
-func FuzzDecodeSnapshotFile(f *testing.F) {
-	m := &metaPlane{state: metadata.NewState("iggy", "x", 1), table: vsr.NewClientTable(8)}
-	b := []byte(snapshotMagic)
-	f.Add(b)
-	f.Add([]byte{})
-	f.Add(m.encodeSnapshot(appliedOp{op: 7, identity: wire.Uint128{Lo: 1}, timestamp: 9}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeSnapshotFile(b)
-		if err != nil {
-			return
-		}
-		if _, _, err := metadata.DecodeSnapshot(h.metadataBytes); err != nil {
-			return
-		}
-		_, _ = vsr.DecodeICT2(h.clientTableICT, 8)
-	})
-}
 
 // FuzzRequestBodies sends arbitrary bodies under every client command to a live
 // server: each gets a reply or an eviction (never a panic, a hang or a silent

@@ -11,10 +11,12 @@ import (
 // A deleted consumer group's stored offsets go with it (the DeleteConsumerGroup
 // effect), on every partition of its topic, on every node. In a cluster only a
 // partition's primary can delete one, through the partition's group, and its
-// backups apply the deletion from there: so each node asks its own store, and a
-// store that cannot take it now (a backup, or a primary whose Ready is out or
-// whose view is changing: 58) is asked again a little later, until the offset is
-// gone here, by its own deletion or the primary's. That is no error. Bounded:
+// backups apply the deletion from there: so the node whose store leads the
+// partition (Store.IsPrimary) proposes it, and every other node only looks
+// (Store.ConsumerOffset) until the primary's deletion has applied there; a
+// primary that cannot take it now (a Ready out, a view changing: 58) and a backup
+// whose offset is still there look again a little later (a backup may have become
+// the primary meanwhile). That is no error. Bounded:
 // the group's id is never used again in its topic (metadata assigns ids upward),
 // so an offset a cluster never gets to delete is unreachable, bytes only; it is
 // logged, once. A topic created again under the same ids starts its group ids
@@ -53,7 +55,18 @@ func (d *groupOffsetDelete) try() {
 	}
 	d.attempts++
 	c := partition.Consumer{Kind: wire.ConsumerGroup, ID: d.group}
-	deferred, err := d.h.store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)
+	store := d.h.store
+	if !store.IsPrimary(d.key) {
+		// Not this replica's to propose: done once the primary's deletion (or
+		// the partition's) has reached this store.
+		if _, held, err := store.ConsumerOffset(d.key, c); err != nil || !held {
+			return
+		}
+		d.settle(wire.ErrTransientNotAccepted) // looked at again later
+		return
+	}
+	d.h.groupOffsetProposals++
+	deferred, err := store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)
 	if deferred {
 		d.h.scheduleIO()
 		return

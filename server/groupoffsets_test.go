@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
@@ -85,6 +86,19 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	for _, k := range keys {
 		for i, s := range servers {
 			waitUntil(t, fmt.Sprintf("node %d drops the group's offset on %v", i, k), func() bool { return !groupOffsetAt(t, s, k, group.ID) })
+		}
+	}
+	// Only the partitions' primary (node 0, of view 0) proposed the deletions:
+	// the backups waited for them.
+	for i, s := range servers {
+		var proposals atomic.Int64
+		if err := s.rt.Inspect(ctx, func(sh *shard.Shard) {
+			proposals.Add(int64(s.handlers[sh.Index()].groupOffsetProposals))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: len(keys), false: 0}[i == 0]; int(proposals.Load()) != want {
+			t.Errorf("node %d proposed %d deletions, want %d", i, proposals.Load(), want)
 		}
 	}
 	for i, l := range logs {

@@ -69,7 +69,8 @@ type job struct {
 	startNs  int64               // when its request arrived (shard clock), for its latency
 	token    *metadata.TokenHash // a token login's
 	// heardPrimary: a login refused at a backup was decided again after the
-	// backup heard from its primary (metaRouter.awaitPrimary); it is not again.
+	// backup applied its primary's commit point (metaRouter.awaitPrimary); it is
+	// not again.
 	heardPrimary bool
 
 	// Partition operations, resolved on shard 0.
@@ -161,6 +162,9 @@ type handler struct {
 	index int
 	log   *slog.Logger
 	store *partition.Store
+	// filesMax is the store's budget of open files (partition.Replication.
+	// OpenFilesMax): the shard's share of the node's.
+	filesMax int
 	// storages is the store's StorageProvider (storage.go).
 	storages *diskStorages
 
@@ -178,6 +182,9 @@ type handler struct {
 	// groupOffsetDeletes are deleted groups' offsets to delete again
 	// (groupoffsets.go).
 	groupOffsetDeletes []*groupOffsetDelete
+	// groupOffsetProposals counts the deletions this shard proposed as its
+	// partitions' primary (tests).
+	groupOffsetProposals int
 	// effects are the metadata commits' partition effects not carried out yet
 	// (effects.go).
 	effects effectQueue
@@ -263,14 +270,17 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.disk = sh.Disk()
 	h.grid.originNs = sh.NowNs()
 	h.storages = newDiskStorages(h.disk)
+	// A single node's store is a group of one: the zero Replication but for the
+	// file budget.
+	var repl partition.Replication
 	if s.cluster != nil {
-		repl := s.partitionReplication(h)
-		h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
+		repl = s.partitionReplication(h)
 		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
-	} else {
-		h.store = partition.NewStore(s.cfg.SystemPath, h.storages)
 	}
+	h.filesMax = s.partitionFilesOfShard()
+	repl.OpenFilesMax = h.filesMax
+	h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
 	for _, p := range s.initial[h.index] {
 		h.openAtStart(p)
 	}

@@ -39,7 +39,7 @@ func (h *handler) checkHeartbeats() {
 	h.heartbeatDueNs = now + every
 	h.shard.WakeAt(h.heartbeatDueNs)
 	staleAfter := h.staleAfterNs()
-	state := h.meta.plane.state
+	state := h.meta.plane.State()
 	for client, rec := range h.meta.sessions {
 		if rec.seen == nil || now-rec.seen.Load() <= staleAfter || state.ClientGroupsCount(client) == 0 {
 			continue

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -148,7 +149,7 @@ func (w *journalWriter) close() {
 // above the snapshot (and the snapshot's own op), the faulty ops, the index, and
 // the size the journal keeps.
 type journalRecovery struct {
-	headers   []wire.PrepareHeader
+	entries   []vsr.Write
 	faulty    []uint64
 	firstOp   uint64
 	ends      []int64
@@ -165,30 +166,28 @@ type journalRecovery struct {
 // snapshot's); entries below its op in front, left by a crash between the
 // snapshot and the journal's replacement, are skipped. A single node refuses
 // any hole (vsr.ErrJournalCorrupt); a cluster's replica reports them as faulty.
-func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *metaBodies) (*journalRecovery, error) {
-	r := &journalRecovery{firstOp: head.op + 1, holes: map[uint64]bool{}}
+func scanMetaJournal(raw []byte, head metaplane.Applied, clustered bool) (*journalRecovery, error) {
+	r := &journalRecovery{firstOp: head.Op + 1, holes: map[uint64]bool{}}
 	kept := func() bool { return len(r.ends) > 0 }
 	covered := uint64(0) // the last op an entry or a hole stood for
 	visit := func(h *wire.PrepareHeader, body []byte, offset int) error {
 		covered = h.Op
 		end := int64(offset) + int64(h.Size)
 		switch {
-		case h.Op < head.op:
+		case h.Op < head.Op:
 			r.skipBytes = end
 			return nil
-		case h.Op == head.op:
-			if h.Checksum != head.lastIdentity {
+		case h.Op == head.Op:
+			if h.Checksum != head.Identity {
 				return fmt.Errorf("%w: op %d is not the prepare the snapshot was taken at", vsr.ErrJournalCorrupt, h.Op)
 			}
-		case h.Op != head.op+1 && !kept(), h.Op == head.op+1 && h.Parent != head.lastIdentity:
-			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, head.op)
-		default:
-			bodies.byOp[h.Op] = metaBody{identity: h.Checksum, body: body}
+		case h.Op != head.Op+1 && !kept(), h.Op == head.Op+1 && h.Parent != head.Identity:
+			return fmt.Errorf("%w: op %d does not follow the snapshot's op %d", vsr.ErrJournalCorrupt, h.Op, head.Op)
 		}
 		if !kept() {
 			r.firstOp = h.Op
 		}
-		r.headers = append(r.headers, *h)
+		r.entries = append(r.entries, vsr.Write{Header: *h, Body: body})
 		r.ends = append(r.ends, end-r.skipBytes)
 		return nil
 	}
@@ -196,7 +195,7 @@ func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *meta
 	if clustered {
 		hole = func(hl vsr.JournalHole) error {
 			covered = hl.ToOp
-			from, to := max(hl.FromOp, head.op+1), hl.ToOp
+			from, to := max(hl.FromOp, head.Op+1), hl.ToOp
 			if from > to {
 				// Damage standing for ops the snapshot holds: dropped with them.
 				r.skipBytes = int64(hl.End)
@@ -212,7 +211,7 @@ func scanMetaJournal(raw []byte, head snapshotHead, clustered bool, bodies *meta
 		return r, err
 	}
 	r.sizeBytes = int64(scan.ValidBytes) - r.skipBytes
-	if torn := covered + 1; clustered && scan.TornTailBytes > 0 && torn > head.op && (kept() || torn == head.op+1) {
+	if torn := covered + 1; clustered && scan.TornTailBytes > 0 && torn > head.Op && (kept() || torn == head.Op+1) {
 		r.addHole(torn, torn, r.sizeBytes, int64(len(raw))-r.skipBytes)
 		r.sizeBytes = int64(len(raw)) - r.skipBytes
 		r.tornKept = true
@@ -240,14 +239,14 @@ func (r *journalRecovery) addHole(from, to uint64, start, end int64) {
 }
 
 // journalHole reports whether the journal's span of op is a hole.
-func (m *metaPlane) journalHole(op uint64) bool {
-	return m.cluster.holes[op] && op >= m.journalFirstOp && op < m.journalFirstOp+uint64(len(m.journalEnds))
+func (m *metaFiles) journalHole(op uint64) bool {
+	return m.holes[op] && op >= m.journalFirstOp && op < m.journalFirstOp+uint64(len(m.journalEnds))
 }
 
 // journalKept is the op after the last one the journal keeps through a truncation
 // at truncateAt (-1: none). The ops of a hole run below the cut are kept, though
 // the cut may take the run's bytes: placeWrites then rewrites its marker.
-func (m *metaPlane) journalKept(truncateAt int64) uint64 {
+func (m *metaFiles) journalKept(truncateAt int64) uint64 {
 	first := m.journalFirstOp
 	next := first + uint64(len(m.journalEnds))
 	if truncateAt < 0 {
@@ -265,7 +264,7 @@ func (m *metaPlane) journalKept(truncateAt int64) uint64 {
 // along (the journal is in op order). A discarded entry below entries that stay
 // is dropped by a rewrite instead, its op a hole until its new entry comes: the
 // entries above it, which the core counts durable, must stay on disk.
-func (m *metaPlane) journalCut(a *appendWork, rd *vsr.Ready) {
+func (m *metaFiles) journalCut(a *appendWork, rd *vsr.Ready) {
 	a.truncateAt = -1
 	if rd.Truncate {
 		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
@@ -322,12 +321,11 @@ type journalRewrite struct {
 // the others are one append when they continue the journal at next, in op order,
 // and a rewrite when they do not. A write for an op written twice in the Ready
 // counts once, as the last.
-func (m *metaPlane) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
+func (m *metaFiles) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 	rw := &a.rewrite
 	rw.active, rw.order = false, rw.order[:0]
 	for i := range rd.Writes {
 		w := &rd.Writes[i]
-		m.recordBody(&w.Header, w.Body)
 		if w.Header.Op < next && !m.journalHole(w.Header.Op) && !slices.Contains(rw.dropped, w.Header.Op) {
 			continue
 		}
@@ -380,7 +378,7 @@ func (a *appendWork) put(h *wire.PrepareHeader, body []byte) {
 // planRewrite lays the journal out anew: from its first op to the highest op it
 // holds or the Ready writes, each op the Ready's entry, the journal's entry, or a
 // marker closing a run of ops held by neither.
-func (m *metaPlane) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
+func (m *metaFiles) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 	rw := &a.rewrite
 	rw.active = true
 	rw.pieces, rw.ends, rw.holes = rw.pieces[:0], rw.ends[:0], rw.holes[:0]
@@ -498,7 +496,7 @@ func layJournal(raw, entries []byte, pieces []journalPiece) ([]byte, error) {
 
 // journalWritten updates the journal's index once a Ready's journal work is done:
 // the truncation, then the rewrite's layout or the appended entries.
-func (m *metaPlane) journalWritten() {
+func (m *metaFiles) journalWritten() {
 	a := &m.appending
 	m.journalEnds = m.journalEnds[:m.journalKept(a.truncateAt)-m.journalFirstOp]
 	rw := &a.rewrite
@@ -513,7 +511,7 @@ func (m *metaPlane) journalWritten() {
 		if len(m.journalEnds) == 0 {
 			m.journalFirstOp = a.firstOp + uint64(i)
 		}
-		delete(m.cluster.holes, a.firstOp+uint64(i))
+		delete(m.holes, a.firstOp+uint64(i))
 		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
 	}
 }
@@ -604,34 +602,34 @@ func relayJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]boo
 // the installed journal does not keep marked as holes instead. A crash between
 // the snapshot's replacement and the journal's then leaves a journal that the
 // restart takes with either snapshot, the old or the new.
-func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, head snapshotHead) (ij, bridge *installedJournal, err error) {
+func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[uint64]bool, head metaplane.Applied) (ij, bridge *installedJournal, err error) {
 	last := firstOp + uint64(len(ends)) - 1 // the journal's last op, when it holds one
-	if len(ends) == 0 || last < head.op {
-		return &installedJournal{firstOp: head.op + 1}, nil, nil
+	if len(ends) == 0 || last < head.Op {
+		return &installedJournal{firstOp: head.Op + 1}, nil, nil
 	}
-	if firstOp > head.op+1 {
-		return nil, nil, fmt.Errorf("metadata journal from op %d does not reach back to the installed op %d", firstOp, head.op)
+	if firstOp > head.Op+1 {
+		return nil, nil, fmt.Errorf("metadata journal from op %d does not reach back to the installed op %d", firstOp, head.Op)
 	}
 	// foreign: op's entry is of another log than the state's.
 	foreign := func(h *wire.PrepareHeader) bool {
-		return h.Op == head.op && h.Checksum != head.lastIdentity || h.Op == head.op+1 && h.Parent != head.lastIdentity
+		return h.Op == head.Op && h.Checksum != head.Identity || h.Op == head.Op+1 && h.Parent != head.Identity
 	}
 	kept := func(h *wire.PrepareHeader) bool { return !foreign(h) }
-	if ij, err = relayJournal(raw, firstOp, ends, holes, head.op+1, kept); err != nil {
+	if ij, err = relayJournal(raw, firstOp, ends, holes, head.Op+1, kept); err != nil {
 		return nil, nil, err
 	}
 	bridged := false
-	for op := max(head.op, firstOp); op <= min(head.op+1, last); op++ {
+	for op := max(head.Op, firstOp); op <= min(head.Op+1, last); op++ {
 		h, start, end, ok, err := journalEntryAt(raw, firstOp, ends, holes, op)
 		switch {
 		case err != nil:
 			return nil, nil, err
 		case ok && foreign(&h):
 			bridged = true
-		case ok && op == head.op:
+		case ok && op == head.Op:
 			// The state's own entry, in front.
 			size := end - start
-			ij.firstOp = head.op
+			ij.firstOp = head.Op
 			ij.pieces = append([]journalPiece{{old: true, start: start, end: end}}, ij.pieces...)
 			for i := range ij.ends {
 				ij.ends[i] += size
@@ -648,11 +646,11 @@ func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[ui
 }
 
 // setJournalIndex makes the journal's index firstOp, ends and holes.
-func (m *metaPlane) setJournalIndex(firstOp uint64, ends []int64, holes []uint64) {
+func (m *metaFiles) setJournalIndex(firstOp uint64, ends []int64, holes []uint64) {
 	m.journalFirstOp = firstOp
 	m.journalEnds = append(m.journalEnds[:0], ends...)
-	clear(m.cluster.holes)
+	clear(m.holes)
 	for _, op := range holes {
-		m.cluster.holes[op] = true
+		m.holes[op] = true
 	}
 }

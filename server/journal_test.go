@@ -54,7 +54,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	}()
 	// The second write reaches shard 0 and waits behind the first.
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.WritesWaiting() == 1
 	})
 	if err := reader.Ping(ctx); err != nil {
 		t.Fatalf("PING while a write waits: %v", err)
@@ -101,7 +101,7 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.plane.writesWaiting.Load() == 1
+		return s.handlers[0].meta.plane.WritesWaiting() == 1
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(ctx) }()
@@ -141,7 +141,7 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readOnly.Close()
-	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.journal.(*osJournal).f.Fd())); err != nil {
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.files.journal.(*osJournal).f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	_, err = root.CreateStream(ctx, "after")
@@ -197,7 +197,7 @@ func TestWritesWaitingShareOneFsync(t *testing.T) {
 		}()
 	}
 	waitForCondition(t, "the other writes waiting", func() bool {
-		return s.handlers[0].meta.plane.writesWaiting.Load() == others
+		return s.handlers[0].meta.plane.WritesWaiting() == others
 	})
 	held.open()
 	for range others + 1 {
@@ -242,7 +242,7 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 		login <- err
 	}()
 	waitForCondition(t, "the login waiting for the DeleteUser", func() bool {
-		return s.handlers[0].meta.loginsWaitingCount.Load() == 1
+		return s.handlers[0].meta.plane.LoginsWaiting() == 1
 	})
 	held.open()
 	if err := <-deleted; err != nil {

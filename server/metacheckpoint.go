@@ -4,33 +4,22 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 )
 
-// The metadata plane's checkpoints: a snapshot of the state (snapshot.bin) and the
-// journal cut to the ops from it on, taken every snapshotIntervalOps applied ops.
-// In a cluster the core's primary proposes no op a header window or more above
-// the last snapshot (vsr.CoreConfig.ReportsCheckpoints), so the interval obeys
-// vsr's checkpoint rule (vsr/checkpoint.go): at most the window less two
-// pipelines, 960 ops for the window of 1,024. A larger one could never come due:
-// the cluster stopped committing for good a window above its last snapshot (at
-// 1,024, the old default, after about a thousand metadata operations, logins
-// included). A single node counts its window from the applied op and could honour
-// more, but one rule with one number serves both: a configuration file moves from
-// a single node to a cluster unchanged.
-//
-// A snapshot that fails (a full or failing disk) is tried again, counting still
-// from the last one written: in a cluster after snapshotRetryTicks of the core's
-// clock, since the primary may be stopped a window above its snapshot and apply
-// nothing until one succeeds; on a single node after another interval of ops,
-// not at every turn of a failing disk.
+// The metadata plane's checkpoints (package metaplane decides when, at most what
+// vsr's checkpoint rule allows for the header window: 960 ops for 1,024) are a
+// snapshot file and the journal cut to the ops from it on. A larger interval
+// could never come due in a cluster: it stopped committing for good a window
+// above its last snapshot (at 1,024, the old default, after about a thousand
+// metadata operations, logins included). A single node counts its window from the
+// applied op and could honour more, but one rule with one number serves both: a
+// configuration file moves from a single node to a cluster unchanged.
 
 // SnapshotIntervalOpsMax is the largest snapshot interval the metadata plane
 // honours, 960 ops for its header window of 1,024: a larger one is used as this,
 // with a warning (clampSnapshotInterval).
-func SnapshotIntervalOpsMax() uint64 {
-	return vsr.CheckpointIntervalOpsMax(journalSlotsMin, vsr.PipelineDepthDefault)
-}
+func SnapshotIntervalOpsMax() uint64 { return metaplane.CheckpointIntervalOpsMax(journalSlotsMin) }
 
 // snapshotIntervalOpsDefault is the largest interval the window allows: fewer
 // snapshots (each encodes the whole state on shard 0 and rewrites the journal)
@@ -38,12 +27,8 @@ func SnapshotIntervalOpsMax() uint64 {
 // applies); the rule's two pipelines of room are margin enough.
 var snapshotIntervalOpsDefault = SnapshotIntervalOpsMax()
 
-// snapshotRetryTicks is how long a clustered plane waits, in cluster ticks
-// (10 ms), before it tries a failed snapshot again.
-const snapshotRetryTicks = 100
-
 // metaJournalSlotsBase is the metadata core's header window before a long
-// recovered journal grows it (recoverJournal): the window the rule is held to.
+// recovered journal grows it: the window the rule is held to.
 func (c *Config) metaJournalSlotsBase() int {
 	if c.metaJournalSlots > 0 {
 		return c.metaJournalSlots
@@ -56,7 +41,7 @@ func (c *Config) metaJournalSlotsBase() int {
 // used: the old default (1,024) is in every existing configuration file, and a
 // start refused for it would help no one.
 func clampSnapshotInterval(cfg *Config, log *slog.Logger) {
-	limit := vsr.CheckpointIntervalOpsMax(cfg.metaJournalSlotsBase(), vsr.PipelineDepthDefault)
+	limit := metaplane.CheckpointIntervalOpsMax(cfg.metaJournalSlotsBase())
 	if cfg.SnapshotIntervalOps <= limit || cfg.metaOldCheckpointRule {
 		return
 	}
@@ -66,31 +51,31 @@ func clampSnapshotInterval(cfg *Config, log *slog.Logger) {
 	cfg.SnapshotIntervalOps = limit
 }
 
-// checkpointDue reports whether the plane takes a snapshot now.
-func (m *metaPlane) checkpointDue() bool {
-	if m.applied.op-m.snapshotOp < m.snapshotIntervalOps {
-		return false
+// writeCheckpointFiles writes a checkpoint: inline in sync mode (done), else on
+// the writer, completed through m.CheckpointWritten.
+func (m *metaPlane) writeCheckpointFiles(cp *metaplane.Checkpoint) (metaplane.CheckpointResult, bool) {
+	f := m.files
+	if f.sync && f.out == nil && len(f.queue) == 0 {
+		t, result := f.checkpointTask(cp)
+		return result(t.work(nil)), true
 	}
-	switch {
-	case !m.snapshotRetrying:
-		return true
-	case m.clustered:
-		return m.replica.Now() >= m.snapshotRetryTick
-	default:
-		return m.applied.op >= m.snapshotRetryOp
-	}
+	f.submit(func() *journalTask {
+		t, result := f.checkpointTask(cp)
+		t.then = func(err error) { m.CheckpointWritten(cp.At, result(err)) }
+		return t
+	})
+	return metaplane.CheckpointResult{}, false
 }
 
-// checkpointTask snapshots the state as of the last applied op (encoded here, on
-// shard 0) and has the journal writer write it and cut the journal to the entries
-// from that op on. It touches no plane state off the shard.
-func (m *metaPlane) checkpointTask() *journalTask {
-	at := m.applied
-	snapshot := m.encodeSnapshot(at)
-	keepFrom, ok := m.journalOffset(at.op)
+// checkpointTask writes the snapshot and cuts the journal to the entries from its
+// op on; result brings the journal's index along and says how it went. It
+// touches no shard state off the shard.
+func (m *metaFiles) checkpointTask(cp *metaplane.Checkpoint) (*journalTask, func(error) metaplane.CheckpointResult) {
+	at := cp.At
+	keepFrom, ok := m.journalOffset(at.Op)
 	if !ok {
 		panic(fmt.Sprintf("server: the metadata journal (ops from %d, %d entries) does not hold the applied op %d",
-			m.journalFirstOp, len(m.journalEnds), at.op))
+			m.journalFirstOp, len(m.journalEnds), at.Op))
 	}
 	sizeBytes := m.journalSizeBytes()
 	store, old := m.store, m.journal
@@ -98,8 +83,7 @@ func (m *metaPlane) checkpointTask() *journalTask {
 		snapshotWritten, journalReplaced bool
 		journal                          metaJournal
 	)
-	m.taskOut = true
-	return &journalTask{
+	t := &journalTask{
 		work: func(func()) error {
 			raw, err := store.ReadFile(journalFileName)
 			if err != nil {
@@ -108,7 +92,7 @@ func (m *metaPlane) checkpointTask() *journalTask {
 			if int64(len(raw)) < sizeBytes {
 				return fmt.Errorf("metadata journal read: %d bytes, %d written", len(raw), sizeBytes)
 			}
-			if err := store.ReplaceFile(snapshotFileName, snapshot); err != nil {
+			if err := store.ReplaceFile(snapshotFileName, cp.Snapshot); err != nil {
 				return fmt.Errorf("metadata snapshot: %w", err)
 			}
 			snapshotWritten = true
@@ -121,62 +105,34 @@ func (m *metaPlane) checkpointTask() *journalTask {
 			journal, err = store.OpenJournal(journalFileName, int64(len(tail)))
 			return err
 		},
-		then: func(err error) {
-			m.taskOut = false
-			if journalReplaced {
-				if err != nil {
-					// The old journal is unlinked: nothing can be appended safely.
-					m.breakPlane(err)
-					return
-				}
-				m.journal = journal
-				m.cutJournalIndex(at.op, keepFrom)
-			}
-			if snapshotWritten {
-				// A restart resumes from this snapshot (the entries below it
-				// that a journal not cut still holds are skipped).
-				m.snapshotOp = at.op
-				m.snapshotRetrying = false
-				m.snapshotsTaken.Add(1)
-				if m.clustered {
-					m.replica.Checkpointed(at.op)
-				}
-			}
-			if err != nil {
-				if !snapshotWritten {
-					// Tried again later, counting from the last snapshot written
-					// (see above).
-					m.snapshotRetrying = true
-					m.snapshotRetryOp = at.op + m.snapshotIntervalOps
-					if m.clustered {
-						m.snapshotRetryTick = m.replica.Now() + snapshotRetryTicks
-					}
-				}
-				m.log.Error("metadata snapshot failed", "op", at.op, "snapshot_op", m.snapshotOp, "snapshot_written", snapshotWritten, "err", err)
-				return
-			}
-			m.log.Info("metadata snapshot", "op", at.op)
-		},
 	}
+	result := func(err error) metaplane.CheckpointResult {
+		r := metaplane.CheckpointResult{Written: snapshotWritten, Err: err}
+		if journalReplaced {
+			if err != nil {
+				// The old journal is unlinked: nothing can be appended safely.
+				r.Broken = true
+				return r
+			}
+			m.journal = journal
+			m.cutJournalIndex(at.Op, keepFrom)
+		}
+		return r
+	}
+	return t, result
 }
 
 // cutJournalIndex follows the journal's replacement by its entries from op on,
 // which started at keepFrom in the old one.
-func (m *metaPlane) cutJournalIndex(op uint64, keepFrom int64) {
+func (m *metaFiles) cutJournalIndex(op uint64, keepFrom int64) {
 	for i := range m.journalEnds {
 		m.journalEnds[i] -= keepFrom
 	}
 	m.journalEnds = append(m.journalEnds[:0], m.journalEnds[op-m.journalFirstOp:]...)
 	m.journalFirstOp = op
-	// A cluster keeps the bodies of the core's header window: its repair serves
-	// them to a replica that fell behind.
-	keepBodiesFrom := op
-	if m.clustered {
-		keepBodiesFrom -= min(keepBodiesFrom, uint64(m.journalSlots))
-	}
-	for k := range m.bodies.byOp {
-		if k < keepBodiesFrom {
-			delete(m.bodies.byOp, k)
+	for k := range m.holes {
+		if k < op {
+			delete(m.holes, k)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -39,8 +40,8 @@ func TestSnapshotIntervalClamped(t *testing.T) {
 				warnings = append(warnings, line)
 			}
 		}
-		if s.cfg.SnapshotIntervalOps != tc.used || s.meta.snapshotIntervalOps != tc.used {
-			t.Errorf("configured %d: config %d, plane %d, want %d", tc.configured, s.cfg.SnapshotIntervalOps, s.meta.snapshotIntervalOps, tc.used)
+		if s.cfg.SnapshotIntervalOps != tc.used || s.meta.IntervalOps() != tc.used {
+			t.Errorf("configured %d: config %d, plane %d, want %d", tc.configured, s.cfg.SnapshotIntervalOps, s.meta.IntervalOps(), tc.used)
 		}
 		switch {
 		case !tc.warned && len(warnings) != 0:
@@ -72,7 +73,7 @@ func newPrimaryPlane(t *testing.T, seed uint64) *primaryPlane {
 	n := &metaNet{t: t, planeID: 0, peers: []*statePeer{nil, newStatePeer(t, &cfgs[1], 1, journalSlotsMin), newStatePeer(t, &cfgs[2], 2, journalSlotsMin)}}
 	n.plane = clusterPlane(t, &cfg, store, &n.sent)
 	pumpPlane(t, n.plane)
-	if !n.plane.replica.IsPrimary() {
+	if !n.plane.Core().IsPrimary() {
 		t.Fatal("replica 0 of a fresh group does not lead view 0")
 	}
 	return &primaryPlane{t: t, n: n, m: n.plane, store: store}
@@ -84,15 +85,13 @@ func (p *primaryPlane) write(count int) {
 	p.t.Helper()
 	for range count {
 		p.submitted++
-		w := &metaWrite{proposal: vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
-			body: createStreamBody(p.t, fmt.Sprintf("s-%d", p.submitted))}
-		w.done = func(_ *metaCommit, err error) {
-			if err != nil {
-				p.t.Fatalf("write refused: %v", err)
-			}
-			p.written++
-		}
-		p.m.submit(w)
+		p.m.Propose(vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
+			createStreamBody(p.t, fmt.Sprintf("s-%d", p.submitted)), uint64(p.submitted), func(_ *metaplane.Commit, err error) {
+				if err != nil {
+					p.t.Fatalf("write refused: %v", err)
+				}
+				p.written++
+			})
 		if p.submitted%vsr.PipelineDepthDefault == 0 {
 			p.settle()
 		}
@@ -109,7 +108,7 @@ func (p *primaryPlane) settle() {
 // tick gives the plane's core ticks cluster ticks.
 func (p *primaryPlane) tick(ticks int) {
 	for range ticks {
-		p.m.cluster.tickTarget++
+		p.m.Tick()
 		p.settle()
 	}
 }
@@ -118,13 +117,13 @@ func (p *primaryPlane) tick(ticks int) {
 // primary's snapshot fails for a while (a full disk). Its writes go on up to a
 // window above the last snapshot written, then wait (the core refuses them:
 // vsr.ErrCheckpointDue); the plane tries again, counting from the last snapshot
-// written, every snapshotRetryTicks; once the disk takes a snapshot again, the
+// written, every metaplane.SnapshotRetryTicks; once the disk takes a snapshot again, the
 // writes resume, and the group lives on past four windows. (The plane used to
 // count the next try from the failed one: due beyond the window, it never came,
 // and the group wedged for good after one failed write.)
 func TestPrimarySnapshotFailureDoesNotWedge(t *testing.T) {
 	p := newPrimaryPlane(t, 21)
-	interval := int(p.m.snapshotIntervalOps)
+	interval := int(p.m.IntervalOps())
 	p.write(interval / 2)
 
 	errDiskFull := errors.New("no space left on device")
@@ -136,29 +135,29 @@ func TestPrimarySnapshotFailureDoesNotWedge(t *testing.T) {
 		return nil
 	}
 	p.write(journalSlotsMin)
-	if p.m.snapshotsTaken.Load() != 0 {
-		t.Fatalf("%d snapshots taken on a failing disk", p.m.snapshotsTaken.Load())
+	if p.m.SnapshotsTaken() != 0 {
+		t.Fatalf("%d snapshots taken on a failing disk", p.m.SnapshotsTaken())
 	}
-	stoppedAt := p.m.applied.op
-	if want := uint64(journalSlotsMin - 1); stoppedAt != want || p.m.proposalsHeld.Load() == 0 {
-		t.Fatalf("the primary applied op %d (%d proposals held), want op %d and held proposals", stoppedAt, p.m.proposalsHeld.Load(), want)
+	stoppedAt := p.m.Applied().Op
+	if want := uint64(journalSlotsMin - 1); stoppedAt != want || p.m.Driver().CheckpointWaits() == 0 {
+		t.Fatalf("the primary applied op %d (%d proposals held), want op %d and held proposals", stoppedAt, p.m.Driver().CheckpointWaits(), want)
 	}
 	// Tries while the disk fails change nothing.
-	p.tick(3 * snapshotRetryTicks)
-	if p.m.applied.op != stoppedAt || p.m.snapshotsTaken.Load() != 0 {
-		t.Fatalf("applied op %d, snapshots %d while the disk fails", p.m.applied.op, p.m.snapshotsTaken.Load())
+	p.tick(3 * metaplane.SnapshotRetryTicks)
+	if p.m.Applied().Op != stoppedAt || p.m.SnapshotsTaken() != 0 {
+		t.Fatalf("applied op %d, snapshots %d while the disk fails", p.m.Applied().Op, p.m.SnapshotsTaken())
 	}
 
 	failing = false
-	p.tick(snapshotRetryTicks + 1)
-	if p.m.snapshotsTaken.Load() != 1 || p.m.snapshotOp != stoppedAt {
-		t.Fatalf("after the disk healed: %d snapshots, the last at op %d, want one at %d", p.m.snapshotsTaken.Load(), p.m.snapshotOp, stoppedAt)
+	p.tick(metaplane.SnapshotRetryTicks + 1)
+	if p.m.SnapshotsTaken() != 1 || p.m.SnapshotOp() != stoppedAt {
+		t.Fatalf("after the disk healed: %d snapshots, the last at op %d, want one at %d", p.m.SnapshotsTaken(), p.m.SnapshotOp(), stoppedAt)
 	}
 	p.write(3 * journalSlotsMin)
 	if p.written != p.submitted {
 		t.Fatalf("%d of %d writes committed", p.written, p.submitted)
 	}
-	if applied := p.m.applied.op; applied < 4*journalSlotsMin || p.m.snapshotsTaken.Load() < 4 {
-		t.Fatalf("applied op %d with %d snapshots", applied, p.m.snapshotsTaken.Load())
+	if applied := p.m.Applied().Op; applied < 4*journalSlotsMin || p.m.SnapshotsTaken() < 4 {
+		t.Fatalf("applied op %d with %d snapshots", applied, p.m.SnapshotsTaken())
 	}
 }

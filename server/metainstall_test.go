@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -16,7 +17,7 @@ import (
 // without storage) and offers that state when a replica asks for one.
 type statePeer struct {
 	core    *vsr.Core
-	applier *metaPlane
+	applier *metaplane.Machine
 	bodies  map[uint64][]byte
 	headers map[uint64]wire.PrepareHeader
 	sent    []vsr.Message
@@ -45,7 +46,7 @@ func newStatePeer(t *testing.T, cfg *Config, id uint8, slots int) *statePeer {
 		t.Fatal(err)
 	}
 	p.core = core
-	p.applier = &metaPlane{state: metadata.NewStateWithoutRoot(), table: vsr.NewClientTable(vsr.ClientsTableMaxDefault), replica: core}
+	p.applier = metaplane.NewMachine(metadata.NewStateWithoutRoot(), vsr.NewClientTable(vsr.ClientsTableMaxDefault), serverVersion)
 	return p
 }
 
@@ -64,13 +65,12 @@ func (p *statePeer) drain() {
 		}
 		for i := range rd.Committed {
 			h := rd.Committed[i]
-			p.applier.apply(&h, p.bodies[h.Op])
-			p.applier.applied = appliedOp{op: h.Op, view: h.View, identity: h.Checksum, timestamp: h.Timestamp}
+			p.applier.Apply(&h, p.bodies[h.Op])
 		}
 		requests := append([]vsr.StateRequest(nil), rd.StateRequests...)
 		p.core.Advance()
 		for _, r := range requests {
-			p.core.OfferState(r, p.applier.applied.op, p.applier.stateArtifacts())
+			p.core.OfferState(r, p.applier.Applied.Op, p.applier.Artifacts())
 		}
 	}
 }
@@ -209,8 +209,8 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 	}
 	n.run()
 	m := n.plane
-	if !m.replica.Transferring() || m.replica.Op() != committed+3 {
-		t.Fatalf("the backup is not fetching a state with the log to op %d: transferring %v, op %d", committed+3, m.replica.Transferring(), m.replica.Op())
+	if !m.Core().Transferring() || m.Core().Op() != committed+3 {
+		t.Fatalf("the backup is not fetching a state with the log to op %d: transferring %v, op %d", committed+3, m.Core().Transferring(), m.Core().Op())
 	}
 	if len(prepares) != 3 {
 		t.Fatalf("%d prepares reached the backup, want 3", len(prepares))
@@ -234,13 +234,13 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 		}
 	}
 	for op := uint64(committed + 1); op <= committed+3; op++ {
-		if !acked[op] || m.journalHole(op) {
-			t.Fatalf("op %d: acknowledged %v, journaled %v", op, acked[op], !m.journalHole(op))
+		if !acked[op] || m.files.journalHole(op) {
+			t.Fatalf("op %d: acknowledged %v, journaled %v", op, acked[op], !m.files.journalHole(op))
 		}
 	}
 
 	// The state arrives and is installed; the machine loses power right after.
-	n.stop = func() bool { return m.transfersInstalled.Load() > 0 }
+	n.stop = func() bool { return m.TransfersInstalled() > 0 }
 	n.hold = nil
 	for i := range chunks {
 		n.deliver(&chunks[i])
@@ -252,15 +252,15 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 			break
 		}
 	}
-	if m.transfersInstalled.Load() != 1 {
+	if m.TransfersInstalled() != 1 {
 		t.Fatal("the backup did not install the state")
 	}
-	installedOp := m.applied.op
+	installedOp := m.Applied().Op
 	if installedOp >= committed+1 {
 		t.Fatalf("the state installed is of op %d, not below the journaled ops", installedOp)
 	}
 	for op := uint64(committed + 1); op <= committed+3; op++ {
-		if _, ok := m.replica.Header(op); !ok {
+		if _, ok := m.Core().Header(op); !ok {
 			t.Fatalf("the core dropped op %d at the install", op)
 		}
 	}
@@ -269,16 +269,16 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 	restarted := newSimMetaStorage(crashed)
 	n.sent = n.sent[:0]
 	m2 := clusterPlane(t, &cfg, restarted, &n.sent)
-	if m2.applied.op != installedOp {
-		t.Fatalf("restarted at op %d, want the installed state's %d", m2.applied.op, installedOp)
+	if m2.Applied().Op != installedOp {
+		t.Fatalf("restarted at op %d, want the installed state's %d", m2.Applied().Op, installedOp)
 	}
 	for op := uint64(committed + 1); op <= committed+3; op++ {
 		want := primary.headers[op]
-		h, ok := m2.replica.Header(op)
+		h, ok := m2.Core().Header(op)
 		if !ok || h.Checksum != want.Checksum {
 			t.Fatalf("op %d, acknowledged, is not recovered after the crash (known %v)", op, ok)
 		}
-		if _, ok := m2.bodies.Body(op, h.Checksum); !ok || m2.journalHole(op) {
+		if _, ok := m2.Body(op, h.Checksum); !ok || m2.files.journalHole(op) {
 			t.Fatalf("op %d, acknowledged, is not in the journal after the crash", op)
 		}
 	}
@@ -287,12 +287,12 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 	// state and the ops it kept; it follows the primary to op 83.
 	n.plane, n.stop = m2, nil
 	for range testClusterTiming.RequestStartViewRetransmitTicks {
-		m2.replica.Tick()
+		m2.Core().Tick()
 	}
 	pumpPlane(t, m2)
 	n.run()
-	if m2.replica.Status() != vsr.StatusNormal || m2.applied.op != committed+3 {
-		t.Fatalf("after the restart: %v, applied op %d, want %d", m2.replica.Status(), m2.applied.op, committed+3)
+	if m2.Core().Status() != vsr.StatusNormal || m2.Applied().Op != committed+3 {
+		t.Fatalf("after the restart: %v, applied op %d, want %d", m2.Core().Status(), m2.Applied().Op, committed+3)
 	}
 	// The journal it keeps reads back whole.
 	if _, err := vsr.ScanJournalHoles(restarted.disk.ReadFile(journalFileName), metadataFrameMax,
@@ -340,7 +340,7 @@ func TestInstalledJournalLayout(t *testing.T) {
 
 	stranger := wire.Uint128{Lo: 0xdead, Hi: 0xbeef} // a state of another log at op 2
 	for i, c := range []struct {
-		head      snapshotHead
+		head      metaplane.Applied
 		firstOp   uint64
 		entries   []uint64
 		faulty    []uint64
@@ -349,18 +349,18 @@ func TestInstalledJournalLayout(t *testing.T) {
 		// or the one after; marked as holes first.
 		bridge bool
 	}{
-		{head: snapshotHead{op: 2, lastIdentity: headers[2].Checksum}, firstOp: 2, entries: []uint64{2, 3, 6}, faulty: []uint64{4, 5},
+		{head: metaplane.Applied{Op: 2, Identity: headers[2].Checksum}, firstOp: 2, entries: []uint64{2, 3, 6}, faulty: []uint64{4, 5},
 			sizeBytes: int64(headers[2].Size+headers[3].Size+headers[6].Size) + vsr.JournalMarkerSize},
-		{head: snapshotHead{op: 2, lastIdentity: stranger}, firstOp: 3, entries: []uint64{6}, faulty: []uint64{3, 4, 5},
+		{head: metaplane.Applied{Op: 2, Identity: stranger}, firstOp: 3, entries: []uint64{6}, faulty: []uint64{3, 4, 5},
 			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize, bridge: true},
-		{head: snapshotHead{op: 3, lastIdentity: stranger}, firstOp: 4, entries: []uint64{6}, faulty: []uint64{4, 5},
+		{head: metaplane.Applied{Op: 3, Identity: stranger}, firstOp: 4, entries: []uint64{6}, faulty: []uint64{4, 5},
 			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize, bridge: true},
-		{head: snapshotHead{op: 3, lastIdentity: headers[3].Checksum}, firstOp: 3, entries: []uint64{3, 6}, faulty: []uint64{4, 5},
+		{head: metaplane.Applied{Op: 3, Identity: headers[3].Checksum}, firstOp: 3, entries: []uint64{3, 6}, faulty: []uint64{4, 5},
 			sizeBytes: int64(headers[3].Size+headers[6].Size) + vsr.JournalMarkerSize},
-		{head: snapshotHead{op: 4, lastIdentity: headers[4].Checksum}, firstOp: 5, entries: []uint64{6}, faulty: []uint64{5},
+		{head: metaplane.Applied{Op: 4, Identity: headers[4].Checksum}, firstOp: 5, entries: []uint64{6}, faulty: []uint64{5},
 			sizeBytes: int64(headers[6].Size) + vsr.JournalMarkerSize},
-		{head: snapshotHead{op: 6, lastIdentity: headers[6].Checksum}, firstOp: 6, entries: []uint64{6}, sizeBytes: int64(headers[6].Size)},
-		{head: snapshotHead{op: 9, lastIdentity: stranger}, firstOp: 10},
+		{head: metaplane.Applied{Op: 6, Identity: headers[6].Checksum}, firstOp: 6, entries: []uint64{6}, sizeBytes: int64(headers[6].Size)},
+		{head: metaplane.Applied{Op: 9, Identity: stranger}, firstOp: 10},
 	} {
 		ij, bridge, err := planInstalledJournal(raw, 1, ends, holes, c.head)
 		if err != nil {
@@ -373,23 +373,23 @@ func TestInstalledJournalLayout(t *testing.T) {
 			// A crash between the snapshot's replacement and the journal's: the
 			// old journal would be refused with the new snapshot; the bridge is
 			// read with either.
-			if _, err := scanMetaJournal(raw, c.head, true, &metaBodies{byOp: map[uint64]metaBody{}}); err == nil {
+			if _, err := scanMetaJournal(raw, c.head, true); err == nil {
 				t.Fatalf("case %d: the old journal is read with the new snapshot: no bridge needed", i)
 			}
 			b, err := layJournal(raw, nil, bridge.pieces)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := scanMetaJournal(b, snapshotHead{}, true, &metaBodies{byOp: map[uint64]metaBody{}}); err != nil {
+			if _, err := scanMetaJournal(b, metaplane.Applied{}, true); err != nil {
 				t.Fatalf("case %d: the bridge with the old snapshot: %v", i, err)
 			}
-			rec, err := scanMetaJournal(b, c.head, true, &metaBodies{byOp: map[uint64]metaBody{}})
+			rec, err := scanMetaJournal(b, c.head, true)
 			if err != nil {
 				t.Fatalf("case %d: the bridge with the new snapshot: %v", i, err)
 			}
 			var entries []uint64
-			for _, h := range rec.headers {
-				entries = append(entries, h.Op)
+			for _, e := range rec.entries {
+				entries = append(entries, e.Header.Op)
 			}
 			if !slices.Equal(entries, c.entries) || !slices.Equal(rec.faulty, c.faulty) {
 				t.Fatalf("case %d: the bridge with the new snapshot reads entries %v faulty %v, want %v and %v", i, entries, rec.faulty, c.entries, c.faulty)
@@ -407,19 +407,19 @@ func TestInstalledJournalLayout(t *testing.T) {
 		}
 		j.Close()
 		kept := store.afterCrash(uint64(30 + i)).ReadFile(journalFileName)
-		rec, err := scanMetaJournal(kept, c.head, true, &metaBodies{byOp: map[uint64]metaBody{}})
+		rec, err := scanMetaJournal(kept, c.head, true)
 		if err != nil {
-			t.Fatalf("case %d (state of op %d): the restart refuses the journal: %v", i, c.head.op, err)
+			t.Fatalf("case %d (state of op %d): the restart refuses the journal: %v", i, c.head.Op, err)
 		}
 		var entries []uint64
-		for _, h := range rec.headers {
-			entries = append(entries, h.Op)
+		for _, e := range rec.entries {
+			entries = append(entries, e.Header.Op)
 		}
 		if int64(len(kept)) != c.sizeBytes || rec.firstOp != c.firstOp || ij.firstOp != c.firstOp ||
 			!slices.Equal(entries, c.entries) || !slices.Equal(rec.faulty, c.faulty) || !slices.Equal(ij.holes, c.faulty) ||
 			!slices.Equal(rec.ends, ij.ends) || len(ij.ends) > 0 && ij.ends[len(ij.ends)-1] != c.sizeBytes {
 			t.Fatalf("case %d (state of op %d): %d bytes, want %d; read from op %d entries %v faulty %v ends %v; indexed from op %d holes %v ends %v; want from op %d, %v, %v",
-				i, c.head.op, len(kept), c.sizeBytes, rec.firstOp, entries, rec.faulty, rec.ends, ij.firstOp, ij.holes, ij.ends, c.firstOp, c.entries, c.faulty)
+				i, c.head.Op, len(kept), c.sizeBytes, rec.firstOp, entries, rec.faulty, rec.ends, ij.firstOp, ij.holes, ij.ends, c.firstOp, c.entries, c.faulty)
 		}
 	}
 }

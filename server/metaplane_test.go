@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // planeHarness drives a metadata plane without a server: writes are submitted by
-// hand and the journal writer's work runs inline when pump is called, so that
-// several writes can be in flight in one Ready.
+// hand and the file work runs inline when pump is called, so that several writes
+// can be in flight in one Ready.
 type planeHarness struct {
 	t     testing.TB
 	m     *metaPlane
@@ -31,19 +32,16 @@ func openPlaneHarness(t testing.TB, store *simMetaStorage, snapshotIntervalOps u
 	if err != nil {
 		return nil, err
 	}
-	p := &planeHarness{t: t, m: m, store: store, now: 2_000_000}
-	m.nowMicros = func() uint64 { p.now += 10; return p.now }
-	return p, nil
+	m.files.sync, m.files.manual = false, true
+	return &planeHarness{t: t, m: m, store: store, now: 2_000_000}, nil
 }
 
-// pump does the plane's work until none is left, the journal writer's inline.
+// pump does the plane's file work until none is left.
 func (p *planeHarness) pump() {
 	for range 10_000 {
-		t := p.m.nextTask()
-		if t == nil {
+		if p.m.files.runQueued() == 0 {
 			return
 		}
-		t.then(t.work(nil))
 	}
 	p.t.Fatal("the plane never ran out of work")
 }
@@ -59,21 +57,23 @@ type writeOutcome struct {
 
 func (p *planeHarness) submit(client wire.Uint128, request uint64, op wire.Operation, body []byte) *writeOutcome {
 	o := &writeOutcome{}
-	w := &metaWrite{proposal: vsr.Proposal{Client: client, Request: request, Operation: op, UserID: metadata.RootUserID},
-		body: append([]byte(nil), body...)}
-	w.done = func(c *metaCommit, err error) {
+	p.now += 10
+	p.m.Propose(vsr.Proposal{Client: client, Request: request, Operation: op, UserID: metadata.RootUserID}, body, p.now, func(c *metaplane.Commit, err error) {
 		if o.done {
 			p.t.Fatalf("write of client %v request %d finished twice", client, request)
 		}
 		o.done, o.err = true, err
 		if err == nil {
-			o.op, o.epoch = c.header.Op, c.epoch
-			if op != wire.OperationRegister && op != wire.OperationLogout {
-				_, o.result, _ = wire.SplitResult(c.frame[wire.HeaderSize:])
+			o.op, o.epoch = c.Header.Op, c.Epoch
+			switch {
+			case c.Skipped:
+				// No session to execute it in (metaplane's apply dedup).
+				o.result = wire.ErrRequestAlreadyApplied
+			case op != wire.OperationRegister && op != wire.OperationLogout:
+				_, o.result, _ = wire.SplitResult(c.Frame[wire.HeaderSize:])
 			}
 		}
-	}
-	p.m.submit(w)
+	})
 	return o
 }
 
@@ -145,19 +145,22 @@ func TestPipelinedWritesCommitRefusals(t *testing.T) {
 	}
 	p.pump()
 	// Everything in flight at once: each pair's two writes from two clients, all
-	// proposed before one journal write.
+	// proposed in one Ready, one journal write. They arrive while another write's
+	// Ready is out, as they do under load (a write that finds no Ready out is
+	// proposed in a Ready of its own).
 	syncsBefore := p.store.syncs
+	blocker := p.submit(admin, uint64(len(setup)+1), wire.OperationCreateStream, createStreamBody(t, "blocker"))
 	outcomes := make([]*writeOutcome, 0, len(clients))
 	for i, pair := range pairs {
 		outcomes = append(outcomes, p.submit(clients[2*i], 1, pair.first, pair.firstBody),
 			p.submit(clients[2*i+1], 1, pair.second, pair.secondBody))
 	}
-	if n := p.m.writesWaiting.Load(); n != int64(len(outcomes)) {
+	if n := p.m.WritesWaiting(); n != int64(len(outcomes)) {
 		t.Fatalf("%d writes waiting, want %d", n, len(outcomes))
 	}
 	p.pump()
-	if syncs := p.store.syncs - syncsBefore; syncs != 1 {
-		t.Fatalf("%d writes in flight together took %d fdatasyncs, want 1", len(outcomes), syncs)
+	if syncs := p.store.syncs - syncsBefore; syncs != 2 || !blocker.done {
+		t.Fatalf("%d writes in flight together took %d fdatasyncs besides the one before them, want 1", len(outcomes), syncs-1)
 	}
 	for i, pair := range pairs {
 		first, second := outcomes[2*i], outcomes[2*i+1]
@@ -170,16 +173,16 @@ func TestPipelinedWritesCommitRefusals(t *testing.T) {
 	}
 
 	// A restart replays the journal: the same state, the same cached replies.
-	want := p.m.state.AppendSnapshot(nil, p.m.applied.op)
-	wantTable := p.m.table.AppendICT2(nil)
+	want := p.m.State().AppendSnapshot(nil, p.m.Applied().Op)
+	wantTable := p.m.Table().AppendICT2(nil)
 	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(1)), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p2.m.state.AppendSnapshot(nil, p2.m.applied.op); string(got) != string(want) {
+	if got := p2.m.State().AppendSnapshot(nil, p2.m.Applied().Op); string(got) != string(want) {
 		t.Fatal("the state after a replay differs from the state before the restart")
 	}
-	if got := p2.m.table.AppendICT2(nil); string(got) != string(wantTable) {
+	if got := p2.m.Table().AppendICT2(nil); string(got) != string(wantTable) {
 		t.Fatal("the client table after a replay differs from the one before the restart")
 	}
 }
@@ -245,14 +248,14 @@ func TestMetaPlaneCrashes(t *testing.T) {
 				t.Fatalf("seed %d round %d: recovery after the crash: %v", seed, round, err)
 			}
 			seen := map[string]int{}
-			for st := range p.m.state.Streams() {
+			for st := range p.m.State().Streams() {
 				seen[st.Name]++
 			}
 			for name, w := range acked {
 				if seen[name] != 1 {
 					t.Fatalf("seed %d round %d: acknowledged stream %s found %d times after recovery", seed, round, name, seen[name])
 				}
-				if verdict, _ := p.m.table.Preflight(w.client, epochOf(p.m.table, w.client), w.request, wire.Uint128{}); verdict == vsr.PreflightExecute {
+				if verdict, _ := p.m.Table().Preflight(w.client, epochOf(p.m.Table(), w.client), w.request, wire.Uint128{}); verdict == vsr.PreflightExecute {
 					t.Fatalf("seed %d round %d: acknowledged request %d of client %v would execute again", seed, round, w.request, w.client)
 				}
 			}
@@ -291,8 +294,8 @@ func epochOf(t *vsr.ClientTable, client wire.Uint128) uint64 {
 }
 
 // TestWaitingWritesBounded: while a Ready's journal write is out, the writes that
-// arrive wait, up to metaWritesWaitingMax; the next one is refused at once as
-// busy (the router answers 58) without being numbered. Once the write is done the
+// arrive wait in the plane's Driver, up to metaplane.WritesWaitingMax; the next one
+// is refused at once as busy (the router answers 58) without being numbered. Once the write is done the
 // waiting ones commit, a pipeline's depth per append and fdatasync, with snapshots
 // taken between the batches, and all of them survive a restart.
 func TestWaitingWritesBounded(t *testing.T) {
@@ -300,24 +303,23 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := p.submit(wire.Uint128{Lo: 1 << 32}, 1, wire.OperationCreateStream, createStreamBody(t, "first"))
-	out := p.m.nextTask()
-	if out == nil {
-		t.Fatal("no journal task for the first write")
+	// The server's own writes (request 0): no session to execute them in.
+	first := p.submit(wire.Uint128{Lo: 1 << 32}, 0, wire.OperationCreateStream, createStreamBody(t, "first"))
+	if len(p.m.files.queue) != 1 || !p.m.Driver().ReadyOut() {
+		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", len(p.m.files.queue))
 	}
-	waiting := make([]*writeOutcome, 0, metaWritesWaitingMax)
-	for i := range metaWritesWaitingMax {
-		waiting = append(waiting, p.submit(wire.Uint128{Lo: uint64(i + 1)}, 1, wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("w", i))))
+	waiting := make([]*writeOutcome, 0, metaplane.WritesWaitingMax)
+	for i := range metaplane.WritesWaitingMax {
+		waiting = append(waiting, p.submit(wire.Uint128{Lo: uint64(i + 1)}, 0, wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("w", i))))
 	}
-	refused := p.submit(wire.Uint128{Lo: 1<<32 + 1}, 1, wire.OperationCreateStream, createStreamBody(t, "refused"))
-	if !refused.done || refused.err != errMetaWritesBusy {
-		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaWritesWaitingMax, refused)
+	refused := p.submit(wire.Uint128{Lo: 1<<32 + 1}, 0, wire.OperationCreateStream, createStreamBody(t, "refused"))
+	if !refused.done || refused.err != metaplane.ErrWritesBusy {
+		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaplane.WritesWaitingMax, refused)
 	}
-	if p.m.nextTask() != nil {
+	if len(p.m.files.queue) != 1 {
 		t.Fatal("a second journal task while one is out")
 	}
 	syncsBefore, appendsBefore := p.store.syncs, p.store.appends
-	out.then(out.work(nil))
 	p.pump()
 	if !first.done || first.err != nil || first.result != 0 {
 		t.Fatalf("the first write: %+v", first)
@@ -327,15 +329,15 @@ func TestWaitingWritesBounded(t *testing.T) {
 			t.Fatalf("waiting write %d: %+v", i, o)
 		}
 	}
-	batches := (metaWritesWaitingMax + vsr.PipelineDepthDefault - 1) / vsr.PipelineDepthDefault
+	batches := (metaplane.WritesWaitingMax + vsr.PipelineDepthDefault - 1) / vsr.PipelineDepthDefault
 	appends, syncs := p.store.appends-appendsBefore, p.store.syncs-syncsBefore
 	snapshots := syncs - appends
 	if appends != batches+1 || snapshots < 1 {
 		t.Fatalf("%d waiting writes took %d appends and %d snapshots, want %d appends (the first's, then one per pipeline) and some snapshots",
 			len(waiting), appends, snapshots, batches+1)
 	}
-	if p.m.snapshotOp < first.op+uint64(len(waiting))-100 {
-		t.Fatalf("snapshot at op %d after op %d: snapshots were not taken between the batches", p.m.snapshotOp, p.m.applied.op)
+	if p.m.SnapshotOp() < first.op+uint64(len(waiting))-100 {
+		t.Fatalf("snapshot at op %d after op %d: snapshots were not taken between the batches", p.m.SnapshotOp(), p.m.Applied().Op)
 	}
 	// The journal starts at the snapshot's op: Core.Recover anchors the log on it.
 	var firstOp uint64
@@ -344,15 +346,15 @@ func TestWaitingWritesBounded(t *testing.T) {
 			firstOp = h.Op
 		}
 		return nil
-	}); err != nil || firstOp != p.m.snapshotOp {
-		t.Fatalf("the journal starts at op %d (%v), the snapshot is at op %d", firstOp, err, p.m.snapshotOp)
+	}); err != nil || firstOp != p.m.SnapshotOp() {
+		t.Fatalf("the journal starts at op %d (%v), the snapshot is at op %d", firstOp, err, p.m.SnapshotOp())
 	}
 	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(7)), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	streams := 0
-	for range p2.m.state.Streams() {
+	for range p2.m.State().Streams() {
 		streams++
 	}
 	if streams != 1+len(waiting) {
@@ -369,23 +371,25 @@ func TestStateRecordRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := wire.Uint128{Lo: 5}
+	p.submit(c, 0, wire.OperationRegister, nil)
+	p.pump()
 	for i := range 3 {
 		p.submit(c, uint64(i+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprint("s", i)))
 		p.pump()
 	}
-	head, _ := p.m.replica.Header(p.m.replica.Op())
+	head, _ := p.m.Core().Header(p.m.Core().Op())
 	disk := p.store.afterCrash(3)
 	disk.WriteFile(stateFileName, encodeStateRecord(vsr.DurableState{View: 2, LogView: 2, CommitMax: head.Op}, []wire.PrepareHeader{head}))
 	p2, err := openPlaneHarness(t, newSimMetaStorage(disk), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, lv := p2.m.replica.View(), p2.m.replica.LogView(); v != 2 || lv != 2 {
+	if v, lv := p2.m.Core().View(), p2.m.Core().LogView(); v != 2 || lv != 2 {
 		t.Fatalf("recovered view %d, log view %d; want 2 and 2", v, lv)
 	}
 	o := p2.submit(c, 4, wire.OperationCreateStream, createStreamBody(t, "after"))
 	p2.pump()
-	if h, _ := p2.m.replica.Header(o.op); !o.done || o.err != nil || h.View != 2 || h.Parent != head.Checksum {
+	if h, _ := p2.m.Core().Header(o.op); !o.done || o.err != nil || h.View != 2 || h.Parent != head.Checksum {
 		t.Fatalf("a write after the restart: %+v, view %d", o, h.View)
 	}
 

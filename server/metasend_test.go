@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -15,30 +16,32 @@ func TestPrimarySendsPrepareBeforeItsJournalWrite(t *testing.T) {
 	p := newPrimaryPlane(t, 31)
 	p.write(3) // a few ops first: the group is past its first Readies
 	committed := false
-	w := &metaWrite{proposal: vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID},
-		body: createStreamBody(t, "early"), done: func(_ *metaCommit, err error) { committed = err == nil }}
 	p.n.sent = p.n.sent[:0]
-	p.m.submit(w)
-	task := p.m.nextTask()
-	if task == nil {
+	files := p.m.files
+	files.sync, files.manual = false, true
+	p.m.Propose(vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID}, createStreamBody(t, "early"), 1,
+		func(_ *metaplane.Commit, err error) { committed = err == nil })
+	if len(files.queue) != 1 {
 		t.Fatal("no journal write for the proposal")
 	}
+	op := p.m.Core().Op()
 	prepares := func() int {
 		n := 0
 		for i := range p.n.sent {
 			m := &p.n.sent[i]
-			if m.Header.Command == wire.CommandPrepare && m.Header.Prepare().Op == w.op {
+			if m.Header.Command == wire.CommandPrepare && m.Header.Prepare().Op == op {
 				n++
 			}
 		}
 		return n
 	}
 	if prepares() != 1 {
-		t.Fatalf("%d prepares of op %d sent before the primary's journal write", prepares(), w.op)
+		t.Fatalf("%d prepares of op %d sent before the primary's journal write", prepares(), op)
 	}
-	task.then(task.work(nil))
+	files.runQueued()
+	files.sync, files.manual = true, false
 	if prepares() != 1 {
-		t.Fatalf("%d prepares of op %d sent once the write was durable, want the one sent before", prepares(), w.op)
+		t.Fatalf("%d prepares of op %d sent once the write was durable, want the one sent before", prepares(), op)
 	}
 	p.settle()
 	if !committed {

@@ -78,35 +78,30 @@ func clusterPlane(t *testing.T, cfg *Config, store *simMetaStorage, sent *[]vsr.
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.cluster.send = func(msg *vsr.Message) {
+	m.sendTest = func(msg *vsr.Message) {
 		c := *msg
 		c.Body = append([]byte(nil), msg.Body...)
 		*sent = append(*sent, c)
 	}
-	m.cluster.release = func(*replicaInbound) {}
 	return m
 }
 
-// pumpPlane runs the plane's journal work inline until it has none.
+// pumpPlane has the plane carry out what its core holds: its file work runs
+// inline (no router), so nothing is left out when it returns.
 func pumpPlane(t *testing.T, m *metaPlane) {
 	t.Helper()
-	for range 1000 {
-		task := m.nextTask()
-		if task == nil {
-			return
-		}
-		task.then(task.work(nil))
+	m.Driver().Run()
+	if m.Driver().ReadyOut() {
+		t.Fatal("a Ready is still out with the file work inline")
 	}
-	t.Fatal("the plane never ran out of work")
 }
 
-// stepPlane steps frames into the plane's core (no Ready is out) and does the
-// work they cause.
+// stepPlane steps frames into the plane and does the work they cause.
 func stepPlane(t *testing.T, m *metaPlane, frames []vsr.Message) {
 	t.Helper()
 	for i := range frames {
 		f := &frames[i]
-		if err := m.replica.Step(&f.Header, f.Body); err != nil {
+		if err := m.Step(&f.Header, f.Body); err != nil {
 			t.Fatalf("step %v: %v", f.Header.Command, err)
 		}
 	}
@@ -147,8 +142,8 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 	}
 	primary.drain()
 	stepPlane(t, m, primary.take(1, wire.CommandStartView))
-	if m.replica.Op() != 3 {
-		t.Fatalf("the backup's head is op %d after the StartView, want 3", m.replica.Op())
+	if m.Core().Op() != 3 {
+		t.Fatalf("the backup's head is op %d after the StartView, want 3", m.Core().Op())
 	}
 	sent = sent[:0]
 	stepPlane(t, m, prepares[2:])
@@ -164,16 +159,18 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 
 	// The machine loses power now.
 	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(2)), &sent)
-	h, ok := m2.replica.Header(3)
+	h, ok := m2.Core().Header(3)
 	if !ok {
 		t.Fatal("op 3 is unknown after the crash")
 	}
-	if _, ok := m2.bodies.Body(3, h.Checksum); !ok {
+	if _, ok := m2.Body(3, h.Checksum); !ok {
 		t.Fatal("op 3, acknowledged, is not in the journal after the crash")
 	}
 	for _, op := range []uint64{1, 2} {
-		if b, ok := m2.bodies.byOp[op]; ok {
-			t.Fatalf("op %d has a body it never received: %v", op, b)
+		if h, ok := primary.core.Header(op); ok {
+			if b, held := m2.Body(op, h.Checksum); held {
+				t.Fatalf("op %d has a body it never received: %v", op, b)
+			}
 		}
 	}
 
@@ -182,22 +179,22 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 	store2 := newSimMetaStorage(store.afterCrash(2))
 	sent = sent[:0]
 	m2 = clusterPlane(t, &cfg, store2, &sent)
-	if m2.replica.Status() != vsr.StatusRecovering {
-		t.Fatalf("restarted backup is %v", m2.replica.Status())
+	if m2.Core().Status() != vsr.StatusRecovering {
+		t.Fatalf("restarted backup is %v", m2.Core().Status())
 	}
 	for range testClusterTiming.RequestStartViewRetransmitTicks {
-		m2.replica.Tick()
+		m2.Core().Tick()
 	}
 	pumpPlane(t, m2)
 	exchange(t, m2, primary, &sent)
 	stepPlane(t, m2, prepares[:2]) // the primary's retransmissions
-	if m2.replica.Status() != vsr.StatusNormal || len(m2.cluster.holes) != 0 {
-		t.Fatalf("after the exchange: %v, holes %v", m2.replica.Status(), m2.cluster.holes)
+	if m2.Core().Status() != vsr.StatusNormal || len(m2.files.holes) != 0 {
+		t.Fatalf("after the exchange: %v, holes %v", m2.Core().Status(), m2.files.holes)
 	}
 	m3 := clusterPlane(t, &cfg, newSimMetaStorage(store2.afterCrash(3)), &sent)
 	for op := uint64(1); op <= 3; op++ {
 		h, ok := primary.core.Header(op)
-		if _, held := m3.bodies.Body(op, h.Checksum); !ok || !held {
+		if _, held := m3.Body(op, h.Checksum); !ok || !held {
 			t.Fatalf("op %d is not in the journal after the repair and a crash", op)
 		}
 	}
@@ -237,6 +234,49 @@ func exchange(t *testing.T, m *metaPlane, primary *clusterPeer, sent *[]vsr.Mess
 	t.Fatal("the exchange never went quiet")
 }
 
+// TestTruncationDurableBeforeTheStateRecord: a Ready that cuts the journal (a view
+// change truncating ops it proved never committed) and records a new log view
+// makes the cut durable first (vsr's rule 3). On a filesystem that keeps a
+// truncation only at the next fdatasync, a power loss right after the state
+// record's replacement would otherwise restart the new log view over the old
+// tail: the ops the view change removed come back, the last as the head.
+func TestTruncationDurableBeforeTheStateRecord(t *testing.T) {
+	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
+	primary := newClusterPeer(t, &cfg, 0)
+	for r := range 6 {
+		if _, err := primary.core.Propose(vsr.Proposal{Client: wire.Uint128{Lo: 7}, Request: uint64(r + 1), Operation: wire.OperationCreateStream},
+			createStreamBody(t, fmt.Sprintf("cut-%d", r)), 1_000_000+uint64(r)); err != nil {
+			t.Fatal(err)
+		}
+		primary.drain()
+	}
+	store := newSimMetaStorage(segment.NewSimDisk(8))
+	var sent []vsr.Message
+	m := clusterPlane(t, &cfg, store, &sent)
+	f := m.files
+	ready := func(rd vsr.Ready) {
+		t.Helper()
+		task := f.appendTask(&rd)
+		if err := f.appended(&rd, task.work(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var writes []vsr.Write
+	for op := uint64(1); op <= 6; op++ {
+		h, _ := primary.core.Header(op)
+		writes = append(writes, vsr.Write{Header: h, Body: primary.bodies[op]})
+	}
+	ready(vsr.Ready{Writes: writes})
+	store.volatileTruncation = true
+	head, _ := primary.core.Header(2)
+	ready(vsr.Ready{Truncate: true, TruncateAbove: 2, State: &vsr.DurableState{View: 1, LogView: 1, CommitMax: 2}, ViewHeaders: []wire.PrepareHeader{head}})
+
+	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(9)), &sent)
+	if m2.Core().LogView() != 1 || m2.Core().Op() != 2 {
+		t.Fatalf("restarted in log view %d with its head at op %d, want log view 1 and op 2: the cut ops came back", m2.Core().LogView(), m2.Core().Op())
+	}
+}
+
 // TestJournalHolesLayout drives a clustered plane's journal through Readies made
 // by hand: writes beyond a gap, into a hole, truncations into a hole, and checks
 // after each that the index, the holes and the file agree, and at the end that a
@@ -263,18 +303,20 @@ func TestJournalHolesLayout(t *testing.T) {
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
 
+	f := m.files
 	ready := func(rd vsr.Ready) {
 		t.Helper()
-		m.rd, m.readyOut = rd, true
-		task := m.appendTask(&m.rd)
-		task.then(task.work(nil))
+		task := f.appendTask(&rd)
+		if err := f.appended(&rd, task.work(nil)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	check := func(step string, entries []uint64, holes []uint64) {
 		t.Helper()
 		var got, gotHoles []uint64
 		raw := store.disk.ReadFile(journalFileName)
 		_, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte, offset int) error {
-			if start, ok := m.journalOffset(h.Op); !ok || start != int64(offset) || m.journalEnds[h.Op-m.journalFirstOp] != int64(offset)+int64(h.Size) {
+			if start, ok := f.journalOffset(h.Op); !ok || start != int64(offset) || f.journalEnds[h.Op-f.journalFirstOp] != int64(offset)+int64(h.Size) {
 				t.Errorf("%s: op %d at byte %d, indexed at %d (%v)", step, h.Op, offset, start, ok)
 			}
 			got = append(got, h.Op)
@@ -288,12 +330,12 @@ func TestJournalHolesLayout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		if int64(len(raw)) != m.journalSizeBytes() {
-			t.Fatalf("%s: %d bytes on disk, %d indexed", step, len(raw), m.journalSizeBytes())
+		if int64(len(raw)) != f.journalSizeBytes() {
+			t.Fatalf("%s: %d bytes on disk, %d indexed", step, len(raw), f.journalSizeBytes())
 		}
 		var indexed []uint64
-		for op := m.journalFirstOp; op < m.journalFirstOp+uint64(len(m.journalEnds)); op++ {
-			if m.journalHole(op) {
+		for op := f.journalFirstOp; op < f.journalFirstOp+uint64(len(f.journalEnds)); op++ {
+			if f.journalHole(op) {
 				indexed = append(indexed, op)
 			}
 		}
@@ -334,12 +376,12 @@ func TestJournalHolesLayout(t *testing.T) {
 	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(4)), &sent)
 	for _, op := range []uint64{1, 2, 3, 4, 6} {
 		h, _ := primary.core.Header(op)
-		if _, ok := m2.bodies.Body(op, h.Checksum); !ok {
+		if _, ok := m2.Body(op, h.Checksum); !ok {
 			t.Fatalf("op %d lost in the crash", op)
 		}
 	}
-	if !m2.cluster.holes[5] {
-		t.Fatalf("op 5 is not faulty after the restart: holes %v", m2.cluster.holes)
+	if !m2.files.holes[5] {
+		t.Fatalf("op 5 is not faulty after the restart: holes %v", m2.files.holes)
 	}
 }
 
@@ -373,8 +415,8 @@ func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a torn tail: %v", err)
 	}
-	if p.m.applied.op != 4 {
-		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.applied.op)
+	if p.m.Applied().Op != 4 {
+		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.Applied().Op)
 	}
 
 	rotten := append([]byte(nil), raw...)
@@ -406,26 +448,30 @@ func TestClusterKeepsATornTailFaulty(t *testing.T) {
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
-	m.rd, m.readyOut = vsr.Ready{Writes: []vsr.Write{write(1), write(2), write(3)}}, true
-	task := m.appendTask(&m.rd)
-	task.then(task.work(nil))
+	rd := vsr.Ready{Writes: []vsr.Write{write(1), write(2), write(3)}}
+	task := m.files.appendTask(&rd)
+	if err := m.files.appended(&rd, task.work(nil)); err != nil {
+		t.Fatal(err)
+	}
 
 	raw := store.disk.ReadFile(journalFileName)
 	torn := raw[:len(raw)-7]
 	store.disk.WriteFile(journalFileName, torn)
 	m = clusterPlane(t, &cfg, newSimMetaStorage(store.disk), &sent)
-	if m.replica.Op() != 3 || !m.cluster.holes[3] {
-		t.Fatalf("after a torn op 3: head %d, holes %v", m.replica.Op(), m.cluster.holes)
+	if m.Core().Op() != 3 || !m.files.holes[3] {
+		t.Fatalf("after a torn op 3: head %d, holes %v", m.Core().Op(), m.files.holes)
 	}
 	if got := store.disk.ReadFile(journalFileName); len(got) != len(torn) {
 		t.Fatalf("the torn bytes were cut: %d bytes, had %d", len(got), len(torn))
 	}
 	pumpPlane(t, m)
-	m.rd, m.readyOut = vsr.Ready{Writes: []vsr.Write{write(3)}}, true
-	task = m.appendTask(&m.rd)
-	task.then(task.work(nil))
+	rd = vsr.Ready{Writes: []vsr.Write{write(3)}}
+	task = m.files.appendTask(&rd)
+	if err := m.files.appended(&rd, task.work(nil)); err != nil {
+		t.Fatal(err)
+	}
 	scan, err := vsr.ScanJournal(store.disk.ReadFile(journalFileName), metadataFrameMax, func(*wire.PrepareHeader, []byte) error { return nil })
-	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || len(m.cluster.holes) != 0 {
-		t.Fatalf("op 3 rewritten: %+v, %v, holes %v", scan, err, m.cluster.holes)
+	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || len(m.files.holes) != 0 {
+		t.Fatalf("op 3 rewritten: %+v, %v, holes %v", scan, err, m.files.holes)
 	}
 }

@@ -31,6 +31,12 @@ type simMetaStorage struct {
 	// failReplace, when set, fails a ReplaceFile of the files it names (a full
 	// or failing disk) before anything is written.
 	failReplace func(name string) error
+	// volatileTruncation models a filesystem that does not keep metadata
+	// operations in order: a journal truncation is durable only at the journal's
+	// next fdatasync, and a crash before it brings back the journal as it was
+	// (beforeTruncation, the synced bytes it cut).
+	volatileTruncation bool
+	beforeTruncation   []byte
 }
 
 var errSimCrashed = errors.New("simulated machine crashed")
@@ -51,7 +57,7 @@ func (s *simMetaStorage) step() error {
 		return errSimCrashed
 	}
 	if s.crashAfterSteps == 0 {
-		s.crashed = s.disk.Crash(s.crashSeed)
+		s.crashed = s.crashImage(s.crashSeed)
 		return errSimCrashed
 	}
 	if s.crashAfterSteps > 0 {
@@ -67,7 +73,17 @@ func (s *simMetaStorage) afterCrash(seed uint64) *segment.SimDisk {
 	if s.crashed != nil {
 		return s.crashed
 	}
-	return s.disk.Crash(seed)
+	return s.crashImage(seed)
+}
+
+// crashImage is what a power loss now leaves: SimDisk's crash, with a journal
+// truncation not yet synced undone when truncations are volatile.
+func (s *simMetaStorage) crashImage(seed uint64) *segment.SimDisk {
+	d := s.disk.Crash(seed)
+	if s.beforeTruncation != nil {
+		d.WriteFile(journalFileName, s.beforeTruncation)
+	}
+	return d
 }
 
 func (s *simMetaStorage) ReadFile(name string) ([]byte, error) {
@@ -149,10 +165,16 @@ func (j *simJournal) Sync() error {
 		return err
 	}
 	j.s.syncs++
+	j.s.beforeTruncation = nil
 	return nil
 }
 
 func (j *simJournal) Truncate(sizeBytes int64) error {
+	if j.s.volatileTruncation && j.s.beforeTruncation == nil {
+		// The journal is synced here (a Ready's truncation comes before its
+		// appends): its bytes are the durable ones.
+		j.s.beforeTruncation = j.s.disk.ReadFile(journalFileName)
+	}
 	if err := j.run(&segment.Request{Op: segment.OpTruncate, Offset: sizeBytes}); err != nil {
 		return err
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -153,7 +155,20 @@ type shardFigures struct {
 	requests map[commandKey]commandStats
 	commits  uint64 // shard 0's metadata commits
 	held     heldFrameCounts
+	// files is what the shard's partition store did with its file budget,
+	// filesMax the budget.
+	files    segment.FileCacheStats
+	filesMax int
+	// metaDrops are the metadata core's ignored inputs (shard 0),
+	// partitionDrops the shard's partition groups' summed, when the store
+	// counts them (partitionDrops false otherwise).
+	metaDrops, partitionDrops vsr.DropCounts
+	hasPartitionDrops         bool
 }
+
+// dropsCounter is a partition store that sums its groups' ignored inputs by
+// reason (partition.Store.Drops, once it has it).
+type dropsCounter interface{ Drops() vsr.DropCounts }
 
 // collector is the server's prometheus.Collector.
 type collector struct {
@@ -173,6 +188,11 @@ type collector struct {
 	throttledWaits, timersPending                                      *prometheus.Desc
 	replicaFramesSent, replicaFramesDropped, replicaFramesQueueFull    *prometheus.Desc
 	partitionFramesHeld                                                *prometheus.Desc
+	// Consensus inputs ignored, by plane and reason (vsr.DropReason); the
+	// partition stores' open files against their budget.
+	vsrDropped                                  *prometheus.Desc
+	openFiles, openFilesPeak, openFilesMax      *prometheus.Desc
+	fileReopens, fileEvictions, filesOverBudget *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -220,6 +240,15 @@ func newCollector(s *Server) *collector {
 		partitionFramesHeld: d("partition_frames_held_total",
 			"Partition groups' frames for partitions not created here yet, by what became of them (held, stepped, expired, refused).",
 			[]string{"shard", "outcome"}),
+		vsrDropped: d("vsr_dropped_total",
+			"Consensus inputs (peer frames, requests) a replica ignored or refused, by plane (metadata, partition: the shards' partition groups summed) and reason.",
+			[]string{"plane", "reason"}),
+		openFiles:       d("partition_open_files", "Partition files the shard's store holds open.", perShard),
+		openFilesPeak:   d("partition_open_files_peak", "The most partition files the shard's store held open at once.", perShard),
+		openFilesMax:    d("partition_open_files_max", "The shard's budget of open partition files (its share of the node's).", perShard),
+		fileReopens:     d("partition_file_reopens_total", "Partition files opened again for a request after the budget closed them.", perShard),
+		fileEvictions:   d("partition_file_evictions_total", "Partition files closed to stay within the budget.", perShard),
+		filesOverBudget: d("partition_files_over_budget_total", "Partition files opened past the budget because every open one was in use.", perShard),
 	}
 }
 
@@ -241,8 +270,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if h.meta != nil {
 			f.commits = h.meta.commits
+			f.metaDrops = h.meta.plane.Core().Drops()
 		}
 		f.held = h.hold.counts
+		f.files, f.filesMax = h.store.OpenFiles(), h.filesMax
+		if d, ok := any(h.store).(dropsCounter); ok {
+			f.partitionDrops, f.hasPartitionDrops = d.Drops(), true
+		}
 		mu.Lock()
 		figures[sh.Index()] = f
 		mu.Unlock()
@@ -250,6 +284,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	mu.Lock()
 	defer mu.Unlock()
 	unanswered := 0
+	var metaDrops, partitionDrops vsr.DropCounts
+	hasPartitionDrops := false
 	latency := make(map[commandKey]*histogram)
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	for i, f := range figures {
@@ -276,6 +312,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.desc, counter, float64(m.v), sh)
 		}
 		ch <- prometheus.MustNewConstMetric(c.timersPending, gauge, float64(rt.TimersPending), sh)
+		ch <- prometheus.MustNewConstMetric(c.openFiles, gauge, float64(f.files.Open), sh)
+		ch <- prometheus.MustNewConstMetric(c.openFilesPeak, gauge, float64(f.files.OpenPeak), sh)
+		ch <- prometheus.MustNewConstMetric(c.openFilesMax, gauge, float64(f.filesMax), sh)
+		ch <- prometheus.MustNewConstMetric(c.fileReopens, counter, float64(f.files.Reopens), sh)
+		ch <- prometheus.MustNewConstMetric(c.fileEvictions, counter, float64(f.files.Evictions), sh)
+		ch <- prometheus.MustNewConstMetric(c.filesOverBudget, counter, float64(f.files.OverBudget), sh)
+		for r := range metaDrops {
+			metaDrops[r] += f.metaDrops[r]
+			partitionDrops[r] += f.partitionDrops[r]
+		}
+		hasPartitionDrops = hasPartitionDrops || f.hasPartitionDrops
 		if s.cluster != nil {
 			for outcome, n := range map[string]uint64{"held": f.held.held, "stepped": f.held.stepped, "expired": f.held.expired,
 				"refused": f.held.refused} {
@@ -302,6 +349,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for code, h := range latency {
 		ch <- h.metric(c.requestDuration, code.String())
+	}
+	for r := vsr.DropReason(0); r < vsr.DropReasonCount; r++ {
+		if figures[0] != nil {
+			ch <- prometheus.MustNewConstMetric(c.vsrDropped, counter, float64(metaDrops[r]), "metadata", r.String())
+		}
+		if hasPartitionDrops {
+			ch <- prometheus.MustNewConstMetric(c.vsrDropped, counter, float64(partitionDrops[r]), "partition", r.String())
+		}
 	}
 	fsync := s.journalFsyncs.snapshot()
 	ch <- fsync.metric(c.journalFsync)

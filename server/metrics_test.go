@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -177,6 +178,53 @@ func TestMetricsOfTheReplicaPlane(t *testing.T) {
 	for _, outcome := range []string{"held", "stepped", "expired", "refused"} {
 		metricSum(t, text, "iggy_partition_frames_held_total", `outcome="`+outcome+`"`)
 	}
+	// Every reason of the metadata core's ignored inputs has its sample.
+	for r := vsr.DropReason(0); r < vsr.DropReasonCount; r++ {
+		metricSum(t, text, "iggy_vsr_dropped_total", `plane="metadata"`, `reason="`+r.String()+`"`)
+	}
+}
+
+// The partition stores' open files are on /metrics against each shard's share of
+// the node's budget: with a budget below what the partitions written hold, files
+// are closed to make room (evictions) and opened again for a poll (reopens), and
+// no more than the budget is open.
+func TestMetricsOfThePartitionFiles(t *testing.T) {
+	cfg := testConfig(t.TempDir(), 1)
+	cfg.MetricsAddress = "127.0.0.1:0"
+	cfg.openFilesMax = 4
+	s := startTestServer(t, cfg)
+	c := dialRoot(t, s)
+	ctx := testContext(t)
+	st, err := c.CreateStream(ctx, "files")
+	mustOK(t, "create stream", err)
+	const partitions = 6
+	topic, err := c.CreateTopic(ctx, client.ID(st.ID), "t", partitions, nil)
+	mustOK(t, "create topic", err)
+	for p := uint32(0); p < partitions; p++ {
+		_, err = c.SendMessages(ctx, client.ID(st.ID), client.ID(topic.ID), wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, messages(2, "f"))
+		mustOK(t, "send", err)
+	}
+	for p := uint32(0); p < partitions; p++ {
+		_, err := c.PollMessages(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)),
+			StreamID: client.ID(st.ID), TopicID: client.ID(topic.ID), Partition: wire.SomePartition(p),
+			Strategy: wire.PollingStrategy{Kind: wire.PollingOffset}, Count: 10})
+		mustOK(t, "poll", err)
+	}
+	_, text := httpGet(t, "http://"+s.MetricsAddr().String()+"/metrics")
+	if got := metricSum(t, text, "iggy_partition_open_files_max"); got != 4 {
+		t.Errorf("budget %v, want 4", got)
+	}
+	if open, peak := metricSum(t, text, "iggy_partition_open_files"), metricSum(t, text, "iggy_partition_open_files_peak"); open > 4 || peak > 4 || peak == 0 {
+		t.Errorf("open files %v, peak %v: want within the budget of 4", open, peak)
+	}
+	if got := metricSum(t, text, "iggy_partition_file_evictions_total"); got == 0 {
+		t.Error("no file closed for room")
+	}
+	if got := metricSum(t, text, "iggy_partition_file_reopens_total"); got == 0 {
+		t.Error("no file opened again")
+	}
+	metricSum(t, text, "iggy_partition_files_over_budget_total")
+	metricSum(t, text, "iggy_vsr_dropped_total", `plane="metadata"`)
 }
 
 // BenchmarkPingDuringScrapes: PING round trips on a 2-shard server while /metrics is

@@ -77,6 +77,8 @@ func (c *passwordCheck) sourceOf() netip.Addr { return c.source }
 // proposal from copies, writing proposal and err. Like a check, it never touches the
 // job.
 type newPassword struct {
+	// id is the plane's (metaplane.Host.HashPassword).
+	id     uint64
 	job    *job
 	source netip.Addr
 	op     wire.Operation // OperationCreateUser or OperationChangePassword
@@ -110,6 +112,7 @@ func (n *newPassword) propose() ([]byte, error) {
 // password, and proposes the result (metadata.ProposeRootUser); every replica
 // applies those bytes. No connection waits for it.
 type rootUserHash struct {
+	id                 uint64
 	username, password string
 	salt               []byte
 

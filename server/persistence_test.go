@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -38,8 +40,8 @@ func TestRestartRecoversEverything(t *testing.T) {
 		t.Fatalf("no snapshot: %v", err)
 	}
 	// The checkpoint ran (on the journal writer's goroutine) once 16 ops had committed.
-	if head, err := decodeSnapshotFile(raw); err != nil || head.op < 16 {
-		t.Fatalf("snapshot at op %d (%v), want a checkpoint at op 16 or later", head.op, err)
+	if head, err := metaplane.SplitSnapshot(raw); err != nil || head.At.Op < 16 {
+		t.Fatalf("snapshot at op %d (%v), want a checkpoint at op 16 or later", head.At.Op, err)
 	}
 
 	s2 := testServer(t, dir, 3)
@@ -87,8 +89,20 @@ func TestTornJournalTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tear the last entry: half of it reached the disk.
-	if err := os.WriteFile(journal, raw[:len(raw)-20], 0o644); err != nil {
+	// Tear the entry of the last CreateStream (the session's end, an op of its
+	// own, follows it): half of it reached the disk, nothing after it.
+	var lastCreateEnd int
+	offset := 0
+	if _, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+		offset += int(h.Size)
+		if h.Operation == wire.OperationCreateStream {
+			lastCreateEnd = offset
+		}
+		return nil
+	}); err != nil || lastCreateEnd == 0 {
+		t.Fatalf("the journal holds no CreateStream (%v)", err)
+	}
+	if err := os.WriteFile(journal, raw[:lastCreateEnd-20], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s2 := testServer(t, dir, 1)

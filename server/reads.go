@@ -29,7 +29,7 @@ func shardMessage(kind uint32) shard.Message { return shard.Message{Kind: kind} 
 
 func (r *metaRouter) read(j *job) {
 	hdr := j.frame.Header
-	state := r.plane.state
+	state := r.plane.State()
 	var err error
 	switch hdr.NonReplicatedCode {
 	case wire.CodeGetStats:
@@ -142,7 +142,7 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 }
 
 func (r *metaRouter) appendStats(dst []byte) []byte {
-	counts := r.plane.state.Counts()
+	counts := r.plane.State().Counts()
 	segments, sizeBytes, messages := r.h.srv.stats.totals()
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)

@@ -1,18 +1,15 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/shard"
-	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -57,32 +54,26 @@ type metaRouter struct {
 	passwordsRefusedLoggedNs int64
 
 	// journal does the plane's file work off the shard (journal.go): a Ready's
-	// appends and fdatasync, a snapshot. Metadata writes are pipelined (metaplane.go);
-	// a connection's own go one at a time, in arrival order (its record's turn):
-	// while one is with the plane, its next writes, logins and its close wait. No
-	// write waits for an argon2id run: a new password is hashed before its write
-	// takes its turn (hashNewPassword). syncJournal: shard 0 is stopping and the
-	// file work runs inline instead. pumping: pumpJournal is running (a write's
-	// done, called from inside it, must not start it again).
+	// appends and fdatasync, a snapshot. Metadata writes are pipelined (package
+	// metaplane); a connection's own go one at a time, in arrival order (its
+	// record's turn): while one is with the plane, its next writes, logins and its
+	// close wait. syncJournal: shard 0 is stopping and the file work runs inline
+	// instead.
 	journal     *journalWriter
 	syncJournal bool
-	pumping     bool
-	// clientWrites counts, by client, the numbered requests with the plane: the
-	// client table's one request in flight per client, across connections.
-	clientWrites map[wire.Uint128]int
-	// accountWrites counts the writes with the plane that change what a login
-	// decides on (accountOperation); logins wait in loginsWaiting until none is.
-	accountWrites int
-	loginsWaiting []func()
-	// loginsWaitingCount is len(loginsWaiting), for observers outside shard 0
-	// (tests).
-	loginsWaitingCount atomic.Int64
-
-	// mintedTokens holds, by client, the token of its last committed
-	// CreatePersonalAccessToken, for a replay (see replay); memory only.
-	mintedTokens map[wire.Uint128]mintedToken
+	// pending are the requests handed to the plane (Write, Register) and not
+	// answered yet, by token.
+	pending   map[uint64]pendingJob
+	nextToken uint64
 
 	scratch []byte
+}
+
+// pendingJob is a request with the plane: its job, and the connection whose turn
+// it holds (nil when the connection is gone).
+type pendingJob struct {
+	j   *job
+	rec *sessionRecord
 }
 
 type sessionRecord struct {
@@ -107,8 +98,7 @@ type sessionRecord struct {
 }
 
 func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
-	plane.nowMicros = h.srv.nowMicros
-	plane.fsyncs = &h.srv.journalFsyncs
+	plane.files.fsyncs = &h.srv.journalFsyncs
 	r := &metaRouter{
 		h:        h,
 		plane:    plane,
@@ -122,32 +112,77 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		checking:  make(map[shard.ConnID]*passwordCheck),
 		changing:  make(map[shard.ConnID]*newPassword),
 		journal:   newJournalWriter(h.shard.Wake),
-
-		clientWrites: make(map[wire.Uint128]int),
-
-		mintedTokens: make(map[wire.Uint128]mintedToken),
+		pending:   make(map[uint64]pendingJob),
 	}
-	plane.onApplied = r.published
+	plane.router = r
+	plane.files.startWriter(r.journal)
 	if plane.clustered {
-		plane.cluster.send = r.sendReplica
-		plane.cluster.release = r.releaseReplicaFrame
-		plane.cluster.onInstalled = r.publishInstalled
-		plane.cluster.onReady = func() { r.publishLeader(); r.afterClusterReady() }
-		plane.cluster.lastHeardNs = h.srv.cluster.lastHeardNs
-		plane.cluster.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
-		plane.cluster.tickOf = h.grid.tickAt
+		plane.lastHeardNs = h.srv.cluster.lastHeardNs
+		plane.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
+		plane.tickOf = h.grid.tickAt
 		r.publishLeader()
-		r.ensureRootUser()
+		plane.Start()
 	}
 	return r
 }
 
 // published puts an applied op into the commit log, before any reply of it leaves.
-func (r *metaRouter) published(c *metaCommit) {
+func (r *metaRouter) published(c *metaplane.Commit) {
 	r.commits++
-	h := c.header
-	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.body, ended: r.evictedSessions(c.tableWasFull),
+	if c.Skipped {
+		return // it changed nothing: no view has anything to apply
+	}
+	h := c.Header
+	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.Body, ended: c.Ended,
 		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
+}
+
+// track hands a job to the plane under a new token: it holds its connection's
+// turn (rec, nil for none) until answered.
+func (r *metaRouter) track(j *job, rec *sessionRecord) uint64 {
+	r.nextToken++
+	r.pending[r.nextToken] = pendingJob{j: j, rec: rec}
+	if rec != nil {
+		rec.busy = true
+	}
+	return r.nextToken
+}
+
+// answered carries out the plane's answer to the job under token, and ends its
+// connection's turn.
+func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
+	pj, ok := r.pending[token]
+	if !ok {
+		return
+	}
+	delete(r.pending, token)
+	j := pj.j
+	switch {
+	case a.Evict != 0:
+		j.evict = a.Evict
+		if j.kind == jobLogin {
+			r.h.log.Info("login refused", "conn", j.conn.String(), "reason", a.Evict.String())
+		}
+	case a.Status != 0:
+		j.status = a.Status
+	case a.Rejection != 0:
+		j.reply = wire.AppendResultRejection(j.reply[:0], a.Rejection)
+	default:
+		j.rawReply = true
+		j.reply = append(j.reply[:0], a.Frame...)
+		switch {
+		case j.kind == jobLogin:
+			if rec, open := r.conns[j.conn]; open {
+				r.loggedIn(j, rec, a.UserID, a.Epoch)
+			}
+		case a.LoggedOut:
+			r.loggedOut(j)
+		}
+	}
+	r.h.reply(j)
+	if pj.rec != nil {
+		r.turnDone(pj.rec)
+	}
 }
 
 // inTurn runs a connection's metadata work now, or after the work of that
@@ -173,107 +208,9 @@ func (r *metaRouter) turnDone(rec *sessionRecord) {
 	}
 }
 
-// commit hands a proposal to the metadata plane for rec's connection (nil: no
-// connection's, a closed one's group leave); then runs, on shard 0, with the
-// committed reply frame or the error that stopped it (errMetaWritesBusy when too
-// many wait, else a broken journal). Every shard's view has the commit before then
-// runs, so before any reply of it leaves.
-func (r *metaRouter) commit(rec *sessionRecord, p vsr.Proposal, body []byte, then func(c *metaCommit, err error)) {
-	if rec != nil {
-		rec.busy = true
-	}
-	account := accountOperation(p.Operation)
-	if account {
-		r.accountWrites++
-	}
-	request := p.Request != 0 // a client's numbered request, not a login or a group leave
-	if request {
-		r.clientWrites[p.Client]++
-	}
-	w := &metaWrite{proposal: p, body: append([]byte(nil), body...)}
-	w.done = func(c *metaCommit, err error) {
-		if n := r.clientWrites[p.Client] - 1; request && n > 0 {
-			r.clientWrites[p.Client] = n
-		} else if request {
-			delete(r.clientWrites, p.Client)
-		}
-		// A commit is in the commit log already (published).
-		then(c, err)
-		if rec != nil {
-			r.turnDone(rec)
-		}
-		if account {
-			r.accountWrites--
-			r.resumeLogins()
-		}
-	}
-	r.plane.submit(w)
-	r.pumpJournal()
-}
-
-// accountOperation reports whether op changes what a login is decided on: a
-// user's password, status or existence, a token's existence.
-func accountOperation(op wire.Operation) bool {
-	switch op {
-	case wire.OperationUpdateUser, wire.OperationDeleteUser, wire.OperationChangePassword, wire.OperationDeletePersonalAccessToken:
-		return true
-	}
-	return false
-}
-
-// afterAccountWrites runs a login's decision once no write that changes accounts
-// is in flight: logins are decided on the committed state, and a session must not
-// commit for an account an op before it deletes, deactivates or re-keys.
-func (r *metaRouter) afterAccountWrites(decide func()) {
-	if r.accountWrites > 0 {
-		r.loginsWaiting = append(r.loginsWaiting, decide)
-		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
-		return
-	}
-	decide()
-}
-
-func (r *metaRouter) resumeLogins() {
-	for r.accountWrites == 0 && len(r.loginsWaiting) > 0 {
-		next := r.loginsWaiting[0]
-		r.loginsWaiting[0] = nil
-		r.loginsWaiting = r.loginsWaiting[1:]
-		r.loginsWaitingCount.Store(int64(len(r.loginsWaiting)))
-		next()
-	}
-}
-
-// pumpJournal has the plane do its work on shard 0 and hands the next file work to
-// the journal writer, or does it inline on a stopping shard 0.
-func (r *metaRouter) pumpJournal() {
-	if r.pumping {
-		return
-	}
-	r.pumping = true
-	defer func() { r.pumping = false }()
-	// Bounded: each inline task finishes a Ready or a snapshot; the writes waiting
-	// are finite and every Ready takes some of them.
-	for {
-		t := r.plane.nextTask()
-		if t == nil {
-			return
-		}
-		if !r.syncJournal {
-			r.journal.submit(t)
-			return
-		}
-		t.then(t.work(nil))
-	}
-}
-
 // finishJournal completes the file work the journal writer finished, then has
 // the plane go on. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishJournal() {
-	if t := r.journal.collect(); t != nil {
-		t.then(t.err)
-		r.pumpJournal()
-	}
-}
+func (r *metaRouter) finishJournal() { r.plane.files.finish() }
 
 // stopJournal finishes every metadata write on shard 0's last turn: the file work
 // out is waited for (its ops are numbered), then the writes waiting are journaled
@@ -284,12 +221,9 @@ func (r *metaRouter) finishJournal() {
 // is answered 57 (it may yet commit at the others), and its forwards end.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
-	if t := r.journal.await(); t != nil {
-		t.then(t.err)
-	}
-	r.pumpJournal()
+	r.plane.files.stop()
 	if r.plane.clustered {
-		r.plane.stopCluster()
+		r.plane.Stop()
 	}
 }
 
@@ -303,21 +237,6 @@ func (r *metaRouter) publish(e *viewEntry) {
 	for i := 0; i < r.h.srv.shardCount; i++ {
 		r.h.post(i, shard.Message{Kind: msgViewAdvanced})
 	}
-}
-
-// evictedSessions lists the sessions a registration into a full client table
-// pushed out of it.
-func (r *metaRouter) evictedSessions(tableWasFull bool) []wire.Uint128 {
-	if !tableWasFull {
-		return nil
-	}
-	var gone []wire.Uint128
-	for client := range r.sessions {
-		if _, _, ok := r.plane.table.Session(client); !ok {
-			gone = append(gone, client)
-		}
-	}
-	return gone
 }
 
 // clientOpened lists an accepted connection under the client id its shard gave
@@ -351,7 +270,7 @@ func (r *metaRouter) serve(j *job) {
 	if j.kind != jobLogin && j.kind != jobWrite {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
-		epoch, _, ok := r.plane.table.Session(hdr.Client)
+		epoch, _, ok := r.plane.Session(hdr.Client)
 		switch {
 		case !ok:
 			j.evict = wire.EvictionNoSession
@@ -396,8 +315,8 @@ func (r *metaRouter) login(j *job) {
 		return
 	}
 	r.inTurn(j.conn, func() {
-		r.afterAccountWrites(func() {
-			r.decideLogin(j, metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()})
+		r.plane.AfterAccountWrites(func() {
+			r.decideLogin(j, metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()})
 		})
 	})
 }
@@ -418,7 +337,7 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
 	}
-	c := &passwordCheck{job: j, source: source, hash: r.plane.state.PasswordHashToCheck(username),
+	c := &passwordCheck{job: j, source: source, hash: r.plane.State().PasswordHashToCheck(username),
 		password: append([]byte(nil), password...)}
 	if !r.passwords.submit(c) {
 		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
@@ -432,6 +351,14 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 // (a login for as long as its request deadline). Logged at most once a second, with
 // how many were refused since.
 func (r *metaRouter) refuseBusy(j *job, what, why string) {
+	r.logRefusedBusy(j, what, why)
+	j.status = wire.ErrTransientNotAccepted
+	r.h.reply(j)
+}
+
+// logRefusedBusy counts a request refused for want of room at the workers, and
+// logs it at most once a second.
+func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 	r.passwordsRefused++
 	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
 		r.h.log.Warn("password work refused", "request", what, "reason", why,
@@ -440,8 +367,6 @@ func (r *metaRouter) refuseBusy(j *job, what, why string) {
 			"failures_burst", failuresBurst, "failures_per_second", failuresPerSecond)
 		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
 	}
-	j.status = wire.ErrTransientNotAccepted
-	r.h.reply(j)
 }
 
 // finishPasswordChecks resumes the logins whose passwords have been verified and the
@@ -458,14 +383,20 @@ func (r *metaRouter) finishPasswordChecks() {
 			if !w.match {
 				r.failures.failed(w.source, now)
 			}
-			r.inTurn(w.job.conn, func() { r.afterAccountWrites(func() { r.resumeLogin(w) }) })
+			r.inTurn(w.job.conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(w) }) })
 		case *newPassword:
+			delete(r.changing, w.job.conn)
 			if errors.Is(w.err, wire.ErrInvalidCredentials) {
 				r.failures.failed(w.source, now)
 			}
-			r.inTurn(w.job.conn, func() { r.resumeNewPassword(w) })
+			if _, open := r.conns[w.job.conn]; !open {
+				// The connection is gone: nothing is proposed for it.
+				r.plane.CancelHashing(w.id)
+				continue
+			}
+			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
 		case *rootUserHash:
-			r.rootUserHashed(w)
+			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
 		}
 	}
 }
@@ -475,14 +406,14 @@ func (r *metaRouter) finishPasswordChecks() {
 func (r *metaRouter) resumeLogin(c *passwordCheck) {
 	j := c.job
 	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
-	if hash := r.plane.state.PasswordHashToCheck(rb.Password.Username); hash != c.hash {
+	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.hash {
 		// The user changed (a new password, deleted, created) while the password
 		// was being verified: verify against what holds now.
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
 	r.decideLogin(j, verifiedCredentials{
-		Credentials: metadata.Credentials{State: r.plane.state, NowMicros: r.h.srv.nowMicros()},
+		Credentials: metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()},
 		match:       c.match,
 	})
 }
@@ -500,6 +431,7 @@ func (r *metaRouter) abandonPasswordChecks() {
 		r.h.reply(c.job)
 	}
 	for _, n := range r.changing {
+		r.plane.CancelHashing(n.id)
 		n.job.status = wire.ErrTransientNotAccepted
 		r.h.reply(n.job)
 	}
@@ -546,46 +478,14 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		r.replayLogin(j, rec, decision.UserID)
 		return
 	}
-	if _, owner, known := r.plane.table.Session(hdr.Client); known && owner != decision.UserID {
-		// A client id bound to another user is not taken over (the reference drops
-		// such a register; an eviction tells the client at once).
-		j.evict = wire.EvictionSessionError
-		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", "client id bound to another user")
-		r.h.reply(j)
-		return
-	}
-	if r.plane.clustered && !r.plane.replica.IsPrimary() {
-		if r.plane.replica.Status() != vsr.StatusNormal {
-			// No primary to forward to: the view is changing (58, retried).
-			j.status = wire.ErrTransientNotAccepted
-			r.h.reply(j)
-			return
-		}
-		r.forwardLogin(j, rec, decision.UserID)
-		return
-	}
-	p := vsr.Proposal{Client: hdr.Client, RequestChecksum: hdr.RequestChecksum, Operation: wire.OperationRegister, UserID: decision.UserID}
-	r.commit(rec, p, nil, func(c *metaCommit, err error) {
-		if err != nil {
-			if errors.Is(err, errMetaNotPrimary) {
-				j.status = wire.ErrTransientNotAccepted
-			} else {
-				j.reply = wire.AppendResultRejection(j.reply[:0], notCommittedCode(err))
-			}
-			r.h.reply(j)
-			return
-		}
-		r.loggedIn(j, rec, decision.UserID, c.epoch, c.frame)
-		r.h.reply(j)
-	})
+	r.plane.Register(r.track(j, rec), hdr, decision.UserID, r.h.srv.nowMicros())
 }
 
 // loggedIn binds a connection's record and its job to the session a committed
-// Register gave it; frame is the login's reply.
-func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64, frame []byte) {
+// Register gave it (the job holds the login's reply).
+func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64) {
 	hdr := j.frame.Header
-	j.rawReply, j.loggedIn = true, true
-	j.reply = append(j.reply[:0], frame...)
+	j.loggedIn = true
 	j.userID = userID
 	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 		hash := metadata.HashToken(rb.Token.Token)
@@ -596,21 +496,6 @@ func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch u
 	j.seen.Store(r.h.shard.NowNs())
 	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.epoch, j.seen
 	r.sessions[hdr.Client] = rec
-}
-
-// loginFrame is the reply frame of a login whose Register committed at epoch
-// elsewhere (a forwarded login): what the primary's apply cached, the session's
-// epoch as op and commit.
-func (r *metaRouter) loginFrame(j *job, userID uint32, epoch uint64) []byte {
-	login := wire.LoginRegisterReply{UserID: userID, Session: epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
-		ServerVersion: []byte(serverVersion)}
-	frame := make([]byte, wire.HeaderSize, 512)
-	frame = wire.AppendResultSuccess(frame)
-	frame, _ = login.Append(frame)
-	rh := wire.ReplyTo(j.frame.Header, 0, len(frame)-wire.HeaderSize, true)
-	rh.Op, rh.Commit = epoch, epoch
-	rh.Put(frame)
-	return frame
 }
 
 // replayLogin answers a Register on a logged-in connection with its session:
@@ -624,15 +509,15 @@ func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
 	j.reply = wire.AppendResultSuccess(j.reply)
 	j.reply, _ = login.Append(j.reply)
 	rh := wire.ReplyTo(j.frame.Header, 0, len(j.reply)-wire.HeaderSize, true)
-	rh.Op, rh.Commit = rec.epoch, max(r.plane.replica.CommitMax(), rec.epoch)
+	rh.Op, rh.Commit = rec.epoch, max(r.plane.Core().CommitMax(), rec.epoch)
 	rh.Put(j.reply)
 	j.rawReply = true
 	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
 	r.h.reply(j)
 }
 
-// write runs a metadata write (and Logout) through the client table and the
-// replica: exactly once per (client, request).
+// write hands a metadata write (and Logout) to the plane, which runs it through
+// the client table and the replica: exactly once per (client, request).
 func (r *metaRouter) write(j *job) {
 	if _, busy := r.changing[j.conn]; busy {
 		// The connection's CreateUser or ChangePassword is with the password
@@ -643,120 +528,8 @@ func (r *metaRouter) write(j *job) {
 		r.h.reply(j)
 		return
 	}
-	r.writeHashed(j, nil)
-}
-
-// writeHashed is write for a request whose new password, if it has one, hashed
-// holds (nil: not hashed yet). Every check runs again on the state of now.
-func (r *metaRouter) writeHashed(j *job, hashed *newPassword) {
-	hdr := j.frame.Header
-	op := hdr.Operation
-	verdict, cached := r.plane.table.Preflight(hdr.Client, hdr.Session, hdr.Request, hdr.RequestChecksum)
-	switch verdict {
-	case vsr.PreflightReplay:
-		r.replay(j, cached)
-		return
-	case vsr.PreflightNoSession, vsr.PreflightSessionTooHigh:
-		// The reference drops a too-high epoch; answering with an eviction spares the
-		// client its request timeout.
-		j.evict = wire.EvictionNoSession
-		r.h.reply(j)
-		return
-	case vsr.PreflightSessionTooLow:
-		j.evict = wire.EvictionSessionTooLow
-		r.h.reply(j)
-		return
-	case vsr.PreflightInFlight:
-		j.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
-		return
-	case vsr.PreflightExecute:
-		if r.clientWrites[hdr.Client] > 0 {
-			// The client's previous request is still with the plane (from
-			// another connection: a connection's own wait their turn).
-			j.status = wire.ErrTransientNotAccepted
-			r.h.reply(j)
-			return
-		}
-	case vsr.PreflightConflict:
-		// The same request number with other arguments: neither a replay nor a new
-		// request. The reference drops it; a status tells the client at once.
-		j.status = wire.ErrInvalidCommand
-		r.h.reply(j)
-		return
-	case vsr.PreflightAlreadyApplied:
-		if op == wire.OperationLogout {
-			j.status = wire.ErrRequestAlreadyApplied
-		} else {
-			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrRequestAlreadyApplied)
-		}
-		r.h.reply(j)
-		return
-	}
-	if r.plane.clustered && !r.plane.replica.IsPrimary() {
-		// Metadata writes are admitted on the metadata primary only
-		// (iggy.apache.org/docs/clustering/client-failover): a backup, or a
-		// replica changing view, answers 58; the SDKs retry and look for the
-		// leader. A logout travels to the primary, as a login does.
-		if op == wire.OperationLogout && r.plane.replica.Status() == vsr.StatusNormal {
-			r.forwardLogout(j)
-			return
-		}
-		j.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
-		return
-	}
-	body := j.frame.Body
-	if op != wire.OperationLogout {
-		if err := r.plane.state.Admit(op, j.userID, body); err != nil {
-			j.status = errorCode(err, wire.ErrInvalidCommand)
-			r.h.reply(j)
-			return
-		}
-		if op == wire.OperationCreateUser || op == wire.OperationChangePassword {
-			r.writeNewPassword(j, op, hashed)
-			return
-		}
-		proposal, token, err := r.propose(op, body)
-		if err != nil {
-			j.status = errorCode(err, wire.ErrInvalidCommand)
-			r.h.reply(j)
-			return
-		}
-		r.commitWrite(j, proposal, token)
-		return
-	}
-	r.commitWrite(j, body, nil)
-}
-
-// commitWrite commits a metadata write's proposal and answers its client. token is
-// the personal access token a CreatePersonalAccessToken minted (nil otherwise): it
-// goes into the reply sent, never into the proposal or the cached reply.
-func (r *metaRouter) commitWrite(j *job, proposal, token []byte) {
-	hdr := j.frame.Header
-	op := hdr.Operation
-	p := vsr.Proposal{Client: hdr.Client, Request: hdr.Request, RequestChecksum: hdr.RequestChecksum, Operation: op, UserID: j.userID}
-	r.commit(r.conns[j.conn], p, proposal, func(c *metaCommit, err error) {
-		if err != nil {
-			j.status = notCommittedCode(err)
-			r.h.reply(j)
-			return
-		}
-		frame := c.frame
-		// The client's table entry now caches this reply: a token kept for the
-		// replay of its previous one is of no more use.
-		delete(r.mintedTokens, hdr.Client)
-		j.rawReply = true
-		j.reply = append(j.reply[:0], frame...)
-		if token != nil && op == wire.OperationCreatePersonalAccessToken && metadata.TokenWithheld(frame[wire.HeaderSize:]) {
-			j.reply = appendWithheldToken(j.reply, token)
-			r.mintedTokens[hdr.Client] = mintedToken{request: hdr.Request, token: token}
-		}
-		if op == wire.OperationLogout {
-			r.loggedOut(j)
-		}
-		r.h.reply(j)
-	})
+	req := metaplane.Request{Header: j.frame.Header, UserID: j.userID, Body: j.frame.Body, NowMicros: r.h.srv.nowMicros()}
+	r.plane.Write(r.track(j, r.conns[j.conn]), req)
 }
 
 // loggedOut makes a connection whose Logout committed anonymous again.
@@ -770,166 +543,41 @@ func (r *metaRouter) loggedOut(j *job) {
 	}
 }
 
-// propose rewrites the bodies whose proposal differs from the request and takes no
-// argon2id run (hashNewPassword does those): a token is minted, and its digest
-// proposed; the token itself is returned for the reply only.
-func (r *metaRouter) propose(op wire.Operation, body []byte) (proposal, token []byte, err error) {
-	if op == wire.OperationCreatePersonalAccessToken {
-		var secret [metadata.TokenSecretBytes]byte
-		if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
-			return nil, nil, wire.ErrTransientNotAccepted
-		}
-		token = metadata.EncodeToken(&secret)
-		proposal, err = metadata.ProposeCreatePersonalAccessToken(nil, body, metadata.HashToken(token))
-		return proposal, token, err
-	}
-	return body, nil, nil
-}
-
-// mintedToken is the personal access token of a client's last committed
-// CreatePersonalAccessToken, kept in memory only, so that a retry of that request
-// is answered with it like any other replay: the client table, whose entries reach
-// the metadata snapshot, caches the reply with the token withheld.
-type mintedToken struct {
-	request uint64
-	token   []byte
-}
-
-// replay answers a retried request with its cached reply. A CreatePersonalAccessToken
-// reply is cached with its token withheld: the token is added back from memory,
-// and when the server no longer has it (it restarted since, or the table entry
-// outlived the connection) the retry is told its request was applied (the token
-// exists, but no one can be shown it again; the user deletes and recreates it).
-func (r *metaRouter) replay(j *job, cached []byte) {
-	hdr := j.frame.Header
-	if hdr.Operation == wire.OperationCreatePersonalAccessToken && len(cached) >= wire.HeaderSize &&
-		metadata.TokenWithheld(cached[wire.HeaderSize:]) {
-		minted, ok := r.mintedTokens[hdr.Client]
-		if !ok || minted.request != hdr.Request {
-			j.reply = wire.AppendResultRejection(j.reply[:0], wire.ErrRequestAlreadyApplied)
-			r.h.reply(j)
-			return
-		}
-		j.rawReply = true
-		j.reply = appendWithheldToken(append(j.reply[:0], cached...), minted.token)
-		r.h.reply(j)
-		return
-	}
-	j.rawReply = true
-	j.reply = append(j.reply[:0], cached...)
-	r.h.reply(j)
-}
-
-// appendWithheldToken completes a committed CreatePersonalAccessToken reply frame
-// (metadata.TokenWithheld) with the token: its payload, and the size in its header.
-func appendWithheldToken(frame, token []byte) []byte {
-	frame = (&wire.CreatedToken{Token: token}).Append(frame)
-	binary.LittleEndian.PutUint32(frame[wire.SizeFieldOffset:], uint32(len(frame)))
-	return frame
-}
-
-// writeNewPassword commits a CreateUser or ChangePassword, admitted, once hashed
-// holds its proposal, or hands it to the workers first (hashNewPassword). A request
-// its user may not make is refused before any argon2id run and never journaled,
-// with the code Apply would have committed (in the result section, as a committed
-// refusal is): so a user without permissions cannot keep the workers busy.
-func (r *metaRouter) writeNewPassword(j *job, op wire.Operation, hashed *newPassword) {
-	state := r.plane.state
-	if code := state.AuthorizeNewPassword(op, j.userID, j.frame.Body); code != 0 {
-		r.refuseUncommitted(j, code)
-		return
-	}
-	if hashed != nil && op == wire.OperationChangePassword {
-		if current, err := state.ChangePasswordCurrentHash(j.frame.Body); err != nil || current != hashed.currentHash {
-			// The user's password changed while this one was verified: what was
-			// verified no longer proves anything; verify against what holds now.
-			hashed = nil
-		}
-	}
-	if hashed == nil {
-		r.hashNewPassword(j, op)
-		return
-	}
-	if hashed.err != nil {
-		if code := errorCode(hashed.err, wire.ErrInvalidCommand); code == wire.ErrInvalidCredentials {
-			r.refuseUncommitted(j, code)
-		} else {
-			j.status = code
-			r.h.reply(j)
-		}
-		return
-	}
-	r.commitWrite(j, hashed.proposal, nil)
-}
-
-// refuseUncommitted answers a metadata write refused before it was proposed with a
-// committed-looking refusal: the result section holding code, which the SDKs read
-// like the same refusal committed. A retry is decided again.
-func (r *metaRouter) refuseUncommitted(j *job, code wire.ErrorCode) {
-	j.reply = wire.AppendResultRejection(j.reply[:0], code)
-	r.h.reply(j)
-}
-
-// hashNewPassword hands a CreateUser's or ChangePassword's argon2id work to the
-// workers (the current password verified, the new one hashed and salted, so not in
-// Apply); finishPasswordChecks brings it back to writeHashed in its turn, which
-// checks it all again on the state of then. No metadata write waits for it.
-func (r *metaRouter) hashNewPassword(j *job, op wire.Operation) {
+// hashPassword hands the plane's argon2id work to the workers (metaplane.Host):
+// a CreateUser's or ChangePassword's new password, checked against its source's
+// failure budget, or a cluster's root user. It reports false when the workers
+// have no room, or shard 0 stops; the plane then refuses the write (58).
+func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 	if r.syncJournal {
-		// Shard 0 is stopping: nothing more is handed to the workers.
-		j.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
-		return
+		return false // shard 0 is stopping: nothing more is handed to the workers
 	}
+	if w.Root {
+		return r.passwords.submit(&rootUserHash{id: id, username: w.Username, password: w.Password, salt: w.Salt})
+	}
+	pj, ok := r.pending[w.Token]
+	if !ok {
+		return false
+	}
+	j := pj.j
 	source := r.record(j.conn).source
-	if op == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
-		r.refuseBusy(j, op.String(), "the source failed too many password checks")
-		return
+	if w.Operation == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
+		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
+		return false
 	}
-	n := &newPassword{job: j, source: source, op: op, body: append([]byte(nil), j.frame.Body...)}
-	var err error
-	if n.salt, err = randomBytes(metadata.PasswordSaltBytes); err != nil {
-		j.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
-		return
-	}
-	if op == wire.OperationChangePassword {
-		if n.currentHash, err = r.plane.state.ChangePasswordCurrentHash(n.body); err != nil {
-			j.status = errorCode(err, wire.ErrInvalidCommand)
-			r.h.reply(j)
-			return
-		}
-	}
+	n := &newPassword{id: id, job: j, source: source, op: w.Operation, body: w.Body, salt: w.Salt, currentHash: w.CurrentHash}
 	if !r.passwords.submit(n) {
-		r.refuseBusy(j, op.String(), "too much password work waiting from the source or in all")
-		return
+		r.logRefusedBusy(j, w.Operation.String(), "too much password work waiting from the source or in all")
+		return false
 	}
 	r.changing[j.conn] = n
-}
-
-// resumeNewPassword runs, in its turn among the metadata writes, a write whose
-// argon2id work is done.
-func (r *metaRouter) resumeNewPassword(n *newPassword) {
-	j := n.job
-	delete(r.changing, j.conn)
-	if _, open := r.conns[j.conn]; !open {
-		r.h.reply(j) // the connection is gone: its shard just recycles the job
-		return
-	}
-	r.writeHashed(j, n)
-}
-
-func randomBytes(n int) ([]byte, error) {
-	b := make([]byte, n)
-	_, err := io.ReadFull(rand.Reader, b)
-	return b, err
+	return true
 }
 
 // clientGone: a connection closed, in its turn after the connection's writes and
-// login with the plane. It leaves the connection list; a logged-in one's consumer
-// group memberships end through the log (leaveGroups), so a restart and every
-// replica agree. A login that committed after the connection's shard saw it close
-// counts as logged in here.
+// login with the plane. It leaves the connection list; a logged-in one's session
+// ends through the log (an EndSessions op), so a restart and every replica agree.
+// A login that committed after the connection's shard saw it close counts as
+// logged in here.
 func (r *metaRouter) clientGone(g *clientGone) {
 	rec := r.conns[g.conn]
 	delete(r.conns, g.conn)
@@ -940,26 +588,10 @@ func (r *metaRouter) clientGone(g *clientGone) {
 	if !loggedIn {
 		return
 	}
-	// A logout a backup forwards for it takes the request after the client's last.
-	request := r.plane.table.Watermark(client) + 1
 	if rec, ok := r.sessions[client]; ok && rec.conn == g.conn {
 		delete(r.sessions, client)
-		// The reference drops a disconnected client's table entry locally (not
-		// replicated): otherwise every login ever made would hold a slot until the
-		// table is full, and then the oldest live sessions would be evicted first.
-		if r.plane.table.Remove(client) {
-			r.publish(&viewEntry{ended: []wire.Uint128{client}})
-		}
-		delete(r.mintedTokens, client)
 	}
-	r.leaveGroups(groupLeave{client: client, session: session, request: request})
-}
-
-// notCommittedCode is the status of a write the plane did not commit: 58 when too
-// many waited (it was never numbered), 57 when the journal failed.
-func notCommittedCode(err error) wire.ErrorCode {
-	if errors.Is(err, errMetaWritesBusy) || errors.Is(err, errMetaNotPrimary) {
-		return wire.ErrTransientNotAccepted
-	}
-	return wire.ErrTransientNotCommitted
+	// The session ends through the log, on every replica alike (metaplane's
+	// EndSession): its client table entry and its consumer group memberships.
+	r.plane.EndSession(client, session, r.h.srv.nowMicros())
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -51,8 +52,8 @@ func TestTokenNeverReachesTheDisk(t *testing.T) {
 	}
 	if raw, err := os.ReadFile(filepath.Join(dir, "metadata", snapshotFileName)); err != nil {
 		t.Fatal(err)
-	} else if head, err := decodeSnapshotFile(raw); err != nil || head.op < 16 {
-		t.Fatalf("snapshot at op %d (%v), want one after the streams", head.op, err)
+	} else if head, err := metaplane.SplitSnapshot(raw); err != nil || head.At.Op < 16 {
+		t.Fatalf("snapshot at op %d (%v), want one after the streams", head.At.Op, err)
 	}
 	wantNoFileHolds(t, dir, token, rawToken)
 

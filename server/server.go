@@ -266,7 +266,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.meta = meta
-	s.viewSnapshot = meta.state.AppendSnapshot(nil, meta.applied.op)
+	s.viewSnapshot = meta.State().AppendSnapshot(nil, meta.Applied().Op)
 	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
@@ -276,7 +276,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		s.pollMemories[i] = newPollMemory(cfg.PollMemoryBytesMax, int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
-	eachPartition(meta.state, func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
+	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
 		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
 	})

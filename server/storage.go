@@ -201,3 +201,13 @@ func (s *lazyStorage) Poll(wait bool) int {
 	}
 	return n + s.inner.Poll(wait)
 }
+
+// partitionFilesOfShard is a shard's budget of open partition files: the node's
+// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
+// each one's store keeping within its share.
+func (s *Server) partitionFilesOfShard() int {
+	if s.cfg.openFilesMax > 0 {
+		return max(s.cfg.openFilesMax/s.shardCount, 1)
+	}
+	return segment.FilesBudget(s.shardCount)
+}

@@ -74,17 +74,16 @@ func (g *tickGrid) timeOf(t uint64) int64 { return g.originNs + int64(t)*consens
 func (h *handler) catchUpTicks() {
 	g := &h.grid
 	target := g.tickAt(h.shard.NowNs())
-	if h.meta != nil && h.meta.plane.clustered && target > h.meta.plane.cluster.tickTarget {
-		// The core takes them now (with the frames that wait), unless a Ready is
-		// out: then with its next inputs. Its clock is read for deadlines (a login
-		// waiting for the primary), which count from now.
-		cl := &h.meta.plane.cluster
-		if cl.tickTarget < h.meta.dueTick && h.meta.dueTick <= target {
+	if m := h.meta; m != nil && m.plane.clustered && target > m.plane.tickTarget {
+		// The core takes them now (its Driver holds them while a Ready is out).
+		// Its clock is read for deadlines (a login waiting for the primary), which
+		// count from now.
+		p := m.plane
+		if p.tickTarget < m.dueTick && m.dueTick <= target {
 			g.counts.dueTurns++
 		}
-		cl.tickTarget = target
-		h.meta.pumpJournal()
-		h.meta.plane.runHeardWaiters()
+		p.tickTarget = target
+		p.tickTo()
 	}
 	due := g.storeArmed && g.storeDue <= target && g.storeAt < g.storeDue
 	if h.heardNs != nil {
@@ -182,12 +181,8 @@ func (h *handler) scheduleTicks() {
 // a snapshot to try again; at the latest the next multiple of metaSleepTicksMax (a
 // fixed tick, so that asking again asks for the same).
 func (m *metaPlane) nextTickDue() (uint64, bool) {
-	cl := &m.cluster
-	if cl.tickTarget > cl.tickedTo {
-		return 0, false // ticks wait for the Ready out, whose end wakes the shard
-	}
-	now := m.replica.Now()
-	in := (cl.tickedTo/metaSleepTicksMax+1)*metaSleepTicksMax - cl.tickedTo
+	now := m.Core().Now()
+	in := (m.tickedTo/metaSleepTicksMax+1)*metaSleepTicksMax - m.tickedTo
 	due := func(at uint64) {
 		if at <= now {
 			in = 1
@@ -195,60 +190,12 @@ func (m *metaPlane) nextTickDue() (uint64, bool) {
 			in = min(in, at-now)
 		}
 	}
-	if d := m.replica.NextDeadline(); d != 0 {
+	if d := m.Core().NextDeadline(); d != 0 {
 		due(d)
 	}
-	for _, w := range cl.heardWaiters {
-		due(w.deadline)
+	m.BarrierDeadlines(due)
+	if t, ok := m.NextRetryTick(); ok {
+		due(t)
 	}
-	if m.snapshotRetrying {
-		due(m.snapshotRetryTick)
-	}
-	return cl.tickedTo + in, true
-}
-
-// tickTo gives the metadata core the grid ticks up to cl.tickTarget, with the
-// liveness of the replicas heard from meanwhile at the ticks they were heard (see
-// the top of the file); at most clusterTicksCatchUpMax after a stall, the rest
-// dropped.
-func (m *metaPlane) tickTo() {
-	cl := &m.cluster
-	if n := cl.tickTarget - cl.tickedTo; cl.tickTarget > cl.tickedTo && n > clusterTicksCatchUpMax {
-		cl.tickedTo = cl.tickTarget - clusterTicksCatchUpMax
-	}
-	if cl.lastHeardNs != nil {
-		var heard [vsr.ReplicasMax]struct {
-			at uint64
-			id uint8
-		}
-		n := 0
-		for id := range cl.heardNs {
-			ns := cl.lastHeardNs[id].Load()
-			if ns == cl.heardNs[id] {
-				continue
-			}
-			cl.heardNs[id] = ns
-			at := min(max(cl.tickOf(ns), cl.tickedTo), max(cl.tickTarget, cl.tickedTo))
-			i := n
-			for ; i > 0 && heard[i-1].at > at; i-- {
-				heard[i] = heard[i-1]
-			}
-			heard[i].at, heard[i].id = at, uint8(id)
-			n++
-		}
-		for _, r := range heard[:n] {
-			m.tickCore(r.at)
-			m.replica.NoteLiveness(r.id)
-		}
-	}
-	m.tickCore(cl.tickTarget)
-}
-
-// tickCore ticks the metadata core up to grid tick to.
-func (m *metaPlane) tickCore(to uint64) {
-	cl := &m.cluster
-	for ; cl.tickedTo < to; cl.tickedTo++ {
-		m.replica.Tick()
-		cl.ticks++
-	}
+	return m.tickedTo + in, true
 }

@@ -184,9 +184,16 @@ func (t *ClientTable) Abandon(client wire.Uint128) {
 // reply is the register's committed reply (the login reply), cached as request 0 in
 // place of an older registration's.
 func (t *ClientTable) CommitRegister(client wire.Uint128, userID uint32, commitOp uint64, reply []byte) (epoch uint64) {
+	epoch, _ = t.CommitRegisterEvicting(client, userID, commitOp, reply)
+	return epoch
+}
+
+// CommitRegisterEvicting is CommitRegister, and names the client whose entry the
+// registration evicted from a full table (zero when none was).
+func (t *ClientTable) CommitRegisterEvicting(client wire.Uint128, userID uint32, commitOp uint64, reply []byte) (epoch uint64, evicted wire.Uint128) {
 	i, ok := t.index[client]
 	if !ok {
-		i = t.allocate()
+		i, evicted = t.allocate()
 		t.entries[i] = clientEntry{client: client, used: true}
 		t.index[client] = i
 	}
@@ -209,7 +216,7 @@ func (t *ClientTable) CommitRegister(client wire.Uint128, userID uint32, commitO
 	}
 	e.repliesCount = uint8(kept)
 	e.push(0, reply)
-	return e.epoch
+	return e.epoch, evicted
 }
 
 // push appends a reply to the ring, dropping the oldest when full.
@@ -259,11 +266,11 @@ func (t *ClientTable) Remove(client wire.Uint128) bool {
 	return true
 }
 
-func (t *ClientTable) allocate() int32 {
+func (t *ClientTable) allocate() (int32, wire.Uint128) {
 	if n := len(t.free); n > 0 {
 		i := t.free[n-1]
 		t.free = t.free[:n-1]
-		return i
+		return i, wire.Uint128{}
 	}
 	// Full: evict the entry whose latest reply is oldest, never one with a request
 	// in the pipeline; ties go to the lowest slot so every replica evicts the same.
@@ -280,9 +287,10 @@ func (t *ClientTable) allocate() int32 {
 	if victim < 0 {
 		panic("vsr: client table full of in-flight clients: pipeline larger than the table")
 	}
-	delete(t.index, t.entries[victim].client)
+	evicted := t.entries[victim].client
+	delete(t.index, evicted)
 	t.entries[victim] = clientEntry{}
-	return victim
+	return victim, evicted
 }
 
 // Watermark is a registered client's highest committed request number (zero for an

@@ -451,6 +451,9 @@ type Core struct {
 	forwardNonce uint64
 	forwardsOut  []forwardOrigin
 	forwardsIn   []forwardAtPrimary
+	// sessionEnds are the forwarded session ends the caller has not taken yet
+	// (TakeSessionEnds).
+	sessionEnds []SessionEnd
 
 	transfer      transferIn
 	offers        []stateOffer
@@ -716,20 +719,26 @@ func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 	return s.header, true
 }
 
-// FillReply fills the reply header of a committed op: op and commit are the log
-// position, as the reference server stamps committed replies. The caller sets size
-// and, when the state machine answers for another operation (CreateTopic replies as
-// CreateTopicWithAssignments), the operation. Every field comes from the prepare
-// (its view and the primary that prepared it, not this replica's): the client
-// table caches the reply, and every replica's table must be the same bytes, as
-// snapshots and state transfers carry it.
+// FillReply fills the reply header of a committed op (CommittedReply).
 func (c *Core) FillReply(h *wire.ReplyHeader, prepare *wire.PrepareHeader) {
-	*h = wire.ReplyHeader{}
+	*h = CommittedReply(prepare)
 	h.Cluster = c.cfg.Cluster
+}
+
+// CommittedReply is the reply header of a committed op: op and commit are the
+// log position, as the reference server stamps committed replies. The caller sets
+// size and, when the state machine answers for another operation (CreateTopic
+// replies as CreateTopicWithAssignments), the operation. Every field comes from
+// the prepare's identity, none from the replica: the client table caches the
+// reply, and every replica's table must be the same bytes, as snapshots and state
+// transfers carry it. The prepare's view and replica are left out: a
+// retransmission in a later view restamps them, so two replicas may hold one op
+// under different views.
+func CommittedReply(prepare *wire.PrepareHeader) wire.ReplyHeader {
+	var h wire.ReplyHeader
+	h.Cluster = prepare.Cluster
 	h.Size = wire.HeaderSize
-	h.View = prepare.View
 	h.Command = wire.CommandReply
-	h.Replica = prepare.Replica
 	h.RequestChecksum = prepare.RequestChecksum
 	h.Client = prepare.Client
 	h.Op = prepare.Op
@@ -737,6 +746,7 @@ func (c *Core) FillReply(h *wire.ReplyHeader, prepare *wire.PrepareHeader) {
 	h.Timestamp = prepare.Timestamp
 	h.Request = prepare.Request
 	h.Operation = prepare.Operation
+	return h
 }
 
 // InPipeline reports whether client has a prepared, uncommitted request here (the
@@ -1620,6 +1630,7 @@ func (c *Core) startViewChange(view uint32) {
 	if len(c.forwardsIn) > 0 {
 		c.answerForwards(true)
 	}
+	c.sessionEnds = c.sessionEnds[:0]
 	c.view = view
 	c.status = StatusViewChange
 	c.abandonForwards()

@@ -62,13 +62,12 @@
 // one replica commits its own durable writes at Advance; their commits come out in
 // the next Ready.
 //
-// The server's metadata plane (server/metaplane.go) is such a group of one
-// replica on a single node:
+// The metadata plane (package metaplane) is such a group of one replica on a
+// single node:
 //
 //	admit (ClientTable.Preflight, on the committed state) -> Propose (several in
 //	  flight) -> Ready: one journal append + fdatasync off the shard -> Advance
-//	  -> Ready.Committed: apply -> reply (Core.FillReply), cached by
-//	  ClientTable.CommitRequest
+//	  -> Ready.Committed: apply -> reply, cached by ClientTable.CommitRequest
 //
 // # The Driver: one way to carry out a Ready
 //

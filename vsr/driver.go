@@ -190,6 +190,9 @@ type Driver struct {
 	requests        []StateRequest
 	readiesTotal    uint64
 	inputsHeldTotal uint64
+	// checkpointWaits counts the proposals that waited for a checkpoint
+	// (ErrCheckpointDue).
+	checkpointWaits uint64
 }
 
 // NewDriver drives core through host. A recovered core may hold a Ready already:
@@ -226,6 +229,10 @@ func (d *Driver) Readies() uint64 { return d.readiesTotal }
 
 // InputsHeld is how many inputs arrived while a Ready was out and were held.
 func (d *Driver) InputsHeld() uint64 { return d.inputsHeldTotal }
+
+// CheckpointWaits is how many times a proposal found a checkpoint due
+// (ErrCheckpointDue) and waited for it (WaitForRoom).
+func (d *Driver) CheckpointWaits() uint64 { return d.checkpointWaits }
 
 // Run carries out the Readies the core holds (after Recover, or after the host fed
 // the core directly) and what they lead to, until the core is quiet or a Ready
@@ -575,6 +582,9 @@ func (d *Driver) propose(token uint64) bool {
 	c := d.core
 	if err := c.proposable(); err != nil {
 		if d.cfg.WaitForRoom && errors.Is(err, ErrPipelineFull) {
+			if errors.Is(err, ErrCheckpointDue) {
+				d.checkpointWaits++
+			}
 			return false
 		}
 		d.host.Proposed(token, 0, err)

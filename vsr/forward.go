@@ -2,6 +2,7 @@ package vsr
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -59,27 +60,51 @@ type forwardOrigin struct {
 }
 
 type forwardAtPrimary struct {
+	// op is 0 for a session end the caller has not proposed yet.
 	op       uint64
 	identity wire.Uint128
 	from     uint8
 	nonce    wire.Uint128
 	client   wire.Uint128
 	register bool
+	// end: a session end (ForwardSessionEnd) of the session epoch.
+	end   bool
+	epoch uint64
+}
+
+// SessionEnd is a session whose connection closed: the session epoch of client.
+type SessionEnd struct {
+	Client wire.Uint128
+	Epoch  uint64
 }
 
 // ForwardRegister sends a login verified here to the primary. Its outcome comes in
 // a later Ready's Forwards under the returned nonce.
 func (c *Core) ForwardRegister(client wire.Uint128, userID uint32) (wire.Uint128, error) {
+	if client.IsZero() {
+		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
+	}
 	return c.forward(client, true, func(h *wire.GenericHeader, nonce wire.Uint128) {
 		f := (*wire.ForwardRegisterHeader)(headerPointer(h))
 		f.Client, f.Nonce, f.UserID = client, nonce, userID
 	})
 }
 
-// ForwardLogout sends a logout of a session to the primary.
+// ForwardLogout sends a logout of a session to the primary. A logout of client 0
+// with no session and no request is a read barrier (ForwardReadBarrier); one of
+// request 0 ends a session whose connection closed (ForwardSessionEnd).
 func (c *Core) ForwardLogout(client wire.Uint128, session, request uint64) (wire.Uint128, error) {
+	if client.IsZero() && session == 0 && request == 0 {
+		return c.ForwardReadBarrier()
+	}
+	if request == 0 && session != 0 && !client.IsZero() {
+		return c.ForwardSessionEnd(client, session)
+	}
 	if session == 0 || request == 0 {
 		return wire.Uint128{}, errors.New("vsr: a forwarded logout needs its session and request number")
+	}
+	if client.IsZero() {
+		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
 	}
 	return c.forward(client, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
 		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
@@ -92,8 +117,6 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 	switch {
 	case c.cfg.Group != wire.MetadataGroup:
 		return wire.Uint128{}, errors.New("vsr: sessions are forwarded on the metadata plane only")
-	case client.IsZero():
-		return wire.Uint128{}, errors.New("vsr: forward of client id 0")
 	case c.status == StatusNormal && c.Primary() == c.cfg.ReplicaID:
 		return wire.Uint128{}, ErrIsPrimary
 	case c.status != StatusNormal:
@@ -115,7 +138,27 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 	return nonce, nil
 }
 
+// forwardTaken reports whether the forward under nonce from replica is being
+// served here already: a copy of its frame is dropped (counted), not answered
+// InProgress, which would tell the origin that what the first copy had this
+// primary propose was never taken.
+func (c *Core) forwardTaken(from uint8, nonce wire.Uint128) bool {
+	for i := range c.forwardsIn {
+		if f := &c.forwardsIn[i]; f.from == from && f.nonce == nonce {
+			c.drops[DropDuplicate]++
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Core) onForwardRegister(m *wire.ForwardRegisterHeader) error {
+	if m.Client.IsZero() {
+		return badMessage("a ForwardRegister of client 0")
+	}
+	if c.forwardTaken(m.Replica, m.Nonce) {
+		return nil
+	}
 	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, true, Proposal{Client: m.Client, Operation: wire.OperationRegister, UserID: m.UserID})
 	if outcome != uint8(wire.ForwardRegisterOk) {
 		c.sendForwardRegisterResult(m.Replica, m.Nonce, m.Client, outcome, 0, 0)
@@ -123,7 +166,109 @@ func (c *Core) onForwardRegister(m *wire.ForwardRegisterHeader) error {
 	return nil
 }
 
+// ForwardReadBarrier asks the primary for its commit point: a ForwardLogout of
+// client 0, with no session and no request, which the primary answers at once with
+// ForwardLogoutResult Ok and its commit point in commit, proposing nothing. This is
+// our use of the spec's frames for a read barrier (raft's ReadIndex): a backup that
+// has applied up to that commit point has applied every op the primary had
+// acknowledged to any client before the barrier reached it, so a login refused
+// here for a user or token the client just created at the primary can be decided
+// again on a state that holds it. A logout of no client ends no session. Its
+// answer comes in a later Ready's Forwards (Client zero, Commit).
+func (c *Core) ForwardReadBarrier() (wire.Uint128, error) {
+	return c.forward(wire.Uint128{}, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
+		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
+		f.Nonce = nonce
+	})
+}
+
+// ForwardSessionEnd sends to the primary the end of a session whose connection
+// closed here: a ForwardLogout of request 0, our use of the spec's frame. The
+// primary hands it to its caller (TakeSessionEnds), which proposes the ends that
+// came together in one op (SessionEndsProposed), and answers ForwardLogoutResult
+// Ok with that op once applied, or Canceled if the view changes first (the origin
+// tries again).
+func (c *Core) ForwardSessionEnd(client wire.Uint128, epoch uint64) (wire.Uint128, error) {
+	if client.IsZero() || epoch == 0 {
+		return wire.Uint128{}, errors.New("vsr: a forwarded session end needs its client and session")
+	}
+	return c.forward(client, false, func(h *wire.GenericHeader, nonce wire.Uint128) {
+		f := (*wire.ForwardLogoutHeader)(headerPointer(h))
+		f.Client, f.Nonce, f.Session = client, nonce, epoch
+	})
+}
+
+// TakeSessionEnds returns, at the primary, the session ends forwarded since the
+// last call, for the caller to propose (SessionEndsProposed); nil when none came.
+func (c *Core) TakeSessionEnds() []SessionEnd {
+	if len(c.sessionEnds) == 0 {
+		return nil
+	}
+	ends := append([]SessionEnd(nil), c.sessionEnds...)
+	c.sessionEnds = c.sessionEnds[:0]
+	return ends
+}
+
+// SessionEndsProposed tells the primary that op proposes the session ends of
+// clients (taken with TakeSessionEnds): the backups that forwarded them are
+// answered once op is applied.
+func (c *Core) SessionEndsProposed(op uint64, clients []wire.Uint128) {
+	s := c.slotAt(op)
+	if s == nil {
+		return
+	}
+	for i := range c.forwardsIn {
+		f := &c.forwardsIn[i]
+		if f.end && f.op == 0 && slices.Contains(clients, f.client) {
+			f.op, f.identity = op, s.header.Checksum
+		}
+	}
+}
+
+// admitSessionEnd takes a forwarded session end at the primary: held for the
+// caller's next proposal, or refused.
+func (c *Core) admitSessionEnd(m *wire.ForwardLogoutHeader) {
+	outcome := wire.ForwardLogoutOk
+	switch {
+	case !c.IsPrimary():
+		outcome = wire.ForwardLogoutNotPrimary
+	case len(c.forwardsIn) >= forwardsMax:
+		outcome = wire.ForwardLogoutPipelineFull
+	default:
+		for i := range c.forwardsIn {
+			if f := &c.forwardsIn[i]; f.end && f.client == m.Client && f.epoch == m.Session {
+				outcome = wire.ForwardLogoutInProgress
+			}
+		}
+	}
+	if outcome != wire.ForwardLogoutOk {
+		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, outcome, 0)
+		return
+	}
+	c.forwardsIn = append(c.forwardsIn, forwardAtPrimary{from: m.Replica, nonce: m.Nonce, client: m.Client, end: true, epoch: m.Session})
+	c.sessionEnds = append(c.sessionEnds, SessionEnd{Client: m.Client, Epoch: m.Session})
+}
+
 func (c *Core) onForwardLogout(m *wire.ForwardLogoutHeader) error {
+	if !m.Client.IsZero() && c.forwardTaken(m.Replica, m.Nonce) {
+		return nil
+	}
+	if !m.Client.IsZero() && m.Request == 0 {
+		c.admitSessionEnd(m)
+		return nil
+	}
+	if m.Client.IsZero() {
+		// A read barrier (ForwardReadBarrier): answered now, nothing proposed.
+		if m.Session != 0 || m.Request != 0 {
+			return badMessage("a ForwardLogout of client 0 with session %d and request %d", m.Session, m.Request)
+		}
+		if !c.IsPrimary() {
+			c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutNotPrimary, 0)
+			return nil
+		}
+		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutOk, c.commitMax)
+		return nil
+	}
 	outcome := c.admitForward(m.Replica, m.Client, m.Nonce, false, Proposal{Client: m.Client, Request: m.Request, Operation: wire.OperationLogout})
 	if outcome != uint8(wire.ForwardLogoutOk) {
 		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, wire.ForwardLogoutOutcome(outcome), 0)
@@ -189,7 +334,7 @@ func (c *Core) answerForwards(canceled bool) {
 	kept := c.forwardsIn[:0]
 	for _, f := range c.forwardsIn {
 		s := c.slotAt(f.op)
-		applied := !canceled && f.op <= c.commitMin && s != nil && s.header.Checksum == f.identity
+		applied := !canceled && f.op != 0 && f.op <= c.commitMin && s != nil && s.header.Checksum == f.identity
 		switch {
 		case applied && f.register:
 			watermark := uint64(0)

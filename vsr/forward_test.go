@@ -157,3 +157,42 @@ func TestForwardAbandonedAtViewChange(t *testing.T) {
 		t.Fatalf("at the view change the origin got %+v, want its forward answered as timed out", got)
 	}
 }
+
+// A read barrier (a ForwardLogout of client 0) is answered at once with the
+// primary's commit point and proposes nothing; a backup that applied up to it
+// holds every op the primary committed before the barrier reached it.
+func TestForwardReadBarrierAnswersTheCommitPoint(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	client := wire.Uint128{Lo: 7}
+	if _, err := tc.cores[1].ForwardRegister(client, 1); err != nil {
+		t.Fatal(err)
+	}
+	tc.drain(1)
+	tc.deliver(100)
+	primary := tc.cores[0]
+	op, commit := primary.Op(), primary.CommitMax()
+	if commit == 0 {
+		t.Fatal("nothing committed to read")
+	}
+	nonce, err := tc.cores[2].ForwardLogout(wire.Uint128{}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.drain(2)
+	tc.deliver(100)
+	got := tc.forwardsOf(2)
+	if len(got) != 1 || got[0].Nonce != nonce || got[0].Register || !got[0].Client.IsZero() ||
+		got[0].Outcome != uint8(wire.ForwardLogoutOk) || got[0].Commit != commit {
+		t.Fatalf("barrier answered %+v, want Ok at commit %d", got, commit)
+	}
+	if primary.Op() != op {
+		t.Fatalf("the barrier proposed something: op %d -> %d", op, primary.Op())
+	}
+	// Half a barrier is bad input, and a primary is told to read its own state.
+	if _, err := tc.cores[2].ForwardLogout(wire.Uint128{}, 1, 0); err == nil {
+		t.Fatal("a logout of client 0 with a session was sent")
+	}
+	if _, err := primary.ForwardReadBarrier(); !errors.Is(err, ErrIsPrimary) {
+		t.Fatalf("a primary's barrier: %v", err)
+	}
+}

@@ -121,7 +121,7 @@ func DecodeICT2(b []byte, max int) (*ClientTable, error) {
 		// The commit op of the newest reply is what orders evictions; a committed
 		// reply carries it in its op field.
 		e.latestCommit = binary.LittleEndian.Uint64(e.replies[ringLen-1].reply[176:])
-		i := t.allocate()
+		i, _ := t.allocate()
 		t.entries[i] = e
 		t.index[e.client] = i
 	}

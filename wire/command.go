@@ -119,6 +119,10 @@ const (
 	OperationRemoveConsumerGroupMember       Operation = 66
 	OperationCompleteConsumerGroupRevocation Operation = 67
 	OperationTruncatePartition               Operation = 68
+	// OperationEndSessions is ours: the sessions whose connections closed, which
+	// the node holding them proposes (a backup forwards them to the primary): they
+	// leave the client table and their consumer groups on every replica alike.
+	OperationEndSessions Operation = 69
 
 	OperationCreateStream              Operation = 128
 	OperationUpdateStream              Operation = 129
@@ -169,6 +173,7 @@ var operationTable = [256]operationInfo{
 	OperationRemoveConsumerGroupMember:       {name: "RemoveConsumerGroupMember", plane: PlaneMetadata},
 	OperationCompleteConsumerGroupRevocation: {name: "CompleteConsumerGroupRevocation", plane: PlaneMetadata},
 	OperationTruncatePartition:               {name: "TruncatePartition", plane: PlaneMetadata},
+	OperationEndSessions:                     {name: "EndSessions", plane: PlaneMetadata},
 
 	OperationCreateStream:              {name: "CreateStream", plane: PlaneMetadata, client: true, code: CodeCreateStream},
 	OperationUpdateStream:              {name: "UpdateStream", plane: PlaneMetadata, client: true, code: CodeUpdateStream},

@@ -456,10 +456,10 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		}
 	case CommandForwardRegister:
 		f := h.asForwardRegister()
-		return forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:])
+		return forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:], false)
 	case CommandForwardRegisterResult:
 		f := h.asForwardRegisterResult()
-		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:], false); fault != FaultNone {
 			return fault
 		}
 		if f.Outcome > ForwardRegisterOutcomeMax {
@@ -470,18 +470,24 @@ func (h *GenericHeader) validateReplica(sizeMax uint32) HeaderFault {
 		}
 	case CommandForwardLogout:
 		f := h.asForwardLogout()
-		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:], true); fault != FaultNone {
 			return fault
+		}
+		if f.Client.IsZero() {
+			// A read barrier (vsr.Core.ForwardReadBarrier): no session, no request.
+			if f.Session != 0 || f.Request != 0 {
+				return FaultClientZero
+			}
+			break
 		}
 		if f.Session == 0 {
 			return FaultSessionZero
 		}
-		if f.Request == 0 {
-			return FaultRequestZero
-		}
+		// A request of 0 ends a session whose connection closed (vsr.Core.
+		// ForwardSessionEnd), no client's logout.
 	case CommandForwardLogoutResult:
 		f := h.asForwardLogoutResult()
-		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:]); fault != FaultNone {
+		if fault := forwardRules(&f.CommonHeader, f.Client, f.Nonce, f.Reserved[:], true); fault != FaultNone {
 			return fault
 		}
 		if f.Outcome > ForwardLogoutOutcomeMax {
@@ -505,12 +511,14 @@ func headerOnly(size uint32) HeaderFault {
 
 // forwardRules are shared by the four session-forwarding headers: header-only, a
 // client and a nonce, and every reserved byte zero (they only travel between
-// replicas of one release, so a non-zero byte is a bug or a mangled frame).
-func forwardRules(f *CommonHeader, client, nonce Uint128, reserved []byte) HeaderFault {
+// replicas of one release, so a non-zero byte is a bug or a mangled frame). A
+// logout and its result may name client 0 (zeroClient): a read barrier, which asks
+// the primary for its commit point and ends no session (vsr.Core.ForwardReadBarrier).
+func forwardRules(f *CommonHeader, client, nonce Uint128, reserved []byte, zeroClient bool) HeaderFault {
 	if fault := headerOnly(f.Size); fault != FaultNone {
 		return fault
 	}
-	if client.IsZero() {
+	if client.IsZero() && !zeroClient {
 		return FaultClientZero
 	}
 	if nonce.IsZero() {

@@ -186,6 +186,8 @@ func TestDecodeReplicaHeaderFaults(t *testing.T) {
 			mutate: func(g *GenericHeader, _ []byte) { g.Size = 512 }},
 		{name: "forward register client 0", command: CommandForwardRegister, want: FaultClientZero,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardRegister().Client = Uint128{} }},
+		{name: "forward logout client 0 with a session", command: CommandForwardLogout, want: FaultClientZero,
+			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogout().Client = Uint128{} }},
 		{name: "forward register nonce 0", command: CommandForwardRegister, want: FaultNonceZero,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardRegister().Nonce = Uint128{} }},
 		{name: "forward register reserved", command: CommandForwardRegister, want: FaultReservedNonZero,
@@ -205,8 +207,6 @@ func TestDecodeReplicaHeaderFaults(t *testing.T) {
 			}},
 		{name: "forward logout session 0", command: CommandForwardLogout, want: FaultSessionZero,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogout().Session = 0 }},
-		{name: "forward logout request 0", command: CommandForwardLogout, want: FaultRequestZero,
-			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogout().Request = 0 }},
 		{name: "forward logout result outcome 5", command: CommandForwardLogoutResult, want: FaultOutcomeUnknown,
 			mutate: func(g *GenericHeader, _ []byte) { g.asForwardLogoutResult().Outcome = 5 }},
 		{name: "forward logout result commit on failure", command: CommandForwardLogoutResult, want: FaultResultOnFailure,
@@ -583,5 +583,24 @@ func TestSuffixBody(t *testing.T) {
 	}
 	if _, err := SuffixPrepare(body[1:], 0); err != FaultMisaligned {
 		t.Fatalf("misaligned body: %v", err)
+	}
+}
+
+// A ForwardLogout of client 0 with no session and no request is a read barrier
+// (vsr.Core.ForwardReadBarrier), and its result names client 0 too.
+func TestForwardLogoutOfClientZeroIsABarrier(t *testing.T) {
+	for _, c := range []Command{CommandForwardLogout, CommandForwardLogoutResult} {
+		buf := replicaFrame(c)
+		g, _ := ViewHeader[GenericHeader](buf)
+		if c == CommandForwardLogout {
+			f := g.asForwardLogout()
+			f.Client, f.Session, f.Request = Uint128{}, 0, 0
+		} else {
+			g.asForwardLogoutResult().Client = Uint128{}
+		}
+		sealIfSealed(buf)
+		if _, err := DecodeReplicaHeader(buf, DefaultMessageSizeMax); err != nil {
+			t.Fatalf("%v of client 0: %v", c, err)
+		}
 	}
 }

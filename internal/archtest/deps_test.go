@@ -56,14 +56,17 @@ const depsRules = `
 	# the replica plane's connections: the handshake, pure
 	wire < replica;
 	segment, vsr < partition;
-	# the simulator runs the real metadata state machine and partition plane
-	vsr, metadata, segment, partition < vsr/sim;
+
+	# planes: the metadata plane, sans-IO, over the cores
+	vsr, metadata < metaplane;
+	# the simulator runs the real metadata plane and partition plane
+	metaplane, segment, partition < vsr/sim;
 
 	# runtime
 	arena, fdpass, linux, ring, replica, segment, wire, golang.org/x/sys/cpu < shard;
 
 	# server: the protocol on the runtime
-	shard, metadata, partition, vsr, internal/bzip2, tlsterm,
+	shard, metaplane, partition, internal/bzip2, tlsterm,
 	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
 	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
 	github.com/prometheus/client_golang/prometheus,

@@ -8,7 +8,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// disk is one replica's journal and superblock, with the page-cache/platter model
+// disk is one replica's metadata journal, superblock and checkpoint, with the
+// page-cache/platter model
 // of segment.SimDisk: a write changes what reads see (the cache) and becomes what a
 // crash keeps (durable) only at the next sync. A crash keeps each unsynced write,
 // drops it, or tears it (the entry's bytes are damaged, so recovery finds no valid
@@ -29,12 +30,23 @@ type disk struct {
 	superPending   bool
 	writes, syncs  int
 
-	// checkpointed is the last checkpoint's artifacts, written whole and synced
-	// (temp file, fsync, rename) before it counts.
-	checkpointed []vsr.Artifact
+	// snapshot is the last checkpoint (metaplane's snapshot), written whole and
+	// synced (temp file, fsync, rename) before it counts; snapshotOp its op.
+	snapshot   []byte
+	snapshotOp uint64
 }
 
-func (d *disk) checkpoint(artifacts []vsr.Artifact) { d.checkpointed = artifacts }
+// checkpoint makes a snapshot of op the one a restart resumes from, and cuts the
+// journal below op (its entry at op stays: the core anchors the log on it), as
+// the server replaces its journal by the entries from the snapshot's op on.
+func (d *disk) checkpoint(op uint64, snapshot []byte) {
+	d.snapshot, d.snapshotOp = snapshot, op
+	for k := range d.entries {
+		if k < op {
+			delete(d.entries, k)
+		}
+	}
+}
 
 type diskEntry struct {
 	cache   []byte
@@ -149,11 +161,11 @@ func (d *disk) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 // spares a prepare's view field: the identity leaves the view out (a
 // retransmission restamps it), so no checksum can see it, and nothing trusts a
 // journaled view.
-func (d *disk) rot(opMax uint64, count int, bodyIntact func([]byte) bool) []uint64 {
+func (d *disk) rot(opMax uint64, count int) []uint64 {
 	ops := make([]uint64, 0, len(d.entries))
 	head := uint64(0)
 	for op, e := range d.entries {
-		if _, ok := intactEntry(op, e.durable, bodyIntact); ok {
+		if _, ok := intactEntry(op, e.durable); ok {
 			head = max(head, op)
 			if op <= opMax {
 				ops = append(ops, op)
@@ -180,44 +192,39 @@ func (d *disk) rot(opMax uint64, count int, bodyIntact func([]byte) bool) []uint
 }
 
 // intactEntry reports whether a journal entry holds the prepare of op, its identity
-// and body seal intact (bodyIntact checks the bodies the core does not seal).
-func intactEntry(op uint64, entry []byte, bodyIntact func([]byte) bool) (wire.PrepareHeader, bool) {
+// and body seal intact.
+func intactEntry(op uint64, entry []byte) (wire.PrepareHeader, bool) {
 	var h wire.PrepareHeader
 	if len(entry) < wire.HeaderSize {
 		return h, false
 	}
 	copy(wire.HeaderBytes(&h)[:], entry)
-	body := entry[wire.HeaderSize:]
-	sealed := h.ChecksumBody == wire.BodyChecksum(body)
-	if h.Group != wire.MetadataGroup {
-		sealed = h.ChecksumBody.IsZero() && bodyIntact(body)
-	}
+	sealed := h.ChecksumBody == wire.BodyChecksum(entry[wire.HeaderSize:])
 	return h, h.Op == op && h.IdentityValid() && int(h.Size) == len(entry) && sealed
 }
 
 // viewFieldOffset is where a prepare header's u32 view lies.
 const viewFieldOffset = 52
 
-// recover scans the durable image as a restart would: every entry whose identity
-// and body seal hold, in op order (bodyIntact checks the bodies the core does not
-// seal). It returns the ops whose entries it found damaged and dropped.
-func (d *disk) recover(bodyIntact func([]byte) bool) (vsr.CoreRecovered, []uint64) {
-	var dropped []uint64
-	rec := vsr.CoreRecovered{State: d.superDurable, ViewHeaders: slices.Clone(d.headersDurable)}
+// recover scans the durable image as a restart would: the superblock, and every
+// entry whose identity and body seal hold, in op order. It returns the ops whose
+// entries it found damaged and dropped.
+func (d *disk) recover() (state vsr.DurableState, viewHeaders []wire.PrepareHeader, entries []vsr.Write, dropped []uint64) {
 	ops := make([]uint64, 0, len(d.entries))
 	for op := range d.entries {
 		ops = append(ops, op)
 	}
 	slices.Sort(ops)
 	for _, op := range ops {
-		h, ok := intactEntry(op, d.entries[op].durable, bodyIntact)
+		entry := d.entries[op].durable
+		h, ok := intactEntry(op, entry)
 		if !ok {
 			// Torn or rotten: recovery finds no prepare here.
 			delete(d.entries, op)
 			dropped = append(dropped, op)
 			continue
 		}
-		rec.Headers = append(rec.Headers, h)
+		entries = append(entries, vsr.Write{Header: h, Body: entry[wire.HeaderSize:]})
 	}
-	return rec, dropped
+	return d.superDurable, slices.Clone(d.headersDurable), entries, dropped
 }

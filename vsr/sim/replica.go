@@ -1,38 +1,38 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// groupReplica is one node's replica of one consensus group: its core, its journal
-// and the state machine it applies to.
-type groupReplica struct {
-	node *node
-	// group is the index into cluster.groups (0 is the metadata group).
-	group int
-	core  *vsr.Core
-	// driver carries out the core's Readies (groupHost) and takes every input.
-	driver *vsr.Driver
-	// proposals are the requests handed to the driver, by token, until it
-	// proposed them (groupHost.Proposal).
-	proposals map[uint64]pendingProposal
-	// quiet: the core is QuietWhenIdle (partition groups).
-	quiet   bool
-	disk    *disk
-	machine groupMachine
-	// meta is the machine on the metadata group, nil on partition groups.
-	meta *metadataMachine
-	// applied is the last applied op, the state's checkpoint.
-	applied vsr.Checkpoint
-	// forwarded maps the nonce of a login forwarded to the primary to its client.
-	forwarded map[wire.Uint128]int
+// metaReplica is one node's replica of the metadata group: the server's own plane
+// (package metaplane) over the node's simulated disk and network, this type its
+// host. Every host call completes at once but password work, which completes at
+// the node's next tick; a crash on sync takes the whole node down mid-Ready (after
+// the Ready's early prepares left, as on a real node).
+type metaReplica struct {
+	c     *cluster
+	node  *node
+	disk  *disk
+	plane *metaplane.Plane
+	rng   *rand.Rand
+	// pending are the client requests handed to the plane, by token, until
+	// answered; hashed the password work done, answered at the next tick.
+	pending map[uint64]*pendingRequest
+	hashed  []hashedPassword
+	// forwardedAt: the Register under token was taken by a backup (forwarded).
+	forwarded map[uint64]bool
 	// Monotonicity, per incarnation (the durable view across them).
 	lastView        uint32
 	lastStatus      vsr.Status
@@ -41,275 +41,376 @@ type groupReplica struct {
 	lastCommitMin   uint64
 }
 
-type pendingProposal struct {
-	proposal  vsr.Proposal
-	body      []byte
-	nowMicros uint64
+type pendingRequest struct {
+	client   int
+	request  uint64
+	register bool
+	session  uint64
 }
 
-// metadataSessions lets the metadata core read the client table the machine holds
-// now (a restart or a state transfer replaces it).
-type metadataSessions struct{ m *metadataMachine }
-
-func (s metadataSessions) RegisterAllowed(client wire.Uint128, userID uint32) bool {
-	return s.m.table.RegisterAllowed(client, userID)
+type hashedPassword struct {
+	id       uint64
+	proposal []byte
+	err      error
 }
 
-func (s metadataSessions) Watermark(client wire.Uint128) uint64 { return s.m.table.Watermark(client) }
+// The root user every client logs in as: passwords are not what the simulator
+// tests, so it never verifies one, and password work (argon2id, deliberately slow)
+// is answered with one hash computed once per process, for every user the
+// workload creates and the cluster's root alike.
+const rootUsername = "iggy"
 
-func (c *cluster) bootGroup(gr *groupReplica, restart bool) {
-	nd := gr.node
-	gc := c.groups[gr.group]
-	cfg := vsr.CoreConfig{
-		Config: vsr.Config{
+var rootPasswordHash = sync.OnceValue(func() string {
+	return metadata.HashPassword([]byte("iggy"), []byte("sim-salt-16bytes"))
+})
+
+const serverVersion = "sim"
+
+// bootMeta starts (or restarts, from its disk) the node's metadata replica.
+func (c *cluster) bootMeta(nd *node, restart bool) {
+	mr := nd.meta
+	if mr.plane != nil {
+		c.addDrops(mr.plane.Core()) // the incarnation that crashed
+	}
+	mr.pending = make(map[uint64]*pendingRequest)
+	mr.forwarded = make(map[uint64]bool)
+	mr.hashed = nil
+	mr.lastCommitMax, mr.lastCommitMin = 0, 0
+	cfg := metaplane.Config{
+		Replica: vsr.Config{
 			Cluster:      wire.ClusterID(clusterName),
 			ReplicaID:    uint8(nd.id),
 			ReplicaCount: uint8(c.opts.Replicas),
-			Group:        gc.id,
 		},
-		Timing:       Timing,
-		JournalSlots: c.opts.JournalSlots,
-		Storage:      gr.disk,
-		Mutation:     c.opts.Mutation,
-		// Every replica restarts from its last checkpoint (checkpointEvery).
-		ReportsCheckpoints:    true,
-		CheckpointIntervalOps: checkpointEvery,
+		Clustered:             true,
+		Timing:                Timing,
+		CheckpointIntervalOps: metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin),
+		Incarnation:           wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1},
+		ServerVersion:         serverVersion,
+		RootUsername:          rootUsername,
+		RootPassword:          "iggy",
+		ClientsTableMax:       c.opts.ClientsTableMax,
+		Mutation:              c.opts.PlaneMutation,
+		CoreMutation:          c.opts.Mutation,
 	}
-	if gc.id == wire.MetadataGroup {
-		gr.meta = newMetadataMachine()
-		gr.meta.applyRetries = c.opts.broken == brokenApplyRetries
-		if c.opts.broken == brokenApplyDiverges && nd.id == 0 {
-			gr.meta.clockSkewMicros = 1
-		}
-		gr.machine = gr.meta
-		cfg.Incarnation = wire.Uint128{Lo: nd.incarnationCount, Hi: uint64(nd.id) + 1}
-		cfg.Sessions = metadataSessions{gr.meta}
-	} else {
-		gr.machine = newPartitionMachine()
-		// Partition groups go quiet when idle, kept alive by their node (keepAlive).
-		cfg.QuietWhenIdle = true
-		gr.quiet = true
+	if c.opts.PlaneMutation == metaplane.MutationApplySkew && nd.id != 0 {
+		cfg.Mutation = 0 // replica 0's apply alone takes another clock
 	}
-	gr.forwarded = make(map[wire.Uint128]int)
-	gr.proposals = make(map[uint64]pendingProposal)
-	core, err := vsr.NewCore(cfg)
-	if err != nil {
-		panic(err)
+	rec := &metaplane.Recovered{
+		Snapshot: &metaplane.Snapshot{State: metadata.NewStateWithoutRoot(), Table: vsr.NewClientTable(c.opts.ClientsTableMax)},
+		Fresh:    !restart,
 	}
-	if gr.core != nil {
-		c.addDrops(gr.core) // the incarnation that crashed
-	}
-	gr.core = core
-	gr.driver = vsr.NewDriver(core, groupHost{c: c, gr: gr}, vsr.DriverConfig{})
-	gr.applied = vsr.Checkpoint{}
-	gr.lastCommitMax, gr.lastCommitMin = 0, 0
 	if restart {
 		var rotten []uint64
 		if nd.rots && (c.opts.broken == brokenRotAboveCommit || c.rngFail.IntN(3) == 0) {
 			// A committed op this replica knows committed (at or below its durable
 			// commit point or its checkpoint) may rot here: it still has an intact
 			// copy on a replica that never rots (see the package doc).
-			opMax := max(gr.disk.superDurable.CommitMax, checkpointOp(gr.disk.checkpointed))
+			opMax := max(mr.disk.superDurable.CommitMax, mr.disk.snapshotOp)
 			count := 1 + c.rngFail.IntN(3)
 			if c.opts.broken == brokenRotAboveCommit {
 				opMax, count = ^uint64(0), 50
 			}
-			rotten = gr.disk.rot(opMax, count, gr.machine.bodyIntact)
+			rotten = mr.disk.rot(opMax, count)
 			c.result.RottenEntries += len(rotten)
-			c.trace("r%d g%d journal entries rotted at ops %v", nd.id, gr.group, rotten)
+			c.trace("r%d journal entries rotted at ops %v", nd.id, rotten)
 			for _, op := range rotten {
-				if op > checkpointOp(gr.disk.checkpointed) {
+				if op > mr.disk.snapshotOp {
 					c.result.RottenToRepair++
 				}
 			}
 		}
-		rec, dropped := gr.disk.recover(gr.machine.bodyIntact)
+		var dropped []uint64
+		rec.Durable, rec.ViewHeaders, rec.Entries, dropped = mr.disk.recover()
 		c.result.DamagedEntriesDropped += len(dropped)
 		for _, op := range rotten {
 			if !slices.Contains(dropped, op) {
-				c.fail("replica %d group %d: recovery did not notice the rotten entry of op %d", nd.id, gr.group, op)
+				c.fail("replica %d: recovery did not notice the rotten entry of op %d", nd.id, op)
 				return
 			}
 		}
-		if arts := gr.disk.checkpointed; arts != nil {
-			cp, err := gr.restore(arts)
+		if mr.disk.snapshot != nil {
+			snap, err := metaplane.DecodeSnapshot(mr.disk.snapshot, c.opts.ClientsTableMax)
 			if err != nil {
-				c.fail("replica %d group %d: its checkpoint does not decode: %v", nd.id, gr.group, err)
+				c.fail("replica %d: its checkpoint does not decode: %v", nd.id, err)
 				return
 			}
-			rec.Checkpoint = cp
+			rec.Snapshot = snap
 		}
-		if rec.State.View < gr.lastDurableView {
-			c.fail("replica %d group %d restarted in durable view %d after durable view %d", nd.id, gr.group, rec.State.View, gr.lastDurableView)
+		if rec.Durable.View < mr.lastDurableView {
+			c.fail("replica %d restarted in durable view %d after durable view %d", nd.id, rec.Durable.View, mr.lastDurableView)
 		}
-		if err := core.Recover(rec); err != nil {
-			c.fail("replica %d group %d recover: %v", nd.id, gr.group, err)
-			return
-		}
-		c.trace("r%d g%d restart view %d log_view %d op %d commit %d", nd.id, gr.group, core.View(), core.LogView(), core.Op(), core.CommitMax())
 	}
-	gr.lastView = core.View()
-}
-
-// checkpointHeadBytes is the head of a state's first artifact: the op, identity and
-// timestamp of the last prepare applied to it (as the server's snapshot file names
-// them), which the core's hash chain resumes from.
-const checkpointHeadBytes = 8 + 16 + 8
-
-func appendCheckpointHead(b []byte, cp vsr.Checkpoint) []byte {
-	b = binary.LittleEndian.AppendUint64(b, cp.Op)
-	b = binary.LittleEndian.AppendUint64(b, cp.Identity.Lo)
-	b = binary.LittleEndian.AppendUint64(b, cp.Identity.Hi)
-	return binary.LittleEndian.AppendUint64(b, cp.Timestamp)
-}
-
-func decodeCheckpointHead(b []byte) (vsr.Checkpoint, bool) {
-	if len(b) < checkpointHeadBytes {
-		return vsr.Checkpoint{}, false
-	}
-	return vsr.Checkpoint{
-		Op:        binary.LittleEndian.Uint64(b),
-		Identity:  wire.Uint128{Lo: binary.LittleEndian.Uint64(b[8:]), Hi: binary.LittleEndian.Uint64(b[16:])},
-		Timestamp: binary.LittleEndian.Uint64(b[24:]),
-	}, true
-}
-
-func checkpointOp(arts []vsr.Artifact) uint64 {
-	if len(arts) == 0 {
-		return 0
-	}
-	cp, _ := decodeCheckpointHead(arts[0].Bytes)
-	return cp.Op
-}
-
-// state is the replica's state as of its last applied op, as transfer artifacts.
-func (gr *groupReplica) state() []vsr.Artifact {
-	arts := gr.machine.artifacts(gr.applied.Op)
-	arts[0].Bytes = append(appendCheckpointHead(make([]byte, 0, checkpointHeadBytes+len(arts[0].Bytes)), gr.applied), arts[0].Bytes...)
-	return arts
-}
-
-// restore installs a state (a checkpoint or a transfer) and returns its checkpoint.
-func (gr *groupReplica) restore(arts []vsr.Artifact) (vsr.Checkpoint, error) {
-	if len(arts) == 0 {
-		return vsr.Checkpoint{}, fmt.Errorf("a state of no artifacts")
-	}
-	cp, ok := decodeCheckpointHead(arts[0].Bytes)
-	if !ok {
-		return cp, fmt.Errorf("a state whose first artifact of %d bytes has no checkpoint head", len(arts[0].Bytes))
-	}
-	stripped := slices.Clone(arts)
-	stripped[0].Bytes = arts[0].Bytes[checkpointHeadBytes:]
-	if err := gr.machine.install(cp.Op, stripped); err != nil {
-		return cp, err
-	}
-	gr.applied = cp
-	return cp, nil
-}
-
-func (c *cluster) checkpoint(gr *groupReplica) { gr.disk.checkpoint(gr.state()) }
-
-// drainGroup carries out what the group's core holds (after a boot) and checks the
-// replica's monotonicity. Every input goes through gr.driver, which carries out the
-// Readies it leads to before it returns (the simulated disk completes at once).
-func (c *cluster) drainGroup(gr *groupReplica) {
-	if !gr.node.up {
+	plane, err := metaplane.Open(cfg, rec, mr)
+	if err != nil {
+		c.fail("replica %d recover: %v", nd.id, err)
 		return
 	}
-	gr.driver.Run()
-	c.checkMonotonic(gr)
+	mr.plane = plane
+	if err := plane.Replay(); err != nil {
+		c.fail("replica %d replay: %v", nd.id, err)
+		return
+	}
+	plane.Start()
+	if restart {
+		core := plane.Core()
+		c.trace("r%d restart view %d log_view %d op %d commit %d", nd.id, core.View(), core.LogView(), core.Op(), core.CommitMax())
+	}
+	mr.lastView = plane.Core().View()
 }
 
-// groupHost carries out a group replica's Readies for its vsr.Driver: the
-// simulated disk and network, and the state machine. Every call completes at once;
-// a crash on sync takes the whole node down mid-Ready (after the Ready's early
-// prepares left, as on a real node).
-type groupHost struct {
-	c  *cluster
-	gr *groupReplica
+// tick is the node's tick of the metadata replica: its password work done, then
+// the core's clock.
+func (mr *metaReplica) tick() {
+	hashed := mr.hashed
+	mr.hashed = nil
+	for _, h := range hashed {
+		mr.plane.PasswordHashed(h.id, h.proposal, h.err, mr.c.now*1000)
+	}
+	mr.plane.Tick()
+	mr.c.checkMonotonic(mr)
 }
 
-func (h groupHost) Persist(rd *vsr.Ready) bool {
-	c, gr := h.c, h.gr
+// Persist is the simulated disk's write of a Ready: every write lands in the page
+// cache and becomes durable at the sync, which may find the node gone.
+func (mr *metaReplica) Persist(rd *vsr.Ready) (bool, error) {
+	d := mr.disk
 	for _, op := range rd.Discards {
-		gr.disk.discard(op)
+		d.discard(op)
 	}
 	if rd.Truncate {
-		gr.disk.truncateAbove(rd.TruncateAbove)
+		d.truncateAbove(rd.TruncateAbove)
 	}
 	for i := range rd.Writes {
-		gr.disk.write(&rd.Writes[i].Header, rd.Writes[i].Body)
+		d.write(&rd.Writes[i].Header, rd.Writes[i].Body)
 	}
+	if rd.State != nil || rd.ViewHeaders != nil {
+		state := mr.plane.Core().Durable()
+		if rd.State != nil {
+			state = *rd.State
+		}
+		d.setState(state, rd.ViewHeaders)
+	}
+	if mr.node.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
+		mr.c.crash(mr.node) // stops the plane: the Ready's work goes no further
+		return false, nil
+	}
+	d.sync()
 	if rd.State != nil {
-		gr.disk.setState(*rd.State, rd.ViewHeaders)
+		mr.lastDurableView = rd.State.View
 	}
-	if gr.node.crashOnSync && (len(rd.Writes) > 0 || rd.State != nil) {
-		c.crash(gr.node) // stops the driver: the Ready's work goes no further
-		return false
-	}
-	gr.disk.sync()
-	if rd.State != nil {
-		gr.lastDurableView = rd.State.View
-	}
-	return true
+	return true, nil
 }
 
-func (h groupHost) Send(m *vsr.Message) { h.c.sendFrame(h.gr.node.id, m) }
+func (mr *metaReplica) Send(m *vsr.Message) { mr.c.sendFrame(mr.node.id, m) }
 
-func (h groupHost) Apply(committed []wire.PrepareHeader) bool {
-	for i := range committed {
-		h.c.apply(h.gr, &committed[i])
-		if h.c.violation != nil {
-			h.gr.driver.Stop(h.c.violation)
-			break
+// WriteCheckpoint writes a checkpoint whole (temp file, fsync, rename), and checks
+// it: every replica that checkpoints an op must hold the same state there, client
+// table included.
+func (mr *metaReplica) WriteCheckpoint(cp *metaplane.Checkpoint) (metaplane.CheckpointResult, bool) {
+	c := mr.c
+	digest := metaplane.SnapshotDigest(cp.Snapshot)
+	gc := c.meta
+	if want, ok := gc.stateDigests[cp.At.Op]; ok && want != digest {
+		c.fail("replica %d checkpoints op %d with another state than a replica before it (client tables %d and %d clients)",
+			mr.node.id, cp.At.Op, mr.plane.Table().Len(), gc.stateTableLens[cp.At.Op])
+	} else if !ok {
+		gc.stateDigests[cp.At.Op] = digest
+		gc.stateTableLens[cp.At.Op] = mr.plane.Table().Len()
+	}
+	mr.disk.checkpoint(cp.At.Op, slices.Clone(cp.Snapshot))
+	c.result.Checkpoints++
+	c.trace("r%d checkpoint at op %d", mr.node.id, cp.At.Op)
+	return metaplane.CheckpointResult{Written: true}, true
+}
+
+// InstallState writes a transferred state as the replica's checkpoint.
+func (mr *metaReplica) InstallState(in *metaplane.Install) (bool, error) {
+	c, nd := mr.c, mr.node
+	if want, ok := c.meta.committed[in.At.Op]; !ok || want != in.At.Identity {
+		c.fail("replica %d: transferred state at op %d is not of the committed log", nd.id, in.At.Op)
+		return true, fmt.Errorf("a state not of the committed log")
+	}
+	mr.disk.checkpoint(in.At.Op, slices.Clone(in.Snapshot))
+	c.result.StateInstalls++
+	c.trace("r%d installs a transferred state at op %d", nd.id, in.At.Op)
+	return true, nil
+}
+
+// Committed checks every op a replica applies: one prepare per op number on
+// every replica, the same outcome on every replica, and each client request
+// executed at most once in the cluster's history.
+func (mr *metaReplica) Committed(cm *metaplane.Commit) {
+	c, nd := mr.c, mr.node
+	gc := c.meta
+	h := cm.Header
+	if want, ok := gc.committed[h.Op]; ok && want != h.Checksum {
+		c.fail("replica %d committed op %d as %x, another replica as %x", nd.id, h.Op, h.Checksum.Lo, want.Lo)
+		return
+	} else if !ok {
+		gc.committed[h.Op] = h.Checksum
+		gc.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
+	}
+	outcome := applyOutcome{skipped: cm.Skipped, replyDigest: xxh3.Hash(cm.Frame), effectsDigest: effectsDigest(mr.plane.Effects())}
+	if first, ok := gc.outcomes[h.Op]; !ok {
+		gc.outcomes[h.Op] = outcome
+		if !cm.Skipped && mr.plane.Result() != 0 {
+			c.result.CommittedRefusals++
+		}
+		if cm.Skipped {
+			c.result.DuplicatesSkipped++
+		}
+		if h.Operation == wire.OperationRegister {
+			c.result.Evictions += len(cm.Ended)
+		}
+	} else if first != outcome {
+		c.fail("replica %d: op %d applied to another outcome than on the first replica that applied it (%+v, then %+v)",
+			nd.id, h.Op, first, outcome)
+		return
+	}
+	if at, ok := gc.refused58[requestKey{client: h.Client, request: h.Request}]; ok && h.Request != 0 {
+		c.fail("replica %d: request %d of client %v, answered 58 (not admitted, never prepared) at tick %d, is op %d of the log", nd.id, h.Request, h.Client, at, h.Op)
+		return
+	}
+	if !cm.Skipped && h.Request != 0 && !h.Client.IsZero() && h.Operation != wire.OperationRegister {
+		epoch, _, _ := mr.plane.Session(h.Client)
+		key := appliedRequest{client: h.Client, epoch: epoch, request: h.Request}
+		if h.Operation == wire.OperationLogout {
+			key.epoch = 0 // applied, the session is gone; the request number stands for it
+		}
+		if op, ok := gc.applied[key]; ok && op != h.Op {
+			c.fail("replica %d: request %d of client %v (epoch %d) applied at op %d and again at op %d", nd.id, h.Request, h.Client, epoch, op, h.Op)
+			return
+		}
+		gc.applied[key] = h.Op
+	}
+	if want, ok := gc.stateDigests[h.Op]; ok {
+		if got := mr.plane.Digest(); got != want {
+			c.fail("replica %d: its state at op %d, a checkpoint, differs from the checkpoint's (client tables %d and %d clients)",
+				nd.id, h.Op, mr.plane.Table().Len(), gc.stateTableLens[h.Op])
 		}
 	}
-	return true
 }
 
-func (h groupHost) Install(in *vsr.StateInstall) bool {
-	h.c.install(h.gr, in)
-	if h.c.violation != nil {
-		h.gr.driver.Stop(h.c.violation)
+// requestKey names a client's request.
+type requestKey struct {
+	client  wire.Uint128
+	request uint64
+}
+
+// appliedRequest names a client's request within a session.
+type appliedRequest struct {
+	client  wire.Uint128
+	epoch   uint64
+	request uint64
+}
+
+// applyOutcome is what one op's apply produced, as the first replica to apply it
+// saw it: every other replica must produce the same.
+type applyOutcome struct {
+	skipped       bool
+	replyDigest   uint64
+	effectsDigest uint64
+}
+
+// effectsDigest is a digest of an apply's effects (what the server would do to
+// partitions and files): every replica must ask for the same.
+func effectsDigest(effects []metadata.Effect) uint64 {
+	b := make([]byte, 0, len(effects)*32)
+	for _, e := range effects {
+		b = append(b, byte(e.Kind))
+		for _, v := range [...]uint32{e.Stream, e.Topic, e.First, e.Count, e.Group} {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		b = binary.LittleEndian.AppendUint64(b, e.Generation)
 	}
-	return true
+	return xxh3.Hash(b)
 }
 
-func (h groupHost) Forwarded(outcomes []vsr.ForwardOutcome) {
-	c, gr := h.c, h.gr
-	for _, f := range outcomes {
-		clientID, ok := gr.forwarded[f.Nonce]
-		delete(gr.forwarded, f.Nonce)
-		if ok && f.Register && !f.TimedOut && f.Outcome == uint8(wire.ForwardRegisterOk) {
-			c.result.ForwardedLogins++
-			c.sendClient(gr.node.id, c.opts.Replicas+clientID, packet{reply: &clientReply{client: clientID, register: true, epoch: f.Epoch}})
+func (mr *metaReplica) StateReplaced() {}
+
+// Answer sends a request's answer to its client.
+func (mr *metaReplica) Answer(token uint64, a *metaplane.Answer) {
+	c, pr := mr.c, mr.pending[token]
+	if pr == nil {
+		return // answered already
+	}
+	delete(mr.pending, token)
+	r := &clientReply{client: pr.client, group: metadataGroupIndex, request: pr.request, register: pr.register, session: pr.session}
+	switch {
+	case a.Evict != 0:
+		r.evicted = true
+	case a.Status == wire.ErrTransientNotAccepted || a.Status == wire.ErrTransientNotCommitted:
+		r.transient, r.status = true, a.Status
+	case a.Status != 0, a.Rejection != 0:
+		r.refused = true
+		c.result.AdmitRefused++
+	default:
+		r.frame = bytes.Clone(a.Frame)
+		var rh wire.ReplyHeader
+		copy(wire.HeaderBytes(&rh)[:], r.frame)
+		r.op = rh.Op
+		if pr.register {
+			r.epoch = a.Epoch
+			if mr.forwarded[token] {
+				c.result.ForwardedLogins++
+			}
 		}
 	}
+	delete(mr.forwarded, token)
+	c.sendClient(mr.node.id, c.opts.Replicas+pr.client, packet{reply: r})
 }
 
-func (h groupHost) OfferState(vsr.StateRequest) (uint64, []vsr.Artifact) {
-	h.c.result.StateOffers++
-	return h.gr.applied.Op, h.gr.state()
+// HashPassword answers password work at the node's next tick with the one hash
+// (rootPasswordHash): the proposal ProposeCreateUser would make, but for the hash.
+func (mr *metaReplica) HashPassword(id uint64, w *metaplane.PasswordWork) bool {
+	h := hashedPassword{id: id}
+	var u wire.CreateUser
+	switch {
+	case w.Root:
+		u = wire.CreateUser{Username: []byte(w.Username), Status: wire.UserActive}
+	case w.Operation == wire.OperationCreateUser:
+		h.err = u.Decode(w.Body)
+	default:
+		h.err = fmt.Errorf("sim: no password work for %v", w.Operation)
+	}
+	if h.err == nil {
+		u.Password = []byte(rootPasswordHash())
+		h.proposal, h.err = u.Append(nil)
+	}
+	mr.hashed = append(mr.hashed, h)
+	return true
 }
 
-func (h groupHost) Proposal(token uint64) (vsr.Proposal, []byte, uint64) {
-	p := h.gr.proposals[token]
-	return p.proposal, p.body, p.nowMicros
-}
-
-// Proposed: a proposal the core refused (not the primary, the pipeline full) is
-// retried by its client, as a request a server answered 58 is.
-func (h groupHost) Proposed(token, _ uint64, _ error) { delete(h.gr.proposals, token) }
-
-// ForwardSent records a login forwarded to the primary under its nonce; token is
-// the client.
-func (h groupHost) ForwardSent(token uint64, nonce wire.Uint128, err error) {
-	if err == nil {
-		h.gr.forwarded[nonce] = int(token)
+func (mr *metaReplica) Entropy(b []byte) {
+	for i := range b {
+		b[i] = byte(mr.rng.Uint32())
 	}
 }
 
-func (h groupHost) Advanced() {}
+func (mr *metaReplica) Advanced() { mr.c.checkMonotonic(mr) }
+
+func (c *cluster) checkMonotonic(mr *metaReplica) {
+	if !mr.node.up || mr.plane == nil {
+		return
+	}
+	core := mr.plane.Core()
+	id := mr.node.id
+	if core.View() != mr.lastView || core.Status() != mr.lastStatus {
+		c.trace("r%d %v view %d log_view %d op %d commit %d/%d", id, core.Status(), core.View(), core.LogView(), core.Op(), core.CommitMin(), core.CommitMax())
+		mr.lastStatus = core.Status()
+	}
+	if core.View() < mr.lastView {
+		c.fail("replica %d view went back from %d to %d", id, mr.lastView, core.View())
+	}
+	if core.CommitMax() < mr.lastCommitMax {
+		c.fail("replica %d commit_max went back from %d to %d", id, mr.lastCommitMax, core.CommitMax())
+	}
+	if core.CommitMin() < mr.lastCommitMin {
+		c.fail("replica %d commit_min went back from %d to %d", id, mr.lastCommitMin, core.CommitMin())
+	}
+	mr.lastView, mr.lastCommitMax, mr.lastCommitMin = core.View(), core.CommitMax(), core.CommitMin()
+}
 
 // addDrops adds a core's dropped inputs to the run's counts.
 func (c *cluster) addDrops(core *vsr.Core) {
@@ -317,111 +418,4 @@ func (c *cluster) addDrops(core *vsr.Core) {
 	for r := range d {
 		c.result.Drops[r] += d[r]
 	}
-}
-
-func (c *cluster) install(gr *groupReplica, in *vsr.StateInstall) {
-	nd := gr.node
-	// The artifacts are the core's until Advance; the checkpoint keeps them.
-	arts := make([]vsr.Artifact, len(in.Artifacts))
-	for i, a := range in.Artifacts {
-		arts[i] = vsr.Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: slices.Clone(a.Bytes)}
-	}
-	cp, err := gr.restore(arts)
-	if err != nil || cp.Op != in.CommitOp {
-		c.fail("replica %d group %d: transferred state does not install (op %d of commit op %d): %v", nd.id, gr.group, cp.Op, in.CommitOp, err)
-		return
-	}
-	if want, ok := c.groups[gr.group].committed[cp.Op]; !ok || want != cp.Identity {
-		c.fail("replica %d group %d: transferred state at op %d is not of the committed log", nd.id, gr.group, cp.Op)
-		return
-	}
-	in.Identity = cp.Identity
-	gr.disk.checkpoint(arts)
-	c.result.StateInstalls++
-	c.trace("r%d g%d installs a transferred state at op %d", nd.id, gr.group, cp.Op)
-}
-
-func (c *cluster) checkMonotonic(gr *groupReplica) {
-	if !gr.node.up {
-		return
-	}
-	core := gr.core
-	id := gr.node.id
-	if core.View() != gr.lastView || core.Status() != gr.lastStatus {
-		c.trace("r%d g%d %v view %d log_view %d op %d commit %d/%d", id, gr.group, core.Status(), core.View(), core.LogView(), core.Op(), core.CommitMin(), core.CommitMax())
-		gr.lastStatus = core.Status()
-	}
-	if core.View() < gr.lastView {
-		c.fail("replica %d group %d view went back from %d to %d", id, gr.group, gr.lastView, core.View())
-	}
-	if core.CommitMax() < gr.lastCommitMax {
-		c.fail("replica %d group %d commit_max went back from %d to %d", id, gr.group, gr.lastCommitMax, core.CommitMax())
-	}
-	if core.CommitMin() < gr.lastCommitMin {
-		c.fail("replica %d group %d commit_min went back from %d to %d", id, gr.group, gr.lastCommitMin, core.CommitMin())
-	}
-	gr.lastView, gr.lastCommitMax, gr.lastCommitMin = core.View(), core.CommitMax(), core.CommitMin()
-}
-
-// applyOutcome is what one op's apply produced, as the first replica to apply it
-// saw it: every other replica must produce the same.
-type applyOutcome struct {
-	answered    bool
-	replyDigest uint64
-	// effectsDigest is the metadata apply's effects (metadataMachine.effectsDigest).
-	effectsDigest uint64
-}
-
-func (c *cluster) apply(gr *groupReplica, h *wire.PrepareHeader) {
-	nd := gr.node
-	gc := c.groups[gr.group]
-	if want, ok := gc.committed[h.Op]; ok && want != h.Checksum {
-		c.fail("replica %d group %d committed op %d as %x, another replica as %x", nd.id, gr.group, h.Op, h.Checksum.Lo, want.Lo)
-		return
-	} else if !ok {
-		gc.committed[h.Op] = h.Checksum
-		gc.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
-	}
-	body, ok := gr.disk.Body(h.Op, h.Checksum)
-	if !ok {
-		c.fail("replica %d group %d applies op %d without its body in the journal", nd.id, gr.group, h.Op)
-		return
-	}
-	if h.Op != gr.applied.Op+1 {
-		c.fail("replica %d group %d applies op %d after op %d", nd.id, gr.group, h.Op, gr.applied.Op)
-		return
-	}
-	clientID := int(h.Client.Lo) - 1
-	if clientID < 0 || clientID >= len(c.clients) {
-		c.fail("replica %d group %d applies op %d of unknown client %v", nd.id, gr.group, h.Op, h.Client)
-		return
-	}
-	reply, answered := gr.machine.apply(h, body)
-	gr.applied = vsr.Checkpoint{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
-	if h.Op%checkpointEvery == 0 {
-		c.checkpoint(gr)
-		gr.driver.Checkpointed(h.Op)
-	}
-	outcome := applyOutcome{answered: answered, replyDigest: xxh3.Hash(reply)}
-	if gr.meta != nil {
-		outcome.effectsDigest = gr.meta.effectsDigest()
-	}
-	if first, ok := gc.outcomes[h.Op]; !ok {
-		gc.outcomes[h.Op] = outcome
-		if gr.meta != nil && gr.meta.lastRefused {
-			c.result.CommittedRefusals++
-		}
-	} else if first != outcome {
-		c.fail("replica %d group %d: op %d applied to another outcome than on the first replica that applied it (%+v, then %+v)",
-			nd.id, gr.group, h.Op, first, outcome)
-		return
-	}
-	if !answered || !gr.core.IsPrimary() {
-		return
-	}
-	r := clientReply{client: clientID, group: gr.group, request: h.Request, op: h.Op, frame: reply}
-	if h.Operation == wire.OperationRegister {
-		r.register, r.epoch = true, h.Op
-	}
-	c.sendClient(nd.id, c.opts.Replicas+clientID, packet{reply: &r})
 }

@@ -1,86 +1,76 @@
 // Package sim runs a whole cluster in one goroutine from one seed: on every node the
-// real vsr.Core of the metadata group and a few partition groups (in half the seeds
-// the real partition plane, a partition.Store per node), over one simulated network
-// and simulated disks, with seeded clients that retry as the SDKs do. Every run is
-// checked, per group (the real partition plane's own checks are below, "What is
-// modelled"):
+// server's own metadata plane (package metaplane: admission, the consensus core
+// driven by vsr.Driver, apply, checkpoints, state transfer; the very code the
+// server runs on shard 0) and the real partition plane (a partition.Store per
+// node, one to three partition groups), over one simulated network and simulated
+// disks, with seeded clients that log in, write, disconnect and retry as the SDKs
+// do. Every run is checked:
 //
-//   - agreement: no two replicas commit different prepares at one op number (checked
-//     at every apply, and as full log equality at the end), and every replica's
-//     apply of an op gives the same reply bytes;
+//   - agreement: no two replicas commit different prepares at one op number
+//     (checked at every apply, and as full log equality at the end), and every
+//     replica's apply of an op gives the same outcome (reply bytes, partition
+//     effects, skipped or not);
 //   - durability: every op a client saw acknowledged is in every replica's log at
 //     the op its reply named;
-//   - exactly once (metadata group): a retried request gets the byte-identical reply
-//     of its one application; partition sends are at-least-once, so there only
+//   - exactly once within a session: each (client id, session epoch, request) is
+//     executed at most once in the cluster's history (a retry prepared twice is
+//     applied once), and every reply a client receives is the reply cached for its
+//     request, byte for byte; partition sends are at-least-once, so there only
 //     agreement and durability are checked;
-//   - equal states: at the end every replica's state is the same bytes (the
-//     metadata snapshot of metadata.State.AppendSnapshot and the client table's
-//     ICT2; the partition stand-in's artifacts);
+//   - equal states: at every checkpoint a replica writes, its metadata and client
+//     table (the snapshot's digest) are those of every other replica at that op,
+//     and at the end every replica's state is the same bytes;
 //   - monotonicity: view and commit point never go back on a replica (the durable
 //     view not even across restarts);
-//   - liveness: once the faults heal, every client finishes and every replica of
-//     every group catches up within Options.LivenessTicksMax.
+//   - liveness: the cluster keeps committing: once the faults heal, every client
+//     finishes and every replica of every group catches up within
+//     Options.LivenessTicksMax.
 //
 // # What is modelled
 //
-// The metadata group applies the real state machine: metadata.State and the
-// replicated vsr.ClientTable, as server/metaplane.go applies them (Register commits
-// a session whose epoch is its op, other ops Apply and cache their reply frame,
-// Logout removes the session), with admission (ClientTable.Preflight,
-// metadata.State.Admit) at the primary. Clients log in as the root user (at the
-// primary, or at a backup that forwards the login) and write streams, topics,
-// partitions, consumer groups and users (CreateUser proposals carry a precomputed
-// argon2id hash, as the server proposes them) from small name pools, so that many
-// writes commit as refusals (name taken, not found); they log out now and then.
-// State transfer carries the real metadata snapshot and client table as the ISM1
-// artifacts, each behind a head naming the op, identity and timestamp it was taken
-// at.
+// The metadata plane runs at the server's defaults: a header window of 1,024 ops,
+// a checkpoint every 960 (vsr's checkpoint rule), a pipeline of 32; its client
+// table is smaller (Options.ClientsTableMax), so that it overflows. Its host here
+// (metaReplica) is the simulated disk and network: a Ready's journal work lands in
+// the page cache and is durable at its sync; a checkpoint writes the snapshot whole
+// and cuts the journal below it; password work (new users, the cluster's root,
+// which the first primary proposes) is answered at the node's next tick with one
+// precomputed hash. Clients log in as the root user, under a fresh client id per
+// registration (now and then the previous one again), at the primary or at a
+// backup that forwards the login, and write streams, topics, partitions, consumer
+// groups and users from small name pools, so that many writes commit as refusals
+// (name taken, not found); they log out now and then, and close their connection
+// now and then with a request in flight (the node that held it learns of the
+// close).
 //
-// Every node also runs Options.PartitionGroups (one to three) partition groups, of
-// ids wire.PartitionGroup(1, 1, p), all over the same links: a frame goes to the
-// group its header names, and any intact frame from a node counts, through
-// NoteLiveness, as a sign of life of that node for every group there, as the
-// server's replica connections do. They run one of two ways (Options.RealPartitions;
-// PartitionCatchUp decides which seeds run which):
-//
-//   - the real partition plane: every node hosts a partition.Store
-//     (NewReplicatedStore, this node's replica of every group) over segment.SimDisk
-//     storage, one disk per partition directory, through the store's
-//     StorageProvider. A client's send goes through Store.Send on the node it
-//     reached (a real batch, stamped in place; the store answers 58 unless it
-//     leads), its consumer-offset store through Store.StoreConsumerOffset
-//     (AckQuorum); the store's replica-plane frames go out through its Outbox, the
-//     peers' come in through Store.Step; every tick is a Store.Tick and a
-//     Store.PollIO, which runs the disks' completions and with them the sends'
-//     SendDone, the only acknowledgement a client gets. The checkers see the groups
-//     from outside (partition/simhooks.go: the cores' committed headers, view,
-//     status and commit points, the applied op) and read the logs back through
-//     Store.Poll: no two replicas commit different prepares at one op number; every
-//     acknowledged batch is, byte for byte as the primary stamped it, at its
-//     acknowledged offset in the log of every replica that applied it; a client's
-//     acknowledged sends are at increasing offsets; the replicas' logs are prefixes
-//     of one another and those that applied everything hold the same consumer
-//     offsets; views and commit points never go back; and after the heal the
-//     groups catch up (below, for what the plane cannot do yet).
-//   - the stand-in (groupMachine: a log summary and consumer offsets, bodies sealed
-//     with a trailing checksum as message batches are), driven like the metadata
-//     group: its own journal on the simulated disk, checkpoints, state transfer.
-//     It keeps whole-node crashes, rot and state transfer of partition groups
-//     covered.
-//
-// Clients send to partition groups and store consumer offsets at least once: a
-// retry may append twice.
-//
-// With the partition plane's catch-up (PartitionCatchUp, the default), every seed
-// runs the real stores. A crash of a node whose topic enforces fsync takes its
-// stores down too (storesCrash): they reopen from their crashed disks with
-// Store.Open, rejoin their groups, and every replica of every group must catch up
-// (repair from a peer's retained ops, or state transfer of the segments) and agree.
-// Without fsync enforced an acknowledgement promises no durability (a send is
-// acknowledged once written, a PrepareOk promises memory), so there a crash takes
-// down the metadata plane only. A replica refusing an intact prepare whose stamp
-// does not continue its log is counted, not a failure: it is how a replica that
-// cannot place its log finds out, and asks for its primary's state.
+// Every node also runs Options.PartitionGroups (zero to three) partition groups, of
+// ids wire.PartitionGroup(1, 1, p), on a partition.Store (NewReplicatedStore, this
+// node's replica of every group) over segment.SimDisk storage, one disk per
+// partition directory, through the store's StorageProvider, all over the same
+// links: a frame goes to the group its header names, and any intact frame from a
+// node counts, through NoteLiveness, as a sign of life of that node for every
+// group there, as the server's replica connections do. A client's send goes
+// through Store.Send on the node it reached (a real batch, stamped in place; the
+// store answers 58 unless it leads), its consumer-offset store through
+// Store.StoreConsumerOffset (AckQuorum); the store's replica-plane frames go out
+// through its Outbox, the peers' come in through Store.Step; every tick is a
+// Store.Tick and a Store.PollIO, which runs the disks' completions and with them
+// the sends' SendDone, the only acknowledgement a client gets. The checkers see
+// the groups from outside (partition/simhooks.go: the cores' committed headers,
+// view, status and commit points, the applied op) and read the logs back through
+// Store.Poll: no two replicas commit different prepares at one op number; every
+// acknowledged batch is, byte for byte as the primary stamped it, at its
+// acknowledged offset in the log of every replica that applied it; a client's
+// acknowledged sends are at increasing offsets; the replicas' logs are prefixes
+// of one another and those that applied everything hold the same consumer
+// offsets; views and commit points never go back; and after the heal the groups
+// catch up. A crash of a node whose topic enforces fsync takes its stores down
+// too (storesCrash): they reopen from their crashed disks with Store.Open, rejoin
+// their groups, and every replica of every group must catch up (repair from a
+// peer's retained ops, or state transfer of the segments) and agree. Without
+// fsync enforced an acknowledgement promises no durability, so there a crash
+// takes down the metadata plane only. A replica refusing an intact prepare whose
+// stamp does not continue its log is counted, not a failure.
 //
 // The network loses, delays, reorders and duplicates frames, flips bits (the
 // receiver must refuse a damaged frame), and partitions nodes (symmetric splits,
@@ -90,11 +80,11 @@
 //
 // Disks follow segment.SimDisk's page-cache/platter model: a write is durable only
 // at the next sync; a crash keeps, loses or tears each unsynced write; a checkpoint
-// (snapshot and client table) is written whole. On a restart, synced journal
-// entries may also rot (a flipped bit), on at most QuorumReplication-1 nodes of the
-// cluster (chosen per seed) and only in entries of ops that node knows committed
-// (at or below its durable commit point or its checkpoint) other than its highest
-// entry. Why that much and no more:
+// is written whole. On a restart, synced metadata journal entries may also rot (a
+// flipped bit), on at most QuorumReplication-1 nodes of the cluster (chosen per
+// seed) and only in entries of ops that node knows committed (at or below its
+// durable commit point or its checkpoint) other than its highest entry. Why that
+// much and no more:
 //
 //   - an op commits once QuorumReplication replicas made it durable, so with at most
 //     QuorumReplication-1 rotting nodes one of those copies never rots: repair (or a
@@ -112,6 +102,13 @@
 // Recovery must notice every rotten entry by its checksums (checked), and the
 // replica must repair it from its peers before it applies past it.
 //
+// # Seed classes
+//
+// Config (short: 3,000 ticks of faults, tens to hundreds of metadata ops; CI runs
+// 1,000) and LongConfig (long: thousands of metadata ops, past at least three
+// checkpoints, with one node down while the others take a checkpoint, so that it
+// catches up by state transfer; CI runs a handful, -long runs more).
+//
 // # What is not
 //
 // The superblock (view, log view, commit point, view headers) and checkpoints never
@@ -121,18 +118,16 @@
 // on them, which the crash model covers). The partition groups are fixed: the
 // effects of metadata writes (partitions created or deleted) are not carried out;
 // polls run only in the final read-back, and offsets are stored only at AckQuorum.
-// The metadata plane's disk I/O is synchronous (a
-// Ready's writes are all durable at its sync), the clock ticks alike everywhere,
-// requests come one at a time per client, and the server's sessions, shards and
-// connections are not in it: the simulator drives the cores and state machines
-// directly.
+// The clock ticks alike everywhere, requests come one at a time per client, and
+// the server's shards and views are not in it.
 //
 // Clients retry an unanswered request after 60 ticks (clientRetryTick) at the next
-// node, as an SDK walks its list of nodes; a backup drops a request it cannot
-// serve (it does not redirect), except a login, which it forwards.
+// node, as an SDK walks its list of nodes, and one answered 58 or 57 sooner; a
+// backup answers a write 58 and forwards a login.
 //
 // A run is a pure function of its seed: a failure prints the seed, and
-// `go test ./vsr/sim -run TestSim -seed N` replays it exactly.
+// `go test ./vsr/sim -run TestSim -seed N` replays it exactly (-long for a long
+// seed).
 package sim
 
 import (
@@ -140,9 +135,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"unsafe"
 
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -163,20 +160,23 @@ type Options struct {
 	LivenessTicksMax  uint64
 	RequestsAfterHeal int
 	Faults            bool
-	// JournalSlots is each replica's journal window: a small one makes replicas
-	// that were away long catch up by state transfer.
-	JournalSlots int
-	Mutation     vsr.Mutation
-	// RealPartitions: every node hosts a real partition.Store (the partition plane:
-	// Send, StoreConsumerOffset, Step, Tick, PollIO and Poll, over segment.SimDisk
-	// storage) for the partition groups, instead of the stand-in groupMachine.
-	RealPartitions bool
-	// CatchUp: with RealPartitions, the partition plane is expected to catch a
-	// partition up (PartitionCatchUp): a crash takes the node's stores down too (and
-	// they reopen from their crashed disks), and every replica of every partition
-	// group must catch up. Without it a crash takes down only the metadata plane,
-	// the stores running on, and what a replica that fell behind causes is
-	// tolerated (see the package doc).
+	// ClientsTableMax is the metadata plane's client table size: small, so that
+	// the sessions of a run overflow it.
+	ClientsTableMax int
+	// DownAcrossCheckpoint: one node goes down at a third of the fault period and
+	// stays down until the others have committed more than a header window past
+	// where it stopped (checkpoints taken meanwhile): it catches up by state
+	// transfer.
+	DownAcrossCheckpoint bool
+	// Mutation breaks a rule of the metadata core, PlaneMutation one of the
+	// metadata plane, so that tests show the checkers catch it.
+	Mutation      vsr.Mutation
+	PlaneMutation metaplane.Mutation
+	// CatchUp: the partition plane is expected to catch a partition up: a crash
+	// takes the node's stores down too (and they reopen from their crashed
+	// disks), and every replica of every partition group must catch up. Without
+	// it a crash takes down only the metadata plane, the stores running on, and
+	// what a replica that fell behind causes is tolerated (see the package doc).
 	CatchUp bool
 	// broken breaks a rule of the simulated server instead of the core's, so that
 	// tests can show the checkers catch it.
@@ -211,11 +211,24 @@ func Config(seed uint64) Options {
 		LivenessTicksMax:  4000,
 		RequestsAfterHeal: 3,
 		Faults:            true,
-		JournalSlots:      [...]int{2048, 128}[(seed>>5)%2],
-		// See PartitionCatchUp.
-		RealPartitions: PartitionCatchUp || seed%2 == 0,
-		CatchUp:        PartitionCatchUp,
+		ClientsTableMax:   clientsTableMax,
+		CatchUp:           true,
 	}
+}
+
+// LongConfig is a long seed: eight to fifteen clients writing metadata for 60,000
+// ticks of faults (thousands of ops: at least three checkpoints at the server's
+// defaults), the partition plane in half of them, and one node down while the
+// others take a checkpoint (go test ./vsr/sim -long).
+func LongConfig(seed uint64) Options {
+	o := Config(seed)
+	o.Replicas = [...]int{3, 5}[seed%2]
+	o.Clients = 8 + int(seed>>1)%8
+	o.PartitionGroups = int(seed>>1) % 2
+	o.FaultTicks = 60_000
+	o.LivenessTicksMax = 8000
+	o.DownAcrossCheckpoint = true
+	return o
 }
 
 // HeavyConfig is Config with four to eleven clients and twice the fault period:
@@ -246,9 +259,22 @@ type Result struct {
 	CommittedRefusals, AdmitRefused int
 	Crashes                         int
 	ViewChanges                     uint32
-	// KeepAlives counts the Commit broadcasts nodes sent only to keep their quiet
-	// groups' backups hearing from them.
-	KeepAlives int
+	// MetadataCommitted is the metadata group's highest committed op;
+	// Checkpoints counts the checkpoints its replicas wrote, DuplicatesSkipped the
+	// committed prepares its apply skipped (a request applied already, or of a
+	// session ended).
+	MetadataCommitted              uint64
+	Checkpoints, DuplicatesSkipped int
+	// Evictions counts the sessions a Register pushed out of a full client table
+	// (each counted once, at the op that evicted it).
+	Evictions int
+	// DownAcrossCheckpoint: the node held down (Options.DownAcrossCheckpoint)
+	// came back after another replica checkpointed past where it stopped.
+	DownAcrossCheckpoint bool
+	// Disconnects counts the connections clients closed, Abandoned the requests
+	// they had in flight then; Refused58 the requests given up after a 58 to
+	// their only send (they must never be in the log).
+	Disconnects, Abandoned, Refused58 int
 	// ForwardedLogins is how many logins at a backup the primary answered Ok.
 	ForwardedLogins int
 	// StateOffers and StateInstalls count state transfers served and installed.
@@ -278,8 +304,8 @@ type Result struct {
 	// PartitionStalled: the run ended at the liveness bound with a partition group
 	// stalled behind a replica that cannot catch up (cluster.partitionsStalled).
 	PartitionStalled bool
-	// Drops are the inputs the simulator's own groups (the metadata group, the
-	// stand-in partition groups) dropped, by reason, over every incarnation.
+	// Drops are the inputs the metadata group dropped, by reason, over every
+	// incarnation.
 	Drops vsr.DropCounts
 }
 
@@ -287,16 +313,16 @@ const (
 	clusterName     = "sim"
 	clientRetryTick = 60
 	clientsTableMax = 64
-	// checkpointEvery: a replica snapshots its state machine every so many applied
-	// ops, so that its journal only needs the ops since.
-	checkpointEvery = 32
 	frameSizeMax    = 1 << 20
 	// packetsInFlightMax turns a storm into a failing seed instead of an
 	// exhausted machine (vsr.Driver bounds the Readies of one input).
 	packetsInFlightMax = 100_000
-	// metadataGroupIndex is the metadata group's place in cluster.groups and
-	// node.groups; partition groups follow it.
+	// metadataGroupIndex is the metadata group's place in cluster.groups;
+	// partition groups follow it.
 	metadataGroupIndex = 0
+	// stateCreatedAtMicros is the partitions' creation time: every replica's
+	// initial state must be the same bytes.
+	stateCreatedAtMicros = 1_700_000_000_000_000
 )
 
 // brokenRule is a rule of the simulated server (not of the core) broken on purpose.
@@ -304,10 +330,6 @@ type brokenRule uint8
 
 const (
 	brokenNone brokenRule = iota
-	// brokenApplyRetries applies a retry prepared twice twice: exactly once is lost.
-	brokenApplyRetries
-	// brokenApplyDiverges gives replica 0's metadata apply another clock.
-	brokenApplyDiverges
 	// brokenRotEverywhere lets every node's journal rot, beyond the fault model.
 	brokenRotEverywhere
 	// brokenRotAboveCommit rots up to fifty entries of the rotting nodes at every
@@ -342,12 +364,13 @@ type node struct {
 	// rots: this node's synced journal entries may rot (see the package doc).
 	rots             bool
 	incarnationCount uint64
-	groups           []*groupReplica
-	// keptAliveAt is the tick of the node's last keep-alive, keepAliveNext the
-	// group whose turn is next (keepAlive).
-	keptAliveAt   uint64
-	keepAliveNext int
-	// part is the node's real partition plane (Options.RealPartitions).
+	// held: down across a checkpoint (Options.DownAcrossCheckpoint), at op
+	// heldAt of the metadata group.
+	held      bool
+	heldAt    uint64
+	heldSince uint64
+	// meta is the node's metadata replica, part its partition plane.
+	meta *metaReplica
 	part storeNode
 }
 
@@ -357,7 +380,14 @@ type groupCheck struct {
 	committed map[uint64]wire.Uint128
 	// committedRequest is the client and request of each committed op.
 	committedRequest map[uint64][2]uint64
-	outcomes         map[uint64]applyOutcome
+	// The metadata group's: each op's outcome as first applied; the op each
+	// session's request was executed at; the state digest at each checkpoint
+	// op (and the size of the checkpointing replica's client table).
+	outcomes       map[uint64]applyOutcome
+	applied        map[appliedRequest]uint64
+	refused58      map[requestKey]uint64
+	stateDigests   map[uint64]uint64
+	stateTableLens map[uint64]int
 }
 
 type cluster struct {
@@ -371,6 +401,8 @@ type cluster struct {
 	clients []*client
 	packets []packet
 	groups  []*groupCheck
+	// meta is groups[metadataGroupIndex].
+	meta *groupCheck
 	// groupIndex maps a wire group id to its index in groups.
 	groupIndex map[uint64]int
 
@@ -384,8 +416,10 @@ type cluster struct {
 	violation error
 	// storeToken numbers the sends given to the stores.
 	storeToken uint64
-	// proposalToken numbers the proposals handed to the groups' drivers.
-	proposalToken uint64
+	// requestToken numbers the requests handed to the metadata planes.
+	requestToken uint64
+	// heldDone: the node down across a checkpoint came back.
+	heldDone bool
 }
 
 // Run simulates one cluster.
@@ -408,9 +442,11 @@ func Run(opts Options) Result {
 	}
 	for i, id := range ids {
 		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128),
-			committedRequest: make(map[uint64][2]uint64), outcomes: make(map[uint64]applyOutcome)})
+			committedRequest: make(map[uint64][2]uint64), outcomes: make(map[uint64]applyOutcome),
+			applied: make(map[appliedRequest]uint64), refused58: make(map[requestKey]uint64), stateDigests: make(map[uint64]uint64), stateTableLens: make(map[uint64]int)})
 		c.groupIndex[id] = i
 	}
+	c.meta = c.groups[metadataGroupIndex]
 	n := opts.Replicas
 	total := n + opts.Clients
 	c.blocked = make([][]bool, total)
@@ -434,13 +470,8 @@ func Run(opts Options) Result {
 	}
 	for i, k := range c.rngFail.Perm(n) {
 		nd := &node{id: k, rots: i < rotting}
-		for g := range c.groups {
-			if g != metadataGroupIndex && opts.RealPartitions {
-				break // the node's partition.Store runs them
-			}
-			nd.groups = append(nd.groups, &groupReplica{node: nd, group: g,
-				disk: newDisk(opts.Seed ^ uint64(k+1)*0x9E3779B97F4A7C15 ^ uint64(g)*0xC2B2AE3D27D4EB4F)})
-		}
+		nd.meta = &metaReplica{c: c, node: nd, disk: newDisk(opts.Seed ^ uint64(k+1)*0x9E3779B97F4A7C15),
+			rng: rand.New(rand.NewPCG(opts.Seed, uint64(k)^0xE7E0))}
 		c.nodes = append(c.nodes, nd)
 	}
 	slices.SortFunc(c.nodes, func(a, b *node) int { return a.id - b.id })
@@ -456,6 +487,9 @@ func Run(opts Options) Result {
 		defer func() {
 			if p := recover(); p != nil {
 				c.fail("panic: %v", p)
+				if opts.Trace != nil {
+					opts.Trace(string(debug.Stack()))
+				}
 			}
 		}()
 		c.run()
@@ -463,8 +497,9 @@ func Run(opts Options) Result {
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
 	for _, nd := range c.nodes {
-		for _, gr := range nd.groups {
-			c.addDrops(gr.core)
+		if nd.meta.plane != nil {
+			c.addDrops(nd.meta.plane.Core())
+			c.result.MetadataCommitted = max(c.result.MetadataCommitted, nd.meta.plane.Core().CommitMax())
 		}
 	}
 	for _, gc := range c.groups {
@@ -497,31 +532,24 @@ func (c *cluster) fail(format string, args ...any) {
 func (c *cluster) boot(nd *node, restart bool) {
 	nd.incarnationCount++
 	nd.up = true
-	if c.opts.RealPartitions && nd.part.store == nil {
+	if c.opts.PartitionGroups > 0 && nd.part.store == nil {
 		c.openStore(nd, restart)
 		if c.violation != nil {
 			return
 		}
 	}
-	for _, gr := range nd.groups {
-		c.bootGroup(gr, restart)
-		if c.violation != nil {
-			return
-		}
-	}
-	for _, gr := range nd.groups {
-		c.drainGroup(gr)
-	}
+	c.bootMeta(nd, restart)
 }
 
 func (c *cluster) crash(nd *node) {
 	nd.up = false
-	for _, gr := range nd.groups {
-		gr.driver.Stop(nil) // mid-Ready too: what the Ready had not done never happens
-		gr.disk.crash()
-		gr.lastDurableView = gr.disk.superDurable.View
-	}
-	if c.opts.RealPartitions && c.opts.CatchUp && c.storesCrash() {
+	mr := nd.meta
+	// Mid-Ready too: what the Ready had not done never happens, and nothing the
+	// node would still answer leaves it.
+	mr.plane.Stop()
+	mr.disk.crash()
+	mr.lastDurableView = mr.disk.superDurable.View
+	if c.opts.PartitionGroups > 0 && c.opts.CatchUp && c.storesCrash() {
 		c.crashStore(nd)
 	}
 	nd.crashOnSync = false
@@ -572,7 +600,9 @@ func (c *cluster) send(p packet) {
 		return
 	}
 	copies := 1
-	if c.rngNet.IntN(100) < c.dupPercent {
+	if c.rngNet.IntN(100) < c.dupPercent && p.frame != nil {
+		// Replica frames only: a client's connection (TCP) delivers a request
+		// once or not at all; its retries are its own.
 		copies = 2
 	}
 	if p.frame != nil && c.rngNet.IntN(1000) < c.corruptPerMille {
@@ -648,7 +678,7 @@ const (
 )
 
 func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
-	storeUp := c.opts.RealPartitions && c.storeUp(nd)
+	storeUp := c.storeUp(nd)
 	if !nd.up && !storeUp {
 		return
 	}
@@ -656,15 +686,12 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 	if err == nil && int(h.Size) != len(frame) {
 		err = fmt.Errorf("size %d of a %d-byte frame", h.Size, len(frame))
 	}
-	var gr *groupReplica
 	stepped := false
 	if err == nil {
 		// Any frame from a node is a sign of life of that node for every group of
 		// this one: an idle group's primary needs no heartbeats of its own.
 		if nd.up {
-			for _, g := range nd.groups {
-				g.driver.NoteLiveness(uint8(from))
-			}
+			nd.meta.plane.NoteLiveness(uint8(from))
 		}
 		if storeUp {
 			nd.part.store.NoteLiveness(uint8(from))
@@ -675,7 +702,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 		switch {
 		case !ok || !known:
 			err = fmt.Errorf("a %v frame of unknown group %#x", h.Command, group)
-		case index != metadataGroupIndex && c.opts.RealPartitions:
+		case index != metadataGroupIndex:
 			if !storeUp {
 				return
 			}
@@ -707,11 +734,9 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 			}
 		case !nd.up:
 			return
-		case (h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare) && !nd.groups[index].machine.bodyIntact(body):
-			err = fmt.Errorf("a %v frame whose body's seal does not hold", h.Command)
 		default:
-			gr = nd.groups[index]
-			err = gr.driver.Step(h, body)
+			err = nd.meta.plane.Step(h, body)
+			c.checkMonotonic(nd.meta)
 		}
 	}
 	if stepped {
@@ -729,19 +754,17 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 		c.fail("replica %d refused an intact frame: %v", nd.id, err)
 		return
 	}
-	if gr != nil {
-		c.drainGroup(gr)
-	}
 }
 
 func (c *cluster) faultTick() {
 	n := c.opts.Replicas
 	r := c.rngFail
 	for _, nd := range c.nodes {
-		if !nd.up && c.now >= nd.downUntil && r.IntN(10) == 0 {
+		if !nd.up && !nd.held && c.now >= nd.downUntil && r.IntN(10) == 0 {
 			c.boot(nd, true)
 		}
 	}
+	c.holdAcrossCheckpoint()
 	if r.IntN(600) == 0 {
 		nd := c.nodes[r.IntN(n)]
 		if nd.up {
@@ -808,11 +831,62 @@ func (c *cluster) heal() {
 	}
 	for _, nd := range c.nodes {
 		nd.crashOnSync = false
+		nd.held = false
 		if !nd.up {
 			c.boot(nd, true)
 		}
 	}
 	c.trace("heal")
+}
+
+// holdTicksMax bounds how long holdAcrossCheckpoint keeps a node down.
+const holdTicksMax = 16_000
+
+// holdAcrossCheckpoint takes one node down at a third of the fault period
+// (Options.DownAcrossCheckpoint), and brings it back once the others committed
+// more than a header window past where it stopped: they took a checkpoint and
+// cut their journals meanwhile, so it catches up by state transfer.
+func (c *cluster) holdAcrossCheckpoint() {
+	if !c.opts.DownAcrossCheckpoint || c.heldDone || c.opts.Replicas < 3 {
+		return
+	}
+	top := uint64(0)
+	for _, nd := range c.nodes {
+		if nd.up && nd.meta.plane != nil {
+			top = max(top, nd.meta.plane.Core().CommitMax())
+		}
+	}
+	for _, nd := range c.nodes {
+		if nd.held {
+			// Back once the others are a window and a checkpoint past it, or after
+			// holdTicksMax: it may hold the one intact copy of ops the others
+			// committed (a rotten entry on the other side of the quorum), and
+			// then they cannot apply past them without it.
+			if top > nd.heldAt+uint64(metaplane.JournalSlotsMin)+uint64(metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin)) ||
+				c.now > nd.heldSince+holdTicksMax {
+				nd.held, c.heldDone = false, true
+				for _, other := range c.nodes {
+					if other.up && other.meta.plane.SnapshotOp() > nd.heldAt {
+						c.result.DownAcrossCheckpoint = true
+					}
+				}
+				c.trace("r%d back after the cluster went from op %d to %d", nd.id, nd.heldAt, top)
+				c.boot(nd, true)
+			}
+			return
+		}
+	}
+	if c.now < c.opts.FaultTicks/3 {
+		return
+	}
+	nd := c.nodes[c.rngFail.IntN(len(c.nodes))]
+	if !nd.up {
+		return
+	}
+	nd.heldAt, nd.heldSince = nd.meta.plane.Core().CommitMax(), c.now
+	c.crash(nd)
+	nd.held = true
+	c.trace("r%d down across a checkpoint from op %d", nd.id, nd.heldAt)
 }
 
 func (c *cluster) done() bool {
@@ -821,27 +895,21 @@ func (c *cluster) done() bool {
 			return false
 		}
 	}
-	return c.metadataDone() && (!c.opts.RealPartitions || c.storesDone())
+	return c.metadataDone() && c.storesDone()
 }
 
-// metadataDone reports whether every replica of every group the simulator drives
-// itself (the metadata group, and the stand-in's partition groups) committed
+// metadataDone reports whether every replica of the metadata group committed
 // everything the cluster committed.
 func (c *cluster) metadataDone() bool {
-	for g := range c.groups {
-		if g != metadataGroupIndex && c.opts.RealPartitions {
-			continue // storesDone
-		}
-		top := uint64(0)
-		for _, nd := range c.nodes {
-			top = max(top, nd.groups[g].core.CommitMax())
-		}
-		for _, nd := range c.nodes {
-			// The log's every op committed too: an acknowledged op a view change
-			// left above the commit point is not done until it is recommitted.
-			if core := nd.groups[g].core; core.CommitMin() != top || core.Op() != top || core.Status() != vsr.StatusNormal {
-				return false
-			}
+	top := uint64(0)
+	for _, nd := range c.nodes {
+		top = max(top, nd.meta.plane.Core().CommitMax())
+	}
+	for _, nd := range c.nodes {
+		// The log's every op committed too: an acknowledged op a view change left
+		// above the commit point is not done until it is recommitted.
+		if core := nd.meta.plane.Core(); core.CommitMin() != top || core.Op() != top || core.Status() != vsr.StatusNormal {
+			return false
 		}
 	}
 	return true
@@ -857,16 +925,10 @@ func (c *cluster) run() {
 			c.heal()
 		}
 		for _, nd := range c.nodes {
-			for _, gr := range nd.groups {
-				if nd.up {
-					gr.driver.Tick()
-					c.drainGroup(gr)
-				}
-			}
 			if nd.up {
-				c.keepAlive(nd)
+				nd.meta.tick()
 			}
-			if c.opts.RealPartitions && c.storeUp(nd) {
+			if c.storeUp(nd) {
 				nd.part.store.Tick()
 				nd.part.store.PollIO()
 				c.observeStore(nd)
@@ -896,30 +958,14 @@ func (c *cluster) run() {
 				c.finalChecks()
 				return
 			}
+			for _, nd := range c.nodes {
+				core := nd.meta.plane.Core()
+				h, ok := core.Header(core.CommitMin() + 1)
+				_, body := nd.meta.plane.Body(h.Op, h.Checksum)
+				c.trace("DEBUG r%d status %v view %d op %d commit %d/%d checkpoint %d transferring %v next header %v body %v drops %v",
+					nd.id, core.Status(), core.View(), core.Op(), core.CommitMin(), core.CommitMax(), core.CheckpointOp(), core.Transferring(), ok, body, core.Drops())
+			}
 			c.fail("liveness: not done %d ticks after the heal (%s)", c.now-c.healAt, c.describe())
-			return
-		}
-	}
-}
-
-// keepAlive is what the server does for its quiet partition groups
-// (vsr.CoreConfig.QuietWhenIdle): once per commit broadcast interval a node
-// broadcasts a Commit of the next group it leads, in turn. Every peer hears from
-// it, so the backups of every group it leads stay alive (NoteLiveness) without
-// heartbeats of their own; and a primary that went quiet in a view the others
-// have left is told of the newer view (the stale-view answer) within as many
-// intervals as the node leads quiet groups.
-func (c *cluster) keepAlive(nd *node) {
-	if c.now-nd.keptAliveAt < Timing.CommitBroadcastIntervalTicks {
-		return
-	}
-	nd.keptAliveAt = c.now
-	for range nd.groups {
-		gr := nd.groups[nd.keepAliveNext%len(nd.groups)]
-		nd.keepAliveNext++
-		if gr.quiet && gr.driver.Heartbeat() {
-			c.result.KeepAlives++
-			c.drainGroup(gr)
 			return
 		}
 	}
@@ -931,7 +977,7 @@ func (c *cluster) describe() string {
 		for g := range c.groups {
 			if core := c.groupCore(nd, g); core != nil {
 				s += fmt.Sprintf("r%d g%d %v view %d op %d commit %d/%d; ", nd.id, g, core.Status(), core.View(), core.Op(), core.CommitMin(), core.CommitMax())
-				if g != metadataGroupIndex && c.opts.RealPartitions {
+				if g != metadataGroupIndex {
 					s += fmt.Sprintf("applied %d; ", nd.part.store.SimApplied(partitionKey(g)))
 				}
 			}
@@ -944,60 +990,66 @@ func (c *cluster) describe() string {
 }
 
 func (c *cluster) finalChecks() {
-	for g, gc := range c.groups {
-		if g != metadataGroupIndex && c.opts.RealPartitions {
-			continue // storeFinalChecks
+	gc := c.meta
+	want := c.nodes[0].meta.plane.Snapshot()
+	for _, nd := range c.nodes {
+		p := nd.meta.plane
+		core := p.Core()
+		for op := uint64(1); op <= core.CommitMin(); op++ {
+			h, ok := core.Header(op)
+			if !ok {
+				continue // older than the journal window
+			}
+			if committed := gc.committed[op]; h.Checksum != committed {
+				c.fail("log equality: replica %d holds %x at committed op %d, the cluster committed %x", nd.id, h.Checksum.Lo, op, committed.Lo)
+				return
+			}
 		}
-		first := c.nodes[0].groups[g]
-		want := first.state()
-		for _, nd := range c.nodes {
-			gr := nd.groups[g]
-			for op := uint64(1); op <= gr.core.CommitMin(); op++ {
-				h, ok := gr.core.Header(op)
-				if !ok {
-					continue // older than the journal window
-				}
-				if committed := gc.committed[op]; h.Checksum != committed {
-					c.fail("log equality: replica %d group %d holds %x at committed op %d, the cluster committed %x", nd.id, g, h.Checksum.Lo, op, committed.Lo)
-					return
-				}
-			}
-			// Every replica applied every committed op (done() saw them all at one
-			// commit point), so the states are the same bytes: for the metadata
-			// group its snapshot (AppendSnapshot) and client table (ICT2).
-			got := gr.state()
-			for i := range want {
-				if got[i].Kind != want[i].Kind || !bytes.Equal(got[i].Bytes, want[i].Bytes) {
-					c.fail("replica %d group %d ends with another %v than replica 0 (%d vs %d bytes)", nd.id, g, want[i].Kind, len(got[i].Bytes), len(want[i].Bytes))
-					return
-				}
-			}
+		// Every replica applied every committed op (done() saw them all at one
+		// commit point), so the states are the same bytes: the snapshot, its
+		// metadata and its client table.
+		if got := p.Snapshot(); !bytes.Equal(got, want) {
+			c.fail("replica %d ends with another state than replica 0: %s", nd.id, snapshotDiff(got, want))
+			return
 		}
 	}
-	metadataCommit := c.nodes[0].groups[metadataGroupIndex].core.CommitMin()
+	metadataCommit := c.nodes[0].meta.plane.Core().CommitMin()
 	for _, cl := range c.clients {
-		gc := c.groups[metadataGroupIndex]
 		for request, reply := range cl.replies {
 			if reply.refused {
 				continue // denied at admission: nothing committed
 			}
-			if gc.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, request} || metadataCommit < reply.op {
+			if gc.committedRequest[reply.op][0] != uint64(cl.id)+1 || metadataCommit < reply.op {
 				c.fail("acknowledged request %d of client %d (op %d) is not in the committed log", request, cl.id, reply.op)
 				return
 			}
 		}
-		for _, reply := range cl.partitionReplies {
-			if c.opts.RealPartitions {
-				break // storeFinalChecks reads them back
-			}
-			gc := c.groups[reply.group]
-			if gc.committedRequest[reply.op] != [2]uint64{uint64(cl.id) + 1, reply.request} || c.nodes[0].groups[reply.group].core.CommitMin() < reply.op {
-				c.fail("acknowledged send %d of client %d (group %d op %d) is not in the committed log", reply.request, cl.id, reply.group, reply.op)
-				return
+	}
+	c.storeFinalChecks()
+}
+
+// snapshotDiff says where two snapshots differ: the applied op's head, the
+// metadata or the client table, at which byte.
+func snapshotDiff(a, b []byte) string {
+	pa, errA := metaplane.SplitSnapshot(a)
+	pb, errB := metaplane.SplitSnapshot(b)
+	if errA != nil || errB != nil {
+		return fmt.Sprintf("snapshots that do not split (%v, %v)", errA, errB)
+	}
+	first := func(x, y []byte) int {
+		for i := range min(len(x), len(y)) {
+			if x[i] != y[i] {
+				return i
 			}
 		}
+		return min(len(x), len(y))
 	}
-	if c.opts.RealPartitions {
-		c.storeFinalChecks()
+	switch {
+	case pa.At != pb.At:
+		return fmt.Sprintf("applied %+v and %+v", pa.At, pb.At)
+	case !bytes.Equal(pa.MetadataBytes, pb.MetadataBytes):
+		return fmt.Sprintf("metadata of %d and %d bytes, first difference at byte %d", len(pa.MetadataBytes), len(pb.MetadataBytes), first(pa.MetadataBytes, pb.MetadataBytes))
+	default:
+		return fmt.Sprintf("client tables (ICT2) of %d and %d bytes, first difference at byte %d", len(pa.TableICT2), len(pb.TableICT2), first(pa.TableICT2, pb.TableICT2))
 	}
 }

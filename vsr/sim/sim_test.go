@@ -10,37 +10,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
 var (
-	seedFlag    = flag.Uint64("seed", 0, "replay one seed, with a trace")
-	seedsFlag   = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
-	firstFlag   = flag.Uint64("first", 1, "first seed of -seeds")
-	heavyFlag   = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
-	allFlag     = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
-	catchUpFlag = flag.Bool("catchup", false, "run every seed with the real partition stores as if PartitionCatchUp were set: crashes take them down, every replica must catch up")
+	seedFlag  = flag.Uint64("seed", 0, "replay one seed, with a trace")
+	seedsFlag = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
+	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
+	longFlag  = flag.Bool("long", false, "run the seeds' LongConfig (thousands of metadata ops, past three checkpoints) instead of their Config")
+	allFlag   = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
-// fewer.
+// fewer; ciLongSeeds is how many long seeds CI runs.
 const (
 	ciSeeds      = 1000
 	ciSeedsShort = 100
+	ciLongSeeds  = 4
 )
 
 func TestSim(t *testing.T) {
 	config := Config
-	if *heavyFlag {
+	switch {
+	case *heavyFlag:
 		config = HeavyConfig
-	}
-	if *catchUpFlag {
-		base := config
-		config = func(seed uint64) Options {
-			o := base(seed)
-			o.RealPartitions, o.CatchUp = true, true
-			return o
-		}
+	case *longFlag:
+		config = LongConfig
 	}
 	if *seedFlag != 0 {
 		opts := config(*seedFlag)
@@ -57,9 +54,37 @@ func TestSim(t *testing.T) {
 	if testing.Short() {
 		count = ciSeedsShort
 	}
+	if *longFlag {
+		count = ciLongSeeds
+	}
 	if *seedsFlag > 0 {
 		count, first = *seedsFlag, *firstFlag
 	}
+	runSeeds(t, config, count, first)
+}
+
+// TestSimLong runs a handful of long seeds (LongConfig) in CI: thousands of
+// metadata ops at the server's defaults, past three checkpoints, with a node
+// down across one; -long with -seeds runs more.
+func TestSimLong(t *testing.T) {
+	if *seedFlag != 0 || *seedsFlag > 0 || testing.Short() {
+		t.Skip("TestSim runs the seeds asked for")
+	}
+	results := runSeeds(t, LongConfig, ciLongSeeds, 1)
+	// The class is what it says: past three checkpoints of the server's window,
+	// with a node down across one.
+	for _, r := range results {
+		if interval := metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin); r.Violation == nil && r.MetadataCommitted < 3*interval {
+			t.Errorf("long seed %d committed %d metadata ops, fewer than three checkpoint intervals (%d)", r.Seed, r.MetadataCommitted, 3*interval)
+		}
+		if r.Violation == nil && !r.DownAcrossCheckpoint {
+			t.Errorf("long seed %d: no node was down while another checkpointed past it", r.Seed)
+		}
+	}
+}
+
+func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64) []Result {
+	t.Helper()
 	start := time.Now()
 	// Seeds are independent: run them on every core, each a pure function of its
 	// seed, and report failures in seed order.
@@ -85,6 +110,8 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	var livenessMax, livenessSeed, committed uint64
 	failures, crashes, forwarded, corrupt, installs, views := 0, 0, 0, 0, 0, uint64(0)
+	checkpoints, skipped, disconnects, abandoned, evictions, refused58, acrossCheckpoint := 0, 0, 0, 0, 0, 0, 0
+	var metaCommittedMin, metaCommittedMax uint64 = ^uint64(0), 0
 	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	realSeeds, stalled, lagging, stampRefusals, divergedRefusals, offsetStores, sendsFailed, unobserved := 0, 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
@@ -109,7 +136,18 @@ func TestSim(t *testing.T) {
 		rottenToRepair += r.RottenToRepair
 		dropped += r.DamagedEntriesDropped
 		acknowledged += r.Acknowledged
-		if opts.RealPartitions {
+		checkpoints += r.Checkpoints
+		skipped += r.DuplicatesSkipped
+		disconnects += r.Disconnects
+		abandoned += r.Abandoned
+		evictions += r.Evictions
+		refused58 += r.Refused58
+		if r.DownAcrossCheckpoint {
+			acrossCheckpoint++
+		}
+		metaCommittedMin = min(metaCommittedMin, r.MetadataCommitted)
+		metaCommittedMax = max(metaCommittedMax, r.MetadataCommitted)
+		if opts.PartitionGroups > 0 {
 			realSeeds++
 		}
 		if r.PartitionStalled {
@@ -138,7 +176,7 @@ func TestSim(t *testing.T) {
 	}
 	t.Logf("seeds by replica count: %v", bySize)
 	t.Logf("%d seeds from %d in %v: %d failed, %d ops committed, %d crashes, %d views, %d forwarded logins, %d corrupted frames refused, %d state transfers, liveness bound seen %d ticks at seed %d (limit %d)",
-		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, livenessSeed, Config(1).LivenessTicksMax)
+		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, livenessSeed, config(first).LivenessTicksMax)
 	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted (%d of them above their replica's checkpoint), %d damaged entries dropped at recovery",
 		acknowledged, partitionAcks, refusals, admitRefused, rotten, rottenToRepair, dropped)
 	var byReason []string
@@ -147,9 +185,12 @@ func TestSim(t *testing.T) {
 			byReason = append(byReason, fmt.Sprintf("%v %d", reason, n))
 		}
 	}
-	t.Logf("inputs the metadata and stand-in groups dropped, by reason: %s", strings.Join(byReason, ", "))
+	t.Logf("metadata plane: %d to %d ops committed per seed, %d checkpoints, %d committed prepares skipped at apply (a request applied already, or of a session ended), %d connections closed, %d requests abandoned with them, %d sessions evicted from a full client table, %d requests given up after a 58 (none in the log), %d seeds with a node down while another checkpointed past it",
+		metaCommittedMin, metaCommittedMax, checkpoints, skipped, disconnects, abandoned, evictions, refused58, acrossCheckpoint)
+	t.Logf("inputs the metadata group dropped, by reason: %s", strings.Join(byReason, ", "))
 	t.Logf("real partition stores in %d seeds: %d offset stores acknowledged, %d admitted sends failed, %d stalled at the liveness bound behind replicas that cannot catch up, %d replicas left behind, %d intact prepares refused for their stamp, %d requests refused by partitions that took themselves for diverged, %d commits past a core's window unobserved",
 		realSeeds, offsetStores, sendsFailed, stalled, lagging, stampRefusals, divergedRefusals, unobserved)
+	return results
 }
 
 func ExampleConfig() {
@@ -182,13 +223,17 @@ func BenchmarkSim(b *testing.B) {
 	}
 }
 
-// A seed is the whole run: twice the same seed gives the same trace, line for line.
+// A seed is the whole run: twice the same seed gives the same trace, line for line
+// (a long one too: a map's random order once made it differ there).
 func TestSimReplaysExactly(t *testing.T) {
-	for _, seed := range []uint64{3, 12, 77} {
+	for _, seed := range []uint64{3, 12, 77, 1 << 40} {
 		var traces [2][]string
 		var results [2]Result
 		for k := range traces {
 			opts := Config(seed)
+			if seed == 1<<40 {
+				opts = LongConfig(88)
+			}
 			opts.Trace = func(line string) { traces[k] = append(traces[k], line) }
 			results[k] = Run(opts)
 		}
@@ -209,8 +254,9 @@ func TestRegressionSeeds(t *testing.T) {
 	cases := []struct {
 		name string
 		opts Options
-		// realPlane: the run broke a rule with the real partition plane, and
-		// replays with it (the seed's own Config).
+		// realPlane: the run broke a rule with the real partition plane (the
+		// others broke the core's with a stand-in that is gone; they replay with
+		// the real planes).
 		realPlane bool
 	}{
 		// A primary of two committed alone while it could not apply, proposed past
@@ -260,10 +306,6 @@ func TestRegressionSeeds(t *testing.T) {
 		{"repair below the window, 3 replicas", Config(7038202), true},
 	}
 	for _, tc := range cases {
-		if !tc.realPlane {
-			// These runs broke the core's rules with the stand-in partition groups.
-			tc.opts.RealPartitions, tc.opts.CatchUp = false, false
-		}
 		if r := Run(tc.opts); r.Violation != nil {
 			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}

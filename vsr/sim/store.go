@@ -14,15 +14,6 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// PartitionCatchUp is the one knob between the two ways partition groups run: on
-// (now that the partition plane catches a partition up: partition/groupstate.go
-// and transfer.go), every seed runs the real partition stores expecting catch-up
-// (Options.CatchUp). Off, half the seeds run the real stores with crashes that
-// take down only the metadata plane, and the other half the stand-in
-// (groupMachine), whose nodes crash whole; the mutation tests still pin the
-// stand-in, to test the core's rules alone.
-const PartitionCatchUp = true
-
 // partitionKey is the partition of partition group index g (cluster.groups).
 func partitionKey(g int) partition.Key {
 	return partition.Key{StreamID: 1, TopicID: 1, PartitionID: uint32(g - 1)}
@@ -217,10 +208,13 @@ func (c *cluster) storeCore(nd *node, g int) *vsr.Core {
 
 // groupCore is the core of group g on nd, whichever plane runs it.
 func (c *cluster) groupCore(nd *node, g int) *vsr.Core {
-	if g != metadataGroupIndex && c.opts.RealPartitions {
+	if g != metadataGroupIndex {
 		return c.storeCore(nd, g)
 	}
-	return nd.groups[g].core
+	if nd.meta.plane == nil {
+		return nil
+	}
+	return nd.meta.plane.Core()
 }
 
 // onStoreRequest serves a client's partition request at nd's store, as the server's
@@ -280,7 +274,7 @@ func (c *cluster) onStoreRequest(nd *node, r *clientRequest) {
 }
 
 // diverged handles a request the store refused because its partition is broken, and
-// reports whether it was that. Without catch-up (PartitionCatchUp) a replica that
+// reports whether it was that. Without catch-up (Options.CatchUp) a replica that
 // missed an op its peers applied holds batches above a hole in its journal; once it
 // leads, its first send finds its log's end below them, takes it for a log that
 // moved back (a storage failure), and the partition refuses every request (4010,
@@ -348,7 +342,7 @@ func (c *cluster) agree(nd *node, g int, h *wire.PrepareHeader) bool {
 
 // storesDone reports whether the partition groups caught up: every replica of
 // every group committed and applied everything the cluster committed. Without the
-// partition plane's catch-up (PartitionCatchUp) a backup that missed an op its peers
+// partition plane's catch-up (Options.CatchUp) a backup that missed an op its peers
 // applied can never get it (a partition's journal holds only unapplied ops, and
 // there is no state transfer), so there a replication quorum of each group must
 // have caught up, the others are counted (Result.LaggingStoreReplicas).
@@ -384,7 +378,7 @@ func (c *cluster) storesDone() bool {
 }
 
 // partitionsStalled reports whether a run that is not done at its liveness bound is
-// explained by the partition plane's missing catch-up (PartitionCatchUp), and only by
+// explained by the partition plane's missing catch-up (Options.CatchUp), and only by
 // it: the metadata plane caught up, every client still waiting waits for a partition
 // request, and every partition group that has not caught up has a replica behind
 // the commit point, missing ops no peer's journal serves any more. Such a replica
@@ -392,7 +386,7 @@ func (c *cluster) storesDone() bool {
 // or keeps a group of five below its replication quorum. The run's safety checks
 // still run.
 func (c *cluster) partitionsStalled() bool {
-	if !c.opts.RealPartitions || c.opts.CatchUp || !c.metadataDone() {
+	if c.opts.CatchUp || !c.metadataDone() {
 		return false
 	}
 	for _, cl := range c.clients {
@@ -485,6 +479,9 @@ func (c *cluster) readLog(nd *node, k partition.Key) ([][]byte, error) {
 // primary stamped), a client's acknowledged sends are in the order it sent them,
 // and the replicas hold the same consumer offsets.
 func (c *cluster) storeFinalChecks() {
+	if c.opts.PartitionGroups == 0 {
+		return
+	}
 	for _, nd := range c.nodes {
 		nd.part.store.WaitIdle()
 	}

@@ -9,12 +9,15 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
-	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 type clientRequest struct {
 	client int
+	// id is the client id of the session (a fresh one per registration, as the
+	// SDKs mint them).
+	id wire.Uint128
 	// group is the index of the consensus group the request is for.
 	group     int
 	register  bool
@@ -22,20 +25,27 @@ type clientRequest struct {
 	request   uint64
 	operation wire.Operation
 	body      []byte
+	// close: the connection of the session (id, session) closed at the node.
+	close bool
 }
 
 type clientReply struct {
 	client   int
 	group    int
 	register bool
+	// session is the epoch the request was sent under.
+	session uint64
 	// evicted: the session is gone (or older than the client's latest
 	// registration): register again.
 	evicted bool
 	// refused: admission denied the request with a status; nothing committed.
 	refused bool
-	epoch   uint64
-	request uint64
-	op      uint64
+	// transient: 58 or 57, status: which; the client retries elsewhere.
+	transient bool
+	status    wire.ErrorCode
+	epoch     uint64
+	request   uint64
+	op        uint64
 	// baseOffset is where the real partition store put an acknowledged send.
 	baseOffset uint64
 	// frame is the committed reply (metadata: the whole reply frame the client
@@ -49,7 +59,15 @@ func sameReply(a, b *clientReply) bool {
 }
 
 type client struct {
-	id          int
+	id int
+	// generation counts the client's registrations: the id of its session is
+	// {id+1, generation}; previous is the id before the current one.
+	generation  uint64
+	sessionID   wire.Uint128
+	previousID  wire.Uint128
+	sessionNode int
+	// attempts is how many times the outstanding request was sent.
+	attempts    int
 	request     uint64
 	outstanding bool
 	sentAt      uint64
@@ -100,32 +118,16 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 	r := rand.New(rand.NewPCG(seed, uint64(cl.id)))
 	if partitions := len(c.groups) - 1; partitions > 0 && r.IntN(2) == 0 {
 		p := requestPlan{group: 1 + r.IntN(partitions)}
-		if c.opts.RealPartitions {
-			// A real batch, or an offset store as [consumer u32][offset u64] (an
-			// offset above the partition's current one is refused with 4100).
-			if r.IntN(3) == 0 {
-				p.operation = wire.OperationStoreConsumerOffset
-				p.body = binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(consumersCount)))
-				p.body = binary.LittleEndian.AppendUint64(p.body, r.Uint64N(16))
-			} else {
-				p.operation = wire.OperationSendMessages
-				p.body = storeBatch(r)
-			}
-			return p
-		}
-		var payload []byte
+		// A real batch, or an offset store as [consumer u32][offset u64] (an
+		// offset above the partition's current one is refused with 4100).
 		if r.IntN(3) == 0 {
 			p.operation = wire.OperationStoreConsumerOffset
-			payload = binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(consumersCount)))
-			payload = binary.LittleEndian.AppendUint64(payload, r.Uint64N(1000))
+			p.body = binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(consumersCount)))
+			p.body = binary.LittleEndian.AppendUint64(p.body, r.Uint64N(16))
 		} else {
 			p.operation = wire.OperationSendMessages
-			payload = make([]byte, 16+r.IntN(48))
-			for i := range payload {
-				payload[i] = byte(r.Uint32())
-			}
+			p.body = storeBatch(r)
 		}
-		p.body = sealPartitionBody(payload)
 		return p
 	}
 	stream := func() wire.Identifier {
@@ -180,11 +182,10 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 		p.operation = wire.OperationDeleteConsumerGroup
 		p.body = encoded((&wire.DeleteConsumerGroup{GroupTarget: group()}).Append(nil))
 	case k < 35:
-		// The proposal of a CreateUser carries the password's hash, as the server
-		// proposes it (metadata.ProposeCreateUser); the one hash stands in for
-		// every password, so no argon2id runs per request.
+		// The plane has the host hash the password (metaReplica.HashPassword: the
+		// one hash stands in for every password, so no argon2id runs per request).
 		p.operation = wire.OperationCreateUser
-		p.body = encoded((&wire.CreateUser{Username: fmt.Appendf(nil, "user%d", r.IntN(userNamesCount)), Password: []byte(rootPasswordHash()), Status: wire.UserActive}).Append(nil))
+		p.body = encoded((&wire.CreateUser{Username: fmt.Appendf(nil, "user%d", r.IntN(userNamesCount)), Password: []byte("secret"), Status: wire.UserActive}).Append(nil))
 	case k < 38:
 		p.operation = wire.OperationDeleteUser
 		p.body = encoded((&wire.DeleteUser{UserID: wire.NumericIdentifier(uint32(r.IntN(userNamesCount + 1)))}).Append(nil))
@@ -197,81 +198,62 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 }
 
 func (c *cluster) onRequest(nd *node, r *clientRequest) {
-	if r.group != metadataGroupIndex && c.opts.RealPartitions {
+	if r.group != metadataGroupIndex {
 		c.onStoreRequest(nd, r)
 		return
 	}
-	id := wire.Uint128{Lo: uint64(r.client) + 1}
-	gr := nd.groups[r.group]
-	if nd.up && r.register && gr.core.Status() == vsr.StatusNormal && !gr.core.IsPrimary() {
-		// A login at a backup: authenticated here, forwarded to the primary.
-		if err := gr.driver.ForwardRegister(id, metadata.RootUserID, uint64(r.client)); err == nil {
-			c.drainGroup(gr)
+	mr := nd.meta
+	if !nd.up || mr.plane == nil {
+		return
+	}
+	p := mr.plane
+	if r.close {
+		c.onClose(nd, r)
+		return
+	}
+	hdr := &wire.RequestHeader{Client: r.id, Session: r.session, Request: r.request, Operation: r.operation}
+	hdr.Cluster = wire.ClusterID(clusterName)
+	hdr.RequestChecksum = wire.RequestChecksum(r.body)
+	c.requestToken++
+	token := c.requestToken
+	mr.pending[token] = &pendingRequest{client: r.client, request: r.request, register: r.register, session: r.session}
+	now := c.now * 1000
+	if r.register {
+		hdr.Operation, hdr.Request, hdr.Session = wire.OperationRegister, 0, 0
+		hdr.RequestChecksum = wire.RequestChecksum(r.body)
+		if !p.IsPrimary() {
+			mr.forwarded[token] = true
 		}
+		p.Register(token, hdr, metadata.RootUserID, now)
 		return
 	}
-	if !nd.up || !gr.core.IsPrimary() {
-		return
+	p.Write(token, metaplane.Request{Header: hdr, UserID: metadata.RootUserID, Body: r.body, NowMicros: now})
+}
+
+// onClose is a client's connection closing at the node that held it: the node
+// ends its session through the log (metaplane's EndSession), as the server does.
+func (c *cluster) onClose(nd *node, r *clientRequest) {
+	if r.session != 0 {
+		nd.meta.plane.EndSession(r.id, r.session, c.now*1000)
 	}
-	checksum := wire.RequestChecksum(r.body)
-	p := vsr.Proposal{Client: id, Request: r.request, Operation: r.operation, RequestChecksum: checksum}
-	switch {
-	case r.register:
-		p.Operation, p.Request, p.UserID = wire.OperationRegister, 0, metadata.RootUserID
-	case gr.meta != nil:
-		verdict, cached := gr.meta.table.Preflight(id, r.session, r.request, checksum)
-		switch verdict {
-		case vsr.PreflightExecute:
-		case vsr.PreflightReplay:
-			reply := clientReply{client: r.client, group: r.group, request: r.request, frame: bytes.Clone(cached)}
-			var rh wire.ReplyHeader
-			copy(wire.HeaderBytes(&rh)[:], cached)
-			reply.op = rh.Op
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &reply})
-			return
-		case vsr.PreflightNoSession, vsr.PreflightSessionTooLow:
-			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, evicted: true, request: r.request}})
-			return
-		case vsr.PreflightSessionTooHigh:
-			return // a session this replica has not applied yet
-		case vsr.PreflightAlreadyApplied:
-			// A late copy of a request the client has given up on (it was denied
-			// at admission, and a newer one committed since): the server answers a
-			// status it no longer waits for. Its outstanding request never gets
-			// here: committed, it is the latest one, whose reply is cached.
-			if cl := c.clients[r.client]; cl.outstanding && cl.request == r.request {
-				c.fail("replica %d: the outstanding request %d of client %d is already applied but not cached", nd.id, r.request, r.client)
-			}
-			return
-		default:
-			c.fail("replica %d: request %d of client %d: preflight %v", nd.id, r.request, r.client, verdict)
-			return
-		}
-		_, userID, _ := gr.meta.table.Session(id)
-		p.UserID = userID
-		if r.operation != wire.OperationLogout {
-			if err := gr.meta.state.Admit(r.operation, userID, r.body); err != nil {
-				c.result.AdmitRefused++
-				c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, refused: true, request: r.request}})
-				return
-			}
-		}
-	}
-	if gr.core.InPipeline(id) {
-		return
-	}
-	c.proposalToken++
-	gr.proposals[c.proposalToken] = pendingProposal{proposal: p, body: r.body, nowMicros: c.now * 1000}
-	if err := gr.driver.Propose(c.proposalToken); err != nil {
-		delete(gr.proposals, c.proposalToken)
-		return
-	}
-	c.drainGroup(gr)
 }
 
 func (c *cluster) onReply(r *clientReply) {
 	cl := c.clients[r.client]
+	c.trace("c%d <- request %d session %d register %v: op %d evicted %v refused %v transient %v %v epoch %d", r.client, r.request, r.session, r.register, r.op, r.evicted, r.refused, r.transient, r.status, r.epoch)
 	switch {
+	case r.register:
+		if cl.session == 0 && cl.outstanding && r.frame != nil && r.request == 0 {
+			cl.session = r.epoch
+			cl.sentAt = 0 // send the request now
+		}
+		if r.transient || r.refused || r.evicted {
+			// Registered again soon, at the next node (clientTick).
+			cl.sentAt = min(cl.sentAt, c.now-clientRetryTick+transientRetryTicks)
+		}
+		return
+	case r.group == metadataGroupIndex && (r.session != cl.session || r.session == 0):
+		return // a reply to a session the client left
 	case r.evicted:
 		if cl.outstanding && r.request == cl.request {
 			if cl.plan.operation == wire.OperationLogout {
@@ -284,10 +266,21 @@ func (c *cluster) onReply(r *clientReply) {
 			cl.sentAt = 0 // re-register at the next tick
 		}
 		return
-	case r.register:
-		if cl.session == 0 && cl.outstanding {
-			cl.session = r.epoch
-			cl.sentAt = 0 // send the request now
+	case r.transient:
+		if cl.outstanding && r.request == cl.request && r.group == metadataGroupIndex && r.status == wire.ErrTransientNotAccepted &&
+			cl.attempts == 1 && c.rngWork.IntN(2) == 0 {
+			// 58 to the request's only send says it was not admitted there, never
+			// prepared: given up now, it must never be in the log.
+			c.meta.refused58[requestKey{client: cl.sessionID, request: r.request}] = c.now
+			cl.outstanding = false
+			c.result.Refused58++
+			return
+		}
+		if cl.outstanding && r.request == cl.request {
+			// Not accepted here (a backup, a view changing) or its fate unknown:
+			// the same request again, a little later, at the next node
+			// (clientTick).
+			cl.sentAt = min(cl.sentAt, c.now-clientRetryTick+transientRetryTicks)
 		}
 		return
 	}
@@ -305,6 +298,15 @@ func (c *cluster) onReply(r *clientReply) {
 		}
 		return
 	}
+	if !r.refused && replyOperation(r.frame) != wire.OperationLogout {
+		// Every reply is the one cached for the request: the frame of the op
+		// that executed it, on every replica. (A Logout's is cached nowhere: its
+		// session's entry goes with it.)
+		if first, ok := c.meta.outcomes[r.op]; !ok || first.skipped || first.replyDigest != xxh3.Hash(r.frame) {
+			c.fail("client %d request %d answered with a reply of op %d that is not the reply cached for it (applied %v)", r.client, r.request, r.op, ok)
+			return
+		}
+	}
 	if previous, ok := cl.replies[r.request]; ok {
 		if !previous.refused && !r.refused && !sameReply(&previous, r) {
 			c.fail("client %d request %d answered twice differently: op %d reply %x, then op %d reply %x",
@@ -316,11 +318,21 @@ func (c *cluster) onReply(r *clientReply) {
 		return
 	}
 	cl.replies[r.request] = *r
-	if cl.plan.operation == wire.OperationLogout {
+	if cl.plan.operation == wire.OperationLogout && !r.refused {
 		cl.session = 0
 	}
 	c.finish(cl)
 }
+
+// replyOperation is the operation a reply frame answers.
+func replyOperation(frame []byte) wire.Operation {
+	var rh wire.ReplyHeader
+	copy(wire.HeaderBytes(&rh)[:], frame)
+	return rh.Operation
+}
+
+// transientRetryTicks is how soon a client retries a request answered 58 or 57.
+const transientRetryTicks = 10
 
 func (c *cluster) finish(cl *client) {
 	cl.outstanding = false
@@ -330,7 +342,45 @@ func (c *cluster) finish(cl *client) {
 	}
 }
 
+// register starts a new session: a fresh client id, as the SDKs mint one per
+// connection, or, now and then, the previous one again (a robustness case: the
+// table binds it anew, its requests numbered on).
+func (c *cluster) register(cl *client) *clientRequest {
+	if cl.sentAt == 0 || c.now-cl.sentAt >= clientRetryTick {
+		if !cl.sessionID.IsZero() && c.rngWork.IntN(8) == 0 {
+			cl.sessionID, cl.previousID = cl.previousID, cl.sessionID
+		} else {
+			cl.generation++
+			cl.previousID, cl.sessionID = cl.sessionID, wire.Uint128{Lo: uint64(cl.id) + 1, Hi: cl.generation}
+		}
+		if cl.sessionID.IsZero() {
+			cl.generation++
+			cl.sessionID = wire.Uint128{Lo: uint64(cl.id) + 1, Hi: cl.generation}
+		}
+	}
+	cl.sessionNode = cl.target
+	return &clientRequest{client: cl.id, id: cl.sessionID, group: metadataGroupIndex, register: true, body: []byte{'r', byte(cl.id), byte(cl.generation)}}
+}
+
+// disconnect closes the client's connection: the node that held it learns of the
+// close (the packet may be lost with the node), and the client's outstanding
+// request, if any, is given up; the next one goes out under a new session.
+func (c *cluster) disconnect(cl *client) {
+	c.sendClient(c.opts.Replicas+cl.id, cl.sessionNode, packet{request: &clientRequest{client: cl.id, id: cl.sessionID, group: metadataGroupIndex,
+		session: cl.session, close: true}})
+	c.result.Disconnects++
+	if cl.outstanding {
+		cl.outstanding = false
+		c.result.Abandoned++
+	}
+	cl.session, cl.sentAt = 0, 0
+	c.trace("c%d disconnects from r%d", cl.id, cl.sessionNode)
+}
+
 func (c *cluster) clientTick(cl *client) {
+	if cl.session != 0 && !c.healed && c.rngWork.IntN(disconnectOneIn) == 0 {
+		c.disconnect(cl)
+	}
 	if cl.outstanding && cl.sentAt != 0 && c.now-cl.sentAt < clientRetryTick {
 		return
 	}
@@ -344,17 +394,26 @@ func (c *cluster) clientTick(cl *client) {
 		cl.request++
 		cl.outstanding = true
 		cl.plan = c.planRequest(cl)
+		cl.attempts = 0
 	} else if cl.sentAt != 0 {
 		// No answer: retry at the next replica, as an SDK walks its list of nodes
 		// (so it reaches any group's primary within Replicas retries; a random jump
 		// could miss it for thousands of ticks).
 		cl.target = (cl.target + 1) % c.opts.Replicas
 	}
-	cl.sentAt = c.now
-	req := &clientRequest{client: cl.id, group: cl.plan.group, request: cl.request, operation: cl.plan.operation, body: cl.plan.body, session: cl.session}
+	var req *clientRequest
 	if cl.session == 0 {
 		// Every request, partition ones included, goes out from a logged-in session.
-		req = &clientRequest{client: cl.id, group: metadataGroupIndex, register: true, body: []byte{'r', byte(cl.id)}}
+		req = c.register(cl)
+	} else {
+		req = &clientRequest{client: cl.id, id: cl.sessionID, group: cl.plan.group, request: cl.request, operation: cl.plan.operation, body: cl.plan.body, session: cl.session}
+		cl.attempts++
 	}
+	cl.sentAt = c.now
+	c.trace("c%d -> r%d %v request %d session %d register %v", cl.id, cl.target, req.operation, req.request, req.session, req.register)
 	c.sendClient(c.opts.Replicas+cl.id, cl.target, packet{request: req})
 }
+
+// disconnectOneIn: a logged-in client closes its connection with a chance of one
+// in this many per tick while the faults last.
+const disconnectOneIn = 400

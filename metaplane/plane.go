@@ -1,0 +1,542 @@
+package metaplane
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+const (
+	// JournalSlotsMin is the core's header window (vsr.CoreConfig.JournalSlots) at
+	// least; a recovered journal longer than that (checkpoints failing for a
+	// while) gets a window that holds it whole.
+	JournalSlotsMin = 1024
+	// WritesWaitingMax bounds the writes waiting for the core (a Ready out, or the
+	// pipeline full): one per connection in flight (a connection's writes go one
+	// at a time), so this is reached only by thousands of connections writing at
+	// once; the rest are refused as not accepted (58), retried by the client.
+	WritesWaitingMax = 4096
+	// FramesWaitingMax bounds the peer frames held while a Ready is out; beyond it
+	// a frame is dropped and counted (vsr.DropFramesQueueFull): its sender
+	// retransmits.
+	FramesWaitingMax = 4096
+	// SnapshotRetryTicks is how long a clustered plane waits, in ticks, before it
+	// tries a failed checkpoint again.
+	SnapshotRetryTicks = 100
+	// FateWaitHeartbeats bounds, in heartbeat timeouts, how long a replica that
+	// stopped leading keeps the writes it had prepared, waiting to learn whether
+	// they committed.
+	FateWaitHeartbeats = 2
+)
+
+var (
+	// ErrNotPrimary refuses a write this replica may not propose: it is a backup,
+	// or its view is changing. The client retries (58).
+	ErrNotPrimary = errors.New("metadata writes: this replica is not the metadata primary")
+	// ErrWritesBusy refuses a write that found WritesWaitingMax writes waiting.
+	ErrWritesBusy = errors.New("metadata writes: too many waiting")
+	// ErrStopped ends the writes a stopping clustered node had numbered but not
+	// seen commit: they may yet commit at the others (57, not committed here).
+	ErrStopped = errors.New("metadata writes: the node stopped before the write committed")
+	// ErrFateUnknown ends a write prepared here whose fate this replica could not
+	// learn in time after it stopped leading (FateWaitTicks), or that a state
+	// transfer overtook: it may have committed (57: replay the same request).
+	ErrFateUnknown = errors.New("metadata writes: prepared, then the view changed; whether it committed is unknown")
+)
+
+// Config is one replica of the metadata group.
+type Config struct {
+	// Replica is this replica of the group (Group is set to wire.MetadataGroup).
+	// A single node is a group of one replica: the zero Config.
+	Replica vsr.Config
+	// Clustered: a cluster's replica, which starts without users (its root user
+	// comes from one op of its first primary), ticks, sends and forwards.
+	Clustered bool
+	Timing    vsr.Timing
+	// JournalSlots is the header window at least (0: JournalSlotsMin).
+	JournalSlots int
+	// CheckpointIntervalOps paces the checkpoints, clamped to vsr's checkpoint
+	// rule for the window (CheckpointIntervalOpsMax).
+	CheckpointIntervalOps uint64
+	// OldCheckpointRule (tests): the interval as given, however far past the
+	// window (the rule that wedged a cluster).
+	OldCheckpointRule bool
+	// Incarnation names this run of the replica (vsr.CoreConfig.Incarnation).
+	Incarnation wire.Uint128
+	// ServerVersion goes into every login reply.
+	ServerVersion string
+	// RootUsername and RootPassword are a cluster's root user, proposed once by
+	// its first primary.
+	RootUsername, RootPassword string
+	// ClientsTableMax is the client table's size (0: vsr.ClientsTableMaxDefault).
+	ClientsTableMax int
+	// Log receives the plane's log lines (nil: none).
+	Log *slog.Logger
+	// Mutation breaks a rule of the plane on purpose, CoreMutation one of its
+	// core's (tests); zero in production.
+	Mutation     Mutation
+	CoreMutation vsr.Mutation
+}
+
+// Mutation breaks one rule of the plane on purpose, so that the simulator can show
+// its checkers catch the break (as vsr.Mutation does for the core). The zero
+// value breaks nothing.
+type Mutation uint8
+
+const (
+	MutationNone Mutation = iota
+	// MutationApplyEveryPrepare applies every committed prepare, a retry prepared
+	// twice included: a request is executed twice.
+	MutationApplyEveryPrepare
+	// MutationApplySkew gives this replica's apply another clock: its state
+	// parts from the others'.
+	MutationApplySkew
+	// MutationCheckpointLate takes a checkpoint every header window, past vsr's
+	// checkpoint rule: the smallest interval that locks a cluster up (the
+	// primary never proposes the op that would bring the checkpoint due). An
+	// interval of the window less one pipeline, the top of the rule's margin,
+	// does not: here a Ready waits for the checkpoint its apply brings due, so
+	// no second pipeline is proposed before it (60 long seeds ran clean).
+	MutationCheckpointLate
+	// MutationDropSessionOnClose also removes a closed connection's client entry
+	// from this replica's table at once, as the reference does: the tables drift.
+	MutationDropSessionOnClose
+)
+
+// CheckpointIntervalOpsMax is the largest checkpoint interval a header window of
+// slots allows (vsr's checkpoint rule, vsr/checkpoint.go): 960 ops for 1,024.
+func CheckpointIntervalOpsMax(slots int) uint64 {
+	return vsr.CheckpointIntervalOpsMax(slots, vsr.PipelineDepthDefault)
+}
+
+// Recovered is what a host read back from its disk to start the plane from.
+type Recovered struct {
+	// Snapshot is the last checkpoint, decoded; for a data directory created now,
+	// the initial state at op 0 (a single node's holds its root user).
+	Snapshot *Snapshot
+	// Fresh: a data directory created now. A cluster's replica then starts as a
+	// fresh replica of view 0; otherwise it recovers (vsr.Core.Recover) and asks
+	// its primary for the view.
+	Fresh bool
+	// Durable and ViewHeaders are the replica's durable state (the state record).
+	Durable     vsr.DurableState
+	ViewHeaders []wire.PrepareHeader
+	// Entries are the journal's intact entries from the snapshot's op on (the
+	// entry at its op, when held, included), in op order; Faulty the ops the
+	// journal holds damaged or as holes.
+	Entries []vsr.Write
+	Faulty  []uint64
+}
+
+// Plane is one replica of the metadata group: the state, the client table, the
+// consensus core and its Driver, what is admitted and in flight. Every method is
+// called from one goroutine (the host's loop); none blocks.
+type Plane struct {
+	cfg  Config
+	log  *slog.Logger
+	host Host
+
+	state  *metadata.State
+	table  *vsr.ClientTable
+	core   *vsr.Core
+	driver *vsr.Driver
+	bodies *bodies
+	out    metadata.Output
+
+	applied Applied
+	// journalSlots is the core's header window.
+	journalSlots int
+
+	// Checkpoints (checkpoint.go).
+	intervalOps      uint64
+	snapshotOp       uint64
+	checkpointOut    bool
+	checkpointApply  bool
+	snapshotRetrying bool
+	retryTick        uint64
+	retryOp          uint64
+	installing       *Snapshot
+	installIn        *vsr.StateInstall
+
+	// Proposals (admit.go): by the Driver's token until proposed; inflight those
+	// numbered, in op order, until applied.
+	proposals map[uint64]*write
+	nextToken uint64
+	inflight  []*write
+	// clientWrites counts, by client, the numbered requests with the plane: the
+	// client table's one request in flight per client, across connections.
+	clientWrites map[wire.Uint128]int
+	// accountWrites counts the writes in flight that change what a login decides
+	// on; logins wait in loginsWaiting until none is.
+	accountWrites int
+	loginsWaiting []func()
+	// hashing are the writes whose new password the host hashes, by id.
+	hashing   map[uint64]*hashing
+	nextHash  uint64
+	rootHash  uint64
+	requests  map[uint64]*pendingRequest
+	minted    map[wire.Uint128]mintedToken
+	scratch   []byte
+	frameCopy []byte
+
+	// The cluster's (cluster.go).
+	forwards       map[uint64]*forward
+	forwarded      map[wire.Uint128]*forward
+	appliedWaiters []appliedWaiter
+	barriers       []*readBarrier
+	rootPending    bool
+	rootRefused    bool
+	// ends are the session ends waiting for an EndSessions op (sessions.go),
+	// endsOut one is in flight; endRetries wait for a normal view.
+	ends       []sessionEnd
+	endsOut    bool
+	endRetries []sessionEnd
+	// lastNow is the latest request time: the clock of the plane's own ops.
+	lastNow uint64
+
+	// broken is set when the plane cannot go on (a failed durable write): every
+	// write is refused until the host restarts it.
+	broken error
+
+	// Counters for observers on other goroutines (tests, metrics).
+	snapshotsTaken     atomic.Int64
+	transfersInstalled atomic.Int64
+	rootProposals      atomic.Int64
+	writesWaiting      atomic.Int64
+	loginsWaitingCount atomic.Int64
+}
+
+// bodies is the core's vsr.Storage: the bodies of the ops the journal holds (on a
+// single node until applied; in a cluster within the header window, for repair).
+type bodies struct {
+	byOp map[uint64]body
+}
+
+type body struct {
+	identity wire.Uint128
+	bytes    []byte
+}
+
+func (b *bodies) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
+	e, ok := b.byOp[op]
+	if !ok || e.identity != identity {
+		return nil, false
+	}
+	return e.bytes, true
+}
+
+// tableSessions is the primary's read of the client table for forwarded logins;
+// the table itself is replaced by a state transfer.
+type tableSessions struct{ p *Plane }
+
+func (s tableSessions) RegisterAllowed(client wire.Uint128, userID uint32) bool {
+	return s.p.table.RegisterAllowed(client, userID)
+}
+
+func (s tableSessions) Watermark(client wire.Uint128) uint64 { return s.p.table.Watermark(client) }
+
+// Open makes the plane from what the host recovered, through host: the core
+// recovers. Replay then applies the ops journaled above the snapshot again.
+func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
+	if cfg.JournalSlots <= 0 {
+		cfg.JournalSlots = JournalSlotsMin
+	}
+	if cfg.ClientsTableMax <= 0 {
+		cfg.ClientsTableMax = vsr.ClientsTableMaxDefault
+	}
+	cfg.Replica.Group = wire.MetadataGroup
+	if cfg.Replica.ReplicaCount == 0 {
+		cfg.Replica.ReplicaCount = 1
+	}
+	p := &Plane{
+		cfg:          cfg,
+		log:          cfg.Log,
+		host:         host,
+		bodies:       &bodies{byOp: make(map[uint64]body)},
+		proposals:    make(map[uint64]*write),
+		clientWrites: make(map[wire.Uint128]int),
+		hashing:      make(map[uint64]*hashing),
+		requests:     make(map[uint64]*pendingRequest),
+		minted:       make(map[wire.Uint128]mintedToken),
+		forwards:     make(map[uint64]*forward),
+		forwarded:    make(map[wire.Uint128]*forward),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	p.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
+	if cfg.Mutation == MutationCheckpointLate {
+		cfg.OldCheckpointRule, cfg.CheckpointIntervalOps = true, uint64(cfg.JournalSlots)
+		p.cfg = cfg
+	}
+	if cfg.OldCheckpointRule {
+		p.intervalOps = max(1, cfg.CheckpointIntervalOps)
+	}
+	snap := rec.Snapshot
+	p.state, p.table, p.applied, p.snapshotOp = snap.State, snap.Table, snap.At, snap.At.Op
+
+	headers := make([]wire.PrepareHeader, 0, len(rec.Entries))
+	for i := range rec.Entries {
+		w := &rec.Entries[i]
+		headers = append(headers, w.Header)
+		if w.Header.Op > snap.At.Op {
+			p.bodies.byOp[w.Header.Op] = body{identity: w.Header.Checksum, bytes: w.Body}
+		}
+	}
+	// A single node's window grows to hold a long recovered journal (its
+	// checkpoints failed for a while). A cluster's replicas keep one window, all
+	// alike: a primary whose window had grown proposed ops beyond its backups'
+	// windows, which committed and were applied nowhere, and fell out of every
+	// replica's window (the simulator's long seed 44 stalled for good so).
+	slots := cfg.JournalSlots
+	for !cfg.Clustered && slots < len(headers)+len(rec.Faulty)+2*vsr.PipelineDepthDefault {
+		slots *= 2
+	}
+	p.journalSlots = slots
+	coreCfg := vsr.CoreConfig{
+		Config:       vsr.Config{ReplicaCount: 1, Group: wire.MetadataGroup},
+		JournalSlots: slots,
+		Storage:      p.bodies,
+		Incarnation:  cfg.Incarnation,
+		Mutation:     cfg.CoreMutation,
+	}
+	if cfg.Clustered {
+		coreCfg.Config = cfg.Replica
+		coreCfg.Timing = cfg.Timing
+		coreCfg.Sessions = tableSessions{p}
+		// A restarted node resumes from its checkpoint: the primary keeps the ops
+		// above it within the journal window (Checkpointed after each one).
+		coreCfg.ReportsCheckpoints = true
+		// A backup applies a commit about a round trip after the primary: a login
+		// there finds the user the primary just created, and a forwarded login is
+		// answered without waiting for the commit broadcast.
+		coreCfg.CommitEagerly = true
+		coreCfg.CheckpointIntervalOps = p.intervalOps
+		if cfg.OldCheckpointRule {
+			// The core is told a legal interval; the plane keeps its own.
+			coreCfg.CheckpointIntervalOps = CheckpointIntervalOpsMax(slots)
+		}
+	}
+	core, err := vsr.NewCore(coreCfg)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Clustered || !rec.Fresh {
+		err = core.Recover(vsr.CoreRecovered{
+			State:       rec.Durable,
+			Headers:     headers,
+			Faulty:      rec.Faulty,
+			ViewHeaders: rec.ViewHeaders,
+			Checkpoint:  vsr.Checkpoint{Op: snap.At.Op, Identity: snap.At.Identity, Timestamp: snap.At.Timestamp},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	p.core = core
+	p.driver = vsr.NewDriver(core, driverHost{p}, vsr.DriverConfig{
+		FramesQueuedMax:   FramesWaitingMax,
+		RequestsQueuedMax: WritesWaitingMax,
+		WaitForRoom:       true,
+	})
+	return p, nil
+}
+
+// Replay carries out what the recovered core holds: a single node commits its
+// journaled ops at once (it is its own quorum) and applies them here (a host that
+// completes its work at once, as one reading its disk at a start does, has them
+// all applied when Replay returns); a cluster's replica waits for its view.
+func (p *Plane) Replay() error {
+	p.driver.Run()
+	if p.broken != nil {
+		return p.broken
+	}
+	if !p.cfg.Clustered && !p.state.HasRoot() {
+		// Only a cluster's replica waits for its root user from the log; a single
+		// node would have no one to log in.
+		return errors.New("no root user")
+	}
+	return nil
+}
+
+// Start has a clustered plane do what follows a Ready once its host serves: a
+// first primary proposes the root user.
+func (p *Plane) Start() {
+	if p.cfg.Clustered {
+		p.afterReady()
+	}
+}
+
+// SetHost replaces the host: a server opens the plane with a host that reads and
+// writes its disk inline, then serves through its loop's.
+func (p *Plane) SetHost(h Host) { p.host = h }
+
+// State is the applied metadata state (read it only on the plane's goroutine;
+// a state transfer replaces it).
+func (p *Plane) State() *metadata.State { return p.state }
+
+// Table is the applied client table (as State).
+func (p *Plane) Table() *vsr.ClientTable { return p.table }
+
+// Core is the consensus core, for reading its state.
+func (p *Plane) Core() *vsr.Core { return p.core }
+
+// Driver is the core's Driver, for reading its counters.
+func (p *Plane) Driver() *vsr.Driver { return p.driver }
+
+// Clustered reports whether the plane is a cluster's replica.
+func (p *Plane) Clustered() bool { return p.cfg.Clustered }
+
+// Applied is the last op applied.
+func (p *Plane) Applied() Applied { return p.applied }
+
+// SnapshotOp is the op of the last checkpoint written.
+func (p *Plane) SnapshotOp() uint64 { return p.snapshotOp }
+
+// IntervalOps is the checkpoint interval in use.
+func (p *Plane) IntervalOps() uint64 { return p.intervalOps }
+
+// JournalSlots is the core's header window.
+func (p *Plane) JournalSlots() int { return p.journalSlots }
+
+// Broken is why the plane refuses every write until a restart, nil while it
+// serves.
+func (p *Plane) Broken() error { return p.broken }
+
+// Snapshot is the applied state as a snapshot (AppendSnapshot).
+func (p *Plane) Snapshot() []byte { return AppendSnapshot(nil, p.applied, p.state, p.table) }
+
+// Digest is a digest of the whole replicated state as applied here, metadata and
+// client table (SnapshotDigest of Snapshot): equal on every replica that applied
+// the same ops.
+func (p *Plane) Digest() uint64 { return SnapshotDigest(p.Snapshot()) }
+
+// SnapshotsTaken counts the checkpoints written (safe from any goroutine).
+func (p *Plane) SnapshotsTaken() int64 { return p.snapshotsTaken.Load() }
+
+// TransfersInstalled counts the transferred states installed (any goroutine).
+func (p *Plane) TransfersInstalled() int64 { return p.transfersInstalled.Load() }
+
+// RootProposals counts the root user proposals this replica made (any goroutine).
+func (p *Plane) RootProposals() int64 { return p.rootProposals.Load() }
+
+// WritesWaiting counts the writes handed to the Driver and not proposed yet (any
+// goroutine).
+func (p *Plane) WritesWaiting() int64 { return p.writesWaiting.Load() }
+
+// LoginsWaiting counts the logins waiting for account writes (any goroutine).
+func (p *Plane) LoginsWaiting() int64 { return p.loginsWaitingCount.Load() }
+
+// IsPrimary reports whether this replica proposes: a single node always does.
+func (p *Plane) IsPrimary() bool { return !p.cfg.Clustered || p.core.IsPrimary() }
+
+// Step takes a frame from a peer (h validated by wire.DecodeReplicaHeader, body
+// the bytes after it); body is copied, so the caller may release its frame at
+// once. An error is a frame the core refuses (counted, vsr.DropMalformed).
+func (p *Plane) Step(h *wire.GenericHeader, body []byte) error {
+	if len(body) > 0 {
+		body = alignedCopy(body)
+	}
+	err := p.driver.Step(h, body)
+	if !p.driver.ReadyOut() {
+		p.takeSessionEnds()
+	}
+	p.runBarriers()
+	return err
+}
+
+// Tick advances the core's clock by one tick (a cluster's: 10 ms).
+func (p *Plane) Tick() {
+	p.driver.Tick()
+	p.expireFates()
+	if p.cfg.Clustered && !p.driver.ReadyOut() && !p.checkpointOut && p.checkpointDue() {
+		p.startCheckpoint(false)
+	}
+	p.runBarriers()
+}
+
+// NoteLiveness tells the core that replica's node sent something.
+func (p *Plane) NoteLiveness(replica uint8) { p.driver.NoteLiveness(replica) }
+
+// Persisted completes the host's Persist of the Ready out: nil when its work is
+// durable.
+func (p *Plane) Persisted(err error) {
+	if err != nil {
+		p.breakPlane(err)
+	}
+	p.driver.Persisted(err)
+}
+
+// breakPlane refuses every write in flight or waiting, and every later one: ops
+// were numbered that the journal may not hold, and the core cannot take them back.
+func (p *Plane) breakPlane(err error) {
+	if p.broken != nil {
+		return
+	}
+	p.broken = err
+	p.log.Error("metadata journal write failed; metadata writes refused until restart", "err", err)
+	p.driver.Stop(err)
+	p.refuseInflight(err)
+}
+
+// alignedCopy copies a frame body into a buffer 16-byte aligned as frame bodies
+// are (wire.HeaderAlignment).
+func alignedCopy(b []byte) []byte {
+	raw := make([]byte, len(b)+wire.HeaderAlignment)
+	off := (wire.HeaderAlignment - int(uintptr(unsafe.Pointer(&raw[0]))%wire.HeaderAlignment)) % wire.HeaderAlignment
+	c := raw[off : off+len(b) : off+len(b)]
+	copy(c, b)
+	return c
+}
+
+// Stop ends, on a stopping node, everything that cannot complete without the
+// other replicas or the host's loop: the Driver, the writes in flight and
+// waiting (57), the forwards, the waits.
+func (p *Plane) Stop() {
+	barriers := p.barriers
+	p.barriers = nil
+	for _, b := range barriers {
+		b.finish(false)
+	}
+	p.driver.Stop(ErrStopped)
+	p.refuseInflight(ErrStopped)
+	// In the order they were sent (a map's order is random; a run must be a
+	// function of its inputs).
+	for _, token := range slices.Sorted(maps.Keys(p.forwards)) {
+		f := p.forwards[token]
+		delete(p.forwards, token)
+		f.done(vsr.ForwardOutcome{}, ErrStopped)
+	}
+	nonces := slices.SortedFunc(maps.Keys(p.forwarded), func(a, b wire.Uint128) int { return cmp.Compare(a.Lo, b.Lo) })
+	for _, nonce := range nonces {
+		f := p.forwarded[nonce]
+		delete(p.forwarded, nonce)
+		f.done(vsr.ForwardOutcome{TimedOut: true}, nil)
+	}
+	waiters := p.appliedWaiters
+	p.appliedWaiters = nil
+	for _, w := range waiters {
+		w.then(false)
+	}
+}
+
+func (p *Plane) String() string {
+	return fmt.Sprintf("metadata replica %d: %v view %d op %d commit %d applied %d", p.core.ReplicaID(), p.core.Status(),
+		p.core.View(), p.core.Op(), p.core.CommitMax(), p.applied.Op)
+}
+
+// Body is the body the plane holds of op, if it is the prepare of identity (the
+// core's Storage).
+func (p *Plane) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
+	return p.bodies.Body(op, identity)
+}
