@@ -169,7 +169,7 @@ func (id ConnID) Shard() int { return int(id >> 48) }
 func (id ConnID) slot() uint32       { return uint32(id>>connGenerationBits) & connSlotMax }
 func (id ConnID) generation() uint32 { return uint32(id) & connGenerationMask }
 
-// String formats the ID as shard/slot/generation.
+// String formats the ID as its shard, slot and generation, slash-separated ("1/42/7").
 func (id ConnID) String() string {
 	return strconv.Itoa(id.Shard()) + "/" + strconv.FormatUint(uint64(id.slot()), 10) + "/" +
 		strconv.FormatUint(uint64(id.generation()), 10)

@@ -11,88 +11,9 @@ import (
 	"testing"
 )
 
-// depsRules are the import edges the module allows, bottom layer first, in the
-// notation of go/build/deps_test.go: "a, b < c, d" lets c and d import a, b and
-// everything a and b may import; a name gains no imports once a rule has used it
-// below another, so each closure is complete when it is taken. A package name is its path in the module; a
-// library is its import path. Standard-library imports are always allowed. A
-// package of the module that no rule names fails the test, so a new package comes
-// with its place in the layers.
-//
-// Edges marked "not drawn in DESIGN.md" exist in the code today without being in
-// the design's table: the lead decides whether the design or the code changes.
-const depsRules = `
-	# libraries
-	github.com/zeebo/xxh3, lukechampine.com/blake3,
-	golang.org/x/sys/unix, golang.org/x/sys/cpu, github.com/klauspost/cpuid/v2,
-	golang.org/x/crypto/argon2,
-	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
-	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
-	github.com/prometheus/client_golang/prometheus,
-	github.com/prometheus/client_golang/prometheus/promhttp,
-	github.com/spf13/cobra, github.com/spf13/pflag, golang.org/x/term;
-
-	# bytes: the wire formats, pure
-	github.com/zeebo/xxh3, lukechampine.com/blake3 < wire;
-
-	# kernel
-	golang.org/x/sys/unix < ring, arena;
-	golang.org/x/sys/unix, github.com/klauspost/cpuid/v2 < linux;
-	ring < fdpass;
-	internal/bzip2;
-	# TLS terminated off the shards, bridged to them over socketpairs;
-	# tlstest makes the certificates of tests.
-	golang.org/x/sys/unix < tlsterm;
-	tlsterm/tlstest;
-
-	# cores: state machines over wire
-	wire < vsr, metadata, segment;
-	# not drawn in DESIGN.md: segment's file storage calls x/sys/unix itself
-	# rather than through a kernel-layer package.
-	golang.org/x/sys/unix < segment;
-	# not drawn in DESIGN.md: metadata hashes passwords with argon2id from
-	# golang.org/x/crypto, a library outside the core four.
-	golang.org/x/crypto/argon2 < metadata;
-	# the replica plane's connections: the handshake, pure
-	wire < replica;
-	segment, vsr < partition;
-
-	# planes: the metadata plane, sans-IO, over the cores
-	vsr, metadata < metaplane;
-	# the simulator runs the real metadata plane and partition plane
-	metaplane, segment, partition < vsr/sim;
-
-	# runtime
-	arena, fdpass, linux, ring, replica, segment, wire, golang.org/x/sys/cpu < shard;
-
-	# server: the protocol on the runtime
-	shard, metaplane, partition, internal/bzip2, tlsterm,
-	github.com/BurntSushi/toml, github.com/klauspost/compress/zstd,
-	github.com/ulikunitz/xz, github.com/ulikunitz/xz/lzma,
-	github.com/prometheus/client_golang/prometheus,
-	github.com/prometheus/client_golang/prometheus/promhttp < server;
-
-	# clients
-	wire < client;
-	client < bench;
-
-	# binaries
-	server < cmd/iggy-shard;
-	# iggy-bench runs a server of its own (a child process of its binary) and
-	# draws its progress bar on a terminal.
-	bench, server, golang.org/x/sys/unix < cmd/iggy-bench;
-	# the command line: cobra's tree, help and completion, password prompts
-	# without echo (x/term), contexts and stored logins in TOML.
-	client, github.com/spf13/cobra, github.com/spf13/pflag, golang.org/x/term,
-	github.com/BurntSushi/toml < cmd/iggy;
-
-	# conformance tests: no code of their own (testOnlyEdges)
-	compat;
-	# real-process cluster tests and benchmarks: no code of their own; they build
-	# cmd/iggy-shard and drive it with the client (testOnlyEdges)
-	internal/clustertest;
-	internal/archtest;
-`
+// The import rules live in docs/ARCHITECTURE.md, in its "deps" and "never" blocks,
+// so that the document a newcomer reads and the rules the code keeps are one text.
+const architectureDoc = "docs/ARCHITECTURE.md"
 
 // testOnlyEdges are the extra imports a package's tests may make: servers are
 // driven by the Go client in tests, the load generator's tests start a server,
@@ -114,9 +35,9 @@ var testOnlyEdges = map[string][]string{
 const modulePath = "github.com/iggy-shard/iggy-shard"
 
 func TestImportEdges(t *testing.T) {
-	allowed, err := parseRules(depsRules)
+	allowed, err := parseRules(docBlock(t, "deps"))
 	if err != nil {
-		t.Fatalf("depsRules: %v", err)
+		t.Fatalf("%s, deps block: %v", architectureDoc, err)
 	}
 	pkgs := modulePackages(t)
 	if len(pkgs) < 10 {
@@ -126,7 +47,7 @@ func TestImportEdges(t *testing.T) {
 		name := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, modulePath), "/")
 		ok, listed := allowed[name]
 		if !listed {
-			t.Errorf("package %s is not in depsRules: give it its place in the layers", name)
+			t.Errorf("package %s is in no rule of the deps block of %s: give it its place in the layers", name, architectureDoc)
 			continue
 		}
 		check := func(imports []string, extra []string, what string) {
@@ -139,7 +60,7 @@ func TestImportEdges(t *testing.T) {
 					dep = imp
 				}
 				if !ok[dep] && !slices.Contains(extra, dep) {
-					t.Errorf("%s %s imports %s: not allowed by depsRules", name, what, dep)
+					t.Errorf("%s %s imports %s: not allowed by the deps block of %s", name, what, dep, architectureDoc)
 				}
 			}
 		}
@@ -234,22 +155,9 @@ func parseRules(rules string) (map[string]map[string]bool, error) {
 // GOOS and GOARCH), from the directory holding go.mod.
 func modulePackages(t *testing.T) []*build.Package {
 	t.Helper()
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		root = parent
-	}
+	root := moduleRoot(t)
 	var pkgs []*build.Package
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
@@ -286,4 +194,52 @@ func modulePackages(t *testing.T) []*build.Package {
 func isStandard(path string) bool {
 	first, _, _ := strings.Cut(path, "/")
 	return !strings.Contains(first, ".")
+}
+
+// moduleRoot is the directory holding go.mod, above the test's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			return root
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		root = parent
+	}
+}
+
+// docBlock returns the fenced block of architectureDoc whose info string is name
+// (three backquotes and name on the opening line); there must be exactly one.
+func docBlock(t *testing.T, name string) string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(moduleRoot(t), architectureDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := "```"
+	var blocks []string
+	var block []string
+	in := false
+	for _, line := range strings.Split(string(text), "\n") {
+		switch {
+		case !in && strings.TrimSpace(line) == fence+name:
+			in, block = true, nil
+		case in && strings.TrimSpace(line) == fence:
+			in = false
+			blocks = append(blocks, strings.Join(block, "\n"))
+		case in:
+			block = append(block, line)
+		}
+	}
+	if in || len(blocks) != 1 {
+		t.Fatalf("%s: want one closed %q block, found %d (open at the end: %v)", architectureDoc, name, len(blocks), in)
+	}
+	return blocks[0]
 }
