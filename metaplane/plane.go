@@ -214,6 +214,8 @@ type Plane struct {
 	rootProposals      atomic.Int64
 	writesWaiting      atomic.Int64
 	loginsWaitingCount atomic.Int64
+	endOps             atomic.Int64
+	endsProposed       atomic.Int64
 }
 
 // bodies is the core's vsr.Storage: the bodies of the ops the journal holds (on a

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,5 +176,77 @@ func BenchmarkClusterPasswordLogin(b *testing.B) {
 			b.StopTimer()
 			l.report(b, elapsed, "logins")
 		})
+	}
+}
+
+// BenchmarkClusterSessionChurn is what a session's end through the log costs under
+// connection churn: workers=16 clients that each connect, log in with a personal
+// access token and, with mode=close, close the connection at once (its session
+// ends by an EndSessions op at the node that held it, batched with the closes
+// that came meanwhile), against mode=hold, which keeps the connections open until
+// the timing ends (no op per close). logins/s counts both; ends/op is how many
+// sessions an EndSessions op carried. A single node and the metadata primary of a
+// 3-node loopback cluster, in the same run.
+//
+//	go test ./server -run '^$' -bench BenchmarkClusterSessionChurn -benchtime 4000x
+func BenchmarkClusterSessionChurn(b *testing.B) {
+	for _, nodes := range []int{1, 3} {
+		for _, mode := range []string{"close", "hold"} {
+			b.Run(fmt.Sprintf("nodes=%d/mode=%s", nodes, mode), func(b *testing.B) {
+				primary, c := benchMetadataPrimary(b, nodes)
+				ctx := context.Background()
+				token, err := c.CreatePersonalAccessToken(ctx, "churn", 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				const workers = 16
+				held := make([][]*client.Client, workers)
+				opsBefore, endsBefore := primary.meta.EndSessionOps(), primary.meta.SessionEndsProposed()
+				var failed atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for w := range workers {
+					wg.Go(func() {
+						for i := w; i < b.N; i += workers {
+							cl, err := client.Dial(ctx, primary.Addr().String(), client.WithPersonalAccessToken(token), client.WithLeaderRedirection(false))
+							if err != nil {
+								failed.Add(1)
+								continue
+							}
+							if mode == "close" {
+								cl.Close()
+							} else {
+								held[w] = append(held[w], cl)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				for _, cls := range held {
+					for _, cl := range cls {
+						cl.Close()
+					}
+				}
+				if failed.Load() > 0 {
+					b.Fatalf("%d logins failed", failed.Load())
+				}
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "logins/s")
+				if mode == "close" {
+					// The ends of the closes during the timing may still be on their
+					// way: wait for them to count them.
+					deadline := time.Now().Add(clusterWait)
+					for primary.meta.SessionEndsProposed()-endsBefore < int64(b.N) && time.Now().Before(deadline) {
+						time.Sleep(10 * time.Millisecond)
+					}
+					ops, ends := primary.meta.EndSessionOps()-opsBefore, primary.meta.SessionEndsProposed()-endsBefore
+					if ops > 0 {
+						b.ReportMetric(float64(ends)/float64(ops), "ends/op")
+					}
+				}
+			})
+		}
 	}
 }
