@@ -40,7 +40,8 @@ import (
 //	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
 //	                                    # for 1.2 intervals are evicted (reason 13)
 //	[metrics]
-//	address = "127.0.0.1:9090"          # ours, IGGY_METRICS_ADDRESS: /metrics and /health; off when absent
+//	address = "127.0.0.1:9090"          # ours, IGGY_METRICS_ADDRESS: /metrics, /health and
+//	                                    # /debug/replicated-state; off when absent
 //	[pprof]
 //	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
 //
