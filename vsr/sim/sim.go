@@ -307,6 +307,11 @@ type Result struct {
 	// Drops are the inputs the metadata group dropped, by reason, over every
 	// incarnation.
 	Drops vsr.DropCounts
+	// PartitionDrops are the inputs the partition stores' groups dropped
+	// (partition.Store.Drops), PartitionIngressDrops the frames the stores did
+	// not give to a group (Store.IngressDrops), over every store incarnation.
+	PartitionDrops        vsr.DropCounts
+	PartitionIngressDrops partition.IngressDrops
 }
 
 const (
@@ -496,6 +501,7 @@ func Run(opts Options) Result {
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
 	for _, nd := range c.nodes {
+		c.addStoreDrops(nd.part.store)
 		if nd.meta.plane != nil {
 			c.addDrops(nd.meta.plane.Core())
 			c.result.MetadataCommitted = max(c.result.MetadataCommitted, nd.meta.plane.Core().CommitMax())
