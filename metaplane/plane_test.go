@@ -43,17 +43,8 @@ func (h *memHost) Entropy(b []byte) {
 }
 func (h *memHost) Advanced() {}
 
-var testTiming = vsr.Timing{
-	HeartbeatTimeoutTicks:           40,
-	CommitBroadcastIntervalTicks:    8,
-	PrepareRetransmitIntervalTicks:  5,
-	ViewChangeRetransmitTicks:       10,
-	ViewChangeStatusTimeoutTicks:    60,
-	RequestStartViewRetransmitTicks: 10,
-	ViewProbeAttemptsMax:            5,
-	RepairRetryIntervalTicks:        10,
-	RepairChunkMax:                  16,
-}
+// testTiming is the reference's timing: the test counts its ticks by it.
+var testTiming = vsr.TimingDefault
 
 // testGroup is a group of three planes in memory, a root user on each.
 type testGroup struct {
