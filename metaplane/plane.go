@@ -108,8 +108,11 @@ const (
 	// does not: here a Ready waits for the checkpoint its apply brings due, so
 	// no second pipeline is proposed before it (60 long seeds ran clean).
 	MutationCheckpointLate
-	// MutationDropSessionOnClose also removes a closed connection's client entry
-	// from this replica's table at once, as the reference does: the tables drift.
+	// MutationDropSessionOnClose ends a closed connection's session as the server
+	// did before the EndSessions op (and the reference does): its client entry is
+	// removed from this replica's table at once, and nothing is proposed, so the
+	// tables drift. (BenchmarkClusterSessionChurn runs it as the baseline of what
+	// the op costs.)
 	MutationDropSessionOnClose
 )
 

@@ -47,6 +47,7 @@ func (p *Plane) EndSession(client wire.Uint128, epoch uint64, nowMicros uint64) 
 	}
 	if p.cfg.Mutation == MutationDropSessionOnClose {
 		p.table.Remove(client)
+		return
 	}
 	p.endSession(sessionEnd{SessionEnd: metadata.SessionEnd{Client: client, Epoch: epoch}, local: true})
 }

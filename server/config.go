@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
 	// elects a primary in a fraction of a second.
 	clusterTiming *vsr.Timing
+	// metaMutation (benchmarks, tests) breaks a rule of the metadata plane
+	// (metaplane.Mutation): BenchmarkClusterSessionChurn's baseline ends a closed
+	// connection's session locally, without the EndSessions op.
+	metaMutation metaplane.Mutation
 	// openFilesMax (tests) is the node's budget of open partition files, split
 	// over its shards; 0 gives each shard segment.FilesBudget(shards).
 	openFilesMax int
