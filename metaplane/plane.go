@@ -108,8 +108,11 @@ const (
 	// does not: here a Ready waits for the checkpoint its apply brings due, so
 	// no second pipeline is proposed before it (60 long seeds ran clean).
 	MutationCheckpointLate
-	// MutationDropSessionOnClose also removes a closed connection's client entry
-	// from this replica's table at once, as the reference does: the tables drift.
+	// MutationDropSessionOnClose ends a closed connection's session as the server
+	// did before the EndSessions op (and the reference does): its client entry is
+	// removed from this replica's table at once, and nothing is proposed, so the
+	// tables drift. (BenchmarkClusterSessionChurn runs it as the baseline of what
+	// the op costs.)
 	MutationDropSessionOnClose
 )
 
@@ -214,6 +217,8 @@ type Plane struct {
 	rootProposals      atomic.Int64
 	writesWaiting      atomic.Int64
 	loginsWaitingCount atomic.Int64
+	endOps             atomic.Int64
+	endsProposed       atomic.Int64
 }
 
 // bodies is the core's vsr.Storage: the bodies of the ops the journal holds (on a

@@ -47,6 +47,7 @@ func (p *Plane) EndSession(client wire.Uint128, epoch uint64, nowMicros uint64) 
 	}
 	if p.cfg.Mutation == MutationDropSessionOnClose {
 		p.table.Remove(client)
+		return
 	}
 	p.endSession(sessionEnd{SessionEnd: metadata.SessionEnd{Client: client, Epoch: epoch}, local: true})
 }
@@ -102,6 +103,8 @@ func (p *Plane) proposeEnds() {
 		}
 	}
 	p.endsOut = true
+	p.endOps.Add(1)
+	p.endsProposed.Add(int64(len(ends)))
 	prop := vsr.Proposal{Operation: wire.OperationEndSessions, UserID: metadata.RootUserID}
 	p.commitProposed(prop, metadata.AppendEndSessions(nil, ends), p.lastNow, func(op uint64) {
 		if len(forwarded) > 0 {
@@ -148,3 +151,11 @@ func (p *Plane) retrySessionEnds() {
 // noteNow keeps the latest time a request brought, the clock of the plane's own
 // proposals.
 func (p *Plane) noteNow(nowMicros uint64) { p.lastNow = max(p.lastNow, nowMicros) }
+
+// EndSessionOps counts the EndSessions ops this replica proposed, and
+// SessionEndsProposed the sessions they named (safe from any goroutine).
+func (p *Plane) EndSessionOps() int64 { return p.endOps.Load() }
+
+// SessionEndsProposed is the number of session ends the EndSessions ops this
+// replica proposed named.
+func (p *Plane) SessionEndsProposed() int64 { return p.endsProposed.Load() }

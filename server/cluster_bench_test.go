@@ -6,10 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -17,13 +21,20 @@ import (
 // the production defaults (the cluster tests' short timings aside), and returns
 // the metadata primary with a root client logged in there.
 func benchMetadataPrimary(b *testing.B, nodes int) (*Server, *client.Client) {
+	return benchMetadataPrimaryWith(b, nodes, func(*Config) {})
+}
+
+// benchMetadataPrimaryWith is benchMetadataPrimary with every node's
+// configuration adjusted.
+func benchMetadataPrimaryWith(b *testing.B, nodes int, adjust func(*Config)) (*Server, *client.Client) {
 	if nodes == 1 {
-		return benchServerWith(b, nil)
+		return benchServerWith(b, adjust)
 	}
 	cfgs := clusterConfigs(b, nodes, testClusterSecret)
 	servers := make([]*Server, nodes)
 	for i := range cfgs {
 		cfgs[i].SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
+		adjust(&cfgs[i])
 		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			b.Fatal(err)
@@ -174,5 +185,104 @@ func BenchmarkClusterPasswordLogin(b *testing.B) {
 			b.StopTimer()
 			l.report(b, elapsed, "logins")
 		})
+	}
+}
+
+// BenchmarkClusterSessionChurn is what a session's end through the log costs under
+// connection churn: 16 clients that each connect, log in with a personal access
+// token and close the connection at once, b.N times in all, at a single node and
+// at the metadata primary of a 3-node loopback cluster. mode=end-op is the server:
+// each close ends its session by an EndSessions op at the node that held it
+// (batched with the closes that came meanwhile); mode=local is the server before
+// that op (metaplane.MutationDropSessionOnClose: the entry removed at once on the
+// node that held the connection, nothing proposed, the replicas' tables drift);
+// mode=hold closes nothing until the timing ends. logins/s counts the logins;
+// ends/s the sessions ended, up to the moment the primary's client table is back
+// to what it held before; ends/op how many sessions an EndSessions op carried.
+//
+//	go test ./server -run '^$' -bench BenchmarkClusterSessionChurn -benchtime 4000x
+func BenchmarkClusterSessionChurn(b *testing.B) {
+	for _, nodes := range []int{1, 3} {
+		for _, mode := range []string{"end-op", "local", "hold"} {
+			b.Run(fmt.Sprintf("nodes=%d/mode=%s", nodes, mode), func(b *testing.B) {
+				adjust := func(*Config) {}
+				if mode == "local" {
+					adjust = func(cfg *Config) { cfg.metaMutation = metaplane.MutationDropSessionOnClose }
+				}
+				primary, c := benchMetadataPrimaryWith(b, nodes, adjust)
+				ctx := context.Background()
+				token, err := c.CreatePersonalAccessToken(ctx, "churn", 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tableLen := func() int {
+					n := -1
+					if err := primary.rt.Inspect(ctx, func(sh *shard.Shard) {
+						if sh.Index() == 0 {
+							n = primary.meta.Table().Len()
+						}
+					}); err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+				const workers = 16
+				held := make([][]*client.Client, workers)
+				sessionsBefore := tableLen()
+				opsBefore, endsBefore := primary.meta.EndSessionOps(), primary.meta.SessionEndsProposed()
+				var failed atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for w := range workers {
+					wg.Go(func() {
+						for i := w; i < b.N; i += workers {
+							cl, err := client.Dial(ctx, primary.Addr().String(), client.WithPersonalAccessToken(token), client.WithLeaderRedirection(false))
+							if err != nil {
+								failed.Add(1)
+								continue
+							}
+							if mode == "hold" {
+								held[w] = append(held[w], cl)
+							} else {
+								cl.Close()
+							}
+						}
+					})
+				}
+				wg.Wait()
+				loggedIn := time.Since(start)
+				ended := loggedIn
+				if mode != "hold" {
+					// The closes' ends may still be on their way (an EndSessions op
+					// proposed, committed, applied): time them to the last.
+					deadline := time.Now().Add(clusterWait)
+					for tableLen() > sessionsBefore && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+					ended = time.Since(start)
+				}
+				b.StopTimer()
+				ops, ends := primary.meta.EndSessionOps()-opsBefore, primary.meta.SessionEndsProposed()-endsBefore
+				for _, cls := range held {
+					for _, cl := range cls {
+						cl.Close()
+					}
+				}
+				if failed.Load() > 0 {
+					b.Fatalf("%d logins failed", failed.Load())
+				}
+				if n := tableLen(); mode != "hold" && n > sessionsBefore {
+					b.Fatalf("the primary's table holds %d sessions %v after the closes, %d before", n, clusterWait, sessionsBefore)
+				}
+				b.ReportMetric(float64(b.N)/loggedIn.Seconds(), "logins/s")
+				if mode != "hold" {
+					b.ReportMetric(float64(b.N)/ended.Seconds(), "ends/s")
+				}
+				if mode == "end-op" && ops > 0 {
+					b.ReportMetric(float64(ends)/float64(ops), "ends/op")
+				}
+			})
+		}
 	}
 }

@@ -1,95 +1,111 @@
 package server
 
 import (
-	"encoding/binary"
+	"sync"
 	"testing"
-
-	"github.com/zeebo/xxh3"
-
-	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// metaHolding is what a node's metadata plane holds at its applied op: a digest of
-// its state's snapshot encoding, and of each client table entry's ICT2 encoding
-// (vsr/ict2.go), by client.
-type metaHolding struct {
-	op      uint64
-	state   uint64
-	clients map[wire.Uint128]uint64
-}
+// The replicated state is the same on every replica: its metadata and its client
+// table, whole (metaplane's Digest: the checksum of the snapshot of the applied
+// state, which records no view). After each cluster test the servers still
+// running are waited for until each has applied the op its primary committed, and
+// their digests are compared (checkReplicatedState, registered by
+// startTestServer); a test compares them at any point with sameMetadata.
 
-// ict2Entries digests each entry of an ICT2 encoding: client u128 | epoch u64 |
-// user_id u32 | watermark u64 | watermark_checksum u128 | ring_len u8 | ring_len
-// x (len u32 | reply).
-func ict2Entries(t *testing.T, b []byte) map[wire.Uint128]uint64 {
+// replicatedDigests waits until every server applied the same op, the one their
+// primary committed, and returns it with each server's digest of its state.
+func replicatedDigests(t *testing.T, servers []*Server) (uint64, []uint64) {
 	t.Helper()
-	entries := make(map[wire.Uint128]uint64)
-	count := binary.LittleEndian.Uint32(b[4:])
-	at := 8
-	for range count {
-		start := at
-		client := wire.Uint128{Lo: binary.LittleEndian.Uint64(b[at:]), Hi: binary.LittleEndian.Uint64(b[at+8:])}
-		at += 16 + 8 + 4 + 8 + 16
-		ring := int(b[at])
-		at++
-		for range ring {
-			at += 4 + int(binary.LittleEndian.Uint32(b[at:]))
+	digests := make([]uint64, len(servers))
+	var op uint64
+	waitUntil(t, "every node applies what its primary committed", func() bool {
+		leader, ok := agreedLeader(servers)
+		if !ok {
+			return false
 		}
-		entries[client] = xxh3.Hash(b[start:at])
-	}
-	if at != len(b)-8 {
-		t.Fatalf("client table encoding: %d entries end at %d of %d bytes", count, at, len(b))
-	}
-	return entries
-}
-
-// metaHoldings waits until every server applied the same op and returns what
-// each holds then.
-func metaHoldings(t *testing.T, servers []*Server) []metaHolding {
-	t.Helper()
-	holdings := make([]metaHolding, len(servers))
-	waitUntil(t, "every node applies the same op", func() bool {
+		var commit uint64
+		onMetaShard(t, servers[leaderIndex(servers, leader)], func(p *metaPlane) { commit = p.Core().CommitMax() })
 		for i, s := range servers {
-			var table []byte
-			onMetaShard(t, s, func(p *metaPlane) {
-				holdings[i] = metaHolding{op: p.Applied().Op, state: xxh3.Hash(p.State().AppendSnapshot(nil, 0))}
-				table = p.Table().AppendICT2(nil)
-			})
-			holdings[i].clients = ict2Entries(t, table)
-		}
-		for _, h := range holdings {
-			if h.op != holdings[0].op {
+			var applied uint64
+			onMetaShard(t, s, func(p *metaPlane) { applied, digests[i] = p.Applied().Op, p.Digest() })
+			if applied != commit {
 				return false
 			}
 		}
+		op = commit
 		return true
 	})
-	return holdings
+	return op, digests
 }
 
-// sameMetadata fails the test unless every server holds the same metadata and the
-// same client table entries, and returns the op they hold them at. A table entry
-// may be missing on a node, not differ: a node drops the entry of a client whose
-// connection to it closed, locally, as the reference does (metaRouter.clientGone),
-// and the table is otherwise replicated state.
+// leaderIndex is the index in servers of the one whose roster id is leader.
+func leaderIndex(servers []*Server, leader uint8) int {
+	for i, s := range servers {
+		if s.cluster.self == leader {
+			return i
+		}
+	}
+	return 0
+}
+
+// sameMetadata fails the test unless every server holds the same replicated
+// state, metadata and client table whole, and returns the op they hold it at.
 func sameMetadata(t *testing.T, servers []*Server) uint64 {
 	t.Helper()
-	holdings := metaHoldings(t, servers)
-	shared := 0
-	for i, h := range holdings {
-		if h.state != holdings[0].state {
-			t.Fatalf("node %d's metadata at op %d differs from node 0's", i, h.op)
+	op, digests := replicatedDigests(t, servers)
+	for i, d := range digests {
+		if d != digests[0] {
+			t.Fatalf("node %d's replicated state at op %d differs from node 0's (digest %x, node 0 %x)", i, op, d, digests[0])
 		}
-		for client, entry := range h.clients {
-			if other, ok := holdings[0].clients[client]; ok && other != entry {
-				t.Fatalf("node %d's client table entry of %v differs from node 0's at op %d", i, client, h.op)
-			} else if ok && i > 0 {
-				shared++
+	}
+	return op
+}
+
+// clusterTests are the clustered servers each test started, for the check at
+// its end.
+var clusterTests sync.Map // *testing.T -> *clusterCheck
+
+type clusterCheck struct {
+	servers []*Server
+	done    bool
+	skip    string
+}
+
+// checkReplicatedStateAtEnd registers s for the check of its test's end: once
+// the test body is over, the servers still running must hold the same state once
+// they caught up. A cleanup is registered with each server, after the one that
+// stops it, so the first to run sees every server of the test still up.
+func checkReplicatedStateAtEnd(t *testing.T, s *Server) {
+	v, _ := clusterTests.LoadOrStore(t, &clusterCheck{})
+	cc := v.(*clusterCheck)
+	cc.servers = append(cc.servers, s)
+	t.Cleanup(func() {
+		if cc.done {
+			return
+		}
+		cc.done = true
+		clusterTests.Delete(t)
+		if t.Failed() || cc.skip != "" {
+			return
+		}
+		var running []*Server
+		for _, s := range cc.servers {
+			select {
+			case <-s.rt.Done():
+			default:
+				running = append(running, s)
 			}
 		}
+		if len(running) < 2 {
+			return
+		}
+		sameMetadata(t, running)
+	})
+}
+
+// skipReplicatedStateCheck leaves a test out of the check at its end, for why.
+func skipReplicatedStateCheck(t *testing.T, why string) {
+	if v, ok := clusterTests.Load(t); ok {
+		v.(*clusterCheck).skip = why
 	}
-	if shared == 0 && len(holdings[0].clients) > 0 {
-		t.Fatalf("no client table entry is on two nodes at op %d", holdings[0].op)
-	}
-	return holdings[0].op
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
@@ -40,7 +41,8 @@ import (
 //	interval = "30 s"                   # IGGY_HEARTBEAT_INTERVAL: group members silent
 //	                                    # for 1.2 intervals are evicted (reason 13)
 //	[metrics]
-//	address = "127.0.0.1:9090"          # ours, IGGY_METRICS_ADDRESS: /metrics and /health; off when absent
+//	address = "127.0.0.1:9090"          # ours, IGGY_METRICS_ADDRESS: /metrics, /health and
+//	                                    # /debug/replicated-state; off when absent
 //	[pprof]
 //	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
 //
@@ -59,6 +61,10 @@ type Config struct {
 	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
 	// elects a primary in a fraction of a second.
 	clusterTiming *vsr.Timing
+	// metaMutation (benchmarks, tests) breaks a rule of the metadata plane
+	// (metaplane.Mutation): BenchmarkClusterSessionChurn's baseline ends a closed
+	// connection's session locally, without the EndSessions op.
+	metaMutation metaplane.Mutation
 	// openFilesMax (tests) is the node's budget of open partition files, split
 	// over its shards; 0 gives each shard segment.FilesBudget(shards).
 	openFilesMax int

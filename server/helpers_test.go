@@ -44,6 +44,9 @@ func startTestServer(t *testing.T, cfg Config) *Server {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { stopServer(t, s) })
+	if cfg.Cluster.Enabled {
+		checkReplicatedStateAtEnd(t, s)
+	}
 	return s
 }
 

@@ -150,6 +150,7 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 		RootUsername:          cfg.RootUsername,
 		RootPassword:          cfg.RootPassword,
 		Log:                   log,
+		Mutation:              cfg.metaMutation,
 	}
 	if c := &cfg.Cluster; c.Enabled {
 		pcfg.Clustered = true

@@ -401,6 +401,7 @@ func (s *Server) serveHTTP() error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/health", s.health)
+		mux.HandleFunc("GET /debug/replicated-state", s.serveReplicatedState)
 		addr, err := s.listenHTTP("metrics", s.cfg.MetricsAddress, mux)
 		if err != nil {
 			return err
@@ -456,7 +457,8 @@ func (s *Server) stopHTTP(ctx context.Context) {
 	}
 }
 
-// MetricsAddr is where /metrics and /health are served, nil when they are not.
+// MetricsAddr is where /metrics, /health and /debug/replicated-state are served,
+// nil when they are not.
 func (s *Server) MetricsAddr() net.Addr { return s.metricsAddr }
 
 // PprofAddr is where /debug/pprof/ is served, nil when it is not.

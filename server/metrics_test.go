@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -270,5 +271,27 @@ func BenchmarkPingDuringScrapes(b *testing.B) {
 			reportLatencies(b, latencies)
 			b.ReportMetric(float64(scrapes), "scrapes")
 		})
+	}
+}
+
+// /debug/replicated-state tells the op a node applied and the digest of its
+// replicated state (the one the in-process tests compare, metaPlane.Digest), so
+// that a test outside the process can compare the nodes (internal/clustertest).
+func TestReplicatedStateDiagnostic(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].MetricsAddress = "127.0.0.1:0"
+	}
+	servers := startCluster(t, cfgs)
+	c := dialCluster(t, servers[0])
+	_, err := c.CreateStream(testContext(t), "digest")
+	mustOK(t, "create stream", err)
+	op, digests := replicatedDigests(t, servers)
+	for i, s := range servers {
+		code, body := httpGet(t, "http://"+s.MetricsAddr().String()+"/debug/replicated-state")
+		want := fmt.Sprintf("applied_op=%d commit=%d digest=%016x\n", op, op, digests[i])
+		if code != http.StatusOK || body != want {
+			t.Fatalf("node %d: /debug/replicated-state %d %q, want %q", i, code, body, want)
+		}
 	}
 }

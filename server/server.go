@@ -66,8 +66,8 @@
 //	                                     commit log's entries until the slowest shard has
 //	                                     applied them
 //	partitions (package partition,       per partition the shard owns (in a cluster every
-//	  "Memory")                          node holds a replica of each): ~36 KB of heap
-//	                                     created and never written, ~49 KB once written,
+//	  "Memory")                          node holds a replica of each): ~27 KB of heap
+//	                                     created and never written, ~41 KB once written,
 //	                                     and 24 B an index entry of the segments read
 //	                                     lately; no file until first written (storage.go)
 //	partition batch copies, in a          64 MiB   cluster.partition_memory_max / S: a
@@ -104,10 +104,12 @@
 // of ~23 MB); a node that has checked passwords keeps ~35 MB more (argon2id, 19 MiB
 // a check, freed to the heap and reused by later allocations first, so that on it
 // the terms after R0 are an upper bound). P counts the partitions the node holds, W
-// those written since its start. A partition created and never written touches
-// ~10 KB of its ~36 KB of heap: its consensus core's journal slots and repair
-// candidates are allocated zeroed and stay untouched, hence not resident, while its
-// group idles; once written, ~18 KB more (its log, index and journal entries).
+// those written since its start. A partition created and never written touched
+// ~10 KB of its heap, then ~36 KB (27.2 KB now, partition/doc.go "Memory"): its
+// consensus core's journal slots and repair candidates are allocated zeroed and
+// stay untouched, hence not resident, while its group idles; once written, ~18 KB
+// more (its log, index and journal entries). The figures below were measured with
+// those sizes and not again since.
 // Predicted at 1,000 partitions created: 45 MB on a backup, at most 80 MB on the
 // metadata leader, measured 43.9 to 45.6 and 72.9 MB; at 3,000: 65 and at most 100
 // MB, measured 65.3 to 65.6 and 81 to 90 MB (BenchmarkThousandsOfPartitions,
@@ -116,8 +118,9 @@
 //
 // Under write load the heap grows to (1 + GOGC/100) times its live size between
 // collections, and what it touched stays resident for a while: the live heap then
-// counts ~49 KB a written partition and the batch copies (bounded as above, plus a
-// batch for each partition taking prepares, up to their commit). 1,000 partitions
+// counts ~41 KB a written partition (40.6 KB, BenchmarkIdlePartitionMemory; ~49 KB
+// when the figures below were measured) and the batch copies (bounded as above,
+// plus a batch for each partition taking prepares, up to their commit). 1,000 partitions
 // written 1 MB each (100-message batches of 1 KB, one client, in turn) left the
 // backups at 352 to 365 MB resident (~400 MB of heap at the peak), the leader at
 // 141 MB; 40 partitions written 10 MB each (BenchmarkMemoryAfterWrites), 109 to

@@ -129,33 +129,37 @@
 //
 // Inputs while a Ready is out (Step, Tick, Propose, the forwards, TakeOver,
 // Heartbeat, RequestTransfer) are held, never a panic, and fed in arrival order
-// after Advance. Held frames are copied (the Driver's buffers, reused); beyond
-// DriverConfig.FramesQueuedMax a frame is dropped and counted
-// (DropFramesQueueFull): its sender retransmits. A local request is never dropped:
-// beyond RequestsQueuedMax Propose and the forwards refuse at once. A proposal does
-// not know its op until it is proposed, so the host learns it through
-// Host.Proposed (at once when no Ready is out); it hands the request over only
-// then (Host.Proposal), so that one stamped with the prepared position (a
+// after Advance. Held frames are copied (the Driver's buffers, reused, up to
+// DriverConfig.FrameBuffersKeptMaxBytes kept between Readies: a host of many idle
+// groups keeps few); beyond DriverConfig.FramesQueuedMax a frame is dropped and
+// counted (DropFramesQueueFull): its sender retransmits. A local request is never
+// dropped: beyond RequestsQueuedMax Propose and the forwards refuse at once. A
+// proposal does not know its op until it is proposed, so the host learns it
+// through Host.Proposed (at once when no Ready is out); it hands the request over
+// only then (Host.Proposal), so that one stamped with the prepared position (a
 // partition's batch) is stamped when it is numbered. With WaitForRoom a proposal
-// that finds the pipeline full, or a checkpoint due, waits in order for room.
-// NoteLiveness and Checkpointed record nothing a Ready carries: they are taken at
-// once. A host that crashes or stops mid-Ready calls Stop: the Ready goes no
-// further (its messages not sent never leave), held requests are answered with the
-// error, and late completions are ignored. A failed Persist stops the Driver the
-// same way.
+// that finds the pipeline full, or a checkpoint due, waits in order for room; a
+// Host that is a ProposalGate may hold the head of the line back although there
+// is room (a partition's primary that cannot stamp a batch yet), and it waits the
+// same way. NoteLiveness and Checkpointed record nothing a Ready carries: they are
+// taken at once. A host that crashes or stops mid-Ready calls Stop: the Ready goes
+// no further (its messages not sent never leave), held requests are answered with
+// the error, and late completions are ignored. A failed Persist stops the Driver
+// the same way.
 //
-// Before the Driver, four loops carried out Readies and differed: vsr/sim never
-// sent early (slower, and its crash on sync lost the early prepares a real node
-// would have sent); the core's tests ignored the cut and left StateRequests
-// unanswered unless a test asked; partition/group.go truncated before it
-// discarded (the same), wrote its journal before its view state (within the
-// rule), never sent early, and applied after Advance (its applies are log writes
-// the core does not read back); server/metaplane.go fed held inputs by kind
-// (frames, ticks, forwards, then proposals), not in arrival order, dropped frames
-// beyond its bound uncounted, and truncated its journal without an fsync before it
-// replaced the state record: on a filesystem that does not keep metadata
-// operations in order, a crash between them restarts the new log view over the
-// old tail (3).
+// Every Core runs behind a Driver: the metadata plane (package metaplane, which
+// the server and the simulator both run), the partition groups
+// (partition/group.go) and the core's tests. Before it, four loops carried out
+// Readies, and they differed in ways the order above now settles: the
+// simulator's did not send prepares early (slower, and its crash on sync lost the
+// early prepares a real node would have sent); the core's tests ignored the cut
+// and left StateRequests unanswered unless a test asked; the partition groups'
+// truncated before they discarded, did not send prepares early either, and
+// applied after Advance; the server's metadata loop fed held inputs by kind, not
+// in arrival order, dropped frames beyond its bound uncounted, and truncated its
+// journal without an fsync before it replaced the state record (on a filesystem
+// that does not keep metadata operations in order, a crash between them
+// restarted the new log view over the old tail: step 3).
 //
 // The client table (ClientTable, ICT2) is part of the replicated state: every replica
 // applies the same commits to it.

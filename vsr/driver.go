@@ -156,8 +156,10 @@ type queuedInput struct {
 // Driver carries out a Core's Readies through a Host, in the one order the package
 // doc gives with its reasons, and holds the inputs that arrive while a Ready is out
 // (a Core takes none then), feeding them in arrival order after its Advance. It is
-// the one loop that drives a Core: the simulator's groups and the core's tests use
-// it, and the metadata plane and the partition groups are to.
+// the one loop that drives a Core: the metadata plane (metaplane, in the server
+// and the simulator alike), the partition groups (partition/group.go, which gates
+// its proposals, ProposalGate, and keeps few frame buffers,
+// DriverConfig.FrameBuffersKeptMaxBytes) and the core's tests all use it.
 //
 // Every input goes through the Driver: Step, Tick, Propose, the forwards,
 // TakeOver, Heartbeat, RequestTransfer. A host that feeds the core itself (Recover,

@@ -87,6 +87,9 @@ type node struct {
 	id          int
 	tcpPort     int
 	replicaPort int
+	// metricsPort serves /debug/replicated-state (and /metrics): the digest of the
+	// node's replicated state, compared at the end of every test.
+	metricsPort int
 	dir         string
 	configPath  string
 	// secret and name are what this node's TOML says; a test may make them wrong.
@@ -138,15 +141,31 @@ func newCluster(t testing.TB, n int) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, bin: bin, shards: 1}
-	ports := freePorts(t, 2*n)
+	ports := freePorts(t, 3*n)
 	configDir := t.TempDir()
 	for i := range n {
-		nd := &node{c: c, id: i, tcpPort: ports[2*i], replicaPort: ports[2*i+1],
+		nd := &node{c: c, id: i, tcpPort: ports[3*i], replicaPort: ports[3*i+1], metricsPort: ports[3*i+2],
 			dir: t.TempDir(), secret: sharedSecret, name: clusterName}
 		nd.configPath = filepath.Join(configDir, fmt.Sprintf("node%d.toml", i))
 		c.nodes = append(c.nodes, nd)
 	}
 	t.Cleanup(func() {
+		// The nodes still running at the end hold the same replicated state.
+		if !t.Failed() && !c.single {
+			var running []*node
+			for _, nd := range c.nodes {
+				if nd.running() {
+					running = append(running, nd)
+				}
+			}
+			if len(running) > 1 {
+				ctx, cancel := context.WithTimeout(context.Background(), replicatedStateWait)
+				if err := awaitSameReplicatedState(ctx, running); err != nil {
+					t.Error(err)
+				}
+				cancel()
+			}
+		}
 		for _, nd := range c.nodes {
 			if nd.admin != nil {
 				nd.admin.Close()
@@ -220,6 +239,7 @@ func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa
 func (n *node) toml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[system]\npath = %q\n\n[tcp]\naddress = %q\n\n", n.dir, n.addr())
+	fmt.Fprintf(&b, "[metrics]\naddress = %q\n\n", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.metricsPort)))
 	if n.c.single {
 		return b.String()
 	}
@@ -316,7 +336,7 @@ func (n *node) kill() (signalledAt, exitedAt time.Time) {
 // that window fails with "address already in use".
 func (n *node) awaitPortsReleased() {
 	deadline := time.Now().Add(10 * time.Second)
-	for _, port := range []int{n.tcpPort, n.replicaPort} {
+	for _, port := range []int{n.tcpPort, n.replicaPort, n.metricsPort} {
 		for {
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err == nil {

@@ -307,6 +307,11 @@ type Result struct {
 	// Drops are the inputs the metadata group dropped, by reason, over every
 	// incarnation.
 	Drops vsr.DropCounts
+	// PartitionDrops are the inputs the partition stores' groups dropped
+	// (partition.Store.Drops), PartitionIngressDrops the frames the stores did
+	// not give to a group (Store.IngressDrops), over every store incarnation.
+	PartitionDrops        vsr.DropCounts
+	PartitionIngressDrops partition.IngressDrops
 }
 
 const (
@@ -366,9 +371,8 @@ type node struct {
 	incarnationCount uint64
 	// held: down across a checkpoint (Options.DownAcrossCheckpoint), at op
 	// heldAt of the metadata group.
-	held      bool
-	heldAt    uint64
-	heldSince uint64
+	held   bool
+	heldAt uint64
 	// meta is the node's metadata replica, part its partition plane.
 	meta *metaReplica
 	part storeNode
@@ -497,6 +501,7 @@ func Run(opts Options) Result {
 	c.result.Violation = c.violation
 	c.result.Ticks = c.now
 	for _, nd := range c.nodes {
+		c.addStoreDrops(nd.part.store)
 		if nd.meta.plane != nil {
 			c.addDrops(nd.meta.plane.Core())
 			c.result.MetadataCommitted = max(c.result.MetadataCommitted, nd.meta.plane.Core().CommitMax())
@@ -767,7 +772,7 @@ func (c *cluster) faultTick() {
 	c.holdAcrossCheckpoint()
 	if r.IntN(600) == 0 {
 		nd := c.nodes[r.IntN(n)]
-		if nd.up {
+		if c.mayCrash(nd) {
 			if r.IntN(2) == 0 {
 				nd.crashOnSync = true // at its next sync, losing that Ready's writes
 			} else {
@@ -839,54 +844,89 @@ func (c *cluster) heal() {
 	c.trace("heal")
 }
 
-// holdTicksMax bounds how long holdAcrossCheckpoint keeps a node down.
-const holdTicksMax = 16_000
-
 // holdAcrossCheckpoint takes one node down at a third of the fault period
 // (Options.DownAcrossCheckpoint), and brings it back once the others committed
-// more than a header window past where it stopped: they took a checkpoint and
-// cut their journals meanwhile, so it catches up by state transfer.
+// more than a header window and a checkpoint interval past where it stopped: they
+// took a checkpoint and cut their journals meanwhile, so it catches up by state
+// transfer. Every long seed does this, not by luck of its faults:
+//   - the node held is a rotting one: every op committed has a copy on a node that
+//     never rots and is not held (QuorumReplication copies, at most
+//     QuorumReplication-1 of them on rotting nodes), so the others never need the
+//     held node to get past an op, and it is held until they are past it;
+//   - while it is down no fault takes the others below a quorum (mayCrash), so
+//     they keep committing; only the heal ends the hold early.
 func (c *cluster) holdAcrossCheckpoint() {
 	if !c.opts.DownAcrossCheckpoint || c.heldDone || c.opts.Replicas < 3 {
 		return
 	}
-	top := uint64(0)
-	for _, nd := range c.nodes {
-		if nd.up && nd.meta.plane != nil {
-			top = max(top, nd.meta.plane.Core().CommitMax())
-		}
-	}
-	for _, nd := range c.nodes {
-		if nd.held {
-			// Back once the others are a window and a checkpoint past it, or after
-			// holdTicksMax: it may hold the one intact copy of ops the others
-			// committed (a rotten entry on the other side of the quorum), and
-			// then they cannot apply past them without it.
-			if top > nd.heldAt+uint64(metaplane.JournalSlotsMin)+uint64(metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin)) ||
-				c.now > nd.heldSince+holdTicksMax {
-				nd.held, c.heldDone = false, true
-				for _, other := range c.nodes {
-					if other.up && other.meta.plane.SnapshotOp() > nd.heldAt {
-						c.result.DownAcrossCheckpoint = true
-					}
-				}
-				c.trace("r%d back after the cluster went from op %d to %d", nd.id, nd.heldAt, top)
-				c.boot(nd, true)
+	if nd := c.heldNode(); nd != nil {
+		top := uint64(0)
+		for _, other := range c.nodes {
+			if other.up {
+				top = max(top, other.meta.plane.Core().CommitMax())
 			}
+		}
+		if top <= nd.heldAt+uint64(metaplane.JournalSlotsMin)+uint64(metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin)) {
 			return
 		}
+		nd.held, c.heldDone = false, true
+		for _, other := range c.nodes {
+			if other.up && other.meta.plane.SnapshotOp() > nd.heldAt {
+				c.result.DownAcrossCheckpoint = true
+			}
+		}
+		c.trace("r%d back after the cluster went from op %d to %d", nd.id, nd.heldAt, top)
+		c.boot(nd, true)
+		return
 	}
 	if c.now < c.opts.FaultTicks/3 {
 		return
 	}
 	nd := c.nodes[c.rngFail.IntN(len(c.nodes))]
-	if !nd.up {
-		return
+	for _, r := range c.nodes {
+		if r.rots {
+			nd = r
+			break
+		}
 	}
-	nd.heldAt, nd.heldSince = nd.meta.plane.Core().CommitMax(), c.now
+	if !nd.up {
+		return // it reboots on its own
+	}
+	nd.heldAt = nd.meta.plane.Core().CommitMax()
 	c.crash(nd)
 	nd.held = true
+	for _, other := range c.nodes {
+		other.crashOnSync = false // a crash to come would take the others below a quorum
+	}
 	c.trace("r%d down across a checkpoint from op %d", nd.id, nd.heldAt)
+}
+
+// heldNode is the node held down across a checkpoint, nil if none is.
+func (c *cluster) heldNode() *node {
+	for _, nd := range c.nodes {
+		if nd.held {
+			return nd
+		}
+	}
+	return nil
+}
+
+// mayCrash reports whether a fault may take node nd down now: any time, but
+// while a node is held down across a checkpoint, only if a quorum stays up.
+func (c *cluster) mayCrash(nd *node) bool {
+	if !nd.up {
+		return false
+	}
+	if c.heldNode() == nil {
+		return true
+	}
+	up := 0
+	for _, other := range c.nodes {
+		if other.up && !other.crashOnSync {
+			up++
+		}
+	}
+	return up-1 >= vsr.QuorumViewChange(c.opts.Replicas)
 }
 
 func (c *cluster) done() bool {

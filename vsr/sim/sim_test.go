@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
@@ -115,7 +116,8 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	realSeeds, stalled, lagging, stampRefusals, divergedRefusals, offsetStores, sendsFailed, unobserved := 0, 0, 0, 0, 0, 0, 0, 0
 	bySize := map[int]int{}
-	var drops vsr.DropCounts
+	var drops, partitionDrops vsr.DropCounts
+	var ingressDrops partition.IngressDrops
 	var failed []uint64
 	for i, r := range results {
 		opts := config(first + uint64(i))
@@ -123,6 +125,10 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		committed += r.Committed
 		for reason := range drops {
 			drops[reason] += r.Drops[reason]
+			partitionDrops[reason] += r.PartitionDrops[reason]
+		}
+		for reason := range ingressDrops {
+			ingressDrops[reason] += r.PartitionIngressDrops[reason]
 		}
 		crashes += r.Crashes
 		forwarded += r.ForwardedLogins
@@ -179,15 +185,26 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		count, first, time.Since(start).Round(time.Millisecond), failures, committed, crashes, views, forwarded, corrupt, installs, livenessMax, livenessSeed, config(first).LivenessTicksMax)
 	t.Logf("%d requests acknowledged (%d of them partition sends and offset stores), %d metadata ops committed as refusals, %d refused at admission, %d journal entries rotted (%d of them above their replica's checkpoint), %d damaged entries dropped at recovery",
 		acknowledged, partitionAcks, refusals, admitRefused, rotten, rottenToRepair, dropped)
-	var byReason []string
-	for reason := vsr.DropReason(0); reason < vsr.DropReasonCount; reason++ {
-		if n := drops[reason]; n > 0 {
-			byReason = append(byReason, fmt.Sprintf("%v %d", reason, n))
+	byReason := func(drops *vsr.DropCounts) string {
+		var reasons []string
+		for reason := vsr.DropReason(0); reason < vsr.DropReasonCount; reason++ {
+			if n := drops[reason]; n > 0 {
+				reasons = append(reasons, fmt.Sprintf("%v %d", reason, n))
+			}
+		}
+		return strings.Join(reasons, ", ")
+	}
+	var ingressByReason []string
+	for reason := partition.IngressDrop(0); reason < partition.IngressDropCount; reason++ {
+		if n := ingressDrops[reason]; n > 0 {
+			ingressByReason = append(ingressByReason, fmt.Sprintf("%v %d", reason, n))
 		}
 	}
 	t.Logf("metadata plane: %d to %d ops committed per seed, %d checkpoints, %d committed prepares skipped at apply (a request applied already, or of a session ended), %d connections closed, %d requests abandoned with them, %d sessions evicted from a full client table, %d requests given up after a 58 (none in the log), %d seeds with a node down while another checkpointed past it",
 		metaCommittedMin, metaCommittedMax, checkpoints, skipped, disconnects, abandoned, evictions, refused58, acrossCheckpoint)
-	t.Logf("inputs the metadata group dropped, by reason: %s", strings.Join(byReason, ", "))
+	t.Logf("inputs the metadata group dropped, by reason: %s", byReason(&drops))
+	t.Logf("inputs the partition groups dropped, by reason: %s; frames the stores gave no group, by reason: %s",
+		byReason(&partitionDrops), strings.Join(ingressByReason, ", "))
 	t.Logf("real partition stores in %d seeds: %d offset stores acknowledged, %d admitted sends failed, %d stalled at the liveness bound behind replicas that cannot catch up, %d replicas left behind, %d intact prepares refused for their stamp, %d requests refused by partitions that took themselves for diverged, %d commits past a core's window unobserved",
 		realSeeds, offsetStores, sendsFailed, stalled, lagging, stampRefusals, divergedRefusals, unobserved)
 	return results

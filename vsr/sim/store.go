@@ -193,9 +193,24 @@ func (c *cluster) storesCrash() bool { return c.partitionConfig().EnforceFsync }
 // without a close, its disks keep what a power loss keeps.
 func (c *cluster) crashStore(nd *node) {
 	nd.part.disks = nd.part.disks.Crash(c.rngFail.Uint64())
+	c.addStoreDrops(nd.part.store) // the incarnation that crashed
 	nd.part.store = nil
 	nd.part.sends = nil
 	nd.part.offsets = nil
+}
+
+// addStoreDrops adds what a store dropped to the run's counts (nil: none).
+func (c *cluster) addStoreDrops(s *partition.Store) {
+	if s == nil {
+		return
+	}
+	d, in := s.Drops(), s.IngressDrops()
+	for r := range d {
+		c.result.PartitionDrops[r] += d[r]
+	}
+	for r := range in {
+		c.result.PartitionIngressDrops[r] += in[r]
+	}
 }
 
 // storeCore is the core of partition group g on nd's store (nil when it runs none).
