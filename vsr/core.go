@@ -2124,6 +2124,16 @@ func (c *Core) dropCandidates() {
 	c.candidates = nil
 }
 
+// RepairCandidateBytes is the size of the bodies the core holds as repair
+// candidates: what a CopyBudget has let it keep.
+func (c *Core) RepairCandidateBytes() int {
+	n := 0
+	for i := range c.candidates {
+		n += len(c.candidates[i].body)
+	}
+	return n
+}
+
 // CopyBudget is a Storage that bounds the copies of bodies its core keeps across
 // Steps (repair candidates, below the chain of trusted headers until the chain
 // reaches them) together with what its host copies: a host of many groups (a
