@@ -26,7 +26,8 @@ import (
 //     primary's keep-alive when it brings nothing new (Partition.keepAliveOnly:
 //     the node's liveness is all it carries), and so does its primary's node
 //     going silent for a heartbeat timeout (the watch below is one check per
-//     replica per tick), which lets its heartbeat fire.
+//     replica per tick, and a sleeping shard wakes for it once per heartbeat
+//     timeout: renewWatch), which lets its heartbeat fire.
 //   - The keep-alive (one Commit per commit broadcast interval) picks from the
 //     groups this replica leads, kept in a list, not from every group.
 //
@@ -49,6 +50,9 @@ type activity struct {
 	// the shard tick + 1 at which each replica's node was last heard (0: never).
 	parkedBy [vsr.ReplicasMax][]*Partition
 	heardAt  [vsr.ReplicasMax]uint64
+	// watchAt is the tick at which the watch next looks at each replica's
+	// parked groups (TicksUntilDue announces it): see renewWatch.
+	watchAt [vsr.ReplicasMax]uint64
 	// leading lists the groups this replica leads (some may have stopped:
 	// dropped when met); keepAliveNext is the keep-alive's turn in it.
 	leading       []*Partition
@@ -196,6 +200,7 @@ func (s *Store) park(p *Partition) bool {
 		}
 		p.parkedFor = primary
 		s.parkedBy[primary] = append(s.parkedBy[primary], p)
+		s.renewWatch(primary)
 	}
 	s.noteDisarmed(p)
 	s.timers.Remove(p.timer)
@@ -237,6 +242,7 @@ func (s *Store) wakeSilentlyLed() {
 			continue
 		}
 		if heard := s.heardAt[r]; heard != 0 && s.timers.Now()-(heard-1) < timeout {
+			s.renewWatch(uint8(r))
 			continue
 		}
 		for i, p := range parked {
@@ -330,18 +336,31 @@ func (s *Store) TicksUntilDue() (uint64, bool) {
 	if s.repl.replicaCount() > 1 && len(s.leading) > 0 {
 		due(s.keptAliveAt + s.commitIntervalTicks())
 	}
-	timeout := s.timing().HeartbeatTimeoutTicks
 	for r := range s.parkedBy {
 		if len(s.parkedBy[r]) == 0 {
 			continue
 		}
-		if heard := s.heardAt[r]; heard == 0 {
+		if s.heardAt[r] == 0 {
 			due(now + 1)
 		} else {
-			due(heard - 1 + timeout)
+			due(s.watchAt[r])
 		}
 	}
 	return next, armed
+}
+
+// renewWatch moves the watch of the groups parked under replica on to the tick
+// at which that replica's node will have been silent for a heartbeat timeout,
+// once the tick it was set for has come. Not sooner: every frame from the node
+// moves that tick on, and a watch that followed it would have its shard ask for
+// a new wake-up for every frame heard (a keep-alive per commit broadcast interval
+// per peer shard, each wake-up pending for a heartbeat timeout), where one per
+// heartbeat timeout does: the node's heardAt only grows, so the watch never
+// looks late, and when it looks early it finds the node heard and is renewed.
+func (s *Store) renewWatch(replica uint8) {
+	if heard := s.heardAt[replica]; heard != 0 && s.watchAt[replica] <= s.timers.Now() {
+		s.watchAt[replica] = heard - 1 + s.timing().HeartbeatTimeoutTicks
+	}
 }
 
 // noteLeading lists p among the groups this replica leads, when it does.

@@ -185,17 +185,17 @@
 //
 // and a store (one shard) holds, beyond its partitions:
 //
-//	body copies                 a backup's journal copies until written, frames a
+//	body copies                 a backup's journal copies until written, the
+//	                            repair candidates its consensus cores keep, frames a
 //	                            group's Driver held while its Ready was out, batches
 //	                            read back for a peer's repair:
 //	                            at most Replication.BodyBudgetBytes (64 MiB) plus one
-//	                            batch, however many partitions take prepares at once
-//	                            (memory.go)
+//	                            group's repair chunk (RepairChunkMax, 32 batches) and
+//	                            the ops it needs below it, however many partitions
+//	                            take prepares or repair at once (memory.go)
 //
-// Not in that bound yet: the bodies a consensus core copies while it repairs below
-// the chain of headers it trusts (vsr.Core's repair candidates: up to
-// RepairChunkMax, 32 batches, a group, kept until its next repair round), and a
-// state transfer's artifacts, which the core assembles whole before the install.
+// Not in that bound yet: a state transfer's artifacts, which the core assembles
+// whole before the install.
 //
 // The primary's batches are its clients' request buffers, and polls read into the
 // server's poll memory: both bounded by the server, not here. A node's resident size

@@ -242,6 +242,7 @@ func (s *Store) stopGroup(p *Partition) {
 	}
 	p.driver.Stop(nil)
 	p.releaseHeldFrames()
+	p.releaseCandidates()
 	drops := p.core.Drops()
 	for r := range s.dropsRetired {
 		s.dropsRetired[r] += drops[r]
@@ -378,7 +379,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	}
 	prepare := h.Command == wire.CommandPrepare || h.Command == wire.CommandRepairPrepare
 	if prepare {
-		if !s.bodies.admit(len(body), h.Prepare().Op == p.bodyNeededOp()) {
+		if !p.admitsBody(h.Prepare().Op, len(body), h.Command == wire.CommandRepairPrepare) {
 			return s.refuse(IngressBodyBudget, errBodyBudget)
 		}
 		if err := p.checkIngress(h.Prepare(), body); err != nil {

@@ -270,3 +270,47 @@ func TestKeepAliveLeavesParkedBackupsParked(t *testing.T) {
 		t.Fatalf("frames refused: %v", c.stepErrs[0])
 	}
 }
+
+// An idle backup whose groups are all parked asks its shard for one wake-up per
+// heartbeat timeout, for the watch of its primary's node, however often that
+// node's frames come: each distinct tick TicksUntilDue announces becomes a timer
+// of the shard, pending until it falls due. The watch followed every frame heard
+// (due a heartbeat timeout after it), a new tick per keep-alive: 20 pending per
+// backup shard, and the shard's set of wake-ups asked for, which holds 8, then
+// took every turn's request for a new timer (the server's idle test saw 683
+// timers pending on a backup of 100 partitions).
+func TestParkedBackupAsksForAWakeUpPerHeartbeatTimeout(t *testing.T) {
+	const n = 20
+	c := idleCluster(t, n)
+	timing := partitionTiming
+	c.runTicks(int(2*timing.HeartbeatTimeoutTicks + 4*timing.CommitBroadcastIntervalTicks))
+	for i := 1; i < 3; i++ {
+		for _, p := range c.stores[i].partitions {
+			if !p.parked {
+				t.Fatalf("backup %d: partition %v is not parked", i, p.key)
+			}
+		}
+	}
+	const measured = 1000 // 10 s
+	asked := make([]map[uint64]bool, 3)
+	for i := range asked {
+		asked[i] = map[uint64]bool{}
+	}
+	for range measured {
+		c.runTicks(1)
+		for i, s := range c.stores {
+			if in, ok := s.TicksUntilDue(); ok {
+				asked[i][s.timers.Now()+in] = true
+			}
+		}
+	}
+	want := measured/int(timing.HeartbeatTimeoutTicks) + 1
+	for i := 1; i < 3; i++ {
+		if len(asked[i]) > want {
+			t.Errorf("backup %d asked for a wake-up at %d ticks over %d idle ticks, want at most %d", i, len(asked[i]), measured, want)
+		}
+	}
+	if len(c.stepErrs) > 0 {
+		t.Fatalf("frames refused: %v", c.stepErrs[0])
+	}
+}

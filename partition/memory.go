@@ -4,24 +4,34 @@ import "errors"
 
 // bodyBudget counts the bodies a store holds copies of, against its budget
 // (Replication.BodyBudgetBytes): a backup's journal copies of the prepares it took
-// (until applied and written by the log), the frames a group's Driver held while
-// its Ready was out (host.go), and the batches read back for a peer's repair. The
-// primary's bodies are its clients' request buffers, which the server's own limits
-// bound.
+// (until applied and written by the log), the repair candidates its consensus
+// cores keep (candidates.go), the frames a group's Driver held while its Ready was
+// out (host.go), and the batches read back for a peer's repair. The primary's
+// bodies are its clients' request buffers, which the server's own limits bound.
 //
-// A copy is taken when it fits in the budget (admit). Past the budget a partition
-// may still take the one body it needs next (the lowest op above its applied one
-// whose body it lacks, or a first repair read), but only while nothing holds the
-// store past its budget already: so every partition can always make progress, one
-// at a time once the budget is spent, and the copies within the budget drain as
-// their ops apply and the log writes them. A prepare refused is dropped at ingress
-// (Store.Step), as a lossy network would drop it, and the primary retransmits it.
-// What a store holds is thus at most its budget plus one body, however many
-// partitions take prepares at once (plus, for a moment, the journal's copy of a
-// body the Driver held while its Ready was out, given back at the Ready's end).
+// A copy is taken when it fits in the budget (admitsBody). Past the budget a
+// partition may still take the one body it needs next (the lowest op above its
+// applied one whose body it lacks), and a group that holds repair candidates the
+// rest of its repair chunk (the chain verifies a chunk from its top down: one body
+// missing wastes the others), but only while nothing holds the store past its
+// budget already. The group that took it past (overFor) then goes on completing
+// the chunks it holds candidates of, and takes the op it needs next while it holds
+// copies of ops above it (a chunk the chain reached from its top down, an op
+// missing below), and nothing else passes the budget until the store is back
+// within it: the excess is that group's own ops, which apply in order and drain. So every partition can always make progress, one at a
+// time once the budget is spent; a prepare refused is dropped at ingress
+// (Store.Step) or by its core (a candidate), as a lossy network would drop it, and
+// sent again. What a store holds is thus at most its budget plus one group's repair
+// chunk (RepairChunkMax batches) and the ops it needs below it, however many
+// partitions take prepares or repair at once (plus, for a moment, the journal's
+// copy of a body the Driver held while its Ready was out, or of a candidate being
+// written, given back at the Ready's end).
 type bodyBudget struct {
 	budgetBytes int64
 	inUseBytes  int64
+	// overFor is the group whose copy took the store past its budget, until it
+	// is back within.
+	overFor *Partition
 	// peakBytes is the most ever held, for tests and the documented sum.
 	peakBytes int64
 }
@@ -38,6 +48,9 @@ func (b *bodyBudget) take(n int) {
 
 func (b *bodyBudget) give(n int) {
 	b.inUseBytes -= int64(n)
+	if b.inUseBytes <= b.budgetBytes {
+		b.overFor = nil
+	}
 	if b.inUseBytes < 0 {
 		panic("partition: more body bytes given back than taken")
 	}
@@ -45,12 +58,50 @@ func (b *bodyBudget) give(n int) {
 
 // admit reports whether a copy of n bytes may be taken: it fits in the budget,
 // or it is a body its partition needs next (needed) and nothing holds the store
-// past its budget yet.
+// past its budget yet. For the copies that are not of a partition's ops (a frame
+// held, a batch read for a peer's repair).
 func (b *bodyBudget) admit(n int, needed bool) bool {
 	if b.inUseBytes+int64(n) <= b.budgetBytes {
 		return true
 	}
 	return needed && b.inUseBytes <= b.budgetBytes
+}
+
+// admitsBody reports whether p may take a copy of op's body, n bytes: a prepare's
+// at ingress, or a repair candidate's its core would keep (repair: the body came
+// by repair). See bodyBudget.
+func (p *Partition) admitsBody(op uint64, n int, repair bool) bool {
+	b := &p.store.bodies
+	switch {
+	case b.inUseBytes+int64(n) <= b.budgetBytes:
+		return true
+	case b.overFor == p:
+		return repair && p.candidateBytes > 0 || op == p.bodyNeededOp() && p.holdsCopiesAbove(op)
+	case b.overFor != nil || b.inUseBytes > b.budgetBytes:
+		return false
+	}
+	return op == p.bodyNeededOp() || repair && p.candidateBytes > 0
+}
+
+// holdsCopiesAbove reports whether p's journal holds a copied body of an op above
+// op, which cannot apply before op does.
+func (p *Partition) holdsCopiesAbove(op uint64) bool {
+	for o := p.journal.lastOp(); o > op; o-- {
+		if e := p.journal.at(o); e != nil && e.present && e.copied {
+			return true
+		}
+	}
+	return false
+}
+
+// takeBody counts a copy of n bytes of p's ops, and p as the group past the
+// budget when it takes the store past it.
+func (p *Partition) takeBody(n int) {
+	b := &p.store.bodies
+	b.take(n)
+	if b.inUseBytes > b.budgetBytes && b.overFor == nil {
+		b.overFor = p
+	}
 }
 
 // bodyNeededOp is the lowest op above the applied one whose body p's journal
@@ -75,7 +126,7 @@ func (p *Partition) copyBody(e *journalEntry, body []byte) {
 	e.body = append([]byte(nil), body...)
 	e.copied = true
 	p.copiedBytes += len(body)
-	p.store.bodies.take(len(body))
+	p.takeBody(len(body))
 }
 
 // adoptBody gives e a copy made for it (an offset op's payload), counted against
@@ -85,7 +136,7 @@ func (p *Partition) adoptBody(e *journalEntry, body []byte) {
 	e.body = body
 	e.copied = true
 	p.copiedBytes += len(body)
-	p.store.bodies.take(len(body))
+	p.takeBody(len(body))
 }
 
 // releaseBody gives back e's copy, which nothing else refers to any more.

@@ -230,7 +230,9 @@ type Partition struct {
 	// the Ready in progress (repair.go).
 	copiedBytes int
 	unwritten   []unwrittenBody
-	repairReads [][]byte
+	// candidateBytes are the core's repair candidates (candidates.go).
+	candidateBytes int
+	repairReads    [][]byte
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// fresh: the next startGroup starts a new group (Create, purge), in

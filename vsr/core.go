@@ -1067,6 +1067,9 @@ func (c *Core) Advance() {
 	c.rd.Discards = c.rd.Discards[:0]
 	c.rd.Truncate = false
 	c.rd.TruncateAbove = 0
+	// Cleared, not only cut: the bodies a write names (a repaired op's copy, a
+	// frame's) must not stay reachable from the slice's backing array.
+	clear(c.rd.Writes)
 	c.rd.Writes = c.rd.Writes[:0]
 	clear(c.rd.Messages)
 	c.rd.Messages = c.rd.Messages[:0]
@@ -1084,6 +1087,7 @@ func (c *Core) Advance() {
 			c.write(s, w.Body)
 		}
 	}
+	clear(c.deferred)
 	c.deferred = c.deferred[:0]
 	// The primary's own append is one ack, counted once it is durable.
 	pending := c.pendingSelf
@@ -2113,7 +2117,45 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 // holds a copied body (up to a batch each, RepairChunkMax of them), and a group that
 // repaired once must not keep them for the rest of its life; thousands of groups
 // that never repair keep no room for them at all.
-func (c *Core) dropCandidates() { c.candidates = nil }
+func (c *Core) dropCandidates() {
+	for i := range c.candidates {
+		c.giveCopy(len(c.candidates[i].body))
+	}
+	c.candidates = nil
+}
+
+// RepairCandidateBytes is the size of the bodies the core holds as repair
+// candidates: what a CopyBudget has let it keep.
+func (c *Core) RepairCandidateBytes() int {
+	n := 0
+	for i := range c.candidates {
+		n += len(c.candidates[i].body)
+	}
+	return n
+}
+
+// CopyBudget is a Storage that bounds the copies of bodies its core keeps across
+// Steps (repair candidates, below the chain of trusted headers until the chain
+// reaches them) together with what its host copies: a host of many groups (a
+// shard's partitions) bounds them all at once.
+type CopyBudget interface {
+	// TakeCopy reports whether the core may keep a copy of op's body, n bytes;
+	// false drops the body (DropRepairBufferFull) and a later round fetches it.
+	TakeCopy(op uint64, n int) bool
+	// GiveCopy gives back a copy of n bytes the core let go.
+	GiveCopy(n int)
+}
+
+func (c *Core) takeCopy(op uint64, n int) bool {
+	b, ok := c.cfg.Storage.(CopyBudget)
+	return !ok || b.TakeCopy(op, n)
+}
+
+func (c *Core) giveCopy(n int) {
+	if b, ok := c.cfg.Storage.(CopyBudget); ok {
+		b.GiveCopy(n)
+	}
+}
 
 // verifyDown extends the trusted range downward while the slot (or a repair
 // candidate) below it is the parent the chain names.
@@ -2143,6 +2185,12 @@ func (c *Core) verifyDown() {
 				s := &c.slots[op%uint64(len(c.slots))]
 				*s = slot{header: cand.header, trusted: true}
 				c.write(s, cand.body)
+				// Written: the Ready's write carries the body now.
+				c.giveCopy(len(cand.body))
+				last := len(c.candidates) - 1
+				c.candidates[i] = c.candidates[last]
+				c.candidates[last] = repairCandidate{}
+				c.candidates = c.candidates[:last]
 				c.trustLow = op
 				c.repairProgress = true
 				found = true
@@ -2395,6 +2443,7 @@ func (c *Core) startRepair() {
 	}
 	if from == 0 {
 		c.repairActive, c.repairAt = false, 0
+		c.dropCandidates() // the round is over: nothing left to verify them for
 		return
 	}
 	if from < c.windowLow() {
@@ -2531,7 +2580,7 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 	case h.Op >= c.trustLow:
 		// Within the trusted range, where no trusted header names it.
 		dropped, reason = true, DropNotInLog
-	case len(c.candidates) == c.cfg.Timing.RepairChunkMax:
+	case len(c.candidates) == c.cfg.Timing.RepairChunkMax || !c.takeCopy(h.Op, len(body)):
 		dropped, reason = true, DropRepairBufferFull
 	default:
 		// Kept across Steps until the chain reaches it: a copy, not the frame.

@@ -132,6 +132,7 @@ func (c *Core) startTransfer(peer uint8) {
 		c.startViewChange(c.view + 1)
 	}
 	c.repairActive, c.repairAt = false, 0
+	c.dropCandidates()
 	c.transfer = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
 	c.requestTarget()
 }
