@@ -294,7 +294,7 @@ type replicaRuntime struct {
 	peers     []netip.AddrPort // dial addresses by replica id (higher ids only)
 	addr      *net.TCPAddr
 	listenFd  int
-	adoptions replicaAdoptions
+	adoptions adoptionQueue[replicaAdoption]
 	// owners[peer] is 1 + the index of the shard that owns the peer's registered
 	// connection, 0 when none: written by the owner (compare-and-swap from 0, store
 	// of 0), read by every shard.
@@ -756,7 +756,7 @@ func (rt *Runtime) closeReplica() {
 			r.listener.fd = -1
 		}
 	}
-	rr.adoptions.close(func(fd int) { unix.Close(fd) })
+	rr.adoptions.close(func(a replicaAdoption) int { return a.fd })
 	if rt.shards[0].replica == nil && rr.listenFd >= 0 {
 		unix.Close(rr.listenFd) // shard 0 never set up
 	}

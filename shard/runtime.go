@@ -36,7 +36,7 @@ type Runtime struct {
 	handoffsArrived []atomic.Int64
 
 	// adoptions are connections given to Adopt, on their way to shard 0.
-	adoptions adoptions
+	adoptions adoptionQueue[adoption]
 	// replica is the replica plane's runtime-wide state; nil without Config.Replica.
 	replica *replicaRuntime
 
@@ -261,7 +261,7 @@ func (rt *Runtime) closeAll() {
 			s.arena.ReturnClass(s.recvClass)
 		}
 	}
-	rt.adoptions.close()
+	rt.adoptions.close(func(a adoption) int { return a.fd })
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.
