@@ -13,23 +13,39 @@ import (
 	"github.com/iggy-shard/iggy-shard/ring"
 )
 
-// listener is shard 0's client listener: one multishot accept, re-armed when the kernel
-// ends it, paused with a backoff when descriptors or memory run out.
+// listener is shard 0's client listener: its accept, paused with a growing backoff
+// when descriptors or memory run out, and the placement of what it accepts.
 type listener struct {
-	fd           int // -1 when this shard does not listen or stopped listening
-	armed        bool
-	backoff      time.Duration
-	backoffArmed bool
-	backingOff   bool // logged once per episode, not per retry
-	nextShard    int  // where the search for the least loaded shard starts
-	cancelSent   bool
+	acceptor
+	nextShard int // where the search for the least loaded shard starts
 	// handedOff counts, per target shard, the connections handed to it that did
 	// not fail on the way; with the target's count of arrivals it gives those still
 	// in flight, which its connection count does not show yet.
 	handedOff []int64
 }
 
-func (l *listener) closed() bool { return l.fd < 0 }
+func newListener(fd int) listener {
+	return listener{acceptor: acceptor{fd: fd, completion: kindAccept, cancel: kindCancel, retry: timerAccept, policy: clientAccept{}}}
+}
+
+// clientAccept is the client plane's acceptPolicy.
+type clientAccept struct{}
+
+func (clientAccept) accepted(s *Shard, fd int) { s.delegate(fd) }
+
+func (clientAccept) failed(s *Shard, a *acceptor, errno unix.Errno) time.Duration {
+	if !isResourceExhaustion(errno) {
+		// ECONNABORTED and friends end one pending connection, not the listener.
+		s.log.Debug("accept failed", "err", errno)
+		return 0
+	}
+	a.backoff = min(max(2*a.backoff, acceptBackoffMin), acceptBackoffMax)
+	if !a.backingOff {
+		s.log.Warn("accept failed, backing off", "err", errno, "backoff", a.backoff)
+		a.backingOff = true
+	}
+	return a.backoff
+}
 
 // listen binds a TCP listener on address ("host:port") and returns its fd and the bound
 // address. The accept queue is deep (4096, clamped by net.core.somaxconn) so that bursts
@@ -79,67 +95,6 @@ func listen(address string) (int, *net.TCPAddr, error) {
 		tcpAddr = &net.TCPAddr{IP: net.IP(b.Addr[:]), Port: b.Port}
 	}
 	return fd, tcpAddr, nil
-}
-
-func (s *Shard) armAccept() {
-	l := &s.listener
-	if l.armed || l.closed() {
-		return
-	}
-	sqe := s.getSQE()
-	// Blocking sockets on purpose: io_uring arms a poll and retries when a blocking
-	// socket is not ready, but hands EAGAIN back for an O_NONBLOCK one (a full send
-	// buffer would then look like an error).
-	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_CLOEXEC)
-	sqe.UserData = userData(kindAccept, 0)
-	l.armed = true
-}
-
-func (s *Shard) onAccept(cqe *ring.CQE) {
-	l := &s.listener
-	if !cqe.More() {
-		l.armed = false
-	}
-	if cqe.Res >= 0 {
-		if l.backingOff {
-			s.log.Info("accept recovered")
-			l.backingOff = false
-		}
-		l.backoff = 0
-		s.delegate(int(cqe.Res))
-	} else {
-		errno := unix.Errno(-cqe.Res)
-		switch {
-		case errno == unix.ECANCELED && s.stopping:
-			// stopListening cancelled it.
-		case isResourceExhaustion(errno):
-			// The connection stays in the kernel's accept queue; retry once something
-			// was freed, without spinning on a listener that keeps failing.
-			l.backoff = min(max(2*l.backoff, acceptBackoffMin), acceptBackoffMax)
-			if !l.backingOff {
-				s.log.Warn("accept failed, backing off", "err", errno, "backoff", l.backoff)
-				l.backingOff = true
-			}
-			if !l.armed && !l.backoffArmed {
-				l.backoffArmed = true
-				s.timers.Push(timer{deadlineNs: s.nowNs + int64(l.backoff), kind: timerAccept})
-			}
-			return
-		default:
-			// ECONNABORTED and friends end one pending connection, not the listener.
-			s.log.Debug("accept failed", "err", errno)
-		}
-	}
-	if s.stopping {
-		if !l.armed && !l.closed() {
-			unix.Close(l.fd)
-			l.fd = -1
-		}
-		return
-	}
-	if !l.armed && !l.backoffArmed {
-		s.armAccept()
-	}
 }
 
 // isResourceExhaustion reports whether an accept error means "out of descriptors or
@@ -221,22 +176,4 @@ func (s *Shard) canHandOff(target int) bool {
 	}
 	q := s.rt.shards[target].inbox[s.index] // we are its only producer: Len cannot grow under us
 	return q.Len() < q.Cap()
-}
-
-// stopListening cancels the accept; the listener's descriptor is closed when the
-// cancelled accept completes (the kernel may still be using it until then).
-func (s *Shard) stopListening() {
-	l := &s.listener
-	if l.closed() {
-		return
-	}
-	if !l.armed {
-		unix.Close(l.fd)
-		l.fd = -1
-		return
-	}
-	if !l.cancelSent {
-		l.cancelSent = true
-		s.submitCancel(userData(kindAccept, 0), userData(kindCancel, 0))
-	}
 }

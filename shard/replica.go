@@ -676,11 +676,11 @@ func (s *Shard) setUpReplica() error {
 		headerScratch: alignedHeapBytes(headerSizeBytes)}
 	s.replica.observer, _ = s.handler.(ReplicaObserver)
 	// Only shard 0 listens; on the others the listener's zero fd would be
-	// descriptor 0, which stopReplicaListener would close (and with it whatever
+	// descriptor 0, which acceptor.stop would close (and with it whatever
 	// file of the process had been given that number since).
-	s.replica.listener.fd = -1
+	s.replica.listener = newReplicaListener(-1)
 	if s.index == 0 {
-		s.replica.listener.fd = rr.listenFd
+		s.replica.listener = newReplicaListener(rr.listenFd)
 		s.replica.dials = make([]replicaDial, len(rr.peers))
 		for i := range s.replica.dials {
 			s.replica.dials[i].fd = -1
@@ -751,10 +751,7 @@ func (rt *Runtime) closeReplica() {
 				r.dials[i].fd = -1
 			}
 		}
-		if r.listener.fd >= 0 {
-			unix.Close(r.listener.fd)
-			r.listener.fd = -1
-		}
+		r.listener.closeFd()
 	}
 	rr.adoptions.close(func(a replicaAdoption) int { return a.fd })
 	if rt.shards[0].replica == nil && rr.listenFd >= 0 {

@@ -533,7 +533,7 @@ func (c *replicaConn) checkDeadlines() {
 func (s *Shard) completeReplica(kind completionKind, rest uint64, cqe *ring.CQE) {
 	switch kind {
 	case kindReplicaAccept:
-		s.onReplicaAccept(cqe)
+		s.replica.listener.onCompletion(s, cqe)
 	case kindReplicaConnect:
 		s.onReplicaConnect(int(rest), cqe.Res)
 	case kindReplicaRecv, kindReplicaSend:
@@ -564,10 +564,7 @@ func (s *Shard) fireReplicaTimer(t timer) {
 			s.dialPeers()
 		}
 	case timerReplicaAccept:
-		s.replica.listener.backoffArmed = false
-		if !s.stopping {
-			s.armReplicaAccept()
-		}
+		s.replica.listener.onRetry(s)
 	}
 }
 
@@ -577,7 +574,7 @@ func (s *Shard) stopReplica() {
 	if s.replica == nil {
 		return
 	}
-	s.stopReplicaListener()
+	s.replica.listener.stop(s)
 	for peer := range s.replica.dials {
 		d := &s.replica.dials[peer]
 		if d.connecting && !d.cancelSent {

@@ -114,7 +114,7 @@ func Start(cfg Config) (*Runtime, error) {
 			inbox:      make([]*Queue[Message], cfg.ShardCount),
 			wakeNeeded: make([]bool, cfg.ShardCount),
 			eventFd:    -1,
-			listener:   listener{fd: -1},
+			listener:   newListener(-1),
 		}
 		s.controlInbox = make([]*Queue[Message], cfg.ShardCount)
 		for from := range s.inbox {
@@ -124,7 +124,7 @@ func Start(cfg Config) (*Runtime, error) {
 		s.peerInbox = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
 	}
-	rt.shards[0].listener.fd = listenFd
+	rt.shards[0].listener = newListener(listenFd)
 	rt.shards[0].listener.handedOff = make([]int64, cfg.ShardCount)
 	reserveProcs(cfg.ShardCount)
 
@@ -295,10 +295,7 @@ func (rt *Runtime) closeAll() {
 				unix.Close(c.fd)
 			}
 		}
-		if s.listener.fd >= 0 {
-			unix.Close(s.listener.fd)
-			s.listener.fd = -1
-		}
+		s.listener.closeFd()
 		if s.arena != nil {
 			if rt.err == nil {
 				// After a clean stop every buffer is back: a leak is our bug (or a

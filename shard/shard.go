@@ -455,7 +455,7 @@ func (s *Shard) loop() {
 			return
 		}
 	}
-	s.armAccept()
+	s.listener.arm(s)
 	s.startReplica()
 	for {
 		s.counters.turns++
@@ -568,7 +568,7 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	kind, rest := splitUserData(cqe.UserData)
 	switch kind {
 	case kindAccept:
-		s.onAccept(cqe)
+		s.listener.onCompletion(s, cqe)
 	case kindRecv, kindSend:
 		id := newConnID(s.index, uint32(rest>>connGenerationBits)&connSlotMax, uint32(rest)&connGenerationMask)
 		c := s.Conn(id)
@@ -695,10 +695,7 @@ func (s *Shard) fireTimers() {
 				c.checkDeadlines()
 			}
 		case timerAccept:
-			s.listener.backoffArmed = false
-			if !s.stopping {
-				s.armAccept()
-			}
+			s.listener.onRetry(s)
 		case timerWake:
 			// Only to end the wait: Tick runs every turn.
 			s.wakes.remove(t.deadlineNs)
@@ -732,7 +729,7 @@ func (s *Shard) beginStop() {
 	s.stopping = true
 	s.log.Info("shard shutting down", "connections", s.connCount)
 	s.timers.Push(timer{deadlineNs: s.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
-	s.stopListening()
+	s.listener.stop(s)
 	s.stopReplica()
 	for _, c := range s.conns {
 		if c != nil && c.state == connOpen {
