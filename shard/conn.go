@@ -39,15 +39,6 @@ var (
 	ErrSendBuffersExhausted = errors.New("shard: no send buffer available, connection closed")
 )
 
-type connState uint8
-
-const (
-	connFree     connState = iota
-	connOpen               // reading and writing
-	connDraining           // not reading; closes once its replies are sent
-	connAborting           // dropping its replies; closes once the kernel let go of its buffers
-)
-
 // sendSegment is one piece of the send queue: bytes the runtime copied into its own
 // arena buffer (owned set) or bytes a handler lent (done, if set, told when sent).
 type sendSegment struct {
@@ -60,38 +51,27 @@ type sendSegment struct {
 // Conn is a client connection on its shard. Its methods must be called from that
 // shard's goroutine; another shard refers to it by ConnID and posts a Message.
 type Conn struct {
-	shard  *Shard
-	id     ConnID
-	fd     int  // a descriptor, or a registered-file slot when direct
-	direct bool // fd is a slot of the shard ring's registered-file table
-	state  connState
+	link   // its socket and lifecycle; the multishot recv is its recv in flight
 	framer *Framer
 
-	recvInFlight bool // the multishot recv is armed
-	sendInFlight bool
-	cancelSent   bool
-	throttled    bool // not reading: too many reply bytes queued, or request bytes retained
+	throttled bool // not reading: too many reply bytes queued, or request bytes retained
 	// waitingForBuffer: not reading because the arena had no buffer for its frame;
 	// it is in its shard's bufferWaiters until one comes back.
 	waitingForBuffer bool
 	// retainedBytes is the size of the request buffers the handler retained and
 	// has not released yet (Request.Retain, Frame.Release).
-	retainedBytes  int
-	resumePending  bool         // in its shard's resumable list
-	backlog        []byte       // holds backlogBytes stashed bytes
-	backlogBuffer  arena.Buffer // backlog's arena buffer; zero when backlog is on the heap
-	backlogBytes   int          // received while throttled, not yet served
-	eofPending     bool         // the peer half-closed while the backlog still held requests
-	inDirty        bool
-	lastRecvNs     int64
-	frameStartNs   int64 // when the frame now partly received began; 0 when none
-	sendWaitFromNs int64 // when the send queue last made progress or became non-empty
+	retainedBytes int
+	resumePending bool         // in its shard's resumable list
+	backlog       []byte       // holds backlogBytes stashed bytes
+	backlogBuffer arena.Buffer // backlog's arena buffer; zero when backlog is on the heap
+	backlogBytes  int          // received while throttled, not yet served
+	eofPending    bool         // the peer half-closed while the backlog still held requests
+	inDirty       bool
+	lastRecvNs    int64
 	// sentSinceMarkBytes counts bytes sent since sendWaitFromNs was last moved.
 	sentSinceMarkBytes int
-	closeReason        string
 
 	client wire.Uint128 // the client id of the last valid request, for evictions
-	remote netip.AddrPort
 
 	// The reply order (replyorder.go): tickets below replySeq have their replies
 	// queued; the reply methods answer the ticket answering; with the connection
@@ -129,13 +109,12 @@ func (c *Conn) ID() ConnID { return c.id }
 func (c *Conn) Shard() *Shard { return c.shard }
 
 // Open reports whether the connection still accepts replies.
-func (c *Conn) Open() bool { return c.state == connOpen }
+func (c *Conn) Open() bool { return c.state == linkOpen }
 
 func (c *Conn) open(fd int, direct bool, slot uint32, peer netip.AddrPort) error {
 	s := c.shard
-	generation := (c.id.generation() + 1) & connGenerationMask
-	*c = Conn{shard: s, framer: c.framer, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: connOpen, remote: peer, closeBeforeSeq: ^uint64(0), parked: c.parked}
+	*c = Conn{link: newLink(s, slot, c.id, clientLinkKinds, fd, direct, peer, linkOpen), framer: c.framer,
+		closeBeforeSeq: ^uint64(0), parked: c.parked}
 	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()
@@ -151,7 +130,7 @@ func (c *Conn) armRecv() {
 	c.markFixed(sqe)
 	sqe.UserData = userData(kindRecv, c.id)
 	c.recvInFlight = true
-	c.cancelSent = false
+	c.recvCancelSent = false
 }
 
 func (c *Conn) onRecv(cqe *ring.CQE) {
@@ -165,7 +144,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 		// The framer copies what it keeps, so the buffer goes back at once.
 		defer s.recvRing.Recycle(bid)
 	}
-	if c.state != connOpen {
+	if c.state != linkOpen {
 		c.maybeFinish()
 		return
 	}
@@ -201,7 +180,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	} else if rest := c.consumeInput(data); len(rest) > 0 {
 		c.stash(rest)
 	}
-	if c.state != connOpen {
+	if c.state != linkOpen {
 		c.maybeFinish()
 		return
 	}
@@ -230,7 +209,7 @@ const retainedBytesMax = 4 << 20
 func (c *Conn) consumeInput(data []byte) (rest []byte) {
 	s := c.shard
 	frameCompleted := false
-	for len(data) > 0 && c.state == connOpen {
+	for len(data) > 0 && c.state == linkOpen {
 		if c.overloaded() {
 			if !c.throttled {
 				s.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.queuedBytes)
@@ -254,14 +233,8 @@ func (c *Conn) consumeInput(data []byte) (rest []byte) {
 			c.serve(frame)
 		}
 	}
-	if c.framer.Partial() {
-		if c.frameStartNs == 0 || frameCompleted {
-			c.frameStartNs = s.nowNs
-		}
-	} else {
-		c.frameStartNs = 0
-	}
-	if c.state != connOpen {
+	c.trackFrame(c.framer.Partial(), frameCompleted)
+	if c.state != linkOpen {
 		return nil
 	}
 	return data
@@ -287,7 +260,7 @@ func (c *Conn) waitForBuffer() {
 // it at the top of its next turn.
 func (c *Conn) frameReleased(sizeBytes int) {
 	c.retainedBytes -= sizeBytes
-	if c.throttled && !c.resumePending && c.state == connOpen && !c.overloaded() {
+	if c.throttled && !c.resumePending && c.state == linkOpen && !c.overloaded() {
 		c.resumePending = true
 		c.shard.resumable = append(c.shard.resumable, c.id)
 	}
@@ -296,7 +269,7 @@ func (c *Conn) frameReleased(sizeBytes int) {
 // resumeInput serves what a connection stashed while it was throttled or waiting for
 // a buffer, and reads again, unless it has to wait or throttle anew.
 func (c *Conn) resumeInput() {
-	if c.state != connOpen {
+	if c.state != linkOpen {
 		return
 	}
 	if c.throttled {
@@ -309,7 +282,7 @@ func (c *Conn) resumeInput() {
 		c.frameStartNs = c.shard.nowNs // the wait was the server's, not the client's
 	}
 	c.drainBacklog()
-	if c.state == connOpen {
+	if c.state == linkOpen {
 		c.maybeRearm()
 	}
 }
@@ -370,7 +343,7 @@ func (c *Conn) drainBacklog() {
 	}
 	buf := c.backlog
 	rest := c.consumeInput(buf[:c.backlogBytes])
-	if c.state != connOpen {
+	if c.state != linkOpen {
 		return
 	}
 	c.backlogBytes = copy(buf, rest)
@@ -385,7 +358,7 @@ func (c *Conn) drainBacklog() {
 // maybeRearm arms the recv again when it is not armed, the connection is open and not
 // throttled, and nothing is waiting in the backlog.
 func (c *Conn) maybeRearm() {
-	if c.state == connOpen && !c.recvInFlight && !c.throttled && !c.waitingForBuffer && c.backlogBytes == 0 && !c.eofPending {
+	if c.state == linkOpen && !c.recvInFlight && !c.throttled && !c.waitingForBuffer && c.backlogBytes == 0 && !c.eofPending {
 		c.armRecv()
 	}
 }
@@ -504,7 +477,7 @@ func (c *Conn) EvictIncompatibleProtocol(client wire.Uint128, window wire.Protoc
 }
 
 func (c *Conn) evict(client wire.Uint128, reason wire.EvictionReason, versionMax, versionMin uint32) {
-	if c.state != connOpen {
+	if c.state != linkOpen {
 		return
 	}
 	if !c.answeringSet {
@@ -620,7 +593,7 @@ func (c *Conn) queued(n int) {
 // flush submits one send for everything queued, if no send is in flight: a single
 // send for one piece, a sendmsg over up to sendSegmentsMax iovecs otherwise.
 func (c *Conn) flush() {
-	if c.sendInFlight || c.segCount == 0 || c.state == connAborting || c.state == connFree {
+	if c.sendInFlight || c.segCount == 0 || c.state == linkAborting || c.state == linkFree {
 		return
 	}
 	sqe := c.shard.getSQE()
@@ -646,7 +619,7 @@ func (c *Conn) flush() {
 func (c *Conn) onSend(res int32) {
 	c.sendInFlight = false
 	if res < 0 {
-		if c.state != connAborting {
+		if c.state != linkAborting {
 			c.abort(unix.Errno(-res).Error())
 		}
 		c.maybeFinish()
@@ -665,18 +638,18 @@ func (c *Conn) onSend(res int32) {
 		c.sentSinceMarkBytes = 0
 	}
 	switch c.state {
-	case connOpen:
+	case linkOpen:
 		if c.segCount > 0 {
 			s.markDirty(c)
 		}
 		if c.throttled && !c.overloaded() {
 			c.throttled = false
 			c.drainBacklog() // may throttle again
-			if c.state == connOpen {
+			if c.state == linkOpen {
 				c.maybeRearm() // if the recv is still armed, its cancel's completion re-arms it
 			}
 		}
-	case connDraining:
+	case linkDraining:
 		if c.segCount > 0 {
 			c.flush()
 		}
@@ -726,8 +699,8 @@ func (c *Conn) popHead() {
 func (c *Conn) checkDeadlines() {
 	s := c.shard
 	now := s.nowNs
-	if c.state == connOpen {
-		if c.frameStartNs != 0 && !c.waitingForBuffer && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+	if c.state == linkOpen {
+		if !c.waitingForBuffer && c.frameOverdue(now, int64(s.cfg.FrameTimeout)) {
 			s.logLimited(logFrameTimeout, slog.LevelInfo, "connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
 			c.abort("frame timeout")
 			return
@@ -738,23 +711,18 @@ func (c *Conn) checkDeadlines() {
 			return
 		}
 	}
-	if c.state != connAborting && c.segCount > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
+	if c.state != linkAborting && c.sendOverdue(c.segCount > 0, now, int64(s.cfg.SendTimeout)) {
 		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,
 			"timeout", s.cfg.SendTimeout, "queued_bytes", c.queuedBytes, "parked_bytes", c.parkedBytes, "replies_owed", c.owed())
 		c.abort("send timeout")
 		return
 	}
 	next := now + int64(c.checkInterval())
-	if c.frameStartNs != 0 {
-		next = min(next, c.frameStartNs+int64(s.cfg.FrameTimeout))
-	}
 	if s.cfg.IdleTimeout > 0 {
 		next = min(next, c.lastRecvNs+int64(s.cfg.IdleTimeout))
 	}
-	if c.segCount > 0 {
-		next = min(next, c.sendWaitFromNs+int64(s.cfg.SendTimeout))
-	}
-	s.timers.Push(timer{deadlineNs: max(next, now+1), kind: timerConn, conn: c.id})
+	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.segCount > 0, int64(s.cfg.SendTimeout))
+	s.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
 }
 
 // checkInterval is how often an unremarkable connection's deadlines are re-checked:
@@ -778,54 +746,28 @@ func (c *Conn) closeAfterFlush(reason string) {
 // closeBefore stops reading and closes the connection once the replies of the
 // tickets before seq are sent; later ones are dropped.
 func (c *Conn) closeBefore(seq uint64, reason string) {
-	if c.state != connOpen {
+	if !c.beginDrain(reason) {
 		return
 	}
-	c.state = connDraining
 	c.closeBeforeSeq = seq
-	c.closeReason = reason
-	c.cancelRecv()
 	c.maybeFinish()
 }
 
 // abort closes the connection without sending what is queued.
 func (c *Conn) abort(reason string) {
-	if c.state == connAborting || c.state == connFree {
-		return
-	}
-	c.state = connAborting
-	c.closeReason = reason
-	c.cancelRecv()
-	if c.sendInFlight {
-		c.shard.submitCancel(userData(kindSend, c.id), userData(kindCancel, c.id))
-	}
-	c.maybeFinish()
-}
-
-func (c *Conn) cancelRecv() {
-	if c.recvInFlight && !c.cancelSent {
-		c.cancelSent = true
-		c.shard.submitCancel(userData(kindRecv, c.id), userData(kindCancel, c.id))
+	if c.beginAbort(reason) {
+		c.maybeFinish()
 	}
 }
 
 // maybeFinish closes the socket and frees the slot once a closing connection has
 // nothing in flight: only then has the kernel let go of its buffers.
 func (c *Conn) maybeFinish() {
-	switch c.state {
-	case connDraining:
-		if c.segCount > 0 || c.recvInFlight || c.sendInFlight || c.replySeq < c.closeBeforeSeq {
-			return
-		}
-	case connAborting:
-		if c.recvInFlight || c.sendInFlight {
-			return
-		}
-	default:
+	if !c.finishable(c.segCount > 0 || c.replySeq < c.closeBeforeSeq) {
 		return
 	}
 	s := c.shard
-	s.closeSocket(c.fd, c.direct)
+	c.closeSocket()
 	for c.segCount > 0 {
 		c.popHead()
 	}
@@ -837,15 +779,8 @@ func (c *Conn) maybeFinish() {
 	c.framer.Close()
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
-	c.state = connFree
+	c.state = linkFree
 	c.Value = nil
 	c.spare, c.backlogBytes = arena.Buffer{}, 0
 	s.release(c)
-}
-
-// markFixed addresses the socket as a registered file when the connection is direct.
-func (c *Conn) markFixed(sqe *ring.SQE) {
-	if c.direct {
-		sqe.Flags |= ring.SQEFixedFile
-	}
 }

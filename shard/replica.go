@@ -721,7 +721,7 @@ func (rt *Runtime) closeReplica() {
 			}
 		}
 		for _, c := range r.conns {
-			if c.state == replicaFree {
+			if c.state == linkFree {
 				continue
 			}
 			for class := range replicaClassCount {
@@ -743,7 +743,7 @@ func (rt *Runtime) closeReplica() {
 			if !c.direct {
 				unix.Close(c.fd)
 			}
-			c.state = replicaFree
+			c.state = linkFree
 		}
 		for i := range r.dials {
 			if r.dials[i].fd >= 0 {

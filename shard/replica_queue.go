@@ -203,7 +203,7 @@ func (q *replicaOutQueue) resize(capacity int) {
 // queue is full (its handshake slots are the handshake's) or the connection takes no
 // more frames.
 func (c *replicaConn) enqueue(out replicaOut) bool {
-	if c.state == replicaClosing || c.state == replicaFree || c.state == replicaDraining && !out.handshake {
+	if c.state == linkAborting || c.state == linkFree || c.state == linkDraining && !out.handshake {
 		return false
 	}
 	q := &c.queues[out.class]
@@ -231,7 +231,7 @@ func (c *replicaConn) enqueue(out replicaOut) bool {
 // send is in flight; frames queued meanwhile ride the next one. A frame partly sent
 // goes first, then control frames, then partition frames.
 func (c *replicaConn) flush() {
-	if c.sendInFlight || c.queued == 0 || c.state == replicaClosing || c.state == replicaFree {
+	if c.sendInFlight || c.queued == 0 || c.state == linkAborting || c.state == linkFree {
 		return
 	}
 	n := 0

@@ -84,7 +84,7 @@ func (c *Conn) answerUnsolicited() {
 func (c *Conn) endAnswer() {
 	t := c.answering
 	c.answeringSet = false
-	if c.state == connAborting || c.state == connFree || t >= c.closeBeforeSeq {
+	if c.state == linkAborting || c.state == linkFree || t >= c.closeBeforeSeq {
 		return
 	}
 	if t == c.replySeq && (c.parked == nil || len(c.slot(t).pieces) == 0) {
@@ -94,7 +94,7 @@ func (c *Conn) endAnswer() {
 		c.slotFor(t).ended = true
 	}
 	c.advance()
-	if c.state == connDraining {
+	if c.state == linkDraining {
 		c.shard.markDirty(c) // the flush pass closes it once all it owes is sent
 	}
 }
@@ -129,7 +129,7 @@ func (c *Conn) accepts() bool {
 	if !c.answeringSet {
 		panic("shard: a reply method called outside ServeRequest or Answer")
 	}
-	return c.state == connOpen || (c.state == connDraining && c.answering < c.closeBeforeSeq)
+	return c.state == linkOpen || (c.state == linkDraining && c.answering < c.closeBeforeSeq)
 }
 
 // straightToQueue reports whether a piece of n bytes for the ticket being answered goes
@@ -217,7 +217,7 @@ func (c *Conn) advance() {
 		c.replySeq++
 		c.headBytesQueued = 0
 	}
-	if c.throttled && !c.resumePending && c.state == connOpen && !c.overloaded() {
+	if c.throttled && !c.resumePending && c.state == linkOpen && !c.overloaded() {
 		c.resumePending = true
 		c.shard.resumable = append(c.shard.resumable, c.id)
 	}

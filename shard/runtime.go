@@ -291,7 +291,7 @@ func (rt *Runtime) closeAll() {
 	rt.closeReplica()
 	for _, s := range rt.shards {
 		for _, c := range s.conns {
-			if c != nil && c.state != connFree && !c.direct { // the ring's close released slots
+			if c != nil && c.state != linkFree && !c.direct { // the ring's close released slots
 				unix.Close(c.fd)
 			}
 		}

@@ -238,7 +238,7 @@ func (s *Shard) Conn(id ConnID) *Conn {
 		return nil
 	}
 	c := s.conns[slot]
-	if c == nil || c.id != id || c.state == connFree {
+	if c == nil || c.id != id || c.state == linkFree {
 		return nil
 	}
 	return c
@@ -570,10 +570,10 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	case kindAccept:
 		s.listener.onCompletion(s, cqe)
 	case kindRecv, kindSend:
-		id := newConnID(s.index, uint32(rest>>connGenerationBits)&connSlotMax, uint32(rest)&connGenerationMask)
+		id := s.linkOf(rest)
 		c := s.Conn(id)
 		if c == nil {
-			panic(fmt.Sprintf("shard %d: completion for a connection that is gone (slot %d)", s.index, id.slot()))
+			panic(s.goneLink(id))
 		}
 		if kind == kindRecv {
 			c.onRecv(cqe)
@@ -701,7 +701,7 @@ func (s *Shard) fireTimers() {
 			s.wakes.remove(t.deadlineNs)
 		case timerShutdown:
 			for _, c := range s.conns {
-				if c != nil && c.state != connFree {
+				if c != nil && c.state != linkFree {
 					c.abort("shutdown timeout")
 				}
 			}
@@ -715,7 +715,7 @@ func (s *Shard) flushSends() {
 	for i, c := range s.dirty {
 		c.inDirty = false
 		c.flush()
-		if c.state == connDraining {
+		if c.state == linkDraining {
 			c.maybeFinish() // its last owed reply may have been empty
 		}
 		s.dirty[i] = nil
@@ -732,7 +732,7 @@ func (s *Shard) beginStop() {
 	s.listener.stop(s)
 	s.stopReplica()
 	for _, c := range s.conns {
-		if c != nil && c.state == connOpen {
+		if c != nil && c.state == linkOpen {
 			c.closeAfterFlush("shutdown")
 		}
 	}
@@ -790,7 +790,7 @@ func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort) {
 		s.freeSlots = s.freeSlots[:n-1]
 	} else {
 		slot = uint32(len(s.conns))
-		s.conns = append(s.conns, &Conn{shard: s, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, standingFrameBytes)})
+		s.conns = append(s.conns, &Conn{link: link{shard: s}, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, standingFrameBytes)})
 	}
 	c := s.conns[slot]
 	if err := c.open(fd, direct, slot, peer); err != nil {
