@@ -252,7 +252,7 @@ func (c *Conn) waitForBuffer() {
 	s.log.Debug("connection waits for a frame buffer", "conn", c.id)
 	c.waitingForBuffer = true
 	c.cancelRecv()
-	s.bufferWaiters = append(s.bufferWaiters, c.id)
+	s.clients.bufferWaiters = append(s.clients.bufferWaiters, c.id)
 }
 
 // frameReleased accounts for a retained request buffer given back. The connection may
@@ -262,7 +262,7 @@ func (c *Conn) frameReleased(sizeBytes int) {
 	c.retainedBytes -= sizeBytes
 	if c.throttled && !c.resumePending && c.state == linkOpen && !c.overloaded() {
 		c.resumePending = true
-		c.shard.resumable = append(c.shard.resumable, c.id)
+		c.shard.clients.resumable = append(c.shard.clients.resumable, c.id)
 	}
 }
 
@@ -429,7 +429,7 @@ func (c *Conn) serveFrame(frame []byte, ticket uint64) (deferred bool) {
 		return false
 	}
 	s.counters.requestsServed++
-	req := &s.req
+	req := &s.clients.req
 	*req = Request{Header: header, Body: body, shard: s, framer: c.framer, conn: c, ticket: Ticket(ticket)}
 	s.handler.ServeRequest(c, req)
 	deferred = req.deferred

@@ -60,14 +60,14 @@ type counters struct {
 func (s *Shard) Stats() Stats {
 	st := Stats{
 		Shard:                  s.index,
-		Connections:            s.connCount,
+		Connections:            s.clients.conns.live,
 		BytesReceived:          s.counters.bytesReceived,
 		BytesSent:              s.counters.bytesSent,
 		RequestsServed:         s.counters.requestsServed,
 		SQEsPrepared:           s.counters.sqesPrepared,
 		CQEsReaped:             s.counters.cqesReaped,
 		ArenaBuffersInUse:      s.arena.InUseCount(),
-		FramesWaitingForBuffer: len(s.bufferWaiters),
+		FramesWaitingForBuffer: len(s.clients.bufferWaiters),
 		Turns:                  s.counters.turns,
 		RingEnters:             s.counters.ringEnters,
 		Sleeps:                 s.counters.sleeps,

@@ -645,13 +645,11 @@ type replicaShard struct {
 	handler  ReplicaHandler
 	observer ReplicaObserver // the handler, if it implements ReplicaObserver
 
-	conns     []*replicaConn // by slot
-	freeSlots []uint32
-	connCount int
-	links     [256]*replicaConn // the registered connections this shard owns, by peer
-	releases  []pendingRelease
-	dirty     []*replicaConn // connections that queued frames this turn
-	frame     ReplicaFrame   // reused for every ServeReplica
+	conns    slotTable[replicaConn]
+	links    [256]*replicaConn // the registered connections this shard owns, by peer
+	releases []pendingRelease
+	dirty    []*replicaConn // connections that queued frames this turn
+	frame    ReplicaFrame   // reused for every ServeReplica
 	// headerScratch is a 16-byte-aligned copy of an unaligned header being
 	// classified (frameClass).
 	headerScratch []byte
@@ -720,7 +718,7 @@ func (rt *Runtime) closeReplica() {
 				}
 			}
 		}
-		for _, c := range r.conns {
+		for _, c := range r.conns.items {
 			if c.state == linkFree {
 				continue
 			}

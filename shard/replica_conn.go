@@ -93,7 +93,7 @@ func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
 func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedPeer int, exporter *[32]byte) {
 	rr := s.rt.replica
 	r := s.replica
-	if s.stopping || r == nil || r.connCount >= replicaConnsPerShardMax {
+	if s.stopping || r == nil || r.conns.live >= replicaConnsPerShardMax {
 		if r != nil && !s.stopping {
 			s.logRefusal(remote, "too many replica connections on the shard")
 		}
@@ -108,15 +108,7 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 		s.endDial(dialedPeer)
 		return
 	}
-	var slot uint32
-	if n := len(r.freeSlots); n > 0 {
-		slot = r.freeSlots[n-1]
-		r.freeSlots = r.freeSlots[:n-1]
-	} else {
-		slot = uint32(len(r.conns))
-		r.conns = append(r.conns, &replicaConn{link: link{shard: s}})
-	}
-	c := r.conns[slot]
+	slot, c := r.conns.take(func() *replicaConn { return &replicaConn{link: link{shard: s}} })
 	queues := c.queues
 	// The handshake frames are queued too, beyond the control class's capacity.
 	queues[ReplicaControl].resize(rr.capacity[ReplicaControl] + replicaHandshakeSlots)
@@ -124,7 +116,6 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 	*c = replicaConn{link: newLink(s, slot, c.id, replicaLinkKinds, fd, direct, remote, linkHandshaking),
 		framer: framer, queues: queues, handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
 	c.msg.Iov = &c.iovecs[0]
-	r.connCount++
 	var nonce [wire.HandshakeNonceSize]byte
 	rand.Read(nonce[:])
 	hs := rr.cfg.Handshake
@@ -148,11 +139,11 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 // replicaConnOf returns the live replica connection id names, or nil.
 func (s *Shard) replicaConnOf(id ConnID) *replicaConn {
 	r := s.replica
-	if r == nil || id.Shard() != s.index || int(id.slot()) >= len(r.conns) {
+	if r == nil || id.Shard() != s.index {
 		return nil
 	}
-	c := r.conns[id.slot()]
-	if c.id != id || c.state == linkFree {
+	c := r.conns.at(id.slot())
+	if c == nil || c.id != id || c.state == linkFree {
 		return nil
 	}
 	return c
@@ -420,8 +411,7 @@ func (c *replicaConn) maybeFinish() {
 	s.log.Debug("replica connection closed", "peer", c.peer, "peer_address", c.remote.String(), "reason", c.closeReason)
 	queues, dirty := c.queues, c.dirty
 	*c = replicaConn{link: link{shard: s, id: c.id}, queues: queues, dirty: dirty} // a dirty entry finds it free and flushes nothing
-	s.replica.freeSlots = append(s.replica.freeSlots, c.id.slot())
-	s.replica.connCount--
+	s.replica.conns.put(c.id.slot())
 }
 
 // checkDeadlines runs when the connection's timer fires: a handshake past its time,
@@ -516,7 +506,7 @@ func (s *Shard) stopReplica() {
 			s.submitCancel(userData(kindReplicaConnect, ConnID(peer)), userData(kindReplicaCancel, 0))
 		}
 	}
-	for _, c := range s.replica.conns {
+	for _, c := range s.replica.conns.items {
 		if c.state != linkFree {
 			c.close("shutdown")
 		}
@@ -529,7 +519,7 @@ func (s *Shard) replicaStopped() bool {
 	if r == nil {
 		return true
 	}
-	if r.connCount > 0 || r.listener.fd >= 0 {
+	if r.conns.live > 0 || r.listener.fd >= 0 {
 		return false
 	}
 	for i := range r.dials {

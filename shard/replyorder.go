@@ -219,7 +219,7 @@ func (c *Conn) advance() {
 	}
 	if c.throttled && !c.resumePending && c.state == linkOpen && !c.overloaded() {
 		c.resumePending = true
-		c.shard.resumable = append(c.shard.resumable, c.id)
+		c.shard.clients.resumable = append(c.shard.clients.resumable, c.id)
 	}
 }
 

@@ -290,7 +290,7 @@ func (rt *Runtime) closeAll() {
 	}
 	rt.closeReplica()
 	for _, s := range rt.shards {
-		for _, c := range s.conns {
+		for _, c := range s.clients.conns.items {
 			if c != nil && c.state != linkFree && !c.direct { // the ring's close released slots
 				unix.Close(c.fd)
 			}

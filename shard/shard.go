@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -120,17 +119,7 @@ type Shard struct {
 	stopper Stopper // the handler, if it implements Stopper
 	busy    bool    // the ticker asked for another turn without blocking
 
-	conns     []*Conn // by slot; a nil or free slot holds no live connection
-	freeSlots []uint32
-	connCount int
-	dirty     []*Conn // connections with replies queued in this iteration
-	req       Request // reused for every ServeRequest
-	// bufferWaiters are the connections waiting, in arrival order, for the arena to
-	// have a buffer for their frame (Conn.waitForBuffer); resumable are throttled
-	// connections whose retained requests were released meanwhile. Both are served
-	// at the top of a turn, never from inside a handler call.
-	bufferWaiters []ConnID
-	resumable     []ConnID
+	clients clientTable // the client connections (clients.go)
 
 	timers timerHeap
 	wakes  wakeSet // the WakeAt deadlines armed, not fired yet
@@ -226,23 +215,6 @@ func (s *Shard) post(q *Queue[Message], target int, m Message) bool {
 // group's frames (one Commit a peer every commit broadcast interval, and a
 // pipeline's Prepares and PrepareOks).
 const controlInboxCapacity = 256
-
-// Conn returns the live connection id names on this shard, or nil when it is closed or
-// lives on another shard.
-func (s *Shard) Conn(id ConnID) *Conn {
-	if id.Shard() != s.index {
-		return nil
-	}
-	slot := id.slot()
-	if int(slot) >= len(s.conns) {
-		return nil
-	}
-	c := s.conns[slot]
-	if c == nil || c.id != id || c.state == linkFree {
-		return nil
-	}
-	return c
-}
 
 // getSQE returns a free SQE. On a ring failure the shard records a fatal error and gets
 // a scratch SQE, so callers need no error path: the loop stops at the end of the
@@ -504,35 +476,6 @@ func (s *Shard) loop() {
 	}
 }
 
-// resumeInputs lets connections read again that were throttled for their retained
-// requests or waited for a frame buffer. Buffer waiters go first come, first served:
-// the first one that still finds no buffer keeps its place and the rest wait behind it.
-func (s *Shard) resumeInputs() {
-	for len(s.resumable) > 0 {
-		id := s.resumable[len(s.resumable)-1]
-		s.resumable = s.resumable[:len(s.resumable)-1]
-		if c := s.Conn(id); c != nil {
-			c.resumePending = false
-			c.resumeInput()
-		}
-	}
-	for len(s.bufferWaiters) > 0 {
-		c := s.Conn(s.bufferWaiters[0])
-		if c == nil || !c.waitingForBuffer {
-			s.bufferWaiters = slices.Delete(s.bufferWaiters, 0, 1)
-			continue
-		}
-		c.waitingForBuffer = false
-		c.resumeInput()
-		if c.waitingForBuffer {
-			// Still none: waitForBuffer queued it at the back; it keeps the front.
-			s.bufferWaiters = s.bufferWaiters[:len(s.bufferWaiters)-1]
-			return
-		}
-		s.bufferWaiters = slices.Delete(s.bufferWaiters, 0, 1)
-	}
-}
-
 // reap copies a batch of completions out of the ring, hands their slots back to the
 // kernel, then acts on each.
 func (s *Shard) reap() {
@@ -700,7 +643,7 @@ func (s *Shard) fireTimers() {
 			// Only to end the wait: Tick runs every turn.
 			s.wakes.remove(t.deadlineNs)
 		case timerShutdown:
-			for _, c := range s.conns {
+			for _, c := range s.clients.conns.items {
 				if c != nil && c.state != linkFree {
 					c.abort("shutdown timeout")
 				}
@@ -711,27 +654,15 @@ func (s *Shard) fireTimers() {
 	}
 }
 
-func (s *Shard) flushSends() {
-	for i, c := range s.dirty {
-		c.inDirty = false
-		c.flush()
-		if c.state == linkDraining {
-			c.maybeFinish() // its last owed reply may have been empty
-		}
-		s.dirty[i] = nil
-	}
-	s.dirty = s.dirty[:0]
-}
-
 // beginStop starts a graceful stop: no new connections, each connection finishes
 // sending what it owes and closes, and after ShutdownTimeout the rest are cut.
 func (s *Shard) beginStop() {
 	s.stopping = true
-	s.log.Info("shard shutting down", "connections", s.connCount)
+	s.log.Info("shard shutting down", "connections", s.clients.conns.live)
 	s.timers.Push(timer{deadlineNs: s.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
 	s.listener.stop(s)
 	s.stopReplica()
-	for _, c := range s.conns {
+	for _, c := range s.clients.conns.items {
 		if c != nil && c.state == linkOpen {
 			c.closeAfterFlush("shutdown")
 		}
@@ -739,7 +670,7 @@ func (s *Shard) beginStop() {
 }
 
 func (s *Shard) stopped() bool {
-	return s.connCount == 0 && s.listener.closed() && (s.sender == nil || s.sender.InFlightCount() == 0) && s.replicaStopped()
+	return s.clients.conns.live == 0 && s.listener.closed() && (s.sender == nil || s.sender.InFlightCount() == 0) && s.replicaStopped()
 }
 
 // completeHandoff handles the completions of connection handoffs: on a target, a
@@ -770,54 +701,6 @@ func (s *Shard) closeSocket(fd int, direct bool) {
 	sqe := s.getSQE()
 	sqe.PrepareCloseDirect(uint32(fd))
 	sqe.UserData = userData(kindCancel, 0)
-}
-
-// adopt installs an accepted socket as a connection of this shard: a plain descriptor,
-// or (direct) a slot of the ring's registered-file table.
-func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort) {
-	if s.stopping {
-		s.closeSocket(fd, direct)
-		return
-	}
-	if s.connCount >= s.cfg.ConnectionsPerShardMax {
-		s.log.Warn("connection refused: shard connection table full", "max", s.cfg.ConnectionsPerShardMax)
-		s.closeSocket(fd, direct)
-		return
-	}
-	var slot uint32
-	if n := len(s.freeSlots); n > 0 {
-		slot = s.freeSlots[n-1]
-		s.freeSlots = s.freeSlots[:n-1]
-	} else {
-		slot = uint32(len(s.conns))
-		s.conns = append(s.conns, &Conn{link: link{shard: s}, framer: NewFramer(s.arena, s.cfg.FrameSizeMax, standingFrameBytes)})
-	}
-	c := s.conns[slot]
-	if err := c.open(fd, direct, slot, peer); err != nil {
-		s.log.Warn("connection refused", "err", err)
-		s.closeSocket(fd, direct)
-		s.freeSlots = append(s.freeSlots, slot)
-		return
-	}
-	s.connCount++
-	s.rt.connCounts[s.index].Add(1)
-	if o, ok := s.handler.(Opener); ok {
-		o.ConnOpened(c)
-	}
-}
-
-// release returns a finished connection's slot to the free list.
-func (s *Shard) release(c *Conn) {
-	s.freeSlots = append(s.freeSlots, c.id.slot())
-	s.connCount--
-	s.rt.connCounts[s.index].Add(-1)
-}
-
-func (s *Shard) markDirty(c *Conn) {
-	if !c.inDirty {
-		c.inDirty = true
-		s.dirty = append(s.dirty, c)
-	}
 }
 
 // peerTableSize bounds the peer addresses a shard holds for connections on their way
