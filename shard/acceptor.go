@@ -118,3 +118,11 @@ func (a *acceptor) closeFd() {
 		a.fd = -1
 	}
 }
+
+// acceptBackoffMin and acceptBackoffMax bound the pause before accepting again after the
+// process or system ran out of descriptors or memory: short enough to recover quickly
+// once a connection closes, long enough not to spin on a listener that keeps failing.
+const (
+	acceptBackoffMin = 10 * time.Millisecond
+	acceptBackoffMax = time.Second
+)

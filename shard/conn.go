@@ -142,7 +142,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	bid, hasBuffer := cqe.BufferID()
 	if hasBuffer {
 		// The framer copies what it keeps, so the buffer goes back at once.
-		defer s.recvRing.Recycle(bid)
+		defer s.recv.ring.Recycle(bid)
 	}
 	if c.state != linkOpen {
 		c.maybeFinish()
@@ -174,7 +174,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	}
 	c.lastRecvNs = s.nowNs
 	s.counters.bytesReceived += uint64(res)
-	data := s.recvRing.Buffer(bid, int(res))
+	data := s.recv.ring.Buffer(bid, int(res))
 	if c.backlogBytes > 0 {
 		c.stash(data) // behind what is already waiting
 	} else if rest := c.consumeInput(data); len(rest) > 0 {
@@ -302,9 +302,9 @@ func (c *Conn) resumeInput() {
 func (c *Conn) stash(data []byte) {
 	s := c.shard
 	need := c.backlogBytes + len(data)
-	if need > s.backlogBytesMax {
+	if need > s.recv.backlogBytesMax {
 		s.log.Error("connection closed: receive backlog past what the receive ring can deliver", "conn", c.id,
-			"backlog_bytes", need, "max_bytes", s.backlogBytesMax)
+			"backlog_bytes", need, "max_bytes", s.recv.backlogBytesMax)
 		c.abort("receive backlog full")
 		return
 	}

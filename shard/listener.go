@@ -8,9 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/linux"
-	"github.com/iggy-shard/iggy-shard/ring"
 )
 
 // listener is shard 0's client listener: its accept, paused with a growing backoff
@@ -145,35 +143,4 @@ func (s *Shard) delegate(fd int) {
 // accepted socket, or one given to Runtime.Adopt.
 func (s *Shard) handOff(fd int, peer netip.AddrPort) {
 	s.handOffTo(fd, peer, s.pickShard(), 0, nil)
-}
-
-// handOffTo places a connection on target; plane is the cookie's plane bits (0 for
-// a client connection, see cookieReplicaPlane), exporter a replica TLS session's.
-func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32, exporter *[32]byte) {
-	if target == s.index || !s.canHandOff(target) {
-		s.adoptPlane(fd, false, peerNote{addr: peer, exporter: exporter}, plane)
-		return
-	}
-	s.nextCookie = (s.nextCookie + 1) & cookieSequenceMask
-	if s.nextCookie == 0 {
-		s.nextCookie = 1 // 0 means "no note"
-	}
-	cookie := s.nextCookie | plane
-	s.rt.shards[target].peerInbox.Push(peerNote{cookie: cookie, addr: peer, exporter: exporter})
-	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, cookie); err != nil {
-		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
-		return
-	}
-	s.listener.handedOff[target]++
-}
-
-// canHandOff reports whether a handoff to target would be taken now: msg_ring mode
-// has a bounded number in flight, queue mode a bounded inbox. When it would not, shard
-// 0 keeps the connection rather than lose it to a burst of accepts.
-func (s *Shard) canHandOff(target int) bool {
-	if s.sender.Mode() == fdpass.ModeMsgRing {
-		return s.sender.InFlightCount() < handoffsInFlightMax
-	}
-	q := s.rt.shards[target].inbox[s.index] // we are its only producer: Len cannot grow under us
-	return q.Len() < q.Cap()
 }

@@ -348,7 +348,7 @@ func (rt *Runtime) ReplicaConnected(peer uint8) bool {
 func (rt *Runtime) ReplicaStats() ReplicaStats {
 	var st ReplicaStats
 	for _, s := range rt.shards {
-		c := &s.replicaCounters
+		c := &s.counters.replica
 		st.FramesReceived += c.framesReceived.Load()
 		st.BytesSent += c.bytesSent.Load()
 		st.BytesReceived += c.bytesReceived.Load()
@@ -401,7 +401,7 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	class := s.frameClass(parts[0])
 	owner := rr.owners[peer].Load() - 1
 	if owner < 0 {
-		s.replicaCounters.classes[class].dropped.Add(1)
+		s.counters.replica.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
 	if !rr.reserve(peer, class) {
@@ -411,7 +411,7 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 	b, err := s.arena.Acquire(total)
 	if err != nil {
 		rr.unreserve(peer, class)
-		s.replicaCounters.classes[class].dropped.Add(1)
+		s.counters.replica.classes[class].dropped.Add(1)
 		if s.replicaLogAllowed(replicaLogNoBuffer) {
 			s.logReplica(replicaLogNoBuffer, "replica frame dropped: no send buffer", "peer", peer, "bytes", total)
 		}
@@ -437,7 +437,7 @@ func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
 		s.refuseQueueFull(peer, class)
 		return ErrReplicaQueueFull
 	}
-	s.wakeNeeded[owner] = true
+	s.mail.wakeNeeded[owner] = true
 	return nil
 }
 
@@ -458,7 +458,7 @@ func (s *Shard) frameClass(first []byte) ReplicaClass {
 // INFO, at most once a minute, since for that class it is back-pressure (the
 // groups retransmit what a slow peer did not take).
 func (s *Shard) refuseQueueFull(peer uint8, class ReplicaClass) {
-	c := &s.replicaCounters.classes[class]
+	c := &s.counters.replica.classes[class]
 	c.dropped.Add(1)
 	c.queueFull.Add(1)
 	kind := replicaLogQueueFull
@@ -503,7 +503,7 @@ func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
 	class := ReplicaFrameClass(h)
 	c := s.replica.links[peer]
 	if owner < 0 || c == nil {
-		s.replicaCounters.classes[class].dropped.Add(1)
+		s.counters.replica.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
 	if !rr.reserve(peer, class) {
@@ -514,7 +514,7 @@ func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
 	if !c.enqueue(replicaOut{data: frame, from: s.index, peer: peer, class: class, done: done}) {
 		// Not for want of room (the budget bounds the queue): the link is closing.
 		rr.unreserve(peer, class)
-		s.replicaCounters.classes[class].dropped.Add(1)
+		s.counters.replica.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
 	return nil
@@ -553,7 +553,7 @@ func (s *Shard) enqueueReplica(out replicaOut) error {
 	if c == nil || !c.enqueue(out) {
 		// No connection, or one closing; a full queue cannot be: the class's
 		// budget, taken when the frame was accepted, is the queue's capacity.
-		s.replicaCounters.classes[out.class].dropped.Add(1)
+		s.counters.replica.classes[out.class].dropped.Add(1)
 		s.releaseReplicaOut(out)
 		return ErrReplicaPeerDown
 	}

@@ -63,30 +63,6 @@ type replicaConn struct {
 	msg        unix.Msghdr
 }
 
-// adoptHandoff installs a socket handed over by shard 0: a client connection, or a
-// replica one (the plane is in the handoff cookie).
-func (s *Shard) adoptHandoff(fd int, direct bool, cookie uint32) {
-	s.adoptPlane(fd, direct, s.noteOf(cookie), cookie)
-}
-
-// adoptPlane installs a connection whose note (peer address, TLS exporter) is known,
-// on the plane its cookie names.
-func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
-	if cookie&cookieReplicaPlane == 0 {
-		s.adopt(fd, direct, note.addr)
-		return
-	}
-	if cookie&cookieReplicaTLS != 0 && note.exporter == nil {
-		// The note was lost (more handoffs in flight than notes): without the
-		// session's exporter the handshake would fail anyway; the peer redials.
-		s.logRefusal(note.addr, "the TLS session's exporter was lost in the handoff")
-		s.closeSocket(fd, direct)
-		s.endDial(int(cookie>>cookieDialShift&cookieDialMask) - 1)
-		return
-	}
-	s.adoptReplica(fd, direct, note.addr, int(cookie>>cookieDialShift&cookieDialMask)-1, note.exporter)
-}
-
 // adoptReplica installs a replica connection and starts its handshake: as the dialer
 // of dialedPeer, or as the acceptor when dialedPeer is -1; exporter binds the MACs to
 // its TLS session (nil in plaintext).
@@ -194,7 +170,7 @@ func (c *replicaConn) onRecv(res int32) {
 		c.close(unix.Errno(-res).Error())
 		return
 	}
-	s.replicaCounters.bytesReceived.Add(uint64(res))
+	s.counters.replica.bytesReceived.Add(uint64(res))
 	c.framer.Received(int(res))
 	frameCompleted := false
 	for c.state == linkHandshaking || c.state == linkOpen {
@@ -228,7 +204,7 @@ func (c *replicaConn) refuseFrame(err error) {
 		c.refuseHandshake(err.Error())
 		return
 	}
-	s.replicaCounters.framesRefused.Add(1)
+	s.counters.replica.framesRefused.Add(1)
 	s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: bad frame", "peer", c.peer,
 		"peer_address", c.remote.String(), "err", err)
 	c.close("bad frame")
@@ -261,7 +237,7 @@ func (c *replicaConn) handshakeFrame(frame []byte) {
 // handshake owes (a Challenge carrying the refusal) and closes.
 func (c *replicaConn) refuseHandshake(reason string) {
 	s := c.shard
-	s.replicaCounters.handshakesRefused.Add(1)
+	s.counters.replica.handshakesRefused.Add(1)
 	args := []any{"dialed", c.dialed}
 	if c.dialed {
 		args = append(args, "peer", c.peer)
@@ -305,7 +281,7 @@ func (s *Shard) endDial(peer int) {
 // serve hands a validated frame to the handler.
 func (c *replicaConn) serve(frame []byte) {
 	s := c.shard
-	s.replicaCounters.framesReceived.Add(1)
+	s.counters.replica.framesReceived.Add(1)
 	h, _ := wire.ViewHeader[wire.GenericHeader](frame)
 	f := &s.replica.frame
 	*f = ReplicaFrame{Peer: c.peer, Header: h, Body: frame[headerSizeBytes:], conn: c}
@@ -348,7 +324,7 @@ func (c *replicaConn) onSend(res int32) {
 		c.maybeFinish()
 		return
 	}
-	s.replicaCounters.bytesSent.Add(uint64(res))
+	s.counters.replica.bytesSent.Add(uint64(res))
 	if res > 0 {
 		c.sendWaitFromNs = s.nowNs
 	}

@@ -286,7 +286,7 @@ func (c *replicaConn) sent(n int) {
 			break
 		}
 		if !out.handshake {
-			s.replicaCounters.classes[class].sent.Add(1)
+			s.counters.replica.classes[class].sent.Add(1)
 		}
 		c.pop(class)
 	}
@@ -306,7 +306,7 @@ func (c *replicaConn) dropQueued() {
 	for class := range replicaClassCount {
 		for c.queues[class].n > 0 {
 			if !c.queues[class].at(0).handshake {
-				s.replicaCounters.classes[class].dropped.Add(1)
+				s.counters.replica.classes[class].dropped.Add(1)
 			}
 			c.pop(class)
 		}

@@ -107,21 +107,15 @@ func Start(cfg Config) (*Runtime, error) {
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{
-			index:      i,
-			rt:         rt,
-			cfg:        &rt.cfg,
-			log:        cfg.Logger.With("shard", i),
-			inbox:      make([]*Queue[Message], cfg.ShardCount),
-			wakeNeeded: make([]bool, cfg.ShardCount),
-			eventFd:    -1,
-			listener:   newListener(-1),
+			index:     i,
+			rt:        rt,
+			cfg:       &rt.cfg,
+			log:       cfg.Logger.With("shard", i),
+			wakeEvent: eventReader{fd: -1, kind: kindEventFd},
+			listener:  newListener(-1),
 		}
-		s.controlInbox = make([]*Queue[Message], cfg.ShardCount)
-		for from := range s.inbox {
-			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
-			s.controlInbox[from] = NewQueue[Message](controlInboxCapacity)
-		}
-		s.peerInbox = NewQueue[peerNote](peerTableSize)
+		s.mail.init(cfg.ShardCount, cfg.InboxCapacity)
+		s.handoff.notes = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
 	}
 	rt.shards[0].listener = newListener(listenFd)
@@ -240,36 +234,36 @@ func (rt *Runtime) closeAll() {
 		if s.ring != nil {
 			errs = append(errs, s.ring.Close())
 		}
-		if s.diskRing != nil {
-			errs = append(errs, s.diskRing.Close())
-			unix.Close(s.diskEventFd)
+		if s.disk.ring != nil {
+			errs = append(errs, s.disk.ring.Close())
+			unix.Close(s.disk.event.fd)
 		}
 	}
 	rt.wakeMu.Lock()
 	rt.eventFdsClosed = true
 	for _, s := range rt.shards {
-		if s.eventFd >= 0 {
-			unix.Close(s.eventFd)
+		if s.wakeEvent.fd >= 0 {
+			unix.Close(s.wakeEvent.fd)
 		}
 	}
 	rt.wakeMu.Unlock()
 	// A receive ring unmaps its descriptors only once its ring is closed (no recv can
 	// still be armed on it); its buffers go back to the arena.
 	for _, s := range rt.shards {
-		if s.recvRing != nil {
-			s.recvRing.Close()
-			s.arena.ReturnClass(s.recvClass)
+		if s.recv.ring != nil {
+			s.recv.ring.Close()
+			s.arena.ReturnClass(s.recv.class)
 		}
 	}
 	rt.adoptions.close(func(a adoption) int { return a.fd })
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.
-	if sender := rt.shards[0].sender; sender != nil {
+	if sender := rt.shards[0].handoff.sender; sender != nil {
 		sender.Close()
 	}
 	for _, s := range rt.shards {
-		for _, q := range append(s.controlInbox, s.inbox...) {
+		for _, q := range append(s.mail.control, s.mail.inbox...) {
 			for {
 				m, ok := q.Pop()
 				if !ok {
