@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -16,9 +15,8 @@ import (
 )
 
 // sendSegmentsMax bounds the pieces queued on one connection, and so the iovecs of one
-// sendmsg: a reply is a few pieces ([header][prefix][batches...]), and a connection
-// with 64 pieces outstanding is not reading.
-const sendSegmentsMax = 64
+// sendmsg: a connection with 64 pieces outstanding is not reading.
+const sendSegmentsMax = sendVectorMax
 
 // sendBufferBytesMax is the largest buffer Reserve takes for copied replies.
 const sendBufferBytesMax = 64 << 10
@@ -89,8 +87,6 @@ type Conn struct {
 	segHead     int
 	segCount    int
 	queuedBytes int
-	iovecs      [sendSegmentsMax]unix.Iovec
-	msg         unix.Msghdr
 	spare       arena.Buffer // a drained send buffer kept for the next reply
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
@@ -115,7 +111,6 @@ func (c *Conn) open(fd int, direct bool, slot uint32, peer netip.AddrPort) error
 	s := c.shard
 	*c = Conn{link: newLink(s, slot, c.id, clientLinkKinds, fd, direct, peer, linkOpen), framer: c.framer,
 		closeBeforeSeq: ^uint64(0), parked: c.parked}
-	c.msg.Iov = &c.iovecs[0]
 	c.lastRecvNs = s.nowNs
 	c.armRecv()
 	s.timers.Push(timer{deadlineNs: s.nowNs + int64(c.checkInterval()), kind: timerConn, conn: c.id})
@@ -596,24 +591,11 @@ func (c *Conn) flush() {
 	if c.sendInFlight || c.segCount == 0 || c.state == linkAborting || c.state == linkFree {
 		return
 	}
-	sqe := c.shard.getSQE()
-	if c.segCount == 1 {
-		seg := &c.segments[c.segHead]
-		sqe.PrepareSend(c.fd, seg.data[seg.sent:], unix.MSG_NOSIGNAL)
-	} else {
-		for i := range c.segCount {
-			seg := &c.segments[(c.segHead+i)%sendSegmentsMax]
-			rest := seg.data[seg.sent:]
-			c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
-			c.iovecs[i].SetLen(len(rest))
-		}
-		c.msg.Iov = &c.iovecs[0]
-		c.msg.SetIovlen(c.segCount)
-		sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
+	for i := range c.segCount {
+		seg := &c.segments[(c.segHead+i)%sendSegmentsMax]
+		c.vec.set(i, seg.data[seg.sent:])
 	}
-	c.markFixed(sqe)
-	sqe.UserData = userData(kindSend, c.id)
-	c.sendInFlight = true
+	c.submitSend(c.segCount)
 }
 
 func (c *Conn) onSend(res int32) {

@@ -3,6 +3,9 @@ package shard
 import (
 	"fmt"
 	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/ring"
 )
@@ -53,6 +56,42 @@ type link struct {
 	frameStartNs   int64 // when the frame now partly received began; 0 when none
 	sendWaitFromNs int64 // when the send queue last made progress or became non-empty
 	closeReason    string
+
+	vec sendVector // the iovecs of the send in flight
+}
+
+// sendVectorMax bounds the pieces of one send, the iovecs of one sendmsg: a reply is
+// a few pieces ([header][prefix][batches...]), and 64 keeps the iovec array on one
+// page (the reference writes up to 256 replica frames per writev).
+const sendVectorMax = 64
+
+// sendVector is the iovecs of a link's one send in flight.
+type sendVector struct {
+	iovecs [sendVectorMax]unix.Iovec
+	msg    unix.Msghdr
+}
+
+// set makes iovec i point at b.
+func (v *sendVector) set(i int, b []byte) {
+	v.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(b)}
+	v.iovecs[i].SetLen(len(b))
+}
+
+// submitSend submits the link's one send, over the first n iovecs set: a plain send
+// for one, a sendmsg for more.
+func (l *link) submitSend(n int) {
+	sqe := l.shard.getSQE()
+	if n == 1 {
+		iov := &l.vec.iovecs[0]
+		sqe.PrepareSend(l.fd, unsafe.Slice(iov.Base, int(iov.Len)), unix.MSG_NOSIGNAL)
+	} else {
+		l.vec.msg.Iov = &l.vec.iovecs[0]
+		l.vec.msg.SetIovlen(n)
+		sqe.PrepareSendmsg(l.fd, &l.vec.msg, unix.MSG_NOSIGNAL)
+	}
+	l.markFixed(sqe)
+	sqe.UserData = userData(l.kinds.send, l.id)
+	l.sendInFlight = true
 }
 
 // newLink returns the link of a connection that opens in state on a socket.

@@ -28,10 +28,6 @@ const (
 	timerReplicaAccept                       // re-arm the replica accept after an error
 )
 
-// replicaIovecsMax bounds the frames of one sendmsg (the reference writes up to 256
-// frames per writev; 64 keeps a connection's iovec array on one page).
-const replicaIovecsMax = 64
-
 // replicaConnsPerShardMax bounds a shard's replica connections, registered or
 // handshaking: a roster has at most 254 peers, and a handshake that does not end is
 // closed after HandshakeTimeout, so more than this in flight is a flood.
@@ -57,10 +53,8 @@ type replicaConn struct {
 	queues     [replicaClassCount]replicaOutQueue
 	queued     int
 	queueBytes int
-	iovecs     [replicaIovecsMax]unix.Iovec
-	batch      [replicaIovecsMax]ReplicaClass
+	batch      [sendVectorMax]ReplicaClass
 	batchLen   int
-	msg        unix.Msghdr
 }
 
 // adoptReplica installs a replica connection and starts its handshake: as the dialer
@@ -91,7 +85,6 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 	queues[ReplicaPartition].resize(rr.capacity[ReplicaPartition])
 	*c = replicaConn{link: newLink(s, slot, c.id, replicaLinkKinds, fd, direct, remote, linkHandshaking),
 		framer: framer, queues: queues, handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
-	c.msg.Iov = &c.iovecs[0]
 	var nonce [wire.HandshakeNonceSize]byte
 	rand.Read(nonce[:])
 	hs := rr.cfg.Handshake

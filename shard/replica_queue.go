@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -227,7 +225,7 @@ func (c *replicaConn) enqueue(out replicaOut) bool {
 	return true
 }
 
-// flush submits one sendmsg over the queued frames (up to replicaIovecsMax) when no
+// flush submits one sendmsg over the queued frames (up to sendVectorMax) when no
 // send is in flight; frames queued meanwhile ride the next one. A frame partly sent
 // goes first, then control frames, then partition frames.
 func (c *replicaConn) flush() {
@@ -249,25 +247,17 @@ func (c *replicaConn) flush() {
 		if class == partial {
 			first = 1
 		}
-		for i := first; i < q.n && n < replicaIovecsMax; i++ {
+		for i := first; i < q.n && n < sendVectorMax; i++ {
 			c.addIovec(n, q.at(i), class)
 			n++
 		}
 	}
 	c.batchLen = n
-	c.msg.Iov = &c.iovecs[0]
-	c.msg.SetIovlen(n)
-	sqe := c.shard.getSQE()
-	sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
-	c.markFixed(sqe)
-	sqe.UserData = userData(kindReplicaSend, c.id)
-	c.sendInFlight = true
+	c.submitSend(n)
 }
 
 func (c *replicaConn) addIovec(i int, out *replicaOut, class ReplicaClass) {
-	rest := out.data[out.sent:]
-	c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
-	c.iovecs[i].SetLen(len(rest))
+	c.vec.set(i, out.data[out.sent:])
 	c.batch[i] = class
 }
 
