@@ -14,7 +14,7 @@ import (
 // bytes that landed after it was throttled or began to wait for a frame buffer
 // (Conn.stash).
 type inputBacklog struct {
-	data   []byte       // holds bytes stashed bytes
+	data   []byte       // data[:bytes] is stashed
 	buffer arena.Buffer // data's arena buffer; zero when data is on the heap
 	bytes  int          // received while throttled, not yet served
 	// eofPending: the peer half-closed while the backlog still held requests.
@@ -140,7 +140,7 @@ func (c *Conn) consumeInput(data []byte) (rest []byte) {
 }
 
 // waitForBuffer stops reading a connection whose frame found no buffer in the arena:
-// it waits in line (Shard.bufferWaiters) for buffers that requests in flight give
+// it waits in line (clientTable.bufferWaiters) for buffers that requests in flight give
 // back as they finish, rather than being closed for the server's own shortage. What
 // it has received meanwhile is stashed.
 func (c *Conn) waitForBuffer() {
@@ -190,7 +190,7 @@ func (c *Conn) resumeInput() {
 // it was throttled or began to wait for a frame buffer, before the cancel of its recv
 // took effect. They are copied out of the receive ring (whose buffers must keep
 // circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
-// grows to at most Shard.backlogBytesMax.
+// grows to at most recvPool.backlogBytesMax.
 //
 // That bound is what the kernel can deliver, so no client is dropped for it: the
 // shard's ring runs with DEFER_TASKRUN, so arrivals land only when the shard enters
