@@ -13,16 +13,57 @@ import (
 // caller still owns the descriptor and closes it.
 var ErrRuntimeStopped = errors.New("shard: runtime is stopping")
 
-// adoptions are the connections handed to the runtime from outside its listener
-// (Runtime.Adopt), waiting for shard 0 to place them. Goroutines outside the shards
-// push, shard 0 pops: the lock is between those goroutines and shard 0 only, never
-// between two shards, and is taken once per connection, not per request.
-type adoptions struct {
+// adoptionQueue holds the connections handed to the runtime from outside its own
+// sockets (Runtime.Adopt for clients, Runtime.AdoptReplica for replicas), waiting for
+// shard 0 to place them. Goroutines outside the shards push, shard 0 takes: the lock
+// is between those goroutines and shard 0 only, never between two shards, and is
+// taken once per connection, not per request.
+type adoptionQueue[T any] struct {
 	mu      sync.Mutex
-	pending []adoption
+	pending []T
 	closed  bool
 	// count is len(pending), read by shard 0 every loop turn without the lock.
 	count atomic.Int32
+}
+
+// push queues a for shard 0 and wakes it; ErrRuntimeStopped once the runtime stops.
+func (q *adoptionQueue[T]) push(rt *Runtime, a T) error {
+	q.mu.Lock()
+	if q.closed || rt.stopping.Load() {
+		q.mu.Unlock()
+		return ErrRuntimeStopped
+	}
+	q.pending = append(q.pending, a)
+	q.count.Store(int32(len(q.pending)))
+	q.mu.Unlock()
+	rt.shards[0].Wake()
+	return nil
+}
+
+// take returns what is queued (nil, without the lock, when nothing is).
+func (q *adoptionQueue[T]) take() []T {
+	if q.count.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	pending := q.pending
+	q.pending = nil
+	q.count.Store(0)
+	q.mu.Unlock()
+	return pending
+}
+
+// close refuses later adoptions and closes the descriptors no shard took; once the
+// shards have exited.
+func (q *adoptionQueue[T]) close(fdOf func(T) int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, p := range q.pending {
+		unix.Close(fdOf(p))
+	}
+	q.pending = nil
+	q.count.Store(0)
 }
 
 type adoption struct {
@@ -38,44 +79,15 @@ type adoption struct {
 // runtime's sockets are: io_uring polls a blocking socket that is not ready). Safe from
 // any goroutine. On success the runtime owns fd; on ErrRuntimeStopped the caller does.
 func (rt *Runtime) Adopt(fd int, peer netip.AddrPort) error {
-	a := &rt.adoptions
-	a.mu.Lock()
-	if a.closed || rt.stopping.Load() {
-		a.mu.Unlock()
-		return ErrRuntimeStopped
-	}
-	a.pending = append(a.pending, adoption{fd: fd, peer: peer})
-	a.count.Store(int32(len(a.pending)))
-	a.mu.Unlock()
-	rt.shards[0].Wake()
-	return nil
+	return rt.adoptions.push(rt, adoption{fd: fd, peer: peer})
 }
 
 // adoptPending places the connections Adopt queued; shard 0, once per loop turn.
 func (s *Shard) adoptPending() {
-	a := &s.rt.adoptions
-	if s.index != 0 || a.count.Load() == 0 {
+	if s.index != 0 {
 		return
 	}
-	a.mu.Lock()
-	pending := a.pending
-	a.pending = nil
-	a.count.Store(0)
-	a.mu.Unlock()
-	for _, p := range pending {
+	for _, p := range s.rt.adoptions.take() {
 		s.handOff(p.fd, p.peer)
 	}
-}
-
-// close refuses later adoptions and closes the descriptors no shard took; once the
-// shards have exited.
-func (a *adoptions) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	for _, p := range a.pending {
-		unix.Close(p.fd)
-	}
-	a.pending = nil
-	a.count.Store(0)
 }

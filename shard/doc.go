@@ -38,6 +38,18 @@
 // kernel's queue. (io_uring reads RLIMIT_NOFILE when an accept is prepared, so a lower
 // limit applies from the next re-arm.)
 //
+// Client and replica connections share one lifecycle (link.go): a socket in a slot
+// of its plane's table (slotTable), one recv and one send in flight, open (a
+// replica's after its handshake), then draining (it reads no more and closes once
+// what it owes is sent) or aborting (it drops what is queued), and freed only once
+// the kernel holds none of its buffers. Both planes' listeners are one acceptor
+// (acceptor.go) with an acceptPolicy each; connections from outside the runtime's
+// sockets come through one adoptionQueue (adopt.go); every socket reaches its shard
+// by one handoff (handoff.go), its cookie naming the plane. What differs stays with
+// each plane: the client's framing (Framer), multishot recv, reply order and send
+// queue (conn.go, conn_recv.go, replyorder.go, sendqueue.go); the replica's framing
+// (replicaFramer), handshake, dials and two send classes (replica_*.go).
+//
 // A connection keeps one multishot recv armed. Arrivals land in 8 KiB buffers of a
 // provided-buffer ring (an arena class lent to the kernel), so an idle connection holds
 // no receive buffer; the Framer copies the bytes into the connection's 16-byte-aligned

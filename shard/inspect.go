@@ -53,6 +53,9 @@ type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
 	throttledWaits, messagesFromOthers                                 uint64
+	// replica counts the replica plane's traffic; atomics, which Runtime.ReplicaStats
+	// sums from any goroutine.
+	replica replicaCounters
 }
 
 // Stats copies the shard's figures. Call it on the shard's goroutine (from a
@@ -60,14 +63,14 @@ type counters struct {
 func (s *Shard) Stats() Stats {
 	st := Stats{
 		Shard:                  s.index,
-		Connections:            s.connCount,
+		Connections:            s.clients.conns.live,
 		BytesReceived:          s.counters.bytesReceived,
 		BytesSent:              s.counters.bytesSent,
 		RequestsServed:         s.counters.requestsServed,
 		SQEsPrepared:           s.counters.sqesPrepared,
 		CQEsReaped:             s.counters.cqesReaped,
 		ArenaBuffersInUse:      s.arena.InUseCount(),
-		FramesWaitingForBuffer: len(s.bufferWaiters),
+		FramesWaitingForBuffer: len(s.clients.bufferWaiters),
 		Turns:                  s.counters.turns,
 		RingEnters:             s.counters.ringEnters,
 		Sleeps:                 s.counters.sleeps,
@@ -77,12 +80,12 @@ func (s *Shard) Stats() Stats {
 		ThrottledWaits:         s.counters.throttledWaits,
 		TimersPending:          s.timers.Len(),
 	}
-	if s.disk != nil {
-		st.DiskRingEnters = s.disk.enters
+	if s.disk.io != nil {
+		st.DiskRingEnters = s.disk.io.enters
 	}
-	for i := range s.inbox {
-		if s.inbox[i] != nil {
-			st.InboxDepth += s.inbox[i].Len() + s.controlInbox[i].Len()
+	for i := range s.mail.inbox {
+		if s.mail.inbox[i] != nil {
+			st.InboxDepth += s.mail.inbox[i].Len() + s.mail.control[i].Len()
 		}
 	}
 	return st
@@ -103,7 +106,7 @@ func (rt *Runtime) Inspect(ctx context.Context, fn func(s *Shard)) error {
 	pending := make([]*inspection, len(rt.shards))
 	for i, s := range rt.shards {
 		pending[i] = &inspection{fn: fn, done: make(chan struct{})}
-		s.inspect.Store(pending[i])
+		s.mail.inspect.Store(pending[i])
 		s.Wake()
 	}
 	for _, in := range pending {
@@ -120,7 +123,7 @@ func (rt *Runtime) Inspect(ctx context.Context, fn func(s *Shard)) error {
 
 // serveInspection runs a pending Inspect's fn, once per turn at most.
 func (s *Shard) serveInspection() {
-	if in := s.inspect.Swap(nil); in != nil {
+	if in := s.mail.inspect.Swap(nil); in != nil {
 		in.fn(s)
 		close(in.done)
 	}

@@ -8,28 +8,42 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iggy-shard/iggy-shard/fdpass"
 	"github.com/iggy-shard/iggy-shard/linux"
-	"github.com/iggy-shard/iggy-shard/ring"
 )
 
-// listener is shard 0's client listener: one multishot accept, re-armed when the kernel
-// ends it, paused with a backoff when descriptors or memory run out.
+// listener is shard 0's client listener: its accept, paused with a growing backoff
+// when descriptors or memory run out, and the placement of what it accepts.
 type listener struct {
-	fd           int // -1 when this shard does not listen or stopped listening
-	armed        bool
-	backoff      time.Duration
-	backoffArmed bool
-	backingOff   bool // logged once per episode, not per retry
-	nextShard    int  // where the search for the least loaded shard starts
-	cancelSent   bool
+	acceptor
+	nextShard int // where the search for the least loaded shard starts
 	// handedOff counts, per target shard, the connections handed to it that did
 	// not fail on the way; with the target's count of arrivals it gives those still
 	// in flight, which its connection count does not show yet.
 	handedOff []int64
 }
 
-func (l *listener) closed() bool { return l.fd < 0 }
+func newListener(fd int) listener {
+	return listener{acceptor: acceptor{fd: fd, completion: kindAccept, cancel: kindCancel, retry: timerAccept, policy: clientAccept{}}}
+}
+
+// clientAccept is the client plane's acceptPolicy.
+type clientAccept struct{}
+
+func (clientAccept) accepted(s *Shard, fd int) { s.delegate(fd) }
+
+func (clientAccept) failed(s *Shard, a *acceptor, errno unix.Errno) time.Duration {
+	if !isResourceExhaustion(errno) {
+		// ECONNABORTED and friends end one pending connection, not the listener.
+		s.log.Debug("accept failed", "err", errno)
+		return 0
+	}
+	a.backoff = min(max(2*a.backoff, acceptBackoffMin), acceptBackoffMax)
+	if !a.backingOff {
+		s.log.Warn("accept failed, backing off", "err", errno, "backoff", a.backoff)
+		a.backingOff = true
+	}
+	return a.backoff
+}
 
 // listen binds a TCP listener on address ("host:port") and returns its fd and the bound
 // address. The accept queue is deep (4096, clamped by net.core.somaxconn) so that bursts
@@ -81,67 +95,6 @@ func listen(address string) (int, *net.TCPAddr, error) {
 	return fd, tcpAddr, nil
 }
 
-func (s *Shard) armAccept() {
-	l := &s.listener
-	if l.armed || l.closed() {
-		return
-	}
-	sqe := s.getSQE()
-	// Blocking sockets on purpose: io_uring arms a poll and retries when a blocking
-	// socket is not ready, but hands EAGAIN back for an O_NONBLOCK one (a full send
-	// buffer would then look like an error).
-	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_CLOEXEC)
-	sqe.UserData = userData(kindAccept, 0)
-	l.armed = true
-}
-
-func (s *Shard) onAccept(cqe *ring.CQE) {
-	l := &s.listener
-	if !cqe.More() {
-		l.armed = false
-	}
-	if cqe.Res >= 0 {
-		if l.backingOff {
-			s.log.Info("accept recovered")
-			l.backingOff = false
-		}
-		l.backoff = 0
-		s.delegate(int(cqe.Res))
-	} else {
-		errno := unix.Errno(-cqe.Res)
-		switch {
-		case errno == unix.ECANCELED && s.stopping:
-			// stopListening cancelled it.
-		case isResourceExhaustion(errno):
-			// The connection stays in the kernel's accept queue; retry once something
-			// was freed, without spinning on a listener that keeps failing.
-			l.backoff = min(max(2*l.backoff, acceptBackoffMin), acceptBackoffMax)
-			if !l.backingOff {
-				s.log.Warn("accept failed, backing off", "err", errno, "backoff", l.backoff)
-				l.backingOff = true
-			}
-			if !l.armed && !l.backoffArmed {
-				l.backoffArmed = true
-				s.timers.Push(timer{deadlineNs: s.nowNs + int64(l.backoff), kind: timerAccept})
-			}
-			return
-		default:
-			// ECONNABORTED and friends end one pending connection, not the listener.
-			s.log.Debug("accept failed", "err", errno)
-		}
-	}
-	if s.stopping {
-		if !l.armed && !l.closed() {
-			unix.Close(l.fd)
-			l.fd = -1
-		}
-		return
-	}
-	if !l.armed && !l.backoffArmed {
-		s.armAccept()
-	}
-}
-
 // isResourceExhaustion reports whether an accept error means "out of descriptors or
 // memory": the errors for which accepting again at once would fail again.
 func isResourceExhaustion(errno unix.Errno) bool {
@@ -190,53 +143,4 @@ func (s *Shard) delegate(fd int) {
 // accepted socket, or one given to Runtime.Adopt.
 func (s *Shard) handOff(fd int, peer netip.AddrPort) {
 	s.handOffTo(fd, peer, s.pickShard(), 0, nil)
-}
-
-// handOffTo places a connection on target; plane is the cookie's plane bits (0 for
-// a client connection, see cookieReplicaPlane), exporter a replica TLS session's.
-func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32, exporter *[32]byte) {
-	if target == s.index || !s.canHandOff(target) {
-		s.adoptPlane(fd, false, peerNote{addr: peer, exporter: exporter}, plane)
-		return
-	}
-	s.nextCookie = (s.nextCookie + 1) & cookieSequenceMask
-	if s.nextCookie == 0 {
-		s.nextCookie = 1 // 0 means "no note"
-	}
-	cookie := s.nextCookie | plane
-	s.rt.shards[target].peerInbox.Push(peerNote{cookie: cookie, addr: peer, exporter: exporter})
-	if err := s.sender.SendFd(fd, target, ring.FileIndexAlloc, cookie); err != nil {
-		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
-		return
-	}
-	s.listener.handedOff[target]++
-}
-
-// canHandOff reports whether a handoff to target would be taken now: msg_ring mode
-// has a bounded number in flight, queue mode a bounded inbox. When it would not, shard
-// 0 keeps the connection rather than lose it to a burst of accepts.
-func (s *Shard) canHandOff(target int) bool {
-	if s.sender.Mode() == fdpass.ModeMsgRing {
-		return s.sender.InFlightCount() < handoffsInFlightMax
-	}
-	q := s.rt.shards[target].inbox[s.index] // we are its only producer: Len cannot grow under us
-	return q.Len() < q.Cap()
-}
-
-// stopListening cancels the accept; the listener's descriptor is closed when the
-// cancelled accept completes (the kernel may still be using it until then).
-func (s *Shard) stopListening() {
-	l := &s.listener
-	if l.closed() {
-		return
-	}
-	if !l.armed {
-		unix.Close(l.fd)
-		l.fd = -1
-		return
-	}
-	if !l.cancelSent {
-		l.cancelSent = true
-		s.submitCancel(userData(kindAccept, 0), userData(kindCancel, 0))
-	}
 }

@@ -6,13 +6,11 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/arena"
-	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -55,115 +53,6 @@ import (
 // full refuses the frame at once (counted, logged at most once a second): consensus
 // retransmits, and no shard ever waits for a peer. The owner shard itself may lend a
 // frame instead (SendReplicaLent): no copy.
-
-// ReplicaConfig configures a runtime's replica plane (Config.Replica). Two of the
-// runtime's own settings apply to its connections too: Config.FrameTimeout (a frame
-// begun must complete in it) and Config.SendTimeout (a peer that reads none of its
-// queued frames for that long is closed, and redialed).
-type ReplicaConfig struct {
-	// ListenAddress is where shard 0 listens for the other replicas, host:port (the
-	// node's ip and ports.tcp_replica); port 0 picks a free port (Runtime.ReplicaAddr).
-	ListenAddress string
-	// Handshake is this node's side of every handshake: cluster id, own replica id,
-	// roster size and the MAC keys of cluster.auth (nil when auth is off).
-	Handshake replica.HandshakeConfig
-	// PeerAddresses are the roster's replica addresses, ip:tcp_replica, indexed by
-	// replica id (len = Handshake.ReplicaCount). Only the higher ids are dialed; the
-	// others (own entry included) may be empty.
-	PeerAddresses []string
-	// ReconnectPeriod is how often a peer without a connection is dialed again
-	// (message_bus.reconnect_period). Default 5 s.
-	ReconnectPeriod time.Duration
-	// PeerQueueCapacity bounds the control class's frames to each peer, in frames
-	// (message_bus.peer_queue_capacity): the metadata group's, queued or on their
-	// way to the connection's shard. Default 256.
-	PeerQueueCapacity int
-	// PartitionQueueCapacity bounds the partition groups' frames to each peer the
-	// same way, apart from the control class (replica_queue.go). Default:
-	// PeerQueueCapacity.
-	PartitionQueueCapacity int
-	// MessageSizeMax is the largest frame accepted or sent on the plane, header
-	// included (message_bus.max_message_size). Default 64 MiB.
-	MessageSizeMax uint32
-	// HandshakeTimeout closes a connection whose handshake has not completed in
-	// this time (the reference's message_bus.handshake_grace). Default 10 s.
-	HandshakeTimeout time.Duration
-	// ListenerOff: shard 0 binds no replica listener (ListenAddress is ignored);
-	// inbound connections arrive through Runtime.AdoptReplica, e.g. from a TLS
-	// terminator that owns the port (replica_adopt.go).
-	ListenerOff bool
-	// Dial, when set, opens the outbound connections in place of shard 0's own
-	// io_uring connects (a TLS dialer, say). It is called on shard 0 and must
-	// return at once; the connection it opens comes in through AdoptReplica with
-	// dialedPeer = peer. Until its handshake ends (or twice HandshakeTimeout has
-	// passed) the peer is not dialed again.
-	Dial func(peer uint8, address netip.AddrPort)
-	// ShardZero places replica connections on shard 0 too; by default shard 0,
-	// which accepts and places every connection, serves none (when it is not the
-	// only shard), as the reference's coordinator.skip_shard_zero_for_replicas.
-	ShardZero bool
-}
-
-// Replica plane defaults (the reference's message_bus section).
-const (
-	ReplicaReconnectPeriodDefault   = 5 * time.Second
-	ReplicaPeerQueueCapacityDefault = 256
-	ReplicaHandshakeTimeoutDefault  = 10 * time.Second
-)
-
-// replicaCountMax: replica ids are a byte, and 255 is no id (the broadcast sentinel).
-const replicaCountMax = 255
-
-func (c *ReplicaConfig) withDefaults() (*ReplicaConfig, []netip.AddrPort, error) {
-	cfg := *c
-	h := &cfg.Handshake
-	if h.ReplicaCount < 1 || int(h.ReplicaCount) > replicaCountMax {
-		return nil, nil, fmt.Errorf("shard: replica count %d out of range 1..%d", h.ReplicaCount, replicaCountMax)
-	}
-	if h.Self >= h.ReplicaCount {
-		return nil, nil, fmt.Errorf("shard: replica id %d not below the replica count %d", h.Self, h.ReplicaCount)
-	}
-	if len(cfg.PeerAddresses) != int(h.ReplicaCount) {
-		return nil, nil, fmt.Errorf("shard: %d replica addresses for %d replicas", len(cfg.PeerAddresses), h.ReplicaCount)
-	}
-	peers := make([]netip.AddrPort, len(cfg.PeerAddresses))
-	for id := int(h.Self) + 1; id < len(peers); id++ {
-		a, err := netip.ParseAddrPort(cfg.PeerAddresses[id])
-		if err != nil {
-			return nil, nil, fmt.Errorf("shard: replica %d address: %w", id, err)
-		}
-		peers[id] = a
-	}
-	if cfg.ListenAddress == "" && !cfg.ListenerOff {
-		return nil, nil, errors.New("shard: ReplicaConfig.ListenAddress is required")
-	}
-	if cfg.ReconnectPeriod == 0 {
-		cfg.ReconnectPeriod = ReplicaReconnectPeriodDefault
-	}
-	if cfg.PeerQueueCapacity == 0 {
-		cfg.PeerQueueCapacity = ReplicaPeerQueueCapacityDefault
-	}
-	if cfg.PartitionQueueCapacity == 0 {
-		cfg.PartitionQueueCapacity = cfg.PeerQueueCapacity
-	}
-	if cfg.MessageSizeMax == 0 {
-		cfg.MessageSizeMax = wire.DefaultMessageSizeMax
-	}
-	if cfg.HandshakeTimeout == 0 {
-		cfg.HandshakeTimeout = ReplicaHandshakeTimeoutDefault
-	}
-	switch {
-	case cfg.ReconnectPeriod < 0 || cfg.HandshakeTimeout < 0:
-		return nil, nil, errors.New("shard: negative replica period or timeout")
-	case cfg.PeerQueueCapacity < 1 || cfg.PeerQueueCapacity > 1<<16:
-		return nil, nil, fmt.Errorf("shard: peer queue capacity %d out of range 1..65536", cfg.PeerQueueCapacity)
-	case cfg.PartitionQueueCapacity < 1 || cfg.PartitionQueueCapacity > 1<<16:
-		return nil, nil, fmt.Errorf("shard: partition queue capacity %d out of range 1..65536", cfg.PartitionQueueCapacity)
-	case cfg.MessageSizeMax < headerSizeBytes:
-		return nil, nil, fmt.Errorf("shard: replica message size max %d < header size %d", cfg.MessageSizeMax, headerSizeBytes)
-	}
-	return &cfg, peers, nil
-}
 
 // ReplicaHandler is the Handler of a runtime with a replica plane (Config.Replica):
 // it gets every valid frame its shard's replica connections receive, on that shard.
@@ -294,7 +183,7 @@ type replicaRuntime struct {
 	peers     []netip.AddrPort // dial addresses by replica id (higher ids only)
 	addr      *net.TCPAddr
 	listenFd  int
-	adoptions replicaAdoptions
+	adoptions adoptionQueue[replicaAdoption]
 	// owners[peer] is 1 + the index of the shard that owns the peer's registered
 	// connection, 0 when none: written by the owner (compare-and-swap from 0, store
 	// of 0), read by every shard.
@@ -348,7 +237,7 @@ func (rt *Runtime) ReplicaConnected(peer uint8) bool {
 func (rt *Runtime) ReplicaStats() ReplicaStats {
 	var st ReplicaStats
 	for _, s := range rt.shards {
-		c := &s.replicaCounters
+		c := &s.counters.replica
 		st.FramesReceived += c.framesReceived.Load()
 		st.BytesSent += c.bytesSent.Load()
 		st.BytesReceived += c.bytesReceived.Load()
@@ -366,292 +255,16 @@ func (rt *Runtime) ReplicaStats() ReplicaStats {
 	return st
 }
 
-// ReplicaOwner returns the shard that owns peer's registered connection. Safe from any
-// goroutine; a snapshot.
-func (s *Shard) ReplicaOwner(peer uint8) (int, bool) {
-	if s.rt.replica == nil {
-		return 0, false
-	}
-	o := s.rt.replica.owners[peer].Load()
-	return int(o) - 1, o != 0
-}
-
-// SendReplica sends one frame to peer from any shard: parts, concatenated, are the
-// frame, the first part holding the whole header, whose size field is the total. The
-// frame is copied (parts may be reused on return) and sealed as the spec says
-// (wire.SealReplica). It returns nil when the frame is on its way; ErrReplicaPeerDown,
-// ErrReplicaQueueFull (its class has no room: ReplicaRoom) and
-// ErrReplicaBuffersExhausted when it was dropped (consensus retransmits); any other
-// error is the caller's bug: a malformed frame.
-func (s *Shard) SendReplica(peer uint8, parts ...[]byte) error {
-	rr := s.rt.replica
-	if rr == nil {
-		return errors.New("shard: SendReplica without a replica plane")
-	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
-	if len(parts) == 0 {
-		return errors.New("shard: SendReplica of no frame")
-	}
-	if err := checkReplicaFrame(rr, peer, parts[0], total); err != nil {
-		return err
-	}
-	class := s.frameClass(parts[0])
-	owner := rr.owners[peer].Load() - 1
-	if owner < 0 {
-		s.replicaCounters.classes[class].dropped.Add(1)
-		return ErrReplicaPeerDown
-	}
-	if !rr.reserve(peer, class) {
-		s.refuseQueueFull(peer, class)
-		return ErrReplicaQueueFull
-	}
-	b, err := s.arena.Acquire(total)
-	if err != nil {
-		rr.unreserve(peer, class)
-		s.replicaCounters.classes[class].dropped.Add(1)
-		if s.replicaLogAllowed(replicaLogNoBuffer) {
-			s.logReplica(replicaLogNoBuffer, "replica frame dropped: no send buffer", "peer", peer, "bytes", total)
-		}
-		return ErrReplicaBuffersExhausted
-	}
-	data := b.Full()[:total:total]
-	n := 0
-	for _, p := range parts {
-		n += copy(data[n:], p)
-	}
-	h, _ := wire.ViewHeader[wire.GenericHeader](data)
-	wire.SealReplica(h, data[headerSizeBytes:])
-	if int(owner) == s.index {
-		return s.enqueueReplica(replicaOut{data: data, buffer: b, from: s.index, peer: peer, class: class})
-	}
-	t := replicaTransit{data: unsafe.Pointer(unsafe.SliceData(data)), size: uint32(total), peer: peer, class: class,
-		bufClass: uint8(b.Class()), bufIndex: uint32(b.Index())}
-	if !rr.transitQueue(int(owner), s.index, class).Push(t) {
-		// More of the class is on its way to that shard than its budget for all
-		// peers: only when one shard owns the links of many peers.
-		s.arena.Release(b)
-		rr.unreserve(peer, class)
-		s.refuseQueueFull(peer, class)
-		return ErrReplicaQueueFull
-	}
-	s.wakeNeeded[owner] = true
-	return nil
-}
-
-// frameClass returns the class of the frame whose whole header first holds, aligned
-// or not.
-func (s *Shard) frameClass(first []byte) ReplicaClass {
-	h, err := wire.ViewHeader[wire.GenericHeader](first[:headerSizeBytes])
-	if err != nil {
-		scratch := s.replica.headerScratch
-		copy(scratch, first[:headerSizeBytes])
-		h, _ = wire.ViewHeader[wire.GenericHeader](scratch)
-	}
-	return ReplicaFrameClass(h)
-}
-
-// refuseQueueFull counts and logs a frame refused because its class's room to peer
-// is full: a control frame at WARN, at most once a second; a partition group's at
-// INFO, at most once a minute, since for that class it is back-pressure (the
-// groups retransmit what a slow peer did not take).
-func (s *Shard) refuseQueueFull(peer uint8, class ReplicaClass) {
-	c := &s.replicaCounters.classes[class]
-	c.dropped.Add(1)
-	c.queueFull.Add(1)
-	kind := replicaLogQueueFull
-	if class == ReplicaPartition {
-		kind = replicaLogBackPressure
-	}
-	if s.replicaLogAllowed(kind) {
-		s.logReplica(kind, "replica frame refused: the peer's send queue of its class is full", "peer", peer,
-			"class", class.String(), "capacity", s.rt.replica.capacity[class])
-	}
-}
-
-// ErrReplicaNotOwner: SendReplicaLent was called on a shard that does not own the
-// peer's connection; the caller still owns the frame (send it with SendReplica).
-var ErrReplicaNotOwner = errors.New("shard: this shard does not own the replica connection")
-
-// SendReplicaLent sends one frame to peer without copying it, from the shard that
-// owns the peer's connection (Shard.ReplicaOwner): a large frame the caller keeps
-// anyway, such as a journaled prepare, leaves from where it lies. The frame is sealed
-// in place (wire.SealReplica) and must then stay unchanged until done is released, on
-// this shard, once the kernel no longer reads it (sent, or the connection closed). On
-// an error done is not called and the caller still owns the frame:
-// ErrReplicaNotOwner on another shard, ErrReplicaPeerDown and ErrReplicaQueueFull as
-// for SendReplica. (After a fatal stop, done may be released by the goroutine that
-// closes the runtime, as Dropper's messages are.)
-func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
-	rr := s.rt.replica
-	if rr == nil {
-		return errors.New("shard: SendReplicaLent without a replica plane")
-	}
-	if err := checkReplicaFrame(rr, peer, frame, len(frame)); err != nil {
-		return err
-	}
-	h, err := wire.ViewHeader[wire.GenericHeader](frame)
-	if err != nil {
-		return fmt.Errorf("shard: SendReplicaLent of a frame that is not 16-byte aligned: %w", err)
-	}
-	owner := rr.owners[peer].Load() - 1
-	if owner >= 0 && int(owner) != s.index {
-		return ErrReplicaNotOwner
-	}
-	class := ReplicaFrameClass(h)
-	c := s.replica.links[peer]
-	if owner < 0 || c == nil {
-		s.replicaCounters.classes[class].dropped.Add(1)
-		return ErrReplicaPeerDown
-	}
-	if !rr.reserve(peer, class) {
-		s.refuseQueueFull(peer, class)
-		return ErrReplicaQueueFull
-	}
-	wire.SealReplica(h, frame[headerSizeBytes:])
-	if !c.enqueue(replicaOut{data: frame, from: s.index, peer: peer, class: class, done: done}) {
-		// Not for want of room (the budget bounds the queue): the link is closing.
-		rr.unreserve(peer, class)
-		s.replicaCounters.classes[class].dropped.Add(1)
-		return ErrReplicaPeerDown
-	}
-	return nil
-}
-
-// checkReplicaFrame checks what a sender owes: a whole header first, a size field
-// that is the frame's length, within MessageSizeMax, consensus traffic, to a peer.
-func checkReplicaFrame(rr *replicaRuntime, peer uint8, first []byte, total int) error {
-	if len(first) < headerSizeBytes {
-		return fmt.Errorf("shard: replica frame of %d bytes whose first part is not a whole header", total)
-	}
-	if size := int(leUint32(first[wire.SizeFieldOffset:])); size != total {
-		return fmt.Errorf("shard: replica frame of %d bytes whose header says %d", total, size)
-	}
-	if uint32(total) > rr.cfg.MessageSizeMax {
-		return fmt.Errorf("shard: replica frame of %d bytes > message size max %d", total, rr.cfg.MessageSizeMax)
-	}
-	if peer == rr.cfg.Handshake.Self || peer >= rr.cfg.Handshake.ReplicaCount {
-		return fmt.Errorf("shard: a replica frame to replica %d (self %d of %d)", peer, rr.cfg.Handshake.Self, rr.cfg.Handshake.ReplicaCount)
-	}
-	if command := wire.Command(first[wire.CommandFieldOffset]); !command.ReplicaPlane() ||
-		command >= wire.CommandReplicaHello && command <= wire.CommandReplicaFinish {
-		return fmt.Errorf("shard: a replica frame of command %s, not consensus traffic", command)
-	}
-	return nil
-}
-
-func leUint32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-
-// enqueueReplica queues a frame (budgeted) on this shard's registered connection to
-// its peer, or drops it (counted) when there is none.
-func (s *Shard) enqueueReplica(out replicaOut) error {
-	c := s.replica.links[out.peer]
-	if c == nil || !c.enqueue(out) {
-		// No connection, or one closing; a full queue cannot be: the class's
-		// budget, taken when the frame was accepted, is the queue's capacity.
-		s.replicaCounters.classes[out.class].dropped.Add(1)
-		s.releaseReplicaOut(out)
-		return ErrReplicaPeerDown
-	}
-	return nil
-}
-
-// ReplicaQueueRoom returns how many more partition frames (the class a pacing
-// sender, such as a repair stream or a benchmark, sends) peer takes now, from any
-// shard; 0 when its connection is down. See ReplicaRoom.
-func (s *Shard) ReplicaQueueRoom(peer uint8) int { return s.ReplicaRoom(peer, ReplicaPartition) }
-
-// ReplicaRoom returns how many more frames of class peer takes now, from any shard
-// (a snapshot: other shards send too); 0 when its connection is down. A sender that
-// paces itself asks before it sends; one that does not meets ErrReplicaQueueFull.
-func (s *Shard) ReplicaRoom(peer uint8, class ReplicaClass) int {
-	rr := s.rt.replica
-	if rr == nil || int(peer) >= len(rr.budgets) || class >= replicaClassCount || rr.owners[peer].Load() == 0 {
-		return 0
-	}
-	return rr.room(peer, class)
-}
-
-// serveReplicaMessage serves the runtime's own replica message: a sent frame's
-// buffer coming home.
-func (s *Shard) serveReplicaMessage(m Message) {
-	s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
-}
-
-// releaseReplicaOut gives a queued frame's buffer back to the shard it came from: at
-// once when that is this shard, else by a message (kept until the inbox has room).
-func (s *Shard) releaseReplicaOut(out replicaOut) {
-	if !out.handshake {
-		s.rt.replica.unreserve(out.peer, out.class)
-	}
-	if out.done != nil {
-		out.done.Release()
-		return
-	}
-	if out.from == s.index {
-		s.arena.Release(out.buffer)
-		return
-	}
-	m := Message{internal: internalReplicaRelease, Value: uint64(out.bufClass) | uint64(out.bufIndex)<<8}
-	if !s.Post(out.from, m) {
-		s.replica.releases = append(s.replica.releases, pendingRelease{to: out.from, m: m})
-	}
-}
-
-// retryReleases posts the buffer returns that found their inbox full; every turn.
-func (s *Shard) retryReleases() {
-	r := s.replica
-	kept := r.releases[:0]
-	for _, p := range r.releases {
-		if !s.Post(p.to, p.m) {
-			kept = append(kept, p)
-		}
-	}
-	clear(r.releases[len(kept):])
-	r.releases = kept
-}
-
-type pendingRelease struct {
-	to int
-	m  Message
-}
-
-// replicaOut is one frame in a peer's send queue: its bytes, its class, and whose
-// arena buffer holds them (this shard's buffer, or bufClass and bufIndex in shard
-// from's arena).
-type replicaOut struct {
-	data     []byte
-	sent     int
-	buffer   arena.Buffer // set when from is this shard
-	from     int
-	bufIndex uint32
-	bufClass uint8
-	peer     uint8
-	class    ReplicaClass
-	// handshake: a handshake frame, not counted as consensus traffic and not
-	// budgeted.
-	handshake bool
-	// done, for a lent frame (SendReplicaLent), is told when the kernel is done
-	// with it; the frame then has no buffer of the runtime's.
-	done Releaser
-}
-
 // replicaShard is one shard's part of the replica plane.
 type replicaShard struct {
 	handler  ReplicaHandler
 	observer ReplicaObserver // the handler, if it implements ReplicaObserver
 
-	conns     []*replicaConn // by slot
-	freeSlots []uint32
-	connCount int
-	links     [256]*replicaConn // the registered connections this shard owns, by peer
-	releases  []pendingRelease
-	dirty     []*replicaConn // connections that queued frames this turn
-	frame     ReplicaFrame   // reused for every ServeReplica
+	conns    slotTable[replicaConn]
+	links    [256]*replicaConn // the registered connections this shard owns, by peer
+	releases []pendingRelease
+	dirty    []*replicaConn // connections that queued frames this turn
+	frame    ReplicaFrame   // reused for every ServeReplica
 	// headerScratch is a 16-byte-aligned copy of an unaligned header being
 	// classified (frameClass).
 	headerScratch []byte
@@ -676,11 +289,11 @@ func (s *Shard) setUpReplica() error {
 		headerScratch: alignedHeapBytes(headerSizeBytes)}
 	s.replica.observer, _ = s.handler.(ReplicaObserver)
 	// Only shard 0 listens; on the others the listener's zero fd would be
-	// descriptor 0, which stopReplicaListener would close (and with it whatever
+	// descriptor 0, which acceptor.stop would close (and with it whatever
 	// file of the process had been given that number since).
-	s.replica.listener.fd = -1
+	s.replica.listener = newReplicaListener(-1)
 	if s.index == 0 {
-		s.replica.listener.fd = rr.listenFd
+		s.replica.listener = newReplicaListener(rr.listenFd)
 		s.replica.dials = make([]replicaDial, len(rr.peers))
 		for i := range s.replica.dials {
 			s.replica.dials[i].fd = -1
@@ -720,8 +333,8 @@ func (rt *Runtime) closeReplica() {
 				}
 			}
 		}
-		for _, c := range r.conns {
-			if c.state == replicaFree {
+		for _, c := range r.conns.items {
+			if c.state == linkFree {
 				continue
 			}
 			for class := range replicaClassCount {
@@ -743,7 +356,7 @@ func (rt *Runtime) closeReplica() {
 			if !c.direct {
 				unix.Close(c.fd)
 			}
-			c.state = replicaFree
+			c.state = linkFree
 		}
 		for i := range r.dials {
 			if r.dials[i].fd >= 0 {
@@ -751,12 +364,9 @@ func (rt *Runtime) closeReplica() {
 				r.dials[i].fd = -1
 			}
 		}
-		if r.listener.fd >= 0 {
-			unix.Close(r.listener.fd)
-			r.listener.fd = -1
-		}
+		r.listener.closeFd()
 	}
-	rr.adoptions.close(func(fd int) { unix.Close(fd) })
+	rr.adoptions.close(func(a replicaAdoption) int { return a.fd })
 	if rt.shards[0].replica == nil && rr.listenFd >= 0 {
 		unix.Close(rr.listenFd) // shard 0 never set up
 	}

@@ -3,8 +3,6 @@ package shard
 import (
 	"fmt"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 )
 
 // Replica connections from outside the runtime's own sockets: the way [cluster.tls]
@@ -15,16 +13,6 @@ import (
 // comes in through Runtime.AdoptReplica with its exporter value, which the handshake
 // folds into its MACs (the channel binding). Shard 0 places it like a socket it
 // accepted or dialed itself; everything after the bytes is the same.
-
-// replicaAdoptions are replica connections given to AdoptReplica, on their way to
-// shard 0: the lock is between the goroutines that adopt and shard 0 only, taken
-// once per connection.
-type replicaAdoptions struct {
-	mu      sync.Mutex
-	pending []replicaAdoption
-	closed  bool
-	count   atomic.Int32 // len(pending), read by shard 0 every turn without the lock
-}
 
 type replicaAdoption struct {
 	fd         int
@@ -50,17 +38,7 @@ func (rt *Runtime) AdoptReplica(fd int, remote netip.AddrPort, dialedPeer int, e
 	if dialedPeer != -1 && (dialedPeer <= int(h.Self) || dialedPeer >= int(h.ReplicaCount)) {
 		return fmt.Errorf("shard: replica %d may not dial replica %d of %d", h.Self, dialedPeer, h.ReplicaCount)
 	}
-	a := &rr.adoptions
-	a.mu.Lock()
-	if a.closed || rt.stopping.Load() {
-		a.mu.Unlock()
-		return ErrRuntimeStopped
-	}
-	a.pending = append(a.pending, replicaAdoption{fd: fd, remote: remote, dialedPeer: dialedPeer, exporter: exporter})
-	a.count.Store(int32(len(a.pending)))
-	a.mu.Unlock()
-	rt.shards[0].Wake()
-	return nil
+	return rr.adoptions.push(rt, replicaAdoption{fd: fd, remote: remote, dialedPeer: dialedPeer, exporter: exporter})
 }
 
 // EndReplicaDial tells the runtime that a dial ReplicaConfig.Dial started has failed,
@@ -74,16 +52,7 @@ func (rt *Runtime) EndReplicaDial(peer uint8) {
 
 // adoptReplicaPending places the connections AdoptReplica queued; shard 0, every turn.
 func (s *Shard) adoptReplicaPending() {
-	a := &s.rt.replica.adoptions
-	if a.count.Load() == 0 {
-		return
-	}
-	a.mu.Lock()
-	pending := a.pending
-	a.pending = nil
-	a.count.Store(0)
-	a.mu.Unlock()
-	for _, p := range pending {
+	for _, p := range s.rt.replica.adoptions.take() {
 		plane := uint32(cookieReplicaPlane)
 		if p.dialedPeer >= 0 {
 			plane |= uint32(p.dialedPeer+1) << cookieDialShift
@@ -93,17 +62,4 @@ func (s *Shard) adoptReplicaPending() {
 		}
 		s.handOffTo(p.fd, p.remote, s.pickReplicaShard(), plane, p.exporter)
 	}
-}
-
-// close refuses later adoptions and closes the descriptors no shard took; once the
-// shards have exited.
-func (a *replicaAdoptions) close(closeFd func(int)) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	for _, p := range a.pending {
-		closeFd(p.fd)
-	}
-	a.pending = nil
-	a.count.Store(0)
 }

@@ -28,33 +28,15 @@ const (
 	timerReplicaAccept                       // re-arm the replica accept after an error
 )
 
-// replicaIovecsMax bounds the frames of one sendmsg (the reference writes up to 256
-// frames per writev; 64 keeps a connection's iovec array on one page).
-const replicaIovecsMax = 64
-
 // replicaConnsPerShardMax bounds a shard's replica connections, registered or
 // handshaking: a roster has at most 254 peers, and a handshake that does not end is
 // closed after HandshakeTimeout, so more than this in flight is a flood.
 const replicaConnsPerShardMax = 1024
 
-type replicaState uint8
-
-const (
-	replicaFree replicaState = iota
-	replicaHandshaking
-	replicaUp
-	replicaDraining // sending its last frames (a refusal), then closing
-	replicaClosing  // waiting for its operations in flight to end
-)
-
 // replicaConn is one replica connection on its owner shard.
+// It is handshaking until its handshake ends, and drains only to send a refusal.
 type replicaConn struct {
-	shard  *Shard
-	id     ConnID
-	fd     int
-	direct bool
-	state  replicaState
-	remote netip.AddrPort
+	link
 	framer *replicaFramer
 
 	dialed     bool // this node dialed (it is the lower id)
@@ -63,53 +45,16 @@ type replicaConn struct {
 	acceptor   *replica.Acceptor
 	dialer     *replica.Dialer
 
-	recvInFlight, sendInFlight bool
-	recvCancelSent             bool
-	dirty                      bool // in its shard's replica dirty list
-	handshakeDeadlineNs        int64
-	sendWaitFromNs             int64 // when the queue last moved or became non-empty
-	frameStartNs               int64 // when the frame now partly received began; 0 when none
-	closeReason                string
+	dirty               bool // in its shard's replica dirty list
+	handshakeDeadlineNs int64
 
 	// queues hold the frames to send by class (replica_queue.go); queued counts
 	// them all. batch names the class of each iovec of the sendmsg in flight.
 	queues     [replicaClassCount]replicaOutQueue
 	queued     int
 	queueBytes int
-	iovecs     [replicaIovecsMax]unix.Iovec
-	batch      [replicaIovecsMax]ReplicaClass
+	batch      [sendVectorMax]ReplicaClass
 	batchLen   int
-	msg        unix.Msghdr
-}
-
-func (c *replicaConn) markFixed(sqe *ring.SQE) {
-	if c.direct {
-		sqe.Flags |= ring.SQEFixedFile
-	}
-}
-
-// adoptHandoff installs a socket handed over by shard 0: a client connection, or a
-// replica one (the plane is in the handoff cookie).
-func (s *Shard) adoptHandoff(fd int, direct bool, cookie uint32) {
-	s.adoptPlane(fd, direct, s.noteOf(cookie), cookie)
-}
-
-// adoptPlane installs a connection whose note (peer address, TLS exporter) is known,
-// on the plane its cookie names.
-func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
-	if cookie&cookieReplicaPlane == 0 {
-		s.adopt(fd, direct, note.addr)
-		return
-	}
-	if cookie&cookieReplicaTLS != 0 && note.exporter == nil {
-		// The note was lost (more handoffs in flight than notes): without the
-		// session's exporter the handshake would fail anyway; the peer redials.
-		s.logRefusal(note.addr, "the TLS session's exporter was lost in the handoff")
-		s.closeSocket(fd, direct)
-		s.endDial(int(cookie>>cookieDialShift&cookieDialMask) - 1)
-		return
-	}
-	s.adoptReplica(fd, direct, note.addr, int(cookie>>cookieDialShift&cookieDialMask)-1, note.exporter)
 }
 
 // adoptReplica installs a replica connection and starts its handshake: as the dialer
@@ -118,7 +63,7 @@ func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
 func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedPeer int, exporter *[32]byte) {
 	rr := s.rt.replica
 	r := s.replica
-	if s.stopping || r == nil || r.connCount >= replicaConnsPerShardMax {
+	if s.stopping || r == nil || r.conns.live >= replicaConnsPerShardMax {
 		if r != nil && !s.stopping {
 			s.logRefusal(remote, "too many replica connections on the shard")
 		}
@@ -133,25 +78,13 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 		s.endDial(dialedPeer)
 		return
 	}
-	var slot uint32
-	if n := len(r.freeSlots); n > 0 {
-		slot = r.freeSlots[n-1]
-		r.freeSlots = r.freeSlots[:n-1]
-	} else {
-		slot = uint32(len(r.conns))
-		r.conns = append(r.conns, &replicaConn{shard: s})
-	}
-	c := r.conns[slot]
-	generation := (c.id.generation() + 1) & connGenerationMask
+	slot, c := r.conns.take(func() *replicaConn { return &replicaConn{link: link{shard: s}} })
 	queues := c.queues
 	// The handshake frames are queued too, beyond the control class's capacity.
 	queues[ReplicaControl].resize(rr.capacity[ReplicaControl] + replicaHandshakeSlots)
 	queues[ReplicaPartition].resize(rr.capacity[ReplicaPartition])
-	*c = replicaConn{shard: s, id: newConnID(s.index, slot, generation), fd: fd, direct: direct,
-		state: replicaHandshaking, remote: remote, framer: framer, queues: queues,
-		handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
-	c.msg.Iov = &c.iovecs[0]
-	r.connCount++
+	*c = replicaConn{link: newLink(s, slot, c.id, replicaLinkKinds, fd, direct, remote, linkHandshaking),
+		framer: framer, queues: queues, handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
 	var nonce [wire.HandshakeNonceSize]byte
 	rand.Read(nonce[:])
 	hs := rr.cfg.Handshake
@@ -162,7 +95,7 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 			panic("shard: shard 0 dialed a peer the directional rule forbids: " + err.Error())
 		}
 		c.dialer, c.dialed, c.peer = d, true, uint8(dialedPeer)
-		if c.sendHandshake(hello); c.state != replicaHandshaking {
+		if c.sendHandshake(hello); c.state != linkHandshaking {
 			return // no buffer for it: closed
 		}
 	} else {
@@ -175,11 +108,11 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 // replicaConnOf returns the live replica connection id names, or nil.
 func (s *Shard) replicaConnOf(id ConnID) *replicaConn {
 	r := s.replica
-	if r == nil || id.Shard() != s.index || int(id.slot()) >= len(r.conns) {
+	if r == nil || id.Shard() != s.index {
 		return nil
 	}
-	c := r.conns[id.slot()]
-	if c.id != id || c.state == replicaFree {
+	c := r.conns.at(id.slot())
+	if c == nil || c.id != id || c.state == linkFree {
 		return nil
 	}
 	return c
@@ -207,13 +140,13 @@ func (c *replicaConn) armRecv() {
 func (c *replicaConn) onRecv(res int32) {
 	c.recvInFlight = false
 	s := c.shard
-	if c.state == replicaClosing || c.state == replicaDraining {
+	if c.state == linkAborting || c.state == linkDraining {
 		c.maybeFinish()
 		return
 	}
 	switch {
 	case res == 0:
-		if c.state == replicaHandshaking {
+		if c.state == linkHandshaking {
 			// A refusal the protocol does not send (AuthRequired, MacMismatch)
 			// reaches the other side as a close.
 			c.refuseHandshake("the peer closed the connection during the handshake")
@@ -230,10 +163,10 @@ func (c *replicaConn) onRecv(res int32) {
 		c.close(unix.Errno(-res).Error())
 		return
 	}
-	s.replicaCounters.bytesReceived.Add(uint64(res))
+	s.counters.replica.bytesReceived.Add(uint64(res))
 	c.framer.Received(int(res))
 	frameCompleted := false
-	for c.state == replicaHandshaking || c.state == replicaUp {
+	for c.state == linkHandshaking || c.state == linkOpen {
 		frame, err := c.framer.Next()
 		if err != nil {
 			c.refuseFrame(err)
@@ -243,32 +176,28 @@ func (c *replicaConn) onRecv(res int32) {
 			break
 		}
 		frameCompleted = true
-		if c.state == replicaHandshaking {
+		if c.state == linkHandshaking {
 			c.handshakeFrame(frame)
 		} else {
 			c.serve(frame)
 		}
 	}
-	if c.state != replicaHandshaking && c.state != replicaUp {
+	if c.state != linkHandshaking && c.state != linkOpen {
 		c.maybeFinish() // a refusal may have freed it already; then this does nothing
 		return
 	}
-	if !c.framer.Partial() {
-		c.frameStartNs = 0
-	} else if c.frameStartNs == 0 || frameCompleted {
-		c.frameStartNs = s.nowNs
-	}
+	c.trackFrame(c.framer.Partial(), frameCompleted)
 	c.armRecv()
 }
 
 // refuseFrame closes a connection whose peer sent a frame that failed validation.
 func (c *replicaConn) refuseFrame(err error) {
 	s := c.shard
-	if c.state == replicaHandshaking {
+	if c.state == linkHandshaking {
 		c.refuseHandshake(err.Error())
 		return
 	}
-	s.replicaCounters.framesRefused.Add(1)
+	s.counters.replica.framesRefused.Add(1)
 	s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: bad frame", "peer", c.peer,
 		"peer_address", c.remote.String(), "err", err)
 	c.close("bad frame")
@@ -301,7 +230,7 @@ func (c *replicaConn) handshakeFrame(frame []byte) {
 // handshake owes (a Challenge carrying the refusal) and closes.
 func (c *replicaConn) refuseHandshake(reason string) {
 	s := c.shard
-	s.replicaCounters.handshakesRefused.Add(1)
+	s.counters.replica.handshakesRefused.Add(1)
 	args := []any{"dialed", c.dialed}
 	if c.dialed {
 		args = append(args, "peer", c.peer)
@@ -320,7 +249,7 @@ func (c *replicaConn) register() {
 		return
 	}
 	c.registered = true
-	c.state = replicaUp
+	c.state = linkOpen
 	c.framer.EndHandshake()
 	c.acceptor, c.dialer = nil, nil
 	c.sendWaitFromNs = s.nowNs // the handshake's timer, when it fires, turns to the send and frame deadlines
@@ -345,7 +274,7 @@ func (s *Shard) endDial(peer int) {
 // serve hands a validated frame to the handler.
 func (c *replicaConn) serve(frame []byte) {
 	s := c.shard
-	s.replicaCounters.framesReceived.Add(1)
+	s.counters.replica.framesReceived.Add(1)
 	h, _ := wire.ViewHeader[wire.GenericHeader](frame)
 	f := &s.replica.frame
 	*f = ReplicaFrame{Peer: c.peer, Header: h, Body: frame[headerSizeBytes:], conn: c}
@@ -382,19 +311,19 @@ func (c *replicaConn) onSend(res int32) {
 	c.sendInFlight = false
 	s := c.shard
 	if res < 0 {
-		if c.state != replicaClosing {
+		if c.state != linkAborting {
 			c.close(unix.Errno(-res).Error())
 		}
 		c.maybeFinish()
 		return
 	}
-	s.replicaCounters.bytesSent.Add(uint64(res))
+	s.counters.replica.bytesSent.Add(uint64(res))
 	if res > 0 {
 		c.sendWaitFromNs = s.nowNs
 	}
 	c.sent(int(res))
 	switch c.state {
-	case replicaHandshaking, replicaUp, replicaDraining:
+	case linkHandshaking, linkOpen, linkDraining:
 		c.flush()
 	}
 	c.maybeFinish()
@@ -403,35 +332,17 @@ func (c *replicaConn) onSend(res int32) {
 // drain stops reading and closes the connection once what is queued is sent: the
 // refusal a handshake owes its peer.
 func (c *replicaConn) drain(reason string) {
-	if c.state == replicaClosing || c.state == replicaDraining || c.state == replicaFree {
-		return
+	if c.beginDrain(reason) {
+		c.unregister()
+		c.maybeFinish()
 	}
-	c.unregister()
-	c.state = replicaDraining
-	c.closeReason = reason
-	c.cancelRecv()
-	c.maybeFinish()
 }
 
 // close closes the connection, dropping what is queued.
 func (c *replicaConn) close(reason string) {
-	if c.state == replicaClosing || c.state == replicaFree {
-		return
-	}
-	c.unregister()
-	c.state = replicaClosing
-	c.closeReason = reason
-	c.cancelRecv()
-	if c.sendInFlight {
-		c.shard.submitCancel(userData(kindReplicaSend, c.id), userData(kindReplicaCancel, c.id))
-	}
-	c.maybeFinish()
-}
-
-func (c *replicaConn) cancelRecv() {
-	if c.recvInFlight && !c.recvCancelSent {
-		c.recvCancelSent = true
-		c.shard.submitCancel(userData(kindReplicaRecv, c.id), userData(kindReplicaCancel, c.id))
+	if c.beginAbort(reason) {
+		c.unregister()
+		c.maybeFinish()
 	}
 }
 
@@ -456,33 +367,20 @@ func (c *replicaConn) unregister() {
 
 // maybeFinish frees a closing connection once the kernel holds none of its buffers.
 func (c *replicaConn) maybeFinish() {
-	switch c.state {
-	case replicaDraining:
-		if c.recvInFlight {
-			return
-		}
-		if c.queued > 0 || c.sendInFlight {
-			if !c.sendInFlight {
-				c.flush()
-			}
-			return
-		}
-	case replicaClosing:
-		if c.recvInFlight || c.sendInFlight {
-			return
-		}
-	default:
+	if c.state == linkDraining && !c.recvInFlight && !c.sendInFlight && c.queued > 0 {
+		c.flush() // the refusal
+	}
+	if !c.finishable(c.queued > 0) {
 		return
 	}
 	s := c.shard
-	s.closeSocket(c.fd, c.direct)
+	c.closeSocket()
 	c.dropQueued()
 	c.framer.Close()
 	s.log.Debug("replica connection closed", "peer", c.peer, "peer_address", c.remote.String(), "reason", c.closeReason)
 	queues, dirty := c.queues, c.dirty
-	*c = replicaConn{shard: s, id: c.id, queues: queues, dirty: dirty} // a dirty entry finds it free and flushes nothing
-	s.replica.freeSlots = append(s.replica.freeSlots, c.id.slot())
-	s.replica.connCount--
+	*c = replicaConn{link: link{shard: s, id: c.id}, queues: queues, dirty: dirty} // a dirty entry finds it free and flushes nothing
+	s.replica.conns.put(c.id.slot())
 }
 
 // checkDeadlines runs when the connection's timer fires: a handshake past its time,
@@ -491,41 +389,36 @@ func (c *replicaConn) checkDeadlines() {
 	s := c.shard
 	now := s.nowNs
 	switch c.state {
-	case replicaHandshaking:
+	case linkHandshaking:
 		if now >= c.handshakeDeadlineNs {
 			c.refuseHandshake("handshake timeout")
 			c.close("handshake timeout")
 			return
 		}
 		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
-	case replicaDraining:
+	case linkDraining:
 		// A refusal the peer does not take within the handshake's time is dropped.
 		if now >= c.handshakeDeadlineNs {
 			c.close("refusal not read")
 			return
 		}
 		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
-	case replicaUp:
-		if c.frameStartNs != 0 && now-c.frameStartNs >= int64(s.cfg.FrameTimeout) {
+	case linkOpen:
+		if c.frameOverdue(now, int64(s.cfg.FrameTimeout)) {
 			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
 				"timeout", s.cfg.FrameTimeout)
 			c.close("frame timeout")
 			return
 		}
-		if c.queued > 0 && now-c.sendWaitFromNs >= int64(s.cfg.SendTimeout) {
+		if c.sendOverdue(c.queued > 0, now, int64(s.cfg.SendTimeout)) {
 			s.log.Warn("replica connection closed: the peer read nothing", "peer", c.peer, "timeout", s.cfg.SendTimeout,
 				"queued_frames", c.queued, "queued_bytes", c.queueBytes)
 			c.close("send timeout")
 			return
 		}
-		next := now + int64(min(s.cfg.SendTimeout, s.cfg.FrameTimeout))
-		if c.queued > 0 {
-			next = min(next, c.sendWaitFromNs+int64(s.cfg.SendTimeout))
-		}
-		if c.frameStartNs != 0 {
-			next = min(next, c.frameStartNs+int64(s.cfg.FrameTimeout))
-		}
-		s.timers.Push(timer{deadlineNs: max(next, now+1), kind: timerReplicaConn, conn: c.id})
+		next := c.nextDeadline(now+int64(min(s.cfg.SendTimeout, s.cfg.FrameTimeout)), now, int64(s.cfg.FrameTimeout),
+			c.queued > 0, int64(s.cfg.SendTimeout))
+		s.timers.Push(timer{deadlineNs: next, kind: timerReplicaConn, conn: c.id})
 	}
 }
 
@@ -533,14 +426,14 @@ func (c *replicaConn) checkDeadlines() {
 func (s *Shard) completeReplica(kind completionKind, rest uint64, cqe *ring.CQE) {
 	switch kind {
 	case kindReplicaAccept:
-		s.onReplicaAccept(cqe)
+		s.replica.listener.onCompletion(s, cqe)
 	case kindReplicaConnect:
 		s.onReplicaConnect(int(rest), cqe.Res)
 	case kindReplicaRecv, kindReplicaSend:
-		id := newConnID(s.index, uint32(rest>>connGenerationBits)&connSlotMax, uint32(rest)&connGenerationMask)
+		id := s.linkOf(rest)
 		c := s.replicaConnOf(id)
 		if c == nil {
-			panic(fmt.Sprintf("shard %d: completion for a replica connection that is gone (slot %d)", s.index, id.slot()))
+			panic(s.goneLink(id))
 		}
 		if kind == kindReplicaRecv {
 			c.onRecv(cqe.Res)
@@ -564,10 +457,7 @@ func (s *Shard) fireReplicaTimer(t timer) {
 			s.dialPeers()
 		}
 	case timerReplicaAccept:
-		s.replica.listener.backoffArmed = false
-		if !s.stopping {
-			s.armReplicaAccept()
-		}
+		s.replica.listener.onRetry(s)
 	}
 }
 
@@ -577,7 +467,7 @@ func (s *Shard) stopReplica() {
 	if s.replica == nil {
 		return
 	}
-	s.stopReplicaListener()
+	s.replica.listener.stop(s)
 	for peer := range s.replica.dials {
 		d := &s.replica.dials[peer]
 		if d.connecting && !d.cancelSent {
@@ -585,8 +475,8 @@ func (s *Shard) stopReplica() {
 			s.submitCancel(userData(kindReplicaConnect, ConnID(peer)), userData(kindReplicaCancel, 0))
 		}
 	}
-	for _, c := range s.replica.conns {
-		if c.state != replicaFree {
+	for _, c := range s.replica.conns.items {
+		if c.state != linkFree {
 			c.close("shutdown")
 		}
 	}
@@ -598,7 +488,7 @@ func (s *Shard) replicaStopped() bool {
 	if r == nil {
 		return true
 	}
-	if r.connCount > 0 || r.listener.fd >= 0 {
+	if r.conns.live > 0 || r.listener.fd >= 0 {
 		return false
 	}
 	for i := range r.dials {

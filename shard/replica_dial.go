@@ -2,6 +2,7 @@ package shard
 
 import (
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,13 +31,36 @@ const (
 	cookieReplicaPlane = 1 << 31
 )
 
-// replicaListener is shard 0's replica listener and dialing state.
+// replicaListener is shard 0's replica listener (paused a moment after any failure)
+// and dialing state.
 type replicaListener struct {
-	fd             int // -1 once closed
-	armed          bool
-	cancelSent     bool
-	backoffArmed   bool
+	acceptor
 	dialTimerArmed bool
+}
+
+func newReplicaListener(fd int) replicaListener {
+	return replicaListener{acceptor: acceptor{fd: fd, completion: kindReplicaAccept, cancel: kindReplicaCancel,
+		retry: timerReplicaAccept, policy: replicaAccept{}}}
+}
+
+// replicaAccept is the replica plane's acceptPolicy.
+type replicaAccept struct{}
+
+func (replicaAccept) accepted(s *Shard, fd int) {
+	if s.stopping {
+		unix.Close(fd)
+		return
+	}
+	if err := linux.SetNoDelay(fd, true); err != nil {
+		s.log.Debug("TCP_NODELAY failed", "err", err)
+	}
+	s.handOffTo(fd, peerAddress(fd), s.pickReplicaShard(), cookieReplicaPlane, nil)
+}
+
+func (replicaAccept) failed(s *Shard, _ *acceptor, errno unix.Errno) time.Duration {
+	s.logLimitedReplica(replicaLogDialFailed, "replica accept failed", "err", errno)
+	// Out of descriptors or memory, most likely: retry after a pause.
+	return acceptBackoffMin
 }
 
 // replicaDial is shard 0's outbound connection to one higher-id peer while its connect
@@ -57,71 +81,8 @@ func (s *Shard) startReplica() {
 	if s.replica == nil || s.index != 0 {
 		return
 	}
-	s.armReplicaAccept()
+	s.replica.listener.arm(s)
 	s.dialPeers()
-}
-
-func (s *Shard) armReplicaAccept() {
-	l := &s.replica.listener
-	if l.armed || l.fd < 0 {
-		return
-	}
-	sqe := s.getSQE()
-	sqe.PrepareAcceptMultishot(l.fd, unix.SOCK_CLOEXEC)
-	sqe.UserData = userData(kindReplicaAccept, 0)
-	l.armed = true
-}
-
-func (s *Shard) onReplicaAccept(cqe *ring.CQE) {
-	l := &s.replica.listener
-	if !cqe.More() {
-		l.armed = false
-	}
-	if cqe.Res >= 0 {
-		fd := int(cqe.Res)
-		if s.stopping {
-			unix.Close(fd)
-		} else {
-			if err := linux.SetNoDelay(fd, true); err != nil {
-				s.log.Debug("TCP_NODELAY failed", "err", err)
-			}
-			s.handOffTo(fd, peerAddress(fd), s.pickReplicaShard(), cookieReplicaPlane, nil)
-		}
-	} else if errno := unix.Errno(-cqe.Res); !(errno == unix.ECANCELED && s.stopping) {
-		s.logLimitedReplica(replicaLogDialFailed, "replica accept failed", "err", errno)
-		if !l.armed && !l.backoffArmed && !s.stopping {
-			// Out of descriptors or memory, most likely: retry after a pause.
-			l.backoffArmed = true
-			s.timers.Push(timer{deadlineNs: s.nowNs + int64(acceptBackoffMin), kind: timerReplicaAccept})
-		}
-		return
-	}
-	if s.stopping {
-		if !l.armed && l.fd >= 0 {
-			unix.Close(l.fd)
-			l.fd = -1
-		}
-		return
-	}
-	if !l.armed && !l.backoffArmed {
-		s.armReplicaAccept()
-	}
-}
-
-func (s *Shard) stopReplicaListener() {
-	l := &s.replica.listener
-	if l.fd < 0 {
-		return
-	}
-	if !l.armed {
-		unix.Close(l.fd)
-		l.fd = -1
-		return
-	}
-	if !l.cancelSent {
-		l.cancelSent = true
-		s.submitCancel(userData(kindReplicaAccept, 0), userData(kindReplicaCancel, 0))
-	}
 }
 
 // pickReplicaShard places a replica connection: round-robin, skipping shard 0 unless

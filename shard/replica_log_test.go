@@ -41,7 +41,7 @@ func TestQueueFullLoggedByClass(t *testing.T) {
 			t.Fatalf("line %d: %q, want %q", i, line, want[i])
 		}
 	}
-	st := &s.replicaCounters.classes
+	st := &s.counters.replica.classes
 	if st[ReplicaPartition].queueFull.Load() != 102 || st[ReplicaControl].queueFull.Load() != 101 {
 		t.Fatalf("queue-full counts: partition %d, control %d", st[ReplicaPartition].queueFull.Load(), st[ReplicaControl].queueFull.Load())
 	}

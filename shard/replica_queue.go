@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -203,7 +201,7 @@ func (q *replicaOutQueue) resize(capacity int) {
 // queue is full (its handshake slots are the handshake's) or the connection takes no
 // more frames.
 func (c *replicaConn) enqueue(out replicaOut) bool {
-	if c.state == replicaClosing || c.state == replicaFree || c.state == replicaDraining && !out.handshake {
+	if c.state == linkAborting || c.state == linkFree || c.state == linkDraining && !out.handshake {
 		return false
 	}
 	q := &c.queues[out.class]
@@ -227,11 +225,11 @@ func (c *replicaConn) enqueue(out replicaOut) bool {
 	return true
 }
 
-// flush submits one sendmsg over the queued frames (up to replicaIovecsMax) when no
+// flush submits one sendmsg over the queued frames (up to sendVectorMax) when no
 // send is in flight; frames queued meanwhile ride the next one. A frame partly sent
 // goes first, then control frames, then partition frames.
 func (c *replicaConn) flush() {
-	if c.sendInFlight || c.queued == 0 || c.state == replicaClosing || c.state == replicaFree {
+	if c.sendInFlight || c.queued == 0 || c.state == linkAborting || c.state == linkFree {
 		return
 	}
 	n := 0
@@ -249,25 +247,17 @@ func (c *replicaConn) flush() {
 		if class == partial {
 			first = 1
 		}
-		for i := first; i < q.n && n < replicaIovecsMax; i++ {
+		for i := first; i < q.n && n < sendVectorMax; i++ {
 			c.addIovec(n, q.at(i), class)
 			n++
 		}
 	}
 	c.batchLen = n
-	c.msg.Iov = &c.iovecs[0]
-	c.msg.SetIovlen(n)
-	sqe := c.shard.getSQE()
-	sqe.PrepareSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
-	c.markFixed(sqe)
-	sqe.UserData = userData(kindReplicaSend, c.id)
-	c.sendInFlight = true
+	c.submitSend(n)
 }
 
 func (c *replicaConn) addIovec(i int, out *replicaOut, class ReplicaClass) {
-	rest := out.data[out.sent:]
-	c.iovecs[i] = unix.Iovec{Base: unsafe.SliceData(rest)}
-	c.iovecs[i].SetLen(len(rest))
+	c.vec.set(i, out.data[out.sent:])
 	c.batch[i] = class
 }
 
@@ -286,7 +276,7 @@ func (c *replicaConn) sent(n int) {
 			break
 		}
 		if !out.handshake {
-			s.replicaCounters.classes[class].sent.Add(1)
+			s.counters.replica.classes[class].sent.Add(1)
 		}
 		c.pop(class)
 	}
@@ -306,7 +296,7 @@ func (c *replicaConn) dropQueued() {
 	for class := range replicaClassCount {
 		for c.queues[class].n > 0 {
 			if !c.queues[class].at(0).handshake {
-				s.replicaCounters.classes[class].dropped.Add(1)
+				s.counters.replica.classes[class].dropped.Add(1)
 			}
 			c.pop(class)
 		}

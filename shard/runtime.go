@@ -36,7 +36,7 @@ type Runtime struct {
 	handoffsArrived []atomic.Int64
 
 	// adoptions are connections given to Adopt, on their way to shard 0.
-	adoptions adoptions
+	adoptions adoptionQueue[adoption]
 	// replica is the replica plane's runtime-wide state; nil without Config.Replica.
 	replica *replicaRuntime
 
@@ -107,24 +107,18 @@ func Start(cfg Config) (*Runtime, error) {
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{
-			index:      i,
-			rt:         rt,
-			cfg:        &rt.cfg,
-			log:        cfg.Logger.With("shard", i),
-			inbox:      make([]*Queue[Message], cfg.ShardCount),
-			wakeNeeded: make([]bool, cfg.ShardCount),
-			eventFd:    -1,
-			listener:   listener{fd: -1},
+			index:     i,
+			rt:        rt,
+			cfg:       &rt.cfg,
+			log:       cfg.Logger.With("shard", i),
+			wakeEvent: eventReader{fd: -1, kind: kindEventFd},
+			listener:  newListener(-1),
 		}
-		s.controlInbox = make([]*Queue[Message], cfg.ShardCount)
-		for from := range s.inbox {
-			s.inbox[from] = NewQueue[Message](cfg.InboxCapacity)
-			s.controlInbox[from] = NewQueue[Message](controlInboxCapacity)
-		}
-		s.peerInbox = NewQueue[peerNote](peerTableSize)
+		s.mail.init(cfg.ShardCount, cfg.InboxCapacity)
+		s.handoff.notes = NewQueue[peerNote](peerTableSize)
 		rt.shards[i] = s
 	}
-	rt.shards[0].listener.fd = listenFd
+	rt.shards[0].listener = newListener(listenFd)
 	rt.shards[0].listener.handedOff = make([]int64, cfg.ShardCount)
 	reserveProcs(cfg.ShardCount)
 
@@ -240,36 +234,36 @@ func (rt *Runtime) closeAll() {
 		if s.ring != nil {
 			errs = append(errs, s.ring.Close())
 		}
-		if s.diskRing != nil {
-			errs = append(errs, s.diskRing.Close())
-			unix.Close(s.diskEventFd)
+		if s.disk.ring != nil {
+			errs = append(errs, s.disk.ring.Close())
+			unix.Close(s.disk.event.fd)
 		}
 	}
 	rt.wakeMu.Lock()
 	rt.eventFdsClosed = true
 	for _, s := range rt.shards {
-		if s.eventFd >= 0 {
-			unix.Close(s.eventFd)
+		if s.wakeEvent.fd >= 0 {
+			unix.Close(s.wakeEvent.fd)
 		}
 	}
 	rt.wakeMu.Unlock()
 	// A receive ring unmaps its descriptors only once its ring is closed (no recv can
 	// still be armed on it); its buffers go back to the arena.
 	for _, s := range rt.shards {
-		if s.recvRing != nil {
-			s.recvRing.Close()
-			s.arena.ReturnClass(s.recvClass)
+		if s.recv.ring != nil {
+			s.recv.ring.Close()
+			s.arena.ReturnClass(s.recv.class)
 		}
 	}
-	rt.adoptions.close()
+	rt.adoptions.close(func(a adoption) int { return a.fd })
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.
-	if sender := rt.shards[0].sender; sender != nil {
+	if sender := rt.shards[0].handoff.sender; sender != nil {
 		sender.Close()
 	}
 	for _, s := range rt.shards {
-		for _, q := range append(s.controlInbox, s.inbox...) {
+		for _, q := range append(s.mail.control, s.mail.inbox...) {
 			for {
 				m, ok := q.Pop()
 				if !ok {
@@ -290,15 +284,12 @@ func (rt *Runtime) closeAll() {
 	}
 	rt.closeReplica()
 	for _, s := range rt.shards {
-		for _, c := range s.conns {
-			if c != nil && c.state != connFree && !c.direct { // the ring's close released slots
+		for _, c := range s.clients.conns.items {
+			if c != nil && c.state != linkFree && !c.direct { // the ring's close released slots
 				unix.Close(c.fd)
 			}
 		}
-		if s.listener.fd >= 0 {
-			unix.Close(s.listener.fd)
-			s.listener.fd = -1
-		}
+		s.listener.closeFd()
 		if s.arena != nil {
 			if rt.err == nil {
 				// After a clean stop every buffer is back: a leak is our bug (or a

@@ -43,6 +43,17 @@ const (
 // spinLogInterval is how long a throttled shard stays quiet after it said so.
 const spinLogInterval = time.Minute
 
+// completionPoll is a turn's batch of completions and the loop's watch over how it
+// waits for the next.
+type completionPoll struct {
+	cqes [completionBatchMax]ring.CQE
+	// lastReaped is how many completions the last wait brought, the eventfd's
+	// not counted: none means a timer (or a goroutine's Wake) ended it, and the
+	// shard sleeps again without busy polling.
+	lastReaped int
+	spin       spinGuard
+}
+
 // spinGuard is the loop's watch over turns that do not block.
 type spinGuard struct {
 	lastProgress uint64        // the progress mark after the last turn
@@ -54,8 +65,8 @@ type spinGuard struct {
 // progressMark sums everything that moves when the loop or its handler does work.
 func (s *Shard) progressMark() uint64 {
 	m := s.counters.cqesReaped + s.counters.sqesPrepared + s.counters.messagesFromOthers
-	if s.disk != nil {
-		m += s.disk.progress
+	if s.disk.io != nil {
+		m += s.disk.io.progress
 	}
 	return m
 }
@@ -64,15 +75,15 @@ func (s *Shard) progressMark() uint64 {
 // is due. It reports false when it returned without completions to reap.
 func (s *Shard) wait() bool {
 	progress := s.progressMark()
-	moved := progress != s.spin.lastProgress
-	s.spin.lastProgress = progress
+	moved := progress != s.poll.spin.lastProgress
+	s.poll.spin.lastProgress = progress
 	d := time.Duration(-1) // no timer: until a completion
 	if next, ok := s.timers.Next(); ok {
 		d = max(time.Duration(next-s.clock()), 0)
 	}
 	var err error
 	switch {
-	case s.busy || s.inbox[s.index].Len() > 0 || s.controlInbox[s.index].Len() > 0 || d == 0:
+	case s.busy || s.mail.inbox[s.index].Len() > 0 || s.mail.control[s.index].Len() > 0 || d == 0:
 		// Work for the next turn already: collect what completed, block on nothing,
 		// unless such turns have stopped making progress.
 		if throttle, ok := s.spinThrottle(moved); ok {
@@ -83,11 +94,11 @@ func (s *Shard) wait() bool {
 			break
 		}
 		err = s.enter()
-	case s.lastReaped > 0 && s.busyPoll():
-		s.spin.turns, s.spin.backoff = 0, 0
+	case s.poll.lastReaped > 0 && s.busyPoll():
+		s.poll.spin.turns, s.poll.spin.backoff = 0, 0
 		return true
 	default:
-		s.spin.turns, s.spin.backoff = 0, 0
+		s.poll.spin.turns, s.poll.spin.backoff = 0, 0
 		err = s.sleep(d)
 	}
 	if err != nil && !errors.Is(err, ring.ErrCQOverflow) {
@@ -100,7 +111,7 @@ func (s *Shard) wait() bool {
 // spinThrottle counts a turn that would not block and reports how long to sleep
 // instead, once spinTurnsMax such turns in a row made no progress.
 func (s *Shard) spinThrottle(moved bool) (time.Duration, bool) {
-	g := &s.spin
+	g := &s.poll.spin
 	if moved {
 		g.turns, g.backoff = 0, 0
 		return 0, false
@@ -112,9 +123,9 @@ func (s *Shard) spinThrottle(moved bool) (time.Duration, bool) {
 		g.backoff = spinBackoffMin
 		if g.loggedNs == 0 || s.nowNs-g.loggedNs >= int64(spinLogInterval) {
 			g.loggedNs = max(s.nowNs, 1)
-			args := []any{"turns", g.turns, "ticker_busy", s.busy, "self_messages", s.inbox[s.index].Len()}
-			if s.disk != nil {
-				args = append(args, "disk_ready", s.disk.ready, "disk_waiting", len(s.disk.waiting), "disk_in_ring", s.disk.inRing)
+			args := []any{"turns", g.turns, "ticker_busy", s.busy, "self_messages", s.mail.inbox[s.index].Len()}
+			if s.disk.io != nil {
+				args = append(args, "disk_ready", s.disk.io.ready, "disk_waiting", len(s.disk.io.waiting), "disk_in_ring", s.disk.io.inRing)
 			}
 			s.log.Warn("turns asked for without progress; sleeping between them", args...)
 		}

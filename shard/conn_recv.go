@@ -1,0 +1,263 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/ring"
+)
+
+// inputBacklog is what a client connection received and could not serve yet: the
+// bytes that landed after it was throttled or began to wait for a frame buffer
+// (Conn.stash).
+type inputBacklog struct {
+	data   []byte       // data[:bytes] is stashed
+	buffer arena.Buffer // data's arena buffer; zero when data is on the heap
+	bytes  int          // received while throttled, not yet served
+	// eofPending: the peer half-closed while the backlog still held requests.
+	eofPending bool
+}
+
+// armRecv arms the connection's multishot recv: it stays armed, posting one completion
+// per arrival, until EOF, an error, a cancel, or the receive ring running dry.
+func (c *Conn) armRecv() {
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecvMultishot(c.fd, recvBufferGroup, 0)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindRecv, c.id)
+	c.recvInFlight = true
+	c.recvCancelSent = false
+}
+
+func (c *Conn) onRecv(cqe *ring.CQE) {
+	s := c.shard
+	res := cqe.Res
+	if !cqe.More() {
+		c.recvInFlight = false
+	}
+	bid, hasBuffer := cqe.BufferID()
+	if hasBuffer {
+		// The framer copies what it keeps, so the buffer goes back at once.
+		defer s.recv.ring.Recycle(bid)
+	}
+	if c.state != linkOpen {
+		c.maybeFinish()
+		return
+	}
+	switch {
+	case res == 0:
+		if c.in.bytes > 0 {
+			// Half-closed after pipelining: serve what is stashed, then close.
+			c.in.eofPending = true
+			return
+		}
+		c.closeAfterFlush("peer closed")
+		return
+	case res < 0:
+		switch errno := unix.Errno(-res); errno {
+		case unix.ENOBUFS, unix.ECANCELED:
+			// ENOBUFS: the receive ring ran dry under a burst; buffers are recycled as
+			// each completion is handled. ECANCELED: cancelled to throttle. Either way
+			// arm again, unless still throttled (then the drain of the replies does).
+			c.maybeRearm()
+		default:
+			c.abort(errno.Error())
+		}
+		return
+	}
+	if !hasBuffer {
+		panic(fmt.Sprintf("shard %d: recv completion of %d bytes without a buffer", s.index, res))
+	}
+	c.lastRecvNs = s.nowNs
+	s.counters.bytesReceived += uint64(res)
+	data := s.recv.ring.Buffer(bid, int(res))
+	if c.in.bytes > 0 {
+		c.stash(data) // behind what is already waiting
+	} else if rest := c.consumeInput(data); len(rest) > 0 {
+		c.stash(rest)
+	}
+	if c.state != linkOpen {
+		c.maybeFinish()
+		return
+	}
+	c.maybeRearm()
+}
+
+// overloaded reports whether the connection's queued or parked replies, the replies
+// it is owed, or the requests it has in the handler's hands, call for back-pressure.
+func (c *Conn) overloaded() bool {
+	return c.out.bytes+c.order.parkedBytes > c.shard.cfg.SendQueueBytesMax/2 || c.out.count > sendSegmentsMax/2 ||
+		c.retainedBytes > retainedBytesMax || c.owed() >= owedRepliesMax
+}
+
+// retainedBytesMax bounds the request buffers one connection may have retained by the
+// handler (requests in flight between shards, sends waiting for the disk) before it
+// is no longer read: a client pipelining large batches cannot take every large buffer
+// of its shard's arena, which the other connections' frames need too. A single frame
+// larger than the bound is still taken, alone.
+const retainedBytesMax = 4 << 20
+
+// consumeInput frames and serves received bytes until they run out, the connection
+// stops being open, or its replies pile up; then it throttles the connection (cancels
+// its recv) and returns the bytes it did not look at. Requests are thus served only
+// while their replies can be queued: a client that pipelines faster than it reads
+// waits in its own socket, not in our memory.
+func (c *Conn) consumeInput(data []byte) (rest []byte) {
+	s := c.shard
+	frameCompleted := false
+	for len(data) > 0 && c.state == linkOpen {
+		if c.overloaded() {
+			if !c.throttled {
+				s.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.out.bytes)
+				c.throttled = true
+				c.cancelRecv()
+			}
+			break
+		}
+		n, frame, err := c.framer.Feed(data)
+		data = data[n:]
+		if errors.Is(err, ErrFrameBuffersExhausted) {
+			c.waitForBuffer()
+			break
+		}
+		if err != nil {
+			c.onFrameError(err)
+			break
+		}
+		if frame != nil {
+			frameCompleted = true
+			c.serve(frame)
+		}
+	}
+	c.trackFrame(c.framer.Partial(), frameCompleted)
+	if c.state != linkOpen {
+		return nil
+	}
+	return data
+}
+
+// waitForBuffer stops reading a connection whose frame found no buffer in the arena:
+// it waits in line (clientTable.bufferWaiters) for buffers that requests in flight give
+// back as they finish, rather than being closed for the server's own shortage. What
+// it has received meanwhile is stashed.
+func (c *Conn) waitForBuffer() {
+	if c.waitingForBuffer {
+		return
+	}
+	s := c.shard
+	s.log.Debug("connection waits for a frame buffer", "conn", c.id)
+	c.waitingForBuffer = true
+	c.cancelRecv()
+	s.clients.bufferWaiters = append(s.clients.bufferWaiters, c.id)
+}
+
+// frameReleased accounts for a retained request buffer given back. The connection may
+// read again, but not from here (Release runs inside the handler): the shard resumes
+// it at the top of its next turn.
+func (c *Conn) frameReleased(sizeBytes int) {
+	c.retainedBytes -= sizeBytes
+	if c.throttled && !c.resumePending && c.state == linkOpen && !c.overloaded() {
+		c.resumePending = true
+		c.shard.clients.resumable = append(c.shard.clients.resumable, c.id)
+	}
+}
+
+// resumeInput serves what a connection stashed while it was throttled or waiting for
+// a buffer, and reads again, unless it has to wait or throttle anew.
+func (c *Conn) resumeInput() {
+	if c.state != linkOpen {
+		return
+	}
+	if c.throttled {
+		if c.overloaded() {
+			return
+		}
+		c.throttled = false
+	}
+	if c.framer.Partial() {
+		c.frameStartNs = c.shard.nowNs // the wait was the server's, not the client's
+	}
+	c.drainBacklog()
+	if c.state == linkOpen {
+		c.maybeRearm()
+	}
+}
+
+// stash keeps received bytes the connection cannot serve yet: those that arrived after
+// it was throttled or began to wait for a frame buffer, before the cancel of its recv
+// took effect. They are copied out of the receive ring (whose buffers must keep
+// circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
+// grows to at most recvPool.backlogBytesMax.
+//
+// That bound is what the kernel can deliver, so no client is dropped for it: the
+// shard's ring runs with DEFER_TASKRUN, so arrivals land only when the shard enters
+// the kernel, and the enter that carries the recv's cancel lands at most as many as
+// the receive ring has free buffers (its whole size). Until the backlog is drained the
+// recv is not armed again, so nothing more lands. Passing the bound is a broken
+// invariant of the runtime, not the client's doing; the connection is closed, loudly.
+func (c *Conn) stash(data []byte) {
+	s := c.shard
+	need := c.in.bytes + len(data)
+	if need > s.recv.backlogBytesMax {
+		s.log.Error("connection closed: receive backlog past what the receive ring can deliver", "conn", c.id,
+			"backlog_bytes", need, "max_bytes", s.recv.backlogBytesMax)
+		c.abort("receive backlog full")
+		return
+	}
+	if len(c.in.data) < need {
+		size := max(need, 2*len(c.in.data), sendBufferBytesMax)
+		var bigger []byte
+		buffer, err := s.arena.Acquire(size)
+		if err == nil {
+			bigger = buffer.Full()
+		} else {
+			// The arena ran dry, most likely because frames wait for its buffers
+			// too: a bounded heap buffer, rare, rather than closing the connection.
+			bigger = make([]byte, size)
+		}
+		copy(bigger, c.in.data[:c.in.bytes])
+		c.releaseBacklog()
+		c.in.data, c.in.buffer = bigger, buffer
+	}
+	copy(c.in.data[c.in.bytes:], data)
+	c.in.bytes = need
+}
+
+// releaseBacklog gives the backlog's buffer back (to the arena when it came from it).
+func (c *Conn) releaseBacklog() {
+	if !c.in.buffer.IsZero() {
+		c.shard.arena.Release(c.in.buffer)
+	}
+	c.in.data, c.in.buffer = nil, arena.Buffer{}
+}
+
+// drainBacklog serves stashed bytes once the connection may read again, keeping what
+// it still cannot take.
+func (c *Conn) drainBacklog() {
+	if c.in.bytes == 0 {
+		return
+	}
+	buf := c.in.data
+	rest := c.consumeInput(buf[:c.in.bytes])
+	if c.state != linkOpen {
+		return
+	}
+	c.in.bytes = copy(buf, rest)
+	if c.in.bytes == 0 {
+		c.releaseBacklog()
+		if c.in.eofPending {
+			c.closeAfterFlush("peer closed")
+		}
+	}
+}
+
+// maybeRearm arms the recv again when it is not armed, the connection is open and not
+// throttled, and nothing is waiting in the backlog.
+func (c *Conn) maybeRearm() {
+	if c.state == linkOpen && !c.recvInFlight && !c.throttled && !c.waitingForBuffer && c.in.bytes == 0 && !c.in.eofPending {
+		c.armRecv()
+	}
+}
