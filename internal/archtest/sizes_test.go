@@ -35,8 +35,6 @@ var sizesBeingSplit = map[string]string{
 	"vsr/sim/sim.go":      "the simulator, moving to a package of its own",
 	"vsr.Core":            "the core's state, into one sub-struct per sub-protocol",
 	"partition.Partition": "a partition's group, log and copies, into sub-structs",
-	"shard.Shard":         "the shard's tables, into sub-structs of their own",
-	"shard.Conn":          "one connection lifecycle for clients and replicas",
 	"metaplane.Plane":     "the plane's admission, sessions and checkpoint state",
 	"server.collector":    "the metrics' families, grouped by what they measure",
 	"server.handler":      "the server, split by concept into packages",
