@@ -87,8 +87,13 @@ func (h *timerHeap) Len() int { return len(h.items) }
 // wakeSet remembers the deadlines of the WakeAt timers in the heap, so that a handler
 // asking for the same turn on every turn (the server asks on each one for its next
 // consensus tick) pushes one timer, not one per turn: under load the heap would hold
-// thousands of copies of one deadline, all firing together. A deadline it has no slot
-// for is pushed unremembered: at worst a duplicate.
+// thousands of copies of one deadline, all firing together. When every slot holds a
+// deadline, a new one takes the slot of the furthest: the deadline asked for last is
+// the one a handler asks for again on the next turns, and the one forgotten is still
+// in the heap and fires (a handler that asks for it again gets at worst one
+// duplicate). Before, a full set remembered nothing new, and a backup whose parked
+// groups asked for eight far deadlines then pushed a timer for the same ninth one on
+// every turn (683 pending on an idle shard).
 type wakeSet struct {
 	deadlinesNs [8]int64 // 0: free
 }
@@ -103,12 +108,17 @@ func (w *wakeSet) has(deadlineNs int64) bool {
 }
 
 func (w *wakeSet) add(deadlineNs int64) {
+	furthest := 0
 	for i, d := range w.deadlinesNs {
 		if d == 0 {
 			w.deadlinesNs[i] = deadlineNs
 			return
 		}
+		if d > w.deadlinesNs[furthest] {
+			furthest = i
+		}
 	}
+	w.deadlinesNs[furthest] = deadlineNs
 }
 
 func (w *wakeSet) remove(deadlineNs int64) {
