@@ -69,7 +69,7 @@ func (c *cluster) answerOffsetStore(nd *node, o *offsetStore, err error) {
 	case wire.ErrInvalidOffset:
 		// Above the partition's current offset: refused before consensus.
 		c.sendClient(nd.id, c.opts.Replicas+o.client, packet{reply: &clientReply{client: o.client, group: o.group, request: o.request, refused: true}})
-	case wire.ErrTransientNotAccepted:
+	case wire.ErrTransientNotAccepted, wire.ErrTransientNotCommitted:
 		// The client retries.
 	default:
 		if !c.diverged(nd, &clientRequest{client: o.client, group: o.group, request: o.request}, err) {
