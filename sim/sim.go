@@ -126,7 +126,7 @@
 // backup answers a write 58 and forwards a login.
 //
 // A run is a pure function of its seed: a failure prints the seed, and
-// `go test ./vsr/sim -run TestSim -seed N` replays it exactly (-long for a long
+// `go test ./sim -run TestSim -seed N` replays it exactly (-long for a long
 // seed).
 package sim
 
@@ -219,7 +219,7 @@ func Config(seed uint64) Options {
 // LongConfig is a long seed: eight to fifteen clients writing metadata for 60,000
 // ticks of faults (thousands of ops: at least three checkpoints at the server's
 // defaults), the partition plane in half of them, and one node down while the
-// others take a checkpoint (go test ./vsr/sim -long).
+// others take a checkpoint (go test ./sim -long).
 func LongConfig(seed uint64) Options {
 	o := Config(seed)
 	o.Replicas = [...]int{3, 5}[seed%2]
@@ -233,7 +233,7 @@ func LongConfig(seed uint64) Options {
 
 // HeavyConfig is Config with four to eleven clients and twice the fault period:
 // more requests in flight, and a cluster further ahead of a replica that was away,
-// while the faults last (go test ./vsr/sim -heavy).
+// while the faults last (go test ./sim -heavy).
 func HeavyConfig(seed uint64) Options {
 	o := Config(seed)
 	o.Clients = 4 + int(seed>>3)%8

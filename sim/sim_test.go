@@ -174,7 +174,7 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		failures++
 		failed = append(failed, r.Seed)
 		if failures <= 10 || *allFlag {
-			t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, r.Seed)
+			t.Errorf("%v\n\treplay: go test ./sim -run TestSim -seed %d", r.Violation, r.Seed)
 		}
 	}
 	if len(failed) > 10 {
@@ -324,7 +324,7 @@ func TestRegressionSeeds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		if r := Run(tc.opts); r.Violation != nil {
-			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
+			t.Errorf("%s: %v\n\treplay: go test ./sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}
 	}
 }
