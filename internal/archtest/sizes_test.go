@@ -34,7 +34,6 @@ var sizesBeingSplit = map[string]string{
 	"vsr/core.go":         "the core, split by sub-protocol",
 	"vsr.Core":            "the core's state, into one sub-struct per sub-protocol",
 	"partition.Partition": "a partition's group, log and copies, into sub-structs",
-	"metaplane.Plane":     "the plane's admission, sessions and checkpoint state",
 	"server.collector":    "the metrics' families, grouped by what they measure",
 	"server.handler":      "the server, split by concept into packages",
 	"segment.Log":         "the log's segments, index and write state",
