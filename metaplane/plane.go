@@ -101,12 +101,21 @@ const (
 	// MutationApplySkew gives this replica's apply another clock: its state
 	// parts from the others'.
 	MutationApplySkew
-	// MutationCheckpointLate takes a checkpoint every header window, past vsr's
-	// checkpoint rule: the smallest interval that locks a cluster up (the
-	// primary never proposes the op that would bring the checkpoint due). An
-	// interval of the window less one pipeline, the top of the rule's margin,
-	// does not: here a Ready waits for the checkpoint its apply brings due, so
-	// no second pipeline is proposed before it (60 long seeds ran clean).
+	// MutationCheckpointLate takes a checkpoint every header window W (1,024
+	// ops), one past the largest interval that never locks a cluster up, W-1.
+	// The core's Propose refuses an op a window or more above the last
+	// checkpoint c (vsr/core.go, ErrCheckpointDue): the highest op a primary
+	// proposes is c+W-1. A checkpoint comes due once the applied op reaches c+I.
+	// At I = W-1 the last op proposable brings it due: the primary proposes
+	// nothing more until it is durable (here the Ready that applied the op
+	// waits for it anyway, so no second pipeline is proposed before it), then
+	// the window moves and it goes on. At I = W the op c+W that would bring it
+	// due is never proposed: no op commits again, on any replica, and the
+	// cluster stops at op W-1 (1,023) with no checkpoint taken. vsr's rule,
+	// I <= W-2P (960), is a margin for throughput (the pipeline never runs dry
+	// at a checkpoint), not this boundary. TestCheckpointIntervalBoundary (sim/)
+	// runs both sides on one long seed; in 16 long seeds at W-1 none locked up
+	// (9,000 to 52,000 ops each), in 8 at W every one stopped at op 1,023.
 	MutationCheckpointLate
 	// MutationDropSessionOnClose ends a closed connection's session as the server
 	// did before the EndSessions op (and the reference does): its client entry is
@@ -258,6 +267,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 	}
 	p.checkpoints.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
 	if cfg.Mutation == MutationCheckpointLate {
+		// One past the boundary, W-1 (see MutationCheckpointLate).
 		cfg.OldCheckpointRule, cfg.CheckpointIntervalOps = true, uint64(cfg.JournalSlots)
 		p.cfg = cfg
 	}

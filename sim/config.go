@@ -41,6 +41,10 @@ type Options struct {
 	// broken breaks a rule of the simulated server instead of the core's, so that
 	// tests can show the checkers catch it.
 	broken brokenRule
+	// checkpointIntervalOps, when set, is the metadata plane's checkpoint
+	// interval, taken as given past vsr's rule (metaplane.Config's
+	// OldCheckpointRule): tests find the lock-up's boundary with it.
+	checkpointIntervalOps uint64
 	// Trace, when set, receives one line per event.
 	Trace func(string)
 }

@@ -93,6 +93,9 @@ func (c *cluster) bootMeta(nd *node, restart bool) {
 		Mutation:              c.opts.PlaneMutation,
 		CoreMutation:          c.opts.Mutation,
 	}
+	if c.opts.checkpointIntervalOps != 0 {
+		cfg.CheckpointIntervalOps, cfg.OldCheckpointRule = c.opts.checkpointIntervalOps, true
+	}
 	if c.opts.PlaneMutation == metaplane.MutationApplySkew && nd.id != 0 {
 		cfg.Mutation = 0 // replica 0's apply alone takes another clock
 	}
