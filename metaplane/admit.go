@@ -17,6 +17,35 @@ import (
 // come while a Ready is out wait in the Driver and go into the next Ready, one
 // journal write and one fsync for all of them (group commit).
 
+// writes are the plane's proposals: by the Driver's token until proposed
+// (byToken); those numbered, in op order, until applied (inflight).
+type writes struct {
+	byToken  map[uint64]*write
+	inflight []*write
+	// perClient counts, by client, the numbered requests with the plane: the
+	// client table's one request in flight per client, across connections.
+	perClient map[wire.Uint128]int
+	// minted are the personal access tokens of the clients' last
+	// CreatePersonalAccessToken, for their retries.
+	minted map[wire.Uint128]mintedToken
+}
+
+// loginGate holds logins while a write that changes what a login decides on is
+// in flight (accountWrites counts them); waiting run once none is.
+type loginGate struct {
+	accountWrites int
+	waiting       []func()
+}
+
+// passwordHashes are the writes whose new password the host hashes, by the id
+// the plane gave the work (byID; nextID the last given), and the requests they
+// carry, by the Driver's token.
+type passwordHashes struct {
+	byID     map[uint64]*hashing
+	nextID   uint64
+	requests map[uint64]*pendingRequest
+}
+
 // write is one proposal on its way through the plane. done runs once: with the
 // commit right after it applied (before the next op applies), or with the error
 // that stopped it.
@@ -108,32 +137,32 @@ func (p *Plane) commitProposed(prop vsr.Proposal, body []byte, nowMicros uint64,
 	}
 	account := AccountOperation(prop.Operation)
 	if account {
-		p.accountWrites++
+		p.logins.accountWrites++
 	}
 	request := prop.Request != 0 // a client's numbered request, not a login or the server's own op
 	if request {
-		p.clientWrites[prop.Client]++
+		p.writes.perClient[prop.Client]++
 	}
 	w := &write{proposal: prop, body: append([]byte(nil), body...), nowMicros: max(nowMicros, p.lastNow), proposed: proposed}
 	w.done = func(c *Commit, err error) {
-		if n := p.clientWrites[prop.Client] - 1; request && n > 0 {
-			p.clientWrites[prop.Client] = n
+		if n := p.writes.perClient[prop.Client] - 1; request && n > 0 {
+			p.writes.perClient[prop.Client] = n
 		} else if request {
-			delete(p.clientWrites, prop.Client)
+			delete(p.writes.perClient, prop.Client)
 		}
 		then(c, err)
 		if account {
-			p.accountWrites--
+			p.logins.accountWrites--
 			p.resumeLogins()
 		}
 	}
 	p.nextToken++
 	token := p.nextToken
-	p.proposals[token] = w
-	p.writesWaiting.Store(int64(len(p.proposals)))
+	p.writes.byToken[token] = w
+	p.counters.writesWaiting.Store(int64(len(p.writes.byToken)))
 	if err := p.driver.Propose(token); err != nil {
-		delete(p.proposals, token)
-		p.writesWaiting.Store(int64(len(p.proposals)))
+		delete(p.writes.byToken, token)
+		p.counters.writesWaiting.Store(int64(len(p.writes.byToken)))
 		if errors.Is(err, vsr.ErrPipelineFull) {
 			err = ErrWritesBusy
 		}
@@ -145,20 +174,20 @@ func (p *Plane) commitProposed(prop vsr.Proposal, body []byte, nowMicros uint64,
 // is in flight: logins are decided on the applied state, and a session must not
 // commit for an account an op before it deletes, deactivates or re-keys.
 func (p *Plane) AfterAccountWrites(decide func()) {
-	if p.accountWrites > 0 {
-		p.loginsWaiting = append(p.loginsWaiting, decide)
-		p.loginsWaitingCount.Store(int64(len(p.loginsWaiting)))
+	if p.logins.accountWrites > 0 {
+		p.logins.waiting = append(p.logins.waiting, decide)
+		p.counters.loginsWaiting.Store(int64(len(p.logins.waiting)))
 		return
 	}
 	decide()
 }
 
 func (p *Plane) resumeLogins() {
-	for p.accountWrites == 0 && len(p.loginsWaiting) > 0 {
-		next := p.loginsWaiting[0]
-		p.loginsWaiting[0] = nil
-		p.loginsWaiting = p.loginsWaiting[1:]
-		p.loginsWaitingCount.Store(int64(len(p.loginsWaiting)))
+	for p.logins.accountWrites == 0 && len(p.logins.waiting) > 0 {
+		next := p.logins.waiting[0]
+		p.logins.waiting[0] = nil
+		p.logins.waiting = p.logins.waiting[1:]
+		p.counters.loginsWaiting.Store(int64(len(p.logins.waiting)))
 		next()
 	}
 }
@@ -198,7 +227,7 @@ func (p *Plane) write(token uint64, r Request, hashed []byte) {
 		p.answerStatus(token, wire.ErrTransientNotAccepted)
 		return
 	case vsr.PreflightExecute:
-		if p.clientWrites[hdr.Client] > 0 || p.cfg.Clustered && p.core.InPipeline(hdr.Client) {
+		if p.writes.perClient[hdr.Client] > 0 || p.cfg.Clustered && p.core.InPipeline(hdr.Client) {
 			// The client's previous request is still with the plane (from
 			// another connection: a connection's own wait their turn), or in
 			// this primary's pipeline from an earlier view (a retry of it: it
@@ -293,11 +322,11 @@ func (p *Plane) commitWrite(token uint64, r Request, proposal, minted []byte) {
 		}
 		// The client's table entry now caches this reply: a token kept for the
 		// replay of its previous one is of no more use.
-		delete(p.minted, hdr.Client)
+		delete(p.writes.minted, hdr.Client)
 		frame := c.Frame
 		if minted != nil && op == wire.OperationCreatePersonalAccessToken && metadata.TokenWithheld(frame[wire.HeaderSize:]) {
 			frame = AppendWithheldToken(append([]byte(nil), frame...), minted)
-			p.minted[hdr.Client] = mintedToken{request: hdr.Request, token: minted}
+			p.writes.minted[hdr.Client] = mintedToken{request: hdr.Request, token: minted}
 		}
 		p.answer(token, Answer{Frame: frame, LoggedOut: op == wire.OperationLogout})
 	})
@@ -312,7 +341,7 @@ func (p *Plane) commitWrite(token uint64, r Request, proposal, minted []byte) {
 func (p *Plane) replay(token uint64, hdr *wire.RequestHeader, cached []byte) {
 	if hdr.Operation == wire.OperationCreatePersonalAccessToken && len(cached) >= wire.HeaderSize &&
 		metadata.TokenWithheld(cached[wire.HeaderSize:]) {
-		minted, ok := p.minted[hdr.Client]
+		minted, ok := p.writes.minted[hdr.Client]
 		if !ok || minted.request != hdr.Request {
 			p.answer(token, Answer{Rejection: wire.ErrRequestAlreadyApplied})
 			return
@@ -356,14 +385,14 @@ func (p *Plane) writeNewPassword(token uint64, r Request, hashed []byte) {
 		}
 		w.CurrentHash = current
 	}
-	p.nextHash++
-	id := p.nextHash
+	p.passwords.nextID++
+	id := p.passwords.nextID
 	if !p.host.HashPassword(id, w) {
 		p.answerStatus(token, wire.ErrTransientNotAccepted)
 		return
 	}
-	p.hashing[id] = &hashing{token: token, currentHash: w.CurrentHash}
-	p.requests[token] = &pendingRequest{header: *r.Header, userID: r.UserID, body: w.Body, nowMicros: r.NowMicros}
+	p.passwords.byID[id] = &hashing{token: token, currentHash: w.CurrentHash}
+	p.passwords.requests[token] = &pendingRequest{header: *r.Header, userID: r.UserID, body: w.Body, nowMicros: r.NowMicros}
 }
 
 // PasswordHashed completes the host's HashPassword id: the proposal the worker
@@ -371,17 +400,17 @@ func (p *Plane) writeNewPassword(token uint64, r Request, hashed []byte) {
 // password did not match). A write is decided again on the state of now; nowMicros
 // is its proposal's clock.
 func (p *Plane) PasswordHashed(id uint64, proposal []byte, err error, nowMicros uint64) {
-	hw, ok := p.hashing[id]
+	hw, ok := p.passwords.byID[id]
 	if !ok {
 		return
 	}
-	delete(p.hashing, id)
+	delete(p.passwords.byID, id)
 	if hw.root {
 		p.rootUserHashed(proposal, err, nowMicros)
 		return
 	}
-	pr := p.requests[hw.token]
-	delete(p.requests, hw.token)
+	pr := p.passwords.requests[hw.token]
+	delete(p.passwords.requests, hw.token)
 	r := Request{Header: &pr.header, UserID: pr.userID, Body: pr.body, NowMicros: nowMicros}
 	if err != nil {
 		if code := errorCode(err, wire.ErrInvalidCommand); code == wire.ErrInvalidCredentials {
@@ -408,9 +437,9 @@ func (p *Plane) PasswordHashed(id uint64, proposal []byte, err error, nowMicros 
 // AbandonHashing forgets the password work the host will not finish (a stopping
 // node): the host answers those requests itself.
 func (p *Plane) AbandonHashing() {
-	clear(p.hashing)
-	clear(p.requests)
-	p.rootPending = false
+	clear(p.passwords.byID)
+	clear(p.passwords.requests)
+	p.root.pending = false
 }
 
 // Register commits a login the host verified (credentials, protocol version) for
@@ -472,11 +501,11 @@ func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
 // CancelHashing forgets password work whose request the host answers itself (its
 // connection is gone): nothing is proposed for it.
 func (p *Plane) CancelHashing(id uint64) {
-	if hw, ok := p.hashing[id]; ok {
-		delete(p.hashing, id)
-		delete(p.requests, hw.token)
+	if hw, ok := p.passwords.byID[id]; ok {
+		delete(p.passwords.byID, id)
+		delete(p.passwords.requests, hw.token)
 		if hw.root {
-			p.rootPending = false
+			p.root.pending = false
 		}
 	}
 }

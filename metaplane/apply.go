@@ -28,7 +28,7 @@ func (p *Plane) applyCommitted(headers []wire.PrepareHeader) {
 		c := p.apply(h, b.bytes)
 		p.applied = Applied{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
 		for _, client := range c.Ended {
-			delete(p.minted, client)
+			delete(p.writes.minted, client)
 		}
 		// Another primary's op may have taken the number of a write prepared
 		// here in an older view: that write never commits (58: safe to send
@@ -58,8 +58,8 @@ func (p *Plane) applyCommitted(headers []wire.PrepareHeader) {
 // prepare took. After a view change a replica may hold writes of an older view
 // beside its newer ones, and their ops need not be in order.
 func (p *Plane) takeInflight(op uint64, identity wire.Uint128) (mine *write, others []*write) {
-	kept := p.inflight[:0]
-	for _, w := range p.inflight {
+	kept := p.writes.inflight[:0]
+	for _, w := range p.writes.inflight {
 		switch {
 		case w.op != op:
 			kept = append(kept, w)
@@ -69,8 +69,8 @@ func (p *Plane) takeInflight(op uint64, identity wire.Uint128) (mine *write, oth
 			others = append(others, w)
 		}
 	}
-	clear(p.inflight[len(kept):])
-	p.inflight = kept
+	clear(p.writes.inflight[len(kept):])
+	p.writes.inflight = kept
 	return mine, others
 }
 
@@ -209,7 +209,7 @@ func (p *Plane) afterApplied(op uint64, then func(applied bool)) {
 		then(true)
 		return
 	}
-	p.appliedWaiters = append(p.appliedWaiters, appliedWaiter{op: op, then: then})
+	p.reads.appliedWaiters = append(p.reads.appliedWaiters, appliedWaiter{op: op, then: then})
 }
 
 type appliedWaiter struct {
@@ -219,17 +219,17 @@ type appliedWaiter struct {
 }
 
 func (p *Plane) runAppliedWaiters() {
-	if len(p.appliedWaiters) == 0 {
+	if len(p.reads.appliedWaiters) == 0 {
 		return
 	}
-	waiters := p.appliedWaiters
-	p.appliedWaiters = nil
+	waiters := p.reads.appliedWaiters
+	p.reads.appliedWaiters = nil
 	for _, w := range waiters {
 		if w.op <= p.applied.Op {
 			w.then(true)
 			continue
 		}
-		p.appliedWaiters = append(p.appliedWaiters, w)
+		p.reads.appliedWaiters = append(p.reads.appliedWaiters, w)
 	}
 }
 

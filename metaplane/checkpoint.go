@@ -27,18 +27,36 @@ import (
 // a single node after another interval of ops, not at every turn of a failing
 // disk.
 
+// checkpoints is the plane's checkpoint and install state.
+type checkpoints struct {
+	// intervalOps is the interval in use; snapshotOp the op of the last
+	// checkpoint written.
+	intervalOps, snapshotOp uint64
+	// out: a checkpoint is with the host; inApply: the Driver's Apply waits for
+	// it.
+	out, inApply bool
+	// retrying: the last one failed, and is tried again at core tick retryTick
+	// (a cluster) or applied op retryOp (a single node).
+	retrying           bool
+	retryTick, retryOp uint64
+	// installing is a transferred state with the host to install, installIn the
+	// core's install it completes.
+	installing *Snapshot
+	installIn  *vsr.StateInstall
+}
+
 // checkpointDue reports whether the plane takes a checkpoint now.
 func (p *Plane) checkpointDue() bool {
-	if p.applied.Op-p.snapshotOp < p.intervalOps {
+	if p.applied.Op-p.checkpoints.snapshotOp < p.checkpoints.intervalOps {
 		return false
 	}
 	switch {
-	case !p.snapshotRetrying:
+	case !p.checkpoints.retrying:
 		return true
 	case p.cfg.Clustered:
-		return p.core.Now() >= p.retryTick
+		return p.core.Now() >= p.checkpoints.retryTick
 	default:
-		return p.applied.Op >= p.retryOp
+		return p.applied.Op >= p.checkpoints.retryOp
 	}
 }
 
@@ -46,7 +64,7 @@ func (p *Plane) checkpointDue() bool {
 // the Driver's Apply waits for it. It reports whether the checkpoint is over.
 func (p *Plane) startCheckpoint(inApply bool) bool {
 	cp := &Checkpoint{At: p.applied, Snapshot: p.Snapshot()}
-	p.checkpointOut, p.checkpointApply = true, inApply
+	p.checkpoints.out, p.checkpoints.inApply = true, inApply
 	res, done := p.host.WriteCheckpoint(cp)
 	if !done {
 		return false
@@ -57,7 +75,7 @@ func (p *Plane) startCheckpoint(inApply bool) bool {
 
 // CheckpointWritten completes the host's WriteCheckpoint.
 func (p *Plane) CheckpointWritten(at Applied, res CheckpointResult) {
-	inApply := p.checkpointApply
+	inApply := p.checkpoints.inApply
 	p.checkpointWritten(at, res)
 	if inApply {
 		p.driver.Applied()
@@ -65,13 +83,13 @@ func (p *Plane) CheckpointWritten(at Applied, res CheckpointResult) {
 }
 
 func (p *Plane) checkpointWritten(at Applied, res CheckpointResult) {
-	p.checkpointOut, p.checkpointApply = false, false
+	p.checkpoints.out, p.checkpoints.inApply = false, false
 	if res.Written {
 		// A restart resumes from this checkpoint (the entries below it that a
 		// journal not cut still holds are skipped).
-		p.snapshotOp = at.Op
-		p.snapshotRetrying = false
-		p.snapshotsTaken.Add(1)
+		p.checkpoints.snapshotOp = at.Op
+		p.checkpoints.retrying = false
+		p.counters.snapshotsTaken.Add(1)
 		p.cutBodies(at.Op)
 		if p.cfg.Clustered {
 			p.driver.Checkpointed(at.Op)
@@ -84,13 +102,13 @@ func (p *Plane) checkpointWritten(at Applied, res CheckpointResult) {
 	if res.Err != nil {
 		if !res.Written {
 			// Tried again later, counting from the last one written.
-			p.snapshotRetrying = true
-			p.retryOp = at.Op + p.intervalOps
+			p.checkpoints.retrying = true
+			p.checkpoints.retryOp = at.Op + p.checkpoints.intervalOps
 			if p.cfg.Clustered {
-				p.retryTick = p.core.Now() + SnapshotRetryTicks
+				p.checkpoints.retryTick = p.core.Now() + SnapshotRetryTicks
 			}
 		}
-		p.log.Error("metadata snapshot failed", "op", at.Op, "snapshot_op", p.snapshotOp, "snapshot_written", res.Written, "err", res.Err)
+		p.log.Error("metadata snapshot failed", "op", at.Op, "snapshot_op", p.checkpoints.snapshotOp, "snapshot_written", res.Written, "err", res.Err)
 		return
 	}
 	p.log.Info("metadata snapshot", "op", at.Op)
@@ -113,7 +131,7 @@ func (p *Plane) cutBodies(op uint64) {
 // NextRetryTick is the core tick at which a failed checkpoint is tried again,
 // when one waits.
 func (p *Plane) NextRetryTick() (uint64, bool) {
-	return p.retryTick, p.cfg.Clustered && p.snapshotRetrying
+	return p.checkpoints.retryTick, p.cfg.Clustered && p.checkpoints.retrying
 }
 
 // State transfer: a replica asked for its state offers its applied state as the
@@ -176,7 +194,7 @@ func (p *Plane) install(in *vsr.StateInstall) bool {
 		p.log.Info("metadata state transfer not installed: the state applied here is as new", "op", st.At.Op, "applied_op", p.applied.Op)
 		return true
 	}
-	p.installing, p.installIn = st, in
+	p.checkpoints.installing, p.checkpoints.installIn = st, in
 	done, err := p.host.InstallState(&Install{At: st.At, Snapshot: snapshot})
 	if !done {
 		return false
@@ -192,15 +210,15 @@ func (p *Plane) StateInstalled(err error) {
 }
 
 func (p *Plane) installed(err error) bool {
-	st, in := p.installing, p.installIn
-	p.installing, p.installIn = nil, nil
+	st, in := p.checkpoints.installing, p.checkpoints.installIn
+	p.checkpoints.installing, p.checkpoints.installIn = nil, nil
 	if err != nil {
 		p.log.Error("metadata state transfer could not be installed", "op", st.At.Op, "err", err)
 		p.breakPlane(fmt.Errorf("metadata state transfer: %w", err))
 		return false
 	}
-	p.state, p.table, p.applied, p.snapshotOp = st.State, st.Table, st.At, st.At.Op
-	p.snapshotRetrying = false
+	p.state, p.table, p.applied, p.checkpoints.snapshotOp = st.State, st.Table, st.At, st.At.Op
+	p.checkpoints.retrying = false
 	// The bodies of the ops the journal keeps stay, for the apply and for repair;
 	// the state holds the others.
 	for op := range p.bodies.byOp {
@@ -209,7 +227,7 @@ func (p *Plane) installed(err error) bool {
 		}
 	}
 	in.Identity = st.At.Identity
-	p.transfersInstalled.Add(1)
+	p.counters.transfersInstalled.Add(1)
 	p.log.Info("metadata state transfer installed", "op", st.At.Op)
 	// Writes numbered here before the transfer are behind it: whether they
 	// committed, the client learns by retrying the same request (the table

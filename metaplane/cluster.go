@@ -20,6 +20,28 @@ import (
 //     backup forwards it to the primary, which proposes the ends that came
 //     together in one op.
 
+// forwards are the logins and logouts forwarded: sent by this backup to the
+// primary, by the Driver's token, and received by this primary, by nonce.
+type forwards struct {
+	sent     map[uint64]*forward
+	received map[wire.Uint128]*forward
+}
+
+// readWaits are what waits for ops to be applied here: appliedWaiters each for
+// one op (afterApplied), barriers (a backup's reads) for every op its primary
+// had committed when asked.
+type readWaits struct {
+	appliedWaiters []appliedWaiter
+	barriers       []*readBarrier
+}
+
+// rootUser is the root user's creation by a cluster's first primary: pending
+// while its password is hashed or its op in flight, refused for good once it
+// could not be made.
+type rootUser struct {
+	pending, refused bool
+}
+
 // forward is a login or logout forwarded to the primary; done runs with the
 // primary's answer, or the error that kept it from being sent.
 type forward struct {
@@ -34,7 +56,7 @@ func (p *Plane) sendForward(f *forward, register, barrier bool, client wire.Uint
 	}
 	p.nextToken++
 	token := p.nextToken
-	p.forwards[token] = f
+	p.forwards.sent[token] = f
 	var err error
 	switch {
 	case barrier:
@@ -45,8 +67,8 @@ func (p *Plane) sendForward(f *forward, register, barrier bool, client wire.Uint
 		err = p.driver.ForwardLogout(client, session, request, token)
 	}
 	if err != nil {
-		if f, ok := p.forwards[token]; ok {
-			delete(p.forwards, token)
+		if f, ok := p.forwards.sent[token]; ok {
+			delete(p.forwards.sent, token)
 			f.done(vsr.ForwardOutcome{}, err)
 		}
 	}
@@ -130,7 +152,7 @@ type readBarrier struct {
 // change), or when the node stops.
 func (p *Plane) ReadBarrier(then func(caughtUp bool)) {
 	b := &readBarrier{deadline: p.core.Now() + 2*p.cfg.Timing.CommitBroadcastIntervalTicks, then: then}
-	p.barriers = append(p.barriers, b)
+	p.reads.barriers = append(p.reads.barriers, b)
 	p.sendForward(&forward{done: func(o vsr.ForwardOutcome, err error) {
 		if err != nil || o.TimedOut || o.Outcome != uint8(wire.ForwardLogoutOk) {
 			b.finish(false)
@@ -151,11 +173,11 @@ func (b *readBarrier) finish(caughtUp bool) {
 
 // runBarriers runs the read barriers whose condition or deadline came.
 func (p *Plane) runBarriers() {
-	if len(p.barriers) == 0 {
+	if len(p.reads.barriers) == 0 {
 		return
 	}
-	barriers := p.barriers
-	p.barriers = nil
+	barriers := p.reads.barriers
+	p.reads.barriers = nil
 	for _, b := range barriers {
 		switch {
 		case b.done:
@@ -164,7 +186,7 @@ func (p *Plane) runBarriers() {
 		case p.core.Now() >= b.deadline:
 			b.finish(false)
 		default:
-			p.barriers = append(p.barriers, b)
+			p.reads.barriers = append(p.reads.barriers, b)
 		}
 	}
 }
@@ -172,7 +194,7 @@ func (p *Plane) runBarriers() {
 // BarrierDeadlines calls f with the deadline (core tick) of every read barrier
 // waiting, for a host that sleeps until the next one.
 func (p *Plane) BarrierDeadlines(f func(tick uint64)) {
-	for _, b := range p.barriers {
+	for _, b := range p.reads.barriers {
 		f(b.deadline)
 	}
 }
@@ -208,37 +230,37 @@ func (p *Plane) afterReady() {
 // ensureRootUser starts the root user's creation when this replica leads a state
 // without it.
 func (p *Plane) ensureRootUser() {
-	if p.rootPending || p.rootRefused || p.broken != nil || p.state.HasRoot() || !p.core.IsPrimary() ||
+	if p.root.pending || p.root.refused || p.broken != nil || p.state.HasRoot() || !p.core.IsPrimary() ||
 		p.applied.Op != p.core.Op() {
 		return
 	}
 	w := &PasswordWork{Root: true, Operation: wire.OperationCreateUser, Username: p.cfg.RootUsername, Password: p.cfg.RootPassword,
 		Salt: make([]byte, metadata.PasswordSaltBytes)}
 	p.host.Entropy(w.Salt)
-	p.nextHash++
-	id := p.nextHash
+	p.passwords.nextID++
+	id := p.passwords.nextID
 	if !p.host.HashPassword(id, w) {
 		return // the workers are full: tried again after the next Ready
 	}
-	p.hashing[id] = &hashing{root: true}
-	p.rootPending = true
+	p.passwords.byID[id] = &hashing{root: true}
+	p.root.pending = true
 }
 
 // rootUserHashed proposes the root user whose password the host hashed.
 func (p *Plane) rootUserHashed(proposal []byte, err error, nowMicros uint64) {
 	if err != nil {
-		p.rootPending, p.rootRefused = false, true
+		p.root.pending, p.root.refused = false, true
 		p.log.Error("root user: proposal not built; nobody can log in", "err", err)
 		return
 	}
 	if p.state.HasRoot() || !p.core.IsPrimary() {
-		p.rootPending = false
+		p.root.pending = false
 		return
 	}
 	prop := vsr.Proposal{Operation: wire.OperationCreateUser, UserID: metadata.RootUserID}
-	p.rootProposals.Add(1)
+	p.counters.rootProposals.Add(1)
 	p.commit(prop, proposal, nowMicros, func(c *Commit, err error) {
-		p.rootPending = false
+		p.root.pending = false
 		if err != nil {
 			p.log.Info("root user proposal not committed; the primary proposes it again", "err", err)
 			return
@@ -248,7 +270,7 @@ func (p *Plane) rootUserHashed(proposal []byte, err error, nowMicros uint64) {
 		case code == 0:
 			p.log.Info("root user created", "root_user", p.cfg.RootUsername, "op", c.Header.Op)
 		case !p.state.HasRoot():
-			p.rootRefused = true
+			p.root.refused = true
 			p.log.Error("root user refused; nobody can log in", "root_user", p.cfg.RootUsername, "code", code.String())
 		}
 	})

@@ -3,7 +3,7 @@
 // (package metadata) and the replicated client table (vsr.ClientTable), its
 // consensus core driven by a vsr.Driver. It holds no socket, file, goroutine or
 // clock: the server drives it on shard 0 with its io_uring loop, its journal
-// writer and its password workers, and the simulator (vsr/sim) drives the very
+// writer and its password workers, and the simulator (sim/) drives the very
 // same package with its simulated disks and network.
 //
 // # What goes in

@@ -152,7 +152,7 @@ func (d driverHost) Send(m *vsr.Message) {
 func (d driverHost) Apply(committed []wire.PrepareHeader) bool {
 	p := d.p
 	p.applyCommitted(committed)
-	if p.broken == nil && !p.checkpointOut && p.checkpointDue() {
+	if p.broken == nil && !p.checkpoints.out && p.checkpointDue() {
 		return p.startCheckpoint(true)
 	}
 	return true
@@ -163,11 +163,11 @@ func (d driverHost) Install(in *vsr.StateInstall) bool { return d.p.install(in) 
 func (d driverHost) Forwarded(outcomes []vsr.ForwardOutcome) {
 	p := d.p
 	for _, o := range outcomes {
-		f, ok := p.forwarded[o.Nonce]
+		f, ok := p.forwards.received[o.Nonce]
 		if !ok {
 			continue
 		}
-		delete(p.forwarded, o.Nonce)
+		delete(p.forwards.received, o.Nonce)
 		f.done(o, nil)
 	}
 }
@@ -178,21 +178,21 @@ func (d driverHost) OfferState(vsr.StateRequest) (uint64, []vsr.Artifact) {
 }
 
 func (d driverHost) Proposal(token uint64) (vsr.Proposal, []byte, uint64) {
-	w := d.p.proposals[token]
+	w := d.p.writes.byToken[token]
 	return w.proposal, w.body, w.nowMicros
 }
 
 func (d driverHost) Proposed(token, op uint64, err error) {
 	p := d.p
-	w := p.proposals[token]
-	delete(p.proposals, token)
-	p.writesWaiting.Store(int64(len(p.proposals)))
+	w := p.writes.byToken[token]
+	delete(p.writes.byToken, token)
+	p.counters.writesWaiting.Store(int64(len(p.writes.byToken)))
 	switch {
 	case err == nil:
 		h, _ := p.core.Header(op)
 		w.op, w.identity = op, h.Checksum
 		p.bodies.byOp[op] = body{identity: h.Checksum, bytes: w.body}
-		p.inflight = append(p.inflight, w)
+		p.writes.inflight = append(p.writes.inflight, w)
 		if w.proposed != nil {
 			w.proposed(op)
 		}
@@ -210,8 +210,8 @@ func (d driverHost) Proposed(token, op uint64, err error) {
 
 func (d driverHost) ForwardSent(token uint64, nonce wire.Uint128, err error) {
 	p := d.p
-	f := p.forwards[token]
-	delete(p.forwards, token)
+	f := p.forwards.sent[token]
+	delete(p.forwards.sent, token)
 	if f == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func (d driverHost) ForwardSent(token uint64, nonce wire.Uint128, err error) {
 		f.done(vsr.ForwardOutcome{}, err)
 		return
 	}
-	p.forwarded[nonce] = f
+	p.forwards.received[nonce] = f
 }
 
 func (d driverHost) Advanced() {
@@ -230,7 +230,7 @@ func (d driverHost) Advanced() {
 		// or 58 when another prepare took the number: it never commits), or 57
 		// if that takes too long (ErrFateUnknown); never 58 while it may commit.
 		deadline := p.core.Now() + FateWaitHeartbeats*max(p.cfg.Timing.HeartbeatTimeoutTicks, 1)
-		for _, w := range p.inflight {
+		for _, w := range p.writes.inflight {
 			if w.fateDeadline == 0 {
 				w.fateDeadline = deadline
 			}
@@ -269,17 +269,17 @@ func (p *Plane) dropTruncatedBodies(rd *vsr.Ready) {
 // expireFates answers 57 the writes whose fate this replica waited for too long.
 func (p *Plane) expireFates() {
 	now := p.core.Now()
-	kept := p.inflight[:0]
+	kept := p.writes.inflight[:0]
 	var expired []*write
-	for _, w := range p.inflight {
+	for _, w := range p.writes.inflight {
 		if w.fateDeadline != 0 && now >= w.fateDeadline {
 			expired = append(expired, w)
 			continue
 		}
 		kept = append(kept, w)
 	}
-	clear(p.inflight[len(kept):])
-	p.inflight = kept
+	clear(p.writes.inflight[len(kept):])
+	p.writes.inflight = kept
 	for _, w := range expired {
 		w.done(nil, ErrFateUnknown)
 	}
@@ -287,8 +287,8 @@ func (p *Plane) expireFates() {
 
 // refuseInflight ends every write numbered and not applied with err.
 func (p *Plane) refuseInflight(err error) {
-	inflight := p.inflight
-	p.inflight = nil
+	inflight := p.writes.inflight
+	p.writes.inflight = nil
 	for _, w := range inflight {
 		w.done(nil, err)
 	}

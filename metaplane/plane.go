@@ -101,12 +101,21 @@ const (
 	// MutationApplySkew gives this replica's apply another clock: its state
 	// parts from the others'.
 	MutationApplySkew
-	// MutationCheckpointLate takes a checkpoint every header window, past vsr's
-	// checkpoint rule: the smallest interval that locks a cluster up (the
-	// primary never proposes the op that would bring the checkpoint due). An
-	// interval of the window less one pipeline, the top of the rule's margin,
-	// does not: here a Ready waits for the checkpoint its apply brings due, so
-	// no second pipeline is proposed before it (60 long seeds ran clean).
+	// MutationCheckpointLate takes a checkpoint every header window W (1,024
+	// ops), one past the largest interval that never locks a cluster up, W-1.
+	// The core's Propose refuses an op a window or more above the last
+	// checkpoint c (vsr/core.go, ErrCheckpointDue): the highest op a primary
+	// proposes is c+W-1. A checkpoint comes due once the applied op reaches c+I.
+	// At I = W-1 the last op proposable brings it due: the primary proposes
+	// nothing more until it is durable (here the Ready that applied the op
+	// waits for it anyway, so no second pipeline is proposed before it), then
+	// the window moves and it goes on. At I = W the op c+W that would bring it
+	// due is never proposed: no op commits again, on any replica, and the
+	// cluster stops at op W-1 (1,023) with no checkpoint taken. vsr's rule,
+	// I <= W-2P (960), is a margin for throughput (the pipeline never runs dry
+	// at a checkpoint), not this boundary. TestCheckpointIntervalBoundary (sim/)
+	// runs both sides on one long seed; in 16 long seeds at W-1 none locked up
+	// (9,000 to 52,000 ops each), in 8 at W every one stopped at op 1,023.
 	MutationCheckpointLate
 	// MutationDropSessionOnClose ends a closed connection's session as the server
 	// did before the EndSessions op (and the reference does): its client entry is
@@ -142,7 +151,8 @@ type Recovered struct {
 }
 
 // Plane is one replica of the metadata group: the state, the client table, the
-// consensus core and its Driver, what is admitted and in flight. Every method is
+// consensus core and its Driver, and beside them the state of each of its
+// concerns, in a struct of its own in the file that tends it. Every method is
 // called from one goroutine (the host's loop); none blocks.
 type Plane struct {
 	cfg  Config
@@ -159,64 +169,34 @@ type Plane struct {
 	applied Applied
 	// journalSlots is the core's header window.
 	journalSlots int
-
-	// Checkpoints (checkpoint.go).
-	intervalOps      uint64
-	snapshotOp       uint64
-	checkpointOut    bool
-	checkpointApply  bool
-	snapshotRetrying bool
-	retryTick        uint64
-	retryOp          uint64
-	installing       *Snapshot
-	installIn        *vsr.StateInstall
-
-	// Proposals (admit.go): by the Driver's token until proposed; inflight those
-	// numbered, in op order, until applied.
-	proposals map[uint64]*write
+	// nextToken numbers what the plane hands the Driver: writes and forwards.
 	nextToken uint64
-	inflight  []*write
-	// clientWrites counts, by client, the numbered requests with the plane: the
-	// client table's one request in flight per client, across connections.
-	clientWrites map[wire.Uint128]int
-	// accountWrites counts the writes in flight that change what a login decides
-	// on; logins wait in loginsWaiting until none is.
-	accountWrites int
-	loginsWaiting []func()
-	// hashing are the writes whose new password the host hashes, by id.
-	hashing   map[uint64]*hashing
-	nextHash  uint64
-	rootHash  uint64
-	requests  map[uint64]*pendingRequest
-	minted    map[wire.Uint128]mintedToken
-	scratch   []byte
-	frameCopy []byte
-
-	// The cluster's (cluster.go).
-	forwards       map[uint64]*forward
-	forwarded      map[wire.Uint128]*forward
-	appliedWaiters []appliedWaiter
-	barriers       []*readBarrier
-	rootPending    bool
-	rootRefused    bool
-	// ends are the session ends waiting for an EndSessions op (sessions.go),
-	// endsOut one is in flight; endRetries wait for a normal view.
-	ends       []sessionEnd
-	endsOut    bool
-	endRetries []sessionEnd
 	// lastNow is the latest request time: the clock of the plane's own ops.
 	lastNow uint64
+
+	checkpoints checkpoints    // checkpoint and install (checkpoint.go)
+	writes      writes         // admitted writes, proposed and in flight (admit.go)
+	logins      loginGate      // logins waiting for account writes (admit.go)
+	passwords   passwordHashes // writes waiting for a password's hash (admit.go)
+	forwards    forwards       // logins and logouts forwarded, either way (cluster.go)
+	reads       readWaits      // reads waiting for an op applied (cluster.go, apply.go)
+	root        rootUser       // the cluster's root user (cluster.go)
+	ends        sessionEnds    // closed connections' sessions to end (sessions.go)
 
 	// broken is set when the plane cannot go on (a failed durable write): every
 	// write is refused until the host restarts it.
 	broken error
 
-	// Counters for observers on other goroutines (tests, metrics).
+	counters planeCounters
+}
+
+// planeCounters are read by observers on other goroutines (tests, metrics).
+type planeCounters struct {
 	snapshotsTaken     atomic.Int64
 	transfersInstalled atomic.Int64
 	rootProposals      atomic.Int64
 	writesWaiting      atomic.Int64
-	loginsWaitingCount atomic.Int64
+	loginsWaiting      atomic.Int64
 	endOps             atomic.Int64
 	endsProposed       atomic.Int64
 }
@@ -264,31 +244,38 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		cfg.Replica.ReplicaCount = 1
 	}
 	p := &Plane{
-		cfg:          cfg,
-		log:          cfg.Log,
-		host:         host,
-		bodies:       &bodies{byOp: make(map[uint64]body)},
-		proposals:    make(map[uint64]*write),
-		clientWrites: make(map[wire.Uint128]int),
-		hashing:      make(map[uint64]*hashing),
-		requests:     make(map[uint64]*pendingRequest),
-		minted:       make(map[wire.Uint128]mintedToken),
-		forwards:     make(map[uint64]*forward),
-		forwarded:    make(map[wire.Uint128]*forward),
+		cfg:    cfg,
+		log:    cfg.Log,
+		host:   host,
+		bodies: &bodies{byOp: make(map[uint64]body)},
+		writes: writes{
+			byToken:   make(map[uint64]*write),
+			perClient: make(map[wire.Uint128]int),
+			minted:    make(map[wire.Uint128]mintedToken),
+		},
+		passwords: passwordHashes{
+			byID:     make(map[uint64]*hashing),
+			requests: make(map[uint64]*pendingRequest),
+		},
+		forwards: forwards{
+			sent:     make(map[uint64]*forward),
+			received: make(map[wire.Uint128]*forward),
+		},
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
+	p.checkpoints.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
 	if cfg.Mutation == MutationCheckpointLate {
+		// One past the boundary, W-1 (see MutationCheckpointLate).
 		cfg.OldCheckpointRule, cfg.CheckpointIntervalOps = true, uint64(cfg.JournalSlots)
 		p.cfg = cfg
 	}
 	if cfg.OldCheckpointRule {
-		p.intervalOps = max(1, cfg.CheckpointIntervalOps)
+		p.checkpoints.intervalOps = max(1, cfg.CheckpointIntervalOps)
 	}
 	snap := rec.Snapshot
-	p.state, p.table, p.applied, p.snapshotOp = snap.State, snap.Table, snap.At, snap.At.Op
+	p.state, p.table, p.applied, p.checkpoints.snapshotOp = snap.State, snap.Table, snap.At, snap.At.Op
 
 	headers := make([]wire.PrepareHeader, 0, len(rec.Entries))
 	for i := range rec.Entries {
@@ -326,7 +313,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		// there finds the user the primary just created, and a forwarded login is
 		// answered without waiting for the commit broadcast.
 		coreCfg.CommitEagerly = true
-		coreCfg.CheckpointIntervalOps = p.intervalOps
+		coreCfg.CheckpointIntervalOps = p.checkpoints.intervalOps
 		if cfg.OldCheckpointRule {
 			// The core is told a legal interval; the plane keeps its own.
 			coreCfg.CheckpointIntervalOps = CheckpointIntervalOpsMax(slots)
@@ -406,10 +393,10 @@ func (p *Plane) Clustered() bool { return p.cfg.Clustered }
 func (p *Plane) Applied() Applied { return p.applied }
 
 // SnapshotOp is the op of the last checkpoint written.
-func (p *Plane) SnapshotOp() uint64 { return p.snapshotOp }
+func (p *Plane) SnapshotOp() uint64 { return p.checkpoints.snapshotOp }
 
 // IntervalOps is the checkpoint interval in use.
-func (p *Plane) IntervalOps() uint64 { return p.intervalOps }
+func (p *Plane) IntervalOps() uint64 { return p.checkpoints.intervalOps }
 
 // JournalSlots is the core's header window.
 func (p *Plane) JournalSlots() int { return p.journalSlots }
@@ -427,20 +414,20 @@ func (p *Plane) Snapshot() []byte { return AppendSnapshot(nil, p.applied, p.stat
 func (p *Plane) Digest() uint64 { return SnapshotDigest(p.Snapshot()) }
 
 // SnapshotsTaken counts the checkpoints written (safe from any goroutine).
-func (p *Plane) SnapshotsTaken() int64 { return p.snapshotsTaken.Load() }
+func (p *Plane) SnapshotsTaken() int64 { return p.counters.snapshotsTaken.Load() }
 
 // TransfersInstalled counts the transferred states installed (any goroutine).
-func (p *Plane) TransfersInstalled() int64 { return p.transfersInstalled.Load() }
+func (p *Plane) TransfersInstalled() int64 { return p.counters.transfersInstalled.Load() }
 
 // RootProposals counts the root user proposals this replica made (any goroutine).
-func (p *Plane) RootProposals() int64 { return p.rootProposals.Load() }
+func (p *Plane) RootProposals() int64 { return p.counters.rootProposals.Load() }
 
 // WritesWaiting counts the writes handed to the Driver and not proposed yet (any
 // goroutine).
-func (p *Plane) WritesWaiting() int64 { return p.writesWaiting.Load() }
+func (p *Plane) WritesWaiting() int64 { return p.counters.writesWaiting.Load() }
 
 // LoginsWaiting counts the logins waiting for account writes (any goroutine).
-func (p *Plane) LoginsWaiting() int64 { return p.loginsWaitingCount.Load() }
+func (p *Plane) LoginsWaiting() int64 { return p.counters.loginsWaiting.Load() }
 
 // IsPrimary reports whether this replica proposes: a single node always does.
 func (p *Plane) IsPrimary() bool { return !p.cfg.Clustered || p.core.IsPrimary() }
@@ -464,7 +451,7 @@ func (p *Plane) Step(h *wire.GenericHeader, body []byte) error {
 func (p *Plane) Tick() {
 	p.driver.Tick()
 	p.expireFates()
-	if p.cfg.Clustered && !p.driver.ReadyOut() && !p.checkpointOut && p.checkpointDue() {
+	if p.cfg.Clustered && !p.driver.ReadyOut() && !p.checkpoints.out && p.checkpointDue() {
 		p.startCheckpoint(false)
 	}
 	p.runBarriers()
@@ -508,8 +495,8 @@ func alignedCopy(b []byte) []byte {
 // other replicas or the host's loop: the Driver, the writes in flight and
 // waiting (57), the forwards, the waits.
 func (p *Plane) Stop() {
-	barriers := p.barriers
-	p.barriers = nil
+	barriers := p.reads.barriers
+	p.reads.barriers = nil
 	for _, b := range barriers {
 		b.finish(false)
 	}
@@ -517,19 +504,19 @@ func (p *Plane) Stop() {
 	p.refuseInflight(ErrStopped)
 	// In the order they were sent (a map's order is random; a run must be a
 	// function of its inputs).
-	for _, token := range slices.Sorted(maps.Keys(p.forwards)) {
-		f := p.forwards[token]
-		delete(p.forwards, token)
+	for _, token := range slices.Sorted(maps.Keys(p.forwards.sent)) {
+		f := p.forwards.sent[token]
+		delete(p.forwards.sent, token)
 		f.done(vsr.ForwardOutcome{}, ErrStopped)
 	}
-	nonces := slices.SortedFunc(maps.Keys(p.forwarded), func(a, b wire.Uint128) int { return cmp.Compare(a.Lo, b.Lo) })
+	nonces := slices.SortedFunc(maps.Keys(p.forwards.received), func(a, b wire.Uint128) int { return cmp.Compare(a.Lo, b.Lo) })
 	for _, nonce := range nonces {
-		f := p.forwarded[nonce]
-		delete(p.forwarded, nonce)
+		f := p.forwards.received[nonce]
+		delete(p.forwards.received, nonce)
 		f.done(vsr.ForwardOutcome{TimedOut: true}, nil)
 	}
-	waiters := p.appliedWaiters
-	p.appliedWaiters = nil
+	waiters := p.reads.appliedWaiters
+	p.reads.appliedWaiters = nil
 	for _, w := range waiters {
 		w.then(false)
 	}

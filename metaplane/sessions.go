@@ -31,6 +31,14 @@ const (
 	sessionEndsWaitingMax = 4096
 )
 
+// sessionEnds are the session ends waiting for an EndSessions op (waiting), one
+// op of them in flight (out), and those waiting for a normal view (retries).
+type sessionEnds struct {
+	waiting []sessionEnd
+	out     bool
+	retries []sessionEnd
+}
+
 // sessionEnd is a session to end: local, its connection closed here; else one a
 // backup forwarded, whose answer the core sends.
 type sessionEnd struct {
@@ -57,11 +65,11 @@ func (p *Plane) endSession(e sessionEnd) {
 	switch {
 	case p.broken != nil:
 	case p.IsPrimary():
-		if len(p.ends) >= sessionEndsWaitingMax {
-			p.log.Warn("session end dropped: too many waiting; its entry is left to eviction", "waiting", len(p.ends))
+		if len(p.ends.waiting) >= sessionEndsWaitingMax {
+			p.log.Warn("session end dropped: too many waiting; its entry is left to eviction", "waiting", len(p.ends.waiting))
 			return
 		}
-		p.ends = append(p.ends, e)
+		p.ends.waiting = append(p.ends.waiting, e)
 		p.proposeEnds()
 	case p.core.Status() != vsr.StatusNormal:
 		p.retrySessionEnd(e)
@@ -80,7 +88,7 @@ func (p *Plane) takeSessionEnds() {
 		return
 	}
 	for _, e := range p.core.TakeSessionEnds() {
-		p.ends = append(p.ends, sessionEnd{SessionEnd: metadata.SessionEnd{Client: e.Client, Epoch: e.Epoch}})
+		p.ends.waiting = append(p.ends.waiting, sessionEnd{SessionEnd: metadata.SessionEnd{Client: e.Client, Epoch: e.Epoch}})
 	}
 	p.proposeEnds()
 }
@@ -88,12 +96,12 @@ func (p *Plane) takeSessionEnds() {
 // proposeEnds proposes the waiting ends in one EndSessions op, unless one is in
 // flight: those that come meanwhile go in the next.
 func (p *Plane) proposeEnds() {
-	if p.endsOut || len(p.ends) == 0 || !p.IsPrimary() {
+	if p.ends.out || len(p.ends.waiting) == 0 || !p.IsPrimary() {
 		return
 	}
-	n := min(len(p.ends), metadata.EndSessionsMax)
-	batch := append([]sessionEnd(nil), p.ends[:n]...)
-	p.ends = append(p.ends[:0], p.ends[n:]...)
+	n := min(len(p.ends.waiting), metadata.EndSessionsMax)
+	batch := append([]sessionEnd(nil), p.ends.waiting[:n]...)
+	p.ends.waiting = append(p.ends.waiting[:0], p.ends.waiting[n:]...)
 	ends := make([]metadata.SessionEnd, len(batch))
 	var forwarded []wire.Uint128
 	for i, e := range batch {
@@ -102,16 +110,16 @@ func (p *Plane) proposeEnds() {
 			forwarded = append(forwarded, e.Client)
 		}
 	}
-	p.endsOut = true
-	p.endOps.Add(1)
-	p.endsProposed.Add(int64(len(ends)))
+	p.ends.out = true
+	p.counters.endOps.Add(1)
+	p.counters.endsProposed.Add(int64(len(ends)))
 	prop := vsr.Proposal{Operation: wire.OperationEndSessions, UserID: metadata.RootUserID}
 	p.commitProposed(prop, metadata.AppendEndSessions(nil, ends), p.lastNow, func(op uint64) {
 		if len(forwarded) > 0 {
 			p.core.SessionEndsProposed(op, forwarded)
 		}
 	}, func(_ *Commit, err error) {
-		p.endsOut = false
+		p.ends.out = false
 		if err != nil {
 			// Not committed here (a view change): this node's own ends go to the
 			// new primary; the backups whose ends these were are told Canceled
@@ -129,20 +137,20 @@ func (p *Plane) proposeEnds() {
 // retrySessionEnd keeps an end to try again after a later Ready.
 func (p *Plane) retrySessionEnd(e sessionEnd) {
 	e.attempts++
-	if e.attempts >= sessionEndRetriesMax || len(p.endRetries) >= sessionEndsWaitingMax {
-		p.log.Warn("session end given up; its entry is left to eviction", "attempts", e.attempts, "waiting", len(p.endRetries))
+	if e.attempts >= sessionEndRetriesMax || len(p.ends.retries) >= sessionEndsWaitingMax {
+		p.log.Warn("session end given up; its entry is left to eviction", "attempts", e.attempts, "waiting", len(p.ends.retries))
 		return
 	}
-	p.endRetries = append(p.endRetries, e)
+	p.ends.retries = append(p.ends.retries, e)
 }
 
 // retrySessionEnds tries the waiting ends again once the view is normal.
 func (p *Plane) retrySessionEnds() {
-	if len(p.endRetries) == 0 || p.core.Status() != vsr.StatusNormal || p.driver.Err() != nil {
+	if len(p.ends.retries) == 0 || p.core.Status() != vsr.StatusNormal || p.driver.Err() != nil {
 		return
 	}
-	retries := p.endRetries
-	p.endRetries = nil
+	retries := p.ends.retries
+	p.ends.retries = nil
 	for _, e := range retries {
 		p.endSession(e)
 	}
@@ -154,8 +162,8 @@ func (p *Plane) noteNow(nowMicros uint64) { p.lastNow = max(p.lastNow, nowMicros
 
 // EndSessionOps counts the EndSessions ops this replica proposed, and
 // SessionEndsProposed the sessions they named (safe from any goroutine).
-func (p *Plane) EndSessionOps() int64 { return p.endOps.Load() }
+func (p *Plane) EndSessionOps() int64 { return p.counters.endOps.Load() }
 
 // SessionEndsProposed is the number of session ends the EndSessions ops this
 // replica proposed named.
-func (p *Plane) SessionEndsProposed() int64 { return p.endsProposed.Load() }
+func (p *Plane) SessionEndsProposed() int64 { return p.counters.endsProposed.Load() }

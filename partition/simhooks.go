@@ -2,7 +2,7 @@ package partition
 
 import "github.com/iggy-shard/iggy-shard/vsr"
 
-// The cluster simulator (vsr/sim) drives stores through their API only (Send,
+// The cluster simulator (sim/) drives stores through their API only (Send,
 // StoreConsumerOffset, Step, Tick, PollIO, Poll) and checks the groups from outside,
 // as a test of the whole partition plane: these two read-only hooks are all it sees
 // of the inside. Nothing else may call them.

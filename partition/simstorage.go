@@ -9,7 +9,7 @@ import (
 
 // SimStorages is a StorageProvider over simulated disks: every partition directory
 // gets its own segment.SimDisk (its page-cache/platter model), seeded from seed and
-// the directory's name. The cluster simulator (vsr/sim) and this package's tests
+// the directory's name. The cluster simulator (sim/) and this package's tests
 // run stores on it, and Crash is a power loss of all of them at once.
 type SimStorages struct {
 	seed  uint64

@@ -15,7 +15,7 @@ func TestCheckpointIntervalOpsMax(t *testing.T) {
 		{1024, 0, 1024 - 2*PipelineDepthDefault}, // the metadata plane's defaults: 960
 		{1024, 32, 960},
 		{2048, 32, 1984}, // a window grown on recovery: the bound widens
-		{128, 32, 64},    // vsr/sim's small window, its checkpoints every 32 ops
+		{128, 32, 64},    // the simulator's former small window, checkpoints every 32 ops
 		{64, 32, 0},      // no room: no interval is safe
 		{64, 8, 48},
 	} {

@@ -1215,7 +1215,7 @@ func (c *Core) proposable() error {
 	case c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)):
 		// A restart from the last checkpoint would need more ops than the window
 		// holds: the primary waits for the caller's next checkpoint (found by
-		// vsr/sim at a primary of two that committed alone while it could not
+		// sim/ at a primary of two that committed alone while it could not
 		// apply). The caller's interval keeps this rare (checkpoint.go).
 		return ErrCheckpointDue
 	}
@@ -2449,7 +2449,7 @@ func (c *Core) startRepair() {
 	if from < c.windowLow() {
 		// The next op to apply has no slot of its own: its slot holds an op of the
 		// window's top, journaled and maybe acknowledged (a replica that joined a
-		// view far behind its head: vsr/sim seed 7038202). Only a state reaches it.
+		// view far behind its head: sim/ seed 7038202). Only a state reaches it.
 		c.startTransfer(c.repairPeerFor())
 		return
 	}

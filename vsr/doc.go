@@ -1,7 +1,7 @@
 // Package vsr is Viewstamped Replication as a pure state machine: requests, frames
 // from peers and ticks go in; journal writes, frames to send, commits to apply come
 // out. It never touches a socket, a file or the clock, so a whole cluster runs in one
-// goroutine from one seed in vsr/sim, and the server's shards carry out its effects
+// goroutine from one seed in sim/, and the server's shards carry out its effects
 // through their rings.
 //
 // # The core

@@ -7,7 +7,7 @@ import (
 )
 
 // TestRepairKeepsTheWindowsHead: a backup that applied nothing joins a view whose
-// head is more than a journal window above it (vsr/sim seed 7038202: a replica
+// head is more than a journal window above it (sim/ seed 7038202: a replica
 // restarted at op 4 followed a view at op 157 with 128 slots). It journals and
 // acknowledges the head op, so the head may be one of a commit quorum's copies.
 // Repair verifies the chain downward from the head; the ops below the window share

@@ -12,7 +12,7 @@ import (
 )
 
 // Comments cite what a reader can open. A path of this repository named in a
-// comment (server/router.go, vsr/sim, docs/ARCHITECTURE.md; vsr/sim.Options
+// comment (server/router.go, sim/sim.go, docs/ARCHITECTURE.md; internal/bzip2.NewWriter
 // names a package's identifier) or a Go file of the comment's own package named
 // bare must exist, and so must the
 // repository paths docs/*.md and README.md name in backquotes: a file that was
@@ -128,7 +128,7 @@ func TestCitedPathsExist(t *testing.T) {
 }
 
 // identifierPackage returns the package of a path that names an exported
-// identifier of it ("vsr/sim" of "vsr/sim.Result").
+// identifier of it ("internal/bzip2" of "internal/bzip2.NewWriter").
 func identifierPackage(path string) (string, bool) {
 	slash := strings.LastIndexByte(path, '/')
 	dot := strings.IndexByte(path[slash+1:], '.')

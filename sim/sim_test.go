@@ -75,8 +75,8 @@ func TestSimLong(t *testing.T) {
 	// The class is what it says: past three checkpoints of the server's window,
 	// with a node down across one.
 	for _, r := range results {
-		if interval := metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin); r.Violation == nil && r.MetadataCommitted < 3*interval {
-			t.Errorf("long seed %d committed %d metadata ops, fewer than three checkpoint intervals (%d)", r.Seed, r.MetadataCommitted, 3*interval)
+		if interval := metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin); r.Violation == nil && r.Metadata.Committed < 3*interval {
+			t.Errorf("long seed %d committed %d metadata ops, fewer than three checkpoint intervals (%d)", r.Seed, r.Metadata.Committed, 3*interval)
 		}
 		if r.Violation == nil && !r.DownAcrossCheckpoint {
 			t.Errorf("long seed %d: no node was down while another checkpointed past it", r.Seed)
@@ -124,47 +124,47 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		bySize[opts.Replicas]++
 		committed += r.Committed
 		for reason := range drops {
-			drops[reason] += r.Drops[reason]
-			partitionDrops[reason] += r.PartitionDrops[reason]
+			drops[reason] += r.Metadata.Drops[reason]
+			partitionDrops[reason] += r.Partitions.Drops[reason]
 		}
 		for reason := range ingressDrops {
-			ingressDrops[reason] += r.PartitionIngressDrops[reason]
+			ingressDrops[reason] += r.Partitions.IngressDrops[reason]
 		}
 		crashes += r.Crashes
-		forwarded += r.ForwardedLogins
+		forwarded += r.Metadata.ForwardedLogins
 		views += uint64(r.ViewChanges)
 		corrupt += r.CorruptRefused
-		installs += r.StateInstalls
-		refusals += r.CommittedRefusals
-		admitRefused += r.AdmitRefused
-		partitionAcks += r.PartitionAcks
-		rotten += r.RottenEntries
-		rottenToRepair += r.RottenToRepair
-		dropped += r.DamagedEntriesDropped
+		installs += r.Metadata.StateInstalls
+		refusals += r.Metadata.CommittedRefusals
+		admitRefused += r.Metadata.AdmitRefused
+		partitionAcks += r.Partitions.Acks
+		rotten += r.Metadata.RottenEntries
+		rottenToRepair += r.Metadata.RottenToRepair
+		dropped += r.Metadata.DamagedEntriesDropped
 		acknowledged += r.Acknowledged
-		checkpoints += r.Checkpoints
-		skipped += r.DuplicatesSkipped
-		disconnects += r.Disconnects
-		abandoned += r.Abandoned
-		evictions += r.Evictions
-		refused58 += r.Refused58
+		checkpoints += r.Metadata.Checkpoints
+		skipped += r.Metadata.DuplicatesSkipped
+		disconnects += r.Clients.Disconnects
+		abandoned += r.Clients.Abandoned
+		evictions += r.Metadata.Evictions
+		refused58 += r.Clients.Refused58
 		if r.DownAcrossCheckpoint {
 			acrossCheckpoint++
 		}
-		metaCommittedMin = min(metaCommittedMin, r.MetadataCommitted)
-		metaCommittedMax = max(metaCommittedMax, r.MetadataCommitted)
+		metaCommittedMin = min(metaCommittedMin, r.Metadata.Committed)
+		metaCommittedMax = max(metaCommittedMax, r.Metadata.Committed)
 		if opts.PartitionGroups > 0 {
 			realSeeds++
 		}
-		if r.PartitionStalled {
+		if r.Partitions.Stalled {
 			stalled++
 		}
-		lagging += r.LaggingStoreReplicas
-		stampRefusals += r.StoreStampRefusals
-		divergedRefusals += r.StoreDivergedRefusals
-		offsetStores += r.OffsetStores
-		sendsFailed += r.StoreSendsFailed
-		unobserved += r.CommitsUnobserved
+		lagging += r.Partitions.LaggingReplicas
+		stampRefusals += r.Partitions.StampRefusals
+		divergedRefusals += r.Partitions.DivergedRefusals
+		offsetStores += r.Partitions.OffsetStores
+		sendsFailed += r.Partitions.SendsFailed
+		unobserved += r.Partitions.CommitsUnobserved
 		if r.LivenessTicks > livenessMax {
 			livenessMax, livenessSeed = r.LivenessTicks, r.Seed
 		}
@@ -174,7 +174,7 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		failures++
 		failed = append(failed, r.Seed)
 		if failures <= 10 || *allFlag {
-			t.Errorf("%v\n\treplay: go test ./vsr/sim -run TestSim -seed %d", r.Violation, r.Seed)
+			t.Errorf("%v\n\treplay: go test ./sim -run TestSim -seed %d", r.Violation, r.Seed)
 		}
 	}
 	if len(failed) > 10 {
@@ -324,7 +324,7 @@ func TestRegressionSeeds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		if r := Run(tc.opts); r.Violation != nil {
-			t.Errorf("%s: %v\n\treplay: go test ./vsr/sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
+			t.Errorf("%s: %v\n\treplay: go test ./sim -run TestSim -seed %d -heavy", tc.name, r.Violation, tc.opts.Seed)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (sc storeCompletion) OffsetDone(token uint64, err error) {
 func (c *cluster) answerOffsetStore(nd *node, o *offsetStore, err error) {
 	switch err {
 	case nil:
-		c.result.OffsetStores++
+		c.result.Partitions.OffsetStores++
 		c.sendClient(nd.id, c.opts.Replicas+o.client, packet{reply: &clientReply{client: o.client, group: o.group, request: o.request}})
 	case wire.ErrInvalidOffset:
 		// Above the partition's current offset: refused before consensus.
@@ -106,7 +106,7 @@ func (sc storeCompletion) SendDone(token uint64, conf wire.SendConfirmation, err
 	}
 	delete(nd.part.sends, token)
 	if err != nil {
-		c.result.StoreSendsFailed++
+		c.result.Partitions.SendsFailed++
 		return // the client retries
 	}
 	bh, _ := wire.ViewBatchHeader(s.batch)
@@ -206,10 +206,10 @@ func (c *cluster) addStoreDrops(s *partition.Store) {
 	}
 	d, in := s.Drops(), s.IngressDrops()
 	for r := range d {
-		c.result.PartitionDrops[r] += d[r]
+		c.result.Partitions.Drops[r] += d[r]
 	}
 	for r := range in {
-		c.result.PartitionIngressDrops[r] += in[r]
+		c.result.Partitions.IngressDrops[r] += in[r]
 	}
 }
 
@@ -299,7 +299,7 @@ func (c *cluster) diverged(nd *node, r *clientRequest, err error) bool {
 	if c.opts.CatchUp || (err != wire.ErrCannotAppendMessage && err != wire.ErrCannotWriteToFile) || !errors.Is(nd.part.store.Err(partitionKey(r.group)), partition.ErrStampMismatch) {
 		return false
 	}
-	c.result.StoreDivergedRefusals++
+	c.result.Partitions.DivergedRefusals++
 	c.trace("r%d g%d refuses request %d of client %d: %v", nd.id, r.group, r.request, r.client, nd.part.store.Err(partitionKey(r.group)))
 	c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, request: r.request, refused: true}})
 	return true
@@ -327,7 +327,7 @@ func (c *cluster) observeStore(nd *node) {
 		for op := ob.commitMin + 1; op <= core.CommitMin(); op++ {
 			h, ok := core.Header(op)
 			if !ok {
-				c.result.CommitsUnobserved++
+				c.result.Partitions.CommitsUnobserved++
 				continue // out of the core's journal window already
 			}
 			if !c.agree(nd, g, &h) {
@@ -360,7 +360,7 @@ func (c *cluster) agree(nd *node, g int, h *wire.PrepareHeader) bool {
 // partition plane's catch-up (Options.CatchUp) a backup that missed an op its peers
 // applied can never get it (a partition's journal holds only unapplied ops, and
 // there is no state transfer), so there a replication quorum of each group must
-// have caught up, the others are counted (Result.LaggingStoreReplicas).
+// have caught up, the others are counted (Result.Partitions.LaggingReplicas).
 func (c *cluster) storesDone() bool {
 	need := len(c.nodes)
 	if !c.opts.CatchUp {
@@ -388,7 +388,7 @@ func (c *cluster) storesDone() bool {
 		}
 		lagging += len(c.nodes) - caughtUp
 	}
-	c.result.LaggingStoreReplicas = lagging
+	c.result.Partitions.LaggingReplicas = lagging
 	return true
 }
 

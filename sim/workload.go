@@ -273,7 +273,7 @@ func (c *cluster) onReply(r *clientReply) {
 			// prepared: given up now, it must never be in the log.
 			c.meta.refused58[requestKey{client: cl.sessionID, request: r.request}] = c.now
 			cl.outstanding = false
-			c.result.Refused58++
+			c.result.Clients.Refused58++
 			return
 		}
 		if cl.outstanding && r.request == cl.request {
@@ -293,7 +293,7 @@ func (c *cluster) onReply(r *clientReply) {
 			cl.partitionReplies = append(cl.partitionReplies, *r)
 		}
 		if r.request == cl.request && cl.outstanding {
-			c.result.PartitionAcks++
+			c.result.Partitions.Acks++
 			c.finish(cl)
 		}
 		return
@@ -368,10 +368,10 @@ func (c *cluster) register(cl *client) *clientRequest {
 func (c *cluster) disconnect(cl *client) {
 	c.sendClient(c.opts.Replicas+cl.id, cl.sessionNode, packet{request: &clientRequest{client: cl.id, id: cl.sessionID, group: metadataGroupIndex,
 		session: cl.session, close: true}})
-	c.result.Disconnects++
+	c.result.Clients.Disconnects++
 	if cl.outstanding {
 		cl.outstanding = false
-		c.result.Abandoned++
+		c.result.Clients.Abandoned++
 	}
 	cl.session, cl.sentAt = 0, 0
 	c.trace("c%d disconnects from r%d", cl.id, cl.sessionNode)

@@ -93,6 +93,9 @@ func (c *cluster) bootMeta(nd *node, restart bool) {
 		Mutation:              c.opts.PlaneMutation,
 		CoreMutation:          c.opts.Mutation,
 	}
+	if c.opts.checkpointIntervalOps != 0 {
+		cfg.CheckpointIntervalOps, cfg.OldCheckpointRule = c.opts.checkpointIntervalOps, true
+	}
 	if c.opts.PlaneMutation == metaplane.MutationApplySkew && nd.id != 0 {
 		cfg.Mutation = 0 // replica 0's apply alone takes another clock
 	}
@@ -112,17 +115,17 @@ func (c *cluster) bootMeta(nd *node, restart bool) {
 				opMax, count = ^uint64(0), 50
 			}
 			rotten = mr.disk.rot(opMax, count)
-			c.result.RottenEntries += len(rotten)
+			c.result.Metadata.RottenEntries += len(rotten)
 			c.trace("r%d journal entries rotted at ops %v", nd.id, rotten)
 			for _, op := range rotten {
 				if op > mr.disk.snapshotOp {
-					c.result.RottenToRepair++
+					c.result.Metadata.RottenToRepair++
 				}
 			}
 		}
 		var dropped []uint64
 		rec.Durable, rec.ViewHeaders, rec.Entries, dropped = mr.disk.recover()
-		c.result.DamagedEntriesDropped += len(dropped)
+		c.result.Metadata.DamagedEntriesDropped += len(dropped)
 		for _, op := range rotten {
 			if !slices.Contains(dropped, op) {
 				c.fail("replica %d: recovery did not notice the rotten entry of op %d", nd.id, op)
@@ -219,7 +222,7 @@ func (mr *metaReplica) WriteCheckpoint(cp *metaplane.Checkpoint) (metaplane.Chec
 		gc.stateTableLens[cp.At.Op] = mr.plane.Table().Len()
 	}
 	mr.disk.checkpoint(cp.At.Op, slices.Clone(cp.Snapshot))
-	c.result.Checkpoints++
+	c.result.Metadata.Checkpoints++
 	c.trace("r%d checkpoint at op %d", mr.node.id, cp.At.Op)
 	return metaplane.CheckpointResult{Written: true}, true
 }
@@ -232,7 +235,7 @@ func (mr *metaReplica) InstallState(in *metaplane.Install) (bool, error) {
 		return true, fmt.Errorf("a state not of the committed log")
 	}
 	mr.disk.checkpoint(in.At.Op, slices.Clone(in.Snapshot))
-	c.result.StateInstalls++
+	c.result.Metadata.StateInstalls++
 	c.trace("r%d installs a transferred state at op %d", nd.id, in.At.Op)
 	return true, nil
 }
@@ -255,13 +258,13 @@ func (mr *metaReplica) Committed(cm *metaplane.Commit) {
 	if first, ok := gc.outcomes[h.Op]; !ok {
 		gc.outcomes[h.Op] = outcome
 		if !cm.Skipped && mr.plane.Result() != 0 {
-			c.result.CommittedRefusals++
+			c.result.Metadata.CommittedRefusals++
 		}
 		if cm.Skipped {
-			c.result.DuplicatesSkipped++
+			c.result.Metadata.DuplicatesSkipped++
 		}
 		if h.Operation == wire.OperationRegister {
-			c.result.Evictions += len(cm.Ended)
+			c.result.Metadata.Evictions += len(cm.Ended)
 		}
 	} else if first != outcome {
 		c.fail("replica %d: op %d applied to another outcome than on the first replica that applied it (%+v, then %+v)",
@@ -344,7 +347,7 @@ func (mr *metaReplica) Answer(token uint64, a *metaplane.Answer) {
 		r.transient, r.status = true, a.Status
 	case a.Status != 0, a.Rejection != 0:
 		r.refused = true
-		c.result.AdmitRefused++
+		c.result.Metadata.AdmitRefused++
 	default:
 		r.frame = bytes.Clone(a.Frame)
 		var rh wire.ReplyHeader
@@ -353,7 +356,7 @@ func (mr *metaReplica) Answer(token uint64, a *metaplane.Answer) {
 		if pr.register {
 			r.epoch = a.Epoch
 			if mr.forwarded[token] {
-				c.result.ForwardedLogins++
+				c.result.Metadata.ForwardedLogins++
 			}
 		}
 	}
@@ -416,6 +419,6 @@ func (c *cluster) checkMonotonic(mr *metaReplica) {
 func (c *cluster) addDrops(core *vsr.Core) {
 	d := core.Drops()
 	for r := range d {
-		c.result.Drops[r] += d[r]
+		c.result.Metadata.Drops[r] += d[r]
 	}
 }

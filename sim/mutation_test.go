@@ -107,3 +107,21 @@ func TestBrokenRulesCaught(t *testing.T) {
 		})
 	}
 }
+
+// The checkpoint interval's lock-up has its boundary at the header window less
+// one op (metaplane.MutationCheckpointLate says why): on one long seed an
+// interval of W-1 keeps committing past three checkpoints, and W, the mutation,
+// stops the cluster at op W-1 with no checkpoint taken.
+func TestCheckpointIntervalBoundary(t *testing.T) {
+	window := uint64(metaplane.JournalSlotsMin)
+	opts := LongConfig(4) // three replicas, thousands of ops
+	opts.PartitionGroups = 0
+	opts.checkpointIntervalOps = window - 1
+	if r := Run(opts); r.Violation != nil || r.Metadata.Committed < 3*window {
+		t.Errorf("an interval of %d (the window less one): %d metadata ops committed, %v; want past three intervals, no violation", window-1, r.Metadata.Committed, r.Violation)
+	}
+	opts.checkpointIntervalOps, opts.PlaneMutation = 0, metaplane.MutationCheckpointLate
+	if r := Run(opts); r.Violation == nil || r.Metadata.Committed != window-1 || r.Metadata.Checkpoints != 0 {
+		t.Errorf("an interval of %d (the window): %d metadata ops committed, %d checkpoints, %v; want the cluster stopped at op %d with none", window, r.Metadata.Committed, r.Metadata.Checkpoints, r.Violation, window-1)
+	}
+}
