@@ -315,31 +315,6 @@ func (rd *Ready) SendableEarly(i int) bool {
 		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
-// bodyState is where a slot's body is: absent, in the current Ready's writes, or
-// durable.
-type bodyState uint8
-
-const (
-	bodyNone bodyState = iota
-	bodyWriting
-	bodyDurable
-)
-
-type slot struct {
-	header wire.PrepareHeader
-	// trusted: the header belongs to the log of the replica's log view (or of a
-	// newer view), verified by the hash chain from a canonical head. Only trusted
-	// slots are reported in a DoViewChange, applied or acknowledged.
-	trusted bool
-	body    bodyState
-	// faulty: the replica journaled this op (and may have acknowledged it), but
-	// its entry was found corrupt at recovery, so its header is unknown
-	// (CoreRecovered.Faulty). The op is neither present nor nacked in a
-	// DoViewChange, and is repaired from a peer once a view names its header.
-	// header.Op is the op; nothing else of the header is known.
-	faulty bool
-}
-
 type coreEntry struct {
 	op       uint64
 	identity wire.Uint128
@@ -377,19 +352,8 @@ type Core struct {
 	op        uint64
 	commitMin uint64
 	commitMax uint64
-	// trustLow: every slot in [trustLow, op] holds a trusted header.
-	trustLow uint64
-	// retainedLow is the lowest op the journal can hold: above a recovered
-	// checkpoint or an installed state.
-	retainedLow uint64
-	// checkpointOp is the op of the caller's last durable checkpoint
-	// (CoreConfig.ReportsCheckpoints).
-	checkpointOp uint64
 
-	lastPrepareChecksum wire.Uint128
-	lastTimestamp       uint64
-
-	slots []slot
+	log slotLog
 
 	// Primary: prepared ops commitMax+1..op, at pipeline[op % depth].
 	pipeline []coreEntry
@@ -508,14 +472,16 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	n := int(cfg.ReplicaCount)
 	c := &Core{
-		cfg:         cfg,
-		status:      StatusNormal,
-		trustLow:    1,
-		retainedLow: 1,
-		slots:       make([]slot, cfg.JournalSlots),
-		pipeline:    make([]coreEntry, cfg.PipelineDepth),
-		dvcs:        make([]*doViewChange, n),
-		svSentTo:    make([]uint64, n),
+		cfg:    cfg,
+		status: StatusNormal,
+		log: slotLog{
+			slots:       make([]slot, cfg.JournalSlots),
+			trustLow:    1,
+			retainedLow: 1,
+		},
+		pipeline: make([]coreEntry, cfg.PipelineDepth),
+		dvcs:     make([]*doViewChange, n),
+		svSentTo: make([]uint64, n),
 	}
 	c.view, c.logView = cfg.InitialView, cfg.InitialView
 	c.durable = DurableState{View: cfg.InitialView, LogView: cfg.InitialView}
@@ -588,7 +554,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 			c.op = max(c.op, op)
 		}
 	}
-	slots := uint64(len(c.slots))
+	slots := uint64(len(c.log.slots))
 	inWindow := func(op uint64) bool { return op > base && op+slots > c.op }
 	for i := range rec.Headers {
 		h := &rec.Headers[i]
@@ -596,13 +562,13 @@ func (c *Core) Recover(rec CoreRecovered) error {
 			// The checkpoint's own op stays known: a view change needs the header
 			// at the commit point to anchor the log (journals keep it when they
 			// drain to a snapshot).
-			c.slots[base%slots] = slot{header: *h, trusted: true, body: bodyDurable}
+			c.log.slots[base%slots] = slot{header: *h, trusted: true, body: bodyDurable}
 			continue
 		}
 		if !inWindow(h.Op) {
 			continue // applied in the checkpoint, or beyond the window
 		}
-		s := &c.slots[h.Op%slots]
+		s := &c.log.slots[h.Op%slots]
 		s.header = *h
 		s.body = bodyDurable
 		// Entries at or above the durable commit point belong to the log view's log
@@ -614,7 +580,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		if !inWindow(op) || c.slotAt(op) != nil {
 			continue // applied in the checkpoint, or an intact entry of it was found
 		}
-		s := &c.slots[op%slots]
+		s := &c.log.slots[op%slots]
 		*s = slot{faulty: true}
 		s.header.Op = op
 	}
@@ -623,7 +589,7 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		if !inWindow(h.Op) {
 			continue
 		}
-		s := &c.slots[h.Op%slots]
+		s := &c.log.slots[h.Op%slots]
 		if s.header.Op == h.Op && s.header.Checksum == h.Checksum {
 			continue
 		}
@@ -636,19 +602,19 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		*s = slot{header: *h, trusted: true, faulty: faulty}
 	}
 	c.commitMin = base
-	c.retainedLow = base + 1
-	c.checkpointOp = base
+	c.log.retainedLow = base + 1
+	c.log.checkpointOp = base
 	c.commitMax = min(max(rec.State.CommitMax, base), c.op)
-	c.trustLow = c.op + 1
-	for c.trustLow > base+1 && c.slotAt(c.trustLow-1) != nil && c.slotAt(c.trustLow-1).trusted {
-		c.trustLow--
+	c.log.trustLow = c.op + 1
+	for c.log.trustLow > base+1 && c.slotAt(c.log.trustLow-1) != nil && c.slotAt(c.log.trustLow-1).trusted {
+		c.log.trustLow--
 	}
 	if head := c.slotAt(c.op); head != nil {
-		c.lastPrepareChecksum = head.header.Checksum
-		c.lastTimestamp = head.header.Timestamp
+		c.log.lastPrepareChecksum = head.header.Checksum
+		c.log.lastTimestamp = head.header.Timestamp
 	} else if c.op == base {
-		c.lastPrepareChecksum = rec.Checkpoint.Identity
-		c.lastTimestamp = rec.Checkpoint.Timestamp
+		c.log.lastPrepareChecksum = rec.Checkpoint.Identity
+		c.log.lastTimestamp = rec.Checkpoint.Timestamp
 	}
 	if c.cfg.ReplicaCount == 1 {
 		// The replica is its own quorum: an op was acknowledged only once it and
@@ -662,11 +628,11 @@ func (c *Core) Recover(rec CoreRecovered) error {
 			c.truncateAbove(head)
 			c.op = head
 		}
-		c.trustLow = base + 1
+		c.log.trustLow = base + 1
 		if hs := c.slotAt(c.op); hs != nil {
-			c.lastPrepareChecksum, c.lastTimestamp = hs.header.Checksum, hs.header.Timestamp
+			c.log.lastPrepareChecksum, c.log.lastTimestamp = hs.header.Checksum, hs.header.Timestamp
 		} else {
-			c.lastPrepareChecksum, c.lastTimestamp = rec.Checkpoint.Identity, rec.Checkpoint.Timestamp
+			c.log.lastPrepareChecksum, c.log.lastTimestamp = rec.Checkpoint.Identity, rec.Checkpoint.Timestamp
 		}
 		c.commitMax = c.op
 		c.status = StatusNormal
@@ -701,7 +667,7 @@ func (c *Core) Checkpointed(op uint64) {
 	if op > c.commitMin { // commitMin counts the Committed of a Ready out
 		panic(fmt.Sprintf("vsr: checkpoint at op %d beyond the applied op %d", op, c.commitMin))
 	}
-	c.checkpointOp = max(c.checkpointOp, op)
+	c.log.checkpointOp = max(c.log.checkpointOp, op)
 }
 func (c *Core) ReplicaID() uint8         { return c.cfg.ReplicaID }
 func (c *Core) PrimaryOf(v uint32) uint8 { return uint8(v % uint32(c.cfg.ReplicaCount)) }
@@ -713,7 +679,7 @@ func (c *Core) IsPrimary() bool { return c.status == StatusNormal && c.Primary()
 // Header returns the trusted header the replica holds for op.
 func (c *Core) Header(op uint64) (wire.PrepareHeader, bool) {
 	s := c.slotAt(op)
-	if s == nil || !s.trusted || op+1 < c.retainedLow {
+	if s == nil || !s.trusted || op+1 < c.log.retainedLow {
 		return wire.PrepareHeader{}, false
 	}
 	return s.header, true
@@ -760,27 +726,7 @@ func (c *Core) InPipeline(client wire.Uint128) bool {
 	return false
 }
 
-func (c *Core) slotAt(op uint64) *slot {
-	if op == 0 {
-		return nil
-	}
-	s := &c.slots[op%uint64(len(c.slots))]
-	if s.header.Op != op {
-		return nil
-	}
-	return s
-}
-
 func (c *Core) n() int { return int(c.cfg.ReplicaCount) }
-
-// windowLow is the lowest op whose slot no op up to the head shares: the journal
-// holds [windowLow, op].
-func (c *Core) windowLow() uint64 {
-	if slots := uint64(len(c.slots)); c.op >= slots {
-		return c.op - slots + 1
-	}
-	return 1
-}
 
 func (c *Core) quorumReplication() int {
 	q := QuorumReplication(c.n())
@@ -1041,7 +987,7 @@ func (c *Core) Ready() Ready {
 func (c *Core) collectCommitted() {
 	for c.commitMin < c.commitMax {
 		s := c.slotAt(c.commitMin + 1)
-		if s == nil || !s.trusted || s.body == bodyNone || c.commitMin+1 < c.trustLow {
+		if s == nil || !s.trusted || s.body == bodyNone || c.commitMin+1 < c.log.trustLow {
 			break
 		}
 		c.commitMin++
@@ -1101,39 +1047,6 @@ func (c *Core) Advance() {
 	}
 }
 
-func (c *Core) write(s *slot, body []byte) {
-	c.rd.Writes = append(c.rd.Writes, Write{Header: s.header, Body: body})
-	s.body = bodyWriting
-	c.dirtySlots = append(c.dirtySlots, s.header.Op)
-}
-
-// discard forgets the slot of op and has the caller remove its journal entry. A
-// faulty slot has no entry to remove: the caller's journal keeps the damaged
-// region until the op's repaired body replaces it (removing it would take the
-// intact entries above it along, in a journal that is one sequence).
-func (c *Core) discard(op uint64) {
-	if s := c.slotAt(op); s != nil {
-		faulty := s.faulty
-		*s = slot{}
-		if !faulty {
-			c.rd.Discards = append(c.rd.Discards, op)
-		}
-	}
-}
-
-func (c *Core) truncateAbove(op uint64) {
-	for k := op + 1; k <= c.op; k++ {
-		if s := c.slotAt(k); s != nil {
-			*s = slot{}
-		}
-	}
-	if op < c.op || c.op == 0 {
-		c.rd.Truncate = true
-		c.rd.TruncateAbove = op
-	}
-	// Ready.Discards of higher ops are covered by the truncation.
-}
-
 // --- normal case ---
 
 // Propose prepares an admitted request on the primary: the next op of the hash
@@ -1145,10 +1058,10 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 		return 0, err
 	}
 	timestamp := nowMicros
-	if timestamp <= c.lastTimestamp {
-		timestamp = c.lastTimestamp + 1
+	if timestamp <= c.log.lastTimestamp {
+		timestamp = c.log.lastTimestamp + 1
 	}
-	s := &c.slots[(c.op+1)%uint64(len(c.slots))]
+	s := &c.log.slots[(c.op+1)%uint64(len(c.log.slots))]
 	*s = slot{trusted: true}
 	h := &s.header
 	h.Cluster = c.cfg.Cluster
@@ -1157,7 +1070,7 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	h.Command = wire.CommandPrepare
 	h.Replica = c.cfg.ReplicaID
 	h.Client = p.Client
-	h.Parent = c.lastPrepareChecksum
+	h.Parent = c.log.lastPrepareChecksum
 	h.RequestChecksum = p.RequestChecksum
 	h.Op = c.op + 1
 	h.Commit = c.commitMax
@@ -1172,8 +1085,8 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 	h.SetIdentity()
 
 	c.op = h.Op
-	c.lastTimestamp = timestamp
-	c.lastPrepareChecksum = h.Checksum
+	c.log.lastTimestamp = timestamp
+	c.log.lastPrepareChecksum = h.Checksum
 	c.pipeline[h.Op%uint64(len(c.pipeline))] = coreEntry{op: h.Op, identity: h.Checksum}
 	c.write(s, body)
 	c.pendingSelf = append(c.pendingSelf, h.Op)
@@ -1205,10 +1118,10 @@ func (c *Core) proposable() error {
 		return ErrNotPrimary
 	case c.op-c.commitMax >= uint64(len(c.pipeline)):
 		return ErrPipelineFull
-	case c.op+1-c.commitMin >= uint64(len(c.slots)):
+	case c.op+1-c.commitMin >= uint64(len(c.log.slots)):
 		// The slot would overwrite an op not applied yet.
 		return ErrPipelineFull
-	case c.cfg.ReportsCheckpoints && c.op+1-c.checkpointOp >= uint64(len(c.slots)):
+	case c.cfg.ReportsCheckpoints && c.op+1-c.log.checkpointOp >= uint64(len(c.log.slots)):
 		// A restart from the last checkpoint would need more ops than the window
 		// holds: the primary waits for the caller's next checkpoint (found by
 		// vsr/sim at a primary of two that committed alone while it could not
@@ -1499,7 +1412,7 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 		} else {
 			duplicate = true // forwarded and acknowledged again below
 		}
-	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.slots)):
+	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.log.slots)):
 		// Its slot still holds an op this replica has not applied: it is too far
 		// behind to take new ops, and catches up by repair or state transfer.
 		c.maybeRepair()
@@ -1513,7 +1426,7 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 		if c.op == 0 && !h.Parent.IsZero() {
 			return c.drop(DropGap)
 		}
-		s := &c.slots[h.Op%uint64(len(c.slots))]
+		s := &c.log.slots[h.Op%uint64(len(c.log.slots))]
 		*s = slot{header: h, trusted: true}
 		s.header.View = c.view
 		c.op = h.Op
@@ -2071,7 +1984,7 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 			if s != nil {
 				c.discard(h.Op)
 			}
-			s = &c.slots[h.Op%uint64(len(c.slots))]
+			s = &c.log.slots[h.Op%uint64(len(c.log.slots))]
 			*s = slot{header: *h, trusted: true, faulty: faulty}
 		}
 		low = h.Op
@@ -2085,27 +1998,27 @@ func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
 	// Below the suffix nothing is known to be of this log until the chain says so
 	// (only the last JournalSlots ops can have a slot).
 	from := c.commitMin + 1
-	if low > uint64(len(c.slots)) && from < low-uint64(len(c.slots)) {
-		from = low - uint64(len(c.slots))
+	if low > uint64(len(c.log.slots)) && from < low-uint64(len(c.log.slots)) {
+		from = low - uint64(len(c.log.slots))
 	}
 	for op := from; op < low; op++ {
 		if s := c.slotAt(op); s != nil {
 			s.trusted = false
 		}
 	}
-	c.trustLow = low
-	if c.trustLow <= c.commitMin {
-		c.trustLow = c.commitMin + 1
+	c.log.trustLow = low
+	if c.log.trustLow <= c.commitMin {
+		c.log.trustLow = c.commitMin + 1
 	}
 	c.dropCandidates()
 	c.verifyDown()
 	if hs := c.slotAt(head); hs != nil {
-		c.lastPrepareChecksum = hs.header.Checksum
-		if hs.header.Timestamp > c.lastTimestamp {
-			c.lastTimestamp = hs.header.Timestamp
+		c.log.lastPrepareChecksum = hs.header.Checksum
+		if hs.header.Timestamp > c.log.lastTimestamp {
+			c.log.lastTimestamp = hs.header.Timestamp
 		}
 	} else if head == 0 {
-		c.lastPrepareChecksum = wire.Uint128{}
+		c.log.lastPrepareChecksum = wire.Uint128{}
 	}
 }
 
@@ -2118,13 +2031,13 @@ func (c *Core) dropCandidates() { c.candidates = nil }
 // verifyDown extends the trusted range downward while the slot (or a repair
 // candidate) below it is the parent the chain names.
 func (c *Core) verifyDown() {
-	for c.trustLow > c.commitMin+1 {
-		top := c.slotAt(c.trustLow)
+	for c.log.trustLow > c.commitMin+1 {
+		top := c.slotAt(c.log.trustLow)
 		if top == nil {
 			return
 		}
 		expected := top.header.Parent
-		op := c.trustLow - 1
+		op := c.log.trustLow - 1
 		if op < c.windowLow() {
 			// Its slot is op+JournalSlots's, which this replica may have
 			// acknowledged: the ops below the window come only with a state.
@@ -2132,7 +2045,7 @@ func (c *Core) verifyDown() {
 		}
 		if s := c.slotAt(op); s != nil && s.header.Checksum == expected {
 			s.trusted = true
-			c.trustLow = op
+			c.log.trustLow = op
 			continue
 		}
 		found := false
@@ -2140,10 +2053,10 @@ func (c *Core) verifyDown() {
 			cand := &c.candidates[i]
 			if cand.header.Op == op && cand.header.Checksum == expected {
 				c.discard(op)
-				s := &c.slots[op%uint64(len(c.slots))]
+				s := &c.log.slots[op%uint64(len(c.log.slots))]
 				*s = slot{header: cand.header, trusted: true}
 				c.write(s, cand.body)
-				c.trustLow = op
+				c.log.trustLow = op
 				c.repairProgress = true
 				found = true
 				break
@@ -2158,9 +2071,9 @@ func (c *Core) verifyDown() {
 	}
 	// The applied op must be the parent of the first unapplied one: committed ops
 	// are in every later view's log.
-	if c.commitMin > 0 && c.trustLow == c.commitMin+1 {
-		if top, below := c.slotAt(c.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
-			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.trustLow, c.commitMin))
+	if c.commitMin > 0 && c.log.trustLow == c.commitMin+1 {
+		if top, below := c.slotAt(c.log.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
+			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.log.trustLow, c.commitMin))
 		}
 	}
 }
@@ -2388,7 +2301,7 @@ func (c *Core) startRepair() {
 	}
 	for op := start; op <= limit; op++ {
 		s := c.slotAt(op)
-		if op < c.trustLow || s == nil || !s.trusted || s.body == bodyNone {
+		if op < c.log.trustLow || s == nil || !s.trusted || s.body == bodyNone {
 			from = op
 			break
 		}
@@ -2406,10 +2319,10 @@ func (c *Core) startRepair() {
 	}
 	chunk := uint64(c.cfg.Timing.RepairChunkMax)
 	to := from + chunk - 1
-	if from < c.trustLow {
+	if from < c.log.trustLow {
 		// Below the trusted range the chain is verified downward: fetch the chunk
 		// just under it.
-		to = c.trustLow - 1
+		to = c.log.trustLow - 1
 		if to+1 > from+chunk {
 			from = to + 1 - chunk
 		}
@@ -2463,9 +2376,9 @@ func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
 	}
 	// The journal holds the last JournalSlots ops, and none at or below a
 	// checkpoint it recovered from or a state it installed.
-	oldest := c.retainedLow
-	if c.op >= uint64(len(c.slots)) {
-		oldest = max(oldest, c.op-uint64(len(c.slots))+1)
+	oldest := c.log.retainedLow
+	if c.op >= uint64(len(c.log.slots)) {
+		oldest = max(oldest, c.op-uint64(len(c.log.slots))+1)
 	}
 	if r, ok := c.cfg.Storage.(RetainingStorage); ok {
 		oldest = max(oldest, min(r.OldestRetained(), c.op+1))
@@ -2514,7 +2427,7 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 	s := c.slotAt(h.Op)
 	dropped, reason := false, DropReason(0)
 	switch {
-	case h.Op >= c.trustLow && s != nil && s.trusted:
+	case h.Op >= c.log.trustLow && s != nil && s.trusted:
 		if s.header.Checksum != h.Checksum {
 			dropped, reason = true, DropNotInLog
 			break
@@ -2528,7 +2441,7 @@ func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
 		if c.status == StatusNormal && !c.IsPrimary() {
 			c.sendPrepareOk(&s.header)
 		}
-	case h.Op >= c.trustLow:
+	case h.Op >= c.log.trustLow:
 		// Within the trusted range, where no trusted header names it.
 		dropped, reason = true, DropNotInLog
 	case len(c.candidates) == c.cfg.Timing.RepairChunkMax:

@@ -30,8 +30,8 @@ type protocolState struct {
 
 func protocolStateOf(c *Core) protocolState {
 	slots := fnv.New64a()
-	for i := range c.slots {
-		s := &c.slots[i]
+	for i := range c.log.slots {
+		s := &c.log.slots[i]
 		slots.Write(wire.HeaderBytes(&s.header)[:])
 		slots.Write([]byte{byte(s.body), boolByte(s.trusted), boolByte(s.faulty)})
 	}
@@ -47,7 +47,7 @@ func protocolStateOf(c *Core) protocolState {
 	}
 	return protocolState{
 		status: c.status, view: c.view, logView: c.logView,
-		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.trustLow, retained: c.retainedLow, checkpoint: c.checkpointOp,
+		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.log.trustLow, retained: c.log.retainedLow, checkpoint: c.log.checkpointOp,
 		durable: c.durable, stateChanged: c.stateChanged,
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
 		svcFrom: c.svcFrom, votes: votes, candidates: len(c.candidates),
@@ -325,8 +325,8 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 		{"a repaired body below the chain, the repair buffer full", DropRepairBufferFull, func(t *testing.T) {
 			tc := behindCluster(t, 20)
 			c := tc.cores[1]
-			if !c.repairActive || c.trustLow != 20 {
-				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repairActive, c.trustLow)
+			if !c.repairActive || c.log.trustLow != 20 {
+				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repairActive, c.log.trustLow)
 			}
 			for op := uint64(1); op <= uint64(testTiming.RepairChunkMax); op++ {
 				p, body := tc.journaled(0, op, wire.CommandRepairPrepare)

@@ -162,7 +162,7 @@ func TestCoreFaultyOpKeepsCommittedOp(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range base {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 				c.op = h.Op
 			}
@@ -241,7 +241,7 @@ func TestMergeWithFaultyOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range base {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 			}
 			c.op = 3
@@ -255,7 +255,7 @@ func TestMergeWithFaultyOps(t *testing.T) {
 					s.body = bodyDurable
 					st.put(&s.header, nil)
 				}
-				c.slots[o.op%64] = s
+				c.log.slots[o.op%64] = s
 				c.op = o.op
 			}
 			c.logView, c.commitMax, c.commitMin = 3, 3, 3

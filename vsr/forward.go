@@ -303,7 +303,7 @@ func (c *Core) admitForward(from uint8, client, nonce wire.Uint128, register boo
 	if len(c.forwardsIn) >= forwardsMax {
 		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
 	}
-	op, err := c.Propose(p, nil, c.lastTimestamp+1)
+	op, err := c.Propose(p, nil, c.log.lastTimestamp+1)
 	if err != nil {
 		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
 	}

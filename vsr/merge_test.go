@@ -136,7 +136,7 @@ func TestMergeCanonicalLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range tc.own {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 				c.op = max(c.op, h.Op)
 			}

@@ -454,23 +454,23 @@ func (c *Core) installed(identity wire.Uint128) {
 	// What the journal holds at or below the installed op is not of the log this
 	// replica follows now, or not known to be.
 	// (The op itself stays when it is the installed state's: it anchors the log.)
-	for k := op; k > 0 && k+uint64(len(c.slots)) > op && k > c.commitMin; k-- {
+	for k := op; k > 0 && k+uint64(len(c.log.slots)) > op && k > c.commitMin; k-- {
 		if s := c.slotAt(k); s != nil && !(k == op && s.trusted && !identity.IsZero() && s.header.Checksum == identity) {
 			*s = slot{}
 		}
 	}
 	if c.op <= op && !identity.IsZero() {
-		c.lastPrepareChecksum = identity
+		c.log.lastPrepareChecksum = identity
 	}
 	c.commitMin = op
-	c.retainedLow = max(c.retainedLow, op+1)
-	c.checkpointOp = max(c.checkpointOp, op)
+	c.log.retainedLow = max(c.log.retainedLow, op+1)
+	c.log.checkpointOp = max(c.log.checkpointOp, op)
 	c.commitMax = max(c.commitMax, op)
 	if c.op < op {
 		c.op = op
 	}
-	if c.trustLow <= op {
-		c.trustLow = op + 1
+	if c.log.trustLow <= op {
+		c.log.trustLow = op + 1
 	}
 	c.dropCandidates()
 	c.verifyDown()
