@@ -21,14 +21,6 @@ const (
 	ReplicasMax = 32
 )
 
-// ErrPipelineFull tells the primary's caller to hold the request back (or answer it
-// with a retryable status): every pipeline slot is waiting for its quorum.
-var ErrPipelineFull = errors.New("vsr: prepare pipeline is full")
-
-// ErrNotPrimary is returned when a replica that does not lead the current view is
-// asked to prepare.
-var ErrNotPrimary = errors.New("vsr: replica is not the primary of its view")
-
 // Config is what a replica of one consensus group is made of.
 type Config struct {
 	Cluster      wire.Uint128
@@ -71,15 +63,6 @@ func QuorumReplication(replicaCount int) int {
 // replication quorum.
 func QuorumViewChange(replicaCount int) int {
 	return replicaCount - QuorumReplication(replicaCount) + 1
-}
-
-// Proposal is an admitted client request as the primary turns it into a prepare.
-type Proposal struct {
-	Client          wire.Uint128
-	Request         uint64
-	RequestChecksum wire.Uint128
-	Operation       wire.Operation
-	UserID          uint32
 }
 
 func popcount(x uint32) int {
@@ -315,12 +298,6 @@ func (rd *Ready) SendableEarly(i int) bool {
 		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
-type coreEntry struct {
-	op       uint64
-	identity wire.Uint128
-	acks     uint32
-}
-
 type doViewChange struct {
 	logView uint32
 	op      uint64
@@ -355,13 +332,7 @@ type Core struct {
 
 	log slotLog
 
-	// Primary: prepared ops commitMax+1..op, at pipeline[op % depth].
-	pipeline []coreEntry
-	// hopSilent: the chain's next hop let an op commit without acknowledging it
-	// (it is down or cut off). The primary then sends each new prepare to every
-	// backup itself instead of down the chain, so an op need not wait for its
-	// retransmission; the hop's next acknowledgement restores the chain.
-	hopSilent bool
+	normal normalCase
 
 	// Timers are absolute tick deadlines; zero is off.
 	heartbeatAt     uint64
@@ -373,14 +344,6 @@ type Core struct {
 	probeAt         uint64
 	probeCount      int
 	repairAt        uint64
-
-	heartbeatToken uint64
-	// commitBroadcast is the commit point the last Commit broadcast carried
-	// (QuietWhenIdle), noCommitBroadcast before a primary's first one;
-	// commitRepeats how many broadcasts in a row carried it.
-	commitBroadcast    uint64
-	commitRepeats      int
-	heartbeatTokenSeen uint64
 
 	// View change.
 	svcFrom     uint32
@@ -406,7 +369,6 @@ type Core struct {
 	// Ready, reused.
 	rd            Ready
 	stateOut      DurableState
-	pendingSelf   []uint64
 	dirtySlots    []uint64
 	bodyBuffers   [][]byte
 	bodyBuffersAt int
@@ -422,7 +384,6 @@ type Core struct {
 	transfer      transferIn
 	offers        []stateOffer
 	stateRequests []StateRequest
-	deferred      []Write // MutationAckBeforeDurable only
 	svSentTo      []uint64
 
 	// drops counts the inputs ignored, by reason (drops.go).
@@ -442,10 +403,6 @@ func (c *Core) checkNoReadyOut(input string) {
 		panic("vsr: " + input + " between Ready and Advance")
 	}
 }
-
-// ErrNotNormal is returned by Propose while the replica is changing view or
-// recovering: the client retries.
-var ErrNotNormal = errors.New("vsr: replica is not in normal status")
 
 // NewCore makes a replica of a fresh group: empty log, view 0, Normal.
 func NewCore(cfg CoreConfig) (*Core, error) {
@@ -479,7 +436,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			trustLow:    1,
 			retainedLow: 1,
 		},
-		pipeline: make([]coreEntry, cfg.PipelineDepth),
+		normal:   normalCase{pipeline: make([]coreEntry, cfg.PipelineDepth)},
 		dvcs:     make([]*doViewChange, n),
 		svSentTo: make([]uint64, n),
 	}
@@ -715,17 +672,6 @@ func CommittedReply(prepare *wire.PrepareHeader) wire.ReplyHeader {
 	return h
 }
 
-// InPipeline reports whether client has a prepared, uncommitted request here (the
-// primary's admission check: one request in flight per client).
-func (c *Core) InPipeline(client wire.Uint128) bool {
-	for op := c.commitMax + 1; op <= c.op; op++ {
-		if s := c.slotAt(op); s != nil && s.header.Client == client {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *Core) n() int { return int(c.cfg.ReplicaCount) }
 
 func (c *Core) quorumReplication() int {
@@ -745,14 +691,14 @@ func (c *Core) quorumNack() int {
 }
 
 func (c *Core) startTimers() {
-	c.hopSilent = false
+	c.normal.hopSilent = false
 	c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt = 0, 0, 0, 0, 0, 0
 	switch {
 	case c.status != StatusNormal:
 	case c.Primary() == c.cfg.ReplicaID:
 		if c.n() > 1 {
 			c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
-			c.commitBroadcast = noCommitBroadcast
+			c.normal.commitBroadcast = noCommitBroadcast
 			if c.op > c.commitMax {
 				c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 			}
@@ -775,38 +721,6 @@ func (c *Core) NextDeadline() uint64 {
 	return d
 }
 
-// noCommitBroadcast marks a primary that has not broadcast Commit in its view yet.
-const noCommitBroadcast = ^uint64(0)
-
-// quietAfterBroadcasts is how many Commit broadcasts in a row must carry an
-// unchanged commit point before a QuietWhenIdle primary stops: a backup that
-// lost them all still holds ops above its commit point, so liveness from the
-// primary's node no longer keeps it waiting (NoteLiveness), and its heartbeat
-// timeout brings a view change that commits them.
-const quietAfterBroadcasts = 3
-
-// Heartbeat broadcasts a Commit now when this replica leads its group in normal
-// status, and reports whether it did: the caller's keep-alive for a node whose
-// groups are quiet (CoreConfig.QuietWhenIdle), when nothing else went to a peer
-// for a commit broadcast interval.
-func (c *Core) Heartbeat() bool {
-	c.checkNoReadyOut("Heartbeat")
-	if !c.IsPrimary() || c.n() == 1 {
-		return false
-	}
-	c.broadcastCommit()
-	return true
-}
-
-// NoteLiveness tells a backup that replica sent the shard anything (a frame of any
-// group): a frame from its view's primary proves the primary alive, so idle groups
-// need no heartbeats of their own.
-func (c *Core) NoteLiveness(replica uint8) {
-	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() && (!c.cfg.QuietWhenIdle || c.op == c.commitMax) {
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
-	}
-}
-
 // Tick advances the replica's clock by one tick and fires what is due.
 func (c *Core) Tick() {
 	c.checkNoReadyOut("Tick")
@@ -827,7 +741,7 @@ func (c *Core) Tick() {
 		return
 	}
 	if c.commitAt != 0 && c.now >= c.commitAt {
-		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.commitBroadcast == c.commitMax && c.commitRepeats >= quietAfterBroadcasts {
+		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.normal.commitBroadcast == c.commitMax && c.normal.commitRepeats >= quietAfterBroadcasts {
 			c.commitAt = 0 // idle: nothing until the next proposal
 		} else {
 			c.commitAt = c.now + t.CommitBroadcastIntervalTicks
@@ -1025,15 +939,15 @@ func (c *Core) Advance() {
 		c.rd.Install = nil
 		c.installed(identity)
 	}
-	for _, w := range c.deferred {
+	for _, w := range c.normal.deferred {
 		if s := c.slotAt(w.Header.Op); s != nil && s.header.Checksum == w.Header.Checksum {
 			c.write(s, w.Body)
 		}
 	}
-	c.deferred = c.deferred[:0]
+	c.normal.deferred = c.normal.deferred[:0]
 	// The primary's own append is one ack, counted once it is durable.
-	pending := c.pendingSelf
-	c.pendingSelf = c.pendingSelf[:0]
+	pending := c.normal.pendingSelf
+	c.normal.pendingSelf = c.normal.pendingSelf[:0]
 	if c.IsPrimary() {
 		for _, op := range pending {
 			if s := c.slotAt(op); s != nil {
@@ -1044,215 +958,6 @@ func (c *Core) Advance() {
 	if len(c.forwardsIn) > 0 {
 		// The commits of that Ready are applied now: the session table has them.
 		c.answerForwards(!c.IsPrimary())
-	}
-}
-
-// --- normal case ---
-
-// Propose prepares an admitted request on the primary: the next op of the hash
-// chain, journaled and sent down the replication chain through Ready. body must stay
-// valid until the Advance that follows.
-func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
-	c.checkNoReadyOut("Propose")
-	if err := c.proposable(); err != nil {
-		return 0, err
-	}
-	timestamp := nowMicros
-	if timestamp <= c.log.lastTimestamp {
-		timestamp = c.log.lastTimestamp + 1
-	}
-	s := &c.log.slots[(c.op+1)%uint64(len(c.log.slots))]
-	*s = slot{trusted: true}
-	h := &s.header
-	h.Cluster = c.cfg.Cluster
-	h.Size = uint32(wire.HeaderSize + len(body))
-	h.View = c.view
-	h.Command = wire.CommandPrepare
-	h.Replica = c.cfg.ReplicaID
-	h.Client = p.Client
-	h.Parent = c.log.lastPrepareChecksum
-	h.RequestChecksum = p.RequestChecksum
-	h.Op = c.op + 1
-	h.Commit = c.commitMax
-	h.Timestamp = timestamp
-	h.Request = p.Request
-	h.Operation = p.Operation
-	h.Group = c.cfg.Group
-	h.UserID = p.UserID
-	if c.cfg.Group == wire.MetadataGroup {
-		h.ChecksumBody = wire.BodyChecksum(body)
-	}
-	h.SetIdentity()
-
-	c.op = h.Op
-	c.log.lastTimestamp = timestamp
-	c.log.lastPrepareChecksum = h.Checksum
-	c.pipeline[h.Op%uint64(len(c.pipeline))] = coreEntry{op: h.Op, identity: h.Checksum}
-	c.write(s, body)
-	c.pendingSelf = append(c.pendingSelf, h.Op)
-	if next := c.nextHop(c.view); next != c.cfg.ReplicaID && !c.hopSilent {
-		c.sendPrepare(next, h, body, wire.CommandPrepare)
-	} else if c.hopSilent {
-		for peer := uint8(0); int(peer) < c.n(); peer++ {
-			if peer != c.cfg.ReplicaID {
-				c.sendPrepare(peer, h, body, wire.CommandPrepare)
-			}
-		}
-	}
-	if c.retransmitAt == 0 && c.n() > 1 {
-		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
-		c.retransmitCount = 0
-	}
-	if c.commitAt == 0 && c.n() > 1 {
-		c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks // a quiet group wakes
-	}
-	return h.Op, nil
-}
-
-// proposable is why Propose would refuse a proposal now, nil if it would take one.
-func (c *Core) proposable() error {
-	switch {
-	case c.status != StatusNormal:
-		return ErrNotNormal
-	case c.Primary() != c.cfg.ReplicaID:
-		return ErrNotPrimary
-	case c.op-c.commitMax >= uint64(len(c.pipeline)):
-		return ErrPipelineFull
-	case c.op+1-c.commitMin >= uint64(len(c.log.slots)):
-		// The slot would overwrite an op not applied yet.
-		return ErrPipelineFull
-	case c.cfg.ReportsCheckpoints && c.op+1-c.log.checkpointOp >= uint64(len(c.log.slots)):
-		// A restart from the last checkpoint would need more ops than the window
-		// holds: the primary waits for the caller's next checkpoint (found by
-		// vsr/sim at a primary of two that committed alone while it could not
-		// apply). The caller's interval keeps this rare (checkpoint.go).
-		return ErrCheckpointDue
-	}
-	return nil
-}
-
-// nextHop is the chain successor; the chain ends where it would reach the primary.
-func (c *Core) nextHop(view uint32) uint8 {
-	next := uint8((int(c.cfg.ReplicaID) + 1) % c.n())
-	if next == c.PrimaryOf(view) {
-		return c.cfg.ReplicaID
-	}
-	return next
-}
-
-func (c *Core) sendPrepare(to uint8, h *wire.PrepareHeader, body []byte, command wire.Command) {
-	c.rd.Messages = append(c.rd.Messages, Message{To: to, Body: body})
-	m := &c.rd.Messages[len(c.rd.Messages)-1]
-	p := (*wire.PrepareHeader)(headerPointer(&m.Header))
-	*p = *h
-	if command == wire.CommandPrepare {
-		// A retransmission carries the current view; the identity ignores it.
-		p.View = c.view
-	} else {
-		p.Command = command
-	}
-}
-
-// onAck counts replica's durable append of op, and reports why it counted nothing
-// when it did not.
-func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) (DropReason, bool) {
-	if op <= c.commitMax {
-		return DropDuplicate, true // committed already
-	}
-	if op > c.op {
-		return DropNotInLog, true
-	}
-	e := &c.pipeline[op%uint64(len(c.pipeline))]
-	if e.op != op || e.identity != identity {
-		return DropNotInLog, true
-	}
-	// A second ack of the op still tells that the replica is back in the chain.
-	duplicate := e.acks&(1<<replica) != 0
-	e.acks |= 1 << replica
-	next := c.nextHop(c.view)
-	if replica == next {
-		c.hopSilent = false
-	}
-	moved := false
-	for c.commitMax < c.op {
-		head := &c.pipeline[(c.commitMax+1)%uint64(len(c.pipeline))]
-		if head.op != c.commitMax+1 || popcount(head.acks) < c.quorumReplication() {
-			break
-		}
-		if next != c.cfg.ReplicaID && head.acks&(1<<next) == 0 {
-			c.hopSilent = true
-		}
-		c.commitMax = head.op
-		*head = coreEntry{}
-		moved = true
-	}
-	if moved {
-		c.retransmitCount = 0
-		if c.commitMax == c.op {
-			c.retransmitAt = 0
-		} else {
-			c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
-		}
-		if c.cfg.CommitEagerly && c.commitMax == c.op {
-			// No prepare in flight will carry the new commit point.
-			c.broadcastCommit()
-		}
-	}
-	if duplicate {
-		return DropDuplicate, true
-	}
-	return 0, false
-}
-
-func (c *Core) retransmit() {
-	c.retransmitCount++
-	backoff := c.retransmitCount
-	if backoff > 4 {
-		backoff = 4
-	}
-	c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks<<backoff
-	if !c.IsPrimary() || c.commitMax == c.op {
-		c.retransmitAt = 0
-		return
-	}
-	for op := c.commitMax + 1; op <= c.op; op++ {
-		e := &c.pipeline[op%uint64(len(c.pipeline))]
-		s := c.slotAt(op)
-		if e.op != op || s == nil {
-			continue
-		}
-		body, ok := c.cfg.Storage.Body(op, s.header.Checksum)
-		if !ok {
-			continue
-		}
-		for peer := 0; peer < c.n(); peer++ {
-			if e.acks&(1<<peer) == 0 && uint8(peer) != c.cfg.ReplicaID {
-				c.sendPrepare(uint8(peer), &s.header, body, wire.CommandPrepare)
-			}
-		}
-	}
-}
-
-func (c *Core) broadcastCommit() {
-	if !c.IsPrimary() {
-		return
-	}
-	c.heartbeatToken++
-	if c.commitBroadcast == c.commitMax {
-		c.commitRepeats++
-	} else {
-		c.commitBroadcast, c.commitRepeats = c.commitMax, 1
-	}
-	for peer := 0; peer < c.n(); peer++ {
-		if uint8(peer) == c.cfg.ReplicaID {
-			continue
-		}
-		h := c.message(uint8(peer), wire.CommandCommit)
-		m := (*wire.CommitHeader)(headerPointer(h))
-		m.TimestampMonotonic = c.heartbeatToken
-		m.Commit = c.commitMax
-		m.Group = c.cfg.Group
-		c.seal(nil)
 	}
 }
 
@@ -1339,27 +1044,6 @@ func (c *Core) checkGroup(group uint64) error {
 	return nil
 }
 
-// checkPrepare verifies a prepare's identity and body seal; h is a copy whose
-// command is Prepare.
-func (c *Core) checkPrepare(h *wire.PrepareHeader, body []byte) error {
-	if err := c.checkGroup(h.Group); err != nil {
-		return err
-	}
-	if h.Op == 0 {
-		return badMessage("prepare op 0")
-	}
-	if !h.IdentityValid() {
-		return badMessage("prepare op %d: identity checksum mismatch", h.Op)
-	}
-	if h.Group == wire.MetadataGroup && h.ChecksumBody != wire.BodyChecksum(body) {
-		return badMessage("prepare op %d: body checksum mismatch", h.Op)
-	}
-	if h.Cluster != c.cfg.Cluster {
-		return badMessage("prepare op %d of another cluster", h.Op)
-	}
-	return nil
-}
-
 // onNewerView: a frame of a view this replica has not joined. It asks that view's
 // primary for a StartView (at most once a tick).
 func (c *Core) onNewerView(view uint32) {
@@ -1368,161 +1052,6 @@ func (c *Core) onNewerView(view uint32) {
 	}
 	c.rsvNextAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
 	c.sendRequestStartView(c.PrimaryOf(view))
-}
-
-func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
-	h := *m
-	if err := c.checkPrepare(&h, body); err != nil {
-		return err
-	}
-	switch {
-	case h.View > c.view || (h.View == c.view && c.status == StatusViewChange):
-		c.onNewerView(h.View)
-		return c.drop(DropNewerView)
-	case h.View < c.view:
-		return c.drop(DropOlderView)
-	case c.status != StatusNormal:
-		return c.drop(DropNotNormal)
-	case c.Primary() == c.cfg.ReplicaID:
-		return c.drop(DropNotForRole)
-	}
-	// The prepare proves its primary alive and carries the commit point, whatever
-	// becomes of its op.
-	c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
-	if h.Commit > c.commitMax {
-		c.commitMax = h.Commit
-	}
-	duplicate := false
-	switch {
-	case h.Op <= c.commitMin:
-		// Applied here; a new primary may still need the ack, when it learned less
-		// of the commit point than this replica did.
-		if s := c.slotAt(h.Op); s != nil && s.trusted && s.header.Checksum == h.Checksum {
-			c.sendPrepareOk(&h)
-			return c.drop(DropDuplicate)
-		}
-		return c.drop(DropNotInLog)
-	case h.Op <= c.op:
-		s := c.slotAt(h.Op)
-		if s == nil || !s.trusted || s.header.Checksum != h.Checksum {
-			return c.drop(DropNotInLog)
-		}
-		if s.body == bodyNone {
-			c.write(s, body)
-		} else {
-			duplicate = true // forwarded and acknowledged again below
-		}
-	case h.Op == c.op+1 && h.Op-c.commitMin >= uint64(len(c.log.slots)):
-		// Its slot still holds an op this replica has not applied: it is too far
-		// behind to take new ops, and catches up by repair or state transfer.
-		c.maybeRepair()
-		return c.drop(DropBehind)
-	case h.Op == c.op+1:
-		if head := c.slotAt(c.op); c.op > 0 && (head == nil || !head.trusted || head.header.Checksum != h.Parent) {
-			// Our head is not this prepare's parent: we missed a view's start.
-			c.onNewerView(c.view)
-			return c.drop(DropGap)
-		}
-		if c.op == 0 && !h.Parent.IsZero() {
-			return c.drop(DropGap)
-		}
-		s := &c.log.slots[h.Op%uint64(len(c.log.slots))]
-		*s = slot{header: h, trusted: true}
-		s.header.View = c.view
-		c.op = h.Op
-		if c.cfg.Mutation == MutationAckBeforeDurable {
-			// The write goes out with the next Ready, after this one's PrepareOk.
-			c.deferred = append(c.deferred, Write{Header: s.header, Body: append([]byte(nil), body...)})
-		} else {
-			c.write(s, body)
-		}
-	default:
-		// A gap: the ops between are committed elsewhere or still coming. The
-		// primary's StartView carries the headers to repair from.
-		c.onNewerView(c.view)
-		return c.drop(DropGap)
-	}
-	if next := c.nextHop(c.view); next != c.cfg.ReplicaID {
-		c.sendPrepare(next, &h, body, wire.CommandPrepare)
-	}
-	c.sendPrepareOk(&h)
-	c.maybeRepair()
-	if duplicate {
-		return c.drop(DropDuplicate)
-	}
-	return nil
-}
-
-func (c *Core) sendPrepareOk(p *wire.PrepareHeader) {
-	h := c.message(c.Primary(), wire.CommandPrepareOk)
-	ok := (*wire.PrepareOkHeader)(headerPointer(h))
-	ok.Parent = p.Parent
-	ok.PrepareChecksum = p.Checksum
-	ok.Op = p.Op
-	ok.Commit = c.commitMax
-	ok.Timestamp = p.Timestamp
-	ok.Request = p.Request
-	ok.Operation = p.Operation
-	ok.Group = c.cfg.Group
-	c.seal(nil)
-}
-
-func (c *Core) onPrepareOk(m *wire.PrepareOkHeader) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	switch {
-	case m.View > c.view:
-		c.onNewerView(m.View)
-		return c.drop(DropNewerView)
-	case m.View < c.view:
-		return c.drop(DropOlderView)
-	case c.status != StatusNormal:
-		return c.drop(DropNotNormal)
-	case !c.IsPrimary() || m.Replica == c.cfg.ReplicaID:
-		return c.drop(DropNotForRole)
-	}
-	if r, dropped := c.onAck(m.Replica, m.Op, m.PrepareChecksum); dropped {
-		return c.drop(r)
-	}
-	return nil
-}
-
-func (c *Core) onCommit(m *wire.CommitHeader) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	switch {
-	case m.View > c.view || (m.View == c.view && c.status == StatusViewChange):
-		c.onNewerView(m.View)
-		return c.drop(DropNewerView)
-	case m.View < c.view:
-		c.answerStaleView(m.Replica)
-		return c.drop(DropOlderView)
-	case c.status != StatusNormal:
-		return c.drop(DropNotNormal)
-	case m.Replica != c.Primary() || c.IsPrimary():
-		return c.drop(DropNotForRole)
-	}
-	// A heartbeat that came again, or behind a newer one, is done already (it
-	// still has a repair go on).
-	duplicate := m.TimestampMonotonic <= c.heartbeatTokenSeen && m.Commit <= c.commitMax
-	if m.TimestampMonotonic > c.heartbeatTokenSeen {
-		c.heartbeatTokenSeen = m.TimestampMonotonic
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
-	}
-	if m.Commit > c.commitMax {
-		c.commitMax = m.Commit
-	}
-	if c.commitMax > c.op {
-		// Committed ops we have no header of: the StartView names them.
-		c.onNewerView(c.view)
-	}
-	c.maybeRepair()
-	if duplicate {
-		return c.drop(DropDuplicate)
-	}
-	return nil
 }
 
 // answerStaleView: a primary hearing a replica that has not joined its view (an
@@ -1551,12 +1080,12 @@ func (c *Core) startViewChange(view uint32) {
 	c.dvcSent = false
 	clear(c.dvcs)
 	c.mergeDone = false
-	clear(c.pipeline)
+	clear(c.normal.pipeline)
 	c.repairActive, c.repairAt = false, 0
 	c.heartbeatAt, c.commitAt, c.retransmitAt, c.probeAt = 0, 0, 0, 0
 	c.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
 	c.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
-	c.heartbeatTokenSeen = 0
+	c.normal.heartbeatTokenSeen = 0
 	c.persist()
 	c.sendStartViewChange()
 	c.checkStartViewChangeQuorum()
@@ -1877,7 +1406,7 @@ func (c *Core) checkDoViewChangeQuorum() {
 		}
 		merged = append(merged, *h)
 	}
-	if head-commitMax > uint64(len(c.pipeline)) {
+	if head-commitMax > uint64(len(c.normal.pipeline)) {
 		return
 	}
 	c.installLog(merged, head, commitMax)
@@ -2096,16 +1625,16 @@ func (c *Core) maybeStartView() {
 	clear(c.dvcs)
 	c.svcAt, c.viewChangeAt = 0, 0
 	c.persistLog()
-	clear(c.pipeline)
+	clear(c.normal.pipeline)
 	for op := c.commitMax + 1; op <= c.op; op++ {
 		s := c.slotAt(op)
 		e := coreEntry{op: op, identity: s.header.Checksum}
 		if s.body == bodyDurable {
 			e.acks = 1 << c.cfg.ReplicaID
 		} else {
-			c.pendingSelf = append(c.pendingSelf, op)
+			c.normal.pendingSelf = append(c.normal.pendingSelf, op)
 		}
-		c.pipeline[op%uint64(len(c.pipeline))] = e
+		c.normal.pipeline[op%uint64(len(c.normal.pipeline))] = e
 	}
 	c.repairActive, c.repairAt = false, 0
 	c.startTimers()
@@ -2196,14 +1725,14 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	c.status = StatusNormal
 	clear(c.dvcs)
 	c.mergeDone = false
-	clear(c.pipeline)
+	clear(c.normal.pipeline)
 	if m.Commit > c.commitMax {
 		c.commitMax = m.Commit
 	}
 	c.adoptLog(headers, m.Op)
 	c.persistLog()
 	c.repairActive, c.repairAt = false, 0
-	c.heartbeatTokenSeen = 0
+	c.normal.heartbeatTokenSeen = 0
 	c.startTimers()
 	// Ack what the new primary has not committed (it may know less of the commit
 	// point than this replica).

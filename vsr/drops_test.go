@@ -36,7 +36,7 @@ func protocolStateOf(c *Core) protocolState {
 		slots.Write([]byte{byte(s.body), boolByte(s.trusted), boolByte(s.faulty)})
 	}
 	pipeline := fnv.New64a()
-	for _, e := range c.pipeline {
+	for _, e := range c.normal.pipeline {
 		pipeline.Write([]byte{byte(e.op), byte(e.op >> 8), byte(e.identity.Lo), byte(e.acks), byte(e.acks >> 8)})
 	}
 	votes := 0
