@@ -298,16 +298,6 @@ func (rd *Ready) SendableEarly(i int) bool {
 		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
-type doViewChange struct {
-	logView uint32
-	op      uint64
-	commit  uint64
-	nack    wire.Uint128
-	present wire.Uint128
-	// headers[i] is op-i; a zero Op is a blank.
-	headers []wire.PrepareHeader
-}
-
 type repairCandidate struct {
 	header wire.PrepareHeader
 	body   []byte
@@ -345,12 +335,7 @@ type Core struct {
 	probeCount      int
 	repairAt        uint64
 
-	// View change.
-	svcFrom     uint32
-	dvcSent     bool
-	dvcs        []*doViewChange // by replica, this view only
-	mergeDone   bool            // candidate installed the merged log, repairing
-	startViewOp uint64          // head of the merged log while repairing
+	vc viewChange
 
 	// Repair.
 	repairNonce  uint64
@@ -372,7 +357,6 @@ type Core struct {
 	dirtySlots    []uint64
 	bodyBuffers   [][]byte
 	bodyBuffersAt int
-	rsvNextAt     uint64
 
 	forwardNonce uint64
 	forwardsOut  []forwardOrigin
@@ -384,7 +368,6 @@ type Core struct {
 	transfer      transferIn
 	offers        []stateOffer
 	stateRequests []StateRequest
-	svSentTo      []uint64
 
 	// drops counts the inputs ignored, by reason (drops.go).
 	drops DropCounts
@@ -436,9 +419,11 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			trustLow:    1,
 			retainedLow: 1,
 		},
-		normal:   normalCase{pipeline: make([]coreEntry, cfg.PipelineDepth)},
-		dvcs:     make([]*doViewChange, n),
-		svSentTo: make([]uint64, n),
+		normal: normalCase{pipeline: make([]coreEntry, cfg.PipelineDepth)},
+		vc: viewChange{
+			dvcs:     make([]*doViewChange, n),
+			svSentTo: make([]uint64, n),
+		},
 	}
 	c.view, c.logView = cfg.InitialView, cfg.InitialView
 	c.durable = DurableState{View: cfg.InitialView, LogView: cfg.InitialView}
@@ -754,10 +739,10 @@ func (c *Core) Tick() {
 	if c.svcAt != 0 && c.now >= c.svcAt {
 		c.svcAt = c.now + t.ViewChangeRetransmitTicks
 		c.sendStartViewChange()
-		if c.dvcSent && c.Primary() != c.cfg.ReplicaID {
+		if c.vc.dvcSent && c.Primary() != c.cfg.ReplicaID {
 			c.sendDoViewChange()
 		}
-		if c.mergeDone {
+		if c.vc.mergeDone {
 			c.maybeRepair()
 		}
 	}
@@ -1044,513 +1029,6 @@ func (c *Core) checkGroup(group uint64) error {
 	return nil
 }
 
-// onNewerView: a frame of a view this replica has not joined. It asks that view's
-// primary for a StartView (at most once a tick).
-func (c *Core) onNewerView(view uint32) {
-	if c.now < c.rsvNextAt || c.PrimaryOf(view) == c.cfg.ReplicaID {
-		return
-	}
-	c.rsvNextAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
-	c.sendRequestStartView(c.PrimaryOf(view))
-}
-
-// answerStaleView: a primary hearing a replica that has not joined its view (an
-// older view's frame, or a view change for the view it already started) tells it
-// the view.
-func (c *Core) answerStaleView(replica uint8) {
-	if !c.IsPrimary() || replica == c.cfg.ReplicaID || (c.svSentTo[replica] != 0 && c.now < c.svSentTo[replica]) {
-		return
-	}
-	c.svSentTo[replica] = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
-	c.svSentTo[replica] = c.now
-	c.sendStartView(replica, wire.Uint128{})
-}
-
-// --- view change ---
-
-func (c *Core) startViewChange(view uint32) {
-	if len(c.forwardsIn) > 0 {
-		c.answerForwards(true)
-	}
-	c.sessionEnds = c.sessionEnds[:0]
-	c.view = view
-	c.status = StatusViewChange
-	c.abandonForwards()
-	c.svcFrom = 1 << c.cfg.ReplicaID
-	c.dvcSent = false
-	clear(c.dvcs)
-	c.mergeDone = false
-	clear(c.normal.pipeline)
-	c.repairActive, c.repairAt = false, 0
-	c.heartbeatAt, c.commitAt, c.retransmitAt, c.probeAt = 0, 0, 0, 0
-	c.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
-	c.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
-	c.normal.heartbeatTokenSeen = 0
-	c.persist()
-	c.sendStartViewChange()
-	c.checkStartViewChangeQuorum()
-}
-
-func (c *Core) sendStartViewChange() {
-	c.targets(broadcast, func(peer uint8) {
-		h := c.message(peer, wire.CommandStartViewChange)
-		(*wire.StartViewChangeHeader)(headerPointer(h)).Group = c.cfg.Group
-		c.seal(nil)
-	})
-}
-
-func (c *Core) onStartViewChange(m *wire.StartViewChangeHeader) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	if c.status == StatusRecovering {
-		return c.drop(DropNotNormal)
-	}
-	switch {
-	case m.View < c.view:
-		c.answerStaleView(m.Replica)
-		return c.drop(DropOlderView)
-	case m.View > c.view:
-		c.startViewChange(m.View)
-	case c.status != StatusViewChange:
-		// Our view already started; the sender missed its StartView.
-		c.answerStaleView(m.Replica)
-		return c.drop(DropOlderView)
-	case c.svcFrom&(1<<m.Replica) != 0:
-		return c.drop(DropDuplicate)
-	}
-	c.svcFrom |= 1 << m.Replica
-	c.checkStartViewChangeQuorum()
-	return nil
-}
-
-func (c *Core) checkStartViewChangeQuorum() {
-	if c.dvcSent || popcount(c.svcFrom) < QuorumViewChange(c.n()) {
-		return
-	}
-	c.dvcSent = true
-	if c.Primary() == c.cfg.ReplicaID {
-		c.dvcs[c.cfg.ReplicaID] = c.ownDoViewChange()
-		c.checkDoViewChangeQuorum()
-		return
-	}
-	c.sendDoViewChange()
-}
-
-// ownDoViewChange is this replica's vote: log view, head, commit point and the
-// trusted headers from the head down to the commit point (at most 128), with a nack
-// for every op above the commit point it never prepared: a blank, or a header it
-// holds without the body (a view named it; the replica acknowledges only what it
-// journaled). A faulty op, journaled and lost to corruption, is never nacked, as
-// in TigerBeetle's DoViewChange (a dirty slot is nacked, a faulty one is not).
-func (c *Core) ownDoViewChange() *doViewChange {
-	d := &doViewChange{logView: c.logView, op: c.op, commit: c.commitMax}
-	if d.commit > d.op {
-		d.commit = d.op
-	}
-	low := d.commit
-	if low == 0 {
-		low = 1
-	}
-	if c.op+1 > low+wire.DoViewChangeSuffixMax {
-		low = c.op + 1 - wire.DoViewChangeSuffixMax
-	}
-	for op := c.op; op >= low && op > 0; op-- {
-		i := int(c.op - op)
-		s := c.slotAt(op)
-		if s == nil || !s.trusted {
-			blank := wire.PrepareHeader{Op: op}
-			blank.Command = wire.CommandPrepare
-			d.headers = append(d.headers, blank)
-			// A nack says "I never prepared it"; a faulty op was prepared here and
-			// lost to corruption, so it may be one of a commit quorum's copies.
-			if op > d.commit && (s == nil || !s.faulty) {
-				setBit(&d.nack, i)
-			}
-			continue
-		}
-		d.headers = append(d.headers, s.header)
-		switch {
-		case s.body != bodyNone:
-			setBit(&d.present, i)
-		case op > d.commit && !s.faulty:
-			// The header alone (a view's StartView named it): this replica never
-			// journaled the op, so never acknowledged it.
-			setBit(&d.nack, i)
-		}
-	}
-	return d
-}
-
-func (c *Core) sendDoViewChange() {
-	d := c.ownDoViewChange()
-	h := c.message(c.Primary(), wire.CommandDoViewChange)
-	v := (*wire.DoViewChangeHeader)(headerPointer(h))
-	v.Op = d.op
-	v.Commit = d.commit
-	v.Group = c.cfg.Group
-	v.LogView = d.logView
-	v.NackBitset = d.nack
-	v.PresentBitset = d.present
-	body := c.bodyBuffer(len(d.headers) * wire.HeaderSize)
-	for i := range d.headers {
-		d.headers[i].View = 0
-		d.headers[i].Put(body[i*wire.HeaderSize:])
-	}
-	c.seal(body)
-}
-
-func setBit(b *wire.Uint128, i int) {
-	if i < 64 {
-		b.Lo |= 1 << i
-	} else {
-		b.Hi |= 1 << (i - 64)
-	}
-}
-
-func hasBit(b wire.Uint128, i int) bool {
-	if i < 64 {
-		return b.Lo&(1<<i) != 0
-	}
-	return b.Hi&(1<<(i-64)) != 0
-}
-
-// decodeSuffix checks a DoViewChange or StartView body: consecutive ops from head
-// down, each a valid identity (blanks aside), chained by parent.
-func (c *Core) decodeSuffix(body []byte, head uint64, blanksAllowed bool) ([]wire.PrepareHeader, error) {
-	count := len(body) / wire.HeaderSize
-	headers := make([]wire.PrepareHeader, count)
-	for i := 0; i < count; i++ {
-		copy(wire.HeaderBytes(&headers[i])[:], body[i*wire.HeaderSize:])
-		h := &headers[i]
-		if h.Op != head-uint64(i) || head < uint64(i) {
-			return nil, badMessage("suffix entry %d is op %d, want %d", i, h.Op, head-uint64(i))
-		}
-		if blanksAllowed && h.Operation == wire.OperationReserved && h.Checksum.IsZero() {
-			continue
-		}
-		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != c.cfg.Group {
-			return nil, badMessage("suffix entry %d (op %d) is not a valid prepare header", i, h.Op)
-		}
-		if i > 0 && headers[i-1].Checksum != (wire.Uint128{}) && headers[i-1].Parent != h.Checksum {
-			return nil, badMessage("suffix op %d does not chain to op %d", h.Op+1, h.Op)
-		}
-	}
-	return headers, nil
-}
-
-func (c *Core) onDoViewChange(m *wire.DoViewChangeHeader, body []byte) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	if !m.BodySealValid(body) {
-		return badMessage("do view change body seal mismatch")
-	}
-	headers, err := c.decodeSuffix(body, m.Op, true)
-	if err != nil {
-		return err
-	}
-	// The vote's shape is checked before it changes anything: a bad vote of a
-	// newer view must not start that view change here.
-	d := &doViewChange{logView: m.LogView, op: m.Op, commit: m.Commit, nack: m.NackBitset, present: m.PresentBitset, headers: headers}
-	if err := d.checkShape(); err != nil {
-		return err
-	}
-	if c.status == StatusRecovering {
-		return c.drop(DropNotNormal)
-	}
-	if m.View > c.view {
-		c.startViewChange(m.View)
-	}
-	if m.View < c.view || c.status != StatusViewChange {
-		c.answerStaleView(m.Replica)
-		return c.drop(DropOlderView)
-	}
-	counted := c.svcFrom&(1<<m.Replica) != 0
-	c.svcFrom |= 1 << m.Replica
-	if c.Primary() != c.cfg.ReplicaID {
-		// At a replica that will not lead the view, a vote counts as a
-		// StartViewChange.
-		c.checkStartViewChangeQuorum()
-		if counted {
-			return c.drop(DropDuplicate)
-		}
-		return nil
-	}
-	duplicate := c.dvcs[m.Replica] != nil
-	if !duplicate {
-		c.dvcs[m.Replica] = d
-	}
-	c.checkStartViewChangeQuorum()
-	c.checkDoViewChangeQuorum()
-	if duplicate {
-		return c.drop(DropDuplicate)
-	}
-	return nil
-}
-
-// checkShape: a suffix covers the sender's ops from its commit point (or op 1) to
-// its head, or the 128 highest of them; below a full suffix every op is committed
-// (the head is never further than a pipeline ahead of the commit point), which bounds
-// every walk of the merge to 128 ops whatever a peer claims.
-func (d *doViewChange) checkShape() error {
-	low := max(d.commit, 1)
-	want := uint64(0)
-	if d.op >= low {
-		want = min(d.op-low+1, wire.DoViewChangeSuffixMax)
-	}
-	if uint64(len(d.headers)) != want {
-		return badMessage("do view change of head %d and commit %d carries %d headers, want %d", d.op, d.commit, len(d.headers), want)
-	}
-	if d.op >= wire.DoViewChangeSuffixMax && d.commit < d.op-wire.DoViewChangeSuffixMax+1 {
-		d.commit = d.op - wire.DoViewChangeSuffixMax + 1
-	}
-	return nil
-}
-
-// entry reports what DVC d says about op: its header (zero Op if blank or outside the
-// suffix), whether it is nacked, whether the body is present, and whether op is
-// inside the suffix at all.
-func (d *doViewChange) entry(op uint64) (h *wire.PrepareHeader, nack, present, inSuffix bool) {
-	if op > d.op {
-		return nil, true, false, true
-	}
-	i := int(d.op - op)
-	if i >= len(d.headers) {
-		return nil, false, false, false
-	}
-	if d.headers[i].Checksum.IsZero() {
-		return nil, hasBit(d.nack, i), false, true
-	}
-	return &d.headers[i], hasBit(d.nack, i) && !hasBit(d.present, i), hasBit(d.present, i), true
-}
-
-// checkDoViewChangeQuorum merges the votes into the canonical log once a view-change
-// quorum of them is in, and starts repairing what the new primary lacks.
-func (c *Core) checkDoViewChangeQuorum() {
-	if c.mergeDone || c.Primary() != c.cfg.ReplicaID || c.status != StatusViewChange {
-		return
-	}
-	if c.dvcs[c.cfg.ReplicaID] == nil {
-		return
-	}
-	votes := 0
-	for _, d := range c.dvcs {
-		if d != nil {
-			votes++
-		}
-	}
-	if votes < QuorumViewChange(c.n()) {
-		return
-	}
-	commitMax := c.commitMax
-	logViewMax := uint32(0)
-	for _, d := range c.dvcs {
-		if d == nil {
-			continue
-		}
-		if d.commit > commitMax {
-			commitMax = d.commit
-		}
-		if d.logView > logViewMax {
-			logViewMax = d.logView
-		}
-	}
-	head := uint64(0)
-	for _, d := range c.dvcs {
-		if d != nil && d.logView == logViewMax && d.op > head {
-			head = d.op
-		}
-	}
-	// The head's own commit field names ops committed in its view.
-	if h, ok := c.canonicalHeader(head, logViewMax); ok && h.Commit > commitMax && h.Commit <= head {
-		commitMax = h.Commit
-	}
-	if commitMax > head {
-		head = commitMax
-	}
-	// The canonical headers from the head down: the log view's voters hold them,
-	// or, where they lack one (a faulty entry), the hash chain names it and any
-	// vote may hold it.
-	low := max(commitMax, 1)
-	top := head
-	canon := make([]*wire.PrepareHeader, 0, top-low+1)
-	for op := top; op >= low && op > 0; op-- {
-		h, ok := c.canonicalHeader(op, logViewMax)
-		if !ok && len(canon) > 0 && canon[len(canon)-1] != nil {
-			h, _ = c.headerByIdentity(op, canon[len(canon)-1].Parent)
-		}
-		canon = append(canon, h)
-	}
-	// A nack quorum proves an op never committed, nor any op after it: truncate
-	// from the lowest such op.
-	for op := commitMax + 1; op <= top; op++ {
-		if c.nacks(op, canon[top-op], logViewMax) >= c.quorumNack() {
-			head = op - 1
-			break
-		}
-	}
-	// Every op from the commit point to the head needs its canonical header, and
-	// every uncommitted one a replica that can serve its body.
-	merged := make([]wire.PrepareHeader, 0, head-low+1)
-	for op := head; op >= low && op > 0; op-- {
-		h := canon[top-op]
-		if h == nil {
-			return // wait for more votes (with all n in, the view stalls: it never loses a committed op)
-		}
-		if len(merged) > 0 && merged[len(merged)-1].Parent != h.Checksum {
-			return
-		}
-		if op > commitMax && !c.bodyAvailable(op, h) {
-			return
-		}
-		merged = append(merged, *h)
-	}
-	if head-commitMax > uint64(len(c.normal.pipeline)) {
-		return
-	}
-	c.installLog(merged, head, commitMax)
-	c.mergeDone = true
-	c.startViewOp = head
-	c.maybeStartView()
-}
-
-// canonicalHeader is the header at op in the log of the highest log view among the
-// votes; below a voter's commit point its header is committed, so canonical too.
-func (c *Core) canonicalHeader(op uint64, logViewMax uint32) (*wire.PrepareHeader, bool) {
-	var found *wire.PrepareHeader
-	for _, d := range c.dvcs {
-		if d == nil || d.logView != logViewMax {
-			continue
-		}
-		if h, _, _, _ := d.entry(op); h != nil {
-			if found != nil && found.Checksum != h.Checksum {
-				return nil, false // conflict: impossible in one view's log
-			}
-			found = h
-		}
-	}
-	if found != nil {
-		return found, true
-	}
-	for _, d := range c.dvcs {
-		if d == nil || op > d.commit {
-			continue
-		}
-		if h, _, _, _ := d.entry(op); h != nil {
-			return h, true
-		}
-	}
-	return nil, false
-}
-
-// headerByIdentity is the header at op whose identity is identity, in any vote.
-func (c *Core) headerByIdentity(op uint64, identity wire.Uint128) (*wire.PrepareHeader, bool) {
-	for _, d := range c.dvcs {
-		if d == nil {
-			continue
-		}
-		if h, _, _, _ := d.entry(op); h != nil && h.Checksum == identity {
-			return h, true
-		}
-	}
-	return nil, false
-}
-
-func (c *Core) nacks(op uint64, canonical *wire.PrepareHeader, logViewMax uint32) int {
-	n := 0
-	for _, d := range c.dvcs {
-		if d == nil {
-			continue
-		}
-		h, nack, _, inSuffix := d.entry(op)
-		switch {
-		case nack:
-			n++
-		case !inSuffix:
-		case h != nil && d.logView < logViewMax && canonical != nil && h.Checksum != canonical.Checksum:
-			// An older log's different op here: that replica never prepared ours.
-			// (Where the canonical header is unknown, an older log's may be it.)
-			n++
-		}
-	}
-	return n
-}
-
-func (c *Core) bodyAvailable(op uint64, h *wire.PrepareHeader) bool {
-	for _, d := range c.dvcs {
-		if d == nil {
-			continue
-		}
-		if dh, _, present, _ := d.entry(op); dh != nil && present && dh.Checksum == h.Checksum {
-			return true
-		}
-	}
-	return false
-}
-
-// installLog makes merged (canonical headers, head first, down to the commit point)
-// this replica's log: agreeing slots stay, disagreeing ones are discarded, ops above
-// the head truncated, and the slots below are checked against the chain downward.
-func (c *Core) installLog(merged []wire.PrepareHeader, head, commitMax uint64) {
-	if head < c.op {
-		c.truncateAbove(head)
-	}
-	c.op = head
-	if commitMax > c.commitMax {
-		c.commitMax = commitMax
-	}
-	low := head + 1
-	for i := range merged {
-		h := &merged[i]
-		s := c.slotAt(h.Op)
-		if s != nil && s.header.Checksum == h.Checksum {
-			s.trusted = true
-		} else {
-			// A faulty op stays faulty under the view's header: what this replica
-			// journaled there is unknown, and it may have acknowledged it.
-			faulty := s != nil && s.faulty
-			if s != nil {
-				c.discard(h.Op)
-			}
-			s = &c.log.slots[h.Op%uint64(len(c.log.slots))]
-			*s = slot{header: *h, trusted: true, faulty: faulty}
-		}
-		low = h.Op
-	}
-	if len(merged) == 0 {
-		low = 1
-		if head > 0 {
-			low = head
-		}
-	}
-	// Below the suffix nothing is known to be of this log until the chain says so
-	// (only the last JournalSlots ops can have a slot).
-	from := c.commitMin + 1
-	if low > uint64(len(c.log.slots)) && from < low-uint64(len(c.log.slots)) {
-		from = low - uint64(len(c.log.slots))
-	}
-	for op := from; op < low; op++ {
-		if s := c.slotAt(op); s != nil {
-			s.trusted = false
-		}
-	}
-	c.log.trustLow = low
-	if c.log.trustLow <= c.commitMin {
-		c.log.trustLow = c.commitMin + 1
-	}
-	c.dropCandidates()
-	c.verifyDown()
-	if hs := c.slotAt(head); hs != nil {
-		c.log.lastPrepareChecksum = hs.header.Checksum
-		if hs.header.Timestamp > c.log.lastTimestamp {
-			c.log.lastTimestamp = hs.header.Timestamp
-		}
-	} else if head == 0 {
-		c.log.lastPrepareChecksum = wire.Uint128{}
-	}
-}
-
 // dropCandidates forgets the repair candidates, and the memory they hold: each
 // holds a copied body (up to a batch each, RepairChunkMax of them), and a group that
 // repaired once must not keep them for the rest of its life; thousands of groups
@@ -1607,155 +1085,6 @@ func (c *Core) verifyDown() {
 	}
 }
 
-// maybeStartView starts the view once the new primary holds every uncommitted body
-// of the merged log.
-func (c *Core) maybeStartView() {
-	if !c.mergeDone || c.status != StatusViewChange {
-		return
-	}
-	for op := c.commitMax + 1; op <= c.op; op++ {
-		if s := c.slotAt(op); s == nil || s.body == bodyNone {
-			c.maybeRepair()
-			return
-		}
-	}
-	c.status = StatusNormal
-	c.logView = c.view
-	c.mergeDone = false
-	clear(c.dvcs)
-	c.svcAt, c.viewChangeAt = 0, 0
-	c.persistLog()
-	clear(c.normal.pipeline)
-	for op := c.commitMax + 1; op <= c.op; op++ {
-		s := c.slotAt(op)
-		e := coreEntry{op: op, identity: s.header.Checksum}
-		if s.body == bodyDurable {
-			e.acks = 1 << c.cfg.ReplicaID
-		} else {
-			c.normal.pendingSelf = append(c.normal.pendingSelf, op)
-		}
-		c.normal.pipeline[op%uint64(len(c.normal.pipeline))] = e
-	}
-	c.repairActive, c.repairAt = false, 0
-	c.startTimers()
-	c.sendStartView(broadcast, wire.Uint128{})
-	c.maybeRepair()
-}
-
-func (c *Core) sendStartView(to uint8, incarnation wire.Uint128) {
-	low := c.commitMax
-	if low == 0 {
-		low = 1
-	}
-	if c.op+1 > low+wire.DoViewChangeSuffixMax {
-		low = c.op + 1 - wire.DoViewChangeSuffixMax
-	}
-	count := 0
-	if c.op >= low {
-		count = int(c.op - low + 1)
-	}
-	c.targets(to, func(peer uint8) {
-		body := c.bodyBuffer(count * wire.HeaderSize)
-		n := 0
-		for op := c.op; op >= low && op > 0; op-- {
-			s := c.slotAt(op)
-			if s == nil || !s.trusted && s.faulty {
-				break
-			}
-			h := s.header
-			h.View = 0
-			h.Put(body[n*wire.HeaderSize:])
-			n++
-		}
-		body = body[:n*wire.HeaderSize]
-		h := c.message(peer, wire.CommandStartView)
-		sv := (*wire.StartViewHeader)(headerPointer(h))
-		sv.Op = c.op
-		sv.Commit = c.commitMax
-		sv.Group = c.cfg.Group
-		sv.Incarnation = incarnation
-		c.seal(body)
-	})
-}
-
-func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	if !m.BodySealValid(body) {
-		return badMessage("start view body seal mismatch")
-	}
-	headers, err := c.decodeSuffix(body, m.Op, false)
-	if err != nil {
-		return err
-	}
-	if want := min(m.Op-max(m.Commit, 1)+1, wire.DoViewChangeSuffixMax); m.Op > 0 && uint64(len(headers)) != want {
-		return badMessage("start view of head %d and commit %d carries %d headers, want %d", m.Op, m.Commit, len(headers), want)
-	}
-	switch {
-	case m.Replica != c.PrimaryOf(m.View) || m.Replica == c.cfg.ReplicaID:
-		return c.drop(DropNotForRole)
-	case m.View < c.view:
-		return c.drop(DropOlderView)
-	case m.Op < c.commitMin:
-		return c.drop(DropStale) // it would take back ops this replica applied
-	case c.status == StatusRecovering && !m.Incarnation.IsZero() && m.Incarnation != c.cfg.Incarnation:
-		return c.drop(DropStale) // an answer to an earlier boot's probe
-	}
-	if m.View == c.view && c.status == StatusNormal {
-		// A refresh of the view we follow (we asked: a gap, or committed ops we have
-		// no header of): take the headers we lack, keep the ones we have.
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
-		news := m.Commit > c.commitMax || m.Op > c.op
-		if m.Commit > c.commitMax {
-			c.commitMax = m.Commit
-		}
-		if m.Op > c.op {
-			c.adoptLog(headers, m.Op)
-			c.persistLog()
-		}
-		c.maybeRepair()
-		if !news {
-			return c.drop(DropNothingNew)
-		}
-		return nil
-	}
-	c.view = m.View
-	c.logView = m.View
-	c.status = StatusNormal
-	clear(c.dvcs)
-	c.mergeDone = false
-	clear(c.normal.pipeline)
-	if m.Commit > c.commitMax {
-		c.commitMax = m.Commit
-	}
-	c.adoptLog(headers, m.Op)
-	c.persistLog()
-	c.repairActive, c.repairAt = false, 0
-	c.normal.heartbeatTokenSeen = 0
-	c.startTimers()
-	// Ack what the new primary has not committed (it may know less of the commit
-	// point than this replica).
-	for op := m.Commit + 1; op <= c.op; op++ {
-		if s := c.slotAt(op); s != nil && s.trusted && s.body != bodyNone {
-			c.sendPrepareOk(&s.header)
-		}
-	}
-	c.maybeRepair()
-	return nil
-}
-
-// adoptLog installs a StartView's headers (head first) as the log up to head.
-func (c *Core) adoptLog(headers []wire.PrepareHeader, head uint64) {
-	if head < c.op {
-		c.truncateAbove(head)
-	}
-	// No slot holds an op above the old head, so the ops between it and the
-	// suffix are simply unknown until repaired.
-	c.op = head
-	c.installLog(headers, head, c.commitMax)
-}
-
 // --- restart ---
 
 func (c *Core) sendRequestStartView(to uint8) {
@@ -1807,7 +1136,7 @@ func (c *Core) maybeRepair() {
 }
 
 func (c *Core) repairLimit() uint64 {
-	if c.status == StatusViewChange && c.mergeDone {
+	if c.status == StatusViewChange && c.vc.mergeDone {
 		return c.op
 	}
 	if c.commitMax < c.op {
@@ -1817,13 +1146,13 @@ func (c *Core) repairLimit() uint64 {
 }
 
 func (c *Core) startRepair() {
-	if c.n() == 1 || c.transfer.phase != transferIdle || (c.status != StatusNormal && !(c.status == StatusViewChange && c.mergeDone)) {
+	if c.n() == 1 || c.transfer.phase != transferIdle || (c.status != StatusNormal && !(c.status == StatusViewChange && c.vc.mergeDone)) {
 		return
 	}
 	limit := c.repairLimit()
 	from := uint64(0)
 	start := c.commitMin + 1
-	if c.mergeDone && c.commitMax >= start {
+	if c.vc.mergeDone && c.commitMax >= start {
 		// A forming primary needs the uncommitted bodies to start its view; the
 		// committed ones it can repair once it leads.
 		start = c.commitMax + 1

@@ -40,7 +40,7 @@ func protocolStateOf(c *Core) protocolState {
 		pipeline.Write([]byte{byte(e.op), byte(e.op >> 8), byte(e.identity.Lo), byte(e.acks), byte(e.acks >> 8)})
 	}
 	votes := 0
-	for _, d := range c.dvcs {
+	for _, d := range c.vc.dvcs {
 		if d != nil {
 			votes++
 		}
@@ -50,7 +50,7 @@ func protocolStateOf(c *Core) protocolState {
 		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.log.trustLow, retained: c.log.retainedLow, checkpoint: c.log.checkpointOp,
 		durable: c.durable, stateChanged: c.stateChanged,
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
-		svcFrom: c.svcFrom, votes: votes, candidates: len(c.candidates),
+		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.candidates),
 		transfer:    c.transfer.phase,
 		forwardsOut: len(c.forwardsOut), forwardsIn: len(c.forwardsIn), offers: len(c.offers), stateRequests: len(c.stateRequests),
 		writes: len(c.rd.Writes), committed: len(c.rd.Committed), discards: len(c.rd.Discards),
