@@ -298,11 +298,6 @@ func (rd *Ready) SendableEarly(i int) bool {
 		rd.State == nil && rd.ViewHeaders == nil && !rd.Truncate && len(rd.Discards) == 0
 }
 
-type repairCandidate struct {
-	header wire.PrepareHeader
-	body   []byte
-}
-
 // Core is Viewstamped Replication for one replica of one consensus group, as a pure
 // state machine in the shape of etcd raft's RawNode: Step (a validated frame from a
 // peer), Tick (one logical tick) and Propose (a client request, on the primary)
@@ -337,13 +332,7 @@ type Core struct {
 
 	vc viewChange
 
-	// Repair.
-	repairNonce  uint64
-	repairActive bool
-	repairPeer   uint8
-	// repairProgress: the running round wrote or verified something.
-	repairProgress bool
-	candidates     []repairCandidate
+	repair repairRound
 
 	// The durable state and the next one.
 	durable            DurableState
@@ -766,8 +755,8 @@ func (c *Core) Tick() {
 	}
 	if c.repairAt != 0 && c.now >= c.repairAt {
 		c.repairAt = 0
-		c.repairActive = false
-		c.repairPeer++
+		c.repair.active = false
+		c.repair.peer++
 		c.startRepair()
 	}
 }
@@ -1029,62 +1018,6 @@ func (c *Core) checkGroup(group uint64) error {
 	return nil
 }
 
-// dropCandidates forgets the repair candidates, and the memory they hold: each
-// holds a copied body (up to a batch each, RepairChunkMax of them), and a group that
-// repaired once must not keep them for the rest of its life; thousands of groups
-// that never repair keep no room for them at all.
-func (c *Core) dropCandidates() { c.candidates = nil }
-
-// verifyDown extends the trusted range downward while the slot (or a repair
-// candidate) below it is the parent the chain names.
-func (c *Core) verifyDown() {
-	for c.log.trustLow > c.commitMin+1 {
-		top := c.slotAt(c.log.trustLow)
-		if top == nil {
-			return
-		}
-		expected := top.header.Parent
-		op := c.log.trustLow - 1
-		if op < c.windowLow() {
-			// Its slot is op+JournalSlots's, which this replica may have
-			// acknowledged: the ops below the window come only with a state.
-			return
-		}
-		if s := c.slotAt(op); s != nil && s.header.Checksum == expected {
-			s.trusted = true
-			c.log.trustLow = op
-			continue
-		}
-		found := false
-		for i := range c.candidates {
-			cand := &c.candidates[i]
-			if cand.header.Op == op && cand.header.Checksum == expected {
-				c.discard(op)
-				s := &c.log.slots[op%uint64(len(c.log.slots))]
-				*s = slot{header: cand.header, trusted: true}
-				c.write(s, cand.body)
-				c.log.trustLow = op
-				c.repairProgress = true
-				found = true
-				break
-			}
-		}
-		if !found {
-			if s := c.slotAt(op); s != nil {
-				c.discard(op)
-			}
-			return
-		}
-	}
-	// The applied op must be the parent of the first unapplied one: committed ops
-	// are in every later view's log.
-	if c.commitMin > 0 && c.log.trustLow == c.commitMin+1 {
-		if top, below := c.slotAt(c.log.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
-			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.log.trustLow, c.commitMin))
-		}
-	}
-}
-
 // --- restart ---
 
 func (c *Core) sendRequestStartView(to uint8) {
@@ -1126,222 +1059,3 @@ func (c *Core) onRequestStartView(m *wire.RequestStartViewHeader) error {
 }
 
 // --- repair ---
-
-// maybeRepair starts a repair round if committed ops (or, on a forming primary, the
-// merged log's ops) are missing, and none is running.
-func (c *Core) maybeRepair() {
-	if !c.repairActive {
-		c.startRepair()
-	}
-}
-
-func (c *Core) repairLimit() uint64 {
-	if c.status == StatusViewChange && c.vc.mergeDone {
-		return c.op
-	}
-	if c.commitMax < c.op {
-		return c.commitMax
-	}
-	return c.op
-}
-
-func (c *Core) startRepair() {
-	if c.n() == 1 || c.transfer.phase != transferIdle || (c.status != StatusNormal && !(c.status == StatusViewChange && c.vc.mergeDone)) {
-		return
-	}
-	limit := c.repairLimit()
-	from := uint64(0)
-	start := c.commitMin + 1
-	if c.vc.mergeDone && c.commitMax >= start {
-		// A forming primary needs the uncommitted bodies to start its view; the
-		// committed ones it can repair once it leads.
-		start = c.commitMax + 1
-	}
-	for op := start; op <= limit; op++ {
-		s := c.slotAt(op)
-		if op < c.log.trustLow || s == nil || !s.trusted || s.body == bodyNone {
-			from = op
-			break
-		}
-	}
-	if from == 0 {
-		c.repairActive, c.repairAt = false, 0
-		return
-	}
-	if from < c.windowLow() {
-		// The next op to apply has no slot of its own: its slot holds an op of the
-		// window's top, journaled and maybe acknowledged (a replica that joined a
-		// view far behind its head: vsr/sim seed 7038202). Only a state reaches it.
-		c.startTransfer(c.repairPeerFor())
-		return
-	}
-	chunk := uint64(c.cfg.Timing.RepairChunkMax)
-	to := from + chunk - 1
-	if from < c.log.trustLow {
-		// Below the trusted range the chain is verified downward: fetch the chunk
-		// just under it.
-		to = c.log.trustLow - 1
-		if to+1 > from+chunk {
-			from = to + 1 - chunk
-		}
-	} else if to > limit {
-		to = limit
-	}
-	c.dropCandidates()
-	c.repairNonce++
-	c.repairActive = true
-	c.repairProgress = false
-	c.repairAt = c.now + c.cfg.Timing.RepairRetryIntervalTicks
-	peer := c.repairPeerFor()
-	h := c.message(peer, wire.CommandRequestPrepares)
-	r := (*wire.RequestPreparesHeader)(headerPointer(h))
-	r.Nonce = wire.Uint128{Lo: c.repairNonce, Hi: uint64(c.cfg.ReplicaID) + 1}
-	r.FromOp = from
-	r.ToOp = to
-	r.Group = c.cfg.Group
-	c.seal(nil)
-}
-
-// repairPeerFor picks whom to ask: a backup asks its primary first, then rotates
-// through the others on retries.
-func (c *Core) repairPeerFor() uint8 {
-	n := c.n()
-	if c.status == StatusNormal && !c.IsPrimary() && c.repairPeer%2 == 0 {
-		return c.Primary()
-	}
-	for k := 0; k < n; k++ {
-		peer := uint8((int(c.cfg.ReplicaID) + 1 + (int(c.repairPeer)+k)%(n-1)) % n)
-		if peer != c.cfg.ReplicaID {
-			return peer
-		}
-	}
-	return c.Primary()
-}
-
-func (c *Core) onRequestPrepares(m *wire.RequestPreparesHeader) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	if m.Replica == c.cfg.ReplicaID {
-		return c.drop(DropNotForRole)
-	}
-	to := m.ToOp
-	if to > c.op {
-		to = c.op
-	}
-	if to-m.FromOp+1 > uint64(c.cfg.Timing.RepairChunkMax) && to >= m.FromOp {
-		to = m.FromOp + uint64(c.cfg.Timing.RepairChunkMax) - 1
-	}
-	// The journal holds the last JournalSlots ops, and none at or below a
-	// checkpoint it recovered from or a state it installed.
-	oldest := c.log.retainedLow
-	if c.op >= uint64(len(c.log.slots)) {
-		oldest = max(oldest, c.op-uint64(len(c.log.slots))+1)
-	}
-	if r, ok := c.cfg.Storage.(RetainingStorage); ok {
-		oldest = max(oldest, min(r.OldestRetained(), c.op+1))
-	}
-	if m.FromOp < oldest {
-		h := c.message(m.Replica, wire.CommandRangeEvicted)
-		r := (*wire.RepairRangeHeader)(headerPointer(h))
-		r.Nonce, r.Op, r.Group = m.Nonce, oldest, c.cfg.Group
-		c.seal(nil)
-		return nil
-	}
-	last := uint64(0)
-	for op := m.FromOp; op <= to; op++ {
-		s := c.slotAt(op)
-		if s == nil || s.body == bodyNone {
-			continue
-		}
-		body, ok := c.cfg.Storage.Body(op, s.header.Checksum)
-		if !ok {
-			continue
-		}
-		c.sendPrepare(m.Replica, &s.header, body, wire.CommandRepairPrepare)
-		last = op
-	}
-	h := c.message(m.Replica, wire.CommandRepairDone)
-	r := (*wire.RepairRangeHeader)(headerPointer(h))
-	r.Nonce, r.Op, r.Group = m.Nonce, last, c.cfg.Group
-	c.seal(nil)
-	return nil
-}
-
-func (c *Core) onRepairPrepare(m *wire.PrepareHeader, body []byte) error {
-	h := *m
-	h.Command = wire.CommandPrepare // the identity covers the journaled command byte
-	if err := c.checkPrepare(&h, body); err != nil {
-		return err
-	}
-	switch {
-	case !c.repairActive:
-		return c.drop(DropStale)
-	case h.Op <= c.commitMin:
-		return c.drop(DropDuplicate)
-	case h.Op > c.op:
-		return c.drop(DropNotInLog)
-	}
-	s := c.slotAt(h.Op)
-	dropped, reason := false, DropReason(0)
-	switch {
-	case h.Op >= c.log.trustLow && s != nil && s.trusted:
-		if s.header.Checksum != h.Checksum {
-			dropped, reason = true, DropNotInLog
-			break
-		}
-		if s.body != bodyNone {
-			dropped, reason = true, DropDuplicate
-			break
-		}
-		c.write(s, body)
-		c.repairProgress = true
-		if c.status == StatusNormal && !c.IsPrimary() {
-			c.sendPrepareOk(&s.header)
-		}
-	case h.Op >= c.log.trustLow:
-		// Within the trusted range, where no trusted header names it.
-		dropped, reason = true, DropNotInLog
-	case len(c.candidates) == c.cfg.Timing.RepairChunkMax:
-		dropped, reason = true, DropRepairBufferFull
-	default:
-		// Kept across Steps until the chain reaches it: a copy, not the frame.
-		if c.candidates == nil {
-			c.candidates = make([]repairCandidate, 0, c.cfg.Timing.RepairChunkMax)
-		}
-		c.candidates = append(c.candidates, repairCandidate{header: h, body: append([]byte(nil), body...)})
-		c.verifyDown()
-	}
-	c.maybeStartView()
-	if dropped {
-		return c.drop(reason)
-	}
-	return nil
-}
-
-func (c *Core) onRepairRange(m *wire.RepairRangeHeader) error {
-	if err := c.checkGroup(m.Group); err != nil {
-		return err
-	}
-	if !c.repairActive || m.Nonce != (wire.Uint128{Lo: c.repairNonce, Hi: uint64(c.cfg.ReplicaID) + 1}) {
-		return c.drop(DropStale)
-	}
-	if m.Command == wire.CommandRangeEvicted {
-		if m.Op > c.commitMin+1 {
-			// The ops this replica needs next are gone from that peer's journal:
-			// only a whole state brings it back.
-			c.startTransfer(m.Replica)
-			return nil
-		}
-		return c.drop(DropNothingNew) // the retry asks another peer
-	}
-	c.verifyDown()
-	c.maybeStartView()
-	if !c.repairProgress {
-		// That peer had nothing for us: the retry timer asks the next one.
-		return c.drop(DropNothingNew)
-	}
-	c.repairActive, c.repairAt = false, 0
-	c.startRepair()
-	return nil
-}

@@ -50,7 +50,7 @@ func protocolStateOf(c *Core) protocolState {
 		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.log.trustLow, retained: c.log.retainedLow, checkpoint: c.log.checkpointOp,
 		durable: c.durable, stateChanged: c.stateChanged,
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
-		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.candidates),
+		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.repair.candidates),
 		transfer:    c.transfer.phase,
 		forwardsOut: len(c.forwardsOut), forwardsIn: len(c.forwardsIn), offers: len(c.offers), stateRequests: len(c.stateRequests),
 		writes: len(c.rd.Writes), committed: len(c.rd.Committed), discards: len(c.rd.Discards),
@@ -325,8 +325,8 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 		{"a repaired body below the chain, the repair buffer full", DropRepairBufferFull, func(t *testing.T) {
 			tc := behindCluster(t, 20)
 			c := tc.cores[1]
-			if !c.repairActive || c.log.trustLow != 20 {
-				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repairActive, c.log.trustLow)
+			if !c.repair.active || c.log.trustLow != 20 {
+				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repair.active, c.log.trustLow)
 			}
 			for op := uint64(1); op <= uint64(testTiming.RepairChunkMax); op++ {
 				p, body := tc.journaled(0, op, wire.CommandRepairPrepare)

@@ -59,7 +59,7 @@ func (c *Core) startViewChange(view uint32) {
 	clear(c.vc.dvcs)
 	c.vc.mergeDone = false
 	clear(c.normal.pipeline)
-	c.repairActive, c.repairAt = false, 0
+	c.repair.active, c.repairAt = false, 0
 	c.heartbeatAt, c.commitAt, c.retransmitAt, c.probeAt = 0, 0, 0, 0
 	c.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
 	c.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
@@ -236,7 +236,7 @@ func (c *Core) maybeStartView() {
 		}
 		c.normal.pipeline[op%uint64(len(c.normal.pipeline))] = e
 	}
-	c.repairActive, c.repairAt = false, 0
+	c.repair.active, c.repairAt = false, 0
 	c.startTimers()
 	c.sendStartView(broadcast, wire.Uint128{})
 	c.maybeRepair()
@@ -331,7 +331,7 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	}
 	c.adoptLog(headers, m.Op)
 	c.persistLog()
-	c.repairActive, c.repairAt = false, 0
+	c.repair.active, c.repairAt = false, 0
 	c.normal.heartbeatTokenSeen = 0
 	c.startTimers()
 	// Ack what the new primary has not committed (it may know less of the commit
