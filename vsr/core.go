@@ -354,9 +354,7 @@ type Core struct {
 	// (TakeSessionEnds).
 	sessionEnds []SessionEnd
 
-	transfer      transferIn
-	offers        []stateOffer
-	stateRequests []StateRequest
+	transfer stateTransfer
 
 	// drops counts the inputs ignored, by reason (drops.go).
 	drops DropCounts
