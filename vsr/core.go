@@ -347,12 +347,7 @@ type Core struct {
 	bodyBuffers   [][]byte
 	bodyBuffersAt int
 
-	forwardNonce uint64
-	forwardsOut  []forwardOrigin
-	forwardsIn   []forwardAtPrimary
-	// sessionEnds are the forwarded session ends the caller has not taken yet
-	// (TakeSessionEnds).
-	sessionEnds []SessionEnd
+	forwards forwarding
 
 	transfer stateTransfer
 
@@ -701,7 +696,7 @@ func (c *Core) Tick() {
 		return
 	}
 	t := &c.cfg.Timing
-	if len(c.forwardsOut) > 0 && c.now >= c.forwardDeadline() {
+	if len(c.forwards.out) > 0 && c.now >= c.forwardDeadline() {
 		c.expireForwards()
 	}
 	if d := c.transferDeadline(); d != 0 && c.now >= d {
@@ -927,7 +922,7 @@ func (c *Core) Advance() {
 			}
 		}
 	}
-	if len(c.forwardsIn) > 0 {
+	if len(c.forwards.in) > 0 {
 		// The commits of that Ready are applied now: the session table has them.
 		c.answerForwards(!c.IsPrimary())
 	}

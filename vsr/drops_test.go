@@ -52,7 +52,7 @@ func protocolStateOf(c *Core) protocolState {
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
 		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.repair.candidates),
 		transfer:    c.transfer.phase,
-		forwardsOut: len(c.forwardsOut), forwardsIn: len(c.forwardsIn), offers: len(c.transfer.offers), stateRequests: len(c.transfer.stateRequests),
+		forwardsOut: len(c.forwards.out), forwardsIn: len(c.forwards.in), offers: len(c.transfer.offers), stateRequests: len(c.transfer.stateRequests),
 		writes: len(c.rd.Writes), committed: len(c.rd.Committed), discards: len(c.rd.Discards),
 		truncate: c.rd.Truncate, install: c.rd.Install != nil,
 	}

@@ -47,10 +47,10 @@ func (c *Core) answerStaleView(replica uint8) {
 }
 
 func (c *Core) startViewChange(view uint32) {
-	if len(c.forwardsIn) > 0 {
+	if len(c.forwards.in) > 0 {
 		c.answerForwards(true)
 	}
-	c.sessionEnds = c.sessionEnds[:0]
+	c.forwards.sessionEnds = c.forwards.sessionEnds[:0]
 	c.view = view
 	c.status = StatusViewChange
 	c.abandonForwards()
