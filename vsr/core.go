@@ -319,16 +319,7 @@ type Core struct {
 
 	normal normalCase
 
-	// Timers are absolute tick deadlines; zero is off.
-	heartbeatAt     uint64
-	commitAt        uint64
-	retransmitAt    uint64
-	retransmitCount int
-	svcAt           uint64
-	viewChangeAt    uint64
-	probeAt         uint64
-	probeCount      int
-	repairAt        uint64
+	timeouts timeouts
 
 	vc viewChange
 
@@ -564,10 +555,10 @@ func (c *Core) Recover(rec CoreRecovered) error {
 		return nil
 	}
 	c.status = StatusRecovering
-	c.probeCount = 0
+	c.timeouts.probeCount = 0
 	c.sendRequestStartView(broadcast)
-	c.probeAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
-	c.heartbeatAt, c.commitAt, c.retransmitAt = 0, 0, 0
+	c.timeouts.probeAt = c.now + c.cfg.Timing.RequestStartViewRetransmitTicks
+	c.timeouts.heartbeatAt, c.timeouts.commitAt, c.timeouts.retransmitAt = 0, 0, 0
 	return nil
 }
 
@@ -655,103 +646,6 @@ func (c *Core) quorumNack() int {
 		q--
 	}
 	return q
-}
-
-func (c *Core) startTimers() {
-	c.normal.hopSilent = false
-	c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt = 0, 0, 0, 0, 0, 0
-	switch {
-	case c.status != StatusNormal:
-	case c.Primary() == c.cfg.ReplicaID:
-		if c.n() > 1 {
-			c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
-			c.normal.commitBroadcast = noCommitBroadcast
-			if c.op > c.commitMax {
-				c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
-			}
-		}
-	default:
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
-	}
-}
-
-// NextDeadline is the tick at which the replica next has something to do on its
-// own (zero: nothing until a message arrives). A shard driving thousands of groups
-// keeps them ordered by it and ticks only those due, so an idle group costs nothing.
-func (c *Core) NextDeadline() uint64 {
-	d := uint64(0)
-	for _, t := range [...]uint64{c.heartbeatAt, c.commitAt, c.retransmitAt, c.svcAt, c.viewChangeAt, c.probeAt, c.repairAt, c.forwardDeadline(), c.transferDeadline()} {
-		if t != 0 && (d == 0 || t < d) {
-			d = t
-		}
-	}
-	return d
-}
-
-// Tick advances the replica's clock by one tick and fires what is due.
-func (c *Core) Tick() {
-	c.checkNoReadyOut("Tick")
-	c.now++
-	if d := c.NextDeadline(); d == 0 || c.now < d {
-		return
-	}
-	t := &c.cfg.Timing
-	if len(c.forwards.out) > 0 && c.now >= c.forwardDeadline() {
-		c.expireForwards()
-	}
-	if d := c.transferDeadline(); d != 0 && c.now >= d {
-		c.transferTick()
-	}
-	if c.heartbeatAt != 0 && c.now >= c.heartbeatAt {
-		c.heartbeatAt = 0
-		c.startViewChange(c.view + 1)
-		return
-	}
-	if c.commitAt != 0 && c.now >= c.commitAt {
-		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.normal.commitBroadcast == c.commitMax && c.normal.commitRepeats >= quietAfterBroadcasts {
-			c.commitAt = 0 // idle: nothing until the next proposal
-		} else {
-			c.commitAt = c.now + t.CommitBroadcastIntervalTicks
-			c.broadcastCommit()
-		}
-	}
-	if c.retransmitAt != 0 && c.now >= c.retransmitAt {
-		c.retransmit()
-	}
-	if c.svcAt != 0 && c.now >= c.svcAt {
-		c.svcAt = c.now + t.ViewChangeRetransmitTicks
-		c.sendStartViewChange()
-		if c.vc.dvcSent && c.Primary() != c.cfg.ReplicaID {
-			c.sendDoViewChange()
-		}
-		if c.vc.mergeDone {
-			c.maybeRepair()
-		}
-	}
-	if c.viewChangeAt != 0 && c.now >= c.viewChangeAt {
-		c.viewChangeAt = 0
-		c.startViewChange(c.view + 1)
-		return
-	}
-	if c.probeAt != 0 && c.now >= c.probeAt {
-		c.probeAt = c.now + t.RequestStartViewRetransmitTicks
-		if c.status == StatusRecovering {
-			c.probeCount++
-			if c.probeCount >= t.ViewProbeAttemptsMax {
-				// Nobody leads a view that answers: the whole cluster restarted.
-				// Elect on the recovered log.
-				c.startViewChange(c.view + 1)
-				return
-			}
-		}
-		c.sendRequestStartView(broadcast)
-	}
-	if c.repairAt != 0 && c.now >= c.repairAt {
-		c.repairAt = 0
-		c.repair.active = false
-		c.repair.peer++
-		c.startRepair()
-	}
 }
 
 // broadcast, as a message's destination, means every other replica.

@@ -114,12 +114,12 @@ func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error
 			}
 		}
 	}
-	if c.retransmitAt == 0 && c.n() > 1 {
-		c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
-		c.retransmitCount = 0
+	if c.timeouts.retransmitAt == 0 && c.n() > 1 {
+		c.timeouts.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+		c.timeouts.retransmitCount = 0
 	}
-	if c.commitAt == 0 && c.n() > 1 {
-		c.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks // a quiet group wakes
+	if c.timeouts.commitAt == 0 && c.n() > 1 {
+		c.timeouts.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks // a quiet group wakes
 	}
 	return h.Op, nil
 }
@@ -202,11 +202,11 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) (DropReaso
 		moved = true
 	}
 	if moved {
-		c.retransmitCount = 0
+		c.timeouts.retransmitCount = 0
 		if c.commitMax == c.op {
-			c.retransmitAt = 0
+			c.timeouts.retransmitAt = 0
 		} else {
-			c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
+			c.timeouts.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks
 		}
 		if c.cfg.CommitEagerly && c.commitMax == c.op {
 			// No prepare in flight will carry the new commit point.
@@ -220,14 +220,14 @@ func (c *Core) onAck(replica uint8, op uint64, identity wire.Uint128) (DropReaso
 }
 
 func (c *Core) retransmit() {
-	c.retransmitCount++
-	backoff := c.retransmitCount
+	c.timeouts.retransmitCount++
+	backoff := c.timeouts.retransmitCount
 	if backoff > 4 {
 		backoff = 4
 	}
-	c.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks<<backoff
+	c.timeouts.retransmitAt = c.now + c.cfg.Timing.PrepareRetransmitIntervalTicks<<backoff
 	if !c.IsPrimary() || c.commitMax == c.op {
-		c.retransmitAt = 0
+		c.timeouts.retransmitAt = 0
 		return
 	}
 	for op := c.commitMax + 1; op <= c.op; op++ {
@@ -298,8 +298,8 @@ func (c *Core) Heartbeat() bool {
 // group): a frame from its view's primary proves the primary alive, so idle groups
 // need no heartbeats of their own.
 func (c *Core) NoteLiveness(replica uint8) {
-	if c.status == StatusNormal && c.heartbeatAt != 0 && replica == c.Primary() && (!c.cfg.QuietWhenIdle || c.op == c.commitMax) {
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	if c.status == StatusNormal && c.timeouts.heartbeatAt != 0 && replica == c.Primary() && (!c.cfg.QuietWhenIdle || c.op == c.commitMax) {
+		c.timeouts.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	}
 }
 
@@ -353,7 +353,7 @@ func (c *Core) onPrepare(m *wire.PrepareHeader, body []byte) error {
 	}
 	// The prepare proves its primary alive and carries the commit point, whatever
 	// becomes of its op.
-	c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+	c.timeouts.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	if h.Commit > c.commitMax {
 		c.commitMax = h.Commit
 	}
@@ -474,7 +474,7 @@ func (c *Core) onCommit(m *wire.CommitHeader) error {
 	duplicate := m.TimestampMonotonic <= c.normal.heartbeatTokenSeen && m.Commit <= c.commitMax
 	if m.TimestampMonotonic > c.normal.heartbeatTokenSeen {
 		c.normal.heartbeatTokenSeen = m.TimestampMonotonic
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+		c.timeouts.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 	}
 	if m.Commit > c.commitMax {
 		c.commitMax = m.Commit

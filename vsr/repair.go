@@ -69,7 +69,7 @@ func (c *Core) startRepair() {
 		}
 	}
 	if from == 0 {
-		c.repair.active, c.repairAt = false, 0
+		c.repair.active, c.timeouts.repairAt = false, 0
 		return
 	}
 	if from < c.windowLow() {
@@ -95,7 +95,7 @@ func (c *Core) startRepair() {
 	c.repair.nonce++
 	c.repair.active = true
 	c.repair.progress = false
-	c.repairAt = c.now + c.cfg.Timing.RepairRetryIntervalTicks
+	c.timeouts.repairAt = c.now + c.cfg.Timing.RepairRetryIntervalTicks
 	peer := c.repairPeerFor()
 	h := c.message(peer, wire.CommandRequestPrepares)
 	r := (*wire.RequestPreparesHeader)(headerPointer(h))
@@ -245,7 +245,7 @@ func (c *Core) onRepairRange(m *wire.RepairRangeHeader) error {
 		// That peer had nothing for us: the retry timer asks the next one.
 		return c.drop(DropNothingNew)
 	}
-	c.repair.active, c.repairAt = false, 0
+	c.repair.active, c.timeouts.repairAt = false, 0
 	c.startRepair()
 	return nil
 }

@@ -142,7 +142,7 @@ func (c *Core) startTransfer(peer uint8) {
 		// know the head its next prepare chains to. A caught-up replica takes over.
 		c.startViewChange(c.view + 1)
 	}
-	c.repair.active, c.repairAt = false, 0
+	c.repair.active, c.timeouts.repairAt = false, 0
 	c.transfer.transferIn = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
 	c.requestTarget()
 }

@@ -59,10 +59,10 @@ func (c *Core) startViewChange(view uint32) {
 	clear(c.vc.dvcs)
 	c.vc.mergeDone = false
 	clear(c.normal.pipeline)
-	c.repair.active, c.repairAt = false, 0
-	c.heartbeatAt, c.commitAt, c.retransmitAt, c.probeAt = 0, 0, 0, 0
-	c.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
-	c.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
+	c.repair.active, c.timeouts.repairAt = false, 0
+	c.timeouts.heartbeatAt, c.timeouts.commitAt, c.timeouts.retransmitAt, c.timeouts.probeAt = 0, 0, 0, 0
+	c.timeouts.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
+	c.timeouts.viewChangeAt = c.now + c.cfg.Timing.ViewChangeStatusTimeoutTicks
 	c.normal.heartbeatTokenSeen = 0
 	c.persist()
 	c.sendStartViewChange()
@@ -223,7 +223,7 @@ func (c *Core) maybeStartView() {
 	c.logView = c.view
 	c.vc.mergeDone = false
 	clear(c.vc.dvcs)
-	c.svcAt, c.viewChangeAt = 0, 0
+	c.timeouts.svcAt, c.timeouts.viewChangeAt = 0, 0
 	c.persistLog()
 	clear(c.normal.pipeline)
 	for op := c.commitMax + 1; op <= c.op; op++ {
@@ -236,7 +236,7 @@ func (c *Core) maybeStartView() {
 		}
 		c.normal.pipeline[op%uint64(len(c.normal.pipeline))] = e
 	}
-	c.repair.active, c.repairAt = false, 0
+	c.repair.active, c.timeouts.repairAt = false, 0
 	c.startTimers()
 	c.sendStartView(broadcast, wire.Uint128{})
 	c.maybeRepair()
@@ -305,7 +305,7 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	if m.View == c.view && c.status == StatusNormal {
 		// A refresh of the view we follow (we asked: a gap, or committed ops we have
 		// no header of): take the headers we lack, keep the ones we have.
-		c.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
+		c.timeouts.heartbeatAt = c.now + c.cfg.Timing.HeartbeatTimeoutTicks
 		news := m.Commit > c.commitMax || m.Op > c.op
 		if m.Commit > c.commitMax {
 			c.commitMax = m.Commit
@@ -331,7 +331,7 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 	}
 	c.adoptLog(headers, m.Op)
 	c.persistLog()
-	c.repair.active, c.repairAt = false, 0
+	c.repair.active, c.timeouts.repairAt = false, 0
 	c.normal.heartbeatTokenSeen = 0
 	c.startTimers()
 	// Ack what the new primary has not committed (it may know less of the commit
