@@ -48,7 +48,7 @@ func protocolStateOf(c *Core) protocolState {
 	return protocolState{
 		status: c.status, view: c.view, logView: c.logView,
 		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.log.trustLow, retained: c.log.retainedLow, checkpoint: c.log.checkpointOp,
-		durable: c.durable, stateChanged: c.stateChanged,
+		durable: c.durable, stateChanged: c.out.stateChanged,
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
 		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.repair.candidates),
 		transfer:    c.transfer.phase,

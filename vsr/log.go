@@ -73,7 +73,7 @@ func (c *Core) windowLow() uint64 {
 func (c *Core) write(s *slot, body []byte) {
 	c.rd.Writes = append(c.rd.Writes, Write{Header: s.header, Body: body})
 	s.body = bodyWriting
-	c.dirtySlots = append(c.dirtySlots, s.header.Op)
+	c.out.dirtySlots = append(c.out.dirtySlots, s.header.Op)
 }
 
 // discard forgets the slot of op and has the caller remove its journal entry. A
