@@ -64,11 +64,9 @@ type coreEntry struct {
 	acks     uint32
 }
 
-// Propose prepares an admitted request on the primary: the next op of the hash
-// chain, journaled and sent down the replication chain through Ready. body must stay
-// valid until the Advance that follows.
-func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
-	c.checkNoReadyOut("Propose")
+// propose makes the proposal the next op of the hash chain: journaled here and
+// sent down the replication chain.
+func (c *Core) propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
 	if err := c.proposable(); err != nil {
 		return 0, err
 	}
@@ -488,4 +486,16 @@ func (c *Core) onCommit(m *wire.CommitHeader) error {
 		return c.drop(DropDuplicate)
 	}
 	return nil
+}
+
+// onCommitTimeout broadcasts the commit point, the backups' heartbeat; a
+// QuietWhenIdle primary whose backups heard an unchanged one often enough stops
+// until the next proposal.
+func (c *Core) onCommitTimeout() {
+	if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.normal.commitBroadcast == c.commitMax && c.normal.commitRepeats >= quietAfterBroadcasts {
+		c.timeouts.commitAt = 0 // idle: nothing until the next proposal
+		return
+	}
+	c.timeouts.commitAt = c.now + c.cfg.Timing.CommitBroadcastIntervalTicks
+	c.broadcastCommit()
 }

@@ -207,3 +207,21 @@ func (c *Core) onRequestStartView(m *wire.RequestStartViewHeader) error {
 	}
 	return c.drop(DropNotForRole) // a backup does not answer probes
 }
+
+// onProbeTimeout probes again, and reports whether a recovering replica gave up
+// probing and started an election instead.
+func (c *Core) onProbeTimeout() (electing bool) {
+	t := &c.cfg.Timing
+	c.timeouts.probeAt = c.now + t.RequestStartViewRetransmitTicks
+	if c.status == StatusRecovering {
+		c.timeouts.probeCount++
+		if c.timeouts.probeCount >= t.ViewProbeAttemptsMax {
+			// Nobody leads a view that answers: the whole cluster restarted.
+			// Elect on the recovered log.
+			c.startViewChange(c.view + 1)
+			return true
+		}
+	}
+	c.sendRequestStartView(broadcast)
+	return false
+}

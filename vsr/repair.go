@@ -305,3 +305,12 @@ func (c *Core) verifyDown() {
 		}
 	}
 }
+
+// onRepairTimeout: the round got no answer in time; the next one asks the next
+// peer.
+func (c *Core) onRepairTimeout() {
+	c.timeouts.repairAt = 0
+	c.repair.active = false
+	c.repair.peer++
+	c.startRepair()
+}

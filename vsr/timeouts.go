@@ -19,7 +19,8 @@ type timeouts struct {
 
 func (c *Core) startTimers() {
 	c.normal.hopSilent = false
-	c.timeouts.heartbeatAt, c.timeouts.commitAt, c.timeouts.retransmitAt, c.timeouts.svcAt, c.timeouts.viewChangeAt, c.timeouts.probeAt = 0, 0, 0, 0, 0, 0
+	t := &c.timeouts
+	t.heartbeatAt, t.commitAt, t.retransmitAt, t.svcAt, t.viewChangeAt, t.probeAt = 0, 0, 0, 0, 0, 0
 	switch {
 	case c.status != StatusNormal:
 	case c.Primary() == c.cfg.ReplicaID:
@@ -40,76 +41,11 @@ func (c *Core) startTimers() {
 // keeps them ordered by it and ticks only those due, so an idle group costs nothing.
 func (c *Core) NextDeadline() uint64 {
 	d := uint64(0)
-	for _, t := range [...]uint64{c.timeouts.heartbeatAt, c.timeouts.commitAt, c.timeouts.retransmitAt, c.timeouts.svcAt, c.timeouts.viewChangeAt, c.timeouts.probeAt, c.timeouts.repairAt, c.forwardDeadline(), c.transferDeadline()} {
-		if t != 0 && (d == 0 || t < d) {
-			d = t
+	t := &c.timeouts
+	for _, at := range [...]uint64{t.heartbeatAt, t.commitAt, t.retransmitAt, t.svcAt, t.viewChangeAt, t.probeAt, t.repairAt, c.forwardDeadline(), c.transferDeadline()} {
+		if at != 0 && (d == 0 || at < d) {
+			d = at
 		}
 	}
 	return d
-}
-
-// Tick advances the replica's clock by one tick and fires what is due.
-func (c *Core) Tick() {
-	c.checkNoReadyOut("Tick")
-	c.now++
-	if d := c.NextDeadline(); d == 0 || c.now < d {
-		return
-	}
-	t := &c.cfg.Timing
-	if len(c.forwards.out) > 0 && c.now >= c.forwardDeadline() {
-		c.expireForwards()
-	}
-	if d := c.transferDeadline(); d != 0 && c.now >= d {
-		c.transferTick()
-	}
-	if c.timeouts.heartbeatAt != 0 && c.now >= c.timeouts.heartbeatAt {
-		c.timeouts.heartbeatAt = 0
-		c.startViewChange(c.view + 1)
-		return
-	}
-	if c.timeouts.commitAt != 0 && c.now >= c.timeouts.commitAt {
-		if c.cfg.QuietWhenIdle && c.op == c.commitMax && c.normal.commitBroadcast == c.commitMax && c.normal.commitRepeats >= quietAfterBroadcasts {
-			c.timeouts.commitAt = 0 // idle: nothing until the next proposal
-		} else {
-			c.timeouts.commitAt = c.now + t.CommitBroadcastIntervalTicks
-			c.broadcastCommit()
-		}
-	}
-	if c.timeouts.retransmitAt != 0 && c.now >= c.timeouts.retransmitAt {
-		c.retransmit()
-	}
-	if c.timeouts.svcAt != 0 && c.now >= c.timeouts.svcAt {
-		c.timeouts.svcAt = c.now + t.ViewChangeRetransmitTicks
-		c.sendStartViewChange()
-		if c.vc.dvcSent && c.Primary() != c.cfg.ReplicaID {
-			c.sendDoViewChange()
-		}
-		if c.vc.mergeDone {
-			c.maybeRepair()
-		}
-	}
-	if c.timeouts.viewChangeAt != 0 && c.now >= c.timeouts.viewChangeAt {
-		c.timeouts.viewChangeAt = 0
-		c.startViewChange(c.view + 1)
-		return
-	}
-	if c.timeouts.probeAt != 0 && c.now >= c.timeouts.probeAt {
-		c.timeouts.probeAt = c.now + t.RequestStartViewRetransmitTicks
-		if c.status == StatusRecovering {
-			c.timeouts.probeCount++
-			if c.timeouts.probeCount >= t.ViewProbeAttemptsMax {
-				// Nobody leads a view that answers: the whole cluster restarted.
-				// Elect on the recovered log.
-				c.startViewChange(c.view + 1)
-				return
-			}
-		}
-		c.sendRequestStartView(broadcast)
-	}
-	if c.timeouts.repairAt != 0 && c.now >= c.timeouts.repairAt {
-		c.timeouts.repairAt = 0
-		c.repair.active = false
-		c.repair.peer++
-		c.startRepair()
-	}
 }

@@ -355,3 +355,30 @@ func (c *Core) adoptLog(headers []wire.PrepareHeader, head uint64) {
 	c.op = head
 	c.installLog(headers, head, c.commitMax)
 }
+
+// onHeartbeatTimeout: a backup heard nothing from its primary for a heartbeat
+// timeout, and moves on to the next view.
+func (c *Core) onHeartbeatTimeout() {
+	c.timeouts.heartbeatAt = 0
+	c.startViewChange(c.view + 1)
+}
+
+// onViewChangeRetransmit resends this replica's part of the view change, which a
+// peer may have missed.
+func (c *Core) onViewChangeRetransmit() {
+	c.timeouts.svcAt = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
+	c.sendStartViewChange()
+	if c.vc.dvcSent && c.Primary() != c.cfg.ReplicaID {
+		c.sendDoViewChange()
+	}
+	if c.vc.mergeDone {
+		c.maybeRepair()
+	}
+}
+
+// onViewChangeTimeout: the view change did not elect its primary in time, and
+// moves on to the next view.
+func (c *Core) onViewChangeTimeout() {
+	c.timeouts.viewChangeAt = 0
+	c.startViewChange(c.view + 1)
+}
