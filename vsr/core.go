@@ -93,51 +93,6 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// Timing is the consensus timers in ticks (the reference server ticks every 10 ms;
-// see iggy.apache.org/docs/clustering/configuration for the settings and rules).
-type Timing struct {
-	HeartbeatTimeoutTicks           uint64
-	CommitBroadcastIntervalTicks    uint64
-	PrepareRetransmitIntervalTicks  uint64
-	ViewChangeRetransmitTicks       uint64
-	ViewChangeStatusTimeoutTicks    uint64
-	RequestStartViewRetransmitTicks uint64
-	ViewProbeAttemptsMax            int
-	RepairRetryIntervalTicks        uint64
-	RepairChunkMax                  int
-}
-
-// TimingDefault is the reference server's defaults at its 10 ms tick.
-var TimingDefault = Timing{
-	HeartbeatTimeoutTicks:           500,
-	CommitBroadcastIntervalTicks:    50,
-	PrepareRetransmitIntervalTicks:  25,
-	ViewChangeRetransmitTicks:       50,
-	ViewChangeStatusTimeoutTicks:    500,
-	RequestStartViewRetransmitTicks: 100,
-	ViewProbeAttemptsMax:            5,
-	RepairRetryIntervalTicks:        100,
-	RepairChunkMax:                  128,
-}
-
-func (t Timing) validate() error {
-	switch {
-	case t.HeartbeatTimeoutTicks == 0 || t.CommitBroadcastIntervalTicks == 0 || t.PrepareRetransmitIntervalTicks == 0 ||
-		t.ViewChangeRetransmitTicks == 0 || t.ViewChangeStatusTimeoutTicks == 0 ||
-		t.RequestStartViewRetransmitTicks == 0 || t.RepairRetryIntervalTicks == 0:
-		return errors.New("vsr: every timer must be at least one tick")
-	case t.HeartbeatTimeoutTicks < 4*t.CommitBroadcastIntervalTicks:
-		return fmt.Errorf("vsr: heartbeat timeout %d ticks below 4x the commit broadcast interval %d", t.HeartbeatTimeoutTicks, t.CommitBroadcastIntervalTicks)
-	case t.ViewChangeStatusTimeoutTicks < 4*t.ViewChangeRetransmitTicks:
-		return fmt.Errorf("vsr: view change status timeout %d ticks below 4x the retransmit interval %d", t.ViewChangeStatusTimeoutTicks, t.ViewChangeRetransmitTicks)
-	case t.ViewProbeAttemptsMax < 1 || t.ViewProbeAttemptsMax > 100:
-		return fmt.Errorf("vsr: view probe attempts %d outside 1..100", t.ViewProbeAttemptsMax)
-	case t.RepairChunkMax < 1 || t.RepairChunkMax > 1024:
-		return fmt.Errorf("vsr: repair chunk %d outside 1..1024", t.RepairChunkMax)
-	}
-	return nil
-}
-
 // Storage is the read side of the replica's journal, in the way of etcd raft's
 // Storage: the core hands out journal writes in Ready, the caller makes them durable,
 // and the core reads bodies back through Storage when it retransmits a prepare or
@@ -225,6 +180,8 @@ type CoreConfig struct {
 type Core struct {
 	cfg CoreConfig
 
+	// The replica's state, which every sub-protocol reads: its clock, status and
+	// view, and its log's head and commit points.
 	now    uint64
 	status Status
 	view   uint32
@@ -234,35 +191,29 @@ type Core struct {
 	commitMin uint64
 	commitMax uint64
 
-	log slotLog
+	// Each sub-protocol's own state, beside its file.
+	log      slotLog       // the slots and hash chain (log.go)
+	normal   normalCase    // the pipeline, chain and heartbeats (normal.go)
+	vc       viewChange    // the votes of a view change (viewchange.go, merge.go)
+	repair   repairRound   // the repair round and its candidates (repair.go)
+	transfer stateTransfer // the state fetched and the states offered (transfer.go)
+	forwards forwarding    // forwarded logins, logouts and session ends (forward.go)
+	timeouts timeouts      // the deadlines Tick fires (timeouts.go)
 
-	normal normalCase
-
-	timeouts timeouts
-
-	vc viewChange
-
-	repair repairRound
-
-	// durable is the durable state as of the last Advance.
+	// The output (ready.go). durable is the durable state as of the last Advance;
+	// rd is the next Ready, out the rest of what it will carry, both reused from
+	// one Ready to the next.
 	durable DurableState
-	// rd is the next Ready, out records the rest of what it will carry; both
-	// are reused from one Ready to the next.
-	rd  Ready
-	out output
-
-	forwards forwarding
-
-	transfer stateTransfer
-
-	// drops counts the inputs ignored, by reason (drops.go).
-	drops DropCounts
-
+	rd      Ready
+	out     output
 	// readyOut: a Ready was handed out and its Advance has not come yet. Advance
 	// clears everything the Ready held, so an input taken meanwhile would be marked
 	// done without having been done (a proposal durable without being written):
 	// the caller holds its inputs back until Advance (see the package comment).
 	readyOut bool
+
+	// drops counts the inputs ignored, by reason (drops.go).
+	drops DropCounts
 }
 
 // NewCore makes a replica of a fresh group: empty log, view 0, Normal.

@@ -1,8 +1,58 @@
 package vsr
 
+import (
+	"errors"
+	"fmt"
+)
+
 // The timeouts: each a deadline in the replica's ticks (zero is off), armed by the
 // sub-protocol that waits on it and fired by Tick (step.go). The caller ticks a
 // group only when NextDeadline falls due (Timers, timers.go).
+
+// Timing is the consensus timers in ticks (the reference server ticks every 10 ms;
+// see iggy.apache.org/docs/clustering/configuration for the settings and rules).
+type Timing struct {
+	HeartbeatTimeoutTicks           uint64
+	CommitBroadcastIntervalTicks    uint64
+	PrepareRetransmitIntervalTicks  uint64
+	ViewChangeRetransmitTicks       uint64
+	ViewChangeStatusTimeoutTicks    uint64
+	RequestStartViewRetransmitTicks uint64
+	ViewProbeAttemptsMax            int
+	RepairRetryIntervalTicks        uint64
+	RepairChunkMax                  int
+}
+
+// TimingDefault is the reference server's defaults at its 10 ms tick.
+var TimingDefault = Timing{
+	HeartbeatTimeoutTicks:           500,
+	CommitBroadcastIntervalTicks:    50,
+	PrepareRetransmitIntervalTicks:  25,
+	ViewChangeRetransmitTicks:       50,
+	ViewChangeStatusTimeoutTicks:    500,
+	RequestStartViewRetransmitTicks: 100,
+	ViewProbeAttemptsMax:            5,
+	RepairRetryIntervalTicks:        100,
+	RepairChunkMax:                  128,
+}
+
+func (t Timing) validate() error {
+	switch {
+	case t.HeartbeatTimeoutTicks == 0 || t.CommitBroadcastIntervalTicks == 0 || t.PrepareRetransmitIntervalTicks == 0 ||
+		t.ViewChangeRetransmitTicks == 0 || t.ViewChangeStatusTimeoutTicks == 0 ||
+		t.RequestStartViewRetransmitTicks == 0 || t.RepairRetryIntervalTicks == 0:
+		return errors.New("vsr: every timer must be at least one tick")
+	case t.HeartbeatTimeoutTicks < 4*t.CommitBroadcastIntervalTicks:
+		return fmt.Errorf("vsr: heartbeat timeout %d ticks below 4x the commit broadcast interval %d", t.HeartbeatTimeoutTicks, t.CommitBroadcastIntervalTicks)
+	case t.ViewChangeStatusTimeoutTicks < 4*t.ViewChangeRetransmitTicks:
+		return fmt.Errorf("vsr: view change status timeout %d ticks below 4x the retransmit interval %d", t.ViewChangeStatusTimeoutTicks, t.ViewChangeRetransmitTicks)
+	case t.ViewProbeAttemptsMax < 1 || t.ViewProbeAttemptsMax > 100:
+		return fmt.Errorf("vsr: view probe attempts %d outside 1..100", t.ViewProbeAttemptsMax)
+	case t.RepairChunkMax < 1 || t.RepairChunkMax > 1024:
+		return fmt.Errorf("vsr: repair chunk %d outside 1..1024", t.RepairChunkMax)
+	}
+	return nil
+}
 
 // timeouts are the replica's deadlines, absolute ticks; zero is off.
 type timeouts struct {
@@ -17,6 +67,8 @@ type timeouts struct {
 	repairAt        uint64 // a repair round's retry, from the next peer
 }
 
+// startTimers arms the timeouts of the replica's status and role, as it enters
+// them (a view started or adopted, a group created or recovered).
 func (c *Core) startTimers() {
 	c.normal.hopSilent = false
 	t := &c.timeouts
