@@ -28,6 +28,8 @@ type normalCase struct {
 	pendingSelf []uint64
 	deferred    []Write // MutationAckBeforeDurable only
 
+	// heartbeatToken numbers a primary's Commit broadcasts; heartbeatTokenSeen
+	// is the newest a backup heard (a Commit that came again is no heartbeat).
 	heartbeatToken uint64
 	// commitBroadcast is the commit point the last Commit broadcast carried
 	// (QuietWhenIdle), noCommitBroadcast before a primary's first one;
@@ -58,6 +60,8 @@ type Proposal struct {
 	UserID          uint32
 }
 
+// coreEntry is an op in the primary's pipeline: its identity and the replicas
+// whose durable append of it the primary heard, a bit each.
 type coreEntry struct {
 	op       uint64
 	identity wire.Uint128
