@@ -70,7 +70,8 @@ type coreEntry struct {
 
 // propose makes the proposal the next op of the hash chain: journaled here and
 // sent down the replication chain.
-func (c *Core) propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
+func (c *Core) propose(p *Proposal, body []byte, nowMicros uint64) (uint64, error) {
+	c.checkNoReadyOut("Propose")
 	if err := c.proposable(); err != nil {
 		return 0, err
 	}

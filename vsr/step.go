@@ -118,8 +118,7 @@ func (c *Core) due(at uint64) bool { return at != 0 && c.now >= at }
 // chain, journaled and sent down the replication chain through Ready. body must stay
 // valid until the Advance that follows.
 func (c *Core) Propose(p Proposal, body []byte, nowMicros uint64) (uint64, error) {
-	c.checkNoReadyOut("Propose")
-	return c.propose(p, body, nowMicros)
+	return c.propose(&p, body, nowMicros)
 }
 
 // checkFrame is what Step checks of any frame before its command: the cluster, the
