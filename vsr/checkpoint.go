@@ -78,4 +78,4 @@ func checkCheckpointInterval(cfg *CoreConfig) error {
 
 // CheckpointOp is the op of the last checkpoint the caller reported (or recovered
 // from, or installed).
-func (c *Core) CheckpointOp() uint64 { return c.checkpointOp }
+func (c *Core) CheckpointOp() uint64 { return c.log.checkpointOp }

@@ -817,7 +817,7 @@ func TestCoreChainSkipsASilentHop(t *testing.T) {
 	tc.tick(int(testTiming.PrepareRetransmitIntervalTicks) * 4) // the hop catches up
 	tc.propose(0, 1, 3)
 	tc.deliver(100)
-	if tc.cores[0].CommitMax() != 3 || tc.cores[0].hopSilent {
-		t.Fatalf("after the hop came back: commit %d, hop silent %v", tc.cores[0].CommitMax(), tc.cores[0].hopSilent)
+	if tc.cores[0].CommitMax() != 3 || tc.cores[0].normal.hopSilent {
+		t.Fatalf("after the hop came back: commit %d, hop silent %v", tc.cores[0].CommitMax(), tc.cores[0].normal.hopSilent)
 	}
 }

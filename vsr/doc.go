@@ -173,4 +173,33 @@
 // repair buffer, a failed read). Core.Drops copies the counts out without
 // allocating; a dropped input changes nothing of the log, the view or the commit
 // point (drops_test.go holds one input per reason).
+//
+// # The files
+//
+// The core is one struct, Core, whose state is split by sub-protocol: each
+// sub-protocol's file holds its handlers and the sub-struct of the state it owns;
+// the replica's view, status, head and commit points are Core's own, read by all.
+//
+//   - core.go: the configuration, Core and NewCore, the accessors.
+//   - step.go: the inputs and where each goes: Step's switch on the command, Tick's
+//     timeouts, Propose. Start reading here.
+//   - log.go: the slots and the hash chain (Core.log).
+//   - normal.go: the normal case: propose, prepare, ack, commit, the pipeline and
+//     the replication chain (Core.normal).
+//   - viewchange.go: StartViewChange, DoViewChange, StartView and its adoption;
+//     merge.go: the merge of the votes into the new view's log (Core.vc).
+//   - repair.go: repair rounds, the candidates below the trusted range, serving a
+//     peer's repair (Core.repair).
+//   - transfer.go: state transfer, fetched and offered (Core.transfer).
+//   - recovery.go: a restart from the journal, and the probes for a view.
+//   - forward.go: logins, logouts and session ends forwarded to the primary
+//     (Core.forwards).
+//   - timeouts.go: Timing and the deadlines Tick fires (Core.timeouts).
+//   - ready.go: Ready and Advance, the durable state to persist, message building
+//     (Core.out).
+//   - drops.go, checkpoint.go, takeover.go: dropped inputs, the checkpoint rule,
+//     a primaryship moved on purpose.
+//   - driver.go: Driver, the one Ready loop; timers.go: Timers, a shard's clock of
+//     many groups; journal.go: the journal's format; clienttable.go, ict2.go: the
+//     replicated client table.
 package vsr

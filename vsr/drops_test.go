@@ -30,29 +30,29 @@ type protocolState struct {
 
 func protocolStateOf(c *Core) protocolState {
 	slots := fnv.New64a()
-	for i := range c.slots {
-		s := &c.slots[i]
+	for i := range c.log.slots {
+		s := &c.log.slots[i]
 		slots.Write(wire.HeaderBytes(&s.header)[:])
 		slots.Write([]byte{byte(s.body), boolByte(s.trusted), boolByte(s.faulty)})
 	}
 	pipeline := fnv.New64a()
-	for _, e := range c.pipeline {
+	for _, e := range c.normal.pipeline {
 		pipeline.Write([]byte{byte(e.op), byte(e.op >> 8), byte(e.identity.Lo), byte(e.acks), byte(e.acks >> 8)})
 	}
 	votes := 0
-	for _, d := range c.dvcs {
+	for _, d := range c.vc.dvcs {
 		if d != nil {
 			votes++
 		}
 	}
 	return protocolState{
 		status: c.status, view: c.view, logView: c.logView,
-		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.trustLow, retained: c.retainedLow, checkpoint: c.checkpointOp,
-		durable: c.durable, stateChanged: c.stateChanged,
+		op: c.op, commitMin: c.commitMin, commitMax: c.commitMax, trustLow: c.log.trustLow, retained: c.log.retainedLow, checkpoint: c.log.checkpointOp,
+		durable: c.durable, stateChanged: c.out.stateChanged,
 		slots: slots.Sum64(), pipeline: pipeline.Sum64(),
-		svcFrom: c.svcFrom, votes: votes, candidates: len(c.candidates),
+		svcFrom: c.vc.svcFrom, votes: votes, candidates: len(c.repair.candidates),
 		transfer:    c.transfer.phase,
-		forwardsOut: len(c.forwardsOut), forwardsIn: len(c.forwardsIn), offers: len(c.offers), stateRequests: len(c.stateRequests),
+		forwardsOut: len(c.forwards.out), forwardsIn: len(c.forwards.in), offers: len(c.transfer.offers), stateRequests: len(c.transfer.stateRequests),
 		writes: len(c.rd.Writes), committed: len(c.rd.Committed), discards: len(c.rd.Discards),
 		truncate: c.rd.Truncate, install: c.rd.Install != nil,
 	}
@@ -325,8 +325,8 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 		{"a repaired body below the chain, the repair buffer full", DropRepairBufferFull, func(t *testing.T) {
 			tc := behindCluster(t, 20)
 			c := tc.cores[1]
-			if !c.repairActive || c.trustLow != 20 {
-				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repairActive, c.trustLow)
+			if !c.repair.active || c.log.trustLow != 20 {
+				t.Fatalf("replica 1: repair active %v, trusted from %d", c.repair.active, c.log.trustLow)
 			}
 			for op := uint64(1); op <= uint64(testTiming.RepairChunkMax); op++ {
 				p, body := tc.journaled(0, op, wire.CommandRepairPrepare)

@@ -91,7 +91,7 @@ func TestCoreFaultyOpIsNotNacked(t *testing.T) {
 				t.Fatalf("recovered head %d, want %d", c.Op(), tc.head)
 			}
 			c.startViewChange(1) // replica 1 leads view 1
-			c.svcFrom |= 1 << 0
+			c.vc.svcFrom |= 1 << 0
 			c.checkStartViewChangeQuorum()
 			var dvc *Message
 			rd := c.Ready()
@@ -162,19 +162,19 @@ func TestCoreFaultyOpKeepsCommittedOp(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range base {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 				c.op = h.Op
 			}
 			c.view, c.logView, c.commitMax = 3, 3, 3
 			c.startViewChange(4)
-			c.dvcs[1] = c.ownDoViewChange()
-			c.dvcs[2] = vote2
+			c.vc.dvcs[1] = c.ownDoViewChange()
+			c.vc.dvcs[2] = vote2
 			if tc.withZero {
-				c.dvcs[0] = vote(3, 3, logOf(log), 4, all)
+				c.vc.dvcs[0] = vote(3, 3, logOf(log), 4, all)
 			}
 			c.checkDoViewChangeQuorum()
-			merged := c.mergeDone || c.status == StatusNormal
+			merged := c.vc.mergeDone || c.status == StatusNormal
 			if merged != tc.merged {
 				t.Fatalf("merged %v, want %v (head %d)", merged, tc.merged, c.op)
 			}
@@ -241,7 +241,7 @@ func TestMergeWithFaultyOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range base {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 			}
 			c.op = 3
@@ -255,17 +255,17 @@ func TestMergeWithFaultyOps(t *testing.T) {
 					s.body = bodyDurable
 					st.put(&s.header, nil)
 				}
-				c.slots[o.op%64] = s
+				c.log.slots[o.op%64] = s
 				c.op = o.op
 			}
 			c.logView, c.commitMax, c.commitMin = 3, 3, 3
 			c.startViewChange(4)
-			c.dvcs[1] = c.ownDoViewChange()
+			c.vc.dvcs[1] = c.ownDoViewChange()
 			for replica, d := range tc.votes {
-				c.dvcs[replica] = d
+				c.vc.dvcs[replica] = d
 			}
 			c.checkDoViewChangeQuorum()
-			merged := c.mergeDone || c.status == StatusNormal
+			merged := c.vc.mergeDone || c.status == StatusNormal
 			if merged != tc.merged {
 				t.Fatalf("merged %v, want %v (op %d)", merged, tc.merged, c.op)
 			}

@@ -52,6 +52,18 @@ type ForwardOutcome struct {
 	Commit    uint64
 }
 
+// forwarding is the state of forwarded logins, logouts and session ends: those
+// this replica sent its primary and awaits, and, at the primary, those it admitted
+// and answers once their ops apply.
+type forwarding struct {
+	nonce uint64
+	out   []forwardOrigin
+	in    []forwardAtPrimary
+	// sessionEnds are the forwarded session ends the caller has not taken yet
+	// (TakeSessionEnds).
+	sessionEnds []SessionEnd
+}
+
 type forwardOrigin struct {
 	nonce    wire.Uint128
 	client   wire.Uint128
@@ -121,12 +133,12 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 		return wire.Uint128{}, ErrIsPrimary
 	case c.status != StatusNormal:
 		return wire.Uint128{}, ErrNotNormal
-	case len(c.forwardsOut) >= forwardsMax:
+	case len(c.forwards.out) >= forwardsMax:
 		return wire.Uint128{}, ErrForwardsFull
 	}
-	c.forwardNonce++
+	c.forwards.nonce++
 	// The nonce names the origin too, so two backups' forwards never collide.
-	nonce := wire.Uint128{Lo: c.forwardNonce, Hi: uint64(c.cfg.ReplicaID) + 1}
+	nonce := wire.Uint128{Lo: c.forwards.nonce, Hi: uint64(c.cfg.ReplicaID) + 1}
 	command := wire.CommandForwardLogout
 	if register {
 		command = wire.CommandForwardRegister
@@ -134,7 +146,7 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 	h := c.message(c.Primary(), command)
 	fill(h, nonce)
 	c.seal(nil)
-	c.forwardsOut = append(c.forwardsOut, forwardOrigin{nonce: nonce, client: client, register: register, deadline: c.now + ForwardTimeoutTicks})
+	c.forwards.out = append(c.forwards.out, forwardOrigin{nonce: nonce, client: client, register: register, deadline: c.now + ForwardTimeoutTicks})
 	return nonce, nil
 }
 
@@ -143,8 +155,8 @@ func (c *Core) forward(client wire.Uint128, register bool, fill func(*wire.Gener
 // InProgress, which would tell the origin that what the first copy had this
 // primary propose was never taken.
 func (c *Core) forwardTaken(from uint8, nonce wire.Uint128) bool {
-	for i := range c.forwardsIn {
-		if f := &c.forwardsIn[i]; f.from == from && f.nonce == nonce {
+	for i := range c.forwards.in {
+		if f := &c.forwards.in[i]; f.from == from && f.nonce == nonce {
 			c.drops[DropDuplicate]++
 			return true
 		}
@@ -201,11 +213,11 @@ func (c *Core) ForwardSessionEnd(client wire.Uint128, epoch uint64) (wire.Uint12
 // TakeSessionEnds returns, at the primary, the session ends forwarded since the
 // last call, for the caller to propose (SessionEndsProposed); nil when none came.
 func (c *Core) TakeSessionEnds() []SessionEnd {
-	if len(c.sessionEnds) == 0 {
+	if len(c.forwards.sessionEnds) == 0 {
 		return nil
 	}
-	ends := append([]SessionEnd(nil), c.sessionEnds...)
-	c.sessionEnds = c.sessionEnds[:0]
+	ends := append([]SessionEnd(nil), c.forwards.sessionEnds...)
+	c.forwards.sessionEnds = c.forwards.sessionEnds[:0]
 	return ends
 }
 
@@ -217,8 +229,8 @@ func (c *Core) SessionEndsProposed(op uint64, clients []wire.Uint128) {
 	if s == nil {
 		return
 	}
-	for i := range c.forwardsIn {
-		f := &c.forwardsIn[i]
+	for i := range c.forwards.in {
+		f := &c.forwards.in[i]
 		if f.end && f.op == 0 && slices.Contains(clients, f.client) {
 			f.op, f.identity = op, s.header.Checksum
 		}
@@ -232,11 +244,11 @@ func (c *Core) admitSessionEnd(m *wire.ForwardLogoutHeader) {
 	switch {
 	case !c.IsPrimary():
 		outcome = wire.ForwardLogoutNotPrimary
-	case len(c.forwardsIn) >= forwardsMax:
+	case len(c.forwards.in) >= forwardsMax:
 		outcome = wire.ForwardLogoutPipelineFull
 	default:
-		for i := range c.forwardsIn {
-			if f := &c.forwardsIn[i]; f.end && f.client == m.Client && f.epoch == m.Session {
+		for i := range c.forwards.in {
+			if f := &c.forwards.in[i]; f.end && f.client == m.Client && f.epoch == m.Session {
 				outcome = wire.ForwardLogoutInProgress
 			}
 		}
@@ -245,8 +257,8 @@ func (c *Core) admitSessionEnd(m *wire.ForwardLogoutHeader) {
 		c.sendForwardLogoutResult(m.Replica, m.Nonce, m.Client, outcome, 0)
 		return
 	}
-	c.forwardsIn = append(c.forwardsIn, forwardAtPrimary{from: m.Replica, nonce: m.Nonce, client: m.Client, end: true, epoch: m.Session})
-	c.sessionEnds = append(c.sessionEnds, SessionEnd{Client: m.Client, Epoch: m.Session})
+	c.forwards.in = append(c.forwards.in, forwardAtPrimary{from: m.Replica, nonce: m.Nonce, client: m.Client, end: true, epoch: m.Session})
+	c.forwards.sessionEnds = append(c.forwards.sessionEnds, SessionEnd{Client: m.Client, Epoch: m.Session})
 }
 
 func (c *Core) onForwardLogout(m *wire.ForwardLogoutHeader) error {
@@ -292,23 +304,23 @@ func (c *Core) admitForward(from uint8, client, nonce wire.Uint128, register boo
 	if c.InPipeline(client) {
 		return code(wire.ForwardRegisterInProgress, wire.ForwardLogoutInProgress)
 	}
-	for i := range c.forwardsIn {
-		if c.forwardsIn[i].client == client {
+	for i := range c.forwards.in {
+		if c.forwards.in[i].client == client {
 			return code(wire.ForwardRegisterInProgress, wire.ForwardLogoutInProgress)
 		}
 	}
 	if register && c.cfg.Sessions != nil && !c.cfg.Sessions.RegisterAllowed(client, p.UserID) {
 		return uint8(wire.ForwardRegisterClientIDOwnedByAnotherUser)
 	}
-	if len(c.forwardsIn) >= forwardsMax {
+	if len(c.forwards.in) >= forwardsMax {
 		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
 	}
-	op, err := c.Propose(p, nil, c.lastTimestamp+1)
+	op, err := c.Propose(p, nil, c.log.lastTimestamp+1)
 	if err != nil {
 		return code(wire.ForwardRegisterPipelineFull, wire.ForwardLogoutPipelineFull)
 	}
 	s := c.slotAt(op)
-	c.forwardsIn = append(c.forwardsIn, forwardAtPrimary{op: op, identity: s.header.Checksum, from: from, nonce: nonce, client: client, register: register})
+	c.forwards.in = append(c.forwards.in, forwardAtPrimary{op: op, identity: s.header.Checksum, from: from, nonce: nonce, client: client, register: register})
 	return code(wire.ForwardRegisterOk, wire.ForwardLogoutOk)
 }
 
@@ -331,8 +343,8 @@ func (c *Core) sendForwardLogoutResult(to uint8, nonce, client wire.Uint128, out
 // applied is answered Ok (the epoch of a register is its op); after a view change
 // the rest are Canceled, since their ops may never commit.
 func (c *Core) answerForwards(canceled bool) {
-	kept := c.forwardsIn[:0]
-	for _, f := range c.forwardsIn {
+	kept := c.forwards.in[:0]
+	for _, f := range c.forwards.in {
 		s := c.slotAt(f.op)
 		applied := !canceled && f.op != 0 && f.op <= c.commitMin && s != nil && s.header.Checksum == f.identity
 		switch {
@@ -352,15 +364,15 @@ func (c *Core) answerForwards(canceled bool) {
 			kept = append(kept, f)
 		}
 	}
-	c.forwardsIn = kept
+	c.forwards.in = kept
 }
 
 func (c *Core) onForwardResult(nonce, client wire.Uint128, register bool, outcome ForwardOutcome) error {
-	for i := range c.forwardsOut {
-		f := &c.forwardsOut[i]
+	for i := range c.forwards.out {
+		f := &c.forwards.out[i]
 		if f.nonce == nonce && f.client == client && f.register == register {
 			c.rd.Forwards = append(c.rd.Forwards, outcome)
-			c.forwardsOut = append(c.forwardsOut[:i], c.forwardsOut[i+1:]...)
+			c.forwards.out = append(c.forwards.out[:i], c.forwards.out[i+1:]...)
 			return nil
 		}
 	}
@@ -369,15 +381,15 @@ func (c *Core) onForwardResult(nonce, client wire.Uint128, register bool, outcom
 }
 
 func (c *Core) expireForwards() {
-	kept := c.forwardsOut[:0]
-	for _, f := range c.forwardsOut {
+	kept := c.forwards.out[:0]
+	for _, f := range c.forwards.out {
 		if c.now >= f.deadline {
 			c.rd.Forwards = append(c.rd.Forwards, ForwardOutcome{Nonce: f.nonce, Client: f.client, Register: f.register, TimedOut: true})
 			continue
 		}
 		kept = append(kept, f)
 	}
-	c.forwardsOut = kept
+	c.forwards.out = kept
 }
 
 // abandonForwards answers every forward in flight as timed out at once: this
@@ -387,15 +399,15 @@ func (c *Core) expireForwards() {
 // of at the forward's own deadline; an op the old primary did commit is replayed
 // from the client table like any retry.
 func (c *Core) abandonForwards() {
-	for _, f := range c.forwardsOut {
+	for _, f := range c.forwards.out {
 		c.rd.Forwards = append(c.rd.Forwards, ForwardOutcome{Nonce: f.nonce, Client: f.client, Register: f.register, TimedOut: true})
 	}
-	c.forwardsOut = c.forwardsOut[:0]
+	c.forwards.out = c.forwards.out[:0]
 }
 
 func (c *Core) forwardDeadline() uint64 {
 	d := uint64(0)
-	for _, f := range c.forwardsOut {
+	for _, f := range c.forwards.out {
 		if d == 0 || f.deadline < d {
 			d = f.deadline
 		}

@@ -136,18 +136,18 @@ func TestMergeCanonicalLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range tc.own {
-				c.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
+				c.log.slots[h.Op%64] = slot{header: h, trusted: true, body: bodyDurable}
 				st.put(&h, nil)
 				c.op = max(c.op, h.Op)
 			}
 			c.logView, c.commitMax = tc.ownLogView, tc.ownCommit
 			c.startViewChange(4)
-			c.dvcs[1] = c.ownDoViewChange()
+			c.vc.dvcs[1] = c.ownDoViewChange()
 			for replica, d := range tc.votes {
-				c.dvcs[replica] = d
+				c.vc.dvcs[replica] = d
 			}
 			c.checkDoViewChangeQuorum()
-			merged := c.mergeDone || (c.status == StatusNormal && c.logView == 4)
+			merged := c.vc.mergeDone || (c.status == StatusNormal && c.logView == 4)
 			if merged != tc.merged {
 				t.Fatalf("merged %v, want %v (op %d, status %v)", merged, tc.merged, c.op, c.status)
 			}

@@ -97,6 +97,17 @@ const (
 	transferInstalling
 )
 
+// stateTransfer is the state of state transfer: the state this replica fetches
+// (transferIn, reset whole at each start), and the states it offers to peers.
+type stateTransfer struct {
+	transferIn
+
+	offers []stateOffer
+	// stateRequests are the peers' requests for a state, for the caller to
+	// answer (Ready.StateRequests -> OfferState).
+	stateRequests []StateRequest
+}
+
 type transferIn struct {
 	phase     transferPhase
 	nonce     wire.Uint128
@@ -131,9 +142,9 @@ func (c *Core) startTransfer(peer uint8) {
 		// know the head its next prepare chains to. A caught-up replica takes over.
 		c.startViewChange(c.view + 1)
 	}
-	c.repairActive, c.repairAt = false, 0
+	c.repair.active, c.timeouts.repairAt = false, 0
 	c.dropCandidates()
-	c.transfer = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
+	c.transfer.transferIn = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: c.transfer.nonceNext}
 	c.requestTarget()
 }
 
@@ -232,18 +243,18 @@ func (c *Core) onRequestStateTransfer(m *wire.RequestStateTransferHeader) error 
 	if m.Replica == c.cfg.ReplicaID {
 		return c.drop(DropNotForRole)
 	}
-	for i := range c.offers {
-		if o := &c.offers[i]; o.to == m.Replica && o.nonce == m.Nonce {
+	for i := range c.transfer.offers {
+		if o := &c.transfer.offers[i]; o.to == m.Replica && o.nonce == m.Nonce {
 			c.sendTarget(m.Replica, m.Nonce, o)
 			return nil
 		}
 	}
-	for _, r := range c.stateRequests {
+	for _, r := range c.transfer.stateRequests {
 		if r.From == m.Replica && r.Nonce == m.Nonce {
 			return c.drop(DropDuplicate) // the caller is making that state
 		}
 	}
-	c.stateRequests = append(c.stateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
+	c.transfer.stateRequests = append(c.transfer.stateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
 	c.rd.StateRequests = append(c.rd.StateRequests, StateRequest{From: m.Replica, Nonce: m.Nonce})
 	return nil
 }
@@ -252,13 +263,13 @@ func (c *Core) onRequestStateTransfer(m *wire.RequestStateTransferHeader) error 
 // the applied op): the artifacts stay referenced until the requester is done or
 // another offer replaces them.
 func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact) {
-	kept := c.stateRequests[:0]
-	for _, q := range c.stateRequests {
+	kept := c.transfer.stateRequests[:0]
+	for _, q := range c.transfer.stateRequests {
 		if q != r {
 			kept = append(kept, q)
 		}
 	}
-	c.stateRequests = kept
+	c.transfer.stateRequests = kept
 	if commitOp > c.commitMin || commitOp == 0 || int(r.From) >= c.n() {
 		c.sendTarget(r.From, r.Nonce, nil)
 		return
@@ -273,18 +284,18 @@ func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact)
 	}
 	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
 	replaced := false
-	for i := range c.offers {
-		if c.offers[i].to == r.From {
-			c.offers[i], replaced = o, true
+	for i := range c.transfer.offers {
+		if c.transfer.offers[i].to == r.From {
+			c.transfer.offers[i], replaced = o, true
 		}
 	}
 	if !replaced {
-		if len(c.offers) == offersMax {
-			c.offers = c.offers[1:]
+		if len(c.transfer.offers) == offersMax {
+			c.transfer.offers = c.transfer.offers[1:]
 		}
-		c.offers = append(c.offers, o)
+		c.transfer.offers = append(c.transfer.offers, o)
 	}
-	c.sendTarget(r.From, r.Nonce, &c.offers[len(c.offers)-1])
+	c.sendTarget(r.From, r.Nonce, &c.transfer.offers[len(c.transfer.offers)-1])
 }
 
 // sendTarget sends an offer, or a refusal when o is nil (transient: ask again).
@@ -297,9 +308,9 @@ func (c *Core) sendTarget(to uint8, nonce wire.Uint128, o *stateOffer) {
 		c.seal(nil)
 		return
 	}
-	for i := range c.offers {
-		if c.offers[i].to == to {
-			o = &c.offers[i]
+	for i := range c.transfer.offers {
+		if c.transfer.offers[i].to == to {
+			o = &c.transfer.offers[i]
 		}
 	}
 	t.Available, t.CommitOp = 1, o.commitOp
@@ -389,8 +400,8 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 	if err := c.checkGroup(m.Group); err != nil {
 		return err
 	}
-	for i := range c.offers {
-		o := &c.offers[i]
+	for i := range c.transfer.offers {
+		o := &c.transfer.offers[i]
 		if o.to != m.Replica || o.nonce != m.Nonce {
 			continue
 		}
@@ -455,23 +466,23 @@ func (c *Core) installed(identity wire.Uint128) {
 	// What the journal holds at or below the installed op is not of the log this
 	// replica follows now, or not known to be.
 	// (The op itself stays when it is the installed state's: it anchors the log.)
-	for k := op; k > 0 && k+uint64(len(c.slots)) > op && k > c.commitMin; k-- {
+	for k := op; k > 0 && k+uint64(len(c.log.slots)) > op && k > c.commitMin; k-- {
 		if s := c.slotAt(k); s != nil && !(k == op && s.trusted && !identity.IsZero() && s.header.Checksum == identity) {
 			*s = slot{}
 		}
 	}
 	if c.op <= op && !identity.IsZero() {
-		c.lastPrepareChecksum = identity
+		c.log.lastPrepareChecksum = identity
 	}
 	c.commitMin = op
-	c.retainedLow = max(c.retainedLow, op+1)
-	c.checkpointOp = max(c.checkpointOp, op)
+	c.log.retainedLow = max(c.log.retainedLow, op+1)
+	c.log.checkpointOp = max(c.log.checkpointOp, op)
 	c.commitMax = max(c.commitMax, op)
 	if c.op < op {
 		c.op = op
 	}
-	if c.trustLow <= op {
-		c.trustLow = op + 1
+	if c.log.trustLow <= op {
+		c.log.trustLow = op + 1
 	}
 	c.dropCandidates()
 	c.verifyDown()

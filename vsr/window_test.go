@@ -80,8 +80,8 @@ func TestRepairKeepsTheWindowsHead(t *testing.T) {
 					acked = acked || h.PrepareOk().Op == head
 				case wire.CommandRequestPrepares:
 					requests = append(requests, *h.RequestPrepares())
-					if cap(c.candidates) != 0 {
-						t.Fatalf("a new repair round holds the last round's room for %d candidates", cap(c.candidates))
+					if cap(c.repair.candidates) != 0 {
+						t.Fatalf("a new repair round holds the last round's room for %d candidates", cap(c.repair.candidates))
 					}
 				case wire.CommandRequestStateTransfer:
 					transfer = true
@@ -131,8 +131,8 @@ func TestRepairCandidatesHeldOnlyWhileRepairing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cap(c.candidates) != 0 {
-		t.Fatalf("a fresh core holds room for %d repair candidates", cap(c.candidates))
+	if cap(c.repair.candidates) != 0 {
+		t.Fatalf("a fresh core holds room for %d repair candidates", cap(c.repair.candidates))
 	}
 	// A group that repairs holds the room while the round's candidates come
 	// (TestRepairKeepsTheWindowsHead checks each new round starts without it).
