@@ -250,8 +250,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		},
 		normal: normalCase{pipeline: make([]coreEntry, cfg.PipelineDepth)},
 		vc: viewChange{
-			dvcs:     make([]*doViewChange, n),
-			svSentTo: make([]uint64, n),
+			dvcs:         make([]*doViewChange, n),
+			svQuietUntil: make([]uint64, n),
 		},
 	}
 	c.view, c.logView = cfg.InitialView, cfg.InitialView

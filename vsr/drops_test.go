@@ -400,3 +400,27 @@ func TestDropsAllocateNothing(t *testing.T) {
 		t.Fatalf("Drops allocates %v times", n)
 	}
 }
+
+// A primary tells a stale replica its view at most once per view-change
+// retransmit interval, however many of its frames arrive meanwhile: the limit
+// was written and then overwritten with now, so every stale frame got a
+// StartView of its own (the whole suffix of headers each).
+func TestStaleReplicaToldItsViewOncePerInterval(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	c := tc.cores[0]
+	if !c.IsPrimary() {
+		t.Fatal("replica 0 does not lead view 0")
+	}
+	for range 5 {
+		c.answerStaleView(1)
+	}
+	if n := len(c.rd.Messages); n != 1 {
+		t.Fatalf("%d StartViews for five stale frames within an interval, want 1", n)
+	}
+	c.now += testTiming.ViewChangeRetransmitTicks
+	c.answerStaleView(1)
+	c.answerStaleView(2)
+	if n := len(c.rd.Messages); n != 3 {
+		t.Fatalf("%d StartViews after the interval, want 3 (one more to each stale replica)", n)
+	}
+}

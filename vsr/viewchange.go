@@ -17,8 +17,9 @@ type viewChange struct {
 	dvcs        []*doViewChange // by replica, this view only
 	mergeDone   bool            // candidate installed the merged log, repairing
 	startViewOp uint64          // head of the merged log while repairing
-	// svSentTo[replica] is when a primary last told that stale replica its view.
-	svSentTo []uint64
+	// svQuietUntil[replica] is the tick before which a primary does not tell that stale
+	// replica its view again (answerStaleView).
+	svQuietUntil []uint64
 	// rsvNextAt is when this replica may next ask a newer view's primary for
 	// its StartView.
 	rsvNextAt uint64
@@ -38,11 +39,10 @@ func (c *Core) onNewerView(view uint32) {
 // older view's frame, or a view change for the view it already started) tells it
 // the view.
 func (c *Core) answerStaleView(replica uint8) {
-	if !c.IsPrimary() || replica == c.cfg.ReplicaID || (c.vc.svSentTo[replica] != 0 && c.now < c.vc.svSentTo[replica]) {
+	if !c.IsPrimary() || replica == c.cfg.ReplicaID || (c.vc.svQuietUntil[replica] != 0 && c.now < c.vc.svQuietUntil[replica]) {
 		return
 	}
-	c.vc.svSentTo[replica] = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
-	c.vc.svSentTo[replica] = c.now
+	c.vc.svQuietUntil[replica] = c.now + c.cfg.Timing.ViewChangeRetransmitTicks
 	c.sendStartView(replica, wire.Uint128{})
 }
 
