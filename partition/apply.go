@@ -274,12 +274,17 @@ func (p *Partition) checkStamp(e *journalEntry) error {
 
 // finishEntry ends an entry's send with err: returned by the Send call that admitted
 // it when it is still running, otherwise through SendDone. A deferred offset op is
-// answered 58 (the client asks again, at whichever replica leads then), also when
-// err says its outcome is unknown: a store of the same offset again is harmless,
-// and the cluster simulator's clients take 58 only.
+// answered 57 TransientNotCommitted when err says its outcome is unknown
+// (outcomeUnknown: its prepare may commit in a new view or a replay), else 58 (it
+// will never apply: the client asks again, at whichever replica leads then). As for
+// a send, 58 never answers an op that may yet be in the log.
 func (p *Partition) finishEntry(e *journalEntry, err error) {
 	if e.offsetDone != nil {
-		e.offsetDone.OffsetDone(e.token, wire.ErrTransientNotAccepted)
+		code := wire.ErrTransientNotAccepted
+		if err == wire.ErrTransientNotCommitted {
+			code = wire.ErrTransientNotCommitted
+		}
+		e.offsetDone.OffsetDone(e.token, code)
 		e.offsetDone = nil
 		return
 	}
