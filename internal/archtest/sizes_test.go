@@ -38,7 +38,6 @@ var sizesBeingSplit = map[string]string{
 	"server.collector": "the metrics' families, grouped by what they measure",
 	"server.handler":   "the server, split by concept into packages",
 	"vsr/sim.Result":   "the simulator's figures, grouped by plane",
-	"segment.Log":      "the log's segments, index and write state",
 }
 
 func TestSizes(t *testing.T) {
