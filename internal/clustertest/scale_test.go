@@ -194,10 +194,12 @@ func idleCPU(b testing.TB, nodes []*node, rest, window time.Duration) []float64 
 // partition of each took (first-send-ms, the slowest) against a send to a partition
 // of an older topic in the same run (warm-send-ms), each node's share of a core
 // while the 3,000 partitions sit idle (idle-cpu-%, the busiest node, over 10 s after
-// 5 s of rest) and the largest resident size (rss-MB) with the memory per idle
-// partition it implies (rss-per-partition-KB, above the same cluster's size with one
-// partition).
+// 5 s of rest), the largest resident size then (rss-MB) and at rest (rss-at-rest-MB,
+// memoryAtRest), and the resident size a partition adds at rest
+// (rss-per-partition-KB, the largest of the nodes, against its own size at rest
+// with one partition).
 func BenchmarkThousandsOfPartitions(b *testing.B) {
+	b.Setenv("IGGY_PPROF_ADDRESS", "127.0.0.1:0")
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		c := newCluster(b, 3)
@@ -224,14 +226,10 @@ func BenchmarkThousandsOfPartitions(b *testing.B) {
 			return time.Since(start)
 		}
 		send("warm", 0)
-		var rssBase int64
-		for _, n := range c.nodes {
-			s, err := n.stat()
-			if err != nil {
-				b.Fatal(err)
-			}
-			rssBase = max(rssBase, s.rssBytes)
-		}
+		// At rest, not as read after the login: a new node's password checks
+		// leave garbage that the partitions' pages would take the place of
+		// (partition/doc.go "Memory").
+		base := memoryAtRest(ctx, b, c, "one partition")
 		var createMax, firstSendMax, warmSendMax time.Duration
 		for topic := range 3 {
 			name := fmt.Sprintf("t%d", topic)
@@ -268,8 +266,14 @@ func BenchmarkThousandsOfPartitions(b *testing.B) {
 		b.ReportMetric(float64(firstSendMax)/1e6, "first-send-ms")
 		b.ReportMetric(float64(warmSendMax)/1e6, "warm-send-ms")
 		b.ReportMetric(100*idleMax, "idle-cpu-%")
+		idle := memoryAtRest(ctx, b, c, "3,000 partitions")
+		var restMax, perPartitionMax int64
+		for i := range c.nodes {
+			restMax, perPartitionMax = max(restMax, idle[i].rssBytes), max(perPartitionMax, idle[i].rssBytes-base[i].rssBytes)
+		}
 		b.ReportMetric(float64(rssMax)/(1<<20), "rss-MB")
-		b.ReportMetric(float64(rssMax-rssBase)/1024/(3*thousandPartitions), "rss-per-partition-KB")
+		b.ReportMetric(float64(restMax)/(1<<20), "rss-at-rest-MB")
+		b.ReportMetric(float64(perPartitionMax)/1024/(3*thousandPartitions), "rss-per-partition-KB")
 		c.stop()
 		cancel()
 	}
@@ -439,11 +443,11 @@ func (n *node) readHeap(ctx context.Context, m *memStat) error {
 // in each, and each node's resident size at rest is compared with the sum's
 // prediction, R0 + N x the resident size of a partition created (then written) for
 // the node's role. At rest means the groups parked (restBeforeMemory) and the
-// node's garbage collected and returned to the system, as the Go runtime does by
-// itself within minutes of idling (a collection every 2 minutes at the latest,
-// its scavenger returning the freed pages a collection or two later); the
-// benchmark forces the collections through the node's pprof endpoint to get there
-// in seconds. It reports, for the node furthest from its prediction, the resident
+// node's garbage collected and the pages freed returned to the system: the sum's
+// floor, which the benchmark brings each node to with collections through its
+// pprof endpoint (the runtime's scavenger returns freed pages by itself only past
+// about a tenth over its heap goal, so a node left alone may keep its garbage:
+// the password checks' and its last bursts'). It reports, for the node furthest from its prediction, the resident
 // sizes measured and predicted once created and once written (MB); the largest
 // error of all nodes in % of the prediction, at rest (error-%) and as read before
 // the forced collections (error-before-collections-%); and the resident and heap
@@ -504,44 +508,7 @@ func partitionMemory(b *testing.B, nodes, partitions int) {
 		b.Fatal(err)
 	}
 	send("warm", 0)
-	atRest := func(what string) []memStat {
-		time.Sleep(restBeforeMemory) // the rest being measured, not a synchronisation
-		out := make([]memStat, len(c.nodes))
-		for i, n := range c.nodes {
-			var natural memStat
-			if err := n.readRSS(&natural); err != nil {
-				b.Fatal(err)
-			}
-			// Collections until the runtime has returned what it will of the
-			// pages they freed: its scavenger returns them in the background, a
-			// collection or more later (seen: up to three).
-			kept := int64(math.MaxInt64)
-			for k := 0; ; k++ {
-				if err := n.readHeap(ctx, &out[i]); err != nil {
-					b.Fatal(err)
-				}
-				free := out[i].heapIdleBytes - out[i].heapReleasedBytes
-				if k >= 3 && kept-free < 1<<20 {
-					break
-				}
-				if k == restCollectionsMax {
-					b.Fatalf("node %d: the runtime still returns pages after %d collections", n.id, k)
-				}
-				kept = free
-				time.Sleep(time.Second) // the scavenger's pace, not a synchronisation
-			}
-			m := &out[i]
-			if err := n.readRSS(m); err != nil {
-				b.Fatal(err)
-			}
-			m.naturalRSSBytes = natural.rssBytes
-			b.Logf("%s: node %d: %.1f MB resident at rest (anon %.1f, file %.1f; %.1f before the collections); heap live %.1f MB, in use %.1f, idle %.1f, released %.1f, stacks %.1f, runtime total %.1f",
-				what, n.id, mb(m.rssBytes), mb(m.anonBytes), mb(m.fileBytes), mb(natural.rssBytes), mb(m.heapLiveBytes), mb(m.heapInuseBytes),
-				mb(m.heapIdleBytes), mb(m.heapReleasedBytes), mb(m.stackBytes), mb(m.sysBytes))
-		}
-		return out
-	}
-	base := atRest("before")
+	base := memoryAtRest(ctx, b, c, "before")
 	var topics []string
 	for t := 0; t*thousandPartitions < partitions; t++ {
 		name := fmt.Sprintf("t%d", t)
@@ -551,13 +518,13 @@ func partitionMemory(b *testing.B, nodes, partitions int) {
 		}
 		topics = append(topics, name)
 	}
-	created := atRest("created")
+	created := memoryAtRest(ctx, b, c, "created")
 	for t, name := range topics {
 		for p := range uint32(min(thousandPartitions, partitions-t*thousandPartitions)) {
 			send(name, p)
 		}
 	}
-	written := atRest("written")
+	written := memoryAtRest(ctx, b, c, "written")
 
 	var worst struct {
 		errorShare                                   float64
@@ -604,6 +571,47 @@ func partitionMemory(b *testing.B, nodes, partitions int) {
 	b.ReportMetric(rssWritten, "rss-written-KB/partition")
 	b.ReportMetric(heapCreated, "heap-created-KB/partition")
 	b.ReportMetric(heapWritten, "heap-written-KB/partition")
+}
+
+// memoryAtRest lets the nodes rest (restBeforeMemory), brings each to rest (its
+// garbage collected, through its pprof endpoint, and the pages freed returned) and
+// returns what each holds then, and held before the collections.
+func memoryAtRest(ctx context.Context, b *testing.B, c *cluster, what string) []memStat {
+	time.Sleep(restBeforeMemory) // the rest being measured, not a synchronisation
+	out := make([]memStat, len(c.nodes))
+	for i, n := range c.nodes {
+		var natural memStat
+		if err := n.readRSS(&natural); err != nil {
+			b.Fatal(err)
+		}
+		// Collections until the runtime has returned what it will of the
+		// pages they freed: its scavenger returns them in the background, a
+		// collection or more later (seen: up to three).
+		kept := int64(math.MaxInt64)
+		for k := 0; ; k++ {
+			if err := n.readHeap(ctx, &out[i]); err != nil {
+				b.Fatal(err)
+			}
+			free := out[i].heapIdleBytes - out[i].heapReleasedBytes
+			if k >= 3 && kept-free < 1<<20 {
+				break
+			}
+			if k == restCollectionsMax {
+				b.Fatalf("node %d: the runtime still returns pages after %d collections", n.id, k)
+			}
+			kept = free
+			time.Sleep(time.Second) // the scavenger's pace, not a synchronisation
+		}
+		m := &out[i]
+		if err := n.readRSS(m); err != nil {
+			b.Fatal(err)
+		}
+		m.naturalRSSBytes = natural.rssBytes
+		b.Logf("%s: node %d: %.1f MB resident at rest (anon %.1f, file %.1f; %.1f before the collections); heap live %.1f MB, in use %.1f, idle %.1f, released %.1f, stacks %.1f, runtime total %.1f",
+			what, n.id, mb(m.rssBytes), mb(m.anonBytes), mb(m.fileBytes), mb(natural.rssBytes), mb(m.heapLiveBytes), mb(m.heapInuseBytes),
+			mb(m.heapIdleBytes), mb(m.heapReleasedBytes), mb(m.stackBytes), mb(m.sysBytes))
+	}
+	return out
 }
 
 // restBeforeMemory is how long the nodes rest before their memory is read: past
