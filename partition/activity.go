@@ -35,13 +35,32 @@ import (
 // interval per shard, however many partitions it holds; the reference sends each
 // group's heartbeat (iggy.apache.org/docs/clustering), the frames are the same.
 
+// partitionActivity is a partition's places in the store's lists. active: in the
+// list PollIO visits; resumeWanted: a storage completion left work for after the
+// poll (resume). parked: its group is off the timers, idle (parkedFor: its
+// primary, for a backup); leading: in the list of groups this replica leads;
+// statsChanged: in the store's changed list.
+type partitionActivity struct {
+	timer        vsr.GroupHandle
+	active       bool
+	resumeWanted bool
+	parked       bool
+	parkedFor    uint8
+	leading      bool
+	statsChanged bool
+	// armedAt is the partition's index in the store's list of armed groups (-1:
+	// not armed), dueAt the shard tick its deadline falls due.
+	armedAt int
+	dueAt   uint64
+}
+
 // groupsPerTickMax bounds the groups a tick catches up and drives.
 const groupsPerTickMax = 64
 
 type activity struct {
 	// active lists the partitions PollIO visits.
 	active []*Partition
-	// armed lists the groups in the timers' heap (Partition.armedAt).
+	// armed lists the groups in the timers' heap (partitionActivity.armedAt).
 	armed []*Partition
 	// backlog holds the groups due and not visited yet, from backlogHead on.
 	backlog     []vsr.GroupHandle
@@ -74,8 +93,8 @@ type activityCounts struct {
 
 // activate puts p in the list PollIO visits.
 func (s *Store) activate(p *Partition) {
-	if !p.active {
-		p.active = true
+	if !p.activity.active {
+		p.activity.active = true
 		s.active = append(s.active, p)
 	}
 }
@@ -83,9 +102,9 @@ func (s *Store) activate(p *Partition) {
 // needsPoll reports whether PollIO must visit p again: I/O in flight, completions
 // left work, or sends, applies or a save wait.
 func (p *Partition) needsPoll() bool {
-	return !p.idle() || p.resumeWanted || p.saveWanted || p.persisting != nil || p.sends.n > 0 || len(p.unwritten) > 0 ||
-		p.state != nil && p.state.writing ||
-		p.journal.len() > 0 && p.journal.firstOp <= p.committedOp && p.core != nil && !p.core.Transferring()
+	return !p.idle() || p.activity.resumeWanted || p.saveWanted || p.persist.ready != nil || p.sends.n > 0 || len(p.copies.unwritten) > 0 ||
+		p.group.state != nil && p.group.state.writing ||
+		p.journal.len() > 0 && p.journal.firstOp <= p.committedOp && p.group.core != nil && !p.group.core.Transferring()
 }
 
 // PollIO runs the storage completions of the active partitions without waiting. It
@@ -105,7 +124,7 @@ func (s *Store) PollIO() int {
 	for i := 0; i < end; i++ {
 		p := s.active[i]
 		if s.partitions[p.key] != p {
-			p.active = false // deleted
+			p.activity.active = false // deleted
 			s.active[i] = nil
 			continue
 		}
@@ -113,19 +132,19 @@ func (s *Store) PollIO() int {
 		ran := p.pollStorage(false)
 		n += ran
 		p.settleSends()
-		if ran > 0 && p.applied.n > 0 {
+		if ran > 0 && p.group.applied.n > 0 {
 			p.maybeCheckpoint() // an offset write it waited for may be done
 		}
 		if p.needsPoll() {
 			n++
 			continue
 		}
-		p.active = false
+		p.activity.active = false
 		s.active[i] = nil
 	}
 	kept := s.active[:0]
 	for _, p := range s.active {
-		if p != nil && p.active {
+		if p != nil && p.activity.active {
 			kept = append(kept, p)
 		}
 	}
@@ -179,9 +198,9 @@ func (s *Store) Tick() {
 // (wakeSilentlyLed) makes true. A fresh primary is not caught up: its first Commit
 // broadcast, due now, would tell its backups op 0, which they know.
 func (s *Store) park(p *Partition) bool {
-	core := p.core
+	core := p.group.core
 	if s.repl.replicaCount() == 1 || core.Status() != vsr.StatusNormal || core.Transferring() ||
-		p.journal.len() > 0 || p.proposals.n > 0 || p.broken() != nil {
+		p.journal.len() > 0 || p.proposing.queue.n > 0 || p.broken() != nil {
 		return false
 	}
 	if core.IsPrimary() {
@@ -194,40 +213,40 @@ func (s *Store) park(p *Partition) bool {
 		if core.Op() != core.CommitMin() || heard == 0 || s.timers.Now()-(heard-1) >= s.timing().HeartbeatTimeoutTicks {
 			return false // ops wait for a commit, or the primary's node is silent: the heartbeat fires
 		}
-		s.timers.Catch(p.timer)
+		s.timers.Catch(p.activity.timer)
 		if core.HasReady() || core.Status() != vsr.StatusNormal {
 			return false // the catch-up fired something: drive it
 		}
-		p.parkedFor = primary
+		p.activity.parkedFor = primary
 		s.parkedBy[primary] = append(s.parkedBy[primary], p)
 		s.renewWatch(primary)
 	}
 	s.noteDisarmed(p)
-	s.timers.Remove(p.timer)
-	s.timerOwners[p.timer] = nil
-	p.parked = true
+	s.timers.Remove(p.activity.timer)
+	s.timerOwners[p.activity.timer] = nil
+	p.activity.parked = true
 	s.counts.parks++
 	return true
 }
 
 // addTimer files p's group on the timers (a fresh group, or one parked).
 func (s *Store) addTimer(p *Partition) {
-	p.parked = false
-	p.timer = s.timers.Add(p.core)
-	for int(p.timer) >= len(s.timerOwners) {
+	p.activity.parked = false
+	p.activity.timer = s.timers.Add(p.group.core)
+	for int(p.activity.timer) >= len(s.timerOwners) {
 		s.timerOwners = append(s.timerOwners, nil)
 	}
-	s.timerOwners[p.timer] = p
+	s.timerOwners[p.activity.timer] = p
 	s.noteArmed(p)
 }
 
 // catchUp brings p's group to the shard's tick before an input (vsr.Timers.Catch),
 // putting it back on the timers first if it was parked.
 func (p *Partition) catchUp() {
-	if p.parked {
+	if p.activity.parked {
 		p.store.addTimer(p)
 	}
-	p.store.timers.Catch(p.timer)
+	p.store.timers.Catch(p.activity.timer)
 }
 
 // wakeSilentlyLed puts back on the timers every group parked under a replica whose
@@ -246,12 +265,12 @@ func (s *Store) wakeSilentlyLed() {
 			continue
 		}
 		for i, p := range parked {
-			if p.parked && p.parkedFor == uint8(r) && s.partitions[p.key] == p && !p.holding() {
+			if p.activity.parked && p.activity.parkedFor == uint8(r) && s.partitions[p.key] == p && !p.holding() {
 				s.addTimer(p)
-				for d := p.core.NextDeadline(); d != 0 && p.core.Now() < d && !p.core.HasReady(); {
-					p.core.Tick()
+				for d := p.group.core.NextDeadline(); d != 0 && p.group.core.Now() < d && !p.group.core.HasReady(); {
+					p.group.core.Tick()
 				}
-				s.backlog = append(s.backlog, p.timer)
+				s.backlog = append(s.backlog, p.activity.timer)
 			}
 			parked[i] = nil
 		}
@@ -263,10 +282,10 @@ func (s *Store) wakeSilentlyLed() {
 // among the groups this replica leads when it does, and has PollIO visit the
 // partition for what the run submitted.
 func (s *Store) rearm(p *Partition) {
-	if p.parked {
+	if p.activity.parked {
 		s.addTimer(p)
 	}
-	s.timers.Rearm(p.timer)
+	s.timers.Rearm(p.activity.timer)
 	s.noteArmed(p)
 	s.noteLeading(p)
 	s.activate(p)
@@ -276,30 +295,30 @@ func (s *Store) rearm(p *Partition) {
 // timers, after p's group was filed again: TicksUntilDue reads the deadlines of a
 // few armed groups from it without the heap.
 func (s *Store) noteArmed(p *Partition) {
-	dueAt, ok := s.timers.Armed(p.timer)
+	dueAt, ok := s.timers.Armed(p.activity.timer)
 	if !ok {
 		s.noteDisarmed(p)
 		return
 	}
-	p.dueAt = dueAt
-	if p.armedAt < 0 {
-		p.armedAt = len(s.armed)
+	p.activity.dueAt = dueAt
+	if p.activity.armedAt < 0 {
+		p.activity.armedAt = len(s.armed)
 		s.armed = append(s.armed, p)
 	}
 }
 
 // noteDisarmed takes p off the list of armed groups.
 func (s *Store) noteDisarmed(p *Partition) {
-	i := p.armedAt
+	i := p.activity.armedAt
 	if i < 0 {
 		return
 	}
 	last := len(s.armed) - 1
 	s.armed[i] = s.armed[last]
-	s.armed[i].armedAt = i
+	s.armed[i].activity.armedAt = i
 	s.armed[last] = nil
 	s.armed = s.armed[:last]
-	p.armedAt = -1
+	p.activity.armedAt = -1
 }
 
 // armedScanMax is how many armed groups TicksUntilDue looks through for the
@@ -331,7 +350,7 @@ func (s *Store) TicksUntilDue() (uint64, bool) {
 		return 1, true
 	}
 	for _, p := range s.armed {
-		due(p.dueAt)
+		due(p.activity.dueAt)
 	}
 	if s.repl.replicaCount() > 1 && len(s.leading) > 0 {
 		due(s.keptAliveAt + s.commitIntervalTicks())
@@ -365,8 +384,8 @@ func (s *Store) renewWatch(replica uint8) {
 
 // noteLeading lists p among the groups this replica leads, when it does.
 func (s *Store) noteLeading(p *Partition) {
-	if !p.leading && p.core.IsPrimary() {
-		p.leading = true
+	if !p.activity.leading && p.group.core.IsPrimary() {
+		p.activity.leading = true
 		s.leading = append(s.leading, p)
 	}
 }
@@ -385,9 +404,9 @@ func (s *Store) keepAlive() {
 	for len(s.leading) > 0 {
 		i := s.keepAliveNext % len(s.leading)
 		p := s.leading[i]
-		if s.partitions[p.key] != p || p.core == nil || !p.core.IsPrimary() {
+		if s.partitions[p.key] != p || p.group.core == nil || !p.group.core.IsPrimary() {
 			// No longer led here: out of the list (the last entry takes its place).
-			p.leading = false
+			p.activity.leading = false
 			last := len(s.leading) - 1
 			s.leading[i] = s.leading[last]
 			s.leading[last] = nil
@@ -399,7 +418,7 @@ func (s *Store) keepAlive() {
 			return // its Ready is out; the next interval takes the next group
 		}
 		p.catchUp()
-		if p.driver.Heartbeat() {
+		if p.group.driver.Heartbeat() {
 			s.counts.groupsDriven++
 			p.afterRun()
 		}

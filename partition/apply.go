@@ -12,6 +12,16 @@ import (
 // of its commits (applyCommitted): an op leaves the journal once the segment log
 // takes it.
 
+// preparedState is what the batches prepared and not applied add to the log:
+// while the journal holds some (unappliedBatches), end (the offset after
+// everything prepared) runs ahead of the log's, and timestamp is the
+// base_timestamp of the last prepared batch.
+type preparedState struct {
+	unappliedBatches int
+	end              uint64
+	timestamp        uint64
+}
+
 // voidWrites fails the sends of ops whose journal write failed and marks them to be
 // skipped at apply; the prepared position goes back to before them.
 func (p *Partition) voidWrites(writes []vsr.Write) {
@@ -22,13 +32,13 @@ func (p *Partition) voidWrites(writes []vsr.Write) {
 		}
 		e.void = true
 		if e.header.Operation == wire.OperationSendMessages {
-			p.unappliedBatches--
+			p.prepared.unappliedBatches--
 		}
 		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
 	}
 	p.recomputePrepared()
 	if p.durable != nil {
-		p.durable.noteCut(p.preparedEnd)
+		p.durable.noteCut(p.prepared.end)
 	}
 }
 
@@ -40,7 +50,7 @@ func (p *Partition) voidWrites(writes []vsr.Write) {
 // journal file). A replica of a larger group holds applied batches its peers still
 // have: it stops serving the partition until Recover.
 func (p *Partition) voidUnapplied(cause error) {
-	if p.core == nil || p.unappliedBatches == 0 && p.preparedEnd == p.log.NextOffset() {
+	if p.group.core == nil || p.prepared.unappliedBatches == 0 && p.prepared.end == p.log.NextOffset() {
 		return
 	}
 	if p.store.repl.replicaCount() > 1 {
@@ -53,12 +63,12 @@ func (p *Partition) voidUnapplied(cause error) {
 			continue
 		}
 		e.void = true
-		p.unappliedBatches--
+		p.prepared.unappliedBatches--
 		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
 	}
 	p.recomputePrepared()
 	if p.durable != nil {
-		p.durable.noteCut(p.preparedEnd)
+		p.durable.noteCut(p.prepared.end)
 	}
 }
 
@@ -79,11 +89,11 @@ func (p *Partition) firstUnappliedBase() uint64 {
 // recomputePrepared sets the prepared position from the log's end and the batches in
 // the journal that will be applied.
 func (p *Partition) recomputePrepared() {
-	p.preparedEnd, p.preparedTimestamp = p.log.NextOffset(), max(p.preparedTimestamp, p.log.LastTimestamp())
+	p.prepared.end, p.prepared.timestamp = p.log.NextOffset(), max(p.prepared.timestamp, p.log.LastTimestamp())
 	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
 		if e := p.journal.at(op); e != nil && e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
 			bh, _ := wire.ViewBatchHeader(e.body)
-			p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
+			p.prepared.end = bh.BaseOffset() + uint64(bh.MessageCount())
 		}
 	}
 }
@@ -103,11 +113,11 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 	if w.Header.Operation != wire.OperationSendMessages {
 		return
 	}
-	p.unappliedBatches++
+	p.prepared.unappliedBatches++
 	if w.Header.Op == p.journal.lastOp() {
 		bh, _ := wire.ViewBatchHeader(e.body)
-		p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
-		p.preparedTimestamp = bh.BaseTimestamp()
+		p.prepared.end = bh.BaseOffset() + uint64(bh.MessageCount())
+		p.prepared.timestamp = bh.BaseTimestamp()
 		return
 	}
 	// A batch below the journal's last op (a repair, a prepare that came late):
@@ -124,7 +134,7 @@ func (p *Partition) discard(op uint64) {
 		return
 	}
 	if !e.void && e.header.Operation == wire.OperationSendMessages {
-		p.unappliedBatches--
+		p.prepared.unappliedBatches--
 	}
 	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
 	p.releaseBody(e)
@@ -137,7 +147,7 @@ func (p *Partition) discard(op uint64) {
 func (p *Partition) dropAbove(op uint64) {
 	p.journal.truncateAbove(op, func(e *journalEntry) {
 		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
-			p.unappliedBatches--
+			p.prepared.unappliedBatches--
 		}
 		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
 	})
@@ -147,7 +157,7 @@ func (p *Partition) dropAbove(op uint64) {
 // applyCommitted applies the committed ops in order, until one waits for the log's
 // in-flight window (it is retried from settleSends).
 func (p *Partition) applyCommitted() {
-	if p.core != nil && p.core.Transferring() {
+	if p.group.core != nil && p.group.core.Transferring() {
 		// A state is on its way: it was asked for as of the op applied now (at
 		// least), and what is applied meanwhile would be cut from under the core
 		// by the install. The ops wait in the journal; those above the installed
@@ -176,7 +186,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 				// primary's state, which drops this op from the journal.
 				return false
 			}
-			p.unappliedBatches--
+			p.prepared.unappliedBatches--
 			if e.done == nil && !e.syncCall {
 				// A backup whose log does not continue where the primary's did: it
 				// must not serve a different batch under the same offsets.
@@ -195,14 +205,14 @@ func (p *Partition) apply(e *journalEntry) bool {
 				p.saveWanted = true
 				return false
 			}
-			p.unappliedBatches--
+			p.prepared.unappliedBatches--
 			p.finishEntry(e, appendError(err))
 			return true
 		}
-		p.unappliedBatches--
+		p.prepared.unappliedBatches--
 		p.writeBody(e, end)
 		p.noteApplied(e.header.Op, end, false)
-		p.recent.note(&e.header, base, nil)
+		p.group.recent.note(&e.header, base, nil)
 		if e.done != nil {
 			p.sends.push(pendingSend{base: base, end: end, done: e.done, token: e.token})
 			e.done = nil
@@ -217,7 +227,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 			}
 		}
 		if e.syncCall {
-			p.offsetErr = err
+			p.proposing.offsetErr = err
 		}
 		if e.offsetDone != nil {
 			if err != nil {
@@ -227,7 +237,7 @@ func (p *Partition) apply(e *journalEntry) bool {
 			e.offsetDone = nil
 		}
 		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
-		p.recent.note(&e.header, 0, e.body)
+		p.group.recent.note(&e.header, 0, e.body)
 	}
 	return true
 }
@@ -239,14 +249,14 @@ func (p *Partition) apply(e *journalEntry) bool {
 // reports whether it will be; otherwise the core takes it at once and the caller
 // runs the Driver: applies are not nested in a run of their own.
 func (p *Partition) requestTransfer() bool {
-	if p.store.repl.replicaCount() == 1 || p.core == nil {
+	if p.store.repl.replicaCount() == 1 || p.group.core == nil {
 		return false
 	}
 	if p.holding() {
-		return p.driver.RequestTransfer(p.journal.firstOp - 1)
+		return p.group.driver.RequestTransfer(p.journal.firstOp - 1)
 	}
 	p.catchUp()
-	return p.core.RequestTransfer(p.journal.firstOp - 1)
+	return p.group.core.RequestTransfer(p.journal.firstOp - 1)
 }
 
 // checkStamp is the apply-time check every replica makes of a batch: its stamp is
@@ -274,21 +284,26 @@ func (p *Partition) checkStamp(e *journalEntry) error {
 
 // finishEntry ends an entry's send with err: returned by the Send call that admitted
 // it when it is still running, otherwise through SendDone. A deferred offset op is
-// answered 58 (the client asks again, at whichever replica leads then), also when
-// err says its outcome is unknown: a store of the same offset again is harmless,
-// and the cluster simulator's clients take 58 only.
+// answered 57 TransientNotCommitted when err says its outcome is unknown
+// (outcomeUnknown: its prepare may commit in a new view or a replay), else 58 (it
+// will never apply: the client asks again, at whichever replica leads then). As for
+// a send, 58 never answers an op that may yet be in the log.
 func (p *Partition) finishEntry(e *journalEntry, err error) {
 	if e.offsetDone != nil {
-		e.offsetDone.OffsetDone(e.token, wire.ErrTransientNotAccepted)
+		code := wire.ErrTransientNotAccepted
+		if err == wire.ErrTransientNotCommitted {
+			code = wire.ErrTransientNotCommitted
+		}
+		e.offsetDone.OffsetDone(e.token, code)
 		e.offsetDone = nil
 		return
 	}
 	switch {
 	case e.syncCall:
 		if e.header.Operation == wire.OperationSendMessages {
-			p.syncErr = err
+			p.proposing.syncErr = err
 		} else {
-			p.offsetErr = err
+			p.proposing.offsetErr = err
 		}
 	case e.done != nil:
 		e.done.SendDone(e.token, wire.SendConfirmation{}, err)

@@ -12,23 +12,23 @@ func (j *journalStorage) TakeCopy(op uint64, n int) bool {
 		return false
 	}
 	p.takeBody(n)
-	p.candidateBytes += n
+	p.copies.candidateBytes += n
 	return true
 }
 
 // GiveCopy implements vsr.CopyBudget.
 func (j *journalStorage) GiveCopy(n int) {
 	p := (*Partition)(j)
-	p.candidateBytes -= n
+	p.copies.candidateBytes -= n
 	p.store.bodies.give(n)
 }
 
 // releaseCandidates gives back what the core of a stopped group held.
 func (p *Partition) releaseCandidates() {
 	b := &p.store.bodies
-	if p.candidateBytes > 0 {
-		b.give(p.candidateBytes)
-		p.candidateBytes = 0
+	if p.copies.candidateBytes > 0 {
+		b.give(p.copies.candidateBytes)
+		p.copies.candidateBytes = 0
 	}
 	if b.overFor == p {
 		b.overFor = nil

@@ -83,8 +83,8 @@ func TestRepairCandidatesShareTheStoreBudget(t *testing.T) {
 					c.deliverOneTo()
 					held, counted := 0, 0
 					for _, p := range s.partitions {
-						held += p.core.RepairCandidateBytes()
-						counted += p.candidateBytes
+						held += p.group.core.RepairCandidateBytes()
+						counted += p.copies.candidateBytes
 					}
 					if held != counted {
 						t.Fatalf("the cores hold %d bytes of candidates, the budget counts %d", held, counted)

@@ -87,7 +87,7 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 			next = c.sendAll(next, missed, rec, token)
 			token += 100
 			c.restart(down, 77+uint64(round))
-			if st := c.stores[down].partitions[testKey].core.Status(); st != vsr.StatusRecovering {
+			if st := c.stores[down].partitions[testKey].group.core.Status(); st != vsr.StatusRecovering {
 				t.Fatalf("enforce_fsync %v round %d: a restarted replica is %v, want recovering (it must not trust its memory)", cfg.EnforceFsync, round, st)
 			}
 			c.intercept = nil
@@ -102,12 +102,12 @@ func TestClusterRestartedBackupCatchesUp(t *testing.T) {
 			// With enforce_fsync every batch survives the power loss, so the log
 			// ends at the checkpoint and only what was missed is fetched.
 			switch {
-			case cfg.EnforceFsync && missed < headerWindow && restarted.transfers != 0:
+			case cfg.EnforceFsync && missed < headerWindow && restarted.transfer.installs != 0:
 				t.Fatalf("round %d: %d ops missed were taken by state transfer, not repaired", round, missed)
-			case missed > headerWindow && restarted.transfers == 0:
+			case missed > headerWindow && restarted.transfer.installs == 0:
 				t.Fatalf("enforce_fsync %v round %d: %d ops missed, no state transfer", cfg.EnforceFsync, round, missed)
 			}
-			if cfg.SegmentSizeBytes > 0 && restarted.transfers > 0 && restarted.segmentsHeld == 0 {
+			if cfg.SegmentSizeBytes > 0 && restarted.transfer.installs > 0 && restarted.transfer.segmentsHeld == 0 {
 				t.Fatalf("round %d: the transfer fetched every segment, the sealed ones it held too", round)
 			}
 			for i := range c.stores {
@@ -140,7 +140,7 @@ func (c *testCluster) elect() int {
 		}
 		c.settle()
 		for i, s := range c.stores {
-			if s.partitions[testKey].core.IsPrimary() {
+			if s.partitions[testKey].group.core.IsPrimary() {
 				c.leader = i
 				return i
 			}

@@ -189,3 +189,45 @@ func heapAfterHeldFrames(t *testing.T, frames int) heldFramesHeap {
 	runtime.KeepAlive(c)
 	return heldFramesHeap{grown: grown, frameBytes: len(prepare)}
 }
+
+// A deferred offset store the primary prepared, whose group stops before it commits
+// (here the store closes while no PrepareOk has reached the primary), is answered
+// 57 TransientNotCommitted: its prepare is in the backups' journals and a new view
+// may commit it, so its outcome is unknown. 58 would say it was never admitted.
+func TestClusterPreparedOffsetStoreOfUnknownFateIsAnswered57(t *testing.T) {
+	c := newTestCluster(t, 11, 3, fsyncConfig())
+	rec := newSendRecorder()
+	c.sendAll(0, 2, rec, 1)
+	c.send(makeBatch(t, 6, 3, 40), 20_000, rec, 5)
+	primary := c.stores[0]
+	if !primary.partitions[testKey].holding() {
+		t.Fatal("the primary's journal write is not out")
+	}
+	offsets := &offsetRecorder{done: map[uint64]error{}}
+	consumer := Consumer{Kind: wire.ConsumerSingle, ID: 7}
+	deferred, err := primary.ReplicateConsumerOffset(testKey, consumer, 4, false, offsets, 1)
+	if err != nil || !deferred {
+		t.Fatalf("offset store while the Ready is out: deferred %v, %v", deferred, err)
+	}
+	c.intercept = func(f *netFrame) bool { return f.to != 0 } // no PrepareOk reaches the primary
+	c.settle()
+	p := primary.partitions[testKey]
+	prepared := false
+	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
+		if e := p.journal.at(op); e != nil && e.present && e.offsetDone != nil {
+			prepared = true
+		}
+	}
+	if !prepared {
+		t.Fatal("the offset store was not prepared on the primary")
+	}
+	if err, ok := offsets.done[1]; ok {
+		t.Fatalf("offset store answered %v before its group stopped", err)
+	}
+	if err := primary.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := offsets.done[1]; !ok || err != wire.ErrTransientNotCommitted {
+		t.Fatalf("offset store answered %v %v, want 57 %v", ok, err, wire.ErrTransientNotCommitted)
+	}
+}

@@ -176,7 +176,7 @@ func (d *durableJournal) replay(size int64) error {
 		}
 		records = append(records, replayRecord{header: h, body: body})
 	}
-	if p.state != nil {
+	if p.group.state != nil {
 		return d.recoverReplicated(records, int64(intact))
 	}
 	replaying := false
@@ -323,7 +323,7 @@ func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 	d.failed = nil
 	if err := d.ensureOpen(); err != nil {
 		d.openErr = err
-		p.resumeWanted = true
+		p.activity.resumeWanted = true
 		p.store.activate(p)
 		return
 	}
@@ -354,11 +354,11 @@ func (d *durableJournal) submit(p *Partition, writes []vsr.Write) {
 // maybeCompact empties the journal file once it is large and everything in it is
 // applied and durable in the log (offset files included: the log is idle).
 func (d *durableJournal) maybeCompact(p *Partition) {
-	if d.compacting || d.inFlight > 0 || d.sizeBytes < journalCompactBytes || p.journal.len() > 0 || p.proposals.n > 0 || p.holding() ||
+	if d.compacting || d.inFlight > 0 || d.sizeBytes < journalCompactBytes || p.journal.len() > 0 || p.proposing.queue.n > 0 || p.holding() ||
 		!p.log.Idle() || p.log.DurableEnd() != p.log.NextOffset() {
 		return
 	}
-	if p.state != nil && p.state.durable.checkpoint.Op+1 < p.journal.firstOp {
+	if p.group.state != nil && p.group.state.durable.checkpoint.Op+1 < p.journal.firstOp {
 		// A restart places its log by the checkpoint and the file's ops after it:
 		// the file is emptied only once the checkpoint covers every applied op.
 		return
@@ -385,11 +385,11 @@ func (d *durableJournal) complete(r *segment.Request) {
 	if d.compacting {
 		d.compacting = false
 		if d.failed != nil {
-			d.p.journalErr = fmt.Errorf("partition %v: journal compaction: %w", d.p.key, d.failed)
+			d.p.persist.journalErr = fmt.Errorf("partition %v: journal compaction: %w", d.p.key, d.failed)
 		} else {
 			d.sizeBytes = 0
 		}
-		d.p.resumeWanted = true // a journal write that waited for it goes after the poll
+		d.p.activity.resumeWanted = true // a journal write that waited for it goes after the poll
 		return
 	}
 	d.p.onJournalDurable(d.failed)
@@ -437,7 +437,7 @@ type journalRecovery struct {
 // durable journal until applied.
 func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64) error {
 	p := d.p
-	st := p.state
+	st := p.group.state
 	placed := false
 	var rec journalRecovery
 	if st.intact && st.recovered.checkpointEnd <= p.log.NextOffset() {
@@ -516,7 +516,7 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 	}
 	d.sizeBytes = intact
 	if placed {
-		p.recovered = &rec
+		p.group.recovered = &rec
 	}
 	return nil
 }

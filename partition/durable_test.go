@@ -105,7 +105,7 @@ func TestClusterAcknowledgedSurvivesEveryReplicaCrashing(t *testing.T) {
 	for i := range c.stores {
 		c.restart(i, uint64(i)+7)
 	}
-	if r := c.stores[1].partitions[testKey].recovered; r != nil {
+	if r := c.stores[1].partitions[testKey].group.recovered; r != nil {
 		t.Fatalf("the backup kept the recovery of its journal file after startGroup")
 	}
 	c.elect()
@@ -229,8 +229,8 @@ func TestDurableJournalGroupCommit(t *testing.T) {
 		}
 	}
 	p := s.partitions[testKey]
-	if p.proposals.n != 5 {
-		t.Fatalf("%d sends wait behind the first journal write, want 5", p.proposals.n)
+	if p.proposing.queue.n != 5 {
+		t.Fatalf("%d sends wait behind the first journal write, want 5", p.proposing.queue.n)
 	}
 	s.WaitIdle()
 	for i := uint64(0); i < 6; i++ {

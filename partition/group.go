@@ -8,6 +8,25 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
+// partitionGroup is a partition's consensus group: its Core and the Driver that
+// steps it, and what the replica keeps of its life in the group.
+type partitionGroup struct {
+	core   *vsr.Core
+	driver *vsr.Driver
+	// fresh: the next startGroup starts a new group (Create, purge), in
+	// initialView, rather than recovering the replica's place in an existing one.
+	fresh       bool
+	initialView uint32
+	// recovered is what the journal file placed, for startGroup (durable.go).
+	recovered *journalRecovery
+	// In a cluster (groupstate.go, repair.go): the group's durable state; the
+	// applied ops waiting to be checkpointed; the last applied ops, for a peer's
+	// repair.
+	state   *stateFile
+	applied appliedRing
+	recent  recentOps
+}
+
 // Replication places a store's partitions in their consensus groups: every partition
 // is one group (wire.PartitionGroup of its key) on the shard that owns it, and this
 // replica is ReplicaID of ReplicaCount in each. The zero value is the single-node
@@ -104,7 +123,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		// keeps its backups hearing from this node.
 		QuietWhenIdle: true,
 		CommitEagerly: true,
-		InitialView:   p.initialView,
+		InitialView:   p.group.initialView,
 	})
 }
 
@@ -141,8 +160,8 @@ func (s *Store) startGroup(p *Partition) error {
 		return err
 	}
 	s.stopGroup(p)
-	p.core = core
-	p.driver = vsr.NewDriver(core, (*groupHost)(p), vsr.DriverConfig{
+	p.group.core = core
+	p.group.driver = vsr.NewDriver(core, (*groupHost)(p), vsr.DriverConfig{
 		WaitForRoom: true,
 		// Send and the offset ops refuse past journalEntriesMax first (58).
 		RequestsQueuedMax:        2 * journalEntriesMax,
@@ -150,29 +169,29 @@ func (s *Store) startGroup(p *Partition) error {
 	})
 	p.journal.reset(1)
 	p.committedOp = 0
-	p.unappliedBatches = 0
-	p.preparedEnd = p.log.NextOffset()
-	p.preparedTimestamp = p.log.LastTimestamp()
-	p.lastPrepareTimestamp, p.lastProposedOp = 0, 0
-	p.persisting, p.persistWaits, p.persistErr, p.journalDeferred = nil, 0, nil, false
-	p.applied = appliedRing{}
-	p.recent.reset()
-	p.recent.slots = 0
+	p.prepared.unappliedBatches = 0
+	p.prepared.end = p.log.NextOffset()
+	p.prepared.timestamp = p.log.LastTimestamp()
+	p.proposing.lastTimestamp, p.proposing.lastOp = 0, 0
+	p.persist.ready, p.persist.waits, p.persist.err, p.persist.journalDeferred = nil, 0, nil, false
+	p.group.applied = appliedRing{}
+	p.group.recent.reset()
+	p.group.recent.slots = 0
 	if s.repl.replicaCount() > 1 {
-		p.recent.slots = s.journalSlots()
+		p.group.recent.slots = s.journalSlots()
 	}
-	fresh := p.fresh
-	p.fresh = false
+	fresh := p.group.fresh
+	p.group.fresh = false
 	// A replica opened after a restart (not created, not purged) had a life in the
 	// group even when nothing of it reached the disk: it may have acknowledged
 	// prepares it kept in memory, so it must not speak in a view change as if it
 	// had never seen them.
-	if p.state != nil && !fresh {
+	if p.group.state != nil && !fresh {
 		if err := p.recoverGroup(core); err != nil {
 			return err
 		}
 	}
-	p.recovered = nil
+	p.group.recovered = nil
 	s.addTimer(p)
 	s.noteLeading(p)
 	return nil
@@ -180,17 +199,17 @@ func (s *Store) startGroup(p *Partition) error {
 
 // recoverGroup resumes a replica with a prior life in its group. It does not trust
 // its memory of the group: it resumes from its checkpoint when its log ends exactly
-// there, with the journal file's ops above it (p.recovered, durable.go), else from
+// there, with the journal file's ops above it (p.group.recovered, durable.go), else from
 // op 0 (its log is of ops it cannot number); it probes the group for the current
 // view (vsr.Core.Recover), and repairs or transfers what it lacks.
 func (p *Partition) recoverGroup(core *vsr.Core) error {
-	st := p.state
+	st := p.group.state
 	rec := vsr.CoreRecovered{}
 	var entries []replayRecord
 	placed := false
 	if st.intact {
 		rec.State = st.recovered.durable
-		if r := p.recovered; r != nil {
+		if r := p.group.recovered; r != nil {
 			rec.Checkpoint = vsr.Checkpoint{Op: r.checkpoint.Op, Identity: r.checkpoint.Checksum, Timestamp: r.checkpoint.Timestamp}
 			if r.checkpoint.Op > 0 {
 				rec.Headers = append(rec.Headers, r.checkpoint)
@@ -223,11 +242,11 @@ func (p *Partition) recoverGroup(core *vsr.Core) error {
 		e := p.journal.put(&entries[i].header)
 		e.body = entries[i].body
 		if e.header.Operation == wire.OperationSendMessages {
-			p.unappliedBatches++
+			p.prepared.unappliedBatches++
 		}
 	}
 	p.recomputePrepared()
-	if r := p.recovered; r != nil && r.checkpoint.Op > st.recovered.checkpoint.Op {
+	if r := p.group.recovered; r != nil && r.checkpoint.Op > st.recovered.checkpoint.Op {
 		st.persistCheckpoint(&r.checkpoint, p.log.NextOffset())
 	}
 	return nil
@@ -237,23 +256,23 @@ func (p *Partition) recoverGroup(core *vsr.Core) error {
 // its held frames go: the peers retransmit), the group leaves the shard's timers,
 // and its counts of ignored inputs join the store's (Drops).
 func (s *Store) stopGroup(p *Partition) {
-	if p.core == nil {
+	if p.group.core == nil {
 		return
 	}
-	p.driver.Stop(nil)
+	p.group.driver.Stop(nil)
 	p.releaseHeldFrames()
 	p.releaseCandidates()
-	drops := p.core.Drops()
+	drops := p.group.core.Drops()
 	for r := range s.dropsRetired {
 		s.dropsRetired[r] += drops[r]
 	}
-	if !p.parked {
+	if !p.activity.parked {
 		s.noteDisarmed(p)
-		s.timers.Remove(p.timer)
-		s.timerOwners[p.timer] = nil
+		s.timers.Remove(p.activity.timer)
+		s.timerOwners[p.activity.timer] = nil
 	}
-	p.parked = false
-	p.core, p.driver = nil, nil
+	p.activity.parked = false
+	p.group.core, p.group.driver = nil, nil
 }
 
 // Drops sums, by reason (vsr.DropReason), the inputs the store's partition groups
@@ -265,10 +284,10 @@ func (s *Store) stopGroup(p *Partition) {
 func (s *Store) Drops() vsr.DropCounts {
 	sum := s.dropsRetired
 	for _, p := range s.order {
-		if p.core == nil {
+		if p.group.core == nil {
 			continue
 		}
-		drops := p.core.Drops()
+		drops := p.group.core.Drops()
 		for r := range sum {
 			sum[r] += drops[r]
 		}
@@ -396,7 +415,7 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 		return p.holdFrame(h, body)
 	}
 	p.catchUp()
-	err := p.driver.Step(h, body)
+	err := p.group.driver.Step(h, body)
 	p.afterRun()
 	return err
 }
@@ -407,10 +426,10 @@ func (p *Partition) checkIngress(h *wire.PrepareHeader, body []byte) error {
 	if err := p.checkBinding(h, body); err != nil {
 		return err
 	}
-	if h.Operation != wire.OperationSendMessages || h.Op != p.core.Op()+1 || !p.positionKnown() {
+	if h.Operation != wire.OperationSendMessages || h.Op != p.group.core.Op()+1 || !p.positionKnown() {
 		return nil // not the next op here, or a body below it missing: apply checks its stamp
 	}
-	if h.View > p.core.View() {
+	if h.View > p.group.core.View() {
 		// A view this replica has not joined: its position is its own log's, which
 		// that view may have cut. The core takes no prepare of it, and asks the
 		// view's primary for its StartView (a refusal here would ask the old
@@ -418,23 +437,23 @@ func (p *Partition) checkIngress(h *wire.PrepareHeader, body []byte) error {
 		return nil
 	}
 	bh, _ := wire.ViewBatchHeader(body)
-	end := p.preparedEnd
-	if p.unappliedBatches == 0 {
+	end := p.prepared.end
+	if p.prepared.unappliedBatches == 0 {
 		end = p.log.NextOffset()
 	}
-	if bh.BaseOffset() != end || bh.BaseTimestamp() < max(p.preparedTimestamp, p.log.LastTimestamp()) {
+	if bh.BaseOffset() != end || bh.BaseTimestamp() < max(p.prepared.timestamp, p.log.LastTimestamp()) {
 		return fmt.Errorf("%w: op %d: base_offset %d base_timestamp %d, this replica is at %d", ErrStampMismatch, h.Op, bh.BaseOffset(), bh.BaseTimestamp(), end)
 	}
 	return nil
 }
 
 // positionKnown reports whether the journal holds the body of every op the core
-// has above the applied one, so that the offset after them (preparedEnd) is known:
+// has above the applied one, so that the offset after them (prepared.end) is known:
 // an op whose header came without its body (a repair not done yet) may be a batch
 // of any length.
 func (p *Partition) positionKnown() bool {
 	applied := p.journal.firstOp - 1
-	if p.core.Op() < applied || p.core.Op()-applied != uint64(p.journal.len()) {
+	if p.group.core.Op() < applied || p.group.core.Op()-applied != uint64(p.journal.len()) {
 		return false
 	}
 	for op := p.journal.firstOp; op <= p.journal.lastOp(); op++ {
@@ -466,11 +485,11 @@ func (s *Store) LeadGroups(max int) int {
 		if moved == max {
 			break
 		}
-		if p.core == nil || p.holding() || p.broken() != nil || p.core.Status() != vsr.StatusNormal || p.core.IsPrimary() {
+		if p.group.core == nil || p.holding() || p.broken() != nil || p.group.core.Status() != vsr.StatusNormal || p.group.core.IsPrimary() {
 			continue
 		}
 		p.catchUp()
-		if p.driver.TakeOver() {
+		if p.group.driver.TakeOver() {
 			moved++
 			p.afterRun()
 		}

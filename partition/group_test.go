@@ -259,7 +259,7 @@ func TestClusterRefusesABodySwappedUnderItsHeader(t *testing.T) {
 	if !errors.Is(err, ErrBatchBinding) {
 		t.Fatalf("swapped body: %v, want ErrBatchBinding", err)
 	}
-	if op := backup.partitions[testKey].core.Op(); op != 0 {
+	if op := backup.partitions[testKey].group.core.Op(); op != 0 {
 		t.Fatalf("the backup journaled op %d from the forged frame", op)
 	}
 	// A byte flipped in a payload breaks its frame checksum: refused too.
@@ -274,7 +274,7 @@ func TestClusterRefusesABodySwappedUnderItsHeader(t *testing.T) {
 	if err := stepFrame(t, backup, original); err != nil {
 		t.Fatalf("the original frame: %v", err)
 	}
-	if op := backup.partitions[testKey].core.Op(); op != 1 {
+	if op := backup.partitions[testKey].group.core.Op(); op != 1 {
 		t.Fatalf("the backup is at op %d after the original, want 1", op)
 	}
 }
@@ -335,8 +335,8 @@ func TestClusterBackupWithADivergedLogTakesThePrimarysState(t *testing.T) {
 		t.Fatalf("send not acknowledged: %v", rec.failed)
 	}
 	backup := c.stores[1].partitions[testKey]
-	if backup.core.Op() != 1 || backup.journal.len() != 1 {
-		t.Fatalf("backup at op %d with %d journaled, want op 1 prepared and not applied", backup.core.Op(), backup.journal.len())
+	if backup.group.core.Op() != 1 || backup.journal.len() != 1 {
+		t.Fatalf("backup at op %d with %d journaled, want op 1 prepared and not applied", backup.group.core.Op(), backup.journal.len())
 	}
 	foreign := makeBatch(t, 50, 1, 40)
 	wire.StampBatch(foreign, uint64(testKey.PartitionID), 0, 1)
@@ -348,8 +348,8 @@ func TestClusterBackupWithADivergedLogTakesThePrimarysState(t *testing.T) {
 	if err := c.stores[1].Err(testKey); err != nil {
 		t.Fatalf("backup error %v", err)
 	}
-	if backup.transfers != 1 {
-		t.Fatalf("backup installed %d states, want 1", backup.transfers)
+	if backup.transfer.installs != 1 {
+		t.Fatalf("backup installed %d states, want 1", backup.transfer.installs)
 	}
 	if !bytes.Equal(c.logBytes(1), c.logBytes(0)) {
 		t.Fatal("the backup's log differs from the primary's after the transfer")
@@ -403,10 +403,10 @@ func TestConsumerOffsetOpsOnTheGroup(t *testing.T) {
 	if err := s.StoreConsumerOffset(testKey, alice, 2, wire.AckQuorum); err != nil {
 		t.Fatal(err)
 	}
-	if op := p.core.Op(); op != 2 {
+	if op := p.group.core.Op(); op != 2 {
 		t.Fatalf("group at op %d after a send and a Quorum offset store, want 2", op)
 	}
-	if h, _ := p.core.Header(2); h.Operation != wire.OperationStoreConsumerOffset || h.RequestChecksum == (wire.Uint128{}) {
+	if h, _ := p.group.core.Header(2); h.Operation != wire.OperationStoreConsumerOffset || h.RequestChecksum == (wire.Uint128{}) {
 		t.Fatalf("op 2 is %v with request_checksum %v", h.Operation, h.RequestChecksum)
 	}
 	if o, ok, _ := s.ConsumerOffset(testKey, alice); !ok || o.StoredOffset != 2 {
@@ -418,7 +418,7 @@ func TestConsumerOffsetOpsOnTheGroup(t *testing.T) {
 	if err := s.DeleteConsumerOffset(testKey, alice, wire.AckQuorum); err != nil {
 		t.Fatal(err)
 	}
-	if op := p.core.Op(); op != 3 {
+	if op := p.group.core.Op(); op != 3 {
 		t.Fatalf("group at op %d, want 3 (the NoAck store is local)", op)
 	}
 	if _, ok, _ := s.ConsumerOffset(testKey, alice); ok {
@@ -430,7 +430,7 @@ func TestConsumerOffsetOpsOnTheGroup(t *testing.T) {
 	if err := s.StoreConsumerOffset(testKey, alice, 99, wire.AckQuorum); err != wire.ErrInvalidOffset {
 		t.Fatalf("an offset past the end: %v", err)
 	}
-	if op := p.core.Op(); op != 3 {
+	if op := p.group.core.Op(); op != 3 {
 		t.Fatalf("refused offset ops reached the group (op %d)", op)
 	}
 }
@@ -450,16 +450,16 @@ func TestClusterViewChangeContinuesTheLog(t *testing.T) {
 	c.intercept = func(f *netFrame) bool { return f.from != 0 && f.to != 0 }
 	survivors := c.stores[1:]
 	newPrimary := c.stores[1].partitions[testKey]
-	for tick := 0; !newPrimary.core.IsPrimary(); tick++ {
+	for tick := 0; !newPrimary.group.core.IsPrimary(); tick++ {
 		if tick == 5000 {
-			t.Fatalf("no new primary after %d ticks (replica 1 %v view %d)", tick, newPrimary.core.Status(), newPrimary.core.View())
+			t.Fatalf("no new primary after %d ticks (replica 1 %v view %d)", tick, newPrimary.group.core.Status(), newPrimary.group.core.View())
 		}
 		for _, s := range survivors {
 			s.Tick()
 		}
 		c.settle()
 	}
-	t.Logf("replica 1 leads view %d at shard tick %d", newPrimary.core.View(), c.stores[1].timers.Now())
+	t.Logf("replica 1 leads view %d at shard tick %d", newPrimary.group.core.View(), c.stores[1].timers.Now())
 	if err := c.stores[1].Send(testKey, sendRequest(makeBatch(t, 9, 2, 30)), 200, rec, 10); err != nil {
 		t.Fatalf("send to the new primary: %v", err)
 	}

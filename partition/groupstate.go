@@ -172,7 +172,7 @@ func (p *Partition) openState() error {
 		// A fresh group: the file is created with its first record (start), so a
 		// partition created and never used holds no file.
 		s.intact = true
-		p.state = s
+		p.group.state = s
 		return nil
 	}
 	f, size, err := p.storage.Open(groupStateFileName, false, 0)
@@ -206,7 +206,7 @@ func (p *Partition) openState() error {
 		s.durable = s.recovered
 		s.wanted = s.recovered
 	}
-	p.state = s
+	p.group.state = s
 	return nil
 }
 
@@ -259,7 +259,7 @@ func (s *stateFile) start() {
 			// Completed as a failed write is, after the poll (resume): never
 			// inside the call that asked for the record.
 			s.openErr = fmt.Errorf("group state: open: %w", err)
-			s.p.resumeWanted = true
+			s.p.activity.resumeWanted = true
 			s.p.store.activate(s.p)
 			return
 		}
@@ -332,10 +332,10 @@ const appliedRingLen = 64
 // noteApplied records an applied op (the log's next offset after it is end) and
 // checkpoints it once written.
 func (p *Partition) noteApplied(op, end uint64, offsetOp bool) {
-	if p.state == nil {
+	if p.group.state == nil {
 		return
 	}
-	r := &p.applied
+	r := &p.group.applied
 	r.ops[r.head] = appliedOp{op: op, end: end, offsetOp: offsetOp}
 	r.head = (r.head + 1) % appliedRingLen
 	r.n = min(r.n+1, appliedRingLen)
@@ -349,8 +349,8 @@ func (p *Partition) noteApplied(op, end uint64, offsetOp bool) {
 // otherwise its batch written (a restart checks the log's end against the
 // checkpoint's, so a log that lost unsynced bytes is never taken for it).
 func (p *Partition) maybeCheckpoint() {
-	r := &p.applied
-	if p.state == nil || r.n == 0 || p.state.failed != nil {
+	r := &p.group.applied
+	if p.group.state == nil || r.n == 0 || p.group.state.failed != nil {
 		return
 	}
 	end := p.log.WrittenEnd()
@@ -374,12 +374,12 @@ func (p *Partition) maybeCheckpoint() {
 	if best >= 0 {
 		i := best
 		e := &r.ops[(r.head-1-i+2*appliedRingLen)%appliedRingLen]
-		if e.op > p.state.wanted.checkpoint.Op {
-			h, ok := p.core.Header(e.op)
+		if e.op > p.group.state.wanted.checkpoint.Op {
+			h, ok := p.group.core.Header(e.op)
 			if !ok {
 				return // not a trusted header of the core's (yet): a later op will do
 			}
-			p.state.persistCheckpoint(&h, e.end)
+			p.group.state.persistCheckpoint(&h, e.end)
 		}
 		r.n = i // what is older than it is checkpointed too
 	}
@@ -389,11 +389,11 @@ func (p *Partition) maybeCheckpoint() {
 // its view state goes on. A failed write stops the group after the poll (resume).
 func (p *Partition) onStateWritten(err error) {
 	if err != nil {
-		p.journalErr = fmt.Errorf("partition %v: group state write: %w", p.key, err)
-		p.resumeWanted = true
+		p.persist.journalErr = fmt.Errorf("partition %v: group state write: %w", p.key, err)
+		p.activity.resumeWanted = true
 	}
-	if p.persisting != nil && p.persistStateGen != 0 && (err != nil || p.state.durableGen >= p.persistStateGen) {
-		p.persistStateGen = 0
+	if p.persist.ready != nil && p.persist.stateGen != 0 && (err != nil || p.group.state.durableGen >= p.persist.stateGen) {
+		p.persist.stateGen = 0
 		p.persistWriteDone(err)
 		return
 	}

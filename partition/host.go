@@ -31,11 +31,28 @@ import (
 // run, out of every poll's reach.
 type groupHost Partition
 
+// persistState is the Ready whose durable writes are out (the Driver's): ready is
+// that Ready, waits how many of its writes (journal file, view state) are not done
+// yet, err the first that failed, stateGen the state record it waits for;
+// stateAfterJournal: its view state is written once its journal write is durable;
+// journalDeferred: its journal write waits for the file to be emptied.
+type persistState struct {
+	ready             *vsr.Ready
+	waits             int
+	err               error
+	stateGen          uint64
+	stateAfterJournal bool
+	journalDeferred   bool
+	// journalErr: a journal write failed; the partition refuses sends until
+	// Recover.
+	journalErr error
+}
+
 // run carries out the Readies the group's core holds (after a direct input: a
 // catch-up of its clock, a transfer request) and files the group under its next
 // deadline.
 func (p *Partition) run() {
-	p.driver.Run()
+	p.group.driver.Run()
 	p.afterRun()
 }
 
@@ -54,16 +71,16 @@ func (p *Partition) afterRun() {
 // that come meanwhile, and the core takes none directly (a catch-up of its clock,
 // a transfer request). A Driver stopped mid-Ready (a failed durable write) holds
 // for good: the partition refuses everything until Recover starts a new group.
-func (p *Partition) holding() bool { return p.driver != nil && p.driver.ReadyOut() }
+func (p *Partition) holding() bool { return p.group.driver != nil && p.group.driver.ReadyOut() }
 
 // holdFrame gives the group's Driver a frame that came while its Ready is out: the
 // Driver copies it, and the copy counts against the store's body budget until the
 // Driver has fed it and let it go (frameBytesAdvanced).
 func (p *Partition) holdFrame(h *wire.GenericHeader, body []byte) error {
-	held := p.driver.InputsHeld()
-	err := p.driver.Step(h, body)
-	if p.driver.InputsHeld() != held {
-		p.heldFrameBytes += len(body)
+	held := p.group.driver.InputsHeld()
+	err := p.group.driver.Step(h, body)
+	if p.group.driver.InputsHeld() != held {
+		p.copies.heldFrameBytes += len(body)
 		p.store.bodies.take(len(body))
 	}
 	return err
@@ -73,15 +90,15 @@ func (p *Partition) holdFrame(h *wire.GenericHeader, body []byte) error {
 // has let go of the frames it fed after the previous Advance, and feeds those held
 // during this Ready next.
 func (p *Partition) frameBytesAdvanced() {
-	p.store.bodies.give(p.fedFrameBytes)
-	p.fedFrameBytes, p.heldFrameBytes = p.heldFrameBytes, 0
+	p.store.bodies.give(p.copies.fedFrameBytes)
+	p.copies.fedFrameBytes, p.copies.heldFrameBytes = p.copies.heldFrameBytes, 0
 }
 
 // releaseHeldFrames gives back every held frame's count: the Driver holds none (it
 // is idle, or stopped).
 func (p *Partition) releaseHeldFrames() {
-	p.store.bodies.give(p.fedFrameBytes + p.heldFrameBytes)
-	p.fedFrameBytes, p.heldFrameBytes = 0, 0
+	p.store.bodies.give(p.copies.fedFrameBytes + p.copies.heldFrameBytes)
+	p.copies.fedFrameBytes, p.copies.heldFrameBytes = 0, 0
 }
 
 // Persist implements vsr.Host: the cut and the writes go into the journal; the
@@ -105,7 +122,7 @@ func (h *groupHost) Persist(rd *vsr.Ready) bool {
 		p.journalWrite(&rd.Writes[i])
 	}
 	needJournal := p.durable != nil && (len(rd.Writes) > 0 || p.durable.cutPending || len(p.durable.discards) > 0)
-	needState := p.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
+	needState := p.group.state != nil && (rd.State != nil || rd.ViewHeaders != nil)
 	if !needJournal && !needState {
 		return true // the in-memory journal has it
 	}
@@ -122,20 +139,20 @@ func (h *groupHost) Persist(rd *vsr.Ready) bool {
 			m.Body = e.body
 		}
 	}
-	p.persisting = rd
-	p.persistWaits, p.persistErr = 0, nil
+	p.persist.ready = rd
+	p.persist.waits, p.persist.err = 0, nil
 	if needState {
-		p.persistWaits++
+		p.persist.waits++
 	}
 	if needJournal {
 		// The journal first, the view state once it is durable: a restart that
 		// finds the new log view must find the entries of the old one it
 		// discarded gone (the file's discard records), else it would take a stale
 		// entry for the new view's.
-		p.persistWaits++
-		p.persistStateAfterJournal = needState
+		p.persist.waits++
+		p.persist.stateAfterJournal = needState
 		if p.durable.compacting {
-			p.journalDeferred = true // the file is being emptied: written after (resume)
+			p.persist.journalDeferred = true // the file is being emptied: written after (resume)
 		} else {
 			p.durable.submit(p, rd.Writes)
 		}
@@ -147,23 +164,23 @@ func (h *groupHost) Persist(rd *vsr.Ready) bool {
 
 // persistView writes the view state (and view headers) of the Ready persisting.
 func (p *Partition) persistView() {
-	rd := p.persisting
-	ds := p.state.wanted.durable
+	rd := p.persist.ready
+	ds := p.group.state.wanted.durable
 	if rd.State != nil {
 		ds = *rd.State
 	}
-	p.persistStateGen = p.state.persistView(ds, rd.ViewHeaders)
+	p.persist.stateGen = p.group.state.persistView(ds, rd.ViewHeaders)
 }
 
 // onJournalDurable is the completion of the journal file write of the Ready
 // persisting: the view state that waited for it is written next.
 func (p *Partition) onJournalDurable(err error) {
-	if p.persistStateAfterJournal {
-		p.persistStateAfterJournal = false
+	if p.persist.stateAfterJournal {
+		p.persist.stateAfterJournal = false
 		if err == nil {
 			p.persistView()
 		} else {
-			p.persistWaits-- // the state is not written after a failed journal
+			p.persist.waits-- // the state is not written after a failed journal
 		}
 	}
 	p.persistWriteDone(err)
@@ -172,12 +189,12 @@ func (p *Partition) onJournalDurable(err error) {
 // persistWriteDone counts one of the persisting Ready's durable writes (journal
 // file, view state) done; the Ready finishes after the storage's Poll (resume).
 func (p *Partition) persistWriteDone(err error) {
-	if err != nil && p.persistErr == nil {
-		p.persistErr = err
+	if err != nil && p.persist.err == nil {
+		p.persist.err = err
 	}
-	p.persistWaits--
-	if p.persistWaits == 0 {
-		p.resumeWanted = true
+	p.persist.waits--
+	if p.persist.waits == 0 {
+		p.activity.resumeWanted = true
 	}
 }
 
@@ -188,33 +205,33 @@ func (p *Partition) persistWriteDone(err error) {
 // a partition's storage outside the log's own waits goes through pollStorage,
 // which calls it.
 func (p *Partition) resume() {
-	for p.resumeWanted {
-		p.resumeWanted = false
-		if p.state != nil && p.state.openErr != nil {
-			p.state.failOpen()
+	for p.activity.resumeWanted {
+		p.activity.resumeWanted = false
+		if p.group.state != nil && p.group.state.openErr != nil {
+			p.group.state.failOpen()
 		}
 		if p.durable != nil && p.durable.openErr != nil {
 			p.durable.failOpen()
 		}
-		if p.persisting != nil {
-			if p.journalDeferred && !p.durable.compacting {
-				p.journalDeferred = false
-				if p.journalErr != nil {
-					p.onJournalDurable(p.journalErr) // the emptying failed
+		if p.persist.ready != nil {
+			if p.persist.journalDeferred && !p.durable.compacting {
+				p.persist.journalDeferred = false
+				if p.persist.journalErr != nil {
+					p.onJournalDurable(p.persist.journalErr) // the emptying failed
 				} else {
-					p.durable.submit(p, p.persisting.Writes)
+					p.durable.submit(p, p.persist.ready.Writes)
 				}
 			}
-			if p.persistWaits == 0 {
+			if p.persist.waits == 0 {
 				p.finishPersist()
 			}
 			continue
 		}
-		if p.driver == nil || p.driver.Err() != nil {
+		if p.group.driver == nil || p.group.driver.Err() != nil {
 			continue
 		}
-		if p.journalErr != nil {
-			p.failGroup(p.journalErr) // a checkpoint or the file's emptying failed
+		if p.persist.journalErr != nil {
+			p.failGroup(p.persist.journalErr) // a checkpoint or the file's emptying failed
 			continue
 		}
 		p.run()
@@ -236,9 +253,9 @@ func (p *Partition) pollStorage(wait bool) int {
 // failed log fdatasync fails its batches) and skipped at apply, and a cut record
 // voids whatever of them the file kept; the Ready goes on.
 func (p *Partition) finishPersist() {
-	rd, err := p.persisting, p.persistErr
-	p.persisting, p.persistErr = nil, nil
-	if p.driver.Err() != nil {
+	rd, err := p.persist.ready, p.persist.err
+	p.persist.ready, p.persist.err = nil, nil
+	if p.group.driver.Err() != nil {
 		return // stopped meanwhile
 	}
 	if err != nil {
@@ -248,10 +265,10 @@ func (p *Partition) finishPersist() {
 		}
 		p.voidWrites(rd.Writes)
 	}
-	p.driver.Persisted(nil)
+	p.group.driver.Persisted(nil)
 	p.afterRun()
-	if p.journalErr != nil {
-		p.resumeWanted = true // a checkpoint failed meanwhile: the group stops
+	if p.persist.journalErr != nil {
+		p.activity.resumeWanted = true // a checkpoint failed meanwhile: the group stops
 	}
 }
 
@@ -261,14 +278,14 @@ func (p *Partition) finishPersist() {
 // not applied are answered with their outcome unknown (57 in a cluster: their
 // prepares went down the chain before this replica's write, and may commit).
 func (p *Partition) failGroup(err error) {
-	if p.journalErr == nil {
-		p.journalErr = err
+	if p.persist.journalErr == nil {
+		p.persist.journalErr = err
 	}
-	p.driver.Stop(p.journalErr)
+	p.group.driver.Stop(p.persist.journalErr)
 	p.releaseHeldFrames()
 	p.failUnapplied()
 	p.journal.reset(p.journal.lastOp() + 1)
-	p.unappliedBatches = 0
+	p.prepared.unappliedBatches = 0
 }
 
 // Send implements vsr.Host.

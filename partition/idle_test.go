@@ -137,10 +137,10 @@ func TestParkedBackupsElectWhenTheirPrimaryGoesSilent(t *testing.T) {
 	parked := 0
 	for i, s := range c.stores {
 		for _, p := range s.partitions {
-			if p.core.View() != 0 {
+			if p.group.core.View() != 0 {
 				t.Fatalf("replica %d: partition %v left view 0 while its primary's node spoke", i, p.key)
 			}
-			if p.parked {
+			if p.activity.parked {
 				parked++
 			}
 		}
@@ -153,8 +153,8 @@ func TestParkedBackupsElectWhenTheirPrimaryGoesSilent(t *testing.T) {
 	c.runTicksIntercepted(int(timing.HeartbeatTimeoutTicks + 4*timing.CommitBroadcastIntervalTicks))
 	for i := 1; i < 3; i++ {
 		for _, p := range c.stores[i].partitions {
-			if p.core.View() == 0 || p.core.Status() != vsr.StatusNormal || p.core.Primary() == 0 {
-				t.Fatalf("replica %d: partition %v in view %d (%v) after its primary's node fell silent", i, p.key, p.core.View(), p.core.Status())
+			if p.group.core.View() == 0 || p.group.core.Status() != vsr.StatusNormal || p.group.core.Primary() == 0 {
+				t.Fatalf("replica %d: partition %v in view %d (%v) after its primary's node fell silent", i, p.key, p.group.core.View(), p.group.core.Status())
 			}
 		}
 	}
@@ -261,7 +261,7 @@ func TestKeepAliveLeavesParkedBackupsParked(t *testing.T) {
 			t.Fatalf("backup %d took %d keep-alives as such, want at least %d", i, taken, want)
 		}
 		for _, p := range s.partitions {
-			if !p.parked {
+			if !p.activity.parked {
 				t.Fatalf("backup %d: partition %v is not parked", i, p.key)
 			}
 		}
@@ -286,7 +286,7 @@ func TestParkedBackupAsksForAWakeUpPerHeartbeatTimeout(t *testing.T) {
 	c.runTicks(int(2*timing.HeartbeatTimeoutTicks + 4*timing.CommitBroadcastIntervalTicks))
 	for i := 1; i < 3; i++ {
 		for _, p := range c.stores[i].partitions {
-			if !p.parked {
+			if !p.activity.parked {
 				t.Fatalf("backup %d: partition %v is not parked", i, p.key)
 			}
 		}

@@ -94,10 +94,10 @@ func ingressReason(err error) IngressDrop {
 // naming the next group in turn, every backup would hold a few groups unparked
 // at any time, each woken for a heartbeat deadline it does not need.
 func (p *Partition) keepAliveOnly(h *wire.GenericHeader) bool {
-	if !p.parked || h.Command != wire.CommandCommit || h.Cluster != p.store.repl.Cluster {
+	if !p.activity.parked || h.Command != wire.CommandCommit || h.Cluster != p.store.repl.Cluster {
 		return false
 	}
-	core := p.core
+	core := p.group.core
 	if core.IsPrimary() || h.View != core.View() || h.Replica != core.Primary() {
 		return false
 	}

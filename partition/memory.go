@@ -2,6 +2,21 @@ package partition
 
 import "errors"
 
+// bodyCopies are the copies of bodies a partition holds: bytes in all, unwritten
+// those the log is writing, repairReads the batches read back for the Ready in
+// progress (repair.go), candidateBytes the core's repair candidates
+// (candidates.go); heldFrameBytes and fedFrameBytes the frames the Driver copied
+// while a Ready was out: those held during the Ready out, and those it fed after
+// the previous one (host.go).
+type bodyCopies struct {
+	bytes          int
+	unwritten      []unwrittenBody
+	repairReads    [][]byte
+	candidateBytes int
+	heldFrameBytes int
+	fedFrameBytes  int
+}
+
 // bodyBudget counts the bodies a store holds copies of, against its budget
 // (Replication.BodyBudgetBytes): a backup's journal copies of the prepares it took
 // (until applied and written by the log), the repair candidates its consensus
@@ -76,11 +91,11 @@ func (p *Partition) admitsBody(op uint64, n int, repair bool) bool {
 	case b.inUseBytes+int64(n) <= b.budgetBytes:
 		return true
 	case b.overFor == p:
-		return repair && p.candidateBytes > 0 || op == p.bodyNeededOp() && p.holdsCopiesAbove(op)
+		return repair && p.copies.candidateBytes > 0 || op == p.bodyNeededOp() && p.holdsCopiesAbove(op)
 	case b.overFor != nil || b.inUseBytes > b.budgetBytes:
 		return false
 	}
-	return op == p.bodyNeededOp() || repair && p.candidateBytes > 0
+	return op == p.bodyNeededOp() || repair && p.copies.candidateBytes > 0
 }
 
 // holdsCopiesAbove reports whether p's journal holds a copied body of an op above
@@ -125,7 +140,7 @@ func (p *Partition) copyBody(e *journalEntry, body []byte) {
 	p.releaseBody(e)
 	e.body = append([]byte(nil), body...)
 	e.copied = true
-	p.copiedBytes += len(body)
+	p.copies.bytes += len(body)
 	p.takeBody(len(body))
 }
 
@@ -135,7 +150,7 @@ func (p *Partition) adoptBody(e *journalEntry, body []byte) {
 	p.releaseBody(e)
 	e.body = body
 	e.copied = true
-	p.copiedBytes += len(body)
+	p.copies.bytes += len(body)
 	p.takeBody(len(body))
 }
 
@@ -145,7 +160,7 @@ func (p *Partition) releaseBody(e *journalEntry) {
 		return
 	}
 	e.copied = false
-	p.copiedBytes -= len(e.body)
+	p.copies.bytes -= len(e.body)
 	p.store.bodies.give(len(e.body))
 }
 
@@ -156,7 +171,7 @@ func (p *Partition) writeBody(e *journalEntry, end uint64) {
 		return
 	}
 	e.copied = false
-	p.unwritten = append(p.unwritten, unwrittenBody{sizeBytes: len(e.body), end: end})
+	p.copies.unwritten = append(p.copies.unwritten, unwrittenBody{sizeBytes: len(e.body), end: end})
 }
 
 // unwrittenBody is a copy the log is writing: sizeBytes, for the batch ending at
@@ -169,18 +184,18 @@ type unwrittenBody struct {
 // releaseWritten gives back the copies the log has written (all of them once it
 // is idle: a request no longer in flight refers to nothing, a cut batch included).
 func (p *Partition) releaseWritten() {
-	if len(p.unwritten) == 0 {
+	if len(p.copies.unwritten) == 0 {
 		return
 	}
 	idle := p.log.Idle()
 	written := p.log.WrittenEnd()
 	n := 0
-	for ; n < len(p.unwritten) && (idle || p.unwritten[n].end <= written); n++ {
-		p.copiedBytes -= p.unwritten[n].sizeBytes
-		p.store.bodies.give(p.unwritten[n].sizeBytes)
+	for ; n < len(p.copies.unwritten) && (idle || p.copies.unwritten[n].end <= written); n++ {
+		p.copies.bytes -= p.copies.unwritten[n].sizeBytes
+		p.store.bodies.give(p.copies.unwritten[n].sizeBytes)
 	}
 	if n > 0 {
-		rest := copy(p.unwritten, p.unwritten[n:])
-		p.unwritten = p.unwritten[:rest]
+		rest := copy(p.copies.unwritten, p.copies.unwritten[n:])
+		p.copies.unwritten = p.copies.unwritten[:rest]
 	}
 }

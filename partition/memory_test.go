@@ -40,14 +40,14 @@ func TestClusterRepairReadsAppliedOpsFromTheLog(t *testing.T) {
 		next = c.sendAll(next, 1, rec, 200)
 		c.tick(int(partitionTiming.HeartbeatTimeoutTicks) + 1)
 		backup := c.stores[down].partitions[testKey]
-		if backup.transfers != 0 {
+		if backup.transfer.installs != 0 {
 			t.Fatalf("enforce_fsync %v: %d ops missed were taken by state transfer, not repaired", cfg.EnforceFsync, headerWindow/2)
 		}
 		for i := range c.stores {
 			if !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
 				t.Fatalf("enforce_fsync %v: replica %d's log differs from the primary's", cfg.EnforceFsync, i)
 			}
-			if p := c.stores[i].partitions[testKey]; p.recent.n == 0 {
+			if p := c.stores[i].partitions[testKey]; p.group.recent.n == 0 {
 				t.Fatalf("enforce_fsync %v: replica %d remembers no applied op", cfg.EnforceFsync, i)
 			}
 		}
@@ -72,7 +72,7 @@ func TestRepairServesNoOpRetentionDeleted(t *testing.T) {
 	if oldest >= p.journal.firstOp || oldest > p.journal.firstOp-uint64(min(30, headerWindow)) {
 		t.Fatalf("serves from op %d, the journal starts at %d: the recent ops are not served", oldest, p.journal.firstOp)
 	}
-	h, _ := p.core.Header(oldest)
+	h, _ := p.group.core.Header(oldest)
 	if body, ok := p.appliedBody(oldest, h.Checksum); !ok || wire.CheckStoredBatch(body) != nil {
 		t.Fatalf("op %d: not served from the log (%v)", oldest, ok)
 	}
@@ -222,7 +222,7 @@ func TestRepairReadsShareTheStoreBudget(t *testing.T) {
 	s := c.stores[0]
 	s.bodies.budgetBytes = 1
 	read := func(p *Partition, op uint64) bool {
-		h, ok := p.core.Header(op)
+		h, ok := p.group.core.Header(op)
 		if !ok {
 			t.Fatalf("partition %v: no header of op %d", p.key, op)
 		}

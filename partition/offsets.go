@@ -129,7 +129,7 @@ type OffsetCompletion interface {
 // does not own; always true in a group of one replica.
 func (s *Store) IsPrimary(k Key) bool {
 	p, ok := s.partitions[k]
-	return ok && p.core != nil && p.core.IsPrimary()
+	return ok && p.group.core != nil && p.group.core.IsPrimary()
 }
 
 // ReplicateConsumerOffset is StoreConsumerOffset (or, with del, DeleteConsumerOffset)
@@ -168,7 +168,7 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 	if err := p.broken(); err != nil {
 		return false, wire.ErrCannotWriteToFile
 	}
-	if !p.core.IsPrimary() || p.journal.len()+p.proposals.n >= journalEntriesMax {
+	if !p.group.core.IsPrimary() || p.journal.len()+p.proposing.queue.n >= journalEntriesMax {
 		// Not the group's primary, or its journal is full: the client asks again.
 		return false, wire.ErrTransientNotAccepted
 	}
@@ -178,12 +178,12 @@ func (s *Store) ReplicateConsumerOffset(k Key, c Consumer, offset uint64, del bo
 		return false, wire.ErrTransientNotAccepted
 	}
 	p.afterRun()
-	if e := p.proposals.bySeq(seq); e != nil {
+	if e := p.proposing.queue.bySeq(seq); e != nil {
 		e.syncCall = false // proposed after the Ready out: OffsetDone tells
 		return true, nil
 	}
-	if p.syncOp == 0 {
-		err, p.syncErr = p.syncErr, nil // refused when proposed
+	if p.proposing.syncOp == 0 {
+		err, p.proposing.syncErr = p.proposing.syncErr, nil // refused when proposed
 		return false, err
 	}
 	return true, nil
@@ -200,11 +200,11 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 	if err := p.broken(); err != nil {
 		return wire.ErrCannotWriteToFile
 	}
-	if !p.core.IsPrimary() {
+	if !p.group.core.IsPrimary() {
 		return wire.ErrTransientNotAccepted
 	}
 	for range quiesceRoundsMax {
-		if !p.holding() && p.proposals.n == 0 {
+		if !p.holding() && p.proposing.queue.n == 0 {
 			break
 		}
 		if p.holding() {
@@ -214,7 +214,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			continue
 		}
 		p.run()
-		if p.holding() || p.proposals.n == 0 {
+		if p.holding() || p.proposing.queue.n == 0 {
 			continue
 		}
 		if p.pollStorage(true) == 0 { // the pipeline is full: let the log drain
@@ -224,29 +224,29 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 			p.settleSends()
 		}
 	}
-	if p.holding() || p.proposals.n > 0 {
+	if p.holding() || p.proposing.queue.n > 0 {
 		return wire.ErrTransientNotAccepted
 	}
 	body := encodeOffsetOp(make([]byte, 0, offsetOpBodyMax), operation, p.key, c, offset)
-	p.offsetErr = nil
+	p.proposing.offsetErr = nil
 	seq, err := p.propose(proposal{operation: operation, body: body, syncCall: true})
 	if err != nil {
 		return wire.ErrTransientNotAccepted
 	}
 	p.afterRun()
-	if e := p.proposals.bySeq(seq); e != nil {
+	if e := p.proposing.queue.bySeq(seq); e != nil {
 		// Waiting for room in the pipeline: it is proposed later, with nobody to
 		// tell; admitted, so 57 (outcome unknown), and the client retries (a store
 		// is idempotent).
 		e.syncCall = false
 		return wire.ErrTransientNotCommitted
 	}
-	if p.syncOp == 0 {
-		err, p.syncErr = p.syncErr, nil // refused when proposed
+	if p.proposing.syncOp == 0 {
+		err, p.proposing.syncErr = p.proposing.syncErr, nil // refused when proposed
 		return err
 	}
-	op := p.syncOp
-	h, _ := p.core.Header(op)
+	op := p.proposing.syncOp
+	h, _ := p.group.core.Header(op)
 	for range quiesceRoundsMax {
 		if e := p.journal.at(op); e == nil || !e.present || e.header.Checksum != h.Checksum {
 			break // applied
@@ -274,7 +274,7 @@ func (p *Partition) replicateOffsetOp(operation wire.Operation, c Consumer, offs
 		e.syncCall = false
 		return wire.ErrTransientNotCommitted // not applied within the bound: see above
 	}
-	err, p.offsetErr = p.offsetErr, nil
+	err, p.proposing.offsetErr = p.proposing.offsetErr, nil
 	return err
 }
 

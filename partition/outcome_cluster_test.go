@@ -22,7 +22,7 @@ func (c *testCluster) electSurvivors() *Partition {
 	c.intercept = func(f *netFrame) bool { return f.from != 0 && f.to != 0 }
 	for round := 0; ; round++ {
 		for _, s := range c.stores[1:] {
-			if p := s.partitions[testKey]; p.core.IsPrimary() {
+			if p := s.partitions[testKey]; p.group.core.IsPrimary() {
 				return p
 			}
 		}
@@ -83,8 +83,8 @@ func TestClusterSendOfAClosedPrimaryIsNotCommittedNotRefused(t *testing.T) {
 	c.intercept = func(f *netFrame) bool { return f.to != 0 } // the acks are lost
 	c.send(makeBatch(t, 3, 3, 40), 20_000, rec, 2)
 	c.settle()
-	if backup := c.stores[1].partitions[testKey]; backup.core.Op() != 2 {
-		t.Fatalf("the backup prepared up to op %d, want 2", backup.core.Op())
+	if backup := c.stores[1].partitions[testKey]; backup.group.core.Op() != 2 {
+		t.Fatalf("the backup prepared up to op %d, want 2", backup.group.core.Op())
 	}
 	if err := c.stores[0].Close(); err != nil {
 		t.Fatal(err)

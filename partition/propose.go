@@ -21,6 +21,26 @@ import (
 // The queue holds the proposals the Driver has not proposed yet, oldest first: the
 // Driver proposes and answers them in the order it took them.
 
+// proposingState is a partition's sends and offset ops on their way into its
+// group.
+type proposingState struct {
+	// queue holds the sends and offset ops the Driver has not proposed yet, seq
+	// the last one's sequence number.
+	queue proposalQueue
+	seq   uint64
+	// lastTimestamp is the timestamp of the last prepare this replica proposed,
+	// lastOp its op.
+	lastTimestamp uint64
+	lastOp        uint64
+	// syncErr and offsetErr carry the result of an op applied within the call that
+	// proposed it (Send, StoreConsumerOffset, DeleteConsumerOffset), or of its
+	// refusal when proposed (syncErr); syncOp is the op it was proposed as (0: it
+	// was refused).
+	syncErr   error
+	offsetErr error
+	syncOp    uint64
+}
+
 // proposal is a send or an offset op the Driver has not proposed yet.
 type proposal struct {
 	// body is the batch, in the caller's request buffer (stamped in place at
@@ -84,15 +104,15 @@ func (q *proposalQueue) bySeq(seq uint64) *proposal {
 // afterRun. It returns e's sequence number, or why the Driver did not take it (it
 // holds too many: never before Send's own bounds; or it stopped).
 func (p *Partition) propose(e proposal) (uint64, error) {
-	p.proposalSeq++
-	e.seq = p.proposalSeq
-	p.proposals.push(e)
+	p.proposing.seq++
+	e.seq = p.proposing.seq
+	p.proposing.queue.push(e)
 	if !p.holding() {
 		p.catchUp()
 	}
-	p.syncOp, p.syncErr = 0, nil
-	if err := p.driver.Propose(e.seq); err != nil {
-		p.proposals.popBack() // refused at once, never answered
+	p.proposing.syncOp, p.proposing.syncErr = 0, nil
+	if err := p.group.driver.Propose(e.seq); err != nil {
+		p.proposing.queue.popBack() // refused at once, never answered
 		return 0, err
 	}
 	return e.seq, nil
@@ -104,34 +124,34 @@ func (p *Partition) propose(e proposal) (uint64, error) {
 // and which is first raised to the last prepared batch's so that batch timestamps
 // never go back. The body is the batch in the request buffer itself.
 func (p *Partition) stampBatch(batch []byte, nowMicros uint64) (vsr.Proposal, []byte, uint64) {
-	if p.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
+	if p.prepared.unappliedBatches > 0 && p.firstUnappliedBase() != p.log.NextOffset() {
 		// The log moved back under the batches waiting to be applied (a repair cut
 		// it; its Failed hook may come later): they can no longer apply.
 		p.voidUnapplied(errLogMovedBack)
 	}
-	if p.unappliedBatches == 0 {
+	if p.prepared.unappliedBatches == 0 {
 		// Nothing prepared waits: the log's end is the position (it moves back when
 		// a storage failure cut batches, and a durable journal records that).
-		if end := p.log.NextOffset(); end != p.preparedEnd {
+		if end := p.log.NextOffset(); end != p.prepared.end {
 			if p.durable != nil {
 				p.durable.noteCut(end)
 			}
-			p.preparedEnd = end
+			p.prepared.end = end
 		}
 	}
-	timestamp := max(nowMicros, p.preparedTimestamp, p.log.LastTimestamp())
-	last := p.lastPrepareTimestamp
-	if p.core.Op() != p.lastProposedOp {
+	timestamp := max(nowMicros, p.prepared.timestamp, p.log.LastTimestamp())
+	last := p.proposing.lastTimestamp
+	if p.group.core.Op() != p.proposing.lastOp {
 		// The head is not this replica's own last proposal (it led no view before,
 		// or another replica did since): the Core raises above the head's timestamp.
-		if h, ok := p.core.Header(p.core.Op()); ok {
+		if h, ok := p.group.core.Header(p.group.core.Op()); ok {
 			last = max(last, h.Timestamp)
 		}
 	}
 	if timestamp <= last {
 		timestamp = last + 1
 	}
-	wire.StampBatch(batch, uint64(p.key.PartitionID), p.preparedEnd, timestamp)
+	wire.StampBatch(batch, uint64(p.key.PartitionID), p.prepared.end, timestamp)
 	header, _ := wire.ViewBatchHeader(batch)
 	return vsr.Proposal{RequestChecksum: wire.Uint128{Lo: header.BatchChecksum()}, Operation: wire.OperationSendMessages}, batch, timestamp
 }
@@ -144,8 +164,8 @@ func (h *groupHost) Proposal(token uint64) (vsr.Proposal, []byte, uint64) {
 	if e.operation == wire.OperationSendMessages {
 		return p.stampBatch(e.body, e.nowMicros)
 	}
-	timestamp := p.lastPrepareTimestamp + 1
-	if head, ok := p.core.Header(p.core.Op()); ok {
+	timestamp := p.proposing.lastTimestamp + 1
+	if head, ok := p.group.core.Header(p.group.core.Op()); ok {
 		timestamp = max(timestamp, head.Timestamp+1)
 	}
 	return vsr.Proposal{RequestChecksum: wire.BodyChecksum(e.body), Operation: e.operation}, e.body, timestamp
@@ -161,10 +181,10 @@ func (h *groupHost) ProposalWaits(token uint64) bool {
 
 // proposalAt is the head of the queue, which the Driver's token must name.
 func (p *Partition) proposalAt(token uint64) *proposal {
-	if p.proposals.n == 0 || p.proposals.front().seq != token {
+	if p.proposing.queue.n == 0 || p.proposing.queue.front().seq != token {
 		panic(fmt.Sprintf("partition %v: the Driver asks for proposal %d out of order", p.key, token))
 	}
-	return p.proposals.front()
+	return p.proposing.queue.front()
 }
 
 // Proposed implements vsr.Host: a proposal prepared as op goes into the journal,
@@ -173,15 +193,15 @@ func (p *Partition) proposalAt(token uint64) *proposal {
 func (h *groupHost) Proposed(token, op uint64, err error) {
 	p := (*Partition)(h)
 	p.proposalAt(token)
-	e := p.proposals.popFront()
+	e := p.proposing.queue.popFront()
 	if err != nil {
 		code := wire.ErrTransientNotAccepted
-		if p.driver.Err() != nil && e.operation == wire.OperationSendMessages {
+		if p.group.driver.Err() != nil && e.operation == wire.OperationSendMessages {
 			code = wire.ErrCannotSaveMessagesToSegment
 		}
 		switch {
 		case e.syncCall:
-			p.syncErr = code
+			p.proposing.syncErr = code
 		case e.done != nil:
 			e.done.SendDone(e.token, wire.SendConfirmation{}, code)
 		case e.offsetDone != nil:
@@ -189,7 +209,7 @@ func (h *groupHost) Proposed(token, op uint64, err error) {
 		}
 		return
 	}
-	header, _ := p.core.Header(op)
+	header, _ := p.group.core.Header(op)
 	j := p.journal.put(&header)
 	if e.operation == wire.OperationSendMessages {
 		bh, _ := wire.ViewBatchHeader(e.body)
@@ -198,16 +218,16 @@ func (h *groupHost) Proposed(token, op uint64, err error) {
 		}
 		j.body = e.body
 		j.done, j.token, j.syncCall = e.done, e.token, e.syncCall
-		p.preparedTimestamp = header.Timestamp
-		p.preparedEnd = bh.BaseOffset() + uint64(bh.MessageCount())
-		p.unappliedBatches++
+		p.prepared.timestamp = header.Timestamp
+		p.prepared.end = bh.BaseOffset() + uint64(bh.MessageCount())
+		p.prepared.unappliedBatches++
 	} else {
 		p.adoptBody(j, e.body)
 		j.offsetDone, j.token = e.offsetDone, e.token
 		j.syncCall = e.syncCall && e.offsetDone == nil
 	}
-	p.lastPrepareTimestamp, p.lastProposedOp = header.Timestamp, op
+	p.proposing.lastTimestamp, p.proposing.lastOp = header.Timestamp, op
 	if e.syncCall {
-		p.syncOp = op
+		p.proposing.syncOp = op
 	}
 }

@@ -19,7 +19,7 @@ func TestClusterNewPrimaryWaitsForTheBodiesItLacks(t *testing.T) {
 	// Op 3 reaches replica 2 only, and commits there and on replica 0.
 	c.intercept = func(f *netFrame) bool { return f.to != 1 && f.from != 1 }
 	c.send(makeBatch(t, next, 3, 40), 20_000, rec, 10)
-	for round := 0; rec.acked[10] == (wire.SendConfirmation{}) || c.stores[2].partitions[testKey].core.CommitMax() < 3; round++ {
+	for round := 0; rec.acked[10] == (wire.SendConfirmation{}) || c.stores[2].partitions[testKey].group.core.CommitMax() < 3; round++ {
 		if round == 10_000 || rec.failed[10] != nil {
 			t.Fatalf("op 3 is not committed on replicas 0 and 2 (%v)", rec.failed[10])
 		}
@@ -39,7 +39,7 @@ func TestClusterNewPrimaryWaitsForTheBodiesItLacks(t *testing.T) {
 		return true
 	}
 	primary := c.stores[1].partitions[testKey]
-	for round := 0; !primary.core.IsPrimary(); round++ {
+	for round := 0; !primary.group.core.IsPrimary(); round++ {
 		if round == 100_000 {
 			t.Fatal("replica 1 is never elected")
 		}
@@ -69,8 +69,8 @@ func TestClusterNewPrimaryWaitsForTheBodiesItLacks(t *testing.T) {
 			s.Tick()
 		}
 	}
-	if primary.proposals.n != 1 || primary.core.Op() != 3 {
-		t.Fatalf("the new primary without op 3's body: %d sends waiting, head op %d; want the send waiting, op 3", primary.proposals.n, primary.core.Op())
+	if primary.proposing.queue.n != 1 || primary.group.core.Op() != 3 {
+		t.Fatalf("the new primary without op 3's body: %d sends waiting, head op %d; want the send waiting, op 3", primary.proposing.queue.n, primary.group.core.Op())
 	}
 	if len(held) == 0 {
 		t.Fatal("no repair of op 3 was held back")

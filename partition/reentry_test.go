@@ -145,9 +145,9 @@ func TestClusterInstallIsNotNestedInAStorageCompletion(t *testing.T) {
 	// frames queued are delivered, the storages polled. The state's frames
 	// held back reach the backup only while it holds a Ready for its durable
 	// writes: it queues them and steps them once that Ready is done.
-	for step := 0; b.transfers == 0; step++ {
+	for step := 0; b.transfer.installs == 0; step++ {
 		if step == 5_000 {
-			t.Fatalf("the backup never installed a state (transferring %v)", b.core.Transferring())
+			t.Fatalf("the backup never installed a state (transferring %v)", b.group.core.Transferring())
 		}
 		if !polling || polls.calls > 0 {
 			polls = pollRecorder{}

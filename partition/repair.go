@@ -92,7 +92,7 @@ func (r *recentOps) at(op uint64) *recentOp {
 // unless it is this partition's first read of the Ready and nothing holds the store
 // past its budget (bodyBudget.admit): one partition's repair always progresses.
 func (p *Partition) appliedBody(op uint64, identity wire.Uint128) ([]byte, bool) {
-	e := p.recent.at(op)
+	e := p.group.recent.at(op)
 	if e == nil || e.identity != identity {
 		return nil, false
 	}
@@ -100,8 +100,8 @@ func (p *Partition) appliedBody(op uint64, identity wire.Uint128) ([]byte, bool)
 		return e.offsetBody, true
 	}
 	s := p.store
-	h, ok := p.core.Header(op)
-	if !ok || !s.bodies.admit(int(h.Size)-wire.HeaderSize, len(p.repairReads) == 0) {
+	h, ok := p.group.core.Header(op)
+	if !ok || !s.bodies.admit(int(h.Size)-wire.HeaderSize, len(p.copies.repairReads) == 0) {
 		return nil, false
 	}
 	if p.log.Err() != nil || p.reopenErr != nil {
@@ -111,25 +111,25 @@ func (p *Partition) appliedBody(op uint64, identity wire.Uint128) ([]byte, bool)
 	if err != nil {
 		return nil, false // deleted by retention, cut, or unreadable: the peer transfers
 	}
-	p.repairReads = append(p.repairReads, body)
+	p.copies.repairReads = append(p.copies.repairReads, body)
 	s.bodies.take(len(body))
 	return body, true
 }
 
 // releaseRepairReads gives back the reads of the Ready just done.
 func (p *Partition) releaseRepairReads() {
-	for i, b := range p.repairReads {
+	for i, b := range p.copies.repairReads {
 		p.store.bodies.give(len(b))
-		p.repairReads[i] = nil
+		p.copies.repairReads[i] = nil
 	}
-	p.repairReads = p.repairReads[:0]
+	p.copies.repairReads = p.copies.repairReads[:0]
 }
 
 // oldestServed is the lowest applied op whose body this replica can serve, every op
 // from it up to the journal's first one included (vsr.RetainingStorage): the
 // recent ops whose batches are still in the log.
 func (p *Partition) oldestServed() uint64 {
-	r := &p.recent
+	r := &p.group.recent
 	below := p.journal.firstOp
 	if r.n == 0 || r.entries[(r.head+r.n-1)%r.slots].op+1 != below {
 		return below

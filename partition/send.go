@@ -73,17 +73,17 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 	if err := wire.ValidateBatch(batch); err != nil {
 		return err
 	}
-	if p.sends.n+p.journal.len()+p.proposals.n >= p.logWindow() || p.journal.len()+p.proposals.n >= journalEntriesMax {
+	if p.sends.n+p.journal.len()+p.proposing.queue.n >= p.logWindow() || p.journal.len()+p.proposing.queue.n >= journalEntriesMax {
 		// The window may be full of batches written but not yet durable, waiting for
 		// a save threshold that no refused batch will bring closer: save as soon as
 		// their writes are done (settleSends).
 		p.saveWanted = true
 		return wire.ErrTransientNotAccepted
 	}
-	if !p.core.IsPrimary() {
+	if !p.group.core.IsPrimary() {
 		return wire.ErrTransientNotAccepted
 	}
-	if !p.holding() && p.proposals.n == 0 && !p.positionKnown() {
+	if !p.holding() && p.proposing.queue.n == 0 && !p.positionKnown() {
 		// A primary that holds ops without their bodies (committed ops it has not
 		// repaired yet) cannot know the offset the next batch starts at.
 		return wire.ErrTransientNotAccepted
@@ -93,23 +93,23 @@ func (s *Store) Send(k Key, req *wire.SendMessages, nowMicros uint64, done SendC
 		return wire.ErrTransientNotAccepted
 	}
 	p.afterRun()
-	if e := p.proposals.bySeq(seq); e != nil {
+	if e := p.proposing.queue.bySeq(seq); e != nil {
 		// Not proposed yet (a Ready is out, or the pipeline is full): SendDone will
 		// tell.
 		e.syncCall = false
 		return nil
 	}
-	if p.syncOp == 0 {
-		err, p.syncErr = p.syncErr, nil // refused when proposed
+	if p.proposing.syncOp == 0 {
+		err, p.proposing.syncErr = p.proposing.syncErr, nil // refused when proposed
 		return err
 	}
-	if e := p.journal.at(p.syncOp); e != nil && e.present && e.syncCall {
+	if e := p.journal.at(p.proposing.syncOp); e != nil && e.present && e.syncCall {
 		// Not applied yet (its journal write is out, or the log's window is full):
 		// SendDone will tell.
 		e.syncCall = false
 		return nil
 	}
-	err, p.syncErr = p.syncErr, nil
+	err, p.proposing.syncErr = p.proposing.syncErr, nil
 	return err
 }
 
@@ -225,7 +225,7 @@ func (p *Partition) onWritten(end uint64) {
 	}
 	p.releaseWritten()
 	p.noteChanged()
-	if p.state != nil {
+	if p.group.state != nil {
 		p.maybeCheckpoint()
 	}
 }
@@ -234,7 +234,7 @@ func (p *Partition) onDurable(end uint64) {
 	if p.cfg.EnforceFsync {
 		p.acknowledge(end)
 	}
-	if p.state != nil {
+	if p.group.state != nil {
 		p.maybeCheckpoint()
 	}
 }
@@ -253,7 +253,7 @@ func (p *Partition) onFailed(from, _ uint64, err error) {
 // starts its repair as soon as nothing is in flight, and the repair's own requests
 // keep it busy until the cut is done, so its ends can be trusted.
 func (p *Partition) settleSends() {
-	if p.journal.len() > 0 && !p.holding() && p.core != nil {
+	if p.journal.len() > 0 && !p.holding() && p.group.core != nil {
 		// Committed ops that waited for the log's window, and the sends behind them.
 		p.applyCommitted()
 		p.run()
@@ -319,8 +319,8 @@ func (p *Partition) broken() error {
 	switch {
 	case p.reopenErr != nil:
 		return p.reopenErr
-	case p.journalErr != nil:
-		return p.journalErr
+	case p.persist.journalErr != nil:
+		return p.persist.journalErr
 	case p.diverged != nil:
 		return p.diverged
 	}
@@ -333,11 +333,11 @@ func (p *Partition) broken() error {
 // broken log, ops only the peers can commit) is answered with its outcome unknown
 // (outcomeUnknown), and the proposals its Driver still holds are refused.
 func (p *Partition) quiesce() {
-	if p.core == nil {
+	if p.group.core == nil {
 		return
 	}
 	for range quiesceRoundsMax {
-		if p.driver.Err() != nil {
+		if p.group.driver.Err() != nil {
 			break
 		}
 		if p.holding() {
@@ -347,10 +347,10 @@ func (p *Partition) quiesce() {
 			continue
 		}
 		p.run()
-		if p.proposals.n == 0 && p.journal.len() == 0 && !p.holding() {
+		if p.proposing.queue.n == 0 && p.journal.len() == 0 && !p.holding() {
 			break
 		}
-		if p.proposals.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
+		if p.proposing.queue.n == 0 && !p.holding() && p.journal.firstOp > p.committedOp {
 			break // prepared, not committed: only the peers can commit them
 		}
 		if p.broken() != nil {
@@ -361,11 +361,11 @@ func (p *Partition) quiesce() {
 		}
 		p.settleSends()
 	}
-	p.driver.Stop(nil)
+	p.group.driver.Stop(nil)
 	p.releaseHeldFrames()
 	p.failUnapplied()
 	p.journal.reset(p.journal.lastOp() + 1)
-	p.unappliedBatches = 0
+	p.prepared.unappliedBatches = 0
 }
 
 // quiesceRoundsMax bounds quiesce: each round completes at least one storage

@@ -16,7 +16,7 @@ func (s *Store) SimCore(k Key) *vsr.Core {
 	if !ok {
 		return nil
 	}
-	return p.core
+	return p.group.core
 }
 
 // SimApplied returns the highest op of partition k's group applied to its log (0

@@ -78,7 +78,7 @@ func (s *Store) StatesInstalled() uint64 { return s.statesInstalled }
 // refreshes what it reports of them (GET_TOPIC's offsets and sizes on any node).
 func (s *Store) TakeChanged(fn func(Key)) {
 	for _, p := range s.changed {
-		p.statsChanged = false
+		p.activity.statsChanged = false
 		if s.partitions[p.key] == p {
 			fn(p.key)
 		}
@@ -88,8 +88,8 @@ func (s *Store) TakeChanged(fn func(Key)) {
 }
 
 func (p *Partition) noteChanged() {
-	if !p.statsChanged {
-		p.statsChanged = true
+	if !p.activity.statsChanged {
+		p.activity.statsChanged = true
 		p.store.changed = append(p.store.changed, p)
 	}
 }
@@ -146,107 +146,35 @@ type Partition struct {
 	dir             string
 	cfg             Config
 	createdAtMicros uint64
-	storage         segment.Storage
-	log             *segment.Log
-	hooks           segment.Hooks // bound to this partition once, so appends allocate no closure
-	sends           sendQueue
-	lastFailure     error // the last storage failure that cut acknowledged-pending batches
-	saveWanted      bool  // a send was refused for a full window: save once the writes are done
-	reopenErr       error // the log is closed: reopening it failed (Recover tries again)
+	store           *Store
 
-	// The partition's consensus group (group.go), driven by its Driver (host.go).
-	store  *Store
-	core   *vsr.Core
-	driver *vsr.Driver
-	timer  vsr.GroupHandle
+	// Its log (send.go, apply.go).
+	storage     segment.Storage
+	log         *segment.Log
+	hooks       segment.Hooks // bound to this partition once, so appends allocate no closure
+	sends       sendQueue
+	lastFailure error // the last storage failure that cut acknowledged-pending batches
+	saveWanted  bool  // a send was refused for a full window: save once the writes are done
+	reopenErr   error // the log is closed: reopening it failed (Recover tries again)
+	// diverged: a backup's log does not continue where the primary's did; it
+	// refuses sends until Recover.
+	diverged error
+
+	// Its consensus group (group.go), driven by its Driver (host.go).
+	group partitionGroup
 	// journal holds the prepared ops not applied yet; committedOp is the highest
-	// committed op, applied up to journal.firstOp-1.
+	// committed op, applied up to journal.firstOp-1 (apply.go).
 	journal     journal
 	committedOp uint64
-	// unappliedBatches counts the batches in the journal; while there are some,
-	// preparedEnd (the offset after everything prepared) runs ahead of the log.
-	unappliedBatches int
-	preparedEnd      uint64
-	// preparedTimestamp is the base_timestamp of the last prepared batch, and
-	// lastPrepareTimestamp the timestamp of the last prepare this replica proposed.
-	preparedTimestamp    uint64
-	lastPrepareTimestamp uint64
-	lastProposedOp       uint64
-	// proposals holds the sends and offset ops the Driver has not proposed yet
-	// (propose.go), proposalSeq the last one's sequence number.
-	proposals   proposalQueue
-	proposalSeq uint64
-	// persisting is the Ready whose durable writes are out (the Driver's),
-	// persistWaits how many of them (journal file, view state) are not done yet,
-	// persistErr the first that failed, persistStateGen the state record it waits
-	// for; persistStateAfterJournal: its view state is written once its journal
-	// write is durable; journalDeferred: its journal write waits for the file to be
-	// emptied.
-	persisting               *vsr.Ready
-	persistWaits             int
-	persistErr               error
-	persistStateGen          uint64
-	persistStateAfterJournal bool
-	journalDeferred          bool
-	// heldFrameBytes and fedFrameBytes are the frames the Driver copied while a
-	// Ready was out, counted against the body budget: those held during the Ready
-	// out, and those it fed after the previous one (host.go).
-	heldFrameBytes, fedFrameBytes int
+	prepared    preparedState  // what the journal's batches add to the log (apply.go)
+	proposing   proposingState // the sends and offset ops on their way in (propose.go)
+	persist     persistState   // a Ready's durable writes (host.go)
 	// durable is the journal file of an enforce_fsync partition (durable.go).
 	durable *durableJournal
-	// journalErr: a journal write failed; diverged: a backup's log does not continue
-	// where the primary's did. Both refuse sends until Recover.
-	journalErr error
-	diverged   error
-	// syncErr and offsetErr carry the result of an op applied within the call that
-	// proposed it (Send, StoreConsumerOffset, DeleteConsumerOffset), or of its
-	// refusal when proposed (syncErr); syncOp is the op it was proposed as (0: it
-	// was refused).
-	syncErr   error
-	offsetErr error
-	syncOp    uint64
 
-	// In a cluster (groupstate.go, repair.go): the group's durable state; the
-	// applied ops waiting to be checkpointed; the last applied ops, for a peer's
-	// repair.
-	state   *stateFile
-	applied appliedRing
-	recent  recentOps
-	// resumeWanted: a storage completion left work for after the poll (resume).
-	resumeWanted bool
-	// active: in the store's list of partitions PollIO visits; parked: its group
-	// is off the timers, idle (parkedFor: its primary, for a backup); leading: in
-	// the store's list of groups this replica leads (activity.go).
-	active bool
-	parked bool
-	// armedAt is p's index in the store's list of armed groups (-1: not armed),
-	// dueAt the shard tick its deadline falls due.
-	armedAt   int
-	dueAt     uint64
-	parkedFor uint8
-	leading   bool
-	// Copies of bodies this partition holds (memory.go): copiedBytes in all,
-	// unwritten those the log is writing, repairReads the batches read back for
-	// the Ready in progress (repair.go).
-	copiedBytes int
-	unwritten   []unwrittenBody
-	// candidateBytes are the core's repair candidates (candidates.go).
-	candidateBytes int
-	repairReads    [][]byte
-	// recovered is what the journal file placed, for startGroup (durable.go).
-	recovered *journalRecovery
-	// fresh: the next startGroup starts a new group (Create, purge), in
-	// initialView, rather than recovering the replica's place in an existing one.
-	fresh       bool
-	initialView uint32
-	// statsChanged: the partition is in the store's changed list.
-	statsChanged bool
-	// transfers counts the states installed, segmentsHeld the segments they did
-	// not fetch (held already); checksums caches the XxHash3 of segment files by
-	// name and size (transfer.go).
-	transfers    uint64
-	segmentsHeld uint64
-	checksums    map[string]fileSum
+	copies   bodyCopies        // copies of bodies it holds (memory.go)
+	activity partitionActivity // its places in the store's lists (activity.go)
+	transfer transferState     // the states installed (transfer.go)
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -280,7 +208,8 @@ func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.Recove
 }
 
 func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s, fresh: fresh, initialView: view, armedAt: -1}
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s,
+		group: partitionGroup{fresh: fresh, initialView: view}, activity: partitionActivity{armedAt: -1}}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	p.journal.drop = p.releaseBody
 	st, err := s.openStorage(p.dir)
@@ -422,7 +351,7 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 		return report, p.reopenErr
 	}
 	p.log = log
-	p.journalErr, p.diverged = nil, nil
+	p.persist.journalErr, p.diverged = nil, nil
 	if err := p.openState(); err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr
@@ -452,9 +381,9 @@ func (s *Store) wipe(p *Partition) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
-	p.fresh = true // every replica purges: the group starts anew, in the view it had
-	if p.core != nil {
-		p.initialView = p.core.View()
+	p.group.fresh = true // every replica purges: the group starts anew, in the view it had
+	if p.group.core != nil {
+		p.group.initialView = p.group.core.View()
 	}
 	_, err = p.reopen(st, p.cfg)
 	return err
@@ -499,9 +428,9 @@ func (p *Partition) close() error {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil
 	}
-	if p.state != nil {
-		err = errors.Join(err, p.state.close())
-		p.state = nil
+	if p.group.state != nil {
+		err = errors.Join(err, p.group.state.close())
+		p.group.state = nil
 	}
 	if p.broken() == nil {
 		p.acknowledge(p.ackEnd())

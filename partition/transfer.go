@@ -44,6 +44,15 @@ import (
 // installed op as the checkpoint; a crash before that record is durable finds a
 // log it cannot place, and transfers again.
 
+// transferState counts the states a partition installed, and the segments they
+// did not fetch (held already); checksums caches the XxHash3 of segment files by
+// name and size.
+type transferState struct {
+	installs     uint64
+	segmentsHeld uint64
+	checksums    map[string]fileSum
+}
+
 // OfferState implements vsr.Host: the applied state, once every applied batch is
 // written. The batches applied and still being written are waited for here, as a
 // chunk's read and a segment's hash wait for theirs: a transfer is rare. A state
@@ -142,7 +151,7 @@ func (p *Partition) fileChecksum(name string) (uint64, int64, error) {
 		return 0, 0, err
 	}
 	defer func() { _ = p.storage.Close(f) }()
-	if c, ok := p.checksums[name]; ok && c.sizeBytes == size {
+	if c, ok := p.transfer.checksums[name]; ok && c.sizeBytes == size {
 		return c.checksum, size, nil
 	}
 	h := xxh3.New()
@@ -159,10 +168,10 @@ func (p *Partition) fileChecksum(name string) (uint64, int64, error) {
 		_, _ = h.Write(buf[:n])
 		off += n
 	}
-	if p.checksums == nil {
-		p.checksums = make(map[string]fileSum)
+	if p.transfer.checksums == nil {
+		p.transfer.checksums = make(map[string]fileSum)
 	}
-	p.checksums[name] = fileSum{sizeBytes: size, checksum: h.Sum64()}
+	p.transfer.checksums[name] = fileSum{sizeBytes: size, checksum: h.Sum64()}
 	return h.Sum64(), size, nil
 }
 
@@ -286,7 +295,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	for p.journal.len() > 0 && p.journal.firstOp <= in.CommitOp {
 		e := p.journal.front()
 		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
-			p.unappliedBatches--
+			p.prepared.unappliedBatches--
 		}
 		p.finishEntry(e, wire.ErrTransientNotCommitted)
 		p.journal.popFront()
@@ -305,10 +314,10 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	// The view state goes into the new state file's first record: a checkpoint
 	// recorded there alone would say view 0 beside ops of a later view.
 	var viewState groupState
-	if p.state != nil {
-		viewState = p.state.wanted
-		_ = p.state.close()
-		p.state = nil
+	if p.group.state != nil {
+		viewState = p.group.state.wanted
+		_ = p.group.state.close()
+		p.group.state = nil
 	}
 	st := p.storage
 	// A segment held was checked when the offer came; the log may have appended
@@ -352,10 +361,10 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	if err := waitRequest(st, &segment.Request{Op: segment.OpRemove, Name: groupStateFileName}); err != nil {
 		return fmt.Errorf("state transfer: remove %s: %w", groupStateFileName, err)
 	}
-	clear(p.checksums)
+	clear(p.transfer.checksums)
 	for _, a := range segments {
 		if a.Local {
-			p.segmentsHeld++
+			p.transfer.segmentsHeld++
 			continue
 		}
 		if err := writeWhole(st, fmt.Sprintf("%020d.log", a.Frontier), a.Bytes); err != nil {
@@ -390,9 +399,9 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	if err := p.openState(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
 	}
-	if p.state != nil {
-		p.state.wanted.durable = viewState.durable
-		p.state.wanted.viewHeaders = append(p.state.wanted.viewHeaders[:0], viewState.viewHeaders...)
+	if p.group.state != nil {
+		p.group.state.wanted.durable = viewState.durable
+		p.group.state.wanted.viewHeaders = append(p.group.state.wanted.viewHeaders[:0], viewState.viewHeaders...)
 	}
 	if err := p.openDurable(); err != nil {
 		return fmt.Errorf("state transfer: %w", err)
@@ -401,14 +410,14 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 		return fmt.Errorf("state transfer: %w", err)
 	}
 	p.recomputePrepared()
-	p.applied = appliedRing{}
-	p.recent.reset()
-	if h, ok := p.core.Header(in.CommitOp); ok {
+	p.group.applied = appliedRing{}
+	p.group.recent.reset()
+	if h, ok := p.group.core.Header(in.CommitOp); ok {
 		in.Identity = h.Checksum
-		p.state.persistCheckpoint(&h, log.NextOffset())
+		p.group.state.persistCheckpoint(&h, log.NextOffset())
 	}
-	p.state.persistView(p.core.Durable(), nil)
-	p.transfers++
+	p.group.state.persistView(p.group.core.Durable(), nil)
+	p.transfer.installs++
 	p.store.statesInstalled++
 	p.noteChanged()
 	return nil

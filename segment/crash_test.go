@@ -138,7 +138,7 @@ func (r *crashRun) readSome() {
 		r.fatalf("read at %d: %v", from, err)
 	}
 	msgs := decodePolled(r.t, &p)
-	if len(msgs) == 0 && !r.log.failing {
+	if len(msgs) == 0 && !r.log.failure.active {
 		r.fatalf("read at %d below the readable end %d returned nothing", from, end)
 	}
 	// A read may race a failure reported while it was in flight (without fsync it
@@ -182,7 +182,7 @@ func (r *crashRun) run(steps int) {
 		case k < 82:
 			r.readSome()
 		case k < 85:
-			if cur, ok := r.log.CurrentOffset(); ok && !r.log.failing {
+			if cur, ok := r.log.CurrentOffset(); ok && !r.log.failure.active {
 				if err := r.log.StoreConsumerOffset(Consumer, uint32(r.rng.IntN(3)), r.rng.Uint64N(cur+1)); err != nil {
 					r.fatalf("store offset: %v", err)
 				}

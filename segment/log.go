@@ -50,48 +50,32 @@ type Log struct {
 
 	segments   []*segment // oldest first; the last is where appends go
 	durableSeg int        // segments[:durableSeg] are durably sealed
+	indexes    indexCache // which sealed segments keep their index in memory (indexcache.go)
 
 	nextOffset    uint64
 	lastTimestamp uint64
 	writtenEnd    uint64
 	durableEnd    uint64
 
-	// In-flight appends, oldest first, in a ring that grows by doubling up to
-	// InflightBatchesMax slots (an idle partition keeps a few; one of 4,096 slots
-	// would cost 128 KiB on each of thousands). An entry leaves from the head once
-	// durable; fifoWritten counts the head entries whose writes have completed,
-	// contiguously.
-	fifo        []inflight
-	fifoHead    int
-	fifoLen     int
-	fifoWritten int
-	fifoSeq     uint64 // sequence number of the head entry
-
+	fifo             inflightRing // the appends in flight, oldest first (inflight.go)
 	requestsInFlight int
 	free             []*Request
+	waitDepth        int // nesting of blocking waits (wait)
 
 	unsyncedMessages uint64
 	unsyncedBytes    int64
 
 	// After a failed write or sync the log stops taking appends, waits until nothing
-	// is in flight, then cuts everything from rewindTo on.
-	failing         bool
-	rewindTo        uint64
-	failErr         error
-	repairsInFlight int
-	cutFrom, cutTo  uint64 // what the rewind in progress cuts, reported when durable
-	broken          error  // a repair failed too: the log refuses appends for good
+	// is in flight, then cuts what failed (rewind.go); broken: a repair failed too,
+	// and the log refuses appends for good.
+	failure failureState
+	broken  error
 
 	needSegment bool // the last segment is sealed; the next append opens a new one
 	closed      bool
 
 	offsets consumerOffsets
 	stats   Stats
-
-	indexClock    uint64 // ticks on every index use, for the cache's LRU choice
-	indexesLoaded int    // sealed segments whose index is in memory
-	waitDepth     int    // nesting of blocking waits (wait)
-	pinnedSince   uint64 // while a read is planned: indexes used since are not evicted
 }
 
 // Stats counts what the log did, for tests and metrics.
@@ -106,14 +90,6 @@ type Stats struct {
 	IndexLoads         uint64 // sealed indexes read back into the cache
 	IndexRebuilds      uint64 // sealed indexes rebuilt from the log on load
 	LateSyncFailures   uint64 // a batch's own fdatasync failed after a later one covered it
-}
-
-type inflight struct {
-	seg     *segment
-	base    uint64
-	end     uint64
-	written bool
-	durable bool
 }
 
 type sealState uint8
@@ -164,18 +140,6 @@ const (
 	purposeRead
 )
 
-// fifoSlotsInitial is the in-flight ring's size at open.
-const fifoSlotsInitial = 16
-
-// growFifo doubles the in-flight ring, up to InflightBatchesMax slots.
-func (l *Log) growFifo() {
-	grown := make([]inflight, min(2*len(l.fifo), l.cfg.InflightBatchesMax))
-	for i := 0; i < l.fifoLen; i++ {
-		grown[i] = l.fifo[(l.fifoHead+i)%len(l.fifo)]
-	}
-	l.fifo, l.fifoHead = grown, 0
-}
-
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
 // append, with the report of what recovery found and repaired.
 func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
@@ -183,7 +147,7 @@ func Open(st Storage, cfg Config, hooks Hooks) (*Log, *RecoveryReport, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: make([]inflight, min(fifoSlotsInitial, cfg.InflightBatchesMax))}
+	l := &Log{cfg: cfg, st: st, hooks: hooks, fifo: inflightRing{slots: make([]inflight, min(fifoSlotsInitial, cfg.InflightBatchesMax))}}
 	l.done = l.complete
 	report, err := l.recover()
 	if err != nil {
@@ -248,70 +212,6 @@ func (l *Log) Err() error { return l.broken }
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats { return l.stats }
 
-// loadIndex makes seg's index resident. Sealed segments beyond the cache
-// (Config.IndexCacheSegments) keep only their bounds in memory; the first read that
-// needs one reads its .index back with a blocking read (a cold segment, once), and
-// checks it: entries consistent with the log and ending at the batch recovery
-// verified. An index that fails is rebuilt from the log; a log that cannot be walked
-// to its end has interior corruption, which every read of the segment then reports
-// (CorruptBatchError), never serving it.
-func (l *Log) loadIndex(seg *segment) error {
-	l.indexClock++
-	seg.lastUsed = l.indexClock
-	if seg.index != nil || seg.state != segmentSealed {
-		return nil
-	}
-	if seg.corrupt != nil {
-		return seg.corrupt
-	}
-	l.stats.IndexLoads++
-	data := make([]byte, seg.indexBytes)
-	r := &Request{Op: OpRead, File: seg.indexFile, Data: data}
-	if err := l.wait(r); err != nil {
-		return fmt.Errorf("segment: read %s: %w", segmentIndexName(seg.baseOffset), err)
-	}
-	x := index(data[:r.Result-r.Result%indexEntrySize])
-	n := x.len()
-	if n > 0 && checkIndex(x, seg.baseOffset, seg.sizeBytes) == n && x.offset(n-1) == seg.lastBatchOffset {
-		seg.index = x
-		seg.indexWritten = len(x)
-	} else if err := l.rebuildSealedIndex(seg); err != nil {
-		seg.corrupt = err
-		return err
-	}
-	l.indexesLoaded++
-	l.evictIndexes()
-	return nil
-}
-
-// forgetIndex takes a segment leaving the log out of the index cache's count.
-func (l *Log) forgetIndex(s *segment) {
-	if s.state == segmentSealed && s.index != nil {
-		l.indexesLoaded--
-	}
-	s.index = nil
-}
-
-// evictIndexes drops the least recently used sealed indexes beyond the cache size.
-// Segments still sealing or open always keep theirs. The scan is linear in the
-// segment count, and runs only when an index is loaded or a segment sealed.
-func (l *Log) evictIndexes() {
-	for l.indexesLoaded > l.cfg.IndexCacheSegments {
-		var victim *segment
-		for _, s := range l.segments {
-			pinned := l.pinnedSince != 0 && s.lastUsed >= l.pinnedSince
-			if s.state == segmentSealed && s.index != nil && !pinned && (victim == nil || s.lastUsed < victim.lastUsed) {
-				victim = s
-			}
-		}
-		if victim == nil {
-			return
-		}
-		victim.index = nil
-		l.indexesLoaded--
-	}
-}
-
 // Idle reports whether none of the log's requests is in flight.
 func (l *Log) Idle() bool { return l.requestsInFlight == 0 }
 
@@ -342,7 +242,7 @@ func (l *Log) Append(batch []byte) error {
 		return wire.ErrSegmentClosed
 	case l.broken != nil:
 		return l.broken
-	case l.failing || l.fifoLen == l.cfg.InflightBatchesMax:
+	case l.failure.active || l.fifo.count == l.cfg.InflightBatchesMax:
 		return wire.ErrTransientNotAccepted
 	}
 	header, err := wire.ViewBatchHeader(batch)
@@ -370,13 +270,13 @@ func (l *Log) Append(batch []byte) error {
 	count := uint64(header.MessageCount())
 	end := l.nextOffset + count
 
-	if l.fifoLen == len(l.fifo) {
+	if l.fifo.count == len(l.fifo.slots) {
 		l.growFifo()
 	}
-	slot := (l.fifoHead + l.fifoLen) % len(l.fifo)
-	seq := l.fifoSeq + uint64(l.fifoLen)
-	l.fifo[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
-	l.fifoLen++
+	slot := (l.fifo.head + l.fifo.count) % len(l.fifo.slots)
+	seq := l.fifo.headSeq + uint64(l.fifo.count)
+	l.fifo.slots[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
+	l.fifo.count++
 
 	write := l.request(OpWrite, purposeAppendWrite, seg)
 	write.File = seg.logFile
@@ -420,7 +320,7 @@ func (l *Log) Append(batch []byte) error {
 // Sync asks for every written batch to be made durable now (a save ahead of the
 // thresholds). With EnforceFsync it has nothing to do.
 func (l *Log) Sync() {
-	if !l.cfg.EnforceFsync && !l.failing && l.broken == nil && !l.closed {
+	if !l.cfg.EnforceFsync && !l.failure.active && l.broken == nil && !l.closed {
 		l.save()
 	}
 }
@@ -483,7 +383,7 @@ func (l *Log) maybeSubmitSealChain(seg *segment) {
 	if seg.state != segmentSealing || seg.writes != 0 || seg.chainSubmitted {
 		return
 	}
-	if l.failing && l.rewindTo < seg.endOffset {
+	if l.failure.active && l.failure.rewindTo < seg.endOffset {
 		return
 	}
 	l.submitSealChain(seg)
@@ -607,7 +507,7 @@ func (l *Log) complete(r *Request) {
 		}
 		l.maybeSubmitSealChain(seg)
 	case purposeAppendSync:
-		if r.target < l.fifoSeq {
+		if r.target < l.fifo.headSeq {
 			// Already retired: a seal chain's fdatasync of the whole segment, which
 			// started after this batch's write completed, made it durable first (a
 			// ring runs the two syncs in any order).
@@ -644,7 +544,7 @@ func (l *Log) complete(r *Request) {
 				seg.syncedEnd = seg.endOffset
 				seg.indexBytes = int64(len(seg.index))
 				seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
-				l.indexesLoaded++
+				l.indexes.loaded++
 				l.evictIndexes()
 				l.advanceDurable()
 			}
@@ -652,17 +552,17 @@ func (l *Log) complete(r *Request) {
 			l.fail(seg.syncedEnd, fmt.Errorf("segment: seal %s: %s: %w", segmentLogName(seg.baseOffset), r.purposeName(), r.Err))
 		}
 	case purposeRepair:
-		l.repairsInFlight--
+		l.failure.repairsInFlight--
 		if r.Err != nil && !errors.Is(r.Err, ErrCanceled) && l.broken == nil {
-			l.broken = fmt.Errorf("segment: repair after %v failed: %s: %w", l.failErr, r.Op, r.Err)
+			l.broken = fmt.Errorf("segment: repair after %v failed: %s: %w", l.failure.err, r.Op, r.Err)
 		}
-		if l.repairsInFlight == 0 && l.broken == nil {
+		if l.failure.repairsInFlight == 0 && l.broken == nil {
 			// Only now, with the cut durable, can no crash bring the batches back.
-			err := l.failErr
-			l.failing = false
-			l.failErr = nil
+			err := l.failure.err
+			l.failure.active = false
+			l.failure.err = nil
 			if l.hooks.Failed != nil {
-				l.hooks.Failed(l.cutFrom, l.cutTo, err)
+				l.hooks.Failed(l.failure.cutFrom, l.failure.cutTo, err)
 			}
 			l.reportProgress()
 		}
@@ -681,33 +581,6 @@ func (l *Log) complete(r *Request) {
 	l.repairWhenQuiet()
 }
 
-// repairWhenQuiet starts the rewind after a failure once none of the log's requests
-// is in flight, or ends the failure when there is nothing to cut.
-func (l *Log) repairWhenQuiet() {
-	if l.failing && l.waitDepth == 0 && l.requestsInFlight == 0 && l.repairsInFlight == 0 && l.broken == nil {
-		if l.rewindTo < l.nextOffset {
-			l.rewind()
-		} else {
-			// Everything from rewindTo on was already durable: nothing to cut.
-			l.failing = false
-			l.failErr = nil
-			l.reportProgress()
-		}
-	}
-}
-
-// reportProgress repeats the written and durable ends after a failure, during
-// which the hooks were silent: batches below the cut that completed meanwhile are
-// acknowledged now rather than at the next append.
-func (l *Log) reportProgress() {
-	if l.hooks.Written != nil {
-		l.hooks.Written(l.writtenEnd)
-	}
-	if l.hooks.Durable != nil {
-		l.hooks.Durable(l.durableEnd)
-	}
-}
-
 func (r *Request) purposeName() string {
 	switch r.purpose {
 	case purposeSealLogSync:
@@ -720,214 +593,6 @@ func (r *Request) purposeName() string {
 	return r.Op.String()
 }
 
-func (l *Log) entry(seq uint64) *inflight {
-	if seq < l.fifoSeq || seq >= l.fifoSeq+uint64(l.fifoLen) {
-		panic(fmt.Sprintf("segment: in-flight append %d outside [%d, %d)", seq, l.fifoSeq, l.fifoSeq+uint64(l.fifoLen)))
-	}
-	return &l.fifo[(l.fifoHead+int(seq-l.fifoSeq))%len(l.fifo)]
-}
-
-func (l *Log) advanceWritten() {
-	before := l.writtenEnd
-	for l.fifoWritten < l.fifoLen {
-		e := &l.fifo[(l.fifoHead+l.fifoWritten)%len(l.fifo)]
-		if !e.written {
-			break
-		}
-		l.writtenEnd = e.end
-		l.fifoWritten++
-	}
-	if l.writtenEnd != before && l.hooks.Written != nil && !l.failing {
-		l.hooks.Written(l.writtenEnd)
-	}
-	if !l.cfg.EnforceFsync {
-		l.advanceDurable()
-	}
-}
-
-// advanceDurable moves the durable end. A segment's batches are durable up to its
-// syncedEnd; the end may only cross into a segment once the one before it is sealed
-// durably (log and index synced), which is what lets recovery trust every segment
-// but the last without reading it.
-func (l *Log) advanceDurable() {
-	// Retire appends from the head of the queue: once durable with EnforceFsync;
-	// once written without, because then durability is tracked per segment by the
-	// save syncs' targets (syncedEnd), and holding entries until the next save
-	// would let a high save threshold fill the queue and stall appends.
-	for l.fifoWritten > 0 {
-		e := &l.fifo[l.fifoHead]
-		if l.cfg.EnforceFsync && !e.durable && e.end > e.seg.syncedEnd {
-			break
-		}
-		if e.durable {
-			e.seg.syncedEnd = max(e.seg.syncedEnd, e.end)
-		}
-		*e = inflight{}
-		l.fifoHead = (l.fifoHead + 1) % len(l.fifo)
-		l.fifoLen--
-		l.fifoWritten--
-		l.fifoSeq++
-	}
-	before := l.durableEnd
-	for l.durableSeg < len(l.segments) {
-		s := l.segments[l.durableSeg]
-		if s.state == segmentSealed {
-			l.durableEnd = max(l.durableEnd, s.endOffset)
-			l.durableSeg++
-			continue
-		}
-		l.durableEnd = max(l.durableEnd, s.syncedEnd)
-		break
-	}
-	if l.durableEnd != before && l.hooks.Durable != nil && !l.failing {
-		l.hooks.Durable(l.durableEnd)
-	}
-}
-
-// fail records that batches from at on are lost or suspect. A failed write loses
-// its own batch and everything after it (later appends may be on disk, but a log
-// with a hole is no log). A failed sync proves nothing about any byte it covered,
-// and on Linux the kernel may have dropped the dirty pages already, so everything
-// in that file not known durable goes: at is the failing segment's synced end. It
-// must not be the log's durable end, which other segments' syncs may still move
-// past it before the rewind.
-func (l *Log) fail(at uint64, err error) {
-	if !l.failing {
-		l.failing = true
-		l.rewindTo = at
-		l.failErr = err
-		return
-	}
-	l.rewindTo = min(l.rewindTo, at)
-}
-
-// rewind cuts the log back to rewindTo once nothing is in flight: later segments
-// are removed, the segment holding rewindTo is truncated there (log, then fdatasync,
-// and its index) and becomes the open segment again. Appends resume when that is
-// done; if it fails too, the log is broken.
-func (l *Log) rewind() {
-	// Durable batches are never cut: the durable end only moves over batches whose
-	// bytes a completed sync covered.
-	to, from := max(l.rewindTo, l.durableEnd), l.nextOffset
-	i := len(l.segments) - 1
-	for i > 0 && l.segments[i].baseOffset > to {
-		i--
-	}
-	seg := l.segments[i]
-	if seg.baseOffset > to {
-		panic(fmt.Sprintf("segment: rewind to %d below the first segment %d", to, seg.baseOffset))
-	}
-	// A cut at a sealed segment whose index left the cache (the cut sits at its
-	// end) reads the index back first, before any repair is submitted: the wait
-	// must not complete repairs of a rewind not yet set up. The depth keeps that
-	// wait from starting this rewind again.
-	l.waitDepth++
-	err := l.loadIndex(seg)
-	l.waitDepth--
-	if err != nil {
-		l.broken = fmt.Errorf("segment: repair after %v: %w", l.failErr, err)
-		return
-	}
-	for _, s := range l.segments[i+1:] {
-		l.removeSegmentFiles(s)
-	}
-	clear(l.segments[i+1:])
-	l.segments = l.segments[:i+1]
-	l.durableSeg = min(l.durableSeg, i)
-
-	if seg.state == segmentSealed {
-		l.indexesLoaded--
-	}
-	n := seg.index.floor(to) + 1
-	if n > 0 && seg.index.offset(n-1) == to {
-		n-- // the batch at `to` goes too
-	}
-	position := seg.sizeBytes
-	if n < seg.index.len() {
-		position = seg.index.position(n)
-	}
-	seg.index = seg.index[:n*indexEntrySize]
-	seg.indexWritten = min(seg.indexWritten, len(seg.index))
-	seg.sizeBytes = position
-	seg.endOffset = to
-	seg.syncedEnd = min(seg.syncedEnd, to)
-	seg.state = segmentActive
-	seg.chainSubmitted = false
-	seg.maxTimestamp = 0
-	if n > 0 {
-		seg.maxTimestamp = seg.index.timestamp(n - 1)
-	}
-	l.needSegment = seg.sizeBytes >= l.cfg.SegmentSizeBytes
-	if l.needSegment {
-		seg.state = segmentSealing
-	}
-
-	truncateLog := l.request(OpTruncate, purposeRepair, seg)
-	truncateLog.File = seg.logFile
-	truncateLog.Offset = position
-	truncateLog.Link = true
-	syncLog := l.request(OpSync, purposeRepair, seg)
-	syncLog.File = seg.logFile
-	truncateIndex := l.request(OpTruncate, purposeRepair, seg)
-	truncateIndex.File = seg.indexFile
-	truncateIndex.Offset = int64(len(seg.index))
-	l.repairsInFlight += 3
-	l.st.Submit(truncateLog)
-	l.st.Submit(syncLog)
-	l.st.Submit(truncateIndex)
-	// The chains held back while the failure was pending: every segment before seg
-	// is whole.
-	for _, s := range l.segments {
-		l.maybeSubmitSealChain(s)
-	}
-
-	// Drop the queue entries past the cut; what remains is written (nothing is in
-	// flight), possibly not durable yet.
-	for l.fifoLen > 0 {
-		last := &l.fifo[(l.fifoHead+l.fifoLen-1)%len(l.fifo)]
-		if last.end <= to {
-			break
-		}
-		*last = inflight{}
-		l.fifoLen--
-	}
-	l.fifoWritten = min(l.fifoWritten, l.fifoLen)
-	l.nextOffset = to
-	l.writtenEnd = min(l.writtenEnd, to)
-	l.durableEnd = min(l.durableEnd, to)
-	l.lastTimestamp = l.timestampBefore(i)
-	l.unsyncedMessages, l.unsyncedBytes = 0, 0
-	l.stats.Rewinds++
-	l.offsets.clampTo(l)
-	l.flushDirtyOffsets()
-
-	l.cutFrom, l.cutTo = to, from
-}
-
-// timestampBefore returns the newest batch timestamp in segments[:i+1].
-func (l *Log) timestampBefore(i int) uint64 {
-	for ; i >= 0; i-- {
-		if s := l.segments[i]; s.endOffset > s.baseOffset {
-			return s.maxTimestamp
-		}
-	}
-	return 0
-}
-
-// removeSegmentFiles closes a segment cut by a rewind and removes its files, as
-// part of the repair.
-func (l *Log) removeSegmentFiles(s *segment) {
-	l.forgetIndex(s)
-	_ = l.st.Close(s.logFile)
-	_ = l.st.Close(s.indexFile)
-	for _, name := range [2]string{segmentIndexName(s.baseOffset), segmentLogName(s.baseOffset)} {
-		r := l.request(OpRemove, purposeRepair, s)
-		r.Name = name
-		l.repairsInFlight++
-		l.st.Submit(r)
-	}
-}
-
 // Close waits for every request in flight, writes and syncs the open segment's
 // index and log, and closes the files. The log refuses everything afterwards.
 func (l *Log) Close() error {
@@ -936,7 +601,7 @@ func (l *Log) Close() error {
 	}
 	l.WaitIdle()
 	var err error
-	if l.broken == nil && !l.failing && len(l.segments) > 0 {
+	if l.broken == nil && !l.failure.active && len(l.segments) > 0 {
 		seg := l.segments[len(l.segments)-1]
 		if seg.state == segmentActive {
 			// The log first, then its index (see save).

@@ -164,9 +164,9 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		// cache size (a seal completing during a load's wait adds one). A read
 		// started from a completion hook during one of those waits keeps the outer
 		// read's pins: it only widens them, and gives them back to it.
-		outerPinnedSince := l.pinnedSince
+		outerPinnedSince := l.indexes.pinnedSince
 		if outerPinnedSince == 0 {
-			l.pinnedSince = l.indexClock + 1
+			l.indexes.pinnedSince = l.indexes.clock + 1
 		}
 		defer l.unpinIndexes(outerPinnedSince)
 		if err := l.preloadIndexes(start, q.Count, maxBytes); err != nil {
@@ -267,7 +267,7 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 // unpinIndexes ends a read's pins (restoring an outer read's, if it ran inside one)
 // and trims the cache back to its size.
 func (l *Log) unpinIndexes(outerPinnedSince uint64) {
-	l.pinnedSince = outerPinnedSince
+	l.indexes.pinnedSince = outerPinnedSince
 	l.evictIndexes()
 }
 
@@ -277,8 +277,8 @@ func (l *Log) readableEnd() uint64 {
 	if l.cfg.EnforceFsync {
 		end = l.durableEnd
 	}
-	if l.failing {
-		end = min(end, l.rewindTo)
+	if l.failure.active {
+		end = min(end, l.failure.rewindTo)
 	}
 	return end
 }
@@ -388,10 +388,10 @@ func (l *Log) completeRead(r *Request) {
 	if p.pending > 0 {
 		return
 	}
-	if l.failing && l.rewindTo < p.limit {
+	if l.failure.active && l.failure.rewindTo < p.limit {
 		// A failure arrived while the read was in flight: serve nothing the rewind
 		// is about to cut.
-		p.limit = max(p.start, l.rewindTo)
+		p.limit = max(p.start, l.failure.rewindTo)
 		kept := p.Records[:0]
 		for _, rec := range p.Records {
 			if rec.offset < p.limit && p.start < p.limit {
@@ -473,7 +473,7 @@ func (l *Log) ReadBatch(base uint64, buf []byte) ([]byte, error) {
 	if l.closed {
 		return nil, wire.ErrSegmentClosed
 	}
-	if base < l.FirstOffset() || base >= l.writtenEnd || l.failing && base >= l.rewindTo {
+	if base < l.FirstOffset() || base >= l.writtenEnd || l.failure.active && base >= l.failure.rewindTo {
 		return nil, ErrBatchNotStored
 	}
 	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > base }) - 1

@@ -134,7 +134,7 @@ func (l *Log) recover() (*RecoveryReport, error) {
 			seg.syncedEnd = seg.endOffset
 			seg.indexBytes = int64(len(seg.index))
 			seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
-			l.indexesLoaded++
+			l.indexes.loaded++
 			l.evictIndexes()
 		}
 	}

@@ -352,8 +352,8 @@ func TestIndexCacheLoadsChecksAndRebuilds(t *testing.T) {
 	if stats.IndexLoads < 8 || stats.IndexRebuilds != 1 {
 		t.Fatalf("index loads %d rebuilds %d", stats.IndexLoads, stats.IndexRebuilds)
 	}
-	if l.indexesLoaded > cfg.IndexCacheSegments {
-		t.Fatalf("%d sealed indexes in memory, cache of %d", l.indexesLoaded, cfg.IndexCacheSegments)
+	if l.indexes.loaded > cfg.IndexCacheSegments {
+		t.Fatalf("%d sealed indexes in memory, cache of %d", l.indexes.loaded, cfg.IndexCacheSegments)
 	}
 	_ = l.Close()
 
@@ -421,8 +421,8 @@ func TestReadSpansMoreSegmentsThanIndexCache(t *testing.T) {
 		if uint64(len(msgs)) != l.NextOffset() {
 			t.Fatalf("%s: one read of everything over %d segments returned %d of %d messages", what, l.SegmentCount(), len(msgs), l.NextOffset())
 		}
-		if l.indexesLoaded > cfg.IndexCacheSegments {
-			t.Fatalf("%s: %d sealed indexes in memory after the read, cache of %d", what, l.indexesLoaded, cfg.IndexCacheSegments)
+		if l.indexes.loaded > cfg.IndexCacheSegments {
+			t.Fatalf("%s: %d sealed indexes in memory after the read, cache of %d", what, l.indexes.loaded, cfg.IndexCacheSegments)
 		}
 	}
 	readWhole(l, "live log")

@@ -120,7 +120,7 @@ func (l *Log) Purge() error {
 		return l.broken
 	}
 	l.WaitIdle()
-	if l.failing {
+	if l.failure.active {
 		return wire.ErrTransientNotAccepted
 	}
 	for kind := Consumer; kind <= ConsumerGroup; kind++ {
@@ -141,7 +141,7 @@ func (l *Log) Purge() error {
 		}
 		l.dropOldest(1)
 	}
-	l.fifoHead, l.fifoLen, l.fifoWritten = 0, 0, 0
+	l.fifo.head, l.fifo.count, l.fifo.written = 0, 0, 0
 	l.unsyncedMessages, l.unsyncedBytes = 0, 0
 	l.lastTimestamp = 0
 	if err := l.openSegment(next); err != nil {
