@@ -22,7 +22,8 @@ type storeScrub struct {
 	lastNs  int64
 	started bool
 	credit  int64
-	next    int // the index in order of the partition whose step is next
+	next    int    // the index in order of the partition whose step is next
+	buf     []byte // every step's read, the largest step's size (~1 MiB)
 }
 
 func (r Replication) scrubBytesPerSecond() int64 {
@@ -56,7 +57,9 @@ func (s *Store) Scrub(nowNs int64) (scrubbedBytes int64, err error) {
 		}
 		p := s.order[sc.next]
 		sc.next++
-		n, err := p.log.Scrub(min(sc.credit, scrubStepBytesMax))
+		var n int64
+		var err error
+		n, sc.buf, err = p.log.Scrub(min(sc.credit, scrubStepBytesMax), sc.buf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %v: %w", p.key, err))
 		}

@@ -19,32 +19,32 @@ import (
 type scrubCursor struct {
 	segment  uint64
 	position int64
-	buf      []byte // reused from step to step: it grows to the largest step
 }
 
 // Scrub verifies the whole batches of sealed segments from where the last
 // call stopped, about maxBytes of them (at least one batch, at most the rest
-// of a segment), with one blocking read. It returns the bytes it verified
-// (0 when no segment is sealed) and the first corruption it found, a
-// CorruptBatchError, after quarantining that batch; an I/O error leaves the
-// cursor where it was.
-func (l *Log) Scrub(maxBytes int64) (int64, error) {
+// of a segment), with one blocking read into buf, which it grows when short
+// and returns (the caller keeps one for all its logs: a log keeps none). It
+// returns the bytes it verified (0 when no segment is sealed) and the first
+// corruption it found, a CorruptBatchError, after quarantining that batch; an
+// I/O error leaves the cursor where it was.
+func (l *Log) Scrub(maxBytes int64, buf []byte) (int64, []byte, error) {
 	if l.closed {
-		return 0, wire.ErrSegmentClosed
+		return 0, buf, wire.ErrSegmentClosed
 	}
 	seg := l.scrubSegment()
 	if seg == nil {
-		return 0, nil
+		return 0, buf, nil
 	}
 	if err := l.loadIndex(seg); err != nil {
 		l.scrub.segment, l.scrub.position = seg.baseOffset+1, 0 // its reads fail already; go on
-		return 0, err
+		return 0, buf, err
 	}
 	n := seg.index.len()
 	first := sort.Search(n, func(i int) bool { return seg.index.position(i) >= l.scrub.position })
 	if first == n {
 		l.scrub.segment, l.scrub.position = seg.baseOffset+1, 0
-		return 0, nil
+		return 0, buf, nil
 	}
 	start := seg.index.position(first)
 	last := first
@@ -56,13 +56,13 @@ func (l *Log) Scrub(maxBytes int64) (int64, error) {
 		}
 		last = i
 	}
-	if cap(l.scrub.buf) < int(end-start) {
-		l.scrub.buf = make([]byte, end-start)
+	if cap(buf) < int(end-start) {
+		buf = make([]byte, end-start)
 	}
-	buf := l.scrub.buf[:end-start]
+	buf = buf[:end-start]
 	r := &Request{Op: OpRead, File: seg.logFile, Offset: start, Data: buf}
 	if err := l.wait(r); err != nil {
-		return 0, fmt.Errorf("segment: scrub %s at %d: %w", segmentLogName(seg.baseOffset), start, err)
+		return 0, buf, fmt.Errorf("segment: scrub %s at %d: %w", segmentLogName(seg.baseOffset), start, err)
 	}
 	var found error
 	for i := first; i <= last; i++ {
@@ -88,7 +88,7 @@ func (l *Log) Scrub(maxBytes int64) (int64, error) {
 	}
 	l.stats.ScrubbedBytes += uint64(end - start)
 	l.scrub.segment, l.scrub.position = seg.baseOffset, end
-	return end - start, found
+	return end - start, buf, found
 }
 
 // scrubSegment is the sealed segment the cursor is in, or the oldest sealed

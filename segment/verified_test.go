@@ -119,8 +119,11 @@ func TestScrubberCatchesCorruptionUnderAVerifiedRange(t *testing.T) {
 	}
 	var found *CorruptBatchError
 	var scrubbed int64
+	var buf []byte
 	for scrubbed < sealedBytes {
-		n, err := l.Scrub(1 << 10)
+		var n int64
+		var err error
+		n, buf, err = l.Scrub(1<<10, buf)
 		if n <= 0 {
 			t.Fatalf("scrub step verified %d bytes (%v) after %d of %d", n, err, scrubbed, sealedBytes)
 		}
@@ -147,7 +150,7 @@ func TestScrubberCatchesCorruptionUnderAVerifiedRange(t *testing.T) {
 	// Another round passes the quarantined batch again and finds it again.
 	before := l.Stats().ScrubbedBytes
 	for l.Stats().ScrubbedBytes-before < uint64(sealedBytes) {
-		l.Scrub(1 << 10)
+		_, buf, _ = l.Scrub(1<<10, buf)
 	}
 	if l.Stats().ScrubCorrupt != 2 {
 		t.Fatalf("second round: %d corrupt found in all, want 2", l.Stats().ScrubCorrupt)
