@@ -55,6 +55,9 @@ type Replication struct {
 	// leaves beside connections and rings. 0 = segment.FilesBudget(GOMAXPROCS):
 	// half of RLIMIT_NOFILE split over one store per core.
 	OpenFilesMax int
+	// ScrubBytesPerSecond is the rate at which Store.Scrub re-verifies sealed
+	// segments. 0 = ScrubBytesPerSecondDefault; negative turns the scrubber off.
+	ScrubBytesPerSecond int64
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to

@@ -66,6 +66,8 @@ type Store struct {
 	// (IngressDrops).
 	dropsRetired vsr.DropCounts
 	ingress      IngressDrops
+	// scrub paces the re-verification of sealed segments (scrub.go).
+	scrub storeScrub
 }
 
 // StatesInstalled is how many partition states this store has installed by state

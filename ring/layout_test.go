@@ -73,6 +73,8 @@ func TestPrepareClearsStaleFields(t *testing.T) {
 		"cancelFd":     func(s *SQE) { s.PrepareCancelFd(3, CancelAll) },
 		"readFixed":    func(s *SQE) { s.PrepareReadFixed(3, buf, 0, 1) },
 		"acceptDirect": func(s *SQE) { s.PrepareAcceptMultishotDirect(3, 0) },
+		"splice":       func(s *SQE) { s.PrepareSplice(3, 0, 4, SpliceNoOffset, 8, 0) },
+		"sendZCFixed":  func(s *SQE) { s.PrepareSendZCFixed(3, buf, 0, 1) },
 	}
 	for name, prep := range preps {
 		var clean, dirty SQE

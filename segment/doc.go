@@ -44,8 +44,11 @@
 // Open walks the last segment batch by batch (lengths, every checksum, the offset
 // chain), cuts a torn or corrupt tail, rebuilds a short or missing index, and trusts
 // a sealed segment on its index; recover's decision table says why that is safe.
-// Reads verify every batch they return, so a batch corrupted at rest is reported with
-// its segment and position (CorruptBatchError) and never served.
+// A read verifies a batch the first time it returns it after it was written or
+// recovered, and each segment remembers the byte ranges verified, which later reads
+// trust (verified.go); the scrubber re-verifies sealed segments at its caller's pace
+// (scrub.go). A batch found corrupt, by a read or the scrubber, is reported with its
+// segment and position (CorruptBatchError) and never served.
 //
 // # Memory
 //

@@ -75,6 +75,7 @@ type Log struct {
 	closed      bool
 
 	offsets consumerOffsets
+	scrub   scrubCursor // where the scrubber goes on (scrub.go)
 	stats   Stats
 }
 
@@ -90,6 +91,9 @@ type Stats struct {
 	IndexLoads         uint64 // sealed indexes read back into the cache
 	IndexRebuilds      uint64 // sealed indexes rebuilt from the log on load
 	LateSyncFailures   uint64 // a batch's own fdatasync failed after a later one covered it
+	BatchesVerified    uint64 // batches whose checksum a read computed (verified.go)
+	ScrubbedBytes      uint64 // bytes the scrubber re-verified (scrub.go)
+	ScrubCorrupt       uint64 // batches the scrubber found corrupt and quarantined
 }
 
 type sealState uint8
@@ -118,10 +122,11 @@ type segment struct {
 
 	// A sealed segment's index may be dropped from memory (index == nil) and read
 	// back when a read needs it; see loadIndex.
-	indexBytes      int64  // size of the .index file of a sealed segment
-	lastBatchOffset uint64 // base offset of its last batch, checked on load
-	lastUsed        uint64 // index cache clock
-	corrupt         error  // its index could not be rebuilt: interior corruption
+	indexBytes      int64          // size of the .index file of a sealed segment
+	lastBatchOffset uint64         // base offset of its last batch, checked on load
+	lastUsed        uint64         // index cache clock
+	corrupt         error          // its index could not be rebuilt: interior corruption
+	checks          *segmentChecks // its verified ranges and quarantined batches; nil until a batch is verified (verified.go)
 }
 
 type purpose uint8

@@ -96,7 +96,8 @@ type Record struct {
 	Frames   []byte // the frame bytes to send after Header
 
 	bufStart int
-	offset   uint64 // base offset of the stored batch, from the index
+	offset   uint64   // base offset of the stored batch, from the index
+	seg      *segment // where it is stored, for its verified ranges
 }
 
 // CorruptBatchError reports a stored batch that failed verification on read: the
@@ -230,7 +231,7 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 				runList = append(runList, run{seg: seg, position: position, bufStart: total})
 			}
 			runList[len(runList)-1].length += length
-			out.Records = append(out.Records, Record{Segment: seg.baseOffset, Position: position, Length: length, bufStart: total, offset: batchOffset})
+			out.Records = append(out.Records, Record{Segment: seg.baseOffset, Position: position, Length: length, bufStart: total, offset: batchOffset, seg: seg})
 			total += int(length)
 			if i+1 < n {
 				offset = seg.index.offset(i + 1)
@@ -401,7 +402,7 @@ func (l *Log) completeRead(r *Request) {
 		p.Records = kept
 	}
 	if p.err == nil {
-		p.err = p.finish()
+		p.err = p.finish(l)
 	}
 	if p.err != nil {
 		p.Records = p.Records[:0]
@@ -410,20 +411,18 @@ func (l *Log) completeRead(r *Request) {
 	p.done(p, p.err)
 }
 
-// finish verifies every batch read and slices the ones at either end of the range.
-func (p *Polled) finish() error {
+// finish verifies every batch read that was not verified before (verified.go)
+// and slices the ones at either end of the range.
+func (p *Polled) finish(l *Log) error {
 	slot := 0
 	for i := range p.Records {
 		rec := &p.Records[i]
 		b := p.buf[rec.bufStart : rec.bufStart+int(rec.Length)]
 		expectedOffset := rec.offset
-		if err := wire.CheckStoredBatch(b); err != nil {
-			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: err}
+		if err := l.verifyBatch(rec.seg, rec.Position, b, expectedOffset); err != nil {
+			return err
 		}
 		h, _ := wire.ViewBatchHeader(b)
-		if h.BaseOffset() != expectedOffset {
-			return &CorruptBatchError{Segment: rec.Segment, Position: rec.Position, Offset: expectedOffset, Err: ErrBatchMismatch}
-		}
 		if h.BaseOffset() >= p.start && h.LastOffset() < p.limit {
 			rec.Header = b[:wire.BatchHeaderSize:wire.BatchHeaderSize]
 			rec.Frames = b[wire.BatchHeaderSize:]

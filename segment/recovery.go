@@ -339,6 +339,7 @@ func (l *Log) walk(seg *segment, buf []byte, report *RecoveryReport, previousTim
 			return buf, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), err)
 		}
 		seg.sizeBytes = position
+		seg.forgetFrom(position)
 	}
 	seg.endOffset = expected
 	if string(rebuilt) != string(seg.index) {

@@ -75,6 +75,13 @@ type Config struct {
 	// kernel's io-wq workers (IOSQE_ASYNC) instead of being copied into the page cache
 	// inline during the shard's submit. 0 leaves the choice to the kernel.
 	DiskAsyncWriteBytesMin int
+	// PipesPerShardMax bounds the pipes each shard splices replies through
+	// (Shard.Pipes); a reply that finds them all lent is copied. Default
+	// PipesPerShardMaxDefault.
+	PipesPerShardMax int
+	// PipeSizeBytes is the capacity asked for each pipe (F_SETPIPE_SZ); the
+	// kernel may grant less. Default PipeSizeBytesDefault.
+	PipeSizeBytes int
 
 	// Replica, when set, gives the runtime a replica plane (replica.go): a
 	// tcp_replica listener and connections to the other nodes of a cluster, whose
@@ -223,6 +230,15 @@ func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	}
 	if c.InboxCapacity == 0 {
 		c.InboxCapacity = 1024
+	}
+	if c.PipesPerShardMax == 0 {
+		c.PipesPerShardMax = PipesPerShardMaxDefault
+	}
+	if c.PipeSizeBytes == 0 {
+		c.PipeSizeBytes = PipeSizeBytesDefault
+	}
+	if c.PipesPerShardMax < 0 || c.PipeSizeBytes < 0 {
+		return c, errors.New("shard: negative pipe bound")
 	}
 	if c.InboxCapacity&(c.InboxCapacity-1) != 0 {
 		return c, fmt.Errorf("shard: inbox capacity %d is not a power of two", c.InboxCapacity)

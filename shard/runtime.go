@@ -113,6 +113,7 @@ func Start(cfg Config) (*Runtime, error) {
 			log:       cfg.Logger.With("shard", i),
 			wakeEvent: eventReader{fd: -1, kind: kindEventFd},
 			listener:  newListener(-1),
+			pipes:     newPipePool(cfg.PipesPerShardMax, cfg.PipeSizeBytes),
 		}
 		s.mail.init(cfg.ShardCount, cfg.InboxCapacity)
 		s.handoff.notes = NewQueue[peerNote](peerTableSize)
@@ -290,6 +291,7 @@ func (rt *Runtime) closeAll() {
 			}
 		}
 		s.listener.closeFd()
+		s.pipes.close()
 		if s.arena != nil {
 			if rt.err == nil {
 				// After a clean stop every buffer is back: a leak is our bug (or a

@@ -81,6 +81,7 @@ type Shard struct {
 	mail      mailbox       // messages from the other shards and goroutines (mail.go)
 	wakeEvent eventReader   // the eventfd through which goroutines off the shards wake it (mail.go)
 	disk      diskPort      // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
+	pipes     PipePool      // the pipes replies are spliced through (pipepool.go)
 	replica   *replicaShard // the shard's part of the replica plane; nil without Config.Replica
 
 	counters  counters
@@ -89,6 +90,9 @@ type Shard struct {
 	stopping bool
 	err      error
 }
+
+// Pipes returns the shard's pipe pool, for replies spliced from files.
+func (s *Shard) Pipes() *PipePool { return &s.pipes }
 
 // Index returns the shard's index, 0..Count()-1.
 func (s *Shard) Index() int { return s.index }

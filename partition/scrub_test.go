@@ -1,0 +1,73 @@
+package partition
+
+import (
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// TestPollOfAVerifiedRangeVerifiesNothingAgain: the first poll of batches
+// verifies their checksums, later polls of them, whole or cut, do not.
+func TestPollOfAVerifiedRangeVerifiesNothingAgain(t *testing.T) {
+	s, _ := newSimStore(t, 1, smallConfig())
+	defer s.Close()
+	for i := range uint64(20) {
+		mustSend(t, s, testKey, makeBatch(t, i*10, 10, 100), i+1)
+	}
+	log := s.partitions[testKey].log
+	req := PollRequest{Consumer: Consumer{Kind: wire.ConsumerSingle, ID: 1}, Strategy: wire.PollingStrategy{Kind: wire.PollingOffset}, Count: 200}
+	if prefix, _ := poll(t, s, testKey, req); prefix.MessagesCount != 200 {
+		t.Fatalf("first poll: %d messages", prefix.MessagesCount)
+	}
+	if got := log.Stats().BatchesVerified; got != 20 {
+		t.Fatalf("first poll verified %d batches, want 20", got)
+	}
+	req.Strategy.Value, req.Count = 35, 100
+	for range 3 {
+		if prefix, _ := poll(t, s, testKey, req); prefix.MessagesCount != 100 {
+			t.Fatalf("later poll: %d messages", prefix.MessagesCount)
+		}
+	}
+	if got := log.Stats().BatchesVerified; got != 20 {
+		t.Fatalf("later polls verified %d batches more", got-20)
+	}
+}
+
+// TestStoreScrubKeepsItsRate: over ten simulated seconds in 100 ms ticks the
+// scrubber verifies the rate's worth of bytes, round after round of a
+// partition's sealed segments, within one step; a negative rate scrubs
+// nothing.
+func TestStoreScrubKeepsItsRate(t *testing.T) {
+	const rate = 64 << 10
+	for _, tc := range []struct {
+		rate       int64
+		wantBytes  int64
+		slackBytes int64
+	}{{rate, 10 * rate, 16 << 10}, {-1, 0, 0}} {
+		st := newSimStorages(1)
+		s := NewReplicatedStore("local_data", st, Replication{ScrubBytesPerSecond: tc.rate})
+		if err := s.Create(testKey, smallConfig(), 1234); err != nil {
+			t.Fatal(err)
+		}
+		for i := range uint64(100) {
+			mustSend(t, s, testKey, makeBatch(t, i*10, 10, 100), i+1)
+		}
+		log := s.partitions[testKey].log
+		var total int64
+		for tick := range int64(101) {
+			n, err := s.Scrub(tick * 100e6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += n
+		}
+		if total < tc.wantBytes-tc.slackBytes || total > tc.wantBytes+tc.slackBytes || uint64(total) != log.Stats().ScrubbedBytes {
+			t.Fatalf("rate %d: scrubbed %d bytes in 10 s (log says %d), want %d±%d",
+				tc.rate, total, log.Stats().ScrubbedBytes, tc.wantBytes, tc.slackBytes)
+		}
+		if tc.rate > 0 && total < 2*log.SizeBytes() {
+			t.Fatalf("scrubbed %d bytes of a %d-byte log: want several rounds", total, log.SizeBytes())
+		}
+		s.Close()
+	}
+}
