@@ -442,9 +442,9 @@ func stormLogins(ctx context.Context, addr string, n uint64, evicted, refused *a
 // benchPasswordServer starts a one-shard server for the password benchmarks and
 // returns a dialer of logged-in clients closed at the end.
 func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *client.Client) {
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 1, false
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *cl
 
 // TestHugePollsStayWithinTheirMemory: 100 connections poll a partition of 6 MiB at
 // once, each asking for 2^32-1 messages, so each read takes the whole partition.
-// The shard's polls hold at most Config.PollMemoryBytesMax (64 MiB here) at once:
+// The shard's polls hold at most config.Config.PollMemoryBytesMax (64 MiB here) at once:
 // the process's resident memory grows by less than that plus a margin for the rest,
 // while every poll is answered with every message. (Before the bound each poll read
 // into a buffer of its own, which its job kept: 100 of them, about 600 MiB, for
@@ -480,11 +480,11 @@ func TestHugePollsStayWithinTheirMemory(t *testing.T) {
 		messagesPerBatch = 8
 		payloadBytes     = 96 << 10
 	)
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", t.TempDir(), 2, false
 	cfg.FrameSizeMaxBytes = 1 << 20 // a poll's reservation: 32 MiB and one frame
 	cfg.PollMemoryBytesMax = pollMemoryBytes
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -25,7 +26,7 @@ import (
 // clusterState is what every shard may read of the cluster: when each replica was
 // last heard from and who leads the metadata group.
 type clusterState struct {
-	cfg  *ClusterConfig
+	cfg  *config.Cluster
 	self uint8
 	// lastHeardNs[id] is the runtime clock of the last frame from replica id.
 	lastHeardNs []atomic.Int64
@@ -36,7 +37,7 @@ type clusterState struct {
 	status atomic.Uint32
 }
 
-func newClusterState(cfg *ClusterConfig) *clusterState {
+func newClusterState(cfg *config.Cluster) *clusterState {
 	return &clusterState{cfg: cfg, self: uint8(cfg.ReplicaID), lastHeardNs: make([]atomic.Int64, len(cfg.Nodes))}
 }
 
@@ -55,7 +56,7 @@ func (c *clusterState) health(nowNs int64) *clusterHealth {
 
 // replicaConfigOf builds the runtime's replica plane from the cluster section:
 // this node listens on its roster ip and tcp_replica port and dials the others'.
-func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
+func replicaConfigOf(c *config.Cluster) (*shard.ReplicaConfig, error) {
 	rc := &shard.ReplicaConfig{
 		Handshake: replica.HandshakeConfig{
 			Cluster:      wire.ClusterID(c.Name),
@@ -80,31 +81,11 @@ func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
 	if c.Auth.Enabled {
 		auth, err := wire.NewHandshakeAuth([]byte(c.Auth.SharedSecret), []byte(c.Auth.PreviousSharedSecret))
 		if err != nil {
-			return nil, &SettingError{Setting: "cluster.auth.shared_secret", Value: "(hidden)", Reason: err.Error()}
+			return nil, &config.SettingError{Setting: "cluster.auth.shared_secret", Value: "(hidden)", Reason: err.Error()}
 		}
 		rc.Handshake.Auth = &auth
 	}
 	return rc, nil
-}
-
-// self is this node's roster entry (Validate checked that --replica-id names one).
-func (c *ClusterConfig) self() *ClusterNode {
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
-			return n
-		}
-	}
-	return nil
-}
-
-// clientAddressOf is the client listener of this node: tcpAddress's host (Validate
-// checked it is host:port) at the roster's TCP port.
-func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
-	host, _, _ := net.SplitHostPort(tcpAddress)
-	if n := c.self(); n != nil {
-		return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
-	}
-	return tcpAddress
 }
 
 // ServeReplica implements shard.ReplicaHandler: a frame from a peer, on the shard
@@ -251,14 +232,14 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	// own defaults a partition's backups elected only after the reference's 5 s
 	// heartbeat timeout, whatever heartbeat_timeout said, and the metadata leader
 	// answered every send 58 meanwhile.
-	r.Timing = c.timing()
+	r.Timing = c.Timing()
 	if s.cfg.clusterTiming != nil {
 		r.Timing = *s.cfg.clusterTiming
 	}
 	// A partition's core keeps candidates per repair chunk entry: the package's
 	// smaller chunk (see partition.Replication).
-	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, partitionRepairChunkMax)
-	r.BodyBudgetBytes = c.partitionMemoryOfShard(s.shardCount)
+	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, config.PartitionRepairChunkMax)
+	r.BodyBudgetBytes = c.PartitionMemoryOfShard(s.shardCount)
 	return r
 }
 

@@ -27,7 +27,7 @@ import (
 
 // startEffectsCluster starts a 3-node cluster that snapshots its metadata every
 // snapshotIntervalOps ops.
-func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]Config, []*Server) {
+func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]setup, []*Server) {
 	t.Helper()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
@@ -38,7 +38,7 @@ func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]Config, []
 
 // restartAllAtOnce stops every node together (a SIGTERM to each) and starts them
 // again on their data directories; it returns the primary they agree on.
-func restartAllAtOnce(t *testing.T, cfgs []Config, servers []*Server) uint8 {
+func restartAllAtOnce(t *testing.T, cfgs []setup, servers []*Server) uint8 {
 	t.Helper()
 	var wg sync.WaitGroup
 	for _, s := range servers {
@@ -208,7 +208,7 @@ func storeOffsetOf(t *testing.T, c *client.Client, consumer wire.Consumer, strea
 // A topic created, written to and read from (stored offsets) keeps every message
 // and offset: the creation applied again opens its partitions, never clears them.
 func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -231,7 +231,7 @@ func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
 
 // A purge applied again does not purge the messages written after it.
 func TestClusterFullRestartDoesNotPurgeAgain(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -295,7 +295,7 @@ func segmentsAt(t *testing.T, c *client.Client) (string, error) {
 
 // A DeleteSegments applied again does not delete the next oldest segments.
 func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -332,7 +332,7 @@ func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
 // keeps the new one's messages and offsets: the old one's creation, consumer
 // group deletion and deletion, applied again, touch nothing of the new one.
 func TestClusterFullRestartKeepsARecreatedTopic(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -505,7 +505,7 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 // hold what the transfers installed, and keeps it. Every node catches up so, in
 // turn, the first primary last.
 func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	st, err := c.CreateStream(ctx, "orders")

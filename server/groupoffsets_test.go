@@ -40,7 +40,7 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	logs := make([]*lockedBuffer, len(cfgs))
 	for i := range cfgs {
 		logs[i] = &lockedBuffer{}
-		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.MultiWriter(logs[i]), nil)))
+		s, err := start(cfgs[i], slog.New(slog.NewTextHandler(io.MultiWriter(logs[i]), nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

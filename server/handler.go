@@ -812,7 +812,7 @@ func evict(c *shard.Conn, client wire.Uint128, reason wire.EvictionReason) {
 }
 
 // now is the server's wall clock: time.Now, or the clock a test moves
-// (Config.clock). Every reading of time in the server goes through it or through
+// (testHooks.clock). Every reading of time in the server goes through it or through
 // the shard's clock (Shard.NowNs), which follows the same clock in tests.
 func (s *Server) now() time.Time {
 	if s.cfg.clock != nil {

@@ -16,20 +16,9 @@ import (
 // applied op and could honour more, but one rule with one number serves both: a
 // configuration file moves from a single node to a cluster unchanged.
 
-// SnapshotIntervalOpsMax is the largest snapshot interval the metadata plane
-// honours, 960 ops for its header window of 1,024: a larger one is used as this,
-// with a warning (clampSnapshotInterval).
-func SnapshotIntervalOpsMax() uint64 { return metaplane.CheckpointIntervalOpsMax(journalSlotsMin) }
-
-// snapshotIntervalOpsDefault is the largest interval the window allows: fewer
-// snapshots (each encodes the whole state on shard 0 and rewrites the journal)
-// cost less, and a restart replays at most one interval (under a millisecond of
-// applies); the rule's two pipelines of room are margin enough.
-var snapshotIntervalOpsDefault = SnapshotIntervalOpsMax()
-
 // metaJournalSlotsBase is the metadata core's header window before a long
 // recovered journal grows it: the window the rule is held to.
-func (c *Config) metaJournalSlotsBase() int {
+func (c *setup) metaJournalSlotsBase() int {
 	if c.metaJournalSlots > 0 {
 		return c.metaJournalSlots
 	}
@@ -40,7 +29,7 @@ func (c *Config) metaJournalSlotsBase() int {
 // honour to the largest it can, with one warning naming the setting and the value
 // used: the old default (1,024) is in every existing configuration file, and a
 // start refused for it would help no one.
-func clampSnapshotInterval(cfg *Config, log *slog.Logger) {
+func clampSnapshotInterval(cfg *setup, log *slog.Logger) {
 	limit := metaplane.CheckpointIntervalOpsMax(cfg.metaJournalSlotsBase())
 	if cfg.SnapshotIntervalOps <= limit || cfg.metaOldCheckpointRule {
 		return

@@ -19,7 +19,7 @@ import (
 // and one warning naming the setting and the value used; a legal one is kept,
 // silently.
 func TestSnapshotIntervalClamped(t *testing.T) {
-	if got, want := DefaultConfig().SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(1024, vsr.PipelineDepthDefault); got != want || want != 960 {
+	if got, want := defaultSetup().SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(1024, vsr.PipelineDepthDefault); got != want || want != 960 {
 		t.Fatalf("default snapshot interval %d, want %d (960)", got, want)
 	}
 	for _, tc := range []struct {
@@ -29,7 +29,7 @@ func TestSnapshotIntervalClamped(t *testing.T) {
 		var logs lockedBuffer
 		cfg := testConfig(t.TempDir(), 1)
 		cfg.SnapshotIntervalOps = tc.configured
-		s, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		s, err := start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err != nil {
 			t.Fatalf("Start with snapshot_interval_ops %d: %v", tc.configured, err)
 		}
@@ -68,7 +68,7 @@ func newPrimaryPlane(t *testing.T, seed uint64) *primaryPlane {
 	t.Helper()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	cfg := cfgs[0]
-	cfg.SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
+	cfg.SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
 	store := newSimMetaStorage(segment.NewSimDisk(seed))
 	n := &metaNet{t: t, planeID: 0, peers: []*statePeer{nil, newStatePeer(t, &cfgs[1], 1, journalSlotsMin), newStatePeer(t, &cfgs[2], 2, journalSlotsMin)}}
 	n.plane = clusterPlane(t, &cfg, store, &n.sent)

@@ -33,7 +33,7 @@ func (p *statePeer) Body(op uint64, identity wire.Uint128) ([]byte, bool) {
 
 // newStatePeer is replica id of cfg's roster, with a header window of slots ops:
 // a replica further behind is answered RangeEvicted.
-func newStatePeer(t *testing.T, cfg *Config, id uint8, slots int) *statePeer {
+func newStatePeer(t *testing.T, cfg *setup, id uint8, slots int) *statePeer {
 	t.Helper()
 	p := &statePeer{bodies: map[uint64][]byte{}, headers: map[uint64]wire.PrepareHeader{}}
 	core, err := vsr.NewCore(vsr.CoreConfig{

@@ -125,7 +125,7 @@ type metaFiles struct {
 }
 
 // openMetaPlane opens the metadata plane of the data directory systemPath.
-func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
+func openMetaPlane(log *slog.Logger, systemPath string, cfg *setup, nowMicros uint64) (*metaPlane, error) {
 	dir := filepath.Join(systemPath, "metadata")
 	store, err := newOSMetaStorage(dir)
 	if err != nil {
@@ -136,7 +136,7 @@ func openMetaPlane(log *slog.Logger, systemPath string, cfg *Config, nowMicros u
 
 // openMetaPlaneOn recovers the plane from store: the snapshot, the state record
 // and the journal's entries above the snapshot, applied again.
-func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Config, nowMicros uint64) (*metaPlane, error) {
+func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *setup, nowMicros uint64) (*metaPlane, error) {
 	m := &metaPlane{log: log, clustered: cfg.Cluster.Enabled}
 	f := &metaFiles{log: log, dir: dir, store: store, clustered: m.clustered, holes: make(map[uint64]bool), sync: true}
 	m.files = f
@@ -155,7 +155,7 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 	if c := &cfg.Cluster; c.Enabled {
 		pcfg.Clustered = true
 		pcfg.Replica = vsr.Config{Cluster: wire.ClusterID(c.Name), ReplicaID: uint8(c.ReplicaID), ReplicaCount: uint8(len(c.Nodes))}
-		pcfg.Timing = c.timing()
+		pcfg.Timing = c.Timing()
 		if cfg.clusterTiming != nil {
 			pcfg.Timing = *cfg.clusterTiming
 		}
@@ -193,7 +193,7 @@ func openMetaPlaneOn(log *slog.Logger, store metaStorage, dir string, cfg *Confi
 // journal, whose entries below the snapshot's op in front (a crash between the
 // snapshot and the journal's replacement) are dropped; and opens the journal for
 // appends.
-func (f *metaFiles) recover(cfg *Config, nowMicros uint64) (*metaplane.Recovered, error) {
+func (f *metaFiles) recover(cfg *setup, nowMicros uint64) (*metaplane.Recovered, error) {
 	rec := &metaplane.Recovered{}
 	raw, err := f.store.ReadFile(snapshotFileName)
 	rec.Fresh = errors.Is(err, fs.ErrNotExist)

@@ -25,7 +25,7 @@ type planeHarness struct {
 }
 
 func openPlaneHarness(t testing.TB, store *simMetaStorage, snapshotIntervalOps uint64) (*planeHarness, error) {
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.SnapshotIntervalOps = snapshotIntervalOps
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := openMetaPlaneOn(log, store, "simdisk", &cfg, 1_000_000)

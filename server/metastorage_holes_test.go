@@ -26,7 +26,7 @@ func (p *clusterPeer) Body(op uint64, _ wire.Uint128) ([]byte, bool) {
 	return b, ok
 }
 
-func newClusterPeer(t *testing.T, cfg *Config, id uint8) *clusterPeer {
+func newClusterPeer(t *testing.T, cfg *setup, id uint8) *clusterPeer {
 	t.Helper()
 	p := &clusterPeer{bodies: map[uint64][]byte{}, sent: map[uint8][]vsr.Message{}}
 	core, err := vsr.NewCore(vsr.CoreConfig{
@@ -71,7 +71,7 @@ func (p *clusterPeer) take(to uint8, command wire.Command) []vsr.Message {
 
 // clusterPlane opens a clustered plane of replica id (of three) on store, its
 // journal work run inline; sent collects what it sends.
-func clusterPlane(t *testing.T, cfg *Config, store *simMetaStorage, sent *[]vsr.Message) *metaPlane {
+func clusterPlane(t *testing.T, cfg *setup, store *simMetaStorage, sent *[]vsr.Message) *metaPlane {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := openMetaPlaneOn(log, store, "simdisk", cfg, 1_000_000)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -22,7 +23,7 @@ import (
 )
 
 // Observability: /metrics in the Prometheus text format and /health on
-// Config.MetricsAddress, net/http/pprof on Config.PprofAddress.
+// config.Config.MetricsAddress, net/http/pprof on config.Config.PprofAddress.
 //
 // Every figure of the request path is a plain counter of the shard that counts it
 // (shard.Stats for the runtime's, requestStats for the requests a handler answered):
@@ -427,7 +428,7 @@ func (s *Server) serveHTTP() error {
 func (s *Server) listenHTTP(what, address string, handler http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, &SettingError{Setting: what + ".address", Value: address, Reason: err.Error()}
+		return nil, &config.SettingError{Setting: what + ".address", Value: address, Reason: err.Error()}
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	s.httpServers = append(s.httpServers, hs)

@@ -117,9 +117,9 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 // held goes back to its arena (the runtime's leak check would fail Shutdown).
 func TestShutdownDuringLogins(t *testing.T) {
 	dir := t.TempDir()
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", dir, 3, false
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,9 +127,9 @@ func TestTornJournalTail(t *testing.T) {
 	if err := os.WriteFile(journal, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", dir, 1, false
-	if s3, err := Start(cfg, nil); err == nil {
+	if s3, err := start(cfg, nil); err == nil {
 		stopServer(t, s3)
 		t.Fatal("a journal with interior damage was accepted")
 	}

@@ -30,7 +30,7 @@ import (
 // lent buffer needs their room. A poll that is not admitted waits, first come first
 // served, behind the others (as frames wait for arena buffers); each buffer given
 // back lets waiting ones in. So however many polls arrive, and however large, a
-// shard's polls hold at most budgetBytes (see Config.PollMemoryBytesMax) and every
+// shard's polls hold at most budgetBytes (see config.Config.PollMemoryBytesMax) and every
 // one is answered in turn. One shard owns one; it is touched on that shard only.
 type pollMemory struct {
 	budgetBytes      int64

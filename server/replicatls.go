@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -45,8 +46,8 @@ type replicaTLS struct {
 // key_file and ca_file; self-signed mode makes a certificate for the node's ip at
 // every start and never reads the files (the reference's rule: the flag is
 // authoritative for the cluster). A file that cannot be used stops the start with a
-// SettingError naming the key.
-func newReplicaTLS(cfg *ClusterConfig, self *ClusterNode, log *slog.Logger) (*replicaTLS, error) {
+// config.SettingError naming the key.
+func newReplicaTLS(cfg *config.Cluster, self *config.ClusterNode, log *slog.Logger) (*replicaTLS, error) {
 	if !cfg.Enabled || !cfg.TLS.Enabled {
 		return nil, nil
 	}
@@ -55,7 +56,7 @@ func newReplicaTLS(cfg *ClusterConfig, self *ClusterNode, log *slog.Logger) (*re
 	}
 	ip, err := netip.ParseAddr(self.IP)
 	if err != nil {
-		return nil, &SettingError{Setting: fmt.Sprintf("cluster.nodes[replica_id=%d].ip", self.ReplicaID), Value: self.IP, Reason: "must be a literal IP address"}
+		return nil, &config.SettingError{Setting: fmt.Sprintf("cluster.nodes[replica_id=%d].ip", self.ReplicaID), Value: self.IP, Reason: "must be a literal IP address"}
 	}
 	rc := tlsterm.ReplicaConfig{
 		PeerNames:     make([]string, len(cfg.Nodes)),
@@ -158,7 +159,7 @@ func (r *replicaTLS) wait(ctx context.Context) error {
 	return r.layer.Wait(ctx)
 }
 
-func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
+func loadReplicaKeyPair(c *config.ClusterTLS, now time.Time) (tls.Certificate, error) {
 	cert, err := tlsterm.LoadKeyPair(c.CertFile, c.KeyFile, now)
 	var fe *tlsterm.FileError
 	if errors.As(err, &fe) {
@@ -166,7 +167,7 @@ func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
 		if fe.Role == "key" {
 			setting = "cluster.tls.key_file"
 		}
-		return tls.Certificate{}, &SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
+		return tls.Certificate{}, &config.SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
 	}
 	return cert, err
 }
@@ -175,7 +176,7 @@ func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
 // CERTIFICATE block of the file.
 func loadReplicaCAFile(path string) (*x509.CertPool, error) {
 	fail := func(reason string) error {
-		return &SettingError{Setting: "cluster.tls.ca_file", Value: path, Reason: reason}
+		return &config.SettingError{Setting: "cluster.tls.ca_file", Value: path, Reason: reason}
 	}
 	b, err := os.ReadFile(path)
 	switch {
@@ -193,7 +194,7 @@ func loadReplicaCAFile(path string) (*x509.CertPool, error) {
 
 // warnIgnoredReplicaTLSFiles says when self-signed mode leaves certificate files on
 // disk unread: an operator who laid them down would think them in use.
-func warnIgnoredReplicaTLSFiles(c *ClusterTLS, log *slog.Logger) {
+func warnIgnoredReplicaTLSFiles(c *config.ClusterTLS, log *slog.Logger) {
 	for _, f := range []struct{ key, path string }{{"cert_file", c.CertFile}, {"key_file", c.KeyFile}, {"ca_file", c.CAFile}} {
 		if f.path == "" {
 			continue

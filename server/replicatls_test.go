@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
@@ -201,14 +202,14 @@ func replicaTLSArena() arena.Config {
 // replicaTLSCluster is the [cluster] section of a test cluster of count nodes on
 // 127.0.0.1, ports picked at random (tcp_replica 0); each node's TLS settings are
 // set by the test.
-func replicaTLSCluster(count int) ClusterConfig {
-	c := DefaultClusterConfig()
+func replicaTLSCluster(count int) config.Cluster {
+	c := config.DefaultCluster()
 	c.Enabled = true
 	c.Name = "tls-test"
-	c.Auth = ClusterAuth{Enabled: true, SharedSecret: replicaTLSTestSecret}
+	c.Auth = config.ClusterAuth{Enabled: true, SharedSecret: replicaTLSTestSecret}
 	c.MessageBus.ReconnectPeriod = replicaTLSReconnectPeriod
 	for id := range count {
-		c.Nodes = append(c.Nodes, ClusterNode{Name: fmt.Sprintf("node-%d", id), IP: "127.0.0.1", ReplicaID: id})
+		c.Nodes = append(c.Nodes, config.ClusterNode{Name: fmt.Sprintf("node-%d", id), IP: "127.0.0.1", ReplicaID: id})
 	}
 	return c
 }
@@ -220,7 +221,7 @@ const replicaTLSReconnectPeriod = 200 * time.Millisecond
 // replicaTLSSpec is one node of a test: its cluster section (TLS off: a plaintext
 // node) and, when set, its replica address as its peers dial it (a relay's).
 type replicaTLSSpec struct {
-	cluster ClusterConfig
+	cluster config.Cluster
 	dialAs  string
 	bench   *replicaTLSBench
 	shards  int
@@ -358,7 +359,7 @@ func caModeCluster(t testing.TB, count int, ca, other *tlstest.CA, others map[in
 		}
 		certFile, keyFile := issuer.IssueValid(t).WriteFiles(t, nodeDir)
 		c := replicaTLSCluster(count)
-		c.TLS = ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+		c.TLS = config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
 		specs[id] = replicaTLSSpec{cluster: c}
 	}
 	return specs
@@ -368,7 +369,7 @@ func selfSignedCluster(count int) []replicaTLSSpec {
 	specs := make([]replicaTLSSpec, count)
 	for id := range count {
 		c := replicaTLSCluster(count)
-		c.TLS = ClusterTLS{Enabled: true, SelfSigned: true}
+		c.TLS = config.ClusterTLS{Enabled: true, SelfSigned: true}
 		specs[id] = replicaTLSSpec{cluster: c}
 	}
 	return specs
@@ -503,7 +504,7 @@ func TestReplicaTLSRefusesPlaintextPeers(t *testing.T) {
 		t.Run(fmt.Sprintf("tls=replica%d", tlsID), func(t *testing.T) {
 			specs := selfSignedCluster(2)
 			plainID := 1 - tlsID
-			specs[plainID].cluster.TLS = ClusterTLS{}
+			specs[plainID].cluster.TLS = config.ClusterTLS{}
 			nodes := startReplicaTLSNodes(t, specs)
 			tlsNode, plainNode := nodes[tlsID], nodes[plainID]
 			if tlsID == 0 { // the TLS node dials the plaintext one
@@ -614,21 +615,21 @@ func TestNewReplicaTLSSettings(t *testing.T) {
 	missing := filepath.Join(dir, "missing.pem")
 	cases := []struct {
 		name    string
-		tls     ClusterTLS
+		tls     config.ClusterTLS
 		setting string
 	}{
-		{"missing cert", ClusterTLS{Enabled: true, CertFile: missing, KeyFile: keyFile, CAFile: caFile}, "cluster.tls.cert_file"},
-		{"missing key", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: missing, CAFile: caFile}, "cluster.tls.key_file"},
-		{"missing CA", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: missing}, "cluster.tls.ca_file"},
-		{"CA file of a key", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: keyFile}, "cluster.tls.ca_file"},
+		{"missing cert", config.ClusterTLS{Enabled: true, CertFile: missing, KeyFile: keyFile, CAFile: caFile}, "cluster.tls.cert_file"},
+		{"missing key", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: missing, CAFile: caFile}, "cluster.tls.key_file"},
+		{"missing CA", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: missing}, "cluster.tls.ca_file"},
+		{"CA file of a key", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: keyFile}, "cluster.tls.ca_file"},
 	}
 	for _, c := range cases {
 		cfg := replicaTLSCluster(1)
 		cfg.TLS = c.tls
 		_, err := newReplicaTLS(&cfg, &cfg.Nodes[0], replicaTLSLogger(t))
-		se, ok := err.(*SettingError)
+		se, ok := err.(*config.SettingError)
 		if !ok || se.Setting != c.setting {
-			t.Errorf("%s: error %v, want a SettingError of %s", c.name, err, c.setting)
+			t.Errorf("%s: error %v, want a config.SettingError of %s", c.name, err, c.setting)
 		}
 	}
 	cfg := replicaTLSCluster(1)
@@ -642,7 +643,7 @@ func TestNewReplicaTLSSettings(t *testing.T) {
 		t.Fatal("a nil replicaTLS changed something")
 	}
 	// Self-signed mode names the node's ip, and reads no file.
-	cfg.TLS = ClusterTLS{Enabled: true, SelfSigned: true, CertFile: missing}
+	cfg.TLS = config.ClusterTLS{Enabled: true, SelfSigned: true, CertFile: missing}
 	logs := &lockedBuffer{}
 	r, err := newReplicaTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -655,7 +656,7 @@ func TestNewReplicaTLSSettings(t *testing.T) {
 	}
 	// A CA-mode certificate that does not name the node's ip is warned of.
 	cfg.Nodes[0].IP = "127.0.0.2"
-	cfg.TLS = ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+	cfg.TLS = config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
 	logs = &lockedBuffer{}
 	r2, err := newReplicaTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {

@@ -49,13 +49,13 @@
 //	                                                requests in flight hold 4 MiB, nor
 //	                                                while the arena has no buffer for its
 //	                                                next frame (it waits in line)
-//	polls (Config.PollMemoryBytesMax)    256 MiB   read buffers lent until the reply is
+//	polls (PollMemoryBytesMax, config)   256 MiB   read buffers lent until the reply is
 //	                                                sent, and idle ones kept for reuse;
 //	                                                polls beyond it wait (pollMemory)
 //	connections                          about 8 KiB of Go heap each while idle (measured
 //	                                     with 2000 loopback connections), at most 65536
 //	                                     per shard; idle ones close after 60 s
-//	                                     (Config.IdleTimeout)
+//	                                     (config.Config.IdleTimeout)
 //	  replies owed                         at most 256 a connection (then it is not read);
 //	                                       those ready out of turn wait parked in arena
 //	                                       buffers, or in the poll buffers they lend
@@ -143,6 +143,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/segment"
@@ -153,7 +154,7 @@ import (
 
 // Server is a running node: single, or one of a cluster.
 type Server struct {
-	cfg Config
+	cfg setup
 	log *slog.Logger
 	rt  *shard.Runtime
 	tls *tlsterm.Terminator // nil when TLS is off
@@ -165,7 +166,7 @@ type Server struct {
 	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
-	// heartbeatInterval is Config.HeartbeatInterval with its default applied.
+	// heartbeatInterval is config.Config.HeartbeatInterval with its default applied.
 	heartbeatInterval time.Duration
 
 	meta  *metaPlane // touched only by shard 0 once started
@@ -206,7 +207,12 @@ type partitionOpen struct {
 }
 
 // Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
-func Start(cfg Config, log *slog.Logger) (*Server, error) {
+func Start(cfg config.Config, log *slog.Logger) (*Server, error) {
+	return start(setup{Config: cfg}, log)
+}
+
+// start is Start with the test hooks of cfg.
+func start(cfg setup, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -219,21 +225,21 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		}
 		// [cluster.tls]: the terminator binds ip:tcp_replica now, so a busy port
 		// or an unusable certificate stops the start before anything else.
-		if replicaTLS, err = newReplicaTLS(&cfg.Cluster, cfg.Cluster.self(), log); err != nil {
+		if replicaTLS, err = newReplicaTLS(&cfg.Cluster, cfg.Cluster.Self(), log); err != nil {
 			return nil, err
 		}
 		replicaTLS.configure(replicaCfg)
 		// In cluster mode the roster is the single source of listener ports: the
 		// client listener binds tcp.address's host at the node's ports.tcp
 		// (iggy.apache.org/docs/clustering/configuration).
-		cfg.TCPAddress = clientAddressOf(&cfg.Cluster, cfg.TCPAddress)
+		cfg.TCPAddress = cfg.Cluster.ClientAddress(cfg.TCPAddress)
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	clampSnapshotInterval(&cfg, log)
 	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
-		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
+		return nil, &config.SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log, replicaTLS: replicaTLS}
 	if cfg.Cluster.Enabled {
@@ -242,7 +248,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.startedAt = s.now()
 	s.heartbeatInterval = cfg.HeartbeatInterval
 	if s.heartbeatInterval == 0 {
-		s.heartbeatInterval = heartbeatIntervalDefault
+		s.heartbeatInterval = config.HeartbeatIntervalDefault
 	}
 	s.shardCount = cfg.ShardCount
 	if s.shardCount == 0 {

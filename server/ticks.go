@@ -1,6 +1,9 @@
 package server
 
-import "github.com/iggy-shard/iggy-shard/vsr"
+import (
+	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/vsr"
+)
 
 // The consensus ticks of a shard: its partition groups' (partition.Store.Tick) and,
 // on shard 0 of a cluster, the metadata core's, both on one grid of 10 ms ticks
@@ -24,7 +27,7 @@ import "github.com/iggy-shard/iggy-shard/vsr"
 // it holds; it ticked every 10 ms, at two phases, before.
 
 // consensusTickNs is the grid's period.
-const consensusTickNs = int64(clusterTick)
+const consensusTickNs = int64(config.ClusterTick)
 
 // storeTicksCatchUpMax bounds the ticks a store is given at once after the shard
 // was held up (a stall, not a sleep: a sleep ends at the store's next deadline);

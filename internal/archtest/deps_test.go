@@ -23,10 +23,10 @@ var testOnlyEdges = map[string][]string{
 	"arena":                {"ring"},
 	"tlsterm":              {"tlsterm/tlstest"},
 	"server":               {"client", "tlsterm/tlstest"},
-	"bench":                {"server"},
+	"bench":                {"server", "config"},
 	"cmd/iggy-shard":       {"client", "wire"},
-	"cmd/iggy":             {"server", "tlsterm/tlstest"},
-	"compat":               {"server", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
+	"cmd/iggy":             {"server", "config", "tlsterm/tlstest"},
+	"compat":               {"server", "config", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
 	"internal/clustertest": {"client", "wire"},
 	// the consensus core's trace tests are datadriven scripts (testdata/*.txt)
 	"vsr": {"github.com/cockroachdb/datadriven"},
