@@ -1,8 +1,6 @@
 package server
 
 import (
-	"archive/zip"
-	"bytes"
 	"fmt"
 	"io/fs"
 	"net"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/snapshotzip"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -186,7 +185,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 }
 
 // appendSnapshotArchive answers GetSnapshot: a ZIP with one <type>.txt entry per
-// requested section, in any compression the reference writes (snapshotzip.go;
+// requested section, in any compression the reference writes (package snapshotzip;
 // Bzip2 through internal/bzip2). Sections this server cannot
 // capture (server_logs: logs go to stderr, not to files) are skipped, as the
 // reference skips a section that fails.
@@ -195,7 +194,7 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 	if err := req.Decode(body); err != nil {
 		return dst, err
 	}
-	method, flags, err := snapshotZipMethod(req.Compression)
+	archive, err := snapshotzip.New(req.Compression, snapshotArchiveMaxBytes)
 	if err != nil {
 		return dst, err
 	}
@@ -209,29 +208,16 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 		}
 		types = append(types, t)
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	registerSnapshotCompressors(zw)
 	for _, t := range types {
 		text, ok := r.snapshotSection(t)
 		if !ok {
 			continue
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: t.String() + ".txt", Method: method, Flags: flags, Modified: time.Now()})
-		if err != nil {
-			return dst, wire.ErrSnapshotFileCompletionFailed
-		}
-		if _, err := w.Write([]byte(text)); err != nil {
-			return dst, wire.ErrSnapshotFileCompletionFailed
-		}
-		if buf.Len() > snapshotArchiveMaxBytes {
-			return dst, wire.ErrSnapshotFileCompletionFailed
+		if err := archive.Add(t.String()+".txt", []byte(text), time.Now()); err != nil {
+			return dst, err
 		}
 	}
-	if err := zw.Close(); err != nil || buf.Len() > snapshotArchiveMaxBytes {
-		return dst, wire.ErrSnapshotFileCompletionFailed
-	}
-	return append(dst, buf.Bytes()...), nil
+	return archive.AppendTo(dst)
 }
 
 func (r *metaRouter) snapshotSection(t wire.SnapshotType) (string, bool) {
