@@ -166,7 +166,7 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 // heard from its primary (awaitPrimary), once.
 func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 	p := r.plane
-	return p.clustered && !j.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
+	return p.clustered && !j.login.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
 		p.Core().Status() == vsr.StatusNormal && !p.Core().IsPrimary()
 }
 
@@ -180,7 +180,7 @@ func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 func (r *metaRouter) awaitPrimary(j *job) {
 	rec := r.record(j.conn)
 	rec.busy = true
-	j.heardPrimary = true
+	j.login.heardPrimary = true
 	r.plane.ReadBarrier(func(bool) {
 		rec.busy = false
 		r.login(j)
@@ -288,7 +288,7 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
 	h.ensureCreated(k)
-	if !h.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
+	if !h.owned.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
 		return // until a commit brings the partition (heldframes.go)
 	}
 	h.stepFrame(k, peer, hdr, body)
@@ -296,11 +296,11 @@ func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHe
 
 // stepFrame steps a frame into partition k's group.
 func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
-	if err := h.store.Step(k, hdr, body); err != nil {
+	if err := h.owned.store.Step(k, hdr, body); err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
 			"command", hdr.Command.String(), "err", err)
 	}
-	h.ioWanted = true // a step may have applied commits or queued writes
+	h.owned.ioWanted = true // a step may have applied commits or queued writes
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free
@@ -308,9 +308,9 @@ func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 // allocates nothing once the list is warm.
 func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
 	var in *replicaInbound
-	if n := len(h.inboundFree); n > 0 {
-		in = h.inboundFree[n-1]
-		h.inboundFree = h.inboundFree[:n-1]
+	if n := len(h.consensus.inboundFree); n > 0 {
+		in = h.consensus.inboundFree[n-1]
+		h.consensus.inboundFree = h.consensus.inboundFree[:n-1]
 	} else {
 		in = new(replicaInbound)
 	}
@@ -322,5 +322,5 @@ func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
 // the shard that retained it.
 func (h *handler) releaseInbound(in *replicaInbound) {
 	in.frame.Release()
-	h.inboundFree = append(h.inboundFree, in)
+	h.consensus.inboundFree = append(h.consensus.inboundFree, in)
 }

@@ -142,7 +142,7 @@ func openAsViewed(t *testing.T, s *Server) string {
 				mu.Unlock()
 			}
 		})
-		for _, k := range h.store.Keys(nil) {
+		for _, k := range h.owned.store.Keys(nil) {
 			if !named[k] {
 				mu.Lock()
 				diffs = append(diffs, fmt.Sprintf("%v open, not in the view", k))
@@ -560,7 +560,7 @@ func partitionStatesInstalled(t *testing.T, s *Server) int64 {
 	t.Helper()
 	var installed atomic.Int64
 	if err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		installed.Add(int64(s.handlers[sh.Index()].store.StatesInstalled()))
+		installed.Add(int64(s.handlers[sh.Index()].owned.store.StatesInstalled()))
 	}); err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}

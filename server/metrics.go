@@ -273,9 +273,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			f.commits = h.meta.commits
 			f.metaDrops = h.meta.plane.Core().Drops()
 		}
-		f.held = h.hold.counts
-		f.files, f.filesMax = h.store.OpenFiles(), h.filesMax
-		if d, ok := any(h.store).(dropsCounter); ok {
+		f.held = h.owned.hold.counts
+		f.files, f.filesMax = h.owned.store.OpenFiles(), h.owned.filesMax
+		if d, ok := any(h.owned.store).(dropsCounter); ok {
 			f.partitionDrops, f.hasPartitionDrops = d.Drops(), true
 		}
 		mu.Lock()

@@ -133,7 +133,7 @@ func writePartitionRecord(dir string, r partitionRecord) error {
 // segments' revision) must be durable before the op's effect counts as carried out,
 // whether or not the partition holds anything.
 func (h *handler) writeRecord(dir string, r partitionRecord) error {
-	if err := h.storages.ensureDir(dir); err != nil {
+	if err := h.owned.storages.ensureDir(dir); err != nil {
 		return err
 	}
 	return writePartitionRecord(dir, r)
@@ -173,7 +173,7 @@ func (r partitionRecord) encode() [partitionRecordBytes]byte {
 // openAtStart opens a partition of the recovered metadata state and brings it to
 // its committed record (settle), unless its directory holds a newer incarnation.
 func (h *handler) openAtStart(p partitionOpen) {
-	dir := h.store.Dir(p.key)
+	dir := h.owned.store.Dir(p.key)
 	have, present, readErr := readPartitionRecord(dir)
 	if readErr != nil {
 		h.log.Error("partition record unreadable; the partition is opened as it is", "partition", p.key.String(), "err", readErr)
@@ -185,11 +185,11 @@ func (h *handler) openAtStart(p partitionOpen) {
 	}
 	if readErr == nil && !present {
 		// Taken as it is, with the record the storage writes (createPartition).
-		h.storages.announceRecord(dir, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt,
+		h.owned.storages.announceRecord(dir, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt,
 			revision: p.createdAt}, false)
 	}
-	report, err := h.store.Open(p.key, p.cfg, p.createdAt)
-	h.storages.clearAnnounced()
+	report, err := h.owned.store.Open(p.key, p.cfg, p.createdAt)
+	h.owned.storages.clearAnnounced()
 	if err != nil {
 		h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
 		return
@@ -217,7 +217,7 @@ func (h *handler) createPartition(e *effect) error {
 		}
 		return fmt.Errorf("%w: %v, created at %d", partition.ErrPartitionExists, k, open)
 	}
-	dir := h.store.Dir(k)
+	dir := h.owned.store.Dir(k)
 	_, statErr := os.Stat(dir)
 	exists := statErr == nil
 	var have partitionRecord
@@ -239,10 +239,10 @@ func (h *handler) createPartition(e *effect) error {
 		// The op is applied again (a restart from an older snapshot): what the
 		// partition holds stays, with the record the storage writes when it has none.
 		if readErr == nil && !present {
-			h.storages.announceRecord(dir, rec, false)
+			h.owned.storages.announceRecord(dir, rec, false)
 		}
-		report, err := h.store.Open(k, e.cfg, e.createdAt)
-		h.storages.clearAnnounced()
+		report, err := h.owned.store.Open(k, e.cfg, e.createdAt)
+		h.owned.storages.clearAnnounced()
 		if err != nil {
 			return err
 		}
@@ -275,10 +275,10 @@ func (h *handler) createPartition(e *effect) error {
 	// rename, partition.OSStorages.Remove). A thousand partitions created at once
 	// cost a thousand mkdirs and a few directory fsyncs, no file and no fsync each;
 	// each pays two fsyncs when it is first written.
-	h.storages.announceRecord(dir, rec, true)
-	h.storages.announced.absent = !exists
-	defer h.storages.clearAnnounced()
-	return h.store.CreateInView(k, e.cfg, e.createdAt, e.view)
+	h.owned.storages.announceRecord(dir, rec, true)
+	h.owned.storages.announced.absent = !exists
+	defer h.owned.storages.clearAnnounced()
+	return h.owned.store.CreateInView(k, e.cfg, e.createdAt, e.view)
 }
 
 // settle brings an open partition to the committed record want (its incarnation
@@ -287,7 +287,7 @@ func (h *handler) createPartition(e *effect) error {
 // that the directory reached is kept: a purge whose op is above the snapshot was
 // carried out before the stop.
 func (h *handler) settle(k partition.Key, want partitionRecord) error {
-	dir := h.store.Dir(k)
+	dir := h.owned.store.Dir(k)
 	have, present, err := readPartitionRecord(dir)
 	if err != nil {
 		return err
@@ -305,7 +305,7 @@ func (h *handler) settle(k partition.Key, want partitionRecord) error {
 		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
 			"partition", k.String(), "generation", have.generation, "committed_generation", want.generation,
 			"revision", have.createdRevision, "committed_revision", want.createdRevision)
-		if err := h.store.Purge(k); err != nil {
+		if err := h.owned.store.Purge(k); err != nil {
 			return err
 		}
 		want.revision = want.createdRevision
@@ -319,7 +319,7 @@ func (h *handler) settle(k partition.Key, want partitionRecord) error {
 // openCreatedAt is the incarnation of a partition open here (its created_at); ok
 // is false when it is not open.
 func (h *handler) openCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
-	info, err := h.store.Info(k)
+	info, err := h.owned.store.Info(k)
 	if err != nil {
 		return 0, false
 	}
@@ -336,7 +336,7 @@ func (h *handler) madeBefore(k partition.Key, revision uint64) bool {
 // purgePartition carries out a purge effect on an open partition: emptied, unless
 // its record reaches the generation already; the record then takes it.
 func (h *handler) purgePartition(k partition.Key, generation, revision uint64) error {
-	dir := h.store.Dir(k)
+	dir := h.owned.store.Dir(k)
 	have, present, err := readPartitionRecord(dir)
 	if err != nil {
 		return err
@@ -344,7 +344,7 @@ func (h *handler) purgePartition(k partition.Key, generation, revision uint64) e
 	if present && have.generation >= generation {
 		return nil
 	}
-	if err := h.store.Purge(k); err != nil {
+	if err := h.owned.store.Purge(k); err != nil {
 		return err
 	}
 	createdAt, _ := h.openCreatedAt(k)
@@ -354,7 +354,7 @@ func (h *handler) purgePartition(k partition.Key, generation, revision uint64) e
 // deleteSegments carries out a delete-segments effect on an open partition, unless
 // its record reaches the op's revision already: the record first, then the segments.
 func (h *handler) deleteSegments(e *effect) error {
-	dir := h.store.Dir(e.key)
+	dir := h.owned.store.Dir(e.key)
 	have, present, err := readPartitionRecord(dir)
 	if err != nil {
 		return err
@@ -370,6 +370,6 @@ func (h *handler) deleteSegments(e *effect) error {
 	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
-	_, err = h.store.DeleteSegments(e.key, e.count)
+	_, err = h.owned.store.DeleteSegments(e.key, e.count)
 	return err
 }

@@ -198,12 +198,12 @@ func (h *handler) pollBufferReturned(first *byte) {
 // returnPollBuffer gives a finished poll's read buffer back to the shard that lent
 // it; it runs where the job is recycled, once its reply has been sent.
 func (h *handler) returnPollBuffer(j *job) {
-	b := j.res.TakeReadBuffer()
+	b := j.poll.res.TakeReadBuffer()
 	if b == nil {
 		return
 	}
 	first := unsafe.SliceData(b)
-	if owner := h.srv.ownerOf(j.key); owner != h.index {
+	if owner := h.srv.ownerOf(j.poll.key); owner != h.index {
 		h.post(owner, shard.Message{Kind: msgPollBuffer, Payload: first})
 		return
 	}

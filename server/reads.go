@@ -36,22 +36,22 @@ func (r *metaRouter) read(j *job) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = r.appendStats(j.reply[:0])
+		j.out.reply = r.appendStats(j.out.reply[:0])
 	case wire.CodeGetSnapshot:
 		if !state.CanReadServers(j.userID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply, err = r.appendSnapshotArchive(j.reply[:0], j.frame.Body)
+		j.out.reply, err = r.appendSnapshotArchive(j.out.reply[:0], j.frame.Body)
 	case wire.CodeGetMe:
 		rec := r.conns[j.conn]
-		j.reply = state.AppendClientDetails(j.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
+		j.out.reply = state.AppendClientDetails(j.out.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
 	case wire.CodeGetClient:
 		if !state.CanReadServers(j.userID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = j.reply[:0]
+		j.out.reply = j.out.reply[:0]
 		var req wire.GetClient
 		if req.Decode(j.frame.Body) != nil {
 			// An undecodable body answers like an unknown client (as GET_CLIENT is
@@ -60,7 +60,7 @@ func (r *metaRouter) read(j *job) {
 		}
 		for _, rec := range r.conns {
 			if rec.id == req.ClientID {
-				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), rec.client)
+				j.out.reply = state.AppendClientDetails(j.out.reply, r.clientHeader(rec, rec.userID), rec.client)
 				break
 			}
 		}
@@ -69,23 +69,23 @@ func (r *metaRouter) read(j *job) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = j.reply[:0]
+		j.out.reply = j.out.reply[:0]
 		for _, rec := range r.conns {
 			h := r.clientHeader(rec, rec.userID)
 			if rec.userID != wire.ClientUserIDNone {
 				h.ConsumerGroupsCount = state.ClientGroupsCount(rec.client)
 			}
-			j.reply = h.Append(j.reply)
+			j.out.reply = h.Append(j.out.reply)
 		}
 	default:
 		var handled bool
-		j.reply, handled, err = state.Read(j.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
+		j.out.reply, handled, err = state.Read(j.out.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
 		if !handled {
 			err = wire.ErrInvalidCommand
 		}
 	}
 	if err != nil {
-		j.status = errorCode(err, wire.ErrInvalidCommand)
+		j.out.status = errorCode(err, wire.ErrInvalidCommand)
 	}
 	r.h.reply(j)
 }

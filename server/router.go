@@ -119,7 +119,7 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 	if plane.clustered {
 		plane.lastHeardNs = h.srv.cluster.lastHeardNs
 		plane.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
-		plane.tickOf = h.grid.tickAt
+		plane.tickOf = h.consensus.grid.tickAt
 		r.publishLeader()
 		plane.Start()
 	}
@@ -159,17 +159,17 @@ func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
 	j := pj.j
 	switch {
 	case a.Evict != 0:
-		j.evict = a.Evict
+		j.out.evict = a.Evict
 		if j.kind == jobLogin {
 			r.h.log.Info("login refused", "conn", j.conn.String(), "reason", a.Evict.String())
 		}
 	case a.Status != 0:
-		j.status = a.Status
+		j.out.status = a.Status
 	case a.Rejection != 0:
-		j.reply = wire.AppendResultRejection(j.reply[:0], a.Rejection)
+		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
 	default:
-		j.rawReply = true
-		j.reply = append(j.reply[:0], a.Frame...)
+		j.out.rawFrame = true
+		j.out.reply = append(j.out.reply[:0], a.Frame...)
 		switch {
 		case j.kind == jobLogin:
 			if rec, open := r.conns[j.conn]; open {
@@ -273,11 +273,11 @@ func (r *metaRouter) serve(j *job) {
 		epoch, _, ok := r.plane.Session(hdr.Client)
 		switch {
 		case !ok:
-			j.evict = wire.EvictionNoSession
+			j.out.evict = wire.EvictionNoSession
 		case epoch > hdr.Session:
-			j.evict = wire.EvictionSessionTooLow
+			j.out.evict = wire.EvictionSessionTooLow
 		}
-		if j.evict != 0 {
+		if j.out.evict != 0 {
 			r.h.reply(j)
 			return
 		}
@@ -328,7 +328,7 @@ func (r *metaRouter) login(j *job) {
 // workers, have as much waiting as they take (passwordWorkers).
 func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 	if _, busy := r.checking[j.conn]; busy {
-		j.status = wire.ErrTransientNotAccepted
+		j.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
@@ -352,7 +352,7 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 // how many were refused since.
 func (r *metaRouter) refuseBusy(j *job, what, why string) {
 	r.logRefusedBusy(j, what, why)
-	j.status = wire.ErrTransientNotAccepted
+	j.out.status = wire.ErrTransientNotAccepted
 	r.h.reply(j)
 }
 
@@ -427,12 +427,12 @@ func (r *metaRouter) abandonPasswordChecks() {
 		r.h.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.checking), "password_changes", len(r.changing))
 	}
 	for _, c := range r.checking {
-		c.job.status = wire.ErrTransientNotCommitted
+		c.job.out.status = wire.ErrTransientNotCommitted
 		r.h.reply(c.job)
 	}
 	for _, n := range r.changing {
 		r.plane.CancelHashing(n.id)
-		n.job.status = wire.ErrTransientNotAccepted
+		n.job.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(n.job)
 	}
 	r.abandonedChecks += len(r.checking) + len(r.changing)
@@ -468,7 +468,7 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		return
 	}
 	if !decision.LoggedIn() {
-		j.evict = decision.Reason
+		j.out.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
 		r.h.reply(j)
 		return
@@ -485,16 +485,16 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 // Register gave it (the job holds the login's reply).
 func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64) {
 	hdr := j.frame.Header
-	j.loggedIn = true
+	j.login.loggedIn = true
 	j.userID = userID
 	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 		hash := metadata.HashToken(rb.Token.Token)
-		j.token = &hash
+		j.login.token = &hash
 	}
-	j.epoch = epoch
-	j.seen = new(atomic.Int64)
-	j.seen.Store(r.h.shard.NowNs())
-	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.epoch, j.seen
+	j.login.epoch = epoch
+	j.login.seen = new(atomic.Int64)
+	j.login.seen.Store(r.h.shard.NowNs())
+	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.login.epoch, j.login.seen
 	r.sessions[hdr.Client] = rec
 }
 
@@ -505,13 +505,13 @@ func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch u
 func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
 	login := wire.LoginRegisterReply{UserID: userID, Session: rec.epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
 		ServerVersion: []byte(serverVersion)}
-	j.reply = append(j.reply[:0], make([]byte, wire.HeaderSize)...)
-	j.reply = wire.AppendResultSuccess(j.reply)
-	j.reply, _ = login.Append(j.reply)
-	rh := wire.ReplyTo(j.frame.Header, 0, len(j.reply)-wire.HeaderSize, true)
+	j.out.reply = append(j.out.reply[:0], make([]byte, wire.HeaderSize)...)
+	j.out.reply = wire.AppendResultSuccess(j.out.reply)
+	j.out.reply, _ = login.Append(j.out.reply)
+	rh := wire.ReplyTo(j.frame.Header, 0, len(j.out.reply)-wire.HeaderSize, true)
 	rh.Op, rh.Commit = rec.epoch, max(r.plane.Core().CommitMax(), rec.epoch)
-	rh.Put(j.reply)
-	j.rawReply = true
+	rh.Put(j.out.reply)
+	j.out.rawFrame = true
 	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
 	r.h.reply(j)
 }
@@ -524,7 +524,7 @@ func (r *metaRouter) write(j *job) {
 		// workers: a later request of it must not commit first (the client table
 		// would then take the earlier one for a replay). The SDKs send one request
 		// at a time and never get here; a pipelining client retries.
-		j.status = wire.ErrTransientNotAccepted
+		j.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}

@@ -386,8 +386,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		for _, h := range s.handlers {
-			if h != nil && h.storeClosed {
-				err = errors.Join(err, h.closeErr)
+			if h != nil && h.owned.storeClosed {
+				err = errors.Join(err, h.owned.closeErr)
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {

@@ -232,7 +232,7 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 		if open, ok := h.openCreatedAt(k); ok && open != createdAt {
 			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
-		if h.store.Has(k) {
+		if h.owned.store.Has(k) {
 			if err := h.settle(k, partitionRecord{generation: purgeGeneration, createdRevision: createdAt}); err != nil {
 				h.log.Error("partition record", "partition", k.String(), "err", err)
 			}
@@ -242,7 +242,7 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 		h.applyEffect(&effect{kind: metadata.EffectCreatePartitions, key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration,
 			revision: createdAt})
 	})
-	for _, k := range h.store.Keys(nil) {
+	for _, k := range h.owned.store.Keys(nil) {
 		if !present[k] {
 			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
@@ -257,7 +257,7 @@ func (h *handler) catchUpView() {
 	if h.view.catchUp(h.viewEffects) {
 		h.endRevokedSessions()
 	}
-	if len(h.hold.frames) > 0 {
+	if len(h.owned.hold.frames) > 0 {
 		h.stepHeld()
 	}
 }

@@ -37,7 +37,6 @@ var sizesBeingSplit = map[string]string{
 	"partition.Partition": "a partition's group, log and copies, into sub-structs",
 	"metaplane.Plane":     "the plane's admission, sessions and checkpoint state",
 	"server.collector":    "the metrics' families, grouped by what they measure",
-	"server.handler":      "the server, split by concept into packages",
 	"vsr/sim.Result":      "the simulator's figures, grouped by plane",
 	"segment.Log":         "the log's segments, index and write state",
 }
