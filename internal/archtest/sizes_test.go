@@ -36,7 +36,6 @@ var sizesBeingSplit = map[string]string{
 	"vsr.Core":            "the core's state, into one sub-struct per sub-protocol",
 	"partition.Partition": "a partition's group, log and copies, into sub-structs",
 	"metaplane.Plane":     "the plane's admission, sessions and checkpoint state",
-	"server.collector":    "the metrics' families, grouped by what they measure",
 	"vsr/sim.Result":      "the simulator's figures, grouped by plane",
 	"segment.Log":         "the log's segments, index and write state",
 }
