@@ -9,6 +9,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -40,11 +41,11 @@ type metaRouter struct {
 	// finished (their jobs wait on them), changing the CreateUser and
 	// ChangePassword requests whose argon2id work it does: at most one of each per
 	// connection.
-	passwords *passwordWorkers
-	failures  failureBudgets
-	checking  map[shard.ConnID]*passwordCheck
-	changing  map[shard.ConnID]*newPassword
-	finished  []passwordJob // scratch for finishPasswordChecks
+	passwords *passwords.Workers
+	failures  passwords.FailureBudgets
+	checking  map[shard.ConnID]passwordCheck
+	changing  map[shard.ConnID]newPassword
+	finished  []passwords.Work // scratch for finishPasswordChecks
 	// abandonedChecks counts the logins and new passwords answered unfinished
 	// because shard 0 stopped.
 	abandonedChecks int
@@ -74,6 +75,20 @@ type metaRouter struct {
 type pendingJob struct {
 	j   *job
 	rec *sessionRecord
+}
+
+// passwordCheck is a login's password with the workers, and the job that waits
+// for it.
+type passwordCheck struct {
+	*passwords.Check
+	job *job
+}
+
+// newPassword is a CreateUser's or ChangePassword's new password with the
+// workers, and the job that waits for it.
+type newPassword struct {
+	*passwords.NewPassword
+	job *job
 }
 
 type sessionRecord struct {
@@ -107,10 +122,10 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
-		passwords: newPasswordWorkers(h.shard.Wake),
-		failures:  newFailureBudgets(),
-		checking:  make(map[shard.ConnID]*passwordCheck),
-		changing:  make(map[shard.ConnID]*newPassword),
+		passwords: passwords.NewWorkers(h.shard.Wake),
+		failures:  passwords.NewFailureBudgets(),
+		checking:  make(map[shard.ConnID]passwordCheck),
+		changing:  make(map[shard.ConnID]newPassword),
 		journal:   newJournalWriter(h.shard.Wake),
 		pending:   make(map[uint64]pendingJob),
 	}
@@ -295,7 +310,7 @@ func (r *metaRouter) serve(j *job) {
 }
 
 // login decides a Register (codes 40 and 45) and commits it: the session epoch is
-// the register's op. A password is verified off the shard first (passwordWorkers):
+// the register's op. A password is verified off the shard first (package passwords):
 // the job waits, and finishPasswordChecks comes back here with the verdict. Token
 // logins and refusals that need no password (a malformed body, a protocol version
 // outside the window) are decided at once.
@@ -325,7 +340,7 @@ func (r *metaRouter) login(j *job) {
 // connection gets one login verified at a time (an SDK sends one and waits): a second
 // one meanwhile is refused as not accepted, to be retried, so that a flood of logins
 // holds at most a request buffer per connection; so is one whose source, or the
-// workers, have as much waiting as they take (passwordWorkers).
+// workers, have as much waiting as they take (package passwords).
 func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 	if _, busy := r.checking[j.conn]; busy {
 		j.out.status = wire.ErrTransientNotAccepted
@@ -333,17 +348,17 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 		return
 	}
 	source := r.record(j.conn).source
-	if !r.failures.allow(source, r.h.shard.NowNs()) {
+	if !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
 	}
-	c := &passwordCheck{job: j, source: source, hash: r.plane.State().PasswordHashToCheck(username),
-		password: append([]byte(nil), password...)}
-	if !r.passwords.submit(c) {
+	c := &passwords.Check{Conn: j.conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
+		Password: append([]byte(nil), password...)}
+	if !r.passwords.Submit(c) {
 		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
 		return
 	}
-	r.checking[j.conn] = c
+	r.checking[j.conn] = passwordCheck{Check: c, job: j}
 }
 
 // refuseBusy answers a request whose argon2id work is refused (the workers have no
@@ -363,8 +378,8 @@ func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
 		r.h.log.Warn("password work refused", "request", what, "reason", why,
 			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
-			"waiting", r.passwords.waitingCount(), "per_source_max", passwordWaitingPerSourceMax, "max", passwordWaitingMax,
-			"failures_burst", failuresBurst, "failures_per_second", failuresPerSecond)
+			"waiting", r.passwords.Waiting(), "per_source_max", passwords.WaitingPerSourceMax, "max", passwords.WaitingMax,
+			"failures_burst", passwords.FailuresBurst, "failures_per_second", passwords.FailuresPerSecond)
 		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
 	}
 }
@@ -373,40 +388,41 @@ func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 // writes whose new passwords have been hashed, each in its turn among the metadata
 // writes. It runs on shard 0's every turn (handler.Tick).
 func (r *metaRouter) finishPasswordChecks() {
-	r.finished = r.passwords.collect(r.finished[:0])
+	r.finished = r.passwords.Collect(r.finished[:0])
 	now := r.h.shard.NowNs()
 	for i, w := range r.finished {
 		r.finished[i] = nil
 		switch w := w.(type) {
-		case *passwordCheck:
-			delete(r.checking, w.job.conn)
-			if !w.match {
-				r.failures.failed(w.source, now)
+		case *passwords.Check:
+			c := r.checking[w.Conn]
+			delete(r.checking, w.Conn)
+			if !w.Match {
+				r.failures.Failed(w.Source, now)
 			}
-			r.inTurn(w.job.conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(w) }) })
-		case *newPassword:
-			delete(r.changing, w.job.conn)
-			if errors.Is(w.err, wire.ErrInvalidCredentials) {
-				r.failures.failed(w.source, now)
+			r.inTurn(w.Conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(c) }) })
+		case *passwords.NewPassword:
+			delete(r.changing, w.Conn)
+			if errors.Is(w.Err, wire.ErrInvalidCredentials) {
+				r.failures.Failed(w.Source, now)
 			}
-			if _, open := r.conns[w.job.conn]; !open {
+			if _, open := r.conns[w.Conn]; !open {
 				// The connection is gone: nothing is proposed for it.
-				r.plane.CancelHashing(w.id)
+				r.plane.CancelHashing(w.ID)
 				continue
 			}
-			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
-		case *rootUserHash:
-			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
+		case *passwords.RootUser:
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
 		}
 	}
 }
 
 // resumeLogin decides a login whose password has been verified, in its turn among
 // the metadata writes.
-func (r *metaRouter) resumeLogin(c *passwordCheck) {
+func (r *metaRouter) resumeLogin(c passwordCheck) {
 	j := c.job
 	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
-	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.hash {
+	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.Hash {
 		// The user changed (a new password, deleted, created) while the password
 		// was being verified: verify against what holds now.
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
@@ -414,7 +430,7 @@ func (r *metaRouter) resumeLogin(c *passwordCheck) {
 	}
 	r.decideLogin(j, verifiedCredentials{
 		Credentials: metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()},
-		match:       c.match,
+		match:       c.Match,
 	})
 }
 
@@ -431,7 +447,7 @@ func (r *metaRouter) abandonPasswordChecks() {
 		r.h.reply(c.job)
 	}
 	for _, n := range r.changing {
-		r.plane.CancelHashing(n.id)
+		r.plane.CancelHashing(n.ID)
 		n.job.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(n.job)
 	}
@@ -552,7 +568,7 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 		return false // shard 0 is stopping: nothing more is handed to the workers
 	}
 	if w.Root {
-		return r.passwords.submit(&rootUserHash{id: id, username: w.Username, password: w.Password, salt: w.Salt})
+		return r.passwords.Submit(&passwords.RootUser{ID: id, Username: w.Username, Password: w.Password, Salt: w.Salt})
 	}
 	pj, ok := r.pending[w.Token]
 	if !ok {
@@ -560,16 +576,16 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 	}
 	j := pj.j
 	source := r.record(j.conn).source
-	if w.Operation == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
+	if w.Operation == wire.OperationChangePassword && !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
 		return false
 	}
-	n := &newPassword{id: id, job: j, source: source, op: w.Operation, body: w.Body, salt: w.Salt, currentHash: w.CurrentHash}
-	if !r.passwords.submit(n) {
+	n := &passwords.NewPassword{ID: id, Conn: j.conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
+	if !r.passwords.Submit(n) {
 		r.logRefusedBusy(j, w.Operation.String(), "too much password work waiting from the source or in all")
 		return false
 	}
-	r.changing[j.conn] = n
+	r.changing[j.conn] = newPassword{NewPassword: n, job: j}
 	return true
 }
 

@@ -391,7 +391,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
-			h.meta.passwords.close()
+			h.meta.passwords.Close()
 			h.meta.journal.close()
 		}
 		err = errors.Join(err, s.meta.close())
