@@ -19,6 +19,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -50,7 +51,7 @@ func TestDeniedPasswordWritesNeitherHashNorJournal(t *testing.T) {
 		hashed.Add(1)
 		return n.Propose()
 	})
-	journal := filepath.Join(dir, "metadata", journalFileName)
+	journal := filepath.Join(dir, "metadata", metafiles.JournalFileName)
 	before, err := os.Stat(journal)
 	if err != nil {
 		t.Fatal(err)

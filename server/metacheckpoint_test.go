@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -59,7 +60,7 @@ type primaryPlane struct {
 	t     *testing.T
 	n     *metaNet
 	m     *metaPlane
-	store *simMetaStorage
+	store *metafiles.SimStorage
 	// written counts the writes committed, submitted the writes handed over.
 	written, submitted int
 }
@@ -69,7 +70,7 @@ func newPrimaryPlane(t *testing.T, seed uint64) *primaryPlane {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	cfg := cfgs[0]
 	cfg.SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
-	store := newSimMetaStorage(segment.NewSimDisk(seed))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(seed))
 	n := &metaNet{t: t, planeID: 0, peers: []*statePeer{nil, newStatePeer(t, &cfgs[1], 1, journalSlotsMin), newStatePeer(t, &cfgs[2], 2, journalSlotsMin)}}
 	n.plane = clusterPlane(t, &cfg, store, &n.sent)
 	pumpPlane(t, n.plane)
@@ -128,8 +129,8 @@ func TestPrimarySnapshotFailureDoesNotWedge(t *testing.T) {
 
 	errDiskFull := errors.New("no space left on device")
 	failing := true
-	p.store.failReplace = func(name string) error {
-		if failing && name == snapshotFileName {
+	p.store.FailReplace = func(name string) error {
+		if failing && name == metafiles.SnapshotFileName {
 			return errDiskFull
 		}
 		return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/iggy-shard/iggy-shard/internal/atomicfile"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/segment"
 )
@@ -124,7 +125,7 @@ func readPartitionRecord(dir string) (r partitionRecord, present bool, err error
 // fsync, rename, directory fsync).
 func writePartitionRecord(dir string, r partitionRecord) error {
 	b := r.encode()
-	return writeFileAtomic(filepath.Join(dir, purgeGenFileName), b[:])
+	return atomicfile.Replace(filepath.Join(dir, purgeGenFileName), b[:], segment.DataFileMode)
 }
 
 // writeRecord replaces an open partition's record durably, making its directory
@@ -159,7 +160,7 @@ func writePartitionRecordInPlace(dir string, r partitionRecord) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 func (r partitionRecord) encode() [partitionRecordBytes]byte {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -54,13 +55,13 @@ type metaRouter struct {
 	passwordsRefused         int
 	passwordsRefusedLoggedNs int64
 
-	// journal does the plane's file work off the shard (journal.go): a Ready's
+	// journal does the plane's file work off the shard (metafiles/writer.go): a Ready's
 	// appends and fdatasync, a snapshot. Metadata writes are pipelined (package
 	// metaplane); a connection's own go one at a time, in arrival order (its
 	// record's turn): while one is with the plane, its next writes, logins and its
 	// close wait. syncJournal: shard 0 is stopping and the file work runs inline
 	// instead.
-	journal     *journalWriter
+	journal     *metafiles.Writer
 	syncJournal bool
 	// pending are the requests handed to the plane (Write, Register) and not
 	// answered yet, by token.
@@ -113,7 +114,7 @@ type sessionRecord struct {
 }
 
 func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
-	plane.files.fsyncs = &h.srv.journalFsyncs
+	plane.files.ObserveFsync = h.srv.journalFsyncs.observe
 	r := &metaRouter{
 		h:        h,
 		plane:    plane,
@@ -126,11 +127,11 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		failures:  passwords.NewFailureBudgets(),
 		checking:  make(map[shard.ConnID]passwordCheck),
 		changing:  make(map[shard.ConnID]newPassword),
-		journal:   newJournalWriter(h.shard.Wake),
+		journal:   metafiles.NewWriter(h.shard.Wake),
 		pending:   make(map[uint64]pendingJob),
 	}
 	plane.router = r
-	plane.files.startWriter(r.journal)
+	plane.files.StartWriter(r.journal)
 	if plane.clustered {
 		plane.lastHeardNs = h.srv.cluster.lastHeardNs
 		plane.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
@@ -225,7 +226,7 @@ func (r *metaRouter) turnDone(rec *sessionRecord) {
 
 // finishJournal completes the file work the journal writer finished, then has
 // the plane go on. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishJournal() { r.plane.files.finish() }
+func (r *metaRouter) finishJournal() { r.plane.files.Finish() }
 
 // stopJournal finishes every metadata write on shard 0's last turn: the file work
 // out is waited for (its ops are numbered), then the writes waiting are journaled
@@ -236,7 +237,7 @@ func (r *metaRouter) finishJournal() { r.plane.files.finish() }
 // is answered 57 (it may yet commit at the others), and its forwards end.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
-	r.plane.files.stop()
+	r.plane.files.Stop()
 	if r.plane.clustered {
 		r.plane.Stop()
 	}

@@ -392,7 +392,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
 			h.meta.passwords.Close()
-			h.meta.journal.close()
+			h.meta.journal.Close()
 		}
 		err = errors.Join(err, s.meta.close())
 		s.stopErr = err
