@@ -14,6 +14,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -543,7 +544,7 @@ func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 			t.Fatalf("node %d caught up without a partition state transfer, which the test needs", down)
 		}
 		record := filepath.Join(cfgs[down].SystemPath, "streams", strconv.Itoa(int(st.ID)), "topics", strconv.Itoa(int(topic.ID)),
-			"partitions", "0", purgeGenFileName)
+			"partitions", "0", partitiondir.RecordFileName)
 		if _, err := os.Stat(record); err != nil {
 			t.Fatalf("node %d lost its partition record in the state transfer: %v", down, err)
 		}

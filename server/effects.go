@@ -25,7 +25,7 @@ import (
 
 // effectsPerTurnMax and effectsTurnBudget bound the effects a loop turn carries
 // out: 64 creations take about a millisecond (some 15 µs each: no file is made,
-// storage.go), so 1,000 take 16 turns and the shard serves in between; effects that
+// partitiondir/storages.go), so 1,000 take 16 turns and the shard serves in between; effects that
 // touch the disk (a deletion's tombstone rename and fsync, a purge) stop a turn's
 // slice after 2 ms.
 const (

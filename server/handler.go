@@ -10,6 +10,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -146,7 +147,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.requests = make(requestStats)
 	h.owned.disk = sh.Disk()
 	h.consensus.grid.originNs = sh.NowNs()
-	h.owned.storages = newDiskStorages(h.owned.disk)
+	h.owned.storages = partitiondir.NewStorages(h.owned.disk)
 	// A single node's store is a group of one: the zero Replication but for the
 	// file budget.
 	var repl partition.Replication

@@ -5,6 +5,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -21,9 +22,9 @@ type ownedPartitions struct {
 	// filesMax is the store's budget of open files (partition.Replication.
 	// OpenFilesMax): the shard's share of the node's.
 	filesMax int
-	// storages is the store's StorageProvider (storage.go), on the shard's disk
+	// storages is the store's StorageProvider (partitiondir/storages.go), on the shard's disk
 	// ring.
-	storages *diskStorages
+	storages *partitiondir.Storages
 	disk     *shard.Disk
 
 	// Partition jobs waiting for storage completions, by token.

@@ -69,7 +69,7 @@
 //	  "Memory")                          node holds a replica of each): ~27 KB of heap
 //	                                     created and never written, ~41 KB once written,
 //	                                     and 24 B an index entry of the segments read
-//	                                     lately; no file until first written (storage.go)
+//	                                     lately; no file until first written (partitiondir)
 //	partition batch copies, in a          64 MiB   cluster.partition_memory_max / S: a
 //	  cluster                                      backup's journal copies until its log
 //	                                               wrote them, frames a busy group queued,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -233,7 +234,7 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
 		if h.owned.store.Has(k) {
-			if err := h.settle(k, partitionRecord{generation: purgeGeneration, createdRevision: createdAt}); err != nil {
+			if err := h.settle(k, partitiondir.Record{Generation: purgeGeneration, CreatedRevision: createdAt}); err != nil {
 				h.log.Error("partition record", "partition", k.String(), "err", err)
 			}
 			h.publishStats(k)
