@@ -1,14 +1,11 @@
 package server
 
 import (
-	"net"
 	"net/netip"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/partition"
-	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -52,40 +49,6 @@ func (c *clusterState) health(nowNs int64) *clusterHealth {
 		h.leader, h.leaderKnown = uint8(l-1), true
 	}
 	return h
-}
-
-// replicaConfigOf builds the runtime's replica plane from the cluster section:
-// this node listens on its roster ip and tcp_replica port and dials the others'.
-func replicaConfigOf(c *config.Cluster) (*shard.ReplicaConfig, error) {
-	rc := &shard.ReplicaConfig{
-		Handshake: replica.HandshakeConfig{
-			Cluster:      wire.ClusterID(c.Name),
-			Self:         uint8(c.ReplicaID),
-			ReplicaCount: uint8(len(c.Nodes)),
-		},
-		PeerAddresses:     make([]string, len(c.Nodes)),
-		ReconnectPeriod:   c.MessageBus.ReconnectPeriod,
-		PeerQueueCapacity: c.MessageBus.PeerQueueCapacity,
-		// The partition groups' frames have their own budget (shard's send classes).
-		PartitionQueueCapacity: c.MessageBus.PartitionQueueCapacity,
-		MessageSizeMax:         c.MessageBus.MaxMessageSizeBytes,
-	}
-	for i := range c.Nodes {
-		n := &c.Nodes[i]
-		addr := net.JoinHostPort(n.IP, strconv.Itoa(int(n.Ports.TCPReplica)))
-		rc.PeerAddresses[n.ReplicaID] = addr
-		if n.ReplicaID == c.ReplicaID {
-			rc.ListenAddress = addr
-		}
-	}
-	if c.Auth.Enabled {
-		auth, err := wire.NewHandshakeAuth([]byte(c.Auth.SharedSecret), []byte(c.Auth.PreviousSharedSecret))
-		if err != nil {
-			return nil, &config.SettingError{Setting: "cluster.auth.shared_secret", Value: "(hidden)", Reason: err.Error()}
-		}
-		rc.Handshake.Auth = &auth
-	}
-	return rc, nil
 }
 
 // ServeReplica implements shard.ReplicaHandler: a frame from a peer, on the shard

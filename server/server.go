@@ -146,6 +146,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/replicanet"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
@@ -160,7 +161,7 @@ type Server struct {
 	tls *tlsterm.Terminator // nil when TLS is off
 	// replicaTLS terminates [cluster.tls] on tcp_replica and dials peers over it;
 	// nil when the replica plane runs plain (its methods do nothing on nil).
-	replicaTLS *replicaTLS
+	replicaTLS *replicanet.TLS
 	// listenAddr is the client address (rt.Addr(), or the TLS listener's), published
 	// for shard 0, which may serve a request before Start has stored rt.
 	listenAddr atomic.Pointer[net.TCPAddr]
@@ -217,18 +218,18 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	var replicaCfg *shard.ReplicaConfig
-	var replicaTLS *replicaTLS
+	var replicaTLS *replicanet.TLS
 	if cfg.Cluster.Enabled {
 		var err error
-		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
+		if replicaCfg, err = replicanet.Config(&cfg.Cluster); err != nil {
 			return nil, err
 		}
 		// [cluster.tls]: the terminator binds ip:tcp_replica now, so a busy port
 		// or an unusable certificate stops the start before anything else.
-		if replicaTLS, err = newReplicaTLS(&cfg.Cluster, cfg.Cluster.Self(), log); err != nil {
+		if replicaTLS, err = replicanet.NewTLS(&cfg.Cluster, cfg.Cluster.Self(), log); err != nil {
 			return nil, err
 		}
-		replicaTLS.configure(replicaCfg)
+		replicaTLS.Configure(replicaCfg)
 		// In cluster mode the roster is the single source of listener ports: the
 		// client listener binds tcp.address's host at the node's ports.tcp
 		// (iggy.apache.org/docs/clustering/configuration).
@@ -261,7 +262,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	if cfg.TLS.Enabled {
 		var err error
 		if tlsListener, tlsCert, err = listenTLS(&cfg, log); err != nil {
-			replicaTLS.close()
+			replicaTLS.Close()
 			return nil, err
 		}
 		s.listenAddr.Store(tlsListener.Addr().(*net.TCPAddr))
@@ -271,7 +272,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		if tlsListener != nil {
 			tlsListener.Close()
 		}
-		replicaTLS.close()
+		replicaTLS.Close()
 		return nil, err
 	}
 	s.meta = meta
@@ -314,11 +315,11 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 			tlsListener.Close()
 		}
 		meta.close()
-		replicaTLS.close()
+		replicaTLS.Close()
 		return nil, err
 	}
 	s.rt = rt
-	if err := replicaTLS.attach(rt); err != nil {
+	if err := replicaTLS.Attach(rt); err != nil {
 		s.Shutdown(context.Background())
 		return nil, err
 	}
@@ -350,7 +351,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 // under [cluster.tls], the runtime's otherwise.
 func (s *Server) replicaAddr() *net.TCPAddr {
 	if s.replicaTLS != nil {
-		return s.replicaTLS.addr()
+		return s.replicaTLS.Addr()
 	}
 	return s.rt.ReplicaAddr()
 }
@@ -372,13 +373,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.tls != nil {
 			s.tls.Close() // no new sessions; those open end as their shards close them
 		}
-		s.replicaTLS.close()
+		s.replicaTLS.Close()
 		err := s.rt.Shutdown(ctx)
 		<-s.rt.Done()
 		if s.tls != nil {
 			err = errors.Join(err, s.tls.Wait(ctx))
 		}
-		err = errors.Join(err, s.replicaTLS.wait(ctx))
+		err = errors.Join(err, s.replicaTLS.Wait(ctx))
 		// The shards have exited: their stores are no longer touched by anyone else.
 		for _, h := range s.handlers {
 			if h != nil {

@@ -23,6 +23,7 @@ var testOnlyEdges = map[string][]string{
 	"arena":                {"ring"},
 	"tlsterm":              {"tlsterm/tlstest"},
 	"server":               {"client", "tlsterm/tlstest"},
+	"replicanet":           {"tlsterm/tlstest"},
 	"bench":                {"server", "config"},
 	"cmd/iggy-shard":       {"client", "wire"},
 	"cmd/iggy":             {"server", "config", "tlsterm/tlstest"},
