@@ -151,7 +151,7 @@ type groupPollKey struct {
 // the shard's poll memory.
 func (h *handler) startPoll(j *job) {
 	token := h.track(j)
-	j.poll.res.SetReadBuffers(h.pollMemoryOf().lend)
+	j.poll.res.SetReadBuffers(h.pollMemoryOf().Lend)
 	if err := h.owned.store.Poll(j.poll.key, j.poll.req, &j.poll.res, h, token); err != nil {
 		h.untrack(token)
 		j.out.status = errorCode(err, wire.ErrPartitionNotFound)
@@ -180,7 +180,7 @@ func (h *handler) pollRead(j *job) {
 	planned := j.poll.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
 	h.pollFinished(j)
 	if !planned {
-		h.pollMemoryOf().unplanned()
+		h.pollMemoryOf().Unplanned()
 		h.startWaitingPolls()
 	}
 }

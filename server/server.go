@@ -51,7 +51,7 @@
 //	                                                next frame (it waits in line)
 //	polls (PollMemoryBytesMax, config)   256 MiB   read buffers lent until the reply is
 //	                                                sent, and idle ones kept for reuse;
-//	                                                polls beyond it wait (pollMemory)
+//	                                                polls beyond it wait (pollmemory)
 //	connections                          about 8 KiB of Go heap each while idle (measured
 //	                                     with 2000 loopback connections), at most 65536
 //	                                     per shard; idle ones close after 60 s
@@ -146,6 +146,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/replicanet"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -186,9 +187,9 @@ type Server struct {
 	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
 	// failure, one per shard, each touched by its shard only.
 	sendRefusedLogs []eventLog
-	// pollMemories bound the bytes each shard's polls hold (pollMemory), one per
-	// shard, each touched by its shard only.
-	pollMemories []*pollMemory
+	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
+	// one per shard, each touched by its shard only.
+	pollMemories []*pollmemory.Memory[*job]
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -280,10 +281,10 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
-	s.pollMemories = make([]*pollMemory, s.shardCount)
+	s.pollMemories = make([]*pollmemory.Memory[*job], s.shardCount)
 	for i := range s.sendRefusedLogs {
 		s.sendRefusedLogs[i] = newEventLog()
-		s.pollMemories[i] = newPollMemory(cfg.PollMemoryBytesMax, int64(cfg.FrameSizeMaxBytes))
+		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
