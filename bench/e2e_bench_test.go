@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
@@ -100,7 +101,7 @@ func seqWriteMBps(b *testing.B, dir string) float64 {
 // does not pin its shards (other benchmarks and tests share the machine's CPUs).
 func startBenchServer(b *testing.B) (addr, dataDir string) {
 	b.Helper()
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = b.TempDir()
 	cfg.PinCPUs = false

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -21,7 +22,7 @@ import (
 // a temporary directory, as server's own tests do.
 func startServer(t *testing.T) string {
 	t.Helper()
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	// Two shards, so that actors' connections and partitions land on different

@@ -37,6 +37,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
@@ -101,7 +102,7 @@ const (
 // bound, so the address is ready to dial without waiting.
 func startServer(t testing.TB) string {
 	t.Helper()
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2

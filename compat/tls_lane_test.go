@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iggy-shard/iggy-shard/server"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 )
 
@@ -36,13 +36,13 @@ var tlsLane bool
 var laneTrust sync.Map // string -> *x509.CertPool
 
 // laneConfigure gives cfg a certificate from a fresh CA in the TLS lane.
-func laneConfigure(t testing.TB, cfg *server.Config) *x509.CertPool {
+func laneConfigure(t testing.TB, cfg *config.Config) *x509.CertPool {
 	if !tlsLane {
 		return nil
 	}
 	ca := tlstest.NewCA(t, "compat CA")
 	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, t.TempDir())
-	cfg.TLS = server.TLSConfig{Enabled: true, CertFile: certFile, KeyFile: keyFile}
+	cfg.TLS = config.TLS{Enabled: true, CertFile: certFile, KeyFile: keyFile}
 	return ca.Pool
 }
 

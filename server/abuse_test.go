@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
+	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -43,17 +44,14 @@ func TestDeniedPasswordWritesNeitherHashNorJournal(t *testing.T) {
 
 	var verified, hashed atomic.Int32
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
+	v.Intercept(func(hash string, password []byte) bool {
 		verified.Add(1)
 		return metadata.VerifyPassword(hash, password)
-	}
-	v.hash = func(n *newPassword) ([]byte, error) {
+	}, func(n *passwords.NewPassword) ([]byte, error) {
 		hashed.Add(1)
-		return n.propose()
-	}
-	v.mu.Unlock()
-	journal := filepath.Join(dir, "metadata", journalFileName)
+		return n.Propose()
+	})
+	journal := filepath.Join(dir, "metadata", metafiles.JournalFileName)
 	before, err := os.Stat(journal)
 	if err != nil {
 		t.Fatal(err)
@@ -97,17 +95,15 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 	var orderMu sync.Mutex
 	var order []string
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
+	v.Intercept(func(hash string, password []byte) bool {
 		orderMu.Lock()
 		order = append(order, string(password))
 		orderMu.Unlock()
 		held.hold()
 		return metadata.VerifyPassword(hash, password)
-	}
-	v.mu.Unlock()
+	}, nil)
 
-	const flood = passwordWorkersCount + passwordWaitingPerSourceMax
+	const flood = passwords.WorkersCount + passwords.WaitingPerSourceMax
 	attackers := make([]*rawConn, flood+1)
 	for i := range attackers {
 		attackers[i] = dialRawFrom(t, s, "127.0.0.2")
@@ -122,14 +118,14 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 		return len(order)
 	}
 	// The workers take theirs first: the bound counts what waits for them.
-	for i := range passwordWorkersCount {
+	for i := range passwords.WorkersCount {
 		wrong(i)
 	}
-	waitForCondition(t, "the workers busy", func() bool { return verifying() == passwordWorkersCount })
-	for i := passwordWorkersCount; i < flood; i++ {
+	waitForCondition(t, "the workers busy", func() bool { return verifying() == passwords.WorkersCount })
+	for i := passwords.WorkersCount; i < flood; i++ {
 		wrong(i)
 	}
-	waitForCondition(t, "the flood waiting", func() bool { return v.waitingCount() == passwordWaitingPerSourceMax })
+	waitForCondition(t, "the flood waiting", func() bool { return v.Waiting() == passwords.WaitingPerSourceMax })
 	over := attackers[flood]
 	over.send(rawRequest{client: wire.Uint128{Lo: 99, Hi: 2}, op: wire.OperationRegister,
 		body: loginBody(t, wire.ServerProtocolVersion, "iggy", "wrong-over")})
@@ -140,7 +136,7 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 	good := dialRaw(t, s) // from 127.0.0.1
 	good.send(rawRequest{client: wire.Uint128{Lo: 1, Hi: 1}, op: wire.OperationRegister,
 		body: loginBody(t, wire.ServerProtocolVersion, "iggy", "iggy")})
-	waitForCondition(t, "the good login waiting", func() bool { return v.waitingCount() == passwordWaitingPerSourceMax+1 })
+	waitForCondition(t, "the good login waiting", func() bool { return v.Waiting() == passwords.WaitingPerSourceMax+1 })
 	held.open()
 	if h, _ := good.reply(); h.Status != 0 || h.Operation != wire.OperationRegister {
 		t.Fatalf("the good login: status %d operation %d", h.Status, h.Operation)
@@ -163,8 +159,8 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 	}
 	// After the held checks, the flooding source's turn comes at most once before
 	// the good login's (a new source joins the end of the round).
-	if at := slices.Index(order, "iggy"); at < 0 || at > passwordWorkersCount+1 {
-		t.Fatalf("the good login was verified %d-th (order %q), want within one round after the %d held checks", at+1, order, passwordWorkersCount)
+	if at := slices.Index(order, "iggy"); at < 0 || at > passwords.WorkersCount+1 {
+		t.Fatalf("the good login was verified %d-th (order %q), want within one round after the %d held checks", at+1, order, passwords.WorkersCount)
 	}
 }
 
@@ -179,95 +175,6 @@ func dialRawFrom(t *testing.T, s *Server, local string) *rawConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return &rawConn{t: t, conn: conn}
-}
-
-func TestFailureBudgets(t *testing.T) {
-	b := newFailureBudgets()
-	a, other := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	now := int64(1e12)
-	for i := range failuresBurst {
-		if !b.allow(a, now) {
-			t.Fatalf("check %d refused within the burst of %d", i+1, failuresBurst)
-		}
-		b.failed(a, now)
-	}
-	if b.allow(a, now) {
-		t.Fatalf("a check allowed after %d failures at once", failuresBurst)
-	}
-	if !b.allow(other, now) {
-		t.Fatal("another source refused")
-	}
-	now += failureIntervalNs - 1
-	if b.allow(a, now) {
-		t.Fatal("a check allowed before an interval passed")
-	}
-	now++
-	if !b.allow(a, now) {
-		t.Fatalf("no check allowed %d ns later (%d a second)", failureIntervalNs, failuresPerSecond)
-	}
-	b.failed(a, now)
-	if b.allow(a, now) {
-		t.Fatal("a second check allowed in one interval")
-	}
-	now += failureBurstSpentNs
-	if !b.allow(a, now) {
-		t.Fatal("the budget not whole again after the burst's time")
-	}
-	// Past failureSourcesMax sources, those whose due time has passed are forgotten.
-	for i := range failureSourcesMax {
-		b.failed(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now)
-	}
-	if len(b.due) > failureSourcesMax {
-		t.Fatalf("%d sources tracked, want at most %d", len(b.due), failureSourcesMax)
-	}
-}
-
-func TestSourceQueues(t *testing.T) {
-	var q sourceQueues
-	q.init(2, 6)
-	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	check := func(source netip.Addr, password string) *passwordCheck {
-		return &passwordCheck{source: source, password: []byte(password)}
-	}
-	for _, w := range []*passwordCheck{check(a, "a1"), check(a, "a2"), check(b, "b1")} {
-		if !q.push(w) {
-			t.Fatalf("push %s refused", w.password)
-		}
-	}
-	if q.push(check(a, "a3")) {
-		t.Fatal("a third check of one source accepted past its bound of 2")
-	}
-	next := func() string {
-		w, ok := q.pop()
-		if !ok {
-			return "(none)"
-		}
-		return string(w.(*passwordCheck).password)
-	}
-	if got := next(); got != "a1" {
-		t.Fatalf("first out %s, want a1", got)
-	}
-	// c arrives after b waited: b's turn, then a's, then c's.
-	q.push(check(c, "c1"))
-	q.push(check(b, "b2"))
-	q.push(check(c, "c2"))
-	if !q.push(check(a, "a4")) || q.push(check(b, "b3")) {
-		t.Fatal("bounds: a4 fits (a has one waiting), b3 does not (b has two)")
-	}
-	if q.push(check(netip.MustParseAddr("10.0.0.4"), "d1")) {
-		t.Fatal("a check accepted past the bound of 6 in all")
-	}
-	var got []string
-	for q.len() > 0 {
-		got = append(got, next())
-	}
-	want := []string{"b1", "a2", "c1", "b2", "a4", "c2"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("served %v, want %v", got, want)
-	}
-	if _, ok := q.pop(); ok || len(q.bySource) != 0 || len(q.ring) != 0 {
-		t.Fatalf("empty queue: pop ok %v, %d sources, ring %d", ok, len(q.bySource), len(q.ring))
-	}
 }
 
 // BenchmarkMetadataWriteDuringUnauthorizedFlood: root's CreateStream latency (one
@@ -442,9 +349,9 @@ func stormLogins(ctx context.Context, addr string, n uint64, evicted, refused *a
 // benchPasswordServer starts a one-shard server for the password benchmarks and
 // returns a dialer of logged-in clients closed at the end.
 func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *client.Client) {
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 1, false
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -465,7 +372,7 @@ func benchPasswordServer(b *testing.B) (*Server, func(user, password string) *cl
 
 // TestHugePollsStayWithinTheirMemory: 100 connections poll a partition of 6 MiB at
 // once, each asking for 2^32-1 messages, so each read takes the whole partition.
-// The shard's polls hold at most Config.PollMemoryBytesMax (64 MiB here) at once:
+// The shard's polls hold at most config.Config.PollMemoryBytesMax (64 MiB here) at once:
 // the process's resident memory grows by less than that plus a margin for the rest,
 // while every poll is answered with every message. (Before the bound each poll read
 // into a buffer of its own, which its job kept: 100 of them, about 600 MiB, for
@@ -480,11 +387,11 @@ func TestHugePollsStayWithinTheirMemory(t *testing.T) {
 		messagesPerBatch = 8
 		payloadBytes     = 96 << 10
 	)
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", t.TempDir(), 2, false
 	cfg.FrameSizeMaxBytes = 1 << 20 // a poll's reservation: 32 MiB and one frame
 	cfg.PollMemoryBytesMax = pollMemoryBytes
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,13 +108,13 @@ func benchServer(b *testing.B) (*Server, *client.Client) {
 
 // benchServerWith starts a 2-shard server (adjust changes its configuration) and
 // logs a client in as root; both stop at the benchmark's end.
-func benchServerWith(b *testing.B, adjust func(*Config)) (*Server, *client.Client) {
-	cfg := DefaultConfig()
+func benchServerWith(b *testing.B, adjust func(*setup)) (*Server, *client.Client) {
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", b.TempDir(), 2, false
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	s, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

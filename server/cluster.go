@@ -1,13 +1,11 @@
 package server
 
 import (
-	"net"
 	"net/netip"
-	"strconv"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/partition"
-	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -25,7 +23,7 @@ import (
 // clusterState is what every shard may read of the cluster: when each replica was
 // last heard from and who leads the metadata group.
 type clusterState struct {
-	cfg  *ClusterConfig
+	cfg  *config.Cluster
 	self uint8
 	// lastHeardNs[id] is the runtime clock of the last frame from replica id.
 	lastHeardNs []atomic.Int64
@@ -36,7 +34,7 @@ type clusterState struct {
 	status atomic.Uint32
 }
 
-func newClusterState(cfg *ClusterConfig) *clusterState {
+func newClusterState(cfg *config.Cluster) *clusterState {
 	return &clusterState{cfg: cfg, self: uint8(cfg.ReplicaID), lastHeardNs: make([]atomic.Int64, len(cfg.Nodes))}
 }
 
@@ -51,60 +49,6 @@ func (c *clusterState) health(nowNs int64) *clusterHealth {
 		h.leader, h.leaderKnown = uint8(l-1), true
 	}
 	return h
-}
-
-// replicaConfigOf builds the runtime's replica plane from the cluster section:
-// this node listens on its roster ip and tcp_replica port and dials the others'.
-func replicaConfigOf(c *ClusterConfig) (*shard.ReplicaConfig, error) {
-	rc := &shard.ReplicaConfig{
-		Handshake: replica.HandshakeConfig{
-			Cluster:      wire.ClusterID(c.Name),
-			Self:         uint8(c.ReplicaID),
-			ReplicaCount: uint8(len(c.Nodes)),
-		},
-		PeerAddresses:     make([]string, len(c.Nodes)),
-		ReconnectPeriod:   c.MessageBus.ReconnectPeriod,
-		PeerQueueCapacity: c.MessageBus.PeerQueueCapacity,
-		// The partition groups' frames have their own budget (shard's send classes).
-		PartitionQueueCapacity: c.MessageBus.PartitionQueueCapacity,
-		MessageSizeMax:         c.MessageBus.MaxMessageSizeBytes,
-	}
-	for i := range c.Nodes {
-		n := &c.Nodes[i]
-		addr := net.JoinHostPort(n.IP, strconv.Itoa(int(n.Ports.TCPReplica)))
-		rc.PeerAddresses[n.ReplicaID] = addr
-		if n.ReplicaID == c.ReplicaID {
-			rc.ListenAddress = addr
-		}
-	}
-	if c.Auth.Enabled {
-		auth, err := wire.NewHandshakeAuth([]byte(c.Auth.SharedSecret), []byte(c.Auth.PreviousSharedSecret))
-		if err != nil {
-			return nil, &SettingError{Setting: "cluster.auth.shared_secret", Value: "(hidden)", Reason: err.Error()}
-		}
-		rc.Handshake.Auth = &auth
-	}
-	return rc, nil
-}
-
-// self is this node's roster entry (Validate checked that --replica-id names one).
-func (c *ClusterConfig) self() *ClusterNode {
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
-			return n
-		}
-	}
-	return nil
-}
-
-// clientAddressOf is the client listener of this node: tcpAddress's host (Validate
-// checked it is host:port) at the roster's TCP port.
-func clientAddressOf(c *ClusterConfig, tcpAddress string) string {
-	host, _, _ := net.SplitHostPort(tcpAddress)
-	if n := c.self(); n != nil {
-		return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
-	}
-	return tcpAddress
 }
 
 // ServeReplica implements shard.ReplicaHandler: a frame from a peer, on the shard
@@ -185,7 +129,7 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 // heard from its primary (awaitPrimary), once.
 func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 	p := r.plane
-	return p.clustered && !j.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
+	return p.clustered && !j.login.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
 		p.Core().Status() == vsr.StatusNormal && !p.Core().IsPrimary()
 }
 
@@ -199,7 +143,7 @@ func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 func (r *metaRouter) awaitPrimary(j *job) {
 	rec := r.record(j.conn)
 	rec.busy = true
-	j.heardPrimary = true
+	j.login.heardPrimary = true
 	r.plane.ReadBarrier(func(bool) {
 		rec.busy = false
 		r.login(j)
@@ -251,14 +195,14 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	// own defaults a partition's backups elected only after the reference's 5 s
 	// heartbeat timeout, whatever heartbeat_timeout said, and the metadata leader
 	// answered every send 58 meanwhile.
-	r.Timing = c.timing()
+	r.Timing = c.Timing()
 	if s.cfg.clusterTiming != nil {
 		r.Timing = *s.cfg.clusterTiming
 	}
 	// A partition's core keeps candidates per repair chunk entry: the package's
 	// smaller chunk (see partition.Replication).
-	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, partitionRepairChunkMax)
-	r.BodyBudgetBytes = c.partitionMemoryOfShard(s.shardCount)
+	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, config.PartitionRepairChunkMax)
+	r.BodyBudgetBytes = c.PartitionMemoryOfShard(s.shardCount)
 	return r
 }
 
@@ -307,7 +251,7 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
 	h.ensureCreated(k)
-	if !h.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
+	if !h.owned.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
 		return // until a commit brings the partition (heldframes.go)
 	}
 	h.stepFrame(k, peer, hdr, body)
@@ -315,11 +259,11 @@ func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHe
 
 // stepFrame steps a frame into partition k's group.
 func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
-	if err := h.store.Step(k, hdr, body); err != nil {
+	if err := h.owned.store.Step(k, hdr, body); err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
 			"command", hdr.Command.String(), "err", err)
 	}
-	h.ioWanted = true // a step may have applied commits or queued writes
+	h.owned.ioWanted = true // a step may have applied commits or queued writes
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free
@@ -327,9 +271,9 @@ func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 // allocates nothing once the list is warm.
 func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
 	var in *replicaInbound
-	if n := len(h.inboundFree); n > 0 {
-		in = h.inboundFree[n-1]
-		h.inboundFree = h.inboundFree[:n-1]
+	if n := len(h.consensus.inboundFree); n > 0 {
+		in = h.consensus.inboundFree[n-1]
+		h.consensus.inboundFree = h.consensus.inboundFree[:n-1]
 	} else {
 		in = new(replicaInbound)
 	}
@@ -341,5 +285,5 @@ func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
 // the shard that retained it.
 func (h *handler) releaseInbound(in *replicaInbound) {
 	in.frame.Release()
-	h.inboundFree = append(h.inboundFree, in)
+	h.consensus.inboundFree = append(h.consensus.inboundFree, in)
 }

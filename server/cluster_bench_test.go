@@ -21,21 +21,21 @@ import (
 // the production defaults (the cluster tests' short timings aside), and returns
 // the metadata primary with a root client logged in there.
 func benchMetadataPrimary(b *testing.B, nodes int) (*Server, *client.Client) {
-	return benchMetadataPrimaryWith(b, nodes, func(*Config) {})
+	return benchMetadataPrimaryWith(b, nodes, func(*setup) {})
 }
 
 // benchMetadataPrimaryWith is benchMetadataPrimary with every node's
 // configuration adjusted.
-func benchMetadataPrimaryWith(b *testing.B, nodes int, adjust func(*Config)) (*Server, *client.Client) {
+func benchMetadataPrimaryWith(b *testing.B, nodes int, adjust func(*setup)) (*Server, *client.Client) {
 	if nodes == 1 {
 		return benchServerWith(b, adjust)
 	}
 	cfgs := clusterConfigs(b, nodes, testClusterSecret)
 	servers := make([]*Server, nodes)
 	for i := range cfgs {
-		cfgs[i].SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
+		cfgs[i].SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
 		adjust(&cfgs[i])
-		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s, err := start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func BenchmarkClusterPasswordLogin(b *testing.B) {
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {
 		cfgs[i].clusterTiming = nil
-		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s, err := start(cfgs[i], slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -205,9 +205,9 @@ func BenchmarkClusterSessionChurn(b *testing.B) {
 	for _, nodes := range []int{1, 3} {
 		for _, mode := range []string{"end-op", "local", "hold"} {
 			b.Run(fmt.Sprintf("nodes=%d/mode=%s", nodes, mode), func(b *testing.B) {
-				adjust := func(*Config) {}
+				adjust := func(*setup) {}
 				if mode == "local" {
-					adjust = func(cfg *Config) { cfg.metaMutation = metaplane.MutationDropSessionOnClose }
+					adjust = func(cfg *setup) { cfg.metaMutation = metaplane.MutationDropSessionOnClose }
 				}
 				primary, c := benchMetadataPrimaryWith(b, nodes, adjust)
 				ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -27,7 +28,7 @@ import (
 
 // startEffectsCluster starts a 3-node cluster that snapshots its metadata every
 // snapshotIntervalOps ops.
-func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]Config, []*Server) {
+func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]setup, []*Server) {
 	t.Helper()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
@@ -38,7 +39,7 @@ func startEffectsCluster(t *testing.T, snapshotIntervalOps uint64) ([]Config, []
 
 // restartAllAtOnce stops every node together (a SIGTERM to each) and starts them
 // again on their data directories; it returns the primary they agree on.
-func restartAllAtOnce(t *testing.T, cfgs []Config, servers []*Server) uint8 {
+func restartAllAtOnce(t *testing.T, cfgs []setup, servers []*Server) uint8 {
 	t.Helper()
 	var wg sync.WaitGroup
 	for _, s := range servers {
@@ -142,7 +143,7 @@ func openAsViewed(t *testing.T, s *Server) string {
 				mu.Unlock()
 			}
 		})
-		for _, k := range h.store.Keys(nil) {
+		for _, k := range h.owned.store.Keys(nil) {
 			if !named[k] {
 				mu.Lock()
 				diffs = append(diffs, fmt.Sprintf("%v open, not in the view", k))
@@ -208,7 +209,7 @@ func storeOffsetOf(t *testing.T, c *client.Client, consumer wire.Consumer, strea
 // A topic created, written to and read from (stored offsets) keeps every message
 // and offset: the creation applied again opens its partitions, never clears them.
 func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -231,7 +232,7 @@ func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
 
 // A purge applied again does not purge the messages written after it.
 func TestClusterFullRestartDoesNotPurgeAgain(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -295,7 +296,7 @@ func segmentsAt(t *testing.T, c *client.Client) (string, error) {
 
 // A DeleteSegments applied again does not delete the next oldest segments.
 func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -332,7 +333,7 @@ func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
 // keeps the new one's messages and offsets: the old one's creation, consumer
 // group deletion and deletion, applied again, touch nothing of the new one.
 func TestClusterFullRestartKeepsARecreatedTopic(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	_, err := c.CreateStream(ctx, "orders")
@@ -505,7 +506,7 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 // hold what the transfers installed, and keeps it. Every node catches up so, in
 // turn, the first primary last.
 func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
-	cfgs, servers := startEffectsCluster(t, DefaultConfig().SnapshotIntervalOps)
+	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
 	ctx := testContext(t)
 	c := dialCluster(t, servers[0])
 	st, err := c.CreateStream(ctx, "orders")
@@ -543,7 +544,7 @@ func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 			t.Fatalf("node %d caught up without a partition state transfer, which the test needs", down)
 		}
 		record := filepath.Join(cfgs[down].SystemPath, "streams", strconv.Itoa(int(st.ID)), "topics", strconv.Itoa(int(topic.ID)),
-			"partitions", "0", purgeGenFileName)
+			"partitions", "0", partitiondir.RecordFileName)
 		if _, err := os.Stat(record); err != nil {
 			t.Fatalf("node %d lost its partition record in the state transfer: %v", down, err)
 		}
@@ -560,7 +561,7 @@ func partitionStatesInstalled(t *testing.T, s *Server) int64 {
 	t.Helper()
 	var installed atomic.Int64
 	if err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		installed.Add(int64(s.handlers[sh.Index()].store.StatesInstalled()))
+		installed.Add(int64(s.handlers[sh.Index()].owned.store.StatesInstalled()))
 	}); err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}

@@ -150,7 +150,7 @@ func TestClusterLongLife(t *testing.T) {
 	started := time.Now()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
-		cfgs[i].SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
+		cfgs[i].SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
 	}
 	servers := startCluster(t, cfgs)
 	ctx := testContext(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -243,7 +244,7 @@ func TestClusterGroupLeaveAtABackup(t *testing.T) {
 // cluster's data directory whose root never committed) would have nobody to log
 // in, and refuses to start, as it refused such a snapshot before.
 func TestSingleNodeRefusesAStateWithoutRoot(t *testing.T) {
-	store := newSimMetaStorage(segment.NewSimDisk(1))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(1))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	m, err := openMetaPlaneOn(log, store, "simdisk", &cfgs[1], 1_000_000)
@@ -254,7 +255,7 @@ func TestSingleNodeRefusesAStateWithoutRoot(t *testing.T) {
 		t.Fatal("a cluster replica created a root user of its own")
 	}
 	m.close()
-	single := DefaultConfig()
+	single := defaultSetup()
 	if _, err := openMetaPlaneOn(log, store, "simdisk", &single, 2_000_000); err == nil || !strings.Contains(err.Error(), "no root user") {
 		t.Fatalf("a single node on a state without root: %v", err)
 	}

@@ -20,9 +20,7 @@ import (
 // holdJournal holds node s's journal writer at its next fdatasync, until g opens.
 func holdJournal(s *Server, g *gate) {
 	w := s.handlers[0].meta.journal
-	w.mu.Lock()
-	w.beforeSync = g.hold
-	w.mu.Unlock()
+	w.SetBeforeSync(g.hold)
 }
 
 // hasStreamOn reports whether s's metadata plane has applied a stream named name.

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // testClusterTiming elects within a fraction of a second: a backup that hears
 // nothing from its primary for 300 ms starts a view change (the configuration's
-// floor is 2 s, hence Config.clusterTiming).
+// floor is 2 s, hence testHooks.clusterTiming).
 var testClusterTiming = vsr.Timing{
 	HeartbeatTimeoutTicks:           30,
 	CommitBroadcastIntervalTicks:    5,
@@ -50,23 +51,23 @@ func freeLoopbackPorts(t testing.TB, n int) []uint16 {
 
 // clusterConfigs is a roster of n loopback nodes on free ports, one
 // configuration per node (each its own data directory), all with secret.
-func clusterConfigs(t testing.TB, n int, secret string) []Config {
+func clusterConfigs(t testing.TB, n int, secret string) []setup {
 	t.Helper()
-	nodes := make([]ClusterNode, n)
+	nodes := make([]config.ClusterNode, n)
 	ports := freeLoopbackPorts(t, 2*n)
 	for i := range nodes {
-		nodes[i] = ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
-			Ports: NodePorts{TCP: ports[2*i], TCPReplica: ports[2*i+1]}}
+		nodes[i] = config.ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
+			Ports: config.NodePorts{TCP: ports[2*i], TCPReplica: ports[2*i+1]}}
 	}
-	cfgs := make([]Config, n)
+	cfgs := make([]setup, n)
 	for i := range cfgs {
 		cfg := testConfig(t.TempDir(), 2)
 		cfg.TCPAddress = "127.0.0.1:0" // the roster's port is bound (clientAddressOf)
-		cfg.Cluster = DefaultClusterConfig()
+		cfg.Cluster = config.DefaultCluster()
 		cfg.Cluster.Enabled = true
 		cfg.Cluster.ReplicaID = i
 		cfg.Cluster.Nodes = nodes
-		cfg.Cluster.Auth = ClusterAuth{Enabled: true, SharedSecret: secret}
+		cfg.Cluster.Auth = config.ClusterAuth{Enabled: true, SharedSecret: secret}
 		cfg.Cluster.MessageBus.ReconnectPeriod = 50 * time.Millisecond
 		cfg.clusterTiming = &testClusterTiming
 		cfgs[i] = cfg
@@ -78,7 +79,7 @@ var testClusterSecret = strings.Repeat("s", 32)
 
 // startCluster starts a node per configuration and waits until they agree that
 // node 0 leads (every group starts in view 0).
-func startCluster(t *testing.T, cfgs []Config) []*Server {
+func startCluster(t *testing.T, cfgs []setup) []*Server {
 	t.Helper()
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {
@@ -458,7 +459,7 @@ func TestClusterStateTransfer(t *testing.T) {
 func TestClusterOverTLS(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
-		cfgs[i].Cluster.TLS = ClusterTLS{Enabled: true, SelfSigned: true}
+		cfgs[i].Cluster.TLS = config.ClusterTLS{Enabled: true, SelfSigned: true}
 	}
 	servers := make([]*Server, len(cfgs))
 	for i := range cfgs {

@@ -97,7 +97,7 @@ func TestClusterUpgradeHealsAWedgedCluster(t *testing.T) {
 			var snapshots int64
 			var snapshotOp uint64
 			onMetaShard(t, s, func(p *metaPlane) { snapshots, snapshotOp = p.SnapshotsTaken(), p.SnapshotOp() })
-			if snapshots == 0 || snapshotOp < DefaultConfig().SnapshotIntervalOps {
+			if snapshots == 0 || snapshotOp < defaultSetup().SnapshotIntervalOps {
 				t.Fatalf("node %d after restart %d: %d snapshots, the last at op %d", i, round+1, snapshots, snapshotOp)
 			}
 			names := streamNames(t, dialCluster(t, s))

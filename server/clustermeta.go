@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -52,13 +53,13 @@ func (h *clusterHealth) status(id uint8) uint8 {
 
 // appendClusterMetadataOf answers GetClusterMetadata on a clustered node: every
 // roster node with its name, the client endpoint advertised to a client at peer
-// (ClusterNode.AdvertisedFor: the longest matching selector, then
+// (config.ClusterNode.AdvertisedFor: the longest matching selector, then
 // advertised_address, then ip; iggy.apache.org/docs/clustering/configuration), its
 // role and its status. The SDKs redial exactly the advertised address and the TCP
 // port (iggy.apache.org/docs/clustering/client-failover). QUIC, HTTP and
 // WebSocket are not served by iggy-shard, so their ports are 0, the reference's
 // answer for a transport a node does not serve.
-func appendClusterMetadataOf(dst []byte, cfg *ClusterConfig, peer netip.Addr, health *clusterHealth) []byte {
+func appendClusterMetadataOf(dst []byte, cfg *config.Cluster, peer netip.Addr, health *clusterHealth) []byte {
 	m := wire.ClusterMetadata{Name: []byte(cfg.Name), Nodes: make([]wire.ClusterNode, len(cfg.Nodes))}
 	for i := range cfg.Nodes {
 		node := &cfg.Nodes[i]

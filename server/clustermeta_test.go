@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -15,7 +16,7 @@ func TestClusterMetadataOfACluster(t *testing.T) {
 	cfg := threeNodeCluster()
 	cfg.Name = "prod"
 	cfg.Nodes[1].AdvertisedAddress = "203.0.113.11"
-	cfg.Nodes[1].AdvertisedAddresses = []AdvertisedSelector{{ClientCIDR: netip.MustParsePrefix("10.0.0.0/8"), Address: "10.1.1.11"}}
+	cfg.Nodes[1].AdvertisedAddresses = []config.AdvertisedSelector{{ClientCIDR: netip.MustParsePrefix("10.0.0.0/8"), Address: "10.1.1.11"}}
 	const timeout = 5 * time.Second
 	now := int64(100 * time.Second)
 
@@ -94,5 +95,36 @@ func TestClusterMetadataOfACluster(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// threeNodeCluster is a roster of three nodes on loopback, enabled.
+func threeNodeCluster() config.Cluster {
+	c := config.DefaultCluster()
+	c.Enabled = true
+	for i := range 3 {
+		c.Nodes = append(c.Nodes, config.ClusterNode{
+			Name: "node-" + string(rune('a'+i)), IP: "127.0.0.1", ReplicaID: i,
+			Ports: config.NodePorts{TCP: uint16(8090 + i), TCPReplica: uint16(9090 + i)},
+		})
+	}
+	return c
+}
+
+// cluster.partition_memory_max is the node's: each shard's partition store gets
+// an even share, at least a batch's 1 MiB; 0 leaves the package's 64 MiB a shard.
+func TestPartitionMemoryIsSharedByTheShards(t *testing.T) {
+	cfg := defaultSetup()
+	cfg.Cluster = threeNodeCluster()
+	for _, tc := range []struct {
+		node   int64
+		shards int
+		want   int64
+	}{{0, 4, 0}, {256 << 20, 4, 64 << 20}, {256 << 20, 1, 256 << 20}, {2 << 20, 8, 1 << 20}} {
+		cfg.Cluster.PartitionMemoryMaxBytes = tc.node
+		s := &Server{cfg: cfg, shardCount: tc.shards}
+		if got := s.partitionReplication(nil).BodyBudgetBytes; got != tc.want {
+			t.Errorf("%d bytes over %d shards: %d a shard, want %d", tc.node, tc.shards, got, tc.want)
+		}
 	}
 }

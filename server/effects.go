@@ -25,7 +25,7 @@ import (
 
 // effectsPerTurnMax and effectsTurnBudget bound the effects a loop turn carries
 // out: 64 creations take about a millisecond (some 15 µs each: no file is made,
-// storage.go), so 1,000 take 16 turns and the shard serves in between; effects that
+// partitiondir/storages.go), so 1,000 take 16 turns and the shard serves in between; effects that
 // touch the disk (a deletion's tombstone rename and fsync, a purge) stop a turn's
 // slice after 2 ms.
 const (
@@ -111,12 +111,12 @@ func (e *effect) concerns(k partition.Key) bool {
 }
 
 // queueEffect queues one of a commit's effects for this shard's partitions.
-func (h *handler) queueEffect(e effect) { h.effects.push(e) }
+func (h *handler) queueEffect(e effect) { h.owned.effects.push(e) }
 
 // runEffects carries out at most limit waiting effects, in order, and reports
 // whether some still wait.
 func (h *handler) runEffects(limit int, budget time.Duration) bool {
-	q := &h.effects
+	q := &h.owned.effects
 	start := time.Now()
 	for n := 0; n < limit && q.pending() && (n == 0 || time.Since(start) < budget); n++ {
 		h.applyEffect(q.take(q.head)) // advance leaves head on an entry not done
@@ -128,15 +128,15 @@ func (h *handler) runEffects(limit int, budget time.Duration) bool {
 // runAllEffects carries out every waiting effect: before a transferred state
 // replaces the view, and when the shard stops.
 func (h *handler) runAllEffects() {
-	for h.effects.pending() {
-		h.runEffects(len(h.effects.entries), time.Hour)
+	for h.owned.effects.pending() {
+		h.runEffects(len(h.owned.effects.entries), time.Hour)
 	}
 }
 
 // ensureCreated carries out the waiting creation of k now, with the effects
 // before it that concern k (in order), if any: k is about to be used.
 func (h *handler) ensureCreated(k partition.Key) {
-	q := &h.effects
+	q := &h.owned.effects
 	i, ok := q.creates[k]
 	if !ok {
 		return

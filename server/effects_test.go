@@ -15,7 +15,7 @@ import (
 func effectsPeak(t *testing.T, s *Server) int {
 	t.Helper()
 	peaks := make([]int, s.shardCount)
-	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { peaks[sh.Index()] = s.handlers[sh.Index()].effects.peak })
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { peaks[sh.Index()] = s.handlers[sh.Index()].owned.effects.peak })
 	mustOK(t, "Inspect", err)
 	return slices.Max(peaks)
 }
@@ -24,7 +24,7 @@ func effectsPeak(t *testing.T, s *Server) int {
 func effectsWaiting(t *testing.T, s *Server) bool {
 	t.Helper()
 	waiting := make([]bool, s.shardCount)
-	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { waiting[sh.Index()] = s.handlers[sh.Index()].effects.pending() })
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { waiting[sh.Index()] = s.handlers[sh.Index()].owned.effects.pending() })
 	mustOK(t, "Inspect", err)
 	return slices.Contains(waiting, true)
 }

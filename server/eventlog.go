@@ -79,26 +79,26 @@ func (h *handler) logSendRefused(j *job, code wire.ErrorCode) {
 	if !ok {
 		return
 	}
-	cause := h.store.Err(j.key)
+	cause := h.owned.store.Err(j.send.key)
 	attrs := []slog.Attr{
 		slog.String("conn", j.conn.String()),
-		slog.String("partition", j.key.String()),
+		slog.String("partition", j.send.key.String()),
 		slog.Int("code", int(code)),
-		slog.Int("batch_bytes", len(j.send.Batch)),
-		slog.Int("messages", int(j.send.MessagesCount)),
+		slog.Int("batch_bytes", len(j.send.batch.Batch)),
+		slog.Int("messages", int(j.send.batch.MessagesCount)),
 		slog.Int("omitted_since_last_line", omitted),
 	}
 	if cause != nil {
 		attrs = append(attrs, slog.String("cause", cause.Error()))
 	}
-	if info, err := h.store.Info(j.key); err == nil {
+	if info, err := h.owned.store.Info(j.send.key); err == nil {
 		attrs = append(attrs, slog.Uint64("partition_bytes", info.SizeBytes))
 	}
 	// A full disk shows as ENOSPC or, first, as a short write: the space left
 	// says which it was.
 	diskFull := segment.IsNoSpace(cause)
-	if free, total, err := filesystemSpace(h.store.Dir(j.key)); err == nil {
-		diskFull = diskFull || free < uint64(len(j.send.Batch))
+	if free, total, err := filesystemSpace(h.owned.store.Dir(j.send.key)); err == nil {
+		diskFull = diskFull || free < uint64(len(j.send.batch.Batch))
 		attrs = append(attrs, slog.Uint64("filesystem_free_bytes", free), slog.Uint64("filesystem_bytes", total))
 	}
 	attrs = append(attrs, slog.Bool("disk_full", diskFull))

@@ -60,9 +60,9 @@ func TestFullDiskIsLogged(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	var logged lockedBuffer
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", dir, 1, false
-	s, err := Start(cfg, slog.New(slog.NewTextHandler(&logged, nil)))
+	s, err := start(cfg, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,9 +83,9 @@ func FuzzRequestBodies(f *testing.F) {
 }
 
 func startFuzzServer(f *testing.F) *Server {
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", f.TempDir(), 2, false
-	s, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (d *groupOffsetDelete) try() {
 	}
 	d.attempts++
 	c := partition.Consumer{Kind: wire.ConsumerGroup, ID: d.group}
-	store := d.h.store
+	store := d.h.owned.store
 	if !store.IsPrimary(d.key) {
 		// Not this replica's to propose: done once the primary's deletion (or
 		// the partition's) has reached this store.
@@ -65,7 +65,7 @@ func (d *groupOffsetDelete) try() {
 		d.settle(wire.ErrTransientNotAccepted) // looked at again later
 		return
 	}
-	d.h.groupOffsetProposals++
+	d.h.owned.groupOffsetProposals++
 	deferred, err := store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)
 	if deferred {
 		d.h.scheduleIO()
@@ -86,7 +86,7 @@ func (d *groupOffsetDelete) settle(err error) {
 		// partition).
 	case errors.Is(err, wire.ErrTransientNotAccepted) && d.attempts < groupOffsetDeleteAttemptsMax:
 		d.dueNs = h.shard.NowNs() + int64(groupOffsetDeleteRetry)
-		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
 		h.shard.WakeAt(d.dueNs)
 	case errors.Is(err, wire.ErrTransientNotAccepted):
 		h.log.Info("a deleted consumer group's offset is left on a partition: no primary took its deletion; it is unreachable",
@@ -99,18 +99,18 @@ func (d *groupOffsetDelete) settle(err error) {
 // retryGroupOffsetDeletes asks again for the deletions due. It runs on the
 // shard's every turn (handler.Tick).
 func (h *handler) retryGroupOffsetDeletes() {
-	if len(h.groupOffsetDeletes) == 0 {
+	if len(h.owned.groupOffsetDeletes) == 0 {
 		return
 	}
 	now := h.shard.NowNs()
-	due := h.groupOffsetDeletes
-	h.groupOffsetDeletes = nil
+	due := h.owned.groupOffsetDeletes
+	h.owned.groupOffsetDeletes = nil
 	for _, d := range due {
 		if now >= d.dueNs {
 			d.try() // back in the list if it is still refused
 			continue
 		}
-		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
 		h.shard.WakeAt(d.dueNs)
 	}
 }

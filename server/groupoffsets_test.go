@@ -20,7 +20,7 @@ func groupOffsetAt(t *testing.T, s *Server, k partition.Key, group uint32) bool 
 	held := false
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
 		if sh.Index() == s.ownerOf(k) {
-			_, held, _ = s.handlers[sh.Index()].store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerGroup, ID: group})
+			_, held, _ = s.handlers[sh.Index()].owned.store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerGroup, ID: group})
 		}
 	})
 	if err != nil {
@@ -40,7 +40,7 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	logs := make([]*lockedBuffer, len(cfgs))
 	for i := range cfgs {
 		logs[i] = &lockedBuffer{}
-		s, err := Start(cfgs[i], slog.New(slog.NewTextHandler(io.MultiWriter(logs[i]), nil)))
+		s, err := start(cfgs[i], slog.New(slog.NewTextHandler(io.MultiWriter(logs[i]), nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	for i, s := range servers {
 		var proposals atomic.Int64
 		if err := s.rt.Inspect(ctx, func(sh *shard.Shard) {
-			proposals.Add(int64(s.handlers[sh.Index()].groupOffsetProposals))
+			proposals.Add(int64(s.handlers[sh.Index()].owned.groupOffsetProposals))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -146,10 +146,10 @@ func TestGroupOffsetDeleteAskedAgainSparesARecreatedTopic(t *testing.T) {
 	onOwner(func(h *handler) {
 		createdAt, _ := h.openCreatedAt(k)
 		d := &groupOffsetDelete{h: h, key: k, group: g.ID, revision: createdAt - 1}
-		h.groupOffsetDeletes = append(h.groupOffsetDeletes, d)
+		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
 	})
 	waitUntil(t, "the deletion is asked again", func() (asked bool) {
-		onOwner(func(h *handler) { asked = len(h.groupOffsetDeletes) == 0 })
+		onOwner(func(h *handler) { asked = len(h.owned.groupOffsetDeletes) == 0 })
 		return asked
 	})
 	if !groupOffsetAt(t, s, k, g.ID) {

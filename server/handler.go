@@ -10,6 +10,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -28,87 +29,6 @@ const (
 	msgReplicaRelease                     // -> the shard that retained a frame: a *replicaInbound stepped, to release
 	msgReplicaPartition                   // peer's owner shard -> partition's owner: a *replicaInbound of its group
 )
-
-// jobKind says what a job asks for.
-type jobKind uint8
-
-const (
-	jobLogin jobKind = iota + 1
-	jobRead
-	jobWrite
-	jobSend
-	jobPoll
-	jobGetOffset
-	jobStoreOffset
-	jobDeleteOffset
-	// jobOpen is an anonymous connection's first request, its outcome decided on its
-	// shard already: the detour through shard 0 only orders it after the connection's
-	// registration (clientOpened).
-	jobOpen
-)
-
-// job is one request on its way between shards. It belongs to the connection's
-// shard (home), which takes it from its free list, and returns there with the
-// outcome; its buffers are reused from request to request.
-type job struct {
-	home   *handler
-	conn   shard.ConnID
-	kind   jobKind
-	frame  shard.Frame
-	userID uint32
-	seen   *atomic.Int64 // a login's session: when it last sent a request (shard clock)
-
-	// The outcome: an eviction, a status denial, or a reply body (reply; with
-	// rawReply, a whole frame built by the metadata plane).
-	evict    wire.EvictionReason
-	status   wire.ErrorCode
-	rawReply bool
-	reply    []byte
-	epoch    uint64 // a login's session
-	loggedIn bool
-	startNs  int64               // when its request arrived (shard clock), for its latency
-	token    *metadata.TokenHash // a token login's
-	// heardPrimary: a login refused at a backup was decided again after the
-	// backup applied its primary's commit point (metaRouter.awaitPrimary); it is
-	// not again.
-	heardPrimary bool
-
-	// Partition operations, resolved on shard 0.
-	key      partition.Key
-	consumer partition.Consumer
-	send     wire.SendMessages
-	pollReq  partition.PollRequest
-	offset   uint64
-	ack      wire.AckLevel
-	res      partition.PollResult
-	polled   bool
-	parts    [][]byte
-}
-
-// outcome classes a finished job's answer for the metrics: a committed rejection
-// (a result section with an error code) counts as refused, as a status does.
-func (j *job) outcome() outcome {
-	switch {
-	case j.evict != 0:
-		return outcomeEvicted
-	case j.status != 0:
-		return outcomeRefused
-	}
-	switch j.kind {
-	case jobWrite, jobLogin, jobStoreOffset, jobDeleteOffset: // result-framed replies
-		body := j.reply
-		if j.rawReply && len(body) >= wire.HeaderSize {
-			body = body[wire.HeaderSize:]
-		}
-		if _, code, err := wire.SplitResult(body); err == nil && code != 0 {
-			return outcomeRefused
-		}
-	}
-	return outcomeOK
-}
-
-// Release implements shard.Releaser: the vectored poll reply has been sent.
-func (j *job) Release() { j.home.recycle(j) }
 
 // session is a connection's state, kept in shard.Conn.Value from the moment its
 // shard adopts it (ConnOpened, which registers it with shard 0) until it closes;
@@ -161,39 +81,9 @@ type handler struct {
 	shard *shard.Shard
 	index int
 	log   *slog.Logger
-	store *partition.Store
-	// filesMax is the store's budget of open files (partition.Replication.
-	// OpenFilesMax): the shard's share of the node's.
-	filesMax int
-	// storages is the store's StorageProvider (storage.go).
-	storages *diskStorages
 
 	free   []*job
 	outbox []pendingPost
-
-	// Partition jobs waiting for storage completions, by token.
-	inflight     []*job
-	inflightFree []uint64
-	ioWanted     bool // requests were queued this turn: Tick submits them
-	disk         *shard.Disk
-	// groupPolls holds, per partition and consumer group with a poll in flight, the
-	// polls waiting for it.
-	groupPolls map[groupPollKey][]*job
-	// groupOffsetDeletes are deleted groups' offsets to delete again
-	// (groupoffsets.go).
-	groupOffsetDeletes []*groupOffsetDelete
-	// groupOffsetProposals counts the deletions this shard proposed as its
-	// partitions' primary (tests).
-	groupOffsetProposals int
-	// effects are the metadata commits' partition effects not carried out yet
-	// (effects.go).
-	effects effectQueue
-	// hold keeps replica frames for partitions the view does not have yet
-	// (heldframes.go).
-	hold frameHold
-
-	// retentionDueNs is when the next retention pass runs (shard clock).
-	retentionDueNs int64
 
 	// view is the shard's copy of the committed metadata (view.go); balanced holds
 	// its round-robin cursors of Balanced sends, by topic.
@@ -210,28 +100,16 @@ type handler struct {
 
 	meta           *metaRouter // shard 0 only
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
-	// grid is the shard's consensus ticks (ticks.go).
-	grid tickGrid
-	// inboundFree are records of replica frames retained for another shard
-	// (retainInbound).
-	inboundFree []*replicaInbound
-	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
-	// shard's groups were told of (catchUpTicks); nil on a single node.
-	heardNs []int64
-	// leaderSinceNs is when this shard first saw its node lead the metadata group
-	// (0: it does not), alignDueNs when its partitions may next take over
-	// (alignGroups).
-	leaderSinceNs, alignDueNs int64
-	// alignIntervalNs is the partition groups' heartbeat timeout.
-	alignIntervalNs int64
+
+	// owned is the partition plane of the partitions this shard owns
+	// (partitions.go), consensus the clock and replica frames of its consensus
+	// groups (ticks.go).
+	owned     ownedPartitions
+	consensus shardConsensus
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
 	stopped bool
-	// storeClosed is set once Stop closed the store on the shard's thread, with
-	// closeErr what that reported.
-	storeClosed bool
-	closeErr    error
 }
 
 // retentionIntervalNs is how often a shard deletes the expired and oversized
@@ -242,17 +120,17 @@ const retentionIntervalNs = int64(60 * time.Second)
 
 func (h *handler) maybeApplyRetention() {
 	now := h.shard.NowNs()
-	if now < h.retentionDueNs {
+	if now < h.owned.retentionDueNs {
 		return
 	}
-	h.retentionDueNs = now + retentionIntervalNs
-	removed, err := h.store.ApplyRetention(h.srv.nowMicros())
+	h.owned.retentionDueNs = now + retentionIntervalNs
+	removed, err := h.owned.store.ApplyRetention(h.srv.nowMicros())
 	if err != nil {
 		h.log.Error("retention pass failed", "err", err)
 	}
 	if removed > 0 {
 		h.log.Info("retention", "removed_segments", removed)
-		for _, k := range h.store.Keys(nil) {
+		for _, k := range h.owned.store.Keys(nil) {
 			h.publishStats(k)
 		}
 	}
@@ -260,27 +138,27 @@ func (h *handler) maybeApplyRetention() {
 
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
-	h.retentionDueNs = sh.NowNs() + retentionIntervalNs
-	h.groupPolls = make(map[groupPollKey][]*job)
+	h.owned.retentionDueNs = sh.NowNs() + retentionIntervalNs
+	h.owned.groupPolls = make(map[groupPollKey][]*job)
 	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
 	h.view.replaced = h.followReplacedView
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
-	h.disk = sh.Disk()
-	h.grid.originNs = sh.NowNs()
-	h.storages = newDiskStorages(h.disk)
+	h.owned.disk = sh.Disk()
+	h.consensus.grid.originNs = sh.NowNs()
+	h.owned.storages = partitiondir.NewStorages(h.owned.disk)
 	// A single node's store is a group of one: the zero Replication but for the
 	// file budget.
 	var repl partition.Replication
 	if s.cluster != nil {
 		repl = s.partitionReplication(h)
-		h.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
-		h.heardNs = make([]int64, len(s.cluster.lastHeardNs))
+		h.consensus.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
+		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
-	h.filesMax = s.partitionFilesOfShard()
-	repl.OpenFilesMax = h.filesMax
-	h.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.storages, repl)
+	h.owned.filesMax = s.partitionFilesOfShard()
+	repl.OpenFilesMax = h.owned.filesMax
+	h.owned.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.owned.storages, repl)
 	for _, p := range s.initial[h.index] {
 		h.openAtStart(p)
 	}
@@ -532,7 +410,7 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
 	j := h.deferToJob(c, req, jobOpen, 0)
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
-		j.evict, j.status = anonymousOutcome(hdr)
+		j.out.evict, j.out.status = anonymousOutcome(hdr)
 	}
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
@@ -680,9 +558,9 @@ func (h *handler) take() *job {
 func (h *handler) recycle(j *job) {
 	j.frame.Release()
 	h.returnPollBuffer(j)
-	reply, parts := j.reply[:0], j.parts[:0]
-	res := j.res
-	*j = job{home: h, reply: reply, parts: parts, res: res}
+	reply, parts := j.out.reply[:0], j.poll.parts[:0]
+	res := j.poll.res
+	*j = job{home: h, out: jobOutcome{reply: reply}, poll: pollRequest{parts: parts, res: res}}
 	h.free = append(h.free, j)
 }
 
@@ -703,17 +581,17 @@ func (h *handler) deliver(j *job) {
 func (h *handler) answer(c *shard.Conn, j *job) {
 	hdr := j.frame.Header
 	switch {
-	case j.evict != 0:
-		evict(c, hdr.Client, j.evict)
-	case j.status != 0:
-		c.ReplyStatus(hdr, j.status)
-	case j.kind == jobPoll && j.polled:
+	case j.out.evict != 0:
+		evict(c, hdr.Client, j.out.evict)
+	case j.out.status != 0:
+		c.ReplyStatus(hdr, j.out.status)
+	case j.kind == jobPoll && j.poll.read:
 		h.deliverPoll(c, j)
 		return
-	case j.rawReply:
-		if j.kind == jobLogin && j.loggedIn {
-			sess := &session{client: hdr.Client, epoch: j.epoch, userID: j.userID, bound: true, seen: j.seen, answered: true,
-				clientID: c.Value.(*session).clientID, token: j.token}
+	case j.out.rawFrame:
+		if j.kind == jobLogin && j.login.loggedIn {
+			sess := &session{client: hdr.Client, epoch: j.login.epoch, userID: j.userID, bound: true, seen: j.login.seen, answered: true,
+				clientID: c.Value.(*session).clientID, token: j.login.token}
 			c.Value = sess
 			h.bound[c.ID()] = sess
 		}
@@ -722,17 +600,17 @@ func (h *handler) answer(c *shard.Conn, j *job) {
 			c.Value = &session{answered: true, clientID: c.Value.(*session).clientID}
 			delete(h.bound, c.ID())
 		}
-		if b, err := c.Reserve(len(j.reply)); err == nil {
-			copy(b, j.reply)
+		if b, err := c.Reserve(len(j.out.reply)); err == nil {
+			copy(b, j.out.reply)
 			// A committed or cached frame carries its prepare's time; the reply
 			// echoes this request's, as every reply does.
 			binary.LittleEndian.PutUint64(b[unsafe.Offsetof(wire.ReplyHeader{}.Timestamp):], hdr.Timestamp)
 		}
 	default:
-		rh := wire.ReplyTo(hdr, 0, len(j.reply), true)
-		if b, err := c.Reserve(wire.HeaderSize + len(j.reply)); err == nil {
+		rh := wire.ReplyTo(hdr, 0, len(j.out.reply), true)
+		if b, err := c.Reserve(wire.HeaderSize + len(j.out.reply)); err == nil {
 			rh.Put(b)
-			copy(b[wire.HeaderSize:], j.reply)
+			copy(b[wire.HeaderSize:], j.out.reply)
 		}
 	}
 	h.recycle(j)
@@ -747,15 +625,15 @@ const vectoredPartsMax = 32
 // deliverPoll sends a poll reply without copying a message: the header, then the
 // stored batches as they lie in the poll's read buffer.
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
-	bodySize := j.res.ReplySizeBytes()
+	bodySize := j.poll.res.ReplySizeBytes()
 	rh := wire.ReplyTo(j.frame.Header, 0, bodySize, true)
-	j.parts = coalesceContiguous(j.res.AppendPollBuffers(j.parts[:0]))
-	if len(j.parts) > vectoredPartsMax {
+	j.poll.parts = coalesceContiguous(j.poll.res.AppendPollBuffers(j.poll.parts[:0]))
+	if len(j.poll.parts) > vectoredPartsMax {
 		b, err := c.Reserve(wire.HeaderSize + bodySize)
 		if err == nil {
 			rh.Put(b)
 			at := wire.HeaderSize
-			for _, p := range j.parts {
+			for _, p := range j.poll.parts {
 				at += copy(b[at:], p)
 			}
 		}
@@ -768,7 +646,7 @@ func (h *handler) deliverPoll(c *shard.Conn, j *job) {
 		return
 	}
 	rh.Put(b)
-	if err := c.SendVectored(j.parts, j); err != nil {
+	if err := c.SendVectored(j.poll.parts, j); err != nil {
 		h.recycle(j)
 	}
 }
@@ -812,7 +690,7 @@ func evict(c *shard.Conn, client wire.Uint128, reason wire.EvictionReason) {
 }
 
 // now is the server's wall clock: time.Now, or the clock a test moves
-// (Config.clock). Every reading of time in the server goes through it or through
+// (testHooks.clock). Every reading of time in the server goes through it or through
 // the shard's clock (Shard.NowNs), which follows the same clock in tests.
 func (s *Server) now() time.Time {
 	if s.cfg.clock != nil {

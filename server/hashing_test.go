@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -22,16 +23,14 @@ func holdFirstHash(t *testing.T, s *Server) (entered chan struct{}, release func
 	held := newGate(t)
 	var first sync.Once
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.hash = func(n *newPassword) ([]byte, error) {
+	v.Intercept(nil, func(n *passwords.NewPassword) ([]byte, error) {
 		isFirst := false
 		first.Do(func() { isFirst = true }) // not held.hold: Do would hold later ones too
 		if isFirst {
 			held.hold()
 		}
-		return n.propose()
-	}
-	v.mu.Unlock()
+		return n.Propose()
+	})
 	return held.reached, held.open
 }
 
@@ -152,13 +151,11 @@ func TestShutdownAbandonsTheNewPasswords(t *testing.T) {
 	held := newGate(t)
 	var hashing atomic.Int32
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.hash = func(n *newPassword) ([]byte, error) {
+	v.Intercept(nil, func(n *passwords.NewPassword) ([]byte, error) {
 		hashing.Add(1)
 		held.hold()
-		return n.propose()
-	}
-	v.mu.Unlock()
+		return n.Propose()
+	})
 
 	// Logged in first: a login needs a worker too.
 	creators, other := []*client.Client{dialRoot(t, s), dialRoot(t, s), dialRoot(t, s)}, dialRoot(t, s)
@@ -166,7 +163,7 @@ func TestShutdownAbandonsTheNewPasswords(t *testing.T) {
 		go creators[i].CreateUser(ctx, name, name+"-password", wire.UserActive, nil)
 	}
 	waitForCondition(t, "two new passwords at the workers and one waiting", func() bool {
-		return hashing.Load() == passwordWorkersCount && v.waitingCount() == 1
+		return hashing.Load() == passwords.WorkersCount && v.Waiting() == 1
 	})
 	_, err := other.CreateStream(ctx, "committed")
 	mustOK(t, "CreateStream while the workers hash", err)

@@ -20,9 +20,6 @@ import (
 //	conn shard:                   still silent? Eviction frame (13), close; the close
 //	                              removes the memberships (clientGone, committed)
 
-// heartbeatIntervalDefault is the reference server's heartbeat.interval.
-const heartbeatIntervalDefault = 30 * time.Second
-
 // staleAfterNs is how long a group member may be silent.
 func (h *handler) staleAfterNs() int64 {
 	return int64(h.srv.heartbeatInterval) * 6 / 5

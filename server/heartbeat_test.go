@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -33,10 +34,10 @@ func TestSilentGroupMemberEvicted(t *testing.T) {
 	// Two heartbeat intervals pass: the pinger speaks halfway, the silent member
 	// never. Shard 0 looks every interval/5, the silent member's shard evicts it,
 	// and its close takes it out of the group (a committed leave).
-	clock.advance(s, heartbeatIntervalDefault)
+	clock.advance(s, config.HeartbeatIntervalDefault)
 	mustOK(t, "Ping", pinger.Ping(ctx))
 	mustOK(t, "bystander Ping", bystander.Ping(ctx))
-	clock.advance(s, heartbeatIntervalDefault)
+	clock.advance(s, config.HeartbeatIntervalDefault)
 	mustOK(t, "Ping", pinger.Ping(ctx))
 	for attempt := 0; ; attempt++ {
 		gd, err := admin.GetConsumerGroup(ctx, client.ID(st.ID), client.ID(topic.ID), client.ID(g.ID))

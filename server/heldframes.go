@@ -68,7 +68,7 @@ func (h *handler) holdFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 	if h.view.hasPartition(k) {
 		return false // the partition is the view's: the store has it or failed to open it
 	}
-	hold := &h.hold
+	hold := &h.owned.hold
 	if len(hold.frames) == heldFramesMax || hold.bodyBytes+len(body) > heldBodyBytesMax {
 		hold.counts.refused++
 		return false
@@ -87,7 +87,7 @@ func (h *handler) holdFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 // stepHeld steps, oldest first, the frames held for partitions the view has now,
 // and keeps the others.
 func (h *handler) stepHeld() {
-	hold := &h.hold
+	hold := &h.owned.hold
 	kept := hold.frames[:0]
 	for i := range hold.frames {
 		f := &hold.frames[i]
@@ -107,7 +107,7 @@ func (h *handler) stepHeld() {
 // expireHeld drops the frames held for heldFrameTimeout, and asks for a turn when
 // the next one is due.
 func (h *handler) expireHeld() {
-	hold := &h.hold
+	hold := &h.owned.hold
 	now := h.shard.NowNs()
 	n := 0
 	for n < len(hold.frames) && now-hold.frames[n].heldNs >= int64(heldFrameTimeout) {

@@ -16,7 +16,7 @@ func heldCounts(t *testing.T, s *Server) (heldFrameCounts, int) {
 	var holding int
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
 		if sh.Index() == 0 {
-			counts, holding = s.handlers[0].hold.counts, len(s.handlers[0].hold.frames)
+			counts, holding = s.handlers[0].owned.hold.counts, len(s.handlers[0].owned.hold.frames)
 		}
 	})
 	mustOK(t, "Inspect", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -23,8 +24,8 @@ func testServer(t *testing.T, dir string, shards int) *Server {
 	return startTestServer(t, testConfig(dir, shards))
 }
 
-func testConfig(dir string, shards int) Config {
-	cfg := DefaultConfig()
+func testConfig(dir string, shards int) setup {
+	cfg := defaultSetup()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = dir
 	cfg.ShardCount = shards
@@ -33,13 +34,16 @@ func testConfig(dir string, shards int) Config {
 	return cfg
 }
 
-func startTestServer(t *testing.T, cfg Config) *Server {
+// defaultSetup is the default configuration, without test hooks.
+func defaultSetup() setup { return setup{Config: config.Default()} }
+
+func startTestServer(t *testing.T, cfg setup) *Server {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	s, err := Start(cfg, log)
+	s, err := start(cfg, log)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -148,7 +152,7 @@ func (g *gate) awaitReached(t *testing.T, what string) {
 	awaitClosed(t, what, g.reached)
 }
 
-// testClock is a clock a test moves (Config.clock): the server's wall clock and
+// testClock is a clock a test moves (testHooks.clock): the server's wall clock and
 // its shards' clock both follow it.
 type testClock struct{ unixNs atomic.Int64 }
 

@@ -31,7 +31,7 @@ func idleWorkOf(t *testing.T, s *Server) idleWork {
 	var w idleWork
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
 		st := sh.Stats()
-		g := s.handlers[sh.Index()].grid.counts
+		g := s.handlers[sh.Index()].consensus.grid.counts
 		mu.Lock()
 		w.timersFired += st.TimersFired
 		w.dueTurns += g.dueTurns

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -28,9 +29,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 
 	held := newGate(t)
 	w := s.handlers[0].meta.journal
-	w.mu.Lock()
-	w.beforeSync = held.hold
-	w.mu.Unlock()
+	w.SetBeforeSync(held.hold)
 
 	type created struct {
 		stream *wire.StreamDetails
@@ -94,9 +93,7 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 
 	held := newGate(t)
 	w := s.handlers[0].meta.journal
-	w.mu.Lock()
-	w.beforeSync = held.hold
-	w.mu.Unlock()
+	w.SetBeforeSync(held.hold)
 	go first.CreateStream(ctx, "journaled")
 	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
@@ -136,12 +133,12 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	}
 	// Swap a read-only descriptor in under the journal's: its next write fails with
 	// EBADF, as a failing disk would fail it.
-	readOnly, err := os.Open(filepath.Join(dir, "metadata", journalFileName))
+	readOnly, err := os.Open(filepath.Join(dir, "metadata", metafiles.JournalFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer readOnly.Close()
-	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.files.journal.(*osJournal).f.Fd())); err != nil {
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.files.JournalFile().Fd())); err != nil {
 		t.Fatal(err)
 	}
 	_, err = root.CreateStream(ctx, "after")
@@ -180,9 +177,7 @@ func TestWritesWaitingShareOneFsync(t *testing.T) {
 	}
 	held := newGate(t)
 	w := s.handlers[0].meta.journal
-	w.mu.Lock()
-	w.beforeSync = held.hold
-	w.mu.Unlock()
+	w.SetBeforeSync(held.hold)
 	fsyncsBefore := s.journalFsyncs.snapshot().count
 	done := make(chan error, others+1)
 	go func() {
@@ -226,9 +221,7 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 	}
 	held := newGate(t)
 	w := s.handlers[0].meta.journal
-	w.mu.Lock()
-	w.beforeSync = held.hold
-	w.mu.Unlock()
+	w.SetBeforeSync(held.hold)
 	deleted := make(chan error, 1)
 	go func() { deleted <- root.DeleteUser(ctx, wire.StringIdentifier([]byte("doomed"))) }()
 	held.awaitReached(t, "the DeleteUser at the journal")
@@ -273,20 +266,20 @@ func TestClusterRepairsACorruptJournalEntry(t *testing.T) {
 	bc.Close()
 	stopServer(t, servers[2])
 
-	path := filepath.Join(cfgs[2].SystemPath, "metadata", journalFileName)
+	path := filepath.Join(cfgs[2].SystemPath, "metadata", metafiles.JournalFileName)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var offsets []int
 	var ops []uint64
-	if _, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+	if _, err := vsr.ScanJournal(raw, metafiles.FrameMax, func(h *wire.PrepareHeader, _ []byte) error {
 		ops = append(ops, h.Op)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
+	if _, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
 		offsets = append(offsets, offset)
 		return nil
 	}, nil); err != nil {
@@ -318,7 +311,7 @@ func TestClusterRepairsACorruptJournalEntry(t *testing.T) {
 			return false
 		}
 		found := false
-		_, err = vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+		_, err = vsr.ScanJournal(raw, metafiles.FrameMax, func(h *wire.PrepareHeader, _ []byte) error {
 			found = found || h.Op == ops[rotten]
 			return nil
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -19,7 +20,7 @@ import (
 // and one warning naming the setting and the value used; a legal one is kept,
 // silently.
 func TestSnapshotIntervalClamped(t *testing.T) {
-	if got, want := DefaultConfig().SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(1024, vsr.PipelineDepthDefault); got != want || want != 960 {
+	if got, want := defaultSetup().SnapshotIntervalOps, vsr.CheckpointIntervalOpsMax(1024, vsr.PipelineDepthDefault); got != want || want != 960 {
 		t.Fatalf("default snapshot interval %d, want %d (960)", got, want)
 	}
 	for _, tc := range []struct {
@@ -29,7 +30,7 @@ func TestSnapshotIntervalClamped(t *testing.T) {
 		var logs lockedBuffer
 		cfg := testConfig(t.TempDir(), 1)
 		cfg.SnapshotIntervalOps = tc.configured
-		s, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		s, err := start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err != nil {
 			t.Fatalf("Start with snapshot_interval_ops %d: %v", tc.configured, err)
 		}
@@ -59,7 +60,7 @@ type primaryPlane struct {
 	t     *testing.T
 	n     *metaNet
 	m     *metaPlane
-	store *simMetaStorage
+	store *metafiles.SimStorage
 	// written counts the writes committed, submitted the writes handed over.
 	written, submitted int
 }
@@ -68,8 +69,8 @@ func newPrimaryPlane(t *testing.T, seed uint64) *primaryPlane {
 	t.Helper()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	cfg := cfgs[0]
-	cfg.SnapshotIntervalOps = DefaultConfig().SnapshotIntervalOps
-	store := newSimMetaStorage(segment.NewSimDisk(seed))
+	cfg.SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
+	store := metafiles.NewSimStorage(segment.NewSimDisk(seed))
 	n := &metaNet{t: t, planeID: 0, peers: []*statePeer{nil, newStatePeer(t, &cfgs[1], 1, journalSlotsMin), newStatePeer(t, &cfgs[2], 2, journalSlotsMin)}}
 	n.plane = clusterPlane(t, &cfg, store, &n.sent)
 	pumpPlane(t, n.plane)
@@ -128,8 +129,8 @@ func TestPrimarySnapshotFailureDoesNotWedge(t *testing.T) {
 
 	errDiskFull := errors.New("no space left on device")
 	failing := true
-	p.store.failReplace = func(name string) error {
-		if failing && name == snapshotFileName {
+	p.store.FailReplace = func(name string) error {
+		if failing && name == metafiles.SnapshotFileName {
 			return errDiskFull
 		}
 		return nil

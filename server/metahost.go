@@ -8,12 +8,12 @@ import (
 )
 
 // The metadata plane's host (metaplane.Host) on shard 0: its file work goes to
-// metaFiles (inline while the plane opens, then on the journal writer), the rest
+// package metafiles (inline while the plane opens, then on the journal writer), the rest
 // to the router once shard 0 serves.
 
 var _ metaplane.Host = (*metaPlane)(nil)
 
-func (m *metaPlane) Persist(rd *vsr.Ready) (bool, error) { return m.persistFiles(rd) }
+func (m *metaPlane) Persist(rd *vsr.Ready) (bool, error) { return m.files.Persist(rd, m.Persisted) }
 
 // Send sends a Ready's message on the replica plane; before shard 0 serves it is
 // lost, and the core retransmits.
@@ -27,10 +27,12 @@ func (m *metaPlane) Send(msg *vsr.Message) {
 }
 
 func (m *metaPlane) WriteCheckpoint(cp *metaplane.Checkpoint) (metaplane.CheckpointResult, bool) {
-	return m.writeCheckpointFiles(cp)
+	return m.files.WriteCheckpoint(cp, m.CheckpointWritten)
 }
 
-func (m *metaPlane) InstallState(in *metaplane.Install) (bool, error) { return m.installStateFiles(in) }
+func (m *metaPlane) InstallState(in *metaplane.Install) (bool, error) {
+	return m.files.Install(in, m.StateInstalled)
+}
 
 func (m *metaPlane) Committed(c *metaplane.Commit) {
 	if m.router != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -20,26 +21,26 @@ import (
 type planeHarness struct {
 	t     testing.TB
 	m     *metaPlane
-	store *simMetaStorage
+	store *metafiles.SimStorage
 	now   uint64
 }
 
-func openPlaneHarness(t testing.TB, store *simMetaStorage, snapshotIntervalOps uint64) (*planeHarness, error) {
-	cfg := DefaultConfig()
+func openPlaneHarness(t testing.TB, store *metafiles.SimStorage, snapshotIntervalOps uint64) (*planeHarness, error) {
+	cfg := defaultSetup()
 	cfg.SnapshotIntervalOps = snapshotIntervalOps
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := openMetaPlaneOn(log, store, "simdisk", &cfg, 1_000_000)
 	if err != nil {
 		return nil, err
 	}
-	m.files.sync, m.files.manual = false, true
+	m.files.Manual(true)
 	return &planeHarness{t: t, m: m, store: store, now: 2_000_000}, nil
 }
 
 // pump does the plane's file work until none is left.
 func (p *planeHarness) pump() {
 	for range 10_000 {
-		if p.m.files.runQueued() == 0 {
+		if p.m.files.RunQueued() == 0 {
 			return
 		}
 	}
@@ -93,7 +94,7 @@ func name(s string) wire.Identifier { return wire.StringIdentifier([]byte(s)) }
 // later commits a refusal (result-framed), and a restart that replays the journal
 // reaches the same state and the same cached replies.
 func TestPipelinedWritesCommitRefusals(t *testing.T) {
-	p, err := openPlaneHarness(t, newSimMetaStorage(segment.NewSimDisk(1)), 1000)
+	p, err := openPlaneHarness(t, metafiles.NewSimStorage(segment.NewSimDisk(1)), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestPipelinedWritesCommitRefusals(t *testing.T) {
 	// proposed in one Ready, one journal write. They arrive while another write's
 	// Ready is out, as they do under load (a write that finds no Ready out is
 	// proposed in a Ready of its own).
-	syncsBefore := p.store.syncs
+	syncsBefore := p.store.Syncs
 	blocker := p.submit(admin, uint64(len(setup)+1), wire.OperationCreateStream, createStreamBody(t, "blocker"))
 	outcomes := make([]*writeOutcome, 0, len(clients))
 	for i, pair := range pairs {
@@ -159,7 +160,7 @@ func TestPipelinedWritesCommitRefusals(t *testing.T) {
 		t.Fatalf("%d writes waiting, want %d", n, len(outcomes))
 	}
 	p.pump()
-	if syncs := p.store.syncs - syncsBefore; syncs != 2 || !blocker.done {
+	if syncs := p.store.Syncs - syncsBefore; syncs != 2 || !blocker.done {
 		t.Fatalf("%d writes in flight together took %d fdatasyncs besides the one before them, want 1", len(outcomes), syncs-1)
 	}
 	for i, pair := range pairs {
@@ -175,7 +176,7 @@ func TestPipelinedWritesCommitRefusals(t *testing.T) {
 	// A restart replays the journal: the same state, the same cached replies.
 	want := p.m.State().AppendSnapshot(nil, p.m.Applied().Op)
 	wantTable := p.m.Table().AppendICT2(nil)
-	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(1)), 1000)
+	p2, err := openPlaneHarness(t, metafiles.NewSimStorage(p.store.AfterCrash(1)), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestMetaPlaneCrashes(t *testing.T) {
 	defer func() { t.Logf("%d seeds, %d crashes, %d writes acknowledged", seeds, crashes, ackedTotal) }()
 	for seed := uint64(1); seed <= seeds; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0x3E7A))
-		store := newSimMetaStorage(segment.NewSimDisk(seed))
+		store := metafiles.NewSimStorage(segment.NewSimDisk(seed))
 		interval := uint64(1 + rng.IntN(6))
 		p, err := openPlaneHarness(t, store, interval)
 		if err != nil {
@@ -220,8 +221,8 @@ func TestMetaPlaneCrashes(t *testing.T) {
 				p.submit(c, 0, wire.OperationRegister, nil)
 			}
 			p.pump()
-			store.crashAfter(1+rng.IntN(40), seed*31+uint64(round))
-			for step := 0; step < 60 && store.crashed == nil; step++ {
+			store.CrashAfter(1+rng.IntN(40), seed*31+uint64(round))
+			for step := 0; step < 60 && !store.Crashed(); step++ {
 				// One write per client in flight; a random subset of them per Ready.
 				for _, c := range clients {
 					if rng.IntN(2) == 0 {
@@ -239,11 +240,11 @@ func TestMetaPlaneCrashes(t *testing.T) {
 					}
 				}
 			}
-			if store.crashed != nil {
+			if store.Crashed() {
 				crashes++
 			}
-			after := store.afterCrash(seed ^ uint64(round))
-			store = newSimMetaStorage(after)
+			after := store.AfterCrash(seed ^ uint64(round))
+			store = metafiles.NewSimStorage(after)
 			if p, err = openPlaneHarness(t, store, interval); err != nil {
 				t.Fatalf("seed %d round %d: recovery after the crash: %v", seed, round, err)
 			}
@@ -299,14 +300,14 @@ func epochOf(t *vsr.ClientTable, client wire.Uint128) uint64 {
 // waiting ones commit, a pipeline's depth per append and fdatasync, with snapshots
 // taken between the batches, and all of them survive a restart.
 func TestWaitingWritesBounded(t *testing.T) {
-	p, err := openPlaneHarness(t, newSimMetaStorage(segment.NewSimDisk(7)), 100)
+	p, err := openPlaneHarness(t, metafiles.NewSimStorage(segment.NewSimDisk(7)), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The server's own writes (request 0): no session to execute them in.
 	first := p.submit(wire.Uint128{Lo: 1 << 32}, 0, wire.OperationCreateStream, createStreamBody(t, "first"))
-	if len(p.m.files.queue) != 1 || !p.m.Driver().ReadyOut() {
-		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", len(p.m.files.queue))
+	if p.m.files.Queued() != 1 || !p.m.Driver().ReadyOut() {
+		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", p.m.files.Queued())
 	}
 	waiting := make([]*writeOutcome, 0, metaplane.WritesWaitingMax)
 	for i := range metaplane.WritesWaitingMax {
@@ -316,10 +317,10 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if !refused.done || refused.err != metaplane.ErrWritesBusy {
 		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaplane.WritesWaitingMax, refused)
 	}
-	if len(p.m.files.queue) != 1 {
+	if p.m.files.Queued() != 1 {
 		t.Fatal("a second journal task while one is out")
 	}
-	syncsBefore, appendsBefore := p.store.syncs, p.store.appends
+	syncsBefore, appendsBefore := p.store.Syncs, p.store.Appends
 	p.pump()
 	if !first.done || first.err != nil || first.result != 0 {
 		t.Fatalf("the first write: %+v", first)
@@ -330,7 +331,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 		}
 	}
 	batches := (metaplane.WritesWaitingMax + vsr.PipelineDepthDefault - 1) / vsr.PipelineDepthDefault
-	appends, syncs := p.store.appends-appendsBefore, p.store.syncs-syncsBefore
+	appends, syncs := p.store.Appends-appendsBefore, p.store.Syncs-syncsBefore
 	snapshots := syncs - appends
 	if appends != batches+1 || snapshots < 1 {
 		t.Fatalf("%d waiting writes took %d appends and %d snapshots, want %d appends (the first's, then one per pipeline) and some snapshots",
@@ -341,7 +342,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 	}
 	// The journal starts at the snapshot's op: Core.Recover anchors the log on it.
 	var firstOp uint64
-	if _, err := vsr.ScanJournal(p.store.disk.ReadFile(journalFileName), metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+	if _, err := vsr.ScanJournal(p.store.Disk.ReadFile(metafiles.JournalFileName), metafiles.FrameMax, func(h *wire.PrepareHeader, _ []byte) error {
 		if firstOp == 0 {
 			firstOp = h.Op
 		}
@@ -349,7 +350,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 	}); err != nil || firstOp != p.m.SnapshotOp() {
 		t.Fatalf("the journal starts at op %d (%v), the snapshot is at op %d", firstOp, err, p.m.SnapshotOp())
 	}
-	p2, err := openPlaneHarness(t, newSimMetaStorage(p.store.afterCrash(7)), 100)
+	p2, err := openPlaneHarness(t, metafiles.NewSimStorage(p.store.AfterCrash(7)), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 // headers) comes back into the core at a restart, and new writes go on in the
 // recorded view; a damaged record refuses the boot rather than start in view 0.
 func TestStateRecordRecovered(t *testing.T) {
-	p, err := openPlaneHarness(t, newSimMetaStorage(segment.NewSimDisk(3)), 1000)
+	p, err := openPlaneHarness(t, metafiles.NewSimStorage(segment.NewSimDisk(3)), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,9 +379,9 @@ func TestStateRecordRecovered(t *testing.T) {
 		p.pump()
 	}
 	head, _ := p.m.Core().Header(p.m.Core().Op())
-	disk := p.store.afterCrash(3)
-	disk.WriteFile(stateFileName, encodeStateRecord(vsr.DurableState{View: 2, LogView: 2, CommitMax: head.Op}, []wire.PrepareHeader{head}))
-	p2, err := openPlaneHarness(t, newSimMetaStorage(disk), 1000)
+	disk := p.store.AfterCrash(3)
+	disk.WriteFile(metafiles.StateFileName, metafiles.EncodeStateRecord(vsr.DurableState{View: 2, LogView: 2, CommitMax: head.Op}, []wire.PrepareHeader{head}))
+	p2, err := openPlaneHarness(t, metafiles.NewSimStorage(disk), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,11 +394,11 @@ func TestStateRecordRecovered(t *testing.T) {
 		t.Fatalf("a write after the restart: %+v, view %d", o, h.View)
 	}
 
-	record := encodeStateRecord(vsr.DurableState{View: 1}, nil)
+	record := metafiles.EncodeStateRecord(vsr.DurableState{View: 1}, nil)
 	for _, bad := range [][]byte{record[:len(record)-1], append([]byte("XXXX"), record[4:]...), {}} {
-		disk := p2.store.afterCrash(4)
-		disk.WriteFile(stateFileName, bad)
-		if _, err := openPlaneHarness(t, newSimMetaStorage(disk), 1000); err == nil {
+		disk := p2.store.AfterCrash(4)
+		disk.WriteFile(metafiles.StateFileName, bad)
+		if _, err := openPlaneHarness(t, metafiles.NewSimStorage(disk), 1000); err == nil {
 			t.Fatalf("a state record of %d damaged bytes was accepted", len(bad))
 		}
 	}

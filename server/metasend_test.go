@@ -18,10 +18,10 @@ func TestPrimarySendsPrepareBeforeItsJournalWrite(t *testing.T) {
 	committed := false
 	p.n.sent = p.n.sent[:0]
 	files := p.m.files
-	files.sync, files.manual = false, true
+	files.Manual(true)
 	p.m.Propose(vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID}, createStreamBody(t, "early"), 1,
 		func(_ *metaplane.Commit, err error) { committed = err == nil })
-	if len(files.queue) != 1 {
+	if files.Queued() != 1 {
 		t.Fatal("no journal write for the proposal")
 	}
 	op := p.m.Core().Op()
@@ -38,8 +38,8 @@ func TestPrimarySendsPrepareBeforeItsJournalWrite(t *testing.T) {
 	if prepares() != 1 {
 		t.Fatalf("%d prepares of op %d sent before the primary's journal write", prepares(), op)
 	}
-	files.runQueued()
-	files.sync, files.manual = true, false
+	files.RunQueued()
+	files.Manual(false)
 	if prepares() != 1 {
 		t.Fatalf("%d prepares of op %d sent once the write was durable, want the one sent before", prepares(), op)
 	}

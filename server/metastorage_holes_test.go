@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -26,7 +27,7 @@ func (p *clusterPeer) Body(op uint64, _ wire.Uint128) ([]byte, bool) {
 	return b, ok
 }
 
-func newClusterPeer(t *testing.T, cfg *Config, id uint8) *clusterPeer {
+func newClusterPeer(t *testing.T, cfg *setup, id uint8) *clusterPeer {
 	t.Helper()
 	p := &clusterPeer{bodies: map[uint64][]byte{}, sent: map[uint8][]vsr.Message{}}
 	core, err := vsr.NewCore(vsr.CoreConfig{
@@ -71,7 +72,7 @@ func (p *clusterPeer) take(to uint8, command wire.Command) []vsr.Message {
 
 // clusterPlane opens a clustered plane of replica id (of three) on store, its
 // journal work run inline; sent collects what it sends.
-func clusterPlane(t *testing.T, cfg *Config, store *simMetaStorage, sent *[]vsr.Message) *metaPlane {
+func clusterPlane(t *testing.T, cfg *setup, store *metafiles.SimStorage, sent *[]vsr.Message) *metaPlane {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := openMetaPlaneOn(log, store, "simdisk", cfg, 1_000_000)
@@ -128,7 +129,7 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 		t.Fatalf("%d prepares to the backup, want 3", len(prepares))
 	}
 
-	store := newSimMetaStorage(segment.NewSimDisk(1))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(1))
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
@@ -158,7 +159,7 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 	}
 
 	// The machine loses power now.
-	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(2)), &sent)
+	m2 := clusterPlane(t, &cfg, metafiles.NewSimStorage(store.AfterCrash(2)), &sent)
 	h, ok := m2.Core().Header(3)
 	if !ok {
 		t.Fatal("op 3 is unknown after the crash")
@@ -176,7 +177,7 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 
 	// Restarted, the backup holds ops 1 and 2 as faulty (the marker in front of
 	// op 3); it follows the primary and repairs them into their places.
-	store2 := newSimMetaStorage(store.afterCrash(2))
+	store2 := metafiles.NewSimStorage(store.AfterCrash(2))
 	sent = sent[:0]
 	m2 = clusterPlane(t, &cfg, store2, &sent)
 	if m2.Core().Status() != vsr.StatusRecovering {
@@ -188,17 +189,17 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 	pumpPlane(t, m2)
 	exchange(t, m2, primary, &sent)
 	stepPlane(t, m2, prepares[:2]) // the primary's retransmissions
-	if m2.Core().Status() != vsr.StatusNormal || len(m2.files.holes) != 0 {
-		t.Fatalf("after the exchange: %v, holes %v", m2.Core().Status(), m2.files.holes)
+	if m2.Core().Status() != vsr.StatusNormal || m2.files.HoleCount() != 0 {
+		t.Fatalf("after the exchange: %v, holes %d", m2.Core().Status(), m2.files.HoleCount())
 	}
-	m3 := clusterPlane(t, &cfg, newSimMetaStorage(store2.afterCrash(3)), &sent)
+	m3 := clusterPlane(t, &cfg, metafiles.NewSimStorage(store2.AfterCrash(3)), &sent)
 	for op := uint64(1); op <= 3; op++ {
 		h, ok := primary.core.Header(op)
 		if _, held := m3.Body(op, h.Checksum); !ok || !held {
 			t.Fatalf("op %d is not in the journal after the repair and a crash", op)
 		}
 	}
-	if _, err := vsr.ScanJournal(store2.afterCrash(4).ReadFile(journalFileName), metadataFrameMax,
+	if _, err := vsr.ScanJournal(store2.AfterCrash(4).ReadFile(metafiles.JournalFileName), metafiles.FrameMax,
 		func(*wire.PrepareHeader, []byte) error { return nil }); err != nil {
 		t.Fatalf("the repaired journal: %v", err)
 	}
@@ -250,14 +251,13 @@ func TestTruncationDurableBeforeTheStateRecord(t *testing.T) {
 		}
 		primary.drain()
 	}
-	store := newSimMetaStorage(segment.NewSimDisk(8))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(8))
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
 	f := m.files
 	ready := func(rd vsr.Ready) {
 		t.Helper()
-		task := f.appendTask(&rd)
-		if err := f.appended(&rd, task.work(nil)); err != nil {
+		if err := f.PersistNow(&rd); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -267,11 +267,11 @@ func TestTruncationDurableBeforeTheStateRecord(t *testing.T) {
 		writes = append(writes, vsr.Write{Header: h, Body: primary.bodies[op]})
 	}
 	ready(vsr.Ready{Writes: writes})
-	store.volatileTruncation = true
+	store.VolatileTruncation = true
 	head, _ := primary.core.Header(2)
 	ready(vsr.Ready{Truncate: true, TruncateAbove: 2, State: &vsr.DurableState{View: 1, LogView: 1, CommitMax: 2}, ViewHeaders: []wire.PrepareHeader{head}})
 
-	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(9)), &sent)
+	m2 := clusterPlane(t, &cfg, metafiles.NewSimStorage(store.AfterCrash(9)), &sent)
 	if m2.Core().LogView() != 1 || m2.Core().Op() != 2 {
 		t.Fatalf("restarted in log view %d with its head at op %d, want log view 1 and op 2: the cut ops came back", m2.Core().LogView(), m2.Core().Op())
 	}
@@ -298,7 +298,7 @@ func TestJournalHolesLayout(t *testing.T) {
 		}
 		return vsr.Write{Header: h, Body: primary.bodies[op]}
 	}
-	store := newSimMetaStorage(segment.NewSimDisk(3))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(3))
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
@@ -306,17 +306,17 @@ func TestJournalHolesLayout(t *testing.T) {
 	f := m.files
 	ready := func(rd vsr.Ready) {
 		t.Helper()
-		task := f.appendTask(&rd)
-		if err := f.appended(&rd, task.work(nil)); err != nil {
+		if err := f.PersistNow(&rd); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check := func(step string, entries []uint64, holes []uint64) {
 		t.Helper()
 		var got, gotHoles []uint64
-		raw := store.disk.ReadFile(journalFileName)
-		_, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte, offset int) error {
-			if start, ok := f.journalOffset(h.Op); !ok || start != int64(offset) || f.journalEnds[h.Op-f.journalFirstOp] != int64(offset)+int64(h.Size) {
+		firstOp, ends := f.JournalIndex()
+		raw := store.Disk.ReadFile(metafiles.JournalFileName)
+		_, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(h *wire.PrepareHeader, _ []byte, offset int) error {
+			if start, ok := f.JournalOffset(h.Op); !ok || start != int64(offset) || ends[h.Op-firstOp] != int64(offset)+int64(h.Size) {
 				t.Errorf("%s: op %d at byte %d, indexed at %d (%v)", step, h.Op, offset, start, ok)
 			}
 			got = append(got, h.Op)
@@ -330,12 +330,12 @@ func TestJournalHolesLayout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		if int64(len(raw)) != f.journalSizeBytes() {
-			t.Fatalf("%s: %d bytes on disk, %d indexed", step, len(raw), f.journalSizeBytes())
+		if int64(len(raw)) != f.JournalSizeBytes() {
+			t.Fatalf("%s: %d bytes on disk, %d indexed", step, len(raw), f.JournalSizeBytes())
 		}
 		var indexed []uint64
-		for op := f.journalFirstOp; op < f.journalFirstOp+uint64(len(f.journalEnds)); op++ {
-			if f.journalHole(op) {
+		for op := firstOp; op < firstOp+uint64(len(ends)); op++ {
+			if f.Hole(op) {
 				indexed = append(indexed, op)
 			}
 		}
@@ -373,15 +373,15 @@ func TestJournalHolesLayout(t *testing.T) {
 	ready(vsr.Ready{Writes: []vsr.Write{write(6)}})
 	check("a gap again", []uint64{1, 2, 3, 4, 6}, []uint64{5})
 
-	m2 := clusterPlane(t, &cfg, newSimMetaStorage(store.afterCrash(4)), &sent)
+	m2 := clusterPlane(t, &cfg, metafiles.NewSimStorage(store.AfterCrash(4)), &sent)
 	for _, op := range []uint64{1, 2, 3, 4, 6} {
 		h, _ := primary.core.Header(op)
 		if _, ok := m2.Body(op, h.Checksum); !ok {
 			t.Fatalf("op %d lost in the crash", op)
 		}
 	}
-	if !m2.files.holes[5] {
-		t.Fatalf("op 5 is not faulty after the restart: holes %v", m2.files.holes)
+	if !m2.files.Hole(5) {
+		t.Fatalf("op 5 is not faulty after the restart: holes %d", m2.files.HoleCount())
 	}
 }
 
@@ -389,7 +389,7 @@ func TestJournalHolesLayout(t *testing.T) {
 // corrupt synced entry from, so damage with intact entries after it is data loss:
 // it refuses to start. A torn tail is still cut.
 func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
-	store := newSimMetaStorage(segment.NewSimDisk(5))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(5))
 	p, err := openPlaneHarness(t, store, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -400,9 +400,9 @@ func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
 		p.submit(wire.Uint128{Lo: 1}, uint64(r+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprintf("single-%d", r)))
 		p.pump()
 	}
-	raw := store.disk.ReadFile(journalFileName)
+	raw := store.Disk.ReadFile(metafiles.JournalFileName)
 	var offsets []int
-	if _, err := vsr.ScanJournalHoles(raw, metadataFrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
+	if _, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
 		offsets = append(offsets, offset)
 		return nil
 	}, nil); err != nil || len(offsets) != 5 {
@@ -410,8 +410,8 @@ func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
 	}
 
 	torn := append([]byte(nil), raw[:len(raw)-3]...)
-	store.disk.WriteFile(journalFileName, torn)
-	p, err = openPlaneHarness(t, newSimMetaStorage(store.disk), 1000)
+	store.Disk.WriteFile(metafiles.JournalFileName, torn)
+	p, err = openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000)
 	if err != nil {
 		t.Fatalf("a torn tail: %v", err)
 	}
@@ -421,8 +421,8 @@ func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
 
 	rotten := append([]byte(nil), raw...)
 	rotten[offsets[2]+40] ^= 1
-	store.disk.WriteFile(journalFileName, rotten)
-	if _, err := openPlaneHarness(t, newSimMetaStorage(store.disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
+	store.Disk.WriteFile(metafiles.JournalFileName, rotten)
+	if _, err := openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
 		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
 	}
 }
@@ -444,34 +444,32 @@ func TestClusterKeepsATornTailFaulty(t *testing.T) {
 		h, _ := primary.core.Header(op)
 		return vsr.Write{Header: h, Body: primary.bodies[op]}
 	}
-	store := newSimMetaStorage(segment.NewSimDisk(6))
+	store := metafiles.NewSimStorage(segment.NewSimDisk(6))
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
 	rd := vsr.Ready{Writes: []vsr.Write{write(1), write(2), write(3)}}
-	task := m.files.appendTask(&rd)
-	if err := m.files.appended(&rd, task.work(nil)); err != nil {
+	if err := m.files.PersistNow(&rd); err != nil {
 		t.Fatal(err)
 	}
 
-	raw := store.disk.ReadFile(journalFileName)
+	raw := store.Disk.ReadFile(metafiles.JournalFileName)
 	torn := raw[:len(raw)-7]
-	store.disk.WriteFile(journalFileName, torn)
-	m = clusterPlane(t, &cfg, newSimMetaStorage(store.disk), &sent)
-	if m.Core().Op() != 3 || !m.files.holes[3] {
-		t.Fatalf("after a torn op 3: head %d, holes %v", m.Core().Op(), m.files.holes)
+	store.Disk.WriteFile(metafiles.JournalFileName, torn)
+	m = clusterPlane(t, &cfg, metafiles.NewSimStorage(store.Disk), &sent)
+	if m.Core().Op() != 3 || !m.files.Hole(3) {
+		t.Fatalf("after a torn op 3: head %d, holes %d", m.Core().Op(), m.files.HoleCount())
 	}
-	if got := store.disk.ReadFile(journalFileName); len(got) != len(torn) {
+	if got := store.Disk.ReadFile(metafiles.JournalFileName); len(got) != len(torn) {
 		t.Fatalf("the torn bytes were cut: %d bytes, had %d", len(got), len(torn))
 	}
 	pumpPlane(t, m)
 	rd = vsr.Ready{Writes: []vsr.Write{write(3)}}
-	task = m.files.appendTask(&rd)
-	if err := m.files.appended(&rd, task.work(nil)); err != nil {
+	if err := m.files.PersistNow(&rd); err != nil {
 		t.Fatal(err)
 	}
-	scan, err := vsr.ScanJournal(store.disk.ReadFile(journalFileName), metadataFrameMax, func(*wire.PrepareHeader, []byte) error { return nil })
-	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || len(m.files.holes) != 0 {
-		t.Fatalf("op 3 rewritten: %+v, %v, holes %v", scan, err, m.files.holes)
+	scan, err := vsr.ScanJournal(store.Disk.ReadFile(metafiles.JournalFileName), metafiles.FrameMax, func(*wire.PrepareHeader, []byte) error { return nil })
+	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || m.files.HoleCount() != 0 {
+		t.Fatalf("op 3 rewritten: %+v, %v, holes %d", scan, err, m.files.HoleCount())
 	}
 }

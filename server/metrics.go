@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -22,7 +23,7 @@ import (
 )
 
 // Observability: /metrics in the Prometheus text format and /health on
-// Config.MetricsAddress, net/http/pprof on Config.PprofAddress.
+// config.Config.MetricsAddress, net/http/pprof on config.Config.PprofAddress.
 //
 // Every figure of the request path is a plain counter of the shard that counts it
 // (shard.Stats for the runtime's, requestStats for the requests a handler answered):
@@ -170,29 +171,64 @@ type shardFigures struct {
 // reason (partition.Store.Drops, once it has it).
 type dropsCounter interface{ Drops() vsr.DropCounts }
 
-// collector is the server's prometheus.Collector.
+// collector is the server's prometheus.Collector: its metric families grouped by
+// what they measure.
 type collector struct {
 	srv *Server
 
-	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes     *prometheus.Desc
-	arenaInUse, framesWaiting, inboxDepth                                 *prometheus.Desc
-	requests, requestDuration                                             *prometheus.Desc
-	partitionMessages, partitionBytes, partitionSegments, partitionOffset *prometheus.Desc
-	metadataCommits, journalFsync                                         *prometheus.Desc
-	scrapeFailed                                                          *prometheus.Desc
-	tlsAccepted, tlsHandshakes, tlsSessions                               *prometheus.Desc
-	// What the loop costs (shard.Stats), the replica plane's send classes
-	// (shard.ReplicaStats) and the partition frames held for a creation
-	// (heldframes.go).
+	loop        loopMetrics
+	requests    requestMetrics
+	partitions  partitionMetrics
+	files       fileMetrics
+	metadata    metadataMetrics
+	replication replicationMetrics
+	tls         tlsMetrics
+	// scrapeFailed counts the shards that did not answer a scrape in time.
+	scrapeFailed *prometheus.Desc
+}
+
+// loopMetrics are a shard's event loop: its connections and bytes, its rings,
+// its arena, its inbox, and what the loop costs (shard.Stats).
+type loopMetrics struct {
+	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes  *prometheus.Desc
+	arenaInUse, framesWaiting, inboxDepth                              *prometheus.Desc
 	turns, ringEnters, sleeps, timerWakeups, busyPolls, diskRingEnters *prometheus.Desc
 	throttledWaits, timersPending                                      *prometheus.Desc
-	replicaFramesSent, replicaFramesDropped, replicaFramesQueueFull    *prometheus.Desc
-	partitionFramesHeld                                                *prometheus.Desc
-	// Consensus inputs ignored, by plane and reason (vsr.DropReason); the
-	// partition stores' open files against their budget.
-	vsrDropped                                  *prometheus.Desc
+}
+
+// requestMetrics are the requests answered, by command and outcome, and their
+// latency.
+type requestMetrics struct {
+	answered, duration *prometheus.Desc
+}
+
+// partitionMetrics are each partition's figures.
+type partitionMetrics struct {
+	messages, sizeBytes, segments, currentOffset *prometheus.Desc
+}
+
+// fileMetrics are the partition stores' open files against their budget.
+type fileMetrics struct {
 	openFiles, openFilesPeak, openFilesMax      *prometheus.Desc
 	fileReopens, fileEvictions, filesOverBudget *prometheus.Desc
+}
+
+// metadataMetrics are the metadata plane's commits and journal.
+type metadataMetrics struct {
+	commits, journalFsync *prometheus.Desc
+}
+
+// replicationMetrics are the replica plane's send classes (shard.ReplicaStats),
+// the partition frames held for a creation (heldframes.go), and the consensus
+// inputs ignored, by plane and reason (vsr.DropReason).
+type replicationMetrics struct {
+	framesSent, framesDropped, framesQueueFull *prometheus.Desc
+	partitionFramesHeld, vsrDropped            *prometheus.Desc
+}
+
+// tlsMetrics are the TLS terminator's connections, handshakes and sessions.
+type tlsMetrics struct {
+	accepted, handshakes, sessions *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -201,55 +237,54 @@ func newCollector(s *Server) *collector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("iggy_"+name, help, labels, nil)
 	}
-	return &collector{
-		srv:               s,
-		connections:       d("shard_connections", "Client connections the shard serves.", perShard),
-		receivedBytes:     d("shard_received_bytes_total", "Bytes received from clients.", perShard),
-		sentBytes:         d("shard_sent_bytes_total", "Bytes sent to clients.", perShard),
-		requestsServed:    d("shard_requests_received_total", "Valid requests framed and handed to the server.", perShard),
-		sqes:              d("shard_ring_submissions_total", "Submission queue entries prepared on the shard's connection ring.", perShard),
-		cqes:              d("shard_ring_completions_total", "Completion queue entries reaped from the shard's connection ring.", perShard),
-		arenaInUse:        d("shard_arena_buffers_in_use", "Arena buffers taken (requests, replies, backlogs).", perShard),
-		framesWaiting:     d("shard_frames_waiting_for_buffer", "Connections whose next frame waits for an arena buffer.", perShard),
-		inboxDepth:        d("shard_inbox_depth", "Messages from other shards not served yet.", perShard),
-		requests:          d("requests_total", "Requests answered, by command and outcome.", []string{"shard", "command", "outcome"}),
-		requestDuration:   d("request_duration_seconds", "Time from a request's arrival to its reply, by command (all shards).", []string{"command"}),
-		partitionMessages: d("partition_messages", "Messages stored in the partition.", perPartition),
-		partitionBytes:    d("partition_size_bytes", "Bytes of the partition's segments on disk.", perPartition),
-		partitionSegments: d("partition_segments", "Segments of the partition.", perPartition),
-		partitionOffset:   d("partition_current_offset", "Offset of the partition's newest message.", perPartition),
-		metadataCommits:   d("metadata_commits_total", "Metadata operations committed since the start.", nil),
-		journalFsync:      d("metadata_journal_fsync_seconds", "Latency of the metadata journal's append and fdatasync.", nil),
-		scrapeFailed:      d("scrape_shards_unanswered", "Shards that did not answer this scrape in time (their figures are missing).", nil),
-		tlsAccepted:       d("tls_connections_accepted_total", "TCP connections accepted on the TLS port.", nil),
-		tlsHandshakes:     d("tls_handshakes_total", "TLS handshakes by outcome (ok, failed, timed_out, cut).", []string{"outcome"}),
-		tlsSessions:       d("tls_sessions_open", "TLS sessions bridged to the shards and not ended.", nil),
-		turns:             d("shard_turns_total", "Iterations of the shard's loop.", perShard),
-		ringEnters:        d("shard_ring_enters_total", "io_uring_enter calls on the shard's connection ring, busy polls included.", perShard),
-		sleeps:            d("shard_sleeps_total", "Waits of the shard's loop that blocked.", perShard),
-		timerWakeups:      d("shard_timer_wakeups_total", "Blocking waits ended by a timer, not a completion.", perShard),
-		busyPolls:         d("shard_busy_polls_total", "Busy-poll rounds begun after a turn with completions.", perShard),
-		diskRingEnters:    d("shard_disk_ring_enters_total", "io_uring_enter calls on the shard's disk ring.", perShard),
-		throttledWaits:    d("shard_throttled_waits_total", "Sleeps between turns asked for without progress (a handler that spins).", perShard),
-		timersPending:     d("shard_timers_pending", "Timers armed on the shard (deadlines, wake-ups).", perShard),
-		replicaFramesSent: d("replica_frames_sent_total", "Replica-plane frames that left whole, by send class.", []string{"class"}),
-		replicaFramesDropped: d("replica_frames_dropped_total",
-			"Replica-plane frames refused or dropped, by send class (consensus retransmits them).", []string{"class"}),
-		replicaFramesQueueFull: d("replica_frames_queue_full_total",
-			"Of the frames dropped, those refused because the class's queue to the peer was full (back-pressure).", []string{"class"}),
-		partitionFramesHeld: d("partition_frames_held_total",
-			"Partition groups' frames for partitions not created here yet, by what became of them (held, stepped, expired, refused).",
-			[]string{"shard", "outcome"}),
-		vsrDropped: d("vsr_dropped_total",
-			"Consensus inputs (peer frames, requests) a replica ignored or refused, by plane (metadata, partition: the shards' partition groups summed) and reason.",
-			[]string{"plane", "reason"}),
-		openFiles:       d("partition_open_files", "Partition files the shard's store holds open.", perShard),
-		openFilesPeak:   d("partition_open_files_peak", "The most partition files the shard's store held open at once.", perShard),
-		openFilesMax:    d("partition_open_files_max", "The shard's budget of open partition files (its share of the node's).", perShard),
-		fileReopens:     d("partition_file_reopens_total", "Partition files opened again for a request after the budget closed them.", perShard),
-		fileEvictions:   d("partition_file_evictions_total", "Partition files closed to stay within the budget.", perShard),
-		filesOverBudget: d("partition_files_over_budget_total", "Partition files opened past the budget because every open one was in use.", perShard),
-	}
+	c := &collector{srv: s}
+	c.loop.connections = d("shard_connections", "Client connections the shard serves.", perShard)
+	c.loop.receivedBytes = d("shard_received_bytes_total", "Bytes received from clients.", perShard)
+	c.loop.sentBytes = d("shard_sent_bytes_total", "Bytes sent to clients.", perShard)
+	c.loop.requestsServed = d("shard_requests_received_total", "Valid requests framed and handed to the server.", perShard)
+	c.loop.sqes = d("shard_ring_submissions_total", "Submission queue entries prepared on the shard's connection ring.", perShard)
+	c.loop.cqes = d("shard_ring_completions_total", "Completion queue entries reaped from the shard's connection ring.", perShard)
+	c.loop.arenaInUse = d("shard_arena_buffers_in_use", "Arena buffers taken (requests, replies, backlogs).", perShard)
+	c.loop.framesWaiting = d("shard_frames_waiting_for_buffer", "Connections whose next frame waits for an arena buffer.", perShard)
+	c.loop.inboxDepth = d("shard_inbox_depth", "Messages from other shards not served yet.", perShard)
+	c.requests.answered = d("requests_total", "Requests answered, by command and outcome.", []string{"shard", "command", "outcome"})
+	c.requests.duration = d("request_duration_seconds", "Time from a request's arrival to its reply, by command (all shards).", []string{"command"})
+	c.partitions.messages = d("partition_messages", "Messages stored in the partition.", perPartition)
+	c.partitions.sizeBytes = d("partition_size_bytes", "Bytes of the partition's segments on disk.", perPartition)
+	c.partitions.segments = d("partition_segments", "Segments of the partition.", perPartition)
+	c.partitions.currentOffset = d("partition_current_offset", "Offset of the partition's newest message.", perPartition)
+	c.metadata.commits = d("metadata_commits_total", "Metadata operations committed since the start.", nil)
+	c.metadata.journalFsync = d("metadata_journal_fsync_seconds", "Latency of the metadata journal's append and fdatasync.", nil)
+	c.scrapeFailed = d("scrape_shards_unanswered", "Shards that did not answer this scrape in time (their figures are missing).", nil)
+	c.tls.accepted = d("tls_connections_accepted_total", "TCP connections accepted on the TLS port.", nil)
+	c.tls.handshakes = d("tls_handshakes_total", "TLS handshakes by outcome (ok, failed, timed_out, cut).", []string{"outcome"})
+	c.tls.sessions = d("tls_sessions_open", "TLS sessions bridged to the shards and not ended.", nil)
+	c.loop.turns = d("shard_turns_total", "Iterations of the shard's loop.", perShard)
+	c.loop.ringEnters = d("shard_ring_enters_total", "io_uring_enter calls on the shard's connection ring, busy polls included.", perShard)
+	c.loop.sleeps = d("shard_sleeps_total", "Waits of the shard's loop that blocked.", perShard)
+	c.loop.timerWakeups = d("shard_timer_wakeups_total", "Blocking waits ended by a timer, not a completion.", perShard)
+	c.loop.busyPolls = d("shard_busy_polls_total", "Busy-poll rounds begun after a turn with completions.", perShard)
+	c.loop.diskRingEnters = d("shard_disk_ring_enters_total", "io_uring_enter calls on the shard's disk ring.", perShard)
+	c.loop.throttledWaits = d("shard_throttled_waits_total", "Sleeps between turns asked for without progress (a handler that spins).", perShard)
+	c.loop.timersPending = d("shard_timers_pending", "Timers armed on the shard (deadlines, wake-ups).", perShard)
+	c.replication.framesSent = d("replica_frames_sent_total", "Replica-plane frames that left whole, by send class.", []string{"class"})
+	c.replication.framesDropped = d("replica_frames_dropped_total",
+		"Replica-plane frames refused or dropped, by send class (consensus retransmits them).", []string{"class"})
+	c.replication.framesQueueFull = d("replica_frames_queue_full_total",
+		"Of the frames dropped, those refused because the class's queue to the peer was full (back-pressure).", []string{"class"})
+	c.replication.partitionFramesHeld = d("partition_frames_held_total",
+		"Partition groups' frames for partitions not created here yet, by what became of them (held, stepped, expired, refused).",
+		[]string{"shard", "outcome"})
+	c.replication.vsrDropped = d("vsr_dropped_total",
+		"Consensus inputs (peer frames, requests) a replica ignored or refused, by plane (metadata, partition: the shards' partition groups summed) and reason.",
+		[]string{"plane", "reason"})
+	c.files.openFiles = d("partition_open_files", "Partition files the shard's store holds open.", perShard)
+	c.files.openFilesPeak = d("partition_open_files_peak", "The most partition files the shard's store held open at once.", perShard)
+	c.files.openFilesMax = d("partition_open_files_max", "The shard's budget of open partition files (its share of the node's).", perShard)
+	c.files.fileReopens = d("partition_file_reopens_total", "Partition files opened again for a request after the budget closed them.", perShard)
+	c.files.fileEvictions = d("partition_file_evictions_total", "Partition files closed to stay within the budget.", perShard)
+	c.files.filesOverBudget = d("partition_files_over_budget_total", "Partition files opened past the budget because every open one was in use.", perShard)
+	return c
 }
 
 // Describe implements prometheus.Collector.
@@ -272,9 +307,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			f.commits = h.meta.commits
 			f.metaDrops = h.meta.plane.Core().Drops()
 		}
-		f.held = h.hold.counts
-		f.files, f.filesMax = h.store.OpenFiles(), h.filesMax
-		if d, ok := any(h.store).(dropsCounter); ok {
+		f.held = h.owned.hold.counts
+		f.files, f.filesMax = h.owned.store.OpenFiles(), h.owned.filesMax
+		if d, ok := any(h.owned.store).(dropsCounter); ok {
 			f.partitionDrops, f.hasPartitionDrops = d.Drops(), true
 		}
 		mu.Lock()
@@ -295,29 +330,29 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		sh := strconv.Itoa(i)
 		rt := &f.runtime
-		ch <- prometheus.MustNewConstMetric(c.connections, gauge, float64(rt.Connections), sh)
-		ch <- prometheus.MustNewConstMetric(c.receivedBytes, counter, float64(rt.BytesReceived), sh)
-		ch <- prometheus.MustNewConstMetric(c.sentBytes, counter, float64(rt.BytesSent), sh)
-		ch <- prometheus.MustNewConstMetric(c.requestsServed, counter, float64(rt.RequestsServed), sh)
-		ch <- prometheus.MustNewConstMetric(c.sqes, counter, float64(rt.SQEsPrepared), sh)
-		ch <- prometheus.MustNewConstMetric(c.cqes, counter, float64(rt.CQEsReaped), sh)
-		ch <- prometheus.MustNewConstMetric(c.arenaInUse, gauge, float64(rt.ArenaBuffersInUse), sh)
-		ch <- prometheus.MustNewConstMetric(c.framesWaiting, gauge, float64(rt.FramesWaitingForBuffer), sh)
-		ch <- prometheus.MustNewConstMetric(c.inboxDepth, gauge, float64(rt.InboxDepth), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.connections, gauge, float64(rt.Connections), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.receivedBytes, counter, float64(rt.BytesReceived), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.sentBytes, counter, float64(rt.BytesSent), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.requestsServed, counter, float64(rt.RequestsServed), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.sqes, counter, float64(rt.SQEsPrepared), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.cqes, counter, float64(rt.CQEsReaped), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.arenaInUse, gauge, float64(rt.ArenaBuffersInUse), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.framesWaiting, gauge, float64(rt.FramesWaitingForBuffer), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.inboxDepth, gauge, float64(rt.InboxDepth), sh)
 		for _, m := range []struct {
 			desc *prometheus.Desc
 			v    uint64
-		}{{c.turns, rt.Turns}, {c.ringEnters, rt.RingEnters}, {c.sleeps, rt.Sleeps}, {c.timerWakeups, rt.TimerWakeups},
-			{c.busyPolls, rt.BusyPolls}, {c.diskRingEnters, rt.DiskRingEnters}, {c.throttledWaits, rt.ThrottledWaits}} {
+		}{{c.loop.turns, rt.Turns}, {c.loop.ringEnters, rt.RingEnters}, {c.loop.sleeps, rt.Sleeps}, {c.loop.timerWakeups, rt.TimerWakeups},
+			{c.loop.busyPolls, rt.BusyPolls}, {c.loop.diskRingEnters, rt.DiskRingEnters}, {c.loop.throttledWaits, rt.ThrottledWaits}} {
 			ch <- prometheus.MustNewConstMetric(m.desc, counter, float64(m.v), sh)
 		}
-		ch <- prometheus.MustNewConstMetric(c.timersPending, gauge, float64(rt.TimersPending), sh)
-		ch <- prometheus.MustNewConstMetric(c.openFiles, gauge, float64(f.files.Open), sh)
-		ch <- prometheus.MustNewConstMetric(c.openFilesPeak, gauge, float64(f.files.OpenPeak), sh)
-		ch <- prometheus.MustNewConstMetric(c.openFilesMax, gauge, float64(f.filesMax), sh)
-		ch <- prometheus.MustNewConstMetric(c.fileReopens, counter, float64(f.files.Reopens), sh)
-		ch <- prometheus.MustNewConstMetric(c.fileEvictions, counter, float64(f.files.Evictions), sh)
-		ch <- prometheus.MustNewConstMetric(c.filesOverBudget, counter, float64(f.files.OverBudget), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.timersPending, gauge, float64(rt.TimersPending), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.openFiles, gauge, float64(f.files.Open), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.openFilesPeak, gauge, float64(f.files.OpenPeak), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.openFilesMax, gauge, float64(f.filesMax), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.fileReopens, counter, float64(f.files.Reopens), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.fileEvictions, counter, float64(f.files.Evictions), sh)
+		ch <- prometheus.MustNewConstMetric(c.files.filesOverBudget, counter, float64(f.files.OverBudget), sh)
 		for r := range metaDrops {
 			metaDrops[r] += f.metaDrops[r]
 			partitionDrops[r] += f.partitionDrops[r]
@@ -326,14 +361,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if s.cluster != nil {
 			for outcome, n := range map[string]uint64{"held": f.held.held, "stepped": f.held.stepped, "expired": f.held.expired,
 				"refused": f.held.refused} {
-				ch <- prometheus.MustNewConstMetric(c.partitionFramesHeld, counter, float64(n), sh, outcome)
+				ch <- prometheus.MustNewConstMetric(c.replication.partitionFramesHeld, counter, float64(n), sh, outcome)
 			}
 		}
 		for code, cs := range f.requests {
 			name := code.String()
 			for o := outcomeOK; o < outcomeCount; o++ {
 				if n := cs.outcomes[o]; n > 0 {
-					ch <- prometheus.MustNewConstMetric(c.requests, counter, float64(n), sh, name, outcomeNames[o])
+					ch <- prometheus.MustNewConstMetric(c.requests.answered, counter, float64(n), sh, name, outcomeNames[o])
 				}
 			}
 			merged := latency[code]
@@ -344,22 +379,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			merged.merge(&cs.latency)
 		}
 		if i == 0 {
-			ch <- prometheus.MustNewConstMetric(c.metadataCommits, counter, float64(f.commits))
+			ch <- prometheus.MustNewConstMetric(c.metadata.commits, counter, float64(f.commits))
 		}
 	}
 	for code, h := range latency {
-		ch <- h.metric(c.requestDuration, code.String())
+		ch <- h.metric(c.requests.duration, code.String())
 	}
 	for r := vsr.DropReason(0); r < vsr.DropReasonCount; r++ {
 		if figures[0] != nil {
-			ch <- prometheus.MustNewConstMetric(c.vsrDropped, counter, float64(metaDrops[r]), "metadata", r.String())
+			ch <- prometheus.MustNewConstMetric(c.replication.vsrDropped, counter, float64(metaDrops[r]), "metadata", r.String())
 		}
 		if hasPartitionDrops {
-			ch <- prometheus.MustNewConstMetric(c.vsrDropped, counter, float64(partitionDrops[r]), "partition", r.String())
+			ch <- prometheus.MustNewConstMetric(c.replication.vsrDropped, counter, float64(partitionDrops[r]), "partition", r.String())
 		}
 	}
 	fsync := s.journalFsyncs.snapshot()
-	ch <- fsync.metric(c.journalFsync)
+	ch <- fsync.metric(c.metadata.journalFsync)
 	ch <- prometheus.MustNewConstMetric(c.scrapeFailed, gauge, float64(unanswered))
 	if s.cluster != nil {
 		r := s.replicaStats()
@@ -367,28 +402,28 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			name string
 			st   shard.ReplicaClassStats
 		}{{"control", r.Control}, {"partition", r.Partition}} {
-			ch <- prometheus.MustNewConstMetric(c.replicaFramesSent, counter, float64(class.st.FramesSent), class.name)
-			ch <- prometheus.MustNewConstMetric(c.replicaFramesDropped, counter, float64(class.st.FramesDropped), class.name)
-			ch <- prometheus.MustNewConstMetric(c.replicaFramesQueueFull, counter, float64(class.st.QueueFull), class.name)
+			ch <- prometheus.MustNewConstMetric(c.replication.framesSent, counter, float64(class.st.FramesSent), class.name)
+			ch <- prometheus.MustNewConstMetric(c.replication.framesDropped, counter, float64(class.st.FramesDropped), class.name)
+			ch <- prometheus.MustNewConstMetric(c.replication.framesQueueFull, counter, float64(class.st.QueueFull), class.name)
 		}
 	}
 	if s.tls != nil {
 		t := s.TLSStats()
-		ch <- prometheus.MustNewConstMetric(c.tlsAccepted, counter, float64(t.Accepted))
+		ch <- prometheus.MustNewConstMetric(c.tls.accepted, counter, float64(t.Accepted))
 		for outcome, n := range map[string]uint64{"ok": t.Handshakes, "failed": t.HandshakesFailed,
 			"timed_out": t.HandshakesTimedOut, "cut": t.HandshakesCut} {
-			ch <- prometheus.MustNewConstMetric(c.tlsHandshakes, counter, float64(n), outcome)
+			ch <- prometheus.MustNewConstMetric(c.tls.handshakes, counter, float64(n), outcome)
 		}
-		ch <- prometheus.MustNewConstMetric(c.tlsSessions, gauge, float64(t.SessionsOpen))
+		ch <- prometheus.MustNewConstMetric(c.tls.sessions, gauge, float64(t.SessionsOpen))
 	}
 	s.stats.m.Range(func(k, v any) bool {
 		key, ps := k.(partition.Key), v.(*partitionStats)
 		labels := []string{strconv.FormatUint(uint64(key.StreamID), 10), strconv.FormatUint(uint64(key.TopicID), 10),
 			strconv.FormatUint(uint64(key.PartitionID), 10)}
-		ch <- prometheus.MustNewConstMetric(c.partitionMessages, gauge, float64(ps.messages.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitionBytes, gauge, float64(ps.sizeBytes.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitionSegments, gauge, float64(ps.segments.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitionOffset, gauge, float64(ps.currentOffset.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.messages, gauge, float64(ps.messages.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.sizeBytes, gauge, float64(ps.sizeBytes.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.segments, gauge, float64(ps.segments.Load()), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.currentOffset, gauge, float64(ps.currentOffset.Load()), labels...)
 		return true
 	})
 }
@@ -427,7 +462,7 @@ func (s *Server) serveHTTP() error {
 func (s *Server) listenHTTP(what, address string, handler http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, &SettingError{Setting: what + ".address", Value: address, Reason: err.Error()}
+		return nil, &config.SettingError{Setting: what + ".address", Value: address, Reason: err.Error()}
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	s.httpServers = append(s.httpServers, hs)

@@ -238,7 +238,7 @@ func BenchmarkPingDuringScrapes(b *testing.B) {
 			name = "scrape-every-100ms"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, pinger := benchServerWith(b, func(cfg *Config) { cfg.MetricsAddress = "127.0.0.1:0" })
+			s, pinger := benchServerWith(b, func(cfg *setup) { cfg.MetricsAddress = "127.0.0.1:0" })
 			stop, scraperDone := make(chan struct{}), make(chan struct{})
 			scrapes := 0
 			go func() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -53,13 +54,13 @@ func TestCreatedPartitionHoldsNothingUntilWritten(t *testing.T) {
 		mustOK(t, "SendMessages", err)
 	}
 	send(c, 5, "first")
-	rec, present, err := readPartitionRecord(partitionDir(dir, st.ID, topic.ID, 5))
+	rec, present, err := partitiondir.ReadRecord(partitionDir(dir, st.ID, topic.ID, 5))
 	if err != nil || !present {
 		t.Fatalf("partition 5 written: record present %v, %v", present, err)
 	}
 	details, err := c.GetTopic(ctx, client.ID(st.ID), client.ID(topic.ID))
 	mustOK(t, "GetTopic", err)
-	if created := details.Partitions[5].CreatedAtMicros; rec != (partitionRecord{createdRevision: created, revision: created}) {
+	if created := details.Partitions[5].CreatedAtMicros; rec != (partitiondir.Record{CreatedRevision: created, Revision: created}) {
 		t.Fatalf("partition 5's record %+v, want its incarnation %d, generation 0", rec, created)
 	}
 	if _, err := os.Stat(partitionDir(dir, st.ID, topic.ID, 6)); !errors.Is(err, fs.ErrNotExist) {
@@ -77,7 +78,7 @@ func TestCreatedPartitionHoldsNothingUntilWritten(t *testing.T) {
 		t.Fatalf("partition 6 holds %d messages, want none", n)
 	}
 	send(c, 6, "later")
-	if _, present, err := readPartitionRecord(partitionDir(dir, st.ID, topic.ID, 6)); err != nil || !present {
+	if _, present, err := partitiondir.ReadRecord(partitionDir(dir, st.ID, topic.ID, 6)); err != nil || !present {
 		t.Fatalf("partition 6 written after a restart: record present %v, %v", present, err)
 	}
 }
@@ -106,14 +107,14 @@ func TestRecordBeforeFirstWriteIsKept(t *testing.T) {
 	mustOK(t, "CreateTopic", err)
 	mustOK(t, "DeleteSegments", c.DeleteSegments(ctx, client.ID(st.ID), client.ID(topic.ID), 0, 1))
 	pdir := partitionDir(dir, st.ID, topic.ID, 0)
-	before, present, err := readPartitionRecord(pdir)
-	if err != nil || !present || before.revision <= before.createdRevision {
+	before, present, err := partitiondir.ReadRecord(pdir)
+	if err != nil || !present || before.Revision <= before.CreatedRevision {
 		t.Fatalf("after DeleteSegments: record %+v present %v, %v; want one at the op's revision", before, present, err)
 	}
 	_, err = c.SendMessages(ctx, client.ID(st.ID), client.ID(topic.ID), wire.Partitioning{Kind: wire.PartitioningPartitionID},
 		[]client.Message{{Payload: []byte("x")}})
 	mustOK(t, "SendMessages", err)
-	if after, _, err := readPartitionRecord(pdir); err != nil || after != before {
+	if after, _, err := partitiondir.ReadRecord(pdir); err != nil || after != before {
 		t.Fatalf("after the first send: record %+v (%v), want %+v", after, err, before)
 	}
 }

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/segment"
 )
 
@@ -22,14 +20,8 @@ import (
 // interval of them) are applied again, with their effects, as the cluster commits
 // them to it; and a crash may cut an effect short. What makes a second application
 // harmless is one durable record in each partition directory of what its contents
-// reflect of the metadata, synced before the contents it speaks for (the reference
-// server keeps a purge.gen too; a partition never written has neither directory nor
-// record, storage.go):
-//
-//	streams/{s}/topics/{t}/partitions/{p}/purge.gen
-//	+--------------------+-------------------------+-------------------+
-//	| generation u64 LE  | created_revision u64 LE | revision u64 LE   |
-//	+--------------------+-------------------------+-------------------+
+// reflect of the metadata (package partitiondir draws it: generation,
+// created_revision, revision), synced before the contents it speaks for.
 //
 // A metadata revision is an op's prepare timestamp (µs): every replica applies the
 // op with it, and it rises strictly along the committed log (a primary never stamps
@@ -79,123 +71,44 @@ import (
 // start and by a create, and the record written: nothing is lost for the doubt. A 16-byte record, from before revisions, reads with revision =
 // created_revision.
 
-const purgeGenFileName = "purge.gen"
-
-const (
-	partitionRecordBytes   = 24
-	partitionRecordBytesV1 = 16 // generation, created_revision
-)
-
-// partitionRecord is a partition directory's purge.gen.
-type partitionRecord struct {
-	generation      uint64
-	createdRevision uint64
-	revision        uint64
-}
-
-// readPartitionRecord reads a partition directory's record; present is false when
-// there is none.
-func readPartitionRecord(dir string) (r partitionRecord, present bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, purgeGenFileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return partitionRecord{}, false, nil
-	}
-	if err != nil {
-		return partitionRecord{}, false, err
-	}
-	if len(b) == 0 {
-		// A created partition's record whose first write a crash cut (its data not
-		// written back): nothing else was created in the directory before the record
-		// was durable (recordGuard), so the directory is as empty as a new one.
-		return partitionRecord{}, false, nil
-	}
-	if len(b) != partitionRecordBytes && len(b) != partitionRecordBytesV1 {
-		return partitionRecord{}, false, fmt.Errorf("%s: %d bytes, want %d", purgeGenFileName, len(b), partitionRecordBytes)
-	}
-	r = partitionRecord{generation: binary.LittleEndian.Uint64(b), createdRevision: binary.LittleEndian.Uint64(b[8:])}
-	r.revision = r.createdRevision
-	if len(b) == partitionRecordBytes {
-		r.revision = binary.LittleEndian.Uint64(b[16:])
-	}
-	return r, true, nil
-}
-
-// writePartitionRecord replaces a partition directory's record durably (temp file,
-// fsync, rename, directory fsync).
-func writePartitionRecord(dir string, r partitionRecord) error {
-	b := r.encode()
-	return writeFileAtomic(filepath.Join(dir, purgeGenFileName), b[:])
-}
-
 // writeRecord replaces an open partition's record durably, making its directory
-// first when nothing was written in it yet (diskStorages makes it with its first
+// first when nothing was written in it yet (partitiondir.Storages makes it with its first
 // file): a record that changes with an op (a purge's generation, a deletion of
 // segments' revision) must be durable before the op's effect counts as carried out,
 // whether or not the partition holds anything.
-func (h *handler) writeRecord(dir string, r partitionRecord) error {
-	if err := h.storages.ensureDir(dir); err != nil {
+func (h *handler) writeRecord(dir string, r partitiondir.Record) error {
+	if err := h.owned.storages.EnsureDir(dir); err != nil {
 		return err
 	}
-	return writePartitionRecord(dir, r)
-}
-
-// writePartitionRecordInPlace writes the record of a directory that has none and
-// holds nothing else yet, durably (the file, then its directory entry), without
-// the temporary file and rename a replacement needs: a crash before the fsync
-// leaves at most an empty record (read as none) in an otherwise empty directory.
-func writePartitionRecordInPlace(dir string, r partitionRecord) error {
-	b := r.encode()
-	f, err := os.OpenFile(filepath.Join(dir, purgeGenFileName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, segment.DataFileMode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b[:])
-	if err == nil {
-		err = f.Sync()
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func (r partitionRecord) encode() [partitionRecordBytes]byte {
-	var b [partitionRecordBytes]byte
-	binary.LittleEndian.PutUint64(b[:], r.generation)
-	binary.LittleEndian.PutUint64(b[8:], r.createdRevision)
-	binary.LittleEndian.PutUint64(b[16:], r.revision)
-	return b
+	return partitiondir.WriteRecord(dir, r)
 }
 
 // openAtStart opens a partition of the recovered metadata state and brings it to
 // its committed record (settle), unless its directory holds a newer incarnation.
 func (h *handler) openAtStart(p partitionOpen) {
-	dir := h.store.Dir(p.key)
-	have, present, readErr := readPartitionRecord(dir)
+	dir := h.owned.store.Dir(p.key)
+	have, present, readErr := partitiondir.ReadRecord(dir)
 	if readErr != nil {
 		h.log.Error("partition record unreadable; the partition is opened as it is", "partition", p.key.String(), "err", readErr)
 	}
-	if present && have.createdRevision > p.createdAt {
+	if present && have.CreatedRevision > p.createdAt {
 		h.log.Info("partition left closed at start: its directory holds a newer partition of the same ids, which an op above the metadata snapshot created and opens again",
-			"partition", p.key.String(), "revision", have.createdRevision, "snapshot_revision", p.createdAt)
+			"partition", p.key.String(), "revision", have.CreatedRevision, "snapshot_revision", p.createdAt)
 		return
 	}
 	if readErr == nil && !present {
 		// Taken as it is, with the record the storage writes (createPartition).
-		h.storages.announceRecord(dir, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt,
-			revision: p.createdAt}, false)
+		h.owned.storages.AnnounceRecord(dir, partitiondir.Record{Generation: p.purgeGeneration, CreatedRevision: p.createdAt,
+			Revision: p.createdAt})
 	}
-	report, err := h.store.Open(p.key, p.cfg, p.createdAt)
-	h.storages.clearAnnounced()
+	report, err := h.owned.store.Open(p.key, p.cfg, p.createdAt)
+	h.owned.storages.ClearAnnounced()
 	if err != nil {
 		h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
 		return
 	}
 	if present {
-		if err := h.settle(p.key, partitionRecord{generation: p.purgeGeneration, createdRevision: p.createdAt}); err != nil {
+		if err := h.settle(p.key, partitiondir.Record{Generation: p.purgeGeneration, CreatedRevision: p.createdAt}); err != nil {
 			h.log.Error("partition record", "partition", p.key.String(), "err", err)
 		}
 	}
@@ -217,32 +130,32 @@ func (h *handler) createPartition(e *effect) error {
 		}
 		return fmt.Errorf("%w: %v, created at %d", partition.ErrPartitionExists, k, open)
 	}
-	dir := h.store.Dir(k)
+	dir := h.owned.store.Dir(k)
 	_, statErr := os.Stat(dir)
 	exists := statErr == nil
-	var have partitionRecord
+	var have partitiondir.Record
 	var present bool
 	var readErr error
 	if exists {
-		have, present, readErr = readPartitionRecord(dir)
+		have, present, readErr = partitiondir.ReadRecord(dir)
 		if readErr != nil {
 			h.log.Warn("partition record unreadable; the directory is taken as the partition's", "partition", k.String(), "err", readErr)
 		}
 	}
-	rec := partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt, revision: e.createdAt}
+	rec := partitiondir.Record{Generation: e.purgeGeneration, CreatedRevision: e.createdAt, Revision: e.createdAt}
 	switch {
-	case present && have.createdRevision > e.createdAt:
+	case present && have.CreatedRevision > e.createdAt:
 		h.log.Info("partition not created again: its directory holds a newer partition of the same ids, which a later op opens",
-			"partition", k.String(), "revision", have.createdRevision, "op_revision", e.createdAt)
+			"partition", k.String(), "revision", have.CreatedRevision, "op_revision", e.createdAt)
 		return nil
-	case present && have.createdRevision == e.createdAt, !present && exists:
+	case present && have.CreatedRevision == e.createdAt, !present && exists:
 		// The op is applied again (a restart from an older snapshot): what the
 		// partition holds stays, with the record the storage writes when it has none.
 		if readErr == nil && !present {
-			h.storages.announceRecord(dir, rec, false)
+			h.owned.storages.AnnounceRecord(dir, rec)
 		}
-		report, err := h.store.Open(k, e.cfg, e.createdAt)
-		h.storages.clearAnnounced()
+		report, err := h.owned.store.Open(k, e.cfg, e.createdAt)
+		h.owned.storages.ClearAnnounced()
 		if err != nil {
 			return err
 		}
@@ -252,7 +165,7 @@ func (h *handler) createPartition(e *effect) error {
 		if readErr == nil && !present {
 			return nil
 		}
-		return h.settle(k, partitionRecord{generation: e.purgeGeneration, createdRevision: e.createdAt})
+		return h.settle(k, partitiondir.Record{Generation: e.purgeGeneration, CreatedRevision: e.createdAt})
 	}
 	// None, or an older incarnation's leftovers, which CreateInView clears.
 	//
@@ -275,10 +188,9 @@ func (h *handler) createPartition(e *effect) error {
 	// rename, partition.OSStorages.Remove). A thousand partitions created at once
 	// cost a thousand mkdirs and a few directory fsyncs, no file and no fsync each;
 	// each pays two fsyncs when it is first written.
-	h.storages.announceRecord(dir, rec, true)
-	h.storages.announced.absent = !exists
-	defer h.storages.clearAnnounced()
-	return h.store.CreateInView(k, e.cfg, e.createdAt, e.view)
+	h.owned.storages.AnnounceCreation(dir, rec, !exists)
+	defer h.owned.storages.ClearAnnounced()
+	return h.owned.store.CreateInView(k, e.cfg, e.createdAt, e.view)
 }
 
 // settle brings an open partition to the committed record want (its incarnation
@@ -286,31 +198,31 @@ func (h *handler) createPartition(e *effect) error {
 // generation is emptied, then the record written. A higher generation than want
 // that the directory reached is kept: a purge whose op is above the snapshot was
 // carried out before the stop.
-func (h *handler) settle(k partition.Key, want partitionRecord) error {
-	dir := h.store.Dir(k)
-	have, present, err := readPartitionRecord(dir)
+func (h *handler) settle(k partition.Key, want partitiondir.Record) error {
+	dir := h.owned.store.Dir(k)
+	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
 	}
 	switch {
 	case !present:
 		// From before the record, or replaced by a partition state transfer.
-		want.revision = want.createdRevision
-	case have.createdRevision > want.createdRevision:
+		want.Revision = want.CreatedRevision
+	case have.CreatedRevision > want.CreatedRevision:
 		return fmt.Errorf("partition %v: its directory holds a newer incarnation (revision %d) than the one settled (%d)",
-			k, have.createdRevision, want.createdRevision)
-	case have.createdRevision == want.createdRevision && have.generation >= want.generation:
+			k, have.CreatedRevision, want.CreatedRevision)
+	case have.CreatedRevision == want.CreatedRevision && have.Generation >= want.Generation:
 		return nil
 	default:
 		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
-			"partition", k.String(), "generation", have.generation, "committed_generation", want.generation,
-			"revision", have.createdRevision, "committed_revision", want.createdRevision)
-		if err := h.store.Purge(k); err != nil {
+			"partition", k.String(), "generation", have.Generation, "committed_generation", want.Generation,
+			"revision", have.CreatedRevision, "committed_revision", want.CreatedRevision)
+		if err := h.owned.store.Purge(k); err != nil {
 			return err
 		}
-		want.revision = want.createdRevision
-		if have.createdRevision == want.createdRevision {
-			want.revision = have.revision
+		want.Revision = want.CreatedRevision
+		if have.CreatedRevision == want.CreatedRevision {
+			want.Revision = have.Revision
 		}
 	}
 	return h.writeRecord(dir, want)
@@ -319,7 +231,7 @@ func (h *handler) settle(k partition.Key, want partitionRecord) error {
 // openCreatedAt is the incarnation of a partition open here (its created_at); ok
 // is false when it is not open.
 func (h *handler) openCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
-	info, err := h.store.Info(k)
+	info, err := h.owned.store.Info(k)
 	if err != nil {
 		return 0, false
 	}
@@ -336,40 +248,50 @@ func (h *handler) madeBefore(k partition.Key, revision uint64) bool {
 // purgePartition carries out a purge effect on an open partition: emptied, unless
 // its record reaches the generation already; the record then takes it.
 func (h *handler) purgePartition(k partition.Key, generation, revision uint64) error {
-	dir := h.store.Dir(k)
-	have, present, err := readPartitionRecord(dir)
+	dir := h.owned.store.Dir(k)
+	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
 	}
-	if present && have.generation >= generation {
+	if present && have.Generation >= generation {
 		return nil
 	}
-	if err := h.store.Purge(k); err != nil {
+	if err := h.owned.store.Purge(k); err != nil {
 		return err
 	}
 	createdAt, _ := h.openCreatedAt(k)
-	return h.writeRecord(dir, partitionRecord{generation: generation, createdRevision: createdAt, revision: revision})
+	return h.writeRecord(dir, partitiondir.Record{Generation: generation, CreatedRevision: createdAt, Revision: revision})
 }
 
 // deleteSegments carries out a delete-segments effect on an open partition, unless
 // its record reaches the op's revision already: the record first, then the segments.
 func (h *handler) deleteSegments(e *effect) error {
-	dir := h.store.Dir(e.key)
-	have, present, err := readPartitionRecord(dir)
+	dir := h.owned.store.Dir(e.key)
+	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
 	}
-	if present && have.revision >= e.revision {
+	if present && have.Revision >= e.revision {
 		return nil
 	}
 	if !present {
 		createdAt, _ := h.openCreatedAt(e.key)
-		have = partitionRecord{generation: e.purgeGeneration, createdRevision: createdAt}
+		have = partitiondir.Record{Generation: e.purgeGeneration, CreatedRevision: createdAt}
 	}
-	have.revision = e.revision
+	have.Revision = e.revision
 	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
-	_, err = h.store.DeleteSegments(e.key, e.count)
+	_, err = h.owned.store.DeleteSegments(e.key, e.count)
 	return err
+}
+
+// partitionFilesOfShard is a shard's budget of open partition files: the node's
+// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
+// each one's store keeping within its share.
+func (s *Server) partitionFilesOfShard() int {
+	if s.cfg.openFilesMax > 0 {
+		return max(s.cfg.openFilesMax/s.shardCount, 1)
+	}
+	return segment.FilesBudget(s.shardCount)
 }

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -35,8 +35,8 @@ func TestPurgeCommittedBeforeCrashStaysPurged(t *testing.T) {
 	if err := os.CopyFS(saved, os.DirFS(partitions)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(saved, "0", purgeGenFileName)); err != nil {
-		t.Fatalf("a created partition has no %s: %v", purgeGenFileName, err)
+	if _, err := os.Stat(filepath.Join(saved, "0", partitiondir.RecordFileName)); err != nil {
+		t.Fatalf("a created partition has no %s: %v", partitiondir.RecordFileName, err)
 	}
 
 	s = testServer(t, dir, 2)
@@ -74,38 +74,5 @@ func TestPurgeCommittedBeforeCrashStaysPurged(t *testing.T) {
 	c = dialRoot(t, s)
 	if n := count(c, 0); n != 3 {
 		t.Fatalf("partition 0 holds %d messages after another restart, want the 3 sent after the purge", n)
-	}
-}
-
-// The record round-trips, a 16-byte one (from before revisions) reads with its
-// revision at its creation, an empty one as none, and a record of another size is
-// refused.
-func TestPartitionRecordFormat(t *testing.T) {
-	dir := t.TempDir()
-	if _, present, err := readPartitionRecord(dir); present || err != nil {
-		t.Fatalf("no record: present %v, %v", present, err)
-	}
-	want := partitionRecord{generation: 3, createdRevision: 1_700_000_000_000_001, revision: 1_700_000_000_000_042}
-	mustOK(t, "write", writePartitionRecord(dir, want))
-	if got, present, err := readPartitionRecord(dir); got != want || !present || err != nil {
-		t.Fatalf("read %+v %v %v, want %+v", got, present, err, want)
-	}
-	v1 := make([]byte, partitionRecordBytesV1)
-	binary.LittleEndian.PutUint64(v1, 2)
-	binary.LittleEndian.PutUint64(v1[8:], 1_700_000_000_000_007)
-	mustOK(t, "write v1", os.WriteFile(filepath.Join(dir, purgeGenFileName), v1, 0o644))
-	want = partitionRecord{generation: 2, createdRevision: 1_700_000_000_000_007, revision: 1_700_000_000_000_007}
-	if got, present, err := readPartitionRecord(dir); got != want || !present || err != nil {
-		t.Fatalf("read v1 %+v %v %v, want %+v", got, present, err, want)
-	}
-	mustOK(t, "write short", os.WriteFile(filepath.Join(dir, purgeGenFileName), v1[:12], 0o644))
-	if _, _, err := readPartitionRecord(dir); err == nil {
-		t.Fatal("a 12-byte record was read")
-	}
-	// A record whose first write a crash cut, before anything else was created
-	// beside it (storage.go): none.
-	mustOK(t, "write empty", os.WriteFile(filepath.Join(dir, purgeGenFileName), nil, 0o644))
-	if _, present, err := readPartitionRecord(dir); present || err != nil {
-		t.Fatalf("an empty record: present %v, %v; want none", present, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -13,45 +14,87 @@ import (
 // effects of metadata commits, and the storage completions that finish sends and
 // polls.
 
+// ownedPartitions is a shard's partition plane: the store of the partitions it
+// owns, the work in flight on their storage, and what the metadata commits ask
+// of them.
+type ownedPartitions struct {
+	store *partition.Store
+	// filesMax is the store's budget of open files (partition.Replication.
+	// OpenFilesMax): the shard's share of the node's.
+	filesMax int
+	// storages is the store's StorageProvider (partitiondir/storages.go), on the shard's disk
+	// ring.
+	storages *partitiondir.Storages
+	disk     *shard.Disk
+
+	// Partition jobs waiting for storage completions, by token.
+	inflight     []*job
+	inflightFree []uint64
+	ioWanted     bool // requests were queued this turn: Tick submits them
+	// groupPolls holds, per partition and consumer group with a poll in flight, the
+	// polls waiting for it.
+	groupPolls map[groupPollKey][]*job
+	// groupOffsetDeletes are deleted groups' offsets to delete again
+	// (groupoffsets.go).
+	groupOffsetDeletes []*groupOffsetDelete
+	// groupOffsetProposals counts the deletions this shard proposed as its
+	// partitions' primary (tests).
+	groupOffsetProposals int
+	// effects are the metadata commits' partition effects not carried out yet
+	// (effects.go).
+	effects effectQueue
+	// hold keeps replica frames for partitions the view does not have yet
+	// (heldframes.go).
+	hold frameHold
+
+	// retentionDueNs is when the next retention pass runs (shard clock).
+	retentionDueNs int64
+
+	// storeClosed is set once Stop closed the store on the shard's thread, with
+	// closeErr what that reported.
+	storeClosed bool
+	closeErr    error
+}
+
 func (h *handler) serveOwner(j *job) {
-	h.ensureCreated(j.key) // its creation may wait for its turn (effects.go)
+	h.ensureCreated(j.partition()) // its creation may wait for its turn (effects.go)
 	switch j.kind {
 	case jobSend:
 		token := h.track(j)
-		if err := h.store.Send(j.key, &j.send, h.srv.nowMicros(), h, token); err != nil {
+		if err := h.owned.store.Send(j.send.key, &j.send.batch, h.srv.nowMicros(), h, token); err != nil {
 			h.untrack(token)
-			j.status = errorCode(err, wire.ErrCannotAppendMessage)
-			h.logSendRefused(j, j.status)
+			j.out.status = errorCode(err, wire.ErrCannotAppendMessage)
+			h.logSendRefused(j, j.out.status)
 			h.reply(j)
 			return
 		}
 		h.scheduleIO()
 	case jobPoll:
-		if j.pollReq.Consumer.Kind == wire.ConsumerGroup {
+		if j.poll.req.Consumer.Kind == wire.ConsumerGroup {
 			// One poll of a group on a partition at a time: a second one started before
 			// the first auto-commits would read from the same stored offset and deliver
 			// the same messages to two members.
-			key := groupPollKey{key: j.key, group: j.pollReq.Consumer.ID}
-			if waiting, busy := h.groupPolls[key]; busy {
-				h.groupPolls[key] = append(waiting, j)
+			key := groupPollKey{key: j.poll.key, group: j.poll.req.Consumer.ID}
+			if waiting, busy := h.owned.groupPolls[key]; busy {
+				h.owned.groupPolls[key] = append(waiting, j)
 				return
 			}
-			h.groupPolls[key] = nil
+			h.owned.groupPolls[key] = nil
 		}
 		h.admitPoll(j)
 	case jobGetOffset:
-		out, err := h.store.AppendConsumerOffsetReply(j.reply[:0], j.key, j.consumer)
+		out, err := h.owned.store.AppendConsumerOffsetReply(j.out.reply[:0], j.offset.key, j.offset.consumer)
 		if err != nil {
-			j.status = errorCode(err, wire.ErrPartitionNotFound)
+			j.out.status = errorCode(err, wire.ErrPartitionNotFound)
 		}
-		j.reply = out
+		j.out.reply = out
 		h.reply(j)
 	case jobStoreOffset, jobDeleteOffset:
-		if j.ack == wire.AckQuorum {
+		if j.offset.ack == wire.AckQuorum {
 			// Through the partition's group: in a cluster the answer comes once the
 			// op is applied (OffsetDone).
 			token := h.track(j)
-			deferred, err := h.store.ReplicateConsumerOffset(j.key, j.consumer, j.offset, j.kind == jobDeleteOffset, h, token)
+			deferred, err := h.owned.store.ReplicateConsumerOffset(j.offset.key, j.offset.consumer, j.offset.value, j.kind == jobDeleteOffset, h, token)
 			if deferred {
 				h.scheduleIO()
 				return
@@ -62,9 +105,9 @@ func (h *handler) serveOwner(j *job) {
 		}
 		var err error
 		if j.kind == jobStoreOffset {
-			err = h.store.StoreConsumerOffset(j.key, j.consumer, j.offset, j.ack)
+			err = h.owned.store.StoreConsumerOffset(j.offset.key, j.offset.consumer, j.offset.value, j.offset.ack)
 		} else {
-			err = h.store.DeleteConsumerOffset(j.key, j.consumer, j.ack)
+			err = h.owned.store.DeleteConsumerOffset(j.offset.key, j.offset.consumer, j.offset.ack)
 		}
 		h.answerOffset(j, err)
 	default:
@@ -79,9 +122,9 @@ func (h *handler) OffsetDone(token uint64, err error) { h.answerOffset(h.untrack
 // answerOffset answers a consumer offset store or delete.
 func (h *handler) answerOffset(j *job, err error) {
 	if err != nil {
-		j.status = errorCode(err, wire.ErrResourceNotFound)
+		j.out.status = errorCode(err, wire.ErrResourceNotFound)
 	} else {
-		j.reply = wire.AppendResultSuccess(j.reply[:0])
+		j.out.reply = wire.AppendResultSuccess(j.out.reply[:0])
 	}
 	h.reply(j)
 }
@@ -90,11 +133,11 @@ func (h *handler) answerOffset(j *job, err error) {
 func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
 	j := h.untrack(token)
 	if err != nil {
-		j.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
-		h.logSendRefused(j, j.status)
+		j.out.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
+		h.logSendRefused(j, j.out.status)
 	} else {
-		j.reply = partition.AppendSendReply(j.reply[:0], c)
-		h.publishStats(j.key)
+		j.out.reply = partition.AppendSendReply(j.out.reply[:0], c)
+		h.publishStats(j.send.key)
 	}
 	h.reply(j)
 }
@@ -108,10 +151,10 @@ type groupPollKey struct {
 // the shard's poll memory.
 func (h *handler) startPoll(j *job) {
 	token := h.track(j)
-	j.res.SetReadBuffers(h.pollMemoryOf().lend)
-	if err := h.store.Poll(j.key, j.pollReq, &j.res, h, token); err != nil {
+	j.poll.res.SetReadBuffers(h.pollMemoryOf().Lend)
+	if err := h.owned.store.Poll(j.poll.key, j.poll.req, &j.poll.res, h, token); err != nil {
 		h.untrack(token)
-		j.status = errorCode(err, wire.ErrPartitionNotFound)
+		j.out.status = errorCode(err, wire.ErrPartitionNotFound)
 		h.pollRead(j)
 		return
 	}
@@ -124,9 +167,9 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 	if err != nil {
 		// The result holds no message, which is the reply (the reference server fails
 		// such a poll closed with an empty result).
-		h.log.Error("poll read failed", "partition", j.key.String(), "err", err)
+		h.log.Error("poll read failed", "partition", j.poll.key.String(), "err", err)
 	}
-	j.polled = true
+	j.poll.read = true
 	h.pollRead(j)
 }
 
@@ -134,57 +177,57 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 // its reservation back at once; one that did holds its buffer until the reply is
 // sent (returnPollBuffer).
 func (h *handler) pollRead(j *job) {
-	planned := j.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
+	planned := j.poll.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
 	h.pollFinished(j)
 	if !planned {
-		h.pollMemoryOf().unplanned()
+		h.pollMemoryOf().Unplanned()
 		h.startWaitingPolls()
 	}
 }
 
 // pollFinished replies and starts the next waiting poll of the same group.
 func (h *handler) pollFinished(j *job) {
-	key := groupPollKey{key: j.key, group: j.pollReq.Consumer.ID}
-	group := j.pollReq.Consumer.Kind == wire.ConsumerGroup
+	key := groupPollKey{key: j.poll.key, group: j.poll.req.Consumer.ID}
+	group := j.poll.req.Consumer.Kind == wire.ConsumerGroup
 	h.reply(j)
 	if !group {
 		return
 	}
-	waiting := h.groupPolls[key]
+	waiting := h.owned.groupPolls[key]
 	if len(waiting) == 0 {
-		delete(h.groupPolls, key)
+		delete(h.owned.groupPolls, key)
 		return
 	}
 	next := waiting[0]
 	waiting[0] = nil
-	h.groupPolls[key] = waiting[1:]
+	h.owned.groupPolls[key] = waiting[1:]
 	h.admitPoll(next)
 }
 
 func (h *handler) track(j *job) uint64 {
-	if n := len(h.inflightFree); n > 0 {
-		token := h.inflightFree[n-1]
-		h.inflightFree = h.inflightFree[:n-1]
-		h.inflight[token] = j
+	if n := len(h.owned.inflightFree); n > 0 {
+		token := h.owned.inflightFree[n-1]
+		h.owned.inflightFree = h.owned.inflightFree[:n-1]
+		h.owned.inflight[token] = j
 		return token
 	}
-	h.inflight = append(h.inflight, j)
-	return uint64(len(h.inflight) - 1)
+	h.owned.inflight = append(h.owned.inflight, j)
+	return uint64(len(h.owned.inflight) - 1)
 }
 
 func (h *handler) untrack(token uint64) *job {
-	j := h.inflight[token]
+	j := h.owned.inflight[token]
 	if j == nil {
 		panic("server: storage completion for a token that is not in flight")
 	}
-	h.inflight[token] = nil
-	h.inflightFree = append(h.inflightFree, token)
+	h.owned.inflight[token] = nil
+	h.owned.inflightFree = append(h.owned.inflightFree, token)
 	return j
 }
 
 // scheduleIO asks for a storage round at this turn's Tick, so the sends and polls of
 // one turn share one submit to the disk ring.
-func (h *handler) scheduleIO() { h.ioWanted = true }
+func (h *handler) scheduleIO() { h.owned.ioWanted = true }
 
 // alignGroups keeps the partitions this shard owns led by the node that leads the
 // metadata group, the node GetClusterMetadata names and the SDKs write to: once this
@@ -200,21 +243,21 @@ func (h *handler) alignGroups() {
 	}
 	now := h.shard.NowNs()
 	if l := c.leader.Load(); l == 0 || uint8(l-1) != c.self {
-		h.leaderSinceNs = 0
+		h.consensus.leaderSinceNs = 0
 		return
 	}
-	if h.leaderSinceNs == 0 {
-		h.leaderSinceNs = now
+	if h.consensus.leaderSinceNs == 0 {
+		h.consensus.leaderSinceNs = now
 		return
 	}
-	interval := h.alignIntervalNs
-	if now-h.leaderSinceNs < interval || now < h.alignDueNs {
+	interval := h.consensus.alignIntervalNs
+	if now-h.consensus.leaderSinceNs < interval || now < h.consensus.alignDueNs {
 		return
 	}
-	h.alignDueNs = now + interval
-	if moved := h.store.LeadGroups(alignGroupsMax); moved > 0 {
+	h.consensus.alignDueNs = now + interval
+	if moved := h.owned.store.LeadGroups(alignGroupsMax); moved > 0 {
 		h.log.Info("partitions taken over to follow the metadata leader", "groups", moved)
-		h.ioWanted = true
+		h.owned.ioWanted = true
 	}
 }
 
@@ -232,18 +275,18 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	h.catchUpTicks()
 	effectsWait := false
-	if h.effects.pending() {
+	if h.owned.effects.pending() {
 		effectsWait = h.runEffects(effectsPerTurnMax, effectsTurnBudget)
-		h.ioWanted = true // the new directories are made durable this turn (Store.SyncDirs)
+		h.owned.ioWanted = true // the new directories are made durable this turn (Store.SyncDirs)
 	}
-	if len(h.hold.frames) > 0 {
+	if len(h.owned.hold.frames) > 0 {
 		h.expireHeld()
 	}
 	h.alignGroups()
 	h.retryGroupOffsetDeletes()
-	if h.ioWanted || h.disk.InFlight() > 0 || h.disk.Ready() {
-		h.ioWanted = h.store.PollIO() > 0
-		h.store.TakeChanged(h.publishStats)
+	if h.owned.ioWanted || h.owned.disk.InFlight() > 0 || h.owned.disk.Ready() {
+		h.owned.ioWanted = h.owned.store.PollIO() > 0
+		h.owned.store.TakeChanged(h.publishStats)
 		h.flushOutbox()
 	}
 	if h.meta != nil {
@@ -258,8 +301,8 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	h.scheduleTicks()
 	// Requests a completion hook queued after its log was polled (a save after a
 	// write, the next read) go to the kernel now, or the loop would sleep on them.
-	h.disk.Flush()
-	return h.disk.Ready() || effectsWait
+	h.owned.disk.Flush()
+	return h.owned.disk.Ready() || effectsWait
 }
 
 // Stop implements shard.Stopper: on the shard's own thread (the disk ring belongs to
@@ -276,15 +319,15 @@ func (h *handler) Stop(_ *shard.Shard) {
 	}
 	h.runAllEffects() // committed: their partitions are as the metadata says at the next start
 	h.stopped = true
-	if err := h.store.Close(); err != nil {
+	if err := h.owned.store.Close(); err != nil {
 		h.log.Error("closing partitions", "err", err)
-		h.closeErr = err
+		h.owned.closeErr = err
 	}
-	h.storeClosed = true
+	h.owned.storeClosed = true
 }
 
 func (h *handler) publishStats(k partition.Key) {
-	if info, err := h.store.Info(k); err == nil {
+	if info, err := h.owned.store.Info(k); err == nil {
 		h.srv.stats.publish(k, info)
 	}
 }
@@ -311,12 +354,12 @@ type effect struct {
 }
 
 func (h *handler) applyEffect(e *effect) {
-	h.effects.counted(h.shard.NowNs())
+	h.owned.effects.counted(h.shard.NowNs())
 	var err error
 	k := e.key
 	switch {
 	case e.reconfig:
-		err = h.store.Reconfigure(k.StreamID, k.TopicID, e.cfg)
+		err = h.owned.store.Reconfigure(k.StreamID, k.TopicID, e.cfg)
 		if errors.Is(err, partition.ErrNotOwned) {
 			err = nil
 		}
@@ -326,12 +369,12 @@ func (h *handler) applyEffect(e *effect) {
 	case e.kind == metadata.EffectDeletePartitions:
 		if h.madeBefore(k, e.revision) {
 			h.srv.stats.remove(k)
-			err = h.store.Delete(k)
+			err = h.owned.store.Delete(k)
 		}
 	case e.kind == metadata.EffectDeleteTopic, e.kind == metadata.EffectDeleteStream:
 		h.forEachOwned(k.StreamID, k.TopicID, e.kind == metadata.EffectDeleteTopic, e.revision, func(p partition.Key) {
 			h.srv.stats.remove(p)
-			err = errors.Join(err, h.store.Delete(p))
+			err = errors.Join(err, h.owned.store.Delete(p))
 		})
 	case e.kind == metadata.EffectPurgeTopic:
 		// Partition by partition: only one that was emptied records the generation,
@@ -356,7 +399,7 @@ func (h *handler) applyEffect(e *effect) {
 // forEachOwned calls f with each open partition of the stream (of its topic with
 // matchTopic) created at or before revision.
 func (h *handler) forEachOwned(stream, topic uint32, matchTopic bool, revision uint64, f func(partition.Key)) {
-	for _, k := range h.store.Keys(nil) {
+	for _, k := range h.owned.store.Keys(nil) {
 		if k.StreamID == stream && (!matchTopic || k.TopicID == topic) && h.madeBefore(k, revision) {
 			f(k)
 		}

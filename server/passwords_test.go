@@ -24,12 +24,10 @@ func TestLoginDoesNotStallShardZero(t *testing.T) {
 
 	held := newGate(t)
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
+	v.Intercept(func(hash string, password []byte) bool {
 		held.hold()
 		return metadata.VerifyPassword(hash, password)
-	}
-	v.mu.Unlock()
+	}, nil)
 
 	anon := dialAnonymous(t, s)
 	loginDone := make(chan error, 1)
@@ -76,16 +74,14 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 	held := newGate(t)
 	var first sync.Once
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
+	v.Intercept(func(hash string, password []byte) bool {
 		isFirst := false
 		first.Do(func() { isFirst = true })
 		if isFirst { // the login's; the ChangePassword's current password is not held
 			held.hold()
 		}
 		return metadata.VerifyPassword(hash, password)
-	}
-	v.mu.Unlock()
+	}, nil)
 
 	anon := dialAnonymous(t, s)
 	loginDone := make(chan error, 1)
@@ -117,20 +113,18 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 // held goes back to its arena (the runtime's leak check would fail Shutdown).
 func TestShutdownDuringLogins(t *testing.T) {
 	dir := t.TempDir()
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", dir, 3, false
-	s, err := Start(cfg, slog.New(slog.DiscardHandler))
+	s, err := start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	held := newGate(t) // opened as the shutdown starts: logins wait in the verifier
 	v := s.handlers[0].meta.passwords
-	v.mu.Lock()
-	v.verify = func(hash string, password []byte) bool {
+	v.Intercept(func(hash string, password []byte) bool {
 		held.hold()
 		return metadata.VerifyPassword(hash, password)
-	}
-	v.mu.Unlock()
+	}, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -150,7 +144,7 @@ func TestShutdownDuringLogins(t *testing.T) {
 	held.awaitReached(t, "a login at the verifier")
 	// Every connection sends a login that waits in the verifier.
 	waitForCondition(t, "logins waiting in the verifier", func() bool {
-		return v.waitingCount() >= 5
+		return v.Waiting() >= 5
 	})
 	// The shards stop while the logins are held, so shard 0 abandons them; only
 	// then may the verifier finish (Shutdown waits for it after the shards).

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -35,7 +36,7 @@ func TestRestartRecoversEverything(t *testing.T) {
 		StreamID: client.NameID("stream-a"), TopicID: client.NameID("t"), Partition: wire.SomePartition(2), Offset: 3, Ack: wire.AckQuorum}))
 	c.Close()
 	stopServer(t, s)
-	raw, err := os.ReadFile(filepath.Join(dir, "metadata", snapshotFileName))
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata", metafiles.SnapshotFileName))
 	if err != nil {
 		t.Fatalf("no snapshot: %v", err)
 	}
@@ -84,7 +85,7 @@ func TestTornJournalTail(t *testing.T) {
 	c.Close()
 	stopServer(t, s)
 
-	journal := filepath.Join(dir, "metadata", journalFileName)
+	journal := filepath.Join(dir, "metadata", metafiles.JournalFileName)
 	raw, err := os.ReadFile(journal)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestTornJournalTail(t *testing.T) {
 	// own, follows it): half of it reached the disk, nothing after it.
 	var lastCreateEnd int
 	offset := 0
-	if _, err := vsr.ScanJournal(raw, metadataFrameMax, func(h *wire.PrepareHeader, _ []byte) error {
+	if _, err := vsr.ScanJournal(raw, metafiles.FrameMax, func(h *wire.PrepareHeader, _ []byte) error {
 		offset += int(h.Size)
 		if h.Operation == wire.OperationCreateStream {
 			lastCreateEnd = offset
@@ -127,9 +128,9 @@ func TestTornJournalTail(t *testing.T) {
 	if err := os.WriteFile(journal, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", dir, 1, false
-	if s3, err := Start(cfg, nil); err == nil {
+	if s3, err := start(cfg, nil); err == nil {
 		stopServer(t, s3)
 		t.Fatal("a journal with interior damage was accepted")
 	}

@@ -1,209 +1,43 @@
 package server
 
 import (
-	"math/bits"
 	"unsafe"
 
+	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/shard"
 )
 
-// pollMemory bounds the bytes the polls an owner shard serves hold at once, and
-// lends them read buffers it keeps for the next polls instead of letting each poll
-// keep a buffer of its own. A poll's read buffer is held from its read until its
-// reply has been sent (the reply refers to the stored bytes in it, no copy), on the
-// connection's shard, which gives it back (msgPollBuffer).
-//
-// The memory it holds is the buffers lent (to polls whose replies are not sent yet)
-// and the free ones (given back, kept for the next read of their size class), and
-//
-//	lentBytes + freeBytes <= budgetBytes
-//
-// always holds. A poll is admitted when its read, whatever its size, will fit:
-// reservationBytes is the most a read can take (pollReadBytesMax plus one batch,
-// which is at most a frame), and the admitted polls not planned yet (whose size is
-// not known) each count that much until their read is planned (lendBuffer, usually
-// at once):
-//
-//	lentBytes + unplannedPolls*reservationBytes <= budgetBytes
-//
-// Free buffers are dropped (to the garbage collector), largest first, only when a
-// lent buffer needs their room. A poll that is not admitted waits, first come first
-// served, behind the others (as frames wait for arena buffers); each buffer given
-// back lets waiting ones in. So however many polls arrive, and however large, a
-// shard's polls hold at most budgetBytes (see Config.PollMemoryBytesMax) and every
-// one is answered in turn. One shard owns one; it is touched on that shard only.
-type pollMemory struct {
-	budgetBytes      int64
-	reservationBytes int64
-	lentBytes        int64
-	freeBytes        int64
-	unplannedPolls   int64
-
-	free map[int][][]byte // idle buffers by size class
-	lent map[*byte]int    // lent buffers by their first byte: their size class
-
-	waiting  []*job // polls waiting for room, oldest first
-	starting bool   // startWaitingPolls is running (a poll it starts may finish at once)
-
-	lend func(n int) []byte // m.lendBuffer, bound once so a poll allocates no closure
-}
-
-// pollMemoryBytesMaxDefault is a shard's default poll budget: at least two polls
-// of pollReadBytesMax at once with the default 64 MiB frames, or thousands of small
-// ones.
-const pollMemoryBytesMaxDefault = 256 << 20
-
-func newPollMemory(budgetBytes, frameSizeMaxBytes int64) *pollMemory {
-	m := &pollMemory{
-		reservationBytes: int64(pollBufferClassBytes(int(pollReadBytesMax + frameSizeMaxBytes))),
-		free:             make(map[int][][]byte),
-		lent:             make(map[*byte]int),
-	}
-	if budgetBytes == 0 {
-		budgetBytes = pollMemoryBytesMaxDefault
-	}
-	// One poll at a time must always fit, or polls would wait for ever.
-	m.budgetBytes = max(budgetBytes, m.reservationBytes)
-	m.lend = m.lendBuffer
-	return m
-}
-
-// admit counts one more poll in, or reports false (it waits). Polls already waiting
-// go first.
-func (m *pollMemory) admit(waitingFirst bool) bool {
-	if !waitingFirst && len(m.waiting) > 0 {
-		return false
-	}
-	if m.lentBytes+(m.unplannedPolls+1)*m.reservationBytes > m.budgetBytes {
-		return false
-	}
-	m.unplannedPolls++
-	return true
-}
-
-// lendBuffer is a read's segment.Polled.Alloc, called once the read is planned: the
-// poll's reservation becomes a buffer of its size class, an idle one when there is
-// one, and free buffers are dropped while the memory held exceeds the budget.
-func (m *pollMemory) lendBuffer(n int) []byte {
-	if m.unplannedPolls == 0 {
-		panic("server: a poll read planned without a reservation")
-	}
-	class := pollBufferClassBytes(n)
-	if int64(class) > m.reservationBytes {
-		panic("server: a poll read larger than its reservation")
-	}
-	m.unplannedPolls--
-	var b []byte
-	if bufs := m.free[class]; len(bufs) > 0 {
-		b = bufs[len(bufs)-1]
-		bufs[len(bufs)-1] = nil
-		m.free[class] = bufs[:len(bufs)-1]
-		m.freeBytes -= int64(class)
-	} else {
-		b = make([]byte, class)
-	}
-	m.lentBytes += int64(class)
-	m.lent[unsafe.SliceData(b)] = class
-	for m.lentBytes+m.freeBytes > m.budgetBytes {
-		m.dropFree() // admit left room for the lent: there is a free buffer
-	}
-	return b
-}
-
-// dropFree lets the garbage collector have one idle buffer, of the largest class.
-func (m *pollMemory) dropFree() {
-	largest := 0
-	for class, bufs := range m.free {
-		if len(bufs) > 0 && class > largest {
-			largest = class
-		}
-	}
-	bufs := m.free[largest]
-	bufs[len(bufs)-1] = nil
-	m.free[largest] = bufs[:len(bufs)-1]
-	m.freeBytes -= int64(largest)
-}
-
-// unplanned gives back the reservation of a poll whose read took no buffer (nothing
-// to read, or a failure before it was planned).
-func (m *pollMemory) unplanned() { m.unplannedPolls-- }
-
-// giveBack takes back a lent buffer, by its first byte, to keep for the next read.
-func (m *pollMemory) giveBack(first *byte) {
-	class, ok := m.lent[first]
-	if !ok {
-		panic("server: a poll buffer given back that was not lent")
-	}
-	delete(m.lent, first)
-	m.lentBytes -= int64(class)
-	m.free[class] = append(m.free[class], unsafe.Slice(first, class))
-	m.freeBytes += int64(class)
-}
-
-// pollBufferClassBytes is the size of the buffer lent for a read of n bytes: n
-// rounded up to an eighth of its power of two (at least 64 KiB), so a buffer given
-// back fits the next read of about its size and wastes at most an eighth.
-func pollBufferClassBytes(n int) int {
-	const minBytes = 64 << 10
-	if n <= minBytes {
-		return minBytes
-	}
-	step := 1 << (bits.Len(uint(n-1)) - 3)
-	return (n + step - 1) / step * step
-}
-
-// The owner shard's side.
+// The owner shard's side of its poll memory (package pollmemory).
 
 // pollMemoryOf is the poll memory of the shard h runs on.
-func (h *handler) pollMemoryOf() *pollMemory { return h.srv.pollMemories[h.index] }
+func (h *handler) pollMemoryOf() *pollmemory.Memory[*job] { return h.srv.pollMemories[h.index] }
 
 // admitPoll starts a poll once its shard's poll memory has room for it, or leaves it
 // waiting its turn.
 func (h *handler) admitPoll(j *job) {
-	m := h.pollMemoryOf()
-	if !m.admit(false) {
-		m.waiting = append(m.waiting, j)
-		return
-	}
-	h.startPoll(j)
-}
-
-// startWaitingPolls starts the waiting polls, oldest first, while they fit. A poll
-// it starts may finish at once and give its room back: the loop goes on, rather
-// than a call in a call.
-func (h *handler) startWaitingPolls() {
-	m := h.pollMemoryOf()
-	if m.starting {
-		return
-	}
-	m.starting = true
-	for len(m.waiting) > 0 && m.admit(true) {
-		j := m.waiting[0]
-		m.waiting[0] = nil
-		m.waiting = m.waiting[1:]
+	if h.pollMemoryOf().Admit(j) {
 		h.startPoll(j)
 	}
-	if len(m.waiting) == 0 {
-		m.waiting = m.waiting[:0:0] // let the array go once the queue drains
-	}
-	m.starting = false
 }
+
+// startWaitingPolls starts the waiting polls, oldest first, while they fit.
+func (h *handler) startWaitingPolls() { h.pollMemoryOf().StartWaiting(h.startPoll) }
 
 // pollBufferReturned is a lent buffer coming back to its owner shard.
 func (h *handler) pollBufferReturned(first *byte) {
-	h.pollMemoryOf().giveBack(first)
+	h.pollMemoryOf().GiveBack(first)
 	h.startWaitingPolls()
 }
 
 // returnPollBuffer gives a finished poll's read buffer back to the shard that lent
 // it; it runs where the job is recycled, once its reply has been sent.
 func (h *handler) returnPollBuffer(j *job) {
-	b := j.res.TakeReadBuffer()
+	b := j.poll.res.TakeReadBuffer()
 	if b == nil {
 		return
 	}
 	first := unsafe.SliceData(b)
-	if owner := h.srv.ownerOf(j.key); owner != h.index {
+	if owner := h.srv.ownerOf(j.poll.key); owner != h.index {
 		h.post(owner, shard.Message{Kind: msgPollBuffer, Payload: first})
 		return
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -19,7 +20,7 @@ func TestReadBarrierWaitsForThePrimarysCommitPoint(t *testing.T) {
 	cfg := clusterConfigs(t, 3, testClusterSecret)[1]
 	primary := newClusterPeer(t, &cfg, 0)
 	var sent []vsr.Message
-	m := clusterPlane(t, &cfg, newSimMetaStorage(segment.NewSimDisk(1)), &sent)
+	m := clusterPlane(t, &cfg, metafiles.NewSimStorage(segment.NewSimDisk(1)), &sent)
 	pumpPlane(t, m)
 	for r := range 3 {
 		body := createStreamBody(t, "barrier-"+string(rune('a'+r)))

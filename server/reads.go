@@ -1,8 +1,6 @@
 package server
 
 import (
-	"archive/zip"
-	"bytes"
 	"fmt"
 	"io/fs"
 	"net"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/snapshotzip"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -37,22 +36,22 @@ func (r *metaRouter) read(j *job) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = r.appendStats(j.reply[:0])
+		j.out.reply = r.appendStats(j.out.reply[:0])
 	case wire.CodeGetSnapshot:
 		if !state.CanReadServers(j.userID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply, err = r.appendSnapshotArchive(j.reply[:0], j.frame.Body)
+		j.out.reply, err = r.appendSnapshotArchive(j.out.reply[:0], j.frame.Body)
 	case wire.CodeGetMe:
 		rec := r.conns[j.conn]
-		j.reply = state.AppendClientDetails(j.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
+		j.out.reply = state.AppendClientDetails(j.out.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
 	case wire.CodeGetClient:
 		if !state.CanReadServers(j.userID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = j.reply[:0]
+		j.out.reply = j.out.reply[:0]
 		var req wire.GetClient
 		if req.Decode(j.frame.Body) != nil {
 			// An undecodable body answers like an unknown client (as GET_CLIENT is
@@ -61,7 +60,7 @@ func (r *metaRouter) read(j *job) {
 		}
 		for _, rec := range r.conns {
 			if rec.id == req.ClientID {
-				j.reply = state.AppendClientDetails(j.reply, r.clientHeader(rec, rec.userID), rec.client)
+				j.out.reply = state.AppendClientDetails(j.out.reply, r.clientHeader(rec, rec.userID), rec.client)
 				break
 			}
 		}
@@ -70,23 +69,23 @@ func (r *metaRouter) read(j *job) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.reply = j.reply[:0]
+		j.out.reply = j.out.reply[:0]
 		for _, rec := range r.conns {
 			h := r.clientHeader(rec, rec.userID)
 			if rec.userID != wire.ClientUserIDNone {
 				h.ConsumerGroupsCount = state.ClientGroupsCount(rec.client)
 			}
-			j.reply = h.Append(j.reply)
+			j.out.reply = h.Append(j.out.reply)
 		}
 	default:
 		var handled bool
-		j.reply, handled, err = state.Read(j.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
+		j.out.reply, handled, err = state.Read(j.out.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
 		if !handled {
 			err = wire.ErrInvalidCommand
 		}
 	}
 	if err != nil {
-		j.status = errorCode(err, wire.ErrInvalidCommand)
+		j.out.status = errorCode(err, wire.ErrInvalidCommand)
 	}
 	r.h.reply(j)
 }
@@ -186,7 +185,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 }
 
 // appendSnapshotArchive answers GetSnapshot: a ZIP with one <type>.txt entry per
-// requested section, in any compression the reference writes (snapshotzip.go;
+// requested section, in any compression the reference writes (package snapshotzip;
 // Bzip2 through internal/bzip2). Sections this server cannot
 // capture (server_logs: logs go to stderr, not to files) are skipped, as the
 // reference skips a section that fails.
@@ -195,7 +194,7 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 	if err := req.Decode(body); err != nil {
 		return dst, err
 	}
-	method, flags, err := snapshotZipMethod(req.Compression)
+	archive, err := snapshotzip.New(req.Compression, snapshotArchiveMaxBytes)
 	if err != nil {
 		return dst, err
 	}
@@ -209,29 +208,16 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 		}
 		types = append(types, t)
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	registerSnapshotCompressors(zw)
 	for _, t := range types {
 		text, ok := r.snapshotSection(t)
 		if !ok {
 			continue
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: t.String() + ".txt", Method: method, Flags: flags, Modified: time.Now()})
-		if err != nil {
-			return dst, wire.ErrSnapshotFileCompletionFailed
-		}
-		if _, err := w.Write([]byte(text)); err != nil {
-			return dst, wire.ErrSnapshotFileCompletionFailed
-		}
-		if buf.Len() > snapshotArchiveMaxBytes {
-			return dst, wire.ErrSnapshotFileCompletionFailed
+		if err := archive.Add(t.String()+".txt", []byte(text), time.Now()); err != nil {
+			return dst, err
 		}
 	}
-	if err := zw.Close(); err != nil || buf.Len() > snapshotArchiveMaxBytes {
-		return dst, wire.ErrSnapshotFileCompletionFailed
-	}
-	return append(dst, buf.Bytes()...), nil
+	return archive.AppendTo(dst)
 }
 
 func (r *metaRouter) snapshotSection(t wire.SnapshotType) (string, bool) {

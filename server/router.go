@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -40,11 +42,11 @@ type metaRouter struct {
 	// finished (their jobs wait on them), changing the CreateUser and
 	// ChangePassword requests whose argon2id work it does: at most one of each per
 	// connection.
-	passwords *passwordWorkers
-	failures  failureBudgets
-	checking  map[shard.ConnID]*passwordCheck
-	changing  map[shard.ConnID]*newPassword
-	finished  []passwordJob // scratch for finishPasswordChecks
+	passwords *passwords.Workers
+	failures  passwords.FailureBudgets
+	checking  map[shard.ConnID]passwordCheck
+	changing  map[shard.ConnID]newPassword
+	finished  []passwords.Work // scratch for finishPasswordChecks
 	// abandonedChecks counts the logins and new passwords answered unfinished
 	// because shard 0 stopped.
 	abandonedChecks int
@@ -53,13 +55,13 @@ type metaRouter struct {
 	passwordsRefused         int
 	passwordsRefusedLoggedNs int64
 
-	// journal does the plane's file work off the shard (journal.go): a Ready's
+	// journal does the plane's file work off the shard (metafiles/writer.go): a Ready's
 	// appends and fdatasync, a snapshot. Metadata writes are pipelined (package
 	// metaplane); a connection's own go one at a time, in arrival order (its
 	// record's turn): while one is with the plane, its next writes, logins and its
 	// close wait. syncJournal: shard 0 is stopping and the file work runs inline
 	// instead.
-	journal     *journalWriter
+	journal     *metafiles.Writer
 	syncJournal bool
 	// pending are the requests handed to the plane (Write, Register) and not
 	// answered yet, by token.
@@ -74,6 +76,20 @@ type metaRouter struct {
 type pendingJob struct {
 	j   *job
 	rec *sessionRecord
+}
+
+// passwordCheck is a login's password with the workers, and the job that waits
+// for it.
+type passwordCheck struct {
+	*passwords.Check
+	job *job
+}
+
+// newPassword is a CreateUser's or ChangePassword's new password with the
+// workers, and the job that waits for it.
+type newPassword struct {
+	*passwords.NewPassword
+	job *job
 }
 
 type sessionRecord struct {
@@ -98,7 +114,7 @@ type sessionRecord struct {
 }
 
 func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
-	plane.files.fsyncs = &h.srv.journalFsyncs
+	plane.files.ObserveFsync = h.srv.journalFsyncs.observe
 	r := &metaRouter{
 		h:        h,
 		plane:    plane,
@@ -107,19 +123,19 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
-		passwords: newPasswordWorkers(h.shard.Wake),
-		failures:  newFailureBudgets(),
-		checking:  make(map[shard.ConnID]*passwordCheck),
-		changing:  make(map[shard.ConnID]*newPassword),
-		journal:   newJournalWriter(h.shard.Wake),
+		passwords: passwords.NewWorkers(h.shard.Wake),
+		failures:  passwords.NewFailureBudgets(),
+		checking:  make(map[shard.ConnID]passwordCheck),
+		changing:  make(map[shard.ConnID]newPassword),
+		journal:   metafiles.NewWriter(h.shard.Wake),
 		pending:   make(map[uint64]pendingJob),
 	}
 	plane.router = r
-	plane.files.startWriter(r.journal)
+	plane.files.StartWriter(r.journal)
 	if plane.clustered {
 		plane.lastHeardNs = h.srv.cluster.lastHeardNs
 		plane.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
-		plane.tickOf = h.grid.tickAt
+		plane.tickOf = h.consensus.grid.tickAt
 		r.publishLeader()
 		plane.Start()
 	}
@@ -159,17 +175,17 @@ func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
 	j := pj.j
 	switch {
 	case a.Evict != 0:
-		j.evict = a.Evict
+		j.out.evict = a.Evict
 		if j.kind == jobLogin {
 			r.h.log.Info("login refused", "conn", j.conn.String(), "reason", a.Evict.String())
 		}
 	case a.Status != 0:
-		j.status = a.Status
+		j.out.status = a.Status
 	case a.Rejection != 0:
-		j.reply = wire.AppendResultRejection(j.reply[:0], a.Rejection)
+		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
 	default:
-		j.rawReply = true
-		j.reply = append(j.reply[:0], a.Frame...)
+		j.out.rawFrame = true
+		j.out.reply = append(j.out.reply[:0], a.Frame...)
 		switch {
 		case j.kind == jobLogin:
 			if rec, open := r.conns[j.conn]; open {
@@ -210,7 +226,7 @@ func (r *metaRouter) turnDone(rec *sessionRecord) {
 
 // finishJournal completes the file work the journal writer finished, then has
 // the plane go on. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishJournal() { r.plane.files.finish() }
+func (r *metaRouter) finishJournal() { r.plane.files.Finish() }
 
 // stopJournal finishes every metadata write on shard 0's last turn: the file work
 // out is waited for (its ops are numbered), then the writes waiting are journaled
@@ -221,7 +237,7 @@ func (r *metaRouter) finishJournal() { r.plane.files.finish() }
 // is answered 57 (it may yet commit at the others), and its forwards end.
 func (r *metaRouter) stopJournal() {
 	r.syncJournal = true
-	r.plane.files.stop()
+	r.plane.files.Stop()
 	if r.plane.clustered {
 		r.plane.Stop()
 	}
@@ -273,11 +289,11 @@ func (r *metaRouter) serve(j *job) {
 		epoch, _, ok := r.plane.Session(hdr.Client)
 		switch {
 		case !ok:
-			j.evict = wire.EvictionNoSession
+			j.out.evict = wire.EvictionNoSession
 		case epoch > hdr.Session:
-			j.evict = wire.EvictionSessionTooLow
+			j.out.evict = wire.EvictionSessionTooLow
 		}
-		if j.evict != 0 {
+		if j.out.evict != 0 {
 			r.h.reply(j)
 			return
 		}
@@ -295,7 +311,7 @@ func (r *metaRouter) serve(j *job) {
 }
 
 // login decides a Register (codes 40 and 45) and commits it: the session epoch is
-// the register's op. A password is verified off the shard first (passwordWorkers):
+// the register's op. A password is verified off the shard first (package passwords):
 // the job waits, and finishPasswordChecks comes back here with the verdict. Token
 // logins and refusals that need no password (a malformed body, a protocol version
 // outside the window) are decided at once.
@@ -325,25 +341,25 @@ func (r *metaRouter) login(j *job) {
 // connection gets one login verified at a time (an SDK sends one and waits): a second
 // one meanwhile is refused as not accepted, to be retried, so that a flood of logins
 // holds at most a request buffer per connection; so is one whose source, or the
-// workers, have as much waiting as they take (passwordWorkers).
+// workers, have as much waiting as they take (package passwords).
 func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 	if _, busy := r.checking[j.conn]; busy {
-		j.status = wire.ErrTransientNotAccepted
+		j.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
 	source := r.record(j.conn).source
-	if !r.failures.allow(source, r.h.shard.NowNs()) {
+	if !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
 	}
-	c := &passwordCheck{job: j, source: source, hash: r.plane.State().PasswordHashToCheck(username),
-		password: append([]byte(nil), password...)}
-	if !r.passwords.submit(c) {
+	c := &passwords.Check{Conn: j.conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
+		Password: append([]byte(nil), password...)}
+	if !r.passwords.Submit(c) {
 		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
 		return
 	}
-	r.checking[j.conn] = c
+	r.checking[j.conn] = passwordCheck{Check: c, job: j}
 }
 
 // refuseBusy answers a request whose argon2id work is refused (the workers have no
@@ -352,7 +368,7 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 // how many were refused since.
 func (r *metaRouter) refuseBusy(j *job, what, why string) {
 	r.logRefusedBusy(j, what, why)
-	j.status = wire.ErrTransientNotAccepted
+	j.out.status = wire.ErrTransientNotAccepted
 	r.h.reply(j)
 }
 
@@ -363,8 +379,8 @@ func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
 		r.h.log.Warn("password work refused", "request", what, "reason", why,
 			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
-			"waiting", r.passwords.waitingCount(), "per_source_max", passwordWaitingPerSourceMax, "max", passwordWaitingMax,
-			"failures_burst", failuresBurst, "failures_per_second", failuresPerSecond)
+			"waiting", r.passwords.Waiting(), "per_source_max", passwords.WaitingPerSourceMax, "max", passwords.WaitingMax,
+			"failures_burst", passwords.FailuresBurst, "failures_per_second", passwords.FailuresPerSecond)
 		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
 	}
 }
@@ -373,40 +389,41 @@ func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 // writes whose new passwords have been hashed, each in its turn among the metadata
 // writes. It runs on shard 0's every turn (handler.Tick).
 func (r *metaRouter) finishPasswordChecks() {
-	r.finished = r.passwords.collect(r.finished[:0])
+	r.finished = r.passwords.Collect(r.finished[:0])
 	now := r.h.shard.NowNs()
 	for i, w := range r.finished {
 		r.finished[i] = nil
 		switch w := w.(type) {
-		case *passwordCheck:
-			delete(r.checking, w.job.conn)
-			if !w.match {
-				r.failures.failed(w.source, now)
+		case *passwords.Check:
+			c := r.checking[w.Conn]
+			delete(r.checking, w.Conn)
+			if !w.Match {
+				r.failures.Failed(w.Source, now)
 			}
-			r.inTurn(w.job.conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(w) }) })
-		case *newPassword:
-			delete(r.changing, w.job.conn)
-			if errors.Is(w.err, wire.ErrInvalidCredentials) {
-				r.failures.failed(w.source, now)
+			r.inTurn(w.Conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(c) }) })
+		case *passwords.NewPassword:
+			delete(r.changing, w.Conn)
+			if errors.Is(w.Err, wire.ErrInvalidCredentials) {
+				r.failures.Failed(w.Source, now)
 			}
-			if _, open := r.conns[w.job.conn]; !open {
+			if _, open := r.conns[w.Conn]; !open {
 				// The connection is gone: nothing is proposed for it.
-				r.plane.CancelHashing(w.id)
+				r.plane.CancelHashing(w.ID)
 				continue
 			}
-			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
-		case *rootUserHash:
-			r.plane.PasswordHashed(w.id, w.proposal, w.err, r.h.srv.nowMicros())
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
+		case *passwords.RootUser:
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
 		}
 	}
 }
 
 // resumeLogin decides a login whose password has been verified, in its turn among
 // the metadata writes.
-func (r *metaRouter) resumeLogin(c *passwordCheck) {
+func (r *metaRouter) resumeLogin(c passwordCheck) {
 	j := c.job
 	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
-	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.hash {
+	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.Hash {
 		// The user changed (a new password, deleted, created) while the password
 		// was being verified: verify against what holds now.
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
@@ -414,7 +431,7 @@ func (r *metaRouter) resumeLogin(c *passwordCheck) {
 	}
 	r.decideLogin(j, verifiedCredentials{
 		Credentials: metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()},
-		match:       c.match,
+		match:       c.Match,
 	})
 }
 
@@ -427,12 +444,12 @@ func (r *metaRouter) abandonPasswordChecks() {
 		r.h.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.checking), "password_changes", len(r.changing))
 	}
 	for _, c := range r.checking {
-		c.job.status = wire.ErrTransientNotCommitted
+		c.job.out.status = wire.ErrTransientNotCommitted
 		r.h.reply(c.job)
 	}
 	for _, n := range r.changing {
-		r.plane.CancelHashing(n.id)
-		n.job.status = wire.ErrTransientNotAccepted
+		r.plane.CancelHashing(n.ID)
+		n.job.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(n.job)
 	}
 	r.abandonedChecks += len(r.checking) + len(r.changing)
@@ -468,7 +485,7 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 		return
 	}
 	if !decision.LoggedIn() {
-		j.evict = decision.Reason
+		j.out.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
 		r.h.reply(j)
 		return
@@ -485,16 +502,16 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 // Register gave it (the job holds the login's reply).
 func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64) {
 	hdr := j.frame.Header
-	j.loggedIn = true
+	j.login.loggedIn = true
 	j.userID = userID
 	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 		hash := metadata.HashToken(rb.Token.Token)
-		j.token = &hash
+		j.login.token = &hash
 	}
-	j.epoch = epoch
-	j.seen = new(atomic.Int64)
-	j.seen.Store(r.h.shard.NowNs())
-	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.epoch, j.seen
+	j.login.epoch = epoch
+	j.login.seen = new(atomic.Int64)
+	j.login.seen.Store(r.h.shard.NowNs())
+	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.login.epoch, j.login.seen
 	r.sessions[hdr.Client] = rec
 }
 
@@ -505,13 +522,13 @@ func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch u
 func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
 	login := wire.LoginRegisterReply{UserID: userID, Session: rec.epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
 		ServerVersion: []byte(serverVersion)}
-	j.reply = append(j.reply[:0], make([]byte, wire.HeaderSize)...)
-	j.reply = wire.AppendResultSuccess(j.reply)
-	j.reply, _ = login.Append(j.reply)
-	rh := wire.ReplyTo(j.frame.Header, 0, len(j.reply)-wire.HeaderSize, true)
+	j.out.reply = append(j.out.reply[:0], make([]byte, wire.HeaderSize)...)
+	j.out.reply = wire.AppendResultSuccess(j.out.reply)
+	j.out.reply, _ = login.Append(j.out.reply)
+	rh := wire.ReplyTo(j.frame.Header, 0, len(j.out.reply)-wire.HeaderSize, true)
 	rh.Op, rh.Commit = rec.epoch, max(r.plane.Core().CommitMax(), rec.epoch)
-	rh.Put(j.reply)
-	j.rawReply = true
+	rh.Put(j.out.reply)
+	j.out.rawFrame = true
 	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
 	r.h.reply(j)
 }
@@ -524,7 +541,7 @@ func (r *metaRouter) write(j *job) {
 		// workers: a later request of it must not commit first (the client table
 		// would then take the earlier one for a replay). The SDKs send one request
 		// at a time and never get here; a pipelining client retries.
-		j.status = wire.ErrTransientNotAccepted
+		j.out.status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
@@ -552,7 +569,7 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 		return false // shard 0 is stopping: nothing more is handed to the workers
 	}
 	if w.Root {
-		return r.passwords.submit(&rootUserHash{id: id, username: w.Username, password: w.Password, salt: w.Salt})
+		return r.passwords.Submit(&passwords.RootUser{ID: id, Username: w.Username, Password: w.Password, Salt: w.Salt})
 	}
 	pj, ok := r.pending[w.Token]
 	if !ok {
@@ -560,16 +577,16 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 	}
 	j := pj.j
 	source := r.record(j.conn).source
-	if w.Operation == wire.OperationChangePassword && !r.failures.allow(source, r.h.shard.NowNs()) {
+	if w.Operation == wire.OperationChangePassword && !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
 		return false
 	}
-	n := &newPassword{id: id, job: j, source: source, op: w.Operation, body: w.Body, salt: w.Salt, currentHash: w.CurrentHash}
-	if !r.passwords.submit(n) {
+	n := &passwords.NewPassword{ID: id, Conn: j.conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
+	if !r.passwords.Submit(n) {
 		r.logRefusedBusy(j, w.Operation.String(), "too much password work waiting from the source or in all")
 		return false
 	}
-	r.changing[j.conn] = n
+	r.changing[j.conn] = newPassword{NewPassword: n, job: j}
 	return true
 }
 

@@ -19,19 +19,19 @@ import (
 
 // routeSend resolves a SendMessages batch's partition and hands it to the owner.
 func (h *handler) routeSend(j *job) {
-	if err := j.send.Decode(j.frame.Body); err != nil {
+	if err := j.send.batch.Decode(j.frame.Body); err != nil {
 		// A namespace that does not decode is 20, as the reference answers it (dispatch_partition_request in
 		// apache/iggy core/server/src/dispatch.rs); a batch the decoder
 		// refuses keeps the decoder's code (checksums, lengths).
-		j.status = errorCode(err, wire.ErrResourceNotFound)
-		if j.status == wire.ErrInvalidCommand || j.status == wire.ErrInvalidFormat {
-			j.status = wire.ErrResourceNotFound
+		j.out.status = errorCode(err, wire.ErrResourceNotFound)
+		if j.out.status == wire.ErrInvalidCommand || j.out.status == wire.ErrInvalidFormat {
+			j.out.status = wire.ErrResourceNotFound
 		}
 		h.reply(j)
 		return
 	}
 	state := h.view.state
-	s, t, count, err := state.ResolveTopic(j.send.StreamID, j.send.TopicID)
+	s, t, count, err := state.ResolveTopic(j.send.batch.StreamID, j.send.batch.TopicID)
 	if err != nil {
 		h.refuse(j, wire.ErrResourceNotFound)
 		return
@@ -41,23 +41,23 @@ func (h *handler) routeSend(j *job) {
 		return
 	}
 	cursor := h.balanced[[2]uint32{s, t}]
-	if cursor == nil && j.send.Partitioning.Kind == wire.PartitioningBalanced {
+	if cursor == nil && j.send.batch.Partitioning.Kind == wire.PartitioningBalanced {
 		cursor = new(partition.RoundRobin)
 		h.balanced[[2]uint32{s, t}] = cursor
 	}
-	p, err := partition.ResolvePartition(j.send.Partitioning, count, cursor)
+	p, err := partition.ResolvePartition(j.send.batch.Partitioning, count, cursor)
 	if err != nil {
 		h.refuse(j, errorCode(err, wire.ErrResourceNotFound))
 		return
 	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
+	j.send.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
 	h.toOwner(j)
 }
 
 // toOwner hands a resolved partition operation to the partition's owner: served
 // here when this shard owns it, posted there otherwise.
 func (h *handler) toOwner(j *job) {
-	owner := h.srv.ownerOf(j.key)
+	owner := h.srv.ownerOf(j.partition())
 	if owner == h.index {
 		h.serveOwner(j)
 		return
@@ -71,7 +71,7 @@ func (h *handler) toOwner(j *job) {
 func (h *handler) routePoll(j *job) {
 	var req wire.PollMessages
 	if err := req.Decode(j.frame.Body); err != nil {
-		j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+		j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], 0, 0)
 		h.reply(j)
 		return
 	}
@@ -80,7 +80,7 @@ func (h *handler) routePoll(j *job) {
 	var partitionID uint32
 	if req.Consumer.Kind == wire.ConsumerGroup {
 		if !req.Partition.Set {
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], 0, 0)
+			j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], 0, 0)
 			h.reply(j)
 			return
 		}
@@ -89,7 +89,7 @@ func (h *handler) routePoll(j *job) {
 		_, owned, ok := state.Assignment(j.frame.Header.Client, &target)
 		groupID, found := h.groupID(req.StreamID, req.TopicID, req.Consumer.ID)
 		if !ok || !found || !containsU32(owned, req.Partition.ID) {
-			j.reply = partition.AppendEmptyPollReply(j.reply[:0], wire.PollPartitionResync, 0)
+			j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], wire.PollPartitionResync, 0)
 			h.reply(j)
 			return
 		}
@@ -114,8 +114,8 @@ func (h *handler) routePoll(j *job) {
 		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.pollReq = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
+	j.poll.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.poll.req = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
 		MaxBytes: pollReadBytesMax}
 	h.toOwner(j)
 }
@@ -141,18 +141,18 @@ func (h *handler) routeOffset(j *job) {
 		var req wire.StoreConsumerOffset
 		decodeErr = req.Decode(j.frame.Body)
 		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.offset, j.ack = req.Offset, req.Ack
+		j.offset.value, j.offset.ack = req.Offset, req.Ack
 	default:
 		var req wire.DeleteConsumerOffset
 		decodeErr = req.Decode(j.frame.Body)
 		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.ack = req.Ack
+		j.offset.ack = req.Ack
 	}
 	unresolved := func() {
 		if j.kind == jobGetOffset {
-			j.reply = j.reply[:0]
+			j.out.reply = j.out.reply[:0]
 		} else {
-			j.status = wire.ErrResourceNotFound
+			j.out.status = wire.ErrResourceNotFound
 		}
 		h.reply(j)
 	}
@@ -205,8 +205,8 @@ func (h *handler) routeOffset(j *job) {
 		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
-	j.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.consumer = c
+	j.offset.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.offset.consumer = c
 	h.toOwner(j)
 }
 
@@ -260,6 +260,6 @@ func containsU32(v []uint32, x uint32) bool {
 
 // refuse answers a partition operation with a status, before it reaches its owner.
 func (h *handler) refuse(j *job, code wire.ErrorCode) {
-	j.status = code
+	j.out.status = code
 	h.reply(j)
 }

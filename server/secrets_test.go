@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -50,7 +51,7 @@ func TestTokenNeverReachesTheDisk(t *testing.T) {
 		_, err := root.CreateStream(ctx, "s"+strconv.Itoa(i))
 		mustOK(t, "CreateStream", err)
 	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "metadata", snapshotFileName)); err != nil {
+	if raw, err := os.ReadFile(filepath.Join(dir, "metadata", metafiles.SnapshotFileName)); err != nil {
 		t.Fatal(err)
 	} else if head, err := metaplane.SplitSnapshot(raw); err != nil || head.At.Op < 16 {
 		t.Fatalf("snapshot at op %d (%v), want one after the streams", head.At.Op, err)

@@ -49,13 +49,13 @@
 //	                                                requests in flight hold 4 MiB, nor
 //	                                                while the arena has no buffer for its
 //	                                                next frame (it waits in line)
-//	polls (Config.PollMemoryBytesMax)    256 MiB   read buffers lent until the reply is
+//	polls (PollMemoryBytesMax, config)   256 MiB   read buffers lent until the reply is
 //	                                                sent, and idle ones kept for reuse;
-//	                                                polls beyond it wait (pollMemory)
+//	                                                polls beyond it wait (pollmemory)
 //	connections                          about 8 KiB of Go heap each while idle (measured
 //	                                     with 2000 loopback connections), at most 65536
 //	                                     per shard; idle ones close after 60 s
-//	                                     (Config.IdleTimeout)
+//	                                     (config.Config.IdleTimeout)
 //	  replies owed                         at most 256 a connection (then it is not read);
 //	                                       those ready out of turn wait parked in arena
 //	                                       buffers, or in the poll buffers they lend
@@ -69,7 +69,7 @@
 //	  "Memory")                          node holds a replica of each): ~27 KB of heap
 //	                                     created and never written, ~41 KB once written,
 //	                                     and 24 B an index entry of the segments read
-//	                                     lately; no file until first written (storage.go)
+//	                                     lately; no file until first written (partitiondir)
 //	partition batch copies, in a          64 MiB   cluster.partition_memory_max / S: a
 //	  cluster                                      backup's journal copies until its log
 //	                                               wrote them, frames a busy group queued,
@@ -143,8 +143,11 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/pollmemory"
+	"github.com/iggy-shard/iggy-shard/replicanet"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
@@ -153,19 +156,19 @@ import (
 
 // Server is a running node: single, or one of a cluster.
 type Server struct {
-	cfg Config
+	cfg setup
 	log *slog.Logger
 	rt  *shard.Runtime
 	tls *tlsterm.Terminator // nil when TLS is off
 	// replicaTLS terminates [cluster.tls] on tcp_replica and dials peers over it;
 	// nil when the replica plane runs plain (its methods do nothing on nil).
-	replicaTLS *replicaTLS
+	replicaTLS *replicanet.TLS
 	// listenAddr is the client address (rt.Addr(), or the TLS listener's), published
 	// for shard 0, which may serve a request before Start has stored rt.
 	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
-	// heartbeatInterval is Config.HeartbeatInterval with its default applied.
+	// heartbeatInterval is config.Config.HeartbeatInterval with its default applied.
 	heartbeatInterval time.Duration
 
 	meta  *metaPlane // touched only by shard 0 once started
@@ -184,9 +187,9 @@ type Server struct {
 	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
 	// failure, one per shard, each touched by its shard only.
 	sendRefusedLogs []eventLog
-	// pollMemories bound the bytes each shard's polls hold (pollMemory), one per
-	// shard, each touched by its shard only.
-	pollMemories []*pollMemory
+	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
+	// one per shard, each touched by its shard only.
+	pollMemories []*pollmemory.Memory[*job]
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -206,34 +209,39 @@ type partitionOpen struct {
 }
 
 // Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
-func Start(cfg Config, log *slog.Logger) (*Server, error) {
+func Start(cfg config.Config, log *slog.Logger) (*Server, error) {
+	return start(setup{Config: cfg}, log)
+}
+
+// start is Start with the test hooks of cfg.
+func start(cfg setup, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	var replicaCfg *shard.ReplicaConfig
-	var replicaTLS *replicaTLS
+	var replicaTLS *replicanet.TLS
 	if cfg.Cluster.Enabled {
 		var err error
-		if replicaCfg, err = replicaConfigOf(&cfg.Cluster); err != nil {
+		if replicaCfg, err = replicanet.Config(&cfg.Cluster); err != nil {
 			return nil, err
 		}
 		// [cluster.tls]: the terminator binds ip:tcp_replica now, so a busy port
 		// or an unusable certificate stops the start before anything else.
-		if replicaTLS, err = newReplicaTLS(&cfg.Cluster, cfg.Cluster.self(), log); err != nil {
+		if replicaTLS, err = replicanet.NewTLS(&cfg.Cluster, cfg.Cluster.Self(), log); err != nil {
 			return nil, err
 		}
-		replicaTLS.configure(replicaCfg)
+		replicaTLS.Configure(replicaCfg)
 		// In cluster mode the roster is the single source of listener ports: the
 		// client listener binds tcp.address's host at the node's ports.tcp
 		// (iggy.apache.org/docs/clustering/configuration).
-		cfg.TCPAddress = clientAddressOf(&cfg.Cluster, cfg.TCPAddress)
+		cfg.TCPAddress = cfg.Cluster.ClientAddress(cfg.TCPAddress)
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	clampSnapshotInterval(&cfg, log)
 	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
-		return nil, &SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
+		return nil, &config.SettingError{Setting: "system.path", Value: cfg.SystemPath, Reason: err.Error()}
 	}
 	s := &Server{cfg: cfg, log: log, replicaTLS: replicaTLS}
 	if cfg.Cluster.Enabled {
@@ -242,7 +250,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.startedAt = s.now()
 	s.heartbeatInterval = cfg.HeartbeatInterval
 	if s.heartbeatInterval == 0 {
-		s.heartbeatInterval = heartbeatIntervalDefault
+		s.heartbeatInterval = config.HeartbeatIntervalDefault
 	}
 	s.shardCount = cfg.ShardCount
 	if s.shardCount == 0 {
@@ -255,7 +263,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.TLS.Enabled {
 		var err error
 		if tlsListener, tlsCert, err = listenTLS(&cfg, log); err != nil {
-			replicaTLS.close()
+			replicaTLS.Close()
 			return nil, err
 		}
 		s.listenAddr.Store(tlsListener.Addr().(*net.TCPAddr))
@@ -265,7 +273,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		if tlsListener != nil {
 			tlsListener.Close()
 		}
-		replicaTLS.close()
+		replicaTLS.Close()
 		return nil, err
 	}
 	s.meta = meta
@@ -273,10 +281,10 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	s.viewGenesis = &viewEntry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
-	s.pollMemories = make([]*pollMemory, s.shardCount)
+	s.pollMemories = make([]*pollmemory.Memory[*job], s.shardCount)
 	for i := range s.sendRefusedLogs {
 		s.sendRefusedLogs[i] = newEventLog()
-		s.pollMemories[i] = newPollMemory(cfg.PollMemoryBytesMax, int64(cfg.FrameSizeMaxBytes))
+		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
@@ -308,11 +316,11 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 			tlsListener.Close()
 		}
 		meta.close()
-		replicaTLS.close()
+		replicaTLS.Close()
 		return nil, err
 	}
 	s.rt = rt
-	if err := replicaTLS.attach(rt); err != nil {
+	if err := replicaTLS.Attach(rt); err != nil {
 		s.Shutdown(context.Background())
 		return nil, err
 	}
@@ -344,7 +352,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 // under [cluster.tls], the runtime's otherwise.
 func (s *Server) replicaAddr() *net.TCPAddr {
 	if s.replicaTLS != nil {
-		return s.replicaTLS.addr()
+		return s.replicaTLS.Addr()
 	}
 	return s.rt.ReplicaAddr()
 }
@@ -366,13 +374,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.tls != nil {
 			s.tls.Close() // no new sessions; those open end as their shards close them
 		}
-		s.replicaTLS.close()
+		s.replicaTLS.Close()
 		err := s.rt.Shutdown(ctx)
 		<-s.rt.Done()
 		if s.tls != nil {
 			err = errors.Join(err, s.tls.Wait(ctx))
 		}
-		err = errors.Join(err, s.replicaTLS.wait(ctx))
+		err = errors.Join(err, s.replicaTLS.Wait(ctx))
 		// The shards have exited: their stores are no longer touched by anyone else.
 		for _, h := range s.handlers {
 			if h != nil {
@@ -380,13 +388,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		for _, h := range s.handlers {
-			if h != nil && h.storeClosed {
-				err = errors.Join(err, h.closeErr)
+			if h != nil && h.owned.storeClosed {
+				err = errors.Join(err, h.owned.closeErr)
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
-			h.meta.passwords.close()
-			h.meta.journal.close()
+			h.meta.passwords.Close()
+			h.meta.journal.Close()
 		}
 		err = errors.Join(err, s.meta.close())
 		s.stopErr = err

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/iggy-shard/iggy-shard/vsr"
+import (
+	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/vsr"
+)
 
 // The consensus ticks of a shard: its partition groups' (partition.Store.Tick) and,
 // on shard 0 of a cluster, the metadata core's, both on one grid of 10 ms ticks
@@ -24,7 +27,27 @@ import "github.com/iggy-shard/iggy-shard/vsr"
 // it holds; it ticked every 10 ms, at two phases, before.
 
 // consensusTickNs is the grid's period.
-const consensusTickNs = int64(clusterTick)
+const consensusTickNs = int64(config.ClusterTick)
+
+// shardConsensus is what a shard keeps for the consensus groups it runs: their
+// ticks, and in a cluster what it was told of its peers and of the metadata
+// group's leader.
+type shardConsensus struct {
+	// grid is the shard's consensus ticks.
+	grid tickGrid
+	// inboundFree are records of replica frames retained for another shard
+	// (retainInbound).
+	inboundFree []*replicaInbound
+	// heardNs is, by replica, the last frame time (clusterState.lastHeardNs) this
+	// shard's groups were told of (catchUpTicks); nil on a single node.
+	heardNs []int64
+	// leaderSinceNs is when this shard first saw its node lead the metadata group
+	// (0: it does not), alignDueNs when its partitions may next take over
+	// (alignGroups).
+	leaderSinceNs, alignDueNs int64
+	// alignIntervalNs is the partition groups' heartbeat timeout.
+	alignIntervalNs int64
+}
 
 // storeTicksCatchUpMax bounds the ticks a store is given at once after the shard
 // was held up (a stall, not a sleep: a sleep ends at the store's next deadline);
@@ -72,7 +95,7 @@ func (g *tickGrid) timeOf(t uint64) int64 { return g.originNs + int64(t)*consens
 // they were heard. Every entry of the handler runs it before it hands anything an
 // input; it costs a comparison when nothing elapsed.
 func (h *handler) catchUpTicks() {
-	g := &h.grid
+	g := &h.consensus.grid
 	target := g.tickAt(h.shard.NowNs())
 	if m := h.meta; m != nil && m.plane.clustered && target > m.plane.tickTarget {
 		// The core takes them now (its Driver holds them while a Ready is out).
@@ -86,13 +109,13 @@ func (h *handler) catchUpTicks() {
 		p.tickTo()
 	}
 	due := g.storeArmed && g.storeDue <= target && g.storeAt < g.storeDue
-	if h.heardNs != nil {
+	if h.consensus.heardNs != nil {
 		h.noteLiveness(target)
 	}
 	h.advanceStore(target)
 	if due {
 		g.counts.dueTurns++
-		h.ioWanted = true // the tick that fell due may have driven groups: their writes, their frames
+		h.owned.ioWanted = true // the tick that fell due may have driven groups: their writes, their frames
 	}
 }
 
@@ -107,13 +130,13 @@ func (h *handler) noteLiveness(target uint64) {
 		id uint8
 	}
 	n := 0
-	for id := range h.heardNs {
+	for id := range h.consensus.heardNs {
 		ns := cl.lastHeardNs[id].Load()
-		if ns == h.heardNs[id] {
+		if ns == h.consensus.heardNs[id] {
 			continue
 		}
-		h.heardNs[id] = ns
-		at := min(max(h.grid.tickAt(ns), h.grid.storeAt), target)
+		h.consensus.heardNs[id] = ns
+		at := min(max(h.consensus.grid.tickAt(ns), h.consensus.grid.storeAt), target)
 		i := n
 		for ; i > 0 && heard[i-1].at > at; i-- { // in the order they were heard
 			heard[i] = heard[i-1]
@@ -123,7 +146,7 @@ func (h *handler) noteLiveness(target uint64) {
 	}
 	for _, r := range heard[:n] {
 		h.advanceStore(r.at)
-		h.store.NoteLiveness(r.id)
+		h.owned.store.NoteLiveness(r.id)
 	}
 }
 
@@ -131,7 +154,7 @@ func (h *handler) noteLiveness(target uint64) {
 // nothing due (its deadlines count from its own clock), at most
 // storeTicksCatchUpMax.
 func (h *handler) advanceStore(to uint64) {
-	g := &h.grid
+	g := &h.consensus.grid
 	if to <= g.storeAt {
 		return
 	}
@@ -146,7 +169,7 @@ func (h *handler) advanceStore(to uint64) {
 		g.storeAt = to - storeTicksCatchUpMax
 	}
 	for ; g.storeAt < to; g.storeAt++ {
-		h.store.Tick()
+		h.owned.store.Tick()
 		g.counts.storeTicks++
 	}
 }
@@ -154,9 +177,9 @@ func (h *handler) advanceStore(to uint64) {
 // scheduleTicks asks for a turn at the earliest grid tick at which the store or
 // the metadata core has something to do; none when neither has.
 func (h *handler) scheduleTicks() {
-	g := &h.grid
+	g := &h.consensus.grid
 	wake, armed := uint64(0), false
-	if n, ok := h.store.TicksUntilDue(); ok {
+	if n, ok := h.owned.store.TicksUntilDue(); ok {
 		g.storeDue, g.storeArmed = g.storeAt+n, true
 		wake, armed = g.storeDue, true
 	} else {

@@ -9,15 +9,16 @@ import (
 	"os"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 )
 
-// loadTLSCertificate applies [tcp.tls]'s rule (TLSConfig): with self_signed, the
+// loadTLSCertificate applies [tcp.tls]'s rule (config.TLS): with self_signed, the
 // PEM pair when cert_file exists and otherwise an ephemeral loopback certificate;
 // without it, the pair, which must exist. A file that cannot be used stops the start
-// with a SettingError naming the key, the path and what is wrong.
-func loadTLSCertificate(c TLSConfig, log *slog.Logger, now time.Time) (tls.Certificate, error) {
+// with a config.SettingError naming the key, the path and what is wrong.
+func loadTLSCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Certificate, error) {
 	if c.SelfSigned {
 		if _, err := os.Stat(c.CertFile); errors.Is(err, fs.ErrNotExist) {
 			cert, err := tlsterm.SelfSigned(now)
@@ -36,7 +37,7 @@ func loadTLSCertificate(c TLSConfig, log *slog.Logger, now time.Time) (tls.Certi
 		if fe.Role == "key" {
 			setting = "tcp.tls.key_file"
 		}
-		return tls.Certificate{}, &SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
+		return tls.Certificate{}, &config.SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
 	}
 	if err != nil {
 		return tls.Certificate{}, err
@@ -49,7 +50,7 @@ func loadTLSCertificate(c TLSConfig, log *slog.Logger, now time.Time) (tls.Certi
 // listenTLS binds the TCP address for TLS: the Go netpoller accepts and runs the
 // handshakes (package tlsterm), and each session reaches the shards through
 // Runtime.Adopt, so the runtime binds no listener of its own.
-func listenTLS(c *Config, log *slog.Logger) (net.Listener, tls.Certificate, error) {
+func listenTLS(c *setup, log *slog.Logger) (net.Listener, tls.Certificate, error) {
 	cert, err := loadTLSCertificate(c.TLS, log, time.Now())
 	if err != nil {
 		return nil, tls.Certificate{}, err

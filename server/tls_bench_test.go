@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -73,12 +74,12 @@ func TestBenchServerProcess(t *testing.T) {
 	if path == "" {
 		t.Skip("the child process of BenchmarkTransport")
 	}
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs, cfg.BusyPoll = "127.0.0.1:0", path, 2, false, 0
 	if cert := os.Getenv(envBenchServerCert); cert != "" {
-		cfg.TLS = TLSConfig{Enabled: true, CertFile: cert, KeyFile: os.Getenv(envBenchServerKey)}
+		cfg.TLS = config.TLS{Enabled: true, CertFile: cert, KeyFile: os.Getenv(envBenchServerKey)}
 	}
-	s, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,18 +17,19 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // tlsTestConfig is testServer's configuration with TLS on and the PEM pair of leaf.
-func tlsTestConfig(t *testing.T, certFile, keyFile string, selfSigned bool) Config {
-	cfg := DefaultConfig()
+func tlsTestConfig(t *testing.T, certFile, keyFile string, selfSigned bool) setup {
+	cfg := defaultSetup()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2
 	cfg.PinCPUs = false
-	cfg.TLS = TLSConfig{Enabled: true, SelfSigned: selfSigned, CertFile: certFile, KeyFile: keyFile}
+	cfg.TLS = config.TLS{Enabled: true, SelfSigned: selfSigned, CertFile: certFile, KeyFile: keyFile}
 	return cfg
 }
 
@@ -175,8 +176,8 @@ func TestTLSStartRefusesBadFiles(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Start(tlsTestConfig(t, c.cert, c.key, false), slog.New(slog.DiscardHandler))
-			var se *SettingError
+			_, err := start(tlsTestConfig(t, c.cert, c.key, false), slog.New(slog.DiscardHandler))
+			var se *config.SettingError
 			if !errors.As(err, &se) || se.Setting != c.setting || !strings.Contains(se.Reason, c.reason) || !strings.Contains(err.Error(), filepath.Base(se.Value)) {
 				t.Fatalf("Start: %v, want %s naming the file with %q", err, c.setting, c.reason)
 			}
@@ -314,9 +315,9 @@ func TestTLSSlowAndBrokenHandshakes(t *testing.T) {
 // reports as a failed handshake; an SDK retrying in a loop writes no info line.
 func TestTLSClientOnPlaintextPort(t *testing.T) {
 	var logs lockedBuffer
-	cfg := DefaultConfig()
+	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs = "127.0.0.1:0", t.TempDir(), 2, false
-	s, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	s, err := start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		t.Fatal(err)
 	}

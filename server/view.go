@@ -6,6 +6,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -232,8 +233,8 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 		if open, ok := h.openCreatedAt(k); ok && open != createdAt {
 			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
-		if h.store.Has(k) {
-			if err := h.settle(k, partitionRecord{generation: purgeGeneration, createdRevision: createdAt}); err != nil {
+		if h.owned.store.Has(k) {
+			if err := h.settle(k, partitiondir.Record{Generation: purgeGeneration, CreatedRevision: createdAt}); err != nil {
 				h.log.Error("partition record", "partition", k.String(), "err", err)
 			}
 			h.publishStats(k)
@@ -242,7 +243,7 @@ func (h *handler) followReplacedView(_ *metadata.State) {
 		h.applyEffect(&effect{kind: metadata.EffectCreatePartitions, key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration,
 			revision: createdAt})
 	})
-	for _, k := range h.store.Keys(nil) {
+	for _, k := range h.owned.store.Keys(nil) {
 		if !present[k] {
 			h.applyEffect(&effect{kind: metadata.EffectDeletePartitions, key: k, revision: everything})
 		}
@@ -257,7 +258,7 @@ func (h *handler) catchUpView() {
 	if h.view.catchUp(h.viewEffects) {
 		h.endRevokedSessions()
 	}
-	if len(h.hold.frames) > 0 {
+	if len(h.owned.hold.frames) > 0 {
 		h.stepHeld()
 	}
 }

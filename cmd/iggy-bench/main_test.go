@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/bench"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
@@ -145,7 +146,7 @@ func TestRawLoopbackMode(t *testing.T) {
 
 // Flags go before or after the kind; the JSON report carries the verified counts.
 func TestRunAgainstServer(t *testing.T) {
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
@@ -70,7 +71,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 	terminate := make(chan os.Signal, 1)
 	signal.Notify(terminate, syscall.SIGTERM)
 
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = *systemPath
 	cfg.ShardCount = *shards

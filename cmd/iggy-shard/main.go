@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/server"
 )
@@ -74,7 +75,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	defaults := server.DefaultConfig()
+	defaults := config.Default()
 	fs := flag.NewFlagSet("iggy-shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", "", "TOML configuration file (Apache Iggy's key names: [tcp] address, [system] path, ...)")
@@ -92,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.maxFrameSize, "max-frame-size", "64 MiB", "largest request frame accepted, header included")
 	fs.Uint64Var(&o.snapshotIntervalOps, "snapshot-interval-ops", defaults.SnapshotIntervalOps,
 		fmt.Sprintf("metadata operations between snapshots of the metadata state (each empties the journal); at most %d, a larger value is used as %[1]d, with a warning",
-			server.SnapshotIntervalOpsMax()))
+			config.SnapshotIntervalOpsMax()))
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", defaults.HeartbeatInterval,
 		"consumer group members silent for 1.2 intervals are evicted (reason 13 StaleClient) (env IGGY_HEARTBEAT_INTERVAL)")
 	fs.BoolVar(&o.tls, "tls", false,
@@ -144,8 +145,8 @@ Flags (written with one dash or two):
 }
 
 // config merges the file, the environment and the flags given.
-func (o *options) config(getenv func(string) string) (server.Config, error) {
-	cfg, err := server.LoadConfig(o.configPath, getenv)
+func (o *options) config(getenv func(string) string) (config.Config, error) {
+	cfg, err := config.Load(o.configPath, getenv)
 	if err != nil {
 		return cfg, err
 	}
@@ -159,9 +160,9 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 		cfg.PprofAddress = o.pprofAddress
 	}
 	if o.set["poll-memory-max"] {
-		n, err := server.ParseSizeBytes(o.pollMemoryMax)
+		n, err := config.ParseSizeBytes(o.pollMemoryMax)
 		if err != nil || n > 1<<62 {
-			return cfg, &server.SettingError{Setting: "--poll-memory-max", Value: o.pollMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
+			return cfg, &config.SettingError{Setting: "--poll-memory-max", Value: o.pollMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
 		}
 		cfg.PollMemoryBytesMax = int64(n)
 	}
@@ -169,9 +170,9 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 		cfg.Cluster.ReplicaID = o.replicaID
 	}
 	if o.set["partition-memory-max"] {
-		n, err := server.ParseSizeBytes(o.partitionMemoryMax)
+		n, err := config.ParseSizeBytes(o.partitionMemoryMax)
 		if err != nil || n > 1<<62 {
-			return cfg, &server.SettingError{Setting: "--partition-memory-max", Value: o.partitionMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
+			return cfg, &config.SettingError{Setting: "--partition-memory-max", Value: o.partitionMemoryMax, Reason: "not a size (e.g. \"256 MiB\")"}
 		}
 		cfg.Cluster.PartitionMemoryMaxBytes = int64(n)
 	}
@@ -194,9 +195,9 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 		cfg.BusyPoll = o.busyPoll
 	}
 	if o.set["max-frame-size"] {
-		n, err := server.ParseSizeBytes(o.maxFrameSize)
+		n, err := config.ParseSizeBytes(o.maxFrameSize)
 		if err != nil || n > 1<<32-1 {
-			return cfg, &server.SettingError{Setting: "--max-frame-size", Value: o.maxFrameSize, Reason: "not a size below 4 GiB"}
+			return cfg, &config.SettingError{Setting: "--max-frame-size", Value: o.maxFrameSize, Reason: "not a size below 4 GiB"}
 		}
 		cfg.FrameSizeMaxBytes = uint32(n)
 	}
@@ -205,7 +206,7 @@ func (o *options) config(getenv func(string) string) (server.Config, error) {
 	}
 	if o.set["heartbeat-interval"] {
 		if o.heartbeatInterval <= 0 {
-			return cfg, &server.SettingError{Setting: "--heartbeat-interval", Value: o.heartbeatInterval.String(), Reason: "must be positive"}
+			return cfg, &config.SettingError{Setting: "--heartbeat-interval", Value: o.heartbeatInterval.String(), Reason: "must be positive"}
 		}
 		cfg.HeartbeatInterval = o.heartbeatInterval
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/iggy-shard/iggy-shard/server"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -242,7 +242,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
 		}
 	}
-	if limit := fmt.Sprintf("at most %d, a larger value is used as %[1]d, with a warning", server.SnapshotIntervalOpsMax()); !strings.Contains(out.String(), limit) {
+	if limit := fmt.Sprintf("at most %d, a larger value is used as %[1]d, with a warning", config.SnapshotIntervalOpsMax()); !strings.Contains(out.String(), limit) {
 		t.Errorf("--help does not say of snapshot-interval-ops %q:\n%s", limit, out.String())
 	}
 	if code := run([]string{"--no-such-flag"}, io.Discard); code != exitUsage {

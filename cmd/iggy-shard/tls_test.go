@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
-	"github.com/iggy-shard/iggy-shard/server"
+	"github.com/iggy-shard/iggy-shard/config"
 )
 
 // TestTLSOneSetting: --tls alone (self_signed by default, no certificate on disk)
@@ -72,7 +72,7 @@ func TestTLSSettingsPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (server.TLSConfig{Enabled: true, CertFile: "env_cert.pem", KeyFile: "env_key.pem"}); cfg.TLS != want {
+	if want := (config.TLS{Enabled: true, CertFile: "env_cert.pem", KeyFile: "env_key.pem"}); cfg.TLS != want {
 		t.Fatalf("from the environment: %+v, want %+v", cfg.TLS, want)
 	}
 	o, err = parseFlags([]string{"--tls=false", "--tls-self-signed", "--tls-cert-file", "flag_cert.pem", "--tls-key-file", "flag_key.pem"}, &bytes.Buffer{})
@@ -82,7 +82,7 @@ func TestTLSSettingsPrecedence(t *testing.T) {
 	if cfg, err = o.config(getenv); err != nil {
 		t.Fatal(err)
 	}
-	if want := (server.TLSConfig{SelfSigned: true, CertFile: "flag_cert.pem", KeyFile: "flag_key.pem"}); cfg.TLS != want {
+	if want := (config.TLS{SelfSigned: true, CertFile: "flag_cert.pem", KeyFile: "flag_key.pem"}); cfg.TLS != want {
 		t.Fatalf("flags over the environment: %+v, want %+v", cfg.TLS, want)
 	}
 	var help bytes.Buffer

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iggy-shard/iggy-shard/server"
+	"github.com/iggy-shard/iggy-shard/config"
 )
 
 // In a cluster the client follows the leader; -v says which node answered, and
@@ -29,18 +29,18 @@ func TestClusterSaysWhichNodeAnswered(t *testing.T) {
 	for _, l := range listeners {
 		l.Close()
 	}
-	nodes := make([]server.ClusterNode, n)
+	nodes := make([]config.ClusterNode, n)
 	for i := range nodes {
-		nodes[i] = server.ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
-			Ports: server.NodePorts{TCP: ports[2*i], TCPReplica: ports[2*i+1]}}
+		nodes[i] = config.ClusterNode{Name: fmt.Sprintf("node-%d", i), IP: "127.0.0.1", ReplicaID: i,
+			Ports: config.NodePorts{TCP: ports[2*i], TCPReplica: ports[2*i+1]}}
 	}
 	for i := range n {
-		cfg := server.DefaultConfig()
-		cfg.Cluster = server.DefaultClusterConfig()
+		cfg := config.Default()
+		cfg.Cluster = config.DefaultCluster()
 		cfg.Cluster.Enabled = true
 		cfg.Cluster.ReplicaID = i
 		cfg.Cluster.Nodes = nodes
-		cfg.Cluster.Auth = server.ClusterAuth{Enabled: true, SharedSecret: strings.Repeat("s", 32)}
+		cfg.Cluster.Auth = config.ClusterAuth{Enabled: true, SharedSecret: strings.Repeat("s", 32)}
 		cfg.Cluster.MessageBus.ReconnectPeriod = 50 * time.Millisecond
 		startServer(t, cfg)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/server"
 )
 
@@ -45,7 +46,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cfg := server.DefaultConfig()
+	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = filepath.Join(dir, "data")
 	cfg.ShardCount = 2
@@ -79,7 +80,7 @@ func testMain(m *testing.M) int {
 
 // startServer starts a server of a test's own (TLS, a cluster) and stops it when
 // the test ends.
-func startServer(t *testing.T, cfg server.Config) *server.Server {
+func startServer(t *testing.T, cfg config.Config) *server.Server {
 	t.Helper()
 	cfg.TCPAddress = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()

@@ -13,7 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/iggy-shard/iggy-shard/client"
-	"github.com/iggy-shard/iggy-shard/server"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 )
 
@@ -154,8 +154,8 @@ func TestTLS(t *testing.T) {
 	ca := tlstest.NewCA(t, "cli test CA")
 	certFile, keyFile := ca.IssueValid(t).WriteFiles(t, dir)
 	caFile := ca.WriteCAFile(t, dir)
-	cfg := server.DefaultConfig()
-	cfg.TLS = server.TLSConfig{Enabled: true, CertFile: certFile, KeyFile: keyFile}
+	cfg := config.Default()
+	cfg.TLS = config.TLS{Enabled: true, CertFile: certFile, KeyFile: keyFile}
 	s := startServer(t, cfg)
 	addr := s.Addr().String()
 	e := newEnv(t)

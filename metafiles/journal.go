@@ -1,128 +1,14 @@
-package server
+package metafiles
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
-
-// journalWriter does the metadata plane's blocking file work on a goroutine of its
-// own: a Ready's journal append and its fdatasync, a snapshot. An fdatasync takes
-// from tens of microseconds to tens of milliseconds depending on the disk; on shard
-// 0 it would stall every connection and partition that shard serves. Shard 0 hands
-// the task over and goes on serving (the writes that arrive meanwhile wait in the
-// plane, to share the next append and fdatasync); the writer wakes it
-// (shard.Shard.Wake) when the task is done, and the router finishes it on its next
-// turn (metaRouter.finishJournal). One task at a time: the plane hands out the next
-// only once the last is finished.
-type journalWriter struct {
-	wake func() // shard 0's Wake
-
-	mu       sync.Mutex
-	cond     sync.Cond    // broadcast when a task arrives or finishes, or the writer closes
-	task     *journalTask // to write, nil when there is none
-	finished *journalTask // written, not yet collected
-	closed   bool         // the goroutine exits once task is nil
-	ready    atomic.Bool  // finished != nil, read by shard 0 without the lock
-	exited   sync.WaitGroup
-	// beforeSync runs on the writer's goroutine before each fdatasync; tests hold
-	// the journal with it. Read and written under mu.
-	beforeSync func()
-}
-
-// journalTask is blocking file work for the writer's goroutine (a Ready's append
-// and fdatasync, a snapshot's files); then continues on shard 0 with its outcome.
-type journalTask struct {
-	work func(beforeSync func()) error
-	then func(err error)
-	err  error
-}
-
-func newJournalWriter(wake func()) *journalWriter {
-	w := &journalWriter{wake: wake}
-	w.cond.L = &w.mu
-	w.exited.Go(w.run)
-	return w
-}
-
-func (w *journalWriter) run() {
-	for {
-		w.mu.Lock()
-		for w.task == nil && !w.closed {
-			w.cond.Wait()
-		}
-		t := w.task
-		beforeSync := w.beforeSync
-		w.mu.Unlock()
-		if t == nil {
-			return
-		}
-
-		t.err = t.work(beforeSync)
-
-		w.mu.Lock()
-		w.task, w.finished = nil, t
-		w.ready.Store(true)
-		w.mu.Unlock()
-		w.cond.Broadcast()
-		w.wake()
-	}
-}
-
-// submit hands the writer its next task; it never blocks. A task must not be in
-// flight.
-func (w *journalWriter) submit(t *journalTask) {
-	w.mu.Lock()
-	if w.task != nil || w.finished != nil {
-		w.mu.Unlock()
-		panic("server: a metadata journal append while another is in flight")
-	}
-	w.task = t
-	w.mu.Unlock()
-	w.cond.Broadcast()
-}
-
-// collect returns the finished task, if any.
-func (w *journalWriter) collect() *journalTask {
-	if !w.ready.Load() {
-		return nil
-	}
-	w.mu.Lock()
-	t := w.finished
-	w.finished = nil
-	w.ready.Store(false)
-	w.mu.Unlock()
-	return t
-}
-
-// await blocks until the task in flight, if any, is finished and returns it: for
-// shard 0's last turn, which must not leave a numbered prepare behind.
-func (w *journalWriter) await() *journalTask {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.task != nil {
-		w.cond.Wait()
-	}
-	t := w.finished
-	w.finished = nil
-	w.ready.Store(false)
-	return t
-}
-
-// close lets the goroutine finish the task it holds and waits for it to exit.
-func (w *journalWriter) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.cond.Broadcast()
-	w.exited.Wait()
-}
 
 // The metadata journal of a cluster's replica may hold holes: runs of ops it does
 // not hold intact, in their place in op order (vsr.ScanJournalHoles). The replica
@@ -138,7 +24,7 @@ func (w *journalWriter) close() {
 // core truncates it: a restart that found it gone would take the op for never
 // journaled, and nack it.
 //
-// The in-memory index (metaPlane.journalEnds) gives every op of a hole a span:
+// The in-memory index (Files.journalEnds) gives every op of a hole a span:
 // the last op of a hole's run holds the run's bytes, the others none (where one op
 // of a damaged run ends is unknown). A cut inside a run takes its bytes; the
 // Ready then rewrites the journal with a marker for the run's ops below the cut.
@@ -205,7 +91,7 @@ func scanMetaJournal(raw []byte, head metaplane.Applied, clustered bool) (*journ
 			return nil
 		}
 	}
-	scan, err := vsr.ScanJournalHoles(raw, metadataFrameMax, visit, hole)
+	scan, err := vsr.ScanJournalHoles(raw, FrameMax, visit, hole)
 	r.scan = scan
 	if err != nil {
 		return r, err
@@ -238,15 +124,15 @@ func (r *journalRecovery) addHole(from, to uint64, start, end int64) {
 	}
 }
 
-// journalHole reports whether the journal's span of op is a hole.
-func (m *metaFiles) journalHole(op uint64) bool {
+// Hole reports whether the journal's span of op is a hole.
+func (m *Files) Hole(op uint64) bool {
 	return m.holes[op] && op >= m.journalFirstOp && op < m.journalFirstOp+uint64(len(m.journalEnds))
 }
 
 // journalKept is the op after the last one the journal keeps through a truncation
 // at truncateAt (-1: none). The ops of a hole run below the cut are kept, though
 // the cut may take the run's bytes: placeWrites then rewrites its marker.
-func (m *metaFiles) journalKept(truncateAt int64) uint64 {
+func (m *Files) journalKept(truncateAt int64) uint64 {
 	first := m.journalFirstOp
 	next := first + uint64(len(m.journalEnds))
 	if truncateAt < 0 {
@@ -264,10 +150,10 @@ func (m *metaFiles) journalKept(truncateAt int64) uint64 {
 // along (the journal is in op order). A discarded entry below entries that stay
 // is dropped by a rewrite instead, its op a hole until its new entry comes: the
 // entries above it, which the core counts durable, must stay on disk.
-func (m *metaFiles) journalCut(a *appendWork, rd *vsr.Ready) {
+func (m *Files) journalCut(a *appendWork, rd *vsr.Ready) {
 	a.truncateAt = -1
 	if rd.Truncate {
-		if off, ok := m.journalOffset(rd.TruncateAbove + 1); ok {
+		if off, ok := m.JournalOffset(rd.TruncateAbove + 1); ok {
 			a.truncateAt = off
 		}
 	}
@@ -280,11 +166,11 @@ func (m *metaFiles) journalCut(a *appendWork, rd *vsr.Ready) {
 	for top > first && slices.Contains(rd.Discards, top-1) {
 		top--
 	}
-	if off, ok := m.journalOffset(top); ok && top < m.journalKept(a.truncateAt) {
+	if off, ok := m.JournalOffset(top); ok && top < m.journalKept(a.truncateAt) {
 		a.truncateAt = off
 	}
 	for _, op := range rd.Discards {
-		if op >= first && op < top && !m.journalHole(op) {
+		if op >= first && op < top && !m.Hole(op) {
 			rw.dropped = append(rw.dropped, op)
 		}
 	}
@@ -300,7 +186,7 @@ type journalPiece struct {
 
 // journalRewrite is a Ready's journal work when its writes are not one append at
 // the journal's end (a write beyond a gap, or into a hole): the journal is
-// written anew, atomically (metaStorage.ReplaceFile), its entries in op order with
+// written anew, atomically (Storage.ReplaceFile), its entries in op order with
 // a marker for each run of ops it does not hold.
 type journalRewrite struct {
 	active  bool
@@ -313,7 +199,7 @@ type journalRewrite struct {
 	// dropped are the entries the Ready discards below entries that stay
 	// (journalCut).
 	dropped  []uint64
-	reopened metaJournal
+	reopened Journal
 }
 
 // placeWrites puts a Ready's writes into the journal work: entries the journal
@@ -321,12 +207,12 @@ type journalRewrite struct {
 // the others are one append when they continue the journal at next, in op order,
 // and a rewrite when they do not. A write for an op written twice in the Ready
 // counts once, as the last.
-func (m *metaFiles) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
+func (m *Files) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 	rw := &a.rewrite
 	rw.active, rw.order = false, rw.order[:0]
 	for i := range rd.Writes {
 		w := &rd.Writes[i]
-		if w.Header.Op < next && !m.journalHole(w.Header.Op) && !slices.Contains(rw.dropped, w.Header.Op) {
+		if w.Header.Op < next && !m.Hole(w.Header.Op) && !slices.Contains(rw.dropped, w.Header.Op) {
 			continue
 		}
 		rw.order = append(rw.order, i)
@@ -346,7 +232,7 @@ func (m *metaFiles) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 	// are all in its last op's span), or left damage standing for several ops
 	// at the end, where it would read as a torn write of one: the rewrite marks
 	// the run anew.
-	inOrder := len(rw.dropped) == 0 && !(a.truncateAt >= 0 && next > m.journalFirstOp && m.journalHole(next-1))
+	inOrder := len(rw.dropped) == 0 && !(a.truncateAt >= 0 && next > m.journalFirstOp && m.Hole(next-1))
 	for k, i := range rw.order {
 		if rd.Writes[i].Header.Op != next+uint64(k) {
 			inOrder = false
@@ -361,7 +247,7 @@ func (m *metaFiles) placeWrites(a *appendWork, rd *vsr.Ready, next uint64) {
 		return
 	}
 	if !m.clustered {
-		panic(fmt.Sprintf("server: a one-replica metadata group wrote or discarded out of its journal's order (next op %d)", next))
+		panic(fmt.Sprintf("metafiles: a one-replica metadata group wrote or discarded out of its journal's order (next op %d)", next))
 	}
 	m.planRewrite(a, rd, next)
 }
@@ -378,7 +264,7 @@ func (a *appendWork) put(h *wire.PrepareHeader, body []byte) {
 // planRewrite lays the journal out anew: from its first op to the highest op it
 // holds or the Ready writes, each op the Ready's entry, the journal's entry, or a
 // marker closing a run of ops held by neither.
-func (m *metaFiles) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
+func (m *Files) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 	rw := &a.rewrite
 	rw.active = true
 	rw.pieces, rw.ends, rw.holes = rw.pieces[:0], rw.ends[:0], rw.holes[:0]
@@ -413,9 +299,9 @@ func (m *metaFiles) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 			rw.pieces = append(rw.pieces, journalPiece{start: start, end: int64(len(a.entries))})
 			pos += int64(w.Header.Size)
 			rw.ends = append(rw.ends, pos)
-		case op < next && !m.journalHole(op) && !slices.Contains(rw.dropped, op):
+		case op < next && !m.Hole(op) && !slices.Contains(rw.dropped, op):
 			closeRun(op)
-			start, _ := m.journalOffset(op)
+			start, _ := m.JournalOffset(op)
 			end := m.journalEnds[op-m.journalFirstOp]
 			rw.pieces = append(rw.pieces, journalPiece{old: true, start: start, end: end})
 			pos += end - start
@@ -438,7 +324,7 @@ func (m *metaFiles) planRewrite(a *appendWork, rd *vsr.Ready, next uint64) {
 // atomically and reopened.
 func (a *appendWork) rewriteJournal() error {
 	rw := &a.rewrite
-	raw, err := a.store.ReadFile(journalFileName)
+	raw, err := a.store.ReadFile(JournalFileName)
 	if err != nil {
 		return fmt.Errorf("metadata journal read: %w", err)
 	}
@@ -454,16 +340,16 @@ func (a *appendWork) rewriteJournal() error {
 // is, of entries, or markers), replaces it atomically, and reopens it in place of
 // old, which it closes once the new journal is in place (on an error before, old
 // stays open and whole). On the journal writer's goroutine.
-func replaceJournal(store metaStorage, old metaJournal, raw, entries []byte, pieces []journalPiece) (metaJournal, error) {
+func replaceJournal(store Storage, old Journal, raw, entries []byte, pieces []journalPiece) (Journal, error) {
 	b, err := layJournal(raw, entries, pieces)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.ReplaceFile(journalFileName, b); err != nil {
+	if err := store.ReplaceFile(JournalFileName, b); err != nil {
 		return nil, fmt.Errorf("metadata journal rewrite: %w", err)
 	}
 	old.Close()
-	return store.OpenJournal(journalFileName, int64(len(b)))
+	return store.OpenJournal(JournalFileName, int64(len(b)))
 }
 
 // layJournal is the journal's bytes from pieces of raw, of entries, and markers.
@@ -496,7 +382,7 @@ func layJournal(raw, entries []byte, pieces []journalPiece) ([]byte, error) {
 
 // journalWritten updates the journal's index once a Ready's journal work is done:
 // the truncation, then the rewrite's layout or the appended entries.
-func (m *metaFiles) journalWritten() {
+func (m *Files) journalWritten() {
 	a := &m.appending
 	m.journalEnds = m.journalEnds[:m.journalKept(a.truncateAt)-m.journalFirstOp]
 	rw := &a.rewrite
@@ -512,7 +398,7 @@ func (m *metaFiles) journalWritten() {
 			m.journalFirstOp = a.firstOp + uint64(i)
 		}
 		delete(m.holes, a.firstOp+uint64(i))
-		m.journalEnds = append(m.journalEnds, m.journalSizeBytes()+int64(size))
+		m.journalEnds = append(m.journalEnds, m.JournalSizeBytes()+int64(size))
 	}
 }
 
@@ -646,7 +532,7 @@ func planInstalledJournal(raw []byte, firstOp uint64, ends []int64, holes map[ui
 }
 
 // setJournalIndex makes the journal's index firstOp, ends and holes.
-func (m *metaFiles) setJournalIndex(firstOp uint64, ends []int64, holes []uint64) {
+func (m *Files) setJournalIndex(firstOp uint64, ends []int64, holes []uint64) {
 	m.journalFirstOp = firstOp
 	m.journalEnds = append(m.journalEnds[:0], ends...)
 	clear(m.holes)

@@ -1,4 +1,4 @@
-package server
+package config
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-func threeNodeCluster() ClusterConfig {
-	c := DefaultClusterConfig()
+func threeNodeCluster() Cluster {
+	c := DefaultCluster()
 	c.Enabled = true
 	for i := range 3 {
 		c.Nodes = append(c.Nodes, ClusterNode{
@@ -21,28 +21,10 @@ func threeNodeCluster() ClusterConfig {
 	return c
 }
 
-// cluster.partition_memory_max is the node's: each shard's partition store gets
-// an even share, at least a batch's 1 MiB; 0 leaves the package's 64 MiB a shard.
-func TestPartitionMemoryIsSharedByTheShards(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Cluster = threeNodeCluster()
-	for _, tc := range []struct {
-		node   int64
-		shards int
-		want   int64
-	}{{0, 4, 0}, {256 << 20, 4, 64 << 20}, {256 << 20, 1, 256 << 20}, {2 << 20, 8, 1 << 20}} {
-		cfg.Cluster.PartitionMemoryMaxBytes = tc.node
-		s := &Server{cfg: cfg, shardCount: tc.shards}
-		if got := s.partitionReplication(nil).BodyBudgetBytes; got != tc.want {
-			t.Errorf("%d bytes over %d shards: %d a shard, want %d", tc.node, tc.shards, got, tc.want)
-		}
-	}
-}
-
 // TestClusterConfigRules: every boot-time rule of the reference refuses the start
 // with the setting it concerns and the rule.
 func TestClusterConfigRules(t *testing.T) {
-	if err := (&ClusterConfig{}).Validate(); err != nil {
+	if err := (&Cluster{}).Validate(); err != nil {
 		t.Fatalf("a disabled section: %v", err)
 	}
 	ok := threeNodeCluster()
@@ -52,41 +34,41 @@ func TestClusterConfigRules(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	cases := []struct {
 		name, setting, rule string
-		change              func(c *ClusterConfig)
+		change              func(c *Cluster)
 	}{
-		{"zero duration", "cluster.commit_broadcast_interval", "nonzero", func(c *ClusterConfig) { c.CommitBroadcastInterval = 0 }},
-		{"short heartbeat", "cluster.heartbeat_timeout", "at least 2s", func(c *ClusterConfig) { c.HeartbeatTimeout = time.Second }},
-		{"heartbeat under 4 broadcasts", "cluster.heartbeat_timeout", "4x commit_broadcast_interval", func(c *ClusterConfig) { c.CommitBroadcastInterval = 2 * time.Second }},
-		{"view change status", "cluster.view_change_status_timeout", "4x view_change_retransmit_interval", func(c *ClusterConfig) { c.ViewChangeStatusTimeout = time.Second }},
-		{"probes", "cluster.view_probe_attempts_max", "between 1 and 100", func(c *ClusterConfig) { c.ViewProbeAttemptsMax = 101 }},
-		{"repair chunk over the queue", "cluster.repair_chunk_max", "below message_bus.peer_queue_capacity", func(c *ClusterConfig) { c.RepairChunkMax = 256 }},
-		{"partition queue under a repair", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 32 }},
-		{"partition queue too long", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *ClusterConfig) { c.MessageBus.PartitionQueueCapacity = 1 << 17 }},
-		{"short secret", "cluster.auth.shared_secret", "at least 32 bytes", func(c *ClusterConfig) { c.Auth.SharedSecret = "short" }},
-		{"auth without secret", "cluster.auth.shared_secret", "must be set", func(c *ClusterConfig) { c.Auth.Enabled = true }},
-		{"rotation to the same key", "cluster.auth.previous_shared_secret", "must differ", func(c *ClusterConfig) {
+		{"zero duration", "cluster.commit_broadcast_interval", "nonzero", func(c *Cluster) { c.CommitBroadcastInterval = 0 }},
+		{"short heartbeat", "cluster.heartbeat_timeout", "at least 2s", func(c *Cluster) { c.HeartbeatTimeout = time.Second }},
+		{"heartbeat under 4 broadcasts", "cluster.heartbeat_timeout", "4x commit_broadcast_interval", func(c *Cluster) { c.CommitBroadcastInterval = 2 * time.Second }},
+		{"view change status", "cluster.view_change_status_timeout", "4x view_change_retransmit_interval", func(c *Cluster) { c.ViewChangeStatusTimeout = time.Second }},
+		{"probes", "cluster.view_probe_attempts_max", "between 1 and 100", func(c *Cluster) { c.ViewProbeAttemptsMax = 101 }},
+		{"repair chunk over the queue", "cluster.repair_chunk_max", "below message_bus.peer_queue_capacity", func(c *Cluster) { c.RepairChunkMax = 256 }},
+		{"partition queue under a repair", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *Cluster) { c.MessageBus.PartitionQueueCapacity = 32 }},
+		{"partition queue too long", "message_bus.partition_queue_capacity", "between 33 and 65536", func(c *Cluster) { c.MessageBus.PartitionQueueCapacity = 1 << 17 }},
+		{"short secret", "cluster.auth.shared_secret", "at least 32 bytes", func(c *Cluster) { c.Auth.SharedSecret = "short" }},
+		{"auth without secret", "cluster.auth.shared_secret", "must be set", func(c *Cluster) { c.Auth.Enabled = true }},
+		{"rotation to the same key", "cluster.auth.previous_shared_secret", "must differ", func(c *Cluster) {
 			c.Auth = ClusterAuth{Enabled: true, SharedSecret: secret, PreviousSharedSecret: secret}
 		}},
-		{"TLS without auth", "cluster.tls.enabled", "requires cluster.auth.enabled", func(c *ClusterConfig) { c.TLS.Enabled = true }},
-		{"TLS CA mode without CA", "cluster.tls.ca_file", "required in CA mode", func(c *ClusterConfig) {
+		{"TLS without auth", "cluster.tls.enabled", "requires cluster.auth.enabled", func(c *Cluster) { c.TLS.Enabled = true }},
+		{"TLS CA mode without CA", "cluster.tls.ca_file", "required in CA mode", func(c *Cluster) {
 			c.Auth = ClusterAuth{Enabled: true, SharedSecret: secret}
 			c.TLS = ClusterTLS{Enabled: true, CertFile: "c.pem", KeyFile: "k.pem"}
 		}},
-		{"no roster", "cluster.nodes", "needs its roster", func(c *ClusterConfig) { c.Nodes = nil }},
-		{"hostname ip", "cluster.nodes[1].ip", "literal IPv4 or IPv6", func(c *ClusterConfig) { c.Nodes[1].IP = "node-b.local" }},
-		{"duplicate name", "cluster.nodes[2].name", "unique", func(c *ClusterConfig) { c.Nodes[2].Name = "node-a" }},
-		{"replica id out of range", "cluster.nodes[2].replica_id", "below the roster size", func(c *ClusterConfig) { c.Nodes[2].ReplicaID = 3 }},
-		{"duplicate replica id", "cluster.nodes[2].replica_id", "unique", func(c *ClusterConfig) { c.Nodes[2].ReplicaID = 0 }},
-		{"no replica port", "cluster.nodes[0].ports.tcp_replica", "required", func(c *ClusterConfig) { c.Nodes[0].Ports.TCPReplica = 0 }},
-		{"shared endpoint", "cluster.nodes[1].ports", "already claimed by cluster.nodes[0]", func(c *ClusterConfig) { c.Nodes[1].Ports.TCP = 8090 }},
-		{"bad advertised", "cluster.nodes[0].advertised_address", "RFC 1123", func(c *ClusterConfig) { c.Nodes[0].AdvertisedAddress = "host.example:8090" }},
-		{"duplicate selector", "cluster.nodes[0].advertised_addresses[1].client_cidr", "duplicates", func(c *ClusterConfig) {
+		{"no roster", "cluster.nodes", "needs its roster", func(c *Cluster) { c.Nodes = nil }},
+		{"hostname ip", "cluster.nodes[1].ip", "literal IPv4 or IPv6", func(c *Cluster) { c.Nodes[1].IP = "node-b.local" }},
+		{"duplicate name", "cluster.nodes[2].name", "unique", func(c *Cluster) { c.Nodes[2].Name = "node-a" }},
+		{"replica id out of range", "cluster.nodes[2].replica_id", "below the roster size", func(c *Cluster) { c.Nodes[2].ReplicaID = 3 }},
+		{"duplicate replica id", "cluster.nodes[2].replica_id", "unique", func(c *Cluster) { c.Nodes[2].ReplicaID = 0 }},
+		{"no replica port", "cluster.nodes[0].ports.tcp_replica", "required", func(c *Cluster) { c.Nodes[0].Ports.TCPReplica = 0 }},
+		{"shared endpoint", "cluster.nodes[1].ports", "already claimed by cluster.nodes[0]", func(c *Cluster) { c.Nodes[1].Ports.TCP = 8090 }},
+		{"bad advertised", "cluster.nodes[0].advertised_address", "RFC 1123", func(c *Cluster) { c.Nodes[0].AdvertisedAddress = "host.example:8090" }},
+		{"duplicate selector", "cluster.nodes[0].advertised_addresses[1].client_cidr", "duplicates", func(c *Cluster) {
 			c.Nodes[0].AdvertisedAddresses = []AdvertisedSelector{
 				{ClientCIDR: netip.MustParsePrefix("10.0.0.0/16"), Address: "10.0.1.5"},
 				{ClientCIDR: netip.MustParsePrefix("10.0.1.0/16"), Address: "10.0.1.6"},
 			}
 		}},
-		{"own entry", "--replica-id", "must name an entry", func(c *ClusterConfig) { c.ReplicaID = 5 }},
+		{"own entry", "--replica-id", "must name an entry", func(c *Cluster) { c.ReplicaID = 5 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +161,7 @@ partition_queue_capacity = 2048
 	}
 	readPartitionQueue := func() int {
 		t.Helper()
-		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		cfg, err := Load(path, func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +176,7 @@ partition_queue_capacity = 2048
 	}
 	readPartitionMemory := func() int64 {
 		t.Helper()
-		cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+		cfg, err := Load(path, func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,11 +190,11 @@ partition_queue_capacity = 2048
 		t.Fatalf("IGGY_CLUSTER_PARTITION_MEMORY_MAX read as %d, want 1 GiB", n)
 	}
 	env["IGGY_CLUSTER_PARTITION_MEMORY_MAX"] = "lots"
-	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "IGGY_CLUSTER_PARTITION_MEMORY_MAX") {
+	if _, err := Load(path, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "IGGY_CLUSTER_PARTITION_MEMORY_MAX") {
 		t.Fatalf("a partition memory of lots: %v", err)
 	}
 	delete(env, "IGGY_CLUSTER_PARTITION_MEMORY_MAX")
-	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
+	cfg, err := Load(path, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +208,9 @@ partition_queue_capacity = 2048
 		t.Fatalf("a valid 3-node section refused: %v", err)
 	}
 	env["IGGY_CLUSTER_HEARTBEAT_TIMEOUT"] = "disabled"
-	if _, err := LoadConfig(path, func(k string) string { return env[k] }); err != nil {
+	if _, err := Load(path, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
-	} else if cfg, _ := LoadConfig(path, func(k string) string { return env[k] }); cfg.Validate() == nil {
+	} else if cfg, _ := Load(path, func(k string) string { return env[k] }); cfg.Validate() == nil {
 		t.Fatal("a disabled heartbeat timeout was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package config
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ idle_timeout = "30 s"
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := LoadConfig(tc.path, env(tc.env))
+			c, err := Load(tc.path, env(tc.env))
 			if tc.setting != "" {
 				var se *SettingError
 				if !errors.As(err, &se) || se.Setting != tc.setting {
@@ -114,7 +114,7 @@ func TestValidateNamesTheSetting(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := Default()
 			tc.change(&c)
 			err := c.Validate()
 			var se *SettingError
@@ -123,7 +123,7 @@ func TestValidateNamesTheSetting(t *testing.T) {
 			}
 		})
 	}
-	c := DefaultConfig()
+	c := Default()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestPollMemoryFromFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[system.polls]\nmemory_max = \"64 MiB\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(path, func(string) string { return "" })
+	cfg, err := Load(path, func(string) string { return "" })
 	if err != nil || cfg.PollMemoryBytesMax != 64<<20 {
 		t.Fatalf("read %d, %v; want 64 MiB", cfg.PollMemoryBytesMax, err)
 	}
@@ -158,7 +158,7 @@ func TestPollMemoryFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var se *SettingError
-	if _, err := LoadConfig(path, func(string) string { return "" }); !errors.As(err, &se) || se.Setting != "system.polls.memory_max" {
+	if _, err := Load(path, func(string) string { return "" }); !errors.As(err, &se) || se.Setting != "system.polls.memory_max" {
 		t.Fatalf("a bad size: %v", err)
 	}
 }

@@ -1,4 +1,8 @@
-package server
+// Package passwords runs a node's argon2id work off its shards: logins'
+// passwords verified, the new passwords of CreateUser and ChangePassword and a
+// cluster's root user hashed, on workers of their own that take turns by source
+// address, within bounds, behind a budget of failed checks per source.
+package passwords
 
 import (
 	"net/netip"
@@ -12,7 +16,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// passwordWorkers run shard 0's argon2id work on goroutines of their own: logins'
+// Workers run shard 0's argon2id work on goroutines of their own: logins'
 // passwords verified against their hashes, and the new passwords of CreateUser and
 // ChangePassword (the current password verified, the new one hashed into the
 // proposal). One argon2id run costs tens of milliseconds of CPU and 19 MiB; done on
@@ -20,147 +24,147 @@ import (
 // long, once per login or password change, and a reconnecting fleet would stall it
 // for seconds. Shard 0 hands the work over and goes on serving; a worker does it,
 // queues the outcome and wakes shard 0 (shard.Shard.Wake), whose metadata router
-// carries on on its next turn (metaRouter.finishPasswordChecks). Nothing else waits
+// carries on on its next turn (Collect; server/router.go). Nothing else waits
 // for an argon2id run: the metadata writes go on meanwhile.
 //
 // The work waits by source (the peer's IP address), and the workers serve the
 // sources round-robin, oldest first within one: a source that floods the workers
 // with wrong passwords delays another source's login by at most one run per source
-// with work waiting, not by its whole backlog. At most passwordWaitingPerSourceMax
-// runs wait per source and passwordWaitingMax in all; beyond, shard 0 refuses the
+// with work waiting, not by its whole backlog. At most WaitingPerSourceMax
+// runs wait per source and WaitingMax in all; beyond, shard 0 refuses the
 // request with 58 TransientNotAccepted, which the SDKs retry (a login for the
 // whole 30 s request deadline). So a storm holds a bounded amount of memory
 // (requests and password copies) and cannot push good logins from elsewhere out;
 // and a source whose checks keep failing is refused before it queues anything
-// (failureBudgets), so it cannot keep the workers busy either.
+// (FailureBudgets), so it cannot keep the workers busy either.
 //
-// Shard 0 is the only caller of the submit and collect methods; the workers share
+// Shard 0 is the only caller of Submit and Collect; the workers share
 // nothing with it but what is under mu.
-type passwordWorkers struct {
+type Workers struct {
 	wake func() // shard 0's Wake
 
-	// verify is metadata.VerifyPassword and hash is (*newPassword).propose; tests
-	// hold the work with their own. Read and written under mu.
+	// verify is metadata.VerifyPassword and hash is (*NewPassword).Propose; tests
+	// hold the work with their own (Intercept). Read and written under mu.
 	verify func(hash string, password []byte) bool
-	hash   func(n *newPassword) ([]byte, error)
+	hash   func(n *NewPassword) ([]byte, error)
 
 	mu sync.Mutex
 	// cond is signalled when work arrives, broadcast when the workers close.
 	cond    sync.Cond
-	waiting sourceQueues  // submitted, not yet taken by a worker
-	done    []passwordJob // finished, not yet collected
-	closed  bool          // workers exit once waiting is empty
-	ready   atomic.Int32  // len(done), read by shard 0 without the lock
+	waiting sourceQueues // submitted, not yet taken by a worker
+	done    []Work       // finished, not yet collected
+	closed  bool         // workers exit once waiting is empty
+	ready   atomic.Int32 // len(done), read by shard 0 without the lock
 	workers sync.WaitGroup
 }
 
-// passwordJob is one argon2id task: a *passwordCheck or a *newPassword.
-type passwordJob interface {
-	sourceOf() netip.Addr
+// Work is one argon2id task: a *Check, a *NewPassword or a *RootUser.
+type Work interface {
+	source() netip.Addr
 }
 
-// passwordCheck is one login's password on its way through the workers. The worker
-// reads hash and password and writes match; it never touches the job, whose request
-// frame lives in a shard's arena.
-type passwordCheck struct {
-	job      *job
-	source   netip.Addr
-	hash     string // the PHC string verified against (metadata.PasswordHashToCheck)
-	password []byte // a copy of the password from the request
-	match    bool
+// Check is one login's password on its way through the workers. The worker
+// reads Hash and Password and writes Match; the request it came with stays with
+// its caller (Conn names the connection), in a shard's arena.
+type Check struct {
+	Conn     shard.ConnID
+	Source   netip.Addr
+	Hash     string // the PHC string verified against (metadata.PasswordHashToCheck)
+	Password []byte // a copy of the password from the request
+	Match    bool
 }
 
-func (c *passwordCheck) sourceOf() netip.Addr { return c.source }
+func (c *Check) source() netip.Addr { return c.Source }
 
-// newPassword is a CreateUser or ChangePassword on its way through the workers: the
-// state it needs was read on shard 0 (hashNewPassword), and the worker computes the
-// proposal from copies, writing proposal and err. Like a check, it never touches the
-// job.
-type newPassword struct {
-	// id is the plane's (metaplane.Host.HashPassword).
-	id     uint64
-	job    *job
-	source netip.Addr
-	op     wire.Operation // OperationCreateUser or OperationChangePassword
-	body   []byte         // a copy of the request's body
-	salt   []byte         // metadata.PasswordSaltBytes random bytes for the new hash
-	// currentHash is what a ChangePassword's current password is verified against
-	// (metadata.State.ChangePasswordCurrentHash); the router proposes the result
+// NewPassword is a CreateUser or ChangePassword on its way through the workers:
+// the state it needs was read on shard 0, and the worker computes the proposal
+// from copies, writing Proposal and Err. Like a check, the request stays with its
+// caller.
+type NewPassword struct {
+	// ID is the metadata plane's (metaplane.Host.HashPassword).
+	ID     uint64
+	Conn   shard.ConnID
+	Source netip.Addr
+	Op     wire.Operation // OperationCreateUser or OperationChangePassword
+	Body   []byte         // a copy of the request's body
+	Salt   []byte         // metadata.PasswordSaltBytes random bytes for the new hash
+	// CurrentHash is what a ChangePassword's current password is verified against
+	// (metadata.State.ChangePasswordCurrentHash); the caller proposes the result
 	// only while it is still the user's hash.
-	currentHash string
+	CurrentHash string
 
-	proposal []byte
-	// err is set instead of proposal: ErrInvalidCredentials when a ChangePassword's
+	Proposal []byte
+	// Err is set instead of Proposal: ErrInvalidCredentials when a ChangePassword's
 	// current password did not match (the new one is then not hashed), or what
 	// the proposal failed with.
-	err error
+	Err error
 }
 
-func (n *newPassword) sourceOf() netip.Addr { return n.source }
+func (n *NewPassword) source() netip.Addr { return n.Source }
 
-// propose computes the proposal from a verified request: one argon2id run, the new
-// password's hash.
-func (n *newPassword) propose() ([]byte, error) {
-	if n.op == wire.OperationChangePassword {
-		return metadata.ProposeChangePasswordVerified(nil, n.body, n.currentHash, n.salt)
+// Propose computes the proposal from a verified request: one argon2id run, the
+// new password's hash.
+func (n *NewPassword) Propose() ([]byte, error) {
+	if n.Op == wire.OperationChangePassword {
+		return metadata.ProposeChangePasswordVerified(nil, n.Body, n.CurrentHash, n.Salt)
 	}
-	return metadata.ProposeCreateUser(nil, n.body, n.salt)
+	return metadata.ProposeCreateUser(nil, n.Body, n.Salt)
 }
 
-// rootUserHash is a cluster's root user on its way through the workers: the first
+// RootUser is a cluster's root user on its way through the workers: the first
 // primary hashes the configured password once, off shard 0 like every new
 // password, and proposes the result (metadata.ProposeRootUser); every replica
 // applies those bytes. No connection waits for it.
-type rootUserHash struct {
-	id                 uint64
-	username, password string
-	salt               []byte
+type RootUser struct {
+	ID                 uint64
+	Username, Password string
+	Salt               []byte
 
-	proposal []byte
-	err      error
+	Proposal []byte
+	Err      error
 }
 
-func (r *rootUserHash) sourceOf() netip.Addr { return netip.Addr{} }
+func (r *RootUser) source() netip.Addr { return netip.Addr{} }
 
-// passwordWorkersCount is how many argon2id runs go at once: argon2id is
+// WorkersCount is how many argon2id runs go at once: argon2id is
 // memory-hard (19 MiB each), and the shards need the CPUs more than a login storm
 // does.
-const passwordWorkersCount = 2
+const WorkersCount = 2
 
-// passwordWorkersNice is the workers' threads' nice value (see work).
-const passwordWorkersNice = 10
+// workersNice is the workers' threads' nice value (see work).
+const workersNice = 10
 
 // The bounds of the argon2id work waiting for a worker. Per source: enough for a
 // host's reconnecting clients to queue a few each round (more retry after a 58),
 // few enough that one source's backlog is worth a fraction of a second of the
 // workers. In all: 1024 requests held, each a request buffer and a password copy.
 const (
-	passwordWaitingPerSourceMax = 16
-	passwordWaitingMax          = 1024
+	WaitingPerSourceMax = 16
+	WaitingMax          = 1024
 )
 
-func newPasswordWorkers(wake func()) *passwordWorkers {
-	v := &passwordWorkers{wake: wake, verify: metadata.VerifyPassword, hash: (*newPassword).propose}
+func NewWorkers(wake func()) *Workers {
+	v := &Workers{wake: wake, verify: metadata.VerifyPassword, hash: (*NewPassword).Propose}
 	v.cond.L = &v.mu
-	v.waiting.init(passwordWaitingPerSourceMax, passwordWaitingMax)
+	v.waiting.init(WaitingPerSourceMax, WaitingMax)
 	// Each worker holds a P for a whole argon2id run (tens of milliseconds, the Go
 	// scheduler preempts only every 10 ms): without Ps of their own they would keep
 	// the journal writer, the timers and the garbage collector waiting for one.
-	shard.ReserveProcs(passwordWorkersCount)
-	for range passwordWorkersCount {
+	shard.ReserveProcs(WorkersCount)
+	for range WorkersCount {
 		v.workers.Go(v.work)
 	}
 	return v
 }
 
-func (v *passwordWorkers) work() {
+func (v *Workers) work() {
 	// A thread of its own, niced: when the shards want the CPU, an argon2id run
 	// (a login storm, a flood of wrong current passwords) yields it to them
 	// instead of sharing it evenly: at nice 10 the CFS weight is about a tenth
 	// of a shard's.
 	runtime.LockOSThread()
 	linux.NameCurrentThread("passwords")
-	linux.NiceCurrentThread(passwordWorkersNice)
+	linux.NiceCurrentThread(workersNice)
 	for {
 		v.mu.Lock()
 		for v.waiting.len() == 0 && !v.closed {
@@ -175,12 +179,12 @@ func (v *passwordWorkers) work() {
 		v.mu.Unlock()
 
 		switch w := w.(type) {
-		case *passwordCheck:
-			w.match = verify(w.hash, w.password)
-		case *newPassword:
+		case *Check:
+			w.Match = verify(w.Hash, w.Password)
+		case *NewPassword:
 			w.run(verify, hash)
-		case *rootUserHash:
-			w.proposal, w.err = metadata.ProposeRootUser(nil, w.username, w.password, w.salt)
+		case *RootUser:
+			w.Proposal, w.Err = metadata.ProposeRootUser(nil, w.Username, w.Password, w.Salt)
 		}
 
 		v.mu.Lock()
@@ -193,25 +197,25 @@ func (v *passwordWorkers) work() {
 
 // run verifies a ChangePassword's current password, and hashes the new password
 // of a CreateUser or of a ChangePassword whose current password matched.
-func (n *newPassword) run(verify func(string, []byte) bool, hash func(*newPassword) ([]byte, error)) {
-	if n.op == wire.OperationChangePassword {
+func (n *NewPassword) run(verify func(string, []byte) bool, hash func(*NewPassword) ([]byte, error)) {
+	if n.Op == wire.OperationChangePassword {
 		var r wire.ChangePassword
-		if err := r.Decode(n.body); err != nil {
-			n.err = err
+		if err := r.Decode(n.Body); err != nil {
+			n.Err = err
 			return
 		}
-		if n.currentHash == "" || !verify(n.currentHash, r.CurrentPassword) {
-			n.err = wire.ErrInvalidCredentials
+		if n.CurrentHash == "" || !verify(n.CurrentHash, r.CurrentPassword) {
+			n.Err = wire.ErrInvalidCredentials
 			return
 		}
 	}
-	n.proposal, n.err = hash(n)
+	n.Proposal, n.Err = hash(n)
 }
 
-// submit queues a login's check or a new password; it never blocks. It returns
+// Submit queues a login's check or a new password; it never blocks. It returns
 // false, queuing nothing, when the work's source or the workers have as much
 // waiting as they take.
-func (v *passwordWorkers) submit(w passwordJob) bool {
+func (v *Workers) Submit(w Work) bool {
 	v.mu.Lock()
 	ok := !v.closed && v.waiting.push(w)
 	v.mu.Unlock()
@@ -221,8 +225,8 @@ func (v *passwordWorkers) submit(w passwordJob) bool {
 	return ok
 }
 
-// collect appends the finished work to dst and forgets it.
-func (v *passwordWorkers) collect(dst []passwordJob) []passwordJob {
+// Collect appends the finished work to dst and forgets it.
+func (v *Workers) Collect(dst []Work) []Work {
 	if v.ready.Load() == 0 {
 		return dst
 	}
@@ -235,24 +239,38 @@ func (v *passwordWorkers) collect(dst []passwordJob) []passwordJob {
 	return dst
 }
 
-// waitingCount is how much work waits for a worker (tests watch it).
-func (v *passwordWorkers) waitingCount() int {
+// Intercept replaces the password check (metadata.VerifyPassword) and the new
+// password's proposal ((*NewPassword).Propose) the workers run, each when not
+// nil: tests hold or count the work with it.
+func (v *Workers) Intercept(verify func(hash string, password []byte) bool, hash func(n *NewPassword) ([]byte, error)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if verify != nil {
+		v.verify = verify
+	}
+	if hash != nil {
+		v.hash = hash
+	}
+}
+
+// Waiting is how much work waits for a worker (tests watch it).
+func (v *Workers) Waiting() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.waiting.len()
 }
 
-// close lets the workers finish the work they hold, drops the work not yet taken
+// Close lets the workers finish the work they hold, drops the work not yet taken
 // and waits for the workers to exit. Shard 0 answers the requests of what was
-// dropped (metaRouter.abandonPasswordChecks).
-func (v *passwordWorkers) close() {
+// dropped (server/router.go, abandonPasswordChecks).
+func (v *Workers) Close() {
 	v.mu.Lock()
 	v.closed = true
 	v.waiting.clear()
 	v.mu.Unlock()
 	v.cond.Broadcast()
 	v.workers.Wait()
-	shard.ReserveProcs(-passwordWorkersCount)
+	shard.ReserveProcs(-WorkersCount)
 }
 
 // sourceQueues is the work waiting for the password workers, one FIFO per source,
@@ -268,7 +286,7 @@ type sourceQueues struct {
 
 type sourceQueue struct {
 	source netip.Addr
-	jobs   []passwordJob
+	jobs   []Work
 }
 
 func (q *sourceQueues) init(perSourceMax, totalMax int) {
@@ -280,11 +298,11 @@ func (q *sourceQueues) len() int { return q.total }
 
 // push queues w behind its source's work, or reports false when the source or the
 // whole has reached its bound.
-func (q *sourceQueues) push(w passwordJob) bool {
+func (q *sourceQueues) push(w Work) bool {
 	if q.total >= q.totalMax {
 		return false
 	}
-	source := w.sourceOf()
+	source := w.source()
 	sq := q.bySource[source]
 	if sq == nil {
 		sq = &sourceQueue{source: source}
@@ -308,7 +326,7 @@ func (q *sourceQueues) push(w passwordJob) bool {
 }
 
 // pop takes the oldest work of the source whose turn it is.
-func (q *sourceQueues) pop() (passwordJob, bool) {
+func (q *sourceQueues) pop() (Work, bool) {
 	if q.total == 0 {
 		return nil, false
 	}
@@ -338,10 +356,10 @@ func (q *sourceQueues) clear() {
 	q.ring, q.next, q.total = q.ring[:0], 0, 0
 }
 
-// failureBudgets limits the failed password checks of each source address (wrong
+// FailureBudgets limits the failed password checks of each source address (wrong
 // passwords at login, unknown usernames, wrong current passwords of ChangePassword),
-// which cost an argon2id run each: a source may fail failuresBurst checks in a row
-// and then failuresPerSecond a second; while its budget is spent, its password
+// which cost an argon2id run each: a source may fail FailuresBurst checks in a row
+// and then FailuresPerSecond a second; while its budget is spent, its password
 // work is refused at once with 58 (the SDKs retry a login for 30 s). So a storm of
 // wrong passwords from one address costs the node two argon2id runs a second
 // instead of its workers' whole time, and a source that stops failing has its
@@ -349,32 +367,32 @@ func (q *sourceQueues) clear() {
 // failure moves the source's due time on by the interval, and a check is allowed
 // while the due time is less than the burst ahead. Sources that have not failed, or
 // whose due time has passed, hold no entry. Shard 0 owns it; time is its clock.
-type failureBudgets struct {
+type FailureBudgets struct {
 	intervalNs int64
 	burstNs    int64
 	due        map[netip.Addr]int64 // by source: when its budget is whole again
 }
 
 const (
-	failuresBurst       = 10
-	failuresPerSecond   = 2
+	FailuresBurst       = 10
+	FailuresPerSecond   = 2
 	failureSourcesMax   = 1 << 16
-	failureIntervalNs   = int64(1e9) / failuresPerSecond
-	failureBurstSpentNs = failuresBurst * failureIntervalNs
+	failureIntervalNs   = int64(1e9) / FailuresPerSecond
+	failureBurstSpentNs = FailuresBurst * failureIntervalNs
 )
 
-func newFailureBudgets() failureBudgets {
-	return failureBudgets{intervalNs: failureIntervalNs, burstNs: failureBurstSpentNs, due: make(map[netip.Addr]int64)}
+func NewFailureBudgets() FailureBudgets {
+	return FailureBudgets{intervalNs: failureIntervalNs, burstNs: failureBurstSpentNs, due: make(map[netip.Addr]int64)}
 }
 
 // allow reports whether source may have one more password checked at nowNs.
-func (b *failureBudgets) allow(source netip.Addr, nowNs int64) bool {
+func (b *FailureBudgets) Allow(source netip.Addr, nowNs int64) bool {
 	due, ok := b.due[source]
 	return !ok || due-nowNs+b.intervalNs <= b.burstNs
 }
 
 // failed records a failed check of source at nowNs.
-func (b *failureBudgets) failed(source netip.Addr, nowNs int64) {
+func (b *FailureBudgets) Failed(source netip.Addr, nowNs int64) {
 	due, ok := b.due[source]
 	if !ok && len(b.due) >= failureSourcesMax {
 		for s, d := range b.due {

@@ -1,4 +1,4 @@
-package server
+package pollmemory
 
 import (
 	"testing"
@@ -11,8 +11,8 @@ func TestPollBufferClassBytes(t *testing.T) {
 		{1, 64 * kib}, {64 * kib, 64 * kib}, {64*kib + 1, 80 * kib}, {100 * kib, 112 * kib},
 		{7 * mib, 7 * mib}, {33 * mib, 40 * mib}, {96 * mib, 96 * mib}, {97 * mib, 112 * mib},
 	} {
-		if got := pollBufferClassBytes(tc.n); got != tc.want || got < tc.n {
-			t.Errorf("pollBufferClassBytes(%d) = %d, want %d", tc.n, got, tc.want)
+		if got := bufferClassBytes(tc.n); got != tc.want || got < tc.n {
+			t.Errorf("bufferClassBytes(%d) = %d, want %d", tc.n, got, tc.want)
 		}
 	}
 }
@@ -22,7 +22,7 @@ func TestPollBufferClassBytes(t *testing.T) {
 // and that room for every admitted poll's read is left.
 func TestPollMemory(t *testing.T) {
 	const mib = 1 << 20
-	m := newPollMemory(100*mib, 8*mib) // reservation: 32 + 8 = 40 MiB
+	m := New[*int](100*mib, 32*mib+8*mib) // reservation: 32 + 8 = 40 MiB
 	if m.reservationBytes != 40*mib || m.budgetBytes != 100*mib {
 		t.Fatalf("reservation %d, budget %d", m.reservationBytes, m.budgetBytes)
 	}
@@ -42,31 +42,31 @@ func TestPollMemory(t *testing.T) {
 		t.Fatal("a third reservation of 40 MiB admitted within 100 MiB")
 	}
 	check("two admitted")
-	a := m.lend(7 * mib)
+	a := m.Lend(7 * mib)
 	check("one lent")
 	if !m.admit(false) {
 		t.Fatal("a poll refused with 7 MiB lent and one reservation")
 	}
-	b := m.lend(7 * mib)
-	m.giveBack(unsafe.SliceData(a))
+	b := m.Lend(7 * mib)
+	m.GiveBack(unsafe.SliceData(a))
 	check("one given back")
-	c := m.lend(7 * mib)
+	c := m.Lend(7 * mib)
 	if unsafe.SliceData(c) != unsafe.SliceData(a) {
 		t.Fatal("a read of the same class did not reuse the buffer given back")
 	}
 	if !m.admit(false) {
 		t.Fatal("a poll refused with 14 MiB lent")
 	}
-	m.unplanned() // its read had nothing to read
+	m.Unplanned() // its read had nothing to read
 	check("one unplanned")
-	m.giveBack(unsafe.SliceData(b))
-	m.giveBack(unsafe.SliceData(c))
+	m.GiveBack(unsafe.SliceData(b))
+	m.GiveBack(unsafe.SliceData(c))
 	// 14 MiB free; a read of 90 MiB needs room: the free buffers are dropped.
 	m.reservationBytes = 96 * mib // as for 64 MiB frames
 	if !m.admit(false) {
 		t.Fatal("a poll refused with nothing lent")
 	}
-	m.lend(90 * mib)
+	m.Lend(90 * mib)
 	check("a large read")
 	if m.freeBytes != 0 {
 		t.Fatalf("%d bytes still free after a read that needed their room", m.freeBytes)

@@ -1,9 +1,15 @@
-package server
+// Package snapshotzip writes GET_SNAPSHOT's archive: a zip of one text entry per
+// section, in any compression the reference server writes (Stored, Deflated,
+// Bzip2, Zstd, LZMA, Xz), bounded in size; Open reads such an archive back with
+// the libraries' decoders.
+package snapshotzip
 
 import (
 	"archive/zip"
+	"bytes"
 	"encoding/binary"
 	"io"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
@@ -25,10 +31,10 @@ import (
 //
 //	[sdk major u8][sdk minor u8][props size u16 = 5][lc/lp/pb u8][dict size u32][LZMA data + EOS]
 const (
-	zipMethodBzip2 uint16 = 12
-	zipMethodLZMA  uint16 = 14
-	zipMethodZstd  uint16 = 93
-	zipMethodXz    uint16 = 95
+	MethodBzip2 uint16 = 12
+	MethodLZMA  uint16 = 14
+	MethodZstd  uint16 = 93
+	MethodXz    uint16 = 95
 
 	// zipFlagLZMAEndMarker says an LZMA entry ends with an end-of-stream marker.
 	zipFlagLZMAEndMarker uint16 = 1 << 1
@@ -42,45 +48,90 @@ const (
 	snapshotBzip2Level = 9
 )
 
-// snapshotZipMethod maps a GetSnapshot compression to its zip method and the
+// Archive is a GetSnapshot archive being written, in memory.
+type Archive struct {
+	buf           bytes.Buffer
+	zw            *zip.Writer
+	method, flags uint16
+	sizeMaxBytes  int
+}
+
+// New starts an archive in compression c that may grow to sizeMaxBytes; an
+// unknown compression is an InvalidCommand.
+func New(c wire.SnapshotCompression, sizeMaxBytes int) (*Archive, error) {
+	method, flags, err := zipMethod(c)
+	if err != nil {
+		return nil, err
+	}
+	a := &Archive{method: method, flags: flags, sizeMaxBytes: sizeMaxBytes}
+	a.zw = zip.NewWriter(&a.buf)
+	registerCompressors(a.zw)
+	return a, nil
+}
+
+// Add writes an entry; an archive past its size, or an entry that cannot be
+// written, is SnapshotFileCompletionFailed, as the reference answers it.
+func (a *Archive) Add(name string, text []byte, modified time.Time) error {
+	w, err := a.zw.CreateHeader(&zip.FileHeader{Name: name, Method: a.method, Flags: a.flags, Modified: modified})
+	if err != nil {
+		return wire.ErrSnapshotFileCompletionFailed
+	}
+	if _, err := w.Write(text); err != nil {
+		return wire.ErrSnapshotFileCompletionFailed
+	}
+	if a.buf.Len() > a.sizeMaxBytes {
+		return wire.ErrSnapshotFileCompletionFailed
+	}
+	return nil
+}
+
+// AppendTo finishes the archive and appends it to dst.
+func (a *Archive) AppendTo(dst []byte) ([]byte, error) {
+	if err := a.zw.Close(); err != nil || a.buf.Len() > a.sizeMaxBytes {
+		return dst, wire.ErrSnapshotFileCompletionFailed
+	}
+	return append(dst, a.buf.Bytes()...), nil
+}
+
+// zipMethod maps a GetSnapshot compression to its zip method and the
 // general purpose flags its entries carry. An unknown compression is an
 // InvalidCommand, as the request decoder already answers it.
-func snapshotZipMethod(c wire.SnapshotCompression) (method, flags uint16, err error) {
+func zipMethod(c wire.SnapshotCompression) (method, flags uint16, err error) {
 	switch c {
 	case wire.SnapshotStored:
 		return zip.Store, 0, nil
 	case wire.SnapshotDeflated:
 		return zip.Deflate, 0, nil
 	case wire.SnapshotBzip2:
-		return zipMethodBzip2, 0, nil
+		return MethodBzip2, 0, nil
 	case wire.SnapshotZstd:
-		return zipMethodZstd, 0, nil
+		return MethodZstd, 0, nil
 	case wire.SnapshotLzma:
-		return zipMethodLZMA, zipFlagLZMAEndMarker, nil
+		return MethodLZMA, zipFlagLZMAEndMarker, nil
 	case wire.SnapshotXz:
-		return zipMethodXz, 0, nil
+		return MethodXz, 0, nil
 	default:
 		return 0, 0, wire.ErrInvalidCommand
 	}
 }
 
-// registerSnapshotCompressors registers on zw (not globally) the compressors the
+// registerCompressors registers on zw (not globally) the compressors the
 // standard library lacks.
-func registerSnapshotCompressors(zw *zip.Writer) {
+func registerCompressors(zw *zip.Writer) {
 	// The bzip2 Writer writes nothing before its first full block or Close,
 	// so unlike xz and lzma it needs no lazyCompressor.
-	zw.RegisterCompressor(zipMethodBzip2, func(w io.Writer) (io.WriteCloser, error) {
+	zw.RegisterCompressor(MethodBzip2, func(w io.Writer) (io.WriteCloser, error) {
 		return bzip2.NewWriter(w, snapshotBzip2Level), nil
 	})
-	zw.RegisterCompressor(zipMethodZstd, func(w io.Writer) (io.WriteCloser, error) {
+	zw.RegisterCompressor(MethodZstd, func(w io.Writer) (io.WriteCloser, error) {
 		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
 	})
-	zw.RegisterCompressor(zipMethodXz, func(w io.Writer) (io.WriteCloser, error) {
+	zw.RegisterCompressor(MethodXz, func(w io.Writer) (io.WriteCloser, error) {
 		return &lazyCompressor{w: w, open: func(w io.Writer) (io.WriteCloser, error) {
 			return xz.WriterConfig{DictCap: snapshotDictBytes}.NewWriter(w)
 		}}, nil
 	})
-	zw.RegisterCompressor(zipMethodLZMA, func(w io.Writer) (io.WriteCloser, error) {
+	zw.RegisterCompressor(MethodLZMA, func(w io.Writer) (io.WriteCloser, error) {
 		return &lazyCompressor{w: w, open: newZipLZMAWriter}, nil
 	})
 }

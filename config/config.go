@@ -1,4 +1,8 @@
-package server
+// Package config is a node's configuration: the TOML file, the environment and
+// the defaults, with Apache Iggy's key names and rules (config.go), and the
+// cluster's roster, consensus timing and replica plane limits (cluster.go). It
+// checks what it reads and names the setting it refuses; it starts nothing.
+package config
 
 import (
 	"errors"
@@ -13,7 +17,6 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/shard"
-	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
 // Config is the server's configuration. Its TOML form mirrors Apache Iggy's key names
@@ -34,7 +37,7 @@ import (
 //	idle_timeout = "60 s"               # ours: close a connection silent this long; 0 = never
 //	[tcp.tls]
 //	enabled = false                     # IGGY_TCP_TLS_ENABLED: the port speaks only TLS
-//	self_signed = true                  # IGGY_TCP_TLS_SELF_SIGNED: see TLSConfig
+//	self_signed = true                  # IGGY_TCP_TLS_SELF_SIGNED: see TLS
 //	cert_file = "core/certs/iggy_cert.pem"  # IGGY_TCP_TLS_CERT_FILE
 //	key_file = "core/certs/iggy_key.pem"    # IGGY_TCP_TLS_KEY_FILE
 //	[heartbeat]
@@ -51,31 +54,6 @@ import (
 type Config struct {
 	// TCPAddress is where clients connect, host:port; port 0 picks a free port.
 	TCPAddress string
-	// clock (tests) replaces the wall clock and the shards' clock, so that expiries,
-	// heartbeats and timeouts are tested by moving it.
-	clock func() time.Time
-	// quietCommits (tests): shard 0 does not tell the shards of its commits, so
-	// their views catch up only when they serve (view.go).
-	quietCommits bool
-	// clusterTiming (tests) replaces the consensus timers of the cluster section,
-	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test
-	// elects a primary in a fraction of a second.
-	clusterTiming *vsr.Timing
-	// metaMutation (benchmarks, tests) breaks a rule of the metadata plane
-	// (metaplane.Mutation): BenchmarkClusterSessionChurn's baseline ends a closed
-	// connection's session locally, without the EndSessions op.
-	metaMutation metaplane.Mutation
-	// openFilesMax (tests) is the node's budget of open partition files, split
-	// over its shards; 0 gives each shard segment.FilesBudget(shards).
-	openFilesMax int
-	// metaJournalSlots (tests) shrinks the metadata core's header window, so that
-	// a replica a few dozen ops behind needs a state transfer.
-	metaJournalSlots int
-	// metaOldCheckpointRule (tests) takes SnapshotIntervalOps as configured,
-	// however far past the metadata journal's window (the rule before
-	// metacheckpoint.go), so that a test can produce the data directory of a
-	// cluster the old binary wedged.
-	metaOldCheckpointRule bool
 	// SystemPath is the data directory: metadata/ and streams/ live under it.
 	SystemPath string
 	// RootUsername and RootPassword create the root user on the first start.
@@ -90,7 +68,7 @@ type Config struct {
 	IdleTimeout time.Duration
 	// SnapshotIntervalOps is how many committed metadata operations pass between
 	// snapshots (each of which empties the journal). Start clamps it, with a
-	// warning, to what the metadata journal's window allows (metacheckpoint.go):
+	// warning, to what the metadata journal's window allows (server/metacheckpoint.go):
 	// 960, the default.
 	SnapshotIntervalOps uint64
 	// PinCPUs pins shard i to the i-th allowed CPU.
@@ -108,21 +86,21 @@ type Config struct {
 	// member silent for 1.2 intervals is evicted (reason 13 StaleClient). 0 = 30 s.
 	HeartbeatInterval time.Duration
 	// MetricsAddress, when set (host:port), serves /metrics (Prometheus) and /health
-	// there (metrics.go); PprofAddress, when set, serves net/http/pprof.
+	// there (server/metrics.go); PprofAddress, when set, serves net/http/pprof.
 	MetricsAddress string
 	PprofAddress   string
 	// TLS is [tcp.tls]: TLS on the TCP port.
-	TLS TLSConfig
-	// Cluster is [cluster] and [message_bus] (clusterconfig.go).
-	Cluster ClusterConfig
+	TLS TLS
+	// Cluster is [cluster] and [message_bus] (cluster.go).
+	Cluster Cluster
 }
 
-// TLSConfig is Apache Iggy's [tcp.tls] (upstream/server-configuration.md). Enabled,
+// TLS is Apache Iggy's [tcp.tls] (upstream/server-configuration.md). Enabled,
 // the TCP port speaks only TLS (1.2 and 1.3, crypto/tls's defaults, no ALPN). With
 // SelfSigned the server loads the PEM pair when CertFile exists and otherwise
 // generates an ephemeral certificate for localhost, 127.0.0.1 and ::1 (logging which
 // it did); without it both files must exist. The pair is loaded once, at start.
-type TLSConfig struct {
+type TLS struct {
 	Enabled    bool
 	SelfSigned bool
 	CertFile   string
@@ -141,8 +119,8 @@ type TLSConfig struct {
 // silence and must reconnect, or the operator sets 0.
 const IdleTimeoutDefault = 60 * time.Second
 
-// DefaultConfig is what `iggy-shard` with no arguments runs with.
-func DefaultConfig() Config {
+// Default is what `iggy-shard` with no arguments runs with.
+func Default() Config {
 	return Config{
 		TCPAddress:          "127.0.0.1:8090",
 		SystemPath:          "local_data",
@@ -153,9 +131,9 @@ func DefaultConfig() Config {
 		SnapshotIntervalOps: snapshotIntervalOpsDefault,
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
-		HeartbeatInterval:   heartbeatIntervalDefault,
-		Cluster:             DefaultClusterConfig(),
-		TLS: TLSConfig{
+		HeartbeatInterval:   HeartbeatIntervalDefault,
+		Cluster:             DefaultCluster(),
+		TLS: TLS{
 			SelfSigned: true,
 			CertFile:   "core/certs/iggy_cert.pem",
 			KeyFile:    "core/certs/iggy_key.pem",
@@ -203,6 +181,22 @@ type fileConfig struct {
 	} `toml:"pprof"`
 }
 
+// SnapshotIntervalOpsMax is the largest snapshot interval the metadata plane
+// honours, 960 ops for its header window of 1,024: a larger one is used as this,
+// with a warning (server.Start clamps it).
+func SnapshotIntervalOpsMax() uint64 {
+	return metaplane.CheckpointIntervalOpsMax(metaplane.JournalSlotsMin)
+}
+
+// snapshotIntervalOpsDefault is the largest interval the window allows: fewer
+// snapshots (each encodes the whole state on shard 0 and rewrites the journal)
+// cost less, and a restart replays at most one interval (under a millisecond of
+// applies); the rule's two pipelines of room are margin enough.
+var snapshotIntervalOpsDefault = SnapshotIntervalOpsMax()
+
+// HeartbeatIntervalDefault is the reference server's heartbeat.interval.
+const HeartbeatIntervalDefault = 30 * time.Second
+
 // SettingError names the setting that stopped the start and why.
 type SettingError struct {
 	Setting string // the TOML key or environment variable
@@ -214,11 +208,11 @@ func (e *SettingError) Error() string {
 	return fmt.Sprintf("invalid setting %s = %q: %s", e.Setting, e.Value, e.Reason)
 }
 
-// LoadConfig builds the configuration: defaults, then the TOML file at path (when
+// Load builds the configuration: defaults, then the TOML file at path (when
 // path is not empty), then the environment (getenv, os.Getenv when nil). Flags are
 // the caller's to apply afterwards; Validate checks the result.
-func LoadConfig(path string, getenv func(string) string) (Config, error) {
-	cfg := DefaultConfig()
+func Load(path string, getenv func(string) string) (Config, error) {
+	cfg := Default()
 	if getenv == nil {
 		getenv = os.Getenv
 	}

@@ -1,6 +1,7 @@
-package server
+package replicanet
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/arena"
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/replica"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
@@ -24,7 +26,7 @@ import (
 )
 
 // Tests of [cluster.tls]: shard runtimes with replica planes, on loopback, connected
-// through newReplicaTLS as Server.Start connects them.
+// through NewTLS as server.Start connects them.
 
 const replicaTLSTestSecret = "0123456789abcdef0123456789abcdef-tls"
 
@@ -34,7 +36,7 @@ type replicaTLSNode struct {
 	t   testing.TB
 	id  uint8
 	rt  *shard.Runtime
-	tls *replicaTLS
+	tls *TLS
 
 	mu       sync.Mutex
 	up       map[uint8]bool
@@ -98,7 +100,7 @@ func (n *replicaTLSNode) waitFor(what string, cond func() bool) {
 		case <-recheck.C:
 		case <-deadline.C:
 			n.t.Fatalf("replica %d: timed out waiting for %s (replica stats %+v, TLS stats %+v)", n.id, what,
-				n.rt.ReplicaStats(), n.tls.stats())
+				n.rt.ReplicaStats(), n.tls.Stats())
 		}
 	}
 }
@@ -201,14 +203,14 @@ func replicaTLSArena() arena.Config {
 // replicaTLSCluster is the [cluster] section of a test cluster of count nodes on
 // 127.0.0.1, ports picked at random (tcp_replica 0); each node's TLS settings are
 // set by the test.
-func replicaTLSCluster(count int) ClusterConfig {
-	c := DefaultClusterConfig()
+func replicaTLSCluster(count int) config.Cluster {
+	c := config.DefaultCluster()
 	c.Enabled = true
 	c.Name = "tls-test"
-	c.Auth = ClusterAuth{Enabled: true, SharedSecret: replicaTLSTestSecret}
+	c.Auth = config.ClusterAuth{Enabled: true, SharedSecret: replicaTLSTestSecret}
 	c.MessageBus.ReconnectPeriod = replicaTLSReconnectPeriod
 	for id := range count {
-		c.Nodes = append(c.Nodes, ClusterNode{Name: fmt.Sprintf("node-%d", id), IP: "127.0.0.1", ReplicaID: id})
+		c.Nodes = append(c.Nodes, config.ClusterNode{Name: fmt.Sprintf("node-%d", id), IP: "127.0.0.1", ReplicaID: id})
 	}
 	return c
 }
@@ -220,7 +222,7 @@ const replicaTLSReconnectPeriod = 200 * time.Millisecond
 // replicaTLSSpec is one node of a test: its cluster section (TLS off: a plaintext
 // node) and, when set, its replica address as its peers dial it (a relay's).
 type replicaTLSSpec struct {
-	cluster ClusterConfig
+	cluster config.Cluster
 	dialAs  string
 	bench   *replicaTLSBench
 	shards  int
@@ -245,13 +247,13 @@ func startReplicaTLSNodes(t testing.TB, specs []replicaTLSSpec) []*replicaTLSNod
 		}
 		cfg := sp.cluster
 		cfg.ReplicaID = id
-		rtls, err := newReplicaTLS(&cfg, &cfg.Nodes[id], log)
+		rtls, err := NewTLS(&cfg, &cfg.Nodes[id], log)
 		if err != nil {
-			t.Fatalf("replica %d: newReplicaTLS: %v", id, err)
+			t.Fatalf("replica %d: NewTLS: %v", id, err)
 		}
 		if rtls != nil {
 			n.tls = rtls
-			addrs[id] = rtls.addr().String()
+			addrs[id] = rtls.Addr().String()
 		} else {
 			// A plaintext node binds its own port: found here, bound by its runtime.
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -287,7 +289,7 @@ func startReplicaTLSNodes(t testing.TB, specs []replicaTLSSpec) []*replicaTLSNod
 			HandshakeTimeout:  2 * time.Second,
 			PeerQueueCapacity: sp.queue,
 		}
-		n.tls.configure(rc)
+		n.tls.Configure(rc)
 		shards := sp.shards
 		if shards == 0 {
 			shards = 2
@@ -310,22 +312,22 @@ func startReplicaTLSNodes(t testing.TB, specs []replicaTLSSpec) []*replicaTLSNod
 			Replica:    rc,
 		})
 		if err != nil {
-			n.tls.close()
+			n.tls.Close()
 			t.Fatalf("replica %d: start: %v", id, err)
 		}
 		n.rt = rt
-		if err := n.tls.attach(rt); err != nil {
+		if err := n.tls.Attach(rt); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			n.tls.close()
+			n.tls.Close()
 			if err := rt.Shutdown(ctx); err != nil {
 				t.Errorf("replica %d: shutdown: %v", n.id, err)
 			}
 			<-rt.Done()
-			if err := n.tls.wait(ctx); err != nil {
+			if err := n.tls.Wait(ctx); err != nil {
 				t.Errorf("replica %d: TLS wait: %v", n.id, err)
 			}
 		})
@@ -358,7 +360,7 @@ func caModeCluster(t testing.TB, count int, ca, other *tlstest.CA, others map[in
 		}
 		certFile, keyFile := issuer.IssueValid(t).WriteFiles(t, nodeDir)
 		c := replicaTLSCluster(count)
-		c.TLS = ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+		c.TLS = config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
 		specs[id] = replicaTLSSpec{cluster: c}
 	}
 	return specs
@@ -368,7 +370,7 @@ func selfSignedCluster(count int) []replicaTLSSpec {
 	specs := make([]replicaTLSSpec, count)
 	for id := range count {
 		c := replicaTLSCluster(count)
-		c.TLS = ClusterTLS{Enabled: true, SelfSigned: true}
+		c.TLS = config.ClusterTLS{Enabled: true, SelfSigned: true}
 		specs[id] = replicaTLSSpec{cluster: c}
 	}
 	return specs
@@ -450,7 +452,7 @@ func TestReplicaTLSMeshCAMode(t *testing.T) {
 		// Node i dials the 2-i nodes above it and accepts the i below it (eventually:
 		// a duplicate the runtime refused may still be closing).
 		n.waitFor("one TLS session per peer", func() bool {
-			st := n.tls.stats()
+			st := n.tls.Stats()
 			return st.DialedOpen == int64(2-n.id) && st.Terminator.SessionsOpen == int64(n.id)
 		})
 		if rs := n.rt.ReplicaStats(); rs.HandshakesRefused != 0 {
@@ -480,7 +482,7 @@ func TestReplicaTLSRefusesAnotherCA(t *testing.T) {
 	nodes := startReplicaTLSNodes(t, specs)
 	nodes[0].waitFor("the connection to replica 1", func() bool { return nodes[0].up[1] })
 	for _, n := range nodes[:2] {
-		n.waitFor("two refused dials of replica 2", func() bool { return n.tls.stats().DialsFailed >= 2 })
+		n.waitFor("two refused dials of replica 2", func() bool { return n.tls.Stats().DialsFailed >= 2 })
 		if !strings.Contains(logs[n.id].String(), "certificate signed by unknown authority") {
 			t.Errorf("replica %d: the refusal does not name the certificate's authority:\n%s", n.id, logs[n.id].String())
 		}
@@ -503,14 +505,14 @@ func TestReplicaTLSRefusesPlaintextPeers(t *testing.T) {
 		t.Run(fmt.Sprintf("tls=replica%d", tlsID), func(t *testing.T) {
 			specs := selfSignedCluster(2)
 			plainID := 1 - tlsID
-			specs[plainID].cluster.TLS = ClusterTLS{}
+			specs[plainID].cluster.TLS = config.ClusterTLS{}
 			nodes := startReplicaTLSNodes(t, specs)
 			tlsNode, plainNode := nodes[tlsID], nodes[plainID]
 			if tlsID == 0 { // the TLS node dials the plaintext one
-				tlsNode.waitFor("refused dials", func() bool { return tlsNode.tls.stats().DialsFailed >= 2 })
+				tlsNode.waitFor("refused dials", func() bool { return tlsNode.tls.Stats().DialsFailed >= 2 })
 				plainNode.waitFor("refused handshakes", func() bool { return plainNode.rt.ReplicaStats().HandshakesRefused >= 2 })
 			} else { // the plaintext node dials the TLS one
-				tlsNode.waitFor("refused TLS handshakes", func() bool { return tlsNode.tls.stats().Terminator.HandshakesFailed >= 2 })
+				tlsNode.waitFor("refused TLS handshakes", func() bool { return tlsNode.tls.Stats().Terminator.HandshakesFailed >= 2 })
 			}
 			for _, n := range nodes {
 				if n.rt.ReplicaConnected(uint8(1 - n.id)) {
@@ -588,7 +590,7 @@ func TestReplicaTLSExporterBindsTheHandshake(t *testing.T) {
 	dialerLog := &lockedBuffer{}
 	specs[0].log = slog.New(slog.NewTextHandler(dialerLog, nil))
 	nodes := startReplicaTLSNodes(t, specs)
-	acceptorAddr <- nodes[1].tls.addr().String()
+	acceptorAddr <- nodes[1].tls.Addr().String()
 	// The dialer checks the acceptor's MAC first, and refuses it.
 	nodes[0].waitFor("the relayed handshake refused for its MAC", func() bool {
 		return nodes[0].rt.ReplicaStats().HandshakesRefused >= 1 && strings.Contains(dialerLog.String(), "MacMismatch")
@@ -614,54 +616,54 @@ func TestNewReplicaTLSSettings(t *testing.T) {
 	missing := filepath.Join(dir, "missing.pem")
 	cases := []struct {
 		name    string
-		tls     ClusterTLS
+		tls     config.ClusterTLS
 		setting string
 	}{
-		{"missing cert", ClusterTLS{Enabled: true, CertFile: missing, KeyFile: keyFile, CAFile: caFile}, "cluster.tls.cert_file"},
-		{"missing key", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: missing, CAFile: caFile}, "cluster.tls.key_file"},
-		{"missing CA", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: missing}, "cluster.tls.ca_file"},
-		{"CA file of a key", ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: keyFile}, "cluster.tls.ca_file"},
+		{"missing cert", config.ClusterTLS{Enabled: true, CertFile: missing, KeyFile: keyFile, CAFile: caFile}, "cluster.tls.cert_file"},
+		{"missing key", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: missing, CAFile: caFile}, "cluster.tls.key_file"},
+		{"missing CA", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: missing}, "cluster.tls.ca_file"},
+		{"CA file of a key", config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: keyFile}, "cluster.tls.ca_file"},
 	}
 	for _, c := range cases {
 		cfg := replicaTLSCluster(1)
 		cfg.TLS = c.tls
-		_, err := newReplicaTLS(&cfg, &cfg.Nodes[0], replicaTLSLogger(t))
-		se, ok := err.(*SettingError)
+		_, err := NewTLS(&cfg, &cfg.Nodes[0], replicaTLSLogger(t))
+		se, ok := err.(*config.SettingError)
 		if !ok || se.Setting != c.setting {
-			t.Errorf("%s: error %v, want a SettingError of %s", c.name, err, c.setting)
+			t.Errorf("%s: error %v, want a config.SettingError of %s", c.name, err, c.setting)
 		}
 	}
 	cfg := replicaTLSCluster(1)
-	if r, err := newReplicaTLS(&cfg, &cfg.Nodes[0], nil); r != nil || err != nil {
+	if r, err := NewTLS(&cfg, &cfg.Nodes[0], nil); r != nil || err != nil {
 		t.Fatalf("TLS off: %v, %v", r, err)
 	}
 	var rc shard.ReplicaConfig
-	var off *replicaTLS
-	off.configure(&rc)
-	if rc.ListenerOff || rc.Dial != nil || off.attach(nil) != nil || off.addr() != nil || off.wait(context.Background()) != nil {
-		t.Fatal("a nil replicaTLS changed something")
+	var off *TLS
+	off.Configure(&rc)
+	if rc.ListenerOff || rc.Dial != nil || off.Attach(nil) != nil || off.Addr() != nil || off.Wait(context.Background()) != nil {
+		t.Fatal("a nil TLS changed something")
 	}
 	// Self-signed mode names the node's ip, and reads no file.
-	cfg.TLS = ClusterTLS{Enabled: true, SelfSigned: true, CertFile: missing}
+	cfg.TLS = config.ClusterTLS{Enabled: true, SelfSigned: true, CertFile: missing}
 	logs := &lockedBuffer{}
-	r, err := newReplicaTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
+	r, err := NewTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.close()
+	defer r.Close()
 	leaf := r.layer.Certificate().Leaf
 	if err := leaf.VerifyHostname("127.0.0.1"); err != nil {
 		t.Fatalf("the self-signed certificate does not name the node's ip: %v", err)
 	}
 	// A CA-mode certificate that does not name the node's ip is warned of.
 	cfg.Nodes[0].IP = "127.0.0.2"
-	cfg.TLS = ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+	cfg.TLS = config.ClusterTLS{Enabled: true, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
 	logs = &lockedBuffer{}
-	r2, err := newReplicaTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
+	r2, err := NewTLS(&cfg, &cfg.Nodes[0], slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Skipf("127.0.0.2 cannot be bound here: %v", err)
 	}
-	defer r2.close()
+	defer r2.Close()
 	if !strings.Contains(logs.String(), "will refuse this node's certificate") {
 		t.Fatalf("no warning of a certificate without the node's ip:\n%s", logs.String())
 	}
@@ -716,4 +718,23 @@ func benchReplicaTLS(b *testing.B, size int, withTLS bool) {
 	if n := bench.sendErrs.Load(); n > 0 {
 		b.Fatalf("%d sends failed", n)
 	}
+}
+
+// lockedBuffer is a log destination the runtime's goroutines write to while the
+// test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

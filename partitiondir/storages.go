@@ -1,4 +1,4 @@
-package server
+package partitiondir
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/shard"
 )
 
-// diskStorages is a shard's partition.StorageProvider: each partition's log does
+// Storages is a shard's partition.StorageProvider: each partition's log does
 // its reads, writes and fdatasyncs through the shard's disk ring (shard.Disk),
 // never blocking the shard in a pwrite or an fdatasync. Directories are created and
 // removed with blocking calls, which are rare and cheap: a created directory is
@@ -21,12 +21,13 @@ import (
 // tombstone rename (partition.OSStorages).
 //
 // A created partition costs nothing on disk until something is written in it: its
-// directory is made, with its record (partitionrecord.go), just before its first
+// directory is made, with its record (server/partitionrecord.go), just before its first
 // file (lazyStorage). Directory operations are what a creation costs (some 0.4 ms
 // each on the machine the benchmarks ran on): 1,000 partitions created at once no
 // longer cost 1,000 mkdirs and 2,000 fsyncs, and one never written costs none.
-// createPartition says why the record keeps its guarantee.
-type diskStorages struct {
+// server/partitionrecord.go (createPartition) says why the record keeps its
+// guarantee.
+type Storages struct {
 	disk *shard.Disk
 	dirs partition.DirSyncs
 	// announced is the record the next Open of its directory is to keep
@@ -38,26 +39,34 @@ type diskStorages struct {
 
 type announcedRecord struct {
 	dir    string
-	record partitionRecord
+	record Record
 	// fresh: the directory is new (a creation): it does not exist once the store
 	// removed what was there; absent: there was nothing to remove.
 	fresh, absent bool
 }
 
-func newDiskStorages(disk *shard.Disk) *diskStorages { return &diskStorages{disk: disk} }
+func NewStorages(disk *shard.Disk) *Storages { return &Storages{disk: disk} }
 
-// announceRecord says that dir, about to be opened by the store, has no record
+// AnnounceRecord says that dir, about to be opened by the store, has no record
 // and must hold rec: written before anything is created in it, or at once by Open
-// when it holds something already. fresh says the directory is being created. The
-// caller clears the announcement once the store returns (clearAnnounced).
-func (p *diskStorages) announceRecord(dir string, rec partitionRecord, fresh bool) {
-	p.announced = &announcedRecord{dir: dir, record: rec, fresh: fresh}
+// when it holds something already. The caller clears the announcement once the
+// store returns (ClearAnnounced).
+func (p *Storages) AnnounceRecord(dir string, rec Record) {
+	p.announced = &announcedRecord{dir: dir, record: rec}
 }
 
-func (p *diskStorages) clearAnnounced() { p.announced = nil }
+// AnnounceCreation is AnnounceRecord for a directory being created: absent says
+// the caller saw nothing there, so that the store's clearing of it removes
+// nothing.
+func (p *Storages) AnnounceCreation(dir string, rec Record, absent bool) {
+	p.announced = &announcedRecord{dir: dir, record: rec, fresh: true, absent: absent}
+}
+
+// ClearAnnounced ends the announcement.
+func (p *Storages) ClearAnnounced() { p.announced = nil }
 
 // Open implements partition.StorageProvider.
-func (p *diskStorages) Open(dir string) (segment.Storage, error) {
+func (p *Storages) Open(dir string) (segment.Storage, error) {
 	a := p.announced
 	p.announced = nil
 	if a != nil && a.dir == dir {
@@ -72,8 +81,8 @@ func (p *diskStorages) Open(dir string) (segment.Storage, error) {
 			return &lazyStorage{p: p, dir: dir, record: a.record}, nil
 		}
 		// Contents without a record are taken as the partition's
-		// (partitionrecord.go): the record says so from now on.
-		if err := writePartitionRecord(dir, a.record); err != nil {
+		// (server/partitionrecord.go): the record says so from now on.
+		if err := WriteRecord(dir, a.record); err != nil {
 			return nil, err
 		}
 	}
@@ -83,10 +92,10 @@ func (p *diskStorages) Open(dir string) (segment.Storage, error) {
 	return p.disk.Open(dir)
 }
 
-// ensureDir makes dir durable in its parent when it is not there: a partition's
+// EnsureDir makes dir durable in its parent when it is not there: a partition's
 // directory that a lazyStorage has not made yet, for a record written before the
 // first file (lazyStorage then finds it and writes none).
-func (p *diskStorages) ensureDir(dir string) error {
+func (p *Storages) EnsureDir(dir string) error {
 	if err := p.dirs.MkdirAll(dir); err != nil {
 		return err
 	}
@@ -94,7 +103,7 @@ func (p *diskStorages) ensureDir(dir string) error {
 }
 
 // Remove implements partition.StorageProvider.
-func (p *diskStorages) Remove(dir string) error {
+func (p *Storages) Remove(dir string) error {
 	if a := p.announced; a != nil && a.dir == dir && a.absent {
 		return nil // a creation's clearing of a directory the caller saw absent
 	}
@@ -103,7 +112,7 @@ func (p *diskStorages) Remove(dir string) error {
 
 // SyncDirs implements partition.DirSyncer: the directories created since it last
 // ran are made durable in their parents, one fsync per parent.
-func (p *diskStorages) SyncDirs() error { return p.dirs.Sync() }
+func (p *Storages) SyncDirs() error { return p.dirs.Sync() }
 
 // lazyStorage is the storage of a partition whose directory holds nothing: none
 // of its files exists, so it lists nothing and opens nothing until it is asked to
@@ -111,9 +120,9 @@ func (p *diskStorages) SyncDirs() error { return p.dirs.Sync() }
 // record in it durably, unless one was written meanwhile (a purge, a deletion of
 // segments: theirs is newer), and from then on is the disk ring's storage.
 type lazyStorage struct {
-	p      *diskStorages
+	p      *Storages
 	dir    string
-	record partitionRecord
+	record Record
 	inner  *shard.DiskStorage // nil until the first file is created
 	// failed are requests submitted while the directory could not be made.
 	failed []*segment.Request
@@ -127,10 +136,10 @@ func (s *lazyStorage) materialize() error {
 	if err := s.p.dirs.Sync(); err != nil {
 		return err
 	}
-	if _, present, err := readPartitionRecord(s.dir); err != nil {
+	if _, present, err := ReadRecord(s.dir); err != nil {
 		return err
 	} else if !present {
-		if err := writePartitionRecordInPlace(s.dir, s.record); err != nil {
+		if err := writeRecordInPlace(s.dir, s.record); err != nil {
 			return err
 		}
 	}
@@ -159,7 +168,7 @@ func (s *lazyStorage) Open(name string, create bool, preallocateBytes int64) (se
 // Close implements segment.Storage.
 func (s *lazyStorage) Close(f segment.File) error {
 	if s.inner == nil {
-		return fmt.Errorf("server: close of file %d in %s, which holds none", f, s.dir)
+		return fmt.Errorf("partitiondir: close of file %d in %s, which holds none", f, s.dir)
 	}
 	return s.inner.Close(f)
 }
@@ -200,14 +209,4 @@ func (s *lazyStorage) Poll(wait bool) int {
 		return n
 	}
 	return n + s.inner.Poll(wait)
-}
-
-// partitionFilesOfShard is a shard's budget of open partition files: the node's
-// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
-// each one's store keeping within its share.
-func (s *Server) partitionFilesOfShard() int {
-	if s.cfg.openFilesMax > 0 {
-		return max(s.cfg.openFilesMax/s.shardCount, 1)
-	}
-	return segment.FilesBudget(s.shardCount)
 }

@@ -1,7 +1,8 @@
-package server
+package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -10,13 +11,13 @@ import (
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
-// ClusterConfig is the [cluster] section, with Apache Iggy's key names and rules
+// Cluster is the [cluster] section, with Apache Iggy's key names and rules
 // (iggy.apache.org/docs/clustering/configuration and /docs/clustering/security;
 // the defaults of apache/iggy core/server/config.toml). Validate refuses what the
 // reference refuses at boot, naming the rule.
 //
 // Server.Start runs a node of the cluster from it (cluster.go).
-type ClusterConfig struct {
+type Cluster struct {
 	Enabled bool
 	// Name is hashed into the cluster id every replica-plane frame carries; nodes
 	// of different names never talk.
@@ -48,7 +49,7 @@ type ClusterConfig struct {
 
 	Auth       ClusterAuth
 	TLS        ClusterTLS
-	MessageBus MessageBusConfig
+	MessageBus MessageBus
 	Nodes      []ClusterNode
 }
 
@@ -67,8 +68,8 @@ type ClusterTLS struct {
 	CertFile, KeyFile, CAFile string
 }
 
-// MessageBusConfig is [message_bus]: the replica connections' limits.
-type MessageBusConfig struct {
+// MessageBus is [message_bus]: the replica connections' limits.
+type MessageBus struct {
 	MaxMessageSizeBytes uint32
 	// PeerQueueCapacity bounds the frames queued to each peer for the metadata
 	// group and the handshakes (the control class, shard.ReplicaConfig).
@@ -82,10 +83,10 @@ type MessageBusConfig struct {
 	ReconnectPeriod        time.Duration
 }
 
-// partitionRepairChunkMax is the most ops a partition group repairs in one go
+// PartitionRepairChunkMax is the most ops a partition group repairs in one go
 // (partition.Replication's smaller chunk): its frames leave at once, so a
 // partition queue must hold more.
-const partitionRepairChunkMax = 32
+const PartitionRepairChunkMax = 32
 
 // replicaQueueCapacityMax is the runtime's bound on a class's queue to a peer.
 const replicaQueueCapacityMax = 1 << 16
@@ -117,15 +118,15 @@ type AdvertisedSelector struct {
 
 // Cluster limits of the reference.
 const (
-	clusterTick                = 10 * time.Millisecond
+	ClusterTick                = 10 * time.Millisecond
 	clusterRosterMax           = 255
 	clusterSecretBytesMin      = 32
 	advertisedSelectorsPerNode = 16
 )
 
-// DefaultClusterConfig is the reference's shipped [cluster] and [message_bus].
-func DefaultClusterConfig() ClusterConfig {
-	return ClusterConfig{
+// DefaultCluster is the reference's shipped [cluster] and [message_bus].
+func DefaultCluster() Cluster {
+	return Cluster{
 		Name:                               "iggy-cluster",
 		HeartbeatTimeout:                   5 * time.Second,
 		CommitBroadcastInterval:            500 * time.Millisecond,
@@ -136,7 +137,7 @@ func DefaultClusterConfig() ClusterConfig {
 		ViewProbeAttemptsMax:               5,
 		RepairRetryInterval:                time.Second,
 		RepairChunkMax:                     128,
-		MessageBus: MessageBusConfig{
+		MessageBus: MessageBus{
 			MaxMessageSizeBytes: 64 << 20,
 			PeerQueueCapacity:   256,
 			ReconnectPeriod:     5 * time.Second,
@@ -146,10 +147,10 @@ func DefaultClusterConfig() ClusterConfig {
 
 // Ticks converts a timing setting to whole consensus ticks, as the reference does:
 // rounded down, at least one.
-func Ticks(d time.Duration) int64 { return max(1, int64(d/clusterTick)) }
+func Ticks(d time.Duration) int64 { return max(1, int64(d/ClusterTick)) }
 
-// timing is the section's consensus timers in cluster ticks.
-func (c *ClusterConfig) timing() vsr.Timing {
+// Timing is the section's consensus timers in cluster ticks.
+func (c *Cluster) Timing() vsr.Timing {
 	ticks := func(d time.Duration) uint64 { return uint64(Ticks(d)) }
 	return vsr.Timing{
 		HeartbeatTimeoutTicks:           ticks(c.HeartbeatTimeout),
@@ -164,10 +165,30 @@ func (c *ClusterConfig) timing() vsr.Timing {
 	}
 }
 
+// Self is this node's roster entry (Validate checked that --replica-id names one).
+func (c *Cluster) Self() *ClusterNode {
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; n.ReplicaID == c.ReplicaID {
+			return n
+		}
+	}
+	return nil
+}
+
+// ClientAddress is the client listener of this node: tcpAddress's host (Validate
+// checked it is host:port) at the roster's TCP port.
+func (c *Cluster) ClientAddress(tcpAddress string) string {
+	host, _, _ := net.SplitHostPort(tcpAddress)
+	if n := c.Self(); n != nil {
+		return net.JoinHostPort(host, strconv.Itoa(int(n.Ports.TCP)))
+	}
+	return tcpAddress
+}
+
 // Validate applies the reference's boot-time rules to an enabled cluster section
 // (a disabled one is inert, but for the secret's length, which the reference
 // checks whenever the cluster is enabled).
-func (c *ClusterConfig) Validate() error {
+func (c *Cluster) Validate() error {
 	if !c.Enabled {
 		return nil
 	}
@@ -212,7 +233,7 @@ func (c *ClusterConfig) Validate() error {
 	if c.MessageBus.PeerQueueCapacity < 1 || c.MessageBus.PeerQueueCapacity > replicaQueueCapacityMax {
 		return &SettingError{Setting: "message_bus.peer_queue_capacity", Value: strconv.Itoa(c.MessageBus.PeerQueueCapacity), Reason: "must be between 1 and 65536"}
 	}
-	if n := c.MessageBus.PartitionQueueCapacity; n != 0 && (n <= partitionRepairChunkMax || n > replicaQueueCapacityMax) {
+	if n := c.MessageBus.PartitionQueueCapacity; n != 0 && (n <= PartitionRepairChunkMax || n > replicaQueueCapacityMax) {
 		return &SettingError{Setting: "message_bus.partition_queue_capacity", Value: strconv.Itoa(n),
 			Reason: "must be 0 (as message_bus.peer_queue_capacity) or between 33 and 65536: a partition group's repair sends 32 frames at once"}
 	}
@@ -266,7 +287,7 @@ func (t *ClusterTLS) validate(authEnabled bool) error {
 	return nil
 }
 
-func (c *ClusterConfig) validateRoster() error {
+func (c *Cluster) validateRoster() error {
 	n := len(c.Nodes)
 	if n == 0 {
 		return &SettingError{Setting: "cluster.nodes", Value: "", Reason: "an enabled cluster needs its roster"}
@@ -444,7 +465,7 @@ type fileMessageBus struct {
 	ReconnectPeriod        *string `toml:"reconnect_period"`
 }
 
-func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
+func (c *Cluster) applyFile(f *fileCluster, bus *fileMessageBus) error {
 	setBool := func(dst *bool, v *bool) {
 		if v != nil {
 			*dst = *v
@@ -534,7 +555,7 @@ func (c *ClusterConfig) applyFile(f *fileCluster, bus *fileMessageBus) error {
 // applyEnv reads the IGGY_CLUSTER_* variables: the top-level keys, auth, tls, and
 // IGGY_CLUSTER_NODES_<i>_<KEY> for the roster (entries the file did not have are
 // added in order).
-func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
+func (c *Cluster) applyEnv(getenv func(string) string) error {
 	boolVar := func(name string, dst *bool) error {
 		if v := getenv(name); v != "" {
 			on, err := strconv.ParseBool(v)
@@ -659,7 +680,7 @@ func (c *ClusterConfig) applyEnv(getenv func(string) string) error {
 }
 
 // setPartitionMemoryMax reads partition_memory_max from setting.
-func (c *ClusterConfig) setPartitionMemoryMax(setting, v string) error {
+func (c *Cluster) setPartitionMemoryMax(setting, v string) error {
 	n, err := ParseSizeBytes(v)
 	if err != nil || n > 1<<62 {
 		return &SettingError{Setting: setting, Value: v, Reason: "not a size (e.g. \"256 MiB\")"}
@@ -672,9 +693,9 @@ func (c *ClusterConfig) setPartitionMemoryMax(setting, v string) error {
 // gets: one batch of the SDKs' default size.
 const partitionMemoryPerShardMin = 1 << 20
 
-// partitionMemoryOfShard is a shard's share of partition_memory_max; 0 leaves the
+// PartitionMemoryOfShard is a shard's share of partition_memory_max; 0 leaves the
 // partition package's default (64 MiB a shard).
-func (c *ClusterConfig) partitionMemoryOfShard(shards int) int64 {
+func (c *Cluster) PartitionMemoryOfShard(shards int) int64 {
 	if c.PartitionMemoryMaxBytes == 0 {
 		return 0
 	}

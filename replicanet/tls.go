@@ -1,4 +1,8 @@
-package server
+// Package replicanet is a node's network on the replica plane: the runtime's
+// replica configuration from the cluster's roster (config.go), and [cluster.tls]
+// around it, a TLS terminator off the shards for tcp_replica and TLS dials to the
+// peers (tls.go).
+package replicanet
 
 import (
 	"context"
@@ -14,39 +18,40 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// replicaTLS is [cluster.tls] on one node (iggy.apache.org/docs/clustering/security):
+// TLS is [cluster.tls] on one node (iggy.apache.org/docs/clustering/security):
 // the node's tcp_replica port served by a TLS terminator off the shards, and its dials
 // to the peers made over TLS, each session handed to the runtime with its exporter
 // value, which the replica handshake folds into its MACs (tlsterm/replica.go).
 //
 // Its life, as Server.Start and Shutdown drive it:
 //
-//	rtls, err := newReplicaTLS(&cfg.Cluster, self, log) // before shard.Start: binds ip:tcp_replica
-//	rtls.configure(replicaCfg)                          // the runtime binds no replica port and dials through rtls
-//	rt, err := shard.Start(... Replica: replicaCfg ...) // on failure: rtls.close()
-//	err = rtls.attach(rt)                               // accepts from here on
+//	rtls, err := NewTLS(&cfg.Cluster, self, log)        // before shard.Start: binds ip:tcp_replica
+//	rtls.Configure(replicaCfg)                          // the runtime binds no replica port and dials through rtls
+//	rt, err := shard.Start(... Replica: replicaCfg ...) // on failure: rtls.Close()
+//	err = rtls.Attach(rt)                               // accepts from here on
 //	...
-//	rtls.close()            // at Shutdown, before rt.Shutdown: no new sessions
+//	rtls.Close()            // at Shutdown, before rt.Shutdown: no new sessions
 //	rt.Shutdown(ctx); <-rt.Done()
-//	err = rtls.wait(ctx)    // the sessions end as the runtime closed them
+//	err = rtls.Wait(ctx)    // the sessions end as the runtime closed them
 //
-// A nil *replicaTLS (cluster.tls off) does nothing in each of these.
-type replicaTLS struct {
+// A nil *TLS (cluster.tls off) does nothing in each of these.
+type TLS struct {
 	layer *tlsterm.Replica
 }
 
-// newReplicaTLS builds the node's replica TLS from the validated cluster section and
+// NewTLS builds the node's replica TLS from the validated cluster section and
 // the node's own roster entry; nil when cluster.tls is off. CA mode loads cert_file,
 // key_file and ca_file; self-signed mode makes a certificate for the node's ip at
 // every start and never reads the files (the reference's rule: the flag is
 // authoritative for the cluster). A file that cannot be used stops the start with a
-// SettingError naming the key.
-func newReplicaTLS(cfg *ClusterConfig, self *ClusterNode, log *slog.Logger) (*replicaTLS, error) {
+// config.SettingError naming the key.
+func NewTLS(cfg *config.Cluster, self *config.ClusterNode, log *slog.Logger) (*TLS, error) {
 	if !cfg.Enabled || !cfg.TLS.Enabled {
 		return nil, nil
 	}
@@ -55,7 +60,7 @@ func newReplicaTLS(cfg *ClusterConfig, self *ClusterNode, log *slog.Logger) (*re
 	}
 	ip, err := netip.ParseAddr(self.IP)
 	if err != nil {
-		return nil, &SettingError{Setting: fmt.Sprintf("cluster.nodes[replica_id=%d].ip", self.ReplicaID), Value: self.IP, Reason: "must be a literal IP address"}
+		return nil, &config.SettingError{Setting: fmt.Sprintf("cluster.nodes[replica_id=%d].ip", self.ReplicaID), Value: self.IP, Reason: "must be a literal IP address"}
 	}
 	rc := tlsterm.ReplicaConfig{
 		PeerNames:     make([]string, len(cfg.Nodes)),
@@ -105,12 +110,12 @@ func newReplicaTLS(cfg *ClusterConfig, self *ClusterNode, log *slog.Logger) (*re
 	if err != nil {
 		return nil, err
 	}
-	return &replicaTLS{layer: layer}, nil
+	return &TLS{layer: layer}, nil
 }
 
 // configure makes the runtime's replica plane run through this TLS: shard 0 binds
 // no tcp_replica listener (the terminator owns the port) and dials through it.
-func (r *replicaTLS) configure(rc *shard.ReplicaConfig) {
+func (r *TLS) Configure(rc *shard.ReplicaConfig) {
 	if r == nil {
 		return
 	}
@@ -119,7 +124,7 @@ func (r *replicaTLS) configure(rc *shard.ReplicaConfig) {
 }
 
 // attach starts accepting for rt, and lets the dials rt has begun deliver.
-func (r *replicaTLS) attach(rt *shard.Runtime) error {
+func (r *TLS) Attach(rt *shard.Runtime) error {
 	if r == nil {
 		return nil
 	}
@@ -127,7 +132,7 @@ func (r *replicaTLS) attach(rt *shard.Runtime) error {
 }
 
 // addr is the address the replica port is bound to; nil when TLS is off.
-func (r *replicaTLS) addr() *net.TCPAddr {
+func (r *TLS) Addr() *net.TCPAddr {
 	if r == nil {
 		return nil
 	}
@@ -135,7 +140,7 @@ func (r *replicaTLS) addr() *net.TCPAddr {
 }
 
 // stats are the terminator's and the dials' counters.
-func (r *replicaTLS) stats() tlsterm.ReplicaStats {
+func (r *TLS) Stats() tlsterm.ReplicaStats {
 	if r == nil {
 		return tlsterm.ReplicaStats{}
 	}
@@ -143,7 +148,7 @@ func (r *replicaTLS) stats() tlsterm.ReplicaStats {
 }
 
 // close stops accepting and dialing.
-func (r *replicaTLS) close() {
+func (r *TLS) Close() {
 	if r != nil {
 		r.layer.Close()
 	}
@@ -151,14 +156,14 @@ func (r *replicaTLS) close() {
 
 // wait closes, then waits for the sessions to end (the runtime has closed its ends),
 // cutting those left when ctx ends.
-func (r *replicaTLS) wait(ctx context.Context) error {
+func (r *TLS) Wait(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
 	return r.layer.Wait(ctx)
 }
 
-func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
+func loadReplicaKeyPair(c *config.ClusterTLS, now time.Time) (tls.Certificate, error) {
 	cert, err := tlsterm.LoadKeyPair(c.CertFile, c.KeyFile, now)
 	var fe *tlsterm.FileError
 	if errors.As(err, &fe) {
@@ -166,7 +171,7 @@ func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
 		if fe.Role == "key" {
 			setting = "cluster.tls.key_file"
 		}
-		return tls.Certificate{}, &SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
+		return tls.Certificate{}, &config.SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
 	}
 	return cert, err
 }
@@ -175,7 +180,7 @@ func loadReplicaKeyPair(c *ClusterTLS, now time.Time) (tls.Certificate, error) {
 // CERTIFICATE block of the file.
 func loadReplicaCAFile(path string) (*x509.CertPool, error) {
 	fail := func(reason string) error {
-		return &SettingError{Setting: "cluster.tls.ca_file", Value: path, Reason: reason}
+		return &config.SettingError{Setting: "cluster.tls.ca_file", Value: path, Reason: reason}
 	}
 	b, err := os.ReadFile(path)
 	switch {
@@ -193,7 +198,7 @@ func loadReplicaCAFile(path string) (*x509.CertPool, error) {
 
 // warnIgnoredReplicaTLSFiles says when self-signed mode leaves certificate files on
 // disk unread: an operator who laid them down would think them in use.
-func warnIgnoredReplicaTLSFiles(c *ClusterTLS, log *slog.Logger) {
+func warnIgnoredReplicaTLSFiles(c *config.ClusterTLS, log *slog.Logger) {
 	for _, f := range []struct{ key, path string }{{"cert_file", c.CertFile}, {"key_file", c.KeyFile}, {"ca_file", c.CAFile}} {
 		if f.path == "" {
 			continue

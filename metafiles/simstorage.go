@@ -1,4 +1,4 @@
-package server
+package metafiles
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/segment"
 )
 
-// simMetaStorage is metaStorage over segment.SimDisk: the journal's appends,
+// SimStorage is Storage over segment.SimDisk, for tests: the journal's appends,
 // fdatasyncs and truncations are the disk's requests, so a crash keeps what was
 // synced and a seeded, possibly torn, part of what was not. ReplaceFile is one
 // durable step (SimDisk.WriteFile), the atomic rename of the OS storage.
@@ -18,41 +18,45 @@ import (
 // disk as a power loss at that moment would leave it is kept in crashed, and that
 // step and every later one fail with errSimCrashed. Like the disk it belongs to
 // one goroutine.
-type simMetaStorage struct {
-	disk *segment.SimDisk
+type SimStorage struct {
+	Disk *segment.SimDisk
 
 	crashAfterSteps int // < 0: never
 	crashSeed       uint64
 	crashed         *segment.SimDisk
 	steps           int
-	// syncs counts the journal fdatasyncs that succeeded, appends the appends
+	// Syncs counts the journal fdatasyncs that succeeded, Appends the appends
 	// (a snapshot's new journal is synced without one).
-	syncs, appends int
-	// failReplace, when set, fails a ReplaceFile of the files it names (a full
+	Syncs, Appends int
+	// FailReplace, when set, fails a ReplaceFile of the files it names (a full
 	// or failing disk) before anything is written.
-	failReplace func(name string) error
-	// volatileTruncation models a filesystem that does not keep metadata
+	FailReplace func(name string) error
+	// VolatileTruncation models a filesystem that does not keep metadata
 	// operations in order: a journal truncation is durable only at the journal's
 	// next fdatasync, and a crash before it brings back the journal as it was
 	// (beforeTruncation, the synced bytes it cut).
-	volatileTruncation bool
+	VolatileTruncation bool
 	beforeTruncation   []byte
 }
 
+// Crashed reports whether the storage crashed (CrashAfter).
+func (s *SimStorage) Crashed() bool { return s.crashed != nil }
+
 var errSimCrashed = errors.New("simulated machine crashed")
 
-func newSimMetaStorage(disk *segment.SimDisk) *simMetaStorage {
-	return &simMetaStorage{disk: disk, crashAfterSteps: -1}
+// NewSimStorage is a storage on disk that does not crash until CrashAfter.
+func NewSimStorage(disk *segment.SimDisk) *SimStorage {
+	return &SimStorage{Disk: disk, crashAfterSteps: -1}
 }
 
-// crashAfter arms the crash: after steps more durable steps, with seed choosing
+// CrashAfter arms the crash: after steps more durable steps, with seed choosing
 // what of the unsynced writes survives.
-func (s *simMetaStorage) crashAfter(steps int, seed uint64) {
+func (s *SimStorage) CrashAfter(steps int, seed uint64) {
 	s.crashAfterSteps, s.crashSeed = steps, seed
 }
 
 // step is a crash point before each durable step.
-func (s *simMetaStorage) step() error {
+func (s *SimStorage) step() error {
 	if s.crashed != nil {
 		return errSimCrashed
 	}
@@ -67,9 +71,9 @@ func (s *simMetaStorage) step() error {
 	return nil
 }
 
-// afterCrash is the disk a restart finds: the crash image, or, when the storage
+// AfterCrash is the disk a restart finds: the crash image, or, when the storage
 // did not crash, a power loss now.
-func (s *simMetaStorage) afterCrash(seed uint64) *segment.SimDisk {
+func (s *SimStorage) AfterCrash(seed uint64) *segment.SimDisk {
 	if s.crashed != nil {
 		return s.crashed
 	}
@@ -78,42 +82,42 @@ func (s *simMetaStorage) afterCrash(seed uint64) *segment.SimDisk {
 
 // crashImage is what a power loss now leaves: SimDisk's crash, with a journal
 // truncation not yet synced undone when truncations are volatile.
-func (s *simMetaStorage) crashImage(seed uint64) *segment.SimDisk {
-	d := s.disk.Crash(seed)
+func (s *SimStorage) crashImage(seed uint64) *segment.SimDisk {
+	d := s.Disk.Crash(seed)
 	if s.beforeTruncation != nil {
-		d.WriteFile(journalFileName, s.beforeTruncation)
+		d.WriteFile(JournalFileName, s.beforeTruncation)
 	}
 	return d
 }
 
-func (s *simMetaStorage) ReadFile(name string) ([]byte, error) {
+func (s *SimStorage) ReadFile(name string) ([]byte, error) {
 	if s.crashed != nil {
 		return nil, errSimCrashed
 	}
-	if _, ok := s.disk.SizeOf(name); !ok {
+	if _, ok := s.Disk.SizeOf(name); !ok {
 		return nil, fmt.Errorf("simdisk %s: %w", name, fs.ErrNotExist)
 	}
-	return s.disk.ReadFile(name), nil
+	return s.Disk.ReadFile(name), nil
 }
 
-func (s *simMetaStorage) ReplaceFile(name string, data []byte) error {
-	if s.failReplace != nil {
-		if err := s.failReplace(name); err != nil {
+func (s *SimStorage) ReplaceFile(name string, data []byte) error {
+	if s.FailReplace != nil {
+		if err := s.FailReplace(name); err != nil {
 			return err
 		}
 	}
 	if err := s.step(); err != nil {
 		return err
 	}
-	s.disk.WriteFile(name, data)
+	s.Disk.WriteFile(name, data)
 	return nil
 }
 
-func (s *simMetaStorage) OpenJournal(name string, sizeBytes int64) (metaJournal, error) {
+func (s *SimStorage) OpenJournal(name string, sizeBytes int64) (Journal, error) {
 	if s.crashed != nil {
 		return nil, errSimCrashed
 	}
-	f, _, err := s.disk.Open(name, true, 0)
+	f, _, err := s.Disk.Open(name, true, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func (s *simMetaStorage) OpenJournal(name string, sizeBytes int64) (metaJournal,
 }
 
 type simJournal struct {
-	s         *simMetaStorage
+	s         *SimStorage
 	f         segment.File
 	sizeBytes int64
 }
@@ -142,9 +146,9 @@ func (j *simJournal) run(r *segment.Request) error {
 	done := false
 	r.File = j.f
 	r.Done = func(*segment.Request) { done = true }
-	j.s.disk.Submit(r)
+	j.s.Disk.Submit(r)
 	for range 100 {
-		if j.s.disk.Poll(true); done {
+		if j.s.Disk.Poll(true); done {
 			return r.Err
 		}
 	}
@@ -156,7 +160,7 @@ func (j *simJournal) Append(b []byte) error {
 		return err
 	}
 	j.sizeBytes += int64(len(b))
-	j.s.appends++
+	j.s.Appends++
 	return nil
 }
 
@@ -164,16 +168,16 @@ func (j *simJournal) Sync() error {
 	if err := j.run(&segment.Request{Op: segment.OpSync}); err != nil {
 		return err
 	}
-	j.s.syncs++
+	j.s.Syncs++
 	j.s.beforeTruncation = nil
 	return nil
 }
 
 func (j *simJournal) Truncate(sizeBytes int64) error {
-	if j.s.volatileTruncation && j.s.beforeTruncation == nil {
+	if j.s.VolatileTruncation && j.s.beforeTruncation == nil {
 		// The journal is synced here (a Ready's truncation comes before its
 		// appends): its bytes are the durable ones.
-		j.s.beforeTruncation = j.s.disk.ReadFile(journalFileName)
+		j.s.beforeTruncation = j.s.Disk.ReadFile(JournalFileName)
 	}
 	if err := j.run(&segment.Request{Op: segment.OpTruncate, Offset: sizeBytes}); err != nil {
 		return err
@@ -182,4 +186,4 @@ func (j *simJournal) Truncate(sizeBytes int64) error {
 	return nil
 }
 
-func (j *simJournal) Close() error { return j.s.disk.Close(j.f) }
+func (j *simJournal) Close() error { return j.s.Disk.Close(j.f) }
