@@ -66,16 +66,21 @@
 //	                                     commit log's entries until the slowest shard has
 //	                                     applied them
 //	partitions (package partition,       per partition the shard owns (in a cluster every
-//	  "Memory")                          node holds a replica of each): ~27 KB of heap
-//	                                     created and never written, ~41 KB once written,
-//	                                     and 24 B an index entry of the segments read
-//	                                     lately; no file until first written (partitiondir)
+//	  "Memory")                          node holds a replica of each): resident at rest
+//	                                     ~9 KB created and never written (of ~27 KB of
+//	                                     heap: an idle group's journal slots stay
+//	                                     untouched), ~28.5 KB once written (~34.5 KB on
+//	                                     the leader, 27 KB on a single node; ~40 KB of
+//	                                     heap), and 24 B an index entry of the segments
+//	                                     read lately; no file until first written
+//	                                     (partitiondir)
 //	partition batch copies, in a          64 MiB   cluster.partition_memory_max / S: a
 //	  cluster                                      backup's journal copies until its log
 //	                                               wrote them, frames a busy group queued,
-//	                                               batches read back for a peer's repair;
-//	                                               plus one batch per partition taking
-//	                                               prepares at that moment
+//	                                               batches read back for a peer's repair,
+//	                                               the cores' repair candidates; plus one
+//	                                               group's repair chunk and the ops it
+//	                                               needs below it (partition/memory.go)
 //	held partition frames                  8 MiB   frames for partitions not created here
 //	                                               yet, 2 s at most (heldframes.go)
 //
@@ -94,37 +99,25 @@
 // collector's headroom over the Go heap (GOGC).
 //
 // What is resident is less than these bounds: the arena and the heap are resident
-// as touched. An idle node of a cluster, --shards 1, the production timings
-// (measured on a three-node cluster of child processes, 5 s after the last
-// creation):
+// as touched. At rest (groups parked, garbage collected and freed pages returned):
 //
-//	RSS ~ R0 + P x 10 KB + W x 18 KB
+//	RSS = R0 + P x C + W x (Wr - C)
 //
-// R0 is ~35 MB (the runtime, the rings, the arena as touched, the metadata, a heap
-// of ~23 MB); a node that has checked passwords keeps ~35 MB more (argon2id, 19 MiB
-// a check, freed to the heap and reused by later allocations first, so that on it
-// the terms after R0 are an upper bound). P counts the partitions the node holds, W
-// those written since its start. A partition created and never written touched
-// ~10 KB of its heap, then ~36 KB (27.2 KB now, partition/doc.go "Memory"): its
-// consensus core's journal slots and repair candidates are allocated zeroed and
-// stay untouched, hence not resident, while its group idles; once written, ~18 KB
-// more (its log, index and journal entries). The figures below were measured with
-// those sizes and not again since.
-// Predicted at 1,000 partitions created: 45 MB on a backup, at most 80 MB on the
-// metadata leader, measured 43.9 to 45.6 and 72.9 MB; at 3,000: 65 and at most 100
-// MB, measured 65.3 to 65.6 and 81 to 90 MB (BenchmarkThousandsOfPartitions,
-// rss-MB: the leader); with 1,000 of them then written once: 83 MB predicted on a
-// backup, 82.3 to 82.9 measured.
+// R0 is ~18.5 MB (16.9 to 21.0 measured; ~13 MB of it the binary's pages). P counts
+// the partitions the node holds, W those written. C and Wr, resident per partition
+// created and written: 9 and 28.5 KB on a backup, 9.5 and 34.5 KB on the leader, 8
+// and 27 KB on a single node (partition/doc.go "Memory"; BenchmarkPartitionMemory
+// in internal/clustertest: 1 to 5% off at 1,000 and 3,000 partitions, on one node
+// and three). That is a floor: the Go runtime returns freed pages by itself only
+// above about 10% over its heap goal, so a node also keeps the 19 MiB of garbage of
+// each recent password check (argon2id; every new node hashes its root user's
+// password) and the garbage of its last bursts, up to R0 + 1.1 x (1 + GOGC/100) x
+// (H0 + P x heap + index bytes + batch copies), H0 ~4 MB.
 //
 // Under write load the heap grows to (1 + GOGC/100) times its live size between
-// collections, and what it touched stays resident for a while: the live heap then
-// counts ~41 KB a written partition (40.6 KB, BenchmarkIdlePartitionMemory; ~49 KB
-// when the figures below were measured) and the batch copies (bounded as above,
-// plus a batch for each partition taking prepares, up to their commit). 1,000 partitions
-// written 1 MB each (100-message batches of 1 KB, one client, in turn) left the
-// backups at 352 to 365 MB resident (~400 MB of heap at the peak), the leader at
-// 141 MB; 40 partitions written 10 MB each (BenchmarkMemoryAfterWrites), 109 to
-// 129 MB.
+// collections: the live heap then counts ~40 KB a written partition and the batch
+// copies (bounded as above). 40 partitions written 10 MB each
+// (BenchmarkMemoryAfterWrites) left the nodes at 27 to 118 MB resident.
 package server
 
 import (
