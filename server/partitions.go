@@ -49,6 +49,11 @@ type ownedPartitions struct {
 
 	// retentionDueNs is when the next retention pass runs (shard clock).
 	retentionDueNs int64
+	// scrubDueNs is when the scrubber next takes its turn (shard clock; 0: it has
+	// not started), and scrubbing whether its last turn found something to verify
+	// (scrub.go).
+	scrubDueNs int64
+	scrubbing  bool
 
 	// storeClosed is set once Stop closed the store on the shard's thread, with
 	// closeErr what that reported.
@@ -284,6 +289,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	h.alignGroups()
 	h.retryGroupOffsetDeletes()
+	h.scrubIfDue()
 	if h.owned.ioWanted || h.owned.disk.InFlight() > 0 || h.owned.disk.Ready() {
 		h.owned.ioWanted = h.owned.store.PollIO() > 0
 		h.owned.store.TakeChanged(h.publishStats)

@@ -197,6 +197,9 @@ func (h *handler) scheduleTicks() {
 	if armed {
 		h.shard.WakeAt(g.timeOf(wake))
 	}
+	if h.owned.scrubbing {
+		h.shard.WakeAt(h.owned.scrubDueNs)
+	}
 }
 
 // nextTickDue is the grid tick at which the metadata core next has something to do

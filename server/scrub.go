@@ -1,0 +1,31 @@
+package server
+
+import "time"
+
+// The scrubber: a poll verifies a batch's checksum once and its segment remembers
+// the ranges verified (segment/verified.go), so bit rot under a verified range is
+// found by partition.Store.Scrub, which re-verifies the sealed segments at
+// partition.Replication.ScrubBytesPerSecond and quarantines a corrupt batch (its
+// polls fail as a poll of a corrupt batch does). A shard gives it a turn at most
+// once a second: its credit holds a second's worth, so the rate is kept. It arms a
+// wake-up for its next turn only while it finds something to verify, so that a node
+// with nothing sealed stays idle.
+
+// scrubIntervalNs is how often a shard's scrubber takes its turn.
+const scrubIntervalNs = int64(time.Second)
+
+// scrubIfDue gives the scrubber its turn when one is due.
+func (h *handler) scrubIfDue() {
+	now := h.shard.NowNs()
+	if now < h.owned.scrubDueNs {
+		return
+	}
+	first := h.owned.scrubDueNs == 0
+	h.owned.scrubDueNs = now + scrubIntervalNs
+	scrubbed, err := h.owned.store.Scrub(now)
+	if err != nil {
+		h.log.Error("the scrubber found corrupt batches: they are no longer served", "err", err)
+	}
+	// The first turn only starts the clock; the next comes a second later.
+	h.owned.scrubbing = first || scrubbed > 0
+}
