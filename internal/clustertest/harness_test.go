@@ -35,8 +35,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildBinary builds cmd/iggy-shard with go build, once per test run.
+// buildBinary builds cmd/iggy-shard with go build, once per test run; or, when
+// IGGY_CLUSTERTEST_BIN names a binary, uses that one (a benchmark of two builds in
+// one session: the same test binary against the binary of each).
 var buildBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("IGGY_CLUSTERTEST_BIN"); bin != "" {
+		return bin, nil
+	}
 	path := filepath.Join(binDir, "iggy-shard")
 	out, err := exec.Command("go", "build", "-o", path, "github.com/iggy-shard/iggy-shard/cmd/iggy-shard").CombinedOutput()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,9 @@ func BenchmarkPinnedProduce(b *testing.B) {
 			b.ReportMetric(threeSeries.mbps, "cluster-MB/s")
 			b.ReportMetric(threeSeries.p50.Seconds()*1e3, "cluster-p50-ms")
 			b.ReportMetric(threeSeries.p99.Seconds()*1e3, "cluster-p99-ms")
+			b.ReportMetric(singleSeries.leaderCPU.Seconds()*1e3, "single-cpu-ms/GB")
+			b.ReportMetric(threeSeries.leaderCPU.Seconds()*1e3, "leader-cpu-ms/GB")
+			b.ReportMetric(threeSeries.backupCPU.Seconds()*1e3, "backup-cpu-ms/GB")
 			b.ReportMetric(median64(ratios), "x-single-node-median")
 		}
 	}
@@ -69,11 +73,18 @@ type seriesResult struct {
 	mbps     float64
 	p50, p99 time.Duration
 	max      time.Duration
+	// leaderCPU and backupCPU are the CPU time (user and system) the leader, and
+	// each backup on average, spent per GB of payload acknowledged.
+	leaderCPU, backupCPU time.Duration
 }
 
 func (r seriesResult) String() string {
-	return fmt.Sprintf("%.1f MB/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms", r.mbps,
-		r.p50.Seconds()*1e3, r.p99.Seconds()*1e3, r.max.Seconds()*1e3)
+	s := fmt.Sprintf("%.1f MB/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, leader %.0f cpu-ms/GB", r.mbps,
+		r.p50.Seconds()*1e3, r.p99.Seconds()*1e3, r.max.Seconds()*1e3, r.leaderCPU.Seconds()*1e3)
+	if r.backupCPU > 0 {
+		s += fmt.Sprintf(", backups %.0f cpu-ms/GB", r.backupCPU.Seconds()*1e3)
+	}
+	return s
 }
 
 // startPinned starts n nodes of one shard each (n = 1: the single-node server) with
@@ -132,6 +143,7 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 		send()
 	}
 	profiled := profileNodes(b, c, label)
+	cpuBefore := nodesCPU(b, c)
 	latencies := make([]time.Duration, 0, batches)
 	start := time.Now()
 	for range batches {
@@ -140,14 +152,51 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 		latencies = append(latencies, time.Since(sent))
 	}
 	elapsed := time.Since(start)
+	cpuAfter := nodesCPU(b, c)
 	profiled.Wait()
 	slices.Sort(latencies)
-	return seriesResult{
-		mbps: float64(batches*benchBatchMessages*benchMessageBytes) / elapsed.Seconds() / 1e6,
+	gb := float64(batches*benchBatchMessages*benchMessageBytes) / 1e9
+	r := seriesResult{
+		mbps: gb * 1e3 / elapsed.Seconds(),
 		p50:  percentile(latencies, 0.50),
 		p99:  percentile(latencies, 0.99),
 		max:  latencies[len(latencies)-1],
 	}
+	var backups time.Duration
+	for i, n := range c.nodes {
+		spent := cpuAfter[i] - cpuBefore[i]
+		if n == leader {
+			r.leaderCPU = time.Duration(float64(spent) / gb)
+		} else {
+			backups += spent
+		}
+	}
+	if len(c.nodes) > 1 {
+		r.backupCPU = time.Duration(float64(backups) / gb / float64(len(c.nodes)-1))
+	}
+	return r
+}
+
+// nodesCPU is the CPU time (user and system) each node's process has used.
+func nodesCPU(b *testing.B, c *cluster) []time.Duration {
+	out := make([]time.Duration, len(c.nodes))
+	for i, n := range c.nodes {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.proc.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The fields after the command's closing parenthesis: utime and stime are
+		// the 12th and 13th, in clock ticks (100 a second on Linux).
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		fields := strings.Fields(rest)
+		if len(fields) < 13 {
+			b.Fatalf("/proc/%d/stat: %q", n.proc.cmd.Process.Pid, stat)
+		}
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return out
 }
 
 // profileNodes starts a CPU profile of every node over the next
