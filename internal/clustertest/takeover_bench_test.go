@@ -29,10 +29,17 @@ const takeoverRuns = 3
 //   - view-change: from there to the new primary's line that it leads in normal
 //     status (its first commit in the new view follows at once: the log suffix it
 //     collected);
-//   - takeover: from there until every partition has acknowledged a send made
+//   - leader-seen: from there until both survivors' GetClusterMetadata name the
+//     new leader (asked every 10 ms);
+//   - takeover: from the view change until every partition has acknowledged a send made
 //     through a client already logged in at the new leader (partition 0 first, on
 //     in order; the client replays a transient refusal every 10 ms);
-//   - total: from the kill to the last acknowledgement.
+//   - total: from the kill to the last acknowledgement;
+//   - redirect (after the above, so as not to load the nodes meanwhile): what a
+//     client new to the cluster adds, as an SDK's after its connection to the dead
+//     primary broke: a dial and login at the survivor that is not the leader, its
+//     GetClusterMetadata, the move to the leader and the login there (a password
+//     hash each), and a send to partition 0.
 //
 // The log lines carry the nodes' clock in milliseconds, the same clock as the
 // benchmark's on this machine. Run it with -benchtime 1x; it reports the median
@@ -49,21 +56,23 @@ const takeoverHeartbeatTimeout = 2 * time.Second
 
 func benchTakeover(b *testing.B, idleFor time.Duration) {
 	for range b.N {
-		var detect, viewChange, takeover, firstAccept, total []time.Duration
+		var detect, viewChange, leaderSeen, takeover, firstAccept, total, redirect []time.Duration
 		for run := range takeoverRuns {
 			r := measureTakeover(b, idleFor)
-			b.Logf("run %d: detect %v, view change %v, first partition accepts %v after it, all %d %v after it; total %v",
-				run, r.detect, r.viewChange, r.firstAccept, takeoverPartitions, r.takeover, r.total)
+			b.Logf("run %d: detect %v, view change %v; after it the survivors' rosters name the leader %v, the first partition accepts %v, all %d %v; total %v; a new client's redirect and send %v",
+				run, r.detect, r.viewChange, r.leaderSeen, r.firstAccept, takeoverPartitions, r.takeover, r.total, r.redirect)
 			detect = append(detect, r.detect)
 			viewChange = append(viewChange, r.viewChange)
+			leaderSeen = append(leaderSeen, r.leaderSeen)
 			firstAccept = append(firstAccept, r.firstAccept)
 			takeover = append(takeover, r.takeover)
 			total = append(total, r.total)
+			redirect = append(redirect, r.redirect)
 		}
 		for _, m := range []struct {
 			name string
 			d    []time.Duration
-		}{{"detect", detect}, {"viewchange", viewChange}, {"first-accept", firstAccept}, {"takeover", takeover}, {"total", total}} {
+		}{{"detect", detect}, {"viewchange", viewChange}, {"leader-seen", leaderSeen}, {"first-accept", firstAccept}, {"takeover", takeover}, {"total", total}, {"redirect", redirect}} {
 			b.ReportMetric(median(m.d).Seconds()*1e3, m.name+"-p50-ms")
 			b.ReportMetric(slices.Max(m.d).Seconds()*1e3, m.name+"-max-ms")
 		}
@@ -71,7 +80,7 @@ func benchTakeover(b *testing.B, idleFor time.Duration) {
 }
 
 type takeoverResult struct {
-	detect, viewChange, firstAccept, takeover, total time.Duration
+	detect, viewChange, leaderSeen, firstAccept, takeover, total, redirect time.Duration
 }
 
 func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
@@ -128,6 +137,7 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 		b.Fatalf("node %d did not exit after SIGKILL", leader.id)
 	}
 	newLeader := awaitLeaderQuickly(ctx, b, c, survivors)
+	leaderSeenAt := time.Now()
 	var acceptedAt []time.Time
 	for p := range takeoverPartitions {
 		if err := send(clients[newLeader], p); err != nil {
@@ -135,6 +145,16 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 		}
 		acceptedAt = append(acceptedAt, time.Now())
 	}
+	redirectFrom := time.Now()
+	newcomer, err := c.others(leader, newLeader)[0].dial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer newcomer.Close()
+	if err := send(newcomer, 0); err != nil {
+		b.Fatalf("a new client's send through node %d: %v", c.others(leader, newLeader)[0].id, err)
+	}
+	redirect := time.Since(redirectFrom)
 	detectedAt := time.Time{}
 	for _, n := range survivors {
 		at, ok := logLineAt(n.logText()[logFrom[n]:], `msg="metadata group"`, "status=ViewChange")
@@ -150,9 +170,11 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 	return takeoverResult{
 		detect:      detectedAt.Sub(killedAt),
 		viewChange:  normalAt.Sub(detectedAt),
+		leaderSeen:  leaderSeenAt.Sub(normalAt),
 		firstAccept: acceptedAt[0].Sub(normalAt),
 		takeover:    acceptedAt[len(acceptedAt)-1].Sub(normalAt),
 		total:       acceptedAt[len(acceptedAt)-1].Sub(killedAt),
+		redirect:    redirect,
 	}
 }
 
