@@ -33,7 +33,9 @@ const takeoverRuns = 3
 //     new leader (asked every 10 ms);
 //   - takeover: from the view change until every partition has acknowledged a send made
 //     through a client already logged in at the new leader (partition 0 first, on
-//     in order; the client replays a transient refusal every 10 ms);
+//     in order; the client replays a transient refusal every 10 ms), beside the
+//     same 100 sends made before the kill (sends-before-kill: the part of the
+//     takeover that is the sends' own round trips);
 //   - total: from the kill to the last acknowledgement;
 //   - redirect (after the above, so as not to load the nodes meanwhile): what a
 //     client new to the cluster adds, as an SDK's after its connection to the dead
@@ -56,11 +58,11 @@ const takeoverHeartbeatTimeout = 2 * time.Second
 
 func benchTakeover(b *testing.B, idleFor time.Duration) {
 	for range b.N {
-		var detect, viewChange, leaderSeen, takeover, firstAccept, total, redirect []time.Duration
+		var detect, viewChange, leaderSeen, takeover, firstAccept, total, redirect, baseline []time.Duration
 		for run := range takeoverRuns {
 			r := measureTakeover(b, idleFor)
-			b.Logf("run %d: detect %v, view change %v; after it the survivors' rosters name the leader %v, the first partition accepts %v, all %d %v; total %v; a new client's redirect and send %v",
-				run, r.detect, r.viewChange, r.leaderSeen, r.firstAccept, takeoverPartitions, r.takeover, r.total, r.redirect)
+			b.Logf("run %d: detect %v, view change %v; after it the survivors' rosters name the leader %v, the first partition accepts %v, all %d %v (the same sends before the kill: %v); total %v; a new client's redirect and send %v",
+				run, r.detect, r.viewChange, r.leaderSeen, r.firstAccept, takeoverPartitions, r.takeover, r.baseline, r.total, r.redirect)
 			detect = append(detect, r.detect)
 			viewChange = append(viewChange, r.viewChange)
 			leaderSeen = append(leaderSeen, r.leaderSeen)
@@ -68,11 +70,12 @@ func benchTakeover(b *testing.B, idleFor time.Duration) {
 			takeover = append(takeover, r.takeover)
 			total = append(total, r.total)
 			redirect = append(redirect, r.redirect)
+			baseline = append(baseline, r.baseline)
 		}
 		for _, m := range []struct {
 			name string
 			d    []time.Duration
-		}{{"detect", detect}, {"viewchange", viewChange}, {"leader-seen", leaderSeen}, {"first-accept", firstAccept}, {"takeover", takeover}, {"total", total}, {"redirect", redirect}} {
+		}{{"detect", detect}, {"viewchange", viewChange}, {"leader-seen", leaderSeen}, {"first-accept", firstAccept}, {"takeover", takeover}, {"total", total}, {"redirect", redirect}, {"sends-before-kill", baseline}} {
 			b.ReportMetric(median(m.d).Seconds()*1e3, m.name+"-p50-ms")
 			b.ReportMetric(slices.Max(m.d).Seconds()*1e3, m.name+"-max-ms")
 		}
@@ -81,6 +84,8 @@ func benchTakeover(b *testing.B, idleFor time.Duration) {
 
 type takeoverResult struct {
 	detect, viewChange, leaderSeen, firstAccept, takeover, total, redirect time.Duration
+	// baseline is the takeover's sends with no failover.
+	baseline time.Duration
 }
 
 func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
@@ -113,6 +118,15 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 			b.Fatal(err)
 		}
 	}
+	// The same sends again, to partitions that took one already: what the
+	// takeover's sends cost with no failover (the baseline).
+	baselineFrom := time.Now()
+	for p := range takeoverPartitions {
+		if err := send(writer, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	baseline := time.Since(baselineFrom)
 	// A logged-in client on each survivor, so that the takeover counts no login
 	// (a password hash) and no redirect: the leader's is used once it is known.
 	survivors := c.others(leader)
@@ -175,6 +189,7 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 		takeover:    acceptedAt[len(acceptedAt)-1].Sub(normalAt),
 		total:       acceptedAt[len(acceptedAt)-1].Sub(killedAt),
 		redirect:    redirect,
+		baseline:    baseline,
 	}
 }
 
