@@ -29,7 +29,9 @@ import (
 // -benchtime 1x (an op is both series, clusters started fresh); a few ops give the
 // range.
 //
-// IGGY_CLUSTERTEST_BATCHES sets the series' length (default pinnedBatches), and
+// IGGY_CLUSTERTEST_BATCHES sets the series' length (default pinnedBatches),
+// IGGY_CLUSTERTEST_MESSAGE_BYTES the messages' payload (default 1000: a smaller
+// batch shows what a batch costs apart from its bytes), and
 // IGGY_CLUSTERTEST_PROFILE_DIR, when set, serves pprof on every node and writes a
 // CPU profile of each over the first IGGY_CLUSTERTEST_PROFILE_SECONDS (default 5)
 // of each series to that directory (keep it out of the repository).
@@ -125,7 +127,8 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	payload := make([]byte, benchMessageBytes)
+	messageBytes := envInt(b, "IGGY_CLUSTERTEST_MESSAGE_BYTES", benchMessageBytes)
+	payload := make([]byte, messageBytes)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
@@ -155,7 +158,7 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 	cpuAfter := nodesCPU(b, c)
 	profiled.Wait()
 	slices.Sort(latencies)
-	gb := float64(batches*benchBatchMessages*benchMessageBytes) / 1e9
+	gb := float64(batches*benchBatchMessages*messageBytes) / 1e9
 	r := seriesResult{
 		mbps: gb * 1e3 / elapsed.Seconds(),
 		p50:  percentile(latencies, 0.50),
