@@ -3,7 +3,11 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +163,9 @@ func measureTakeover(b *testing.B, idleFor time.Duration) takeoverResult {
 		}
 		acceptedAt = append(acceptedAt, time.Now())
 	}
+	for _, n := range survivors {
+		b.Logf("node %d after the takeover: %s", n.id, replicaDrops(ctx, n))
+	}
 	redirectFrom := time.Now()
 	newcomer, err := c.others(leader, newLeader)[0].dial(ctx)
 	if err != nil {
@@ -207,6 +214,38 @@ func awaitLeaderQuickly(ctx context.Context, b *testing.B, c *cluster, among []*
 			b.Fatalf("no agreed leader among nodes %v: %v", ids(among), err)
 		}
 	}
+}
+
+// replicaDrops is a node's /metrics lines of the replica frames it dropped (those
+// to the dead node among them: 100 groups each tell it of their view change) or
+// found their queue full for (a view change of many groups at once sends many): a
+// frame to a live peer lost so waits for a retransmit interval.
+func replicaDrops(ctx context.Context, n *node) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		"http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(n.metricsPort))+"/metrics", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for line := range strings.Lines(string(body)) {
+		if (strings.Contains(line, "replica_frames_dropped_total") || strings.Contains(line, "replica_frames_queue_full_total")) &&
+			!strings.HasPrefix(line, "#") && !strings.HasSuffix(strings.TrimSpace(line), " 0") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	if len(out) == 0 {
+		return "no replica frame dropped"
+	}
+	return strings.Join(out, "; ")
 }
 
 // logLineAt is the time of the first line of a node's log (slog's text format)
