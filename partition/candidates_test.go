@@ -71,7 +71,7 @@ func TestRepairCandidatesShareTheStoreBudget(t *testing.T) {
 			candidatesPeak := 0
 			for round := 0; !caughtUp() || rec.done() < int(sends); round++ {
 				if round == 20_000 {
-					t.Fatalf("replica %d did not catch up (%d of %d sends done; copies %+v)", down, rec.done(), sends, s.bodies)
+					t.Fatalf("replica %d did not catch up (%d of %d sends done; copies %+v)", down, rec.done(), sends, &s.bodies)
 				}
 				for _, st := range c.stores {
 					st.Tick()

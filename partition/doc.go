@@ -192,7 +192,10 @@
 //	                            at most Replication.BodyBudgetBytes (64 MiB) plus one
 //	                            group's repair chunk (RepairChunkMax, 32 batches) and
 //	                            the ops it needs below it, however many partitions
-//	                            take prepares or repair at once (memory.go)
+//	                            take prepares or repair at once (memory.go); the
+//	                            buffers of the journal copies of 32 KiB and more
+//	                            are reused once written (bodyBuffers), and given
+//	                            back to the collector when not reused: none at rest
 //
 // Not in that bound yet: a state transfer's artifacts, which the core assembles
 // whole before the install.

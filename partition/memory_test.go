@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"errors"
+	"runtime/debug"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -244,4 +245,36 @@ func TestRepairReadsShareTheStoreBudget(t *testing.T) {
 		t.Fatal("the read was refused once the store held nothing")
 	}
 	b.releaseRepairReads()
+}
+
+// A backup's journal copies of large bodies reuse the buffers of the copies its log
+// has written: a stream of 128 KB prepares, one in flight, costs each backup a
+// buffer or two, not one per prepare. (The collector, which may empty the pool, is
+// held off meanwhile.)
+func TestBackupReusesItsBodyCopies(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	c := newTestCluster(t, 41, 3, Config{PartitionsCount: 1})
+	rec := newSendRecorder()
+	const sends = 40
+	for i := range sends {
+		token := uint64(i + 1)
+		c.send(makeBatch(t, uint64(i)*16, 16, 8<<10), 10_000+uint64(i), rec, token)
+		c.settle()
+		for _, s := range c.stores {
+			s.WaitIdle()
+		}
+		c.settle()
+		if _, ok := rec.acked[token]; !ok {
+			t.Fatalf("send %d not acknowledged (failed: %v)", token, rec.failed[token])
+		}
+	}
+	for i, s := range c.stores {
+		if i == c.leader {
+			continue
+		}
+		if made := s.bodies.buffers.made; made > 3 {
+			t.Errorf("backup %d allocated %d buffers for %d prepares of 128 KB, one in flight", i, made, sends)
+		}
+	}
+	c.checkBodiesGiven()
 }

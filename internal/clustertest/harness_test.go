@@ -35,8 +35,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildBinary builds cmd/iggy-shard with go build, once per test run.
+// buildBinary builds cmd/iggy-shard with go build, once per test run; or, when
+// IGGY_CLUSTERTEST_BIN names a binary, uses that one (a benchmark of two builds in
+// one session: the same test binary against the binary of each).
 var buildBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("IGGY_CLUSTERTEST_BIN"); bin != "" {
+		return bin, nil
+	}
 	path := filepath.Join(binDir, "iggy-shard")
 	out, err := exec.Command("go", "build", "-o", path, "github.com/iggy-shard/iggy-shard/cmd/iggy-shard").CombinedOutput()
 	if err != nil {
@@ -78,6 +83,9 @@ type cluster struct {
 	// productionTimings leaves the consensus timings and the reconnect period at
 	// their defaults, as a new user's files do, instead of the short test timings.
 	productionTimings bool
+	// pprof serves net/http/pprof on each node (--pprof, on a port of its own), for
+	// benchmarks that profile the nodes.
+	pprof bool
 }
 
 // node is one roster entry: its ports, data directory, TOML file and, while it
@@ -90,8 +98,11 @@ type node struct {
 	// metricsPort serves /debug/replicated-state (and /metrics): the digest of the
 	// node's replicated state, compared at the end of every test.
 	metricsPort int
-	dir         string
-	configPath  string
+	// pprofPort serves net/http/pprof when the cluster's pprof is on (0 until the
+	// node first starts so).
+	pprofPort  int
+	dir        string
+	configPath string
 	// secret and name are what this node's TOML says; a test may make them wrong.
 	secret, name string
 
@@ -272,6 +283,12 @@ func (n *node) start() {
 	args := []string{"--config", n.configPath, "--shards", strconv.Itoa(n.c.shards), "--pin-cpus=false", "--busy-poll", "0"}
 	if !n.c.single {
 		args = append(args, "--replica-id", strconv.Itoa(n.id))
+	}
+	if n.c.pprof {
+		if n.pprofPort == 0 {
+			n.pprofPort = freePorts(t, 1)[0]
+		}
+		args = append(args, "--pprof", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.pprofPort)))
 	}
 	cmd := exec.Command(n.c.bin, args...)
 	cmd.Env = append(os.Environ(), "IGGY_ROOT_USERNAME="+rootUsername, "IGGY_ROOT_PASSWORD="+rootPassword)
