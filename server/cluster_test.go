@@ -33,8 +33,9 @@ var testClusterTiming = vsr.Timing{
 }
 
 // clusterWait bounds every wait for the cluster to do something: formation, a
-// commit reaching a backup, an election. Polled, never slept through.
-const clusterWait = 10 * time.Second
+// commit reaching a backup, an election. Polled, never slept through, so it is
+// generous: on a loaded 2-core machine three nodes starting took more than 10 s.
+const clusterWait = 30 * time.Second
 
 // freeLoopbackPorts picks n distinct free loopback ports: every listener stays
 // open until all are picked, so the kernel cannot hand one out twice.
