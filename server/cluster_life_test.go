@@ -15,7 +15,7 @@ import (
 func dialPAT(t *testing.T, s *Server, token string) *client.Client {
 	t.Helper()
 	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithPersonalAccessToken(token), client.WithLeaderRedirection(false),
-		client.WithRequestTimeout(5*time.Second))
+		client.WithRequestTimeout(client.DefaultRequestTimeout))
 	if err != nil {
 		t.Fatalf("Dial %s with a token: %v", s.Addr(), err)
 	}

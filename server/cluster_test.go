@@ -148,12 +148,15 @@ func hasStream(t *testing.T, c *client.Client, name string) bool {
 
 // dialCluster logs in as root at s, staying there (no leader redirection), with
 // 58 returned after 100 ms instead of the SDKs' 2 s of retries, so that a refusal
-// shows.
+// shows. A request, and its replays while answered 57, may take the SDKs' 30 s:
+// on a loaded 2-core machine a commit (a checkpoint's fsync, a backup catching
+// up) took more than the 5 s these tests allowed before.
 func dialCluster(t *testing.T, s *Server) *client.Client {
 	t.Helper()
 	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials("iggy", "iggy"), client.WithLeaderRedirection(false),
-		client.WithRequestTimeout(5*time.Second),
-		client.WithTransientRetry(client.TransientRetry{Interval: 20 * time.Millisecond, NotCommittedWindow: 2 * time.Second, NotAcceptedWindow: 100 * time.Millisecond}))
+		client.WithRequestTimeout(client.DefaultRequestTimeout),
+		client.WithTransientRetry(client.TransientRetry{Interval: 20 * time.Millisecond, NotCommittedWindow: client.DefaultNotCommittedRetryWindow,
+			NotAcceptedWindow: 100 * time.Millisecond}))
 	if err != nil {
 		t.Fatalf("Dial %s: %v", s.Addr(), err)
 	}
