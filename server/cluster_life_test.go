@@ -15,7 +15,7 @@ import (
 func dialPAT(t *testing.T, s *Server, token string) *client.Client {
 	t.Helper()
 	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithPersonalAccessToken(token), client.WithLeaderRedirection(false),
-		client.WithRequestTimeout(5*time.Second))
+		client.WithRequestTimeout(client.DefaultRequestTimeout))
 	if err != nil {
 		t.Fatalf("Dial %s with a token: %v", s.Addr(), err)
 	}
@@ -37,7 +37,10 @@ func bulkMetadataOps(t *testing.T, s *Server, token string, workers, pairs int) 
 	var wg sync.WaitGroup
 	for w, c := range clients {
 		wg.Go(func() {
-			ctx := testContext(t)
+			// Each request is bounded by the client's request timeout; the
+			// pairs together may take longer than testContext's 30 s on a
+			// loaded machine.
+			ctx := t.Context()
 			for k := range pairs {
 				if k%2 == 0 {
 					if _, err := c.LoginWithPersonalAccessToken(ctx, token); err != nil {
@@ -153,7 +156,9 @@ func TestClusterLongLife(t *testing.T) {
 		cfgs[i].SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
 	}
 	servers := startCluster(t, cfgs)
-	ctx := testContext(t)
+	// The test's requests are bounded by their clients' request timeouts: all
+	// of them take longer than testContext's 30 s on a loaded machine.
+	ctx := t.Context()
 	root := dialCluster(t, servers[0])
 	if _, err := root.CreateUser(ctx, "alice", "alice-secret", wire.UserActive, nil); err != nil {
 		t.Fatal(err)
