@@ -57,43 +57,14 @@ type proposal struct {
 	syncCall bool
 }
 
-type proposalQueue struct {
-	ring []proposal
-	head int
-	n    int
-}
+type proposalQueue struct{ growRing[proposal] }
 
-func (q *proposalQueue) push(e proposal) {
-	if q.n == len(q.ring) {
-		grown := make([]proposal, max(4, 2*len(q.ring)))
-		for i := 0; i < q.n; i++ {
-			grown[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
-		q.ring, q.head = grown, 0
-	}
-	q.ring[(q.head+q.n)%len(q.ring)] = e
-	q.n++
-}
-
-func (q *proposalQueue) front() *proposal { return &q.ring[q.head] }
-
-func (q *proposalQueue) popFront() proposal {
-	e := q.ring[q.head]
-	q.ring[q.head] = proposal{}
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
-	return e
-}
-
-func (q *proposalQueue) popBack() {
-	q.ring[(q.head+q.n-1)%len(q.ring)] = proposal{}
-	q.n--
-}
+func (q *proposalQueue) push(e proposal) { q.growRing.push(e, 4) }
 
 // bySeq is the queued proposal of seq, or nil when the Driver has answered it.
 func (q *proposalQueue) bySeq(seq uint64) *proposal {
 	for i := q.n - 1; i >= 0; i-- {
-		if e := &q.ring[(q.head+i)%len(q.ring)]; e.seq == seq {
+		if e := q.at(i); e.seq == seq {
 			return e
 		}
 	}

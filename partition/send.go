@@ -150,42 +150,9 @@ type pendingSend struct {
 // sendQueue holds a partition's pending sends in offset order, in a ring that grows
 // to the most ever pending (bounded by the log's in-flight window) and is then
 // reused, so admitting a batch allocates nothing.
-type sendQueue struct {
-	ring []pendingSend
-	head int
-	n    int
-}
+type sendQueue struct{ growRing[pendingSend] }
 
-func (q *sendQueue) push(e pendingSend) {
-	if q.n == len(q.ring) {
-		grown := make([]pendingSend, max(16, 2*len(q.ring)))
-		for i := 0; i < q.n; i++ {
-			grown[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
-		q.ring, q.head = grown, 0
-	}
-	q.ring[(q.head+q.n)%len(q.ring)] = e
-	q.n++
-}
-
-func (q *sendQueue) front() *pendingSend { return &q.ring[q.head] }
-func (q *sendQueue) back() *pendingSend  { return &q.ring[(q.head+q.n-1)%len(q.ring)] }
-
-func (q *sendQueue) popFront() pendingSend {
-	e := q.ring[q.head]
-	q.ring[q.head] = pendingSend{}
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
-	return e
-}
-
-func (q *sendQueue) popBack() pendingSend {
-	i := (q.head + q.n - 1) % len(q.ring)
-	e := q.ring[i]
-	q.ring[i] = pendingSend{}
-	q.n--
-	return e
-}
+func (q *sendQueue) push(e pendingSend) { q.growRing.push(e, 16) }
 
 // acknowledge completes, in order, every pending send that ends at or below end.
 func (p *Partition) acknowledge(end uint64) {
