@@ -197,7 +197,6 @@ func (c *Core) checkDoViewChangeQuorum() {
 	}
 	c.installLog(merged, head, commitMax)
 	c.vc.mergeDone = true
-	c.vc.startViewOp = head
 	c.maybeStartView()
 }
 

@@ -12,11 +12,10 @@ import "github.com/iggy-shard/iggy-shard/wire"
 // viewChange is the state of a view change: the votes of the view being elected,
 // and the answers a replica sends to peers that missed a view.
 type viewChange struct {
-	svcFrom     uint32          // StartViewChange heard, by replica bit
-	dvcSent     bool            // this replica's vote is cast
-	dvcs        []*doViewChange // by replica, this view only
-	mergeDone   bool            // candidate installed the merged log, repairing
-	startViewOp uint64          // head of the merged log while repairing
+	svcFrom   uint32          // StartViewChange heard, by replica bit
+	dvcSent   bool            // this replica's vote is cast
+	dvcs      []*doViewChange // by replica, this view only
+	mergeDone bool            // candidate installed the merged log, repairing
 	// svQuietUntil[replica] is the tick before which a primary does not tell that stale
 	// replica its view again (answerStaleView).
 	svQuietUntil []uint64
