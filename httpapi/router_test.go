@@ -23,7 +23,7 @@ func TestRouterPathsAndMethods(t *testing.T) {
 		{"GET", "/streams/", 404, ""}, // no trailing-slash normalisation
 		{"GET", "/streams//topics", 404, ""},
 		{"GET", "/streams/0/topics/0/messages/flush/0/fsync=true", 404, ""}, // not routed at cc269ef7
-		{"GET", "/users/logout", 405, "DELETE"},                            // the static segment wins over {user_id}
+		{"GET", "/users/logout", 405, "DELETE"},                             // the static segment wins over {user_id}
 		{"GET", "/users/login", 405, "POST"},
 		{"DELETE", "/personal-access-tokens/login", 405, "POST"},
 		{"PATCH", "/streams", 405, "GET,HEAD,POST"},
