@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -140,8 +141,8 @@ func getTopics(rc *reqCtx) error {
 		return err
 	}
 	reply, err := rc.do(wire.CodeGetTopics, &wire.GetTopics{StreamID: id})
-	if err == wire.ErrStreamIdNotFound {
-		reply, err = nil, nil
+	if errors.Is(err, wire.ErrStreamIdNotFound) || err == nil && len(reply) == 0 {
+		return rc.json([]topicJSON{})
 	}
 	if err != nil {
 		return err
@@ -265,7 +266,7 @@ func getTopic(rc *reqCtx) error {
 		return err
 	}
 	reply, err := rc.do(wire.CodeGetTopic, &wire.GetTopic{StreamID: stream, TopicID: topic})
-	if err == wire.ErrStreamIdNotFound || err == wire.ErrTopicIdNotFound {
+	if errors.Is(err, wire.ErrStreamIdNotFound) || errors.Is(err, wire.ErrTopicIdNotFound) {
 		return errNotFound
 	}
 	if err != nil {
