@@ -75,7 +75,9 @@ func TestTokenValidation(t *testing.T) {
 		}
 		return s
 	}
-	at := func(offsetSec int64) *jwt.NumericDate { return jwt.NewNumericDate(testStart.Add(time.Duration(offsetSec) * time.Second)) }
+	at := func(offsetSec int64) *jwt.NumericDate {
+		return jwt.NewNumericDate(testStart.Add(time.Duration(offsetSec) * time.Second))
+	}
 	good := func() *claims {
 		return &claims{JTI: "x", Iss: "iggy.apache.org", Aud: audience{"iggy.apache.org"}, Sub: "1", Iat: at(0), Exp: at(60), Nbf: at(0)}
 	}
