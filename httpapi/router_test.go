@@ -256,3 +256,18 @@ func TestLinearizableReads(t *testing.T) {
 		t.Fatalf("linearizable on the primary: %d", w.Code)
 	}
 }
+
+func TestMetricsScrapeNeedsABearer(t *testing.T) {
+	scrape := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("streams 1\n# EOF\n")) })
+	a, _, _ := testAPI(t, func(o *Options) { o.Metrics = scrape })
+	if w := serve(a, "GET", "/metrics", "", ""); w.Code != 401 {
+		t.Fatalf("GET /metrics without a bearer: %d", w.Code)
+	}
+	if w := serve(a, "GET", "/metrics", bearer(t, a, 0), ""); w.Code != 200 || w.Body.String() != "streams 1\n# EOF\n" {
+		t.Fatalf("GET /metrics: %d %q", w.Code, w.Body)
+	}
+	off, _, _ := testAPI(t, func(o *Options) { o.Metrics = scrape; o.HTTP.MetricsEnabled = false })
+	if w := serve(off, "GET", "/metrics", bearer(t, off, 0), ""); w.Code != 404 {
+		t.Fatalf("GET /metrics when disabled: %d", w.Code)
+	}
+}
