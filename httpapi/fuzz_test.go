@@ -63,7 +63,7 @@ func FuzzDecodeBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var ct createTopicBody
 		if unmarshalBody(body, &ct) == nil {
-			if block, err := topicOptionsBlock(ct.Options, ct.CompressionAlgorithm, ct.MessageExpiry, ct.MaxTopicSize); err == nil {
+			if block, err := topicOptionsBlock(ct.Options, ct.CompressionAlgorithm, ct.MessageExpiry, ct.MaxTopicSize, true); err == nil {
 				req := wire.CreateTopic{StreamID: wire.NumericIdentifier(0), PartitionsCount: *ct.PartitionsCount, Name: []byte(*ct.Name), Options: block}
 				if out, err := req.Append(nil); err == nil {
 					var back wire.CreateTopic

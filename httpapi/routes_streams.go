@@ -210,9 +210,11 @@ func (b *createTopicBody) check() error {
 
 // topicOptionsBlock is the options block of a topic write: the options object's
 // entries as strings, then each typed field the object does not name, in its
-// catalog kind. A typed field left at its server-default sentinel (0) is left out,
-// as the reference leaves it implicit.
-func topicOptionsBlock(options map[string]string, c *compression, expiry, maxSize *uint64) ([]byte, error) {
+// catalog kind. The sentinels (0: the server's default) travel as they came: the
+// command's admission reads them, as it reads the binary protocol's. At create,
+// compression "none" is the default and stays implicit (http-api §9.2: a typed
+// field is explicit when it differs from the default); an update carries it.
+func topicOptionsBlock(options map[string]string, c *compression, expiry, maxSize *uint64, create bool) ([]byte, error) {
 	b, err := optionsBlock(options)
 	if err != nil {
 		return nil, err
@@ -222,13 +224,13 @@ func topicOptionsBlock(options map[string]string, c *compression, expiry, maxSiz
 			b, err = wire.AppendOption(b, key, kind, v)
 		}
 	}
-	if c != nil {
+	if c != nil && !(create && *c == "none") {
 		add(wire.TopicOptionCompressionAlgorithm.String(), wire.HeaderString, []byte(*c))
 	}
-	if expiry != nil && *expiry != 0 {
+	if expiry != nil {
 		add(wire.TopicOptionMessageExpiry.String(), wire.HeaderUint64, binary.LittleEndian.AppendUint64(nil, *expiry))
 	}
-	if maxSize != nil && *maxSize != 0 {
+	if maxSize != nil {
 		add(wire.TopicOptionMaxTopicSize.String(), wire.HeaderUint64, binary.LittleEndian.AppendUint64(nil, *maxSize))
 	}
 	if err != nil {
@@ -250,7 +252,7 @@ func createTopic(rc *reqCtx) error {
 		return wire.ErrInvalidTopicName
 	}
 	req := wire.CreateTopic{StreamID: stream, PartitionsCount: *b.PartitionsCount, Name: []byte(*b.Name)}
-	if req.Options, err = topicOptionsBlock(b.Options, b.CompressionAlgorithm, b.MessageExpiry, b.MaxTopicSize); err != nil {
+	if req.Options, err = topicOptionsBlock(b.Options, b.CompressionAlgorithm, b.MessageExpiry, b.MaxTopicSize, true); err != nil {
 		return err
 	}
 	reply, err := rc.do(wire.CodeCreateTopic, &req)
@@ -303,7 +305,7 @@ func updateTopic(rc *reqCtx) error {
 		return wire.ErrInvalidTopicName
 	}
 	req := wire.UpdateTopic{StreamID: stream, TopicID: topic, Name: []byte(*b.Name)}
-	if req.Options, err = topicOptionsBlock(b.Options, b.CompressionAlgorithm, b.MessageExpiry, b.MaxTopicSize); err != nil {
+	if req.Options, err = topicOptionsBlock(b.Options, b.CompressionAlgorithm, b.MessageExpiry, b.MaxTopicSize, false); err != nil {
 		return err
 	}
 	if _, err := rc.do(wire.CodeUpdateTopic, &req); err != nil {

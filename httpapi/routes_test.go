@@ -120,6 +120,14 @@ func TestTopicRoutes(t *testing.T) {
 		resolved.Explicit.Has(wire.TopicOptionMaxTopicSize) {
 		t.Fatalf("POST topics' options resolve to %+v (%v)", resolved, err)
 	}
+	// The SDK's defaults: nothing explicit.
+	serve(a, "POST", "/streams/0/topics", auth, `{"name":"t","partitions_count":1,"compression_algorithm":"none","max_topic_size":0,"message_expiry":0}`)
+	if err := ct.Decode(f.last(t, wire.CodeCreateTopic).body); err != nil {
+		t.Fatal(err)
+	}
+	if resolved, err := wire.ResolveCreateTopicOptions(ct.Options, 1); err != nil || resolved.Explicit != 0 {
+		t.Fatalf("a topic at the defaults has explicit options %b (%v)", resolved.Explicit, err)
+	}
 	for _, body := range []string{`{"name":"t","partitions_count":1,"compression_algorithm":"none","message_expiry":0}`,
 		`{"name":"t","partitions_count":1,"compression_algorithm":"zip","message_expiry":0,"max_topic_size":0}`} {
 		if w := serve(a, "POST", "/streams/0/topics", auth, body); w.Code != 422 {
