@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 
 	"lukechampine.com/blake3"
 
@@ -30,7 +31,7 @@ var httpClientVersion = wire.ClientVersionInfo{ProtocolVersion: wire.ServerProto
 func (a *API) authenticate(ctx context.Context, h http.Header, addr netip.AddrPort) (Caller, error) {
 	v := h.Get("Authorization")
 	token, ok := strings.CutPrefix(v, "Bearer ")
-	if !ok {
+	if !ok || !utf8.ValidString(v) {
 		return Caller{}, errTokenMissing
 	}
 	if t, err := a.tokens.verify(token); err == nil {

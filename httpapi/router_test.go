@@ -75,6 +75,7 @@ func TestBearers(t *testing.T) {
 		{"no header", "", 401, missing, 0},
 		{"lower-case scheme", strings.Replace(valid, "Bearer", "bearer", 1), 401, missing, 0},
 		{"no space", "Bearer" + strings.TrimPrefix(valid, "Bearer "), 401, missing, 0},
+		{"not UTF-8", "Bearer \xff\xfe", 401, missing, 0},
 		{"garbage", "Bearer garbage", 401, unauthenticated, 0},
 		{"empty", "Bearer ", 401, unauthenticated, 0},
 		{"jwt", valid, 200, "[]", 3},
