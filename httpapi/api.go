@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,13 @@ type Options struct {
 	// to (the roster's address and ports.http of the primary); nil or false when
 	// unknown, and the read is answered 503 not_primary.
 	PrimaryHTTPAddress func(primaryIndex int) (string, bool)
+	// Forwarding relays the control-plane requests that reach a backup to the
+	// primary (forward.go). Set it when bearers verify on every node: in a cluster
+	// with cluster.auth's shared secret, or with [http.jwt] secrets configured
+	// (http-api §11.1). ForwardTLS, when this node serves HTTPS, is the client
+	// side of the relay (ForwardTLSConfig).
+	Forwarding bool
+	ForwardTLS *tls.Config
 	// PollBudgetBytes bounds a poll's JSON reply, counted after base64 (a third
 	// larger than the records): a poll whose reply would exceed it is answered
 	// with the messages that fit. 0 = unbounded.
@@ -44,12 +52,13 @@ type Options struct {
 
 // API is the HTTP API's handler: an http.Handler over a Backend.
 type API struct {
-	opts   Options
-	log    *slog.Logger
-	routes router
-	tokens *tokens
-	cors   *corsPolicy
-	now    func() time.Time
+	opts    Options
+	log     *slog.Logger
+	routes  router
+	tokens  *tokens
+	cors    *corsPolicy
+	forward *forwarder // nil: forwarding off
+	now     func() time.Time
 }
 
 // New builds the API. It fails on a configuration it cannot honour, naming the
@@ -69,6 +78,9 @@ func New(opts Options) (*API, error) {
 	a.tokens = t
 	if opts.HTTP.CORS.Enabled {
 		a.cors = newCORSPolicy(opts.HTTP.CORS)
+	}
+	if opts.Forwarding {
+		a.forward = newForwarder(opts.ForwardTLS)
 	}
 	a.addRoutes()
 	return a, nil
@@ -197,11 +209,17 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.auth == authBearer {
 		rc.caller, err = a.authenticate(r.Context(), r.Header, rc.caller.Addr)
 	}
-	if err == nil && e.consistency {
-		err = rc.checkConsistency()
-	}
-	if err == nil {
-		err = e.handle(rc)
+	switch {
+	case err != nil:
+	case e.forward && a.shouldForward(r):
+		err = a.forwardRequest(rc)
+	default:
+		if e.consistency {
+			err = rc.checkConsistency()
+		}
+		if err == nil {
+			err = e.handle(rc)
+		}
 	}
 	if err != nil && err != errAnswered {
 		writeError(vw, a.log, route, err)

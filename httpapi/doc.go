@@ -10,11 +10,13 @@
 // the reference's JSON. So a stream created over HTTP is the same stream over TCP,
 // with the same permissions, limits and errors.
 //
-// The files, by concept: backend.go (the seam to the server), router.go (paths,
-// methods, 404 and 405), errors.go (error bodies and statuses), jsontypes.go and
-// permissions.go (the shared JSON types), one file per group of routes
-// (routes_*.go), auth.go and jwt.go (bearers), cors.go, server.go (the listener
-// and its bounds).
+// The files, by concept: backend.go (the seam to the server), api.go (a request's
+// way: CORS, route, body limit, bearer, handler, panic recovery), router.go
+// (paths, methods, 404 and 405), errors.go (error bodies and statuses),
+// jsontypes.go, permissions.go and messages.go (the JSON types), one file per
+// group of routes (routes_*.go), auth.go and jwt.go (bearers), cors.go,
+// forward.go (a backup relaying control-plane requests to the primary), server.go
+// (the listener and its bounds).
 //
 // Tokens are signed and verified with github.com/golang-jwt/jwt/v5 rather than by
 // hand: the checks a verifier must make (the algorithm pinned, expiry, not-before,

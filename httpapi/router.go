@@ -26,7 +26,10 @@ type endpoint struct {
 	auth   authMode
 	// consistency marks the reads that take ?consistency= (http-api §3 "cons").
 	consistency bool
-	handle      func(rc *reqCtx) error
+	// forward marks a control-plane route, which a backup relays to the primary
+	// (forward.go).
+	forward bool
+	handle  func(rc *reqCtx) error
 }
 
 // pattern is one path of the table with its methods.
@@ -42,14 +45,15 @@ type router struct {
 }
 
 func (rt *router) add(method, path string, auth authMode, consistency bool, handle func(rc *reqCtx) error) {
+	e := endpoint{method: method, auth: auth, consistency: consistency, forward: controlPlane(path), handle: handle}
 	for _, p := range rt.patterns {
 		if p.text == path {
-			p.endpoints = append(p.endpoints, endpoint{method, auth, consistency, handle})
+			p.endpoints = append(p.endpoints, e)
 			return
 		}
 	}
 	rt.patterns = append(rt.patterns, &pattern{text: path, segments: strings.Split(strings.TrimPrefix(path, "/"), "/"),
-		endpoints: []endpoint{{method, auth, consistency, handle}}})
+		endpoints: []endpoint{e}})
 }
 
 // match finds the pattern of an escaped path and its decoded captures, in pattern
