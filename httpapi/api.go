@@ -58,13 +58,14 @@ type API struct {
 	tokens  *tokens
 	cors    *corsPolicy
 	forward *forwarder // nil: forwarding off
+	writes  *writeGate
 	now     func() time.Time
 }
 
 // New builds the API. It fails on a configuration it cannot honour, naming the
 // setting (config.SettingError).
 func New(opts Options) (*API, error) {
-	a := &API{opts: opts, log: opts.Log, now: opts.Now}
+	a := &API{opts: opts, log: opts.Log, now: opts.Now, writes: newWriteGate()}
 	if a.log == nil {
 		a.log = slog.Default()
 	}

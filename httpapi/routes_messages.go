@@ -168,7 +168,7 @@ func sendMessages(rc *reqCtx) error {
 		rc.w.WriteHeader(http.StatusAccepted)
 		return nil
 	}
-	reply, err := backend.Do(rc.r.Context(), rc.caller, wire.CodeSendMessages, body)
+	reply, err := rc.partitionWrite(wire.CodeSendMessages, body, errProduceTimeout)
 	if err != nil {
 		return err
 	}
@@ -312,7 +312,11 @@ func storeOffset(rc *reqCtx) error {
 	if b.PartitionID != nil {
 		req.Partition = wire.SomePartition(*b.PartitionID)
 	}
-	if _, err := rc.do(wire.CodeStoreConsumerOffset, &req); err != nil {
+	body, err := req.Append(nil)
+	if err != nil {
+		return err
+	}
+	if _, err := rc.partitionWrite(wire.CodeStoreConsumerOffset, body, errOffsetWriteTimeout); err != nil {
 		return err
 	}
 	return rc.noContent()
@@ -335,7 +339,11 @@ func deleteOffset(rc *reqCtx) error {
 		}
 		req.Partition = wire.SomePartition(p)
 	}
-	if _, err := rc.do(wire.CodeDeleteConsumerOffset, &req); err != nil {
+	body, err := req.Append(nil)
+	if err != nil {
+		return err
+	}
+	if _, err := rc.partitionWrite(wire.CodeDeleteConsumerOffset, body, errOffsetWriteTimeout); err != nil {
 		return err
 	}
 	return rc.noContent()
