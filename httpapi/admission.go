@@ -12,9 +12,9 @@ import (
 
 // Partition writes over HTTP (produce, consumer-offset store and delete) hold a
 // request open until the partition commits, so they are bounded as the reference
-// bounds them (http-api §13): at most 32 awaited per credential (then 429), at
-// most 128 on this node (then 503 server_busy), each waited for at most 10 s
-// (then 504: the write may still commit).
+// bounds them (apache/iggy core/server/src/http/admission.rs): at most 32 awaited per
+// credential (then 429), at most 128 on this node (then 503 server_busy), each waited
+// for at most 10 s (then 504: the write may still commit).
 const (
 	partitionWritesPerCredentialMax = 32
 	partitionWritesMax              = 128

@@ -32,11 +32,11 @@ type Options struct {
 	// to (the roster's address and ports.http of the primary); nil or false when
 	// unknown, and the read is answered 503 not_primary.
 	PrimaryHTTPAddress func(primaryIndex int) (string, bool)
-	// Forwarding relays the control-plane requests that reach a backup to the
-	// primary (forward.go). Set it when bearers verify on every node: in a cluster
-	// with cluster.auth's shared secret, or with [http.jwt] secrets configured
-	// (http-api §11.1). ForwardTLS, when this node serves HTTPS, is the client
-	// side of the relay (ForwardTLSConfig).
+	// Forwarding relays the control-plane requests that reach a backup to the primary
+	// (forward.go). Set it when bearers verify on every node: in a cluster with
+	// cluster.auth's shared secret, or with [http.jwt] secrets configured (apache/iggy
+	// core/server/src/http/forward.rs). ForwardTLS, when this node serves HTTPS, is
+	// the client side of the relay (ForwardTLSConfig).
 	Forwarding bool
 	ForwardTLS *tls.Config
 	// PollBudgetBytes bounds a poll's JSON reply, counted after base64 (a third
@@ -44,7 +44,7 @@ type Options struct {
 	// with the messages that fit. 0 = unbounded.
 	PollBudgetBytes int
 	// Metrics, when [http.metrics] is enabled, serves the metrics scrape at its
-	// endpoint behind the bearer check (http-api §7.7).
+	// endpoint behind the bearer check (apache/iggy core/server/src/http/metrics.rs).
 	Metrics http.Handler
 	// Now is the clock of tokens; nil = time.Now.
 	Now func() time.Time
@@ -87,7 +87,8 @@ func New(opts Options) (*API, error) {
 	return a, nil
 }
 
-// addRoutes is the route table of http-api §3, in its order.
+// addRoutes is the reference's route table (apache/iggy core/server/src/http.rs and
+// the route files beside it).
 func (a *API) addRoutes() {
 	rt := &a.routes
 	get := func(path string, auth authMode, cons bool, h func(*reqCtx) error) {
@@ -227,8 +228,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// viewWriter adds iggy-view to 2xx and 3xx answers (http-api §2.1) unless a
-// relayed answer carries one.
+// viewWriter adds iggy-view to 2xx and 3xx answers (apache/iggy
+// core/server/src/http/state.rs) unless a relayed answer carries one.
 type viewWriter struct {
 	http.ResponseWriter
 	api         *API
@@ -266,8 +267,8 @@ func (rc *reqCtx) path(name string) string {
 	panic("httpapi: route " + rc.route + " has no capture " + name)
 }
 
-// identifier reads an id capture (http-api §6.1): a u32 is a numeric id, other
-// text a name of 1..255 bytes, else 400 invalid_identifier.
+// identifier reads an id capture (apache/iggy core/server/src/http/extractor.rs): a
+// u32 is a numeric id, other text a name of 1..255 bytes, else 400 invalid_identifier.
 func (rc *reqCtx) identifier(name string) (wire.Identifier, error) {
 	return parseIdentifier(rc.path(name))
 }
@@ -386,9 +387,10 @@ func (rc *reqCtx) json(v any) error {
 	return nil
 }
 
-// checkConsistency reads ?consistency= (http-api §11.2): serializable (the
-// default) serves this node's committed state; linearizable on a node that is not
-// the primary is sent to the primary (307) or refused (503 not_primary).
+// checkConsistency reads ?consistency= (apache/iggy core/server/src/http/reads.rs):
+// serializable (the default) serves this node's committed state; linearizable on a
+// node that is not the primary is sent to the primary (307) or refused (503
+// not_primary).
 func (rc *reqCtx) checkConsistency() error {
 	q := rc.r.URL.Query()
 	if !q.Has("consistency") {

@@ -15,8 +15,9 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Bearers (http-api §4.2): a JWT this server (or, with a shared key, any node of
-// its cluster) issued, else the whole value as a raw personal access token.
+// Bearers (apache/iggy core/server/src/http/extractor.rs): a JWT this server (or, with
+// a shared key, any node of its cluster) issued, else the whole value as a raw
+// personal access token.
 
 var (
 	errTokenMissing    = errorFromCode(wire.ErrAccessTokenMissing)
@@ -74,7 +75,7 @@ func identityUserID(reply []byte) (uint32, error) {
 	return binary.LittleEndian.Uint32(reply), nil
 }
 
-// identityInfo is the login answer (http-api §4.1).
+// identityInfo is the login answer (apache/iggy core/server/src/http/users.rs).
 type identityInfo struct {
 	UserID      uint32       `json:"user_id"`
 	AccessToken *accessToken `json:"access_token"`
@@ -109,7 +110,7 @@ func (b *loginUserBody) check() error {
 }
 
 // loginUser is POST /users/login. Credentials of any length reach the check, which
-// answers invalid_credentials for those out of range (http-api §4.1).
+// answers invalid_credentials for those out of range (users.rs).
 func (a *API) loginUser(rc *reqCtx) error {
 	var b loginUserBody
 	if err := rc.decodeJSON(&b); err != nil {

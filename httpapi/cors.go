@@ -9,8 +9,9 @@ import (
 )
 
 // corsPolicy is [http.cors] as the reference's tower-http layer applies it
-// (http-api §12): every OPTIONS request is answered 200 by the layer itself, and
-// every other answer carries vary, the allowed origin and the exposed headers.
+// (apache/iggy core/server/src/http.rs): every OPTIONS request is answered 200 by the
+// layer itself, and every other answer carries vary, the allowed origin and the
+// exposed headers.
 type corsPolicy struct {
 	anyOrigin      bool
 	origins        []string

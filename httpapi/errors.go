@@ -10,8 +10,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// apiError is a JSON error answer (http-api §5.1): the body
-// {"id","code","reason","field"} in that order, field null when absent.
+// apiError is a JSON error answer (apache/iggy core/server/src/http/error.rs): the
+// body {"id","code","reason","field"} in that order, field null when absent.
 type apiError struct {
 	status     int
 	ID         uint32  `json:"id"`
@@ -23,7 +23,8 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Reason }
 
-// rejection is a framework rejection (http-api §5.3): a status and a text/plain
+// rejection is a framework rejection (axum's extractor
+// rejections): a status and a text/plain
 // body, written before the handler's work starts.
 type rejection struct {
 	status int
@@ -52,7 +53,7 @@ var errBodyTooLarge = &rejection{http.StatusRequestEntityTooLarge, "Failed to bu
 
 var errUnsupportedMediaType = &rejection{http.StatusUnsupportedMediaType, "Expected request with `Content-Type: application/json`"}
 
-// The HTTP-layer errors that have no IggyError (http-api §5.4).
+// The HTTP-layer errors that have no IggyError (error.rs).
 var (
 	errNotFound   = &apiError{status: http.StatusNotFound, ID: 404, Code: "not_found", Reason: "Resource not found"}
 	errNotPrimary = &apiError{status: http.StatusServiceUnavailable, ID: 503, Code: "not_primary",
@@ -61,7 +62,7 @@ var (
 		Reason: "Cannot establish connection", retryAfter: true}
 )
 
-// statusOf is the status of an IggyError code (http-api §5.2): 400 for every code
+// statusOf is the status of an IggyError code (error.rs): 400 for every code
 // the table does not name.
 func statusOf(c wire.ErrorCode) int {
 	switch c {
@@ -81,7 +82,7 @@ func statusOf(c wire.ErrorCode) int {
 	return http.StatusBadRequest
 }
 
-// fieldOf is the body's field for a code (http-api §5.2), empty for null.
+// fieldOf is the body's field for a code (error.rs), empty for null.
 func fieldOf(c wire.ErrorCode) string {
 	switch c {
 	case wire.ErrStreamIdNotFound, wire.ErrInvalidStreamId:
@@ -110,7 +111,7 @@ func fieldOf(c wire.ErrorCode) string {
 // reasons are the reference's texts (IggyError's Display, apache/iggy
 // core/common/src/error/iggy_error.rs) for the codes clients meet most, with the
 // placeholders the reference shows when it rebuilds an error from its number
-// (http-api §5.1). Other codes read as their name in words.
+// (error.rs). Other codes read as their name in words.
 var reasons = map[wire.ErrorCode]string{
 	wire.ErrInvalidCommand:                   "Invalid command",
 	wire.ErrInvalidIdentifier:                "Invalid identifier",

@@ -34,7 +34,8 @@ type fakeBackend struct {
 
 func newFake() *fakeBackend {
 	f := &fakeBackend{replies: map[wire.CommandCode]func(Caller, []byte) ([]byte, error){}, cluster: ClusterState{View: 7, Primary: true}}
-	// A password login accepts iggy/iggy as user 0; a PAT login accepts "pat-of-5" as user 5.
+	// A password login accepts iggy/iggy as user 0; a PAT login accepts "pat-of-5" as
+	// user 5.
 	f.replies[wire.CodeLoginUser] = func(_ Caller, body []byte) ([]byte, error) {
 		var r wire.LoginRegister
 		if err := r.Decode(body); err != nil || string(r.Username) != "iggy" || string(r.Password) != "iggy" {

@@ -16,12 +16,12 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Follower forwarding (http-api §11.1): on a node that is not the metadata
-// primary, a control-plane request is relayed to the primary's HTTP listener and
-// its answer relayed back, so that a client may talk to any node. It is active
-// only when bearers verify on every node (Options.Forwarding says so).
+// Follower forwarding (apache/iggy core/server/src/http/forward.rs): on a node that is
+// not the metadata primary, a control-plane request is relayed to the primary's HTTP
+// listener and its answer relayed back, so that a client may talk to any node. It is
+// active only when bearers verify on every node (Options.Forwarding says so).
 
-// The forwarding bounds of the reference (http-api §13).
+// The forwarding bounds of the reference (forward.rs).
 const (
 	forwardsMax            = 128
 	forwardRetryInterval   = 50 * time.Millisecond
@@ -231,7 +231,8 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// controlPlane reports the routes a backup forwards (http-api §3, "fwd"): the
+// controlPlane reports the routes a backup forwards (the routes
+// forward.rs's layer is put on): the
 // users, tokens, streams, topics, partitions and groups routes, not the logins,
 // messages or offsets.
 func controlPlane(pattern string) bool {

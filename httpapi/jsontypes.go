@@ -11,11 +11,13 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The shared JSON types of http-api §6 and the renderings of the wire replies.
-// Field order is the reference's: encoding/json writes struct fields in order.
+// The shared JSON types (apache/iggy core/common/src/types/) and the renderings of the
+// wire replies. Field order is the reference's: encoding/json writes struct fields in
+// order.
 
-// byteSize is a size in bytes written as byte-unit's exact string (http-api
-// §6.3): the largest unit that divides it to at most three decimals.
+// byteSize is a size in bytes written as byte-unit's exact string (apache/iggy
+// core/common/src/utils/byte_size.rs): the largest unit that divides it to at most
+// three decimals.
 type byteSize uint64
 
 var byteUnits = []struct {
@@ -138,7 +140,7 @@ func userStatusName(s uint8) string {
 	return "active"
 }
 
-// Streams (http-api §9.2).
+// Streams (core/common/src/types/).
 type streamJSON struct {
 	ID            uint32                 `json:"id"`
 	CreatedAt     uint64                 `json:"created_at"`
@@ -175,7 +177,7 @@ func renderStreamDetails(s *wire.StreamDetails) streamDetailsJSON {
 	return d
 }
 
-// Topics (http-api §9.2).
+// Topics.
 type topicJSON struct {
 	ID                   uint32                 `json:"id"`
 	CreatedAt            uint64                 `json:"created_at"`
@@ -231,7 +233,7 @@ func renderTopicDetails(t *wire.TopicDetails) topicDetailsJSON {
 	return d
 }
 
-// Users (http-api §8.2).
+// Users (core/common/src/types/).
 type userJSON struct {
 	ID        uint32                 `json:"id"`
 	CreatedAt uint64                 `json:"created_at"`
@@ -263,7 +265,7 @@ func renderUserDetails(u *wire.UserDetails) userDetailsJSON {
 	return d
 }
 
-// Personal access tokens (http-api §8.2).
+// Personal access tokens.
 type patJSON struct {
 	Name     string  `json:"name"`
 	ExpiryAt *uint64 `json:"expiry_at"`
@@ -273,7 +275,7 @@ type createdTokenJSON struct {
 	Token string `json:"token"`
 }
 
-// Consumer groups (http-api §9.2).
+// Consumer groups.
 type groupJSON struct {
 	ID              uint32 `json:"id"`
 	Name            string `json:"name"`
@@ -309,7 +311,7 @@ func renderGroupDetails(g *wire.ConsumerGroupDetails) groupDetailsJSON {
 	return d
 }
 
-// System (http-api §7).
+// System (core/common/src/types/).
 type statsJSON struct {
 	ProcessID           uint32                     `json:"process_id"`
 	CPUUsage            float32                    `json:"cpu_usage"`
@@ -464,7 +466,8 @@ func renderCluster(m *wire.ClusterMetadata) clusterJSON {
 	return j
 }
 
-// optionSpecJSON is one entry of GET /options/{scope} (http-api §7.6).
+// optionSpecJSON is one entry of GET /options/{scope} (apache/iggy
+// core/server/src/http/system.rs).
 type optionSpecJSON struct {
 	Key          string `json:"key"`
 	Kind         string `json:"kind"`
@@ -472,7 +475,7 @@ type optionSpecJSON struct {
 	Description  string `json:"description"`
 }
 
-// headerKindNames are the kinds' JSON names (http-api §6.5), by code.
+// headerKindNames are the kinds' JSON names (core/common/src/types/), by code.
 var headerKindNames = map[wire.HeaderKind]string{
 	wire.HeaderRaw: "raw", wire.HeaderString: "string", wire.HeaderBool: "bool", wire.HeaderInt8: "int8",
 	wire.HeaderInt16: "int16", wire.HeaderInt32: "int32", wire.HeaderInt64: "int64", wire.HeaderInt128: "int128",

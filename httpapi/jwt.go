@@ -18,14 +18,14 @@ import (
 	"github.com/iggy-shard/iggy-shard/config"
 )
 
-// The access tokens of http-api §4.3: HS256 (or HS384, HS512) JWTs with the claims
-// jti (a UUIDv7), iss, aud (a string), sub (the user id in decimal), iat, exp and
-// nbf in unix seconds.
+// The access tokens of apache/iggy core/server/src/http/jwt.rs: HS256 (or HS384,
+// HS512) JWTs with the claims jti (a UUIDv7), iss, aud (a string), sub (the user id in
+// decimal), iat, exp and nbf in unix seconds.
 
-// jwtKeyDerivationContext is the BLAKE3 key-derivation context the reference uses
-// to turn the cluster's shared secret into the HMAC key (apache/iggy
-// core/server/src/http/jwt.rs), so that every node of a cluster verifies every
-// node's bearers, across restarts.
+// jwtKeyDerivationContext is the BLAKE3 key-derivation context the reference uses to
+// turn the cluster's shared secret into the HMAC key (apache/iggy
+// core/server/src/http/jwt.rs), so that every node of a cluster verifies every node's
+// bearers, across restarts.
 const jwtKeyDerivationContext = "apache-iggy server http-jwt v1 psk->hs256-key"
 
 // neverExpiresSeconds is the lifetime of a token when access_token_expiry is "none".
@@ -42,7 +42,7 @@ type tokens struct {
 	now       func() time.Time
 }
 
-// newTokens picks the key (http-api §4.3): the configured secrets (one set serves
+// newTokens picks the key (jwt.rs): the configured secrets (one set serves
 // both); else, when clusterSecret is given, BLAKE3.derive_key of it, hex, used as
 // a configured secret would be; else random per start.
 func newTokens(cfg config.JWT, clusterSecret string, now func() time.Time) (*tokens, error) {

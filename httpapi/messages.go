@@ -15,8 +15,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The JSON of messages (http-api §6.5, §6.6, §10): SendMessages bodies in, polled
-// messages out.
+// The JSON of messages (apache/iggy core/common/src/http/ and
+// core/server/src/http/messages.rs): SendMessages bodies in, polled messages out.
 
 // sendMessagesBody is SendMessages: only partitioning and messages may appear.
 type sendMessagesBody struct {
@@ -65,7 +65,7 @@ func decodeSendMessages(body []byte) (*sendMessagesBody, error) {
 	return &b, nil
 }
 
-// partitioning converts the JSON partitioning (http-api §10.1).
+// partitioning converts the JSON partitioning (messages.rs).
 func (p *partitioningJSON) wire() (wire.Partitioning, error) {
 	value, err := base64.StdEncoding.DecodeString(*p.Value)
 	if err != nil {
@@ -94,9 +94,9 @@ func (p *partitioningJSON) wire() (wire.Partitioning, error) {
 	return wire.Partitioning{}, rejectJSONShape("partitioning.kind: unknown variant `" + *p.Kind + "`")
 }
 
-// messageID is a message id in a request (http-api §6.6): absent or 0 (the server
-// mints a UUIDv4), a number up to u64, a decimal u128 string, or 32 hex digits
-// with optional dashes read as a big-endian 128-bit number.
+// messageID is a message id in a request (apache/iggy core/common/src/http/): absent
+// or 0 (the server mints a UUIDv4), a number up to u64, a decimal u128 string, or 32
+// hex digits with optional dashes read as a big-endian 128-bit number.
 type messageID struct {
 	v   wire.Uint128
 	set bool
@@ -253,7 +253,7 @@ func unknownKinds(block []byte) bool {
 	return false
 }
 
-// polledJSON is a poll's answer (http-api §10.2).
+// polledJSON is a poll's answer (messages.rs).
 type polledJSON struct {
 	PartitionID   uint32              `json:"partition_id"`
 	CurrentOffset uint64              `json:"current_offset"`

@@ -9,7 +9,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// permissionsJSON is http-api §6.4: every flag required on input; streams and
+// permissionsJSON is the reference's Permissions (apache/iggy
+// core/common/src/types/permissions/): every flag required on input; streams and
 // topics optional, keyed by decimal ids.
 type permissionsJSON struct {
 	Global  globalJSON                    `json:"global"`

@@ -6,11 +6,12 @@ import (
 	"strings"
 )
 
-// The router matches the reference's axum router (http-api §2): a path matches
-// the pattern whose static segments win over captures, segment by segment; a path
-// no pattern matches is 404 with an empty body; a pattern matched with a method it
-// lacks is 405 with an empty body and an allow header; HEAD runs a GET route;
-// no trailing-slash or dot-segment normalisation; captures are percent-decoded.
+// The router matches the reference's axum router (apache/iggy
+// core/server/src/http.rs): a path matches the pattern whose static segments win over
+// captures, segment by segment; a path no pattern matches is 404 with an empty body; a
+// pattern matched with a method it lacks is 405 with an empty body and an allow
+// header; HEAD runs a GET route; no trailing-slash or dot-segment normalisation;
+// captures are percent-decoded.
 
 // authMode says what a route needs of the Authorization header.
 type authMode uint8
@@ -24,7 +25,8 @@ const (
 type endpoint struct {
 	method string
 	auth   authMode
-	// consistency marks the reads that take ?consistency= (http-api §3 "cons").
+	// consistency marks the reads that take ?consistency= (the
+	// reference's reads.rs).
 	consistency bool
 	// forward marks a control-plane route, which a backup relays to the primary
 	// (forward.go).

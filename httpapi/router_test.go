@@ -9,7 +9,9 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The goldens below are written from http-api.md §2, §4.2, §5 and §12.
+// The goldens below are written by hand from the reference server's router, bearer
+// extractor, error bodies and CORS layer (apache/iggy core/server/src/http.rs,
+// core/server/src/http/extractor.rs, core/server/src/http/error.rs).
 
 func TestRouterPathsAndMethods(t *testing.T) {
 	a, f, _ := testAPI(t)
@@ -204,7 +206,8 @@ func TestViewHeaderAndCORS(t *testing.T) {
 			t.Fatalf("OPTIONS %s: %d %v", path, w.Code, h)
 		}
 	}
-	// An explicit origin list echoes a listed origin only; CORS off leaves OPTIONS to the router.
+	// An explicit origin list echoes a listed origin only; CORS off leaves OPTIONS to
+	// the router.
 	b, _, _ := testAPI(t, func(o *Options) { o.HTTP.CORS.AllowedOrigins = []string{"https://ok.example"} })
 	if got := serve(b, "GET", "/ping", "", "", "Origin", "https://ok.example").Header().Get("Access-Control-Allow-Origin"); got != "https://ok.example" {
 		t.Fatalf("listed origin: allow-origin %q", got)

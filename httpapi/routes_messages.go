@@ -12,7 +12,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The messages and consumer offsets routes (http-api §10).
+// The messages and consumer offsets routes (apache/iggy
+// core/server/src/http/messages.rs, consumer_offsets.rs).
 
 // consumerFromText is a consumer id from the query or a path: u32 text is a
 // numeric id, other text a name. Over HTTP the consumer is always a single one.
@@ -30,7 +31,7 @@ var pollingKinds = map[string]wire.PollingKind{
 	"next": wire.PollingNext, "n": wire.PollingNext,
 }
 
-// pollQuery reads a poll's query (http-api §10.2); unknown parameters are ignored.
+// pollQuery reads a poll's query (messages.rs); unknown parameters are ignored.
 func (rc *reqCtx) pollQuery() (wire.PollMessages, error) {
 	q := rc.r.URL.Query()
 	req := wire.PollMessages{Consumer: defaultConsumer, Partition: wire.SomePartition(0),

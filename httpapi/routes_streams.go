@@ -10,8 +10,9 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The streams, topics, partitions, segments and consumer groups routes
-// (http-api §9).
+// The streams, topics, partitions, segments and consumer groups routes (apache/iggy
+// core/server/src/http/streams.rs, topics.rs, partitions.rs, segments.rs,
+// consumer_groups.rs).
 
 func getStreams(rc *reqCtx) error {
 	reply, err := rc.doEmpty(wire.CodeGetStreams)
@@ -134,7 +135,8 @@ func purgeStream(rc *reqCtx) error {
 	return rc.noContent()
 }
 
-// getTopics answers [] for a stream that does not exist (http-api §9.3).
+// getTopics answers [] for a stream that does not exist (apache/iggy
+// core/server/src/http/topics.rs).
 func getTopics(rc *reqCtx) error {
 	id, err := rc.identifier("stream_id")
 	if err != nil {
@@ -212,8 +214,8 @@ func (b *createTopicBody) check() error {
 // entries as strings, then each typed field the object does not name, in its
 // catalog kind. The sentinels (0: the server's default) travel as they came: the
 // command's admission reads them, as it reads the binary protocol's. At create,
-// compression "none" is the default and stays implicit (http-api §9.2: a typed
-// field is explicit when it differs from the default); an update carries it.
+// compression "none" is the default and stays implicit (the reference marks a
+// typed field explicit when it differs from the default); an update carries it.
 func topicOptionsBlock(options map[string]string, c *compression, expiry, maxSize *uint64, create bool) ([]byte, error) {
 	b, err := optionsBlock(options)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The system routes (http-api §7).
+// The system routes (apache/iggy core/server/src/http/system.rs).
 
 func getStats(rc *reqCtx) error {
 	reply, err := rc.doEmpty(wire.CodeGetStats)

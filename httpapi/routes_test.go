@@ -12,7 +12,8 @@ import (
 )
 
 // Per route: the wire reply the fake server gives, the JSON the route must answer
-// (written by hand from http-api.md §7 to §10), and the wire request it must run.
+// (written by hand from the reference's types, apache/iggy core/common/src/types/,
+// and its examples, core/server/server.http), and the wire request it must run.
 
 func checkAnswer(t *testing.T, what string, gotStatus int, gotBody string, wantStatus int, golden string) {
 	t.Helper()
@@ -215,7 +216,7 @@ func TestUserRoutes(t *testing.T) {
 	w = serve(a, "GET", "/users", auth, "")
 	checkAnswer(t, "GET /users", w.Code, w.Body.String(), 200, `[{"id":1,"created_at":1733400000000000,"status":"active","username":"user1","options":{}}]`)
 
-	// http-api §6.4's permissions, in and out.
+	// The reference's permissions example, in and out.
 	perms := `{"global":{"manage_servers":false,"read_servers":true,"manage_users":false,"read_users":false,
  "manage_streams":false,"read_streams":true,"manage_topics":false,"read_topics":true,
  "poll_messages":true,"send_messages":true},
@@ -409,7 +410,7 @@ func TestSystemRoutes(t *testing.T) {
 	}
 }
 
-// pollBody is a PolledMessages reply of http-api §10.2's two messages.
+// pollBody is a PolledMessages reply of two messages, one with a user header.
 func pollBody(t *testing.T) []byte {
 	t.Helper()
 	id2, _ := new(big.Int).SetString("317214470914146297389045710532749853215", 10)
@@ -475,7 +476,7 @@ func TestMessageRoutes(t *testing.T) {
 		t.Fatalf("poll of a missing partition: %d %s", w.Code, w.Body)
 	}
 
-	// http-api §10.1's body.
+	// A produce body as the reference documents it, ids of each kind.
 	send := `{"partitioning":{"kind":"partition_id","value":"AAAAAA=="},
  "messages":[{"id":0,"payload":"aGVsbG8="},
   {"id":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","payload":"d29ybGQ=",

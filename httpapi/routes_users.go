@@ -7,7 +7,8 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The users and personal access tokens routes (http-api §8).
+// The users and personal access tokens routes (apache/iggy
+// core/server/src/http/users.rs, personal_access_tokens.rs).
 
 // userStatus is "active" or "inactive"; other text is the wrong shape (422).
 type userStatus wire.UserStatus
@@ -124,7 +125,8 @@ func createUser(rc *reqCtx) error {
 	return rc.userDetails(reply)
 }
 
-// userID reads {user_id}; "me" is the caller on GET (http-api §3, route 8).
+// userID reads {user_id}; "me" is the caller on GET (apache/iggy
+// core/server/src/http/users.rs).
 func (rc *reqCtx) userID(meAllowed bool) (wire.Identifier, error) {
 	if meAllowed && rc.path("user_id") == "me" {
 		return wire.NumericIdentifier(rc.caller.UserID), nil

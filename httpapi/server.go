@@ -16,10 +16,11 @@ import (
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 )
 
-// The listener's bounds (issue 24): a client that does not finish its headers in
+// The listener's bounds (those of the reference's listener, apache/iggy
+// core/server/src/http/http_server.rs): a client that does not finish its headers in
 // ReadHeaderTimeout is cut off, an idle keep-alive connection is closed after
-// IdleTimeout, and at most [http] max_connections connections are open at once
-// (the next ones wait in the kernel's backlog).
+// IdleTimeout, and at most [http] max_connections connections are open at once (the
+// next ones wait in the kernel's backlog).
 const (
 	ReadHeaderTimeout = 5 * time.Second
 	IdleTimeout       = 60 * time.Second
