@@ -48,6 +48,11 @@ import (
 //	                                    # /debug/replicated-state; off when absent
 //	[pprof]
 //	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
+//	[http]                              # the HTTP API (http.go), IGGY_HTTP_*
+//	[quic]
+//	enabled = false                     # IGGY_QUIC_ENABLED: not served; true is warned (Warnings)
+//	[websocket]
+//	enabled = false                     # IGGY_WEBSOCKET_ENABLED: not served; true is warned
 //
 // The root credentials come from IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD (as in
 // Iggy, only the first start of a data directory reads them) or from flags.

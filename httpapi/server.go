@@ -26,6 +26,9 @@ const (
 	IdleTimeout       = 60 * time.Second
 )
 
+// timeouts are the listener's; tests shorten them.
+var timeouts = struct{ readHeader, idle time.Duration }{ReadHeaderTimeout, IdleTimeout}
+
 // Server is the HTTP API's listener: net/http on its own goroutines, beside the
 // shards, never on them.
 type Server struct {
@@ -61,8 +64,8 @@ func Listen(address string, cfg config.HTTP, h http.Handler, log *slog.Logger) (
 		done: make(chan struct{}),
 		srv: &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: ReadHeaderTimeout,
-			IdleTimeout:       IdleTimeout,
+			ReadHeaderTimeout: timeouts.readHeader,
+			IdleTimeout:       timeouts.idle,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -164,5 +165,44 @@ func TestServerShutdownWaitsForRequests(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", s.Addr().String(), time.Second); err == nil {
 		t.Fatal("still listening after shutdown")
+	}
+}
+
+// A client that never finishes its headers, or sits idle between requests, is
+// cut off: the connection is closed by the server (the read returns EOF) well
+// within the bound allowed here.
+func TestServerCutsSlowAndIdleConnections(t *testing.T) {
+	saved := timeouts
+	timeouts.readHeader, timeouts.idle = 100*time.Millisecond, 100*time.Millisecond
+	t.Cleanup(func() { timeouts = saved })
+	s := listen(t, testConfig())
+	for _, tt := range []struct {
+		name, send string
+	}{
+		{"headers never finished", "GET /ping HTTP/1.1\r\nHost: x\r\n"},
+		{"idle after a request", "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"},
+	} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, tt.send); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		if strings.HasSuffix(tt.send, "\r\n\r\n") {
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		_, err = r.ReadByte()
+		if !errors.Is(err, io.EOF) && !strings.Contains(fmt.Sprint(err), "reset") {
+			t.Fatalf("%s: the connection was not closed: %v", tt.name, err)
+		}
+		c.Close()
 	}
 }
