@@ -307,15 +307,22 @@ func (rc *reqCtx) decodeJSON(v any) error {
 	if !isJSONContentType(rc.r.Header.Get("Content-Type")) {
 		return errUnsupportedMediaType
 	}
-	body, err := io.ReadAll(rc.r.Body)
+	body, err := readBody(rc.r, errBodyTooLarge)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errBodyTooLarge
-		}
 		return err
 	}
 	return unmarshalBody(body, v)
+}
+
+// readBody reads a request's body whole; tooLarge is the answer past the body
+// limit.
+func readBody(r *http.Request, tooLarge error) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	var overLimit *http.MaxBytesError
+	if errors.As(err, &overLimit) {
+		return nil, tooLarge
+	}
+	return body, err
 }
 
 // unmarshalBody is decodeJSON after the body is read.

@@ -113,12 +113,8 @@ func (a *API) forwardRequest(rc *reqCtx) error {
 	default:
 		return errForwardBusy
 	}
-	body, err := io.ReadAll(rc.r.Body)
+	body, err := readBody(rc.r, errPayloadTooLarge)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errPayloadTooLarge
-		}
 		return err
 	}
 	deadline := time.Now().Add(a.forward.budget)

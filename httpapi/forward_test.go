@@ -105,6 +105,11 @@ func TestForwardBounds(t *testing.T) {
 		`{"id":503,"code":"forward_busy","reason":"node is at its forward budget; retry with backoff","field":null}`)
 
 	backup.forward.slots = make(chan struct{}, forwardsMax)
+	backup.opts.HTTP.RequestSizeMaxBytes = 10
+	w = serve(backup, "POST", "/streams", auth, `{"name":"longer than ten bytes"}`)
+	checkAnswer(t, "a body over the limit at a backup", w.Code, w.Body.String(), 413,
+		`{"id":413,"code":"payload_too_large","reason":"request body exceeds http.max_request_size","field":null}`)
+	backup.opts.HTTP.RequestSizeMaxBytes = 2_000_000
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -138,12 +137,8 @@ func sendMessages(rc *reqCtx) error {
 	if !isJSONContentType(rc.r.Header.Get("Content-Type")) {
 		return errUnsupportedMediaType
 	}
-	raw, err := io.ReadAll(rc.r.Body)
+	raw, err := readBody(rc.r, errBodyTooLarge)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errBodyTooLarge
-		}
 		return err
 	}
 	b, err := decodeSendMessages(raw)
