@@ -485,3 +485,33 @@ func validHeaderValue(s string) bool {
 	}
 	return true
 }
+
+// AdvertisedPorts is what GET_CLUSTER_METADATA tells clients of a node whose
+// roster entry lists ports: the port of each transport this server serves, 0 (the
+// reference's "disabled") for one it does not: QUIC and WebSocket always, HTTP
+// when [http] is disabled. Every node of a cluster runs the same configuration of
+// transports, so this node's settings stand for its peers'.
+func (c *Config) AdvertisedPorts(roster NodePorts) NodePorts {
+	p := NodePorts{TCP: roster.TCP, TCPReplica: roster.TCPReplica}
+	if c.HTTP.Enabled {
+		p.HTTP = roster.HTTP
+	}
+	return p
+}
+
+// HTTPPort is the port of [http] address, 0 when HTTP is disabled or the address
+// names none (port 0 picks one at bind time: the bound port is the one to tell).
+func (c *Config) HTTPPort() uint16 {
+	if !c.HTTP.Enabled {
+		return 0
+	}
+	_, port, err := net.SplitHostPort(c.HTTP.Address)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0
+	}
+	return uint16(n)
+}

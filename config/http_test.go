@@ -192,3 +192,22 @@ func TestTransportsNotServedAreWarned(t *testing.T) {
 		}
 	}
 }
+
+func TestAdvertisedPorts(t *testing.T) {
+	roster := NodePorts{TCP: 8090, QUIC: 8080, HTTP: 3000, WebSocket: 8092, TCPReplica: 8091}
+	c := Default()
+	c.QUICEnabled, c.WebSocketEnabled = true, true // warned, never served
+	if got, want := c.AdvertisedPorts(roster), (NodePorts{TCP: 8090, HTTP: 3000, TCPReplica: 8091}); got != want {
+		t.Fatalf("HTTP enabled: %+v, want %+v", got, want)
+	}
+	if c.HTTPPort() != 3000 {
+		t.Fatalf("HTTPPort %d", c.HTTPPort())
+	}
+	c.HTTP.Enabled = false
+	if got, want := c.AdvertisedPorts(roster), (NodePorts{TCP: 8090, TCPReplica: 8091}); got != want {
+		t.Fatalf("HTTP disabled: %+v, want %+v", got, want)
+	}
+	if c.HTTPPort() != 0 {
+		t.Fatalf("HTTPPort of a disabled listener: %d", c.HTTPPort())
+	}
+}
