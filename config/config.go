@@ -48,6 +48,11 @@ import (
 //	                                    # /debug/replicated-state; off when absent
 //	[pprof]
 //	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
+//	[http]                              # the HTTP API (http.go), IGGY_HTTP_*
+//	[quic]
+//	enabled = false                     # IGGY_QUIC_ENABLED: not served; true is warned (Warnings)
+//	[websocket]
+//	enabled = false                     # IGGY_WEBSOCKET_ENABLED: not served; true is warned
 //
 // The root credentials come from IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD (as in
 // Iggy, only the first start of a data directory reads them) or from flags.
@@ -93,6 +98,12 @@ type Config struct {
 	TLS TLS
 	// Cluster is [cluster] and [message_bus] (cluster.go).
 	Cluster Cluster
+	// HTTP is [http] (http.go).
+	HTTP HTTP
+	// QUICEnabled and WebSocketEnabled are [quic] enabled and [websocket] enabled:
+	// transports this server does not serve. Enabled, each is named in Warnings and
+	// its port is advertised as 0, the reference's "disabled".
+	QUICEnabled, WebSocketEnabled bool
 }
 
 // TLS is Apache Iggy's [tcp.tls] (upstream/server-configuration.md). Enabled,
@@ -133,6 +144,7 @@ func Default() Config {
 		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   HeartbeatIntervalDefault,
 		Cluster:             DefaultCluster(),
+		HTTP:                DefaultHTTP(),
 		TLS: TLS{
 			SelfSigned: true,
 			CertFile:   "core/certs/iggy_cert.pem",
@@ -179,6 +191,13 @@ type fileConfig struct {
 	Pprof      struct {
 		Address *string `toml:"address"`
 	} `toml:"pprof"`
+	HTTP map[string]any `toml:"http"`
+	QUIC struct {
+		Enabled *bool `toml:"enabled"`
+	} `toml:"quic"`
+	WebSocket struct {
+		Enabled *bool `toml:"enabled"`
+	} `toml:"websocket"`
 }
 
 // SnapshotIntervalOpsMax is the largest snapshot interval the metadata plane
@@ -222,8 +241,13 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("config file %s: %w", path, err)
 		}
-		if undecoded := meta.Undecoded(); len(undecoded) > 0 {
-			return cfg, &SettingError{Setting: undecoded[0].String(), Value: "", Reason: "unknown key in " + path}
+		for _, key := range meta.Undecoded() {
+			// [http] is decoded whole into a map and checks its own keys
+			// (HTTP.applyFile); the TOML package counts a map's keys as undecoded.
+			if len(key) > 0 && key[0] == "http" {
+				continue
+			}
+			return cfg, &SettingError{Setting: key.String(), Value: "", Reason: "unknown key in " + path}
 		}
 		if err := cfg.applyFile(&f); err != nil {
 			return cfg, err
@@ -311,7 +335,13 @@ func (c *Config) applyFile(f *fileConfig) error {
 	if v := f.TCP.TLS.KeyFile; v != nil {
 		c.TLS.KeyFile = *v
 	}
-	return nil
+	if v := f.QUIC.Enabled; v != nil {
+		c.QUICEnabled = *v
+	}
+	if v := f.WebSocket.Enabled; v != nil {
+		c.WebSocketEnabled = *v
+	}
+	return c.HTTP.applyFile(f.HTTP)
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
@@ -370,7 +400,38 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.ShardCount = n
 	}
-	return nil
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"IGGY_QUIC_ENABLED", &c.QUICEnabled}, {"IGGY_WEBSOCKET_ENABLED", &c.WebSocketEnabled}} {
+		if v := getenv(b.name); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return &SettingError{Setting: b.name, Value: v, Reason: "not true or false"}
+			}
+			*b.dst = on
+		}
+	}
+	return c.HTTP.applyEnv(getenv)
+}
+
+// Warnings are the lines the server logs at WARN when it starts: settings it
+// accepts but does not carry out, each named.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.QUICEnabled {
+		w = append(w, "quic.enabled = true: iggy-shard does not serve QUIC; its port is advertised as 0")
+	}
+	if c.WebSocketEnabled {
+		w = append(w, "websocket.enabled = true: iggy-shard does not serve WebSocket; its port is advertised as 0")
+	}
+	j := &c.HTTP.JWT
+	if c.HTTP.Enabled && (j.EncodingSecret == "") != (j.DecodingSecret == "") {
+		w = append(w, "http.jwt: only one of encoding_secret and decoding_secret is set; it is used for both")
+	} else if c.HTTP.Enabled && j.EncodingSecret != j.DecodingSecret {
+		w = append(w, "http.jwt: encoding_secret and decoding_secret differ; the tokens this server issues will not verify")
+	}
+	return w
 }
 
 // Validate checks every setting and names the first one that is wrong.
@@ -426,6 +487,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.Cluster.Validate(); err != nil {
+		return err
+	}
+	if err := c.HTTP.validate(); err != nil {
 		return err
 	}
 	if c.TLS.Enabled && c.TLS.CertFile == "" {

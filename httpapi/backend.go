@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Caller is who runs a command through Backend.Do.
+type Caller struct {
+	// UserID is the authenticated user; meaningful only when LoggedIn (the root
+	// user's id is 0, so 0 cannot mean "nobody").
+	UserID   uint32
+	LoggedIn bool
+	// Credential names the bearer the request came with: "jwt:<jti>" or "pat:<hash>",
+	// empty before login. The server binds one session per credential to it (the
+	// reference does, apache/iggy core/server/src/http/session.rs), so that a client's
+	// writes over HTTP are deduplicated as a connection's are.
+	Credential string
+	Addr       netip.AddrPort
+}
+
+// Backend is the server as the HTTP transport sees it. Every method is safe from
+// any goroutine.
+type Backend interface {
+	// Do runs one command of the binary catalog as caller and returns its reply
+	// body in the wire layout (no result section), or the error the binary
+	// protocol answers with (a wire.ErrorCode). Before login only CodeLoginUser
+	// and CodeLoginWithPersonalAccessToken are allowed: their bodies are those of
+	// LOGIN_REGISTER (wire.LoginRegister) and LOGIN_REGISTER_WITH_PAT
+	// (wire.LoginRegisterWithPAT); they check the credentials, open no session,
+	// and answer the identity reply, [user_id u32].
+	Do(ctx context.Context, caller Caller, code wire.CommandCode, body []byte) ([]byte, error)
+	// Cluster reports the metadata group's view and primary as this node last
+	// saw them: the iggy-view header and linearizable reads read it.
+	Cluster() ClusterState
+}
+
+// ClusterState is the metadata group's view as a node sees it.
+type ClusterState struct {
+	View uint32
+	// Primary tells whether this node is the metadata primary; PrimaryIndex is the
+	// primary's replica index in the roster, -1 when unknown.
+	Primary      bool
+	PrimaryIndex int
+}

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// pollOf is a PolledMessages reply of n messages of size bytes each.
+func pollOf(t *testing.T, n, size int) []byte {
+	t.Helper()
+	var bb wire.BatchBuilder
+	for i := 0; i < n; i++ {
+		if err := bb.Append(wire.Uint128{Lo: uint64(i + 1)}, createdAt, bytes.Repeat([]byte{'x'}, size), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := bb.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.StampBatch(batch, 0, 0, createdAt)
+	p := wire.PolledMessages{CurrentOffset: uint64(n - 1), MessagesCount: uint32(n), Records: batch}
+	return p.Append(nil)
+}
+
+// A poll's answer is bounded by the budget counted after base64: without
+// auto-commit the messages past it are left for the next poll; with auto-commit
+// the server has already moved the offset past all of them, so all are answered.
+func TestPollBudgetCountsBase64(t *testing.T) {
+	const size = 3000 // 4000 bytes of base64 each
+	budget := 2*(size*4/3+messageJSONOverheadBytes) + 100
+	a, f, _ := testAPI(t, func(o *Options) { o.PollBudgetBytes = budget })
+	auth := bearer(t, a, 0)
+	f.on(wire.CodePollMessages, pollOf(t, 5, size), nil)
+	for _, tt := range []struct {
+		query string
+		want  int
+	}{{"?auto_commit=false", 2}, {"?auto_commit=true", 5}} {
+		w := serve(a, "GET", "/streams/0/topics/0/messages"+tt.query, auth, "")
+		var p polledCount
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Count != tt.want || len(p.Messages) != tt.want {
+			t.Fatalf("%s: count %d of 5, want %d (%v)", tt.query, p.Count, tt.want, err)
+		}
+		if tt.want == 2 && w.Body.Len() > budget {
+			t.Fatalf("%s: %d bytes answered over a budget of %d", tt.query, w.Body.Len(), budget)
+		}
+	}
+	// One message larger than the budget is still answered: a poll always moves on.
+	b, f2, _ := testAPI(t, func(o *Options) { o.PollBudgetBytes = 100 })
+	f2.on(wire.CodePollMessages, pollOf(t, 3, size), nil)
+	w := serve(b, "GET", "/streams/0/topics/0/messages", bearer(t, b, 0), "")
+	var p polledCount
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Count != 1 {
+		t.Fatalf("a message over the budget: count %d (%v)", p.Count, err)
+	}
+}
+
+func TestUserHeadersRendering(t *testing.T) {
+	if got, _ := json.Marshal(renderUserHeaders(nil)); string(got) != "[]" {
+		t.Fatalf("no headers: %s", got)
+	}
+	block, _ := wire.AppendTLV(nil, wire.HeaderString, []byte("b"), wire.HeaderBool, []byte{1})
+	block, _ = wire.AppendTLV(block, wire.HeaderString, []byte("a"), wire.HeaderUint8, []byte{7})
+	got, _ := json.Marshal(renderUserHeaders(block))
+	want := `[{"key":{"kind":"string","value":"YQ=="},"value":{"kind":"uint8","value":"Bw=="}},{"key":{"kind":"string","value":"Yg=="},"value":{"kind":"bool","value":"AQ=="}}]`
+	if string(got) != want {
+		t.Fatalf("headers sorted by key:\n%s\nwant\n%s", got, want)
+	}
+	broken := append(append([]byte{}, block...), 2, 0)
+	if got, _ := json.Marshal(renderUserHeaders(broken)); got[0] != '"' {
+		t.Fatalf("a block that does not parse is shown as base64: %s", got)
+	}
+}
+
+type polledCount struct {
+	Count    int               `json:"count"`
+	Messages []json.RawMessage `json:"messages"`
+}

@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iggy-shard/iggy-shard/config"
+)
+
+func listen(t *testing.T, cfg config.HTTP) *Server {
+	t.Helper()
+	a, _, _ := testAPI(t)
+	s, err := Listen("127.0.0.1:0", cfg, a, a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func TestServerServesPlainHTTP(t *testing.T) {
+	s := listen(t, testConfig())
+	resp, err := http.Get("http://" + s.Addr().String() + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "pong" || resp.Proto != "HTTP/1.1" {
+		t.Fatalf("GET /ping: %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
+}
+
+// rawGet sends one keep-alive request on c and reads the status line.
+func rawGet(c net.Conn, r *bufio.Reader, deadline time.Duration) (string, error) {
+	if _, err := io.WriteString(c, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(deadline))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.Status, nil
+}
+
+func TestServerCapsConnections(t *testing.T) {
+	cfg := testConfig()
+	cfg.ConnectionsMax = 1
+	s := listen(t, cfg)
+	first, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if status, err := rawGet(first, bufio.NewReader(first), 10*time.Second); err != nil || status != "200 OK" {
+		t.Fatalf("first connection: %q %v", status, err)
+	}
+	second, err := net.Dial("tcp", s.Addr().String()) // lands in the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	r := bufio.NewReader(second)
+	// While the first stays open the second is not served: its answer cannot come
+	// within the deadline (a bound on a negative check, not a synchronisation).
+	if _, err := rawGet(second, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("second connection served beside the first at a cap of 1: %v", err)
+	}
+	first.Close()
+	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("second connection after the first closed: %v", err)
+	}
+	resp.Body.Close()
+}
+
+func TestServerServesHTTPS(t *testing.T) {
+	cfg := testConfig()
+	cfg.TLS = config.TLS{Enabled: true, SelfSigned: true, CertFile: filepath.Join(t.TempDir(), "absent.pem"), KeyFile: "absent-key.pem"}
+	s := listen(t, cfg)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}}
+	resp, err := client.Get("https://" + s.Addr().String() + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" {
+		t.Fatalf("GET /ping over HTTPS: %s %d", resp.Proto, resp.StatusCode)
+	}
+	// Plain HTTP to the HTTPS port is not served.
+	if resp, err := http.Get("http://" + s.Addr().String() + "/ping"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatal("plain HTTP answered 200 on the HTTPS port")
+		}
+	}
+
+	cfg.TLS.SelfSigned = false
+	a, _, _ := testAPI(t)
+	_, err = Listen("127.0.0.1:0", cfg, a, nil)
+	var se *config.SettingError
+	if !errors.As(err, &se) || se.Setting != "http.tls.cert_file" || !strings.Contains(se.Value, "absent.pem") {
+		t.Fatalf("a missing certificate without self_signed: %v", err)
+	}
+}
+
+func TestServerShutdownWaitsForRequests(t *testing.T) {
+	a, _, _ := testAPI(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(started)
+			<-release
+		}
+		a.ServeHTTP(w, r)
+	})
+	s, err := Listen("127.0.0.1:0", testConfig(), slow, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + s.Addr().String() + "/slow")
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	<-started
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	close(release)
+	if code := <-got; code != 404 {
+		t.Fatalf("the request under way at shutdown: %d, want its answer (404)", code)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.DialTimeout("tcp", s.Addr().String(), time.Second); err == nil {
+		t.Fatal("still listening after shutdown")
+	}
+}
+
+// A client that never finishes its headers, or sits idle between requests, is
+// cut off: the connection is closed by the server (the read returns EOF) well
+// within the bound allowed here.
+func TestServerCutsSlowAndIdleConnections(t *testing.T) {
+	saved := timeouts
+	timeouts.readHeader, timeouts.idle = 100*time.Millisecond, 100*time.Millisecond
+	t.Cleanup(func() { timeouts = saved })
+	s := listen(t, testConfig())
+	for _, tt := range []struct {
+		name, send string
+	}{
+		{"headers never finished", "GET /ping HTTP/1.1\r\nHost: x\r\n"},
+		{"idle after a request", "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"},
+	} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, tt.send); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		if strings.HasSuffix(tt.send, "\r\n\r\n") {
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		_, err = r.ReadByte()
+		if !errors.Is(err, io.EOF) && !strings.Contains(fmt.Sprint(err), "reset") {
+			t.Fatalf("%s: the connection was not closed: %v", tt.name, err)
+		}
+		c.Close()
+	}
+}
