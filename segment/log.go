@@ -94,6 +94,7 @@ type Stats struct {
 	BatchesVerified    uint64 // batches whose checksum a read computed (verified.go)
 	ScrubbedBytes      uint64 // bytes the scrubber re-verified (scrub.go)
 	ScrubCorrupt       uint64 // batches the scrubber found corrupt and quarantined
+	Plans              uint64 // reads answered by a plan of file runs (plan.go)
 }
 
 type sealState uint8
