@@ -68,6 +68,8 @@ type Store struct {
 	ingress      IngressDrops
 	// scrub paces the re-verification of sealed segments (scrub.go).
 	scrub storeScrub
+	// plans are the poll plans held (plan.go).
+	plans storePlans
 }
 
 // StatesInstalled is how many partition states this store has installed by state
