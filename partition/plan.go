@@ -41,10 +41,13 @@ type PlanConfig struct {
 }
 
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
-// BenchmarkPollReply (partition/plan_bench_test.go), which sends whole poll
-// replies both ways over loopback TCP: the splice overtakes the copy between
-// 64 and 256 KiB on this project's test machine.
-const PlanReplyBytesMinDefault = 128 << 10
+// ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
+// poll replies each way over loopback TCP on one ring: on this project's
+// 2-core test machine the splice chain loses to the copy up to 512 KiB and
+// draws level with it, within the noise, from 1 MiB (a splice runs in
+// io_uring's workers, a hand-off a copy does not pay). Below 1 MiB a plan
+// would only hold descriptors for nothing.
+const PlanReplyBytesMinDefault = 1 << 20
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
 // reply a poll reads (segment.DefaultReadBytesMax, 64 MiB) to a consumer

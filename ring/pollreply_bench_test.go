@@ -1,0 +1,301 @@
+package ring
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkPollReply measures a whole poll reply sent each way the server can
+// build it (partition.Store.Poll's copy, partition.Store.PlanPoll's plan): a
+// reply of 24 bytes of header and prefix then N bytes of stored batches from
+// a segment file in the page cache, to a loopback TCP socket whose peer, a
+// goroutine of this process, reads and drops everything, by
+//
+//	loopback  a send of the whole reply already in memory (the baseline: the socket's own cost)
+//	copy      a read of the batches into a heap buffer behind the header, linked to a send of it
+//	splice    a send of the header (MSG_MORE, MSG_WAITALL) linked to file -> pipe -> socket splices, one linked
+//	          pair per pipe's worth (a 1 MiB pipe, as shard/pipepool.go makes them)
+//
+// for N from 16 KiB to 4 MiB, one reply in flight. MB/s is the reply rate;
+// cpu-ms/GB is the process's CPU (getrusage: the ring's thread, io-wq workers
+// and the peer, whose share is the same in every way) per GB sent.
+func BenchmarkPollReply(b *testing.B) {
+	const fileBytes = 64 << 20
+	data := make([]byte, fileBytes)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	path := filepath.Join(b.TempDir(), "segment.log")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20} {
+		for _, way := range []string{"loopback", "copy", "splice"} {
+			b.Run(fmt.Sprintf("bytes=%d/%s", size, way), func(b *testing.B) {
+				benchPollReply(b, path, fileBytes, size, way)
+			})
+		}
+	}
+}
+
+// pollReplyHeadBytes is the reply header (status, length) and the
+// PolledMessages prefix before the batches.
+const pollReplyHeadBytes = 8 + 16
+
+type pollReply struct {
+	r                   *Ring
+	file, sock          int
+	pipeRead, pipeWrite int
+	pipeBytes           int
+	reply               []byte // head then body: the copy's buffer, the loopback's bytes
+	size                int
+}
+
+func benchPollReply(b *testing.B, path string, fileBytes, size int, way string) {
+	r := newTestRing(b, 16)
+	file, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(file)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	pipeBytes, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, peer := benchTCPPair(b)
+	defer unix.Close(sock)
+	drained := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, peer)
+		drained <- n
+	}()
+	pr := &pollReply{r: r, file: file, sock: sock, pipeRead: p[0], pipeWrite: p[1], pipeBytes: pipeBytes,
+		reply: make([]byte, pollReplyHeadBytes+size), size: size}
+	reply := map[string]func(int64) error{"loopback": pr.loopback, "copy": pr.copyReply, "splice": pr.splice}[way]
+
+	replyBytes := int64(pollReplyHeadBytes + size)
+	b.SetBytes(replyBytes)
+	b.ReportAllocs()
+	var before, after unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &before)
+	b.ResetTimer()
+	offset := int64(0)
+	for i := 0; i < b.N; i++ {
+		if err := reply(offset); err != nil {
+			b.Fatal(err)
+		}
+		offset += int64(size)
+		if offset+int64(size) > int64(fileBytes) {
+			offset = 0
+		}
+	}
+	unix.Shutdown(sock, unix.SHUT_WR)
+	if got := <-drained; got != int64(b.N)*replyBytes {
+		b.Fatalf("peer read %d bytes, want %d", got, int64(b.N)*replyBytes)
+	}
+	b.StopTimer()
+	unix.Getrusage(unix.RUSAGE_SELF, &after)
+	cpuNs := unix.TimevalToNsec(after.Utime) - unix.TimevalToNsec(before.Utime) +
+		unix.TimevalToNsec(after.Stime) - unix.TimevalToNsec(before.Stime)
+	b.ReportMetric(float64(cpuNs)/1e6/(float64(b.N)*float64(replyBytes)/1e9), "cpu-ms/GB")
+}
+
+// wait reaps one completion.
+func (pr *pollReply) wait() (CQE, error) {
+	cqe, err := pr.r.WaitCQE()
+	if err != nil {
+		return CQE{}, err
+	}
+	c := *cqe
+	pr.r.CQESeen()
+	return c, nil
+}
+
+func (pr *pollReply) sqe() (*SQE, error) { return pr.r.GetSQE() }
+
+// sendRest sends buf, one send after another.
+func (pr *pollReply) sendRest(buf []byte) error {
+	for len(buf) > 0 {
+		sqe, err := pr.sqe()
+		if err != nil {
+			return err
+		}
+		sqe.PrepareSend(pr.sock, buf, unix.MSG_NOSIGNAL)
+		if _, err := pr.r.Submit(); err != nil {
+			return err
+		}
+		c, err := pr.wait()
+		if err != nil {
+			return err
+		}
+		if c.Res <= 0 {
+			return fmt.Errorf("send: %v", c.Err())
+		}
+		buf = buf[c.Res:]
+	}
+	return nil
+}
+
+func (pr *pollReply) loopback(int64) error { return pr.sendRest(pr.reply) }
+
+func (pr *pollReply) copyReply(offset int64) error {
+	read, err := pr.sqe()
+	if err != nil {
+		return err
+	}
+	read.PrepareRead(pr.file, pr.reply[pollReplyHeadBytes:], uint64(offset))
+	read.Flags |= SQEIOLink
+	read.UserData = 1
+	send, err := pr.sqe()
+	if err != nil {
+		return err
+	}
+	send.PrepareSend(pr.sock, pr.reply, unix.MSG_NOSIGNAL)
+	send.UserData = 2
+	if _, err := pr.r.Submit(); err != nil {
+		return err
+	}
+	sent := int32(0)
+	for range 2 {
+		c, err := pr.wait()
+		if err != nil {
+			return err
+		}
+		switch {
+		case c.UserData == 1 && int(c.Res) != pr.size:
+			return fmt.Errorf("read %d of %d: %v", c.Res, pr.size, c.Err())
+		case c.UserData == 2 && c.Res <= 0:
+			return fmt.Errorf("send: %v", c.Err())
+		case c.UserData == 2:
+			sent = c.Res
+		}
+	}
+	return pr.sendRest(pr.reply[sent:])
+}
+
+// splice sends the reply as one linked chain, submitted at once: the head
+// (MSG_WAITALL, so that io_uring retries a short send rather than let the
+// splices behind it go first), then per pipe's worth a file -> pipe splice
+// and a pipe -> socket splice. A splice that moves less than asked breaks the
+// chain (the rest completes canceled); what it left is then sent step by step.
+func (pr *pollReply) splice(offset int64) error {
+	sqe, err := pr.sqe()
+	if err != nil {
+		return err
+	}
+	sqe.PrepareSend(pr.sock, pr.reply[:pollReplyHeadBytes], unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL)
+	sqe.Flags |= SQEIOLink
+	sqe.UserData = 0
+	want := 1
+	for off, left := offset, pr.size; left > 0; {
+		chunk := min(left, pr.pipeBytes)
+		in, err := pr.sqe()
+		if err != nil {
+			return err
+		}
+		in.PrepareSplice(pr.file, uint64(off), pr.pipeWrite, SpliceNoOffset, uint32(chunk), unix.SPLICE_F_MOVE)
+		in.Flags |= SQEIOLink
+		in.UserData = 1
+		out, err := pr.sqe()
+		if err != nil {
+			return err
+		}
+		left -= chunk
+		off += int64(chunk)
+		flags := uint32(unix.SPLICE_F_MOVE)
+		if left > 0 {
+			flags |= unix.SPLICE_F_MORE
+			out.Flags |= SQEIOLink
+		}
+		out.PrepareSplice(pr.pipeRead, SpliceNoOffset, pr.sock, SpliceNoOffset, uint32(chunk), flags)
+		out.UserData = 2
+		want += 2
+	}
+	if _, err := pr.r.Submit(); err != nil {
+		return err
+	}
+	var headSent, moved, sent int64
+	for range want {
+		c, err := pr.wait()
+		if err != nil {
+			return err
+		}
+		res := int64(max(c.Res, 0)) // a canceled step moved nothing
+		switch c.UserData {
+		case 0:
+			headSent = int64(c.Res)
+		case 1:
+			moved += res
+		case 2:
+			sent += res
+		}
+	}
+	if headSent != pollReplyHeadBytes {
+		return fmt.Errorf("send head: %d", headSent)
+	}
+	if err := pr.drainPipe(moved - sent); err != nil {
+		return err
+	}
+	return pr.spliceSteps(offset+moved, pr.size-int(moved))
+}
+
+// drainPipe sends the n bytes left in the pipe.
+func (pr *pollReply) drainPipe(n int64) error {
+	for n > 0 {
+		sqe, err := pr.sqe()
+		if err != nil {
+			return err
+		}
+		sqe.PrepareSplice(pr.pipeRead, SpliceNoOffset, pr.sock, SpliceNoOffset, uint32(n), unix.SPLICE_F_MOVE)
+		if _, err := pr.r.Submit(); err != nil {
+			return err
+		}
+		c, err := pr.wait()
+		if err != nil {
+			return err
+		}
+		if c.Res <= 0 {
+			return fmt.Errorf("pipe -> socket: %v", c.Err())
+		}
+		n -= int64(c.Res)
+	}
+	return nil
+}
+
+// spliceSteps sends left bytes from offset one file -> pipe step at a time.
+func (pr *pollReply) spliceSteps(offset int64, left int) error {
+	for left > 0 {
+		sqe, err := pr.sqe()
+		if err != nil {
+			return err
+		}
+		sqe.PrepareSplice(pr.file, uint64(offset), pr.pipeWrite, SpliceNoOffset, uint32(min(left, pr.pipeBytes)), unix.SPLICE_F_MOVE)
+		if _, err := pr.r.Submit(); err != nil {
+			return err
+		}
+		c, err := pr.wait()
+		if err != nil {
+			return err
+		}
+		if c.Res <= 0 {
+			return fmt.Errorf("file -> pipe: %v", c.Err())
+		}
+		if err := pr.drainPipe(int64(c.Res)); err != nil {
+			return err
+		}
+		offset += int64(c.Res)
+		left -= int(c.Res)
+	}
+	return nil
+}
