@@ -29,9 +29,9 @@
 //	                      topic's policy -> AppendSendReply
 //	Poll                  PollMessages, every strategy, auto-commit; PollCompletion.PollDone
 //	                      -> AppendPollBuffers (vectored) or AppendPollReply
-//	PlanPoll,             the same poll answered by a PollPlan (Prefix, then file Runs
-//	OverduePlans,         to splice) when it can, else Poll; the holder releases the
-//	PlanStats             plan after the kernel is done with its runs (plan.go)
+//	PlanPoll, PlanStats   the same poll answered by a PollPlan (Prefix, then file Runs
+//	                      to splice) when it can, else Poll; the holder releases the
+//	                      plan after the kernel is done with its runs (plan.go)
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
 //	StoreConsumerOffset,  StoreConsumerOffset, DeleteConsumerOffset
 //	DeleteConsumerOffset

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/segment"
@@ -17,14 +18,15 @@ import (
 //
 // A plan holds a descriptor of each file it names until its holder releases
 // it, which the holder does once the kernel is done with every request that
-// names them. Nothing waits for a plan: retention, purge, topic deletion,
-// rollover and a failure's rewind go on at once, and the plan's descriptors
-// keep the planned bytes (segment.Plan). What a plan holds back is the disk
-// space of a segment deleted under it, and a descriptor per run, so plans
-// are bounded in number (PlanConfig.PlansMax: past it polls are copied) and
-// in time (PlanConfig.PinMax: OverduePlans names the plans held past it, whose
-// replies their holder cuts short, as it would for a connection that stopped
-// reading, and then releases).
+// names them, from any goroutine (the shard that sends a reply is not always
+// the one that owns the partition). Nothing waits for a plan: retention,
+// purge, topic deletion, rollover and a failure's rewind go on at once, and
+// the plan's descriptors keep the planned bytes (segment.Plan). What a plan
+// holds back is the disk space of a segment deleted under it, and a
+// descriptor per run, so plans are bounded in number (PlanConfig.PlansMax:
+// past it polls are copied) and in time: a plan carries a deadline
+// (PlanConfig.PinMax after it was made), past which its holder cuts the reply
+// short, as for a connection that stopped reading, and releases it.
 
 // PlanConfig says when a poll is answered by a plan.
 type PlanConfig struct {
@@ -32,8 +34,8 @@ type PlanConfig struct {
 	// than a splice below it. 0 = PlanReplyBytesMinDefault; negative: no poll
 	// is planned.
 	ReplyBytesMin int64
-	// PinMax is how long a plan may hold its descriptors before OverduePlans
-	// names it. 0 = PlanPinMaxDefault.
+	// PinMax is how long a plan may hold its descriptors: its DeadlineNs is
+	// PlanPoll's clock plus PinMax. 0 = PlanPinMaxDefault.
 	PinMax time.Duration
 	// PlansMax bounds the plans held at once; past it polls are copied.
 	// 0 = PlansMaxDefault.
@@ -85,14 +87,16 @@ func (c PlanConfig) plansMax() int {
 // PollPlan is one poll's answer as a plan: Prefix, then each of Runs. It is
 // owned by the caller and reused from poll to poll; it allocates nothing once
 // its record list has grown to the largest poll.
+//
+// A PollPlan belongs to one goroutine at a time: PlanPoll's (the partition's
+// shard) while it plans, then its holder's, who may hand it to another
+// goroutine (the connection's shard) through a synchronizing queue.
 type PollPlan struct {
 	plan        segment.Plan
 	prefix      [wire.PolledMessagesPrefixSize]byte
 	partitionID uint32
 	deadlineNs  int64
-	overdue     bool
-	store       *Store
-	prev, next  *PollPlan // the store's held plans, oldest first
+	plans       *storePlans // the store's count it holds a place in; nil when not held
 }
 
 // Prefix is the PolledMessages reply body's 16-byte prefix, sent before the
@@ -120,54 +124,50 @@ func (p *PollPlan) FirstOffset() uint64 { return p.plan.FirstOffset }
 func (p *PollPlan) LastOffset() uint64  { return p.plan.LastOffset() }
 
 // DeadlineNs is when the plan has held its descriptors for PlanConfig.PinMax,
-// on the clock PlanPoll was given.
+// on the clock PlanPoll was given: its holder cuts a reply still sending by
+// then short (cancels its requests; the connection, whose reply cannot be
+// finished, closes) and releases the plan once their completions arrived.
 func (p *PollPlan) DeadlineNs() int64 { return p.deadlineNs }
+
+// Overdue reports whether the plan is past its deadline at nowNs.
+func (p *PollPlan) Overdue(nowNs int64) bool { return nowNs >= p.deadlineNs }
 
 // Held reports whether the plan holds descriptors: PlanPoll planned it and it
 // was not released.
-func (p *PollPlan) Held() bool { return p.store != nil }
+func (p *PollPlan) Held() bool { return p.plans != nil }
 
 // Release closes the plan's descriptors and gives its place among the
-// store's plans back. Call it once the kernel is done with every request
-// that names them (their completions have arrived): io_uring resolves a
-// splice's input descriptor when it runs the request, not when it is
-// submitted, so a descriptor closed earlier could name another file by then.
-// It returns a close error, which loses nothing (the descriptor is closed).
+// store's plans back, from any goroutine. Call it once the kernel is done
+// with every request that names them (their completions have arrived):
+// io_uring resolves a splice's input descriptor when it runs the request,
+// not when it is submitted, so a descriptor closed earlier could name
+// another file by then. It returns a close error, which loses nothing (the
+// descriptor is closed all the same).
 func (p *PollPlan) Release() error {
-	s := p.store
-	if s == nil {
+	sp := p.plans
+	if sp == nil {
 		return nil
 	}
-	sp := &s.plans
-	if p.prev == nil {
-		sp.oldest = p.next
-	} else {
-		p.prev.next = p.next
-	}
-	if p.next == nil {
-		sp.newest = p.prev
-	} else {
-		p.next.prev = p.prev
-	}
-	p.prev, p.next, p.store = nil, nil, nil
-	sp.held--
-	sp.stats.Released++
-	return p.plan.Release()
+	p.plans = nil
+	err := p.plan.Release()
+	sp.released.Add(1)
+	sp.held.Add(-1)
+	return err
 }
 
-// storePlans is the store's held plans, oldest first (deadlines come in the
-// same order: each is PlanPoll's clock plus PinMax).
+// storePlans counts the store's plans: held and released from any goroutine,
+// the rest on the store's.
 type storePlans struct {
-	oldest, newest *PollPlan
-	held           int
-	stats          PlanStats
+	held     atomic.Int64
+	released atomic.Uint64
+	verdicts [segment.PlanVerdicts]uint64
+	full     uint64
 }
 
 // PlanStats counts what PlanPoll did.
 type PlanStats struct {
-	Held     int    // plans held now
+	Held     int64  // plans held now
 	Released uint64 // plans released
-	Overdue  uint64 // plans OverduePlans named
 	// Verdicts counts PlanPoll's answers by segment.PlanVerdict (Planned
 	// first); Full counts the polls copied because PlansMax plans were held.
 	Verdicts [segment.PlanVerdicts]uint64
@@ -176,9 +176,8 @@ type PlanStats struct {
 
 // PlanStats returns what PlanPoll did so far.
 func (s *Store) PlanStats() PlanStats {
-	st := s.plans.stats
-	st.Held = s.plans.held
-	return st
+	sp := &s.plans
+	return PlanStats{Held: sp.held.Load(), Released: sp.released.Load(), Verdicts: sp.verdicts, Full: sp.full}
 }
 
 // PlanPoll answers a poll of partition k with a plan in plan when it can, and
@@ -204,8 +203,8 @@ func (s *Store) PlanPoll(k Key, req PollRequest, plan *PollPlan, nowNs int64) (b
 		return false, nil
 	}
 	sp := &s.plans
-	if sp.held >= cfg.plansMax() {
-		sp.stats.Full++
+	if sp.held.Load() >= int64(cfg.plansMax()) {
+		sp.full++
 		return false, nil
 	}
 	s.activate(p)
@@ -218,43 +217,18 @@ func (s *Store) PlanPoll(k Key, req PollRequest, plan *PollPlan, nowNs int64) (b
 		MaxBytes:     req.MaxBytes,
 	}
 	verdict := p.log.PlanRead(q, minBytes-wire.PolledMessagesPrefixSize, &plan.plan)
-	sp.stats.Verdicts[verdict]++
+	sp.verdicts[verdict]++
 	if verdict != segment.Planned {
 		return false, nil
 	}
 	plan.partitionID = k.PartitionID
 	plan.deadlineNs = nowNs + int64(cfg.pinMax())
-	plan.overdue = false
-	plan.store = s
-	plan.prev, plan.next = sp.newest, nil
-	if sp.newest == nil {
-		sp.oldest = plan
-	} else {
-		sp.newest.next = plan
-	}
-	sp.newest = plan
-	sp.held++
+	plan.plans = sp
+	sp.held.Add(1)
 	if req.AutoCommit {
 		p.commitForward(req.Consumer, plan.plan.LastOffset())
 	}
 	prefix := wire.PolledMessages{PartitionID: k.PartitionID, CurrentOffset: plan.plan.CurrentOffset, MessagesCount: plan.plan.MessageCount}
 	prefix.AppendPrefix(plan.prefix[:0])
 	return true, nil
-}
-
-// OverduePlans calls fn, oldest first, with each plan held past its deadline
-// at nowNs and not named before: its holder cuts its reply short (cancels
-// its requests, and closes the connection, whose reply cannot be finished)
-// and releases it once their completions have arrived. fn may release the
-// plan.
-func (s *Store) OverduePlans(nowNs int64, fn func(*PollPlan)) {
-	for p := s.plans.oldest; p != nil && p.deadlineNs <= nowNs; {
-		next := p.next
-		if !p.overdue {
-			p.overdue = true
-			s.plans.stats.Overdue++
-			fn(p)
-		}
-		p = next
-	}
 }

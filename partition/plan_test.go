@@ -266,10 +266,11 @@ func TestPlanPollHeldThroughRetentionPurgeAndDeletion(t *testing.T) {
 }
 
 // TestPlanPollBounds: at most PlansMax plans are held, and a poll past it is
-// copied, never refused or made to wait; OverduePlans names each plan held
-// past PinMax once, oldest first; a plan never released keeps its place and
-// its descriptors (its holder must release it) while retention goes on; and
-// over thousands of plans made and released no descriptor leaks.
+// copied, never refused or made to wait; a plan's deadline is PinMax after
+// it was made; plans are released from other goroutines (the connection's
+// shard); a plan never released keeps its place and its descriptors (its
+// holder must release it) while retention goes on; and over thousands of
+// plans made and released no descriptor leaks.
 func TestPlanPollBounds(t *testing.T) {
 	cfg := Config{SegmentSizeBytes: 8 << 10, PartitionsCount: 1, EnforceFsync: true}
 	pinMax := time.Second
@@ -292,27 +293,21 @@ func TestPlanPollBounds(t *testing.T) {
 	}
 	copyPoll(t, s, req) // the copying path serves it
 
-	var named []*PollPlan
-	collect := func(p *PollPlan) { named = append(named, p) }
-	s.OverduePlans(int64(pinMax)-1, collect)
-	if len(named) != 0 {
-		t.Fatalf("%d plans overdue before their deadline", len(named))
-	}
-	s.OverduePlans(int64(pinMax)+int64(time.Millisecond), collect)
-	if len(named) != 2 || named[0] != &plans[0] || named[1] != &plans[1] {
-		t.Fatalf("overdue: %v, want the two oldest", named)
-	}
-	s.OverduePlans(int64(10*pinMax), collect)
-	if len(named) != 3 || named[2] != &plans[2] || s.PlanStats().Overdue != 3 {
-		t.Fatalf("overdue again: %d named, stats %+v", len(named), s.PlanStats())
+	last := &plans[2]
+	if last.DeadlineNs() != int64(pinMax)+2*int64(time.Millisecond) || last.Overdue(last.DeadlineNs()-1) || !last.Overdue(last.DeadlineNs()) {
+		t.Fatalf("deadline %d, PinMax %v", last.DeadlineNs(), pinMax)
 	}
 	// plans[0] is never released. Retention goes on under it.
 	sendBatches(t, s, rng, 60)
 	if removed, err := s.DeleteSegments(testKey, 1000); err != nil || len(removed) == 0 {
 		t.Fatalf("retention under a held plan: %d removed, %v", len(removed), err)
 	}
+	released := make(chan error, 2)
 	for i := 1; i < 3; i++ {
-		if err := plans[i].Release(); err != nil {
+		go func(p *PollPlan) { released <- p.Release() }(&plans[i])
+	}
+	for range 2 {
+		if err := <-released; err != nil {
 			t.Fatal(err)
 		}
 	}
