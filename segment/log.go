@@ -76,7 +76,9 @@ type Log struct {
 
 	offsets consumerOffsets
 	scrub   scrubCursor // where the scrubber goes on (scrub.go)
-	stats   Stats
+	// scrubbing is ScrubAsync's step in flight, if any (scrub.go).
+	scrubbing scrubInFlight
+	stats     Stats
 }
 
 // Stats counts what the log did, for tests and metrics.
@@ -144,6 +146,7 @@ const (
 	purposeOffsetWrite
 	purposeOffsetSync
 	purposeRead
+	purposeScrub
 )
 
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
@@ -578,6 +581,10 @@ func (l *Log) complete(r *Request) {
 		}
 	case purposeRead:
 		l.completeRead(r) // releases r: the read's done hook may start another read
+		l.repairWhenQuiet()
+		return
+	case purposeScrub:
+		l.completeScrub(r) // releases r: the step's done hook may start another
 		l.repairWhenQuiet()
 		return
 	default:
