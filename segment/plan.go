@@ -19,7 +19,7 @@ import (
 //   - touch a byte not verified yet: a batch is verified when first read after
 //     it was written or recovered (verified.go), which needs its bytes in
 //     memory, and once they are there a send from memory costs less than a
-//     splice from the file (ring's BenchmarkReplyFromFile: "loopback" against
+//     splice from the file (ring/pollreply_bench_test.go: "loopback" against
 //     "splice"). The copy verifies them; the next read of them can be planned;
 //   - touch a byte not durable yet: a failure's rewind cuts the log back to
 //     its durable end and writes other batches there (rewind.go); a durable
@@ -113,6 +113,7 @@ const (
 	DeclineDescriptor             // the storage gives no descriptors, or could not dup one
 	DeclineRepairing              // a failure's repair is pending
 	DeclineClosed                 // the log is closed
+	DeclineIndex                  // an index failed to load: ReadAsync reports it
 	planVerdicts
 )
 
@@ -141,6 +142,8 @@ func (v PlanVerdict) String() string {
 		return "repairing"
 	case DeclineClosed:
 		return "closed"
+	case DeclineIndex:
+		return "index"
 	}
 	return fmt.Sprintf("PlanVerdict(%d)", uint8(v))
 }
@@ -161,8 +164,8 @@ var ErrNoDescriptors = errors.New("segment: the storage has no descriptors to gi
 // PlanRead answers q like ReadAsync, with the same batches, as a plan of file
 // runs into plan when every batch of the answer is whole, verified, durable
 // and its runs at least minBytes long; otherwise it declines, holds nothing,
-// and the caller reads with ReadAsync (which also reports an index that fails
-// to load: PlanRead only declines then). It never waits for I/O but to load a
+// and the caller reads with ReadAsync (which reports an index that fails to
+// load: PlanRead only declines then). It never waits for I/O but to load a
 // cold index, as ReadAsync does, and allocates nothing once plan's record list
 // has grown. plan must not hold descriptors.
 func (l *Log) PlanRead(q Query, minBytes int64, plan *Plan) PlanVerdict {
@@ -181,7 +184,10 @@ func (l *Log) PlanRead(q Query, minBytes int64, plan *Plan) PlanVerdict {
 		return DeclineDescriptor
 	}
 	start, ok, err := l.startOffset(q)
-	if err != nil || !ok || q.Count == 0 {
+	switch {
+	case err != nil:
+		return DeclineIndex
+	case !ok || q.Count == 0:
 		return DeclineEmpty
 	}
 	maxBytes := q.MaxBytes
@@ -195,7 +201,7 @@ func (l *Log) PlanRead(q Query, minBytes int64, plan *Plan) PlanVerdict {
 	}
 	defer l.unpinIndexes(outerPinnedSince)
 	if err := l.preloadIndexes(start, q.Count, maxBytes); err != nil {
-		return DeclineEmpty // ReadAsync reports it
+		return DeclineIndex
 	}
 	end := l.readableEnd()
 	if start >= end || l.failure.active {
