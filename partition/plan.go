@@ -40,6 +40,10 @@ type PlanConfig struct {
 	// PlansMax bounds the plans held at once; past it polls are copied.
 	// 0 = PlansMaxDefault.
 	PlansMax int
+	// TrustWrites counts a batch verified once its write completed
+	// (segment.Config.TrustWrites), so that its first poll can be planned too:
+	// a consumer that reads each batch once is otherwise always copied.
+	TrustWrites bool
 }
 
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from

@@ -373,3 +373,22 @@ func TestPlanPollAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.1f allocations a planned poll", allocs)
 	}
 }
+
+// TestPlanPollTrustWrites: with PlanConfig.TrustWrites the first poll of
+// batches just sent is planned, and the client receives what a copy gives.
+func TestPlanPollTrustWrites(t *testing.T) {
+	cfg := Config{SegmentSizeBytes: 64 << 10, PartitionsCount: 1, EnforceFsync: true}
+	s := osStore(t, cfg, PlanConfig{TrustWrites: true})
+	sendBatches(t, s, rand.New(rand.NewPCG(9, 10)), 40)
+	req := PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1 << 20, MaxBytes: 20 << 10}
+	var plan PollPlan
+	planned, err := s.PlanPoll(testKey, req, &plan, 0)
+	if err != nil || !planned {
+		t.Fatalf("the first poll of trusted batches: planned %v, %v (verdicts %v)", planned, err, s.PlanStats().Verdicts)
+	}
+	got := planBody(t, &plan)
+	_ = plan.Release()
+	if want := copyPoll(t, s, req); !bytes.Equal(got, want) {
+		t.Fatal("the plan differs from the copy")
+	}
+}

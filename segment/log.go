@@ -512,6 +512,9 @@ func (l *Log) complete(r *Request) {
 			l.fail(e.base, fmt.Errorf("segment: write %s at %d: %w", segmentLogName(seg.baseOffset), r.Offset, r.Err))
 		} else {
 			e.written = true
+			if l.cfg.TrustWrites {
+				seg.checksMade().add(r.Offset, r.Offset+int64(len(r.Data)))
+			}
 			l.advanceWritten()
 		}
 		l.maybeSubmitSealChain(seg)

@@ -241,3 +241,31 @@ func TestPlanDeclinesWithoutDescriptors(t *testing.T) {
 		t.Fatalf("a cache over a simulated disk gave a descriptor: %v", err)
 	}
 }
+
+// TestPlanTrustWrites: with TrustWrites a batch counts as verified once
+// written, so its first read is planned, and a copy of it verifies nothing.
+func TestPlanTrustWrites(t *testing.T) {
+	cfg := Config{PartitionID: testPartition, SegmentSizeBytes: 4 << 10, EnforceFsync: true, TrustWrites: true}
+	l, _, _ := osLog(t, cfg, 16)
+	a := newAppender(t, l, 5, 200)
+	for range 30 {
+		a.append(4)
+	}
+	l.WaitIdle()
+	q := Query{Kind: PollOffset, Value: 0, Count: 12}
+	var plan Plan
+	if v := l.PlanRead(q, 0, &plan); v != Planned {
+		t.Fatalf("a written batch, trusted: %v", v)
+	}
+	var polled Polled
+	if err := l.Read(q, &polled); err != nil {
+		t.Fatal(err)
+	}
+	if got := planBytes(t, &plan); !bytes.Equal(got, polled.AppendTo(nil)) {
+		t.Fatal("the plan differs from the read")
+	}
+	_ = plan.Release()
+	if n := l.Stats().BatchesVerified; n != 0 {
+		t.Fatalf("the read verified %d trusted batches", n)
+	}
+}
