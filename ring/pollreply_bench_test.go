@@ -20,6 +20,9 @@ import (
 //	copy      a read of the batches into a heap buffer behind the header, linked to a send of it
 //	splice    a send of the header (MSG_MORE, MSG_WAITALL) linked to file -> pipe -> socket splices, one linked
 //	          pair per pipe's worth (a 1 MiB pipe, as shard/pipepool.go makes them)
+//	splice-syscall  the same splices as blocking splice(2) calls on the benchmark's
+//	          thread: what io_uring's hand-off of every splice to its workers costs
+//	          (a shard cannot block; this is a yardstick, not a way)
 //
 // for N from 16 KiB to 4 MiB, one reply in flight. MB/s is the reply rate;
 // cpu-ms/GB is the process's CPU (getrusage: the ring's thread, io-wq workers
@@ -35,7 +38,7 @@ func BenchmarkPollReply(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, size := range []int{16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20} {
-		for _, way := range []string{"loopback", "copy", "splice"} {
+		for _, way := range []string{"loopback", "copy", "splice", "splice-syscall"} {
 			b.Run(fmt.Sprintf("bytes=%d/%s", size, way), func(b *testing.B) {
 				benchPollReply(b, path, fileBytes, size, way)
 			})
@@ -82,7 +85,7 @@ func benchPollReply(b *testing.B, path string, fileBytes, size int, way string) 
 	}()
 	pr := &pollReply{r: r, file: file, sock: sock, pipeRead: p[0], pipeWrite: p[1], pipeBytes: pipeBytes,
 		reply: make([]byte, pollReplyHeadBytes+size), size: size}
-	reply := map[string]func(int64) error{"loopback": pr.loopback, "copy": pr.copyReply, "splice": pr.splice}[way]
+	reply := map[string]func(int64) error{"loopback": pr.loopback, "copy": pr.copyReply, "splice": pr.splice, "splice-syscall": pr.spliceSyscall}[way]
 
 	replyBytes := int64(pollReplyHeadBytes + size)
 	b.SetBytes(replyBytes)
@@ -296,6 +299,34 @@ func (pr *pollReply) spliceSteps(offset int64, left int) error {
 		}
 		offset += int64(c.Res)
 		left -= int(c.Res)
+	}
+	return nil
+}
+
+// spliceSyscall is splice's steps as blocking system calls.
+func (pr *pollReply) spliceSyscall(offset int64) error {
+	if err := pr.sendRest(pr.reply[:pollReplyHeadBytes]); err != nil {
+		return err
+	}
+	for left := pr.size; left > 0; {
+		off := offset
+		moved, err := unix.Splice(pr.file, &off, pr.pipeWrite, nil, min(left, pr.pipeBytes), unix.SPLICE_F_MOVE)
+		if err != nil || moved <= 0 {
+			return fmt.Errorf("file -> pipe: %d, %v", moved, err)
+		}
+		for inPipe := moved; inPipe > 0; {
+			flags := unix.SPLICE_F_MOVE
+			if left > int(moved) {
+				flags |= unix.SPLICE_F_MORE
+			}
+			sent, err := unix.Splice(pr.pipeRead, nil, pr.sock, nil, int(inPipe), flags)
+			if err != nil || sent <= 0 {
+				return fmt.Errorf("pipe -> socket: %d, %v", sent, err)
+			}
+			inPipe -= sent
+		}
+		offset += moved
+		left -= int(moved)
 	}
 	return nil
 }
