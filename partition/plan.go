@@ -49,10 +49,9 @@ type PlanConfig struct {
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
 // ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
 // poll replies each way over loopback TCP on one ring: on this project's
-// 2-core test machine the splice chain loses to the copy up to 512 KiB and
-// draws level with it, within the noise, from 1 MiB (a splice runs in
-// io_uring's workers, a hand-off a copy does not pay). Below 1 MiB a plan
-// would only hold descriptors for nothing.
+// 2-core test machine the splice chain loses to the copy below 256 KiB, and
+// from 1 MiB is ahead of it in most runs (within the noise of a shared
+// machine). Below that a plan would hold descriptors for nothing.
 const PlanReplyBytesMinDefault = 1 << 20
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
@@ -212,15 +211,7 @@ func (s *Store) PlanPoll(k Key, req PollRequest, plan *PollPlan, nowNs int64) (b
 		return false, nil
 	}
 	s.activate(p)
-	q := segment.Query{
-		Kind:         segment.PollingKind(req.Strategy.Kind),
-		Value:        req.Strategy.Value,
-		Count:        req.Count,
-		ConsumerKind: req.Consumer.segmentKind(),
-		ConsumerID:   req.Consumer.ID,
-		MaxBytes:     req.MaxBytes,
-	}
-	verdict := p.log.PlanRead(q, minBytes-wire.PolledMessagesPrefixSize, &plan.plan)
+	verdict := p.log.PlanRead(req.query(), minBytes-wire.PolledMessagesPrefixSize, &plan.plan)
 	sp.verdicts[verdict]++
 	if verdict != segment.Planned {
 		return false, nil

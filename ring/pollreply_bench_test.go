@@ -2,7 +2,6 @@ package ring
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,17 +15,20 @@ import (
 // a segment file in the page cache, to a loopback TCP socket whose peer, a
 // goroutine of this process, reads and drops everything, by
 //
-//	loopback  a send of the whole reply already in memory (the baseline: the socket's own cost)
-//	copy      a read of the batches into a heap buffer behind the header, linked to a send of it
-//	splice    a send of the header (MSG_MORE, MSG_WAITALL) linked to file -> pipe -> socket splices, one linked
-//	          pair per pipe's worth (a 1 MiB pipe, as shard/pipepool.go makes them)
-//	splice-syscall  the same splices as blocking splice(2) calls on the benchmark's
-//	          thread: what io_uring's hand-off of every splice to its workers costs
-//	          (a shard cannot block; this is a yardstick, not a way)
+//	loopback        a send of the whole reply already in memory (the baseline:
+//	                the socket's own cost)
+//	copy            a read of the batches into a heap buffer behind the header,
+//	                linked to a send of it
+//	splice          one linked chain: a send of the header (MSG_MORE,
+//	                MSG_WAITALL), then per pipe's worth a file -> pipe and a
+//	                pipe -> socket splice (a 1 MiB pipe, as shard/pipepool.go
+//	                makes them)
+//	splice-syscall  the same splices as blocking splice(2) calls on the
+//	                benchmark's thread: what io_uring's hand-off of each splice
+//	                to its workers costs (a shard cannot block: a yardstick)
 //
-// for N from 16 KiB to 4 MiB, one reply in flight. MB/s is the reply rate;
-// cpu-ms/GB is the process's CPU (getrusage: the ring's thread, io-wq workers
-// and the peer, whose share is the same in every way) per GB sent.
+// for N from 16 KiB to 4 MiB, one reply in flight (replyRig.run says what it
+// reports).
 func BenchmarkPollReply(b *testing.B) {
 	const fileBytes = 64 << 20
 	data := make([]byte, fileBytes)
@@ -51,106 +53,20 @@ func BenchmarkPollReply(b *testing.B) {
 const pollReplyHeadBytes = 8 + 16
 
 type pollReply struct {
-	r                   *Ring
-	file, sock          int
-	pipeRead, pipeWrite int
-	pipeBytes           int
-	reply               []byte // head then body: the copy's buffer, the loopback's bytes
-	size                int
+	*replyRig
+	reply []byte // head then body: the copy's buffer, the loopback's bytes
+	size  int
 }
 
 func benchPollReply(b *testing.B, path string, fileBytes, size int, way string) {
-	r := newTestRing(b, 16)
-	file, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(file)
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
-	pipeBytes, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, 1<<20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock, peer := benchTCPPair(b)
-	defer unix.Close(sock)
-	drained := make(chan int64, 1)
-	go func() {
-		n, _ := io.Copy(io.Discard, peer)
-		drained <- n
-	}()
-	pr := &pollReply{r: r, file: file, sock: sock, pipeRead: p[0], pipeWrite: p[1], pipeBytes: pipeBytes,
-		reply: make([]byte, pollReplyHeadBytes+size), size: size}
+	pr := &pollReply{replyRig: newReplyRig(b, path), reply: make([]byte, pollReplyHeadBytes+size), size: size}
 	reply := map[string]func(int64) error{"loopback": pr.loopback, "copy": pr.copyReply, "splice": pr.splice, "splice-syscall": pr.spliceSyscall}[way]
-
-	replyBytes := int64(pollReplyHeadBytes + size)
-	b.SetBytes(replyBytes)
-	b.ReportAllocs()
-	var before, after unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &before)
-	b.ResetTimer()
-	offset := int64(0)
-	for i := 0; i < b.N; i++ {
-		if err := reply(offset); err != nil {
-			b.Fatal(err)
-		}
-		offset += int64(size)
-		if offset+int64(size) > int64(fileBytes) {
-			offset = 0
-		}
-	}
-	unix.Shutdown(sock, unix.SHUT_WR)
-	if got := <-drained; got != int64(b.N)*replyBytes {
-		b.Fatalf("peer read %d bytes, want %d", got, int64(b.N)*replyBytes)
-	}
-	b.StopTimer()
-	unix.Getrusage(unix.RUSAGE_SELF, &after)
-	cpuNs := unix.TimevalToNsec(after.Utime) - unix.TimevalToNsec(before.Utime) +
-		unix.TimevalToNsec(after.Stime) - unix.TimevalToNsec(before.Stime)
-	b.ReportMetric(float64(cpuNs)/1e6/(float64(b.N)*float64(replyBytes)/1e9), "cpu-ms/GB")
-}
-
-// wait reaps one completion.
-func (pr *pollReply) wait() (CQE, error) {
-	cqe, err := pr.r.WaitCQE()
-	if err != nil {
-		return CQE{}, err
-	}
-	c := *cqe
-	pr.r.CQESeen()
-	return c, nil
+	pr.run(b, int64(pollReplyHeadBytes+size), int64(size), int64(fileBytes), reply)
 }
 
 func (pr *pollReply) sqe() (*SQE, error) { return pr.r.GetSQE() }
 
-// sendRest sends buf, one send after another.
-func (pr *pollReply) sendRest(buf []byte) error {
-	for len(buf) > 0 {
-		sqe, err := pr.sqe()
-		if err != nil {
-			return err
-		}
-		sqe.PrepareSend(pr.sock, buf, unix.MSG_NOSIGNAL)
-		if _, err := pr.r.Submit(); err != nil {
-			return err
-		}
-		c, err := pr.wait()
-		if err != nil {
-			return err
-		}
-		if c.Res <= 0 {
-			return fmt.Errorf("send: %v", c.Err())
-		}
-		buf = buf[c.Res:]
-	}
-	return nil
-}
-
-func (pr *pollReply) loopback(int64) error { return pr.sendRest(pr.reply) }
+func (pr *pollReply) loopback(int64) error { return pr.sendAll(pr.reply) }
 
 func (pr *pollReply) copyReply(offset int64) error {
 	read, err := pr.sqe()
@@ -184,7 +100,7 @@ func (pr *pollReply) copyReply(offset int64) error {
 			sent = c.Res
 		}
 	}
-	return pr.sendRest(pr.reply[sent:])
+	return pr.sendAll(pr.reply[sent:])
 }
 
 // splice sends the reply as one linked chain, submitted at once: the head
@@ -305,7 +221,7 @@ func (pr *pollReply) spliceSteps(offset int64, left int) error {
 
 // spliceSyscall is splice's steps as blocking system calls.
 func (pr *pollReply) spliceSyscall(offset int64) error {
-	if err := pr.sendRest(pr.reply[:pollReplyHeadBytes]); err != nil {
+	if err := pr.sendAll(pr.reply[:pollReplyHeadBytes]); err != nil {
 		return err
 	}
 	for left := pr.size; left > 0; {
