@@ -48,10 +48,12 @@ type PlanConfig struct {
 
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
 // ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
-// poll replies each way over loopback TCP on one ring: on this project's
-// 2-core test machine the splice chain loses to the copy below 256 KiB, and
-// from 1 MiB is ahead of it in most runs (within the noise of a shared
-// machine). Below that a plan would hold descriptors for nothing.
+// poll replies each way over loopback TCP on one ring. On this project's
+// 2-core test machine, shared with other work, the splice chain's rate was
+// 0.29-0.98 of the copy's up to 256 KiB in every run, and 0.61-1.64 from
+// 512 KiB to 4 MiB: no size where it wins every run, and none below 1 MiB
+// where it wins at all but one run at 512 KiB. Below 1 MiB a plan would hold
+// descriptors for nothing; measure again where the replies go over a NIC.
 const PlanReplyBytesMinDefault = 1 << 20
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
