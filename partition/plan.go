@@ -49,11 +49,12 @@ type PlanConfig struct {
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
 // ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
 // poll replies each way over loopback TCP on one ring. On this project's
-// 2-core test machine, shared with other work, the splice chain's rate was
-// 0.29-0.98 of the copy's up to 256 KiB in every run, and 0.61-1.64 from
-// 512 KiB to 4 MiB: no size where it wins every run, and none below 1 MiB
-// where it wins at all but one run at 512 KiB. Below 1 MiB a plan would hold
-// descriptors for nothing; measure again where the replies go over a NIC.
+// 2-core test machine, shared with other work, the splice chain's median
+// rate over three runs of five was 0.29-1.27 of the copy's from 16 to
+// 512 KiB (ahead in 2 of 12 size-runs) and 0.74-1.64 from 1 to 4 MiB (ahead
+// in 4 of 9): no size where it wins every run, and below 1 MiB a plan would
+// mostly hold descriptors for nothing. Measure again where replies go over a
+// NIC rather than loopback.
 const PlanReplyBytesMinDefault = 1 << 20
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
