@@ -117,6 +117,11 @@ func (s *Store) ScrubAsync(nowNs int64) (scrubbedBytes int64, err error) {
 	return scrubbedBytes, err
 }
 
+// ScrubInFlight reports whether a step of ScrubAsync is in flight: its
+// caller's timer keeps running while one is, though the call returned no
+// bytes yet (they come with the next call).
+func (s *Store) ScrubInFlight() bool { return s.scrub.inFlight != nil }
+
 // scrubNext starts the next step, the partitions taking turns, while credit
 // remains; a partition with nothing to scrub now passes its turn.
 func (s *Store) scrubNext() {
