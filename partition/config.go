@@ -95,3 +95,11 @@ func (c Config) segmentConfig(partitionID uint32) segment.Config {
 		InflightBatchesMax:                c.InflightBatchesMax,
 	}
 }
+
+// logConfig is the segment.Config of p's log under cfg: the topic's options
+// and the store's.
+func (p *Partition) logConfig(cfg Config) segment.Config {
+	c := cfg.segmentConfig(p.key.PartitionID)
+	c.TrustWrites = p.store.repl.Plans.TrustWrites
+	return c
+}

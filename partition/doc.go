@@ -29,6 +29,9 @@
 //	                      topic's policy -> AppendSendReply
 //	Poll                  PollMessages, every strategy, auto-commit; PollCompletion.PollDone
 //	                      -> AppendPollBuffers (vectored) or AppendPollReply
+//	PlanPoll, PlanStats   the same poll answered by a PollPlan (Prefix, then file Runs
+//	                      to splice) when it can, else Poll; the holder releases the
+//	                      plan after the kernel is done with its runs (plan.go)
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
 //	StoreConsumerOffset,  StoreConsumerOffset, DeleteConsumerOffset
 //	DeleteConsumerOffset
@@ -301,7 +304,10 @@
 // caller's completion interface and token, so admitting a batch allocates nothing.
 //
 // A poll's life: Log.ReadAsync reads the batches into the caller's PollResult,
-// verifies every checksum, and slices the batches at either end of the range
-// (wire.SliceBatch); the reply is the 16-byte prefix followed by each record's
-// header and frames, sent as they lie in the read buffer.
+// verifies the checksums not verified before, and slices the batches at either
+// end of the range (wire.SliceBatch); the reply is the 16-byte prefix followed
+// by each record's header and frames, sent as they lie in the read buffer. A
+// poll of whole batches, all verified and durable, of at least
+// PlanConfig.ReplyBytesMin, can instead be answered by PlanPoll without reading
+// them: the prefix, then runs of the segment files to splice (plan.go).
 package partition

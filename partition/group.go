@@ -58,6 +58,8 @@ type Replication struct {
 	// ScrubBytesPerSecond is the rate at which Store.Scrub re-verifies sealed
 	// segments. 0 = ScrubBytesPerSecondDefault; negative turns the scrubber off.
 	ScrubBytesPerSecond int64
+	// Plans says when a poll is answered by a plan of file runs (plan.go).
+	Plans PlanConfig
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to

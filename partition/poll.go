@@ -180,7 +180,13 @@ func (s *Store) Poll(k Key, req PollRequest, res *PollResult, done PollCompletio
 	res.consumer = req.Consumer
 	res.done = done
 	res.token = token
-	q := segment.Query{
+	p.log.ReadAsync(req.query(), &res.polled, res.readDone)
+	return nil
+}
+
+// query is the log's read of a poll.
+func (req *PollRequest) query() segment.Query {
+	return segment.Query{
 		Kind:         segment.PollingKind(req.Strategy.Kind),
 		Value:        req.Strategy.Value,
 		Count:        req.Count,
@@ -188,8 +194,6 @@ func (s *Store) Poll(k Key, req PollRequest, res *PollResult, done PollCompletio
 		ConsumerID:   req.Consumer.ID,
 		MaxBytes:     req.MaxBytes,
 	}
-	p.log.ReadAsync(q, &res.polled, res.readDone)
-	return nil
 }
 
 // complete is the read's completion: auto-commit, then the prefix, then the caller.

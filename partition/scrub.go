@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"fmt"
+
+	"github.com/iggy-shard/iggy-shard/segment"
 )
 
 // ScrubBytesPerSecondDefault is Replication.ScrubBytesPerSecond's default: a
@@ -24,6 +26,14 @@ type storeScrub struct {
 	credit  int64
 	next    int    // the index in order of the partition whose step is next
 	buf     []byte // every step's read, the largest step's size (~1 MiB)
+
+	// ScrubAsync's: the partition whose step is in flight (nil when none),
+	// what the steps verified and found since the last call, and the steps'
+	// completion, bound once.
+	inFlight  *Partition
+	doneBytes int64
+	errs      []error
+	onDone    segment.ScrubDone
 }
 
 func (r Replication) scrubBytesPerSecond() int64 {
@@ -41,15 +51,10 @@ func (r Replication) scrubBytesPerSecond() int64 {
 // segment.CorruptBatchError) and reported in err, with the others; the pass
 // goes on. It returns the bytes verified.
 func (s *Store) Scrub(nowNs int64) (scrubbedBytes int64, err error) {
-	rate := s.repl.scrubBytesPerSecond()
-	sc := &s.scrub
-	if rate < 0 || !sc.started {
-		sc.started, sc.lastNs = true, nowNs
+	if !s.scrubCredit(nowNs) {
 		return 0, nil
 	}
-	elapsed := max(nowNs-sc.lastNs, 0)
-	sc.lastNs = nowNs
-	sc.credit = min(sc.credit+int64(float64(rate)*float64(elapsed)/1e9), rate)
+	sc := &s.scrub
 	var errs []error
 	for idle := 0; sc.credit > 0 && idle < len(s.order); {
 		if sc.next >= len(s.order) {
@@ -72,4 +77,88 @@ func (s *Store) Scrub(nowNs int64) (scrubbedBytes int64, err error) {
 		scrubbedBytes += n
 	}
 	return scrubbedBytes, errors.Join(errs...)
+}
+
+// scrubCredit adds the credit the time since the last call earned, and
+// reports false on the first call (which only starts the clock) or when the
+// scrubber is off.
+func (s *Store) scrubCredit(nowNs int64) bool {
+	rate := s.repl.scrubBytesPerSecond()
+	sc := &s.scrub
+	if rate < 0 || !sc.started {
+		sc.started, sc.lastNs = true, nowNs
+		return false
+	}
+	elapsed := max(nowNs-sc.lastNs, 0)
+	sc.lastNs = nowNs
+	sc.credit = min(sc.credit+int64(float64(rate)*float64(elapsed)/1e9), rate)
+	return true
+}
+
+// ScrubAsync is Scrub without waiting for reads: each step's read goes
+// through the partition's storage (the shard's disk ring) and its batches are
+// verified in its completion, from PollIO, which starts the next step while
+// credit remains. One step is in flight at a time. It returns the bytes
+// verified and the corruption found (and read errors) since the last call;
+// the first call only starts the clock. Call it on a timer, as Scrub, and not
+// both.
+func (s *Store) ScrubAsync(nowNs int64) (scrubbedBytes int64, err error) {
+	sc := &s.scrub
+	if sc.onDone == nil {
+		sc.onDone = s.scrubStepDone
+	}
+	if s.scrubCredit(nowNs) && sc.inFlight == nil {
+		s.scrubNext()
+	}
+	scrubbedBytes, err = sc.doneBytes, errors.Join(sc.errs...)
+	sc.doneBytes = 0
+	clear(sc.errs)
+	sc.errs = sc.errs[:0]
+	return scrubbedBytes, err
+}
+
+// ScrubInFlight reports whether a step of ScrubAsync is in flight: its
+// caller's timer keeps running while one is, though the call returned no
+// bytes yet (they come with the next call).
+func (s *Store) ScrubInFlight() bool { return s.scrub.inFlight != nil }
+
+// scrubNext starts the next step, the partitions taking turns, while credit
+// remains; a partition with nothing to scrub now passes its turn.
+func (s *Store) scrubNext() {
+	sc := &s.scrub
+	for idle := 0; sc.credit > 0 && idle < len(s.order); idle++ {
+		if sc.next >= len(s.order) {
+			sc.next = 0
+		}
+		p := s.order[sc.next]
+		sc.next++
+		started, buf, err := p.log.ScrubAsync(min(sc.credit, scrubStepBytesMax), sc.buf, sc.onDone)
+		sc.buf = buf
+		if err != nil {
+			sc.errs = append(sc.errs, fmt.Errorf("partition %v: %w", p.key, err))
+		}
+		if started {
+			sc.inFlight = p
+			s.activate(p) // its completion comes from PollIO
+			return
+		}
+	}
+}
+
+// scrubStepDone is a step's completion: it counts what the step verified and
+// starts the next. A step that verified nothing (a failed read) starts none:
+// the next call does, so a failing disk is not read in a loop.
+func (s *Store) scrubStepDone(n int64, buf []byte, err error) {
+	sc := &s.scrub
+	p := sc.inFlight
+	sc.inFlight = nil
+	sc.buf = buf
+	if err != nil {
+		sc.errs = append(sc.errs, fmt.Errorf("partition %v: %w", p.key, err))
+	}
+	sc.credit -= n
+	sc.doneBytes += n
+	if n > 0 {
+		s.scrubNext()
+	}
 }

@@ -266,7 +266,7 @@ func (p *Partition) recoverStalledDurability() {
 	p.lastFailure = errDurabilityStalled
 	_ = p.log.Close()
 	p.releaseWritten()
-	log, _, err := segment.Open(p.storage, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	log, _, err := segment.Open(p.storage, p.logConfig(p.cfg), p.hooks)
 	if err != nil {
 		p.reopenErr = fmt.Errorf("%w: reopen: %v", errDurabilityStalled, err)
 		p.failSends(0, wire.ErrCannotSaveMessagesToSegment)

@@ -68,6 +68,8 @@ type Store struct {
 	ingress      IngressDrops
 	// scrub paces the re-verification of sealed segments (scrub.go).
 	scrub storeScrub
+	// plans are the poll plans held (plan.go).
+	plans storePlans
 }
 
 // StatesInstalled is how many partition states this store has installed by state
@@ -219,7 +221,7 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 		return nil, fmt.Errorf("partition %v: open storage: %w", k, err)
 	}
 	p.storage = st
-	log, report, err := segment.Open(st, cfg.segmentConfig(k.PartitionID), p.hooks)
+	log, report, err := segment.Open(st, p.logConfig(cfg), p.hooks)
 	if err != nil {
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
@@ -347,7 +349,7 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 	_ = p.close()
 	p.storage = st
 	p.cfg = cfg
-	log, report, err := segment.Open(st, cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	log, report, err := segment.Open(st, p.logConfig(cfg), p.hooks)
 	if err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr

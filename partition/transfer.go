@@ -371,7 +371,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 			return fmt.Errorf("state transfer: segment %d: %w", a.Frontier, err)
 		}
 	}
-	log, _, err := segment.Open(st, p.cfg.segmentConfig(p.key.PartitionID), p.hooks)
+	log, _, err := segment.Open(st, p.logConfig(p.cfg), p.hooks)
 	if err != nil {
 		return fmt.Errorf("state transfer: open log: %w", err)
 	}

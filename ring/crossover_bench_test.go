@@ -21,9 +21,8 @@ import (
 //	splice     file -> pipe -> socket (SPLICE_F_MOVE, SPLICE_F_MORE between pieces)
 //	sendzc     send_zc of N bytes already in registered memory, waiting for the notification
 //
-// for N from 4 KiB to 1 MiB, one reply in flight. MB/s is the reply rate; cpu-ms/GB
-// is the process's CPU (getrusage: the ring's thread, io-wq workers and the
-// reading peer, whose share is the same in every way) per GB sent.
+// for N from 4 KiB to 1 MiB, one reply in flight (replyRig.run says what it
+// reports).
 func BenchmarkReplyFromFile(b *testing.B) {
 	const fileBytes = 16 << 20
 	data := make([]byte, fileBytes)
@@ -44,50 +43,71 @@ func BenchmarkReplyFromFile(b *testing.B) {
 }
 
 type replyBench struct {
-	r                   *Ring
-	file, sock          int
-	pipeRead, pipeWrite int
-	buf                 []byte // the copy's buffer, the sends' memory, registered for sendzc
-	size, fileBytes     int
+	*replyRig
+	buf             []byte // the copy's buffer, the sends' memory, registered for sendzc
+	size, fileBytes int
 }
 
 func benchReply(b *testing.B, path string, data []byte, size int, way string) {
-	r := newTestRing(b, 16)
+	rig := newReplyRig(b, path)
 	if way == "sendzc" {
-		requireOp(b, r, OpSendZC)
+		requireOp(b, rig.r, OpSendZC)
 	}
+	rb := &replyBench{replyRig: rig, buf: make([]byte, size), size: size, fileBytes: len(data)}
+	copy(rb.buf, data)
+	if way == "sendzc" {
+		if err := rig.r.RegisterBuffers([][]byte{rb.buf}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reply := map[string]func(int64) error{"loopback": rb.loopback, "copy": rb.copyReply, "splice": rb.splice, "sendzc": rb.sendZC}[way]
+	rig.run(b, int64(size), int64(size), int64(len(data)), reply)
+}
+
+// replyRig is what the reply benchmarks send with: a ring, a segment file
+// open for reading, a pipe of 1 MiB, and a loopback TCP socket whose peer, a
+// goroutine of this process, reads and drops everything.
+type replyRig struct {
+	r                   *Ring
+	file, sock          int
+	pipeRead, pipeWrite int
+	pipeBytes           int
+	drained             chan int64
+}
+
+func newReplyRig(b *testing.B, path string) *replyRig {
+	r := newTestRing(b, 16)
 	file, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer unix.Close(file)
+	b.Cleanup(func() { unix.Close(file) })
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		b.Fatal(err)
 	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
-	if _, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, 1<<20); err != nil {
+	b.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	pipeBytes, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, 1<<20)
+	if err != nil {
 		b.Fatal(err)
 	}
 	sock, peer := benchTCPPair(b)
-	defer unix.Close(sock)
+	b.Cleanup(func() { unix.Close(sock) })
 	drained := make(chan int64, 1)
 	go func() {
 		n, _ := io.Copy(io.Discard, peer)
 		drained <- n
 	}()
-	rb := &replyBench{r: r, file: file, sock: sock, pipeRead: p[0], pipeWrite: p[1],
-		buf: make([]byte, size), size: size, fileBytes: len(data)}
-	copy(rb.buf, data)
-	if way == "sendzc" {
-		if err := r.RegisterBuffers([][]byte{rb.buf}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reply := map[string]func(int64) error{"loopback": rb.loopback, "copy": rb.copyReply, "splice": rb.splice, "sendzc": rb.sendZC}[way]
+	return &replyRig{r: r, file: file, sock: sock, pipeRead: p[0], pipeWrite: p[1], pipeBytes: pipeBytes, drained: drained}
+}
 
-	b.SetBytes(int64(size))
+// run times b.N replies of replyBytes each, the i-th reading the file at
+// i*step (round again before fileBytes), checks that the peer received them
+// all, and reports cpu-ms/GB beside MB/s: the process's CPU (getrusage: the
+// ring's thread, io-wq workers and the reading peer, whose share is the same
+// in every way) per GB sent.
+func (g *replyRig) run(b *testing.B, replyBytes, step, fileBytes int64, reply func(offset int64) error) {
+	b.SetBytes(replyBytes)
 	b.ReportAllocs()
 	var before, after unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &before)
@@ -97,20 +117,54 @@ func benchReply(b *testing.B, path string, data []byte, size int, way string) {
 		if err := reply(offset); err != nil {
 			b.Fatal(err)
 		}
-		offset += int64(size)
-		if offset+int64(size) > int64(len(data)) {
+		offset += step
+		if offset+step > fileBytes {
 			offset = 0
 		}
 	}
-	unix.Shutdown(sock, unix.SHUT_WR)
-	if got := <-drained; got != int64(b.N)*int64(size) {
-		b.Fatalf("peer read %d bytes, want %d", got, int64(b.N)*int64(size))
+	unix.Shutdown(g.sock, unix.SHUT_WR)
+	if got := <-g.drained; got != int64(b.N)*replyBytes {
+		b.Fatalf("peer read %d bytes, want %d", got, int64(b.N)*replyBytes)
 	}
 	b.StopTimer()
 	unix.Getrusage(unix.RUSAGE_SELF, &after)
 	cpuNs := unix.TimevalToNsec(after.Utime) - unix.TimevalToNsec(before.Utime) +
 		unix.TimevalToNsec(after.Stime) - unix.TimevalToNsec(before.Stime)
-	b.ReportMetric(float64(cpuNs)/1e6/(float64(b.N)*float64(size)/1e9), "cpu-ms/GB")
+	b.ReportMetric(float64(cpuNs)/1e6/(float64(b.N)*float64(replyBytes)/1e9), "cpu-ms/GB")
+}
+
+// wait reaps one completion.
+func (g *replyRig) wait() (CQE, error) {
+	cqe, err := g.r.WaitCQE()
+	if err != nil {
+		return CQE{}, err
+	}
+	c := *cqe
+	g.r.CQESeen()
+	return c, nil
+}
+
+// sendAll sends buf, one send after another.
+func (g *replyRig) sendAll(buf []byte) error {
+	for len(buf) > 0 {
+		sqe, err := g.r.GetSQE()
+		if err != nil {
+			return err
+		}
+		sqe.PrepareSend(g.sock, buf, unix.MSG_NOSIGNAL)
+		if _, err := g.r.Submit(); err != nil {
+			return err
+		}
+		c, err := g.wait()
+		if err != nil {
+			return err
+		}
+		if c.Res <= 0 {
+			return fmt.Errorf("send: %v", c.Err())
+		}
+		buf = buf[c.Res:]
+	}
+	return nil
 }
 
 func benchTCPPair(b *testing.B) (int, *net.TCPConn) {
@@ -142,39 +196,6 @@ func benchTCPPair(b *testing.B) (int, *net.TCPConn) {
 		b.Fatal(err)
 	}
 	return fd, server
-}
-
-// wait submits what is prepared and reaps one completion.
-func (rb *replyBench) wait() (CQE, error) {
-	cqe, err := rb.r.WaitCQE()
-	if err != nil {
-		return CQE{}, err
-	}
-	c := *cqe
-	rb.r.CQESeen()
-	return c, nil
-}
-
-func (rb *replyBench) sendAll(buf []byte) error {
-	for len(buf) > 0 {
-		sqe, err := rb.r.GetSQE()
-		if err != nil {
-			return err
-		}
-		sqe.PrepareSend(rb.sock, buf, unix.MSG_NOSIGNAL)
-		if _, err := rb.r.Submit(); err != nil {
-			return err
-		}
-		c, err := rb.wait()
-		if err != nil {
-			return err
-		}
-		if c.Res <= 0 {
-			return fmt.Errorf("send: %v", c.Err())
-		}
-		buf = buf[c.Res:]
-	}
-	return nil
 }
 
 func (rb *replyBench) loopback(int64) error { return rb.sendAll(rb.buf) }

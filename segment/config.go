@@ -41,6 +41,16 @@ type Config struct {
 	// IndexCacheSegments is how many sealed segments keep their index in memory (24
 	// bytes per batch); the others load theirs when a read needs it. Default 16.
 	IndexCacheSegments int
+	// TrustWrites counts a batch verified (verified.go) once its write has
+	// completed, rather than when it is first read: its partition validated
+	// every checksum when it arrived (wire.ValidateBatch), and the log wrote
+	// those bytes. Then the first read of a batch can be planned (plan.go),
+	// where otherwise it must be copied to be verified. What it gives up: a
+	// batch that changed between the write and its first read (a write path
+	// that reused the buffer too early, the disk) is found by the scrubber,
+	// once its segment is sealed, instead of by that read. Recovered batches
+	// are verified on their first read all the same.
+	TrustWrites bool
 	// BatchSizeMax is the largest batch recovery accepts from disk: a header claiming
 	// more is corruption, not an allocation to make. Default 64 MiB + 256 bytes (the
 	// message bus frame limit plus a header).

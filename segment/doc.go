@@ -50,6 +50,14 @@
 // (scrub.go). A batch found corrupt, by a read or the scrubber, is reported with its
 // segment and position (CorruptBatchError) and never served.
 //
+// # Plans
+//
+// A read of whole batches, all verified and durable, can be answered without
+// its bytes: PlanRead gives the runs of the segment files that hold them, with
+// descriptors of the plan's own, for the server to splice to the socket; it
+// declines every other read, which ReadAsync copies (plan.go says why each).
+// Nothing of the log waits for a plan.
+//
 // # Memory
 //
 // The open segment and the IndexCacheSegments most recently read sealed segments

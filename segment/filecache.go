@@ -228,18 +228,12 @@ func (s *CachedStorage) Submit(r *Request) {
 		return
 	}
 	f := s.file(r.File)
-	c := s.cache
 	if f.inner == 0 {
-		c.makeRoom()
-		inner, _, err := s.inner.Open(f.name, false, 0)
-		if err != nil {
+		if err := s.reopen(f); err != nil {
 			s.cancelNext = r.Link
-			s.fail(r, fmt.Errorf("segment: open %s again: %w", f.name, err))
+			s.fail(r, err)
 			return
 		}
-		f.inner = inner
-		c.opened()
-		c.stats.Reopens++
 	} else if f.pins == 0 {
 		unlink(f)
 	}
@@ -247,6 +241,20 @@ func (s *CachedStorage) Submit(r *Request) {
 	r.cached, r.callerDone, r.callerFile = f, r.Done, r.File
 	r.Done, r.File = s.onDone, f.inner
 	s.inner.Submit(r)
+}
+
+// reopen opens a file the cache had closed, making room for it first.
+func (s *CachedStorage) reopen(f *cachedFile) error {
+	c := s.cache
+	c.makeRoom()
+	inner, _, err := s.inner.Open(f.name, false, 0)
+	if err != nil {
+		return fmt.Errorf("segment: open %s again: %w", f.name, err)
+	}
+	f.inner = inner
+	c.opened()
+	c.stats.Reopens++
+	return nil
 }
 
 // done unpins a request's file and hands the request back to its submitter.

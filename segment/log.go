@@ -76,7 +76,9 @@ type Log struct {
 
 	offsets consumerOffsets
 	scrub   scrubCursor // where the scrubber goes on (scrub.go)
-	stats   Stats
+	// scrubbing is ScrubAsync's step in flight, if any (scrub.go).
+	scrubbing scrubInFlight
+	stats     Stats
 }
 
 // Stats counts what the log did, for tests and metrics.
@@ -94,6 +96,7 @@ type Stats struct {
 	BatchesVerified    uint64 // batches whose checksum a read computed (verified.go)
 	ScrubbedBytes      uint64 // bytes the scrubber re-verified (scrub.go)
 	ScrubCorrupt       uint64 // batches the scrubber found corrupt and quarantined
+	Plans              uint64 // reads answered by a plan of file runs (plan.go)
 }
 
 type sealState uint8
@@ -143,6 +146,7 @@ const (
 	purposeOffsetWrite
 	purposeOffsetSync
 	purposeRead
+	purposeScrub
 )
 
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
@@ -508,6 +512,9 @@ func (l *Log) complete(r *Request) {
 			l.fail(e.base, fmt.Errorf("segment: write %s at %d: %w", segmentLogName(seg.baseOffset), r.Offset, r.Err))
 		} else {
 			e.written = true
+			if l.cfg.TrustWrites {
+				seg.checksMade().add(r.Offset, r.Offset+int64(len(r.Data)))
+			}
 			l.advanceWritten()
 		}
 		l.maybeSubmitSealChain(seg)
@@ -577,6 +584,10 @@ func (l *Log) complete(r *Request) {
 		}
 	case purposeRead:
 		l.completeRead(r) // releases r: the read's done hook may start another read
+		l.repairWhenQuiet()
+		return
+	case purposeScrub:
+		l.completeScrub(r) // releases r: the step's done hook may start another
 		l.repairWhenQuiet()
 		return
 	default:

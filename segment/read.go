@@ -60,6 +60,7 @@ type Polled struct {
 	Alloc func(n int) []byte
 
 	buf      []byte
+	runs     []readRun // the read's runs, one per segment (planRecords)
 	headers  [2][wire.BatchHeaderSize]byte
 	start    uint64
 	limit    uint64
@@ -97,6 +98,7 @@ type Record struct {
 
 	bufStart int
 	offset   uint64   // base offset of the stored batch, from the index
+	end      uint64   // the offset after its last message, from the index
 	seg      *segment // where it is stored, for its verified ranges
 }
 
@@ -188,58 +190,7 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 	}
 	out.start, out.limit = start, limit
 
-	// Plan: the batches overlapping [start, limit), as runs of consecutive batches,
-	// one per segment.
-	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > start }) - 1
-	if si < 0 {
-		si = 0
-	}
-	total := 0
-	type run struct {
-		seg      *segment
-		position int64
-		length   int64
-		bufStart int
-	}
-	var runs [4]run // a read spans few segments; more spill to the heap
-	runList := runs[:0]
-	offset := start
-	for ; si < len(l.segments) && offset < limit && int64(total) < maxBytes; si++ {
-		seg := l.segments[si]
-		if seg.index == nil && seg.endOffset != seg.baseOffset {
-			break // its index failed to load (preloadIndexes): the read ends here
-		}
-		i := seg.index.floor(offset)
-		if i < 0 {
-			i = 0
-		}
-		n := seg.index.len()
-		runStart := -1
-		for ; i < n && int64(total) < maxBytes; i++ {
-			batchOffset := seg.index.offset(i)
-			if batchOffset >= limit {
-				break
-			}
-			position := seg.index.position(i)
-			next := seg.sizeBytes
-			if i+1 < n {
-				next = seg.index.position(i + 1)
-			}
-			length := next - position
-			if runStart < 0 {
-				runStart = len(out.Records)
-				runList = append(runList, run{seg: seg, position: position, bufStart: total})
-			}
-			runList[len(runList)-1].length += length
-			out.Records = append(out.Records, Record{Segment: seg.baseOffset, Position: position, Length: length, bufStart: total, offset: batchOffset, seg: seg})
-			total += int(length)
-			if i+1 < n {
-				offset = seg.index.offset(i + 1)
-			} else {
-				offset = seg.endOffset
-			}
-		}
-	}
+	total := l.planRecords(start, limit, maxBytes, out)
 	if len(out.Records) == 0 {
 		done(out, nil)
 		return
@@ -254,8 +205,8 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		out.buf = make([]byte, total)
 	}
 	out.buf = out.buf[:total]
-	out.pending = len(runList)
-	for _, r := range runList {
+	out.pending = len(out.runs)
+	for _, r := range out.runs {
 		req := l.request(OpRead, purposeRead, r.seg)
 		req.File = r.seg.logFile
 		req.Offset = r.position
@@ -263,6 +214,67 @@ func (l *Log) ReadAsync(q Query, out *Polled, done func(*Polled, error)) {
 		req.polled = out
 		l.st.Submit(req)
 	}
+}
+
+// readRun is a stretch of consecutive batches of one segment: one read, or one
+// run of a Plan.
+type readRun struct {
+	seg      *segment
+	position int64
+	length   int64
+	bufStart int
+}
+
+// planRecords lists in out.Records the stored batches overlapping [start,
+// limit), in offset order, stopping after the batch that crosses maxBytes, and
+// in out.runs the runs of consecutive batches (one per segment touched). It
+// returns their bytes. The indexes the range touches are loaded
+// (preloadIndexes); a segment whose index is not ends the list.
+func (l *Log) planRecords(start, limit uint64, maxBytes int64, out *Polled) int {
+	out.runs = out.runs[:0]
+	si := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > start }) - 1
+	if si < 0 {
+		si = 0
+	}
+	total := 0
+	offset := start
+	for ; si < len(l.segments) && offset < limit && int64(total) < maxBytes; si++ {
+		seg := l.segments[si]
+		if seg.index == nil && seg.endOffset != seg.baseOffset {
+			break // its index failed to load (preloadIndexes): the read ends here
+		}
+		i := seg.index.floor(offset)
+		if i < 0 {
+			i = 0
+		}
+		n := seg.index.len()
+		runStarted := false
+		for ; i < n && int64(total) < maxBytes; i++ {
+			batchOffset := seg.index.offset(i)
+			if batchOffset >= limit {
+				break
+			}
+			position := seg.index.position(i)
+			next := seg.sizeBytes
+			if i+1 < n {
+				next = seg.index.position(i + 1)
+			}
+			length := next - position
+			if !runStarted {
+				runStarted = true
+				out.runs = append(out.runs, readRun{seg: seg, position: position, bufStart: total})
+			}
+			out.runs[len(out.runs)-1].length += length
+			if i+1 < n {
+				offset = seg.index.offset(i + 1)
+			} else {
+				offset = seg.endOffset
+			}
+			out.Records = append(out.Records, Record{Segment: seg.baseOffset, Position: position, Length: length, bufStart: total, offset: batchOffset, end: offset, seg: seg})
+			total += int(length)
+		}
+	}
+	return total
 }
 
 // unpinIndexes ends a read's pins (restoring an outer read's, if it ran inside one)

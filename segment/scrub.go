@@ -32,19 +32,114 @@ func (l *Log) Scrub(maxBytes int64, buf []byte) (int64, []byte, error) {
 	if l.closed {
 		return 0, buf, wire.ErrSegmentClosed
 	}
+	step, ok, err := l.planScrub(maxBytes)
+	if !ok {
+		return 0, buf, err
+	}
+	buf = step.buffer(buf)
+	r := &Request{Op: OpRead, File: step.seg.logFile, Offset: step.start, Data: buf}
+	if err := l.wait(r); err != nil {
+		return 0, buf, step.readError(err)
+	}
+	n, found := l.finishScrub(step, buf, r.Result)
+	return n, buf, found
+}
+
+// ScrubDone learns what a step of ScrubAsync found: the bytes verified, the
+// caller's buffer back, and the first corruption found (a CorruptBatchError,
+// quarantined) or the read's error.
+type ScrubDone func(scrubbedBytes int64, buf []byte, err error)
+
+// ScrubAsync is a step of Scrub that does not wait for its read: it submits
+// it into buf (grown when short: the caller leaves it untouched until done
+// runs) and verifies the batches in the read's completion, which calls done
+// from Storage.Poll. It reports false, and done never runs, when there is no
+// step to take now (the log is closed, nothing is sealed, the cursor is at a
+// segment's end, or an index failed to load, which err reports). One step of
+// a log is in flight at a time. Loading a cold index before the read still
+// waits, as a poll's does.
+func (l *Log) ScrubAsync(maxBytes int64, buf []byte, done ScrubDone) (bool, []byte, error) {
+	if l.closed {
+		return false, buf, wire.ErrSegmentClosed
+	}
+	if l.scrubbing.done != nil {
+		panic("segment: ScrubAsync while a step is in flight")
+	}
+	step, ok, err := l.planScrub(maxBytes)
+	if !ok {
+		return false, buf, err
+	}
+	buf = step.buffer(buf)
+	r := l.request(OpRead, purposeScrub, step.seg)
+	r.File = step.seg.logFile
+	r.Offset = step.start
+	r.Data = buf
+	l.scrubbing = scrubInFlight{step: step, done: done}
+	l.st.Submit(r)
+	return true, buf, nil
+}
+
+// scrubInFlight is ScrubAsync's step while its read is in flight.
+type scrubInFlight struct {
+	step scrubStep
+	done ScrubDone
+}
+
+// completeScrub is the completion of ScrubAsync's read.
+func (l *Log) completeScrub(r *Request) {
+	step, done := l.scrubbing.step, l.scrubbing.done
+	l.scrubbing = scrubInFlight{}
+	buf, result, readErr := r.Data, r.Result, r.Err
+	l.release(r) // done may start the next step
+	switch {
+	case readErr != nil:
+		done(0, buf, step.readError(readErr))
+	case step.seg.index == nil:
+		// The index left the cache during the read: the step is taken again
+		// at the next call, from the same place.
+		done(0, buf, nil)
+	default:
+		n, found := l.finishScrub(step, buf, result)
+		done(n, buf, found)
+	}
+}
+
+// scrubStep is one step of the scrubber: batches first..last of seg's index,
+// the bytes [start, end) of its .log.
+type scrubStep struct {
+	seg         *segment
+	first, last int
+	start, end  int64
+}
+
+func (st scrubStep) buffer(buf []byte) []byte {
+	if cap(buf) < int(st.end-st.start) {
+		buf = make([]byte, st.end-st.start)
+	}
+	return buf[:st.end-st.start]
+}
+
+func (st scrubStep) readError(err error) error {
+	return fmt.Errorf("segment: scrub %s at %d: %w", segmentLogName(st.seg.baseOffset), st.start, err)
+}
+
+// planScrub finds the scrubber's next step, about maxBytes long from the
+// cursor: false when there is none now (nothing sealed, or the cursor was
+// at a segment's end and moved on), or its index failed to load (err).
+func (l *Log) planScrub(maxBytes int64) (scrubStep, bool, error) {
 	seg := l.scrubSegment()
 	if seg == nil {
-		return 0, buf, nil
+		return scrubStep{}, false, nil
 	}
 	if err := l.loadIndex(seg); err != nil {
 		l.scrub.segment, l.scrub.position = seg.baseOffset+1, 0 // its reads fail already; go on
-		return 0, buf, err
+		return scrubStep{}, false, err
 	}
 	n := seg.index.len()
 	first := sort.Search(n, func(i int) bool { return seg.index.position(i) >= l.scrub.position })
 	if first == n {
 		l.scrub.segment, l.scrub.position = seg.baseOffset+1, 0
-		return 0, buf, nil
+		return scrubStep{}, false, nil
 	}
 	start := seg.index.position(first)
 	last := first
@@ -56,22 +151,23 @@ func (l *Log) Scrub(maxBytes int64, buf []byte) (int64, []byte, error) {
 		}
 		last = i
 	}
-	if cap(buf) < int(end-start) {
-		buf = make([]byte, end-start)
-	}
-	buf = buf[:end-start]
-	r := &Request{Op: OpRead, File: seg.logFile, Offset: start, Data: buf}
-	if err := l.wait(r); err != nil {
-		return 0, buf, fmt.Errorf("segment: scrub %s at %d: %w", segmentLogName(seg.baseOffset), start, err)
-	}
+	return scrubStep{seg: seg, first: first, last: last, start: start, end: end}, true, nil
+}
+
+// finishScrub verifies a step's batches, read bytes of them in buf, and moves
+// the cursor past them: it returns the bytes verified and the first
+// corruption found, after quarantining every corrupt batch.
+func (l *Log) finishScrub(st scrubStep, buf []byte, read int64) (int64, error) {
+	seg := st.seg
+	n := seg.index.len()
 	var found error
-	for i := first; i <= last; i++ {
+	for i := st.first; i <= st.last; i++ {
 		position := seg.index.position(i)
-		next := end
-		if i+1 < n && i < last {
+		next := st.end
+		if i+1 < n && i < st.last {
 			next = seg.index.position(i + 1)
 		}
-		b := buf[min(position-start, r.Result):min(next-start, r.Result)]
+		b := buf[min(position-st.start, read):min(next-st.start, read)]
 		err := error(ErrTornBatch)
 		if int64(len(b)) == next-position {
 			err = checkStoredBatchAt(b, seg.index.offset(i))
@@ -86,9 +182,9 @@ func (l *Log) Scrub(maxBytes int64, buf []byte) (int64, []byte, error) {
 		}
 		seg.checksMade().add(position, next)
 	}
-	l.stats.ScrubbedBytes += uint64(end - start)
-	l.scrub.segment, l.scrub.position = seg.baseOffset, end
-	return end - start, buf, found
+	l.stats.ScrubbedBytes += uint64(st.end - st.start)
+	l.scrub.segment, l.scrub.position = seg.baseOffset, st.end
+	return st.end - st.start, found
 }
 
 // scrubSegment is the sealed segment the cursor is in, or the oldest sealed

@@ -156,3 +156,77 @@ func TestScrubberCatchesCorruptionUnderAVerifiedRange(t *testing.T) {
 		t.Fatalf("second round: %d corrupt found in all, want 2", l.Stats().ScrubCorrupt)
 	}
 }
+
+// TestScrubAsyncMatchesScrub: two logs alike, one scrubbed by Scrub and the
+// other by ScrubAsync's steps (each read completing in the storage's Poll),
+// verify the same bytes step for step over two rounds, find the same corrupt
+// batch, and quarantine it alike; a step in flight holds back the next.
+func TestScrubAsyncMatchesScrub(t *testing.T) {
+	var logs [2]*Log
+	var disks [2]*SimDisk
+	for i := range logs {
+		disks[i] = NewSimDisk(1)
+		logs[i] = openLog(t, disks[i], Config{PartitionID: testPartition, SegmentSizeBytes: 8 << 10})
+		a := newAppender(t, logs[i], 2, 100)
+		for range 60 {
+			a.append(5)
+		}
+		logs[i].WaitIdle()
+		victim := logs[i].segments[2]
+		if err := disks[i].FlipBit(segmentLogName(victim.baseOffset), (victim.index.position(1)+wire.BatchHeaderSize+7)*8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { logs[0].Close(); logs[1].Close() })
+	sync, async := logs[0], logs[1]
+	var syncBuf, asyncBuf []byte
+	type stepResult struct {
+		n   int64
+		err error
+	}
+	var got stepResult
+	finished := false
+	done := func(n int64, buf []byte, err error) {
+		got, asyncBuf, finished = stepResult{n, err}, buf, true
+	}
+	for step := range 400 {
+		maxBytes := int64(1+step%7) << 10
+		var want stepResult
+		want.n, syncBuf, want.err = sync.Scrub(maxBytes, syncBuf)
+		finished = false
+		started, buf, err := async.ScrubAsync(maxBytes, asyncBuf, done)
+		asyncBuf = buf
+		if err != nil {
+			t.Fatal(err)
+		}
+		if started {
+			if finished {
+				t.Fatal("ScrubAsync completed inside the call")
+			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatal("a second step started while one was in flight")
+					}
+				}()
+				async.ScrubAsync(maxBytes, nil, done)
+			}()
+			for !finished {
+				if disks[1].Poll(true) == 0 {
+					t.Fatal("the step's read was lost")
+				}
+			}
+		} else {
+			got = stepResult{}
+		}
+		var wantCorrupt, gotCorrupt *CorruptBatchError
+		if got.n != want.n || errors.As(got.err, &gotCorrupt) != errors.As(want.err, &wantCorrupt) ||
+			(gotCorrupt != nil && (gotCorrupt.Segment != wantCorrupt.Segment || gotCorrupt.Position != wantCorrupt.Position)) {
+			t.Fatalf("step %d: async %d bytes, %v; sync %d bytes, %v", step, got.n, got.err, want.n, want.err)
+		}
+	}
+	ss, as := sync.Stats(), async.Stats()
+	if ss.ScrubbedBytes != as.ScrubbedBytes || ss.ScrubCorrupt != as.ScrubCorrupt || as.ScrubCorrupt < 2 {
+		t.Fatalf("sync scrubbed %d bytes, %d corrupt; async %d, %d", ss.ScrubbedBytes, ss.ScrubCorrupt, as.ScrubbedBytes, as.ScrubCorrupt)
+	}
+}
