@@ -41,6 +41,7 @@ type Conn struct {
 	order         replyOrder   // which request's reply goes next (replyorder.go)
 	out           sendQueue    // the replies on their way out (sendqueue.go)
 	inDirty       bool         // in its shard's list of connections to flush
+	tls           *tlsRecords  // its TLS session, run on the shard (conn_tls.go); nil for plain TCP
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
 	// when the connection closes, after Handler.ConnClosed.
@@ -269,7 +270,11 @@ func (c *Conn) abort(reason string) {
 // maybeFinish closes the socket and frees the slot once a closing connection has
 // nothing in flight: only then has the kernel let go of its buffers.
 func (c *Conn) maybeFinish() {
-	if !c.finishable(c.out.count > 0 || c.order.replySeq < c.order.closeBeforeSeq) {
+	owing := c.out.count > 0 || c.order.replySeq < c.order.closeBeforeSeq
+	if c.tls != nil && !owing && c.state == linkDraining {
+		owing = c.tlsOwing()
+	}
+	if !c.finishable(owing) {
 		return
 	}
 	s := c.shard
@@ -283,6 +288,9 @@ func (c *Conn) maybeFinish() {
 	}
 	c.releaseBacklog()
 	c.framer.Close()
+	if c.tls != nil {
+		c.endTLS()
+	}
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
 	c.state = linkFree
