@@ -218,7 +218,7 @@ func (c *Conn) checkDeadlines() {
 			return
 		}
 	}
-	if c.state != linkAborting && c.sendOverdue(c.out.count > 0, now, int64(s.cfg.SendTimeout)) {
+	if c.state != linkAborting && c.sendOverdue(c.sendPending(), now, int64(s.cfg.SendTimeout)) {
 		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,
 			"timeout", s.cfg.SendTimeout, "queued_bytes", c.out.bytes, "parked_bytes", c.order.parkedBytes, "replies_owed", c.owed())
 		c.abort("send timeout")
@@ -228,7 +228,7 @@ func (c *Conn) checkDeadlines() {
 	if s.cfg.IdleTimeout > 0 {
 		next = min(next, c.lastRecvNs+int64(s.cfg.IdleTimeout))
 	}
-	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.out.count > 0, int64(s.cfg.SendTimeout))
+	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.sendPending(), int64(s.cfg.SendTimeout))
 	s.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
 }
 
