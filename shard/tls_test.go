@@ -50,12 +50,18 @@ type tlsServer struct {
 
 func startTLSServer(t testing.TB, rt *Runtime) *tlsServer {
 	t.Helper()
+	return startTLSServerWith(t, rt, tls.VersionTLS13)
+}
+
+// startTLSServerWith is startTLSServer with minVersion the oldest version accepted.
+func startTLSServerWith(t testing.TB, rt *Runtime, minVersion uint16) *tlsServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &tlsServer{t: t, rt: rt, ln: ln, config: &tls.Config{
-		Certificates: []tls.Certificate{testCertificate(t)}, MinVersion: tls.VersionTLS13,
+		Certificates: []tls.Certificate{testCertificate(t)}, MinVersion: minVersion,
 		SessionTicketsDisabled: true, // the client opens every record after the handshake itself
 	}}
 	t.Cleanup(func() { ln.Close() })
@@ -577,4 +583,36 @@ func TestTLSManyConnections(t *testing.T) {
 		c.conn.Close()
 	}
 	waitFor(t, 10*time.Second, "every session ended", func() bool { return s.ended.Load() == connections })
+}
+
+// TestTLS12: a TLS 1.2 session (explicit nonces, no KeyUpdate) runs on the shard as
+// well: PINGs, and a 1 MiB reply read through crypto/tls on the client's side.
+func TestTLS12(t *testing.T) {
+	rt := startTestRuntime(t, Config{})
+	s := startTLSServerWith(t, rt, tls.VersionTLS12)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.ln.Addr().String(),
+		&tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if v := conn.ConnectionState().Version; v != tls.VersionTLS12 {
+		t.Fatalf("version %x, want TLS 1.2", v)
+	}
+	c := &testClient{t: t, conn: conn}
+	for i := range 3 {
+		c.ping(uint64(i))
+	}
+	if _, err := conn.Write(requestHeader(0, wire.OperationNonReplicated, uint32(wire.CodeGetMe), 9)); err != nil {
+		t.Fatal(err)
+	}
+	header := c.readFrame()
+	if size := binary.LittleEndian.Uint32(header[48:]); size != 256+uint32(len(bigReplyBody)) {
+		t.Fatalf("reply size %d", size)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(conn, make([]byte, len(bigReplyBody))); err != nil {
+		t.Fatal(err)
+	}
+	c.ping(10)
 }
