@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -48,8 +49,9 @@ func loadTLSCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Cert
 }
 
 // listenTLS binds the TCP address for TLS: the Go netpoller accepts and runs the
-// handshakes (package tlsterm), and each session reaches the shards through
-// Runtime.Adopt, so the runtime binds no listener of its own.
+// handshakes (package tlsterm), and each established session is handed to the
+// shards whole through Runtime.AdoptTLS (its records are then read and sealed on
+// its shard), so the runtime binds no listener of its own.
 func listenTLS(c *setup, log *slog.Logger) (net.Listener, tls.Certificate, error) {
 	cert, err := loadTLSCertificate(c.TLS, log, time.Now())
 	if err != nil {
@@ -65,9 +67,11 @@ func listenTLS(c *setup, log *slog.Logger) (net.Listener, tls.Certificate, error
 // serveTLS starts terminating TLS on ln for rt.
 func serveTLS(ln net.Listener, cert tls.Certificate, rt *shard.Runtime, log *slog.Logger) (*tlsterm.Terminator, error) {
 	return tlsterm.Serve(ln, tlsterm.Config{
-		TLS:     &tls.Config{Certificates: []tls.Certificate{cert}},
-		Deliver: rt.Adopt,
-		Logger:  log,
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
+		DeliverSession: func(fd int, peer netip.AddrPort, session *tls.Conn, transport *tlsterm.Transport) error {
+			return rt.AdoptTLS(fd, peer, session, transport)
+		},
+		Logger: log,
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -65,6 +66,10 @@ const (
 	// IGGY_BENCH_SERVER_CPUPROFILE, set by whoever runs the benchmark, writes the
 	// server's CPU profile there (go tool pprof).
 	envBenchServerCPUProfile = "IGGY_BENCH_SERVER_CPUPROFILE"
+	// IGGY_BENCH_SERVER_MEMPROFILE writes the server's allocations there, every
+	// one recorded (runtime.MemProfileRate 1: slower, so not for the timings):
+	// go tool pprof -sample_index=alloc_objects.
+	envBenchServerMemProfile = "IGGY_BENCH_SERVER_MEMPROFILE"
 )
 
 // TestBenchServerProcess is the child of startServerProcess: it runs a server, prints
@@ -73,6 +78,9 @@ func TestBenchServerProcess(t *testing.T) {
 	path := os.Getenv(envBenchServerPath)
 	if path == "" {
 		t.Skip("the child process of BenchmarkTransport")
+	}
+	if os.Getenv(envBenchServerMemProfile) != "" {
+		runtime.MemProfileRate = 1
 	}
 	cfg := defaultSetup()
 	cfg.TCPAddress, cfg.SystemPath, cfg.ShardCount, cfg.PinCPUs, cfg.BusyPoll = "127.0.0.1:0", path, 2, false, 0
@@ -91,6 +99,16 @@ func TestBenchServerProcess(t *testing.T) {
 		defer f.Close()
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv(envBenchServerMemProfile); path != "" {
+		defer func() {
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			pprof.Lookup("allocs").WriteTo(f, 0)
+		}()
 	}
 	fmt.Printf("ADDR %s\n", s.Addr())
 	io.Copy(io.Discard, os.Stdin)

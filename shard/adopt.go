@@ -69,6 +69,7 @@ func (q *adoptionQueue[T]) close(fdOf func(T) int) {
 type adoption struct {
 	fd   int
 	peer netip.AddrPort
+	tls  *tlsHandover // AdoptTLS's session; nil for Adopt
 }
 
 // Adopt hands the runtime a connected stream socket that did not come through its
@@ -88,6 +89,6 @@ func (s *Shard) adoptPending() {
 		return
 	}
 	for _, p := range s.rt.adoptions.take() {
-		s.handOff(p.fd, p.peer)
+		s.handOffClient(p.fd, peerNote{addr: p.peer, tls: p.tls})
 	}
 }

@@ -18,6 +18,7 @@ type clientTable struct {
 	// at the top of a turn, never from inside a handler call.
 	bufferWaiters []ConnID
 	resumable     []ConnID
+	tls           *tlsScratch // once a TLS connection came
 }
 
 // Conn returns the live connection id names on this shard, or nil when it is closed or
@@ -76,15 +77,22 @@ func (s *Shard) flushSends() {
 
 // adopt installs an accepted socket as a connection of this shard: a plain descriptor,
 // or (direct) a slot of the ring's registered-file table.
-func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort) {
-	if s.stopping {
+// A TLS session (h, else nil) is attached to the connection.
+func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort, h *tlsHandover) {
+	refuse := func() {
 		s.closeSocket(fd, direct)
+		if h != nil {
+			h.transport.Close()
+		}
+	}
+	if s.stopping {
+		refuse()
 		return
 	}
 	t := &s.clients.conns
 	if t.live >= s.cfg.ConnectionsPerShardMax {
 		s.log.Warn("connection refused: shard connection table full", "max", s.cfg.ConnectionsPerShardMax)
-		s.closeSocket(fd, direct)
+		refuse()
 		return
 	}
 	slot, c := t.take(func() *Conn {
@@ -92,13 +100,16 @@ func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort) {
 	})
 	if err := c.open(fd, direct, slot, peer); err != nil {
 		s.log.Warn("connection refused", "err", err)
-		s.closeSocket(fd, direct)
+		refuse()
 		t.put(slot)
 		return
 	}
 	s.rt.connCounts[s.index].Add(1)
 	if o, ok := s.handler.(Opener); ok {
 		o.ConnOpened(c)
+	}
+	if h != nil {
+		c.startTLS(h)
 	}
 }
 

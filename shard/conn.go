@@ -41,6 +41,7 @@ type Conn struct {
 	order         replyOrder   // which request's reply goes next (replyorder.go)
 	out           sendQueue    // the replies on their way out (sendqueue.go)
 	inDirty       bool         // in its shard's list of connections to flush
+	tls           *tlsRecords  // its TLS session, run on the shard (conn_tls.go); nil for plain TCP
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
 	// when the connection closes, after Handler.ConnClosed.
@@ -217,7 +218,7 @@ func (c *Conn) checkDeadlines() {
 			return
 		}
 	}
-	if c.state != linkAborting && c.sendOverdue(c.out.count > 0, now, int64(s.cfg.SendTimeout)) {
+	if c.state != linkAborting && c.sendOverdue(c.sendPending(), now, int64(s.cfg.SendTimeout)) {
 		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,
 			"timeout", s.cfg.SendTimeout, "queued_bytes", c.out.bytes, "parked_bytes", c.order.parkedBytes, "replies_owed", c.owed())
 		c.abort("send timeout")
@@ -227,7 +228,7 @@ func (c *Conn) checkDeadlines() {
 	if s.cfg.IdleTimeout > 0 {
 		next = min(next, c.lastRecvNs+int64(s.cfg.IdleTimeout))
 	}
-	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.out.count > 0, int64(s.cfg.SendTimeout))
+	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.sendPending(), int64(s.cfg.SendTimeout))
 	s.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
 }
 
@@ -269,7 +270,11 @@ func (c *Conn) abort(reason string) {
 // maybeFinish closes the socket and frees the slot once a closing connection has
 // nothing in flight: only then has the kernel let go of its buffers.
 func (c *Conn) maybeFinish() {
-	if !c.finishable(c.out.count > 0 || c.order.replySeq < c.order.closeBeforeSeq) {
+	owing := c.out.count > 0 || c.order.replySeq < c.order.closeBeforeSeq
+	if c.tls != nil && !owing && c.state == linkDraining {
+		owing = c.tlsOwing()
+	}
+	if !c.finishable(owing) {
 		return
 	}
 	s := c.shard
@@ -283,6 +288,9 @@ func (c *Conn) maybeFinish() {
 	}
 	c.releaseBacklog()
 	c.framer.Close()
+	if c.tls != nil {
+		c.endTLS()
+	}
 	s.handler.ConnClosed(c)
 	s.log.Debug("connection closed", "conn", c.id, "reason", c.closeReason)
 	c.state = linkFree

@@ -48,6 +48,11 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 		return
 	}
 	switch {
+	case res == 0 && c.tls != nil:
+		c.tls.eof = true
+		c.in.eofPending = true // read no more; the session's EOF closes it once read
+		c.readTLS()
+		return
 	case res == 0:
 		if c.in.bytes > 0 {
 			// Half-closed after pipelining: serve what is stashed, then close.
@@ -74,7 +79,9 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	c.lastRecvNs = s.nowNs
 	s.counters.bytesReceived += uint64(res)
 	data := s.recv.ring.Buffer(bid, int(res))
-	if c.in.bytes > 0 {
+	if c.tls != nil {
+		c.receiveTLS(data)
+	} else if c.in.bytes > 0 {
 		c.stash(data) // behind what is already waiting
 	} else if rest := c.consumeInput(data); len(rest) > 0 {
 		c.stash(rest)
@@ -198,17 +205,22 @@ func (c *Conn) resumeInput() {
 // the receive ring has free buffers (its whole size). Until the backlog is drained the
 // recv is not armed again, so nothing more lands. Passing the bound is a broken
 // invariant of the runtime, not the client's doing; the connection is closed, loudly.
-func (c *Conn) stash(data []byte) {
+func (c *Conn) stash(data []byte) { c.keep(&c.in, data) }
+
+// keep appends data to b, a backlog of c bounded by what the kernel can deliver
+// (stash); it reports false when that bound was passed and c is closed.
+func (c *Conn) keep(b *inputBacklog, data []byte) bool {
 	s := c.shard
-	need := c.in.bytes + len(data)
+	held := b.bytes
+	need := held + len(data)
 	if need > s.recv.backlogBytesMax {
 		s.log.Error("connection closed: receive backlog past what the receive ring can deliver", "conn", c.id,
 			"backlog_bytes", need, "max_bytes", s.recv.backlogBytesMax)
 		c.abort("receive backlog full")
-		return
+		return false
 	}
-	if len(c.in.data) < need {
-		size := max(need, 2*len(c.in.data), sendBufferBytesMax)
+	if len(b.data) < need {
+		size := max(need, 2*len(b.data), sendBufferBytesMax)
 		var bigger []byte
 		buffer, err := s.arena.Acquire(size)
 		if err == nil {
@@ -218,26 +230,33 @@ func (c *Conn) stash(data []byte) {
 			// too: a bounded heap buffer, rare, rather than closing the connection.
 			bigger = make([]byte, size)
 		}
-		copy(bigger, c.in.data[:c.in.bytes])
-		c.releaseBacklog()
-		c.in.data, c.in.buffer = bigger, buffer
+		copy(bigger, b.data[:held])
+		b.release(s.arena)
+		b.data, b.buffer = bigger, buffer
 	}
-	copy(c.in.data[c.in.bytes:], data)
-	c.in.bytes = need
+	copy(b.data[held:], data)
+	b.bytes = need
+	return true
 }
 
 // releaseBacklog gives the backlog's buffer back (to the arena when it came from it).
-func (c *Conn) releaseBacklog() {
-	if !c.in.buffer.IsZero() {
-		c.shard.arena.Release(c.in.buffer)
+func (c *Conn) releaseBacklog() { c.in.release(c.shard.arena) }
+
+// release gives b's buffer back (to a when it came from it) and empties b.
+func (b *inputBacklog) release(a *arena.Arena) {
+	if !b.buffer.IsZero() {
+		a.Release(b.buffer)
 	}
-	c.in.data, c.in.buffer = nil, arena.Buffer{}
+	b.data, b.buffer, b.bytes = nil, arena.Buffer{}, 0
 }
 
 // drainBacklog serves stashed bytes once the connection may read again, keeping what
 // it still cannot take.
 func (c *Conn) drainBacklog() {
 	if c.in.bytes == 0 {
+		if c.tls != nil {
+			c.readTLS() // what the session holds comes after the stashed plaintext
+		}
 		return
 	}
 	buf := c.in.data
@@ -248,6 +267,10 @@ func (c *Conn) drainBacklog() {
 	c.in.bytes = copy(buf, rest)
 	if c.in.bytes == 0 {
 		c.releaseBacklog()
+		if c.tls != nil {
+			c.readTLS() // the session's own EOF closes it
+			return
+		}
 		if c.in.eofPending {
 			c.closeAfterFlush("peer closed")
 		}

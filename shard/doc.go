@@ -50,6 +50,13 @@
 // queue (conn.go, conn_recv.go, replyorder.go, sendqueue.go); the replica's framing
 // (replicaFramer), handshake, dials and two send classes (replica_*.go).
 //
+// A client's TLS session, its handshake done off the shards (package tlsterm), comes
+// with its socket (Runtime.AdoptTLS) and is then the shard's: crypto/tls reads the
+// ciphertext the ring received over an in-memory transport and the plaintext goes
+// into the same framer; replies are sealed into records in arena buffers that the
+// ring sends (conn_tls.go). Back-pressure, timeouts and ends are a plaintext
+// connection's.
+//
 // A connection keeps one multishot recv armed. Arrivals land in 8 KiB buffers of a
 // provided-buffer ring (an arena class lent to the kernel), so an idle connection holds
 // no receive buffer; the Framer copies the bytes into the connection's 16-byte-aligned

@@ -152,6 +152,36 @@ func (f *Framer) Feed(p []byte) (consumed int, frame []byte, err error) {
 	return consumed, nil, nil
 }
 
+// Space returns where the next bytes of the frame being assembled go, once its
+// header is in and while its body is not complete, for a caller that reads them
+// there itself (a TLS session's plaintext) and tells Filled how many came: one copy
+// fewer than Feed. It returns nil otherwise, or when the frame's buffer is full and
+// no larger one is to be had (Feed then reports ErrFrameBuffersExhausted).
+func (f *Framer) Space() []byte {
+	if f.size == 0 || f.delivered {
+		return nil
+	}
+	buf := f.current.Full()
+	if f.filled == len(buf) {
+		if f.grow() != nil {
+			return nil
+		}
+		buf = f.current.Full()
+	}
+	return buf[f.filled:min(f.size, len(buf))]
+}
+
+// Filled accounts for n bytes read into Space; it returns the frame when they
+// complete it, valid as Feed's.
+func (f *Framer) Filled(n int) (frame []byte) {
+	f.filled += n
+	if f.filled < f.size {
+		return nil
+	}
+	f.delivered = true
+	return f.current.Full()[:f.size:f.size]
+}
+
 // checkHeader validates what the framer needs from a complete header: a size within
 // [256, frameSizeMax] and the Request command. The rest of the header is wire's job.
 func (f *Framer) checkHeader(header []byte) error {

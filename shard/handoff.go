@@ -73,10 +73,10 @@ func (s *Shard) newSender() error {
 }
 
 // handOffTo places a connection on target; plane is the cookie's plane bits (0 for
-// a client connection, see cookieReplicaPlane), exporter a replica TLS session's.
-func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32, exporter *[32]byte) {
+// a client connection, see cookieReplicaPlane), note what travels beside it.
+func (s *Shard) handOffTo(fd int, target int, plane uint32, note peerNote) {
 	if target == s.index || !s.canHandOff(target) {
-		s.adoptPlane(fd, false, peerNote{addr: peer, exporter: exporter}, plane)
+		s.adoptPlane(fd, false, note, plane)
 		return
 	}
 	s.handoff.nextCookie = (s.handoff.nextCookie + 1) & cookieSequenceMask
@@ -84,7 +84,8 @@ func (s *Shard) handOffTo(fd int, peer netip.AddrPort, target int, plane uint32,
 		s.handoff.nextCookie = 1 // 0 means "no note"
 	}
 	cookie := s.handoff.nextCookie | plane
-	s.rt.shards[target].handoff.notes.Push(peerNote{cookie: cookie, addr: peer, exporter: exporter})
+	note.cookie = cookie
+	s.rt.shards[target].handoff.notes.Push(note)
 	if err := s.handoff.sender.SendFd(fd, target, ring.FileIndexAlloc, cookie); err != nil {
 		s.log.Warn("connection lost in handoff", "to_shard", target, "err", err)
 		return
@@ -113,7 +114,14 @@ func (s *Shard) adoptHandoff(fd int, direct bool, cookie uint32) {
 // on the plane its cookie names.
 func (s *Shard) adoptPlane(fd int, direct bool, note peerNote, cookie uint32) {
 	if cookie&cookieReplicaPlane == 0 {
-		s.adopt(fd, direct, note.addr)
+		if cookie&cookieClientTLS != 0 && note.tls == nil {
+			// The note was lost (more handoffs in flight than notes), and the TLS
+			// session with it; the client reconnects.
+			s.log.Warn("TLS connection lost in handoff: its session was lost", "peer", note.addr.String())
+			s.closeSocket(fd, direct)
+			return
+		}
+		s.adopt(fd, direct, note.addr, note.tls)
 		return
 	}
 	if cookie&cookieReplicaTLS != 0 && note.exporter == nil {
@@ -148,14 +156,19 @@ func (s *Shard) completeHandoff(cqe *ring.CQE) {
 // to it: more handoffs than this in flight at once only cost the oldest their address.
 const peerTableSize = 1024
 
-// peerNote is a handed-over connection's peer address, keyed by its handoff cookie,
-// and for a replica connection over TLS the session's exporter value (the handshake
-// binds its MACs to it).
+// peerNote is a handed-over connection's peer address, keyed by its handoff cookie;
+// for a replica connection over TLS the session's exporter value (the handshake
+// binds its MACs to it), for a client's TLS connection the session itself.
 type peerNote struct {
 	cookie   uint32
 	addr     netip.AddrPort
 	exporter *[32]byte
+	tls      *tlsHandover
 }
+
+// cookieClientTLS marks a client connection whose TLS session travels in its note
+// (the bit that is cookieReplicaTLS on the replica plane).
+const cookieClientTLS = cookieReplicaTLS
 
 // peerOf returns the peer address shard 0 noted for the handoff cookie, or the zero
 // AddrPort when it was lost (the note queue was full). Shard 0 pushes the note before
@@ -170,6 +183,9 @@ func (s *Shard) noteOf(cookie uint32) peerNote {
 		n, ok := s.handoff.notes.Pop()
 		if !ok {
 			break
+		}
+		if lost := s.handoff.peers[n.cookie%peerTableSize]; lost.tls != nil {
+			lost.tls.transport.Close() // its connection will be closed as it arrives
 		}
 		s.handoff.peers[n.cookie%peerTableSize] = n
 	}

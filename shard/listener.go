@@ -136,11 +136,15 @@ func (s *Shard) delegate(fd int) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
-	s.handOff(fd, peerAddress(fd))
+	s.handOffClient(fd, peerNote{addr: peerAddress(fd)})
 }
 
 // handOff places a connection whose peer is known on the least loaded shard: an
 // accepted socket, or one given to Runtime.Adopt.
-func (s *Shard) handOff(fd int, peer netip.AddrPort) {
-	s.handOffTo(fd, peer, s.pickShard(), 0, nil)
+func (s *Shard) handOffClient(fd int, note peerNote) {
+	plane := uint32(0)
+	if note.tls != nil {
+		plane = cookieClientTLS
+	}
+	s.handOffTo(fd, s.pickShard(), plane, note)
 }

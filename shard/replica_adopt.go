@@ -60,6 +60,6 @@ func (s *Shard) adoptReplicaPending() {
 		if p.exporter != nil {
 			plane |= cookieReplicaTLS
 		}
-		s.handOffTo(p.fd, p.remote, s.pickReplicaShard(), plane, p.exporter)
+		s.handOffTo(p.fd, s.pickReplicaShard(), plane, peerNote{addr: p.remote, exporter: p.exporter})
 	}
 }

@@ -54,7 +54,7 @@ func (replicaAccept) accepted(s *Shard, fd int) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
-	s.handOffTo(fd, peerAddress(fd), s.pickReplicaShard(), cookieReplicaPlane, nil)
+	s.handOffTo(fd, s.pickReplicaShard(), cookieReplicaPlane, peerNote{addr: peerAddress(fd)})
 }
 
 func (replicaAccept) failed(s *Shard, _ *acceptor, errno unix.Errno) time.Duration {
@@ -193,5 +193,5 @@ func (s *Shard) onReplicaConnect(peer int, res int32) {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
 	rr.dialSinceNs[peer].Store(max(s.nowNs, 1))
-	s.handOffTo(fd, rr.peers[peer], s.pickReplicaShard(), cookieReplicaPlane|uint32(peer+1)<<cookieDialShift, nil)
+	s.handOffTo(fd, s.pickReplicaShard(), cookieReplicaPlane|uint32(peer+1)<<cookieDialShift, peerNote{addr: rr.peers[peer]})
 }

@@ -256,7 +256,12 @@ func (rt *Runtime) closeAll() {
 			s.arena.ReturnClass(s.recv.class)
 		}
 	}
-	rt.adoptions.close(func(a adoption) int { return a.fd })
+	rt.adoptions.close(func(a adoption) int {
+		if a.tls != nil {
+			a.tls.transport.Close()
+		}
+		return a.fd
+	})
 	// Handoffs still in flight: the rings are closed, so the kernel has dropped the
 	// parked files; the sender closes its plain copies. Connections still in an inbox
 	// were never adopted.

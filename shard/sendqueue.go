@@ -125,6 +125,12 @@ func (c *Conn) SendVectored(parts [][]byte, done Releaser) error {
 	return nil
 }
 
+// sendPending reports whether the connection has bytes to send: replies queued, or
+// records its TLS session sealed.
+func (c *Conn) sendPending() bool {
+	return c.out.count > 0 || (c.tls != nil && c.tls.unsent() > 0)
+}
+
 func (q *sendQueue) push(seg sendSegment) {
 	q.segments[(q.head+q.count)%sendSegmentsMax] = seg
 	q.count++
@@ -145,7 +151,14 @@ func (c *Conn) queued(n int) {
 // flush submits one send for everything queued, if no send is in flight: a single
 // send for one piece, a sendmsg over up to sendSegmentsMax iovecs otherwise.
 func (c *Conn) flush() {
-	if c.sendInFlight || c.out.count == 0 || c.state == linkAborting || c.state == linkFree {
+	if c.sendInFlight || c.state == linkAborting || c.state == linkFree {
+		return
+	}
+	if c.tls != nil {
+		c.flushTLS()
+		return
+	}
+	if c.out.count == 0 {
 		return
 	}
 	for i := range c.out.count {
@@ -166,7 +179,11 @@ func (c *Conn) onSend(res int32) {
 	}
 	s := c.shard
 	s.counters.bytesSent += uint64(res)
-	c.out.consume(int(res), s.arena)
+	if c.tls != nil {
+		c.sentTLS(int(res))
+	} else {
+		c.out.consume(int(res), s.arena)
+	}
 	c.advance() // parked replies into the room the send made
 	// Progress is a drained queue or sendProgressBytesMin sent: a reader that lets
 	// through a few bytes now and then (or a kernel collapsing its receive queue
@@ -178,7 +195,7 @@ func (c *Conn) onSend(res int32) {
 	}
 	switch c.state {
 	case linkOpen:
-		if c.out.count > 0 {
+		if c.sendPending() {
 			s.markDirty(c)
 		}
 		if c.throttled && !c.overloaded() {
@@ -189,7 +206,7 @@ func (c *Conn) onSend(res int32) {
 			}
 		}
 	case linkDraining:
-		if c.out.count > 0 {
+		if c.sendPending() {
 			c.flush()
 		}
 	}

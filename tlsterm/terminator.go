@@ -52,6 +52,13 @@ type Config struct {
 	// replica plane binds its handshake to the session's exporter value
 	// (tls.ConnectionState.ExportKeyingMaterial). Set Deliver or DeliverState.
 	DeliverState func(fd int, peer netip.AddrPort, state *tls.ConnectionState) error
+	// DeliverSession hands a session over whole to a runtime that runs its record
+	// layer itself (shard.Runtime.AdoptTLS), with no bridge: the socket (out of the
+	// netpoller, blocking), the client's address, the session and its transport,
+	// which the runtime attaches to its own record buffers (Transport.Attach) and
+	// closes when the session ends. On an error the terminator closes fd and the
+	// session is dropped. Set one of Deliver, DeliverState and DeliverSession.
+	DeliverSession func(fd int, peer netip.AddrPort, session *tls.Conn, transport *Transport) error
 	// Logger receives debug lines for failed handshakes (they are counted in Stats,
 	// not logged at info: an SDK's retry loop would fill the log); default
 	// slog.Default().
@@ -106,8 +113,8 @@ func Serve(ln net.Listener, cfg Config) (*Terminator, error) {
 	if cfg.TLS == nil || (len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil) {
 		return nil, errors.New("tlsterm: Config.TLS has no certificate")
 	}
-	if (cfg.Deliver == nil) == (cfg.DeliverState == nil) {
-		return nil, errors.New("tlsterm: set one of Config.Deliver and Config.DeliverState")
+	if delivers := btoi(cfg.Deliver != nil) + btoi(cfg.DeliverState != nil) + btoi(cfg.DeliverSession != nil); delivers != 1 {
+		return nil, errors.New("tlsterm: set one of Config.Deliver, Config.DeliverState and Config.DeliverSession")
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = HandshakeTimeoutDefault
@@ -245,7 +252,14 @@ func (t *Terminator) serve(s *session) {
 		tcp.SetNoDelay(true) // the Go default; said here because replies must not wait
 	}
 	peer := peerOf(s.conn)
-	tc := tls.Server(s.conn, t.cfg.TLS)
+	var transport *Transport
+	var tc *tls.Conn
+	if t.cfg.DeliverSession != nil {
+		transport = &Transport{Conn: s.conn}
+		tc = tls.Server(transport, t.cfg.TLS)
+	} else {
+		tc = tls.Server(s.conn, t.cfg.TLS)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -268,6 +282,10 @@ func (t *Terminator) serve(s *session) {
 		return
 	}
 	t.handshakes.Add(1)
+	if transport != nil {
+		t.handOver(s, peer, tc, transport)
+		return
+	}
 	b, fd, err := NewBridge(tc, t.cfg.WriteTimeout)
 	if err != nil {
 		t.log.Warn("TLS session dropped", "peer", peer.String(), "err", err)
@@ -288,6 +306,35 @@ func (t *Terminator) serve(s *session) {
 	t.open.Add(1)
 	b.Run()
 	t.open.Add(-1)
+}
+
+// handOver gives an established session to the runtime (Config.DeliverSession):
+// its socket leaves the netpoller, and the session is the runtime's from then on.
+func (t *Terminator) handOver(s *session, peer netip.AddrPort, tc *tls.Conn, transport *Transport) {
+	if !t.attach(s, nil) {
+		s.conn.Close()
+		return
+	}
+	fd, err := detachSocket(s.conn)
+	if err != nil {
+		t.log.Warn("TLS session dropped", "peer", peer.String(), "err", err)
+		s.conn.Close()
+		return
+	}
+	transport.ended = func() { t.open.Add(-1) }
+	t.open.Add(1)
+	if err := t.cfg.DeliverSession(fd, peer, tc, transport); err != nil {
+		t.log.Debug("TLS session not delivered", "peer", peer.String(), "err", err)
+		closeFd(fd)
+		t.open.Add(-1)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (t *Terminator) deliver(fd int, peer netip.AddrPort, tc *tls.Conn) error {
