@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"iter"
+	"maps"
 	"slices"
 	"unicode/utf8"
 
@@ -159,32 +160,76 @@ func (t *RevocationTable) Prune(nowMicros uint64) {
 // and it returns RevokedTokensFullCode. Expired entries are pruned first.
 func (t *RevocationTable) Revoke(tokens []Revocation, nowMicros uint64) wire.ErrorCode {
 	t.Prune(nowMicros)
+	// The op's entries, one per jti at its latest expiry, that add to the table
+	// or extend an entry.
+	var changes map[string]uint64
 	added := 0
-	var seen map[string]struct{} // a jti named twice in one op takes one slot
 	for _, r := range tokens {
 		if r.ExpiryMicros <= nowMicros {
 			continue
 		}
-		if _, held := t.byJTI[r.JTI]; held {
+		if prev, ok := changes[r.JTI]; ok {
+			changes[r.JTI] = max(prev, r.ExpiryMicros)
 			continue
 		}
-		if _, dup := seen[r.JTI]; dup {
+		held, ok := t.byJTI[r.JTI]
+		if ok && held >= r.ExpiryMicros {
 			continue
 		}
-		if seen == nil {
-			seen = make(map[string]struct{}, len(tokens))
+		if !ok {
+			added++
 		}
-		seen[r.JTI] = struct{}{}
-		added++
+		if changes == nil {
+			changes = make(map[string]uint64, len(tokens))
+		}
+		changes[r.JTI] = r.ExpiryMicros
 	}
 	if t.Len()+added > RevokedTokensMax {
 		return RevokedTokensFullCode
 	}
-	for _, r := range tokens {
-		if r.ExpiryMicros > nowMicros {
-			t.put(r)
+	if len(changes) == 1 {
+		for jti, expiry := range changes {
+			t.put(Revocation{JTI: jti, ExpiryMicros: expiry})
+		}
+		return 0
+	}
+	// Many at once: drop the entries they extend, then merge the new ones, in
+	// order, into the live ones: O(n + k log k) rather than k inserts.
+	adds := make([]Revocation, 0, len(changes))
+	extended := false
+	for jti, expiry := range changes {
+		adds = append(adds, Revocation{JTI: jti, ExpiryMicros: expiry})
+		if _, held := t.byJTI[jti]; held {
+			extended = true
 		}
 	}
+	slices.SortFunc(adds, compareRevocations)
+	live := t.byExpiry[t.head:]
+	if extended {
+		live = slices.DeleteFunc(slices.Clone(live), func(r Revocation) bool {
+			_, changed := changes[r.JTI]
+			return changed
+		})
+	}
+	merged := make([]Revocation, 0, len(live)+len(adds))
+	i, k := 0, 0
+	for i < len(live) && k < len(adds) {
+		if compareRevocations(live[i], adds[k]) < 0 {
+			merged = append(merged, live[i])
+			i++
+		} else {
+			merged = append(merged, adds[k])
+			k++
+		}
+	}
+	merged = append(append(merged, live[i:]...), adds[k:]...)
+	if t.byJTI == nil {
+		t.byJTI = make(map[string]uint64, len(adds))
+	}
+	for _, r := range adds {
+		t.byJTI[r.JTI] = r.ExpiryMicros
+	}
+	t.byExpiry, t.head = merged, 0
 	return 0
 }
 
@@ -206,7 +251,12 @@ func (t *RevocationTable) put(r Revocation) {
 	t.byJTI[r.JTI] = r.ExpiryMicros
 	// Tokens are revoked in about the order they were issued, so the new entry
 	// usually goes at the end.
-	i, _ := slices.BinarySearchFunc(t.byExpiry[t.head:], r, compareRevocations)
+	live := t.byExpiry[t.head:]
+	if n := len(live); n == 0 || compareRevocations(live[n-1], r) < 0 {
+		t.byExpiry = append(t.byExpiry, r)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(live, r, compareRevocations)
 	t.byExpiry = slices.Insert(t.byExpiry, t.head+i, r)
 }
 
@@ -219,11 +269,12 @@ func compareRevocations(a, b Revocation) int {
 
 // Clone is a copy of the table that shares nothing with it.
 func (t *RevocationTable) Clone() RevocationTable {
-	var c RevocationTable
-	for r := range t.All() {
-		c.put(r)
-	}
-	return c
+	return RevocationTable{byJTI: maps.Clone(t.byJTI), byExpiry: slices.Clone(t.byExpiry[t.head:])}
+}
+
+// Equal reports whether u holds exactly t's entries.
+func (t *RevocationTable) Equal(u *RevocationTable) bool {
+	return slices.Equal(t.byExpiry[t.head:], u.byExpiry[u.head:])
 }
 
 // TokenRevoked reports whether the access token jti is revoked at nowMicros (a

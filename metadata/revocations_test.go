@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -219,5 +220,49 @@ func TestRevocationTableClone(t *testing.T) {
 	c.Prune(^uint64(0))
 	if c.Len() != 0 || rt.Len() != len(a) {
 		t.Fatal("clone shares its entries")
+	}
+}
+
+// TestRevocationTableAgainstAModel drives a table and a plain map with the same
+// random ops (one to five tokens, from twenty jtis, named twice, held, extended,
+// shortened or expired already, as the clock moves) and compares them after each.
+func TestRevocationTableAgainstAModel(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 0xBEEF))
+		var table RevocationTable
+		model := map[string]uint64{}
+		now := uint64(1000)
+		for step := range 2000 {
+			now += r.Uint64N(20)
+			tokens := make([]Revocation, 1+r.IntN(5))
+			for i := range tokens {
+				tokens[i] = Revocation{JTI: fmt.Sprint("j", r.IntN(20)), ExpiryMicros: now - 10 + r.Uint64N(200)}
+			}
+			if code := table.Revoke(tokens, now); code != 0 {
+				t.Fatalf("seed %d step %d: %v", seed, step, code)
+			}
+			for jti, expiry := range model {
+				if expiry <= now {
+					delete(model, jti)
+				}
+			}
+			for _, tok := range tokens {
+				if tok.ExpiryMicros > now {
+					model[tok.JTI] = max(model[tok.JTI], tok.ExpiryMicros)
+				}
+			}
+			checkRevocations(t, &table)
+			if table.Len() != len(model) {
+				t.Fatalf("seed %d step %d: %d entries, model %d", seed, step, table.Len(), len(model))
+			}
+			for jti, expiry := range model {
+				if table.byJTI[jti] != expiry || !table.Revoked(jti, now) || table.Revoked(jti, expiry) {
+					t.Fatalf("seed %d step %d: %s until %d, model %d", seed, step, jti, table.byJTI[jti], expiry)
+				}
+			}
+			if c := table.Clone(); !c.Equal(&table) {
+				t.Fatalf("seed %d step %d: the clone differs", seed, step)
+			}
+		}
 	}
 }

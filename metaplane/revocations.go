@@ -109,12 +109,25 @@ func (r *RevokedTokens) Snapshot() metadata.RevocationTable {
 	return r.table.Clone()
 }
 
-// follow mirrors the state's apply of h: the entries expired at the prepare's
-// timestamp leave, and a RevokeTokens op the state took adds its tokens, as the
-// state's table did (so the two hold the same entries at every op).
-func (r *RevokedTokens) follow(h *wire.PrepareHeader, body []byte, took bool) {
+// Equal reports whether the table holds exactly t's entries (tests and the
+// simulator check it against the state's).
+func (r *RevokedTokens) Equal(t *metadata.RevocationTable) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.table.Equal(t)
+}
+
+// follow mirrors the state's apply of h (applyOp): when the op went through
+// State.Apply (not skipped, not a Register), the entries expired at the
+// prepare's timestamp leave, and a RevokeTokens op the state took (result 0)
+// adds its tokens, as the state's table did; so the two hold the same entries
+// at every op.
+func (r *RevokedTokens) follow(h *wire.PrepareHeader, body []byte, skipped bool, result wire.ErrorCode) {
+	if skipped || h.Operation == wire.OperationRegister {
+		return
+	}
 	var tokens []metadata.Revocation
-	if took && h.Operation == wire.OperationRevokeTokens {
+	if result == 0 && h.Operation == wire.OperationRevokeTokens {
 		tokens, _ = metadata.DecodeRevokeTokens(body)
 	}
 	r.mu.Lock()

@@ -129,7 +129,7 @@ func TestRevokedTokensFullAtThePlane(t *testing.T) {
 		t.Fatal("the refused op changed the copy")
 	}
 	copied := p.RevokedTokens().Snapshot()
-	if fmt.Sprint(collect(&copied)) != fmt.Sprint(collect(p.State().RevokedTokens())) {
+	if fmt.Sprint(collect(&copied)) != fmt.Sprint(collect(p.State().RevokedTokens())) || !p.RevokedTokens().Equal(p.State().RevokedTokens()) {
 		t.Fatal("the copy differs from the state's table")
 	}
 }
