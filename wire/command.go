@@ -125,7 +125,8 @@ const (
 	OperationEndSessions Operation = 69
 	// OperationRevokeTokens is ours too: access tokens (JWT ids) logged out over
 	// HTTP, each with the instant it stops being accepted, which every node then
-	// refuses until that instant (the reference keeps no revocations).
+	// refuses until that instant (the reference keeps no revocations). Its reply,
+	// a result section, answers the node that proposed it, never a client.
 	OperationRevokeTokens Operation = 70
 
 	OperationCreateStream              Operation = 128
