@@ -24,6 +24,14 @@ var (
 	errUnauthenticated = errorFromCode(wire.ErrUnauthenticated)
 )
 
+// ErrRevokedTokensFull answers a logout whose token the cluster could not revoke:
+// it holds as many revoked tokens as it may (metadata.RevokedTokensMax) until
+// some expire. The token stays valid until its own expiry, which the client is
+// told rather than left to believe it gone. A Backend returns it from
+// RevokeToken.
+var ErrRevokedTokensFull error = &apiError{status: http.StatusServiceUnavailable, ID: 503, Code: "revoked_tokens_full",
+	Reason: "the cluster holds as many revoked tokens as it may; the token was not revoked and stays valid until it expires; retry later", retryAfter: true}
+
 // httpClientVersion is the client version a login over HTTP presents to the
 // binary protocol's login checks.
 var httpClientVersion = wire.ClientVersionInfo{ProtocolVersion: wire.ServerProtocolVersion, SDKName: []byte("http"), SDKVersion: []byte("rest")}
@@ -36,6 +44,11 @@ func (a *API) authenticate(ctx context.Context, h http.Header, addr netip.AddrPo
 		return Caller{}, errTokenMissing
 	}
 	if t, err := a.tokens.verify(token); err == nil {
+		if a.opts.Backend.TokenRevoked(t.jti, a.now()) {
+			// Logged out: stricter than the reference, which keeps no
+			// revocations (a revoked JWT is never taken for a PAT either).
+			return Caller{}, errUnauthenticated
+		}
 		return Caller{UserID: t.userID, LoggedIn: true, Credential: "jwt:" + t.jti, Addr: addr}, nil
 	}
 	if token == "" || len(token) > 255 {
@@ -163,23 +176,41 @@ func (a *API) loginWithPAT(rc *reqCtx) error {
 }
 
 // refreshToken is POST /users/refresh-token: a valid token buys a new one; the old
-// one stays valid until its own expiry (the reference's refresh is stateless).
+// one stays valid until its own expiry (the reference's refresh is stateless)
+// unless it is logged out. A logged-out token buys nothing.
 func (a *API) refreshToken(rc *reqCtx) error {
 	var b tokenBody
 	if err := rc.decodeJSON(&b); err != nil {
 		return err
 	}
 	t, err := a.tokens.verify(*b.Token)
-	if err != nil {
+	if err != nil || a.opts.Backend.TokenRevoked(t.jti, a.now()) {
 		return errUnauthenticated
 	}
 	return rc.answerIdentity(t.userID)
 }
 
-// logout is DELETE /users/logout: it ends the server session bound to the bearer.
+// logout is DELETE /users/logout: it ends the server session bound to the bearer
+// and, for a JWT, revokes the token on every node until it would expire
+// (Backend.RevokeToken), which the reference does not. The session ends first:
+// if the revocation then fails, the token still works, so the client can retry
+// the logout; the other way round a retry would find its token refused. A
+// personal access token is not revoked: deleting it is how it ends.
 func (a *API) logout(rc *reqCtx) error {
 	if _, err := rc.doEmpty(wire.CodeLogoutUser); err != nil {
 		return err
+	}
+	if _, isJWT := strings.CutPrefix(rc.caller.Credential, "jwt:"); isJWT {
+		token, _ := strings.CutPrefix(rc.r.Header.Get("Authorization"), "Bearer ")
+		t, err := a.tokens.verify(token)
+		if err != nil {
+			// It verified a moment ago; it has just expired, and needs no
+			// revocation.
+			return rc.noContent()
+		}
+		if err := a.opts.Backend.RevokeToken(rc.r.Context(), rc.caller, t.jti, a.tokens.revokedUntil(t)); err != nil {
+			return err
+		}
 	}
 	return rc.noContent()
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -35,6 +36,21 @@ type Backend interface {
 	// Cluster reports the metadata group's view and primary as this node last
 	// saw them: the iggy-view header and linearizable reads read it.
 	Cluster() ClusterState
+	// RevokeToken revokes the access token jti on every node until until (its
+	// expiry, the verifier's leeway and a margin for the nodes' clocks: the
+	// instant no node accepts it anyway), through the replicated log: a logout
+	// (DELETE /users/logout) of a JWT calls it. It returns once the revocation
+	// committed and this node applied it (so the next request with the token
+	// here is refused), or the error to answer: ErrRevokedTokensFull when the
+	// cluster holds as many revoked tokens as it may (the token stays valid), a
+	// wire.ErrorCode (58 when this node cannot propose it, as a backup that does
+	// not forward; 57 when its outcome is unknown), or ctx's error. Revoking a
+	// token twice is harmless.
+	RevokeToken(ctx context.Context, caller Caller, jti string, until time.Time) error
+	// TokenRevoked reports whether the access token jti is revoked at now (the
+	// API's clock), as this node applied the revocations so far. Every bearer
+	// check calls it, so it must be cheap and never wait on the shards.
+	TokenRevoked(jti string, now time.Time) bool
 }
 
 // ClusterState is the metadata group's view as a node sees it.

@@ -30,10 +30,15 @@ type fakeBackend struct {
 	calls   []call
 	replies map[wire.CommandCode]func(c Caller, body []byte) ([]byte, error)
 	cluster ClusterState
+	// revoked are the tokens RevokeToken revoked, each until its instant;
+	// revokeErr, when set, is what RevokeToken answers instead.
+	revoked   map[string]time.Time
+	revokeErr error
 }
 
 func newFake() *fakeBackend {
-	f := &fakeBackend{replies: map[wire.CommandCode]func(Caller, []byte) ([]byte, error){}, cluster: ClusterState{View: 7, Primary: true}}
+	f := &fakeBackend{replies: map[wire.CommandCode]func(Caller, []byte) ([]byte, error){}, cluster: ClusterState{View: 7, Primary: true},
+		revoked: map[string]time.Time{}}
 	// A password login accepts iggy/iggy as user 0; a PAT login accepts "pat-of-5" as
 	// user 5.
 	f.replies[wire.CodeLoginUser] = func(_ Caller, body []byte) ([]byte, error) {
@@ -69,6 +74,25 @@ func (f *fakeBackend) Do(_ context.Context, c Caller, code wire.CommandCode, bod
 }
 
 func (f *fakeBackend) Cluster() ClusterState { return f.cluster }
+
+func (f *fakeBackend) RevokeToken(_ context.Context, _ Caller, jti string, until time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.revokeErr != nil {
+		return f.revokeErr
+	}
+	if until.After(f.revoked[jti]) {
+		f.revoked[jti] = until
+	}
+	return nil
+}
+
+func (f *fakeBackend) TokenRevoked(jti string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	until, ok := f.revoked[jti]
+	return ok && now.Before(until)
+}
 
 // last is the last command run with code.
 func (f *fakeBackend) last(t *testing.T, code wire.CommandCode) call {

@@ -169,6 +169,18 @@ func (t *tokens) issue(userID uint32) (issued, error) {
 	return issued{token: s, jti: c.JTI, expirySec: c.Exp.Unix()}, nil
 }
 
+// revocationClockMargin is how much longer than a token's own life (its exp and
+// the verifier's leeway) its revocation is kept: the nodes of a cluster read
+// their own clocks, and a revocation dropped by the primary's clock must not
+// leave the token valid on a node whose clock runs behind it.
+const revocationClockMargin = time.Minute
+
+// revokedUntil is the instant from which no node accepts the token anyway: its
+// revocation need not be kept past it.
+func (t *tokens) revokedUntil(v verified) time.Time {
+	return v.exp.Add(t.cfg.ClockSkew + revocationClockMargin)
+}
+
 // verified is what a valid token says.
 type verified struct {
 	userID uint32

@@ -314,6 +314,7 @@ func TestTokenRoutes(t *testing.T) {
 	if c := f.last(t, wire.CodeLogoutUser).caller; c.Credential == "" || !c.LoggedIn {
 		t.Fatalf("logout ran as %+v", c)
 	}
+	auth = bearer(t, a, 0) // the logged-out token is revoked (auth_test.go)
 
 	f.on(wire.CodeGetPersonalAccessTokens, wire.AppendPersonalAccessTokensReply(nil, []wire.PatEntry{{Name: []byte("prod"), ExpiryAtMicros: createdAt}, {Name: []byte("dev")}}), nil)
 	w = serve(a, "GET", "/personal-access-tokens", auth, "")

@@ -105,7 +105,7 @@ type Effect struct {
 // Bodies are the client's request bodies except where the server rewrites them
 // before proposing (ProposeCreateUser, ProposeChangePassword,
 // ProposeCreatePersonalAccessToken, AppendClientGoneProposal, ProposeRootUser:
-// a CreateUser under client id 0; AppendEndSessions). Register is the
+// a CreateUser under client id 0; AppendEndSessions; AppendRevokeTokens). Register is the
 // client table's (package vsr) and not applied here; Logout (operation 3),
 // RemoveConsumerGroupMember (66) and EndSessions (69) remove clients from every
 // consumer group. A
@@ -117,6 +117,9 @@ func (s *State) Apply(h Header, body []byte, out *Output) {
 	out.Effects = out.Effects[:0]
 	out.Result = 0
 	out.Operation = wire.ReplyOperation(h.Operation, true)
+	// Revoked tokens leave at the first op applied after they expire, by the
+	// prepare's clock: on every replica at the same op.
+	s.revoked.Prune(h.TimestampMicros)
 	a := s.access(h.UserID)
 	var code wire.ErrorCode
 	switch h.Operation {
@@ -145,6 +148,9 @@ func (s *State) Apply(h Header, body []byte, out *Output) {
 			s.clientGone(e.Client)
 		}
 		return
+	case wire.OperationRevokeTokens:
+		// Result-framed: the node that proposed it answers its logout from it.
+		code = s.applyRevokeTokens(&h, body, out)
 	case wire.OperationCreateStream:
 		code = s.applyCreateStream(a, &h, body, out)
 	case wire.OperationUpdateStream:

@@ -1,6 +1,7 @@
 // Package metadata is the metadata plane's state machine: streams, topics (with
-// their options), partitions, consumer groups, users, permissions and personal
-// access tokens. It lives on shard 0 and is pure: operations and time come in as
+// their options), partitions, consumer groups, users, permissions, personal
+// access tokens, and the access tokens logged out over HTTP until they expire
+// (revocations.go). It lives on shard 0 and is pure: operations and time come in as
 // arguments, replies and effects go out as values, and it never touches a file,
 // a socket or the clock.
 //

@@ -172,7 +172,9 @@ func checkInvariants(t testing.TB, s *State) {
 	if users != s.users.count || users != len(s.userByName) || tokens != len(s.tokenOwner) {
 		fail("user counts: %d live, count %d, names %d; tokens %d, index %d", users, s.users.count, len(s.userByName), tokens, len(s.tokenOwner))
 	}
-	if s.User(RootUserID) == nil {
+	if users > 0 && s.User(RootUserID) == nil {
+		// No user at all is a cluster's state before its root user's creation
+		// (NewStateWithoutRoot), which a snapshot may hold.
 		fail("root user missing")
 	}
 	checkSlab(t, &s.users)
@@ -217,6 +219,22 @@ func checkInvariants(t testing.TB, s *State) {
 	}
 	if streams != s.streams.count || streams != len(s.streamByName) {
 		fail("stream counts")
+	}
+	checkRevocations(t, &s.revoked)
+}
+
+// checkRevocations verifies a revocation table's two indexes: the same entries,
+// the expiry order strictly ascending, within the bound.
+func checkRevocations(t testing.TB, rt *RevocationTable) {
+	t.Helper()
+	live := rt.byExpiry[rt.head:]
+	if len(live) != len(rt.byJTI) || len(live) > RevokedTokensMax {
+		t.Fatalf("invariant: revoked tokens: %d in expiry order, %d by jti", len(live), len(rt.byJTI))
+	}
+	for i, r := range live {
+		if rt.byJTI[r.JTI] != r.ExpiryMicros || (i > 0 && compareRevocations(live[i-1], r) >= 0) {
+			t.Fatalf("invariant: revoked token %q misindexed or out of order", r.JTI)
+		}
 	}
 }
 

@@ -122,10 +122,20 @@ func (g *opGen) next(ts uint64) genOp {
 	case 22:
 		h.Operation, b = wire.OperationDeletePersonalAccessToken, body((&wire.DeletePersonalAccessToken{Name: []byte(g.name())}).Append(nil))
 	case 23:
-		if g.r.IntN(2) == 0 {
+		switch g.r.IntN(3) {
+		case 0:
 			h.Operation = wire.OperationLogout
-		} else {
+		case 1:
 			h.Operation, b = wire.OperationRemoveConsumerGroupMember, AppendClientGoneProposal(nil, h.Client)
+		default:
+			// Revoked tokens that live zero to four seconds: some expired at
+			// once, the rest pruned within a few ops.
+			tokens := make([]Revocation, 1+g.r.IntN(3))
+			for i := range tokens {
+				tokens[i] = Revocation{JTI: fmt.Sprintf("jti-%d", g.r.IntN(8)), ExpiryMicros: ts + uint64(g.r.IntN(5))*1_000_000}
+			}
+			h.Operation = wire.OperationRevokeTokens
+			b, err = AppendRevokeTokens(nil, tokens)
 		}
 	}
 	if err != nil {

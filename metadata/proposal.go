@@ -18,6 +18,8 @@ import (
 //	CreatePersonalAccessToken (146)  [name Name][expiry u64][0 u8][token digest 32]
 //	RemoveConsumerGroupMember (66)   [client u128], a connection that closed
 //	EndSessions (69)                 [count u32] [client u128][epoch u64]..., closed sessions
+//	RevokeTokens (70)                [count u32] [expiry_us u64][jti Name]..., logged-out
+//	                                 access tokens (revocations.go)
 //	CreateUser (141), client id 0    the root user of a cluster (ProposeRootUser)
 //
 // A personal access token never enters a proposal, the state or a reply that Apply

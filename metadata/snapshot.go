@@ -11,14 +11,14 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Snapshot format, version 1: a dependency-free binary layout, little-endian, every
+// Snapshot format, version 2: a dependency-free binary layout, little-endian, every
 // collection in ascending id (or name) order and nothing taken from a map, so equal
 // states encode to equal bytes. Names are [len u8][UTF-8]; blocks [len u32][bytes].
 //
-//	+-------+-------------+----------+---------------------+---------------------+----------------+
-//	| magic | version u32 | op u64   | users_count u32     | streams_count u32   | xxh3-64 u64 of |
-//	| IMS1  | = 1         | (applied)| user*               | stream*             | all before it  |
-//	+-------+-------------+----------+---------------------+---------------------+----------------+
+//	+-------+-------------+----------+-----------------+-------------------+-------------------+----------------+
+//	| magic | version u32 | op u64   | users_count u32 | streams_count u32 | revoked_count u32 | xxh3-64 u64 of |
+//	| IMS1  | = 2         | (applied)| user*           | stream*           | revoked*          | all before it  |
+//	+-------+-------------+----------+-----------------+-------------------+-------------------+----------------+
 //
 //	user    id u32, created_at u64, status u8, username Name, password_hash block32,
 //	        has_permissions u8, [permissions block32 when 1], tokens_count u32, token*
@@ -33,6 +33,11 @@ import (
 //	        groups_count u32, group*
 //	group   id u32, name Name, generation u64, members_count u32, member*
 //	member  id u32, client u128
+//	revoked expiry_us u64, jti Name, in ascending (expiry, jti) order
+//
+// Version 1 is version 2 without the revoked tokens (written before RevokeTokens,
+// op 70, existed); DecodeSnapshot reads both, a version 1 snapshot as a state that
+// holds no revoked token.
 //
 // A member's partitions are not stored: they follow from the members and the
 // partition count (ConsumerGroup.rebalance), so a snapshot cannot contradict them.
@@ -45,7 +50,9 @@ import (
 // These constants are part of the on-disk format and must not change.
 const (
 	snapshotMagic   = "IMS1"
-	SnapshotVersion = 1
+	SnapshotVersion = 2
+	// snapshotVersionWithoutRevocations is the version before the revoked tokens.
+	snapshotVersionWithoutRevocations = 1
 
 	snapshotTrailerBytes = 8
 	// UserIDLimit bounds user ids, so a snapshot (or a long series of creates)
@@ -87,6 +94,7 @@ func (s *State) AppendSnapshot(dst []byte, op uint64) []byte {
 			dst = appendStream(dst, st)
 		}
 	}
+	dst = s.appendRevocations(dst)
 	return appendU64(dst, xxh3.Hash(dst[start:]))
 }
 
@@ -181,8 +189,9 @@ func DecodeSnapshot(b []byte) (*State, uint64, error) {
 		return nil, 0, corrupt("checksum mismatch")
 	}
 	r := newReader(body[len(snapshotMagic):])
-	if v := r.u32(); v != SnapshotVersion {
-		return nil, 0, corrupt(fmt.Sprintf("version %d, want %d", v, SnapshotVersion))
+	version := r.u32()
+	if version != SnapshotVersion && version != snapshotVersionWithoutRevocations {
+		return nil, 0, corrupt(fmt.Sprintf("version %d, want %d or %d", version, snapshotVersionWithoutRevocations, SnapshotVersion))
 	}
 	op := r.u64()
 	s := newEmptyState()
@@ -191,6 +200,11 @@ func DecodeSnapshot(b []byte) (*State, uint64, error) {
 	}
 	if err := s.decodeStreams(&r); err != nil {
 		return nil, 0, err
+	}
+	if version >= 2 {
+		if err := s.decodeRevocations(&r); err != nil {
+			return nil, 0, err
+		}
 	}
 	if !r.done() {
 		return nil, 0, corrupt("truncated or trailing bytes")

@@ -49,6 +49,10 @@ type State struct {
 	streams      slab[Stream]
 	streamByName map[string]uint32
 
+	// revoked are the access tokens logged out over HTTP, until they expire
+	// (revocations.go).
+	revoked RevocationTable
+
 	// scratch is reused by Apply to build values before they are copied into the
 	// state at their exact size. Not part of the state.
 	scratch []byte

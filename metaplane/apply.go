@@ -27,6 +27,7 @@ func (p *Plane) applyCommitted(headers []wire.PrepareHeader) {
 		}
 		c := p.apply(h, b.bytes)
 		p.applied = Applied{Op: h.Op, Identity: h.Checksum, Timestamp: h.Timestamp}
+		p.revoked.follow(h, b.bytes, c.Skipped, p.out.Result)
 		for _, client := range c.Ended {
 			delete(p.writes.minted, client)
 		}

@@ -218,6 +218,7 @@ func (p *Plane) installed(err error) bool {
 		return false
 	}
 	p.state, p.table, p.applied, p.checkpoints.snapshotOp = st.State, st.Table, st.At, st.At.Op
+	p.revoked.reset(p.state)
 	p.checkpoints.retrying = false
 	// The bodies of the ops the journal keeps stay, for the apply and for repair;
 	// the state holds the others.

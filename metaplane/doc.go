@@ -14,6 +14,7 @@
 //	ReadBarrier(then)              a backup's wait for its primary's commit point
 //	AfterAccountWrites(decide)     a login's decision, once no account write is out
 //	EndSession(client, epoch, now) a closed connection's session, ended through the log
+//	RevokeTokens(tokens, now, then) access tokens logged out over HTTP, revoked on every replica
 //	Propose(proposal, body, then)  an op of the host's own
 //	Step(header, body)             a frame from a peer
 //	Tick(), NoteLiveness(replica)  time (a cluster's 10 ms ticks), a peer heard

@@ -182,6 +182,7 @@ type Plane struct {
 	reads       readWaits      // reads waiting for an op applied (cluster.go, apply.go)
 	root        rootUser       // the cluster's root user (cluster.go)
 	ends        sessionEnds    // closed connections' sessions to end (sessions.go)
+	revoked     *RevokedTokens // the applied revoked tokens, for any goroutine (revocations.go)
 
 	// broken is set when the plane cannot go on (a failed durable write): every
 	// write is refused until the host restarts it.
@@ -199,6 +200,7 @@ type planeCounters struct {
 	loginsWaiting      atomic.Int64
 	endOps             atomic.Int64
 	endsProposed       atomic.Int64
+	revokeOps          atomic.Int64
 }
 
 // bodies is the core's vsr.Storage: the bodies of the ops the journal holds (on a
@@ -276,6 +278,8 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 	}
 	snap := rec.Snapshot
 	p.state, p.table, p.applied, p.checkpoints.snapshotOp = snap.State, snap.Table, snap.At, snap.At.Op
+	p.revoked = new(RevokedTokens)
+	p.revoked.reset(p.state)
 
 	headers := make([]wire.PrepareHeader, 0, len(rec.Entries))
 	for i := range rec.Entries {
@@ -376,6 +380,10 @@ func (p *Plane) SetHost(h Host) { p.host = h }
 // State is the applied metadata state (read it only on the plane's goroutine;
 // a state transfer replaces it).
 func (p *Plane) State() *metadata.State { return p.state }
+
+// RevokedTokens is the applied table of revoked access tokens, safe from any
+// goroutine (the HTTP bearer check's), the same object for the plane's life.
+func (p *Plane) RevokedTokens() *RevokedTokens { return p.revoked }
 
 // Table is the applied client table (as State).
 func (p *Plane) Table() *vsr.ClientTable { return p.table }

@@ -61,6 +61,7 @@ func (c *cluster) finalChecks() {
 			}
 		}
 	}
+	c.revocationsFinalChecks()
 	c.storeFinalChecks()
 }
 

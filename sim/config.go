@@ -45,6 +45,8 @@ type Options struct {
 	// interval, taken as given past vsr's rule (metaplane.Config's
 	// OldCheckpointRule): tests find the lock-up's boundary with it.
 	checkpointIntervalOps uint64
+	// Revocations are the HTTP logouts nodes serve (revocations.go).
+	Revocations RevocationLoad
 	// Trace, when set, receives one line per event.
 	Trace func(string)
 }

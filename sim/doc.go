@@ -107,7 +107,12 @@
 // Config (short: 3,000 ticks of faults, tens to hundreds of metadata ops; CI runs
 // 1,000) and LongConfig (long: thousands of metadata ops, past at least three
 // checkpoints, with one node down while the others take a checkpoint, so that it
-// catches up by state transfer; CI runs a handful, -long runs more).
+// catches up by state transfer; CI runs a handful, -long runs more). Their
+// Revocation variants (revocations.go: RevocationConfig, RevocationLongConfig,
+// and RevocationBoundConfig, which fills the revoked tokens' table past its
+// bound again and again) have nodes serve HTTP logouts that revoke access tokens
+// through the plane, and check the revoked tokens' table on every replica;
+// TestSimRevocations runs some in CI, -revoke (with -long) runs more.
 //
 // # What is not
 //

@@ -39,6 +39,9 @@ type metaReplica struct {
 	lastDurableView uint32
 	lastCommitMax   uint64
 	lastCommitMin   uint64
+	// revocationClockMicros is the latest prepare timestamp applied here (or
+	// in a state installed here): no revoked token expiring later was pruned.
+	revocationClockMicros uint64
 }
 
 type pendingRequest struct {
@@ -221,6 +224,9 @@ func (mr *metaReplica) WriteCheckpoint(cp *metaplane.Checkpoint) (metaplane.Chec
 		gc.stateDigests[cp.At.Op] = digest
 		gc.stateTableLens[cp.At.Op] = mr.plane.Table().Len()
 	}
+	if c.opts.Revocations.PerMille > 0 {
+		c.checkRevocationsCopy(mr, fmt.Sprintf("its checkpoint at op %d", cp.At.Op))
+	}
 	mr.disk.checkpoint(cp.At.Op, slices.Clone(cp.Snapshot))
 	c.result.Metadata.Checkpoints++
 	c.trace("r%d checkpoint at op %d", mr.node.id, cp.At.Op)
@@ -287,6 +293,10 @@ func (mr *metaReplica) Committed(cm *metaplane.Commit) {
 		}
 		gc.applied[key] = h.Op
 	}
+	mr.revocationClockMicros = max(mr.revocationClockMicros, h.Timestamp)
+	if c.opts.Revocations.PerMille > 0 {
+		c.checkRevocationsApplied(mr, cm)
+	}
 	if want, ok := gc.stateDigests[h.Op]; ok {
 		if got := mr.plane.Digest(); got != want {
 			c.fail("replica %d: its state at op %d, a checkpoint, differs from the checkpoint's (client tables %d and %d clients)",
@@ -330,7 +340,12 @@ func effectsDigest(effects []metadata.Effect) uint64 {
 	return xxh3.Hash(b)
 }
 
-func (mr *metaReplica) StateReplaced() {}
+func (mr *metaReplica) StateReplaced() {
+	mr.revocationClockMicros = max(mr.revocationClockMicros, mr.plane.Applied().Timestamp)
+	if mr.c.opts.Revocations.PerMille > 0 {
+		mr.c.checkRevocationsCopy(mr, fmt.Sprintf("the state it installed at op %d", mr.plane.Applied().Op))
+	}
+}
 
 // Answer sends a request's answer to its client.
 func (mr *metaReplica) Answer(token uint64, a *metaplane.Answer) {

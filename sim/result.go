@@ -27,9 +27,10 @@ type Result struct {
 	// came back after another replica checkpointed past where it stopped.
 	DownAcrossCheckpoint bool
 
-	Metadata   MetadataResult
-	Clients    ClientsResult
-	Partitions PartitionsResult
+	Metadata    MetadataResult
+	Clients     ClientsResult
+	Partitions  PartitionsResult
+	Revocations RevocationsResult
 }
 
 // MetadataResult is what the metadata group's replicas did.

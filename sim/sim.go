@@ -48,12 +48,16 @@ type cluster struct {
 	rngNet  *rand.Rand
 	rngWork *rand.Rand
 	rngFail *rand.Rand
-	now     uint64
-	seq     uint64
-	nodes   []*node
-	clients []*client
-	packets []packet
-	groups  []*groupCheck
+	// rngRevoke draws the logouts (revocations.go), apart from the other
+	// streams.
+	rngRevoke *rand.Rand
+	revoke    revocations
+	now       uint64
+	seq       uint64
+	nodes     []*node
+	clients   []*client
+	packets   []packet
+	groups    []*groupCheck
 	// meta is groups[metadataGroupIndex].
 	meta *groupCheck
 	// groupIndex maps a wire group id to its index in groups.
@@ -82,6 +86,8 @@ func Run(opts Options) Result {
 		rngNet:     rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0001)),
 		rngWork:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0002)),
 		rngFail:    rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0003)),
+		rngRevoke:  rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0004)),
+		revoke:     revocations{acked: make(map[string]uint64)},
 		groupIndex: make(map[uint64]int),
 	}
 	c.result.Seed = opts.Seed
@@ -233,6 +239,7 @@ func (c *cluster) run() {
 		for _, nd := range c.nodes {
 			if nd.up {
 				nd.meta.tick()
+				c.revokeTick(nd)
 			}
 			if c.storeUp(nd) {
 				nd.part.store.Tick()

@@ -16,12 +16,13 @@ import (
 )
 
 var (
-	seedFlag  = flag.Uint64("seed", 0, "replay one seed, with a trace")
-	seedsFlag = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
-	firstFlag = flag.Uint64("first", 1, "first seed of -seeds")
-	heavyFlag = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
-	longFlag  = flag.Bool("long", false, "run the seeds' LongConfig (thousands of metadata ops, past three checkpoints) instead of their Config")
-	allFlag   = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
+	seedFlag   = flag.Uint64("seed", 0, "replay one seed, with a trace")
+	seedsFlag  = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
+	firstFlag  = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag  = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
+	longFlag   = flag.Bool("long", false, "run the seeds' LongConfig (thousands of metadata ops, past three checkpoints) instead of their Config")
+	allFlag    = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
+	revokeFlag = flag.Bool("revoke", false, "run the seeds' RevocationConfig (HTTP logouts revoking tokens; with -long, RevocationLongConfig)")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
@@ -37,6 +38,10 @@ func TestSim(t *testing.T) {
 	switch {
 	case *heavyFlag:
 		config = HeavyConfig
+	case *revokeFlag && *longFlag:
+		config = RevocationLongConfig
+	case *revokeFlag:
+		config = RevocationConfig
 	case *longFlag:
 		config = LongConfig
 	}

@@ -123,6 +123,11 @@ const (
 	// the node holding them proposes (a backup forwards them to the primary): they
 	// leave the client table and their consumer groups on every replica alike.
 	OperationEndSessions Operation = 69
+	// OperationRevokeTokens is ours too: access tokens (JWT ids) logged out over
+	// HTTP, each with the instant it stops being accepted, which every node then
+	// refuses until that instant (the reference keeps no revocations). Its reply,
+	// a result section, answers the node that proposed it, never a client.
+	OperationRevokeTokens Operation = 70
 
 	OperationCreateStream              Operation = 128
 	OperationUpdateStream              Operation = 129
@@ -174,6 +179,7 @@ var operationTable = [256]operationInfo{
 	OperationCompleteConsumerGroupRevocation: {name: "CompleteConsumerGroupRevocation", plane: PlaneMetadata},
 	OperationTruncatePartition:               {name: "TruncatePartition", plane: PlaneMetadata},
 	OperationEndSessions:                     {name: "EndSessions", plane: PlaneMetadata},
+	OperationRevokeTokens:                    {name: "RevokeTokens", plane: PlaneMetadata},
 
 	OperationCreateStream:              {name: "CreateStream", plane: PlaneMetadata, client: true, code: CodeCreateStream},
 	OperationUpdateStream:              {name: "UpdateStream", plane: PlaneMetadata, client: true, code: CodeUpdateStream},

@@ -85,7 +85,7 @@ func TestOperationClasses(t *testing.T) {
 	for op := Operation(128); op <= 149; op++ {
 		clientSendable[op] = true
 	}
-	known := map[Operation]bool{0: true, 64: true, 65: true, 66: true, 67: true, 68: true, 69: true}
+	known := map[Operation]bool{0: true, 64: true, 65: true, 66: true, 67: true, 68: true, 69: true, 70: true}
 	for op := range clientSendable {
 		known[op] = true
 	}

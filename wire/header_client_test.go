@@ -233,7 +233,7 @@ func TestDecodeReplyHeader(t *testing.T) {
 		{name: "request command", mutate: func(h *ReplyHeader) { h.Command = CommandRequest }, want: FaultCommandNotReply},
 		{name: "short size", mutate: func(h *ReplyHeader) { h.Size = 10 }, want: FaultSizeBelowHeader},
 		{name: "huge size", mutate: func(h *ReplyHeader) { h.Size = 1 << 31 }, want: FaultSizeAboveMax},
-		{name: "op 70", mutate: func(h *ReplyHeader) { h.Operation = 70 }, want: FaultReplyOperationUnknown},
+		{name: "op 71", mutate: func(h *ReplyHeader) { h.Operation = 71 }, want: FaultReplyOperationUnknown},
 		{name: "op 163", mutate: func(h *ReplyHeader) { h.Operation = 163 }, want: FaultReplyOperationUnknown},
 		{name: "status with body", mutate: func(h *ReplyHeader) { h.Status = ErrUnauthorized }, want: FaultStatusWithBody},
 		{name: "send confirmation", mutate: func(h *ReplyHeader) { h.Operation = OperationSendMessages }},
