@@ -141,6 +141,11 @@ func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 // costs that wait (a round trip, two commit broadcast intervals at most) and one
 // more password check.
 func (r *metaRouter) awaitPrimary(j *job) {
+	if j.call != nil {
+		j.login.heardPrimary = true
+		r.plane.ReadBarrier(func(bool) { r.login(j) })
+		return
+	}
 	rec := r.record(j.conn)
 	rec.busy = true
 	j.login.heardPrimary = true

@@ -168,6 +168,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		sh.WakeAt(h.heartbeatDueNs)
 	}
 	s.handlers[h.index] = h
+	s.calls.inboxes[h.index].attach(sh)
 	return h
 }
 
@@ -307,8 +308,12 @@ func isPartitionOperation(op wire.Operation) bool {
 // routeHere resolves a partition operation on this shard and hands it to the
 // partition's owner (routing.go), keeping its request buffer.
 func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
-	j := h.deferToJob(c, req, kind, userID)
-	switch kind {
+	h.route(h.deferToJob(c, req, kind, userID))
+}
+
+// route resolves a partition operation's job by its kind.
+func (h *handler) route(j *job) {
+	switch j.kind {
 	case jobSend:
 		h.routeSend(j)
 	case jobPoll:
@@ -320,39 +325,47 @@ func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, use
 
 // readHere answers a read of the metadata from this shard's view.
 func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) outcome {
+	ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
+	reply, err := h.readLocal(hdr, body, sess.userID, ch, c.RemoteAddr())
+	if err != nil {
+		c.ReplyStatus(hdr, errorCode(err, wire.ErrInvalidCommand))
+		return outcomeRefused
+	}
+	rh := wire.ReplyTo(hdr, 0, len(reply), true)
+	if b, err := c.Reserve(wire.HeaderSize + len(reply)); err == nil {
+		rh.Put(b)
+		copy(b[wire.HeaderSize:], reply)
+	}
+	return outcomeOK
+}
+
+// readLocal answers a read of the metadata from this shard's view into its
+// scratch (valid until the next read): for userID, whose client (GET_ME) is me,
+// at peer.
+func (h *handler) readLocal(hdr *wire.RequestHeader, body []byte, userID uint32, me wire.ClientHeader, peer netip.AddrPort) ([]byte, error) {
 	state := h.view.state
 	var err error
 	switch hdr.NonReplicatedCode {
 	case wire.CodeGetClusterMetadata:
 		if h.srv.cluster != nil {
-			h.readReply = h.clusterMetadataFor(h.readReply[:0], c.RemoteAddr())
+			h.readReply = h.clusterMetadataFor(h.readReply[:0], peer)
 		} else {
 			h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
 		}
 	case wire.CodeGetMe:
-		ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
-		if addr := c.RemoteAddr(); addr.IsValid() {
-			h.address = addr.AppendTo(h.address[:0])
-			ch.Address = h.address
+		if peer.IsValid() {
+			h.address = peer.AppendTo(h.address[:0])
+			me.Address = h.address
 		}
-		h.readReply = state.AppendClientDetails(h.readReply[:0], ch, hdr.Client)
+		h.readReply = state.AppendClientDetails(h.readReply[:0], me, hdr.Client)
 	default:
 		var handled bool
-		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, sess.userID, hdr.Client, body, h.srv.stats.of)
+		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, userID, hdr.Client, body, h.srv.stats.of)
 		if !handled {
 			err = wire.ErrInvalidCommand
 		}
 	}
-	if err != nil {
-		c.ReplyStatus(hdr, errorCode(err, wire.ErrInvalidCommand))
-		return outcomeRefused
-	}
-	rh := wire.ReplyTo(hdr, 0, len(h.readReply), true)
-	if b, err := c.Reserve(wire.HeaderSize + len(h.readReply)); err == nil {
-		rh.Put(b)
-		copy(b[wire.HeaderSize:], h.readReply)
-	}
-	return outcomeOK
+	return h.readReply, err
 }
 
 // anonymousOutcome answers a request other than Ping and Register from a
@@ -372,7 +385,11 @@ func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorC
 
 // forward hands a request to shard 0 in a job, keeping its buffer.
 func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
-	j := h.deferToJob(c, req, kind, userID)
+	h.toMeta(h.deferToJob(c, req, kind, userID))
+}
+
+// toMeta posts a job to shard 0.
+func (h *handler) toMeta(j *job) {
 	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
 }
 
@@ -395,7 +412,10 @@ func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind jobKind, us
 func (h *handler) DropMessage(m shard.Message) {
 	switch m.Kind {
 	case msgToMeta, msgToOwner, msgReply:
-		if j := m.Payload.(*job); j.frame.Header != nil {
+		switch j := m.Payload.(*job); {
+		case j.call != nil:
+			j.call.finish(nil, ErrStopped)
+		case j.frame.Header != nil:
 			j.frame.Release()
 		}
 	case msgReplicaFrame, msgReplicaRelease, msgReplicaPartition:
@@ -556,7 +576,9 @@ func (h *handler) take() *job {
 // recycle releases a job's request buffer and returns it to the free list; it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
-	j.frame.Release()
+	if j.call == nil {
+		j.frame.Release() // a call's request is the caller's, in no arena
+	}
 	h.returnPollBuffer(j)
 	reply, parts := j.out.reply[:0], j.poll.parts[:0]
 	res := j.poll.res
@@ -566,6 +588,11 @@ func (h *handler) recycle(j *job) {
 
 // deliver writes a job's outcome to its connection (on the connection's shard).
 func (h *handler) deliver(j *job) {
+	if j.call != nil {
+		h.requests.record(commandOf(j.frame.Header), j.outcome(), h.shard.NowNs()-j.startNs)
+		h.finishCall(j)
+		return
+	}
 	c := h.shard.Conn(j.conn)
 	if c == nil {
 		h.recycle(j)

@@ -279,6 +279,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		return false
 	}
 	h.catchUpTicks()
+	h.serveCalls()
 	effectsWait := false
 	if h.owned.effects.pending() {
 		effectsWait = h.runEffects(effectsPerTurnMax, effectsTurnBudget)
@@ -315,6 +316,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // it), every partition is closed, making what was written durable. Replies of sends
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
+	h.srv.calls.inboxes[h.index].close() // no call is taken any more: those waiting are answered
 	if h.meta != nil {
 		// The writes first: a login among them may hand its password to the
 		// workers again, whose checks are then abandoned with the others, and so

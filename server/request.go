@@ -40,7 +40,10 @@ const (
 // other parts stay zero. The parts hold decoded requests and results, never the
 // framing: another transport's requests can fill them as well.
 type job struct {
-	home    *handler
+	home *handler
+	// call is the Do this job runs (caller.go), nil for a connection's request;
+	// conn is then an id minted for it (callConnID).
+	call    *call
 	conn    shard.ConnID
 	kind    jobKind
 	frame   shard.Frame

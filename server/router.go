@@ -67,6 +67,9 @@ type metaRouter struct {
 	// answered yet, by token.
 	pending   map[uint64]pendingJob
 	nextToken uint64
+	// callers are the sessions callers' metadata writes go under, by user
+	// (callersessions.go).
+	callers map[uint32]*callerSession
 
 	scratch []byte
 }
@@ -76,6 +79,10 @@ type metaRouter struct {
 type pendingJob struct {
 	j   *job
 	rec *sessionRecord
+	// caller is the session of a call's write (callersessions.go), registering
+	// while it is being registered for it.
+	caller      *callerSession
+	registering bool
 }
 
 // passwordCheck is a login's password with the workers, and the job that waits
@@ -129,6 +136,7 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 		changing:  make(map[shard.ConnID]newPassword),
 		journal:   metafiles.NewWriter(h.shard.Wake),
 		pending:   make(map[uint64]pendingJob),
+		callers:   make(map[uint32]*callerSession),
 	}
 	plane.router = r
 	plane.files.StartWriter(r.journal)
@@ -172,6 +180,10 @@ func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
 		return
 	}
 	delete(r.pending, token)
+	if pj.caller != nil {
+		r.callerAnswered(pj, a)
+		return
+	}
 	j := pj.j
 	switch {
 	case a.Evict != 0:
@@ -283,7 +295,7 @@ func (r *metaRouter) serve(j *job) {
 		r.h.reply(j) // answered on the connection's shard already
 		return
 	}
-	if j.kind != jobLogin && j.kind != jobWrite {
+	if j.kind != jobLogin && j.kind != jobWrite && j.call == nil {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
 		epoch, _, ok := r.plane.Session(hdr.Client)
@@ -348,7 +360,7 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 		r.h.reply(j)
 		return
 	}
-	source := r.record(j.conn).source
+	source := r.sourceOf(j)
 	if !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
@@ -378,7 +390,7 @@ func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
 	r.passwordsRefused++
 	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
 		r.h.log.Warn("password work refused", "request", what, "reason", why,
-			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
+			"source", r.sourceOf(j).String(), "refused_since_last_line", r.passwordsRefused,
 			"waiting", r.passwords.Waiting(), "per_source_max", passwords.WaitingPerSourceMax, "max", passwords.WaitingMax,
 			"failures_burst", passwords.FailuresBurst, "failures_per_second", passwords.FailuresPerSecond)
 		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
@@ -406,7 +418,7 @@ func (r *metaRouter) finishPasswordChecks() {
 			if errors.Is(w.Err, wire.ErrInvalidCredentials) {
 				r.failures.Failed(w.Source, now)
 			}
-			if _, open := r.conns[w.Conn]; !open {
+			if !r.open(w.Conn) {
 				// The connection is gone: nothing is proposed for it.
 				r.plane.CancelHashing(w.ID)
 				continue
@@ -474,7 +486,7 @@ func (c verifiedCredentials) CheckPassword(username, _ []byte) (uint32, bool) {
 
 // decideLogin decides a Register with creds and, when it logs in, commits it.
 func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
-	if _, open := r.conns[j.conn]; !open {
+	if !r.open(j.conn) {
 		r.h.reply(j) // the connection is gone: its shard just recycles the job
 		return
 	}
@@ -487,6 +499,14 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 	if !decision.LoggedIn() {
 		j.out.evict = decision.Reason
 		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
+		r.h.reply(j)
+		return
+	}
+	if j.call != nil {
+		// A caller's login checks the credentials only: its session is the
+		// transport's token.
+		j.userID = decision.UserID
+		j.out.reply = callLoginReply(j.out.reply, decision.UserID)
 		r.h.reply(j)
 		return
 	}
@@ -545,6 +565,10 @@ func (r *metaRouter) write(j *job) {
 		r.h.reply(j)
 		return
 	}
+	if j.call != nil {
+		r.callerWrite(j)
+		return
+	}
 	req := metaplane.Request{Header: j.frame.Header, UserID: j.userID, Body: j.frame.Body, NowMicros: r.h.srv.nowMicros()}
 	r.plane.Write(r.track(j, r.conns[j.conn]), req)
 }
@@ -576,7 +600,7 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 		return false
 	}
 	j := pj.j
-	source := r.record(j.conn).source
+	source := r.sourceOf(j)
 	if w.Operation == wire.OperationChangePassword && !r.failures.Allow(source, r.h.shard.NowNs()) {
 		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
 		return false

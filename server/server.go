@@ -183,6 +183,8 @@ type Server struct {
 	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
 	// one per shard, each touched by its shard only.
 	pollMemories []*pollmemory.Memory[*job]
+	// calls are the shards' inboxes of Do's calls (caller.go).
+	calls callInboxes
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -280,6 +282,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
+	s.calls.init(s.shardCount)
 	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
 		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// The seam for a transport other than the ring's binary connections (HTTP): Do
+// runs one command of the binary catalog as a Caller, on the same path a binary
+// request takes from its connection's shard (handler.serveCall, callserve.go).
+//
+// A call enters the shard world through its shard's callInbox, a mutex-guarded
+// slice woken with the runtime's eventfd wake (Shard.Wake): the caller's goroutine
+// never touches shard state, and a shard with nothing waiting pays one atomic load
+// per turn to look. Calls are spread over the shards round-robin; a partition
+// operation then hops to the partition's owner, a login or metadata write to shard
+// 0, exactly as a binary request does. The reply comes back to the call's shard
+// in its job and is copied once, into the slice Do returns.
+
+// Caller is who runs a command that came over a transport other than the ring's
+// binary connections (HTTP): already authenticated by that transport.
+type Caller struct {
+	// UserID is the user the transport authenticated, when LoggedIn. (The root
+	// user's id is 0, so "not logged in" is LoggedIn false, not a zero id.)
+	UserID uint32
+	// LoggedIn false: only the login commands (and PING) are allowed.
+	LoggedIn bool
+	// Addr is the client's address: password-check fairness (the per-source
+	// budget and turns of the password workers), GET_ME, logs.
+	Addr netip.AddrPort
+}
+
+// ErrStopped is Do's error once the server is stopping or stopped: a call that
+// had not reached a shard was not run; one that had may have been.
+var ErrStopped = errors.New("server: stopped")
+
+// MetadataRole is what a transport reads of the metadata group, from any
+// goroutine: the view (the `iggy-view` header) and who takes metadata writes.
+type MetadataRole struct {
+	// View is the metadata group's current view; 0 on a single node.
+	View uint32
+	// Primary: this node is the metadata primary (a single node always is), so
+	// a metadata write made here is admitted here.
+	Primary bool
+	// PrimaryID is the roster's replica id of the primary this node knows of,
+	// when PrimaryKnown (false during a view change); 0 on a single node.
+	PrimaryID    uint8
+	PrimaryKnown bool
+}
+
+// MetadataRole reports the metadata group's view and primary as this node last
+// saw them. Safe from any goroutine.
+func (s *Server) MetadataRole() MetadataRole {
+	if s.cluster == nil {
+		return MetadataRole{Primary: true, PrimaryKnown: true}
+	}
+	r := MetadataRole{View: s.cluster.view.Load()}
+	if l := s.cluster.leader.Load(); l > 0 {
+		r.PrimaryID, r.PrimaryKnown = uint8(l-1), true
+		r.Primary = r.PrimaryID == s.cluster.self
+	}
+	return r
+}
+
+// Do runs one command of the binary catalog as caller and returns its reply body
+// in the wire layout, or the error the binary protocol answers (a wire.ErrorCode).
+// Safe from any goroutine. ctx bounds the wait, not the command: a write that
+// has been proposed is not cancelled.
+//
+// It answers as a binary session of the caller's user is answered: the same
+// permissions, limits, validation and errors. Where a binary session's answer is
+// not an error code, Do's is:
+//
+//   - a committed rejection (a result section with a code) is returned as that
+//     code, and a success's result section is stripped: the reply is the payload;
+//   - an eviction is the code that says why (a login's wrong credentials 42, a
+//     wrong token 53, an inactive user 47; a malformed request 3; a metadata
+//     write whose caller session the cluster ended, after one new registration,
+//     40);
+//   - LOGIN_REGISTER (40) and LOGIN_REGISTER_WITH_PAT (45) check the credentials
+//     (the same argon2id workers, the same budget of failures per source address)
+//     and answer the identity, [user_id u32], without registering a session: the
+//     transport's token is the caller's session. The legacy codes 38 and 44 are 3;
+//   - commands bound to a connection's session: LOGOUT answers empty (there is
+//     nothing to end; the transport forgets its token), GET_ME describes the
+//     caller (client id 0, transport HTTP, its address), JOIN and
+//     LEAVE_CONSUMER_GROUP are 5 (a caller is no group member, so a group's poll
+//     answers as to a non-member);
+//   - a metadata write is made under a session of the caller's user that this
+//     node registers on first use and keeps (callerSessions, router.go): exactly
+//     once like a binary client's, one at a time per user. At a backup it
+//     answers 58, as the binary protocol does.
+//
+// A body over the frame size limit (system.frame_size_max less the header) is 3
+// without reaching a shard, as a TCP frame over it never reaches one.
+func (s *Server) Do(ctx context.Context, caller Caller, code wire.CommandCode, body []byte) ([]byte, error) {
+	info, ok := wire.LookupCommand(code)
+	if !ok {
+		return nil, wire.ErrInvalidCommand
+	}
+	if int64(len(body)) > int64(s.cfg.FrameSizeMaxBytes)-wire.HeaderSize {
+		return nil, wire.ErrInvalidCommand
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &call{caller: caller, code: code, body: body, done: make(chan struct{})}
+	c.header.Operation = info.Operation
+	if info.Operation == wire.OperationNonReplicated {
+		c.header.NonReplicatedCode = code
+	}
+	c.header.Size = uint32(wire.HeaderSize + len(body))
+	c.header.Timestamp = s.nowMicros()
+	target := int(s.calls.next.Add(1) % uint32(s.shardCount))
+	if !s.calls.inboxes[target].push(c) {
+		return nil, ErrStopped
+	}
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.rt.Done():
+		// The shards are gone: the call was answered as they stopped, or was
+		// never taken (its shard had exited).
+		select {
+		case <-c.done:
+			return c.reply, c.err
+		default:
+			return nil, ErrStopped
+		}
+	}
+}
+
+// call is one Do on its way. The shard that takes it fills reply and err and
+// closes done, once; Do may have returned already (its ctx expired), and then
+// nobody reads them.
+type call struct {
+	caller Caller
+	code   wire.CommandCode
+	header wire.RequestHeader
+	body   []byte
+	done   chan struct{}
+	reply  []byte
+	err    error
+	// reregistered: a write found its caller session ended and registered a new
+	// one, once (metaRouter.callerWriteAnswered).
+	reregistered bool
+}
+
+// finish answers the call; it runs once per call.
+func (c *call) finish(reply []byte, err error) {
+	c.reply, c.err = reply, err
+	close(c.done)
+}
+
+// callInboxes are the shards' inboxes of calls, and the round-robin cursor Do
+// spreads them with.
+type callInboxes struct {
+	inboxes []*callInbox
+	next    atomic.Uint32
+}
+
+func (c *callInboxes) init(shards int) {
+	c.inboxes = make([]*callInbox, shards)
+	for i := range c.inboxes {
+		c.inboxes[i] = &callInbox{}
+	}
+}
+
+// callInbox is a shard's calls waiting to be served: pushed by any goroutine,
+// taken by the shard in its turn (handler.Tick). waiting lets the shard skip the
+// lock when there is nothing.
+type callInbox struct {
+	waiting atomic.Int32
+	mu      sync.Mutex
+	calls   []*call
+	taken   []*call // the slice the shard serves from, swapped with calls
+	wake    func()  // the shard's Shard.Wake; nil until the shard started
+	closed  bool
+	// served counts the calls the shard took, for their ids (callConnID);
+	// touched by the shard only.
+	served uint64
+}
+
+// attach gives the inbox its shard's wake (handler start).
+func (b *callInbox) attach(sh *shard.Shard) {
+	b.mu.Lock()
+	b.wake = sh.Wake
+	b.mu.Unlock()
+}
+
+// push queues a call and wakes the shard; false once the shard has stopped.
+func (b *callInbox) push(c *call) bool {
+	b.mu.Lock()
+	if b.closed || b.wake == nil {
+		b.mu.Unlock()
+		return false
+	}
+	b.calls = append(b.calls, c)
+	b.waiting.Add(1)
+	wake := b.wake
+	b.mu.Unlock()
+	wake()
+	return true
+}
+
+// take hands the shard the calls waiting, in order; the slice is the inbox's and
+// valid until the next take.
+func (b *callInbox) take() []*call {
+	if b.waiting.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	clear(b.taken)
+	b.calls, b.taken = b.taken[:0], b.calls
+	b.waiting.Store(0)
+	b.mu.Unlock()
+	return b.taken
+}
+
+// close refuses further calls and answers those still waiting: the shard stops.
+func (b *callInbox) close() {
+	b.mu.Lock()
+	b.closed = true
+	waiting := b.calls
+	b.calls = nil
+	b.waiting.Store(0)
+	b.mu.Unlock()
+	for _, c := range waiting {
+		c.finish(nil, ErrStopped)
+	}
+}
+
+// callConnFlag marks the ConnIDs minted for calls (callConnID): the top bit of a
+// ConnID's slot field, which no connection's slot reaches (a shard holds at most
+// 65536 connections), so a call never shares a key with a connection in shard
+// 0's tables of logins and password work.
+const callConnFlag = shard.ConnID(1) << 47
+
+// callConnID is the id a call of shard index goes under: its home shard for the
+// reply (ConnID.Shard) and a number of its own.
+func callConnID(index int, n uint64) shard.ConnID {
+	return shard.ConnID(uint64(index)<<48) | callConnFlag | shard.ConnID(n&(uint64(callConnFlag)-1))
+}
+
+// isCallConn reports whether conn was minted for a call.
+func isCallConn(conn shard.ConnID) bool { return conn&callConnFlag != 0 }

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// A caller (caller.go) has no connection and no session of its own, but a
+// metadata write goes through the client table, exactly once per (client,
+// request): shard 0 makes a user's callers' writes under a session of that user
+// it registers on the first write at this node (a Register, committed as a
+// binary login's is, without a password: the transport authenticated the user),
+// one write at a time, with its own request numbers. The session stays while the
+// client table keeps it; one the cluster ended (a full table evicted it, a
+// restart of the table) is registered again, once per write.
+//
+// The reference's HTTP server binds a session per credential in the same way
+// (core/server/src/http/session.rs in apache/iggy); this one binds it per user,
+// which a Caller names.
+
+// callerSession is the session a user's callers' metadata writes go under.
+type callerSession struct {
+	client wire.Uint128
+	// epoch is the session's (its Register's op); 0 until registered.
+	epoch uint64
+	// request is the number of the session's last write.
+	request uint64
+	// busy: a write (or the registration before it) is with the plane; queued
+	// are the user's next writes, in arrival order.
+	busy   bool
+	queued []*job
+}
+
+// newCallerClient mints a client id for a caller session: random, as an SDK's is.
+func newCallerClient() wire.Uint128 {
+	var b [16]byte
+	rand.Read(b[:])
+	return wire.Uint128{Lo: binary.LittleEndian.Uint64(b[:8]), Hi: binary.LittleEndian.Uint64(b[8:])}
+}
+
+// callerWrite makes a caller's metadata write under its user's session, in turn
+// behind the user's other callers' writes.
+func (r *metaRouter) callerWrite(j *job) {
+	cs := r.callers[j.userID]
+	if cs == nil {
+		cs = &callerSession{client: newCallerClient()}
+		r.callers[j.userID] = cs
+	}
+	if cs.busy {
+		cs.queued = append(cs.queued, j)
+		return
+	}
+	cs.busy = true
+	r.callerWriteNow(cs, j)
+}
+
+// callerWriteNow registers the session if it has none, then proposes the write.
+func (r *metaRouter) callerWriteNow(cs *callerSession, j *job) {
+	now := r.h.srv.nowMicros()
+	if cs.epoch == 0 {
+		if !r.plane.IsPrimary() {
+			// A backup refuses the write itself (58), as it refuses a binary
+			// client's: no session is registered for it.
+			j.out.status = wire.ErrTransientNotAccepted
+			r.callerAnswer(cs, j)
+			return
+		}
+		hdr := wire.RequestHeader{Operation: wire.OperationRegister, Client: cs.client, Timestamp: j.frame.Header.Timestamp}
+		r.plane.Register(r.trackCaller(j, cs, true), &hdr, j.userID, now)
+		return
+	}
+	cs.request++
+	hdr := j.frame.Header // the call's own header
+	hdr.Client, hdr.Session, hdr.Request = cs.client, cs.epoch, cs.request
+	r.plane.Write(r.trackCaller(j, cs, false), metaplane.Request{Header: hdr, UserID: j.userID, Body: j.frame.Body, NowMicros: now})
+}
+
+// trackCaller hands a caller's job to the plane under a new token.
+func (r *metaRouter) trackCaller(j *job, cs *callerSession, registering bool) uint64 {
+	r.nextToken++
+	r.pending[r.nextToken] = pendingJob{j: j, caller: cs, registering: registering}
+	return r.nextToken
+}
+
+// callerAnswered carries out the plane's answer to a caller's registration or
+// write.
+func (r *metaRouter) callerAnswered(pj pendingJob, a *metaplane.Answer) {
+	cs, j := pj.caller, pj.j
+	refused := a.Evict != 0 || a.Status != 0 || a.Rejection != 0
+	switch {
+	case pj.registering && !refused:
+		cs.epoch = a.Epoch
+		r.callerWriteNow(cs, j)
+		return
+	case !pj.registering && (a.Evict == wire.EvictionNoSession || a.Evict == wire.EvictionSessionTooLow) && !j.call.reregistered:
+		// The cluster ended the session: a new one, under a new client id.
+		j.call.reregistered = true
+		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
+		r.callerWriteNow(cs, j)
+		return
+	}
+	switch {
+	case a.Evict != 0:
+		j.out.evict = a.Evict
+		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
+	case a.Status != 0:
+		j.out.status = a.Status
+	case a.Rejection != 0:
+		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
+	default:
+		j.out.rawFrame = true
+		j.out.reply = append(j.out.reply[:0], a.Frame...)
+	}
+	r.callerAnswer(cs, j)
+}
+
+// callerAnswer replies to a caller's write and starts the user's next one.
+func (r *metaRouter) callerAnswer(cs *callerSession, j *job) {
+	r.h.reply(j)
+	cs.busy = false
+	for !cs.busy && len(cs.queued) > 0 {
+		next := cs.queued[0]
+		cs.queued[0] = nil
+		cs.queued = cs.queued[1:]
+		cs.busy = true
+		r.callerWriteNow(cs, next)
+	}
+}
+
+// sourceOf is the address a job's password work is accounted to: the
+// connection's peer, or the caller's.
+func (r *metaRouter) sourceOf(j *job) netip.Addr {
+	if j.call != nil {
+		return j.call.caller.Addr.Addr().Unmap()
+	}
+	return r.record(j.conn).source
+}
+
+// open reports whether the work of conn is still wanted: its connection is open,
+// or it is a call's (a call is answered whether its caller still waits or not).
+func (r *metaRouter) open(conn shard.ConnID) bool {
+	_, open := r.conns[conn]
+	return open || isCallConn(conn)
+}
