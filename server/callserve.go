@@ -37,7 +37,7 @@ func (h *handler) serveCall(c *call) {
 		h.deliver(j)
 	case op == wire.OperationRegister:
 		j.kind = jobLogin
-		if h.srv.cluster != nil && !h.view.state.HasRoot() {
+		if h.srv.cluster != nil && !h.view.State.HasRoot() {
 			h.refuse(j, wire.ErrTransientNotAccepted) // as serveRequest refuses it
 			return
 		}

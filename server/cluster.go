@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -182,7 +183,7 @@ func (r *metaRouter) publishInstalled() {
 			ended = append(ended, client)
 		}
 	}
-	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.State().AppendSnapshot(nil, p.Applied().Op), sessions: sessions}, ended: ended})
+	r.publish(&metaview.Entry{Replace: &metaview.Replace{Snapshot: p.State().AppendSnapshot(nil, p.Applied().Op), Sessions: sessions}, Ended: ended})
 }
 
 // partitionReplication places the shard's partitions in their groups of the

@@ -132,7 +132,7 @@ func openAsViewed(t *testing.T, s *Server) string {
 		h := s.handlers[sh.Index()]
 		h.catchUpView()
 		named := make(map[partition.Key]bool)
-		eachPartition(h.view.state, func(k partition.Key, _ partition.Config, createdAt, _ uint64) {
+		eachPartition(h.view.State, func(k partition.Key, _ partition.Config, createdAt, _ uint64) {
 			if s.ownerOf(k) != h.index {
 				return
 			}

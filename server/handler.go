@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -85,9 +86,9 @@ type handler struct {
 	free   []*job
 	outbox []pendingPost
 
-	// view is the shard's copy of the committed metadata (view.go); balanced holds
+	// view is the shard's copy of the committed metadata (package metaview); balanced holds
 	// its round-robin cursors of Balanced sends, by topic.
-	view     *metaView
+	view     *metaview.View
 	balanced map[[2]uint32]*partition.RoundRobin
 	// bound are the shard's logged-in sessions, ended when their account is revoked.
 	bound map[shard.ConnID]*session
@@ -140,8 +141,8 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.owned.retentionDueNs = sh.NowNs() + retentionIntervalNs
 	h.owned.groupPolls = make(map[groupPollKey][]*job)
-	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
-	h.view.replaced = h.followReplacedView
+	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
+	h.view.Replaced = h.followReplacedView
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
@@ -210,14 +211,14 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		h.replyEmpty(c, hdr)
 		return outcomeOK
 	case op == wire.OperationRegister:
-		if h.srv.cluster != nil && !h.view.state.HasRoot() {
+		if h.srv.cluster != nil && !h.view.State.HasRoot() {
 			// A cluster's root user comes from an op of its first primary
 			// (metaRouter.ensureRootUser): until this node applied it nobody can log
 			// in, and the login is refused as not accepted (58), which the SDKs
 			// replay for their whole request deadline, as the reference answers
 			// while its recovery barrier holds.
 			h.catchUpView()
-			if !h.view.state.HasRoot() {
+			if !h.view.State.HasRoot() {
 				c.ReplyStatus(hdr, wire.ErrTransientNotAccepted)
 				return outcomeRefused
 			}
@@ -264,7 +265,7 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		h.forward(c, req, jobWrite, sess.userID) // fenced by the client table itself
 		return outcomeDeferred
 	}
-	if reason := h.view.fence(hdr.Client, sess.epoch); reason != 0 {
+	if reason := h.view.Fence(hdr.Client, sess.epoch); reason != 0 {
 		// The client id registered again, or its session left the client table.
 		c.Evict(hdr.Client, reason)
 		return outcomeEvicted
@@ -343,7 +344,7 @@ func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, 
 // scratch (valid until the next read): for userID, whose client (GET_ME) is me,
 // at peer.
 func (h *handler) readLocal(hdr *wire.RequestHeader, body []byte, userID uint32, me wire.ClientHeader, peer netip.AddrPort) ([]byte, error) {
-	state := h.view.state
+	state := h.view.State
 	var err error
 	switch hdr.NonReplicatedCode {
 	case wire.CodeGetClusterMetadata:

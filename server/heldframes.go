@@ -52,9 +52,9 @@ type heldFrameCounts struct {
 	held, stepped, expired, refused uint64
 }
 
-// hasPartition reports whether the view has partition k.
-func (v *metaView) hasPartition(k partition.Key) bool {
-	st := v.state.Stream(k.StreamID)
+// viewHasPartition reports whether the shard's view has partition k.
+func (h *handler) viewHasPartition(k partition.Key) bool {
+	st := h.view.State.Stream(k.StreamID)
 	if st == nil {
 		return false
 	}
@@ -65,7 +65,7 @@ func (v *metaView) hasPartition(k partition.Key) bool {
 // holdFrame keeps a frame for partition k, which the view does not have, and
 // reports whether it did.
 func (h *handler) holdFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) bool {
-	if h.view.hasPartition(k) {
+	if h.viewHasPartition(k) {
 		return false // the partition is the view's: the store has it or failed to open it
 	}
 	hold := &h.owned.hold
@@ -91,7 +91,7 @@ func (h *handler) stepHeld() {
 	kept := hold.frames[:0]
 	for i := range hold.frames {
 		f := &hold.frames[i]
-		if !h.view.hasPartition(f.key) {
+		if !h.viewHasPartition(f.key) {
 			kept = append(kept, *f)
 			continue
 		}

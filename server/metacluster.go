@@ -21,7 +21,7 @@ import (
 //     client table) and its client table as the ISM1 artifacts; one that receives
 //     a state writes it as its snapshot, cuts its journal to the ops above it
 //     (which it may have acknowledged), and has every shard's view replaced by it
-//     (view.go).
+//     (package metaview).
 //
 // The journal stays in op order, while a backup may be handed a write beyond a gap
 // (a body retransmitted before the repair of the ops below it): the journal is

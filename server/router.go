@@ -10,6 +10,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/passwords"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -17,7 +18,7 @@ import (
 
 // metaRouter is shard 0's part of the request path: logins, metadata writes, the
 // reads that need the whole node (stats, clients, snapshots), and the commit log
-// every shard's view follows (view.go).
+// every shard's view follows (package metaview).
 type metaRouter struct {
 	// dueTick is the grid tick the clustered core next has work at (ticks.go).
 	dueTick uint64
@@ -27,7 +28,7 @@ type metaRouter struct {
 	stats metadata.StatsSource
 
 	// viewTail is the last entry of the commit log.
-	viewTail *viewEntry
+	viewTail *metaview.Entry
 	// commits counts the metadata operations committed since the start (metrics).
 	commits uint64
 	// conns are the node's open connections, logged in or not, from the moment
@@ -120,7 +121,7 @@ type sessionRecord struct {
 	queued []func()
 }
 
-func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
+func newMetaRouter(h *handler, plane *metaPlane, viewTail *metaview.Entry) *metaRouter {
 	plane.files.ObserveFsync = h.srv.journalFsyncs.observe
 	r := &metaRouter{
 		h:        h,
@@ -157,8 +158,8 @@ func (r *metaRouter) published(c *metaplane.Commit) {
 		return // it changed nothing: no view has anything to apply
 	}
 	h := c.Header
-	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.Body, ended: c.Ended,
-		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
+	r.publish(&metaview.Entry{Op: h.Op, View: h.View, Body: c.Body, Ended: c.Ended,
+		Header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
 }
 
 // track hands a job to the plane under a new token: it holds its connection's
@@ -256,8 +257,8 @@ func (r *metaRouter) stopJournal() {
 }
 
 // publish appends an entry to the commit log and tells every shard to catch up.
-func (r *metaRouter) publish(e *viewEntry) {
-	r.viewTail.next.Store(e)
+func (r *metaRouter) publish(e *metaview.Entry) {
+	r.viewTail.Append(e)
 	r.viewTail = e
 	if r.h.srv.cfg.quietCommits {
 		return

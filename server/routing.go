@@ -7,7 +7,7 @@ import (
 )
 
 // Partition operations are resolved on the connection's shard, from its view of the
-// committed metadata (view.go): names, permissions and the partition, then straight
+// committed metadata (package metaview): names, permissions and the partition, then straight
 // to the partition's owner shard (no hop when that is this shard).
 //
 // Balanced sends go round-robin over a topic's partitions per shard: each shard
@@ -30,7 +30,7 @@ func (h *handler) routeSend(j *job) {
 		h.reply(j)
 		return
 	}
-	state := h.view.state
+	state := h.view.State
 	s, t, count, err := state.ResolveTopic(j.send.batch.StreamID, j.send.batch.TopicID)
 	if err != nil {
 		h.refuse(j, wire.ErrResourceNotFound)
@@ -75,7 +75,7 @@ func (h *handler) routePoll(j *job) {
 		h.reply(j)
 		return
 	}
-	state := h.view.state
+	state := h.view.State
 	consumer := partition.Consumer{Kind: req.Consumer.Kind}
 	var partitionID uint32
 	if req.Consumer.Kind == wire.ConsumerGroup {
@@ -160,7 +160,7 @@ func (h *handler) routeOffset(j *job) {
 		unresolved()
 		return
 	}
-	state := h.view.state
+	state := h.view.State
 	s, t, count, err := state.ResolveTopic(streamID, topicID)
 	if err != nil {
 		unresolved()
@@ -226,11 +226,11 @@ func plainConsumerID(id wire.Identifier) uint32 {
 
 // groupID resolves a consumer group identifier within a topic.
 func (h *handler) groupID(streamID, topicID, groupID wire.Identifier) (uint32, bool) {
-	s, t, _, err := h.view.state.ResolveTopic(streamID, topicID)
+	s, t, _, err := h.view.State.ResolveTopic(streamID, topicID)
 	if err != nil {
 		return 0, false
 	}
-	topic := h.view.state.Stream(s).Topic(t)
+	topic := h.view.State.Stream(s).Topic(t)
 	if groupID.Kind == wire.IdentifierNumeric {
 		return groupID.Numeric, topic.Group(groupID.Numeric) != nil
 	}

@@ -9,7 +9,7 @@
 //
 // A connection lives on one shard. That shard checks the session (only PING before
 // login; the client id and session epoch of the login on every later request) and
-// routes from its own view of the committed metadata (view.go), which it brings up
+// routes from its own view of the committed metadata (package metaview), which it brings up
 // to date first:
 //
 //	conn shard: PING; reads of the metadata (streams, topics, users, groups,
@@ -62,7 +62,7 @@
 //	  receive backlog                      a throttled connection's bytes that landed
 //	                                       before its recv's cancel: at most the receive
 //	                                       ring's 32 MiB (arena, or heap when it is dry)
-//	metadata view                        a copy of the metadata state (view.go), and the
+//	metadata view                        a copy of the metadata state (package metaview), and the
 //	                                     commit log's entries until the slowest shard has
 //	                                     applied them
 //	partitions (package partition,       per partition the shard owns (in a cluster every
@@ -138,6 +138,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/replicanet"
@@ -169,10 +170,10 @@ type Server struct {
 	// cluster is the node's view of its cluster (cluster.go); nil on a single node.
 	cluster *clusterState
 	// viewSnapshot is the recovered metadata each shard decodes into its view, and
-	// viewGenesis the commit log's first entry, where every view starts (view.go);
+	// viewGenesis the commit log's first entry, where every view starts (package metaview);
 	// both are dropped once the shards have started.
 	viewSnapshot []byte
-	viewGenesis  *viewEntry
+	viewGenesis  *metaview.Entry
 
 	// initial holds, per shard, the partitions to open at start.
 	initial  [][]partitionOpen
@@ -273,7 +274,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	}
 	s.meta = meta
 	s.viewSnapshot = meta.State().AppendSnapshot(nil, meta.Applied().Op)
-	s.viewGenesis = &viewEntry{}
+	s.viewGenesis = &metaview.Entry{}
 	s.initial = make([][]partitionOpen, s.shardCount)
 	s.sendRefusedLogs = make([]eventLog, s.shardCount)
 	s.pollMemories = make([]*pollmemory.Memory[*job], s.shardCount)
