@@ -2,11 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -24,21 +23,15 @@ import (
 // in its job and is copied once, into the slice Do returns.
 
 // Caller is who runs a command that came over a transport other than the ring's
-// binary connections (HTTP): already authenticated by that transport.
-type Caller struct {
-	// UserID is the user the transport authenticated, when LoggedIn. (The root
-	// user's id is 0, so "not logged in" is LoggedIn false, not a zero id.)
-	UserID uint32
-	// LoggedIn false: only the login commands (and PING) are allowed.
-	LoggedIn bool
-	// Addr is the client's address: password-check fairness (the per-source
-	// budget and turns of the password workers), GET_ME, logs.
-	Addr netip.AddrPort
-}
+// binary connections (HTTP): already authenticated by that transport. UserID is
+// the user it authenticated, when LoggedIn (the root user's id is 0, so "not
+// logged in" is LoggedIn false, not a zero id); Addr the client's address, for
+// password-check fairness, GET_ME and logs (request.Caller).
+type Caller = request.Caller
 
 // ErrStopped is Do's error once the server is stopping or stopped: a call that
 // had not reached a shard was not run; one that had may have been.
-var ErrStopped = errors.New("server: stopped")
+var ErrStopped = request.ErrStopped
 
 // MetadataRole is what a transport reads of the metadata group, from any
 // goroutine: the view (the `iggy-view` header) and who takes metadata writes.
@@ -110,54 +103,18 @@ func (s *Server) Do(ctx context.Context, caller Caller, code wire.CommandCode, b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &call{caller: caller, code: code, body: body, done: make(chan struct{})}
-	c.header.Operation = info.Operation
+	c := request.NewCall(caller, code, body)
+	c.Header.Operation = info.Operation
 	if info.Operation == wire.OperationNonReplicated {
-		c.header.NonReplicatedCode = code
+		c.Header.NonReplicatedCode = code
 	}
-	c.header.Size = uint32(wire.HeaderSize + len(body))
-	c.header.Timestamp = s.nowMicros()
+	c.Header.Size = uint32(wire.HeaderSize + len(body))
+	c.Header.Timestamp = s.nowMicros()
 	target := int(s.calls.next.Add(1) % uint32(s.shardCount))
 	if !s.calls.inboxes[target].push(c) {
 		return nil, ErrStopped
 	}
-	select {
-	case <-c.done:
-		return c.reply, c.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.rt.Done():
-		// The shards are gone: the call was answered as they stopped, or was
-		// never taken (its shard had exited).
-		select {
-		case <-c.done:
-			return c.reply, c.err
-		default:
-			return nil, ErrStopped
-		}
-	}
-}
-
-// call is one Do on its way. The shard that takes it fills reply and err and
-// closes done, once; Do may have returned already (its ctx expired), and then
-// nobody reads them.
-type call struct {
-	caller Caller
-	code   wire.CommandCode
-	header wire.RequestHeader
-	body   []byte
-	done   chan struct{}
-	reply  []byte
-	err    error
-	// reregistered: a write found its caller session ended and registered a new
-	// one, once (metaRouter.callerWriteAnswered).
-	reregistered bool
-}
-
-// finish answers the call; it runs once per call.
-func (c *call) finish(reply []byte, err error) {
-	c.reply, c.err = reply, err
-	close(c.done)
+	return c.Wait(ctx, s.rt.Done())
 }
 
 // callInboxes are the shards' inboxes of calls, and the round-robin cursor Do
@@ -180,9 +137,9 @@ func (c *callInboxes) init(shards int) {
 type callInbox struct {
 	waiting atomic.Int32
 	mu      sync.Mutex
-	calls   []*call
-	taken   []*call // the slice the shard serves from, swapped with calls
-	wake    func()  // the shard's Shard.Wake; nil until the shard started
+	calls   []*request.Call
+	taken   []*request.Call // the slice the shard serves from, swapped with calls
+	wake    func()          // the shard's Shard.Wake; nil until the shard started
 	closed  bool
 	// served counts the calls the shard took, for their ids (callConnID);
 	// touched by the shard only.
@@ -197,7 +154,7 @@ func (b *callInbox) attach(sh *shard.Shard) {
 }
 
 // push queues a call and wakes the shard; false once the shard has stopped.
-func (b *callInbox) push(c *call) bool {
+func (b *callInbox) push(c *request.Call) bool {
 	b.mu.Lock()
 	if b.closed || b.wake == nil {
 		b.mu.Unlock()
@@ -213,7 +170,7 @@ func (b *callInbox) push(c *call) bool {
 
 // take hands the shard the calls waiting, in order; the slice is the inbox's and
 // valid until the next take.
-func (b *callInbox) take() []*call {
+func (b *callInbox) take() []*request.Call {
 	if b.waiting.Load() == 0 {
 		return nil
 	}
@@ -234,7 +191,7 @@ func (b *callInbox) close() {
 	b.waiting.Store(0)
 	b.mu.Unlock()
 	for _, c := range waiting {
-		c.finish(nil, ErrStopped)
+		c.Finish(nil, ErrStopped)
 	}
 }
 

@@ -46,10 +46,10 @@ func newCallerClient() wire.Uint128 {
 // callerWrite makes a caller's metadata write under its user's session, in turn
 // behind the user's other callers' writes.
 func (r *metaRouter) callerWrite(j *job) {
-	cs := r.callers[j.userID]
+	cs := r.callers[j.UserID]
 	if cs == nil {
 		cs = &callerSession{client: newCallerClient()}
-		r.callers[j.userID] = cs
+		r.callers[j.UserID] = cs
 	}
 	if cs.busy {
 		cs.queued = append(cs.queued, j)
@@ -66,18 +66,18 @@ func (r *metaRouter) callerWriteNow(cs *callerSession, j *job) {
 		if !r.plane.IsPrimary() {
 			// A backup refuses the write itself (58), as it refuses a binary
 			// client's: no session is registered for it.
-			j.out.status = wire.ErrTransientNotAccepted
+			j.Out.Status = wire.ErrTransientNotAccepted
 			r.callerAnswer(cs, j)
 			return
 		}
-		hdr := wire.RequestHeader{Operation: wire.OperationRegister, Client: cs.client, Timestamp: j.frame.Header.Timestamp}
-		r.plane.Register(r.trackCaller(j, cs, true), &hdr, j.userID, now)
+		hdr := wire.RequestHeader{Operation: wire.OperationRegister, Client: cs.client, Timestamp: j.Frame.Header.Timestamp}
+		r.plane.Register(r.trackCaller(j, cs, true), &hdr, j.UserID, now)
 		return
 	}
 	cs.request++
-	hdr := j.frame.Header // the call's own header
+	hdr := j.Frame.Header // the call's own header
 	hdr.Client, hdr.Session, hdr.Request = cs.client, cs.epoch, cs.request
-	r.plane.Write(r.trackCaller(j, cs, false), metaplane.Request{Header: hdr, UserID: j.userID, Body: j.frame.Body, NowMicros: now})
+	r.plane.Write(r.trackCaller(j, cs, false), metaplane.Request{Header: hdr, UserID: j.UserID, Body: j.Frame.Body, NowMicros: now})
 }
 
 // trackCaller hands a caller's job to the plane under a new token.
@@ -97,24 +97,24 @@ func (r *metaRouter) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 		cs.epoch = a.Epoch
 		r.callerWriteNow(cs, j)
 		return
-	case !pj.registering && (a.Evict == wire.EvictionNoSession || a.Evict == wire.EvictionSessionTooLow) && !j.call.reregistered:
+	case !pj.registering && (a.Evict == wire.EvictionNoSession || a.Evict == wire.EvictionSessionTooLow) && !j.Call.Reregistered:
 		// The cluster ended the session: a new one, under a new client id.
-		j.call.reregistered = true
+		j.Call.Reregistered = true
 		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
 		r.callerWriteNow(cs, j)
 		return
 	}
 	switch {
 	case a.Evict != 0:
-		j.out.evict = a.Evict
+		j.Out.Evict = a.Evict
 		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
 	case a.Status != 0:
-		j.out.status = a.Status
+		j.Out.Status = a.Status
 	case a.Rejection != 0:
-		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
+		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
 	default:
-		j.out.rawFrame = true
-		j.out.reply = append(j.out.reply[:0], a.Frame...)
+		j.Out.RawFrame = true
+		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
 	}
 	r.callerAnswer(cs, j)
 }
@@ -135,10 +135,10 @@ func (r *metaRouter) callerAnswer(cs *callerSession, j *job) {
 // sourceOf is the address a job's password work is accounted to: the
 // connection's peer, or the caller's.
 func (r *metaRouter) sourceOf(j *job) netip.Addr {
-	if j.call != nil {
-		return j.call.caller.Addr.Addr().Unmap()
+	if j.Call != nil {
+		return j.Call.Caller.Addr.Addr().Unmap()
 	}
-	return r.record(j.conn).source
+	return r.record(j.Conn).source
 }
 
 // open reports whether the work of conn is still wanted: its connection is open,

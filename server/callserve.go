@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -21,22 +22,22 @@ func (h *handler) serveCalls() {
 
 // serveCall is serveRequest for a call: the same decisions, with the session
 // checks of a connection replaced by the caller's (Do says what differs).
-func (h *handler) serveCall(c *call) {
+func (h *handler) serveCall(c *request.Call) {
 	h.catchUpView()
 	inbox := h.srv.calls.inboxes[h.index]
 	inbox.served++
 	j := h.take()
-	j.call = c
-	j.conn = callConnID(h.index, inbox.served)
-	j.userID = c.caller.UserID
-	j.startNs = h.shard.NowNs()
-	j.frame = shard.Frame{Header: &c.header, Body: c.body}
-	op := c.header.Operation
+	j.Call = c
+	j.Conn = callConnID(h.index, inbox.served)
+	j.UserID = c.Caller.UserID
+	j.StartNs = h.shard.NowNs()
+	j.Frame = shard.Frame{Header: &c.Header, Body: c.Body}
+	op := c.Header.Operation
 	switch {
-	case c.code == wire.CodePing:
+	case c.Code == wire.CodePing:
 		h.deliver(j)
 	case op == wire.OperationRegister:
-		j.kind = jobLogin
+		j.Kind = request.KindLogin
 		if h.srv.cluster != nil && !h.view.State.HasRoot() {
 			h.refuse(j, wire.ErrTransientNotAccepted) // as serveRequest refuses it
 			return
@@ -46,45 +47,45 @@ func (h *handler) serveCall(c *call) {
 		// The legacy login codes 38 and 44: the binary protocol evicts them as a
 		// malformed login.
 		h.refuse(j, wire.ErrInvalidCommand)
-	case !c.caller.LoggedIn:
+	case !c.Caller.LoggedIn:
 		h.refuse(j, wire.ErrUnauthenticated)
 	case op == wire.OperationLogout:
 		h.deliver(j) // empty: a caller has no session to end
 	case op == wire.OperationJoinConsumerGroup || op == wire.OperationLeaveConsumerGroup:
 		h.refuse(j, wire.ErrFeatureUnavailable)
 	case op.Replicated() && !isPartitionOperation(op):
-		j.kind = jobWrite
+		j.Kind = request.KindWrite
 		h.toMeta(j)
 	case op == wire.OperationSendMessages:
-		j.kind = jobSend
+		j.Kind = request.KindSend
 		h.route(j)
 	case op == wire.OperationStoreConsumerOffset:
-		j.kind = jobStoreOffset
+		j.Kind = request.KindStoreOffset
 		h.route(j)
 	case op == wire.OperationDeleteConsumerOffset:
-		j.kind = jobDeleteOffset
+		j.Kind = request.KindDeleteOffset
 		h.route(j)
 	default: // a read
-		switch c.code {
+		switch c.Code {
 		case wire.CodeFlushUnsavedBuffer:
 			h.refuse(j, wire.ErrFeatureUnavailable)
 		case wire.CodePollMessages:
-			j.kind = jobPoll
+			j.Kind = request.KindPoll
 			h.route(j)
 		case wire.CodeGetConsumerOffset:
-			j.kind = jobGetOffset
+			j.Kind = request.KindGetOffset
 			h.route(j)
 		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
-			j.kind = jobRead
+			j.Kind = request.KindRead
 			h.toMeta(j)
 		default:
-			j.kind = jobRead
-			ch := wire.ClientHeader{UserID: c.caller.UserID, Transport: clientTransportHTTP}
-			reply, err := h.readLocal(&c.header, c.body, c.caller.UserID, ch, c.caller.Addr)
+			j.Kind = request.KindRead
+			ch := wire.ClientHeader{UserID: c.Caller.UserID, Transport: clientTransportHTTP}
+			reply, err := h.readLocal(&c.Header, c.Body, c.Caller.UserID, ch, c.Caller.Addr)
 			if err != nil {
-				j.out.status = errorCode(err, wire.ErrInvalidCommand)
+				j.Out.Status = errorCode(err, wire.ErrInvalidCommand)
 			} else {
-				j.out.reply = append(j.out.reply[:0], reply...)
+				j.Out.Reply = append(j.Out.Reply[:0], reply...)
 			}
 			h.deliver(j)
 		}
@@ -94,26 +95,26 @@ func (h *handler) serveCall(c *call) {
 // finishCall answers a call with its job's outcome, on the call's shard: the
 // reply's payload copied once into the slice the caller gets.
 func (h *handler) finishCall(j *job) {
-	c := j.call
+	c := j.Call
 	var reply []byte
 	var err error
 	switch {
-	case j.out.evict != 0:
-		err = evictionCode(j.out.evict)
-	case j.out.status != 0:
-		err = j.out.status
-	case j.kind == jobPoll && j.poll.read:
-		reply = make([]byte, 0, j.poll.res.ReplySizeBytes())
-		for _, p := range j.poll.res.AppendPollBuffers(j.poll.parts[:0]) {
+	case j.Out.Evict != 0:
+		err = evictionCode(j.Out.Evict)
+	case j.Out.Status != 0:
+		err = j.Out.Status
+	case j.Kind == request.KindPoll && j.Poll.Read:
+		reply = make([]byte, 0, j.Poll.Res.ReplySizeBytes())
+		for _, p := range j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]) {
 			reply = append(reply, p...)
 		}
 	default:
-		body := j.out.reply
-		if j.out.rawFrame {
+		body := j.Out.Reply
+		if j.Out.RawFrame {
 			body = body[wire.HeaderSize:]
 		}
-		switch j.kind {
-		case jobWrite, jobLogin, jobStoreOffset, jobDeleteOffset: // result-framed
+		switch j.Kind {
+		case request.KindWrite, request.KindLogin, request.KindStoreOffset, request.KindDeleteOffset: // result-framed
 			var code wire.ErrorCode
 			body, code, err = wire.SplitResult(body)
 			if err == nil && code != 0 {
@@ -125,7 +126,7 @@ func (h *handler) finishCall(j *job) {
 		}
 	}
 	h.recycle(j)
-	c.finish(reply, err)
+	c.Finish(reply, err)
 }
 
 // evictionCode is the error a call gets where a connection would be evicted.

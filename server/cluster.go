@@ -130,7 +130,7 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 // heard from its primary (awaitPrimary), once.
 func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 	p := r.plane
-	return p.clustered && !j.login.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
+	return p.clustered && !j.Login.HeardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
 		p.Core().Status() == vsr.StatusNormal && !p.Core().IsPrimary()
 }
 
@@ -142,14 +142,14 @@ func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
 // costs that wait (a round trip, two commit broadcast intervals at most) and one
 // more password check.
 func (r *metaRouter) awaitPrimary(j *job) {
-	if j.call != nil {
-		j.login.heardPrimary = true
+	if j.Call != nil {
+		j.Login.HeardPrimary = true
 		r.plane.ReadBarrier(func(bool) { r.login(j) })
 		return
 	}
-	rec := r.record(j.conn)
+	rec := r.record(j.Conn)
 	rec.busy = true
-	j.login.heardPrimary = true
+	j.Login.HeardPrimary = true
 	r.plane.ReadBarrier(func(bool) {
 		rec.busy = false
 		r.login(j)

@@ -75,30 +75,30 @@ func (h *handler) logSendRefused(j *job, code wire.ErrorCode) {
 	if code != wire.ErrCannotSaveMessagesToSegment {
 		return
 	}
-	ok, omitted := h.srv.sendRefusedLogs[h.index].note(j.conn, h.shard.NowNs())
+	ok, omitted := h.srv.sendRefusedLogs[h.index].note(j.Conn, h.shard.NowNs())
 	if !ok {
 		return
 	}
-	cause := h.owned.store.Err(j.send.key)
+	cause := h.owned.store.Err(j.Send.Key)
 	attrs := []slog.Attr{
-		slog.String("conn", j.conn.String()),
-		slog.String("partition", j.send.key.String()),
+		slog.String("conn", j.Conn.String()),
+		slog.String("partition", j.Send.Key.String()),
 		slog.Int("code", int(code)),
-		slog.Int("batch_bytes", len(j.send.batch.Batch)),
-		slog.Int("messages", int(j.send.batch.MessagesCount)),
+		slog.Int("batch_bytes", len(j.Send.Batch.Batch)),
+		slog.Int("messages", int(j.Send.Batch.MessagesCount)),
 		slog.Int("omitted_since_last_line", omitted),
 	}
 	if cause != nil {
 		attrs = append(attrs, slog.String("cause", cause.Error()))
 	}
-	if info, err := h.owned.store.Info(j.send.key); err == nil {
+	if info, err := h.owned.store.Info(j.Send.Key); err == nil {
 		attrs = append(attrs, slog.Uint64("partition_bytes", info.SizeBytes))
 	}
 	// A full disk shows as ENOSPC or, first, as a short write: the space left
 	// says which it was.
 	diskFull := segment.IsNoSpace(cause)
-	if free, total, err := filesystemSpace(h.owned.store.Dir(j.send.key)); err == nil {
-		diskFull = diskFull || free < uint64(len(j.send.batch.Batch))
+	if free, total, err := filesystemSpace(h.owned.store.Dir(j.Send.Key)); err == nil {
+		diskFull = diskFull || free < uint64(len(j.Send.Batch.Batch))
 		attrs = append(attrs, slog.Uint64("filesystem_free_bytes", free), slog.Uint64("filesystem_bytes", total))
 	}
 	attrs = append(attrs, slog.Bool("disk_full", diskFull))

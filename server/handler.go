@@ -12,6 +12,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -226,7 +227,7 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		// On a bound connection too: shard 0 checks the credentials and, the
 		// connection being logged in already, answers with its session unchanged
 		// (router.go, login).
-		h.forward(c, req, jobLogin, 0)
+		h.forward(c, req, request.KindLogin, 0)
 		return outcomeDeferred
 	case !bound:
 		evict, status := anonymousOutcome(hdr)
@@ -262,7 +263,7 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		}
 	}
 	if op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated() && !isPartitionOperation(op)) {
-		h.forward(c, req, jobWrite, sess.userID) // fenced by the client table itself
+		h.forward(c, req, request.KindWrite, sess.userID) // fenced by the client table itself
 		return outcomeDeferred
 	}
 	if reason := h.view.Fence(hdr.Client, sess.epoch); reason != 0 {
@@ -277,20 +278,20 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
 			return outcomeRefused
 		case wire.CodePollMessages:
-			h.routeHere(c, req, jobPoll, sess.userID)
+			h.routeHere(c, req, request.KindPoll, sess.userID)
 		case wire.CodeGetConsumerOffset:
-			h.routeHere(c, req, jobGetOffset, sess.userID)
+			h.routeHere(c, req, request.KindGetOffset, sess.userID)
 		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
-			h.forward(c, req, jobRead, sess.userID) // the whole node's: shard 0's
+			h.forward(c, req, request.KindRead, sess.userID) // the whole node's: shard 0's
 		default:
 			return h.readHere(c, hdr, req.Body, sess)
 		}
 	case op == wire.OperationSendMessages:
-		h.routeHere(c, req, jobSend, sess.userID)
+		h.routeHere(c, req, request.KindSend, sess.userID)
 	case op == wire.OperationStoreConsumerOffset:
-		h.routeHere(c, req, jobStoreOffset, sess.userID)
+		h.routeHere(c, req, request.KindStoreOffset, sess.userID)
 	case op == wire.OperationDeleteConsumerOffset:
-		h.routeHere(c, req, jobDeleteOffset, sess.userID)
+		h.routeHere(c, req, request.KindDeleteOffset, sess.userID)
 	default:
 		c.Evict(hdr.Client, wire.EvictionInvalidRequestOperation)
 		return outcomeEvicted
@@ -308,16 +309,16 @@ func isPartitionOperation(op wire.Operation) bool {
 
 // routeHere resolves a partition operation on this shard and hands it to the
 // partition's owner (routing.go), keeping its request buffer.
-func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
+func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) {
 	h.route(h.deferToJob(c, req, kind, userID))
 }
 
 // route resolves a partition operation's job by its kind.
 func (h *handler) route(j *job) {
-	switch j.kind {
-	case jobSend:
+	switch j.Kind {
+	case request.KindSend:
 		h.routeSend(j)
-	case jobPoll:
+	case request.KindPoll:
 		h.routePoll(j)
 	default:
 		h.routeOffset(j)
@@ -385,24 +386,24 @@ func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorC
 }
 
 // forward hands a request to shard 0 in a job, keeping its buffer.
-func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
+func (h *handler) forward(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) {
 	h.toMeta(h.deferToJob(c, req, kind, userID))
 }
 
 // toMeta posts a job to shard 0.
 func (h *handler) toMeta(j *job) {
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+	h.post(0, shard.Message{Conn: j.Conn, Kind: msgToMeta, Payload: j})
 }
 
 // deferToJob puts a request in a job: its buffer retained, its reply deferred until
 // the job comes back (deliver).
-func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) *job {
+func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) *job {
 	j := h.take()
-	j.conn = c.ID()
-	j.kind = kind
-	j.userID = userID
-	j.startNs = h.shard.NowNs()
-	j.frame = req.Retain()
+	j.Conn = c.ID()
+	j.Kind = kind
+	j.UserID = userID
+	j.StartNs = h.shard.NowNs()
+	j.Frame = req.Retain()
 	req.Defer()
 	return j
 }
@@ -414,10 +415,10 @@ func (h *handler) DropMessage(m shard.Message) {
 	switch m.Kind {
 	case msgToMeta, msgToOwner, msgReply:
 		switch j := m.Payload.(*job); {
-		case j.call != nil:
-			j.call.finish(nil, ErrStopped)
-		case j.frame.Header != nil:
-			j.frame.Release()
+		case j.Call != nil:
+			j.Call.Finish(nil, ErrStopped)
+		case j.Frame.Header != nil:
+			j.Frame.Release()
 		}
 	case msgReplicaFrame, msgReplicaRelease, msgReplicaPartition:
 		m.Payload.(*replicaInbound).frame.Release()
@@ -426,14 +427,14 @@ func (h *handler) DropMessage(m shard.Message) {
 
 // forwardFirst sends an anonymous connection's first request through shard 0 with
 // its outcome decided here: a PING answered, anything else refused as the
-// unauthenticated are (jobOpen).
+// unauthenticated are (request.KindOpen).
 func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
-	j := h.deferToJob(c, req, jobOpen, 0)
+	j := h.deferToJob(c, req, request.KindOpen, 0)
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
-		j.out.evict, j.out.status = anonymousOutcome(hdr)
+		j.Out.Evict, j.Out.Status = anonymousOutcome(hdr)
 	}
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+	h.post(0, shard.Message{Conn: j.Conn, Kind: msgToMeta, Payload: j})
 }
 
 // ServeMessage implements shard.Handler.
@@ -562,7 +563,7 @@ func (h *handler) flushOutbox() {
 
 // reply sends a finished job back to its connection's shard.
 func (h *handler) reply(j *job) {
-	h.post(j.conn.Shard(), shard.Message{Conn: j.conn, Kind: msgReply, Payload: j})
+	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: msgReply, Payload: j})
 }
 
 func (h *handler) take() *job {
@@ -571,74 +572,74 @@ func (h *handler) take() *job {
 		h.free = h.free[:n-1]
 		return j
 	}
-	return &job{home: h}
+	return &job{Home: h}
 }
 
 // recycle releases a job's request buffer and returns it to the free list; it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
-	if j.call == nil {
-		j.frame.Release() // a call's request is the caller's, in no arena
+	if j.Call == nil {
+		j.Frame.Release() // a call's request is the caller's, in no arena
 	}
 	h.returnPollBuffer(j)
-	reply, parts := j.out.reply[:0], j.poll.parts[:0]
-	res := j.poll.res
-	*j = job{home: h, out: jobOutcome{reply: reply}, poll: pollRequest{parts: parts, res: res}}
+	reply, parts := j.Out.Reply[:0], j.Poll.Parts[:0]
+	res := j.Poll.Res
+	*j = job{Home: h, Out: request.Outcome{Reply: reply}, Poll: request.Poll{Parts: parts, Res: res}}
 	h.free = append(h.free, j)
 }
 
 // deliver writes a job's outcome to its connection (on the connection's shard).
 func (h *handler) deliver(j *job) {
-	if j.call != nil {
-		h.requests.record(commandOf(j.frame.Header), j.outcome(), h.shard.NowNs()-j.startNs)
+	if j.Call != nil {
+		h.requests.record(commandOf(j.Frame.Header), outcomeOf(j), h.shard.NowNs()-j.StartNs)
 		h.finishCall(j)
 		return
 	}
-	c := h.shard.Conn(j.conn)
+	c := h.shard.Conn(j.Conn)
 	if c == nil {
 		h.recycle(j)
 		return
 	}
-	c.Answer(j.frame.Ticket)
-	h.requests.record(commandOf(j.frame.Header), j.outcome(), h.shard.NowNs()-j.startNs)
+	c.Answer(j.Frame.Ticket)
+	h.requests.record(commandOf(j.Frame.Header), outcomeOf(j), h.shard.NowNs()-j.StartNs)
 	h.answer(c, j)
 	c.Answered()
 }
 
 // answer writes a job's outcome as the reply to its request.
 func (h *handler) answer(c *shard.Conn, j *job) {
-	hdr := j.frame.Header
+	hdr := j.Frame.Header
 	switch {
-	case j.out.evict != 0:
-		evict(c, hdr.Client, j.out.evict)
-	case j.out.status != 0:
-		c.ReplyStatus(hdr, j.out.status)
-	case j.kind == jobPoll && j.poll.read:
+	case j.Out.Evict != 0:
+		evict(c, hdr.Client, j.Out.Evict)
+	case j.Out.Status != 0:
+		c.ReplyStatus(hdr, j.Out.Status)
+	case j.Kind == request.KindPoll && j.Poll.Read:
 		h.deliverPoll(c, j)
 		return
-	case j.out.rawFrame:
-		if j.kind == jobLogin && j.login.loggedIn {
-			sess := &session{client: hdr.Client, epoch: j.login.epoch, userID: j.userID, bound: true, seen: j.login.seen, answered: true,
-				clientID: c.Value.(*session).clientID, token: j.login.token}
+	case j.Out.RawFrame:
+		if j.Kind == request.KindLogin && j.Login.LoggedIn {
+			sess := &session{client: hdr.Client, epoch: j.Login.Epoch, userID: j.UserID, bound: true, seen: j.Login.Seen, answered: true,
+				clientID: c.Value.(*session).clientID, token: j.Login.Token}
 			c.Value = sess
 			h.bound[c.ID()] = sess
 		}
-		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
+		if j.Kind == request.KindWrite && hdr.Operation == wire.OperationLogout {
 			// The connection stays registered with shard 0, anonymous again.
 			c.Value = &session{answered: true, clientID: c.Value.(*session).clientID}
 			delete(h.bound, c.ID())
 		}
-		if b, err := c.Reserve(len(j.out.reply)); err == nil {
-			copy(b, j.out.reply)
+		if b, err := c.Reserve(len(j.Out.Reply)); err == nil {
+			copy(b, j.Out.Reply)
 			// A committed or cached frame carries its prepare's time; the reply
 			// echoes this request's, as every reply does.
 			binary.LittleEndian.PutUint64(b[unsafe.Offsetof(wire.ReplyHeader{}.Timestamp):], hdr.Timestamp)
 		}
 	default:
-		rh := wire.ReplyTo(hdr, 0, len(j.out.reply), true)
-		if b, err := c.Reserve(wire.HeaderSize + len(j.out.reply)); err == nil {
+		rh := wire.ReplyTo(hdr, 0, len(j.Out.Reply), true)
+		if b, err := c.Reserve(wire.HeaderSize + len(j.Out.Reply)); err == nil {
 			rh.Put(b)
-			copy(b[wire.HeaderSize:], j.out.reply)
+			copy(b[wire.HeaderSize:], j.Out.Reply)
 		}
 	}
 	h.recycle(j)
@@ -653,15 +654,15 @@ const vectoredPartsMax = 32
 // deliverPoll sends a poll reply without copying a message: the header, then the
 // stored batches as they lie in the poll's read buffer.
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
-	bodySize := j.poll.res.ReplySizeBytes()
-	rh := wire.ReplyTo(j.frame.Header, 0, bodySize, true)
-	j.poll.parts = coalesceContiguous(j.poll.res.AppendPollBuffers(j.poll.parts[:0]))
-	if len(j.poll.parts) > vectoredPartsMax {
+	bodySize := j.Poll.Res.ReplySizeBytes()
+	rh := wire.ReplyTo(j.Frame.Header, 0, bodySize, true)
+	j.Poll.Parts = coalesceContiguous(j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]))
+	if len(j.Poll.Parts) > vectoredPartsMax {
 		b, err := c.Reserve(wire.HeaderSize + bodySize)
 		if err == nil {
 			rh.Put(b)
 			at := wire.HeaderSize
-			for _, p := range j.poll.parts {
+			for _, p := range j.Poll.Parts {
 				at += copy(b[at:], p)
 			}
 		}
@@ -674,7 +675,7 @@ func (h *handler) deliverPoll(c *shard.Conn, j *job) {
 		return
 	}
 	rh.Put(b)
-	if err := c.SendVectored(j.poll.parts, j); err != nil {
+	if err := c.SendVectored(j.Poll.Parts, j); err != nil {
 		h.recycle(j)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -62,24 +63,24 @@ type ownedPartitions struct {
 }
 
 func (h *handler) serveOwner(j *job) {
-	h.ensureCreated(j.partition()) // its creation may wait for its turn (effects.go)
-	switch j.kind {
-	case jobSend:
+	h.ensureCreated(j.Partition()) // its creation may wait for its turn (effects.go)
+	switch j.Kind {
+	case request.KindSend:
 		token := h.track(j)
-		if err := h.owned.store.Send(j.send.key, &j.send.batch, h.srv.nowMicros(), h, token); err != nil {
+		if err := h.owned.store.Send(j.Send.Key, &j.Send.Batch, h.srv.nowMicros(), h, token); err != nil {
 			h.untrack(token)
-			j.out.status = errorCode(err, wire.ErrCannotAppendMessage)
-			h.logSendRefused(j, j.out.status)
+			j.Out.Status = errorCode(err, wire.ErrCannotAppendMessage)
+			h.logSendRefused(j, j.Out.Status)
 			h.reply(j)
 			return
 		}
 		h.scheduleIO()
-	case jobPoll:
-		if j.poll.req.Consumer.Kind == wire.ConsumerGroup {
+	case request.KindPoll:
+		if j.Poll.Req.Consumer.Kind == wire.ConsumerGroup {
 			// One poll of a group on a partition at a time: a second one started before
 			// the first auto-commits would read from the same stored offset and deliver
 			// the same messages to two members.
-			key := groupPollKey{key: j.poll.key, group: j.poll.req.Consumer.ID}
+			key := groupPollKey{key: j.Poll.Key, group: j.Poll.Req.Consumer.ID}
 			if waiting, busy := h.owned.groupPolls[key]; busy {
 				h.owned.groupPolls[key] = append(waiting, j)
 				return
@@ -87,19 +88,19 @@ func (h *handler) serveOwner(j *job) {
 			h.owned.groupPolls[key] = nil
 		}
 		h.admitPoll(j)
-	case jobGetOffset:
-		out, err := h.owned.store.AppendConsumerOffsetReply(j.out.reply[:0], j.offset.key, j.offset.consumer)
+	case request.KindGetOffset:
+		out, err := h.owned.store.AppendConsumerOffsetReply(j.Out.Reply[:0], j.Offset.Key, j.Offset.Consumer)
 		if err != nil {
-			j.out.status = errorCode(err, wire.ErrPartitionNotFound)
+			j.Out.Status = errorCode(err, wire.ErrPartitionNotFound)
 		}
-		j.out.reply = out
+		j.Out.Reply = out
 		h.reply(j)
-	case jobStoreOffset, jobDeleteOffset:
-		if j.offset.ack == wire.AckQuorum {
+	case request.KindStoreOffset, request.KindDeleteOffset:
+		if j.Offset.Ack == wire.AckQuorum {
 			// Through the partition's group: in a cluster the answer comes once the
 			// op is applied (OffsetDone).
 			token := h.track(j)
-			deferred, err := h.owned.store.ReplicateConsumerOffset(j.offset.key, j.offset.consumer, j.offset.value, j.kind == jobDeleteOffset, h, token)
+			deferred, err := h.owned.store.ReplicateConsumerOffset(j.Offset.Key, j.Offset.Consumer, j.Offset.Value, j.Kind == request.KindDeleteOffset, h, token)
 			if deferred {
 				h.scheduleIO()
 				return
@@ -109,10 +110,10 @@ func (h *handler) serveOwner(j *job) {
 			return
 		}
 		var err error
-		if j.kind == jobStoreOffset {
-			err = h.owned.store.StoreConsumerOffset(j.offset.key, j.offset.consumer, j.offset.value, j.offset.ack)
+		if j.Kind == request.KindStoreOffset {
+			err = h.owned.store.StoreConsumerOffset(j.Offset.Key, j.Offset.Consumer, j.Offset.Value, j.Offset.Ack)
 		} else {
-			err = h.owned.store.DeleteConsumerOffset(j.offset.key, j.offset.consumer, j.offset.ack)
+			err = h.owned.store.DeleteConsumerOffset(j.Offset.Key, j.Offset.Consumer, j.Offset.Ack)
 		}
 		h.answerOffset(j, err)
 	default:
@@ -127,9 +128,9 @@ func (h *handler) OffsetDone(token uint64, err error) { h.answerOffset(h.untrack
 // answerOffset answers a consumer offset store or delete.
 func (h *handler) answerOffset(j *job, err error) {
 	if err != nil {
-		j.out.status = errorCode(err, wire.ErrResourceNotFound)
+		j.Out.Status = errorCode(err, wire.ErrResourceNotFound)
 	} else {
-		j.out.reply = wire.AppendResultSuccess(j.out.reply[:0])
+		j.Out.Reply = wire.AppendResultSuccess(j.Out.Reply[:0])
 	}
 	h.reply(j)
 }
@@ -138,11 +139,11 @@ func (h *handler) answerOffset(j *job, err error) {
 func (h *handler) SendDone(token uint64, c wire.SendConfirmation, err error) {
 	j := h.untrack(token)
 	if err != nil {
-		j.out.status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
-		h.logSendRefused(j, j.out.status)
+		j.Out.Status = errorCode(err, wire.ErrCannotSaveMessagesToSegment)
+		h.logSendRefused(j, j.Out.Status)
 	} else {
-		j.out.reply = partition.AppendSendReply(j.out.reply[:0], c)
-		h.publishStats(j.send.key)
+		j.Out.Reply = partition.AppendSendReply(j.Out.Reply[:0], c)
+		h.publishStats(j.Send.Key)
 	}
 	h.reply(j)
 }
@@ -156,10 +157,10 @@ type groupPollKey struct {
 // the shard's poll memory.
 func (h *handler) startPoll(j *job) {
 	token := h.track(j)
-	j.poll.res.SetReadBuffers(h.pollMemoryOf().Lend)
-	if err := h.owned.store.Poll(j.poll.key, j.poll.req, &j.poll.res, h, token); err != nil {
+	j.Poll.Res.SetReadBuffers(h.pollMemoryOf().Lend)
+	if err := h.owned.store.Poll(j.Poll.Key, j.Poll.Req, &j.Poll.Res, h, token); err != nil {
 		h.untrack(token)
-		j.out.status = errorCode(err, wire.ErrPartitionNotFound)
+		j.Out.Status = errorCode(err, wire.ErrPartitionNotFound)
 		h.pollRead(j)
 		return
 	}
@@ -172,9 +173,9 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 	if err != nil {
 		// The result holds no message, which is the reply (the reference server fails
 		// such a poll closed with an empty result).
-		h.log.Error("poll read failed", "partition", j.poll.key.String(), "err", err)
+		h.log.Error("poll read failed", "partition", j.Poll.Key.String(), "err", err)
 	}
-	j.poll.read = true
+	j.Poll.Read = true
 	h.pollRead(j)
 }
 
@@ -182,7 +183,7 @@ func (h *handler) PollDone(token uint64, r *partition.PollResult, err error) {
 // its reservation back at once; one that did holds its buffer until the reply is
 // sent (returnPollBuffer).
 func (h *handler) pollRead(j *job) {
-	planned := j.poll.res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
+	planned := j.Poll.Res.HoldsReadBuffer() // before the reply: then the job is the connection shard's
 	h.pollFinished(j)
 	if !planned {
 		h.pollMemoryOf().Unplanned()
@@ -192,8 +193,8 @@ func (h *handler) pollRead(j *job) {
 
 // pollFinished replies and starts the next waiting poll of the same group.
 func (h *handler) pollFinished(j *job) {
-	key := groupPollKey{key: j.poll.key, group: j.poll.req.Consumer.ID}
-	group := j.poll.req.Consumer.Kind == wire.ConsumerGroup
+	key := groupPollKey{key: j.Poll.Key, group: j.Poll.Req.Consumer.ID}
+	group := j.Poll.Req.Consumer.Kind == wire.ConsumerGroup
 	h.reply(j)
 	if !group {
 		return

@@ -32,12 +32,12 @@ func (h *handler) pollBufferReturned(first *byte) {
 // returnPollBuffer gives a finished poll's read buffer back to the shard that lent
 // it; it runs where the job is recycled, once its reply has been sent.
 func (h *handler) returnPollBuffer(j *job) {
-	b := j.poll.res.TakeReadBuffer()
+	b := j.Poll.Res.TakeReadBuffer()
 	if b == nil {
 		return
 	}
 	first := unsafe.SliceData(b)
-	if owner := h.srv.ownerOf(j.poll.key); owner != h.index {
+	if owner := h.srv.ownerOf(j.Poll.Key); owner != h.index {
 		h.post(owner, shard.Message{Kind: msgPollBuffer, Payload: first})
 		return
 	}

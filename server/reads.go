@@ -27,65 +27,65 @@ const snapshotArchiveMaxBytes = 64<<20 - wire.HeaderSize
 func shardMessage(kind uint32) shard.Message { return shard.Message{Kind: kind} }
 
 func (r *metaRouter) read(j *job) {
-	hdr := j.frame.Header
+	hdr := j.Frame.Header
 	state := r.plane.State()
 	var err error
 	switch hdr.NonReplicatedCode {
 	case wire.CodeGetStats:
-		if !state.CanReadServers(j.userID) {
+		if !state.CanReadServers(j.UserID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.out.reply = r.appendStats(j.out.reply[:0])
+		j.Out.Reply = r.appendStats(j.Out.Reply[:0])
 	case wire.CodeGetSnapshot:
-		if !state.CanReadServers(j.userID) {
+		if !state.CanReadServers(j.UserID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.out.reply, err = r.appendSnapshotArchive(j.out.reply[:0], j.frame.Body)
+		j.Out.Reply, err = r.appendSnapshotArchive(j.Out.Reply[:0], j.Frame.Body)
 	case wire.CodeGetMe:
-		rec := r.conns[j.conn]
-		j.out.reply = state.AppendClientDetails(j.out.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
+		rec := r.conns[j.Conn]
+		j.Out.Reply = state.AppendClientDetails(j.Out.Reply[:0], r.clientHeader(rec, j.UserID), hdr.Client)
 	case wire.CodeGetClient:
-		if !state.CanReadServers(j.userID) {
+		if !state.CanReadServers(j.UserID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.out.reply = j.out.reply[:0]
+		j.Out.Reply = j.Out.Reply[:0]
 		var req wire.GetClient
-		if req.Decode(j.frame.Body) != nil {
+		if req.Decode(j.Frame.Body) != nil {
 			// An undecodable body answers like an unknown client (as GET_CLIENT is
 			// answered in apache/iggy core/server/src/dispatch.rs).
 			break
 		}
 		for _, rec := range r.conns {
 			if rec.id == req.ClientID {
-				j.out.reply = state.AppendClientDetails(j.out.reply, r.clientHeader(rec, rec.userID), rec.client)
+				j.Out.Reply = state.AppendClientDetails(j.Out.Reply, r.clientHeader(rec, rec.userID), rec.client)
 				break
 			}
 		}
 	case wire.CodeGetClients:
-		if !state.CanReadServers(j.userID) {
+		if !state.CanReadServers(j.UserID) {
 			err = wire.ErrUnauthorized
 			break
 		}
-		j.out.reply = j.out.reply[:0]
+		j.Out.Reply = j.Out.Reply[:0]
 		for _, rec := range r.conns {
 			h := r.clientHeader(rec, rec.userID)
 			if rec.userID != wire.ClientUserIDNone {
 				h.ConsumerGroupsCount = state.ClientGroupsCount(rec.client)
 			}
-			j.out.reply = h.Append(j.out.reply)
+			j.Out.Reply = h.Append(j.Out.Reply)
 		}
 	default:
 		var handled bool
-		j.out.reply, handled, err = state.Read(j.out.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
+		j.Out.Reply, handled, err = state.Read(j.Out.Reply[:0], hdr.NonReplicatedCode, j.UserID, hdr.Client, j.Frame.Body, r.stats)
 		if !handled {
 			err = wire.ErrInvalidCommand
 		}
 	}
 	if err != nil {
-		j.out.status = errorCode(err, wire.ErrInvalidCommand)
+		j.Out.Status = errorCode(err, wire.ErrInvalidCommand)
 	}
 	r.h.reply(j)
 }

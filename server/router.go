@@ -12,6 +12,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/passwords"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -188,20 +189,20 @@ func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
 	j := pj.j
 	switch {
 	case a.Evict != 0:
-		j.out.evict = a.Evict
-		if j.kind == jobLogin {
-			r.h.log.Info("login refused", "conn", j.conn.String(), "reason", a.Evict.String())
+		j.Out.Evict = a.Evict
+		if j.Kind == request.KindLogin {
+			r.h.log.Info("login refused", "conn", j.Conn.String(), "reason", a.Evict.String())
 		}
 	case a.Status != 0:
-		j.out.status = a.Status
+		j.Out.Status = a.Status
 	case a.Rejection != 0:
-		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
+		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
 	default:
-		j.out.rawFrame = true
-		j.out.reply = append(j.out.reply[:0], a.Frame...)
+		j.Out.RawFrame = true
+		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
 		switch {
-		case j.kind == jobLogin:
-			if rec, open := r.conns[j.conn]; open {
+		case j.Kind == request.KindLogin:
+			if rec, open := r.conns[j.Conn]; open {
 				r.loggedIn(j, rec, a.UserID, a.Epoch)
 			}
 		case a.LoggedOut:
@@ -291,35 +292,35 @@ func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
 }
 
 func (r *metaRouter) serve(j *job) {
-	hdr := j.frame.Header
-	if j.kind == jobOpen {
+	hdr := j.Frame.Header
+	if j.Kind == request.KindOpen {
 		r.h.reply(j) // answered on the connection's shard already
 		return
 	}
-	if j.kind != jobLogin && j.kind != jobWrite && j.call == nil {
+	if j.Kind != request.KindLogin && j.Kind != request.KindWrite && j.Call == nil {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
 		epoch, _, ok := r.plane.Session(hdr.Client)
 		switch {
 		case !ok:
-			j.out.evict = wire.EvictionNoSession
+			j.Out.Evict = wire.EvictionNoSession
 		case epoch > hdr.Session:
-			j.out.evict = wire.EvictionSessionTooLow
+			j.Out.Evict = wire.EvictionSessionTooLow
 		}
-		if j.out.evict != 0 {
+		if j.Out.Evict != 0 {
 			r.h.reply(j)
 			return
 		}
 	}
-	switch j.kind {
-	case jobLogin:
+	switch j.Kind {
+	case request.KindLogin:
 		r.login(j)
-	case jobWrite:
-		r.inTurn(j.conn, func() { r.write(j) })
-	case jobRead:
+	case request.KindWrite:
+		r.inTurn(j.Conn, func() { r.write(j) })
+	case request.KindRead:
 		r.read(j)
 	default:
-		panic(fmt.Sprintf("server: a job of kind %d sent to shard 0, which routes no partition operation", j.kind))
+		panic(fmt.Sprintf("server: a job of kind %d sent to shard 0, which routes no partition operation", j.Kind))
 	}
 }
 
@@ -337,13 +338,13 @@ func (r *metaRouter) serve(j *job) {
 // epoch; the reply's user id is the one the credentials named, as the
 // reference's is.
 func (r *metaRouter) login(j *job) {
-	rb, err := wire.DecodeRegisterBody(j.frame.Body)
+	rb, err := wire.DecodeRegisterBody(j.Frame.Body)
 	if err == nil && rb.HasPassword && rb.Password.CredentialsInRange() &&
 		wire.AcceptedProtocolWindow.Accepts(rb.Version.ProtocolVersion) {
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
-	r.inTurn(j.conn, func() {
+	r.inTurn(j.Conn, func() {
 		r.plane.AfterAccountWrites(func() {
 			r.decideLogin(j, metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()})
 		})
@@ -356,8 +357,8 @@ func (r *metaRouter) login(j *job) {
 // holds at most a request buffer per connection; so is one whose source, or the
 // workers, have as much waiting as they take (package passwords).
 func (r *metaRouter) checkPassword(j *job, username, password []byte) {
-	if _, busy := r.checking[j.conn]; busy {
-		j.out.status = wire.ErrTransientNotAccepted
+	if _, busy := r.checking[j.Conn]; busy {
+		j.Out.Status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
@@ -366,13 +367,13 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
 	}
-	c := &passwords.Check{Conn: j.conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
+	c := &passwords.Check{Conn: j.Conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
 		Password: append([]byte(nil), password...)}
 	if !r.passwords.Submit(c) {
 		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
 		return
 	}
-	r.checking[j.conn] = passwordCheck{Check: c, job: j}
+	r.checking[j.Conn] = passwordCheck{Check: c, job: j}
 }
 
 // refuseBusy answers a request whose argon2id work is refused (the workers have no
@@ -381,7 +382,7 @@ func (r *metaRouter) checkPassword(j *job, username, password []byte) {
 // how many were refused since.
 func (r *metaRouter) refuseBusy(j *job, what, why string) {
 	r.logRefusedBusy(j, what, why)
-	j.out.status = wire.ErrTransientNotAccepted
+	j.Out.Status = wire.ErrTransientNotAccepted
 	r.h.reply(j)
 }
 
@@ -435,7 +436,7 @@ func (r *metaRouter) finishPasswordChecks() {
 // the metadata writes.
 func (r *metaRouter) resumeLogin(c passwordCheck) {
 	j := c.job
-	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
+	rb, _ := wire.DecodeRegisterBody(j.Frame.Body) // decoded once already
 	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.Hash {
 		// The user changed (a new password, deleted, created) while the password
 		// was being verified: verify against what holds now.
@@ -457,12 +458,12 @@ func (r *metaRouter) abandonPasswordChecks() {
 		r.h.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.checking), "password_changes", len(r.changing))
 	}
 	for _, c := range r.checking {
-		c.job.out.status = wire.ErrTransientNotCommitted
+		c.job.Out.Status = wire.ErrTransientNotCommitted
 		r.h.reply(c.job)
 	}
 	for _, n := range r.changing {
 		r.plane.CancelHashing(n.ID)
-		n.job.out.status = wire.ErrTransientNotAccepted
+		n.job.Out.Status = wire.ErrTransientNotAccepted
 		r.h.reply(n.job)
 	}
 	r.abandonedChecks += len(r.checking) + len(r.changing)
@@ -487,31 +488,31 @@ func (c verifiedCredentials) CheckPassword(username, _ []byte) (uint32, bool) {
 
 // decideLogin decides a Register with creds and, when it logs in, commits it.
 func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
-	if !r.open(j.conn) {
+	if !r.open(j.Conn) {
 		r.h.reply(j) // the connection is gone: its shard just recycles the job
 		return
 	}
-	hdr := j.frame.Header
-	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow, creds)
+	hdr := j.Frame.Header
+	decision := wire.DecideRegister(j.Frame.Body, wire.AcceptedProtocolWindow, creds)
 	if !decision.LoggedIn() && r.mayLag(j, decision.Reason) {
 		r.awaitPrimary(j)
 		return
 	}
 	if !decision.LoggedIn() {
-		j.out.evict = decision.Reason
-		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
+		j.Out.Evict = decision.Reason
+		r.h.log.Info("login refused", "conn", j.Conn.String(), "reason", decision.Reason.String())
 		r.h.reply(j)
 		return
 	}
-	if j.call != nil {
+	if j.Call != nil {
 		// A caller's login checks the credentials only: its session is the
 		// transport's token.
-		j.userID = decision.UserID
-		j.out.reply = callLoginReply(j.out.reply, decision.UserID)
+		j.UserID = decision.UserID
+		j.Out.Reply = callLoginReply(j.Out.Reply, decision.UserID)
 		r.h.reply(j)
 		return
 	}
-	rec := r.record(j.conn)
+	rec := r.record(j.Conn)
 	if rec.epoch != 0 {
 		r.replayLogin(j, rec, decision.UserID)
 		return
@@ -522,17 +523,17 @@ func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
 // loggedIn binds a connection's record and its job to the session a committed
 // Register gave it (the job holds the login's reply).
 func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64) {
-	hdr := j.frame.Header
-	j.login.loggedIn = true
-	j.userID = userID
-	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
+	hdr := j.Frame.Header
+	j.Login.LoggedIn = true
+	j.UserID = userID
+	if rb, err := wire.DecodeRegisterBody(j.Frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 		hash := metadata.HashToken(rb.Token.Token)
-		j.login.token = &hash
+		j.Login.Token = &hash
 	}
-	j.login.epoch = epoch
-	j.login.seen = new(atomic.Int64)
-	j.login.seen.Store(r.h.shard.NowNs())
-	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.login.epoch, j.login.seen
+	j.Login.Epoch = epoch
+	j.Login.Seen = new(atomic.Int64)
+	j.Login.Seen.Store(r.h.shard.NowNs())
+	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.Login.Epoch, j.Login.Seen
 	r.sessions[hdr.Client] = rec
 }
 
@@ -543,44 +544,44 @@ func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch u
 func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
 	login := wire.LoginRegisterReply{UserID: userID, Session: rec.epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
 		ServerVersion: []byte(serverVersion)}
-	j.out.reply = append(j.out.reply[:0], make([]byte, wire.HeaderSize)...)
-	j.out.reply = wire.AppendResultSuccess(j.out.reply)
-	j.out.reply, _ = login.Append(j.out.reply)
-	rh := wire.ReplyTo(j.frame.Header, 0, len(j.out.reply)-wire.HeaderSize, true)
+	j.Out.Reply = append(j.Out.Reply[:0], make([]byte, wire.HeaderSize)...)
+	j.Out.Reply = wire.AppendResultSuccess(j.Out.Reply)
+	j.Out.Reply, _ = login.Append(j.Out.Reply)
+	rh := wire.ReplyTo(j.Frame.Header, 0, len(j.Out.Reply)-wire.HeaderSize, true)
 	rh.Op, rh.Commit = rec.epoch, max(r.plane.Core().CommitMax(), rec.epoch)
-	rh.Put(j.out.reply)
-	j.out.rawFrame = true
-	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
+	rh.Put(j.Out.Reply)
+	j.Out.RawFrame = true
+	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.Conn.String(), "epoch", rec.epoch)
 	r.h.reply(j)
 }
 
 // write hands a metadata write (and Logout) to the plane, which runs it through
 // the client table and the replica: exactly once per (client, request).
 func (r *metaRouter) write(j *job) {
-	if _, busy := r.changing[j.conn]; busy {
+	if _, busy := r.changing[j.Conn]; busy {
 		// The connection's CreateUser or ChangePassword is with the password
 		// workers: a later request of it must not commit first (the client table
 		// would then take the earlier one for a replay). The SDKs send one request
 		// at a time and never get here; a pipelining client retries.
-		j.out.status = wire.ErrTransientNotAccepted
+		j.Out.Status = wire.ErrTransientNotAccepted
 		r.h.reply(j)
 		return
 	}
-	if j.call != nil {
+	if j.Call != nil {
 		r.callerWrite(j)
 		return
 	}
-	req := metaplane.Request{Header: j.frame.Header, UserID: j.userID, Body: j.frame.Body, NowMicros: r.h.srv.nowMicros()}
-	r.plane.Write(r.track(j, r.conns[j.conn]), req)
+	req := metaplane.Request{Header: j.Frame.Header, UserID: j.UserID, Body: j.Frame.Body, NowMicros: r.h.srv.nowMicros()}
+	r.plane.Write(r.track(j, r.conns[j.Conn]), req)
 }
 
 // loggedOut makes a connection whose Logout committed anonymous again.
 func (r *metaRouter) loggedOut(j *job) {
-	client := j.frame.Header.Client
-	if rec, ok := r.sessions[client]; ok && rec.conn == j.conn {
+	client := j.Frame.Header.Client
+	if rec, ok := r.sessions[client]; ok && rec.conn == j.Conn {
 		delete(r.sessions, client)
 	}
-	if rec, ok := r.conns[j.conn]; ok {
+	if rec, ok := r.conns[j.Conn]; ok {
 		rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
 	}
 }
@@ -606,12 +607,12 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
 		return false
 	}
-	n := &passwords.NewPassword{ID: id, Conn: j.conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
+	n := &passwords.NewPassword{ID: id, Conn: j.Conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
 	if !r.passwords.Submit(n) {
 		r.logRefusedBusy(j, w.Operation.String(), "too much password work waiting from the source or in all")
 		return false
 	}
-	r.changing[j.conn] = newPassword{NewPassword: n, job: j}
+	r.changing[j.Conn] = newPassword{NewPassword: n, job: j}
 	return true
 }
 
