@@ -180,7 +180,7 @@ type Call struct {
 	Reply  []byte
 	Err    error
 	// Reregistered: a write found its caller session ended and registered a new
-	// one, once (server/callersessions.go).
+	// one, once (metahost/callers.go).
 	Reregistered bool
 	done         chan struct{}
 }
@@ -219,3 +219,18 @@ func (c *Call) Wait(ctx context.Context, stopped <-chan struct{}) ([]byte, error
 		}
 	}
 }
+
+// callConnFlag marks the ConnIDs minted for calls (CallConnID): the top bit of a
+// ConnID's slot field, which no connection's slot reaches (a shard holds at most
+// 65536 connections), so a call never shares a key with a connection in shard
+// 0's tables of logins and password work.
+const callConnFlag = shard.ConnID(1) << 47
+
+// CallConnID is the id a call of shard index goes under: its home shard for the
+// reply (ConnID.Shard) and a number of its own.
+func CallConnID(index int, n uint64) shard.ConnID {
+	return shard.ConnID(uint64(index)<<48) | callConnFlag | shard.ConnID(n&(uint64(callConnFlag)-1))
+}
+
+// IsCallConn reports whether conn was minted for a call.
+func IsCallConn(conn shard.ConnID) bool { return conn&callConnFlag != 0 }

@@ -86,7 +86,7 @@ func (s *Server) MetadataRole() MetadataRole {
 //     LEAVE_CONSUMER_GROUP are 5 (a caller is no group member, so a group's poll
 //     answers as to a non-member);
 //   - a metadata write is made under a session of the caller's user that this
-//     node registers on first use and keeps (callerSessions, router.go): exactly
+//     node registers on first use and keeps (metahost/callers.go): exactly
 //     once like a binary client's, one at a time per user. At a backup it
 //     answers 58, as the binary protocol does.
 //
@@ -194,18 +194,3 @@ func (b *callInbox) close() {
 		c.Finish(nil, ErrStopped)
 	}
 }
-
-// callConnFlag marks the ConnIDs minted for calls (callConnID): the top bit of a
-// ConnID's slot field, which no connection's slot reaches (a shard holds at most
-// 65536 connections), so a call never shares a key with a connection in shard
-// 0's tables of logins and password work.
-const callConnFlag = shard.ConnID(1) << 47
-
-// callConnID is the id a call of shard index goes under: its home shard for the
-// reply (ConnID.Shard) and a number of its own.
-func callConnID(index int, n uint64) shard.ConnID {
-	return shard.ConnID(uint64(index)<<48) | callConnFlag | shard.ConnID(n&(uint64(callConnFlag)-1))
-}
-
-// isCallConn reports whether conn was minted for a call.
-func isCallConn(conn shard.ConnID) bool { return conn&callConnFlag != 0 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
-
 	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -28,7 +26,7 @@ func (h *handler) serveCall(c *request.Call) {
 	inbox.served++
 	j := h.take()
 	j.Call = c
-	j.Conn = callConnID(h.index, inbox.served)
+	j.Conn = request.CallConnID(h.index, inbox.served)
 	j.UserID = c.Caller.UserID
 	j.StartNs = h.shard.NowNs()
 	j.Frame = shard.Frame{Header: &c.Header, Body: c.Body}
@@ -142,11 +140,4 @@ func evictionCode(reason wire.EvictionReason) wire.ErrorCode {
 		return wire.ErrUnauthenticated
 	}
 	return wire.ErrInvalidCommand
-}
-
-// callLoginReply is a call's login answer: the identity, behind a success result
-// section as every login reply is (finishCall strips it).
-func callLoginReply(dst []byte, userID uint32) []byte {
-	dst = wire.AppendResultSuccess(dst[:0])
-	return binary.LittleEndian.AppendUint32(dst, userID)
 }

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metahost"
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
@@ -52,21 +53,6 @@ type session struct {
 	// token is the hash of the personal access token the session logged in with,
 	// nil for a password login.
 	token *metadata.TokenHash
-}
-
-// clientOpened registers an accepted connection with shard 0, which lists it
-// (GetClients) from then on.
-type clientOpened struct {
-	conn shard.ConnID
-	id   uint32
-	peer netip.AddrPort
-}
-
-type clientGone struct {
-	client   wire.Uint128
-	conn     shard.ConnID
-	loggedIn bool
-	epoch    uint64 // the session's, when logged in
 }
 
 // pendingPost is a message the target's queue had no room for, to post again
@@ -165,7 +151,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.openAtStart(p)
 	}
 	if h.index == 0 {
-		h.meta = newMetaRouter(h, s.meta, s.viewGenesis)
+		h.meta = s.newMetaRouter(h)
 		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
 		sh.WakeAt(h.heartbeatDueNs)
 	}
@@ -226,7 +212,7 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		}
 		// On a bound connection too: shard 0 checks the credentials and, the
 		// connection being logged in already, answers with its session unchanged
-		// (router.go, login).
+		// (metahost/router.go, login).
 		h.forward(c, req, request.KindLogin, 0)
 		return outcomeDeferred
 	case !bound:
@@ -443,7 +429,7 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.maybeApplyRetention()
 	switch m.Kind {
 	case msgToMeta:
-		h.meta.serve(m.Payload.(*job))
+		h.meta.Serve(m.Payload.(*job))
 	case msgToOwner:
 		h.catchUpView() // the partition may be newer than this shard's last look
 		h.serveOwner(m.Payload.(*job))
@@ -452,19 +438,19 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgViewAdvanced:
 		h.catchUpView()
 	case msgClientOpened:
-		h.meta.clientOpened(m.Payload.(*clientOpened))
+		h.meta.ClientOpened(m.Payload.(*metahost.ClientOpened))
 	case msgClientGone:
-		g := m.Payload.(*clientGone)
+		g := m.Payload.(*metahost.ClientGone)
 		// In its turn after the connection's metadata writes: a login of this
 		// connection still journaling must not record its session after the
 		// connection's cleanup, nor a group join escape its leave.
-		h.meta.inTurn(g.conn, func() { h.meta.clientGone(g) })
+		h.meta.InTurn(g.Conn, func() { h.meta.ClientGone(g) })
 	case msgEvictStale:
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
 		h.pollBufferReturned(m.Payload.(*byte))
 	case msgReplicaFrame:
-		h.meta.replicaFrameIn(m.Payload.(*replicaInbound))
+		h.metaFrameIn(m.Payload.(*replicaInbound))
 	case msgReplicaRelease:
 		h.releaseInbound(m.Payload.(*replicaInbound))
 	case msgReplicaPartition:
@@ -486,7 +472,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 	id := h.connsOpened*uint32(h.srv.shardCount) + uint32(h.index) + 1
 	h.connsOpened++
 	c.Value = &session{clientID: id}
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &clientOpened{conn: c.ID(), id: id, peer: c.RemoteAddr()}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &metahost.ClientOpened{Conn: c.ID(), ID: id, Peer: c.RemoteAddr()}})
 }
 
 // ConnClosed implements shard.Handler: the connection leaves shard 0's list, and
@@ -494,7 +480,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 func (h *handler) ConnClosed(c *shard.Conn) {
 	sess := c.Value.(*session)
 	delete(h.bound, c.ID())
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound, epoch: sess.epoch}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &metahost.ClientGone{Client: sess.client, Conn: c.ID(), LoggedIn: sess.bound, Epoch: sess.epoch}})
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply

@@ -33,14 +33,14 @@ func openPlaneHarness(t testing.TB, store *metafiles.SimStorage, snapshotInterva
 	if err != nil {
 		return nil, err
 	}
-	m.files.Manual(true)
+	m.Files.Manual(true)
 	return &planeHarness{t: t, m: m, store: store, now: 2_000_000}, nil
 }
 
 // pump does the plane's file work until none is left.
 func (p *planeHarness) pump() {
 	for range 10_000 {
-		if p.m.files.RunQueued() == 0 {
+		if p.m.Files.RunQueued() == 0 {
 			return
 		}
 	}
@@ -306,8 +306,8 @@ func TestWaitingWritesBounded(t *testing.T) {
 	}
 	// The server's own writes (request 0): no session to execute them in.
 	first := p.submit(wire.Uint128{Lo: 1 << 32}, 0, wire.OperationCreateStream, createStreamBody(t, "first"))
-	if p.m.files.Queued() != 1 || !p.m.Driver().ReadyOut() {
-		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", p.m.files.Queued())
+	if p.m.Files.Queued() != 1 || !p.m.Driver().ReadyOut() {
+		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", p.m.Files.Queued())
 	}
 	waiting := make([]*writeOutcome, 0, metaplane.WritesWaitingMax)
 	for i := range metaplane.WritesWaitingMax {
@@ -317,7 +317,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if !refused.done || refused.err != metaplane.ErrWritesBusy {
 		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaplane.WritesWaitingMax, refused)
 	}
-	if p.m.files.Queued() != 1 {
+	if p.m.Files.Queued() != 1 {
 		t.Fatal("a second journal task while one is out")
 	}
 	syncsBefore, appendsBefore := p.store.Syncs, p.store.Appends

@@ -304,8 +304,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			f.requests[code] = *cs
 		}
 		if h.meta != nil {
-			f.commits = h.meta.commits
-			f.metaDrops = h.meta.plane.Core().Drops()
+			f.commits = h.meta.Commits()
+			f.metaDrops = h.meta.Plane().Core().Drops()
 		}
 		f.held = h.owned.hold.counts
 		f.files, f.filesMax = h.owned.store.OpenFiles(), h.owned.filesMax

@@ -299,8 +299,8 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	if h.meta != nil {
 		h.checkHeartbeats()
-		h.meta.finishJournal()
-		h.meta.finishPasswordChecks()
+		h.meta.FinishJournal()
+		h.meta.FinishPasswordChecks()
 		h.flushOutbox()
 	}
 	if len(h.outbox) > 0 {
@@ -322,8 +322,8 @@ func (h *handler) Stop(_ *shard.Shard) {
 		// The writes first: a login among them may hand its password to the
 		// workers again, whose checks are then abandoned with the others, and so
 		// are the new passwords still with the workers.
-		h.meta.stopJournal()
-		h.meta.abandonPasswordChecks()
+		h.meta.StopJournal()
+		h.meta.AbandonPasswordChecks()
 		h.flushOutbox()
 	}
 	h.runAllEffects() // committed: their partitions are as the metadata says at the next start

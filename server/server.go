@@ -3,7 +3,7 @@
 // a single node, of the roster in a cluster) and the partition plane (package
 // partition) into the request path of the Apache Iggy binary protocol 0.11.0. A
 // clustered node (cluster.enabled) also runs the replica plane: cluster.go and
-// metacluster.go.
+// metahost/ticks.go.
 //
 // # Where a request goes
 //
@@ -33,7 +33,7 @@
 //
 // # Durability
 //
-// Metadata: see metaplane.go. Partitions: a send is acknowledged per its topic's
+// Metadata: see package metahost. Partitions: a send is acknowledged per its topic's
 // policy (partition.Store.Send).
 //
 // # Memory
@@ -312,7 +312,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		if tlsListener != nil {
 			tlsListener.Close()
 		}
-		meta.close()
+		meta.Close()
 		replicaTLS.Close()
 		return nil, err
 	}
@@ -390,10 +390,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
-			h.meta.passwords.Close()
-			h.meta.journal.Close()
+			h.meta.Close()
 		}
-		err = errors.Join(err, s.meta.close())
+		err = errors.Join(err, s.meta.Close())
 		s.stopErr = err
 		s.log.Info("stopped", "err", err)
 	})

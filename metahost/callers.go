@@ -1,4 +1,4 @@
-package server
+package metahost
 
 import (
 	"crypto/rand"
@@ -6,11 +6,12 @@ import (
 	"net/netip"
 
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// A caller (caller.go) has no connection and no session of its own, but a
+// A caller (server/caller.go) has no connection and no session of its own, but a
 // metadata write goes through the client table, exactly once per (client,
 // request): shard 0 makes a user's callers' writes under a session of that user
 // it registers on the first write at this node (a Register, committed as a
@@ -33,7 +34,7 @@ type callerSession struct {
 	// busy: a write (or the registration before it) is with the plane; queued
 	// are the user's next writes, in arrival order.
 	busy   bool
-	queued []*job
+	queued []*request.Job
 }
 
 // newCallerClient mints a client id for a caller session: random, as an SDK's is.
@@ -45,7 +46,7 @@ func newCallerClient() wire.Uint128 {
 
 // callerWrite makes a caller's metadata write under its user's session, in turn
 // behind the user's other callers' writes.
-func (r *metaRouter) callerWrite(j *job) {
+func (r *Router) callerWrite(j *request.Job) {
 	cs := r.callers[j.UserID]
 	if cs == nil {
 		cs = &callerSession{client: newCallerClient()}
@@ -60,8 +61,8 @@ func (r *metaRouter) callerWrite(j *job) {
 }
 
 // callerWriteNow registers the session if it has none, then proposes the write.
-func (r *metaRouter) callerWriteNow(cs *callerSession, j *job) {
-	now := r.h.srv.nowMicros()
+func (r *Router) callerWriteNow(cs *callerSession, j *request.Job) {
+	now := r.shard.NowMicros()
 	if cs.epoch == 0 {
 		if !r.plane.IsPrimary() {
 			// A backup refuses the write itself (58), as it refuses a binary
@@ -81,7 +82,7 @@ func (r *metaRouter) callerWriteNow(cs *callerSession, j *job) {
 }
 
 // trackCaller hands a caller's job to the plane under a new token.
-func (r *metaRouter) trackCaller(j *job, cs *callerSession, registering bool) uint64 {
+func (r *Router) trackCaller(j *request.Job, cs *callerSession, registering bool) uint64 {
 	r.nextToken++
 	r.pending[r.nextToken] = pendingJob{j: j, caller: cs, registering: registering}
 	return r.nextToken
@@ -89,7 +90,7 @@ func (r *metaRouter) trackCaller(j *job, cs *callerSession, registering bool) ui
 
 // callerAnswered carries out the plane's answer to a caller's registration or
 // write.
-func (r *metaRouter) callerAnswered(pj pendingJob, a *metaplane.Answer) {
+func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	cs, j := pj.caller, pj.j
 	refused := a.Evict != 0 || a.Status != 0 || a.Rejection != 0
 	switch {
@@ -120,8 +121,8 @@ func (r *metaRouter) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 }
 
 // callerAnswer replies to a caller's write and starts the user's next one.
-func (r *metaRouter) callerAnswer(cs *callerSession, j *job) {
-	r.h.reply(j)
+func (r *Router) callerAnswer(cs *callerSession, j *request.Job) {
+	r.shard.Reply(j)
 	cs.busy = false
 	for !cs.busy && len(cs.queued) > 0 {
 		next := cs.queued[0]
@@ -134,7 +135,7 @@ func (r *metaRouter) callerAnswer(cs *callerSession, j *job) {
 
 // sourceOf is the address a job's password work is accounted to: the
 // connection's peer, or the caller's.
-func (r *metaRouter) sourceOf(j *job) netip.Addr {
+func (r *Router) sourceOf(j *request.Job) netip.Addr {
 	if j.Call != nil {
 		return j.Call.Caller.Addr.Addr().Unmap()
 	}
@@ -143,7 +144,14 @@ func (r *metaRouter) sourceOf(j *job) netip.Addr {
 
 // open reports whether the work of conn is still wanted: its connection is open,
 // or it is a call's (a call is answered whether its caller still waits or not).
-func (r *metaRouter) open(conn shard.ConnID) bool {
+func (r *Router) open(conn shard.ConnID) bool {
 	_, open := r.conns[conn]
-	return open || isCallConn(conn)
+	return open || request.IsCallConn(conn)
+}
+
+// callLoginReply is a call's login answer: the identity, behind a success result
+// section as every login reply is (the call's shard strips it: server/callserve.go).
+func callLoginReply(dst []byte, userID uint32) []byte {
+	dst = wire.AppendResultSuccess(dst[:0])
+	return binary.LittleEndian.AppendUint32(dst, userID)
 }
