@@ -109,3 +109,13 @@ func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
 	}
 	return fallback
 }
+
+// CallerSession is the session the callers of userID write under, if this node
+// registered one (tests).
+func (r *Router) CallerSession(userID uint32) (client wire.Uint128, epoch uint64, ok bool) {
+	cs := r.callers[userID]
+	if cs == nil || cs.epoch == 0 {
+		return wire.Uint128{}, 0, false
+	}
+	return cs.client, cs.epoch, true
+}
