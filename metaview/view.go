@@ -20,7 +20,7 @@
 // would be copied whole at every commit. And why not the effects alone, as shard 0
 // used to post them: reads need the whole state, and a shard that applies the
 // operation derives the effects on its partitions itself (the effects callback of
-// CatchUp: server/view.go, carried out a slice per loop turn: server/effects.go), and
+// CatchUp: server/view.go, carried out a slice per loop turn: partitionhost/effects.go), and
 // a partition is created on its owner before any send routed to it is served there.
 
 package metaview

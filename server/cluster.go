@@ -169,20 +169,11 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
-	h.ensureCreated(k)
-	if !h.owned.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
-		return // until a commit brings the partition (heldframes.go)
+	h.owned.EnsureCreated(k)
+	if !h.owned.Store.Has(k) && h.owned.HoldFrame(k, peer, hdr, body) {
+		return // until a commit brings the partition (partitionhost/heldframes.go)
 	}
-	h.stepFrame(k, peer, hdr, body)
-}
-
-// stepFrame steps a frame into partition k's group.
-func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
-	if err := h.owned.store.Step(k, hdr, body); err != nil {
-		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
-			"command", hdr.Command.String(), "err", err)
-	}
-	h.owned.ioWanted = true // a step may have applied commits or queued writes
+	h.owned.StepFrame(k, peer, hdr, body)
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free

@@ -12,7 +12,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/metahost"
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
-	"github.com/iggy-shard/iggy-shard/partitiondir"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -90,9 +90,9 @@ type handler struct {
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
 
 	// owned is the partition plane of the partitions this shard owns
-	// (partitions.go), consensus the clock and replica frames of its consensus
+	// (package partitionhost), consensus the clock and replica frames of its consensus
 	// groups (ticks.go).
-	owned     ownedPartitions
+	owned     *partitionhost.Host
 	consensus shardConsensus
 
 	// stopped is set once the shard has exited: completions that still run while
@@ -100,42 +100,13 @@ type handler struct {
 	stopped bool
 }
 
-// retentionIntervalNs is how often a shard deletes the expired and oversized
-// sealed segments of its partitions (the reference server's cleaner runs every
-// minute). The pass runs from the shard's own work, so an idle shard, whose
-// partitions do not grow, skips it.
-const retentionIntervalNs = int64(60 * time.Second)
-
-func (h *handler) maybeApplyRetention() {
-	now := h.shard.NowNs()
-	if now < h.owned.retentionDueNs {
-		return
-	}
-	h.owned.retentionDueNs = now + retentionIntervalNs
-	removed, err := h.owned.store.ApplyRetention(h.srv.nowMicros())
-	if err != nil {
-		h.log.Error("retention pass failed", "err", err)
-	}
-	if removed > 0 {
-		h.log.Info("retention", "removed_segments", removed)
-		for _, k := range h.owned.store.Keys(nil) {
-			h.publishStats(k)
-		}
-	}
-}
-
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
-	h.owned.retentionDueNs = sh.NowNs() + retentionIntervalNs
-	h.owned.groupPolls = make(map[groupPollKey][]*job)
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
-	h.view.Replaced = h.followReplacedView
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
-	h.owned.disk = sh.Disk()
 	h.consensus.grid.originNs = sh.NowNs()
-	h.owned.storages = partitiondir.NewStorages(h.owned.disk)
 	// A single node's store is a group of one: the zero Replication but for the
 	// file budget.
 	var repl partition.Replication
@@ -144,11 +115,11 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.consensus.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
-	h.owned.filesMax = s.partitionFilesOfShard()
-	repl.OpenFilesMax = h.owned.filesMax
-	h.owned.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.owned.storages, repl)
+	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
+		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index]})
+	h.view.Replaced = h.owned.FollowReplacedView
 	for _, p := range s.initial[h.index] {
-		h.openAtStart(p)
+		h.owned.OpenAtStart(p)
 	}
 	if h.index == 0 {
 		h.meta = s.newMetaRouter(h)
@@ -348,7 +319,7 @@ func (h *handler) readLocal(hdr *wire.RequestHeader, body []byte, userID uint32,
 		h.readReply = state.AppendClientDetails(h.readReply[:0], me, hdr.Client)
 	default:
 		var handled bool
-		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, userID, hdr.Client, body, h.srv.stats.of)
+		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, userID, hdr.Client, body, h.srv.stats.Of)
 		if !handled {
 			err = wire.ErrInvalidCommand
 		}
@@ -426,13 +397,13 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.catchUpTicks()
-	h.maybeApplyRetention()
+	h.owned.ApplyRetentionIfDue()
 	switch m.Kind {
 	case msgToMeta:
 		h.meta.Serve(m.Payload.(*job))
 	case msgToOwner:
 		h.catchUpView() // the partition may be newer than this shard's last look
-		h.serveOwner(m.Payload.(*job))
+		h.owned.Serve(m.Payload.(*job))
 	case msgReply:
 		h.deliver(m.Payload.(*job))
 	case msgViewAdvanced:
@@ -448,7 +419,7 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	case msgEvictStale:
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
-		h.pollBufferReturned(m.Payload.(*byte))
+		h.owned.PollBufferReturned(m.Payload.(*byte))
 	case msgReplicaFrame:
 		h.metaFrameIn(m.Payload.(*replicaInbound))
 	case msgReplicaRelease:

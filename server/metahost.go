@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 
+	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metahost"
 	"github.com/iggy-shard/iggy-shard/metaplane"
@@ -69,7 +70,7 @@ func (c *setup) metaplaneConfig() metaplane.Config {
 
 // newMetaRouter is shard 0's router of the metadata host, h its Shard0.
 func (s *Server) newMetaRouter(h *handler) *metaRouter {
-	cfg := metahost.RouterConfig{Log: h.log, Stats: s.stats.of, ObserveFsync: s.journalFsyncs.observe, TickOf: h.consensus.grid.tickAt}
+	cfg := metahost.RouterConfig{Log: h.log, Stats: s.stats.Of, ObserveFsync: s.journalFsyncs.observe, TickOf: h.consensus.grid.tickAt}
 	if s.cluster != nil {
 		cfg.LastHeardNs = s.cluster.lastHeardNs
 	}
@@ -129,3 +130,9 @@ func (h *handler) metaFrameIn(in *replicaInbound) {
 	}
 	h.postControl(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
 }
+
+// WakeAt implements partitionhost.Shard.
+func (h *handler) WakeAt(ns int64) { h.shard.WakeAt(ns) }
+
+// ViewState implements partitionhost.Shard.
+func (h *handler) ViewState() *metadata.State { return h.view.State }

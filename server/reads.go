@@ -68,7 +68,7 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 // AppendNodeStats implements metahost.Shard0: GetStats, of a node whose state
 // counts counts and which lists clients connections.
 func (h *handler) AppendNodeStats(dst []byte, counts metadata.Counts, clients int) []byte {
-	segments, sizeBytes, messages := h.srv.stats.totals()
+	segments, sizeBytes, messages := h.srv.stats.Totals()
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	s := wire.Stats{

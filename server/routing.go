@@ -60,7 +60,7 @@ func (h *handler) routeSend(j *job) {
 func (h *handler) toOwner(j *job) {
 	owner := h.srv.ownerOf(j.Partition())
 	if owner == h.index {
-		h.serveOwner(j)
+		h.owned.Serve(j)
 		return
 	}
 	h.post(owner, shard.Message{Conn: j.Conn, Kind: msgToOwner, Payload: j})

@@ -23,7 +23,7 @@
 // Shard 0 publishes every commit to the shards' views before its reply leaves, so
 // a later request on any connection sees it; each shard carries out what a commit
 // asks of the partitions it owns (creations, deletions, purges) a slice per loop
-// turn once its view applied the commit (effects.go), and first for a partition an
+// turn once its view applied the commit (partitionhost/effects.go), and first for a partition an
 // operation routed to it needs.
 //
 // A partition's owner is a hash of (stream, topic, partition) modulo the shard
@@ -82,7 +82,7 @@
 //	                                               group's repair chunk and the ops it
 //	                                               needs below it (partition/memory.go)
 //	held partition frames                  8 MiB   frames for partitions not created here
-//	                                               yet, 2 s at most (heldframes.go)
+//	                                               yet, 2 s at most (partitionhost/heldframes.go)
 //
 // and once for the node, on shard 0:
 //
@@ -137,15 +137,14 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/config"
-	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/replicanet"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
-	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // Server is a running node: single, or one of a cluster.
@@ -166,7 +165,7 @@ type Server struct {
 	heartbeatInterval time.Duration
 
 	meta  *metaPlane // touched only by shard 0 once started
-	stats statsTable
+	stats partitionhost.Stats
 	// cluster is the node's view of its cluster (cluster.go); nil on a single node.
 	cluster *clusterState
 	// viewSnapshot is the recovered metadata each shard decodes into its view, and
@@ -176,11 +175,8 @@ type Server struct {
 	viewGenesis  *metaview.Entry
 
 	// initial holds, per shard, the partitions to open at start.
-	initial  [][]partitionOpen
+	initial  [][]partitionhost.Open
 	handlers []*handler // each written by its own shard at start; read after stop
-	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
-	// failure, one per shard, each touched by its shard only.
-	sendRefusedLogs []eventLog
 	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
 	// one per shard, each touched by its shard only.
 	pollMemories []*pollmemory.Memory[*job]
@@ -195,13 +191,6 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
-}
-
-type partitionOpen struct {
-	key             partition.Key
-	cfg             partition.Config
-	createdAt       uint64
-	purgeGeneration uint64 // the topic's, committed: the partition must be at least there
 }
 
 // Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
@@ -275,18 +264,16 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	s.meta = meta
 	s.viewSnapshot = meta.State().AppendSnapshot(nil, meta.Applied().Op)
 	s.viewGenesis = &metaview.Entry{}
-	s.initial = make([][]partitionOpen, s.shardCount)
-	s.sendRefusedLogs = make([]eventLog, s.shardCount)
+	s.initial = make([][]partitionhost.Open, s.shardCount)
 	s.pollMemories = make([]*pollmemory.Memory[*job], s.shardCount)
-	for i := range s.sendRefusedLogs {
-		s.sendRefusedLogs[i] = newEventLog()
+	for i := range s.pollMemories {
 		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	s.calls.init(s.shardCount)
-	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
+	partitionhost.EachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
-		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
+		s.initial[owner] = append(s.initial[owner], partitionhost.Open{Key: k, Cfg: c, CreatedAt: createdAt, PurgeGeneration: purgeGeneration})
 	})
 
 	var shardClock func() int64
@@ -385,8 +372,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		for _, h := range s.handlers {
-			if h != nil && h.owned.storeClosed {
-				err = errors.Join(err, h.owned.closeErr)
+			if h == nil {
+				continue
+			}
+			if closed, closeErr := h.owned.Closed(); closed {
+				err = errors.Join(err, closeErr)
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
@@ -414,85 +404,6 @@ func putU32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-// eachPartition visits every partition of the state with its topic's config and purge
-// generation.
-func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64)) {
-	counts := st.Counts()
-	found := uint32(0)
-	for sid := uint32(0); found < counts.Streams && sid < metadata.StreamIDLimit; sid++ {
-		stream := st.Stream(sid)
-		if stream == nil {
-			continue
-		}
-		found++
-		topicsFound := 0
-		for tid := uint32(0); topicsFound < stream.TopicsCount() && tid < metadata.TopicIDLimit; tid++ {
-			topic := stream.Topic(tid)
-			if topic == nil {
-				continue
-			}
-			topicsFound++
-			c := partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
-			for _, p := range topic.Partitions {
-				visit(partition.Key{StreamID: sid, TopicID: tid, PartitionID: p.ID}, c, p.CreatedAtMicros, topic.PurgeGeneration)
-			}
-		}
-	}
-}
-
-// statsTable publishes each partition's figures from its owner shard to shard 0,
-// which reports them in GetStream, GetTopic and GetStats. Entries are created and
-// updated by the owner and only read elsewhere: atomics, no lock.
-type statsTable struct {
-	m sync.Map // partition.Key -> *partitionStats
-}
-
-type partitionStats struct {
-	segments      atomic.Uint32
-	currentOffset atomic.Uint64
-	sizeBytes     atomic.Uint64
-	messages      atomic.Uint64
-}
-
-func (t *statsTable) publish(k partition.Key, info wire.PartitionInfo) {
-	v, ok := t.m.Load(k)
-	if !ok {
-		v, _ = t.m.LoadOrStore(k, &partitionStats{})
-	}
-	ps := v.(*partitionStats)
-	ps.segments.Store(info.SegmentsCount)
-	ps.currentOffset.Store(info.CurrentOffset)
-	ps.sizeBytes.Store(info.SizeBytes)
-	ps.messages.Store(info.MessagesCount)
-}
-
-func (t *statsTable) remove(k partition.Key) { t.m.Delete(k) }
-
-func (t *statsTable) of(stream, topic, p uint32) metadata.PartitionStats {
-	v, ok := t.m.Load(partition.Key{StreamID: stream, TopicID: topic, PartitionID: p})
-	if !ok {
-		return metadata.PartitionStats{}
-	}
-	ps := v.(*partitionStats)
-	return metadata.PartitionStats{
-		SegmentsCount: ps.segments.Load(),
-		CurrentOffset: ps.currentOffset.Load(),
-		SizeBytes:     ps.sizeBytes.Load(),
-		MessagesCount: ps.messages.Load(),
-	}
-}
-
-func (t *statsTable) totals() (segments uint32, sizeBytes, messages uint64) {
-	t.m.Range(func(_, v any) bool {
-		ps := v.(*partitionStats)
-		segments += ps.segments.Load()
-		sizeBytes += ps.sizeBytes.Load()
-		messages += ps.messages.Load()
-		return true
-	})
-	return
-}
-
 func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.Addr()) }
 
 // busyPoll maps the setting, where 0 means off, to the runtime's, where 0 means default.
@@ -501,4 +412,14 @@ func busyPoll(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// partitionFilesOfShard is a shard's budget of open partition files: the node's
+// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
+// each one's store keeping within its share.
+func (s *Server) partitionFilesOfShard() int {
+	if s.cfg.openFilesMax > 0 {
+		return max(s.cfg.openFilesMax/s.shardCount, 1)
+	}
+	return segment.FilesBudget(s.shardCount)
 }

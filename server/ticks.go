@@ -103,7 +103,7 @@ func (h *handler) catchUpTicks() {
 	h.advanceStore(target)
 	if due {
 		g.counts.dueTurns++
-		h.owned.ioWanted = true // the tick that fell due may have driven groups: their writes, their frames
+		h.owned.IOWanted = true // the tick that fell due may have driven groups: their writes, their frames
 	}
 }
 
@@ -134,7 +134,7 @@ func (h *handler) noteLiveness(target uint64) {
 	}
 	for _, r := range heard[:n] {
 		h.advanceStore(r.at)
-		h.owned.store.NoteLiveness(r.id)
+		h.owned.Store.NoteLiveness(r.id)
 	}
 }
 
@@ -157,7 +157,7 @@ func (h *handler) advanceStore(to uint64) {
 		g.storeAt = to - storeTicksCatchUpMax
 	}
 	for ; g.storeAt < to; g.storeAt++ {
-		h.owned.store.Tick()
+		h.owned.Store.Tick()
 		g.counts.storeTicks++
 	}
 }
@@ -167,7 +167,7 @@ func (h *handler) advanceStore(to uint64) {
 func (h *handler) scheduleTicks() {
 	g := &h.consensus.grid
 	wake, armed := uint64(0), false
-	if n, ok := h.owned.store.TicksUntilDue(); ok {
+	if n, ok := h.owned.Store.TicksUntilDue(); ok {
 		g.storeDue, g.storeArmed = g.storeAt+n, true
 		wake, armed = g.storeDue, true
 	} else {
@@ -181,7 +181,7 @@ func (h *handler) scheduleTicks() {
 	if armed {
 		h.shard.WakeAt(g.timeOf(wake))
 	}
-	if h.owned.scrubbing {
-		h.shard.WakeAt(h.owned.scrubDueNs)
+	if scrubbing, dueNs := h.owned.Scrubbing(); scrubbing {
+		h.shard.WakeAt(dueNs)
 	}
 }
