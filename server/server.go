@@ -1,9 +1,12 @@
-// Package server is the iggy-shard server: it implements shard.Handler and glues
-// sessions, the metadata plane (package metadata over a vsr group: of one replica on
-// a single node, of the roster in a cluster) and the partition plane (package
-// partition) into the request path of the Apache Iggy binary protocol 0.11.0. A
-// clustered node (cluster.enabled) also runs the replica plane: cluster.go and
-// metahost/ticks.go.
+// Package server is the iggy-shard server: the transports' handler on the shard
+// runtime (it implements shard.Handler). It holds the binary connections'
+// sessions, decodes their frames into typed requests (package request) and routes
+// them; it drives, through one seam each, the metadata plane's host on shard 0
+// (package metahost: metaplane over a vsr group of one replica on a single node,
+// of the roster in a cluster) and the partition plane on its owner shards
+// (package partitionhost), and takes the commands of a second transport through
+// Server.Do (caller.go). A clustered node (cluster.enabled) also runs the replica
+// plane: cluster.go and metahost/ticks.go.
 //
 // # Where a request goes
 //
@@ -16,8 +19,9 @@
 //	            tokens, GET_ME, GET_CLUSTER_METADATA); names, permissions and the partition of
 //	            SEND_MESSAGES, POLL_MESSAGES and consumer offsets (routing.go)
 //	           ──► owner shard (or none: it is the conn shard): the partition work
+//	                        (partitionhost.Host.Serve)
 //	           ──► shard 0: logins, metadata writes, GET_STATS, GET_CLIENT(S),
-//	                        GET_SNAPSHOT
+//	                        GET_SNAPSHOT (metahost.Router.Serve)
 //	owner or 0 ──► conn shard: the reply, written there in request order
 //
 // Shard 0 publishes every commit to the shards' views before its reply leaves, so
@@ -28,7 +32,7 @@
 //
 // A partition's owner is a hash of (stream, topic, partition) modulo the shard
 // count; every shard opens the partitions it owns at start. Messages between shards
-// travel as a *job, which belongs to the connection's shard from the request to the
+// travel as a *job (request.Job), which belongs to the connection's shard from the request to the
 // reply, so nothing is allocated per request once the shard's free list is warm.
 //
 // # Durability
