@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -382,48 +381,6 @@ func TestJournalHolesLayout(t *testing.T) {
 	}
 	if !m2.Files.Hole(5) {
 		t.Fatalf("op 5 is not faulty after the restart: holes %d", m2.Files.HoleCount())
-	}
-}
-
-// TestSingleNodeRefusesACorruptJournalEntry: a single node has no peer to repair a
-// corrupt synced entry from, so damage with intact entries after it is data loss:
-// it refuses to start. A torn tail is still cut.
-func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
-	store := metafiles.NewSimStorage(segment.NewSimDisk(5))
-	p, err := openPlaneHarness(t, store, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.submit(wire.Uint128{Lo: 1}, 0, wire.OperationRegister, nil)
-	p.pump()
-	for r := range 4 {
-		p.submit(wire.Uint128{Lo: 1}, uint64(r+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprintf("single-%d", r)))
-		p.pump()
-	}
-	raw := store.Disk.ReadFile(metafiles.JournalFileName)
-	var offsets []int
-	if _, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
-		offsets = append(offsets, offset)
-		return nil
-	}, nil); err != nil || len(offsets) != 5 {
-		t.Fatalf("journal of %d entries: %v", len(offsets), err)
-	}
-
-	torn := append([]byte(nil), raw[:len(raw)-3]...)
-	store.Disk.WriteFile(metafiles.JournalFileName, torn)
-	p, err = openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000)
-	if err != nil {
-		t.Fatalf("a torn tail: %v", err)
-	}
-	if p.m.Applied().Op != 4 {
-		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.Applied().Op)
-	}
-
-	rotten := append([]byte(nil), raw...)
-	rotten[offsets[2]+40] ^= 1
-	store.Disk.WriteFile(metafiles.JournalFileName, rotten)
-	if _, err := openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
-		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
 	}
 }
 
