@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/request"
-	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -91,7 +90,8 @@ func (s *Server) MetadataRole() MetadataRole {
 //     answers 58, as the binary protocol does.
 //
 // A body over the frame size limit (system.frame_size_max less the header) is 3
-// without reaching a shard, as a TCP frame over it never reaches one.
+// without reaching a shard, as a TCP frame over it never reaches one. A shard
+// with callInboxWaitingMax calls waiting for it takes no more: 58, to be retried.
 func (s *Server) Do(ctx context.Context, caller Caller, code wire.CommandCode, body []byte) ([]byte, error) {
 	info, ok := wire.LookupCommand(code)
 	if !ok {
@@ -111,8 +111,11 @@ func (s *Server) Do(ctx context.Context, caller Caller, code wire.CommandCode, b
 	c.Header.Size = uint32(wire.HeaderSize + len(body))
 	c.Header.Timestamp = s.nowMicros()
 	target := int(s.calls.next.Add(1) % uint32(s.shardCount))
-	if !s.calls.inboxes[target].push(c) {
+	switch s.calls.inboxes[target].push(c) {
+	case pushStopped:
 		return nil, ErrStopped
+	case pushFull:
+		return nil, wire.ErrTransientNotAccepted
 	}
 	return c.Wait(ctx, s.rt.Done())
 }
@@ -147,25 +150,44 @@ type callInbox struct {
 }
 
 // attach gives the inbox its shard's wake (handler start).
-func (b *callInbox) attach(sh *shard.Shard) {
+func (b *callInbox) attach(wake func()) {
 	b.mu.Lock()
-	b.wake = sh.Wake
+	b.wake = wake
 	b.mu.Unlock()
 }
 
-// push queues a call and wakes the shard; false once the shard has stopped.
-func (b *callInbox) push(c *request.Call) bool {
+// callInboxWaitingMax bounds the calls waiting for one shard to take them: a
+// shard that falls that far behind refuses more (58) rather than let its inbox
+// grow without bound.
+const callInboxWaitingMax = 4096
+
+// pushOutcome is what push did with a call.
+type pushOutcome uint8
+
+const (
+	pushQueued pushOutcome = iota
+	pushFull
+	pushStopped
+)
+
+// push queues a call and wakes the shard, unless the shard has stopped or has
+// callInboxWaitingMax calls waiting.
+func (b *callInbox) push(c *request.Call) pushOutcome {
 	b.mu.Lock()
-	if b.closed || b.wake == nil {
+	switch {
+	case b.closed || b.wake == nil:
 		b.mu.Unlock()
-		return false
+		return pushStopped
+	case len(b.calls) >= callInboxWaitingMax:
+		b.mu.Unlock()
+		return pushFull
 	}
 	b.calls = append(b.calls, c)
 	b.waiting.Add(1)
 	wake := b.wake
 	b.mu.Unlock()
 	wake()
-	return true
+	return pushQueued
 }
 
 // take hands the shard the calls waiting, in order; the slice is the inbox's and

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -477,6 +478,41 @@ func TestDoInACluster(t *testing.T) {
 		_, err := backup.Do(ctx, rootCaller(), wire.CodeGetStream, appendBody(t, wire.StringIdentifier([]byte("s"))))
 		return err == nil
 	})
+}
+
+// TestCallInboxBounded: a shard's inbox takes callInboxWaitingMax calls, refuses
+// the next until the shard takes them, keeps their order, and refuses all once
+// closed, answering those still waiting.
+func TestCallInboxBounded(t *testing.T) {
+	var b callInbox
+	wakes := 0
+	b.attach(func() { wakes++ })
+	calls := make([]*request.Call, callInboxWaitingMax+1)
+	for i := range calls {
+		calls[i] = request.NewCall(Caller{}, wire.CodePing, nil)
+	}
+	for i, c := range calls[:callInboxWaitingMax] {
+		if got := b.push(c); got != pushQueued {
+			t.Fatalf("push %d: %d, want queued", i, got)
+		}
+	}
+	if got := b.push(calls[callInboxWaitingMax]); got != pushFull || wakes != callInboxWaitingMax {
+		t.Fatalf("a push beyond the bound: %d (%d wakes), want full", got, wakes)
+	}
+	taken := b.take()
+	if len(taken) != callInboxWaitingMax || taken[0] != calls[0] || taken[len(taken)-1] != calls[callInboxWaitingMax-1] {
+		t.Fatalf("took %d calls, out of order or not all", len(taken))
+	}
+	if got := b.push(calls[callInboxWaitingMax]); got != pushQueued {
+		t.Fatalf("a push once the shard took its calls: %d", got)
+	}
+	b.close()
+	if _, err := calls[callInboxWaitingMax].Wait(context.Background(), nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a call waiting as the shard stopped: %v", err)
+	}
+	if got := b.push(calls[0]); got != pushStopped {
+		t.Fatalf("a push once closed: %d", got)
+	}
 }
 
 // BenchmarkDoPing is what the seam costs: a PING through Do from one goroutine

@@ -127,7 +127,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		sh.WakeAt(h.heartbeatDueNs)
 	}
 	s.handlers[h.index] = h
-	s.calls.inboxes[h.index].attach(sh)
+	s.calls.inboxes[h.index].attach(sh.Wake)
 	return h
 }
 
