@@ -12,7 +12,7 @@ import (
 // the task over and goes on serving (the writes that arrive meanwhile wait in the
 // plane, to share the next append and fdatasync); the writer wakes it
 // (shard.Shard.Wake) when the task is done, and the router finishes it on its next
-// turn (Files.Finish, from server/router.go). One task at a time: the plane hands out the next
+// turn (Files.Finish, from metahost/router.go). One task at a time: the plane hands out the next
 // only once the last is finished.
 type Writer struct {
 	wake func() // shard 0's Wake

@@ -12,7 +12,7 @@
 //	    offsets/groups/{id}
 //	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
 //	    partition.state              in a cluster: the group's durable state (groupstate.go)
-//	    purge.gen                    the server's (server/partitionrecord.go); this package
+//	    purge.gen                    the server's (partitionhost/record.go); this package
 //	                                 writes, replaces and removes only the files above
 //	                                 (a state install: installReplaces), the whole
 //	                                 directory only when the partition goes or is purged

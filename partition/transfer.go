@@ -434,7 +434,7 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 //	partition.state                   the group state (groupstate.go), removed last
 //
 // A partition directory holds files of others beside them: the server's purge.gen
-// (server/partitionrecord.go) says which metadata effects the directory reflects,
+// (partitionhost/record.go) says which metadata effects the directory reflects,
 // so that each applies at most once. It must outlive a transfer of the data: without
 // it, a purge applied again after a restart would empty the partition a second time,
 // losing what was written after the first.

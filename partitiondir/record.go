@@ -2,7 +2,7 @@
 // holds of what its contents reflect of the metadata (record.go), and a shard's
 // storage of them through its disk ring, which makes a directory only when
 // something is first written in it (storages.go). What the server does with the
-// record, to apply each partition effect at most once, is server/partitionrecord.go.
+// record, to apply each partition effect at most once, is partitionhost/record.go.
 //
 // The record, synced before the contents it speaks for (the reference server keeps
 // a purge.gen too; a partition never written has neither directory nor record):

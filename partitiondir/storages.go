@@ -21,11 +21,11 @@ import (
 // tombstone rename (partition.OSStorages).
 //
 // A created partition costs nothing on disk until something is written in it: its
-// directory is made, with its record (server/partitionrecord.go), just before its first
+// directory is made, with its record (partitionhost/record.go), just before its first
 // file (lazyStorage). Directory operations are what a creation costs (some 0.4 ms
 // each on the machine the benchmarks ran on): 1,000 partitions created at once no
 // longer cost 1,000 mkdirs and 2,000 fsyncs, and one never written costs none.
-// server/partitionrecord.go (createPartition) says why the record keeps its
+// partitionhost/record.go (createPartition) says why the record keeps its
 // guarantee.
 type Storages struct {
 	disk *shard.Disk
@@ -81,7 +81,7 @@ func (p *Storages) Open(dir string) (segment.Storage, error) {
 			return &lazyStorage{p: p, dir: dir, record: a.record}, nil
 		}
 		// Contents without a record are taken as the partition's
-		// (server/partitionrecord.go): the record says so from now on.
+		// (partitionhost/record.go): the record says so from now on.
 		if err := WriteRecord(dir, a.record); err != nil {
 			return nil, err
 		}

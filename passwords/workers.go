@@ -24,7 +24,7 @@ import (
 // long, once per login or password change, and a reconnecting fleet would stall it
 // for seconds. Shard 0 hands the work over and goes on serving; a worker does it,
 // queues the outcome and wakes shard 0 (shard.Shard.Wake), whose metadata router
-// carries on on its next turn (Collect; server/router.go). Nothing else waits
+// carries on on its next turn (Collect; metahost/router.go). Nothing else waits
 // for an argon2id run: the metadata writes go on meanwhile.
 //
 // The work waits by source (the peer's IP address), and the workers serve the
@@ -262,7 +262,7 @@ func (v *Workers) Waiting() int {
 
 // Close lets the workers finish the work they hold, drops the work not yet taken
 // and waits for the workers to exit. Shard 0 answers the requests of what was
-// dropped (server/router.go, abandonPasswordChecks).
+// dropped (metahost/router.go, abandonPasswordChecks).
 func (v *Workers) Close() {
 	v.mu.Lock()
 	v.closed = true

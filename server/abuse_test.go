@@ -43,7 +43,7 @@ func TestDeniedPasswordWritesNeitherHashNorJournal(t *testing.T) {
 	mallory := dialAs(t, s, "mallory", "mallory-password")
 
 	var verified, hashed atomic.Int32
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(func(hash string, password []byte) bool {
 		verified.Add(1)
 		return metadata.VerifyPassword(hash, password)
@@ -94,7 +94,7 @@ func TestPasswordChecksTakeTurnsBySource(t *testing.T) {
 	held := newGate(t)
 	var orderMu sync.Mutex
 	var order []string
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(func(hash string, password []byte) bool {
 		orderMu.Lock()
 		order = append(order, string(password))

@@ -13,7 +13,7 @@ import (
 
 // A clustered node (cluster.enabled) runs the runtime's replica plane
 // (shard.ReplicaConfig, from the [cluster] and [message_bus] sections) and its
-// metadata plane as one replica of the roster's group (metacluster.go). Frames
+// metadata plane as one replica of the roster's group (metahost/ticks.go). Frames
 // arrive on the shard that owns the peer's connection; those of the metadata
 // group, and the session-forwarding frames, which carry no group, go to shard 0 on
 // the control lane between shards (shard.PostControl), served before the partition
@@ -70,46 +70,10 @@ func (h *handler) ServeReplica(s *shard.Shard, f *shard.ReplicaFrame) {
 	}
 	in := h.retainInbound(f)
 	if h.index == 0 {
-		h.meta.replicaFrameIn(in)
+		h.metaFrameIn(in)
 		return
 	}
 	h.postControl(0, shard.Message{Kind: msgReplicaFrame, Payload: in})
-}
-
-// releaseReplicaFrame gives a stepped frame back to the shard that retained it.
-func (r *metaRouter) releaseReplicaFrame(in *replicaInbound) {
-	if in.owner == r.h.index {
-		r.h.releaseInbound(in)
-		return
-	}
-	r.h.postControl(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
-}
-
-// sendReplica sends one of the metadata core's messages. A frame the runtime
-// drops (no connection, a full queue) is retransmitted by the core; any other
-// refusal is a frame the core should not have made.
-func (r *metaRouter) sendReplica(msg *vsr.Message) {
-	err := r.h.shard.SendReplica(msg.To, msg.Header.Bytes()[:], msg.Body)
-	switch err {
-	case nil, shard.ErrReplicaPeerDown, shard.ErrReplicaQueueFull, shard.ErrReplicaBuffersExhausted:
-	default:
-		r.h.log.Error("metadata replica frame not sent", "to", msg.To, "command", msg.Header.Command.String(), "err", err)
-	}
-}
-
-// publishLeader tells every shard who leads the metadata group now.
-func (r *metaRouter) publishLeader() {
-	cl, core := r.h.srv.cluster, r.plane.Core()
-	leader := int32(0)
-	if core.Status() == vsr.StatusNormal {
-		leader = int32(core.Primary()) + 1
-	}
-	if old := cl.leader.Swap(leader); old != leader {
-		r.h.log.Info("metadata group", "view", core.View(), "status", core.Status().String(), "primary", core.Primary(),
-			"self", core.ReplicaID())
-	}
-	cl.view.Store(core.View())
-	cl.status.Store(uint32(core.Status()))
 }
 
 // clusterMetadataFor answers GetClusterMetadata for a client at peer.
@@ -123,36 +87,6 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), health)
 }
 
-// mayLag reports whether a login refused here may be refused only because this
-// backup has not applied yet what the primary acknowledged (a user or a token just
-// created, a password just changed): it is then decided again once the backup
-// heard from its primary (awaitPrimary), once.
-func (r *metaRouter) mayLag(j *job, reason wire.EvictionReason) bool {
-	p := r.plane
-	return p.clustered && !j.login.heardPrimary && (reason == wire.EvictionInvalidCredentials || reason == wire.EvictionInvalidToken) &&
-		p.Core().Status() == vsr.StatusNormal && !p.Core().IsPrimary()
-}
-
-// awaitPrimary holds a refused login (and the connection's later work) until
-// this backup applied what its primary had committed when a read barrier reached
-// it (metaPlane.afterPrimaryCommit), then decides it again: a user the cluster
-// acknowledged before the login came is never refused for a lag. A login refused
-// again, or after the wait's deadline, is refused; a wrong password at a backup
-// costs that wait (a round trip, two commit broadcast intervals at most) and one
-// more password check.
-func (r *metaRouter) awaitPrimary(j *job) {
-	rec := r.record(j.conn)
-	rec.busy = true
-	j.login.heardPrimary = true
-	r.plane.ReadBarrier(func(bool) {
-		rec.busy = false
-		r.login(j)
-		if !rec.busy {
-			r.turnDone(rec)
-		}
-	})
-}
-
 // replicaStats is the runtime's replica counters, for tests and logs.
 func (s *Server) replicaStats() shard.ReplicaStats { return s.rt.ReplicaStats() }
 
@@ -163,21 +97,6 @@ func (s *Server) metadataLeader() (uint8, bool) {
 	}
 	l := s.cluster.leader.Load()
 	return uint8(l - 1), l > 0
-}
-
-// publishInstalled replaces every shard's view with the state a transfer
-// installed: its metadata and the sessions of its client table.
-func (r *metaRouter) publishInstalled() {
-	p := r.plane
-	sessions := make(map[wire.Uint128]uint64, p.Table().Len())
-	p.Table().Sessions(func(client wire.Uint128, epoch uint64) { sessions[client] = epoch })
-	var ended []wire.Uint128
-	for client := range r.sessions {
-		if _, ok := sessions[client]; !ok {
-			ended = append(ended, client)
-		}
-	}
-	r.publish(&viewEntry{replace: &viewReplace{snapshot: p.State().AppendSnapshot(nil, p.Applied().Op), sessions: sessions}, ended: ended})
 }
 
 // partitionReplication places the shard's partitions in their groups of the
@@ -250,20 +169,11 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
 	h.catchUpView() // a partition a commit just created is opened by the view
-	h.ensureCreated(k)
-	if !h.owned.store.Has(k) && h.holdFrame(k, peer, hdr, body) {
-		return // until a commit brings the partition (heldframes.go)
+	h.owned.EnsureCreated(k)
+	if !h.owned.Store.Has(k) && h.owned.HoldFrame(k, peer, hdr, body) {
+		return // until a commit brings the partition (partitionhost/heldframes.go)
 	}
-	h.stepFrame(k, peer, hdr, body)
-}
-
-// stepFrame steps a frame into partition k's group.
-func (h *handler) stepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
-	if err := h.owned.store.Step(k, hdr, body); err != nil {
-		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
-			"command", hdr.Command.String(), "err", err)
-	}
-	h.owned.ioWanted = true // a step may have applied commits or queued writes
+	h.owned.StepFrame(k, peer, hdr, body)
 }
 
 // retainInbound keeps a frame for another shard in a record from this shard's free

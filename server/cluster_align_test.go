@@ -74,7 +74,7 @@ func TestClusterPartitionsFollowTheLeader(t *testing.T) {
 	}
 	moved := 0
 	err := servers[2].rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		moved += servers[2].handlers[sh.Index()].owned.store.LeadGroups(partitions)
+		moved += servers[2].handlers[sh.Index()].owned.Store.LeadGroups(partitions)
 	})
 	if err != nil || moved != partitions {
 		t.Fatalf("node 2 took over %d partitions (%v), want %d", moved, err, partitions)

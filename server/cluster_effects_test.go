@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +21,7 @@ import (
 )
 
 // A full restart of a cluster applies the committed metadata ops above each node's
-// snapshot again, with their partition effects (partitionrecord.go): none of them
+// snapshot again, with their partition effects (partitionhost/record.go): none of them
 // may lose or take away what the partitions held. Each test below runs a 3-node
 // cluster at the production snapshot interval (960 ops), so that everything it does
 // lies above the snapshots, restarts every node at once, and then asks every node
@@ -132,18 +133,18 @@ func openAsViewed(t *testing.T, s *Server) string {
 		h := s.handlers[sh.Index()]
 		h.catchUpView()
 		named := make(map[partition.Key]bool)
-		eachPartition(h.view.state, func(k partition.Key, _ partition.Config, createdAt, _ uint64) {
+		partitionhost.EachPartition(h.view.State, func(k partition.Key, _ partition.Config, createdAt, _ uint64) {
 			if s.ownerOf(k) != h.index {
 				return
 			}
 			named[k] = true
-			if got, _ := h.openCreatedAt(k); got != createdAt {
+			if got, _ := h.owned.OpenCreatedAt(k); got != createdAt {
 				mu.Lock()
 				diffs = append(diffs, fmt.Sprintf("%v open as created at %d, the view's was created at %d", k, got, createdAt))
 				mu.Unlock()
 			}
 		})
-		for _, k := range h.owned.store.Keys(nil) {
+		for _, k := range h.owned.Store.Keys(nil) {
 			if !named[k] {
 				mu.Lock()
 				diffs = append(diffs, fmt.Sprintf("%v open, not in the view", k))
@@ -561,7 +562,7 @@ func partitionStatesInstalled(t *testing.T, s *Server) int64 {
 	t.Helper()
 	var installed atomic.Int64
 	if err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		installed.Add(int64(s.handlers[sh.Index()].owned.store.StatesInstalled()))
+		installed.Add(int64(s.handlers[sh.Index()].owned.Store.StatesInstalled()))
 	}); err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}

@@ -254,7 +254,7 @@ func TestSingleNodeRefusesAStateWithoutRoot(t *testing.T) {
 	if m.State().HasRoot() {
 		t.Fatal("a cluster replica created a root user of its own")
 	}
-	m.close()
+	m.Close()
 	single := defaultSetup()
 	if _, err := openMetaPlaneOn(log, store, "simdisk", &single, 2_000_000); err == nil || !strings.Contains(err.Error(), "no root user") {
 		t.Fatalf("a single node on a state without root: %v", err)

@@ -19,7 +19,7 @@ import (
 
 // holdJournal holds node s's journal writer at its next fdatasync, until g opens.
 func holdJournal(s *Server, g *gate) {
-	w := s.handlers[0].meta.journal
+	w := s.handlers[0].meta.Journal()
 	w.SetBeforeSync(g.hold)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"slices"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 func effectsPeak(t *testing.T, s *Server) int {
 	t.Helper()
 	peaks := make([]int, s.shardCount)
-	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { peaks[sh.Index()] = s.handlers[sh.Index()].owned.effects.peak })
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { peaks[sh.Index()] = s.handlers[sh.Index()].owned.EffectsPeak() })
 	mustOK(t, "Inspect", err)
 	return slices.Max(peaks)
 }
@@ -24,7 +25,7 @@ func effectsPeak(t *testing.T, s *Server) int {
 func effectsWaiting(t *testing.T, s *Server) bool {
 	t.Helper()
 	waiting := make([]bool, s.shardCount)
-	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { waiting[sh.Index()] = s.handlers[sh.Index()].owned.effects.pending() })
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) { waiting[sh.Index()] = s.handlers[sh.Index()].owned.EffectsPending() })
 	mustOK(t, "Inspect", err)
 	return slices.Contains(waiting, true)
 }
@@ -53,8 +54,8 @@ func TestCreationEffectsRunInSlices(t *testing.T) {
 	send(first.ID, partitions-1, "first")
 	waitUntil(t, "every partition effect is carried out", func() bool { return !effectsWaiting(t, s) })
 	// A slice, and the partition taken ahead of it (ensureCreated).
-	if peak := effectsPeak(t, s); peak > effectsPerTurnMax+1 {
-		t.Fatalf("a loop turn carried out %d partition effects, want at most %d", peak, effectsPerTurnMax+1)
+	if peak := effectsPeak(t, s); peak > partitionhost.EffectsPerTurnMax+1 {
+		t.Fatalf("a loop turn carried out %d partition effects, want at most %d", peak, partitionhost.EffectsPerTurnMax+1)
 	}
 
 	mustOK(t, "DeleteTopic", c.DeleteTopic(ctx, client.ID(st.ID), client.ID(first.ID)))

@@ -20,7 +20,7 @@ func groupOffsetAt(t *testing.T, s *Server, k partition.Key, group uint32) bool 
 	held := false
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
 		if sh.Index() == s.ownerOf(k) {
-			_, held, _ = s.handlers[sh.Index()].owned.store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerGroup, ID: group})
+			_, held, _ = s.handlers[sh.Index()].owned.Store.ConsumerOffset(k, partition.Consumer{Kind: wire.ConsumerGroup, ID: group})
 		}
 	})
 	if err != nil {
@@ -93,7 +93,7 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	for i, s := range servers {
 		var proposals atomic.Int64
 		if err := s.rt.Inspect(ctx, func(sh *shard.Shard) {
-			proposals.Add(int64(s.handlers[sh.Index()].owned.groupOffsetProposals))
+			proposals.Add(int64(s.handlers[sh.Index()].owned.GroupOffsetProposals()))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -144,12 +144,11 @@ func TestGroupOffsetDeleteAskedAgainSparesARecreatedTopic(t *testing.T) {
 	}
 	// The deletion of an older partition of the same ids, due now.
 	onOwner(func(h *handler) {
-		createdAt, _ := h.openCreatedAt(k)
-		d := &groupOffsetDelete{h: h, key: k, group: g.ID, revision: createdAt - 1}
-		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
+		createdAt, _ := h.owned.OpenCreatedAt(k)
+		h.owned.QueueGroupOffsetDelete(k, g.ID, createdAt-1)
 	})
 	waitUntil(t, "the deletion is asked again", func() (asked bool) {
-		onOwner(func(h *handler) { asked = len(h.owned.groupOffsetDeletes) == 0 })
+		onOwner(func(h *handler) { asked = h.owned.GroupOffsetDeletes() == 0 })
 		return asked
 	})
 	if !groupOffsetAt(t, s, k, g.ID) {

@@ -9,8 +9,11 @@ import (
 	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metahost"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
-	"github.com/iggy-shard/iggy-shard/partitiondir"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -52,21 +55,6 @@ type session struct {
 	token *metadata.TokenHash
 }
 
-// clientOpened registers an accepted connection with shard 0, which lists it
-// (GetClients) from then on.
-type clientOpened struct {
-	conn shard.ConnID
-	id   uint32
-	peer netip.AddrPort
-}
-
-type clientGone struct {
-	client   wire.Uint128
-	conn     shard.ConnID
-	loggedIn bool
-	epoch    uint64 // the session's, when logged in
-}
-
 // pendingPost is a message the target's queue had no room for, to post again
 // (flushOutbox); control ones go on the control lane (postControl).
 type pendingPost struct {
@@ -85,9 +73,9 @@ type handler struct {
 	free   []*job
 	outbox []pendingPost
 
-	// view is the shard's copy of the committed metadata (view.go); balanced holds
+	// view is the shard's copy of the committed metadata (package metaview); balanced holds
 	// its round-robin cursors of Balanced sends, by topic.
-	view     *metaView
+	view     *metaview.View
 	balanced map[[2]uint32]*partition.RoundRobin
 	// bound are the shard's logged-in sessions, ended when their account is revoked.
 	bound map[shard.ConnID]*session
@@ -102,9 +90,9 @@ type handler struct {
 	heartbeatDueNs int64       // shard 0: the next look for silent group members
 
 	// owned is the partition plane of the partitions this shard owns
-	// (partitions.go), consensus the clock and replica frames of its consensus
+	// (package partitionhost), consensus the clock and replica frames of its consensus
 	// groups (ticks.go).
-	owned     ownedPartitions
+	owned     *partitionhost.Host
 	consensus shardConsensus
 
 	// stopped is set once the shard has exited: completions that still run while
@@ -112,42 +100,13 @@ type handler struct {
 	stopped bool
 }
 
-// retentionIntervalNs is how often a shard deletes the expired and oversized
-// sealed segments of its partitions (the reference server's cleaner runs every
-// minute). The pass runs from the shard's own work, so an idle shard, whose
-// partitions do not grow, skips it.
-const retentionIntervalNs = int64(60 * time.Second)
-
-func (h *handler) maybeApplyRetention() {
-	now := h.shard.NowNs()
-	if now < h.owned.retentionDueNs {
-		return
-	}
-	h.owned.retentionDueNs = now + retentionIntervalNs
-	removed, err := h.owned.store.ApplyRetention(h.srv.nowMicros())
-	if err != nil {
-		h.log.Error("retention pass failed", "err", err)
-	}
-	if removed > 0 {
-		h.log.Info("retention", "removed_segments", removed)
-		for _, k := range h.owned.store.Keys(nil) {
-			h.publishStats(k)
-		}
-	}
-}
-
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
-	h.owned.retentionDueNs = sh.NowNs() + retentionIntervalNs
-	h.owned.groupPolls = make(map[groupPollKey][]*job)
-	h.view = newMetaView(s.viewSnapshot, s.viewGenesis)
-	h.view.replaced = h.followReplacedView
+	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
 	h.requests = make(requestStats)
-	h.owned.disk = sh.Disk()
 	h.consensus.grid.originNs = sh.NowNs()
-	h.owned.storages = partitiondir.NewStorages(h.owned.disk)
 	// A single node's store is a group of one: the zero Replication but for the
 	// file budget.
 	var repl partition.Replication
@@ -156,18 +115,19 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.consensus.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
-	h.owned.filesMax = s.partitionFilesOfShard()
-	repl.OpenFilesMax = h.owned.filesMax
-	h.owned.store = partition.NewReplicatedStore(s.cfg.SystemPath, h.owned.storages, repl)
+	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
+		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index]})
+	h.view.Replaced = h.owned.FollowReplacedView
 	for _, p := range s.initial[h.index] {
-		h.openAtStart(p)
+		h.owned.OpenAtStart(p)
 	}
 	if h.index == 0 {
-		h.meta = newMetaRouter(h, s.meta, s.viewGenesis)
+		h.meta = s.newMetaRouter(h)
 		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
 		sh.WakeAt(h.heartbeatDueNs)
 	}
 	s.handlers[h.index] = h
+	s.calls.inboxes[h.index].attach(sh.Wake)
 	return h
 }
 
@@ -209,22 +169,22 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		h.replyEmpty(c, hdr)
 		return outcomeOK
 	case op == wire.OperationRegister:
-		if h.srv.cluster != nil && !h.view.state.HasRoot() {
+		if h.srv.cluster != nil && !h.view.State.HasRoot() {
 			// A cluster's root user comes from an op of its first primary
 			// (metaRouter.ensureRootUser): until this node applied it nobody can log
 			// in, and the login is refused as not accepted (58), which the SDKs
 			// replay for their whole request deadline, as the reference answers
 			// while its recovery barrier holds.
 			h.catchUpView()
-			if !h.view.state.HasRoot() {
+			if !h.view.State.HasRoot() {
 				c.ReplyStatus(hdr, wire.ErrTransientNotAccepted)
 				return outcomeRefused
 			}
 		}
 		// On a bound connection too: shard 0 checks the credentials and, the
 		// connection being logged in already, answers with its session unchanged
-		// (router.go, login).
-		h.forward(c, req, jobLogin, 0)
+		// (metahost/router.go, login).
+		h.forward(c, req, request.KindLogin, 0)
 		return outcomeDeferred
 	case !bound:
 		evict, status := anonymousOutcome(hdr)
@@ -260,10 +220,10 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 		}
 	}
 	if op == wire.OperationLogout || (op.ClientAllowed() && op.Replicated() && !isPartitionOperation(op)) {
-		h.forward(c, req, jobWrite, sess.userID) // fenced by the client table itself
+		h.forward(c, req, request.KindWrite, sess.userID) // fenced by the client table itself
 		return outcomeDeferred
 	}
-	if reason := h.view.fence(hdr.Client, sess.epoch); reason != 0 {
+	if reason := h.view.Fence(hdr.Client, sess.epoch); reason != 0 {
 		// The client id registered again, or its session left the client table.
 		c.Evict(hdr.Client, reason)
 		return outcomeEvicted
@@ -275,20 +235,20 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
 			return outcomeRefused
 		case wire.CodePollMessages:
-			h.routeHere(c, req, jobPoll, sess.userID)
+			h.routeHere(c, req, request.KindPoll, sess.userID)
 		case wire.CodeGetConsumerOffset:
-			h.routeHere(c, req, jobGetOffset, sess.userID)
+			h.routeHere(c, req, request.KindGetOffset, sess.userID)
 		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
-			h.forward(c, req, jobRead, sess.userID) // the whole node's: shard 0's
+			h.forward(c, req, request.KindRead, sess.userID) // the whole node's: shard 0's
 		default:
 			return h.readHere(c, hdr, req.Body, sess)
 		}
 	case op == wire.OperationSendMessages:
-		h.routeHere(c, req, jobSend, sess.userID)
+		h.routeHere(c, req, request.KindSend, sess.userID)
 	case op == wire.OperationStoreConsumerOffset:
-		h.routeHere(c, req, jobStoreOffset, sess.userID)
+		h.routeHere(c, req, request.KindStoreOffset, sess.userID)
 	case op == wire.OperationDeleteConsumerOffset:
-		h.routeHere(c, req, jobDeleteOffset, sess.userID)
+		h.routeHere(c, req, request.KindDeleteOffset, sess.userID)
 	default:
 		c.Evict(hdr.Client, wire.EvictionInvalidRequestOperation)
 		return outcomeEvicted
@@ -306,12 +266,16 @@ func isPartitionOperation(op wire.Operation) bool {
 
 // routeHere resolves a partition operation on this shard and hands it to the
 // partition's owner (routing.go), keeping its request buffer.
-func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
-	j := h.deferToJob(c, req, kind, userID)
-	switch kind {
-	case jobSend:
+func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) {
+	h.route(h.deferToJob(c, req, kind, userID))
+}
+
+// route resolves a partition operation's job by its kind.
+func (h *handler) route(j *job) {
+	switch j.Kind {
+	case request.KindSend:
 		h.routeSend(j)
-	case jobPoll:
+	case request.KindPoll:
 		h.routePoll(j)
 	default:
 		h.routeOffset(j)
@@ -320,39 +284,47 @@ func (h *handler) routeHere(c *shard.Conn, req *shard.Request, kind jobKind, use
 
 // readHere answers a read of the metadata from this shard's view.
 func (h *handler) readHere(c *shard.Conn, hdr *wire.RequestHeader, body []byte, sess *session) outcome {
-	state := h.view.state
-	var err error
-	switch hdr.NonReplicatedCode {
-	case wire.CodeGetClusterMetadata:
-		if h.srv.cluster != nil {
-			h.readReply = h.clusterMetadataFor(h.readReply[:0], c.RemoteAddr())
-		} else {
-			h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
-		}
-	case wire.CodeGetMe:
-		ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
-		if addr := c.RemoteAddr(); addr.IsValid() {
-			h.address = addr.AppendTo(h.address[:0])
-			ch.Address = h.address
-		}
-		h.readReply = state.AppendClientDetails(h.readReply[:0], ch, hdr.Client)
-	default:
-		var handled bool
-		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, sess.userID, hdr.Client, body, h.srv.stats.of)
-		if !handled {
-			err = wire.ErrInvalidCommand
-		}
-	}
+	ch := wire.ClientHeader{ClientID: sess.clientID, UserID: sess.userID, Transport: wire.ClientTransportTCP}
+	reply, err := h.readLocal(hdr, body, sess.userID, ch, c.RemoteAddr())
 	if err != nil {
 		c.ReplyStatus(hdr, errorCode(err, wire.ErrInvalidCommand))
 		return outcomeRefused
 	}
-	rh := wire.ReplyTo(hdr, 0, len(h.readReply), true)
-	if b, err := c.Reserve(wire.HeaderSize + len(h.readReply)); err == nil {
+	rh := wire.ReplyTo(hdr, 0, len(reply), true)
+	if b, err := c.Reserve(wire.HeaderSize + len(reply)); err == nil {
 		rh.Put(b)
-		copy(b[wire.HeaderSize:], h.readReply)
+		copy(b[wire.HeaderSize:], reply)
 	}
 	return outcomeOK
+}
+
+// readLocal answers a read of the metadata from this shard's view into its
+// scratch (valid until the next read): for userID, whose client (GET_ME) is me,
+// at peer.
+func (h *handler) readLocal(hdr *wire.RequestHeader, body []byte, userID uint32, me wire.ClientHeader, peer netip.AddrPort) ([]byte, error) {
+	state := h.view.State
+	var err error
+	switch hdr.NonReplicatedCode {
+	case wire.CodeGetClusterMetadata:
+		if h.srv.cluster != nil {
+			h.readReply = h.clusterMetadataFor(h.readReply[:0], peer)
+		} else {
+			h.readReply = h.srv.appendClusterMetadata(h.readReply[:0])
+		}
+	case wire.CodeGetMe:
+		if peer.IsValid() {
+			h.address = peer.AppendTo(h.address[:0])
+			me.Address = h.address
+		}
+		h.readReply = state.AppendClientDetails(h.readReply[:0], me, hdr.Client)
+	default:
+		var handled bool
+		h.readReply, handled, err = state.Read(h.readReply[:0], hdr.NonReplicatedCode, userID, hdr.Client, body, h.srv.stats.Of)
+		if !handled {
+			err = wire.ErrInvalidCommand
+		}
+	}
+	return h.readReply, err
 }
 
 // anonymousOutcome answers a request other than Ping and Register from a
@@ -371,20 +343,24 @@ func anonymousOutcome(hdr *wire.RequestHeader) (wire.EvictionReason, wire.ErrorC
 }
 
 // forward hands a request to shard 0 in a job, keeping its buffer.
-func (h *handler) forward(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) {
-	j := h.deferToJob(c, req, kind, userID)
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+func (h *handler) forward(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) {
+	h.toMeta(h.deferToJob(c, req, kind, userID))
+}
+
+// toMeta posts a job to shard 0.
+func (h *handler) toMeta(j *job) {
+	h.post(0, shard.Message{Conn: j.Conn, Kind: msgToMeta, Payload: j})
 }
 
 // deferToJob puts a request in a job: its buffer retained, its reply deferred until
 // the job comes back (deliver).
-func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind jobKind, userID uint32) *job {
+func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind request.Kind, userID uint32) *job {
 	j := h.take()
-	j.conn = c.ID()
-	j.kind = kind
-	j.userID = userID
-	j.startNs = h.shard.NowNs()
-	j.frame = req.Retain()
+	j.Conn = c.ID()
+	j.Kind = kind
+	j.UserID = userID
+	j.StartNs = h.shard.NowNs()
+	j.Frame = req.Retain()
 	req.Defer()
 	return j
 }
@@ -395,8 +371,11 @@ func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind jobKind, us
 func (h *handler) DropMessage(m shard.Message) {
 	switch m.Kind {
 	case msgToMeta, msgToOwner, msgReply:
-		if j := m.Payload.(*job); j.frame.Header != nil {
-			j.frame.Release()
+		switch j := m.Payload.(*job); {
+		case j.Call != nil:
+			j.Call.Finish(nil, ErrStopped)
+		case j.Frame.Header != nil:
+			j.Frame.Release()
 		}
 	case msgReplicaFrame, msgReplicaRelease, msgReplicaPartition:
 		m.Payload.(*replicaInbound).frame.Release()
@@ -405,44 +384,44 @@ func (h *handler) DropMessage(m shard.Message) {
 
 // forwardFirst sends an anonymous connection's first request through shard 0 with
 // its outcome decided here: a PING answered, anything else refused as the
-// unauthenticated are (jobOpen).
+// unauthenticated are (request.KindOpen).
 func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 	hdr := req.Header
-	j := h.deferToJob(c, req, jobOpen, 0)
+	j := h.deferToJob(c, req, request.KindOpen, 0)
 	if !(hdr.Operation == wire.OperationNonReplicated && hdr.NonReplicatedCode == wire.CodePing) {
-		j.out.evict, j.out.status = anonymousOutcome(hdr)
+		j.Out.Evict, j.Out.Status = anonymousOutcome(hdr)
 	}
-	h.post(0, shard.Message{Conn: j.conn, Kind: msgToMeta, Payload: j})
+	h.post(0, shard.Message{Conn: j.Conn, Kind: msgToMeta, Payload: j})
 }
 
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.catchUpTicks()
-	h.maybeApplyRetention()
+	h.owned.ApplyRetentionIfDue()
 	switch m.Kind {
 	case msgToMeta:
-		h.meta.serve(m.Payload.(*job))
+		h.meta.Serve(m.Payload.(*job))
 	case msgToOwner:
 		h.catchUpView() // the partition may be newer than this shard's last look
-		h.serveOwner(m.Payload.(*job))
+		h.owned.Serve(m.Payload.(*job))
 	case msgReply:
 		h.deliver(m.Payload.(*job))
 	case msgViewAdvanced:
 		h.catchUpView()
 	case msgClientOpened:
-		h.meta.clientOpened(m.Payload.(*clientOpened))
+		h.meta.ClientOpened(m.Payload.(*metahost.ClientOpened))
 	case msgClientGone:
-		g := m.Payload.(*clientGone)
+		g := m.Payload.(*metahost.ClientGone)
 		// In its turn after the connection's metadata writes: a login of this
 		// connection still journaling must not record its session after the
 		// connection's cleanup, nor a group join escape its leave.
-		h.meta.inTurn(g.conn, func() { h.meta.clientGone(g) })
+		h.meta.InTurn(g.Conn, func() { h.meta.ClientGone(g) })
 	case msgEvictStale:
 		h.evictStale(m.Conn)
 	case msgPollBuffer:
-		h.pollBufferReturned(m.Payload.(*byte))
+		h.owned.PollBufferReturned(m.Payload.(*byte))
 	case msgReplicaFrame:
-		h.meta.replicaFrameIn(m.Payload.(*replicaInbound))
+		h.metaFrameIn(m.Payload.(*replicaInbound))
 	case msgReplicaRelease:
 		h.releaseInbound(m.Payload.(*replicaInbound))
 	case msgReplicaPartition:
@@ -464,7 +443,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 	id := h.connsOpened*uint32(h.srv.shardCount) + uint32(h.index) + 1
 	h.connsOpened++
 	c.Value = &session{clientID: id}
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &clientOpened{conn: c.ID(), id: id, peer: c.RemoteAddr()}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientOpened, Payload: &metahost.ClientOpened{Conn: c.ID(), ID: id, Peer: c.RemoteAddr()}})
 }
 
 // ConnClosed implements shard.Handler: the connection leaves shard 0's list, and
@@ -472,7 +451,7 @@ func (h *handler) ConnOpened(c *shard.Conn) {
 func (h *handler) ConnClosed(c *shard.Conn) {
 	sess := c.Value.(*session)
 	delete(h.bound, c.ID())
-	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &clientGone{client: sess.client, conn: c.ID(), loggedIn: sess.bound, epoch: sess.epoch}})
+	h.post(0, shard.Message{Conn: c.ID(), Kind: msgClientGone, Payload: &metahost.ClientGone{Client: sess.client, Conn: c.ID(), LoggedIn: sess.bound, Epoch: sess.epoch}})
 }
 
 // post sends m to target, or keeps it for later when the queue is full (a reply
@@ -541,7 +520,7 @@ func (h *handler) flushOutbox() {
 
 // reply sends a finished job back to its connection's shard.
 func (h *handler) reply(j *job) {
-	h.post(j.conn.Shard(), shard.Message{Conn: j.conn, Kind: msgReply, Payload: j})
+	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: msgReply, Payload: j})
 }
 
 func (h *handler) take() *job {
@@ -550,67 +529,74 @@ func (h *handler) take() *job {
 		h.free = h.free[:n-1]
 		return j
 	}
-	return &job{home: h}
+	return &job{Home: h}
 }
 
 // recycle releases a job's request buffer and returns it to the free list; it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
-	j.frame.Release()
+	if j.Call == nil {
+		j.Frame.Release() // a call's request is the caller's, in no arena
+	}
 	h.returnPollBuffer(j)
-	reply, parts := j.out.reply[:0], j.poll.parts[:0]
-	res := j.poll.res
-	*j = job{home: h, out: jobOutcome{reply: reply}, poll: pollRequest{parts: parts, res: res}}
+	reply, parts := j.Out.Reply[:0], j.Poll.Parts[:0]
+	res := j.Poll.Res
+	*j = job{Home: h, Out: request.Outcome{Reply: reply}, Poll: request.Poll{Parts: parts, Res: res}}
 	h.free = append(h.free, j)
 }
 
 // deliver writes a job's outcome to its connection (on the connection's shard).
 func (h *handler) deliver(j *job) {
-	c := h.shard.Conn(j.conn)
+	if j.Call != nil {
+		h.requests.record(commandOf(j.Frame.Header), outcomeOf(j), h.shard.NowNs()-j.StartNs)
+		h.finishCall(j)
+		return
+	}
+	c := h.shard.Conn(j.Conn)
 	if c == nil {
 		h.recycle(j)
 		return
 	}
-	c.Answer(j.frame.Ticket)
-	h.requests.record(commandOf(j.frame.Header), j.outcome(), h.shard.NowNs()-j.startNs)
+	c.Answer(j.Frame.Ticket)
+	h.requests.record(commandOf(j.Frame.Header), outcomeOf(j), h.shard.NowNs()-j.StartNs)
 	h.answer(c, j)
 	c.Answered()
 }
 
 // answer writes a job's outcome as the reply to its request.
 func (h *handler) answer(c *shard.Conn, j *job) {
-	hdr := j.frame.Header
+	hdr := j.Frame.Header
 	switch {
-	case j.out.evict != 0:
-		evict(c, hdr.Client, j.out.evict)
-	case j.out.status != 0:
-		c.ReplyStatus(hdr, j.out.status)
-	case j.kind == jobPoll && j.poll.read:
+	case j.Out.Evict != 0:
+		evict(c, hdr.Client, j.Out.Evict)
+	case j.Out.Status != 0:
+		c.ReplyStatus(hdr, j.Out.Status)
+	case j.Kind == request.KindPoll && j.Poll.Read:
 		h.deliverPoll(c, j)
 		return
-	case j.out.rawFrame:
-		if j.kind == jobLogin && j.login.loggedIn {
-			sess := &session{client: hdr.Client, epoch: j.login.epoch, userID: j.userID, bound: true, seen: j.login.seen, answered: true,
-				clientID: c.Value.(*session).clientID, token: j.login.token}
+	case j.Out.RawFrame:
+		if j.Kind == request.KindLogin && j.Login.LoggedIn {
+			sess := &session{client: hdr.Client, epoch: j.Login.Epoch, userID: j.UserID, bound: true, seen: j.Login.Seen, answered: true,
+				clientID: c.Value.(*session).clientID, token: j.Login.Token}
 			c.Value = sess
 			h.bound[c.ID()] = sess
 		}
-		if j.kind == jobWrite && hdr.Operation == wire.OperationLogout {
+		if j.Kind == request.KindWrite && hdr.Operation == wire.OperationLogout {
 			// The connection stays registered with shard 0, anonymous again.
 			c.Value = &session{answered: true, clientID: c.Value.(*session).clientID}
 			delete(h.bound, c.ID())
 		}
-		if b, err := c.Reserve(len(j.out.reply)); err == nil {
-			copy(b, j.out.reply)
+		if b, err := c.Reserve(len(j.Out.Reply)); err == nil {
+			copy(b, j.Out.Reply)
 			// A committed or cached frame carries its prepare's time; the reply
 			// echoes this request's, as every reply does.
 			binary.LittleEndian.PutUint64(b[unsafe.Offsetof(wire.ReplyHeader{}.Timestamp):], hdr.Timestamp)
 		}
 	default:
-		rh := wire.ReplyTo(hdr, 0, len(j.out.reply), true)
-		if b, err := c.Reserve(wire.HeaderSize + len(j.out.reply)); err == nil {
+		rh := wire.ReplyTo(hdr, 0, len(j.Out.Reply), true)
+		if b, err := c.Reserve(wire.HeaderSize + len(j.Out.Reply)); err == nil {
 			rh.Put(b)
-			copy(b[wire.HeaderSize:], j.out.reply)
+			copy(b[wire.HeaderSize:], j.Out.Reply)
 		}
 	}
 	h.recycle(j)
@@ -625,15 +611,15 @@ const vectoredPartsMax = 32
 // deliverPoll sends a poll reply without copying a message: the header, then the
 // stored batches as they lie in the poll's read buffer.
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
-	bodySize := j.poll.res.ReplySizeBytes()
-	rh := wire.ReplyTo(j.frame.Header, 0, bodySize, true)
-	j.poll.parts = coalesceContiguous(j.poll.res.AppendPollBuffers(j.poll.parts[:0]))
-	if len(j.poll.parts) > vectoredPartsMax {
+	bodySize := j.Poll.Res.ReplySizeBytes()
+	rh := wire.ReplyTo(j.Frame.Header, 0, bodySize, true)
+	j.Poll.Parts = coalesceContiguous(j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]))
+	if len(j.Poll.Parts) > vectoredPartsMax {
 		b, err := c.Reserve(wire.HeaderSize + bodySize)
 		if err == nil {
 			rh.Put(b)
 			at := wire.HeaderSize
-			for _, p := range j.poll.parts {
+			for _, p := range j.Poll.Parts {
 				at += copy(b[at:], p)
 			}
 		}
@@ -646,7 +632,7 @@ func (h *handler) deliverPoll(c *shard.Conn, j *job) {
 		return
 	}
 	rh.Put(b)
-	if err := c.SendVectored(j.poll.parts, j); err != nil {
+	if err := c.SendVectored(j.Poll.Parts, j); err != nil {
 		h.recycle(j)
 	}
 }

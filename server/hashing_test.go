@@ -22,7 +22,7 @@ import (
 func holdFirstHash(t *testing.T, s *Server) (entered chan struct{}, release func()) {
 	held := newGate(t)
 	var first sync.Once
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(nil, func(n *passwords.NewPassword) ([]byte, error) {
 		isFirst := false
 		first.Do(func() { isFirst = true }) // not held.hold: Do would hold later ones too
@@ -150,7 +150,7 @@ func TestShutdownAbandonsTheNewPasswords(t *testing.T) {
 	ctx := testContext(t)
 	held := newGate(t)
 	var hashing atomic.Int32
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(nil, func(n *passwords.NewPassword) ([]byte, error) {
 		hashing.Add(1)
 		held.hold()
@@ -174,7 +174,7 @@ func TestShutdownAbandonsTheNewPasswords(t *testing.T) {
 	if err := awaitErr(t, "Shutdown", stopped); err != nil {
 		t.Fatalf("Shutdown with new passwords being hashed: %v", err)
 	}
-	if n := s.handlers[0].meta.abandonedChecks; n != 3 {
+	if n := s.handlers[0].meta.AbandonedChecks(); n != 3 {
 		t.Errorf("%d new passwords abandoned at shutdown, want 3", n)
 	}
 

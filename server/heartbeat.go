@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -36,13 +37,13 @@ func (h *handler) checkHeartbeats() {
 	h.heartbeatDueNs = now + every
 	h.shard.WakeAt(h.heartbeatDueNs)
 	staleAfter := h.staleAfterNs()
-	state := h.meta.plane.State()
-	for client, rec := range h.meta.sessions {
-		if rec.seen == nil || now-rec.seen.Load() <= staleAfter || state.ClientGroupsCount(client) == 0 {
-			continue
+	state := h.meta.Plane().State()
+	h.meta.EachSession(func(client wire.Uint128, conn shard.ConnID, seen *atomic.Int64) {
+		if seen == nil || now-seen.Load() <= staleAfter || state.ClientGroupsCount(client) == 0 {
+			return
 		}
-		h.post(rec.conn.Shard(), shard.Message{Conn: rec.conn, Kind: msgEvictStale})
-	}
+		h.post(conn.Shard(), shard.Message{Conn: conn, Kind: msgEvictStale})
+	})
 }
 
 // evictStale evicts a connection shard 0 found silent, unless a request arrived

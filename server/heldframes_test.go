@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
@@ -10,13 +11,13 @@ import (
 )
 
 // heldCounts copies shard 0's counts of held frames, with how many it holds now.
-func heldCounts(t *testing.T, s *Server) (heldFrameCounts, int) {
+func heldCounts(t *testing.T, s *Server) (partitionhost.HeldFrameCounts, int) {
 	t.Helper()
-	var counts heldFrameCounts
+	var counts partitionhost.HeldFrameCounts
 	var holding int
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
 		if sh.Index() == 0 {
-			counts, holding = s.handlers[0].owned.hold.counts, len(s.handlers[0].owned.hold.frames)
+			counts, holding = s.handlers[0].owned.HeldCounts(), s.handlers[0].owned.HeldFrames()
 		}
 	})
 	mustOK(t, "Inspect", err)
@@ -25,7 +26,7 @@ func heldCounts(t *testing.T, s *Server) (heldFrameCounts, int) {
 
 // A partition group's frame for a partition the shard's view does not have is
 // held, not dropped: it is stepped once a commit brings the partition, and dropped
-// after heldFrameTimeout when none does.
+// after partitionhost.HeldFrameTimeout when none does.
 func TestFramesHeldUntilTheirPartitionComes(t *testing.T) {
 	clock := newTestClock()
 	cfg := testConfig(t.TempDir(), 1)
@@ -46,18 +47,18 @@ func TestFramesHeldUntilTheirPartitionComes(t *testing.T) {
 		}
 	})
 	mustOK(t, "Inspect", err)
-	if counts, holding := heldCounts(t, s); counts.held != candidates || holding != candidates {
+	if counts, holding := heldCounts(t, s); counts.Held != candidates || holding != candidates {
 		t.Fatalf("held %+v, holding %d; want the %d frames held", counts, holding, candidates)
 	}
 	_, err = c.CreateTopic(ctx, client.ID(st.ID), "t", 1, nil)
 	mustOK(t, "CreateTopic", err)
 	waitUntil(t, "the new partition's frame is stepped", func() bool {
 		counts, holding := heldCounts(t, s)
-		return counts.stepped == 1 && holding == candidates-1
+		return counts.Stepped == 1 && holding == candidates-1
 	})
-	clock.advance(s, heldFrameTimeout)
+	clock.advance(s, partitionhost.HeldFrameTimeout)
 	waitUntil(t, "the other frames expire", func() bool {
 		counts, holding := heldCounts(t, s)
-		return counts.expired == candidates-1 && holding == 0
+		return counts.Expired == candidates-1 && holding == 0
 	})
 }

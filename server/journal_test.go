@@ -28,7 +28,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	ctx := testContext(t)
 
 	held := newGate(t)
-	w := s.handlers[0].meta.journal
+	w := s.handlers[0].meta.Journal()
 	w.SetBeforeSync(held.hold)
 
 	type created struct {
@@ -53,7 +53,7 @@ func TestMetadataWriteDoesNotStallShardZero(t *testing.T) {
 	}()
 	// The second write reaches shard 0 and waits behind the first.
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.plane.WritesWaiting() == 1
+		return s.handlers[0].meta.Plane().WritesWaiting() == 1
 	})
 	if err := reader.Ping(ctx); err != nil {
 		t.Fatalf("PING while a write waits: %v", err)
@@ -92,13 +92,13 @@ func TestShutdownFinishesTheJournaledWrite(t *testing.T) {
 	ctx := testContext(t)
 
 	held := newGate(t)
-	w := s.handlers[0].meta.journal
+	w := s.handlers[0].meta.Journal()
 	w.SetBeforeSync(held.hold)
 	go first.CreateStream(ctx, "journaled")
 	held.awaitReached(t, "the CreateStream at the journal")
 	go second.CreateStream(ctx, "waiting")
 	waitForCondition(t, "the second write waiting", func() bool {
-		return s.handlers[0].meta.plane.WritesWaiting() == 1
+		return s.handlers[0].meta.Plane().WritesWaiting() == 1
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(ctx) }()
@@ -138,7 +138,7 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readOnly.Close()
-	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.files.JournalFile().Fd())); err != nil {
+	if err := unix.Dup2(int(readOnly.Fd()), int(s.meta.Files.JournalFile().Fd())); err != nil {
 		t.Fatal(err)
 	}
 	_, err = root.CreateStream(ctx, "after")
@@ -176,7 +176,7 @@ func TestWritesWaitingShareOneFsync(t *testing.T) {
 		clients[i] = dialRoot(t, s)
 	}
 	held := newGate(t)
-	w := s.handlers[0].meta.journal
+	w := s.handlers[0].meta.Journal()
 	w.SetBeforeSync(held.hold)
 	fsyncsBefore := s.journalFsyncs.snapshot().count
 	done := make(chan error, others+1)
@@ -192,7 +192,7 @@ func TestWritesWaitingShareOneFsync(t *testing.T) {
 		}()
 	}
 	waitForCondition(t, "the other writes waiting", func() bool {
-		return s.handlers[0].meta.plane.WritesWaiting() == others
+		return s.handlers[0].meta.Plane().WritesWaiting() == others
 	})
 	held.open()
 	for range others + 1 {
@@ -220,7 +220,7 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := newGate(t)
-	w := s.handlers[0].meta.journal
+	w := s.handlers[0].meta.Journal()
 	w.SetBeforeSync(held.hold)
 	deleted := make(chan error, 1)
 	go func() { deleted <- root.DeleteUser(ctx, wire.StringIdentifier([]byte("doomed"))) }()
@@ -235,7 +235,7 @@ func TestLoginWaitsForAccountWrites(t *testing.T) {
 		login <- err
 	}()
 	waitForCondition(t, "the login waiting for the DeleteUser", func() bool {
-		return s.handlers[0].meta.plane.LoginsWaiting() == 1
+		return s.handlers[0].meta.Plane().LoginsWaiting() == 1
 	})
 	held.open()
 	if err := <-deleted; err != nil {

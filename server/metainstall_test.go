@@ -234,8 +234,8 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 		}
 	}
 	for op := uint64(committed + 1); op <= committed+3; op++ {
-		if !acked[op] || m.files.Hole(op) {
-			t.Fatalf("op %d: acknowledged %v, journaled %v", op, acked[op], !m.files.Hole(op))
+		if !acked[op] || m.Files.Hole(op) {
+			t.Fatalf("op %d: acknowledged %v, journaled %v", op, acked[op], !m.Files.Hole(op))
 		}
 	}
 
@@ -278,7 +278,7 @@ func TestInstalledStateKeepsTheJournaledOpsAboveIt(t *testing.T) {
 		if !ok || h.Checksum != want.Checksum {
 			t.Fatalf("op %d, acknowledged, is not recovered after the crash (known %v)", op, ok)
 		}
-		if _, ok := m2.Body(op, h.Checksum); !ok || m2.files.Hole(op) {
+		if _, ok := m2.Body(op, h.Checksum); !ok || m2.Files.Hole(op) {
 			t.Fatalf("op %d, acknowledged, is not in the journal after the crash", op)
 		}
 	}

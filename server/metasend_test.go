@@ -17,7 +17,7 @@ func TestPrimarySendsPrepareBeforeItsJournalWrite(t *testing.T) {
 	p.write(3) // a few ops first: the group is past its first Readies
 	committed := false
 	p.n.sent = p.n.sent[:0]
-	files := p.m.files
+	files := p.m.Files
 	files.Manual(true)
 	p.m.Propose(vsr.Proposal{Operation: wire.OperationCreateStream, UserID: metadata.RootUserID}, createStreamBody(t, "early"), 1,
 		func(_ *metaplane.Commit, err error) { committed = err == nil })

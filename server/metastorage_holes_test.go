@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,7 +78,7 @@ func clusterPlane(t *testing.T, cfg *setup, store *metafiles.SimStorage, sent *[
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.sendTest = func(msg *vsr.Message) {
+	m.SendTest = func(msg *vsr.Message) {
 		c := *msg
 		c.Body = append([]byte(nil), msg.Body...)
 		*sent = append(*sent, c)
@@ -189,8 +188,8 @@ func TestBackupJournalsAWriteBeyondAGap(t *testing.T) {
 	pumpPlane(t, m2)
 	exchange(t, m2, primary, &sent)
 	stepPlane(t, m2, prepares[:2]) // the primary's retransmissions
-	if m2.Core().Status() != vsr.StatusNormal || m2.files.HoleCount() != 0 {
-		t.Fatalf("after the exchange: %v, holes %d", m2.Core().Status(), m2.files.HoleCount())
+	if m2.Core().Status() != vsr.StatusNormal || m2.Files.HoleCount() != 0 {
+		t.Fatalf("after the exchange: %v, holes %d", m2.Core().Status(), m2.Files.HoleCount())
 	}
 	m3 := clusterPlane(t, &cfg, metafiles.NewSimStorage(store2.AfterCrash(3)), &sent)
 	for op := uint64(1); op <= 3; op++ {
@@ -254,7 +253,7 @@ func TestTruncationDurableBeforeTheStateRecord(t *testing.T) {
 	store := metafiles.NewSimStorage(segment.NewSimDisk(8))
 	var sent []vsr.Message
 	m := clusterPlane(t, &cfg, store, &sent)
-	f := m.files
+	f := m.Files
 	ready := func(rd vsr.Ready) {
 		t.Helper()
 		if err := f.PersistNow(&rd); err != nil {
@@ -303,7 +302,7 @@ func TestJournalHolesLayout(t *testing.T) {
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
 
-	f := m.files
+	f := m.Files
 	ready := func(rd vsr.Ready) {
 		t.Helper()
 		if err := f.PersistNow(&rd); err != nil {
@@ -380,50 +379,8 @@ func TestJournalHolesLayout(t *testing.T) {
 			t.Fatalf("op %d lost in the crash", op)
 		}
 	}
-	if !m2.files.Hole(5) {
-		t.Fatalf("op 5 is not faulty after the restart: holes %d", m2.files.HoleCount())
-	}
-}
-
-// TestSingleNodeRefusesACorruptJournalEntry: a single node has no peer to repair a
-// corrupt synced entry from, so damage with intact entries after it is data loss:
-// it refuses to start. A torn tail is still cut.
-func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
-	store := metafiles.NewSimStorage(segment.NewSimDisk(5))
-	p, err := openPlaneHarness(t, store, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.submit(wire.Uint128{Lo: 1}, 0, wire.OperationRegister, nil)
-	p.pump()
-	for r := range 4 {
-		p.submit(wire.Uint128{Lo: 1}, uint64(r+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprintf("single-%d", r)))
-		p.pump()
-	}
-	raw := store.Disk.ReadFile(metafiles.JournalFileName)
-	var offsets []int
-	if _, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
-		offsets = append(offsets, offset)
-		return nil
-	}, nil); err != nil || len(offsets) != 5 {
-		t.Fatalf("journal of %d entries: %v", len(offsets), err)
-	}
-
-	torn := append([]byte(nil), raw[:len(raw)-3]...)
-	store.Disk.WriteFile(metafiles.JournalFileName, torn)
-	p, err = openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000)
-	if err != nil {
-		t.Fatalf("a torn tail: %v", err)
-	}
-	if p.m.Applied().Op != 4 {
-		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.Applied().Op)
-	}
-
-	rotten := append([]byte(nil), raw...)
-	rotten[offsets[2]+40] ^= 1
-	store.Disk.WriteFile(metafiles.JournalFileName, rotten)
-	if _, err := openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
-		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
+	if !m2.Files.Hole(5) {
+		t.Fatalf("op 5 is not faulty after the restart: holes %d", m2.Files.HoleCount())
 	}
 }
 
@@ -449,7 +406,7 @@ func TestClusterKeepsATornTailFaulty(t *testing.T) {
 	m := clusterPlane(t, &cfg, store, &sent)
 	pumpPlane(t, m)
 	rd := vsr.Ready{Writes: []vsr.Write{write(1), write(2), write(3)}}
-	if err := m.files.PersistNow(&rd); err != nil {
+	if err := m.Files.PersistNow(&rd); err != nil {
 		t.Fatal(err)
 	}
 
@@ -457,19 +414,19 @@ func TestClusterKeepsATornTailFaulty(t *testing.T) {
 	torn := raw[:len(raw)-7]
 	store.Disk.WriteFile(metafiles.JournalFileName, torn)
 	m = clusterPlane(t, &cfg, metafiles.NewSimStorage(store.Disk), &sent)
-	if m.Core().Op() != 3 || !m.files.Hole(3) {
-		t.Fatalf("after a torn op 3: head %d, holes %d", m.Core().Op(), m.files.HoleCount())
+	if m.Core().Op() != 3 || !m.Files.Hole(3) {
+		t.Fatalf("after a torn op 3: head %d, holes %d", m.Core().Op(), m.Files.HoleCount())
 	}
 	if got := store.Disk.ReadFile(metafiles.JournalFileName); len(got) != len(torn) {
 		t.Fatalf("the torn bytes were cut: %d bytes, had %d", len(got), len(torn))
 	}
 	pumpPlane(t, m)
 	rd = vsr.Ready{Writes: []vsr.Write{write(3)}}
-	if err := m.files.PersistNow(&rd); err != nil {
+	if err := m.Files.PersistNow(&rd); err != nil {
 		t.Fatal(err)
 	}
 	scan, err := vsr.ScanJournal(store.Disk.ReadFile(metafiles.JournalFileName), metafiles.FrameMax, func(*wire.PrepareHeader, []byte) error { return nil })
-	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || m.files.HoleCount() != 0 {
-		t.Fatalf("op 3 rewritten: %+v, %v, holes %d", scan, err, m.files.HoleCount())
+	if err != nil || scan.TornTailBytes != 0 || scan.LastOp != 3 || m.Files.HoleCount() != 0 {
+		t.Fatalf("op 3 rewritten: %+v, %v, holes %d", scan, err, m.Files.HoleCount())
 	}
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
@@ -155,7 +157,7 @@ type shardFigures struct {
 	runtime  shard.Stats
 	requests map[commandKey]commandStats
 	commits  uint64 // shard 0's metadata commits
-	held     heldFrameCounts
+	held     partitionhost.HeldFrameCounts
 	// files is what the shard's partition store did with its file budget,
 	// filesMax the budget.
 	files    segment.FileCacheStats
@@ -219,7 +221,7 @@ type metadataMetrics struct {
 }
 
 // replicationMetrics are the replica plane's send classes (shard.ReplicaStats),
-// the partition frames held for a creation (heldframes.go), and the consensus
+// the partition frames held for a creation (partitionhost/heldframes.go), and the consensus
 // inputs ignored, by plane and reason (vsr.DropReason).
 type replicationMetrics struct {
 	framesSent, framesDropped, framesQueueFull *prometheus.Desc
@@ -304,12 +306,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			f.requests[code] = *cs
 		}
 		if h.meta != nil {
-			f.commits = h.meta.commits
-			f.metaDrops = h.meta.plane.Core().Drops()
+			f.commits = h.meta.Commits()
+			f.metaDrops = h.meta.Plane().Core().Drops()
 		}
-		f.held = h.owned.hold.counts
-		f.files, f.filesMax = h.owned.store.OpenFiles(), h.owned.filesMax
-		if d, ok := any(h.owned.store).(dropsCounter); ok {
+		f.held = h.owned.HeldCounts()
+		f.files, f.filesMax = h.owned.Store.OpenFiles(), h.owned.FilesMax
+		if d, ok := any(h.owned.Store).(dropsCounter); ok {
 			f.partitionDrops, f.hasPartitionDrops = d.Drops(), true
 		}
 		mu.Lock()
@@ -359,8 +361,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		hasPartitionDrops = hasPartitionDrops || f.hasPartitionDrops
 		if s.cluster != nil {
-			for outcome, n := range map[string]uint64{"held": f.held.held, "stepped": f.held.stepped, "expired": f.held.expired,
-				"refused": f.held.refused} {
+			for outcome, n := range map[string]uint64{"held": f.held.Held, "stepped": f.held.Stepped, "expired": f.held.Expired,
+				"refused": f.held.Refused} {
 				ch <- prometheus.MustNewConstMetric(c.replication.partitionFramesHeld, counter, float64(n), sh, outcome)
 			}
 		}
@@ -416,15 +418,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.tls.sessions, gauge, float64(t.SessionsOpen))
 	}
-	s.stats.m.Range(func(k, v any) bool {
-		key, ps := k.(partition.Key), v.(*partitionStats)
+	s.stats.Range(func(key partition.Key, ps metadata.PartitionStats) {
 		labels := []string{strconv.FormatUint(uint64(key.StreamID), 10), strconv.FormatUint(uint64(key.TopicID), 10),
 			strconv.FormatUint(uint64(key.PartitionID), 10)}
-		ch <- prometheus.MustNewConstMetric(c.partitions.messages, gauge, float64(ps.messages.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitions.sizeBytes, gauge, float64(ps.sizeBytes.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitions.segments, gauge, float64(ps.segments.Load()), labels...)
-		ch <- prometheus.MustNewConstMetric(c.partitions.currentOffset, gauge, float64(ps.currentOffset.Load()), labels...)
-		return true
+		ch <- prometheus.MustNewConstMetric(c.partitions.messages, gauge, float64(ps.MessagesCount), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.sizeBytes, gauge, float64(ps.SizeBytes), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.segments, gauge, float64(ps.SegmentsCount), labels...)
+		ch <- prometheus.MustNewConstMetric(c.partitions.currentOffset, gauge, float64(ps.CurrentOffset), labels...)
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -23,7 +25,7 @@ func partitionDir(root string, stream, topic, p uint32) string {
 // does once it created or opened the partition.
 func statsPublished(s *Server) int {
 	n := 0
-	s.stats.m.Range(func(any, any) bool { n++; return true })
+	s.stats.Range(func(partition.Key, metadata.PartitionStats) { n++ })
 	return n
 }
 

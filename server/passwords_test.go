@@ -23,7 +23,7 @@ func TestLoginDoesNotStallShardZero(t *testing.T) {
 	ctx := testContext(t)
 
 	held := newGate(t)
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(func(hash string, password []byte) bool {
 		held.hold()
 		return metadata.VerifyPassword(hash, password)
@@ -73,7 +73,7 @@ func TestLoginVerifiedAgainstAStalePassword(t *testing.T) {
 
 	held := newGate(t)
 	var first sync.Once
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(func(hash string, password []byte) bool {
 		isFirst := false
 		first.Do(func() { isFirst = true })
@@ -120,7 +120,7 @@ func TestShutdownDuringLogins(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := newGate(t) // opened as the shutdown starts: logins wait in the verifier
-	v := s.handlers[0].meta.passwords
+	v := s.handlers[0].meta.Passwords()
 	v.Intercept(func(hash string, password []byte) bool {
 		held.hold()
 		return metadata.VerifyPassword(hash, password)
@@ -161,7 +161,7 @@ func TestShutdownDuringLogins(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if n := s.handlers[0].meta.abandonedChecks; n == 0 {
+	if n := s.handlers[0].meta.AbandonedChecks(); n == 0 {
 		t.Error("no login was waiting in the verifier when shard 0 stopped: the test missed its case")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/snapshotzip"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -25,82 +26,6 @@ import (
 const snapshotArchiveMaxBytes = 64<<20 - wire.HeaderSize
 
 func shardMessage(kind uint32) shard.Message { return shard.Message{Kind: kind} }
-
-func (r *metaRouter) read(j *job) {
-	hdr := j.frame.Header
-	state := r.plane.State()
-	var err error
-	switch hdr.NonReplicatedCode {
-	case wire.CodeGetStats:
-		if !state.CanReadServers(j.userID) {
-			err = wire.ErrUnauthorized
-			break
-		}
-		j.out.reply = r.appendStats(j.out.reply[:0])
-	case wire.CodeGetSnapshot:
-		if !state.CanReadServers(j.userID) {
-			err = wire.ErrUnauthorized
-			break
-		}
-		j.out.reply, err = r.appendSnapshotArchive(j.out.reply[:0], j.frame.Body)
-	case wire.CodeGetMe:
-		rec := r.conns[j.conn]
-		j.out.reply = state.AppendClientDetails(j.out.reply[:0], r.clientHeader(rec, j.userID), hdr.Client)
-	case wire.CodeGetClient:
-		if !state.CanReadServers(j.userID) {
-			err = wire.ErrUnauthorized
-			break
-		}
-		j.out.reply = j.out.reply[:0]
-		var req wire.GetClient
-		if req.Decode(j.frame.Body) != nil {
-			// An undecodable body answers like an unknown client (as GET_CLIENT is
-			// answered in apache/iggy core/server/src/dispatch.rs).
-			break
-		}
-		for _, rec := range r.conns {
-			if rec.id == req.ClientID {
-				j.out.reply = state.AppendClientDetails(j.out.reply, r.clientHeader(rec, rec.userID), rec.client)
-				break
-			}
-		}
-	case wire.CodeGetClients:
-		if !state.CanReadServers(j.userID) {
-			err = wire.ErrUnauthorized
-			break
-		}
-		j.out.reply = j.out.reply[:0]
-		for _, rec := range r.conns {
-			h := r.clientHeader(rec, rec.userID)
-			if rec.userID != wire.ClientUserIDNone {
-				h.ConsumerGroupsCount = state.ClientGroupsCount(rec.client)
-			}
-			j.out.reply = h.Append(j.out.reply)
-		}
-	default:
-		var handled bool
-		j.out.reply, handled, err = state.Read(j.out.reply[:0], hdr.NonReplicatedCode, j.userID, hdr.Client, j.frame.Body, r.stats)
-		if !handled {
-			err = wire.ErrInvalidCommand
-		}
-	}
-	if err != nil {
-		j.out.status = errorCode(err, wire.ErrInvalidCommand)
-	}
-	r.h.reply(j)
-}
-
-// clientHeader describes a connection (ClientResponse, apache/iggy
-// core/binary_protocol/src/responses/clients/client_response.rs): the client id shard
-// 0 gave it when its shard adopted it, and its peer address.
-func (r *metaRouter) clientHeader(rec *sessionRecord, userID uint32) wire.ClientHeader {
-	h := wire.ClientHeader{UserID: userID, Transport: wire.ClientTransportTCP}
-	if rec != nil {
-		h.ClientID = rec.id
-		h.Address = rec.address
-	}
-	return h
-}
 
 // Names a node that is not clustered reports, the reference's (SINGLE_NODE_CLUSTER_NAME
 // and SELF_NODE_NAME in apache/iggy core/server/src/cluster_meta.rs); the SDKs' suites
@@ -140,28 +65,29 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 	return m.Append(dst)
 }
 
-func (r *metaRouter) appendStats(dst []byte) []byte {
-	counts := r.plane.State().Counts()
-	segments, sizeBytes, messages := r.h.srv.stats.totals()
+// AppendNodeStats implements metahost.Shard0: GetStats, of a node whose state
+// counts counts and which lists clients connections.
+func (h *handler) AppendNodeStats(dst []byte, counts metadata.Counts, clients int) []byte {
+	segments, sizeBytes, messages := h.srv.stats.Totals()
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	s := wire.Stats{
 		ProcessID:           uint32(os.Getpid()),
 		MemoryUsageBytes:    mem.Sys,
-		RunTimeMicros:       uint64(r.h.srv.now().Sub(r.h.srv.startedAt).Microseconds()),
-		StartTimeMicros:     uint64(r.h.srv.startedAt.UnixMicro()),
+		RunTimeMicros:       uint64(h.srv.now().Sub(h.srv.startedAt).Microseconds()),
+		StartTimeMicros:     uint64(h.srv.startedAt.UnixMicro()),
 		MessagesSizeBytes:   sizeBytes,
 		StreamsCount:        counts.Streams,
 		TopicsCount:         counts.Topics,
 		PartitionsCount:     counts.Partitions,
 		SegmentsCount:       segments,
 		MessagesCount:       messages,
-		ClientsCount:        uint32(len(r.conns)),
+		ClientsCount:        uint32(clients),
 		ConsumerGroupsCount: counts.ConsumerGroups,
 		OSName:              []byte("Linux"),
 		IggyServerVersion:   []byte(serverVersion),
 		IggyServerSemver:    wire.StatsSemver(0, 11, 0),
-		ThreadsCount:        uint32(r.h.srv.shardCount),
+		ThreadsCount:        uint32(h.srv.shardCount),
 	}
 	if host, err := os.Hostname(); err == nil {
 		s.Hostname = []byte(host)
@@ -177,7 +103,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 		s.AvailableMemoryBytes = uint64(sys.Freeram) * uint64(sys.Unit)
 	}
 	var st unix.Statfs_t
-	if unix.Statfs(r.h.srv.cfg.SystemPath, &st) == nil {
+	if unix.Statfs(h.srv.cfg.SystemPath, &st) == nil {
 		s.FreeDiskSpaceBytes = st.Bavail * uint64(st.Bsize)
 		s.TotalDiskSpaceBytes = st.Blocks * uint64(st.Bsize)
 	}
@@ -189,7 +115,7 @@ func (r *metaRouter) appendStats(dst []byte) []byte {
 // Bzip2 through internal/bzip2). Sections this server cannot
 // capture (server_logs: logs go to stderr, not to files) are skipped, as the
 // reference skips a section that fails.
-func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, error) {
+func (h *handler) AppendSnapshotArchive(dst []byte, body []byte) ([]byte, error) {
 	var req wire.GetSnapshot
 	if err := req.Decode(body); err != nil {
 		return dst, err
@@ -209,7 +135,7 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 		types = append(types, t)
 	}
 	for _, t := range types {
-		text, ok := r.snapshotSection(t)
+		text, ok := h.snapshotSection(t)
 		if !ok {
 			continue
 		}
@@ -220,8 +146,8 @@ func (r *metaRouter) appendSnapshotArchive(dst []byte, body []byte) ([]byte, err
 	return archive.AppendTo(dst)
 }
 
-func (r *metaRouter) snapshotSection(t wire.SnapshotType) (string, bool) {
-	cfg := r.h.srv.cfg
+func (h *handler) snapshotSection(t wire.SnapshotType) (string, bool) {
+	cfg := h.srv.cfg
 	switch t {
 	case wire.SnapshotTest:
 		return "test\n", true
@@ -252,7 +178,7 @@ func (r *metaRouter) snapshotSection(t wire.SnapshotType) (string, bool) {
 			time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss), true
 	case wire.SnapshotServerConfig:
 		return fmt.Sprintf("tcp.address = %q\nsystem.path = %q\nshards = %d\ntcp.max_frame_size = %d\ntcp.idle_timeout = %q\nsystem.metadata.snapshot_interval_ops = %d\nroot_username = %q\n",
-			cfg.TCPAddress, cfg.SystemPath, r.h.srv.shardCount, cfg.FrameSizeMaxBytes, cfg.IdleTimeout.String(),
+			cfg.TCPAddress, cfg.SystemPath, h.srv.shardCount, cfg.FrameSizeMaxBytes, cfg.IdleTimeout.String(),
 			cfg.SnapshotIntervalOps, cfg.RootUsername), true
 	}
 	return "", false

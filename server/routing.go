@@ -2,12 +2,13 @@ package server
 
 import (
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // Partition operations are resolved on the connection's shard, from its view of the
-// committed metadata (view.go): names, permissions and the partition, then straight
+// committed metadata (package metaview): names, permissions and the partition, then straight
 // to the partition's owner shard (no hop when that is this shard).
 //
 // Balanced sends go round-robin over a topic's partitions per shard: each shard
@@ -19,50 +20,50 @@ import (
 
 // routeSend resolves a SendMessages batch's partition and hands it to the owner.
 func (h *handler) routeSend(j *job) {
-	if err := j.send.batch.Decode(j.frame.Body); err != nil {
+	if err := j.Send.Batch.Decode(j.Frame.Body); err != nil {
 		// A namespace that does not decode is 20, as the reference answers it (dispatch_partition_request in
 		// apache/iggy core/server/src/dispatch.rs); a batch the decoder
 		// refuses keeps the decoder's code (checksums, lengths).
-		j.out.status = errorCode(err, wire.ErrResourceNotFound)
-		if j.out.status == wire.ErrInvalidCommand || j.out.status == wire.ErrInvalidFormat {
-			j.out.status = wire.ErrResourceNotFound
+		j.Out.Status = errorCode(err, wire.ErrResourceNotFound)
+		if j.Out.Status == wire.ErrInvalidCommand || j.Out.Status == wire.ErrInvalidFormat {
+			j.Out.Status = wire.ErrResourceNotFound
 		}
 		h.reply(j)
 		return
 	}
-	state := h.view.state
-	s, t, count, err := state.ResolveTopic(j.send.batch.StreamID, j.send.batch.TopicID)
+	state := h.view.State
+	s, t, count, err := state.ResolveTopic(j.Send.Batch.StreamID, j.Send.Batch.TopicID)
 	if err != nil {
 		h.refuse(j, wire.ErrResourceNotFound)
 		return
 	}
-	if !state.CanSend(j.userID, s, t) {
+	if !state.CanSend(j.UserID, s, t) {
 		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
 	cursor := h.balanced[[2]uint32{s, t}]
-	if cursor == nil && j.send.batch.Partitioning.Kind == wire.PartitioningBalanced {
+	if cursor == nil && j.Send.Batch.Partitioning.Kind == wire.PartitioningBalanced {
 		cursor = new(partition.RoundRobin)
 		h.balanced[[2]uint32{s, t}] = cursor
 	}
-	p, err := partition.ResolvePartition(j.send.batch.Partitioning, count, cursor)
+	p, err := partition.ResolvePartition(j.Send.Batch.Partitioning, count, cursor)
 	if err != nil {
 		h.refuse(j, errorCode(err, wire.ErrResourceNotFound))
 		return
 	}
-	j.send.key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
+	j.Send.Key = partition.Key{StreamID: s, TopicID: t, PartitionID: p}
 	h.toOwner(j)
 }
 
 // toOwner hands a resolved partition operation to the partition's owner: served
 // here when this shard owns it, posted there otherwise.
 func (h *handler) toOwner(j *job) {
-	owner := h.srv.ownerOf(j.partition())
+	owner := h.srv.ownerOf(j.Partition())
 	if owner == h.index {
-		h.serveOwner(j)
+		h.owned.Serve(j)
 		return
 	}
-	h.post(owner, shard.Message{Conn: j.conn, Kind: msgToOwner, Payload: j})
+	h.post(owner, shard.Message{Conn: j.Conn, Kind: msgToOwner, Payload: j})
 }
 
 // routePoll resolves a poll (handle_poll_messages in apache/iggy
@@ -70,26 +71,26 @@ func (h *handler) toOwner(j *job) {
 // what does not resolve, the empty 16-byte reply for the rest.
 func (h *handler) routePoll(j *job) {
 	var req wire.PollMessages
-	if err := req.Decode(j.frame.Body); err != nil {
-		j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], 0, 0)
+	if err := req.Decode(j.Frame.Body); err != nil {
+		j.Out.Reply = partition.AppendEmptyPollReply(j.Out.Reply[:0], 0, 0)
 		h.reply(j)
 		return
 	}
-	state := h.view.state
+	state := h.view.State
 	consumer := partition.Consumer{Kind: req.Consumer.Kind}
 	var partitionID uint32
 	if req.Consumer.Kind == wire.ConsumerGroup {
 		if !req.Partition.Set {
-			j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], 0, 0)
+			j.Out.Reply = partition.AppendEmptyPollReply(j.Out.Reply[:0], 0, 0)
 			h.reply(j)
 			return
 		}
 		// The ownership fence runs before resolution (the reference's order).
 		target := wire.GroupTarget{StreamID: req.StreamID, TopicID: req.TopicID, GroupID: req.Consumer.ID}
-		_, owned, ok := state.Assignment(j.frame.Header.Client, &target)
+		_, owned, ok := state.Assignment(j.Frame.Header.Client, &target)
 		groupID, found := h.groupID(req.StreamID, req.TopicID, req.Consumer.ID)
 		if !ok || !found || !containsU32(owned, req.Partition.ID) {
-			j.out.reply = partition.AppendEmptyPollReply(j.out.reply[:0], wire.PollPartitionResync, 0)
+			j.Out.Reply = partition.AppendEmptyPollReply(j.Out.Reply[:0], wire.PollPartitionResync, 0)
 			h.reply(j)
 			return
 		}
@@ -110,12 +111,12 @@ func (h *handler) routePoll(j *job) {
 		h.refuse(j, wire.ErrPartitionNotFound)
 		return
 	}
-	if !state.CanPoll(j.userID, s, t) {
+	if !state.CanPoll(j.UserID, s, t) {
 		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
-	j.poll.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.poll.req = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
+	j.Poll.Key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.Poll.Req = partition.PollRequest{Consumer: consumer, Strategy: req.Strategy, Count: req.Count, AutoCommit: req.AutoCommit,
 		MaxBytes: pollReadBytesMax}
 	h.toOwner(j)
 }
@@ -132,27 +133,27 @@ func (h *handler) routeOffset(j *job) {
 	var streamID, topicID wire.Identifier
 	var part wire.OptionalPartition
 	var decodeErr error
-	switch j.kind {
-	case jobGetOffset:
+	switch j.Kind {
+	case request.KindGetOffset:
 		var req wire.GetConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
+		decodeErr = req.Decode(j.Frame.Body)
 		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-	case jobStoreOffset:
+	case request.KindStoreOffset:
 		var req wire.StoreConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
+		decodeErr = req.Decode(j.Frame.Body)
 		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.offset.value, j.offset.ack = req.Offset, req.Ack
+		j.Offset.Value, j.Offset.Ack = req.Offset, req.Ack
 	default:
 		var req wire.DeleteConsumerOffset
-		decodeErr = req.Decode(j.frame.Body)
+		decodeErr = req.Decode(j.Frame.Body)
 		consumer, streamID, topicID, part = req.Consumer, req.StreamID, req.TopicID, req.Partition
-		j.offset.ack = req.Ack
+		j.Offset.Ack = req.Ack
 	}
 	unresolved := func() {
-		if j.kind == jobGetOffset {
-			j.out.reply = j.out.reply[:0]
+		if j.Kind == request.KindGetOffset {
+			j.Out.Reply = j.Out.Reply[:0]
 		} else {
-			j.out.status = wire.ErrResourceNotFound
+			j.Out.Status = wire.ErrResourceNotFound
 		}
 		h.reply(j)
 	}
@@ -160,7 +161,7 @@ func (h *handler) routeOffset(j *job) {
 		unresolved()
 		return
 	}
-	state := h.view.state
+	state := h.view.State
 	s, t, count, err := state.ResolveTopic(streamID, topicID)
 	if err != nil {
 		unresolved()
@@ -179,14 +180,14 @@ func (h *handler) routeOffset(j *job) {
 		}
 		c.ID = groupID
 		target := wire.GroupTarget{StreamID: streamID, TopicID: topicID, GroupID: consumer.ID}
-		_, owned, member := state.Assignment(j.frame.Header.Client, &target)
+		_, owned, member := state.Assignment(j.Frame.Header.Client, &target)
 		if !part.Set {
 			if !member || len(owned) == 0 {
 				unresolved()
 				return
 			}
 			partitionID = owned[0]
-		} else if j.kind != jobGetOffset && (!member || !containsU32(owned, partitionID)) {
+		} else if j.Kind != request.KindGetOffset && (!member || !containsU32(owned, partitionID)) {
 			unresolved()
 			return
 		}
@@ -194,19 +195,19 @@ func (h *handler) routeOffset(j *job) {
 		c.ID = plainConsumerID(consumer.ID)
 	}
 	if partitionID >= count {
-		if j.kind == jobGetOffset {
+		if j.Kind == request.KindGetOffset {
 			h.refuse(j, wire.ErrPartitionNotFound)
 			return
 		}
 		unresolved()
 		return
 	}
-	if !state.CanPoll(j.userID, s, t) {
+	if !state.CanPoll(j.UserID, s, t) {
 		h.refuse(j, wire.ErrUnauthorized)
 		return
 	}
-	j.offset.key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
-	j.offset.consumer = c
+	j.Offset.Key = partition.Key{StreamID: s, TopicID: t, PartitionID: partitionID}
+	j.Offset.Consumer = c
 	h.toOwner(j)
 }
 
@@ -226,11 +227,11 @@ func plainConsumerID(id wire.Identifier) uint32 {
 
 // groupID resolves a consumer group identifier within a topic.
 func (h *handler) groupID(streamID, topicID, groupID wire.Identifier) (uint32, bool) {
-	s, t, _, err := h.view.state.ResolveTopic(streamID, topicID)
+	s, t, _, err := h.view.State.ResolveTopic(streamID, topicID)
 	if err != nil {
 		return 0, false
 	}
-	topic := h.view.state.Stream(s).Topic(t)
+	topic := h.view.State.Stream(s).Topic(t)
 	if groupID.Kind == wire.IdentifierNumeric {
 		return groupID.Numeric, topic.Group(groupID.Numeric) != nil
 	}
@@ -260,6 +261,6 @@ func containsU32(v []uint32, x uint32) bool {
 
 // refuse answers a partition operation with a status, before it reaches its owner.
 func (h *handler) refuse(j *job, code wire.ErrorCode) {
-	j.out.status = code
+	j.Out.Status = code
 	h.reply(j)
 }

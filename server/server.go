@@ -1,39 +1,43 @@
-// Package server is the iggy-shard server: it implements shard.Handler and glues
-// sessions, the metadata plane (package metadata over a vsr group: of one replica on
-// a single node, of the roster in a cluster) and the partition plane (package
-// partition) into the request path of the Apache Iggy binary protocol 0.11.0. A
-// clustered node (cluster.enabled) also runs the replica plane: cluster.go and
-// metacluster.go.
+// Package server is the iggy-shard server: the transports' handler on the shard
+// runtime (it implements shard.Handler). It holds the binary connections'
+// sessions, decodes their frames into typed requests (package request) and routes
+// them; it drives, through one seam each, the metadata plane's host on shard 0
+// (package metahost: metaplane over a vsr group of one replica on a single node,
+// of the roster in a cluster) and the partition plane on its owner shards
+// (package partitionhost), and takes the commands of a second transport through
+// Server.Do (caller.go). A clustered node (cluster.enabled) also runs the replica
+// plane: cluster.go and metahost/ticks.go.
 //
 // # Where a request goes
 //
 // A connection lives on one shard. That shard checks the session (only PING before
 // login; the client id and session epoch of the login on every later request) and
-// routes from its own view of the committed metadata (view.go), which it brings up
+// routes from its own view of the committed metadata (package metaview), which it brings up
 // to date first:
 //
 //	conn shard: PING; reads of the metadata (streams, topics, users, groups,
 //	            tokens, GET_ME, GET_CLUSTER_METADATA); names, permissions and the partition of
 //	            SEND_MESSAGES, POLL_MESSAGES and consumer offsets (routing.go)
 //	           ──► owner shard (or none: it is the conn shard): the partition work
+//	                        (partitionhost.Host.Serve)
 //	           ──► shard 0: logins, metadata writes, GET_STATS, GET_CLIENT(S),
-//	                        GET_SNAPSHOT
+//	                        GET_SNAPSHOT (metahost.Router.Serve)
 //	owner or 0 ──► conn shard: the reply, written there in request order
 //
 // Shard 0 publishes every commit to the shards' views before its reply leaves, so
 // a later request on any connection sees it; each shard carries out what a commit
 // asks of the partitions it owns (creations, deletions, purges) a slice per loop
-// turn once its view applied the commit (effects.go), and first for a partition an
+// turn once its view applied the commit (partitionhost/effects.go), and first for a partition an
 // operation routed to it needs.
 //
 // A partition's owner is a hash of (stream, topic, partition) modulo the shard
 // count; every shard opens the partitions it owns at start. Messages between shards
-// travel as a *job, which belongs to the connection's shard from the request to the
+// travel as a *job (request.Job), which belongs to the connection's shard from the request to the
 // reply, so nothing is allocated per request once the shard's free list is warm.
 //
 // # Durability
 //
-// Metadata: see metaplane.go. Partitions: a send is acknowledged per its topic's
+// Metadata: see package metahost. Partitions: a send is acknowledged per its topic's
 // policy (partition.Store.Send).
 //
 // # Memory
@@ -62,7 +66,7 @@
 //	  receive backlog                      a throttled connection's bytes that landed
 //	                                       before its recv's cancel: at most the receive
 //	                                       ring's 32 MiB (arena, or heap when it is dry)
-//	metadata view                        a copy of the metadata state (view.go), and the
+//	metadata view                        a copy of the metadata state (package metaview), and the
 //	                                     commit log's entries until the slowest shard has
 //	                                     applied them
 //	partitions (package partition,       per partition the shard owns (in a cluster every
@@ -82,7 +86,7 @@
 //	                                               group's repair chunk and the ops it
 //	                                               needs below it (partition/memory.go)
 //	held partition frames                  8 MiB   frames for partitions not created here
-//	                                               yet, 2 s at most (heldframes.go)
+//	                                               yet, 2 s at most (partitionhost/heldframes.go)
 //
 // and once for the node, on shard 0:
 //
@@ -137,14 +141,14 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/config"
-	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/replicanet"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
-	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // Server is a running node: single, or one of a cluster.
@@ -165,24 +169,23 @@ type Server struct {
 	heartbeatInterval time.Duration
 
 	meta  *metaPlane // touched only by shard 0 once started
-	stats statsTable
+	stats partitionhost.Stats
 	// cluster is the node's view of its cluster (cluster.go); nil on a single node.
 	cluster *clusterState
 	// viewSnapshot is the recovered metadata each shard decodes into its view, and
-	// viewGenesis the commit log's first entry, where every view starts (view.go);
+	// viewGenesis the commit log's first entry, where every view starts (package metaview);
 	// both are dropped once the shards have started.
 	viewSnapshot []byte
-	viewGenesis  *viewEntry
+	viewGenesis  *metaview.Entry
 
 	// initial holds, per shard, the partitions to open at start.
-	initial  [][]partitionOpen
+	initial  [][]partitionhost.Open
 	handlers []*handler // each written by its own shard at start; read after stop
-	// sendRefusedLogs rate-limits the log lines of sends refused for a storage
-	// failure, one per shard, each touched by its shard only.
-	sendRefusedLogs []eventLog
 	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
 	// one per shard, each touched by its shard only.
 	pollMemories []*pollmemory.Memory[*job]
+	// calls are the shards' inboxes of Do's calls (caller.go).
+	calls callInboxes
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -192,13 +195,6 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
-}
-
-type partitionOpen struct {
-	key             partition.Key
-	cfg             partition.Config
-	createdAt       uint64
-	purgeGeneration uint64 // the topic's, committed: the partition must be at least there
 }
 
 // Start recovers the data directory and serves cfg.TCPAddress until Shutdown.
@@ -271,18 +267,17 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	}
 	s.meta = meta
 	s.viewSnapshot = meta.State().AppendSnapshot(nil, meta.Applied().Op)
-	s.viewGenesis = &viewEntry{}
-	s.initial = make([][]partitionOpen, s.shardCount)
-	s.sendRefusedLogs = make([]eventLog, s.shardCount)
+	s.viewGenesis = &metaview.Entry{}
+	s.initial = make([][]partitionhost.Open, s.shardCount)
 	s.pollMemories = make([]*pollmemory.Memory[*job], s.shardCount)
-	for i := range s.sendRefusedLogs {
-		s.sendRefusedLogs[i] = newEventLog()
+	for i := range s.pollMemories {
 		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
-	eachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
+	s.calls.init(s.shardCount)
+	partitionhost.EachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
-		s.initial[owner] = append(s.initial[owner], partitionOpen{key: k, cfg: c, createdAt: createdAt, purgeGeneration: purgeGeneration})
+		s.initial[owner] = append(s.initial[owner], partitionhost.Open{Key: k, Cfg: c, CreatedAt: createdAt, PurgeGeneration: purgeGeneration})
 	})
 
 	var shardClock func() int64
@@ -308,7 +303,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		if tlsListener != nil {
 			tlsListener.Close()
 		}
-		meta.close()
+		meta.Close()
 		replicaTLS.Close()
 		return nil, err
 	}
@@ -381,15 +376,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		for _, h := range s.handlers {
-			if h != nil && h.owned.storeClosed {
-				err = errors.Join(err, h.owned.closeErr)
+			if h == nil {
+				continue
+			}
+			if closed, closeErr := h.owned.Closed(); closed {
+				err = errors.Join(err, closeErr)
 			}
 		}
 		if h := s.handlers[0]; h != nil && h.meta != nil {
-			h.meta.passwords.Close()
-			h.meta.journal.Close()
+			h.meta.Close()
 		}
-		err = errors.Join(err, s.meta.close())
+		err = errors.Join(err, s.meta.Close())
 		s.stopErr = err
 		s.log.Info("stopped", "err", err)
 	})
@@ -411,85 +408,6 @@ func putU32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-// eachPartition visits every partition of the state with its topic's config and purge
-// generation.
-func eachPartition(st *metadata.State, visit func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64)) {
-	counts := st.Counts()
-	found := uint32(0)
-	for sid := uint32(0); found < counts.Streams && sid < metadata.StreamIDLimit; sid++ {
-		stream := st.Stream(sid)
-		if stream == nil {
-			continue
-		}
-		found++
-		topicsFound := 0
-		for tid := uint32(0); topicsFound < stream.TopicsCount() && tid < metadata.TopicIDLimit; tid++ {
-			topic := stream.Topic(tid)
-			if topic == nil {
-				continue
-			}
-			topicsFound++
-			c := partition.ConfigFromTopicOptions(topic.Options, topic.PartitionsCount())
-			for _, p := range topic.Partitions {
-				visit(partition.Key{StreamID: sid, TopicID: tid, PartitionID: p.ID}, c, p.CreatedAtMicros, topic.PurgeGeneration)
-			}
-		}
-	}
-}
-
-// statsTable publishes each partition's figures from its owner shard to shard 0,
-// which reports them in GetStream, GetTopic and GetStats. Entries are created and
-// updated by the owner and only read elsewhere: atomics, no lock.
-type statsTable struct {
-	m sync.Map // partition.Key -> *partitionStats
-}
-
-type partitionStats struct {
-	segments      atomic.Uint32
-	currentOffset atomic.Uint64
-	sizeBytes     atomic.Uint64
-	messages      atomic.Uint64
-}
-
-func (t *statsTable) publish(k partition.Key, info wire.PartitionInfo) {
-	v, ok := t.m.Load(k)
-	if !ok {
-		v, _ = t.m.LoadOrStore(k, &partitionStats{})
-	}
-	ps := v.(*partitionStats)
-	ps.segments.Store(info.SegmentsCount)
-	ps.currentOffset.Store(info.CurrentOffset)
-	ps.sizeBytes.Store(info.SizeBytes)
-	ps.messages.Store(info.MessagesCount)
-}
-
-func (t *statsTable) remove(k partition.Key) { t.m.Delete(k) }
-
-func (t *statsTable) of(stream, topic, p uint32) metadata.PartitionStats {
-	v, ok := t.m.Load(partition.Key{StreamID: stream, TopicID: topic, PartitionID: p})
-	if !ok {
-		return metadata.PartitionStats{}
-	}
-	ps := v.(*partitionStats)
-	return metadata.PartitionStats{
-		SegmentsCount: ps.segments.Load(),
-		CurrentOffset: ps.currentOffset.Load(),
-		SizeBytes:     ps.sizeBytes.Load(),
-		MessagesCount: ps.messages.Load(),
-	}
-}
-
-func (t *statsTable) totals() (segments uint32, sizeBytes, messages uint64) {
-	t.m.Range(func(_, v any) bool {
-		ps := v.(*partitionStats)
-		segments += ps.segments.Load()
-		sizeBytes += ps.sizeBytes.Load()
-		messages += ps.messages.Load()
-		return true
-	})
-	return
-}
-
 func (s *Server) String() string { return fmt.Sprintf("iggy-shard server on %s", s.Addr()) }
 
 // busyPoll maps the setting, where 0 means off, to the runtime's, where 0 means default.
@@ -498,4 +416,14 @@ func busyPoll(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// partitionFilesOfShard is a shard's budget of open partition files: the node's
+// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
+// each one's store keeping within its share.
+func (s *Server) partitionFilesOfShard() int {
+	if s.cfg.openFilesMax > 0 {
+		return max(s.cfg.openFilesMax/s.shardCount, 1)
+	}
+	return segment.FilesBudget(s.shardCount)
 }

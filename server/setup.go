@@ -22,7 +22,7 @@ type testHooks struct {
 	// heartbeats and timeouts are tested by moving it.
 	clock func() time.Time
 	// quietCommits (tests): shard 0 does not tell the shards of its commits, so
-	// their views catch up only when they serve (view.go).
+	// their views catch up only when they serve (package metaview).
 	quietCommits bool
 	// clusterTiming (tests) replaces the consensus timers of the cluster section,
 	// below the floors Validate keeps (a 2 s heartbeat timeout), so that a test

@@ -54,10 +54,6 @@ type shardConsensus struct {
 // the rest are dropped, so the timers run late, never early.
 const storeTicksCatchUpMax = 1000
 
-// metaSleepTicksMax bounds how long the metadata core goes without a tick: its
-// catch-up (clusterTicksCatchUpMax) then always covers the sleep.
-const metaSleepTicksMax = clusterTicksCatchUpMax
-
 // tickGrid is a shard's grid and what its store was given of it.
 type tickGrid struct {
 	originNs int64
@@ -97,16 +93,8 @@ func (g *tickGrid) timeOf(t uint64) int64 { return g.originNs + int64(t)*consens
 func (h *handler) catchUpTicks() {
 	g := &h.consensus.grid
 	target := g.tickAt(h.shard.NowNs())
-	if m := h.meta; m != nil && m.plane.clustered && target > m.plane.tickTarget {
-		// The core takes them now (its Driver holds them while a Ready is out).
-		// Its clock is read for deadlines (a login waiting for the primary), which
-		// count from now.
-		p := m.plane
-		if p.tickTarget < m.dueTick && m.dueTick <= target {
-			g.counts.dueTurns++
-		}
-		p.tickTarget = target
-		p.tickTo()
+	if h.meta != nil && h.meta.TickTo(target) {
+		g.counts.dueTurns++
 	}
 	due := g.storeArmed && g.storeDue <= target && g.storeAt < g.storeDue
 	if h.consensus.heardNs != nil {
@@ -115,7 +103,7 @@ func (h *handler) catchUpTicks() {
 	h.advanceStore(target)
 	if due {
 		g.counts.dueTurns++
-		h.owned.ioWanted = true // the tick that fell due may have driven groups: their writes, their frames
+		h.owned.IOWanted = true // the tick that fell due may have driven groups: their writes, their frames
 	}
 }
 
@@ -146,7 +134,7 @@ func (h *handler) noteLiveness(target uint64) {
 	}
 	for _, r := range heard[:n] {
 		h.advanceStore(r.at)
-		h.owned.store.NoteLiveness(r.id)
+		h.owned.Store.NoteLiveness(r.id)
 	}
 }
 
@@ -169,7 +157,7 @@ func (h *handler) advanceStore(to uint64) {
 		g.storeAt = to - storeTicksCatchUpMax
 	}
 	for ; g.storeAt < to; g.storeAt++ {
-		h.owned.store.Tick()
+		h.owned.Store.Tick()
 		g.counts.storeTicks++
 	}
 }
@@ -179,49 +167,21 @@ func (h *handler) advanceStore(to uint64) {
 func (h *handler) scheduleTicks() {
 	g := &h.consensus.grid
 	wake, armed := uint64(0), false
-	if n, ok := h.owned.store.TicksUntilDue(); ok {
+	if n, ok := h.owned.Store.TicksUntilDue(); ok {
 		g.storeDue, g.storeArmed = g.storeAt+n, true
 		wake, armed = g.storeDue, true
 	} else {
 		g.storeArmed = false
 	}
-	if h.meta != nil && h.meta.plane.clustered {
-		h.meta.dueTick = 0
-		if t, ok := h.meta.plane.nextTickDue(); ok {
-			h.meta.dueTick = t
-			if !armed || t < wake {
-				wake, armed = t, true
-			}
+	if h.meta != nil {
+		if t, ok := h.meta.NextTickDue(); ok && (!armed || t < wake) {
+			wake, armed = t, true
 		}
 	}
 	if armed {
 		h.shard.WakeAt(g.timeOf(wake))
 	}
-	if h.owned.scrubbing {
-		h.shard.WakeAt(h.owned.scrubDueNs)
+	if scrubbing, dueNs := h.owned.Scrubbing(); scrubbing {
+		h.shard.WakeAt(dueNs)
 	}
-}
-
-// nextTickDue is the grid tick at which the metadata core next has something to do
-// on a tick: a deadline of the core (NextDeadline), a bounded wait for the primary,
-// a snapshot to try again; at the latest the next multiple of metaSleepTicksMax (a
-// fixed tick, so that asking again asks for the same).
-func (m *metaPlane) nextTickDue() (uint64, bool) {
-	now := m.Core().Now()
-	in := (m.tickedTo/metaSleepTicksMax+1)*metaSleepTicksMax - m.tickedTo
-	due := func(at uint64) {
-		if at <= now {
-			in = 1
-		} else {
-			in = min(in, at-now)
-		}
-	}
-	if d := m.Core().NextDeadline(); d != 0 {
-		due(d)
-	}
-	m.BarrierDeadlines(due)
-	if t, ok := m.NextRetryTick(); ok {
-		due(t)
-	}
-	return m.tickedTo + in, true
 }

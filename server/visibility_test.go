@@ -7,7 +7,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Every shard routes and reads from a view of its own (view.go). These tests check
+// Every shard routes and reads from a view of its own (package metaview). These tests check
 // that a metadata write whose reply a client holds is seen by the next request of
 // another connection, placed on the other shard. Shard 0 does not tell the shards
 // of its commits here (quietCommits): what they see, they must see because they

@@ -12,7 +12,7 @@ import (
 )
 
 // Comments cite what a reader can open. A path of this repository named in a
-// comment (server/router.go, sim/sim.go, docs/ARCHITECTURE.md; internal/bzip2.NewWriter
+// comment (metahost/router.go, sim/sim.go, docs/ARCHITECTURE.md; internal/bzip2.NewWriter
 // names a package's identifier) or a Go file of the comment's own package named
 // bare must exist, and so must the
 // repository paths docs/*.md and README.md name in backquotes: a file that was

@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import (
 	"errors"
@@ -35,17 +35,17 @@ const (
 // groupOffsetDelete is one deleted group's offset on one partition this shard
 // owns, until it is gone.
 type groupOffsetDelete struct {
-	h     *handler
+	h     *Host
 	key   partition.Key
 	group uint32
-	// revision is the deleting op's (partitionrecord.go).
+	// revision is the deleting op's (record.go).
 	revision uint64
 	attempts int
 	dueNs    int64
 }
 
 // deleteGroupOffset drops group's stored offset on k, for the op of revision.
-func (h *handler) deleteGroupOffset(k partition.Key, group uint32, revision uint64) {
+func (h *Host) deleteGroupOffset(k partition.Key, group uint32, revision uint64) {
 	(&groupOffsetDelete{h: h, key: k, group: group, revision: revision}).try()
 }
 
@@ -55,7 +55,7 @@ func (d *groupOffsetDelete) try() {
 	}
 	d.attempts++
 	c := partition.Consumer{Kind: wire.ConsumerGroup, ID: d.group}
-	store := d.h.owned.store
+	store := d.h.Store
 	if !store.IsPrimary(d.key) {
 		// Not this replica's to propose: done once the primary's deletion (or
 		// the partition's) has reached this store.
@@ -65,7 +65,7 @@ func (d *groupOffsetDelete) try() {
 		d.settle(wire.ErrTransientNotAccepted) // looked at again later
 		return
 	}
-	d.h.owned.groupOffsetProposals++
+	d.h.groupOffsets.proposals++
 	deferred, err := store.ReplicateConsumerOffset(d.key, c, 0, true, d, 0)
 	if deferred {
 		d.h.scheduleIO()
@@ -86,7 +86,7 @@ func (d *groupOffsetDelete) settle(err error) {
 		// partition).
 	case errors.Is(err, wire.ErrTransientNotAccepted) && d.attempts < groupOffsetDeleteAttemptsMax:
 		d.dueNs = h.shard.NowNs() + int64(groupOffsetDeleteRetry)
-		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
+		h.groupOffsets.deletes = append(h.groupOffsets.deletes, d)
 		h.shard.WakeAt(d.dueNs)
 	case errors.Is(err, wire.ErrTransientNotAccepted):
 		h.log.Info("a deleted consumer group's offset is left on a partition: no primary took its deletion; it is unreachable",
@@ -96,21 +96,28 @@ func (d *groupOffsetDelete) settle(err error) {
 	}
 }
 
-// retryGroupOffsetDeletes asks again for the deletions due. It runs on the
+// RetryGroupOffsetDeletes asks again for the deletions due. It runs on the
 // shard's every turn (handler.Tick).
-func (h *handler) retryGroupOffsetDeletes() {
-	if len(h.owned.groupOffsetDeletes) == 0 {
+func (h *Host) RetryGroupOffsetDeletes() {
+	if len(h.groupOffsets.deletes) == 0 {
 		return
 	}
 	now := h.shard.NowNs()
-	due := h.owned.groupOffsetDeletes
-	h.owned.groupOffsetDeletes = nil
+	due := h.groupOffsets.deletes
+	h.groupOffsets.deletes = nil
 	for _, d := range due {
 		if now >= d.dueNs {
 			d.try() // back in the list if it is still refused
 			continue
 		}
-		h.owned.groupOffsetDeletes = append(h.owned.groupOffsetDeletes, d)
+		h.groupOffsets.deletes = append(h.groupOffsets.deletes, d)
 		h.shard.WakeAt(d.dueNs)
 	}
+}
+
+// QueueGroupOffsetDelete queues the deletion of a group's offset on partition k,
+// as its op of revision asked, to be asked at once by the next retry (tests: a
+// deletion meant for an older partition of the same ids).
+func (h *Host) QueueGroupOffsetDelete(k partition.Key, group uint32, revision uint64) {
+	h.groupOffsets.deletes = append(h.groupOffsets.deletes, &groupOffsetDelete{h: h, key: k, group: group, revision: revision})
 }

@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -71,34 +72,34 @@ func (l *eventLog) note(conn shard.ConnID, nowNs int64) (log bool, omitted int) 
 // an I/O error) and the batch was not stored. The line carries what explains it:
 // the storage's error, the batch's size, the partition's size, and the space its
 // filesystem has left.
-func (h *handler) logSendRefused(j *job, code wire.ErrorCode) {
+func (h *Host) logSendRefused(j *request.Job, code wire.ErrorCode) {
 	if code != wire.ErrCannotSaveMessagesToSegment {
 		return
 	}
-	ok, omitted := h.srv.sendRefusedLogs[h.index].note(j.conn, h.shard.NowNs())
+	ok, omitted := h.sendRefused.note(j.Conn, h.shard.NowNs())
 	if !ok {
 		return
 	}
-	cause := h.owned.store.Err(j.send.key)
+	cause := h.Store.Err(j.Send.Key)
 	attrs := []slog.Attr{
-		slog.String("conn", j.conn.String()),
-		slog.String("partition", j.send.key.String()),
+		slog.String("conn", j.Conn.String()),
+		slog.String("partition", j.Send.Key.String()),
 		slog.Int("code", int(code)),
-		slog.Int("batch_bytes", len(j.send.batch.Batch)),
-		slog.Int("messages", int(j.send.batch.MessagesCount)),
+		slog.Int("batch_bytes", len(j.Send.Batch.Batch)),
+		slog.Int("messages", int(j.Send.Batch.MessagesCount)),
 		slog.Int("omitted_since_last_line", omitted),
 	}
 	if cause != nil {
 		attrs = append(attrs, slog.String("cause", cause.Error()))
 	}
-	if info, err := h.owned.store.Info(j.send.key); err == nil {
+	if info, err := h.Store.Info(j.Send.Key); err == nil {
 		attrs = append(attrs, slog.Uint64("partition_bytes", info.SizeBytes))
 	}
 	// A full disk shows as ENOSPC or, first, as a short write: the space left
 	// says which it was.
 	diskFull := segment.IsNoSpace(cause)
-	if free, total, err := filesystemSpace(h.owned.store.Dir(j.send.key)); err == nil {
-		diskFull = diskFull || free < uint64(len(j.send.batch.Batch))
+	if free, total, err := filesystemSpace(h.Store.Dir(j.Send.Key)); err == nil {
+		diskFull = diskFull || free < uint64(len(j.Send.Batch.Batch))
 		attrs = append(attrs, slog.Uint64("filesystem_free_bytes", free), slog.Uint64("filesystem_bytes", total))
 	}
 	attrs = append(attrs, slog.Bool("disk_full", diskFull))

@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
-	"github.com/iggy-shard/iggy-shard/segment"
 )
 
 // Partition effects are applied at most once in effect, however often their op is
@@ -76,61 +75,70 @@ import (
 // file): a record that changes with an op (a purge's generation, a deletion of
 // segments' revision) must be durable before the op's effect counts as carried out,
 // whether or not the partition holds anything.
-func (h *handler) writeRecord(dir string, r partitiondir.Record) error {
-	if err := h.owned.storages.EnsureDir(dir); err != nil {
+func (h *Host) writeRecord(dir string, r partitiondir.Record) error {
+	if err := h.storages.EnsureDir(dir); err != nil {
 		return err
 	}
 	return partitiondir.WriteRecord(dir, r)
 }
 
-// openAtStart opens a partition of the recovered metadata state and brings it to
+// Open is a partition of the recovered metadata state, with its topic's config
+// and purge generation.
+type Open struct {
+	Key             partition.Key
+	Cfg             partition.Config
+	CreatedAt       uint64
+	PurgeGeneration uint64 // the topic's, committed: the partition must be at least there
+}
+
+// OpenAtStart opens a partition of the recovered metadata state and brings it to
 // its committed record (settle), unless its directory holds a newer incarnation.
-func (h *handler) openAtStart(p partitionOpen) {
-	dir := h.owned.store.Dir(p.key)
+func (h *Host) OpenAtStart(p Open) {
+	dir := h.Store.Dir(p.Key)
 	have, present, readErr := partitiondir.ReadRecord(dir)
 	if readErr != nil {
-		h.log.Error("partition record unreadable; the partition is opened as it is", "partition", p.key.String(), "err", readErr)
+		h.log.Error("partition record unreadable; the partition is opened as it is", "partition", p.Key.String(), "err", readErr)
 	}
-	if present && have.CreatedRevision > p.createdAt {
+	if present && have.CreatedRevision > p.CreatedAt {
 		h.log.Info("partition left closed at start: its directory holds a newer partition of the same ids, which an op above the metadata snapshot created and opens again",
-			"partition", p.key.String(), "revision", have.CreatedRevision, "snapshot_revision", p.createdAt)
+			"partition", p.Key.String(), "revision", have.CreatedRevision, "snapshot_revision", p.CreatedAt)
 		return
 	}
 	if readErr == nil && !present {
 		// Taken as it is, with the record the storage writes (createPartition).
-		h.owned.storages.AnnounceRecord(dir, partitiondir.Record{Generation: p.purgeGeneration, CreatedRevision: p.createdAt,
-			Revision: p.createdAt})
+		h.storages.AnnounceRecord(dir, partitiondir.Record{Generation: p.PurgeGeneration, CreatedRevision: p.CreatedAt,
+			Revision: p.CreatedAt})
 	}
-	report, err := h.owned.store.Open(p.key, p.cfg, p.createdAt)
-	h.owned.storages.ClearAnnounced()
+	report, err := h.Store.Open(p.Key, p.Cfg, p.CreatedAt)
+	h.storages.ClearAnnounced()
 	if err != nil {
-		h.log.Error("partition failed to open", "partition", p.key.String(), "err", err)
+		h.log.Error("partition failed to open", "partition", p.Key.String(), "err", err)
 		return
 	}
 	if present {
-		if err := h.settle(p.key, partitiondir.Record{Generation: p.purgeGeneration, CreatedRevision: p.createdAt}); err != nil {
-			h.log.Error("partition record", "partition", p.key.String(), "err", err)
+		if err := h.settle(p.Key, partitiondir.Record{Generation: p.PurgeGeneration, CreatedRevision: p.CreatedAt}); err != nil {
+			h.log.Error("partition record", "partition", p.Key.String(), "err", err)
 		}
 	}
 	if report != nil && (len(report.Truncations) > 0 || len(report.RebuiltIndexes) > 0 ||
 		len(report.RemovedSegments) > 0 || len(report.RemovedFiles) > 0) {
-		h.log.Info("partition recovered", "partition", p.key.String(), "report", report.String())
+		h.log.Info("partition recovered", "partition", p.Key.String(), "report", report.String())
 	}
-	h.publishStats(p.key)
+	h.PublishStats(p.Key)
 }
 
 // createPartition carries out a create effect: a new partition, or the one of the
 // same incarnation a restart found (the op applied again), or nothing while the
 // directory holds a newer incarnation.
-func (h *handler) createPartition(e *effect) error {
+func (h *Host) createPartition(e *effect) error {
 	k := e.key
-	if open, ok := h.openCreatedAt(k); ok {
+	if open, ok := h.OpenCreatedAt(k); ok {
 		if open == e.createdAt {
 			return nil
 		}
 		return fmt.Errorf("%w: %v, created at %d", partition.ErrPartitionExists, k, open)
 	}
-	dir := h.owned.store.Dir(k)
+	dir := h.Store.Dir(k)
 	_, statErr := os.Stat(dir)
 	exists := statErr == nil
 	var have partitiondir.Record
@@ -152,10 +160,10 @@ func (h *handler) createPartition(e *effect) error {
 		// The op is applied again (a restart from an older snapshot): what the
 		// partition holds stays, with the record the storage writes when it has none.
 		if readErr == nil && !present {
-			h.owned.storages.AnnounceRecord(dir, rec)
+			h.storages.AnnounceRecord(dir, rec)
 		}
-		report, err := h.owned.store.Open(k, e.cfg, e.createdAt)
-		h.owned.storages.ClearAnnounced()
+		report, err := h.Store.Open(k, e.cfg, e.createdAt)
+		h.storages.ClearAnnounced()
 		if err != nil {
 			return err
 		}
@@ -188,9 +196,9 @@ func (h *handler) createPartition(e *effect) error {
 	// rename, partition.OSStorages.Remove). A thousand partitions created at once
 	// cost a thousand mkdirs and a few directory fsyncs, no file and no fsync each;
 	// each pays two fsyncs when it is first written.
-	h.owned.storages.AnnounceCreation(dir, rec, !exists)
-	defer h.owned.storages.ClearAnnounced()
-	return h.owned.store.CreateInView(k, e.cfg, e.createdAt, e.view)
+	h.storages.AnnounceCreation(dir, rec, !exists)
+	defer h.storages.ClearAnnounced()
+	return h.Store.CreateInView(k, e.cfg, e.createdAt, e.view)
 }
 
 // settle brings an open partition to the committed record want (its incarnation
@@ -198,8 +206,8 @@ func (h *handler) createPartition(e *effect) error {
 // generation is emptied, then the record written. A higher generation than want
 // that the directory reached is kept: a purge whose op is above the snapshot was
 // carried out before the stop.
-func (h *handler) settle(k partition.Key, want partitiondir.Record) error {
-	dir := h.owned.store.Dir(k)
+func (h *Host) settle(k partition.Key, want partitiondir.Record) error {
+	dir := h.Store.Dir(k)
 	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
@@ -217,7 +225,7 @@ func (h *handler) settle(k partition.Key, want partitiondir.Record) error {
 		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
 			"partition", k.String(), "generation", have.Generation, "committed_generation", want.Generation,
 			"revision", have.CreatedRevision, "committed_revision", want.CreatedRevision)
-		if err := h.owned.store.Purge(k); err != nil {
+		if err := h.Store.Purge(k); err != nil {
 			return err
 		}
 		want.Revision = want.CreatedRevision
@@ -228,10 +236,10 @@ func (h *handler) settle(k partition.Key, want partitiondir.Record) error {
 	return h.writeRecord(dir, want)
 }
 
-// openCreatedAt is the incarnation of a partition open here (its created_at); ok
+// OpenCreatedAt is the incarnation of a partition open here (its created_at); ok
 // is false when it is not open.
-func (h *handler) openCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
-	info, err := h.owned.store.Info(k)
+func (h *Host) OpenCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
+	info, err := h.Store.Info(k)
 	if err != nil {
 		return 0, false
 	}
@@ -240,15 +248,15 @@ func (h *handler) openCreatedAt(k partition.Key) (createdAt uint64, ok bool) {
 
 // madeBefore reports whether k is open here in an incarnation created at or before
 // revision: the one an op of that revision is about.
-func (h *handler) madeBefore(k partition.Key, revision uint64) bool {
-	createdAt, ok := h.openCreatedAt(k)
+func (h *Host) madeBefore(k partition.Key, revision uint64) bool {
+	createdAt, ok := h.OpenCreatedAt(k)
 	return ok && createdAt <= revision
 }
 
 // purgePartition carries out a purge effect on an open partition: emptied, unless
 // its record reaches the generation already; the record then takes it.
-func (h *handler) purgePartition(k partition.Key, generation, revision uint64) error {
-	dir := h.owned.store.Dir(k)
+func (h *Host) purgePartition(k partition.Key, generation, revision uint64) error {
+	dir := h.Store.Dir(k)
 	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
@@ -256,17 +264,17 @@ func (h *handler) purgePartition(k partition.Key, generation, revision uint64) e
 	if present && have.Generation >= generation {
 		return nil
 	}
-	if err := h.owned.store.Purge(k); err != nil {
+	if err := h.Store.Purge(k); err != nil {
 		return err
 	}
-	createdAt, _ := h.openCreatedAt(k)
+	createdAt, _ := h.OpenCreatedAt(k)
 	return h.writeRecord(dir, partitiondir.Record{Generation: generation, CreatedRevision: createdAt, Revision: revision})
 }
 
 // deleteSegments carries out a delete-segments effect on an open partition, unless
 // its record reaches the op's revision already: the record first, then the segments.
-func (h *handler) deleteSegments(e *effect) error {
-	dir := h.owned.store.Dir(e.key)
+func (h *Host) deleteSegments(e *effect) error {
+	dir := h.Store.Dir(e.key)
 	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
 		return err
@@ -275,23 +283,13 @@ func (h *handler) deleteSegments(e *effect) error {
 		return nil
 	}
 	if !present {
-		createdAt, _ := h.openCreatedAt(e.key)
+		createdAt, _ := h.OpenCreatedAt(e.key)
 		have = partitiondir.Record{Generation: e.purgeGeneration, CreatedRevision: createdAt}
 	}
 	have.Revision = e.revision
 	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
-	_, err = h.owned.store.DeleteSegments(e.key, e.count)
+	_, err = h.Store.DeleteSegments(e.key, e.count)
 	return err
-}
-
-// partitionFilesOfShard is a shard's budget of open partition files: the node's
-// (half the open-file limit, segment.FilesBudget) split evenly over its shards,
-// each one's store keeping within its share.
-func (s *Server) partitionFilesOfShard() int {
-	if s.cfg.openFilesMax > 0 {
-		return max(s.cfg.openFilesMax/s.shardCount, 1)
-	}
-	return segment.FilesBudget(s.shardCount)
 }

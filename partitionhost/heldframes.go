@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import (
 	"time"
@@ -15,7 +15,7 @@ import (
 // prepare came back only with the group's retransmission, 250 ms later and then
 // with backoff; a first send to a new partition took up to a second. So such a
 // frame is held, bounded, for a partition this shard's view does not have yet, and
-// stepped as soon as a commit brings the partition; after heldFrameTimeout it is
+// stepped as soon as a commit brings the partition; after HeldFrameTimeout it is
 // dropped (the op that would create it never came: a deleted partition's late
 // frames), and the group's retransmission takes over, as for any lost frame.
 
@@ -24,9 +24,9 @@ const (
 	// bytes of their bodies (copies); a frame beyond them is dropped.
 	heldFramesMax    = 1024
 	heldBodyBytesMax = 8 << 20
-	// heldFrameTimeout is how long a frame is held: a few of its group's
+	// HeldFrameTimeout is how long a frame is held: a few of its group's
 	// retransmissions later, the retransmission is worth more than the frame.
-	heldFrameTimeout = 2 * time.Second
+	HeldFrameTimeout = 2 * time.Second
 )
 
 type heldFrame struct {
@@ -42,19 +42,19 @@ type heldFrame struct {
 type frameHold struct {
 	frames    []heldFrame
 	bodyBytes int
-	counts    heldFrameCounts
+	counts    HeldFrameCounts
 }
 
-// heldFrameCounts count what became of the frames held, for /metrics and tests.
-type heldFrameCounts struct {
-	// held were kept; stepped stepped once their partition came; expired dropped
-	// after heldFrameTimeout; refused dropped at once, the hold being full.
-	held, stepped, expired, refused uint64
+// HeldFrameCounts count what became of the frames held, for /metrics and tests.
+type HeldFrameCounts struct {
+	// Held were kept; Stepped stepped once their partition came; Expired dropped
+	// after HeldFrameTimeout; Refused dropped at once, the hold being full.
+	Held, Stepped, Expired, Refused uint64
 }
 
-// hasPartition reports whether the view has partition k.
-func (v *metaView) hasPartition(k partition.Key) bool {
-	st := v.state.Stream(k.StreamID)
+// viewHasPartition reports whether the shard's view has partition k.
+func (h *Host) viewHasPartition(k partition.Key) bool {
+	st := h.shard.ViewState().Stream(k.StreamID)
 	if st == nil {
 		return false
 	}
@@ -62,15 +62,15 @@ func (v *metaView) hasPartition(k partition.Key) bool {
 	return t != nil && int(k.PartitionID) < len(t.Partitions)
 }
 
-// holdFrame keeps a frame for partition k, which the view does not have, and
+// HoldFrame keeps a frame for partition k, which the view does not have, and
 // reports whether it did.
-func (h *handler) holdFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) bool {
-	if h.view.hasPartition(k) {
+func (h *Host) HoldFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) bool {
+	if h.viewHasPartition(k) {
 		return false // the partition is the view's: the store has it or failed to open it
 	}
-	hold := &h.owned.hold
+	hold := &h.hold
 	if len(hold.frames) == heldFramesMax || hold.bodyBytes+len(body) > heldBodyBytesMax {
-		hold.counts.refused++
+		hold.counts.Refused++
 		return false
 	}
 	f := heldFrame{key: k, peer: peer, header: *hdr, heldNs: h.shard.NowNs()}
@@ -79,48 +79,48 @@ func (h *handler) holdFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader
 		hold.bodyBytes += len(body)
 	}
 	hold.frames = append(hold.frames, f)
-	hold.counts.held++
-	h.shard.WakeAt(f.heldNs + int64(heldFrameTimeout))
+	hold.counts.Held++
+	h.shard.WakeAt(f.heldNs + int64(HeldFrameTimeout))
 	return true
 }
 
-// stepHeld steps, oldest first, the frames held for partitions the view has now,
+// StepHeld steps, oldest first, the frames held for partitions the view has now,
 // and keeps the others.
-func (h *handler) stepHeld() {
-	hold := &h.owned.hold
+func (h *Host) StepHeld() {
+	hold := &h.hold
 	kept := hold.frames[:0]
 	for i := range hold.frames {
 		f := &hold.frames[i]
-		if !h.view.hasPartition(f.key) {
+		if !h.viewHasPartition(f.key) {
 			kept = append(kept, *f)
 			continue
 		}
-		h.ensureCreated(f.key)
-		h.stepFrame(f.key, f.peer, &f.header, f.body)
+		h.EnsureCreated(f.key)
+		h.StepFrame(f.key, f.peer, &f.header, f.body)
 		hold.bodyBytes -= len(f.body)
-		hold.counts.stepped++
+		hold.counts.Stepped++
 	}
 	clear(hold.frames[len(kept):])
 	hold.frames = kept
 }
 
-// expireHeld drops the frames held for heldFrameTimeout, and asks for a turn when
+// ExpireHeld drops the frames held for HeldFrameTimeout, and asks for a turn when
 // the next one is due.
-func (h *handler) expireHeld() {
-	hold := &h.owned.hold
+func (h *Host) ExpireHeld() {
+	hold := &h.hold
 	now := h.shard.NowNs()
 	n := 0
-	for n < len(hold.frames) && now-hold.frames[n].heldNs >= int64(heldFrameTimeout) {
+	for n < len(hold.frames) && now-hold.frames[n].heldNs >= int64(HeldFrameTimeout) {
 		hold.bodyBytes -= len(hold.frames[n].body)
 		n++
 	}
 	if n > 0 {
-		hold.counts.expired += uint64(n)
+		hold.counts.Expired += uint64(n)
 		rest := copy(hold.frames, hold.frames[n:])
 		clear(hold.frames[rest:])
 		hold.frames = hold.frames[:rest]
 	}
 	if len(hold.frames) > 0 {
-		h.shard.WakeAt(hold.frames[0].heldNs + int64(heldFrameTimeout))
+		h.shard.WakeAt(hold.frames[0].heldNs + int64(HeldFrameTimeout))
 	}
 }

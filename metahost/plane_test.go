@@ -1,6 +1,7 @@
-package server
+package metahost
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,27 +21,29 @@ import (
 // can be in flight in one Ready.
 type planeHarness struct {
 	t     testing.TB
-	m     *metaPlane
+	m     *Plane
 	store *metafiles.SimStorage
 	now   uint64
 }
 
 func openPlaneHarness(t testing.TB, store *metafiles.SimStorage, snapshotIntervalOps uint64) (*planeHarness, error) {
-	cfg := defaultSetup()
-	cfg.SnapshotIntervalOps = snapshotIntervalOps
+	// A single node's configuration (config.Default) but for the snapshot
+	// interval.
+	cfg := metaplane.Config{JournalSlots: metaplane.JournalSlotsMin, CheckpointIntervalOps: snapshotIntervalOps,
+		RootUsername: "iggy", RootPassword: "iggy"}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := openMetaPlaneOn(log, store, "simdisk", &cfg, 1_000_000)
+	m, err := Open(log, store, "simdisk", cfg, 1_000_000)
 	if err != nil {
 		return nil, err
 	}
-	m.files.Manual(true)
+	m.Files.Manual(true)
 	return &planeHarness{t: t, m: m, store: store, now: 2_000_000}, nil
 }
 
 // pump does the plane's file work until none is left.
 func (p *planeHarness) pump() {
 	for range 10_000 {
-		if p.m.files.RunQueued() == 0 {
+		if p.m.Files.RunQueued() == 0 {
 			return
 		}
 	}
@@ -306,8 +309,8 @@ func TestWaitingWritesBounded(t *testing.T) {
 	}
 	// The server's own writes (request 0): no session to execute them in.
 	first := p.submit(wire.Uint128{Lo: 1 << 32}, 0, wire.OperationCreateStream, createStreamBody(t, "first"))
-	if p.m.files.Queued() != 1 || !p.m.Driver().ReadyOut() {
-		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", p.m.files.Queued())
+	if p.m.Files.Queued() != 1 || !p.m.Driver().ReadyOut() {
+		t.Fatalf("%d journal tasks for the first write, want 1 (a Ready out)", p.m.Files.Queued())
 	}
 	waiting := make([]*writeOutcome, 0, metaplane.WritesWaitingMax)
 	for i := range metaplane.WritesWaitingMax {
@@ -317,7 +320,7 @@ func TestWaitingWritesBounded(t *testing.T) {
 	if !refused.done || refused.err != metaplane.ErrWritesBusy {
 		t.Fatalf("a write beyond %d waiting: %+v, want refused as busy", metaplane.WritesWaitingMax, refused)
 	}
-	if p.m.files.Queued() != 1 {
+	if p.m.Files.Queued() != 1 {
 		t.Fatal("a second journal task while one is out")
 	}
 	syncsBefore, appendsBefore := p.store.Syncs, p.store.Appends
@@ -402,4 +405,55 @@ func TestStateRecordRecovered(t *testing.T) {
 			t.Fatalf("a state record of %d damaged bytes was accepted", len(bad))
 		}
 	}
+}
+
+// TestSingleNodeRefusesACorruptJournalEntry: a single node has no peer to repair a
+// corrupt synced entry from, so damage with intact entries after it is data loss:
+// it refuses to start. A torn tail is still cut.
+func TestSingleNodeRefusesACorruptJournalEntry(t *testing.T) {
+	store := metafiles.NewSimStorage(segment.NewSimDisk(5))
+	p, err := openPlaneHarness(t, store, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.submit(wire.Uint128{Lo: 1}, 0, wire.OperationRegister, nil)
+	p.pump()
+	for r := range 4 {
+		p.submit(wire.Uint128{Lo: 1}, uint64(r+1), wire.OperationCreateStream, createStreamBody(t, fmt.Sprintf("single-%d", r)))
+		p.pump()
+	}
+	raw := store.Disk.ReadFile(metafiles.JournalFileName)
+	var offsets []int
+	if _, err := vsr.ScanJournalHoles(raw, metafiles.FrameMax, func(_ *wire.PrepareHeader, _ []byte, offset int) error {
+		offsets = append(offsets, offset)
+		return nil
+	}, nil); err != nil || len(offsets) != 5 {
+		t.Fatalf("journal of %d entries: %v", len(offsets), err)
+	}
+
+	torn := append([]byte(nil), raw[:len(raw)-3]...)
+	store.Disk.WriteFile(metafiles.JournalFileName, torn)
+	p, err = openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000)
+	if err != nil {
+		t.Fatalf("a torn tail: %v", err)
+	}
+	if p.m.Applied().Op != 4 {
+		t.Fatalf("after a torn tail the plane applied op %d, want 4", p.m.Applied().Op)
+	}
+
+	rotten := append([]byte(nil), raw...)
+	rotten[offsets[2]+40] ^= 1
+	store.Disk.WriteFile(metafiles.JournalFileName, rotten)
+	if _, err := openPlaneHarness(t, metafiles.NewSimStorage(store.Disk), 1000); !errors.Is(err, vsr.ErrJournalCorrupt) {
+		t.Fatalf("a corrupt entry before intact ones: %v, want %v", err, vsr.ErrJournalCorrupt)
+	}
+}
+
+func createStreamBody(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := wire.AppendName(nil, []byte(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import (
 	"time"
@@ -12,25 +12,25 @@ import (
 // partitions is 1,000 creations, which held a shard for hundreds of milliseconds
 // (its clients, its replica frames, the metadata core on shard 0 all waited). The
 // view queues them (viewEffects) and each loop turn runs at most
-// effectsPerTurnMax, in commit order, asking for the next turn at once while some
+// EffectsPerTurnMax, in commit order, asking for the next turn at once while some
 // wait.
 //
 // A partition whose creation waits is created first when something needs it (a send,
-// a poll, an offset, a frame of its group: ensureCreated), unless an earlier effect
+// a poll, an offset, a frame of its group: EnsureCreated), unless an earlier effect
 // still waiting concerns it too (its topic's options, a deletion of an older
 // incarnation): then the effects are run in order up to its creation, in one go
 // (a topic deleted and created again while its first creation was still sliced).
 // Creations of distinct partitions commute, so taking one ahead changes nothing
 // else.
 
-// effectsPerTurnMax and effectsTurnBudget bound the effects a loop turn carries
+// EffectsPerTurnMax and EffectsTurnBudget bound the effects a loop turn carries
 // out: 64 creations take about a millisecond (some 15 µs each: no file is made,
 // partitiondir/storages.go), so 1,000 take 16 turns and the shard serves in between; effects that
 // touch the disk (a deletion's tombstone rename and fsync, a purge) stop a turn's
 // slice after 2 ms.
 const (
-	effectsPerTurnMax = 64
-	effectsTurnBudget = 2 * time.Millisecond
+	EffectsPerTurnMax = 64
+	EffectsTurnBudget = 2 * time.Millisecond
 )
 
 // effectQueue holds the effects the view queued and the shard has not carried out,
@@ -49,7 +49,7 @@ type effectQueue struct {
 
 type queuedEffect struct {
 	effect
-	done bool // carried out ahead of its turn (ensureCreated)
+	done bool // carried out ahead of its turn (EnsureCreated)
 }
 
 func (q *effectQueue) pending() bool { return q.head < len(q.entries) }
@@ -111,12 +111,12 @@ func (e *effect) concerns(k partition.Key) bool {
 }
 
 // queueEffect queues one of a commit's effects for this shard's partitions.
-func (h *handler) queueEffect(e effect) { h.owned.effects.push(e) }
+func (h *Host) queueEffect(e effect) { h.effects.push(e) }
 
-// runEffects carries out at most limit waiting effects, in order, and reports
+// RunEffects carries out at most limit waiting effects, in order, and reports
 // whether some still wait.
-func (h *handler) runEffects(limit int, budget time.Duration) bool {
-	q := &h.owned.effects
+func (h *Host) RunEffects(limit int, budget time.Duration) bool {
+	q := &h.effects
 	start := time.Now()
 	for n := 0; n < limit && q.pending() && (n == 0 || time.Since(start) < budget); n++ {
 		h.applyEffect(q.take(q.head)) // advance leaves head on an entry not done
@@ -125,18 +125,18 @@ func (h *handler) runEffects(limit int, budget time.Duration) bool {
 	return q.pending()
 }
 
-// runAllEffects carries out every waiting effect: before a transferred state
+// RunAllEffects carries out every waiting effect: before a transferred state
 // replaces the view, and when the shard stops.
-func (h *handler) runAllEffects() {
-	for h.owned.effects.pending() {
-		h.runEffects(len(h.owned.effects.entries), time.Hour)
+func (h *Host) RunAllEffects() {
+	for h.effects.pending() {
+		h.RunEffects(len(h.effects.entries), time.Hour)
 	}
 }
 
-// ensureCreated carries out the waiting creation of k now, with the effects
+// EnsureCreated carries out the waiting creation of k now, with the effects
 // before it that concern k (in order), if any: k is about to be used.
-func (h *handler) ensureCreated(k partition.Key) {
-	q := &h.owned.effects
+func (h *Host) EnsureCreated(k partition.Key) {
+	q := &h.effects
 	i, ok := q.creates[k]
 	if !ok {
 		return
@@ -144,7 +144,7 @@ func (h *handler) ensureCreated(k partition.Key) {
 	for j := q.head; j < i; j++ {
 		if e := &q.entries[j]; !e.done && e.concerns(k) {
 			for q.pending() && q.head <= i {
-				h.runEffects(1, 0)
+				h.RunEffects(1, 0)
 			}
 			return
 		}

@@ -1,8 +1,8 @@
-package server
+package metahost
 
 import (
-	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // The metadata plane in a cluster (cluster.enabled): the same group, of as many
@@ -11,9 +11,9 @@ import (
 // package metaplane):
 //
 //   - Frames from the other replicas reach shard 0 from whichever shard owns the
-//     peer's connection (cluster.go), retained there; the plane copies what it
+//     peer's connection (server/cluster.go), retained there; the plane copies what it
 //     keeps, so a frame goes back to its shard once stepped.
-//   - The core is ticked on shard 0's grid of 10 ms ticks (ticks.go), which sleeps
+//   - The core is ticked on shard 0's grid of 10 ms ticks (server/ticks.go), which sleeps
 //     until the core's next deadline; the plane's Driver holds the ticks that
 //     fall due while a Ready is out, and gives them afterwards.
 //   - A Ready's messages leave through Shard.SendReplica.
@@ -21,7 +21,7 @@ import (
 //     client table) and its client table as the ISM1 artifacts; one that receives
 //     a state writes it as its snapshot, cuts its journal to the ops above it
 //     (which it may have acknowledged), and has every shard's view replaced by it
-//     (view.go).
+//     (package metaview).
 //
 // The journal stays in op order, while a backup may be handed a write beyond a gap
 // (a body retransmitted before the repair of the ops below it): the journal is
@@ -37,27 +37,80 @@ const (
 	clusterTicksCatchUpMax = 100
 )
 
-// replicaInbound is one replica frame on its way to shard 0: retained on the
-// shard that owns the peer's connection, released there.
-type replicaInbound struct {
-	frame shard.RetainedReplicaFrame
-	owner int
+// StepReplicaFrame steps a frame of the metadata group from peer into the
+// plane, which copies what it keeps: the caller gives the frame back to its
+// shard after.
+func (r *Router) StepReplicaFrame(peer uint8, header *wire.GenericHeader, body []byte) {
+	if err := r.plane.Step(header, body); err != nil {
+		r.log.Debug("replica frame refused by the metadata group", "peer", peer, "command", header.Command.String(), "err", err)
+	}
 }
 
-// replicaFrameIn steps a frame of the metadata group into the plane, which copies
-// what it keeps, and gives the frame back to its shard.
-func (r *metaRouter) replicaFrameIn(in *replicaInbound) {
-	f := &in.frame
-	if err := r.plane.Step(f.Header, f.Body); err != nil {
-		r.h.log.Debug("replica frame refused by the metadata group", "peer", f.Peer, "command", f.Header.Command.String(), "err", err)
+// TickTo gives a clustered core the grid ticks up to target (shard 0's turn),
+// and reports whether a tick it had work at (NextTickDue) fell among them.
+func (r *Router) TickTo(target uint64) (due bool) {
+	p := r.plane
+	if !p.Clustered || target <= p.tickTarget {
+		return false
 	}
-	r.releaseReplicaFrame(in)
+	// The core takes them now (its Driver holds them while a Ready is out). Its
+	// clock is read for deadlines (a login waiting for the primary), which count
+	// from now.
+	due = p.tickTarget < r.dueTick && r.dueTick <= target
+	p.tickTarget = target
+	p.tickTo()
+	return due
 }
+
+// NextTickDue is the grid tick at which a clustered core next has something to
+// do (none on a single node); shard 0 sleeps until then.
+func (r *Router) NextTickDue() (uint64, bool) {
+	r.dueTick = 0
+	if !r.plane.Clustered {
+		return 0, false
+	}
+	t, ok := r.plane.nextTickDue()
+	if ok {
+		r.dueTick = t
+	}
+	return t, ok
+}
+
+// metaSleepTicksMax bounds how long the metadata core goes without a tick: its
+// catch-up (clusterTicksCatchUpMax) then always covers the sleep.
+const metaSleepTicksMax = clusterTicksCatchUpMax
+
+// nextTickDue is the grid tick at which the metadata core next has something to do
+// on a tick: a deadline of the core (NextDeadline), a bounded wait for the primary,
+// a snapshot to try again; at the latest the next multiple of metaSleepTicksMax (a
+// fixed tick, so that asking again asks for the same).
+func (m *Plane) nextTickDue() (uint64, bool) {
+	now := m.Core().Now()
+	in := (m.tickedTo/metaSleepTicksMax+1)*metaSleepTicksMax - m.tickedTo
+	due := func(at uint64) {
+		if at <= now {
+			in = 1
+		} else {
+			in = min(in, at-now)
+		}
+	}
+	if d := m.Core().NextDeadline(); d != 0 {
+		due(d)
+	}
+	m.BarrierDeadlines(due)
+	if t, ok := m.NextRetryTick(); ok {
+		due(t)
+	}
+	return m.tickedTo + in, true
+}
+
+// Ticks is how many ticks the core was given (tests).
+func (m *Plane) Ticks() uint64 { return m.ticks }
 
 // tickTo gives the metadata core the grid ticks up to m.tickTarget, with the
 // liveness of the replicas heard from meanwhile at the ticks they were heard (see
 // ticks.go); at most clusterTicksCatchUpMax after a stall, the rest dropped.
-func (m *metaPlane) tickTo() {
+func (m *Plane) tickTo() {
 	if n := m.tickTarget - m.tickedTo; m.tickTarget > m.tickedTo && n > clusterTicksCatchUpMax {
 		m.tickedTo = m.tickTarget - clusterTicksCatchUpMax
 	}
@@ -90,7 +143,7 @@ func (m *metaPlane) tickTo() {
 }
 
 // tickCore ticks the metadata core up to grid tick to.
-func (m *metaPlane) tickCore(to uint64) {
+func (m *Plane) tickCore(to uint64) {
 	for ; m.tickedTo < to; m.tickedTo++ {
 		m.Tick()
 		m.ticks++

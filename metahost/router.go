@@ -1,8 +1,9 @@
-package server
+package metahost
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -10,24 +11,27 @@ import (
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/metafiles"
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/passwords"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// metaRouter is shard 0's part of the request path: logins, metadata writes, the
+// Router is shard 0's part of the request path: logins, metadata writes, the
 // reads that need the whole node (stats, clients, snapshots), and the commit log
-// every shard's view follows (view.go).
-type metaRouter struct {
+// every shard's view follows (package metaview).
+type Router struct {
 	// dueTick is the grid tick the clustered core next has work at (ticks.go).
 	dueTick uint64
 
-	h     *handler
-	plane *metaPlane
+	shard Shard0
+	log   *slog.Logger
+	plane *Plane
 	stats metadata.StatsSource
 
 	// viewTail is the last entry of the commit log.
-	viewTail *viewEntry
+	viewTail *metaview.Entry
 	// commits counts the metadata operations committed since the start (metrics).
 	commits uint64
 	// conns are the node's open connections, logged in or not, from the moment
@@ -37,23 +41,8 @@ type metaRouter struct {
 	conns    map[shard.ConnID]*sessionRecord
 	sessions map[wire.Uint128]*sessionRecord
 
-	// passwords verifies logins' passwords, and hashes new ones, off the shard.
-	// checking holds, by connection, the logins' checks handed to it and not yet
-	// finished (their jobs wait on them), changing the CreateUser and
-	// ChangePassword requests whose argon2id work it does: at most one of each per
-	// connection.
-	passwords *passwords.Workers
-	failures  passwords.FailureBudgets
-	checking  map[shard.ConnID]passwordCheck
-	changing  map[shard.ConnID]newPassword
-	finished  []passwords.Work // scratch for finishPasswordChecks
-	// abandonedChecks counts the logins and new passwords answered unfinished
-	// because shard 0 stopped.
-	abandonedChecks int
-	// passwordsRefused counts the requests refused for want of room at the workers
-	// since the last log line about it, at passwordsRefusedLoggedNs.
-	passwordsRefused         int
-	passwordsRefusedLoggedNs int64
+	// pw is the argon2id work of logins and new passwords (passwordWork).
+	pw passwordWork
 
 	// journal does the plane's file work off the shard (metafiles/writer.go): a Ready's
 	// appends and fdatasync, a snapshot. Metadata writes are pipelined (package
@@ -67,29 +56,55 @@ type metaRouter struct {
 	// answered yet, by token.
 	pending   map[uint64]pendingJob
 	nextToken uint64
+	// callers are the sessions callers' metadata writes go under, by user
+	// (callers.go).
+	callers map[uint32]*callerSession
+}
 
-	scratch []byte
+// passwordWork is the router's share of the password workers.
+type passwordWork struct {
+	// workers verify logins' passwords, and hash new ones, off the shard.
+	// checking holds, by connection, the logins' checks handed to them and not
+	// yet finished (their jobs wait on them), changing the CreateUser and
+	// ChangePassword requests whose argon2id work they do: at most one of each
+	// per connection (or call).
+	workers  *passwords.Workers
+	failures passwords.FailureBudgets
+	checking map[shard.ConnID]passwordCheck
+	changing map[shard.ConnID]newPassword
+	finished []passwords.Work // scratch for finishPasswordChecks
+	// abandoned counts the logins and new passwords answered unfinished because
+	// shard 0 stopped.
+	abandoned int
+	// refused counts the requests refused for want of room at the workers since
+	// the last log line about it, at refusedLoggedNs.
+	refused         int
+	refusedLoggedNs int64
 }
 
 // pendingJob is a request with the plane: its job, and the connection whose turn
 // it holds (nil when the connection is gone).
 type pendingJob struct {
-	j   *job
+	j   *request.Job
 	rec *sessionRecord
+	// caller is the session of a call's write (callers.go), registering
+	// while it is being registered for it.
+	caller      *callerSession
+	registering bool
 }
 
 // passwordCheck is a login's password with the workers, and the job that waits
 // for it.
 type passwordCheck struct {
 	*passwords.Check
-	job *job
+	job *request.Job
 }
 
 // newPassword is a CreateUser's or ChangePassword's new password with the
 // workers, and the job that waits for it.
 type newPassword struct {
 	*passwords.NewPassword
-	job *job
+	job *request.Job
 }
 
 type sessionRecord struct {
@@ -113,29 +128,49 @@ type sessionRecord struct {
 	queued []func()
 }
 
-func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRouter {
-	plane.files.ObserveFsync = h.srv.journalFsyncs.observe
-	r := &metaRouter{
-		h:        h,
+// RouterConfig is what a Router needs of its node beyond shard 0.
+type RouterConfig struct {
+	Log *slog.Logger
+	// Stats are the partitions' figures, for GetStream, GetTopic and GetStats.
+	Stats metadata.StatsSource
+	// ObserveFsync is told each metadata journal fdatasync's latency (metrics).
+	ObserveFsync func(time.Duration)
+	// LastHeardNs are, by replica, the runtime clock of the last frame from it,
+	// written by whichever shard carried it; TickOf maps shard 0's clock to its
+	// grid of consensus ticks. Both for a clustered plane only.
+	LastHeardNs []atomic.Int64
+	TickOf      func(ns int64) uint64
+}
+
+// NewRouter is shard 0's router over plane, publishing the commit log from
+// viewTail, its last entry; a clustered plane starts.
+func NewRouter(sh Shard0, plane *Plane, viewTail *metaview.Entry, cfg RouterConfig) *Router {
+	plane.Files.ObserveFsync = cfg.ObserveFsync
+	r := &Router{
+		shard:    sh,
+		log:      cfg.Log,
 		plane:    plane,
-		stats:    h.srv.stats.of,
+		stats:    cfg.Stats,
 		viewTail: viewTail,
 		conns:    make(map[shard.ConnID]*sessionRecord),
 		sessions: make(map[wire.Uint128]*sessionRecord),
 		// Wake needs no shard state: safe from the password workers' goroutines.
-		passwords: passwords.NewWorkers(h.shard.Wake),
-		failures:  passwords.NewFailureBudgets(),
-		checking:  make(map[shard.ConnID]passwordCheck),
-		changing:  make(map[shard.ConnID]newPassword),
-		journal:   metafiles.NewWriter(h.shard.Wake),
-		pending:   make(map[uint64]pendingJob),
+		pw: passwordWork{
+			workers:  passwords.NewWorkers(sh.Wake),
+			failures: passwords.NewFailureBudgets(),
+			checking: make(map[shard.ConnID]passwordCheck),
+			changing: make(map[shard.ConnID]newPassword),
+		},
+		journal: metafiles.NewWriter(sh.Wake),
+		pending: make(map[uint64]pendingJob),
+		callers: make(map[uint32]*callerSession),
 	}
 	plane.router = r
-	plane.files.StartWriter(r.journal)
-	if plane.clustered {
-		plane.lastHeardNs = h.srv.cluster.lastHeardNs
-		plane.heardNs = make([]int64, len(h.srv.cluster.lastHeardNs))
-		plane.tickOf = h.consensus.grid.tickAt
+	plane.Files.StartWriter(r.journal)
+	if plane.Clustered {
+		plane.lastHeardNs = cfg.LastHeardNs
+		plane.heardNs = make([]int64, len(cfg.LastHeardNs))
+		plane.tickOf = cfg.TickOf
 		r.publishLeader()
 		plane.Start()
 	}
@@ -143,19 +178,19 @@ func newMetaRouter(h *handler, plane *metaPlane, viewTail *viewEntry) *metaRoute
 }
 
 // published puts an applied op into the commit log, before any reply of it leaves.
-func (r *metaRouter) published(c *metaplane.Commit) {
+func (r *Router) published(c *metaplane.Commit) {
 	r.commits++
 	if c.Skipped {
 		return // it changed nothing: no view has anything to apply
 	}
 	h := c.Header
-	r.publish(&viewEntry{op: h.Op, view: h.View, body: c.Body, ended: c.Ended,
-		header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
+	r.publish(&metaview.Entry{Op: h.Op, View: h.View, Body: c.Body, Ended: c.Ended,
+		Header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
 }
 
 // track hands a job to the plane under a new token: it holds its connection's
 // turn (rec, nil for none) until answered.
-func (r *metaRouter) track(j *job, rec *sessionRecord) uint64 {
+func (r *Router) track(j *request.Job, rec *sessionRecord) uint64 {
 	r.nextToken++
 	r.pending[r.nextToken] = pendingJob{j: j, rec: rec}
 	if rec != nil {
@@ -166,44 +201,48 @@ func (r *metaRouter) track(j *job, rec *sessionRecord) uint64 {
 
 // answered carries out the plane's answer to the job under token, and ends its
 // connection's turn.
-func (r *metaRouter) answered(token uint64, a *metaplane.Answer) {
+func (r *Router) answered(token uint64, a *metaplane.Answer) {
 	pj, ok := r.pending[token]
 	if !ok {
 		return
 	}
 	delete(r.pending, token)
+	if pj.caller != nil {
+		r.callerAnswered(pj, a)
+		return
+	}
 	j := pj.j
 	switch {
 	case a.Evict != 0:
-		j.out.evict = a.Evict
-		if j.kind == jobLogin {
-			r.h.log.Info("login refused", "conn", j.conn.String(), "reason", a.Evict.String())
+		j.Out.Evict = a.Evict
+		if j.Kind == request.KindLogin {
+			r.log.Info("login refused", "conn", j.Conn.String(), "reason", a.Evict.String())
 		}
 	case a.Status != 0:
-		j.out.status = a.Status
+		j.Out.Status = a.Status
 	case a.Rejection != 0:
-		j.out.reply = wire.AppendResultRejection(j.out.reply[:0], a.Rejection)
+		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
 	default:
-		j.out.rawFrame = true
-		j.out.reply = append(j.out.reply[:0], a.Frame...)
+		j.Out.RawFrame = true
+		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
 		switch {
-		case j.kind == jobLogin:
-			if rec, open := r.conns[j.conn]; open {
+		case j.Kind == request.KindLogin:
+			if rec, open := r.conns[j.Conn]; open {
 				r.loggedIn(j, rec, a.UserID, a.Epoch)
 			}
 		case a.LoggedOut:
 			r.loggedOut(j)
 		}
 	}
-	r.h.reply(j)
+	r.shard.Reply(j)
 	if pj.rec != nil {
 		r.turnDone(pj.rec)
 	}
 }
 
 // inTurn runs a connection's metadata work now, or after the work of that
-// connection already with the plane (see metaRouter.journal).
-func (r *metaRouter) inTurn(conn shard.ConnID, work func()) {
+// connection already with the plane (see Router.journal).
+func (r *Router) InTurn(conn shard.ConnID, work func()) {
 	rec, open := r.conns[conn]
 	if open && rec.busy {
 		rec.queued = append(rec.queued, work)
@@ -214,7 +253,7 @@ func (r *metaRouter) inTurn(conn shard.ConnID, work func()) {
 
 // turnDone ends a connection's turn and runs its queued work, in order, until one
 // of them is with the plane again.
-func (r *metaRouter) turnDone(rec *sessionRecord) {
+func (r *Router) turnDone(rec *sessionRecord) {
 	rec.busy = false
 	for !rec.busy && len(rec.queued) > 0 {
 		next := rec.queued[0]
@@ -226,7 +265,7 @@ func (r *metaRouter) turnDone(rec *sessionRecord) {
 
 // finishJournal completes the file work the journal writer finished, then has
 // the plane go on. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishJournal() { r.plane.files.Finish() }
+func (r *Router) FinishJournal() { r.plane.Files.Finish() }
 
 // stopJournal finishes every metadata write on shard 0's last turn: the file work
 // out is waited for (its ops are numbered), then the writes waiting are journaled
@@ -235,40 +274,35 @@ func (r *metaRouter) finishJournal() { r.plane.files.Finish() }
 //
 // A clustered node cannot commit alone: what it numbered and did not see commit
 // is answered 57 (it may yet commit at the others), and its forwards end.
-func (r *metaRouter) stopJournal() {
+func (r *Router) StopJournal() {
 	r.syncJournal = true
-	r.plane.files.Stop()
-	if r.plane.clustered {
+	r.plane.Files.Stop()
+	if r.plane.Clustered {
 		r.plane.Stop()
 	}
 }
 
 // publish appends an entry to the commit log and tells every shard to catch up.
-func (r *metaRouter) publish(e *viewEntry) {
-	r.viewTail.next.Store(e)
+func (r *Router) publish(e *metaview.Entry) {
+	r.viewTail.Append(e)
 	r.viewTail = e
-	if r.h.srv.cfg.quietCommits {
-		return
-	}
-	for i := 0; i < r.h.srv.shardCount; i++ {
-		r.h.post(i, shard.Message{Kind: msgViewAdvanced})
-	}
+	r.shard.AnnounceCommit()
 }
 
 // clientOpened lists an accepted connection under the client id its shard gave
 // it, anonymous until it logs in.
-func (r *metaRouter) clientOpened(o *clientOpened) {
-	rec := r.record(o.conn)
-	rec.id = o.id
-	if o.peer.IsValid() {
-		rec.address = []byte(o.peer.String())
-		rec.source = o.peer.Addr().Unmap()
+func (r *Router) ClientOpened(o *ClientOpened) {
+	rec := r.record(o.Conn)
+	rec.id = o.ID
+	if o.Peer.IsValid() {
+		rec.address = []byte(o.Peer.String())
+		rec.source = o.Peer.Addr().Unmap()
 	}
 }
 
 // record returns the connection's record, creating it if the connection is not
 // listed yet (its registration always arrives first; this keeps a lookup total).
-func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
+func (r *Router) record(conn shard.ConnID) *sessionRecord {
 	if rec, ok := r.conns[conn]; ok {
 		return rec
 	}
@@ -277,36 +311,36 @@ func (r *metaRouter) record(conn shard.ConnID) *sessionRecord {
 	return rec
 }
 
-func (r *metaRouter) serve(j *job) {
-	hdr := j.frame.Header
-	if j.kind == jobOpen {
-		r.h.reply(j) // answered on the connection's shard already
+func (r *Router) Serve(j *request.Job) {
+	hdr := j.Frame.Header
+	if j.Kind == request.KindOpen {
+		r.shard.Reply(j) // answered on the connection's shard already
 		return
 	}
-	if j.kind != jobLogin && j.kind != jobWrite {
+	if j.Kind != request.KindLogin && j.Kind != request.KindWrite && j.Call == nil {
 		// A connection whose client id registered again elsewhere is a zombie: fence
 		// it on every plane, not only where the client table looks.
 		epoch, _, ok := r.plane.Session(hdr.Client)
 		switch {
 		case !ok:
-			j.out.evict = wire.EvictionNoSession
+			j.Out.Evict = wire.EvictionNoSession
 		case epoch > hdr.Session:
-			j.out.evict = wire.EvictionSessionTooLow
+			j.Out.Evict = wire.EvictionSessionTooLow
 		}
-		if j.out.evict != 0 {
-			r.h.reply(j)
+		if j.Out.Evict != 0 {
+			r.shard.Reply(j)
 			return
 		}
 	}
-	switch j.kind {
-	case jobLogin:
+	switch j.Kind {
+	case request.KindLogin:
 		r.login(j)
-	case jobWrite:
-		r.inTurn(j.conn, func() { r.write(j) })
-	case jobRead:
+	case request.KindWrite:
+		r.InTurn(j.Conn, func() { r.write(j) })
+	case request.KindRead:
 		r.read(j)
 	default:
-		panic(fmt.Sprintf("server: a job of kind %d sent to shard 0, which routes no partition operation", j.kind))
+		panic(fmt.Sprintf("server: a job of kind %d sent to shard 0, which routes no partition operation", j.Kind))
 	}
 }
 
@@ -323,16 +357,16 @@ func (r *metaRouter) serve(j *job) {
 // the Register names. The connection stays bound to its client id, user and
 // epoch; the reply's user id is the one the credentials named, as the
 // reference's is.
-func (r *metaRouter) login(j *job) {
-	rb, err := wire.DecodeRegisterBody(j.frame.Body)
+func (r *Router) login(j *request.Job) {
+	rb, err := wire.DecodeRegisterBody(j.Frame.Body)
 	if err == nil && rb.HasPassword && rb.Password.CredentialsInRange() &&
 		wire.AcceptedProtocolWindow.Accepts(rb.Version.ProtocolVersion) {
 		r.checkPassword(j, rb.Password.Username, rb.Password.Password)
 		return
 	}
-	r.inTurn(j.conn, func() {
+	r.InTurn(j.Conn, func() {
 		r.plane.AfterAccountWrites(func() {
-			r.decideLogin(j, metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()})
+			r.decideLogin(j, metadata.Credentials{State: r.plane.State(), NowMicros: r.shard.NowMicros()})
 		})
 	})
 }
@@ -342,87 +376,87 @@ func (r *metaRouter) login(j *job) {
 // one meanwhile is refused as not accepted, to be retried, so that a flood of logins
 // holds at most a request buffer per connection; so is one whose source, or the
 // workers, have as much waiting as they take (package passwords).
-func (r *metaRouter) checkPassword(j *job, username, password []byte) {
-	if _, busy := r.checking[j.conn]; busy {
-		j.out.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
+func (r *Router) checkPassword(j *request.Job, username, password []byte) {
+	if _, busy := r.pw.checking[j.Conn]; busy {
+		j.Out.Status = wire.ErrTransientNotAccepted
+		r.shard.Reply(j)
 		return
 	}
-	source := r.record(j.conn).source
-	if !r.failures.Allow(source, r.h.shard.NowNs()) {
+	source := r.sourceOf(j)
+	if !r.pw.failures.Allow(source, r.shard.NowNs()) {
 		r.refuseBusy(j, "login", "the source failed too many password checks")
 		return
 	}
-	c := &passwords.Check{Conn: j.conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
+	c := &passwords.Check{Conn: j.Conn, Source: source, Hash: r.plane.State().PasswordHashToCheck(username),
 		Password: append([]byte(nil), password...)}
-	if !r.passwords.Submit(c) {
+	if !r.pw.workers.Submit(c) {
 		r.refuseBusy(j, "login", "too much password work waiting from the source or in all")
 		return
 	}
-	r.checking[j.conn] = passwordCheck{Check: c, job: j}
+	r.pw.checking[j.Conn] = passwordCheck{Check: c, job: j}
 }
 
 // refuseBusy answers a request whose argon2id work is refused (the workers have no
 // room for it, or its source spent its failure budget): 58, retried by the client
 // (a login for as long as its request deadline). Logged at most once a second, with
 // how many were refused since.
-func (r *metaRouter) refuseBusy(j *job, what, why string) {
+func (r *Router) refuseBusy(j *request.Job, what, why string) {
 	r.logRefusedBusy(j, what, why)
-	j.out.status = wire.ErrTransientNotAccepted
-	r.h.reply(j)
+	j.Out.Status = wire.ErrTransientNotAccepted
+	r.shard.Reply(j)
 }
 
 // logRefusedBusy counts a request refused for want of room at the workers, and
 // logs it at most once a second.
-func (r *metaRouter) logRefusedBusy(j *job, what, why string) {
-	r.passwordsRefused++
-	if now := r.h.shard.NowNs(); now-r.passwordsRefusedLoggedNs >= int64(time.Second) {
-		r.h.log.Warn("password work refused", "request", what, "reason", why,
-			"source", r.record(j.conn).source.String(), "refused_since_last_line", r.passwordsRefused,
-			"waiting", r.passwords.Waiting(), "per_source_max", passwords.WaitingPerSourceMax, "max", passwords.WaitingMax,
+func (r *Router) logRefusedBusy(j *request.Job, what, why string) {
+	r.pw.refused++
+	if now := r.shard.NowNs(); now-r.pw.refusedLoggedNs >= int64(time.Second) {
+		r.log.Warn("password work refused", "request", what, "reason", why,
+			"source", r.sourceOf(j).String(), "refused_since_last_line", r.pw.refused,
+			"waiting", r.pw.workers.Waiting(), "per_source_max", passwords.WaitingPerSourceMax, "max", passwords.WaitingMax,
 			"failures_burst", passwords.FailuresBurst, "failures_per_second", passwords.FailuresPerSecond)
-		r.passwordsRefused, r.passwordsRefusedLoggedNs = 0, now
+		r.pw.refused, r.pw.refusedLoggedNs = 0, now
 	}
 }
 
 // finishPasswordChecks resumes the logins whose passwords have been verified and the
 // writes whose new passwords have been hashed, each in its turn among the metadata
 // writes. It runs on shard 0's every turn (handler.Tick).
-func (r *metaRouter) finishPasswordChecks() {
-	r.finished = r.passwords.Collect(r.finished[:0])
-	now := r.h.shard.NowNs()
-	for i, w := range r.finished {
-		r.finished[i] = nil
+func (r *Router) FinishPasswordChecks() {
+	r.pw.finished = r.pw.workers.Collect(r.pw.finished[:0])
+	now := r.shard.NowNs()
+	for i, w := range r.pw.finished {
+		r.pw.finished[i] = nil
 		switch w := w.(type) {
 		case *passwords.Check:
-			c := r.checking[w.Conn]
-			delete(r.checking, w.Conn)
+			c := r.pw.checking[w.Conn]
+			delete(r.pw.checking, w.Conn)
 			if !w.Match {
-				r.failures.Failed(w.Source, now)
+				r.pw.failures.Failed(w.Source, now)
 			}
-			r.inTurn(w.Conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(c) }) })
+			r.InTurn(w.Conn, func() { r.plane.AfterAccountWrites(func() { r.resumeLogin(c) }) })
 		case *passwords.NewPassword:
-			delete(r.changing, w.Conn)
+			delete(r.pw.changing, w.Conn)
 			if errors.Is(w.Err, wire.ErrInvalidCredentials) {
-				r.failures.Failed(w.Source, now)
+				r.pw.failures.Failed(w.Source, now)
 			}
-			if _, open := r.conns[w.Conn]; !open {
+			if !r.open(w.Conn) {
 				// The connection is gone: nothing is proposed for it.
 				r.plane.CancelHashing(w.ID)
 				continue
 			}
-			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.shard.NowMicros())
 		case *passwords.RootUser:
-			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.h.srv.nowMicros())
+			r.plane.PasswordHashed(w.ID, w.Proposal, w.Err, r.shard.NowMicros())
 		}
 	}
 }
 
 // resumeLogin decides a login whose password has been verified, in its turn among
 // the metadata writes.
-func (r *metaRouter) resumeLogin(c passwordCheck) {
+func (r *Router) resumeLogin(c passwordCheck) {
 	j := c.job
-	rb, _ := wire.DecodeRegisterBody(j.frame.Body) // decoded once already
+	rb, _ := wire.DecodeRegisterBody(j.Frame.Body) // decoded once already
 	if hash := r.plane.State().PasswordHashToCheck(rb.Password.Username); hash != c.Hash {
 		// The user changed (a new password, deleted, created) while the password
 		// was being verified: verify against what holds now.
@@ -430,7 +464,7 @@ func (r *metaRouter) resumeLogin(c passwordCheck) {
 		return
 	}
 	r.decideLogin(j, verifiedCredentials{
-		Credentials: metadata.Credentials{State: r.plane.State(), NowMicros: r.h.srv.nowMicros()},
+		Credentials: metadata.Credentials{State: r.plane.State(), NowMicros: r.shard.NowMicros()},
 		match:       c.Match,
 	})
 }
@@ -439,22 +473,22 @@ func (r *metaRouter) resumeLogin(c passwordCheck) {
 // password workers when shard 0 stops: the server is going away, the client may
 // retry elsewhere or later. A new password's write was never numbered, so it is
 // refused as not accepted (58): nothing of it was applied.
-func (r *metaRouter) abandonPasswordChecks() {
-	if n := len(r.checking) + len(r.changing); n > 0 {
-		r.h.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.checking), "password_changes", len(r.changing))
+func (r *Router) AbandonPasswordChecks() {
+	if n := len(r.pw.checking) + len(r.pw.changing); n > 0 {
+		r.log.Info("logins and password changes abandoned at shutdown", "logins", len(r.pw.checking), "password_changes", len(r.pw.changing))
 	}
-	for _, c := range r.checking {
-		c.job.out.status = wire.ErrTransientNotCommitted
-		r.h.reply(c.job)
+	for _, c := range r.pw.checking {
+		c.job.Out.Status = wire.ErrTransientNotCommitted
+		r.shard.Reply(c.job)
 	}
-	for _, n := range r.changing {
+	for _, n := range r.pw.changing {
 		r.plane.CancelHashing(n.ID)
-		n.job.out.status = wire.ErrTransientNotAccepted
-		r.h.reply(n.job)
+		n.job.Out.Status = wire.ErrTransientNotAccepted
+		r.shard.Reply(n.job)
 	}
-	r.abandonedChecks += len(r.checking) + len(r.changing)
-	clear(r.checking)
-	clear(r.changing)
+	r.pw.abandoned += len(r.pw.checking) + len(r.pw.changing)
+	clear(r.pw.checking)
+	clear(r.pw.changing)
 }
 
 // verifiedCredentials answers CheckPassword with a verdict reached off the shard
@@ -473,45 +507,53 @@ func (c verifiedCredentials) CheckPassword(username, _ []byte) (uint32, bool) {
 }
 
 // decideLogin decides a Register with creds and, when it logs in, commits it.
-func (r *metaRouter) decideLogin(j *job, creds wire.CredentialChecker) {
-	if _, open := r.conns[j.conn]; !open {
-		r.h.reply(j) // the connection is gone: its shard just recycles the job
+func (r *Router) decideLogin(j *request.Job, creds wire.CredentialChecker) {
+	if !r.open(j.Conn) {
+		r.shard.Reply(j) // the connection is gone: its shard just recycles the job
 		return
 	}
-	hdr := j.frame.Header
-	decision := wire.DecideRegister(j.frame.Body, wire.AcceptedProtocolWindow, creds)
+	hdr := j.Frame.Header
+	decision := wire.DecideRegister(j.Frame.Body, wire.AcceptedProtocolWindow, creds)
 	if !decision.LoggedIn() && r.mayLag(j, decision.Reason) {
 		r.awaitPrimary(j)
 		return
 	}
 	if !decision.LoggedIn() {
-		j.out.evict = decision.Reason
-		r.h.log.Info("login refused", "conn", j.conn.String(), "reason", decision.Reason.String())
-		r.h.reply(j)
+		j.Out.Evict = decision.Reason
+		r.log.Info("login refused", "conn", j.Conn.String(), "reason", decision.Reason.String())
+		r.shard.Reply(j)
 		return
 	}
-	rec := r.record(j.conn)
+	if j.Call != nil {
+		// A caller's login checks the credentials only: its session is the
+		// transport's token.
+		j.UserID = decision.UserID
+		j.Out.Reply = callLoginReply(j.Out.Reply, decision.UserID)
+		r.shard.Reply(j)
+		return
+	}
+	rec := r.record(j.Conn)
 	if rec.epoch != 0 {
 		r.replayLogin(j, rec, decision.UserID)
 		return
 	}
-	r.plane.Register(r.track(j, rec), hdr, decision.UserID, r.h.srv.nowMicros())
+	r.plane.Register(r.track(j, rec), hdr, decision.UserID, r.shard.NowMicros())
 }
 
 // loggedIn binds a connection's record and its job to the session a committed
 // Register gave it (the job holds the login's reply).
-func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch uint64) {
-	hdr := j.frame.Header
-	j.login.loggedIn = true
-	j.userID = userID
-	if rb, err := wire.DecodeRegisterBody(j.frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
+func (r *Router) loggedIn(j *request.Job, rec *sessionRecord, userID uint32, epoch uint64) {
+	hdr := j.Frame.Header
+	j.Login.LoggedIn = true
+	j.UserID = userID
+	if rb, err := wire.DecodeRegisterBody(j.Frame.Body); err == nil && !rb.HasPassword && rb.HasToken {
 		hash := metadata.HashToken(rb.Token.Token)
-		j.login.token = &hash
+		j.Login.Token = &hash
 	}
-	j.login.epoch = epoch
-	j.login.seen = new(atomic.Int64)
-	j.login.seen.Store(r.h.shard.NowNs())
-	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.login.epoch, j.login.seen
+	j.Login.Epoch = epoch
+	j.Login.Seen = new(atomic.Int64)
+	j.Login.Seen.Store(r.shard.NowNs())
+	rec.userID, rec.client, rec.epoch, rec.seen = userID, hdr.Client, j.Login.Epoch, j.Login.Seen
 	r.sessions[hdr.Client] = rec
 }
 
@@ -519,43 +561,47 @@ func (r *metaRouter) loggedIn(j *job, rec *sessionRecord, userID uint32, epoch u
 // the same reply a fresh login gets (result-framed, operation Register), the
 // epoch the connection holds, nothing committed. The connection's state on its
 // shard is left as it is.
-func (r *metaRouter) replayLogin(j *job, rec *sessionRecord, userID uint32) {
+func (r *Router) replayLogin(j *request.Job, rec *sessionRecord, userID uint32) {
 	login := wire.LoginRegisterReply{UserID: userID, Session: rec.epoch, ServerProtocolVersion: wire.ServerProtocolVersion,
-		ServerVersion: []byte(serverVersion)}
-	j.out.reply = append(j.out.reply[:0], make([]byte, wire.HeaderSize)...)
-	j.out.reply = wire.AppendResultSuccess(j.out.reply)
-	j.out.reply, _ = login.Append(j.out.reply)
-	rh := wire.ReplyTo(j.frame.Header, 0, len(j.out.reply)-wire.HeaderSize, true)
+		ServerVersion: []byte(ServerVersion)}
+	j.Out.Reply = append(j.Out.Reply[:0], make([]byte, wire.HeaderSize)...)
+	j.Out.Reply = wire.AppendResultSuccess(j.Out.Reply)
+	j.Out.Reply, _ = login.Append(j.Out.Reply)
+	rh := wire.ReplyTo(j.Frame.Header, 0, len(j.Out.Reply)-wire.HeaderSize, true)
 	rh.Op, rh.Commit = rec.epoch, max(r.plane.Core().CommitMax(), rec.epoch)
-	rh.Put(j.out.reply)
-	j.out.rawFrame = true
-	r.h.log.Info("login on a logged-in connection: session kept", "conn", j.conn.String(), "epoch", rec.epoch)
-	r.h.reply(j)
+	rh.Put(j.Out.Reply)
+	j.Out.RawFrame = true
+	r.log.Info("login on a logged-in connection: session kept", "conn", j.Conn.String(), "epoch", rec.epoch)
+	r.shard.Reply(j)
 }
 
 // write hands a metadata write (and Logout) to the plane, which runs it through
 // the client table and the replica: exactly once per (client, request).
-func (r *metaRouter) write(j *job) {
-	if _, busy := r.changing[j.conn]; busy {
+func (r *Router) write(j *request.Job) {
+	if _, busy := r.pw.changing[j.Conn]; busy {
 		// The connection's CreateUser or ChangePassword is with the password
 		// workers: a later request of it must not commit first (the client table
 		// would then take the earlier one for a replay). The SDKs send one request
 		// at a time and never get here; a pipelining client retries.
-		j.out.status = wire.ErrTransientNotAccepted
-		r.h.reply(j)
+		j.Out.Status = wire.ErrTransientNotAccepted
+		r.shard.Reply(j)
 		return
 	}
-	req := metaplane.Request{Header: j.frame.Header, UserID: j.userID, Body: j.frame.Body, NowMicros: r.h.srv.nowMicros()}
-	r.plane.Write(r.track(j, r.conns[j.conn]), req)
+	if j.Call != nil {
+		r.callerWrite(j)
+		return
+	}
+	req := metaplane.Request{Header: j.Frame.Header, UserID: j.UserID, Body: j.Frame.Body, NowMicros: r.shard.NowMicros()}
+	r.plane.Write(r.track(j, r.conns[j.Conn]), req)
 }
 
 // loggedOut makes a connection whose Logout committed anonymous again.
-func (r *metaRouter) loggedOut(j *job) {
-	client := j.frame.Header.Client
-	if rec, ok := r.sessions[client]; ok && rec.conn == j.conn {
+func (r *Router) loggedOut(j *request.Job) {
+	client := j.Frame.Header.Client
+	if rec, ok := r.sessions[client]; ok && rec.conn == j.Conn {
 		delete(r.sessions, client)
 	}
-	if rec, ok := r.conns[j.conn]; ok {
+	if rec, ok := r.conns[j.Conn]; ok {
 		rec.userID, rec.client, rec.epoch, rec.seen = wire.ClientUserIDNone, wire.Uint128{}, 0, nil
 	}
 }
@@ -564,29 +610,29 @@ func (r *metaRouter) loggedOut(j *job) {
 // a CreateUser's or ChangePassword's new password, checked against its source's
 // failure budget, or a cluster's root user. It reports false when the workers
 // have no room, or shard 0 stops; the plane then refuses the write (58).
-func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
+func (r *Router) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 	if r.syncJournal {
 		return false // shard 0 is stopping: nothing more is handed to the workers
 	}
 	if w.Root {
-		return r.passwords.Submit(&passwords.RootUser{ID: id, Username: w.Username, Password: w.Password, Salt: w.Salt})
+		return r.pw.workers.Submit(&passwords.RootUser{ID: id, Username: w.Username, Password: w.Password, Salt: w.Salt})
 	}
 	pj, ok := r.pending[w.Token]
 	if !ok {
 		return false
 	}
 	j := pj.j
-	source := r.record(j.conn).source
-	if w.Operation == wire.OperationChangePassword && !r.failures.Allow(source, r.h.shard.NowNs()) {
+	source := r.sourceOf(j)
+	if w.Operation == wire.OperationChangePassword && !r.pw.failures.Allow(source, r.shard.NowNs()) {
 		r.logRefusedBusy(j, w.Operation.String(), "the source failed too many password checks")
 		return false
 	}
-	n := &passwords.NewPassword{ID: id, Conn: j.conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
-	if !r.passwords.Submit(n) {
+	n := &passwords.NewPassword{ID: id, Conn: j.Conn, Source: source, Op: w.Operation, Body: w.Body, Salt: w.Salt, CurrentHash: w.CurrentHash}
+	if !r.pw.workers.Submit(n) {
 		r.logRefusedBusy(j, w.Operation.String(), "too much password work waiting from the source or in all")
 		return false
 	}
-	r.changing[j.conn] = newPassword{NewPassword: n, job: j}
+	r.pw.changing[j.Conn] = newPassword{NewPassword: n, job: j}
 	return true
 }
 
@@ -595,20 +641,20 @@ func (r *metaRouter) hashPassword(id uint64, w *metaplane.PasswordWork) bool {
 // ends through the log (an EndSessions op), so a restart and every replica agree.
 // A login that committed after the connection's shard saw it close counts as
 // logged in here.
-func (r *metaRouter) clientGone(g *clientGone) {
-	rec := r.conns[g.conn]
-	delete(r.conns, g.conn)
-	client, loggedIn, session := g.client, g.loggedIn, g.epoch
+func (r *Router) ClientGone(g *ClientGone) {
+	rec := r.conns[g.Conn]
+	delete(r.conns, g.Conn)
+	client, loggedIn, session := g.Client, g.LoggedIn, g.Epoch
 	if rec != nil && rec.epoch != 0 {
 		client, loggedIn, session = rec.client, true, rec.epoch
 	}
 	if !loggedIn {
 		return
 	}
-	if rec, ok := r.sessions[client]; ok && rec.conn == g.conn {
+	if rec, ok := r.sessions[client]; ok && rec.conn == g.Conn {
 		delete(r.sessions, client)
 	}
 	// The session ends through the log, on every replica alike (metaplane's
 	// EndSession): its client table entry and its consumer group memberships.
-	r.plane.EndSession(client, session, r.h.srv.nowMicros())
+	r.plane.EndSession(client, session, r.shard.NowMicros())
 }

@@ -1,4 +1,4 @@
-package server
+package partitionhost
 
 import "time"
 
@@ -14,18 +14,18 @@ import "time"
 // scrubIntervalNs is how often a shard's scrubber takes its turn.
 const scrubIntervalNs = int64(time.Second)
 
-// scrubIfDue gives the scrubber its turn when one is due.
-func (h *handler) scrubIfDue() {
+// ScrubIfDue gives the scrubber its turn when one is due.
+func (h *Host) ScrubIfDue() {
 	now := h.shard.NowNs()
-	if now < h.owned.scrubDueNs {
+	if now < h.due.scrubNs {
 		return
 	}
-	first := h.owned.scrubDueNs == 0
-	h.owned.scrubDueNs = now + scrubIntervalNs
-	scrubbed, err := h.owned.store.Scrub(now)
+	first := h.due.scrubNs == 0
+	h.due.scrubNs = now + scrubIntervalNs
+	scrubbed, err := h.Store.Scrub(now)
 	if err != nil {
 		h.log.Error("the scrubber found corrupt batches: they are no longer served", "err", err)
 	}
 	// The first turn only starts the clock; the next comes a second later.
-	h.owned.scrubbing = first || scrubbed > 0
+	h.due.scrubbing = first || scrubbed > 0
 }
