@@ -253,7 +253,7 @@ func (c *replicaConn) flush() {
 		}
 	}
 	c.batchLen = n
-	c.submitSend(n)
+	c.submitSend(n, false)
 }
 
 func (c *replicaConn) addIovec(i int, out *replicaOut, class ReplicaClass) {

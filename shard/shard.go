@@ -30,6 +30,8 @@ const (
 	kindWakeSent
 	kindEventFd   // the eventfd read through which non-shard goroutines wake the shard
 	kindDiskEvent // the read of the disk ring's eventfd: disk completions were posted
+	kindSpliceIn  // a spliced reply's file -> pipe step (splice.go)
+	kindSpliceOut // a spliced reply's pipe -> socket step
 )
 
 // submitCancel asks the kernel to cancel the request whose user data is target;
@@ -74,15 +76,17 @@ type Shard struct {
 	nowNs  int64
 	poll   completionPoll // the completions of a turn, and how the loop waits for them (wait.go)
 
-	recv      recvPool      // the receive buffers of the client connections (recv.go)
-	clients   clientTable   // the client connections (clients.go)
-	listener  listener      // shard 0 only: the client listener (listener.go)
-	handoff   handoffs      // connections on their way between shards (handoff.go)
-	mail      mailbox       // messages from the other shards and goroutines (mail.go)
-	wakeEvent eventReader   // the eventfd through which goroutines off the shards wake it (mail.go)
-	disk      diskPort      // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
-	pipes     PipePool      // the pipes replies are spliced through (pipepool.go)
-	replica   *replicaShard // the shard's part of the replica plane; nil without Config.Replica
+	recv      recvPool    // the receive buffers of the client connections (recv.go)
+	clients   clientTable // the client connections (clients.go)
+	listener  listener    // shard 0 only: the client listener (listener.go)
+	handoff   handoffs    // connections on their way between shards (handoff.go)
+	mail      mailbox     // messages from the other shards and goroutines (mail.go)
+	wakeEvent eventReader // the eventfd through which goroutines off the shards wake it (mail.go)
+	disk      diskPort    // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
+	pipes     PipePool    // the pipes replies are spliced through (pipepool.go)
+	// splicedFree are spliced replies' records for reuse (splice.go).
+	splicedFree []*splicedReply
+	replica     *replicaShard // the shard's part of the replica plane; nil without Config.Replica
 
 	counters  counters
 	logLimits logLimiter

@@ -1,0 +1,332 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/ring"
+	"github.com/iggy-shard/iggy-shard/segment"
+)
+
+// A poll reply whose batches lie whole in segment files (partition.Store.PlanPoll)
+// leaves without a copy through user space: its head (the reply header and the
+// PolledMessages prefix) is copied into the send queue like any reply, and its
+// batches follow as one piece of the queue that names file runs. When that piece
+// reaches the head of the queue it is the connection's one send in flight: per run
+// and per pipe's worth, a file -> pipe splice linked to a pipe -> socket splice,
+// through a pipe of the shard's PipePool (taken when the reply is queued, so a reply
+// that gets none is copied instead).
+//
+//	queue:  [header+prefix]  [runs: fd/off/len ...]  [next reply] ...
+//	         one send,         in ─► out ─► in ─► out (one linked chain)
+//	         MSG_MORE
+//
+// A splice that moves less than asked (a full socket buffer, a signal) breaks the
+// chain: the rest of it completes canceled, and the reply goes on step by step
+// from what moved, first draining what the pipe holds. Every step ends in the
+// loop, so the connection's deadlines, SendTimeout and the plan's own deadline
+// (PollPlan.DeadlineNs) are checked between them and cancel a chain that hangs.
+// After the last completion the pipe goes back to the pool (closed if it still
+// holds bytes) and the plan is released (its descriptors closed): io_uring
+// resolves a splice's descriptors when its worker runs it, so none of them may be
+// closed while a request that names them is in the kernel.
+
+// ErrSpliceUnavailable: the reply cannot be spliced now (a TLS connection, or no
+// pipe free in the shard's pool). Nothing was queued: copy the reply instead.
+var ErrSpliceUnavailable = errors.New("shard: the reply cannot be spliced now")
+
+// spliceChainPiecesMax bounds the pipe's worths of one chain (two SQEs each): a
+// 64 MiB reply goes out in chains of 16 MiB through 1 MiB pipes, so one
+// connection does not fill a shard's submission queue.
+const spliceChainPiecesMax = 16
+
+// splicedReply is the file runs of one reply in a send queue, with the pipe it
+// goes through and its progress. The shard keeps them for reuse (a steady stream
+// of spliced replies allocates nothing); there are at most as many as pipes lent.
+type splicedReply struct {
+	runs       []segment.Run // the caller's, valid until done is released
+	sizeBytes  int
+	pipe       Pipe
+	deadlineNs int64
+	done       Releaser
+
+	// What moved so far: runs[run] has runMoved bytes in the pipe or sent, and
+	// inPipe bytes moved into the pipe are not sent yet.
+	run      int
+	runMoved int64
+	inPipe   int
+
+	// The step in flight.
+	ops          int // its SQEs whose completions have not arrived
+	stepMoved    int
+	stepSent     int
+	stepErr      error
+	stepProgress bool // a splice of this step moved a byte
+}
+
+// CanSplice reports whether SendFileRuns would take a reply now: the connection
+// is plaintext and open, and the shard's pipe pool has a pipe to lend. A caller
+// that plans its reply (partition.Store.PlanPoll) asks first, so that a plan is
+// not made for a reply that would be copied anyway.
+func (c *Conn) CanSplice() bool {
+	return c.tls == nil && c.state == linkOpen && c.shard.pipes.available()
+}
+
+// SendFileRuns appends a reply of head, then the runs' file bytes, to the reply
+// being answered: head (the reply header and, for a poll, the PolledMessages
+// prefix) is copied, the runs are spliced from their files to the socket, in
+// order with the connection's other replies. done is released once no request
+// that names the runs' descriptors is in the kernel any more: after the last
+// byte was sent, or the connection closed (the runs' descriptors and runs itself
+// must stay valid until then). A reply still sending at deadlineNs (the shard's
+// clock, NowNs) is cut short and the connection closed.
+//
+// On ErrSpliceUnavailable nothing was queued and done is not called: the caller
+// still owns the runs and copies the reply. On another error the connection is
+// closed (or was already) and done is not called either.
+func (c *Conn) SendFileRuns(head []byte, runs []segment.Run, deadlineNs int64, done Releaser) error {
+	if !c.accepts() {
+		return ErrConnClosed
+	}
+	if c.tls != nil {
+		return ErrSpliceUnavailable
+	}
+	size := 0
+	for _, r := range runs {
+		if r.Length <= 0 {
+			panic(fmt.Sprintf("shard: a file run of %d bytes", r.Length))
+		}
+		size += int(r.Length)
+	}
+	s := c.shard
+	pipe, err := s.pipes.Take()
+	if err != nil {
+		if !errors.Is(err, ErrNoPipe) {
+			s.logLimited(logNoPipe, slog.LevelWarn, "reply copied: no pipe", "err", err)
+		}
+		return ErrSpliceUnavailable
+	}
+	if len(head) > 0 {
+		b, err := c.Reserve(len(head))
+		if err != nil {
+			s.pipes.Give(pipe)
+			return err
+		}
+		copy(b, head)
+	}
+	r := s.takeSplicedReply()
+	*r = splicedReply{runs: runs, sizeBytes: size, pipe: pipe, deadlineNs: deadlineNs, done: done}
+	seg := sendSegment{spliced: r}
+	if size == 0 {
+		r.release(s) // nothing to splice: done as soon as it is queued
+		return nil
+	}
+	if !c.straightToQueue(1, size) {
+		sl := c.slotFor(c.order.answering)
+		sl.pieces = append(sl.pieces, seg)
+		c.order.parkedBytes += size
+		return nil
+	}
+	c.out.push(seg)
+	c.order.headBytesQueued += size
+	c.queued(size)
+	return nil
+}
+
+// available reports whether Take would lend a pipe without making one past the
+// bound (making one may still fail, at the open-file limit).
+func (p *PipePool) available() bool { return len(p.free) > 0 || p.lent < p.pipesMax }
+
+func (s *Shard) takeSplicedReply() *splicedReply {
+	if n := len(s.splicedFree); n > 0 {
+		r := s.splicedFree[n-1]
+		s.splicedFree = s.splicedFree[:n-1]
+		return r
+	}
+	return new(splicedReply)
+}
+
+// release gives the pipe back, then the runs (done), once no request of the
+// reply is in the kernel.
+func (r *splicedReply) release(s *Shard) {
+	if r.ops != 0 {
+		panic(fmt.Sprintf("shard: a spliced reply released with %d requests in the kernel", r.ops))
+	}
+	s.pipes.Give(r.pipe)
+	if r.done != nil {
+		r.done.Release()
+	}
+	*r = splicedReply{}
+	s.splicedFree = append(s.splicedFree, r)
+}
+
+// startSplice submits the next step of the spliced reply at the head of the
+// queue: the pipe's leftover bytes after a chain broke, or a chain of file ->
+// pipe -> socket pairs from where the reply stands.
+func (c *Conn) startSplice(r *splicedReply) {
+	s := c.shard
+	if r.inPipe > 0 {
+		c.prepareSpliceOut(r, r.inPipe, r.sentBefore()+r.inPipe < r.sizeBytes, false)
+		c.sendInFlight = true
+		return
+	}
+	pieces := 0
+	run, runMoved := r.run, r.runMoved
+	for run < len(r.runs) && pieces < spliceChainPiecesMax {
+		run, runMoved = nextPiece(r, run, runMoved)
+		pieces++
+	}
+	// A chain must go into the SQ whole: an SQ filling up midway would cut it.
+	if s.ring.SQSpaceLeft() < uint32(2*pieces) {
+		if _, err := s.ring.Submit(); err != nil {
+			s.fail(fmt.Errorf("shard %d: submit before a splice chain: %w", s.index, err))
+			return
+		}
+	}
+	run, runMoved = r.run, r.runMoved
+	left := r.sizeBytes - r.sentBefore()
+	for i := range pieces {
+		f := r.runs[run]
+		chunk := int(min(f.Length-runMoved, int64(r.pipe.CapacityBytes)))
+		in := s.getSQE()
+		in.PrepareSplice(f.FD, uint64(f.Offset+runMoved), r.pipe.WriteFd, ring.SpliceNoOffset, uint32(chunk), unix.SPLICE_F_MOVE)
+		in.Flags |= ring.SQEIOLink
+		in.UserData = userData(kindSpliceIn, c.id)
+		left -= chunk
+		c.prepareSpliceOut(r, chunk, left > 0, i < pieces-1)
+		r.ops++
+		run, runMoved = nextPiece(r, run, runMoved)
+	}
+	c.sendInFlight = true
+}
+
+// nextPiece returns where the reply stands after one more pipe's worth from run
+// at runMoved.
+func nextPiece(r *splicedReply, run int, runMoved int64) (int, int64) {
+	runMoved += min(r.runs[run].Length-runMoved, int64(r.pipe.CapacityBytes))
+	if runMoved == r.runs[run].Length {
+		return run + 1, 0
+	}
+	return run, runMoved
+}
+
+// sentBefore is the bytes of the reply sent before the step in flight.
+func (r *splicedReply) sentBefore() int {
+	moved := 0
+	for _, f := range r.runs[:r.run] {
+		moved += int(f.Length)
+	}
+	return moved + int(r.runMoved) - r.inPipe
+}
+
+func (c *Conn) prepareSpliceOut(r *splicedReply, n int, more, link bool) {
+	flags := uint32(unix.SPLICE_F_MOVE)
+	if more {
+		flags |= unix.SPLICE_F_MORE
+	}
+	out := c.shard.getSQE()
+	out.PrepareSplice(r.pipe.ReadFd, ring.SpliceNoOffset, c.fd, ring.SpliceNoOffset, uint32(n), flags)
+	c.markFixed(out)
+	if link {
+		out.Flags |= ring.SQEIOLink
+	}
+	out.UserData = userData(kindSpliceOut, c.id)
+	r.ops++
+}
+
+// onSplice takes one completion of the step in flight; the last one decides what
+// comes next.
+func (c *Conn) onSplice(kind completionKind, res int32) {
+	seg := c.out.at(0)
+	r := seg.spliced
+	if c.out.count == 0 || r == nil || r.ops == 0 {
+		panic(fmt.Sprintf("shard %d: a splice completion with no spliced reply in flight", c.shard.index))
+	}
+	r.ops--
+	switch {
+	case res > 0 && kind == kindSpliceIn:
+		r.stepMoved += int(res)
+		r.stepProgress = true
+	case res > 0:
+		r.stepSent += int(res)
+		r.stepProgress = true
+		c.sendProgress(int(res))
+	case res == 0 && kind == kindSpliceIn && r.stepErr == nil:
+		// The file ended before the run did: the bytes the plan named are gone
+		// (planned bytes are durable and never cut, so this is a bug somewhere).
+		r.stepErr = errors.New("segment file ended inside a planned run")
+	case res < 0 && res != -int32(unix.ECANCELED) && r.stepErr == nil:
+		r.stepErr = unix.Errno(-res)
+	}
+	if r.ops > 0 {
+		return
+	}
+	c.sendInFlight = false
+	moved, sent := r.stepMoved, r.stepSent
+	r.stepMoved, r.stepSent = 0, 0
+	r.inPipe += moved - sent
+	for moved > 0 {
+		k := min(int64(moved), r.runs[r.run].Length-r.runMoved)
+		r.runMoved += k
+		moved -= int(k)
+		if r.runMoved == r.runs[r.run].Length {
+			r.run, r.runMoved = r.run+1, 0
+		}
+	}
+	err, progress := r.stepErr, r.stepProgress
+	r.stepErr, r.stepProgress = nil, false
+	if c.state == linkAborting {
+		c.maybeFinish()
+		return
+	}
+	if err == nil && !progress {
+		err = errors.New("a splice step moved nothing")
+	}
+	if err != nil {
+		c.shard.log.Debug("connection closed: a spliced reply failed", "conn", c.id, "err", err)
+		c.abort("splice: " + err.Error())
+		c.maybeFinish()
+		return
+	}
+	c.sent(sent)
+}
+
+// cancelSplice asks the kernel to end the steps of a spliced reply in flight, as
+// the connection aborts; their completions still come, and the connection is
+// freed (the pipe given back, the runs released) after the last.
+func (c *Conn) cancelSplice() {
+	if c.out.count == 0 {
+		return
+	}
+	if r := c.out.at(0).spliced; r != nil && r.ops > 0 {
+		for _, kind := range [...]completionKind{kindSpliceIn, kindSpliceOut} {
+			sqe := c.shard.getSQE()
+			sqe.PrepareCancel(userData(kind, c.id), ring.CancelAll)
+			sqe.UserData = userData(kindCancel, c.id)
+		}
+	}
+}
+
+// spliceDeadline returns the earliest deadline of the spliced replies the
+// connection holds, queued or parked.
+func (c *Conn) spliceDeadline() (int64, bool) {
+	deadline, ok := int64(0), false
+	take := func(seg *sendSegment) {
+		if r := seg.spliced; r != nil && (!ok || r.deadlineNs < deadline) {
+			deadline, ok = r.deadlineNs, true
+		}
+	}
+	for i := range c.out.count {
+		take(c.out.at(i))
+	}
+	for i := range c.order.parked {
+		sl := &c.order.parked[i]
+		for k := sl.moved; k < len(sl.pieces); k++ {
+			take(&sl.pieces[k])
+		}
+	}
+	return deadline, ok
+}
