@@ -202,4 +202,4 @@ func (h *benchSpliceHandler) ServeRequest(c *Conn, req *Request) {
 }
 
 func (h *benchSpliceHandler) ServeMessage(*Shard, Message) {}
-func (h *benchSpliceHandler) ConnClosed(*Conn)            {}
+func (h *benchSpliceHandler) ConnClosed(*Conn)             {}
