@@ -42,6 +42,9 @@ type Conn struct {
 	out           sendQueue    // the replies on their way out (sendqueue.go)
 	inDirty       bool         // in its shard's list of connections to flush
 	tls           *tlsRecords  // its TLS session, run on the shard (conn_tls.go); nil for plain TCP
+	// waitingForPipe: the spliced reply at the head of its queue waits for a pipe;
+	// it is in its shard's pipeWaiters.
+	waitingForPipe bool
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
 	// when the connection closes, after Handler.ConnClosed.
@@ -222,6 +225,9 @@ func (c *Conn) checkDeadlines() {
 		s.log.Info("connection closed: a spliced reply outlived its plan", "conn", c.id)
 		c.abort("spliced reply overdue")
 		return
+	}
+	if c.waitingForPipe && s.pipes.available() {
+		s.markDirty(c) // woken by no pipe given back (the one woken closed): try again
 	}
 	if c.state != linkAborting && c.sendOverdue(c.sendPending(), now, int64(s.cfg.SendTimeout)) {
 		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,

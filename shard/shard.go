@@ -86,6 +86,9 @@ type Shard struct {
 	pipes     PipePool    // the pipes replies are spliced through (pipepool.go)
 	// splicedFree are spliced replies' records for reuse (splice.go).
 	splicedFree []*splicedReply
+	// pipeWaiters are the connections whose spliced reply waits for a pipe, in
+	// the order they came (splice.go).
+	pipeWaiters []ConnID
 	replica     *replicaShard // the shard's part of the replica plane; nil without Config.Replica
 
 	counters  counters

@@ -17,8 +17,10 @@ import (
 // batches follow as one piece of the queue that names file runs. When that piece
 // reaches the head of the queue it is the connection's one send in flight: per run
 // and per pipe's worth, a file -> pipe splice linked to a pipe -> socket splice,
-// through a pipe of the shard's PipePool (taken when the reply is queued, so a reply
-// that gets none is copied instead).
+// through a pipe of the shard's PipePool, taken when the piece reaches the head and
+// held only while it is sent. A piece that finds every pipe lent waits, in a
+// first-come-first-served line, for one to come back (its deadlines run meanwhile);
+// CanSplice tells a caller beforehand that it would wait, and it copies instead.
 //
 //	queue:  [header+prefix]  [runs: fd/off/len ...]  [next reply] ...
 //	         one send,         in ─► out ─► in ─► out (one linked chain)
@@ -34,8 +36,8 @@ import (
 // resolves a splice's descriptors when its worker runs it, so none of them may be
 // closed while a request that names them is in the kernel.
 
-// ErrSpliceUnavailable: the reply cannot be spliced now (a TLS connection, or no
-// pipe free in the shard's pool). Nothing was queued: copy the reply instead.
+// ErrSpliceUnavailable: the reply cannot be spliced (a TLS connection). Nothing
+// was queued: copy the reply instead.
 var ErrSpliceUnavailable = errors.New("shard: the reply cannot be spliced now")
 
 // spliceChainPiecesMax bounds the pipe's worths of one chain (two SQEs each): a
@@ -45,13 +47,14 @@ const spliceChainPiecesMax = 16
 
 // splicedReply is the file runs of one reply in a send queue, with the pipe it
 // goes through and its progress. The shard keeps them for reuse (a steady stream
-// of spliced replies allocates nothing); there are at most as many as pipes lent.
+// of spliced replies allocates nothing).
 type splicedReply struct {
 	runs       []segment.Run // the caller's, valid until done is released
 	sizeBytes  int
-	pipe       Pipe
 	deadlineNs int64
 	done       Releaser
+	pipe       Pipe
+	piped      bool // pipe is lent to it
 
 	// What moved so far: runs[run] has runMoved bytes in the pipe or sent, and
 	// inPipe bytes moved into the pipe are not sent yet.
@@ -67,10 +70,11 @@ type splicedReply struct {
 	stepProgress bool // a splice of this step moved a byte
 }
 
-// CanSplice reports whether SendFileRuns would take a reply now: the connection
-// is plaintext and open, and the shard's pipe pool has a pipe to lend. A caller
-// that plans its reply (partition.Store.PlanPoll) asks first, so that a plan is
-// not made for a reply that would be copied anyway.
+// CanSplice reports whether a reply spliced now would go without waiting for a
+// pipe: the connection is plaintext and open, and the shard's pool has a pipe to
+// lend. A caller that plans its reply (partition.Store.PlanPoll) asks first, and
+// copies when it says no; a reply it then queues with SendFileRuns is taken all
+// the same (it waits for a pipe if the pool emptied meanwhile).
 func (c *Conn) CanSplice() bool {
 	return c.tls == nil && c.state == linkOpen && c.shard.pipes.available()
 }
@@ -84,9 +88,9 @@ func (c *Conn) CanSplice() bool {
 // must stay valid until then). A reply still sending at deadlineNs (the shard's
 // clock, NowNs) is cut short and the connection closed.
 //
-// On ErrSpliceUnavailable nothing was queued and done is not called: the caller
-// still owns the runs and copies the reply. On another error the connection is
-// closed (or was already) and done is not called either.
+// On ErrSpliceUnavailable (a TLS connection) nothing was queued and done is not
+// called: the caller still owns the runs and copies the reply. On another error
+// the connection is closed (or was already) and done is not called either.
 func (c *Conn) SendFileRuns(head []byte, runs []segment.Run, deadlineNs int64, done Releaser) error {
 	if !c.accepts() {
 		return ErrConnClosed
@@ -102,28 +106,22 @@ func (c *Conn) SendFileRuns(head []byte, runs []segment.Run, deadlineNs int64, d
 		size += int(r.Length)
 	}
 	s := c.shard
-	pipe, err := s.pipes.Take()
-	if err != nil {
-		if !errors.Is(err, ErrNoPipe) {
-			s.logLimited(logNoPipe, slog.LevelWarn, "reply copied: no pipe", "err", err)
-		}
-		return ErrSpliceUnavailable
-	}
 	if len(head) > 0 {
 		b, err := c.Reserve(len(head))
 		if err != nil {
-			s.pipes.Give(pipe)
 			return err
 		}
 		copy(b, head)
 	}
-	r := s.takeSplicedReply()
-	*r = splicedReply{runs: runs, sizeBytes: size, pipe: pipe, deadlineNs: deadlineNs, done: done}
-	seg := sendSegment{spliced: r}
 	if size == 0 {
-		r.release(s) // nothing to splice: done as soon as it is queued
+		if done != nil {
+			done.Release() // nothing to splice
+		}
 		return nil
 	}
+	r := s.takeSplicedReply()
+	*r = splicedReply{runs: runs, sizeBytes: size, deadlineNs: deadlineNs, done: done}
+	seg := sendSegment{spliced: r}
 	if !c.straightToQueue(1, size) {
 		sl := c.slotFor(c.order.answering)
 		sl.pieces = append(sl.pieces, seg)
@@ -155,7 +153,9 @@ func (r *splicedReply) release(s *Shard) {
 	if r.ops != 0 {
 		panic(fmt.Sprintf("shard: a spliced reply released with %d requests in the kernel", r.ops))
 	}
-	s.pipes.Give(r.pipe)
+	if r.piped {
+		s.givePipe(r.pipe)
+	}
 	if r.done != nil {
 		r.done.Release()
 	}
@@ -168,6 +168,9 @@ func (r *splicedReply) release(s *Shard) {
 // pipe -> socket pairs from where the reply stands.
 func (c *Conn) startSplice(r *splicedReply) {
 	s := c.shard
+	if !r.piped && !c.takePipe(r) {
+		return
+	}
 	if r.inPipe > 0 {
 		c.prepareSpliceOut(r, r.inPipe, r.sentBefore()+r.inPipe < r.sizeBytes, false)
 		c.sendInFlight = true
@@ -329,4 +332,42 @@ func (c *Conn) spliceDeadline() (int64, bool) {
 		}
 	}
 	return deadline, ok
+}
+
+// takePipe lends r a pipe of the shard's pool, or puts the connection in the line
+// of those waiting for one and reports false.
+func (c *Conn) takePipe(r *splicedReply) bool {
+	s := c.shard
+	pipe, err := s.pipes.Take()
+	if err == nil {
+		r.pipe, r.piped = pipe, true
+		c.waitingForPipe = false // an entry left in the line is skipped
+		return true
+	}
+	if !errors.Is(err, ErrNoPipe) {
+		// The open-file limit: a pipe given back wakes the line, and the
+		// connection's timer tries again (checkDeadlines) in case none is lent.
+		s.logLimited(logNoPipe, slog.LevelWarn, "spliced reply waits: no pipe", "err", err)
+	}
+	if !c.waitingForPipe {
+		c.waitingForPipe = true
+		s.pipeWaiters = append(s.pipeWaiters, c.id)
+	}
+	return false
+}
+
+// givePipe takes a pipe back and hands the turn to the first connection in line
+// for one that is still waiting.
+func (s *Shard) givePipe(pipe Pipe) {
+	s.pipes.Give(pipe)
+	for len(s.pipeWaiters) > 0 {
+		id := s.pipeWaiters[0]
+		n := copy(s.pipeWaiters, s.pipeWaiters[1:])
+		s.pipeWaiters = s.pipeWaiters[:n]
+		if c := s.Conn(id); c != nil && c.waitingForPipe {
+			c.waitingForPipe = false // out of the line: back in it if it loses the pipe
+			s.markDirty(c)           // its flush takes the pipe
+			return
+		}
+	}
 }

@@ -65,11 +65,12 @@ func (f *spliceFile) openDescriptors(t testing.TB) int {
 // A file-runs request (PollMessages, so that nothing else answers it) asks for a
 // reply of a 256-byte header, a 16-byte prefix and runs of the test file; its body:
 //
-//	mode u8 (0 splice if it can, 1 copy), deadline ms u32, run count u8,
+//	mode u8 (0 splice if CanSplice, 1 copy, 2 splice), deadline ms u32, run count u8,
 //	then per run offset u64, length u64
 const (
 	spliceModeAny  = 0
 	spliceModeCopy = 1
+	spliceModeWait = 2 // splice even when CanSplice says it would wait for a pipe
 )
 
 type spliceRun struct{ offset, length int64 }
@@ -156,7 +157,7 @@ func (h *spliceHandler) ServeRequest(c *Conn, req *Request) {
 	}
 	var head [256 + 16]byte
 	fileRunsHead(head[:], req.Header.Request, total)
-	if mode == spliceModeAny && c.CanSplice() {
+	if mode == spliceModeWait || mode == spliceModeAny && c.CanSplice() {
 		planned := &closeRuns{counts: h.counts}
 		for _, r := range runs {
 			fd, err := unix.FcntlInt(h.file.file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
@@ -314,9 +315,9 @@ func TestSpliceRepliesMatchCopies(t *testing.T) {
 	if got := g.counts.spliced.Load(); got != int64(len(cases)+4) {
 		t.Fatalf("%d replies spliced, want %d", got, len(cases)+4)
 	}
-	// One pipe for the replies one at a time, reused; one per reply queued at once.
-	if _, created, _ := g.pipes(); created != 4 {
-		t.Fatalf("%d pipes made, want 4", created)
+	// A pipe is lent to the reply being sent only: one connection needs one.
+	if _, created, _ := g.pipes(); created != 1 {
+		t.Fatalf("%d pipes made for one connection, want 1", created)
 	}
 }
 
@@ -420,7 +421,8 @@ func TestSpliceSendTimeout(t *testing.T) {
 }
 
 // TestSplicePoolExhausted: with every pipe of the shard lent (to replies a client
-// does not read), CanSplice says no and the reply is copied, byte for byte.
+// does not read), CanSplice says no and the reply is copied, byte for byte; a
+// reply spliced all the same waits for a pipe, and goes once one comes back.
 func TestSplicePoolExhausted(t *testing.T) {
 	g := startSpliceRig(t, Config{ShardCount: 1, PipesPerShardMax: 2}, 16<<20)
 	var stuck [2]*testClient
@@ -435,13 +437,31 @@ func TestSplicePoolExhausted(t *testing.T) {
 	if g.counts.copied.Load() != 1 || g.counts.spliced.Load() != 2 {
 		t.Fatalf("copied %d and spliced %d, want 1 and 2", g.counts.copied.Load(), g.counts.spliced.Load())
 	}
+	waiting := dial(t, g.rt)
+	waitingRun := spliceRun{1000, 3 << 20}
+	waiting.conn.Write(fileRunsRequest(1, spliceModeWait, time.Minute, waitingRun))
+	waitFor(t, 5*time.Second, "the reply queued", func() bool { return g.counts.spliced.Load() == 3 })
+	// The head may go ahead (it is queued before the runs); the runs wait.
+	want := expectedFileRunsReply(g.file, 1, waitingRun)
+	got := make([]byte, len(want))
+	waiting.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	early, _ := io.ReadAtLeast(waiting.conn, got, len(got))
+	if early > 256+16 {
+		t.Fatalf("read %d bytes of a reply that has no pipe", early)
+	}
 	for _, c := range stuck {
 		c.conn.Close()
 	}
-	g.settled()
+	waiting.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(waiting.conn, got[early:]); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the reply that waited for a pipe differs")
+	}
 	g.ask(c, 2, spliceModeAny, spliceRun{77, 1 << 20})
-	if g.counts.spliced.Load() != 3 {
-		t.Fatalf("spliced %d once the pipes came back, want 3", g.counts.spliced.Load())
+	if g.counts.spliced.Load() != 4 {
+		t.Fatalf("spliced %d once the pipes came back, want 4", g.counts.spliced.Load())
 	}
 	g.settled()
 }
