@@ -45,6 +45,7 @@ type Conn struct {
 	// waitingForPipe: the spliced reply at the head of its queue waits for a pipe;
 	// it is in its shard's pipeWaiters.
 	waitingForPipe bool
+	splicing       *splicedReply // the spliced reply whose step is in flight (splice.go)
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
 	// when the connection closes, after Handler.ConnClosed.

@@ -199,7 +199,7 @@ func (s *Shard) complete(cqe *ring.CQE) {
 		} else {
 			c.onSend(cqe.Res)
 		}
-	case kindSpliceIn, kindSpliceOut:
+	case kindSpliceHead, kindSpliceIn, kindSpliceOut:
 		id := s.linkOf(rest)
 		c := s.Conn(id)
 		if c == nil {

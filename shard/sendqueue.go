@@ -178,12 +178,16 @@ func (c *Conn) flush() {
 		n++
 	}
 	switch {
-	case n > 0:
-		// Before a spliced reply, its head: MSG_MORE holds a partial segment back
-		// for the bytes that follow from the file.
-		c.submitSend(n, n < c.out.count)
-	case c.out.count > 0:
-		c.startSplice(c.out.at(0).spliced)
+	case n == 0 && c.out.count > 0:
+		c.startSplice(c.out.at(0).spliced, 0)
+	case n == c.out.count:
+		c.submitSend(n, false)
+	case c.out.at(n).spliced.fresh() && c.startSplice(c.out.at(n).spliced, n):
+		// The head of a spliced reply leads its chain.
+	default:
+		// The head of a spliced reply that waits for a pipe: MSG_MORE holds a
+		// partial segment back for the bytes that follow from the file.
+		c.submitSend(n, true)
 	}
 }
 

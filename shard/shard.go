@@ -28,10 +28,11 @@ const (
 	kindCancel
 	kindWake // a MSG_RING from another shard: its inbox has messages
 	kindWakeSent
-	kindEventFd   // the eventfd read through which non-shard goroutines wake the shard
-	kindDiskEvent // the read of the disk ring's eventfd: disk completions were posted
-	kindSpliceIn  // a spliced reply's file -> pipe step (splice.go)
-	kindSpliceOut // a spliced reply's pipe -> socket step
+	kindEventFd    // the eventfd read through which non-shard goroutines wake the shard
+	kindDiskEvent  // the read of the disk ring's eventfd: disk completions were posted
+	kindSpliceHead // the bytes queued before a spliced reply, leading its chain (splice.go)
+	kindSpliceIn   // a spliced reply's file -> pipe step
+	kindSpliceOut  // a spliced reply's pipe -> socket step
 )
 
 // submitCancel asks the kernel to cancel the request whose user data is target;
