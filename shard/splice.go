@@ -314,7 +314,11 @@ func (c *Conn) onSplice(kind completionKind, res int32) {
 		c.maybeFinish()
 		return
 	}
-	c.sent(head + spliced) // the head's bytes are first in the queue
+	if r.run == len(r.runs) && r.inPipe == 0 {
+		c.shard.counters.splicedReplies++
+		c.shard.counters.splicedBytes += uint64(r.sizeBytes)
+	}
+	c.sent(head + spliced) // the head's bytes are first in the queue; r may be released
 }
 
 // cancelSplice asks the kernel to end the steps of a spliced reply in flight, as
@@ -369,6 +373,7 @@ func (c *Conn) takePipe(r *splicedReply) bool {
 	if !c.waitingForPipe {
 		c.waitingForPipe = true
 		s.pipeWaiters = append(s.pipeWaiters, c.id)
+		s.counters.pipeWaits++
 	}
 	return false
 }

@@ -218,23 +218,34 @@ func startSpliceRig(t *testing.T, cfg Config, fileBytes int) *spliceRig {
 	return g
 }
 
-// pipes returns the pipes lent and made, and those closed dirty, over every shard.
-func (g *spliceRig) pipes() (lent int, created, closedDirty uint64) {
+// stats sums the shards' splice figures.
+func (g *spliceRig) stats() Stats {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var mu sync.Mutex
+	var sum Stats
 	err := g.rt.Inspect(ctx, func(s *Shard) {
+		st := s.Stats()
 		mu.Lock()
 		defer mu.Unlock()
-		lent += s.Pipes().Lent()
-		created += s.Pipes().Created()
-		closedDirty += s.Pipes().ClosedDirty()
+		sum.PipesLent += st.PipesLent
+		sum.PipesCreated += st.PipesCreated
+		sum.PipesClosedDirty += st.PipesClosedDirty
+		sum.PipeWaits += st.PipeWaits
+		sum.SplicedReplies += st.SplicedReplies
+		sum.SplicedBytes += st.SplicedBytes
 	})
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	return lent, created, closedDirty
+	return sum
+}
+
+// pipes returns the pipes lent and made, and those closed dirty, over every shard.
+func (g *spliceRig) pipes() (lent int, created, closedDirty uint64) {
+	st := g.stats()
+	return st.PipesLent, st.PipesCreated, st.PipesClosedDirty
 }
 
 // settled waits until every spliced reply was released and no pipe is lent, and
@@ -316,8 +327,21 @@ func TestSpliceRepliesMatchCopies(t *testing.T) {
 		t.Fatalf("%d replies spliced, want %d", got, len(cases)+4)
 	}
 	// A pipe is lent to the reply being sent only: one connection needs one.
-	if _, created, _ := g.pipes(); created != 1 {
-		t.Fatalf("%d pipes made for one connection, want 1", created)
+	st := g.stats()
+	if st.PipesCreated != 1 {
+		t.Fatalf("%d pipes made for one connection, want 1", st.PipesCreated)
+	}
+	wantBytes := uint64(0)
+	for _, runs := range cases {
+		for _, r := range runs {
+			wantBytes += uint64(r.length)
+		}
+	}
+	for i := range 4 {
+		wantBytes += 1<<20 + uint64(i)
+	}
+	if st.SplicedReplies != uint64(len(cases)+4) || st.SplicedBytes != wantBytes || st.PipeWaits != 0 {
+		t.Fatalf("stats: %d spliced replies of %d bytes, %d waits; want %d of %d, 0", st.SplicedReplies, st.SplicedBytes, st.PipeWaits, len(cases)+4, wantBytes)
 	}
 }
 
@@ -458,6 +482,9 @@ func TestSplicePoolExhausted(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the reply that waited for a pipe differs")
+	}
+	if waits := g.stats().PipeWaits; waits != 1 {
+		t.Fatalf("%d waits for a pipe, want 1", waits)
 	}
 	g.ask(c, 2, spliceModeAny, spliceRun{77, 1 << 20})
 	if g.counts.spliced.Load() != 4 {
