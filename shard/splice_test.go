@@ -494,8 +494,9 @@ func TestSplicePoolExhausted(t *testing.T) {
 }
 
 // TestSpliceManyConnections: connections on two shards ask for spliced replies at
-// once, more than the pipes: some are copied, every reply arrives whole and in
-// order, and nothing is left lent or open.
+// once, more than the pipes: half copy when CanSplice says no, half splice all the
+// same and wait in line for a pipe; every reply arrives whole and in order, and
+// nothing is left lent or open.
 func TestSpliceManyConnections(t *testing.T) {
 	const connCount, repliesPerConn = 16, 6
 	g := startSpliceRig(t, Config{ShardCount: 2, PipesPerShardMax: 3, PipeSizeBytes: 256 << 10}, 8<<20)
@@ -508,7 +509,11 @@ func TestSpliceManyConnections(t *testing.T) {
 			defer wg.Done()
 			for k := range repliesPerConn {
 				runs := []spliceRun{{int64(i*4096 + k), int64(256<<10 + i*1000 + k*77)}, {int64(k) << 20, 300 << 10}}
-				frame := fileRunsRequest(uint64(k+1), spliceModeAny, time.Minute, runs...)
+				mode := byte(spliceModeAny)
+				if i%2 == 1 {
+					mode = spliceModeWait
+				}
+				frame := fileRunsRequest(uint64(k+1), mode, time.Minute, runs...)
 				if _, err := c.conn.Write(frame); err != nil {
 					errs <- err
 					return
@@ -535,6 +540,34 @@ func TestSpliceManyConnections(t *testing.T) {
 	if got := g.counts.spliced.Load() + g.counts.copied.Load(); got != connCount*repliesPerConn {
 		t.Fatalf("%d replies, want %d", got, connCount*repliesPerConn)
 	}
-	t.Logf("spliced %d, copied %d", g.counts.spliced.Load(), g.counts.copied.Load())
+	st := g.stats()
+	t.Logf("spliced %d, copied %d, waits for a pipe %d, pipes made %d", g.counts.spliced.Load(), g.counts.copied.Load(), st.PipeWaits, st.PipesCreated)
+	if st.PipesCreated > 6 {
+		t.Fatalf("%d pipes made, more than the 2 shards' 3", st.PipesCreated)
+	}
 	g.settled()
+}
+
+// TestSpliceDeclinedOnTLS: a TLS connection has no kernel TLS to splice into, so
+// CanSplice says no and SendFileRuns refuses with ErrSpliceUnavailable, queuing
+// nothing: the handler copies, and the client reads the reply whole.
+func TestSpliceDeclinedOnTLS(t *testing.T) {
+	file := newSpliceFile(t, 4<<20)
+	counts := new(spliceCounts)
+	_, server := startTLSRuntime(t, Config{ShardCount: 1, NewHandler: func(s *Shard) Handler {
+		return &spliceHandler{testHandler: testHandler{shard: s}, file: file, counts: counts}
+	}})
+	c := dialTLS(t, server, false)
+	for i, mode := range []byte{spliceModeAny, spliceModeWait} {
+		runs := []spliceRun{{9, 1 << 20}, {2 << 20, 5000}}
+		c.send(fileRunsRequest(uint64(i+1), mode, time.Minute, runs...))
+		want := expectedFileRunsReply(file, uint64(i+1), runs...)
+		if got := c.readPlain(len(want)); !bytes.Equal(got, want) {
+			t.Fatalf("mode %d: the reply differs", mode)
+		}
+	}
+	if counts.spliced.Load() != 0 || counts.copied.Load() != 2 {
+		t.Fatalf("spliced %d, copied %d; want 0 and 2", counts.spliced.Load(), counts.copied.Load())
+	}
+	c.ping(3)
 }
