@@ -571,3 +571,46 @@ func TestSpliceDeclinedOnTLS(t *testing.T) {
 	}
 	c.ping(3)
 }
+
+// TestSpliceLongLife: at the production defaults, thousands of spliced replies on
+// one connection (pipelined a few at a time, of sizes from a byte to more than a
+// pipe) reuse one pipe and the same records, and the process's descriptors are
+// where they were: every reply's descriptors closed, no pipe made past the first.
+func TestSpliceLongLife(t *testing.T) {
+	const replies, depth = 2000, 4
+	g := startSpliceRig(t, Config{ShardCount: 1}, 8<<20)
+	c := dial(t, g.rt)
+	g.ask(c, 0, spliceModeAny, spliceRun{0, 1})
+	g.settled()
+	descriptorsBefore := countDescriptors(t)
+	runOf := func(i int) spliceRun {
+		return spliceRun{int64(i*4099) % (6 << 20), int64(1 + (i*7919)%(1<<20+4096))}
+	}
+	for i := 1; i <= replies; i += depth {
+		for k := range depth {
+			if _, err := c.conn.Write(fileRunsRequest(uint64(i+k), spliceModeAny, time.Minute, runOf(i+k))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := range depth {
+			g.expect(c, uint64(i+k), runOf(i+k))
+		}
+	}
+	g.settled()
+	st := g.stats()
+	if st.SplicedReplies != replies+1 || st.PipesCreated != 1 || st.PipesClosedDirty != 0 {
+		t.Fatalf("%d replies spliced, %d pipes made, %d closed dirty; want %d, 1, 0", st.SplicedReplies, st.PipesCreated, st.PipesClosedDirty, replies+1)
+	}
+	if after := countDescriptors(t); after != descriptorsBefore {
+		t.Fatalf("%d descriptors open after the replies, %d before", after, descriptorsBefore)
+	}
+}
+
+func countDescriptors(t testing.TB) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
