@@ -42,6 +42,10 @@ type Conn struct {
 	out           sendQueue    // the replies on their way out (sendqueue.go)
 	inDirty       bool         // in its shard's list of connections to flush
 	tls           *tlsRecords  // its TLS session, run on the shard (conn_tls.go); nil for plain TCP
+	// waitingForPipe: the spliced reply at the head of its queue waits for a pipe;
+	// it is in its shard's pipeWaiters.
+	waitingForPipe bool
+	splicing       *splicedReply // the spliced reply whose step is in flight (splice.go)
 
 	// Value is the handler's per-connection state (a session); the runtime clears it
 	// when the connection closes, after Handler.ConnClosed.
@@ -218,6 +222,14 @@ func (c *Conn) checkDeadlines() {
 			return
 		}
 	}
+	if deadline, ok := c.spliceDeadline(); ok && now >= deadline && c.state != linkAborting {
+		s.log.Info("connection closed: a spliced reply outlived its plan", "conn", c.id)
+		c.abort("spliced reply overdue")
+		return
+	}
+	if c.waitingForPipe && s.pipes.available() {
+		s.markDirty(c) // woken by no pipe given back (the one woken closed): try again
+	}
 	if c.state != linkAborting && c.sendOverdue(c.sendPending(), now, int64(s.cfg.SendTimeout)) {
 		s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: its client read none of its replies", "conn", c.id,
 			"timeout", s.cfg.SendTimeout, "queued_bytes", c.out.bytes, "parked_bytes", c.order.parkedBytes, "replies_owed", c.owed())
@@ -227,6 +239,9 @@ func (c *Conn) checkDeadlines() {
 	next := now + int64(c.checkInterval())
 	if s.cfg.IdleTimeout > 0 {
 		next = min(next, c.lastRecvNs+int64(s.cfg.IdleTimeout))
+	}
+	if deadline, ok := c.spliceDeadline(); ok {
+		next = min(next, deadline)
 	}
 	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.sendPending(), int64(s.cfg.SendTimeout))
 	s.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
@@ -263,6 +278,7 @@ func (c *Conn) closeBefore(seq uint64, reason string) {
 // abort closes the connection without sending what is queued.
 func (c *Conn) abort(reason string) {
 	if c.beginAbort(reason) {
+		c.cancelSplice()
 		c.maybeFinish()
 	}
 }
@@ -280,7 +296,7 @@ func (c *Conn) maybeFinish() {
 	s := c.shard
 	c.closeSocket()
 	for c.out.count > 0 {
-		c.out.popHead(s.arena)
+		c.out.popHead(s)
 	}
 	c.releaseParked()
 	if !c.out.spare.IsZero() {

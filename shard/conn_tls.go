@@ -311,7 +311,7 @@ func (c *Conn) flushTLS() {
 		}
 	}
 	if r.unsent() == 0 {
-		c.out.consume(0, c.shard.arena) // only empty pieces were queued
+		c.out.consume(0, c.shard) // only empty pieces were queued
 		return
 	}
 	n, skip := 0, r.sentBytes
@@ -325,7 +325,7 @@ func (c *Conn) flushTLS() {
 		skip = 0
 		n++
 	}
-	c.submitSend(n)
+	c.submitSend(n, false)
 }
 
 // seal seals up to tlsSealBytesMax of the replies queued into full records: a piece
@@ -391,7 +391,7 @@ func (c *Conn) sentTLS(n int) {
 	if r.sentBytes < r.sealedBytes {
 		return
 	}
-	c.out.consume(r.sealedPlainBytes, c.shard.arena)
+	c.out.consume(r.sealedPlainBytes, c.shard)
 	r.sealedPlainBytes = 0
 	r.releaseSealed(c.shard.arena)
 }

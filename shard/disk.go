@@ -235,6 +235,11 @@ func (s *DiskStorage) Close(f segment.File) error { return s.files.Close(f) }
 // List implements segment.Storage.
 func (s *DiskStorage) List(dir string) ([]string, error) { return s.files.List(dir) }
 
+// DupDescriptor implements segment.Descriptors: a poll planned on this storage
+// gets descriptors of its own of the segment files (segment.PlanRead), to
+// splice them to a socket after the log has moved on.
+func (s *DiskStorage) DupDescriptor(f segment.File) (int, error) { return s.files.DupDescriptor(f) }
+
 // InFlight returns how many of this storage's requests have not had Done run.
 func (s *DiskStorage) InFlight() int { return s.inRing + s.queued + len(s.done) }
 

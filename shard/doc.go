@@ -81,8 +81,11 @@
 // eviction leaves after the replies owed before it, and nothing follows it.
 //
 // Replies go through a bounded per-connection send queue: Reserve copies small replies
-// into arena buffers, SendVectored lends bytes (stored batches) without copying. Queued
-// pieces leave in one send, or one sendmsg over up to 64 iovecs. While more than half of
+// into arena buffers, SendVectored lends bytes (stored batches) without copying, and
+// SendFileRuns queues runs of files that are spliced to the socket, file -> pipe ->
+// socket through a pipe of the shard's pool (splice.go). Queued pieces leave in one
+// send, or one sendmsg over up to 64 iovecs, up to a spliced piece, which is then the
+// connection's send in flight. While more than half of
 // SendQueueBytesMax (or of the 64 pieces) is queued or parked, or the connection owes
 // 256 replies, its requests are not served and its recv is cancelled (back-pressure):
 // bytes that arrive before the cancel lands wait in a backlog (at most what the

@@ -46,6 +46,14 @@ type Stats struct {
 	Turns, RingEnters, Sleeps, TimerWakeups, TimersFired, BusyPolls, DiskRingEnters uint64
 	ThrottledWaits                                                                  uint64
 	TimersPending                                                                   int
+
+	// Spliced replies (Conn.SendFileRuns): SplicedReplies counts those sent whole,
+	// SplicedBytes their file bytes (in BytesSent too); PipesLent the pipes lent
+	// now, PipesCreated those made and PipesClosedDirty those closed holding bytes
+	// of a reply cut short, over the shard's life; PipeWaits the replies that found
+	// every pipe lent and waited in line.
+	SplicedReplies, SplicedBytes, PipesCreated, PipesClosedDirty, PipeWaits uint64
+	PipesLent                                                               int
 }
 
 // counters are a shard's own, written only on its goroutine.
@@ -53,6 +61,7 @@ type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
 	throttledWaits, messagesFromOthers                                 uint64
+	splicedReplies, splicedBytes, pipeWaits                            uint64
 	// replica counts the replica plane's traffic; atomics, which Runtime.ReplicaStats
 	// sums from any goroutine.
 	replica replicaCounters
@@ -79,6 +88,12 @@ func (s *Shard) Stats() Stats {
 		BusyPolls:              s.counters.busyPolls,
 		ThrottledWaits:         s.counters.throttledWaits,
 		TimersPending:          s.timers.Len(),
+		SplicedReplies:         s.counters.splicedReplies,
+		SplicedBytes:           s.counters.splicedBytes,
+		PipesLent:              s.pipes.Lent(),
+		PipesCreated:           s.pipes.Created(),
+		PipesClosedDirty:       s.pipes.ClosedDirty(),
+		PipeWaits:              s.counters.pipeWaits,
 	}
 	if s.disk.io != nil {
 		st.DiskRingEnters = s.disk.io.enters

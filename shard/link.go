@@ -78,16 +78,20 @@ func (v *sendVector) set(i int, b []byte) {
 }
 
 // submitSend submits the link's one send, over the first n iovecs set: a plain send
-// for one, a sendmsg for more.
-func (l *link) submitSend(n int) {
+// for one, a sendmsg for more; more (MSG_MORE) when bytes will follow at once.
+func (l *link) submitSend(n int, more bool) {
+	flags := unix.MSG_NOSIGNAL
+	if more {
+		flags |= unix.MSG_MORE
+	}
 	sqe := l.shard.getSQE()
 	if n == 1 {
 		iov := &l.vec.iovecs[0]
-		sqe.PrepareSend(l.fd, unsafe.Slice(iov.Base, int(iov.Len)), unix.MSG_NOSIGNAL)
+		sqe.PrepareSend(l.fd, unsafe.Slice(iov.Base, int(iov.Len)), flags)
 	} else {
 		l.vec.msg.Iov = &l.vec.iovecs[0]
 		l.vec.msg.SetIovlen(n)
-		sqe.PrepareSendmsg(l.fd, &l.vec.msg, unix.MSG_NOSIGNAL)
+		sqe.PrepareSendmsg(l.fd, &l.vec.msg, flags)
 	}
 	l.markFixed(sqe)
 	sqe.UserData = userData(l.kinds.send, l.id)

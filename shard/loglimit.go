@@ -16,6 +16,7 @@ const (
 	logFrameTimeout logKind = iota
 	logIdleTimeout
 	logRepliesNotRead
+	logNoPipe
 	logKindCount
 )
 

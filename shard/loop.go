@@ -199,6 +199,13 @@ func (s *Shard) complete(cqe *ring.CQE) {
 		} else {
 			c.onSend(cqe.Res)
 		}
+	case kindSpliceHead, kindSpliceIn, kindSpliceOut:
+		id := s.linkOf(rest)
+		c := s.Conn(id)
+		if c == nil {
+			panic(s.goneLink(id))
+		}
+		c.onSplice(kind, cqe.Res)
 	case kindCancel, kindWakeSent:
 		// Cancellation outcomes arrive on the cancelled operation itself; a failed
 		// wake-up means the target's ring is gone, which only happens at shutdown.

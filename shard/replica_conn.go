@@ -49,7 +49,7 @@ type replicaConn struct {
 	handshakeDeadlineNs int64
 
 	// queues hold the frames to send by class (replica_queue.go); queued counts
-	// them all. batch names the class of each iovec of the sendmsg in flight.
+	// them all. batch names the class of each frame of the sendmsg in flight.
 	queues     [replicaClassCount]replicaOutQueue
 	queued     int
 	queueBytes int

@@ -217,7 +217,7 @@ func (c *replicaConn) enqueue(out replicaOut) bool {
 	}
 	q.push(out)
 	c.queued++
-	c.queueBytes += len(out.data)
+	c.queueBytes += out.size()
 	if !c.dirty {
 		c.dirty = true
 		c.shard.replica.dirty = append(c.shard.replica.dirty, c)
@@ -232,13 +232,13 @@ func (c *replicaConn) flush() {
 	if c.sendInFlight || c.queued == 0 || c.state == linkAborting || c.state == linkFree {
 		return
 	}
-	n := 0
+	frames, iovecs := 0, 0
 	partial := replicaClassCount
 	for class := range replicaClassCount {
 		if q := &c.queues[class]; q.n > 0 && q.at(0).sent > 0 {
 			partial = class
-			c.addIovec(n, q.at(0), class)
-			n++
+			iovecs = c.addFrame(frames, iovecs, q.at(0), class)
+			frames++
 		}
 	}
 	for class := range replicaClassCount {
@@ -247,19 +247,37 @@ func (c *replicaConn) flush() {
 		if class == partial {
 			first = 1
 		}
-		for i := first; i < q.n && n < sendVectorMax; i++ {
-			c.addIovec(n, q.at(i), class)
-			n++
+		// A frame lent in two parts takes two iovecs.
+		for i := first; i < q.n && iovecs+2 <= sendVectorMax; i++ {
+			iovecs = c.addFrame(frames, iovecs, q.at(i), class)
+			frames++
 		}
 	}
-	c.batchLen = n
-	c.submitSend(n)
+	c.batchLen = frames
+	c.submitSend(iovecs, false)
 }
 
-func (c *replicaConn) addIovec(i int, out *replicaOut, class ReplicaClass) {
-	c.vec.set(i, out.data[out.sent:])
+// addFrame sets the iovecs of what is left of frame number i of the sendmsg from
+// iovec k on, and returns the next free iovec.
+func (c *replicaConn) addFrame(i, k int, out *replicaOut, class ReplicaClass) int {
 	c.batch[i] = class
+	sent := out.sent
+	if sent < len(out.head) {
+		c.vec.set(k, out.head[sent:])
+		k++
+		sent = 0
+	} else {
+		sent -= len(out.head)
+	}
+	if len(out.data) > sent {
+		c.vec.set(k, out.data[sent:])
+		k++
+	}
+	return k
 }
+
+// size is the frame's bytes.
+func (out *replicaOut) size() int { return len(out.head) + len(out.data) }
 
 // sent accounts for n bytes of the sendmsg in flight, in the order its iovecs had:
 // each is the front frame of its class's queue until it is whole and popped.
@@ -269,10 +287,10 @@ func (c *replicaConn) sent(n int) {
 	for i := 0; i < c.batchLen && n > 0; i++ {
 		class := c.batch[i]
 		out := c.queues[class].at(0)
-		k := min(n, len(out.data)-out.sent)
+		k := min(n, out.size()-out.sent)
 		out.sent += k
 		n -= k
-		if out.sent < len(out.data) {
+		if out.sent < out.size() {
 			break
 		}
 		if !out.handshake {

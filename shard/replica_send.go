@@ -132,14 +132,28 @@ var ErrReplicaNotOwner = errors.New("shard: this shard does not own the replica 
 // for SendReplica. (After a fatal stop, done may be released by the goroutine that
 // closes the runtime, as Dropper's messages are.)
 func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
+	if len(frame) < headerSizeBytes {
+		return fmt.Errorf("shard: replica frame of %d bytes, not a whole header", len(frame))
+	}
+	return s.SendReplicaLentParts(peer, frame[:headerSizeBytes], frame[headerSizeBytes:], done)
+}
+
+// SendReplicaLentParts is SendReplicaLent of a frame whose header and body lie
+// apart (a vsr.Message: Header.Bytes() and Body): both are lent, the header sealed
+// in place, and both must stay unchanged until done is released. The header must
+// be 16-byte aligned (a wire.GenericHeader is).
+func (s *Shard) SendReplicaLentParts(peer uint8, header, body []byte, done Releaser) error {
 	rr := s.rt.replica
 	if rr == nil {
 		return errors.New("shard: SendReplicaLent without a replica plane")
 	}
-	if err := checkReplicaFrame(rr, peer, frame, len(frame)); err != nil {
+	if len(header) != headerSizeBytes {
+		return fmt.Errorf("shard: a lent replica header of %d bytes", len(header))
+	}
+	if err := checkReplicaFrame(rr, peer, header, headerSizeBytes+len(body)); err != nil {
 		return err
 	}
-	h, err := wire.ViewHeader[wire.GenericHeader](frame)
+	h, err := wire.ViewHeader[wire.GenericHeader](header)
 	if err != nil {
 		return fmt.Errorf("shard: SendReplicaLent of a frame that is not 16-byte aligned: %w", err)
 	}
@@ -157,8 +171,8 @@ func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
 		s.refuseQueueFull(peer, class)
 		return ErrReplicaQueueFull
 	}
-	wire.SealReplica(h, frame[headerSizeBytes:])
-	if !c.enqueue(replicaOut{data: frame, from: s.index, peer: peer, class: class, done: done}) {
+	wire.SealReplica(h, body)
+	if !c.enqueue(replicaOut{head: header, data: body, from: s.index, peer: peer, class: class, done: done}) {
 		// Not for want of room (the budget bounds the queue): the link is closing.
 		rr.unreserve(peer, class)
 		s.counters.replica.classes[class].dropped.Add(1)
@@ -271,8 +285,11 @@ type pendingRelease struct {
 // arena buffer holds them (this shard's buffer, or bufClass and bufIndex in shard
 // from's arena).
 type replicaOut struct {
+	// head, for a frame lent in two parts (SendReplicaLentParts), is its header,
+	// sent before data; nil otherwise.
+	head     []byte
 	data     []byte
-	sent     int
+	sent     int          // of head and data
 	buffer   arena.Buffer // set when from is this shard
 	from     int
 	bufIndex uint32

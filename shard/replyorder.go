@@ -216,15 +216,15 @@ func (c *Conn) advance() {
 		sl := c.slot(c.order.replySeq)
 		for sl.moved < len(sl.pieces) {
 			seg := sl.pieces[sl.moved]
-			if !c.room(1, len(seg.data)) {
+			if !c.room(1, seg.size()) {
 				return
 			}
 			sl.pieces[sl.moved] = sendSegment{}
 			sl.moved++
-			c.order.parkedBytes -= len(seg.data)
+			c.order.parkedBytes -= seg.size()
 			c.out.push(seg)
-			c.order.headBytesQueued += len(seg.data)
-			c.queued(len(seg.data))
+			c.order.headBytesQueued += seg.size()
+			c.queued(seg.size())
 		}
 		if !sl.ended {
 			return
@@ -251,6 +251,9 @@ func (c *Conn) releaseParked() {
 			}
 			if seg.done != nil {
 				seg.done.Release()
+			}
+			if seg.spliced != nil {
+				seg.spliced.release(c.shard)
 			}
 			*seg = sendSegment{}
 		}

@@ -296,6 +296,10 @@ func (rt *Runtime) closeAll() {
 			}
 		}
 		s.listener.closeFd()
+		if s.pipes.lent != 0 && rt.err == nil {
+			// Every spliced reply gives its pipe back before its connection is freed.
+			errs = append(errs, fmt.Errorf("shard %d: %d pipes still lent after the stop", s.index, s.pipes.lent))
+		}
 		s.pipes.close()
 		if s.arena != nil {
 			if rt.err == nil {

@@ -21,12 +21,22 @@ const sendBufferBytesMax = 64 << 10
 const sendProgressBytesMin = 64 << 10
 
 // sendSegment is one piece of the send queue: bytes the runtime copied into its own
-// arena buffer (owned set) or bytes a handler lent (done, if set, told when sent).
+// arena buffer (owned set), bytes a handler lent (done, if set, told when sent), or
+// file runs spliced to the socket (spliced set, data nil: splice.go).
 type sendSegment struct {
-	data  []byte
-	sent  int
-	owned arena.Buffer
-	done  Releaser
+	data    []byte
+	sent    int
+	owned   arena.Buffer
+	done    Releaser
+	spliced *splicedReply
+}
+
+// size is the piece's bytes.
+func (seg *sendSegment) size() int {
+	if seg.spliced != nil {
+		return seg.spliced.sizeBytes
+	}
+	return len(seg.data)
 }
 
 // sendQueue is a client connection's replies on their way out: a ring of pieces in
@@ -158,14 +168,27 @@ func (c *Conn) flush() {
 		c.flushTLS()
 		return
 	}
-	if c.out.count == 0 {
-		return
+	n := 0
+	for n < c.out.count {
+		seg := c.out.at(n)
+		if seg.spliced != nil {
+			break
+		}
+		c.vec.set(n, seg.data[seg.sent:])
+		n++
 	}
-	for i := range c.out.count {
-		seg := c.out.at(i)
-		c.vec.set(i, seg.data[seg.sent:])
+	switch {
+	case n == 0 && c.out.count > 0:
+		c.startSplice(c.out.at(0).spliced, 0)
+	case n == c.out.count:
+		c.submitSend(n, false)
+	case c.out.at(n).spliced.fresh() && c.startSplice(c.out.at(n).spliced, n):
+		// The head of a spliced reply leads its chain.
+	default:
+		// The head of a spliced reply that waits for a pipe: MSG_MORE holds a
+		// partial segment back for the bytes that follow from the file.
+		c.submitSend(n, true)
 	}
-	c.submitSend(c.out.count)
 }
 
 func (c *Conn) onSend(res int32) {
@@ -177,22 +200,52 @@ func (c *Conn) onSend(res int32) {
 		c.maybeFinish()
 		return
 	}
-	s := c.shard
-	s.counters.bytesSent += uint64(res)
 	if c.tls != nil {
+		c.shard.counters.bytesSent += uint64(res)
 		c.sentTLS(int(res))
-	} else {
-		c.out.consume(int(res), s.arena)
+		c.sendProgress(int(res))
+		c.markIfDrained()
+		c.afterSend()
+		return
 	}
-	c.advance() // parked replies into the room the send made
-	// Progress is a drained queue or sendProgressBytesMin sent: a reader that lets
-	// through a few bytes now and then (or a kernel collapsing its receive queue
-	// under a zero window) does not keep a stuck queue alive.
-	c.out.sentSinceMarkBytes += int(res)
-	if c.out.count == 0 || c.out.sentSinceMarkBytes >= sendProgressBytesMin {
-		c.sendWaitFromNs = s.nowNs
+	c.sendProgress(int(res))
+	c.sent(int(res))
+}
+
+// sendProgress counts n bytes the kernel took from the send queue. Progress is a
+// drained queue or sendProgressBytesMin sent: a reader that lets through a few
+// bytes now and then (or a kernel collapsing its receive queue under a zero
+// window) does not keep a stuck queue alive.
+func (c *Conn) sendProgress(n int) {
+	c.out.sentSinceMarkBytes += n
+	if c.out.sentSinceMarkBytes >= sendProgressBytesMin {
+		c.sendWaitFromNs = c.shard.nowNs
 		c.out.sentSinceMarkBytes = 0
 	}
+}
+
+// sent drops n bytes sent (and counted by sendProgress) from the queue, once the
+// send that took them has ended, and goes on.
+func (c *Conn) sent(n int) {
+	c.shard.counters.bytesSent += uint64(n)
+	c.out.consume(n, c.shard)
+	c.markIfDrained()
+	c.afterSend()
+}
+
+// markIfDrained: a drained queue is progress (sendProgress).
+func (c *Conn) markIfDrained() {
+	if c.out.count == 0 {
+		c.sendWaitFromNs = c.shard.nowNs
+		c.out.sentSinceMarkBytes = 0
+	}
+}
+
+// afterSend goes on after a send ended: parked replies into the room it made, the
+// next send, reading again once the queue drained enough.
+func (c *Conn) afterSend() {
+	s := c.shard
+	c.advance() // parked replies into the room the send made
 	switch c.state {
 	case linkOpen:
 		if c.sendPending() {
@@ -214,36 +267,39 @@ func (c *Conn) onSend(res int32) {
 }
 
 // consume drops n sent bytes from the head of the queue, releasing what is done to
-// a (the drained buffer kept as the spare).
-func (q *sendQueue) consume(n int, a *arena.Arena) {
+// the shard (the drained buffer kept as the spare).
+func (q *sendQueue) consume(n int, s *Shard) {
 	q.bytes -= n
 	for n > 0 {
 		seg := &q.segments[q.head]
-		k := min(n, len(seg.data)-seg.sent)
+		k := min(n, seg.size()-seg.sent)
 		seg.sent += k
 		n -= k
-		if seg.sent < len(seg.data) {
+		if seg.sent < seg.size() {
 			break
 		}
-		q.popHead(a)
+		q.popHead(s)
 	}
 	// A queued segment may be empty (a zero-length reserve); drop those too.
-	for q.count > 0 && q.segments[q.head].sent == len(q.segments[q.head].data) {
-		q.popHead(a)
+	for q.count > 0 && q.segments[q.head].sent == q.segments[q.head].size() {
+		q.popHead(s)
 	}
 }
 
-func (q *sendQueue) popHead(a *arena.Arena) {
+func (q *sendQueue) popHead(s *Shard) {
 	seg := &q.segments[q.head]
 	if !seg.owned.IsZero() {
 		if q.spare.IsZero() {
 			q.spare = seg.owned
 		} else {
-			a.Release(seg.owned)
+			s.arena.Release(seg.owned)
 		}
 	}
 	if seg.done != nil {
 		seg.done.Release()
+	}
+	if seg.spliced != nil {
+		seg.spliced.release(s)
 	}
 	*seg = sendSegment{}
 	q.head = (q.head + 1) % sendSegmentsMax

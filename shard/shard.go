@@ -28,8 +28,11 @@ const (
 	kindCancel
 	kindWake // a MSG_RING from another shard: its inbox has messages
 	kindWakeSent
-	kindEventFd   // the eventfd read through which non-shard goroutines wake the shard
-	kindDiskEvent // the read of the disk ring's eventfd: disk completions were posted
+	kindEventFd    // the eventfd read through which non-shard goroutines wake the shard
+	kindDiskEvent  // the read of the disk ring's eventfd: disk completions were posted
+	kindSpliceHead // the bytes queued before a spliced reply, leading its chain (splice.go)
+	kindSpliceIn   // a spliced reply's file -> pipe step
+	kindSpliceOut  // a spliced reply's pipe -> socket step
 )
 
 // submitCancel asks the kernel to cancel the request whose user data is target;
@@ -74,15 +77,20 @@ type Shard struct {
 	nowNs  int64
 	poll   completionPoll // the completions of a turn, and how the loop waits for them (wait.go)
 
-	recv      recvPool      // the receive buffers of the client connections (recv.go)
-	clients   clientTable   // the client connections (clients.go)
-	listener  listener      // shard 0 only: the client listener (listener.go)
-	handoff   handoffs      // connections on their way between shards (handoff.go)
-	mail      mailbox       // messages from the other shards and goroutines (mail.go)
-	wakeEvent eventReader   // the eventfd through which goroutines off the shards wake it (mail.go)
-	disk      diskPort      // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
-	pipes     PipePool      // the pipes replies are spliced through (pipepool.go)
-	replica   *replicaShard // the shard's part of the replica plane; nil without Config.Replica
+	recv      recvPool    // the receive buffers of the client connections (recv.go)
+	clients   clientTable // the client connections (clients.go)
+	listener  listener    // shard 0 only: the client listener (listener.go)
+	handoff   handoffs    // connections on their way between shards (handoff.go)
+	mail      mailbox     // messages from the other shards and goroutines (mail.go)
+	wakeEvent eventReader // the eventfd through which goroutines off the shards wake it (mail.go)
+	disk      diskPort    // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
+	pipes     PipePool    // the pipes replies are spliced through (pipepool.go)
+	// splicedFree are spliced replies' records for reuse (splice.go).
+	splicedFree []*splicedReply
+	// pipeWaiters are the connections whose spliced reply waits for a pipe, in
+	// the order they came (splice.go).
+	pipeWaiters []ConnID
+	replica     *replicaShard // the shard's part of the replica plane; nil without Config.Replica
 
 	counters  counters
 	logLimits logLimiter
