@@ -198,7 +198,10 @@
 //	                            take prepares or repair at once (memory.go); the
 //	                            buffers of the journal copies of 32 KiB and more
 //	                            are reused once written (bodyBuffers), and given
-//	                            back to the collector when not reused: none at rest
+//	                            back to the collector when not reused: none at rest;
+//	                            or, when the caller lends its frames (StepLending),
+//	                            the frames themselves, at most Replication.
+//	                            LentBodiesMax at once, given back once written (lend.go)
 //
 // Not in that bound yet: a state transfer's artifacts, which the core assembles
 // whole before the install.

@@ -29,6 +29,9 @@ type testCluster struct {
 	leader int
 	// openFilesMax is each store's Replication.OpenFilesMax (0: the default).
 	openFilesMax int
+	// lenders, when set, lend each store the frames it steps (StepLending), one
+	// lender a store.
+	lenders []*frameLender
 }
 
 type netFrame struct {
@@ -104,7 +107,18 @@ func (c *testCluster) deliverOne() bool {
 	}
 	s := c.stores[f.to]
 	s.NoteLiveness(f.from)
-	if err := s.Step(testKey, h, f.buf[wire.HeaderSize:]); err != nil {
+	if c.lenders != nil {
+		l := c.lenders[f.to]
+		l.frame = f.buf
+		if err := s.StepLending(testKey, h, f.buf[wire.HeaderSize:], l); err != nil {
+			c.stepErrs = append(c.stepErrs, err)
+		}
+		lent := l.frame == nil
+		l.frame = nil
+		if lent {
+			return true // the lender poisons it when it comes back
+		}
+	} else if err := s.Step(testKey, h, f.buf[wire.HeaderSize:]); err != nil {
 		c.stepErrs = append(c.stepErrs, err)
 	}
 	// The frame is released once Step returns (the server reuses its buffer): the
