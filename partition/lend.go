@@ -28,10 +28,11 @@ import "github.com/iggy-shard/iggy-shard/wire"
 // BodyLender lends the store the frame of a replica-plane frame given to
 // StepLending, past the call.
 type BodyLender interface {
-	// Lend keeps the frame being stepped after StepLending returns, and names the
-	// loan; ok false when it cannot (the store copies the body then). Called at
+	// Lend keeps the frame whose body is body (the one StepLending was given)
+	// after StepLending returns, and names the loan; ok false when it cannot, or
+	// body is not in that frame's memory (the store copies it then). Called at
 	// most once per StepLending, during it.
-	Lend() (loan uint64, ok bool)
+	Lend(body []byte) (loan uint64, ok bool)
 	// Return ends a loan: nothing in the store refers to the frame any more.
 	Return(loan uint64)
 }
@@ -79,7 +80,7 @@ func (s *Store) borrow(body []byte) (bodyLoan, bool) {
 	if l.offerLender == nil || len(body) == 0 || len(l.offer) != len(body) || &l.offer[0] != &body[0] || l.out >= l.max {
 		return bodyLoan{}, false
 	}
-	ticket, ok := l.offerLender.Lend()
+	ticket, ok := l.offerLender.Lend(body)
 	if !ok {
 		return bodyLoan{}, false
 	}

@@ -22,8 +22,8 @@ type frameLender struct {
 
 func newFrameLender() *frameLender { return &frameLender{loans: make(map[uint64][]byte)} }
 
-func (l *frameLender) Lend() (uint64, bool) {
-	if l.refuse || l.frame == nil {
+func (l *frameLender) Lend(body []byte) (uint64, bool) {
+	if l.refuse || l.frame == nil || &l.frame[wire.HeaderSize] != &body[0] {
 		return 0, false
 	}
 	l.next++
@@ -249,8 +249,8 @@ func TestLoanEndedDuringAReadyComesBackAfterIt(t *testing.T) {
 		}
 	}
 	l := c.lenders[1]
-	l.frame = make([]byte, 64)
-	ticket, _ := l.Lend()
+	l.frame = make([]byte, 2*wire.HeaderSize)
+	ticket, _ := l.Lend(l.frame[wire.HeaderSize:])
 	backup.loans.out++
 	p.endLoan(bodyLoan{lender: l, ticket: ticket})
 	if _, ok := l.loans[ticket]; !ok {
