@@ -39,10 +39,28 @@ func BenchmarkBackupPrepare(b *testing.B) {
 						b.Fatal("the prepare never reaches the last backup")
 					}
 				}
-				bodyBytes = len(c.queue[0].buf) - wire.HeaderSize
-				b.StartTimer()
-				c.deliverOne()
-				b.StopTimer()
+				f := c.queue[0]
+				c.queue = c.queue[1:]
+				h, err := wire.DecodeReplicaHeader(f.buf, 64<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, body := c.stores[last], f.buf[wire.HeaderSize:]
+				bodyBytes = len(body)
+				if l := c.lenders[last]; l != nil {
+					l.frame = f.buf
+					b.StartTimer()
+					err = s.StepLending(testKey, h, body, l)
+					b.StopTimer()
+					l.frame = nil
+				} else {
+					b.StartTimer()
+					err = s.Step(testKey, h, body)
+					b.StopTimer()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
 				c.settle()
 				for _, s := range c.stores {
 					s.WaitIdle()
