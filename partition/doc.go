@@ -89,6 +89,23 @@
 // a stream, whose next prepare carries the commit point, none. An idle group sends
 // nothing either way.
 //
+// Prepares are pipelined: a primary has up to PipelineDepth (32) ops prepared and
+// not committed, and a backup whose disk is slow does not hold them up. It
+// acknowledges once journaled (in memory, or in partition.journal with
+// enforce_fsync), not once its log has written; and when an op commits without the
+// primary's next hop in the chain, the primary sends each prepare to every backup
+// itself until the hop acknowledges again (vsr's hopSilent), so the other backup
+// makes the quorum. The ops sent down the chain before that wait one prepare
+// retransmission (250 ms) the first time (TestClusterCommitsPastABackupWithAStalledDisk).
+// What bounds a group's pipeline is then its depth, the store's body budget on the
+// backups (a prepare past it is dropped and retransmitted; the repair candidates
+// the cores keep, vsr.CopyBudget, count in it), the primary's journal window (it
+// prepares no op 64 or more above the last it applied: JournalSlots), and, for one
+// producer, the batches it has in flight:
+// an SDK client sends one batch at a time and waits for its acknowledgement, so a
+// single producer's partition has one op in flight and gains nothing from the
+// pipeline; many producers, or many partitions, fill it.
+//
 // The stamp is made at prepare: base_offset is the offset after everything prepared
 // (not only applied), base_timestamp is the prepare's timestamp (the Core's
 // primary-assigned timestamp, strictly increasing, first raised to the last prepared
@@ -198,7 +215,10 @@
 //	                            take prepares or repair at once (memory.go); the
 //	                            buffers of the journal copies of 32 KiB and more
 //	                            are reused once written (bodyBuffers), and given
-//	                            back to the collector when not reused: none at rest
+//	                            back to the collector when not reused: none at rest;
+//	                            or, when the caller lends its frames (StepLending),
+//	                            the frames themselves, at most Replication.
+//	                            LentBodiesMax at once, given back once written (lend.go)
 //
 // Not in that bound yet: a state transfer's artifacts, which the core assembles
 // whole before the install.

@@ -49,6 +49,10 @@ type Replication struct {
 	// Driver held while its Ready was out, batches read back for a peer's repair:
 	// memory.go); the node's share for this shard. 0 = 64 MiB.
 	BodyBudgetBytes int64
+	// LentBodiesMax bounds the frames the store's backups journal in place of a
+	// copy, lent by StepLending's caller until written (lend.go). 0 =
+	// LentBodiesMaxDefault; negative: none, every body is copied.
+	LentBodiesMax int
 	// OpenFilesMax bounds the files the store's partitions hold open at once
 	// (segment.FileCache): the least recently used are closed and opened again
 	// when needed. The node's share for this shard of what its open-file limit

@@ -29,6 +29,10 @@ type testCluster struct {
 	leader int
 	// openFilesMax is each store's Replication.OpenFilesMax (0: the default).
 	openFilesMax int
+	// lenders lend each store the frames it steps (StepLending), one lender a
+	// store; a store without one (nil) copies them (Step). Every store but the
+	// last has one, so that every cluster test runs both.
+	lenders []*frameLender
 }
 
 type netFrame struct {
@@ -84,6 +88,11 @@ func newTestClusterOfFiles(t testing.TB, seed uint64, n int, cfg Config, openFil
 		}
 		c.stores = append(c.stores, s)
 		c.storages = append(c.storages, st)
+		var l *frameLender
+		if i < n-1 {
+			l = newFrameLender()
+		}
+		c.lenders = append(c.lenders, l)
 	}
 	return c
 }
@@ -104,7 +113,17 @@ func (c *testCluster) deliverOne() bool {
 	}
 	s := c.stores[f.to]
 	s.NoteLiveness(f.from)
-	if err := s.Step(testKey, h, f.buf[wire.HeaderSize:]); err != nil {
+	if l := c.lenders[f.to]; l != nil {
+		l.frame = f.buf
+		if err := s.StepLending(testKey, h, f.buf[wire.HeaderSize:], l); err != nil {
+			c.stepErrs = append(c.stepErrs, err)
+		}
+		lent := l.frame == nil
+		l.frame = nil
+		if lent {
+			return true // the lender poisons it when it comes back
+		}
+	} else if err := s.Step(testKey, h, f.buf[wire.HeaderSize:]); err != nil {
 		c.stepErrs = append(c.stepErrs, err)
 	}
 	// The frame is released once Step returns (the server reuses its buffer): the

@@ -63,6 +63,7 @@ func (p *Partition) run() {
 func (p *Partition) afterRun() {
 	if !p.holding() {
 		p.releaseHeldFrames()
+		p.returnLoans()
 	}
 	p.store.rearm(p)
 }

@@ -32,8 +32,10 @@ type journalEntry struct {
 	present bool
 	// void: its journal file write failed; its send was failed and it is not applied.
 	void bool
-	// copied: body is a copy counted against the store's body budget.
+	// copied: body is a copy counted against the store's body budget; loan the
+	// frame it is, when lent (lend.go).
 	copied bool
+	loan   bodyLoan
 	// The send waiting for this op on the primary (done nil otherwise). syncCall: the
 	// send is being admitted by the current Send call, which returns its result.
 	done     SendCompletion

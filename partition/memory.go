@@ -184,11 +184,16 @@ func (p *Partition) bodyNeededOp() uint64 {
 // budget.
 var errBodyBudget = errors.New("partition: body budget spent: prepare dropped, the primary retransmits it")
 
-// copyBody gives e a copy of body, counted against the store's budget.
+// copyBody gives e a copy of body, counted against the store's budget: the frame
+// body came in itself when its lender lends it (lend.go), else a copy.
 func (p *Partition) copyBody(e *journalEntry, body []byte) {
 	p.releaseBody(e)
-	e.body = p.store.bodies.buffers.get(len(body))
-	copy(e.body, body)
+	if loan, ok := p.store.borrow(body); ok {
+		e.body, e.loan = body, loan
+	} else {
+		e.body = p.store.bodies.buffers.get(len(body))
+		copy(e.body, body)
+	}
 	e.copied = true
 	p.copies.bytes += len(body)
 	p.takeBody(len(body))
@@ -212,6 +217,10 @@ func (p *Partition) releaseBody(e *journalEntry) {
 	e.copied = false
 	p.copies.bytes -= len(e.body)
 	p.store.bodies.give(len(e.body))
+	if e.loan.lender != nil {
+		p.endLoan(e.loan)
+		e.loan = bodyLoan{}
+	}
 }
 
 // writeBody hands e's copy to the log, which holds it until written: it is given
@@ -221,13 +230,16 @@ func (p *Partition) writeBody(e *journalEntry, end uint64) {
 		return
 	}
 	e.copied = false
-	p.copies.unwritten = append(p.copies.unwritten, unwrittenBody{body: e.body, end: end})
+	p.copies.unwritten = append(p.copies.unwritten, unwrittenBody{body: e.body, end: end, loan: e.loan})
+	e.loan = bodyLoan{}
 }
 
-// unwrittenBody is a copy the log is writing: body, the batch ending at end.
+// unwrittenBody is a copy the log is writing: body, the batch ending at end; loan
+// the frame it is when lent.
 type unwrittenBody struct {
 	body []byte
 	end  uint64
+	loan bodyLoan
 }
 
 // releaseWritten gives back the copies the log has written (all of them once it
@@ -245,7 +257,11 @@ func (p *Partition) releaseWritten() {
 		p.store.bodies.give(len(body))
 		// Written (segment.Log.Append's contract), applied and out of the journal:
 		// nothing else refers to it.
-		p.store.bodies.buffers.put(body)
+		if loan := p.copies.unwritten[n].loan; loan.lender != nil {
+			p.endLoan(loan)
+		} else {
+			p.store.bodies.buffers.put(body)
+		}
 	}
 	if n > 0 {
 		rest := copy(p.copies.unwritten, p.copies.unwritten[n:])

@@ -10,7 +10,8 @@ import (
 )
 
 // checkBodiesGiven settles the cluster and checks that every store gave back every
-// copy of a body it made: nothing is prepared and not applied, every log is idle.
+// copy of a body it made, and every frame it was lent: nothing is prepared and not
+// applied, every log is idle.
 func (c *testCluster) checkBodiesGiven() {
 	c.t.Helper()
 	c.settle()
@@ -18,6 +19,9 @@ func (c *testCluster) checkBodiesGiven() {
 		s.WaitIdle()
 		if s.bodies.inUseBytes != 0 {
 			c.t.Fatalf("replica %d holds %d bytes of body copies with nothing in flight", i, s.bodies.inUseBytes)
+		}
+		if out, _ := s.LentBodies(); out != 0 || c.lenders[i] != nil && len(c.lenders[i].loans) != 0 {
+			c.t.Fatalf("replica %d holds %d frames on loan with nothing in flight", i, out)
 		}
 	}
 }

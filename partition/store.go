@@ -55,6 +55,8 @@ type Store struct {
 	activity
 	// bodies counts the copies of bodies the partitions hold (memory.go).
 	bodies bodyBudget
+	// loans are the frames lent to the journals (lend.go).
+	loans lending
 	// files keeps the partitions' open files within Replication.OpenFilesMax.
 	files *segment.FileCache
 	// dirsPending: partitions were opened since SyncDirs last ran.
@@ -117,8 +119,12 @@ func NewReplicatedStore(root string, storages StorageProvider, repl Replication)
 	if openFiles <= 0 {
 		openFiles = segment.FilesBudget(runtime.GOMAXPROCS(0))
 	}
+	lentMax := repl.LentBodiesMax
+	if lentMax == 0 {
+		lentMax = LentBodiesMaxDefault
+	}
 	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers(),
-		bodies: bodyBudget{budgetBytes: budget}, files: segment.NewFileCache(openFiles)}
+		bodies: bodyBudget{budgetBytes: budget}, files: segment.NewFileCache(openFiles), loans: lending{max: lentMax}}
 }
 
 // OpenFiles says what the store's file cache did: the partitions' files open now
@@ -176,9 +182,12 @@ type Partition struct {
 	// durable is the journal file of an enforce_fsync partition (durable.go).
 	durable *durableJournal
 
-	copies   bodyCopies        // copies of bodies it holds (memory.go)
-	activity partitionActivity // its places in the store's lists (activity.go)
-	transfer transferState     // the states installed (transfer.go)
+	copies bodyCopies // copies of bodies it holds (memory.go)
+	// loansEnded are the lent frames given back once the group's Ready is done
+	// (lend.go).
+	loansEnded []bodyLoan
+	activity   partitionActivity // its places in the store's lists (activity.go)
+	transfer   transferState     // the states installed (transfer.go)
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -428,6 +437,7 @@ func (p *Partition) close() error {
 	p.quiesce()
 	err := p.log.Close()
 	p.releaseWritten()
+	p.returnLoans() // nothing in flight: the group is stopped, the log closed
 	if p.durable != nil {
 		err = errors.Join(err, p.durable.close(p))
 		p.durable = nil
