@@ -69,7 +69,7 @@ func (a *acceptor) onCompletion(s *Shard, cqe *ring.CQE) {
 			// keeps failing (connections wait in the kernel's accept queue).
 			if !a.armed && !a.backoffArmed {
 				a.backoffArmed = true
-				s.timers.Push(timer{deadlineNs: s.nowNs + int64(pause), kind: a.retry})
+				s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(pause), kind: a.retry})
 			}
 			return
 		}

@@ -105,7 +105,7 @@ func (s *Shard) adopt(fd int, direct bool, peer netip.AddrPort, h *tlsHandover) 
 		return
 	}
 	s.rt.connCounts[s.index].Add(1)
-	if o, ok := s.handler.(Opener); ok {
+	if o, ok := s.handler.Handler.(Opener); ok {
 		o.ConnOpened(c)
 	}
 	if h != nil {

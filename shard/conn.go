@@ -43,7 +43,7 @@ type Conn struct {
 	inDirty       bool         // in its shard's list of connections to flush
 	tls           *tlsRecords  // its TLS session, run on the shard (conn_tls.go); nil for plain TCP
 	// waitingForPipe: the spliced reply at the head of its queue waits for a pipe;
-	// it is in its shard's pipeWaiters.
+	// it is in its shard's line for a pipe (splicer.waiters).
 	waitingForPipe bool
 	splicing       *splicedReply // the spliced reply whose step is in flight (splice.go)
 
@@ -69,9 +69,9 @@ func (c *Conn) open(fd int, direct bool, slot uint32, peer netip.AddrPort) error
 	s := c.shard
 	*c = Conn{link: newLink(s, slot, c.id, clientLinkKinds, fd, direct, peer, linkOpen), framer: c.framer,
 		order: replyOrder{closeBeforeSeq: ^uint64(0), parked: c.order.parked}}
-	c.lastRecvNs = s.nowNs
+	c.lastRecvNs = s.clock.nowNs
 	c.armRecv()
-	s.timers.Push(timer{deadlineNs: s.nowNs + int64(c.checkInterval()), kind: timerConn, conn: c.id})
+	s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(c.checkInterval()), kind: timerConn, conn: c.id})
 	return nil
 }
 
@@ -209,7 +209,7 @@ func (c *Conn) evict(client wire.Uint128, reason wire.EvictionReason, versionMax
 // read in time) and otherwise sets the next timer.
 func (c *Conn) checkDeadlines() {
 	s := c.shard
-	now := s.nowNs
+	now := s.clock.nowNs
 	if c.state == linkOpen {
 		if !c.waitingForBuffer && c.frameOverdue(now, int64(s.cfg.FrameTimeout)) {
 			s.logLimited(logFrameTimeout, slog.LevelInfo, "connection closed: frame timeout", "conn", c.id, "timeout", s.cfg.FrameTimeout)
@@ -227,7 +227,7 @@ func (c *Conn) checkDeadlines() {
 		c.abort("spliced reply overdue")
 		return
 	}
-	if c.waitingForPipe && s.pipes.available() {
+	if c.waitingForPipe && s.splice.pipes.available() {
 		s.markDirty(c) // woken by no pipe given back (the one woken closed): try again
 	}
 	if c.state != linkAborting && c.sendOverdue(c.sendPending(), now, int64(s.cfg.SendTimeout)) {
@@ -244,7 +244,7 @@ func (c *Conn) checkDeadlines() {
 		next = min(next, deadline)
 	}
 	next = c.nextDeadline(next, now, int64(s.cfg.FrameTimeout), c.sendPending(), int64(s.cfg.SendTimeout))
-	s.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
+	s.clock.timers.Push(timer{deadlineNs: next, kind: timerConn, conn: c.id})
 }
 
 // checkInterval is how often an unremarkable connection's deadlines are re-checked:

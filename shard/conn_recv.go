@@ -76,7 +76,7 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	if !hasBuffer {
 		panic(fmt.Sprintf("shard %d: recv completion of %d bytes without a buffer", s.index, res))
 	}
-	c.lastRecvNs = s.nowNs
+	c.lastRecvNs = s.clock.nowNs
 	s.counters.bytesReceived += uint64(res)
 	data := s.recv.ring.Buffer(bid, int(res))
 	if c.tls != nil {
@@ -185,7 +185,7 @@ func (c *Conn) resumeInput() {
 		c.throttled = false
 	}
 	if c.framer.Partial() {
-		c.frameStartNs = c.shard.nowNs // the wait was the server's, not the client's
+		c.frameStartNs = c.shard.clock.nowNs // the wait was the server's, not the client's
 	}
 	c.drainBacklog()
 	if c.state == linkOpen {

@@ -282,7 +282,7 @@ func (c *Conn) readTLS() {
 // SendTimeout counts from now when nothing else was on its way out.
 func (c *Conn) sessionWrote(unsentBefore int) {
 	if unsentBefore == 0 && c.out.count == 0 {
-		c.sendWaitFromNs = c.shard.nowNs
+		c.sendWaitFromNs = c.shard.clock.nowNs
 		c.out.sentSinceMarkBytes = 0
 	}
 	c.shard.markDirty(c)

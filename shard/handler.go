@@ -61,6 +61,32 @@ type Stopper interface {
 	Stop(s *Shard)
 }
 
+// handlerRoles is a shard's handler, with the optional interfaces it implements
+// found once, when the shard sets up, rather than asserted on every turn.
+type handlerRoles struct {
+	Handler
+	ticker  Ticker  // the handler, if it implements Ticker
+	stopper Stopper // the handler, if it implements Stopper
+	busy    bool    // the ticker asked for another turn without blocking
+}
+
+func newHandlerRoles(h Handler) handlerRoles {
+	r := handlerRoles{Handler: h}
+	r.ticker, _ = h.(Ticker)
+	r.stopper, _ = h.(Stopper)
+	return r
+}
+
+// tick gives the ticker its turn and remembers whether it asked for another at once.
+func (r *handlerRoles) tick(s *Shard) { r.busy = r.ticker != nil && r.ticker.Tick(s) }
+
+// stop tells the stopper that the loop ends.
+func (r *handlerRoles) stop(s *Shard) {
+	if r.stopper != nil {
+		r.stopper.Stop(s)
+	}
+}
+
 // Request is one framed, validated request: the decoded header view and the body, both
 // inside one 16-byte-aligned arena buffer.
 type Request struct {

@@ -87,12 +87,12 @@ func (s *Shard) Stats() Stats {
 		TimersFired:            s.counters.timersFired,
 		BusyPolls:              s.counters.busyPolls,
 		ThrottledWaits:         s.counters.throttledWaits,
-		TimersPending:          s.timers.Len(),
+		TimersPending:          s.clock.timers.Len(),
 		SplicedReplies:         s.counters.splicedReplies,
 		SplicedBytes:           s.counters.splicedBytes,
-		PipesLent:              s.pipes.Lent(),
-		PipesCreated:           s.pipes.Created(),
-		PipesClosedDirty:       s.pipes.ClosedDirty(),
+		PipesLent:              s.splice.pipes.Lent(),
+		PipesCreated:           s.splice.pipes.Created(),
+		PipesClosedDirty:       s.splice.pipes.ClosedDirty(),
 		PipeWaits:              s.counters.pipeWaits,
 	}
 	if s.disk.io != nil {

@@ -169,7 +169,7 @@ func (l *link) trackFrame(partial, frameCompleted bool) {
 	if !partial {
 		l.frameStartNs = 0
 	} else if l.frameStartNs == 0 || frameCompleted {
-		l.frameStartNs = l.shard.nowNs
+		l.frameStartNs = l.shard.clock.nowNs
 	}
 }
 

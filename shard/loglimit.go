@@ -29,11 +29,11 @@ type logLimiter struct {
 // ago (on the shard's clock).
 func (s *Shard) logLimited(kind logKind, level slog.Level, msg string, args ...any) {
 	l := &s.logLimits
-	if l.lastNs[kind] != 0 && s.nowNs-l.lastNs[kind] < int64(1e9) {
+	if l.lastNs[kind] != 0 && s.clock.nowNs-l.lastNs[kind] < int64(1e9) {
 		l.dropped[kind]++
 		return
 	}
-	l.lastNs[kind] = s.nowNs
+	l.lastNs[kind] = s.clock.nowNs
 	if n := l.dropped[kind]; n > 0 {
 		args = append(args, "like_it_in_the_last_second", n)
 		l.dropped[kind] = 0

@@ -12,12 +12,12 @@ import (
 // their budget.
 func TestLogLimitedOncePerSecondAndKind(t *testing.T) {
 	var out bytes.Buffer
-	s := &Shard{log: slog.New(slog.NewTextHandler(&out, nil)), nowNs: 5e9}
+	s := &Shard{log: slog.New(slog.NewTextHandler(&out, nil)), clock: loopClock{nowNs: 5e9}}
 	for range 100 {
 		s.logLimited(logIdleTimeout, slog.LevelInfo, "connection closed: idle timeout")
 	}
 	s.logLimited(logRepliesNotRead, slog.LevelWarn, "connection closed: replies not read")
-	s.nowNs += 1e9
+	s.clock.nowNs += 1e9
 	s.logLimited(logIdleTimeout, slog.LevelInfo, "connection closed: idle timeout")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 {

@@ -73,17 +73,14 @@ func (s *Shard) setUp() error {
 	if err != nil {
 		return fmt.Errorf("shard %d: eventfd: %w", s.index, err)
 	}
-	s.wakeEvent = eventReader{fd: efd, buf: new([8]byte), kind: kindEventFd}
+	s.mail.event = eventReader{fd: efd, buf: new([8]byte), kind: kindEventFd}
 	if s.cfg.DiskIO {
 		if err := s.setUpDisk(); err != nil {
 			return fmt.Errorf("shard %d: %w", s.index, err)
 		}
 	}
-	s.epoch = s.rt.epoch
-	s.nowNs = s.clock()
-	s.handler = s.cfg.NewHandler(s)
-	s.ticker, _ = s.handler.(Ticker)
-	s.stopper, _ = s.handler.(Stopper)
+	s.clock.start(s.rt.epoch, s.cfg.Clock)
+	s.handler = newHandlerRoles(s.cfg.NewHandler(s))
 	if s.rt.replica != nil {
 		if !r.Supports(ring.OpConnect) {
 			return fmt.Errorf("shard %d: the kernel's io_uring lacks connect", s.index)
@@ -107,9 +104,9 @@ func (s *Shard) loop() {
 	s.startReplica()
 	for {
 		s.counters.turns++
-		s.nowNs = s.clock()
-		if !s.wakeEvent.armed {
-			s.wakeEvent.arm(s)
+		s.clock.advance()
+		if !s.mail.event.armed {
+			s.mail.event.arm(s)
 		}
 		if s.disk.io != nil && !s.disk.event.armed {
 			s.disk.event.arm(s)
@@ -128,7 +125,7 @@ func (s *Shard) loop() {
 		s.adoptPending()
 		s.resumeInputs()
 		s.fireTimers()
-		s.busy = s.ticker != nil && s.ticker.Tick(s)
+		s.handler.tick(s)
 		s.flushSends()
 		if s.replica != nil {
 			s.flushReplicaSends()
@@ -173,7 +170,7 @@ func (s *Shard) reap() {
 			s.poll.lastReaped--
 		}
 	}
-	s.nowNs = s.clock()
+	s.clock.advance()
 	for i := range n {
 		s.complete(&s.poll.cqes[i])
 	}
@@ -212,7 +209,7 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	case kindWake:
 		// The inboxes are drained on every iteration.
 	case kindEventFd:
-		s.wakeEvent.armed = false
+		s.mail.event.armed = false
 	case kindDiskEvent:
 		// The handler's Tick, next turn, reaps the disk ring.
 		s.disk.event.armed = false
@@ -226,14 +223,12 @@ func (s *Shard) complete(cqe *ring.CQE) {
 // stop tells the handler the loop ends, on the shard's thread: the last moment it can
 // use the rings (its disk I/O must finish here, the disk ring belongs to this thread).
 func (s *Shard) stop() {
-	if s.stopper != nil {
-		s.stopper.Stop(s)
-	}
+	s.handler.stop(s)
 }
 
 func (s *Shard) fireTimers() {
 	for {
-		t, ok := s.timers.Expired(s.nowNs)
+		t, ok := s.clock.timers.Expired(s.clock.nowNs)
 		if !ok {
 			return
 		}
@@ -247,7 +242,7 @@ func (s *Shard) fireTimers() {
 			s.listener.onRetry(s)
 		case timerWake:
 			// Only to end the wait: Tick runs every turn.
-			s.wakes.remove(t.deadlineNs)
+			s.clock.wakes.remove(t.deadlineNs)
 		case timerShutdown:
 			for _, c := range s.clients.conns.items {
 				if c != nil && c.state != linkFree {
@@ -265,7 +260,7 @@ func (s *Shard) fireTimers() {
 func (s *Shard) beginStop() {
 	s.stopping = true
 	s.log.Info("shard shutting down", "connections", s.clients.conns.live)
-	s.timers.Push(timer{deadlineNs: s.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
+	s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(s.cfg.ShutdownTimeout), kind: timerShutdown})
 	s.listener.stop(s)
 	s.stopReplica()
 	for _, c := range s.clients.conns.items {

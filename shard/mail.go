@@ -10,9 +10,9 @@ import (
 
 // mailbox is what the other shards, and goroutines off the shards, leave for one
 // shard: a message queue from each shard (single producer, single consumer), a
-// control lane from each beside it, and a pending inspection. A sender rings each
-// shard it posted to once per turn (sendWakes); a goroutine knocks on the eventfd
-// (Wake).
+// control lane from each beside it, a pending inspection, and the eventfd those
+// goroutines knock on. A sender rings each shard it posted to once per turn
+// (sendWakes); a goroutine knocks on the eventfd (Wake).
 type mailbox struct {
 	inbox []*Queue[Message] // inbox[from]: messages shard from posted to this shard
 	// control[from]: the messages shard from posted with PostControl.
@@ -20,6 +20,8 @@ type mailbox struct {
 	wakeNeeded []bool // wakeNeeded[to]: pushed to shard to since the last wake
 	// inspect is a pending Runtime.Inspect, served at the next turn.
 	inspect atomic.Pointer[inspection]
+	// event is the eventfd through which goroutines off the shards knock (Wake).
+	event eventReader
 }
 
 // init makes the queues of a shard of a runtime of shardCount shards, each ordinary
@@ -27,6 +29,7 @@ type mailbox struct {
 func (m *mailbox) init(shardCount, inboxCapacity int) {
 	m.inbox, m.control = make([]*Queue[Message], shardCount), make([]*Queue[Message], shardCount)
 	m.wakeNeeded = make([]bool, shardCount)
+	m.event = eventReader{fd: -1, kind: kindEventFd} // until the shard sets up
 	for from := range m.inbox {
 		m.inbox[from] = NewQueue[Message](inboxCapacity)
 		m.control[from] = NewQueue[Message](controlInboxCapacity)
@@ -91,11 +94,11 @@ const controlInboxCapacity = 256
 func (s *Shard) Wake() {
 	s.rt.wakeMu.RLock()
 	defer s.rt.wakeMu.RUnlock()
-	if s.rt.eventFdsClosed || s.wakeEvent.fd < 0 {
+	if s.rt.eventFdsClosed || s.mail.event.fd < 0 {
 		return
 	}
 	var one = [8]byte{1}
-	unix.Write(s.wakeEvent.fd, one[:])
+	unix.Write(s.mail.event.fd, one[:])
 }
 
 // drainInboxes serves every message posted to this shard, the control lanes' first

@@ -281,13 +281,13 @@ type replicaShard struct {
 // setUpReplica prepares a shard's replica state once its handler exists.
 func (s *Shard) setUpReplica() error {
 	rr := s.rt.replica
-	h, ok := s.handler.(ReplicaHandler)
+	h, ok := s.handler.Handler.(ReplicaHandler)
 	if !ok {
 		return fmt.Errorf("shard %d: Config.Replica is set and the handler is no ReplicaHandler", s.index)
 	}
 	s.replica = &replicaShard{handler: h, refusals: refusalLog{last: map[refusalKey]refusalEntry{}},
 		headerScratch: alignedHeapBytes(headerSizeBytes)}
-	s.replica.observer, _ = s.handler.(ReplicaObserver)
+	s.replica.observer, _ = s.handler.Handler.(ReplicaObserver)
 	// Only shard 0 listens; on the others the listener's zero fd would be
 	// descriptor 0, which acceptor.stop would close (and with it whatever
 	// file of the process had been given that number since).

@@ -84,7 +84,7 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 	queues[ReplicaControl].resize(rr.capacity[ReplicaControl] + replicaHandshakeSlots)
 	queues[ReplicaPartition].resize(rr.capacity[ReplicaPartition])
 	*c = replicaConn{link: newLink(s, slot, c.id, replicaLinkKinds, fd, direct, remote, linkHandshaking),
-		framer: framer, queues: queues, handshakeDeadlineNs: s.nowNs + int64(rr.cfg.HandshakeTimeout)}
+		framer: framer, queues: queues, handshakeDeadlineNs: s.clock.nowNs + int64(rr.cfg.HandshakeTimeout)}
 	var nonce [wire.HandshakeNonceSize]byte
 	rand.Read(nonce[:])
 	hs := rr.cfg.Handshake
@@ -102,7 +102,7 @@ func (s *Shard) adoptReplica(fd int, direct bool, remote netip.AddrPort, dialedP
 		c.acceptor = replica.NewAcceptor(hs, nonce)
 	}
 	c.armRecv()
-	s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+	s.clock.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 }
 
 // replicaConnOf returns the live replica connection id names, or nil.
@@ -252,7 +252,7 @@ func (c *replicaConn) register() {
 	c.state = linkOpen
 	c.framer.EndHandshake()
 	c.acceptor, c.dialer = nil, nil
-	c.sendWaitFromNs = s.nowNs // the handshake's timer, when it fires, turns to the send and frame deadlines
+	c.sendWaitFromNs = s.clock.nowNs // the handshake's timer, when it fires, turns to the send and frame deadlines
 	s.replica.links[c.peer] = c
 	if c.dialed {
 		s.endDial(int(c.peer))
@@ -319,7 +319,7 @@ func (c *replicaConn) onSend(res int32) {
 	}
 	s.counters.replica.bytesSent.Add(uint64(res))
 	if res > 0 {
-		c.sendWaitFromNs = s.nowNs
+		c.sendWaitFromNs = s.clock.nowNs
 	}
 	c.sent(int(res))
 	switch c.state {
@@ -387,7 +387,7 @@ func (c *replicaConn) maybeFinish() {
 // or a queue the peer has not read for SendTimeout, closes it.
 func (c *replicaConn) checkDeadlines() {
 	s := c.shard
-	now := s.nowNs
+	now := s.clock.nowNs
 	switch c.state {
 	case linkHandshaking:
 		if now >= c.handshakeDeadlineNs {
@@ -395,14 +395,14 @@ func (c *replicaConn) checkDeadlines() {
 			c.close("handshake timeout")
 			return
 		}
-		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+		s.clock.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 	case linkDraining:
 		// A refusal the peer does not take within the handshake's time is dropped.
 		if now >= c.handshakeDeadlineNs {
 			c.close("refusal not read")
 			return
 		}
-		s.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
+		s.clock.timers.Push(timer{deadlineNs: c.handshakeDeadlineNs, kind: timerReplicaConn, conn: c.id})
 	case linkOpen:
 		if c.frameOverdue(now, int64(s.cfg.FrameTimeout)) {
 			s.logLimitedReplica(replicaLogBadFrame, "replica connection closed: frame timeout", "peer", c.peer,
@@ -418,7 +418,7 @@ func (c *replicaConn) checkDeadlines() {
 		}
 		next := c.nextDeadline(now+int64(min(s.cfg.SendTimeout, s.cfg.FrameTimeout)), now, int64(s.cfg.FrameTimeout),
 			c.queued > 0, int64(s.cfg.SendTimeout))
-		s.timers.Push(timer{deadlineNs: next, kind: timerReplicaConn, conn: c.id})
+		s.clock.timers.Push(timer{deadlineNs: next, kind: timerReplicaConn, conn: c.id})
 	}
 }
 

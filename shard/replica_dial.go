@@ -109,7 +109,7 @@ func (s *Shard) dialPeers() {
 	for peer := int(rr.cfg.Handshake.Self) + 1; peer < len(rr.peers); peer++ {
 		d := &r.dials[peer]
 		if d.connecting {
-			if s.nowNs-d.startedNs >= int64(rr.cfg.ReconnectPeriod) && !d.cancelSent {
+			if s.clock.nowNs-d.startedNs >= int64(rr.cfg.ReconnectPeriod) && !d.cancelSent {
 				// A connect to an address that drops SYNs takes minutes to fail.
 				d.cancelSent = true
 				s.submitCancel(userData(kindReplicaConnect, ConnID(peer)), userData(kindReplicaCancel, 0))
@@ -119,11 +119,11 @@ func (s *Shard) dialPeers() {
 		if rr.owners[peer].Load() != 0 {
 			continue
 		}
-		if since := rr.dialSinceNs[peer].Load(); since != 0 && s.nowNs-since < 2*int64(rr.cfg.HandshakeTimeout) {
+		if since := rr.dialSinceNs[peer].Load(); since != 0 && s.clock.nowNs-since < 2*int64(rr.cfg.HandshakeTimeout) {
 			continue
 		}
 		if rr.cfg.Dial != nil {
-			rr.dialSinceNs[peer].Store(max(s.nowNs, 1))
+			rr.dialSinceNs[peer].Store(max(s.clock.nowNs, 1))
 			rr.cfg.Dial(uint8(peer), rr.peers[peer])
 			continue
 		}
@@ -131,7 +131,7 @@ func (s *Shard) dialPeers() {
 	}
 	if !r.listener.dialTimerArmed {
 		r.listener.dialTimerArmed = true
-		s.timers.Push(timer{deadlineNs: s.nowNs + int64(rr.cfg.ReconnectPeriod), kind: timerReplicaDial})
+		s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(rr.cfg.ReconnectPeriod), kind: timerReplicaDial})
 	}
 }
 
@@ -154,7 +154,7 @@ func (s *Shard) dial(peer int) {
 		d.sockaddr = new(unix.RawSockaddrInet6)
 	}
 	d.length = putSockaddr(d.sockaddr, addr, family)
-	d.fd, d.connecting, d.cancelSent, d.startedNs = fd, true, false, s.nowNs
+	d.fd, d.connecting, d.cancelSent, d.startedNs = fd, true, false, s.clock.nowNs
 	sqe := s.getSQE()
 	*sqe = ring.SQE{Opcode: ring.OpConnect, Fd: int32(fd), Addr: uint64(uintptr(unsafe.Pointer(d.sockaddr))), Off: uint64(d.length)}
 	sqe.UserData = userData(kindReplicaConnect, ConnID(peer))
@@ -192,6 +192,6 @@ func (s *Shard) onReplicaConnect(peer int, res int32) {
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}
-	rr.dialSinceNs[peer].Store(max(s.nowNs, 1))
+	rr.dialSinceNs[peer].Store(max(s.clock.nowNs, 1))
 	s.handOffTo(fd, s.pickReplicaShard(), cookieReplicaPlane|uint32(peer+1)<<cookieDialShift, peerNote{addr: rr.peers[peer]})
 }

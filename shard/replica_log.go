@@ -58,7 +58,7 @@ func (s *Shard) logLimitedReplica(kind replicaLogKind, msg string, args ...any) 
 // builds no log arguments.
 func (s *Shard) replicaLogAllowed(kind replicaLogKind) bool {
 	l := &s.replica.logLimits
-	if l.lastNs[kind] != 0 && s.nowNs-l.lastNs[kind] < int64(replicaLogPolicies[kind].interval) {
+	if l.lastNs[kind] != 0 && s.clock.nowNs-l.lastNs[kind] < int64(replicaLogPolicies[kind].interval) {
 		l.dropped[kind]++
 		return false
 	}
@@ -68,7 +68,7 @@ func (s *Shard) replicaLogAllowed(kind replicaLogKind) bool {
 // logReplica logs a line replicaLogAllowed let through.
 func (s *Shard) logReplica(kind replicaLogKind, msg string, args ...any) {
 	l := &s.replica.logLimits
-	l.lastNs[kind] = s.nowNs
+	l.lastNs[kind] = s.clock.nowNs
 	if n := l.dropped[kind]; n > 0 {
 		args = append(args, "like_it_since_the_last_line", n)
 		l.dropped[kind] = 0
@@ -103,7 +103,7 @@ func (s *Shard) logRefusal(addr netip.AddrPort, reason string, args ...any) {
 	r := &s.replica.refusals
 	key := refusalKey{addr: addr.Addr(), reason: reason}
 	e, seen := r.last[key]
-	if seen && s.nowNs-e.lastNs < int64(refusalLogInterval) {
+	if seen && s.clock.nowNs-e.lastNs < int64(refusalLogInterval) {
 		e.dropped++
 		r.last[key] = e
 		return
@@ -115,6 +115,6 @@ func (s *Shard) logRefusal(addr netip.AddrPort, reason string, args ...any) {
 	if e.dropped > 0 {
 		args = append(args, "like_it_since_the_last_line", e.dropped)
 	}
-	r.last[key] = refusalEntry{lastNs: s.nowNs}
+	r.last[key] = refusalEntry{lastNs: s.clock.nowNs}
 	s.log.Warn("replica connection refused", args...)
 }

@@ -14,16 +14,16 @@ import (
 // not share their budget.
 func TestQueueFullLoggedByClass(t *testing.T) {
 	var out bytes.Buffer
-	s := &Shard{log: slog.New(slog.NewTextHandler(&out, nil)), nowNs: 5e9, replica: &replicaShard{},
+	s := &Shard{log: slog.New(slog.NewTextHandler(&out, nil)), clock: loopClock{nowNs: 5e9}, replica: &replicaShard{},
 		rt: &Runtime{replica: &replicaRuntime{capacity: [replicaClassCount]int{ReplicaControl: 256, ReplicaPartition: 1024}}}}
 	for range 100 {
 		s.refuseQueueFull(1, ReplicaPartition)
 		s.refuseQueueFull(1, ReplicaControl)
 	}
-	s.nowNs += int64(time.Second)
+	s.clock.nowNs += int64(time.Second)
 	s.refuseQueueFull(1, ReplicaPartition)
 	s.refuseQueueFull(1, ReplicaControl)
-	s.nowNs += int64(time.Minute)
+	s.clock.nowNs += int64(time.Minute)
 	s.refuseQueueFull(1, ReplicaPartition)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{

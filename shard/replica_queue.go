@@ -213,7 +213,7 @@ func (c *replicaConn) enqueue(out replicaOut) bool {
 		return false
 	}
 	if c.queued == 0 {
-		c.sendWaitFromNs = c.shard.nowNs
+		c.sendWaitFromNs = c.shard.clock.nowNs
 	}
 	q.push(out)
 	c.queued++

@@ -107,13 +107,12 @@ func Start(cfg Config) (*Runtime, error) {
 	rt.shards = make([]*Shard, cfg.ShardCount)
 	for i := range rt.shards {
 		s := &Shard{
-			index:     i,
-			rt:        rt,
-			cfg:       &rt.cfg,
-			log:       cfg.Logger.With("shard", i),
-			wakeEvent: eventReader{fd: -1, kind: kindEventFd},
-			listener:  newListener(-1),
-			pipes:     newPipePool(cfg.PipesPerShardMax, cfg.PipeSizeBytes),
+			index:    i,
+			rt:       rt,
+			cfg:      &rt.cfg,
+			log:      cfg.Logger.With("shard", i),
+			listener: newListener(-1),
+			splice:   splicer{pipes: newPipePool(cfg.PipesPerShardMax, cfg.PipeSizeBytes)},
 		}
 		s.mail.init(cfg.ShardCount, cfg.InboxCapacity)
 		s.handoff.notes = NewQueue[peerNote](peerTableSize)
@@ -243,8 +242,8 @@ func (rt *Runtime) closeAll() {
 	rt.wakeMu.Lock()
 	rt.eventFdsClosed = true
 	for _, s := range rt.shards {
-		if s.wakeEvent.fd >= 0 {
-			unix.Close(s.wakeEvent.fd)
+		if s.mail.event.fd >= 0 {
+			unix.Close(s.mail.event.fd)
 		}
 	}
 	rt.wakeMu.Unlock()
@@ -281,7 +280,7 @@ func (rt *Runtime) closeAll() {
 				case m.internal == internalReplicaRelease:
 					s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
 				default:
-					if d, ok := s.handler.(Dropper); ok {
+					if d, ok := s.handler.Handler.(Dropper); ok {
 						d.DropMessage(m)
 					}
 				}
@@ -296,11 +295,11 @@ func (rt *Runtime) closeAll() {
 			}
 		}
 		s.listener.closeFd()
-		if s.pipes.lent != 0 && rt.err == nil {
+		if s.splice.pipes.lent != 0 && rt.err == nil {
 			// Every spliced reply gives its pipe back before its connection is freed.
-			errs = append(errs, fmt.Errorf("shard %d: %d pipes still lent after the stop", s.index, s.pipes.lent))
+			errs = append(errs, fmt.Errorf("shard %d: %d pipes still lent after the stop", s.index, s.splice.pipes.lent))
 		}
-		s.pipes.close()
+		s.splice.pipes.close()
 		if s.arena != nil {
 			if rt.err == nil {
 				// After a clean stop every buffer is back: a leak is our bug (or a

@@ -151,7 +151,7 @@ func (q *sendQueue) at(i int) *sendSegment { return &q.segments[(q.head+i)%sendS
 
 func (c *Conn) queued(n int) {
 	if c.out.bytes == 0 {
-		c.sendWaitFromNs = c.shard.nowNs
+		c.sendWaitFromNs = c.shard.clock.nowNs
 		c.out.sentSinceMarkBytes = 0
 	}
 	c.out.bytes += n
@@ -219,7 +219,7 @@ func (c *Conn) onSend(res int32) {
 func (c *Conn) sendProgress(n int) {
 	c.out.sentSinceMarkBytes += n
 	if c.out.sentSinceMarkBytes >= sendProgressBytesMin {
-		c.sendWaitFromNs = c.shard.nowNs
+		c.sendWaitFromNs = c.shard.clock.nowNs
 		c.out.sentSinceMarkBytes = 0
 	}
 }
@@ -236,7 +236,7 @@ func (c *Conn) sent(n int) {
 // markIfDrained: a drained queue is progress (sendProgress).
 func (c *Conn) markIfDrained() {
 	if c.out.count == 0 {
-		c.sendWaitFromNs = c.shard.nowNs
+		c.sendWaitFromNs = c.shard.clock.nowNs
 		c.out.sentSinceMarkBytes = 0
 	}
 }

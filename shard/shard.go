@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -66,31 +65,18 @@ type Shard struct {
 	log     *slog.Logger
 	ring    *ring.Ring
 	arena   *arena.Arena
-	handler Handler
-	ticker  Ticker  // the handler, if it implements Ticker
-	stopper Stopper // the handler, if it implements Stopper
-	busy    bool    // the ticker asked for another turn without blocking
+	clock   loopClock      // now, the timers and the WakeAt turns among them (timer.go)
+	poll    completionPoll // the completions of a turn, and how the loop waits for them (wait.go)
+	handler handlerRoles   // the handler, and which of the optional interfaces it implements (handler.go)
 
-	timers timerHeap
-	wakes  wakeSet // the WakeAt deadlines armed, not fired yet
-	epoch  time.Time
-	nowNs  int64
-	poll   completionPoll // the completions of a turn, and how the loop waits for them (wait.go)
-
-	recv      recvPool    // the receive buffers of the client connections (recv.go)
-	clients   clientTable // the client connections (clients.go)
-	listener  listener    // shard 0 only: the client listener (listener.go)
-	handoff   handoffs    // connections on their way between shards (handoff.go)
-	mail      mailbox     // messages from the other shards and goroutines (mail.go)
-	wakeEvent eventReader // the eventfd through which goroutines off the shards wake it (mail.go)
-	disk      diskPort    // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
-	pipes     PipePool    // the pipes replies are spliced through (pipepool.go)
-	// splicedFree are spliced replies' records for reuse (splice.go).
-	splicedFree []*splicedReply
-	// pipeWaiters are the connections whose spliced reply waits for a pipe, in
-	// the order they came (splice.go).
-	pipeWaiters []ConnID
-	replica     *replicaShard // the shard's part of the replica plane; nil without Config.Replica
+	recv     recvPool      // the receive buffers of the client connections (recv.go)
+	clients  clientTable   // the client connections (clients.go)
+	listener listener      // shard 0 only: the client listener (listener.go)
+	handoff  handoffs      // connections on their way between shards (handoff.go)
+	mail     mailbox       // messages from the other shards, and the eventfd goroutines knock on (mail.go)
+	disk     diskPort      // the disk ring; nil Disk unless Config.DiskIO (disk_port.go)
+	splice   splicer       // the pipes replies are spliced through, and who waits for one (splice.go)
+	replica  *replicaShard // the shard's part of the replica plane; nil without Config.Replica
 
 	counters  counters
 	logLimits logLimiter
@@ -100,7 +86,7 @@ type Shard struct {
 }
 
 // Pipes returns the shard's pipe pool, for replies spliced from files.
-func (s *Shard) Pipes() *PipePool { return &s.pipes }
+func (s *Shard) Pipes() *PipePool { return &s.splice.pipes }
 
 // Index returns the shard's index, 0..Count()-1.
 func (s *Shard) Index() int { return s.index }
@@ -117,7 +103,7 @@ func (s *Shard) Arena() *arena.Arena { return s.arena }
 // NowNs returns the shard's monotonic clock, read once per loop iteration. Every shard
 // of a runtime counts from the same epoch, so one shard may compare a reading another
 // published with its own.
-func (s *Shard) NowNs() int64 { return s.nowNs }
+func (s *Shard) NowNs() int64 { return s.clock.nowNs }
 
 // Disk returns the shard's disk I/O (nil unless Config.DiskIO): the storages it opens carry partition logs' reads,
 // writes and fdatasyncs through the shard's disk ring. Use it from the shard's
@@ -129,11 +115,7 @@ func (s *Shard) Disk() *Disk { return s.disk.io }
 // work (heartbeat checks, retention) asks for its next turn this way. Asking again
 // for a deadline already asked for costs nothing: a handler may ask on every turn.
 func (s *Shard) WakeAt(deadlineNs int64) {
-	if s.wakes.has(deadlineNs) {
-		return
-	}
-	s.wakes.add(deadlineNs)
-	s.timers.Push(timer{deadlineNs: deadlineNs, kind: timerWake})
+	s.clock.wakeAt(deadlineNs)
 }
 
 // getSQE returns a free SQE. On a ring failure the shard records a fatal error and gets
@@ -153,13 +135,6 @@ func (s *Shard) fail(err error) {
 	if s.err == nil {
 		s.err = err
 	}
-}
-
-func (s *Shard) clock() int64 {
-	if s.cfg.Clock != nil {
-		return s.cfg.Clock()
-	}
-	return int64(time.Since(s.epoch))
 }
 
 // closeSocket closes a connection's socket: a plain descriptor, or a slot of the

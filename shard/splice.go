@@ -77,7 +77,7 @@ type splicedReply struct {
 // copies when it says no; a reply it then queues with SendFileRuns is taken all
 // the same (it waits for a pipe if the pool emptied meanwhile).
 func (c *Conn) CanSplice() bool {
-	return c.tls == nil && c.state == linkOpen && c.shard.pipes.available()
+	return c.tls == nil && c.state == linkOpen && c.shard.splice.pipes.available()
 }
 
 // SendFileRuns appends a reply of head, then the runs' file bytes, to the reply
@@ -120,7 +120,7 @@ func (c *Conn) SendFileRuns(head []byte, runs []segment.Run, deadlineNs int64, d
 		}
 		return nil
 	}
-	r := s.takeSplicedReply()
+	r := s.splice.newReply()
 	*r = splicedReply{runs: runs, sizeBytes: size, deadlineNs: deadlineNs, done: done}
 	seg := sendSegment{spliced: r}
 	if !c.straightToQueue(1, size) {
@@ -139,13 +139,40 @@ func (c *Conn) SendFileRuns(head []byte, runs []segment.Run, deadlineNs int64, d
 // bound (making one may still fail, at the open-file limit).
 func (p *PipePool) available() bool { return len(p.free) > 0 || p.lent < p.pipesMax }
 
-func (s *Shard) takeSplicedReply() *splicedReply {
-	if n := len(s.splicedFree); n > 0 {
-		r := s.splicedFree[n-1]
-		s.splicedFree = s.splicedFree[:n-1]
+// splicer is a shard's means of splicing replies: the pool of pipes they go
+// through, the records of spliced replies kept for reuse, and the line of
+// connections whose spliced reply waits for a pipe, in the order they came.
+type splicer struct {
+	pipes   PipePool
+	free    []*splicedReply
+	waiters []ConnID
+}
+
+// newReply returns a zeroed record, a reused one when there is one.
+func (sp *splicer) newReply() *splicedReply {
+	if n := len(sp.free); n > 0 {
+		r := sp.free[n-1]
+		sp.free = sp.free[:n-1]
 		return r
 	}
 	return new(splicedReply)
+}
+
+// recycle zeroes r and keeps it for the next spliced reply.
+func (sp *splicer) recycle(r *splicedReply) {
+	*r = splicedReply{}
+	sp.free = append(sp.free, r)
+}
+
+// nextWaiter takes the first connection out of the line for a pipe.
+func (sp *splicer) nextWaiter() (ConnID, bool) {
+	if len(sp.waiters) == 0 {
+		return 0, false
+	}
+	id := sp.waiters[0]
+	n := copy(sp.waiters, sp.waiters[1:])
+	sp.waiters = sp.waiters[:n]
+	return id, true
 }
 
 // release gives the pipe back, then the runs (done), once no request of the
@@ -160,8 +187,7 @@ func (r *splicedReply) release(s *Shard) {
 	if r.done != nil {
 		r.done.Release()
 	}
-	*r = splicedReply{}
-	s.splicedFree = append(s.splicedFree, r)
+	s.splice.recycle(r)
 }
 
 // startSplice submits the next step of the spliced reply r: the pipe's leftover
@@ -359,7 +385,7 @@ func (c *Conn) spliceDeadline() (int64, bool) {
 // of those waiting for one and reports false.
 func (c *Conn) takePipe(r *splicedReply) bool {
 	s := c.shard
-	pipe, err := s.pipes.Take()
+	pipe, err := s.splice.pipes.Take()
 	if err == nil {
 		r.pipe, r.piped = pipe, true
 		c.waitingForPipe = false // an entry left in the line is skipped
@@ -372,7 +398,7 @@ func (c *Conn) takePipe(r *splicedReply) bool {
 	}
 	if !c.waitingForPipe {
 		c.waitingForPipe = true
-		s.pipeWaiters = append(s.pipeWaiters, c.id)
+		s.splice.waiters = append(s.splice.waiters, c.id)
 		s.counters.pipeWaits++
 	}
 	return false
@@ -381,11 +407,12 @@ func (c *Conn) takePipe(r *splicedReply) bool {
 // givePipe takes a pipe back and hands the turn to the first connection in line
 // for one that is still waiting.
 func (s *Shard) givePipe(pipe Pipe) {
-	s.pipes.Give(pipe)
-	for len(s.pipeWaiters) > 0 {
-		id := s.pipeWaiters[0]
-		n := copy(s.pipeWaiters, s.pipeWaiters[1:])
-		s.pipeWaiters = s.pipeWaiters[:n]
+	s.splice.pipes.Give(pipe)
+	for {
+		id, ok := s.splice.nextWaiter()
+		if !ok {
+			return
+		}
 		if c := s.Conn(id); c != nil && c.waitingForPipe {
 			c.waitingForPipe = false // out of the line: back in it if it loses the pipe
 			s.markDirty(c)           // its flush takes the pipe

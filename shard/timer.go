@@ -1,5 +1,47 @@
 package shard
 
+import "time"
+
+// loopClock is a shard's time: the clock it reads once a turn (Shard.NowNs), the
+// timers due on it, and which of them are turns a handler asked for (WakeAt).
+type loopClock struct {
+	nowNs  int64        // read at the start of each turn, and again after each wait
+	epoch  time.Time    // time zero of every shard of the runtime (Runtime.epoch)
+	source func() int64 // Config.Clock, when a test sets one
+	timers timerHeap
+	wakes  wakeSet // the WakeAt deadlines armed, not fired yet
+}
+
+// start sets the clock going from the runtime's epoch, on source (Config.Clock) when
+// it is set.
+func (c *loopClock) start(epoch time.Time, source func() int64) {
+	c.epoch, c.source = epoch, source
+	c.advance()
+}
+
+// advance reads the clock into nowNs.
+func (c *loopClock) advance() { c.nowNs = c.read() }
+
+// read returns the time now, without updating nowNs.
+func (c *loopClock) read() int64 {
+	if c.source != nil {
+		return c.source()
+	}
+	return c.realNs()
+}
+
+// realNs is the real time since the epoch, even when a test's source stands still.
+func (c *loopClock) realNs() int64 { return int64(time.Since(c.epoch)) }
+
+// wakeAt pushes a timer for a turn at deadlineNs, unless one is armed for it already.
+func (c *loopClock) wakeAt(deadlineNs int64) {
+	if c.wakes.has(deadlineNs) {
+		return
+	}
+	c.wakes.add(deadlineNs)
+	c.timers.Push(timer{deadlineNs: deadlineNs, kind: timerWake})
+}
+
 // timerKind says what a timer is for.
 type timerKind uint8
 

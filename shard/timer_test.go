@@ -58,17 +58,17 @@ func TestTimerHeapEmpty(t *testing.T) {
 // one more on every turn, gets one timer for it, not one a turn.
 func TestWakeAtPushesOneTimerForADeadlineAskedEveryTurn(t *testing.T) {
 	var s Shard
-	for i := range int64(len(s.wakes.deadlinesNs)) {
+	for i := range int64(len(s.clock.wakes.deadlinesNs)) {
 		s.WakeAt(5_000_000_000 + i)
 	}
 	for range 100 {
 		s.WakeAt(1_000_000)
 	}
-	if n, want := s.timers.Len(), len(s.wakes.deadlinesNs)+1; n != want {
+	if n, want := s.clock.timers.Len(), len(s.clock.wakes.deadlinesNs)+1; n != want {
 		t.Fatalf("%d timers pending, want %d", n, want)
 	}
 	// The first one comes; the set forgot none of the others' timers.
-	if next, ok := s.timers.Next(); !ok || next != 1_000_000 {
+	if next, ok := s.clock.timers.Next(); !ok || next != 1_000_000 {
 		t.Fatalf("next deadline %d (%v), want 1000000", next, ok)
 	}
 }

@@ -78,12 +78,12 @@ func (s *Shard) wait() bool {
 	moved := progress != s.poll.spin.lastProgress
 	s.poll.spin.lastProgress = progress
 	d := time.Duration(-1) // no timer: until a completion
-	if next, ok := s.timers.Next(); ok {
-		d = max(time.Duration(next-s.clock()), 0)
+	if next, ok := s.clock.timers.Next(); ok {
+		d = max(time.Duration(next-s.clock.read()), 0)
 	}
 	var err error
 	switch {
-	case s.busy || s.mail.inbox[s.index].Len() > 0 || s.mail.control[s.index].Len() > 0 || d == 0:
+	case s.handler.busy || s.mail.inbox[s.index].Len() > 0 || s.mail.control[s.index].Len() > 0 || d == 0:
 		// Work for the next turn already: collect what completed, block on nothing,
 		// unless such turns have stopped making progress.
 		if throttle, ok := s.spinThrottle(moved); ok {
@@ -121,9 +121,9 @@ func (s *Shard) spinThrottle(moved bool) (time.Duration, bool) {
 	}
 	if g.backoff == 0 {
 		g.backoff = spinBackoffMin
-		if g.loggedNs == 0 || s.nowNs-g.loggedNs >= int64(spinLogInterval) {
-			g.loggedNs = max(s.nowNs, 1)
-			args := []any{"turns", g.turns, "ticker_busy", s.busy, "self_messages", s.mail.inbox[s.index].Len()}
+		if g.loggedNs == 0 || s.clock.nowNs-g.loggedNs >= int64(spinLogInterval) {
+			g.loggedNs = max(s.clock.nowNs, 1)
+			args := []any{"turns", g.turns, "ticker_busy", s.handler.busy, "self_messages", s.mail.inbox[s.index].Len()}
 			if s.disk.io != nil {
 				args = append(args, "disk_ready", s.disk.io.ready, "disk_waiting", len(s.disk.io.waiting), "disk_in_ring", s.disk.io.inRing)
 			}
@@ -175,10 +175,10 @@ func (s *Shard) busyPoll() bool {
 	}
 	s.counters.busyPolls++
 	// The budget is real time even under a test's Config.Clock, which may stand still.
-	startNs := int64(time.Since(s.epoch))
+	startNs := s.clock.realNs()
 	deadlineNs := startNs + int64(s.cfg.BusyPoll)
-	if next, ok := s.timers.Next(); ok {
-		deadlineNs = min(deadlineNs, startNs+next-s.clock())
+	if next, ok := s.clock.timers.Next(); ok {
+		deadlineNs = min(deadlineNs, startNs+next-s.clock.read())
 	}
 	for {
 		if err := s.enter(); err != nil {
@@ -187,7 +187,7 @@ func (s *Shard) busyPoll() bool {
 		if s.ring.CQReady() > 0 {
 			return true
 		}
-		if int64(time.Since(s.epoch)) >= deadlineNs {
+		if s.clock.realNs() >= deadlineNs {
 			return false
 		}
 		// Give the CPU to whatever else is runnable on it: the thread that will
