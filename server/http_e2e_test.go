@@ -232,17 +232,23 @@ func scenario(t testing.TB, tcpAs func(user, password string) *client.Client, tc
 			func(h *httpSide) uint32 {
 				return h.call("POST", "/streams/orders/topics/events/partitions", map[string]int{"partitions_count": 2}, nil)
 			},
-			func(c *client.Client) uint32 { return codeOf(t, c.CreatePartitions(ctx, id("orders"), id("events"), 2)) }},
+			func(c *client.Client) uint32 {
+				return codeOf(t, c.CreatePartitions(ctx, id("orders"), id("events"), 2))
+			}},
 		{"delete 1 partition",
 			func(h *httpSide) uint32 {
 				return h.call("DELETE", "/streams/orders/topics/events/partitions?partitions_count=1", nil, nil)
 			},
-			func(c *client.Client) uint32 { return codeOf(t, c.DeletePartitions(ctx, id("orders"), id("events"), 1)) }},
+			func(c *client.Client) uint32 {
+				return codeOf(t, c.DeletePartitions(ctx, id("orders"), id("events"), 1))
+			}},
 		{"delete more partitions than there are",
 			func(h *httpSide) uint32 {
 				return h.call("DELETE", "/streams/orders/topics/events/partitions?partitions_count=9", nil, nil)
 			},
-			func(c *client.Client) uint32 { return codeOf(t, c.DeletePartitions(ctx, id("orders"), id("events"), 9)) }},
+			func(c *client.Client) uint32 {
+				return codeOf(t, c.DeletePartitions(ctx, id("orders"), id("events"), 9))
+			}},
 		{"send 10 messages to partition 1",
 			func(h *httpSide) uint32 {
 				return h.call("POST", "/streams/orders/topics/events/messages", map[string]any{
@@ -396,14 +402,20 @@ func scenario(t testing.TB, tcpAs func(user, password string) *client.Client, tc
 			func(h *httpSide) uint32 {
 				return h.call("PUT", "/users/alice/password", map[string]string{"current_password": "nope", "new_password": "secret-2"}, nil)
 			},
-			func(c *client.Client) uint32 { return codeOf(t, c.ChangePassword(ctx, id("alice"), "nope", "secret-2")) }},
+			func(c *client.Client) uint32 {
+				return codeOf(t, c.ChangePassword(ctx, id("alice"), "nope", "secret-2"))
+			}},
 		{"alice changes her password",
 			func(h *httpSide) uint32 {
 				return h.call("PUT", "/users/alice/password", map[string]string{"current_password": "secret-1", "new_password": "secret-2"}, nil)
 			},
-			func(c *client.Client) uint32 { return codeOf(t, c.ChangePassword(ctx, id("alice"), "secret-1", "secret-2")) }},
+			func(c *client.Client) uint32 {
+				return codeOf(t, c.ChangePassword(ctx, id("alice"), "secret-1", "secret-2"))
+			}},
 		{"the old password no longer logs in",
-			func(h *httpSide) uint32 { return (&httpSide{t: h.t, base: h.base, http: h.http}).login("alice", "secret-1") },
+			func(h *httpSide) uint32 {
+				return (&httpSide{t: h.t, base: h.base, http: h.http}).login("alice", "secret-1")
+			},
 			func(c *client.Client) uint32 {
 				_, err := client.Dial(ctx, c.Addr(), client.WithCredentials("alice", "secret-1"))
 				return codeOf(t, err)
@@ -454,7 +466,10 @@ func scenario(t testing.TB, tcpAs func(user, password string) *client.Client, tc
 			func(h *httpSide) uint32 {
 				return h.call("POST", "/personal-access-tokens", map[string]any{"name": "ci-token", "expiry": 0}, nil)
 			},
-			func(c *client.Client) uint32 { _, err := c.CreatePersonalAccessToken(ctx, "ci-token", 0); return codeOf(t, err) }},
+			func(c *client.Client) uint32 {
+				_, err := c.CreatePersonalAccessToken(ctx, "ci-token", 0)
+				return codeOf(t, err)
+			}},
 		{"delete a token",
 			func(h *httpSide) uint32 { return h.call("DELETE", "/personal-access-tokens/old-token", nil, nil) },
 			func(c *client.Client) uint32 { return codeOf(t, c.DeletePersonalAccessToken(ctx, "old-token")) }},
