@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +227,41 @@ func TestHTTPBadInputLeavesTheServerUnaffected(t *testing.T) {
 	}
 	if err := root.Ping(testContext(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lockedLog is a log's text, written from any goroutine.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A transport the configuration enables but the server does not serve gets a
+// WARN line at start naming it (config.Config.Warnings).
+func TestStartWarnsOfUnservedTransports(t *testing.T) {
+	cfg := testConfig(t.TempDir(), 1)
+	cfg.QUICEnabled, cfg.WebSocketEnabled = true, true
+	var log lockedLog
+	s, err := start(cfg, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown(testContext(t))
+	for _, want := range []string{"quic.enabled = true", "websocket.enabled = true"} {
+		if !strings.Contains(log.String(), "level=WARN msg=\""+want) {
+			t.Errorf("no WARN line naming %s in:\n%s", want, log.String())
+		}
 	}
 }
