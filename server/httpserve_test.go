@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
