@@ -17,9 +17,26 @@ import (
 func httpCluster(t *testing.T, secret string) []*Server {
 	t.Helper()
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	ports := freeLoopbackPorts(t, 3)
 	nodes := make([]config.ClusterNode, len(cfgs[0].Cluster.Nodes))
 	copy(nodes, cfgs[0].Cluster.Nodes)
+	// Free ports the roster does not use already (its listeners are closed, so
+	// the kernel may hand one of them out again).
+	taken := map[uint16]bool{}
+	for _, n := range nodes {
+		taken[n.Ports.TCP], taken[n.Ports.TCPReplica] = true, true
+	}
+	var ports []uint16
+	for attempt := 0; len(ports) < len(nodes); attempt++ {
+		if attempt == 10 {
+			t.Fatal("no free ports apart from the roster's")
+		}
+		ports = ports[:0]
+		for _, p := range freeLoopbackPorts(t, len(nodes)) {
+			if !taken[p] {
+				ports = append(ports, p)
+			}
+		}
+	}
 	for i := range nodes {
 		nodes[i].Ports.HTTP = ports[i]
 	}
