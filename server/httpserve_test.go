@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -262,6 +263,29 @@ func TestStartWarnsOfUnservedTransports(t *testing.T) {
 	for _, want := range []string{"quic.enabled = true", "websocket.enabled = true"} {
 		if !strings.Contains(log.String(), "level=WARN msg=\""+want) {
 			t.Errorf("no WARN line naming %s in:\n%s", want, log.String())
+		}
+	}
+}
+
+// [http.tls] serves the API over HTTPS, with the certificate rules of [tcp.tls]
+// (self_signed and no certificate file: an ephemeral loopback certificate).
+func TestHTTPSServed(t *testing.T) {
+	cfg := testConfig(t.TempDir(), 1)
+	cfg.HTTP.TLS = config.TLS{Enabled: true, SelfSigned: true, CertFile: filepath.Join(t.TempDir(), "absent.pem"), KeyFile: "absent-key.pem"}
+	s := startTestServer(t, cfg)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Post("https://"+s.HTTPAddr().String()+"/users/login", "application/json", strings.NewReader(`{"username":"iggy","password":"iggy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil {
+		t.Fatalf("login over HTTPS: %d (TLS %v)", resp.StatusCode, resp.TLS != nil)
+	}
+	if resp, err := http.Get("http://" + s.HTTPAddr().String() + "/ping"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatal("plain HTTP answered on the HTTPS port")
 		}
 	}
 }
