@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -175,5 +176,26 @@ func TestHTTPClusterFollowerWithoutForwarding(t *testing.T) {
 	}
 	if code := follower.call("GET", "/streams", nil, nil); code != uint32(wire.ErrUnauthenticated) {
 		t.Fatalf("the token after its logout: %d, want 40", code)
+	}
+}
+
+// A cluster whose roster lists no HTTP ports serves HTTP on ports of its own,
+// and a follower answers a write at once (58) rather than waiting out the
+// forward budget for a primary it cannot address.
+func TestHTTPClusterWithoutRosterPorts(t *testing.T) {
+	servers := startCluster(t, clusterConfigs(t, 3, testClusterSecret))
+	follower := newHTTPSide(t, servers[1])
+	waitUntil(t, "the follower knows the root user", func() bool {
+		return follower.login("iggy", "iggy") != uint32(wire.ErrTransientNotAccepted)
+	})
+	if follower.token == "" {
+		t.Fatal("login at the follower failed")
+	}
+	start := time.Now()
+	if code := follower.call("POST", "/streams", map[string]string{"name": "refused"}, nil); code != uint32(wire.ErrTransientNotAccepted) {
+		t.Fatalf("a write at a follower: %d, want 58", code)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("the refusal took %v", waited)
 	}
 }

@@ -63,6 +63,12 @@ func (s *Server) serveAPI() error {
 	// (and only until it stops): their revocations stay here.
 	sharedKey := j.EncodingSecret != "" || j.DecodingSecret != "" || opts.ClusterSecret != ""
 	opts.Forwarding = s.cluster != nil && sharedKey
+	if opts.Forwarding && !s.rosterListsHTTP() {
+		// A relay needs the primary's HTTP port: without it every write at a
+		// backup would wait out the forward budget before its 503.
+		opts.Forwarding = false
+		s.log.Warn("HTTP API: a follower will not forward writes to the primary", "why", "a node of cluster.nodes has no ports.http")
+	}
 	if opts.Forwarding && cert != nil {
 		opts.ForwardTLS = httpapi.ForwardTLSConfig(*cert)
 	}
@@ -125,6 +131,16 @@ func (s *Server) stopAPI(ctx context.Context) {
 	if err := s.api.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("HTTP API stopped", "err", err)
 	}
+}
+
+// rosterListsHTTP tells whether every node of the roster lists ports.http.
+func (s *Server) rosterListsHTTP() bool {
+	for _, n := range s.cfg.Cluster.Nodes {
+		if n.Ports.HTTP == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // primaryHTTPAddress is the roster's HTTP endpoint of the node at index: its
