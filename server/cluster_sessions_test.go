@@ -256,7 +256,11 @@ func TestClusterRetryWhileInThePipeline(t *testing.T) {
 // session ends once, on every node, and the backup answers the logout.
 func TestClusterLogoutInFlight(t *testing.T) {
 	servers := startCluster(t, clusterConfigs(t, 3, testClusterSecret))
-	waitUntil(t, "the root user", func() bool { return dialCluster(t, servers[0]) != nil })
+	// The backup logged in at must have applied the root user's creation (a
+	// login there before is refused 58).
+	waitUntil(t, "node 2 knows the root user", func() bool {
+		return newHTTPSide(t, servers[2]).login("iggy", "iggy") != uint32(wire.ErrTransientNotAccepted)
+	})
 	client := wire.Uint128{Lo: 0x10, Hi: 9}
 	r := dialRaw(t, servers[2])
 	epoch := r.login(client)
