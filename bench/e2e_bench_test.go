@@ -103,6 +103,7 @@ func startBenchServer(b *testing.B) (addr, dataDir string) {
 	b.Helper()
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = b.TempDir()
 	cfg.PinCPUs = false
 	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -24,6 +24,7 @@ func startServer(t *testing.T) string {
 	t.Helper()
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	// Two shards, so that actors' connections and partitions land on different
 	// shards and replies cross between them, as on a real server.

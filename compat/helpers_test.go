@@ -104,6 +104,7 @@ func startServer(t testing.TB) string {
 	t.Helper()
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2
 	cfg.PinCPUs = false

@@ -3,7 +3,9 @@ package compat
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,9 +151,19 @@ func TestClusterMetadataAfterLogin(t *testing.T) {
 	if n.name != "iggy-node" {
 		t.Errorf("node name %q, want iggy-node", n.name)
 	}
-	// Transports the server does not serve report port 0.
-	if n.quicPort != 0 || n.httpPort != 0 || n.wsPort != 0 {
-		t.Errorf("ports quic %d http %d websocket %d, want 0 for transports not served", n.quicPort, n.httpPort, n.wsPort)
+	// Transports the server does not serve report port 0; HTTP's is the port
+	// the HTTP API answers on.
+	if n.quicPort != 0 || n.wsPort != 0 {
+		t.Errorf("ports quic %d websocket %d, want 0 for transports not served", n.quicPort, n.wsPort)
+	}
+	resp, err := http.Get("http://" + net.JoinHostPort(n.ip, strconv.Itoa(int(n.httpPort))) + "/ping")
+	if err != nil {
+		t.Fatalf("the advertised http port %d: %v", n.httpPort, err)
+	}
+	pong, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(pong) != "pong" {
+		t.Errorf("GET /ping at the advertised http port %d: %d %q", n.httpPort, resp.StatusCode, pong)
 	}
 }
 

@@ -73,7 +73,7 @@ func (a *API) loginPAT(ctx context.Context, token string, addr netip.AddrPort) (
 	if err != nil {
 		return 0, wire.ErrInvalidPersonalAccessToken
 	}
-	reply, err := a.opts.Backend.Do(ctx, Caller{Addr: addr}, wire.CodeLoginWithPersonalAccessToken, body)
+	reply, err := a.opts.Backend.Do(ctx, Caller{Addr: addr}, wire.CodeLoginRegisterWithPAT, body)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +137,7 @@ func (a *API) loginUser(rc *reqCtx) error {
 	if err != nil {
 		return wire.ErrInvalidCredentials
 	}
-	reply, err := a.opts.Backend.Do(rc.r.Context(), Caller{Addr: rc.caller.Addr}, wire.CodeLoginUser, body)
+	reply, err := a.opts.Backend.Do(rc.r.Context(), Caller{Addr: rc.caller.Addr}, wire.CodeLoginRegister, body)
 	if err != nil {
 		return err
 	}

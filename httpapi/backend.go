@@ -27,8 +27,8 @@ type Caller struct {
 type Backend interface {
 	// Do runs one command of the binary catalog as caller and returns its reply
 	// body in the wire layout (no result section), or the error the binary
-	// protocol answers with (a wire.ErrorCode). Before login only CodeLoginUser
-	// and CodeLoginWithPersonalAccessToken are allowed: their bodies are those of
+	// protocol answers with (a wire.ErrorCode). Before login only CodeLoginRegister
+	// and CodeLoginRegisterWithPAT are allowed: their bodies are those of
 	// LOGIN_REGISTER (wire.LoginRegister) and LOGIN_REGISTER_WITH_PAT
 	// (wire.LoginRegisterWithPAT); they check the credentials, open no session,
 	// and answer the identity reply, [user_id u32].

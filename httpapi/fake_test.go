@@ -41,14 +41,14 @@ func newFake() *fakeBackend {
 		revoked: map[string]time.Time{}}
 	// A password login accepts iggy/iggy as user 0; a PAT login accepts "pat-of-5" as
 	// user 5.
-	f.replies[wire.CodeLoginUser] = func(_ Caller, body []byte) ([]byte, error) {
+	f.replies[wire.CodeLoginRegister] = func(_ Caller, body []byte) ([]byte, error) {
 		var r wire.LoginRegister
 		if err := r.Decode(body); err != nil || string(r.Username) != "iggy" || string(r.Password) != "iggy" {
 			return nil, wire.ErrInvalidCredentials
 		}
 		return []byte{0, 0, 0, 0}, nil
 	}
-	f.replies[wire.CodeLoginWithPersonalAccessToken] = func(_ Caller, body []byte) ([]byte, error) {
+	f.replies[wire.CodeLoginRegisterWithPAT] = func(_ Caller, body []byte) ([]byte, error) {
 		var r wire.LoginRegisterWithPAT
 		if err := r.Decode(body); err != nil || string(r.Token) != "pat-of-5" {
 			return nil, wire.ErrInvalidPersonalAccessToken

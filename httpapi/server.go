@@ -4,16 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/config"
-	"github.com/iggy-shard/iggy-shard/tlsterm"
 )
 
 // The listener's bounds (those of the reference's listener, apache/iggy
@@ -39,21 +36,14 @@ type Server struct {
 }
 
 // Listen binds address (host:port; port 0 picks one) and serves h there: HTTPS
-// when [http.tls] is enabled, with the TCP listener's certificate rules
-// (loadCertificate), else plain HTTP/1.1.
-func Listen(address string, cfg config.HTTP, h http.Handler, log *slog.Logger) (*Server, error) {
+// with cert when it is given (the server loads [http.tls] as it loads
+// [tcp.tls]), else plain HTTP/1.1.
+func Listen(address string, cfg config.HTTP, cert *tls.Certificate, h http.Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	if cfg.ConnectionsMax < 1 {
 		return nil, &config.SettingError{Setting: "http.max_connections", Value: "0", Reason: "must be at least 1"}
-	}
-	var cert tls.Certificate
-	if cfg.TLS.Enabled {
-		var err error
-		if cert, err = loadCertificate(cfg.TLS, log, time.Now()); err != nil {
-			return nil, err
-		}
 	}
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
@@ -72,8 +62,8 @@ func Listen(address string, cfg config.HTTP, h http.Handler, log *slog.Logger) (
 	go func() {
 		defer close(s.done)
 		var err error
-		if cfg.TLS.Enabled {
-			s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
 			err = s.srv.ServeTLS(s.ln, "", "")
 		} else {
 			err = s.srv.Serve(s.ln)
@@ -130,32 +120,4 @@ func (c *slotConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
-}
-
-// loadCertificate applies [http.tls] as the TCP listener applies [tcp.tls]
-// (config.TLS): with self_signed, the PEM pair when cert_file exists and otherwise
-// an ephemeral loopback certificate; without it, the pair, which must exist. A
-// file that cannot be used is a config.SettingError naming the key.
-func loadCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Certificate, error) {
-	if c.SelfSigned {
-		if _, err := os.Stat(c.CertFile); errors.Is(err, fs.ErrNotExist) {
-			cert, err := tlsterm.SelfSigned(now)
-			if err != nil {
-				return tls.Certificate{}, err
-			}
-			log.Info("HTTPS: generated an ephemeral self-signed certificate for localhost, 127.0.0.1 and ::1",
-				"cert_file", c.CertFile, "why", "self_signed is set and cert_file does not exist")
-			return cert, nil
-		}
-	}
-	cert, err := tlsterm.LoadKeyPair(c.CertFile, c.KeyFile, now)
-	var fe *tlsterm.FileError
-	if errors.As(err, &fe) {
-		setting := "http.tls.cert_file"
-		if fe.Role == "key" {
-			setting = "http.tls.key_file"
-		}
-		return tls.Certificate{}, &config.SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
-	}
-	return cert, err
 }

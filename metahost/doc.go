@@ -119,3 +119,9 @@ func (r *Router) CallerSession(userID uint32) (client wire.Uint128, epoch uint64
 	}
 	return cs.client, cs.epoch, true
 }
+
+// RevokeTokens has the plane revoke access tokens on every replica
+// (metaplane.Plane.RevokeTokens), then runs then on shard 0 with its answer.
+func (r *Router) RevokeTokens(tokens []metadata.Revocation, then func(err error)) {
+	r.plane.RevokeTokens(tokens, r.shard.NowMicros(), then)
+}

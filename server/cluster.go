@@ -84,7 +84,7 @@ func (h *handler) clusterMetadataFor(dst []byte, peer netip.AddrPort) []byte {
 	for i := range health.connected {
 		health.connected[i] = h.srv.rt.ReplicaConnected(uint8(i))
 	}
-	return appendClusterMetadataOf(dst, cl.cfg, peer.Addr().Unmap(), health)
+	return appendClusterMetadataOf(dst, &h.srv.cfg.Config, peer.Addr().Unmap(), health)
 }
 
 // replicaStats is the runtime's replica counters, for tests and logs.

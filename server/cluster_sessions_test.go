@@ -187,7 +187,7 @@ func TestClusterReconnectAndRetry(t *testing.T) {
 // that numbers its requests from 1 again.
 func TestClusterTwoRequestsThenCloseAndANewSession(t *testing.T) {
 	servers := startCluster(t, clusterConfigs(t, 3, testClusterSecret))
-	waitUntil(t, "the root user", func() bool { return dialCluster(t, servers[0]) != nil })
+	waitForRootUser(t, servers[1])
 	first := wire.Uint128{Lo: 0x2, Hi: 1}
 	r := dialRaw(t, servers[1]) // at a backup: the login and the close are forwarded
 	epoch := r.login(first)
@@ -251,12 +251,21 @@ func TestClusterRetryWhileInThePipeline(t *testing.T) {
 	}
 }
 
+// waitForRootUser waits until s applied the root user's creation: a login at a
+// backup before is refused 58.
+func waitForRootUser(t *testing.T, s *Server) {
+	t.Helper()
+	waitUntil(t, "the node knows the root user", func() bool {
+		return newHTTPSide(t, s).login("iggy", "iggy") != uint32(wire.ErrTransientNotAccepted)
+	})
+}
+
 // TestClusterLogoutInFlight: a logout at a backup is forwarded; while it is in
 // flight (the primary's journal write held) the connection closes too. The
 // session ends once, on every node, and the backup answers the logout.
 func TestClusterLogoutInFlight(t *testing.T) {
 	servers := startCluster(t, clusterConfigs(t, 3, testClusterSecret))
-	waitUntil(t, "the root user", func() bool { return dialCluster(t, servers[0]) != nil })
+	waitForRootUser(t, servers[2])
 	client := wire.Uint128{Lo: 0x10, Hi: 9}
 	r := dialRaw(t, servers[2])
 	epoch := r.login(client)

@@ -56,24 +56,30 @@ func (h *clusterHealth) status(id uint8) uint8 {
 // (config.ClusterNode.AdvertisedFor: the longest matching selector, then
 // advertised_address, then ip; iggy.apache.org/docs/clustering/configuration), its
 // role and its status. The SDKs redial exactly the advertised address and the TCP
-// port (iggy.apache.org/docs/clustering/client-failover). QUIC, HTTP and
-// WebSocket are not served by iggy-shard, so their ports are 0, the reference's
-// answer for a transport a node does not serve.
-func appendClusterMetadataOf(dst []byte, cfg *config.Cluster, peer netip.Addr, health *clusterHealth) []byte {
-	m := wire.ClusterMetadata{Name: []byte(cfg.Name), Nodes: make([]wire.ClusterNode, len(cfg.Nodes))}
-	for i := range cfg.Nodes {
-		node := &cfg.Nodes[i]
+// port (iggy.apache.org/docs/clustering/client-failover). Each transport's port
+// is the roster's when the node serves it, else 0, the reference's answer for a
+// transport a node does not serve (config.Config.AdvertisedPorts: QUIC and
+// WebSocket never, HTTP when [http] is enabled).
+func appendClusterMetadataOf(dst []byte, cfg *config.Config, peer netip.Addr, health *clusterHealth) []byte {
+	cl := &cfg.Cluster
+	m := wire.ClusterMetadata{Name: []byte(cl.Name), Nodes: make([]wire.ClusterNode, len(cl.Nodes))}
+	for i := range cl.Nodes {
+		node := &cl.Nodes[i]
+		ports := cfg.AdvertisedPorts(node.Ports)
 		id := uint8(node.ReplicaID)
 		role := wire.ClusterRoleFollower
 		if health.leaderKnown && id == health.leader {
 			role = wire.ClusterRoleLeader
 		}
 		m.Nodes[i] = wire.ClusterNode{
-			Name:    []byte(node.Name),
-			IP:      []byte(node.AdvertisedFor(peer)),
-			TCPPort: node.Ports.TCP,
-			Role:    role,
-			Status:  health.status(id),
+			Name:          []byte(node.Name),
+			IP:            []byte(node.AdvertisedFor(peer)),
+			TCPPort:       ports.TCP,
+			QUICPort:      ports.QUIC,
+			HTTPPort:      ports.HTTP,
+			WebSocketPort: ports.WebSocket,
+			Role:          role,
+			Status:        health.status(id),
 		}
 	}
 	return m.Append(dst)

@@ -11,9 +11,16 @@ import (
 
 // TestClusterMetadataOfACluster: every roster node is listed with the address
 // advertised to the asking client, the metadata primary as the one leader, and a
-// status from the last time each peer was heard from.
+// status from the last time each peer was heard from, and the ports of the
+// transports it serves: tcp and http, never quic or websocket (0).
 func TestClusterMetadataOfACluster(t *testing.T) {
-	cfg := threeNodeCluster()
+	node := config.Default()
+	node.Cluster = threeNodeCluster()
+	cfg := &node.Cluster
+	for i := range cfg.Nodes {
+		p := &cfg.Nodes[i].Ports
+		p.QUIC, p.HTTP, p.WebSocket = uint16(8080+i), uint16(3000+i), uint16(8070+i)
+	}
 	cfg.Name = "prod"
 	cfg.Nodes[1].AdvertisedAddress = "203.0.113.11"
 	cfg.Nodes[1].AdvertisedAddresses = []config.AdvertisedSelector{{ClientCIDR: netip.MustParsePrefix("10.0.0.0/8"), Address: "10.1.1.11"}}
@@ -79,7 +86,7 @@ func TestClusterMetadataOfACluster(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			body := appendClusterMetadataOf(nil, &cfg, netip.MustParseAddr(tc.peer), &tc.health)
+			body := appendClusterMetadataOf(nil, &node, netip.MustParseAddr(tc.peer), &tc.health)
 			var m wire.ClusterMetadata
 			if err := m.Decode(body); err != nil {
 				t.Fatalf("decode: %v", err)
@@ -90,11 +97,32 @@ func TestClusterMetadataOfACluster(t *testing.T) {
 			for i, n := range m.Nodes {
 				w := tc.want[i]
 				if string(n.Name) != cfg.Nodes[i].Name || string(n.IP) != w.ip || n.TCPPort != w.port ||
-					n.Role != w.role || n.Status != w.status || n.QUICPort|n.HTTPPort|n.WebSocketPort != 0 {
+					n.Role != w.role || n.Status != w.status || n.QUICPort|n.WebSocketPort != 0 || n.HTTPPort != uint16(3000+i) {
 					t.Errorf("node %d: %+v, want %+v", i, n, w)
 				}
 			}
 		})
+	}
+}
+
+// TestClusterMetadataHTTPOff: a node with [http] disabled advertises 0 for
+// every peer's http port, as the reference answers a transport not served.
+func TestClusterMetadataHTTPOff(t *testing.T) {
+	node := config.Default()
+	node.HTTP.Enabled = false
+	node.Cluster = threeNodeCluster()
+	for i := range node.Cluster.Nodes {
+		node.Cluster.Nodes[i].Ports.HTTP = uint16(3000 + i)
+	}
+	health := clusterHealth{self: 0, leaderKnown: true, heartbeatTimeout: time.Second, lastHeardNs: make([]int64, 3)}
+	var m wire.ClusterMetadata
+	if err := m.Decode(appendClusterMetadataOf(nil, &node, netip.MustParseAddr("127.0.0.1"), &health)); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range m.Nodes {
+		if n.HTTPPort != 0 || n.TCPPort != uint16(8090+i) {
+			t.Errorf("node %d: tcp %d http %d, want %d and 0", i, n.TCPPort, n.HTTPPort, 8090+i)
+		}
 	}
 }
 

@@ -24,9 +24,9 @@ func TestEveryCommand(t *testing.T) {
 		t.Fatalf("cluster metadata %+v", meta)
 	}
 	if n := meta.Nodes[0]; string(meta.Name) != "single-node" || string(n.Name) != "iggy-node" ||
-		n.QUICPort != 0 || n.HTTPPort != 0 || n.WebSocketPort != 0 {
-		t.Fatalf("cluster metadata %s/%s quic %d http %d websocket %d, want single-node/iggy-node and 0 for transports not served",
-			meta.Name, n.Name, n.QUICPort, n.HTTPPort, n.WebSocketPort)
+		n.QUICPort != 0 || int(n.HTTPPort) != s.HTTPAddr().Port || n.WebSocketPort != 0 {
+		t.Fatalf("cluster metadata %s/%s quic %d http %d websocket %d, want single-node/iggy-node, 0 for transports not served and http %d",
+			meta.Name, n.Name, n.QUICPort, n.HTTPPort, n.WebSocketPort, s.HTTPAddr().Port)
 	}
 
 	// Streams.

@@ -123,6 +123,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	}
 	if h.index == 0 {
 		h.meta = s.newMetaRouter(h)
+		s.metaTasks.attach(sh.Wake)
 		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
 		sh.WakeAt(h.heartbeatDueNs)
 	}

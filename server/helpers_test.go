@@ -35,7 +35,11 @@ func testConfig(dir string, shards int) setup {
 }
 
 // defaultSetup is the default configuration, without test hooks.
-func defaultSetup() setup { return setup{Config: config.Default()} }
+func defaultSetup() setup {
+	cfg := setup{Config: config.Default()}
+	cfg.HTTP.Address = "127.0.0.1:0" // the HTTP API on a free port, as tcp
+	return cfg
+}
 
 func startTestServer(t *testing.T, cfg setup) *Server {
 	t.Helper()

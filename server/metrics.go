@@ -260,7 +260,7 @@ func newCollector(s *Server) *collector {
 	c.scrapeFailed = d("scrape_shards_unanswered", "Shards that did not answer this scrape in time (their figures are missing).", nil)
 	c.tls.accepted = d("tls_connections_accepted_total", "TCP connections accepted on the TLS port.", nil)
 	c.tls.handshakes = d("tls_handshakes_total", "TLS handshakes by outcome (ok, failed, timed_out, cut).", []string{"outcome"})
-	c.tls.sessions = d("tls_sessions_open", "TLS sessions bridged to the shards and not ended.", nil)
+	c.tls.sessions = d("tls_sessions_open", "TLS sessions handed to the shards and not ended.", nil)
 	c.loop.turns = d("shard_turns_total", "Iterations of the shard's loop.", perShard)
 	c.loop.ringEnters = d("shard_ring_enters_total", "io_uring_enter calls on the shard's connection ring, busy polls included.", perShard)
 	c.loop.sleeps = d("shard_sleeps_total", "Waits of the shard's loop that blocked.", perShard)

@@ -38,8 +38,9 @@ const (
 // appendClusterMetadata answers GetClusterMetadata as the reference answers it for a
 // node that is not clustered: cluster "single-node" with the one node "iggy-node",
 // the healthy leader, at the address its TCP listener is bound to (the Go SDK dials
-// it; a configured port 0 reports the port it picked). QUIC, HTTP and WebSocket are
-// not served, so their ports are 0, as the reference reports a disabled transport.
+// it; a configured port 0 reports the port it picked), and the HTTP API's bound
+// port when it serves one. QUIC and WebSocket are not served, so their ports are
+// 0, as the reference reports a disabled transport.
 func (s *Server) appendClusterMetadata(dst []byte) []byte {
 	host, port := "127.0.0.1", 0
 	if addr := s.listenAddr.Load(); addr != nil {
@@ -58,7 +59,7 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 		Name: []byte(singleNodeClusterName),
 		Nodes: []wire.ClusterNode{{
 			Name: []byte(singleNodeName), IP: []byte(host), TCPPort: uint16(port),
-			QUICPort: 0, HTTPPort: 0, WebSocketPort: 0,
+			QUICPort: 0, HTTPPort: uint16(s.httpPort.Load()), WebSocketPort: 0,
 			Role: wire.ClusterRoleLeader, Status: wire.ClusterNodeHealthy,
 		}},
 	}

@@ -141,6 +141,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/httpapi"
 	"github.com/iggy-shard/iggy-shard/metaview"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitionhost"
@@ -186,6 +187,13 @@ type Server struct {
 	pollMemories []*pollmemory.Memory[*job]
 	// calls are the shards' inboxes of Do's calls (caller.go).
 	calls callInboxes
+	// metaTasks is work for shard 0 from other goroutines (httpserve.go).
+	metaTasks metaTaskInbox
+	// api is the HTTP API's listener; nil when [http] is disabled.
+	api *httpapi.Server
+	// httpPort is the HTTP API's bound port, 0 when it is not served: published
+	// for the shards' GET_CLUSTER_METADATA, which may run before Start stored api.
+	httpPort atomic.Uint32
 
 	// The observability endpoints (metrics.go), and the fsync latencies of the
 	// metadata journal they report.
@@ -227,6 +235,9 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	}
 	if log == nil {
 		log = slog.Default()
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
 	}
 	clampSnapshotInterval(&cfg, log)
 	if err := os.MkdirAll(cfg.SystemPath, segment.DataDirMode); err != nil {
@@ -328,6 +339,10 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
+	if err := s.serveAPI(); err != nil {
+		_ = s.Shutdown(context.Background())
+		return nil, err
+	}
 	log.Info("listening", "address", s.Addr().String(), "tls", cfg.TLS.Enabled, "shards", s.shardCount, "system_path", cfg.SystemPath)
 	if s.cluster != nil {
 		log.Info("cluster node", "cluster", cfg.Cluster.Name, "replica_id", cfg.Cluster.ReplicaID, "replicas", len(cfg.Cluster.Nodes),
@@ -358,6 +373,7 @@ func (s *Server) Err() error { return s.rt.Err() }
 // every partition and the metadata journal durable.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		s.stopAPI(ctx)
 		s.stopHTTP(ctx)
 		if s.tls != nil {
 			s.tls.Close() // no new sessions; those open end as their shards close them

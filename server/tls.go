@@ -15,18 +15,19 @@ import (
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 )
 
-// loadTLSCertificate applies [tcp.tls]'s rule (config.TLS): with self_signed, the
+// loadTLSCertificate applies the rule of [tcp.tls] or [http.tls] (config.TLS;
+// section names it in errors): with self_signed, the
 // PEM pair when cert_file exists and otherwise an ephemeral loopback certificate;
 // without it, the pair, which must exist. A file that cannot be used stops the start
 // with a config.SettingError naming the key, the path and what is wrong.
-func loadTLSCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Certificate, error) {
+func loadTLSCertificate(c config.TLS, section string, log *slog.Logger, now time.Time) (tls.Certificate, error) {
 	if c.SelfSigned {
 		if _, err := os.Stat(c.CertFile); errors.Is(err, fs.ErrNotExist) {
 			cert, err := tlsterm.SelfSigned(now)
 			if err != nil {
 				return tls.Certificate{}, err
 			}
-			log.Info("TLS: generated an ephemeral self-signed certificate for localhost, 127.0.0.1 and ::1",
+			log.Info("TLS: generated an ephemeral self-signed certificate for localhost, 127.0.0.1 and ::1", "section", section,
 				"cert_file", c.CertFile, "why", "self_signed is set and cert_file does not exist")
 			return cert, nil
 		}
@@ -34,16 +35,16 @@ func loadTLSCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Cert
 	cert, err := tlsterm.LoadKeyPair(c.CertFile, c.KeyFile, now)
 	var fe *tlsterm.FileError
 	if errors.As(err, &fe) {
-		setting := "tcp.tls.cert_file"
+		setting := section + ".cert_file"
 		if fe.Role == "key" {
-			setting = "tcp.tls.key_file"
+			setting = section + ".key_file"
 		}
 		return tls.Certificate{}, &config.SettingError{Setting: setting, Value: fe.Path, Reason: fe.Reason}
 	}
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	log.Info("TLS: loaded the certificate", "cert_file", c.CertFile, "key_file", c.KeyFile,
+	log.Info("TLS: loaded the certificate", "section", section, "cert_file", c.CertFile, "key_file", c.KeyFile,
 		"subject", cert.Leaf.Subject.String(), "not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	return cert, nil
 }
@@ -53,7 +54,7 @@ func loadTLSCertificate(c config.TLS, log *slog.Logger, now time.Time) (tls.Cert
 // shards whole through Runtime.AdoptTLS (its records are then read and sealed on
 // its shard), so the runtime binds no listener of its own.
 func listenTLS(c *setup, log *slog.Logger) (net.Listener, tls.Certificate, error) {
-	cert, err := loadTLSCertificate(c.TLS, log, time.Now())
+	cert, err := loadTLSCertificate(c.TLS, "tcp.tls", log, time.Now())
 	if err != nil {
 		return nil, tls.Certificate{}, err
 	}

@@ -70,6 +70,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.flushOutbox()
 	}
 	if h.meta != nil {
+		for _, task := range h.srv.metaTasks.take() {
+			task(h)
+		}
 		h.checkHeartbeats()
 		h.meta.FinishJournal()
 		h.meta.FinishPasswordChecks()
@@ -91,6 +94,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 func (h *handler) Stop(_ *shard.Shard) {
 	h.srv.calls.inboxes[h.index].close() // no call is taken any more: those waiting are answered
 	if h.meta != nil {
+		h.srv.metaTasks.stop()
 		// The writes first: a login among them may hand its password to the
 		// workers again, whose checks are then abandoned with the others, and so
 		// are the new passwords still with the workers.

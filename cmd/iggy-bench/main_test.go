@@ -148,6 +148,7 @@ func TestRawLoopbackMode(t *testing.T) {
 func TestRunAgainstServer(t *testing.T) {
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 2
 	cfg.PinCPUs = false

@@ -73,6 +73,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = *systemPath
 	cfg.ShardCount = *shards
 	if v := getenv(envRootUsername); v != "" {

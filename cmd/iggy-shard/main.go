@@ -53,6 +53,7 @@ type options struct {
 	set map[string]bool
 
 	tcpAddress          string
+	httpAddress         string
 	systemPath          string
 	shardCount          int
 	pinCPUs             bool
@@ -81,6 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.configPath, "config", "", "TOML configuration file (Apache Iggy's key names: [tcp] address, [system] path, ...)")
 	fs.StringVar(&o.tcpAddress, "tcp-address", defaults.TCPAddress,
 		"host:port to serve clients on (env IGGY_TCP_ADDRESS); port 0 picks a free port")
+	fs.StringVar(&o.httpAddress, "http-address", defaults.HTTP.Address,
+		"host:port to serve the HTTP API on when [http] is enabled (env IGGY_HTTP_ADDRESS; IGGY_HTTP_ENABLED=false turns it off); port 0 picks a free port")
 	fs.StringVar(&o.systemPath, "system-path", defaults.SystemPath,
 		"data directory: metadata journal and snapshot, partitions (env IGGY_SYSTEM_PATH)")
 	fs.IntVar(&o.shardCount, "shards", 0,
@@ -121,8 +124,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(fs.Output(), `Usage: iggy-shard [flags]
 
 Runs the iggy-shard server: the Apache Iggy binary protocol 0.11.0 over TCP (or TLS
-with --tls), one shard (a thread with its own io_uring ring) per CPU. With no arguments it serves on
-127.0.0.1:8090, keeps its data in ./local_data and creates the root user iggy/iggy
+with --tls) and its HTTP API, one shard (a thread with its own io_uring ring) per CPU.
+With no arguments it serves the binary protocol on 127.0.0.1:8090 and HTTP on
+127.0.0.1:3000, keeps its data in ./local_data and creates the root user iggy/iggy
 on the first start (IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD choose others).
 Settings: defaults < --config file < IGGY_* environment < flags.
 SIGINT or SIGTERM stop it gracefully.
@@ -152,6 +156,9 @@ func (o *options) config(getenv func(string) string) (config.Config, error) {
 	}
 	if o.set["tcp-address"] {
 		cfg.TCPAddress = o.tcpAddress
+	}
+	if o.set["http-address"] {
+		cfg.HTTP.Address = o.httpAddress
 	}
 	if o.set["metrics-address"] {
 		cfg.MetricsAddress = o.metricsAddress
@@ -253,14 +260,16 @@ func run(args []string, stderr io.Writer) int {
 		log.Info("host", "summary", host.String(), "open_files", limit.String())
 	}
 
+	// The signals are caught before the start: one that comes while the listeners
+	// open (the runtime logs "listening" before the HTTP API binds) stops the
+	// server gracefully once it started, rather than killing it.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	srv, err := server.Start(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitStartFailed
 	}
-
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case sig := <-signals:
 		log.Info("stopping", "signal", sig.String())

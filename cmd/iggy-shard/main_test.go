@@ -76,7 +76,7 @@ func startServer(t *testing.T, args ...string) *process {
 	if !hasFlag(args, "--system-path") {
 		args = append([]string{"--system-path", t.TempDir()}, args...)
 	}
-	cmd := exec.Command(bin, append([]string{"--tcp-address", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--tcp-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	if code := run([]string{"--help"}, &out); code != exitOK {
 		t.Fatalf("--help exit code %d", code)
 	}
-	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
+	for _, flag := range []string{"tcp-address", "IGGY_TCP_ADDRESS", "http-address", "IGGY_HTTP_ADDRESS", "system-path", "IGGY_SYSTEM_PATH", "config", "shards",
 		"pin-cpus", "busy-poll", "idle-timeout", "max-frame-size", "snapshot-interval-ops", "shutdown-timeout", "log-level", "IGGY_ROOT_USERNAME",
 		"heartbeat-interval", "IGGY_HEARTBEAT_INTERVAL", "partition-queue-capacity", "partition-memory-max"} {
 		if !strings.Contains(out.String(), flag) {

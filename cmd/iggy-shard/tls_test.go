@@ -46,7 +46,7 @@ func TestTLSOneSetting(t *testing.T) {
 func TestTLSMissingFileStopsTheStart(t *testing.T) {
 	certFile := filepath.Join(t.TempDir(), "missing_cert.pem")
 	var out bytes.Buffer
-	code := run([]string{"--tcp-address", "127.0.0.1:0", "--system-path", t.TempDir(), "--shards", "1", "--pin-cpus=false",
+	code := run([]string{"--tcp-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--system-path", t.TempDir(), "--shards", "1", "--pin-cpus=false",
 		"--tls", "--tls-self-signed=false", "--tls-cert-file", certFile}, &out)
 	if code != exitStartFailed {
 		t.Fatalf("exit code %d, want %d\n%s", code, exitStartFailed, out.String())

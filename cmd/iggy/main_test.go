@@ -48,6 +48,7 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	cfg := config.Default()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = filepath.Join(dir, "data")
 	cfg.ShardCount = 2
 	cfg.PinCPUs = false
@@ -83,6 +84,7 @@ func testMain(m *testing.M) int {
 func startServer(t *testing.T, cfg config.Config) *server.Server {
 	t.Helper()
 	cfg.TCPAddress = "127.0.0.1:0"
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.SystemPath = t.TempDir()
 	cfg.ShardCount = 1
 	cfg.PinCPUs = false
