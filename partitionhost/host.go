@@ -307,6 +307,9 @@ type groupPollKey struct {
 // startPoll starts an admitted poll (admitPoll): its read takes its buffer from
 // the shard's poll memory.
 func (h *Host) startPoll(j *request.Job) {
+	if j.Poll.MayPlan && h.planPoll(j) {
+		return
+	}
 	token := h.track(j)
 	j.Poll.Res.SetReadBuffers(h.pollMemory.Lend)
 	if err := h.Store.Poll(j.Poll.Key, j.Poll.Req, &j.Poll.Res, h, token); err != nil {
@@ -316,6 +319,21 @@ func (h *Host) startPoll(j *request.Job) {
 		return
 	}
 	h.scheduleIO()
+}
+
+// planPoll answers a poll by a plan of file runs for the connection's shard to
+// splice, when the store can (partition.Store.PlanPoll), and reports whether it
+// did. A planned poll took no read buffer, so its poll memory reservation goes
+// back at once (pollRead); one the store declines, or that fails, is read by
+// Poll as any other, which answers the failure as well.
+func (h *Host) planPoll(j *request.Job) bool {
+	planned, err := h.Store.PlanPoll(j.Poll.Key, j.Poll.Req, &j.Poll.Plan, h.shard.NowNs())
+	if err != nil || !planned {
+		return false
+	}
+	j.Poll.Read = true
+	h.pollRead(j)
+	return true
 }
 
 // PollDone implements partition.PollCompletion.
