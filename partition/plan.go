@@ -46,16 +46,18 @@ type PlanConfig struct {
 	TrustWrites bool
 }
 
-// PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
-// ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
-// poll replies each way over loopback TCP on one ring. On this project's
-// 2-core test machine, shared with other work, the splice chain's median
-// rate over three runs of five was 0.29-1.27 of the copy's from 16 to
-// 512 KiB (ahead in 2 of 12 size-runs) and 0.74-1.64 from 1 to 4 MiB (ahead
-// in 4 of 9): no size where it wins every run, and below 1 MiB a plan would
-// mostly hold descriptors for nothing. Measure again where replies go over a
-// NIC rather than loopback.
-const PlanReplyBytesMinDefault = 1 << 20
+// PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from the
+// server's BenchmarkConsumerSplice (server/pollsplice_bench_test.go), which
+// polls whole stored batches through the whole server, copied or spliced, by
+// one and four consumers, with raw loopback TCP in the same run. On this
+// project's 2-core test machine, shared with other work (load 6-8), three
+// runs each: at 128 KiB replies the splice was no better (one consumer
+// 0.87x the copy's MB/s, server CPU per GB 1.08x); from 256 KiB it was ahead
+// in MB/s and in CPU (256 KiB: 1.7x MB/s and 0.67x CPU/GB for one consumer;
+// 1 MiB: 2.6x and 0.51x). 1 MiB, the earlier default from ring's
+// BenchmarkPollReply alone, left the usual poll of 1000 messages of 1000
+// bytes (1,048,272 bytes) just under it, always copied.
+const PlanReplyBytesMinDefault = 256 << 10
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
 // reply a poll reads (segment.DefaultReadBytesMax, 64 MiB) to a consumer
