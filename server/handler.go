@@ -94,6 +94,8 @@ type handler struct {
 	// groups (ticks.go).
 	owned     *partitionhost.Host
 	consensus shardConsensus
+	// lender lends the store the replica frames it steps (framelend.go).
+	lender frameLender
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -102,6 +104,7 @@ type handler struct {
 
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
+	h.lender.h = h
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
@@ -117,7 +120,8 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	}
 	repl.Plans = s.pollPlanConfig()
 	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
-		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index]})
+		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index],
+		Lender: &h.lender})
 	h.view.Replaced = h.owned.FollowReplacedView
 	for _, p := range s.initial[h.index] {
 		h.owned.OpenAtStart(p)
