@@ -49,14 +49,14 @@ type PlanConfig struct {
 // PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from the
 // server's BenchmarkConsumerSplice (server/pollsplice_bench_test.go), which
 // polls whole stored batches through the whole server, copied or spliced, by
-// one and four consumers, with raw loopback TCP in the same run. On this
-// project's 2-core test machine, shared with other work (load 6-8), three
-// runs each: at 128 KiB replies the splice was no better (one consumer
-// 0.87x the copy's MB/s, server CPU per GB 1.08x); from 256 KiB it was ahead
-// in MB/s and in CPU (256 KiB: 1.7x MB/s and 0.67x CPU/GB for one consumer;
-// 1 MiB: 2.6x and 0.51x). 1 MiB, the earlier default from ring's
-// BenchmarkPollReply alone, left the usual poll of 1000 messages of 1000
-// bytes (1,048,272 bytes) just under it, always copied.
+// one and four consumers. On this project's 2-core test machine, shared with
+// other work (load 6-8), six runs each (benchstat): at 128 KiB replies one
+// consumer's splice moved 0.67x the copy's MB/s (p=0.04); at 256 KiB it was
+// level with the copy for one consumer and took a third less server CPU per
+// GB for four (p=0.002); at 512 KiB and 1 MiB it was ahead in both. 1 MiB,
+// the earlier default from ring's BenchmarkPollReply alone, left the usual
+// poll of 1000 messages of 1000 bytes (1,048,272 bytes) just under it,
+// always copied.
 const PlanReplyBytesMinDefault = 256 << 10
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
