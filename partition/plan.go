@@ -46,16 +46,18 @@ type PlanConfig struct {
 	TrustWrites bool
 }
 
-// PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from
-// ring's BenchmarkPollReply (ring/pollreply_bench_test.go), which sends whole
-// poll replies each way over loopback TCP on one ring. On this project's
-// 2-core test machine, shared with other work, the splice chain's median
-// rate over three runs of five was 0.29-1.27 of the copy's from 16 to
-// 512 KiB (ahead in 2 of 12 size-runs) and 0.74-1.64 from 1 to 4 MiB (ahead
-// in 4 of 9): no size where it wins every run, and below 1 MiB a plan would
-// mostly hold descriptors for nothing. Measure again where replies go over a
-// NIC rather than loopback.
-const PlanReplyBytesMinDefault = 1 << 20
+// PlanReplyBytesMinDefault is PlanConfig.ReplyBytesMin's default, from the
+// server's BenchmarkConsumerSplice (server/pollsplice_bench_test.go), which
+// polls whole stored batches through the whole server, copied or spliced, by
+// one and four consumers. On this project's 2-core test machine, shared with
+// other work (load 6-8), six runs each (benchstat): at 128 KiB replies one
+// consumer's splice moved 0.67x the copy's MB/s (p=0.04); at 256 KiB it was
+// level with the copy for one consumer and took a third less server CPU per
+// GB for four (p=0.002); at 512 KiB and 1 MiB it was ahead in both. 1 MiB,
+// the earlier default from ring's BenchmarkPollReply alone, left the usual
+// poll of 1000 messages of 1000 bytes (1,048,272 bytes) just under it,
+// always copied.
+const PlanReplyBytesMinDefault = 256 << 10
 
 // PlanPinMaxDefault is PlanConfig.PinMax's default: 30 s sends the largest
 // reply a poll reads (segment.DefaultReadBytesMax, 64 MiB) to a consumer

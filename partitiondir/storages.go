@@ -181,6 +181,16 @@ func (s *lazyStorage) List(dir string) ([]string, error) {
 	return s.inner.List(dir)
 }
 
+// DupDescriptor implements segment.Descriptors, so that polls of a partition
+// created on this storage can be planned (segment.PlanRead): a file to dup
+// was opened, so the directory is made already.
+func (s *lazyStorage) DupDescriptor(f segment.File) (int, error) {
+	if s.inner == nil {
+		return -1, fmt.Errorf("partitiondir: dup of file %d in %s, which holds none", f, s.dir)
+	}
+	return s.inner.DupDescriptor(f)
+}
+
 // Submit implements segment.Storage. Every request but a removal names a file
 // opened, so the directory is made already; a removal before (of a file no list
 // showed) makes it too, and fails as it would have. A directory that cannot be made

@@ -58,6 +58,10 @@ type Config struct {
 	Stats *Stats
 	// PollMemory bounds the bytes the shard's polls hold (package pollmemory).
 	PollMemory *pollmemory.Memory[*request.Job]
+	// Lender, when set, lends the store the replica frames it steps
+	// (partition.BodyLender): a backup journals a prepare in the frame it
+	// arrived in rather than a copy.
+	Lender partition.BodyLender
 }
 
 // Host is a shard's partition plane: the store of the partitions it owns, the
@@ -79,6 +83,7 @@ type Host struct {
 	systemPath string
 	stats      *Stats
 	pollMemory *pollmemory.Memory[*request.Job]
+	lender     partition.BodyLender
 	// storages is the store's StorageProvider (partitiondir/storages.go), on the
 	// shard's disk ring.
 	storages *partitiondir.Storages
@@ -137,7 +142,8 @@ type passes struct {
 // New is a shard's Host, its store empty until OpenAtStart.
 func New(cfg Config) *Host {
 	h := &Host{Disk: cfg.Disk, FilesMax: cfg.FilesMax, shard: cfg.Shard, log: cfg.Log, index: cfg.Index, ownerOf: cfg.OwnerOf,
-		systemPath: cfg.SystemPath, stats: cfg.Stats, pollMemory: cfg.PollMemory, sendRefused: newEventLog()}
+		systemPath: cfg.SystemPath, stats: cfg.Stats, pollMemory: cfg.PollMemory, lender: cfg.Lender,
+		sendRefused: newEventLog()}
 	h.due.retentionNs = cfg.Shard.NowNs() + retentionIntervalNs
 	h.groupPolls = make(map[groupPollKey][]*request.Job)
 	h.storages = partitiondir.NewStorages(cfg.Disk)
@@ -307,6 +313,9 @@ type groupPollKey struct {
 // startPoll starts an admitted poll (admitPoll): its read takes its buffer from
 // the shard's poll memory.
 func (h *Host) startPoll(j *request.Job) {
+	if j.Poll.MayPlan && h.planPoll(j) {
+		return
+	}
 	token := h.track(j)
 	j.Poll.Res.SetReadBuffers(h.pollMemory.Lend)
 	if err := h.Store.Poll(j.Poll.Key, j.Poll.Req, &j.Poll.Res, h, token); err != nil {
@@ -316,6 +325,21 @@ func (h *Host) startPoll(j *request.Job) {
 		return
 	}
 	h.scheduleIO()
+}
+
+// planPoll answers a poll by a plan of file runs for the connection's shard to
+// splice, when the store can (partition.Store.PlanPoll), and reports whether it
+// did. A planned poll took no read buffer, so its poll memory reservation goes
+// back at once (pollRead); one the store declines, or that fails, is read by
+// Poll as any other, which answers the failure as well.
+func (h *Host) planPoll(j *request.Job) bool {
+	planned, err := h.Store.PlanPoll(j.Poll.Key, j.Poll.Req, &j.Poll.Plan, h.shard.NowNs())
+	if err != nil || !planned {
+		return false
+	}
+	j.Poll.Read = true
+	h.pollRead(j)
+	return true
 }
 
 // PollDone implements partition.PollCompletion.
@@ -490,9 +514,16 @@ func (h *Host) ApplyRetentionIfDue() {
 	}
 }
 
-// StepFrame steps a frame into partition k's group.
+// StepFrame steps a frame into partition k's group, offering it to the store
+// to keep (Config.Lender) rather than copy its body.
 func (h *Host) StepFrame(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {
-	if err := h.Store.Step(k, hdr, body); err != nil {
+	var err error
+	if h.lender != nil {
+		err = h.Store.StepLending(k, hdr, body, h.lender)
+	} else {
+		err = h.Store.Step(k, hdr, body)
+	}
+	if err != nil {
 		h.log.Debug("replica frame refused by a partition group", "partition", k.String(), "peer", peer,
 			"command", hdr.Command.String(), "err", err)
 	}

@@ -107,6 +107,14 @@ type Poll struct {
 	// messages, if any); Parts is the reply's scratch of vectored parts.
 	Read  bool
 	Parts [][]byte
+	// MayPlan: the connection's shard can splice the reply (a plaintext
+	// connection with a pipe free, shard.Conn.CanSplice), so the owner shard
+	// may answer with a plan of file runs instead of reading the batches
+	// (partition.Store.PlanPoll). Plan is that answer when it holds
+	// descriptors, released when the job is recycled, after its reply was
+	// sent; it is kept from poll to poll, as Res is.
+	MayPlan bool
+	Plan    partition.PollPlan
 }
 
 // Offset is a Get, Store or DeleteConsumerOffset: the partition and consumer it

@@ -148,23 +148,22 @@ func (h *handler) routePartitionFrame(f *shard.ReplicaFrame, group uint64) {
 		h.post(owner, shard.Message{Kind: msgReplicaPartition, Payload: h.retainInbound(f)})
 		return
 	}
+	h.lender.frame = f // the store may keep it (framelend.go)
 	h.stepPartition(k, f.Peer, f.Header, f.Body)
+	h.lender.frame = nil
 }
 
 // stepPartitionFrame steps a frame another shard received for a partition this
 // shard owns, and gives it back.
 func (h *handler) stepPartitionFrame(in *replicaInbound) {
 	f := &in.frame
+	h.lender.in = in // the store may keep it (framelend.go)
 	if group, ok := wire.FrameGroup(f.Header); ok {
 		if stream, topic, id, ok := wire.SplitPartitionGroup(group); ok {
 			h.stepPartition(partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}, f.Peer, f.Header, f.Body)
 		}
 	}
-	if in.owner == h.index {
-		h.releaseInbound(in)
-		return
-	}
-	h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+	h.giveBackUnlent(in)
 }
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {

@@ -94,6 +94,8 @@ type handler struct {
 	// groups (ticks.go).
 	owned     *partitionhost.Host
 	consensus shardConsensus
+	// lender lends the store the replica frames it steps (framelend.go).
+	lender frameLender
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -102,6 +104,7 @@ type handler struct {
 
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
+	h.lender.h = h
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
@@ -115,8 +118,10 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.consensus.alignIntervalNs = int64(repl.Timing.HeartbeatTimeoutTicks) * consensusTickNs
 		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
+	repl.Plans = s.pollPlanConfig()
 	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
-		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index]})
+		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index],
+		Lender: &h.lender})
 	h.view.Replaced = h.owned.FollowReplacedView
 	for _, p := range s.initial[h.index] {
 		h.owned.OpenAtStart(p)
@@ -236,7 +241,7 @@ func (h *handler) serveRequest(c *shard.Conn, req *shard.Request) outcome {
 			c.ReplyStatus(hdr, wire.ErrFeatureUnavailable)
 			return outcomeRefused
 		case wire.CodePollMessages:
-			h.routeHere(c, req, request.KindPoll, sess.userID)
+			h.routePollHere(c, req, sess.userID)
 		case wire.CodeGetConsumerOffset:
 			h.routeHere(c, req, request.KindGetOffset, sess.userID)
 		case wire.CodeGetStats, wire.CodeGetSnapshot, wire.CodeGetClients, wire.CodeGetClient:
@@ -540,9 +545,12 @@ func (h *handler) recycle(j *job) {
 		j.Frame.Release() // a call's request is the caller's, in no arena
 	}
 	h.returnPollBuffer(j)
+	if err := j.Poll.Plan.Release(); err != nil {
+		h.log.Warn("poll plan release", "err", err)
+	}
 	reply, parts := j.Out.Reply[:0], j.Poll.Parts[:0]
-	res := j.Poll.Res
-	*j = job{Home: h, Out: request.Outcome{Reply: reply}, Poll: request.Poll{Parts: parts, Res: res}}
+	res, plan := j.Poll.Res, j.Poll.Plan
+	*j = job{Home: h, Out: request.Outcome{Reply: reply}, Poll: request.Poll{Parts: parts, Res: res, Plan: plan}}
 	h.free = append(h.free, j)
 }
 
@@ -612,6 +620,10 @@ const vectoredPartsMax = 32
 // deliverPoll sends a poll reply without copying a message: the header, then the
 // stored batches as they lie in the poll's read buffer.
 func (h *handler) deliverPoll(c *shard.Conn, j *job) {
+	if j.Poll.Plan.Held() {
+		h.deliverPlanned(c, j)
+		return
+	}
 	bodySize := j.Poll.Res.ReplySizeBytes()
 	rh := wire.ReplyTo(j.Frame.Header, 0, bodySize, true)
 	j.Poll.Parts = coalesceContiguous(j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/metaplane"
+	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/vsr"
 )
 
@@ -43,4 +44,7 @@ type testHooks struct {
 	// metacheckpoint.go), so that a test can produce the data directory of a
 	// cluster the old binary wedged.
 	metaOldCheckpointRule bool
+	// pollPlans (tests, benchmarks) replaces which polls are answered by a
+	// plan of file runs (pollPlanConfig).
+	pollPlans *partition.PlanConfig
 }

@@ -108,6 +108,10 @@ func (f *ReplicaFrame) Retain() RetainedReplicaFrame {
 	return RetainedReplicaFrame{Peer: f.Peer, Header: h, Body: data[headerSizeBytes:], buffer: b, shard: s}
 }
 
+// Detachable reports whether Retain would hand the frame's own buffer over (a
+// large frame, received into a buffer of its own) rather than copy it.
+func (f *ReplicaFrame) Detachable() bool { return !f.retained && f.conn.framer.InBig() }
+
 // RetainedReplicaFrame is a replica frame kept past ServeReplica. Release it exactly
 // once, on the shard that retained it.
 type RetainedReplicaFrame struct {

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// BenchmarkConsumerSplice: consumers each polling whole stored batches of
+// perBatch messages of 1000 bytes (1000 a batch: a 1,048,272-byte reply body)
+// from a partition of their own that holds them, copied (path=copy) or planned
+// and spliced from the segment files (path=splice: any reply size). One op is
+// one poll per consumer. Beside MB/s each reports:
+//
+//	x-loopback       MB/s over raw loopback TCP with as many connections,
+//	                 measured once per process in the same run
+//	server-cpu-ms/GB the CPU of the server's shard threads and of the process's
+//	                 io_uring workers (which run the splices), per GB polled
+//	p50-µs, p99-µs   a poll's round trip
+//
+//	go test ./server -run '^$' -bench ConsumerSplice -benchtime 300x -count 6
+func BenchmarkConsumerSplice(b *testing.B) {
+	for _, consumers := range []int{1, 4} {
+		for _, perBatch := range []int{128, 256, 512, 1000} {
+			for _, path := range []struct {
+				name     string
+				minBytes int64
+			}{{"copy", -1}, {"splice", 1}} {
+				b.Run(fmt.Sprintf("consumers=%d/batch=%d/path=%s", consumers, perBatch, path.name), func(b *testing.B) {
+					benchmarkConsumers(b, consumers, perBatch, func(cfg *setup) {
+						cfg.pollPlans = &partition.PlanConfig{ReplyBytesMin: path.minBytes, TrustWrites: true}
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkConsumers: four consumers at once, each polling its own partition,
+// at the server's defaults (BenchmarkConsumerSplice says what it reports).
+func BenchmarkConsumers(b *testing.B) { benchmarkConsumers(b, 4, benchMessagesPerBatch, nil) }
+
+// BenchmarkConsumerDefaults: one consumer at the server's defaults.
+func BenchmarkConsumerDefaults(b *testing.B) { benchmarkConsumers(b, 1, benchMessagesPerBatch, nil) }
+
+func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setup)) {
+	s, admin := benchServerWith(b, adjust)
+	ctx := context.Background()
+	if _, err := admin.CreateStream(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.CreateTopic(ctx, client.NameID("bench"), "t", uint32(consumers), nil); err != nil {
+		b.Fatal(err)
+	}
+	batch := benchBatchOf(b, perBatch)
+	batchBytes := int64(perBatch * benchPayloadBytes)
+	// The last batch stored may not be durable yet (one fdatasync a MiB by
+	// default), so it is never polled.
+	const stored, polled = 33, 32
+	for p := range consumers {
+		for range stored {
+			if _, err := admin.SendBatch(ctx, client.NameID("bench"), client.NameID("t"),
+				wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: uint32(p)}, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	clients := make([]*client.Client, consumers)
+	for i := range clients {
+		c, err := client.Dial(ctx, s.Addr().String(), client.WithCredentials("iggy", "iggy"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	poll := func(c *client.Client, req *wire.PollMessages, i int) error {
+		req.Strategy = wire.PollingStrategy{Kind: wire.PollingOffset, Value: uint64(i%polled) * uint64(perBatch)}
+		m, err := c.PollMessages(ctx, req)
+		if err == nil && m.MessagesCount != uint32(perBatch) {
+			err = fmt.Errorf("polled %d messages", m.MessagesCount)
+		}
+		return err
+	}
+	reqs := make([]wire.PollMessages, consumers)
+	for i := range reqs {
+		reqs[i] = wire.PollMessages{Consumer: client.SingleConsumer(client.ID(uint32(i + 1))), StreamID: client.NameID("bench"),
+			TopicID: client.NameID("t"), Partition: wire.SomePartition(uint32(i)), Count: uint32(perBatch)}
+		for k := range polled { // warm: every batch read (and verified) once
+			if err := poll(clients[i], &reqs[i], k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	loopback := benchLoopbackMBps(b, consumers)
+	cpu := startServerCPU(b, s)
+	latencies := make([][]time.Duration, consumers)
+	b.SetBytes(int64(consumers) * batchBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, consumers)
+	for i := range consumers {
+		lat := make([]time.Duration, 0, b.N)
+		wg.Go(func() {
+			for k := range b.N {
+				t0 := time.Now()
+				if err := poll(clients[i], &reqs[i], k); err != nil {
+					errs <- err
+					return
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			latencies[i] = lat
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	gb := float64(b.N) * float64(consumers) * float64(batchBytes) / 1e9
+	b.ReportMetric(float64(cpu.spentNs(b))/1e6/gb, "server-cpu-ms/GB")
+	mbps := gb * 1e3 / elapsed.Seconds()
+	b.ReportMetric(mbps/loopback, "x-loopback")
+	var all []time.Duration
+	for _, l := range latencies {
+		all = append(all, l...)
+	}
+	reportLatencies(b, all)
+}
+
+var benchLoopback struct {
+	sync.Mutex
+	mbps map[int]float64
+}
+
+// benchLoopbackMBps measures, once per process and connection count, the MB/s
+// raw loopback TCP moves in batch-sized writes over connections connections.
+func benchLoopbackMBps(b *testing.B, connections int) float64 {
+	benchLoopback.Lock()
+	defer benchLoopback.Unlock()
+	if v, ok := benchLoopback.mbps[connections]; ok {
+		return v
+	}
+	const batches = 500
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var readers sync.WaitGroup
+	for range connections {
+		readers.Go(func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			io.Copy(io.Discard, conn)
+		})
+	}
+	conns := make([]net.Conn, connections)
+	for i := range conns {
+		if conns[i], err = net.Dial("tcp", ln.Addr().String()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	buf := make([]byte, benchBatchBytes)
+	start := time.Now()
+	var writers sync.WaitGroup
+	for _, c := range conns {
+		writers.Go(func() {
+			for range batches {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		})
+	}
+	writers.Wait()
+	for _, c := range conns {
+		c.Close()
+	}
+	readers.Wait()
+	v := float64(connections*batches*benchBatchBytes) / 1e6 / time.Since(start).Seconds()
+	if benchLoopback.mbps == nil {
+		benchLoopback.mbps = map[int]float64{}
+	}
+	benchLoopback.mbps[connections] = v
+	return v
+}
+
+// serverCPU is the CPU the server's threads spent since start: its shards'
+// (their thread ids asked of each shard) and the process's io_uring workers'
+// (iou-*; a worker that exited meanwhile is missed).
+type serverCPU struct {
+	shardTids []int
+	startNs   map[int]int64
+}
+
+func startServerCPU(b *testing.B, s *Server) *serverCPU {
+	var mu sync.Mutex
+	c := &serverCPU{}
+	if err := s.rt.Inspect(context.Background(), func(*shard.Shard) {
+		mu.Lock()
+		c.shardTids = append(c.shardTids, unix.Gettid())
+		mu.Unlock()
+	}); err != nil {
+		b.Fatal(err)
+	}
+	c.startNs = c.sample()
+	return c
+}
+
+func (c *serverCPU) sample() map[int]int64 {
+	out := make(map[int]int64)
+	for _, tid := range c.shardTids {
+		out[tid] = taskCPUNs(tid)
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/self/task/" + t.Name() + "/comm")
+		if err == nil && strings.HasPrefix(string(comm), "iou-") {
+			out[tid] = taskCPUNs(tid)
+		}
+	}
+	return out
+}
+
+func (c *serverCPU) spentNs(b *testing.B) int64 {
+	var ns int64
+	for tid, v := range c.sample() {
+		ns += v - c.startNs[tid]
+	}
+	return ns
+}
+
+// taskCPUNs is a thread's time on a CPU (schedstat's first field), 0 once it
+// is gone.
+func taskCPUNs(tid int) int64 {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(f[0], 10, 64)
+	return v
+}
+
+func benchBatchOf(b *testing.B, messages int) []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil)
+	payload := make([]byte, benchPayloadBytes)
+	for i := range messages {
+		if err := bb.Append(wire.Uint128{Lo: uint64(i + 1)}, 1, payload, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch, err := bb.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return batch
+}
