@@ -20,18 +20,20 @@ import (
 // (deliverPoll), and the bytes on the wire are the same.
 
 // pollPlanConfig says which polls are planned (partition.PlanConfig): the
-// package's defaults, but a batch counts as verified once its write completed
-// (TrustWrites), so that a consumer reading each batch once, the usual one, is
-// spliced too (the verify-once read would otherwise be its copy). What that
-// trusts: the bytes the server checksummed and wrote are the bytes read back
-// from the page cache; a batch corrupted on disk before the scrubber's next
-// pass over its sealed segment reaches a consumer unverified, and the Go SDK
-// does not verify on poll. Recovery verifies what it reads at start as before.
+// package's defaults, which plan only batches a poll has verified (issue 23:
+// verify a batch once, when it is first read after it was written or
+// recovered). So a consumer's first read of a batch is copied, because that
+// read is its verification, and what a consumer reads again (a replay, a second
+// consumer, a consumer group's rebalance) is spliced. partition.PlanConfig's
+// TrustWrites would splice first reads too, by counting a batch verified once
+// its write completed; it is off because the scrubber re-reads only sealed
+// segments, so a batch corrupted on disk in the active segment would reach
+// consumers unverified, and the official SDKs do not verify on poll.
 func (s *Server) pollPlanConfig() partition.PlanConfig {
 	if s.cfg.pollPlans != nil {
 		return *s.cfg.pollPlans
 	}
-	return partition.PlanConfig{TrustWrites: true}
+	return partition.PlanConfig{}
 }
 
 // routePollHere routes a connection's poll, planned if its reply can splice.
