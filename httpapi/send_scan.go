@@ -152,6 +152,22 @@ func (s *sendScanner) str() ([]byte, bool) {
 	return nil, false
 }
 
+// base64Text reads a string meant to hold base64, at memchr's speed: it leaves to
+// the base64 decoder the refusal of every byte outside the alphabet (an escape, a
+// control character, non-ASCII) but the line breaks, which it would skip.
+func (s *sendScanner) base64Text() ([]byte, bool) {
+	if !s.consume('"') {
+		return nil, false
+	}
+	n := bytes.IndexByte(s.b[s.i:], '"')
+	if n < 0 {
+		return nil, false
+	}
+	text := s.b[s.i : s.i+n]
+	s.i += n + 1
+	return text, bytes.IndexByte(text, '\n') < 0 && bytes.IndexByte(text, '\r') < 0
+}
+
 // key reads an object key and its colon.
 func (s *sendScanner) key() ([]byte, bool) {
 	k, ok := s.str()
@@ -239,7 +255,7 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratchp *[]byte
 				return false
 			}
 			seen |= sawPayload
-			text, ok := s.str()
+			text, ok := s.base64Text()
 			if !ok || len(text) == 0 {
 				return false
 			}
