@@ -95,7 +95,7 @@ func appendPolledMessage(b []byte, m wire.PolledMessage) []byte {
 	b = append(b, `,"payload_length":`...)
 	b = strconv.AppendUint(b, uint64(len(payload)), 10)
 	b = append(b, `,"reserved":0},"payload":"`...)
-	b = base64.StdEncoding.AppendEncode(b, payload)
+	b = appendBase64(b, payload)
 	b = append(b, `","user_headers":`...)
 	if len(headers) == 0 {
 		b = append(b, "[]"...)

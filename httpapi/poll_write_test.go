@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -120,4 +121,20 @@ func TestPolledReplyAllocationsPerMessage(t *testing.T) {
 	if allocs[0] != 0 || allocs[1] != 0 {
 		t.Fatalf("%.1f allocations answering 1 message, %.1f answering 1000: want none", allocs[0], allocs[1])
 	}
+}
+
+// appendBase64 writes what encoding/base64 writes, after what b holds.
+func FuzzAppendBase64(f *testing.F) {
+	for _, s := range []string{"", "x", "xy", "xyz", "\xff\xfe\xfd\x00", "hello, world"} {
+		f.Add([]byte("prefix"), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, prefix, src []byte) {
+		want := base64.StdEncoding.AppendEncode(append([]byte{}, prefix...), src)
+		if got := appendBase64(append([]byte{}, prefix...), src); !bytes.Equal(got, want) {
+			t.Fatalf("%x: %s, want %s", src, got, want)
+		}
+		if got := appendBase64(append(make([]byte, 0, len(want)), prefix...), src); !bytes.Equal(got, want) {
+			t.Fatalf("%x with room: %s, want %s", src, got, want)
+		}
+	})
 }
