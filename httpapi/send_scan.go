@@ -264,8 +264,8 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratchp *[]byte
 				scratch = make([]byte, n)
 				*scratchp = scratch
 			}
-			n, err := base64.StdEncoding.Decode(scratch[:cap(scratch)], text)
-			if err != nil || n == 0 {
+			n, ok := decodeBase64To(scratch[:cap(scratch)], text)
+			if !ok || n == 0 {
 				return false
 			}
 			payload = scratch[:n]

@@ -199,3 +199,23 @@ func FuzzIDFromTextMatchesUnmarshalJSON(f *testing.F) {
 		}
 	})
 }
+
+// decodeBase64To reads what encoding/base64 reads, the same way, and takes the
+// canonical text the SDKs send.
+func FuzzDecodeBase64To(f *testing.F) {
+	for _, s := range []string{"", "eA==", "eB==", "eHk=", "eHp=", "eHl6", "aGVsbG8gd29ybGQ=", "e===", "eA=x", "eA==eA==", "e\nA=="} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		want := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+		wantN, wantErr := base64.StdEncoding.Decode(want, src)
+		got := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+		n, ok := decodeBase64To(got, src)
+		if ok && (wantErr != nil || !bytes.Equal(got[:n], want[:wantN])) {
+			t.Fatalf("%q: read %x, encoding/base64 %x, %v", src, got[:n], want[:wantN], wantErr)
+		}
+		if canonical := base64.StdEncoding.EncodeToString(want[:wantN]); wantErr == nil && string(src) == canonical && len(src) > 0 && !ok {
+			t.Fatalf("%q: canonical, left to encoding/base64", src)
+		}
+	})
+}
