@@ -54,58 +54,85 @@ func scanSend(stream, topic wire.Identifier, raw []byte, now time.Time) (out []b
 	if !s.consume('{') {
 		return nil, false
 	}
-	key, ok := s.key()
-	if !ok || string(key) != "partitioning" {
+	// The metadata goes in front of the batch but the partitioning may come after
+	// the messages (encoding/json writes a map's keys sorted): the batch is built
+	// behind room for the longest metadata, which is written in place at the end.
+	// The decoded payloads are at most three quarters of the body: room for them
+	// and the frame headers of most batches.
+	req := wire.SendMessages{StreamID: stream, TopicID: topic}
+	room := 4 + stream.EncodedLen() + topic.EncodedLen() + maxPartitioningBytes + 4
+	var bb wire.BatchBuilder
+	bb.Reset(make([]byte, room, room+len(raw)))
+	var sawPartitioning, sawMessages bool
+	for first := true; !s.consume('}'); first = false {
+		if !first && !s.consume(',') {
+			return nil, false
+		}
+		key, ok := s.key()
+		if !ok {
+			return nil, false
+		}
+		switch string(key) {
+		case "partitioning":
+			if sawPartitioning {
+				return nil, false
+			}
+			if req.Partitioning, ok = s.partitioning(); !ok {
+				return nil, false
+			}
+			sawPartitioning = true
+		case "messages":
+			if sawMessages || !s.messages(&bb, uint64(now.UnixMicro())) {
+				return nil, false
+			}
+			sawMessages = true
+		default:
+			return nil, false
+		}
+	}
+	if !sawPartitioning || !sawMessages || !s.atEnd() || bb.Count() == 0 {
 		return nil, false
 	}
-	partitioning, ok := s.partitioning()
-	if !ok || !s.consume(',') {
-		return nil, false
-	}
-	if key, ok = s.key(); !ok || string(key) != "messages" || !s.consume('[') {
-		return nil, false
-	}
-	req := wire.SendMessages{StreamID: stream, TopicID: topic, Partitioning: partitioning}
-	// The decoded payloads are at most three quarters of the body: room for them and
-	// the frame headers of most batches.
-	body, err := req.AppendMetadata(make([]byte, 0, len(raw)))
+	body, err := bb.Finish()
 	if err != nil {
 		return nil, false
 	}
-	metadataBytes := len(body)
+	req.MessagesCount = bb.Count()
+	metadataBytes := 4 + stream.EncodedLen() + topic.EncodedLen() + req.Partitioning.EncodedLen() + 4
+	if metadataBytes > room {
+		return nil, false
+	}
+	at := room - metadataBytes
+	if m, err := req.AppendMetadata(body[at:at]); err != nil || len(m) != metadataBytes {
+		return nil, false
+	}
+	return body[at:], true
+}
+
+// maxPartitioningBytes is the longest partitioning: a 255-byte messages key.
+var maxPartitioningBytes = wire.Partitioning{Kind: wire.PartitioningMessagesKey, Key: make([]byte, 255)}.EncodedLen()
+
+// messages reads the array of messages into bb.
+func (s *sendScanner) messages(bb *wire.BatchBuilder, ts uint64) bool {
+	if !s.consume('[') {
+		return false
+	}
+	if s.consume(']') {
+		return true
+	}
 	scratchp := payloadScratchPool.Get().(*[]byte)
 	defer payloadScratchPool.Put(scratchp)
-	var bb wire.BatchBuilder
-	bb.Reset(body)
-	ts := uint64(now.UnixMicro())
-	if !s.consume(']') {
-		for {
-			if !s.message(&bb, ts, scratchp) {
-				return nil, false
-			}
-			if s.consume(']') {
-				break
-			}
-			if !s.consume(',') {
-				return nil, false
-			}
+	for {
+		if !s.message(bb, ts, scratchp) {
+			return false
+		}
+		if s.consume(']') {
+			return true
+		}
+		if !s.consume(',') {
+			return false
 		}
 	}
-	if !s.consume('}') || !s.atEnd() || bb.Count() == 0 {
-		return nil, false
-	}
-	if body, err = bb.Finish(); err != nil {
-		return nil, false
-	}
-	// messages_count closes the metadata: encode it again with the count known.
-	req.MessagesCount = bb.Count()
-	var metadata [1024]byte // the longest metadata: two 255-byte names and a 255-byte key
-	m, err := req.AppendMetadata(metadata[:0])
-	if err != nil || len(m) != metadataBytes {
-		return nil, false
-	}
-	copy(body, m)
-	return body, true
 }
 
 func (s *sendScanner) skipSpace() {

@@ -86,8 +86,10 @@ func TestScanSendTakesTheUsualShapes(t *testing.T) {
 		{`{"partitioning":{"kind":"messages_key","value":"a2V5"},"messages":[{"id":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","payload":"eA==","user_headers":[{"key":{"kind":"string","value":"a2V5XzE="},"value":{"kind":"uint32","value":"AQAAAA=="}}]}]}`, true},
 		{`{"partitioning":{"kind":"balanced","value":""},"messages":[{"id":"340282366920938463463374607431768211455","payload":"eA==","user_headers":"AgUAAABrZXlfMQIHAAAAdmFsdWUgMQ=="}]}`, true},
 		{`{"partitioning":{"kind":"balanced","value":""},"messages":[{"id":18446744073709551615,"payload":"eA=="}]}`, true},
-		// Taken by the old decoder alone: the order, escapes, unknown keys in a message.
-		{`{"messages":[{"payload":"eA=="}],"partitioning":{"kind":"balanced","value":""}}`, false},
+		// encoding/json's order for a map: messages first.
+		{`{"messages":[{"id":1,"payload":"eA=="}],"partitioning":{"kind":"partition_id","value":"AAAAAA=="}}`, true},
+		// Taken by the old decoder alone: a key twice, escapes, unknown keys in a message.
+		{`{"partitioning":{"kind":"balanced","value":""},"partitioning":{"kind":"balanced","value":""},"messages":[{"payload":"eA=="}]}`, false},
 		{`{"partitioning":{"kind":"balanced","value":""},"messages":[{"payload":"e\u0041=="}]}`, false},
 		{`{"partitioning":{"kind":"balanced","value":""},"messages":[{"payload":"eA==","note":1}]}`, false},
 		// Refused, in the old decoder's words.
