@@ -12,24 +12,31 @@ import (
 )
 
 // A poll's answer (apache/iggy core/server/src/http/messages.rs), written straight
-// from the wire reply into a pooled buffer: the bytes encoding/json would write for
-// the reply's struct (polledReplyMatchesEncodingJSON holds them equal), without a
-// value per message.
+// from the wire reply, a pooled buffer at a time: the bytes encoding/json would write
+// for the reply's struct (TestPolledReplyMatchesEncodingJSON holds them equal),
+// without a value per message.
 
-// pollReplyPool holds the buffers poll replies are written into.
-var pollReplyPool = sync.Pool{New: func() any { return new([]byte) }}
+// pollFlushBytes is how much of an answer is gathered before it is written: an
+// answer this short goes out in one write, with a Content-Length, as before.
+const pollFlushBytes = 64 << 10
 
-// maxPooledReplyBytes keeps an outsized reply's buffer from staying in the pool.
-const maxPooledReplyBytes = 16 << 20
+// pollReplyPool holds the buffers poll answers are gathered in.
+var pollReplyPool = sync.Pool{New: func() any { b := make([]byte, 0, pollFlushBytes+8<<10); return &b }}
+
+// maxPooledReplyBytes keeps a buffer grown by an outsized message out of the pool.
+const maxPooledReplyBytes = 1 << 20
 
 // writePolled answers a poll with p. budgetBytes (0 = none) bounds the answer
 // counted after base64; truncate allows dropping the messages past it (a poll
 // without auto-commit: the client polls them next).
 func writePolled(w http.ResponseWriter, p *wire.PolledMessages, budgetBytes int, truncate bool) {
 	bufp := pollReplyPool.Get().(*[]byte)
-	out := appendPolled((*bufp)[:0], p, budgetBytes, truncate)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	out := encodePolled((*bufp)[:0], p, budgetBytes, truncate, func(b []byte) []byte {
+		_, _ = w.Write(b) // a client gone is the server's to notice: the rest is discarded
+		return b[:0]
+	})
 	_, _ = w.Write(out)
 	if cap(out) <= maxPooledReplyBytes {
 		*bufp = out[:0]
@@ -39,7 +46,7 @@ func writePolled(w http.ResponseWriter, p *wire.PolledMessages, budgetBytes int,
 
 // pollReplyCount is how many of p's messages the answer holds: all of them, or those
 // within the budget (at least one) when it may truncate.
-func pollReplyCount(p *wire.PolledMessages, budgetBytes int, truncate bool) (count, jsonBytes int) {
+func pollReplyCount(p *wire.PolledMessages, budgetBytes int, truncate bool) (count int) {
 	used := 0
 	for it := p.Messages(); it.Next(); {
 		m := it.Message()
@@ -51,15 +58,18 @@ func pollReplyCount(p *wire.PolledMessages, budgetBytes int, truncate bool) (cou
 		used += cost
 		count++
 	}
-	return count, used
+	return count
 }
 
 // appendPolled appends the answer's JSON to b.
 func appendPolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bool) []byte {
-	count, jsonBytes := pollReplyCount(p, budgetBytes, truncate)
-	if cap(b)-len(b) < jsonBytes+128 {
-		b = append(make([]byte, 0, len(b)+jsonBytes+128), b...)
-	}
+	return encodePolled(b, p, budgetBytes, truncate, nil)
+}
+
+// encodePolled appends the answer's JSON to b, handing b to flush (when not nil)
+// each time it holds pollFlushBytes, and continuing in what flush returns.
+func encodePolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bool, flush func([]byte) []byte) []byte {
+	count := pollReplyCount(p, budgetBytes, truncate)
 	b = append(b, `{"partition_id":`...)
 	b = strconv.AppendUint(b, uint64(p.PartitionID), 10)
 	b = append(b, `,"current_offset":`...)
@@ -73,6 +83,9 @@ func appendPolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bo
 			b = append(b, ',')
 		}
 		b = appendPolledMessage(b, it.Message())
+		if flush != nil && len(b) >= pollFlushBytes {
+			b = flush(b)
+		}
 	}
 	return append(b, "]}"...)
 }

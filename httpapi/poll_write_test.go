@@ -71,6 +71,16 @@ func TestPolledReplyMatchesEncodingJSON(t *testing.T) {
 		checkSamePoll(t, p, budget, false)
 	}
 	checkSamePoll(t, &wire.PolledMessages{PartitionID: 1, CurrentOffset: 9}, 0, true)
+	// An answer of several pollFlushBytes, written a buffer at a time.
+	ids, payloads, headers = nil, nil, nil
+	for i := range 300 {
+		ids = append(ids, wire.Uint128{Hi: uint64(i), Lo: uint64(i)})
+		payloads = append(payloads, bytes.Repeat([]byte{byte(i)}, 1000+i))
+		headers = append(headers, [][]byte{nil, nil, good}[i%3])
+	}
+	p = polledOf(t, ids, payloads, headers)
+	checkSamePoll(t, p, 0, true)
+	checkSamePoll(t, p, 3*pollFlushBytes/2, true)
 }
 
 // FuzzPolledReplyMatchesEncodingJSON: any ids, payloads, headers and budget.
