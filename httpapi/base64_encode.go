@@ -11,6 +11,14 @@ func appendBase64(b, src []byte) []byte {
 	b = growBytes(b, n)
 	dst := b[len(b) : len(b)+n]
 	di := 0
+	// Six bytes to eight characters, one 8-byte load and store (the load reads two
+	// bytes it does not use: hence 8).
+	for len(src) >= 8 {
+		x := binary.BigEndian.Uint64(src)
+		binary.LittleEndian.PutUint64(dst[di:], uint64(base64Pairs[x>>52&0xfff])|uint64(base64Pairs[x>>40&0xfff])<<16|
+			uint64(base64Pairs[x>>28&0xfff])<<32|uint64(base64Pairs[x>>16&0xfff])<<48)
+		src, di = src[6:], di+8
+	}
 	for len(src) >= 3 {
 		v := uint(src[0])<<16 | uint(src[1])<<8 | uint(src[2])
 		binary.LittleEndian.PutUint16(dst[di:], base64Pairs[v>>12])
