@@ -163,7 +163,9 @@ func TestScanSendAllocationsPerMessage(t *testing.T) {
 			}
 		})
 	}
-	if allocs[1] > allocs[0] || allocs[1] > most {
+	// Compared with a bound, not with each other: the race detector's sync.Pool
+	// drops a scratch now and then.
+	if allocs[0] > most || allocs[1] > most {
 		t.Fatalf("%.1f allocations for a send of 1 message, %.1f for 1000: want at most %d whatever the count", allocs[0], allocs[1], most)
 	}
 }
