@@ -18,6 +18,12 @@
 // forward.go (a backup relaying control-plane requests to the primary), server.go
 // (the listener and its bounds).
 //
+// The messages routes carry the data and skip encoding/json on their way:
+// send_scan.go reads a send's body in one pass straight into the batch (any body
+// it does not take goes to the encoding/json decoder in messages.go, whose answer
+// it must match), poll_write.go writes a poll's answer straight from the wire
+// reply, and base64_*.go are their base64. Each is fuzzed against what it replaces.
+//
 // Tokens are signed and verified with github.com/golang-jwt/jwt/v5 rather than by
 // hand: the checks a verifier must make (the algorithm pinned, expiry, not-before,
 // issuer and audience, leeway) are easy to get subtly wrong, and that package is

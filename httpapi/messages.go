@@ -144,6 +144,12 @@ func (m messageID) orRandom() wire.Uint128 {
 	if !m.v.IsZero() {
 		return m.v
 	}
+	return randomMessageID()
+}
+
+// randomMessageID mints the id of a message sent without one; a variable so that a
+// test can make two decoders' batches comparable byte for byte.
+var randomMessageID = func() wire.Uint128 {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40
@@ -253,59 +259,9 @@ func unknownKinds(block []byte) bool {
 	return false
 }
 
-// polledJSON is a poll's answer (messages.rs).
-type polledJSON struct {
-	PartitionID   uint32              `json:"partition_id"`
-	CurrentOffset uint64              `json:"current_offset"`
-	Count         int                 `json:"count"`
-	Messages      []polledMessageJSON `json:"messages"`
-}
-
-type polledMessageJSON struct {
-	Header      messageHeaderJSON `json:"header"`
-	Payload     string            `json:"payload"`
-	UserHeaders any               `json:"user_headers"`
-}
-
-type messageHeaderJSON struct {
-	Checksum          uint64 `json:"checksum"`
-	ID                u128   `json:"id"`
-	Offset            uint64 `json:"offset"`
-	Timestamp         uint64 `json:"timestamp"`
-	OriginTimestamp   uint64 `json:"origin_timestamp"`
-	UserHeadersLength uint32 `json:"user_headers_length"`
-	PayloadLength     uint32 `json:"payload_length"`
-	Reserved          uint64 `json:"reserved"`
-}
-
 // messageJSONOverheadBytes is a generous bound on one message's JSON besides its
 // base64 fields: the header's names and numbers.
 const messageJSONOverheadBytes = 400
-
-// renderPolled renders a poll reply. budgetBytes (0 = none) bounds the answer
-// counted after base64; truncate allows dropping the messages past it (a poll
-// without auto-commit: the client polls them next).
-func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) polledJSON {
-	out := polledJSON{PartitionID: p.PartitionID, CurrentOffset: p.CurrentOffset, Messages: []polledMessageJSON{}}
-	used := 0
-	for it := p.Messages(); it.Next(); {
-		m := it.Message()
-		payload, headers := m.Payload(), m.UserHeaders()
-		cost := messageJSONOverheadBytes + base64.StdEncoding.EncodedLen(len(payload)) + 2*base64.StdEncoding.EncodedLen(len(headers))
-		if budgetBytes > 0 && truncate && len(out.Messages) > 0 && used+cost > budgetBytes {
-			break
-		}
-		used += cost
-		out.Messages = append(out.Messages, polledMessageJSON{
-			Header: messageHeaderJSON{Checksum: m.Checksum(), ID: u128(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
-				OriginTimestamp: m.OriginTimestamp, UserHeadersLength: uint32(len(headers)), PayloadLength: uint32(len(payload))},
-			Payload:     base64.StdEncoding.EncodeToString(payload),
-			UserHeaders: renderUserHeaders(headers),
-		})
-	}
-	out.Count = len(out.Messages)
-	return out
-}
 
 // decodeBase64 reads standard base64 with padding.
 func decodeBase64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

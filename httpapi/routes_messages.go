@@ -102,7 +102,8 @@ func (a *API) pollMessages(rc *reqCtx) error {
 	if err := p.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderPolled(&p, a.opts.PollBudgetBytes, !req.AutoCommit))
+	writePolled(rc.w, &p, a.opts.PollBudgetBytes, !req.AutoCommit)
+	return nil
 }
 
 type confirmationsJSON struct {
@@ -137,15 +138,7 @@ func sendMessages(rc *reqCtx) error {
 	if !isJSONContentType(rc.r.Header.Get("Content-Type")) {
 		return errUnsupportedMediaType
 	}
-	raw, err := readBody(rc.r, errBodyTooLarge)
-	if err != nil {
-		return err
-	}
-	b, err := decodeSendMessages(raw)
-	if err != nil {
-		return err
-	}
-	body, err := buildSend(stream, topic, b, time.Now())
+	body, err := readSendBody(rc.r, stream, topic, time.Now())
 	if err != nil {
 		return err
 	}
