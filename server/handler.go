@@ -119,6 +119,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
 	repl.Plans = s.pollPlanConfig()
+	repl.ScrubBytesPerSecond = s.scrubBytesPerSecond()
 	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
 		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index],
 		Lender: &h.lender})
