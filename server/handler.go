@@ -111,7 +111,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.requests = make(requestStats)
 	h.consensus.grid.originNs = sh.NowNs()
 	// A single node's store is a group of one: the zero Replication but for the
-	// file budget.
+	// file budget and [system.partition]'s plans and scrub rate.
 	var repl partition.Replication
 	if s.cluster != nil {
 		repl = s.partitionReplication(h)
