@@ -31,6 +31,8 @@ import (
 //	snapshot_interval_ops = 960         # ours: journal ops between metadata snapshots (at most 960)
 //	[system.polls]
 //	memory_max = "256 MiB"              # ours: bytes a shard's polls hold at once (more wait)
+//	[system.partition]                  # ours: spliced polls and the scrubber (partition.go),
+//	                                    # IGGY_SYSTEM_PARTITION_*
 //	[tcp]
 //	address = "127.0.0.1:8090"          # IGGY_TCP_ADDRESS
 //	max_frame_size = "64 MiB"           # ours: the largest request frame
@@ -96,6 +98,8 @@ type Config struct {
 	PprofAddress   string
 	// TLS is [tcp.tls]: TLS on the TCP port.
 	TLS TLS
+	// Partition is our keys of [system.partition] (partition.go).
+	Partition Partition
 	// Cluster is [cluster] and [message_bus] (cluster.go).
 	Cluster Cluster
 	// HTTP is [http] (http.go).
@@ -143,6 +147,7 @@ func Default() Config {
 		PinCPUs:             true,
 		BusyPoll:            shard.BusyPollDefault,
 		HeartbeatInterval:   HeartbeatIntervalDefault,
+		Partition:           DefaultPartition(),
 		Cluster:             DefaultCluster(),
 		HTTP:                DefaultHTTP(),
 		TLS: TLS{
@@ -168,6 +173,7 @@ type fileConfig struct {
 		Polls struct {
 			MemoryMax *string `toml:"memory_max"`
 		} `toml:"polls"`
+		Partition map[string]any `toml:"partition"`
 	} `toml:"system"`
 	TCP struct {
 		Address      *string `toml:"address"`
@@ -244,7 +250,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		for _, key := range meta.Undecoded() {
 			// [http] is decoded whole into a map and checks its own keys
 			// (HTTP.applyFile); the TOML package counts a map's keys as undecoded.
-			if len(key) > 0 && key[0] == "http" {
+			// So is [system.partition] (Partition.applyFile).
+			if len(key) > 0 && key[0] == "http" || len(key) > 1 && key[0] == "system" && key[1] == "partition" {
 				continue
 			}
 			return cfg, &SettingError{Setting: key.String(), Value: "", Reason: "unknown key in " + path}
@@ -307,6 +314,9 @@ func (c *Config) applyFile(f *fileConfig) error {
 		}
 		c.HeartbeatInterval = d
 	}
+	if err := c.Partition.applyFile(f.System.Partition); err != nil {
+		return err
+	}
 	if err := c.Cluster.applyFile(&f.Cluster, &f.MessageBus); err != nil {
 		return err
 	}
@@ -365,6 +375,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			return &SettingError{Setting: "IGGY_HEARTBEAT_INTERVAL", Value: v, Reason: "not a positive duration (e.g. \"30 s\")"}
 		}
 		c.HeartbeatInterval = d
+	}
+	if err := c.Partition.applyEnv(getenv); err != nil {
+		return err
 	}
 	if err := c.Cluster.applyEnv(getenv); err != nil {
 		return err
@@ -485,6 +498,9 @@ func (c *Config) Validate() error {
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return &SettingError{Setting: a.setting, Value: a.value, Reason: "port is not a number in 0..65535"}
 		}
+	}
+	if err := c.Partition.validate(); err != nil {
+		return err
 	}
 	if err := c.Cluster.Validate(); err != nil {
 		return err

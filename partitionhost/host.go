@@ -172,53 +172,6 @@ func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
 	return fallback
 }
 
-// ownedPartitions is a shard's partition plane: the store of the partitions it
-// owns, the work in flight on their storage, and what the metadata commits ask
-// of them.
-type ownedPartitions struct {
-	store *partition.Store
-	// filesMax is the store's budget of open files (partition.Replication.
-	// OpenFilesMax): the shard's share of the node's.
-	filesMax int
-	// storages is the store's StorageProvider (partitiondir/storages.go), on the shard's disk
-	// ring.
-	storages *partitiondir.Storages
-	disk     *shard.Disk
-
-	// Partition jobs waiting for storage completions, by token.
-	inflight     []*request.Job
-	inflightFree []uint64
-	ioWanted     bool // requests were queued this turn: Tick submits them
-	// groupPolls holds, per partition and consumer group with a poll in flight, the
-	// polls waiting for it.
-	groupPolls map[groupPollKey][]*request.Job
-	// groupOffsetDeletes are deleted groups' offsets to delete again
-	// (groupoffsets.go).
-	groupOffsetDeletes []*groupOffsetDelete
-	// groupOffsetProposals counts the deletions this shard proposed as its
-	// partitions' primary (tests).
-	groupOffsetProposals int
-	// effects are the metadata commits' partition effects not carried out yet
-	// (effects.go).
-	effects effectQueue
-	// hold keeps replica frames for partitions the view does not have yet
-	// (heldframes.go).
-	hold frameHold
-
-	// retentionDueNs is when the next retention pass runs (shard clock).
-	retentionDueNs int64
-	// scrubDueNs is when the scrubber next takes its turn (shard clock; 0: it has
-	// not started), and scrubbing whether its last turn found something to verify
-	// (scrub.go).
-	scrubDueNs int64
-	scrubbing  bool
-
-	// storeClosed is set once Stop closed the store on the shard's thread, with
-	// closeErr what that reported.
-	storeClosed bool
-	closeErr    error
-}
-
 func (h *Host) Serve(j *request.Job) {
 	h.EnsureCreated(j.Partition()) // its creation may wait for its turn (effects.go)
 	switch j.Kind {

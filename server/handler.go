@@ -111,7 +111,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h.requests = make(requestStats)
 	h.consensus.grid.originNs = sh.NowNs()
 	// A single node's store is a group of one: the zero Replication but for the
-	// file budget.
+	// file budget and [system.partition]'s plans and scrub rate.
 	var repl partition.Replication
 	if s.cluster != nil {
 		repl = s.partitionReplication(h)
@@ -119,6 +119,7 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 		h.consensus.heardNs = make([]int64, len(s.cluster.lastHeardNs))
 	}
 	repl.Plans = s.pollPlanConfig()
+	repl.ScrubBytesPerSecond = s.scrubBytesPerSecond()
 	h.owned = partitionhost.New(partitionhost.Config{Shard: h, Log: h.log, Index: h.index, OwnerOf: s.ownerOf, SystemPath: s.cfg.SystemPath,
 		Disk: sh.Disk(), Replication: repl, FilesMax: s.partitionFilesOfShard(), Stats: &s.stats, PollMemory: s.pollMemories[h.index],
 		Lender: &h.lender})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,6 +168,11 @@ type shardFigures struct {
 	// counts them (partitionDrops false otherwise).
 	metaDrops, partitionDrops vsr.DropCounts
 	hasPartitionDrops         bool
+	// plans is what the shard's store made of the polls it was asked to
+	// splice; lentOut and lentTaken its backups' lent frames (a cluster's).
+	plans     partition.PlanStats
+	lentOut   int
+	lentTaken uint64
 }
 
 // dropsCounter is a partition store that sums its groups' ignored inputs by
@@ -182,6 +188,7 @@ type collector struct {
 	requests    requestMetrics
 	partitions  partitionMetrics
 	files       fileMetrics
+	splice      spliceMetrics
 	metadata    metadataMetrics
 	replication replicationMetrics
 	tls         tlsMetrics
@@ -213,6 +220,18 @@ type partitionMetrics struct {
 type fileMetrics struct {
 	openFiles, openFilesPeak, openFilesMax      *prometheus.Desc
 	fileReopens, fileEvictions, filesOverBudget *prometheus.Desc
+}
+
+// spliceMetrics are the polls answered without a copy (server/pollsplice.go):
+// what the owner shards' stores made of the polls they were asked to plan
+// (partition.Store.PlanStats), the replies the shards spliced and the pipes they
+// spliced through (shard.Stats), and, in a cluster, the replica frames the
+// backups journal in place of a copy (partition.Store.LentBodies).
+type spliceMetrics struct {
+	plans, plansHeld, plansReleased                      *prometheus.Desc
+	splicedReplies, splicedBytes                         *prometheus.Desc
+	pipesLent, pipesCreated, pipesClosedDirty, pipeWaits *prometheus.Desc
+	lentFrames, lentFramesTotal                          *prometheus.Desc
 }
 
 // metadataMetrics are the metadata plane's commits and journal.
@@ -286,6 +305,19 @@ func newCollector(s *Server) *collector {
 	c.files.fileReopens = d("partition_file_reopens_total", "Partition files opened again for a request after the budget closed them.", perShard)
 	c.files.fileEvictions = d("partition_file_evictions_total", "Partition files closed to stay within the budget.", perShard)
 	c.files.filesOverBudget = d("partition_files_over_budget_total", "Partition files opened past the budget because every open one was in use.", perShard)
+	c.splice.plans = d("poll_plans_total",
+		"Polls a shard's partitions were asked to splice, by verdict: planned (spliced), or why it was copied (segment.PlanVerdict; plans_full: splice_plans_max were held).",
+		[]string{"shard", "verdict"})
+	c.splice.plansHeld = d("poll_plans_held", "Spliced replies whose segment files the shard's partitions hold now.", perShard)
+	c.splice.plansReleased = d("poll_plans_released_total", "Spliced replies whose segment files were let go.", perShard)
+	c.splice.splicedReplies = d("shard_spliced_replies_total", "Poll replies the shard sent whole by splices, file to pipe to socket.", perShard)
+	c.splice.splicedBytes = d("shard_spliced_bytes_total", "File bytes the shard spliced to clients (in shard_sent_bytes_total too).", perShard)
+	c.splice.pipesLent = d("shard_pipes_lent", "Pipes of the shard's pool lent to spliced replies now.", perShard)
+	c.splice.pipesCreated = d("shard_pipes_created_total", "Pipes the shard made for its pool.", perShard)
+	c.splice.pipesClosedDirty = d("shard_pipes_closed_dirty_total", "Pipes closed holding bytes of a spliced reply cut short.", perShard)
+	c.splice.pipeWaits = d("shard_pipe_waits_total", "Spliced replies that found every pipe lent and waited for one.", perShard)
+	c.splice.lentFrames = d("partition_lent_frames", "Replica frames the shard's backups journal in place of a copy now.", perShard)
+	c.splice.lentFramesTotal = d("partition_lent_frames_total", "Replica frames the shard's backups journaled in place of a copy.", perShard)
 	return c
 }
 
@@ -311,6 +343,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		f.held = h.owned.HeldCounts()
 		f.files, f.filesMax = h.owned.Store.OpenFiles(), h.owned.FilesMax
+		f.plans = h.owned.Store.PlanStats()
+		f.lentOut, f.lentTaken = h.owned.Store.LentBodies()
 		if d, ok := any(h.owned.Store).(dropsCounter); ok {
 			f.partitionDrops, f.hasPartitionDrops = d.Drops(), true
 		}
@@ -355,6 +389,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.files.fileReopens, counter, float64(f.files.Reopens), sh)
 		ch <- prometheus.MustNewConstMetric(c.files.fileEvictions, counter, float64(f.files.Evictions), sh)
 		ch <- prometheus.MustNewConstMetric(c.files.filesOverBudget, counter, float64(f.files.OverBudget), sh)
+		c.collectSplice(ch, f, sh, s.cluster != nil)
 		for r := range metaDrops {
 			metaDrops[r] += f.metaDrops[r]
 			partitionDrops[r] += f.partitionDrops[r]
@@ -426,6 +461,29 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.partitions.segments, gauge, float64(ps.SegmentsCount), labels...)
 		ch <- prometheus.MustNewConstMetric(c.partitions.currentOffset, gauge, float64(ps.CurrentOffset), labels...)
 	})
+}
+
+// collectSplice sends one shard's spliceMetrics.
+func (c *collector) collectSplice(ch chan<- prometheus.Metric, f *shardFigures, sh string, cluster bool) {
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	for v, n := range f.plans.Verdicts {
+		verdict := strings.ReplaceAll(segment.PlanVerdict(v).String(), " ", "_")
+		ch <- prometheus.MustNewConstMetric(c.splice.plans, counter, float64(n), sh, verdict)
+	}
+	ch <- prometheus.MustNewConstMetric(c.splice.plans, counter, float64(f.plans.Full), sh, "plans_full")
+	ch <- prometheus.MustNewConstMetric(c.splice.plansHeld, gauge, float64(f.plans.Held), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.plansReleased, counter, float64(f.plans.Released), sh)
+	rt := &f.runtime
+	ch <- prometheus.MustNewConstMetric(c.splice.splicedReplies, counter, float64(rt.SplicedReplies), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.splicedBytes, counter, float64(rt.SplicedBytes), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.pipesLent, gauge, float64(rt.PipesLent), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.pipesCreated, counter, float64(rt.PipesCreated), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.pipesClosedDirty, counter, float64(rt.PipesClosedDirty), sh)
+	ch <- prometheus.MustNewConstMetric(c.splice.pipeWaits, counter, float64(rt.PipeWaits), sh)
+	if cluster {
+		ch <- prometheus.MustNewConstMetric(c.splice.lentFrames, gauge, float64(f.lentOut), sh)
+		ch <- prometheus.MustNewConstMetric(c.splice.lentFramesTotal, counter, float64(f.lentTaken), sh)
+	}
 }
 
 // serveHTTP starts the metrics and pprof listeners the configuration asks for.

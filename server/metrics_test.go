@@ -155,7 +155,7 @@ func TestMetricsMoveAsRequestsAreServed(t *testing.T) {
 // A clustered node's /metrics counts the replica plane's frames by send class
 // (the metadata group's on the control class, the partition groups' on theirs),
 // with the ones dropped and refused for a full queue, and the partition frames
-// held for a creation.
+// held for a creation, and the frames its backups journal in place of a copy.
 func TestMetricsOfTheReplicaPlane(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	cfgs[0].MetricsAddress = "127.0.0.1:0"
@@ -179,6 +179,9 @@ func TestMetricsOfTheReplicaPlane(t *testing.T) {
 	for _, outcome := range []string{"held", "stepped", "expired", "refused"} {
 		metricSum(t, text, "iggy_partition_frames_held_total", `outcome="`+outcome+`"`)
 	}
+	// The backups' lent frames are counted on a clustered node (only).
+	metricSum(t, text, "iggy_partition_lent_frames")
+	metricSum(t, text, "iggy_partition_lent_frames_total")
 	// Every reason of the metadata core's ignored inputs has its sample.
 	for r := vsr.DropReason(0); r < vsr.DropReasonCount; r++ {
 		metricSum(t, text, "iggy_vsr_dropped_total", `plane="metadata"`, `reason="`+r.String()+`"`)

@@ -19,8 +19,9 @@ import (
 // the plan's descriptors. Every other poll is read and copied as before
 // (deliverPoll), and the bytes on the wire are the same.
 
-// pollPlanConfig says which polls are planned (partition.PlanConfig): the
-// package's defaults, which plan only batches a poll has verified (issue 23:
+// pollPlanConfig says which polls are planned (partition.PlanConfig), from
+// [system.partition] (config.Partition). Its defaults plan only batches a poll
+// has verified (issue 23:
 // verify a batch once, when it is first read after it was written or
 // recovered). So a consumer's first read of a batch is copied, because that
 // read is its verification, and what a consumer reads again (a replay, a second
@@ -33,7 +34,19 @@ func (s *Server) pollPlanConfig() partition.PlanConfig {
 	if s.cfg.pollPlans != nil {
 		return *s.cfg.pollPlans
 	}
-	return partition.PlanConfig{}
+	p := &s.cfg.Partition
+	return partition.PlanConfig{ReplyBytesMin: p.SpliceReplyBytesMin, PinMax: p.SplicePinMax, PlansMax: p.SplicePlansMax,
+		TrustWrites: p.SpliceTrustWrites}
+}
+
+// scrubBytesPerSecond is partition.Replication.ScrubBytesPerSecond from
+// [system.partition] scrub_bytes_per_second, whose 0 (off) is the package's
+// negative.
+func (s *Server) scrubBytesPerSecond() int64 {
+	if r := s.cfg.Partition.ScrubBytesPerSecond; r > 0 {
+		return r
+	}
+	return -1
 }
 
 // routePollHere routes a connection's poll, planned if its reply can splice.

@@ -309,6 +309,9 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		InboxCapacity: 4096,
 		DiskIO:        true,
 		Replica:       replicaCfg,
+		// [system.partition]'s pipe pool (config.Partition).
+		PipesPerShardMax: cfg.Partition.SplicePipesPerShard,
+		PipeSizeBytes:    cfg.Partition.SplicePipeSizeBytes,
 	})
 	if err != nil {
 		if tlsListener != nil {
