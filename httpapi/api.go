@@ -59,13 +59,15 @@ type API struct {
 	cors    *corsPolicy
 	forward *forwarder // nil: forwarding off
 	writes  *writeGate
-	now     func() time.Time
+	// readWait bounds a partition read (partitionReadWait).
+	readWait time.Duration
+	now      func() time.Time
 }
 
 // New builds the API. It fails on a configuration it cannot honour, naming the
 // setting (config.SettingError).
 func New(opts Options) (*API, error) {
-	a := &API{opts: opts, log: opts.Log, now: opts.Now, writes: newWriteGate()}
+	a := &API{opts: opts, log: opts.Log, now: opts.Now, writes: newWriteGate(), readWait: partitionReadWait}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
