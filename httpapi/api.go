@@ -53,6 +53,11 @@ type Options struct {
 	// Metrics, when [http.metrics] is enabled, serves the metrics scrape at its
 	// endpoint behind the bearer check (apache/iggy core/server/src/http/metrics.rs).
 	Metrics http.Handler
+	// TrustedIssuers are the external issuers whose bearers are accepted
+	// ([[http.jwt.trusted_issuers]], trusted.go); JWKSClient fetches their keys,
+	// nil = a plain client (every fetch is bounded by jwksFetchTimeout).
+	TrustedIssuers []TrustedIssuer
+	JWKSClient     *http.Client
 	// Now is the clock of tokens; nil = time.Now.
 	Now func() time.Time
 }
@@ -63,6 +68,7 @@ type API struct {
 	log     *slog.Logger
 	routes  router
 	tokens  *tokens
+	trusted *trustedIssuers // nil: none configured
 	cors    *corsPolicy
 	forward *forwarder // nil: forwarding off
 	writes  *writeGate
@@ -86,6 +92,9 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	a.tokens = t
+	if a.trusted, err = newTrustedIssuers(opts.TrustedIssuers, opts.HTTP.JWT.ClockSkew, a.now, opts.JWKSClient, a.log); err != nil {
+		return nil, err
+	}
 	if opts.HTTP.CORS.Enabled {
 		a.cors = newCORSPolicy(opts.HTTP.CORS)
 	}
