@@ -215,10 +215,16 @@ func (ik *issuerKeys) key(kid string, t *trustedIssuers) *jwk {
 	if k, mayFetch = known(); !mayFetch {
 		return k
 	}
-	ik.mu.Lock()
-	ik.lastAttempt = t.now()
-	ik.mu.Unlock()
+	// The attempt is recorded once over: a request arriving meanwhile must
+	// queue for this fetch's keys, not be refused for the fetch being recent.
+	started := t.now()
 	keys, err := fetchJWKS(t.client, ik.entry.JWKSURL, t.fetchTimeout)
+	ik.mu.Lock()
+	ik.lastAttempt = started
+	if err == nil {
+		ik.keys = keys
+	}
+	ik.mu.Unlock()
 	if err != nil {
 		// The keys fetched before stay: an issuer's outage does not end the
 		// tokens it signed with them.
@@ -226,9 +232,6 @@ func (ik *issuerKeys) key(kid string, t *trustedIssuers) *jwk {
 		k, _ = known()
 		return k
 	}
-	ik.mu.Lock()
-	defer ik.mu.Unlock()
-	ik.keys = keys
 	return keys[kid]
 }
 

@@ -369,3 +369,44 @@ func TestTrustedIssuerEntriesAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedIssuerConcurrentFirstUse: many requests naming a key not yet fetched
+// at once cost the issuer one fetch, and all verify with its answer.
+func TestTrustedIssuerConcurrentFirstUse(t *testing.T) {
+	ti := newTestIssuer(t)
+	a, _, clock := trustedAPI(t, ti)
+	tok := sign(t, jwt.SigningMethodES256, "ec-1", ti.ecKey, claimsAt(clock.Now()))
+	const requests = 32
+	codes := make(chan int, requests)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() { codes <- serve(a, "GET", "/streams", tok, "").Code })
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("a concurrent first use: %d", c)
+		}
+	}
+	if n := ti.fetchCount(); n != 1 {
+		t.Fatalf("%d fetches for %d concurrent first uses, want 1", n, requests)
+	}
+}
+
+// TestTrustedIssuerLogout: a logout with a trusted issuer's token ends its
+// session and answers 204; the token is the issuer's and is not revoked here.
+func TestTrustedIssuerLogout(t *testing.T) {
+	ti := newTestIssuer(t)
+	a, f, clock := trustedAPI(t, ti)
+	tok := sign(t, jwt.SigningMethodES256, "ec-1", ti.ecKey, claimsAt(clock.Now()))
+	if w := serve(a, "DELETE", "/users/logout", tok, ""); w.Code != 204 {
+		t.Fatalf("logout: %d %s", w.Code, w.Body)
+	}
+	if c := f.last(t, wire.CodeLogoutUser).caller; c.UserID != testIssuerUser {
+		t.Fatalf("logout ran as %+v", c)
+	}
+	if len(f.revoked) != 0 {
+		t.Fatalf("revoked %v", f.revoked)
+	}
+}
