@@ -33,8 +33,9 @@ import (
 
 // TrustedIssuer is one [[http.jwt.trusted_issuers]] entry.
 type TrustedIssuer struct {
-	// Issuer is the iss the issuer's tokens carry (scheme and host compared
-	// case-insensitively, the path exactly).
+	// Issuer is the iss the issuer's tokens carry, exactly (a token is matched
+	// to its entry with the scheme and host lower-cased, then checked against
+	// it as written).
 	Issuer string
 	// Audience is the aud its tokens must carry; empty: they must carry none.
 	Audience string
@@ -126,12 +127,13 @@ func newTrustedIssuers(entries []TrustedIssuer, leeway time.Duration, now func()
 	return t, nil
 }
 
-// normalizeIssuer lower-cases an issuer URL's scheme and host and keeps the rest
-// as written; an issuer that is not a URL is kept whole.
+// normalizeIssuer is the key an issuer is looked up by (the reference's
+// normalize_issuer_url): a URL's scheme and host lower-cased, the rest as
+// written; an issuer that is not a URL lower-cased without a trailing slash.
 func normalizeIssuer(iss string) string {
 	scheme, rest, ok := strings.Cut(iss, "://")
-	if !ok || scheme == "" {
-		return iss
+	if !ok {
+		return strings.ToLower(strings.TrimRight(iss, "/"))
 	}
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
@@ -185,7 +187,9 @@ func (t *trustedIssuers) verify(token string) (v verified, ok bool, err error) {
 	if _, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return k.key, nil }, opts...); err != nil {
 		return verified{}, true, errBadToken
 	}
-	if normalizeIssuer(c.Issuer) != normalizeIssuer(ik.entry.Issuer) {
+	// The lookup forgives case in the scheme and host; the check, as the
+	// reference's, is of the entry's issuer exactly.
+	if c.Issuer != ik.entry.Issuer {
 		return verified{}, true, errBadToken
 	}
 	if ik.entry.Audience == "" && len(c.Audience) > 0 {
@@ -222,6 +226,10 @@ func (ik *issuerKeys) key(kid string, t *trustedIssuers) *jwk {
 	ik.mu.Lock()
 	ik.lastAttempt = started
 	if err == nil {
+		// The set fetched replaces the one before (apache/iggy's JwksClient
+		// adds to its cache and never drops a key): a key the issuer has
+		// withdrawn, perhaps because it leaked, stops verifying at the next
+		// fetch.
 		ik.keys = keys
 	}
 	ik.mu.Unlock()

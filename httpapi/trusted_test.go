@@ -155,9 +155,9 @@ func TestTrustedIssuerBearers(t *testing.T) {
 	}{
 		{"RS256 by the RSA key", sign(t, jwt.SigningMethodRS256, "rsa-1", ti.rsaKey, claimsAt(now)), true},
 		{"ES256 by the EC key", sign(t, jwt.SigningMethodES256, "ec-1", ti.ecKey, claimsAt(now)), true},
-		{"iss with its scheme and host in capitals", sign(t, jwt.SigningMethodRS256, "rsa-1", ti.rsaKey, claimsAt(now, func(c jwt.MapClaims) {
+		{"iss with its scheme and host in capitals (matched to the entry, not equal to it)", sign(t, jwt.SigningMethodRS256, "rsa-1", ti.rsaKey, claimsAt(now, func(c jwt.MapClaims) {
 			c["iss"] = "HTTPS://IdP.Example.com/tenant-1"
-		})), true},
+		})), false},
 		{"aud as an array", sign(t, jwt.SigningMethodES256, "ec-1", ti.ecKey, claimsAt(now, func(c jwt.MapClaims) {
 			c["aud"] = []string{"other", testAudience}
 		})), true},
@@ -408,5 +408,19 @@ func TestTrustedIssuerLogout(t *testing.T) {
 	}
 	if len(f.revoked) != 0 {
 		t.Fatalf("revoked %v", f.revoked)
+	}
+}
+
+func TestNormalizeIssuer(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTPS://Example.COM/MyPath/Sub": "https://example.com/MyPath/Sub",
+		"https://example.com":            "https://example.com",
+		"HTTPS://Example.COM?x=Y":        "https://example.com?x=Y",
+		"Example.COM/":                   "example.com",
+		"my-Issuer":                      "my-issuer",
+	} {
+		if got := normalizeIssuer(in); got != want {
+			t.Errorf("normalizeIssuer(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
