@@ -30,7 +30,16 @@ var (
 		Reason: "produce was not acknowledged in time; the write may still commit"}
 	errOffsetWriteTimeout = &apiError{status: http.StatusGatewayTimeout, ID: 504, Code: "offset_write_timeout",
 		Reason: "consumer-offset write was not acknowledged in time; the write may still commit"}
+	errPartitionReadTimeout = &apiError{status: http.StatusGatewayTimeout, ID: 504, Code: "partition_read_timeout",
+		Reason: "the partition owner did not answer the read in time; retry"}
 )
+
+// partitionReadWait bounds a partition read (a poll, a consumer-offset read) as the
+// reference bounds one (apache/iggy's PARTITION_READ_TIMEOUT, beside IggyShard::partition_read):
+// 10 s, long enough for a poll walking many small segments on a loaded host, and
+// under the SDKs' 30 s request deadline, so the client hears 504 rather than its
+// own timeout.
+const partitionReadWait = 10 * time.Second
 
 // writeGate counts the partition writes awaited, per credential and in all.
 type writeGate struct {
@@ -80,6 +89,23 @@ func (rc *reqCtx) partitionWrite(code wire.CommandCode, body []byte, timeout *ap
 	reply, err := rc.api.opts.Backend.Do(ctx, rc.caller, code, body)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && rc.r.Context().Err() == nil {
 		return nil, timeout
+	}
+	return reply, err
+}
+
+// partitionRead runs one partition read, bounded by the API's read wait: an owner
+// that does not answer in time is answered 504 partition_read_timeout (a read
+// changes nothing, so the client may simply retry).
+func (rc *reqCtx) partitionRead(code wire.CommandCode, req appender) ([]byte, error) {
+	body, err := req.Append(nil)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(rc.r.Context(), rc.api.readWait)
+	defer cancel()
+	reply, err := rc.api.opts.Backend.Do(ctx, rc.caller, code, body)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && rc.r.Context().Err() == nil {
+		return nil, errPartitionReadTimeout
 	}
 	return reply, err
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,37 @@ func TestPartitionWriteTimeouts(t *testing.T) {
 		`{"id":504,"code":"offset_write_timeout","reason":"consumer-offset write was not acknowledged in time; the write may still commit","field":null}`)
 }
 
-// ctxBackend is a fake whose partition writes never answer but by their context.
+func TestPartitionReadTimeouts(t *testing.T) {
+	a, f, _ := testAPI(t)
+	a.readWait = 20 * time.Millisecond
+	// Without the read's own bound the owner gives up after a second and the
+	// request would be answered as any failure to reach the planes (503).
+	silent := func(ctx context.Context) ([]byte, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+			return nil, errors.New("the owner gave up")
+		}
+	}
+	a.opts.Backend = &ctxBackend{fakeBackend: f, silent: silent}
+	auth := bearer(t, a, 0)
+	const timedOut = `{"id":504,"code":"partition_read_timeout","reason":"the partition owner did not answer the read in time; retry","field":null}`
+	for _, target := range []string{
+		"/streams/0/topics/0/messages?consumer_id=1&partition_id=0&kind=offset&value=0&count=10",
+		"/streams/0/topics/0/messages",
+		"/streams/0/topics/0/consumer-offsets?consumer_id=1&partition_id=0",
+	} {
+		w := serve(a, "GET", target, auth, "")
+		checkAnswer(t, "an unanswered GET "+target, w.Code, w.Body.String(), 504, timedOut)
+		if w.Header().Get("Retry-After") != "" {
+			t.Errorf("GET %s: retry-after %q on a 504", target, w.Header().Get("Retry-After"))
+		}
+	}
+}
+
+// ctxBackend is a fake whose partition writes and reads never answer but by their
+// context.
 type ctxBackend struct {
 	*fakeBackend
 	silent func(ctx context.Context) ([]byte, error)
@@ -87,7 +118,8 @@ type ctxBackend struct {
 
 func (b *ctxBackend) Do(ctx context.Context, c Caller, code wire.CommandCode, body []byte) ([]byte, error) {
 	switch code {
-	case wire.CodeSendMessages, wire.CodeStoreConsumerOffset, wire.CodeDeleteConsumerOffset:
+	case wire.CodeSendMessages, wire.CodeStoreConsumerOffset, wire.CodeDeleteConsumerOffset,
+		wire.CodePollMessages, wire.CodeGetConsumerOffset:
 		return b.silent(ctx)
 	}
 	return b.fakeBackend.Do(ctx, c, code, body)

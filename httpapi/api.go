@@ -28,10 +28,17 @@ type Options struct {
 	// cluster.auth.enabled, else empty: the JWT key is derived from it when
 	// [http.jwt] configures none (jwt.go).
 	ClusterSecret string
-	// PrimaryHTTPAddress is the host:port a linearizable read on a backup is sent
-	// to (the roster's address and ports.http of the primary); nil or false when
-	// unknown, and the read is answered 503 not_primary.
+	// PrimaryHTTPAddress is the primary's host:port as a node reaches it (the
+	// roster's ip and ports.http): forwarding relays to it. Nil or false when
+	// unknown.
 	PrimaryHTTPAddress func(primaryIndex int) (string, bool)
+	// PrimaryHTTPAddressFor is the primary's host:port as a client at client is
+	// told it (the node's host chosen for the client's IP, as GET
+	// /cluster/metadata names it: config.ClusterNode.AdvertisedFor, and
+	// ports.http): a linearizable read on a backup is redirected there. Nil:
+	// PrimaryHTTPAddress is named instead. False when unknown, and the read is
+	// answered 503 not_primary.
+	PrimaryHTTPAddressFor func(primaryIndex int, client netip.Addr) (string, bool)
 	// Forwarding relays the control-plane requests that reach a backup to the primary
 	// (forward.go). Set it when bearers verify on every node: in a cluster with
 	// cluster.auth's shared secret, or with [http.jwt] secrets configured (apache/iggy
@@ -46,6 +53,11 @@ type Options struct {
 	// Metrics, when [http.metrics] is enabled, serves the metrics scrape at its
 	// endpoint behind the bearer check (apache/iggy core/server/src/http/metrics.rs).
 	Metrics http.Handler
+	// TrustedIssuers are the external issuers whose bearers are accepted
+	// ([[http.jwt.trusted_issuers]], trusted.go); JWKSClient fetches their keys,
+	// nil = a plain client (every fetch is bounded by jwksFetchTimeout).
+	TrustedIssuers []TrustedIssuer
+	JWKSClient     *http.Client
 	// Now is the clock of tokens; nil = time.Now.
 	Now func() time.Time
 }
@@ -56,16 +68,19 @@ type API struct {
 	log     *slog.Logger
 	routes  router
 	tokens  *tokens
+	trusted *trustedIssuers // nil: none configured
 	cors    *corsPolicy
 	forward *forwarder // nil: forwarding off
 	writes  *writeGate
-	now     func() time.Time
+	// readWait bounds a partition read (partitionReadWait).
+	readWait time.Duration
+	now      func() time.Time
 }
 
 // New builds the API. It fails on a configuration it cannot honour, naming the
 // setting (config.SettingError).
 func New(opts Options) (*API, error) {
-	a := &API{opts: opts, log: opts.Log, now: opts.Now, writes: newWriteGate()}
+	a := &API{opts: opts, log: opts.Log, now: opts.Now, writes: newWriteGate(), readWait: partitionReadWait}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -77,6 +92,9 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	a.tokens = t
+	if a.trusted, err = newTrustedIssuers(opts.TrustedIssuers, opts.HTTP.JWT.ClockSkew, a.now, opts.JWKSClient, a.log); err != nil {
+		return nil, err
+	}
 	if opts.HTTP.CORS.Enabled {
 		a.cors = newCORSPolicy(opts.HTTP.CORS)
 	}
@@ -414,10 +432,7 @@ func (rc *reqCtx) checkConsistency() error {
 	if cs.Primary {
 		return nil
 	}
-	if cs.PrimaryIndex < 0 || rc.api.opts.PrimaryHTTPAddress == nil {
-		return errNotPrimary
-	}
-	addr, ok := rc.api.opts.PrimaryHTTPAddress(cs.PrimaryIndex)
+	addr, ok := rc.api.primaryAddressFor(cs.PrimaryIndex, rc.caller.Addr.Addr())
 	if !ok {
 		return errNotPrimary
 	}
@@ -428,6 +443,20 @@ func (rc *reqCtx) checkConsistency() error {
 	rc.w.Header().Set("Location", scheme+"://"+addr+rc.r.URL.RequestURI())
 	rc.w.WriteHeader(http.StatusTemporaryRedirect)
 	return errAnswered
+}
+
+// primaryAddressFor is the primary's HTTP host:port as the caller at client is to
+// reach it (Options.PrimaryHTTPAddressFor), false when unknown.
+func (a *API) primaryAddressFor(primaryIndex int, client netip.Addr) (string, bool) {
+	switch {
+	case primaryIndex < 0:
+		return "", false
+	case a.opts.PrimaryHTTPAddressFor != nil:
+		return a.opts.PrimaryHTTPAddressFor(primaryIndex, client.Unmap())
+	case a.opts.PrimaryHTTPAddress != nil:
+		return a.opts.PrimaryHTTPAddress(primaryIndex)
+	}
+	return "", false
 }
 
 // errAnswered stops a route whose answer is already written.

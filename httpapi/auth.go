@@ -51,6 +51,13 @@ func (a *API) authenticate(ctx context.Context, h http.Header, addr netip.AddrPo
 		}
 		return Caller{UserID: t.userID, LoggedIn: true, Credential: "jwt:" + t.jti, Addr: addr}, nil
 	}
+	if t, named, err := a.trusted.verify(token); named {
+		if err != nil {
+			return Caller{}, errUnauthenticated
+		}
+		hash := blake3.Sum256([]byte(token))
+		return Caller{UserID: t.userID, LoggedIn: true, Credential: "trusted:" + hex.EncodeToString(hash[:]), Addr: addr}, nil
+	}
 	if token == "" || len(token) > 255 {
 		return Caller{}, errUnauthenticated
 	}
@@ -177,14 +184,21 @@ func (a *API) loginWithPAT(rc *reqCtx) error {
 
 // refreshToken is POST /users/refresh-token: a valid token buys a new one; the old
 // one stays valid until its own expiry (the reference's refresh is stateless)
-// unless it is logged out. A logged-out token buys nothing.
+// unless it is logged out. A logged-out token buys nothing, and a trusted
+// issuer's token is the issuer's to renew (401 invalid_access_token).
 func (a *API) refreshToken(rc *reqCtx) error {
 	var b tokenBody
 	if err := rc.decodeJSON(&b); err != nil {
 		return err
 	}
 	t, err := a.tokens.verify(*b.Token)
-	if err != nil || a.opts.Backend.TokenRevoked(t.jti, a.now()) {
+	if err != nil {
+		if ik, _ := a.trusted.issuerOf(*b.Token); ik != nil {
+			return errTrustedNotRefreshable
+		}
+		return errUnauthenticated
+	}
+	if a.opts.Backend.TokenRevoked(t.jti, a.now()) {
 		return errUnauthenticated
 	}
 	return rc.answerIdentity(t.userID)

@@ -14,8 +14,8 @@ type Caller struct {
 	// user's id is 0, so 0 cannot mean "nobody").
 	UserID   uint32
 	LoggedIn bool
-	// Credential names the bearer the request came with: "jwt:<jti>" or "pat:<hash>",
-	// empty before login. The server binds one session per credential to it (the
+	// Credential names the bearer the request came with: "jwt:<jti>", "pat:<hash>"
+	// or, for a trusted issuer's token, "trusted:<hash>"; empty before login. The server binds one session per credential to it (the
 	// reference does, apache/iggy core/server/src/http/session.rs), so that a client's
 	// writes over HTTP are deduplicated as a connection's are.
 	Credential string

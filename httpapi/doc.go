@@ -14,7 +14,8 @@
 // way: CORS, route, body limit, bearer, handler, panic recovery), router.go
 // (paths, methods, 404 and 405), errors.go (error bodies and statuses),
 // jsontypes.go, permissions.go and messages.go (the JSON types), one file per
-// group of routes (routes_*.go), auth.go and jwt.go (bearers), cors.go,
+// group of routes (routes_*.go), auth.go and jwt.go (bearers), trusted.go (the
+// bearers of trusted external issuers, verified with their JWKS), cors.go,
 // forward.go (a backup relaying control-plane requests to the primary), server.go
 // (the listener and its bounds).
 //

@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -273,5 +278,71 @@ func TestMetricsScrapeNeedsABearer(t *testing.T) {
 	off, _, _ := testAPI(t, func(o *Options) { o.Metrics = scrape; o.HTTP.MetricsEnabled = false })
 	if w := serve(off, "GET", "/metrics", bearer(t, off, 0), ""); w.Code != 404 {
 		t.Fatalf("GET /metrics when disabled: %d", w.Code)
+	}
+}
+
+// TestLinearizableRedirectNamesTheCallersHost: the 307 of a linearizable read on a
+// backup names the primary by the host chosen for the caller's IP (its selectors,
+// then advertised_address, then the roster ip), as GET /cluster/metadata does,
+// not by the roster address the nodes reach each other at.
+func TestLinearizableRedirectNamesTheCallersHost(t *testing.T) {
+	roster := []config.ClusterNode{
+		{Name: "a", IP: "10.0.0.1", Ports: config.NodePorts{HTTP: 3000}},
+		{Name: "b", IP: "10.0.0.2", Ports: config.NodePorts{HTTP: 3001}, AdvertisedAddress: "iggy-b.example.com",
+			AdvertisedAddresses: []config.AdvertisedSelector{
+				{ClientCIDR: netip.MustParsePrefix("192.168.0.0/16"), Address: "192.168.7.2"},
+				{ClientCIDR: netip.MustParsePrefix("2001:db8::/32"), Address: "2001:db8::2"},
+			}},
+	}
+	// What the server passes: the roster node's host for the client, its HTTP port.
+	hostFor := func(i int, client netip.Addr) (string, bool) {
+		if i < 0 || i >= len(roster) || roster[i].Ports.HTTP == 0 {
+			return "", false
+		}
+		return net.JoinHostPort(roster[i].AdvertisedFor(client), strconv.Itoa(int(roster[i].Ports.HTTP))), true
+	}
+	a, f, _ := testAPI(t, func(o *Options) {
+		o.PrimaryHTTPAddress = func(i int) (string, bool) { return "10.0.0.2:3001", i == 1 }
+		o.PrimaryHTTPAddressFor = hostFor
+	})
+	auth := bearer(t, a, 0)
+	f.cluster = ClusterState{View: 3, Primary: false, PrimaryIndex: 1}
+	for _, tc := range []struct{ client, location string }{
+		{"192.168.1.5:40000", "http://192.168.7.2:3001/streams?consistency=linearizable"},
+		{"[::ffff:192.168.1.5]:40000", "http://192.168.7.2:3001/streams?consistency=linearizable"},
+		{"[2001:db8::99]:40000", "http://[2001:db8::2]:3001/streams?consistency=linearizable"},
+		{"203.0.113.9:40000", "http://iggy-b.example.com:3001/streams?consistency=linearizable"},
+	} {
+		r := httptest.NewRequest("GET", "/streams?consistency=linearizable", nil)
+		r.RemoteAddr = tc.client
+		r.Header.Set("Authorization", auth)
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		if w.Code != 307 || w.Header().Get("Location") != tc.location {
+			t.Errorf("from %s: %d location %q, want 307 %q", tc.client, w.Code, w.Header().Get("Location"), tc.location)
+		}
+	}
+	// A primary with no HTTP port: nothing to name.
+	roster[1].Ports.HTTP = 0
+	if w := serve(a, "GET", "/streams?consistency=linearizable", auth, ""); w.Code != 503 {
+		t.Fatalf("a primary without an HTTP port: %d", w.Code)
+	}
+}
+
+// TestClusterMetadataRunsAsTheCaller: GET /cluster/metadata reaches the server with
+// the caller's address, from which it chooses each node's host.
+func TestClusterMetadataRunsAsTheCaller(t *testing.T) {
+	a, f, _ := testAPI(t)
+	f.on(wire.CodeGetClusterMetadata, (&wire.ClusterMetadata{Name: []byte("c")}).Append(nil), nil)
+	r := httptest.NewRequest("GET", "/cluster/metadata", nil)
+	r.RemoteAddr = "192.168.1.5:40000"
+	r.Header.Set("Authorization", bearer(t, a, 0))
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("GET /cluster/metadata: %d %s", w.Code, w.Body)
+	}
+	if got := f.last(t, wire.CodeGetClusterMetadata).caller.Addr; got != netip.MustParseAddrPort("192.168.1.5:40000") {
+		t.Fatalf("GET /cluster/metadata ran as %v, want the caller's 192.168.1.5:40000", got)
 	}
 }

@@ -91,7 +91,7 @@ func (a *API) pollMessages(rc *reqCtx) error {
 		return err
 	}
 	req.StreamID, req.TopicID = stream, topic
-	reply, err := rc.do(wire.CodePollMessages, &req)
+	reply, err := rc.partitionRead(wire.CodePollMessages, &req)
 	if errors.Is(err, wire.ErrStreamIdNotFound) || errors.Is(err, wire.ErrTopicIdNotFound) {
 		return errNotFound
 	}
@@ -229,7 +229,7 @@ func getOffset(rc *reqCtx) error {
 		}
 		req.Partition = wire.SomePartition(p)
 	}
-	reply, err := rc.do(wire.CodeGetConsumerOffset, &req)
+	reply, err := rc.partitionRead(wire.CodeGetConsumerOffset, &req)
 	var code wire.ErrorCode
 	if errors.As(err, &code) && statusOf(code) == http.StatusNotFound {
 		return errNotFound
