@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -50,8 +51,12 @@ import (
 //	key_file = "core/certs/iggy_key.pem"
 //
 // Lists in the environment are written "[a, b]" (elements may be quoted) or "a,b".
-// [[http.jwt.trusted_issuers]] (JWKS-verified external issuers) is refused: this
-// server verifies only its own tokens.
+// [[http.jwt.trusted_issuers]] lists external issuers whose tokens are verified
+// through their JWKS (the reference's optional A2A bearers): each entry's issuer,
+// audience, jwks_url and user_id, at most TrustedIssuersMax of them; in the
+// environment IGGY_HTTP_JWT_TRUSTED_ISSUERS_<i>_{ISSUER,AUDIENCE,JWKS_URL,USER_ID}
+// sets entry i (an entry of the file at the same index is replaced field by
+// field). The entries' contents are checked where they are used (httpapi.New).
 type HTTP struct {
 	Enabled             bool
 	Address             string
@@ -94,7 +99,21 @@ type JWT struct {
 	EncodingSecret          string
 	DecodingSecret          string
 	UseBase64Secret         bool
+	TrustedIssuers          []TrustedIssuer
 }
+
+// TrustedIssuer is one [[http.jwt.trusted_issuers]] entry: tokens whose iss is
+// Issuer, verified with a key of the JWKS at JWKSURL and carrying Audience, act
+// as the user UserID.
+type TrustedIssuer struct {
+	Issuer   string
+	Audience string
+	JWKSURL  string
+	UserID   uint32
+}
+
+// TrustedIssuersMax bounds [[http.jwt.trusted_issuers]].
+const TrustedIssuersMax = 256
 
 // HTTPConnectionsMaxDefault is the default cap on open HTTP connections.
 const HTTPConnectionsMaxDefault = 1024
@@ -249,6 +268,16 @@ func shown(key, v string) string {
 
 // applyFile applies the [http] table of the TOML file, flattened to dotted keys.
 func (h *HTTP) applyFile(table map[string]any) error {
+	if jwt, ok := table["jwt"].(map[string]any); ok {
+		if entries, ok := jwt["trusted_issuers"]; ok {
+			issuers, err := trustedIssuersFromTOML(entries)
+			if err != nil {
+				return err
+			}
+			h.JWT.TrustedIssuers = issuers
+			delete(jwt, "trusted_issuers")
+		}
+	}
 	flat := map[string]string{}
 	if err := flattenTOML("http", table, flat); err != nil {
 		return err
@@ -285,10 +314,6 @@ func flattenTOML(prefix string, table map[string]any, out map[string]string) err
 				return err
 			}
 		case []map[string]any:
-			if key == "http.jwt.trusted_issuers" {
-				return &SettingError{Setting: key, Value: fmt.Sprint(len(v), " entries"),
-					Reason: "external JWKS issuers are not supported: this server verifies only the tokens it issues"}
-			}
 			return &SettingError{Setting: key, Value: "", Reason: "unknown key"}
 		case []any:
 			parts := make([]string, len(v))
@@ -326,11 +351,81 @@ func (h *HTTP) applyEnv(getenv func(string) string) error {
 			return &SettingError{Setting: name, Value: shown(s.key, v), Reason: err.Error()}
 		}
 	}
-	for _, field := range []string{"ISSUER", "JWKS_URL"} {
-		if name := "IGGY_HTTP_JWT_TRUSTED_ISSUERS_0_" + field; getenv(name) != "" {
-			return &SettingError{Setting: name, Value: getenv(name),
-				Reason: "external JWKS issuers are not supported: this server verifies only the tokens it issues"}
+	return h.applyTrustedIssuersEnv(getenv)
+}
+
+// trustedIssuersFromTOML reads [[http.jwt.trusted_issuers]].
+func trustedIssuersFromTOML(v any) ([]TrustedIssuer, error) {
+	const key = "http.jwt.trusted_issuers"
+	if empty, ok := v.([]any); ok && len(empty) == 0 {
+		return nil, nil
+	}
+	entries, ok := v.([]map[string]any)
+	if !ok {
+		return nil, &SettingError{Setting: key, Value: fmt.Sprint(v), Reason: "must be an array of tables ([[http.jwt.trusted_issuers]])"}
+	}
+	if len(entries) > TrustedIssuersMax {
+		return nil, &SettingError{Setting: key, Value: fmt.Sprint(len(entries), " entries"), Reason: fmt.Sprintf("at most %d", TrustedIssuersMax)}
+	}
+	issuers := make([]TrustedIssuer, len(entries))
+	for i, e := range entries {
+		for field, value := range e {
+			setting := fmt.Sprintf("%s[%d].%s", key, i, field)
+			var text string
+			switch value := value.(type) {
+			case string:
+				text = value
+			case int64:
+				text = strconv.FormatInt(value, 10)
+			default:
+				return nil, &SettingError{Setting: setting, Value: fmt.Sprint(value), Reason: "not a string or number"}
+			}
+			if err := issuers[i].set(field, text); err != nil {
+				return nil, &SettingError{Setting: setting, Value: text, Reason: err.Error()}
+			}
 		}
+	}
+	return issuers, nil
+}
+
+// applyTrustedIssuersEnv reads IGGY_HTTP_JWT_TRUSTED_ISSUERS_<i>_<FIELD>: a
+// variable of entry i sets that field, growing the list to i+1 entries.
+func (h *HTTP) applyTrustedIssuersEnv(getenv func(string) string) error {
+	for i := range TrustedIssuersMax {
+		for _, field := range []string{"issuer", "audience", "jwks_url", "user_id"} {
+			name := fmt.Sprintf("IGGY_HTTP_JWT_TRUSTED_ISSUERS_%d_%s", i, strings.ToUpper(field))
+			v := getenv(name)
+			if v == "" {
+				continue
+			}
+			for len(h.JWT.TrustedIssuers) <= i {
+				h.JWT.TrustedIssuers = append(h.JWT.TrustedIssuers, TrustedIssuer{})
+			}
+			if err := h.JWT.TrustedIssuers[i].set(field, v); err != nil {
+				return &SettingError{Setting: name, Value: v, Reason: err.Error()}
+			}
+		}
+	}
+	return nil
+}
+
+// set sets one field of an entry from its text.
+func (t *TrustedIssuer) set(field, v string) error {
+	switch field {
+	case "issuer":
+		t.Issuer = v
+	case "audience":
+		t.Audience = v
+	case "jwks_url":
+		t.JWKSURL = v
+	case "user_id":
+		id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return errors.New("must be a user id (an unsigned 32-bit number)")
+		}
+		t.UserID = uint32(id)
+	default:
+		return errors.New("unknown key")
 	}
 	return nil
 }

@@ -109,8 +109,26 @@ enabled = true
 		}},
 		{name: "unknown http key", text: "[http]\nport = 1\n", setting: "http.port"},
 		{name: "unknown nested key", text: "[http.cors]\norigins = [\"*\"]\n", setting: "http.cors.origins"},
-		{name: "trusted issuers refused", text: "[[http.jwt.trusted_issuers]]\nissuer = \"x\"\n", setting: "http.jwt.trusted_issuers"},
-		{name: "trusted issuers refused from env", env: map[string]string{"IGGY_HTTP_JWT_TRUSTED_ISSUERS_0_ISSUER": "x"}, setting: "IGGY_HTTP_JWT_TRUSTED_ISSUERS_0_ISSUER"},
+		{name: "trusted issuers", text: "[http.jwt]\nissuer = \"me\"\n[[http.jwt.trusted_issuers]]\nissuer = \"https://idp.example\"\naudience = \"iggy\"\njwks_url = \"https://idp.example/jwks\"\nuser_id = 7\n[[http.jwt.trusted_issuers]]\nissuer = \"https://other.example\"\njwks_url = \"https://other.example/jwks\"\nuser_id = \"8\"\n",
+			want: func(c Config) bool {
+				return c.HTTP.JWT.Issuer == "me" && reflect.DeepEqual(c.HTTP.JWT.TrustedIssuers, []TrustedIssuer{
+					{Issuer: "https://idp.example", Audience: "iggy", JWKSURL: "https://idp.example/jwks", UserID: 7},
+					{Issuer: "https://other.example", JWKSURL: "https://other.example/jwks", UserID: 8},
+				})
+			}},
+		{name: "trusted issuers from env over file", text: "[[http.jwt.trusted_issuers]]\nissuer = \"a\"\njwks_url = \"https://a/jwks\"\nuser_id = 1\n",
+			env: map[string]string{"IGGY_HTTP_JWT_TRUSTED_ISSUERS_0_USER_ID": "2", "IGGY_HTTP_JWT_TRUSTED_ISSUERS_1_ISSUER": "b",
+				"IGGY_HTTP_JWT_TRUSTED_ISSUERS_1_JWKS_URL": "https://b/jwks", "IGGY_HTTP_JWT_TRUSTED_ISSUERS_1_USER_ID": "3"},
+			want: func(c Config) bool {
+				return reflect.DeepEqual(c.HTTP.JWT.TrustedIssuers, []TrustedIssuer{
+					{Issuer: "a", JWKSURL: "https://a/jwks", UserID: 2},
+					{Issuer: "b", JWKSURL: "https://b/jwks", UserID: 3},
+				})
+			}},
+		{name: "trusted issuer unknown key", text: "[[http.jwt.trusted_issuers]]\nissuer = \"x\"\nkid = \"y\"\n", setting: "http.jwt.trusted_issuers[0].kid"},
+		{name: "trusted issuer bad user id", text: "[[http.jwt.trusted_issuers]]\nuser_id = -1\n", setting: "http.jwt.trusted_issuers[0].user_id"},
+		{name: "trusted issuer bad user id from env", env: map[string]string{"IGGY_HTTP_JWT_TRUSTED_ISSUERS_3_USER_ID": "x"}, setting: "IGGY_HTTP_JWT_TRUSTED_ISSUERS_3_USER_ID"},
+		{name: "trusted issuers not tables", text: "[http.jwt]\ntrusted_issuers = [\"x\"]\n", setting: "http.jwt.trusted_issuers"},
 		{name: "list of numbers", text: "[http.cors]\nallowed_methods = [1]\n", setting: "http.cors.allowed_methods"},
 		{name: "bad bool", env: map[string]string{"IGGY_HTTP_ENABLED": "yes please"}, setting: "IGGY_HTTP_ENABLED"},
 		{name: "bad size", env: map[string]string{"IGGY_HTTP_MAX_REQUEST_SIZE": "lots"}, setting: "IGGY_HTTP_MAX_REQUEST_SIZE"},
