@@ -452,10 +452,7 @@ func (s *Shard) fireReplicaTimer(t timer) {
 			c.checkDeadlines()
 		}
 	case timerReplicaDial:
-		s.replica.listener.dialTimerArmed = false
-		if !s.stopping {
-			s.dialPeers()
-		}
+		s.onDialTimer(t)
 	case timerReplicaAccept:
 		s.replica.listener.onRetry(s)
 	}
