@@ -202,6 +202,10 @@ type replicaRuntime struct {
 	// meanwhile, unless it is older than the handshake timeout (the connection was
 	// lost on its way).
 	dialSinceNs [256]atomic.Int64
+	// dialEnded[peer] is set by EndReplicaDial, and dialEnds counts the calls, so that
+	// shard 0 scans the peers only when one has ended.
+	dialEnded [256]atomic.Bool
+	dialEnds  atomic.Uint64
 
 	// capacity, budgets[peer] and transit[to][from] are the send classes' room, use
 	// of it, and ways between shards (replica_queue.go).
@@ -284,9 +288,10 @@ type replicaShard struct {
 	refusals  refusalLog
 
 	// Shard 0 only.
-	listener  replicaListener
-	dials     []replicaDial // by replica id
-	nextShard int
+	listener     replicaListener
+	dials        []replicaDial // by replica id
+	dialEndsSeen uint64        // replicaRuntime.dialEnds when last looked at
+	nextShard    int
 }
 
 // setUpReplica prepares a shard's replica state once its handler exists.

@@ -503,5 +503,6 @@ func (s *Shard) replicaTurn() {
 	}
 	if s.index == 0 {
 		s.adoptReplicaPending()
+		s.redialEndedDials()
 	}
 }

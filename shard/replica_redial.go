@@ -65,6 +65,11 @@ func (s *Shard) onDialTimer(t timer) {
 // dialFailed records a peer's refused or failed connect and arms its redial.
 func (s *Shard) dialFailed(peer int) {
 	s.counters.replica.dialsFailed.Add(1)
+	s.redialLater(peer)
+}
+
+// redialLater arms the redial of a peer whose dial failed now.
+func (s *Shard) redialLater(peer int) {
 	if s.stopping {
 		return
 	}

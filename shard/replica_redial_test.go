@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,4 +139,70 @@ func TestReplicaRefusedDialsBackOff(t *testing.T) {
 	settle(dials)
 	redialsAfter(2 * ReplicaRedialDelayMin)
 	settle(dials)
+}
+
+// TestReplicaEndedDialsBackOff: a dial made by ReplicaConfig.Dial (the TLS plane's)
+// that ends in failure (EndReplicaDial) is redialed after the same growing delays.
+func TestReplicaEndedDialsBackOff(t *testing.T) {
+	const period = 5 * time.Second
+	var clockNs atomic.Int64
+	clockNs.Store(int64(time.Second))
+	var calls atomic.Uint64
+	var rt atomic.Pointer[Runtime]
+	started := make(chan struct{})
+	dial := func(peer uint8, _ netip.AddrPort) {
+		calls.Add(1)
+		go func() {
+			<-started
+			rt.Load().EndReplicaDial(peer)
+		}()
+	}
+	n := startReplicaNode(t, 0, replicaNodeOptions{cluster: "ended", secret: testSecret,
+		addresses: []string{"", refusedAddress(t)}, shardCount: 1, clock: clockNs.Load, reconnect: period, dial: dial})
+	rt.Store(n.rt)
+	close(started)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// settle returns once shard 0 has taken in every EndReplicaDial so far.
+	settle := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n.rt.replica.dialEnds.Load() != calls.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d dials, %d ended", calls.Load(), n.rt.replica.dialEnds.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		n.rt.WakeAll()
+		for range 2 {
+			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	turn := func(atNs int64) {
+		t.Helper()
+		clockNs.Store(atNs)
+		n.rt.WakeAll()
+		for range 2 {
+			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle()
+	atNs := clockNs.Load()
+	for i, ms := range []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000} {
+		delay := ms * time.Millisecond
+		turn(atNs + int64(delay) - 1)
+		if got := calls.Load(); got != uint64(i+1) {
+			t.Fatalf("dial %d: redialed before %v", i+1, delay)
+		}
+		turn(atNs + int64(delay))
+		if got := calls.Load(); got != uint64(i+2) {
+			t.Fatalf("dial %d: %d dials %v after a failure, want %d", i+1, got, delay, i+2)
+		}
+		settle()
+		atNs += int64(delay)
+	}
 }
