@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -117,6 +118,13 @@ func TestFramesWaitForBuffers(t *testing.T) {
 	}
 	if n := rt.ConnectionCount(); n != clientCount {
 		t.Errorf("%d connections open after the burst, want all %d", n, clientCount)
+	}
+	var waited uint64
+	if err := rt.Inspect(context.Background(), func(s *Shard) { waited = s.Stats().FramesWaitedForBuffer }); err != nil {
+		t.Fatal(err)
+	}
+	if waited == 0 {
+		t.Error("no frame waited for a buffer: the burst did not cross the arena's bound")
 	}
 }
 

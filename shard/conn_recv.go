@@ -157,6 +157,7 @@ func (c *Conn) waitForBuffer() {
 	s := c.shard
 	s.log.Debug("connection waits for a frame buffer", "conn", c.id)
 	c.waitingForBuffer = true
+	s.counters.framesWaitedForBuffer++
 	c.cancelRecv()
 	s.clients.bufferWaiters = append(s.clients.bufferWaiters, c.id)
 }

@@ -27,9 +27,11 @@ type Stats struct {
 	SQEsPrepared, CQEsReaped uint64
 	// ArenaBuffersInUse counts the buffers taken from the arena (the receive ring's
 	// class, lent to the kernel, not among them); FramesWaitingForBuffer the
-	// connections whose next frame waits for one.
+	// connections whose next frame waits for one, and FramesWaitedForBuffer how many
+	// times a connection began such a wait, over the shard's life.
 	ArenaBuffersInUse      int
 	FramesWaitingForBuffer int
+	FramesWaitedForBuffer  uint64
 	// InboxDepth is the number of messages other shards posted and this one has not
 	// served yet.
 	InboxDepth int
@@ -60,7 +62,7 @@ type Stats struct {
 type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
-	throttledWaits, messagesFromOthers                                 uint64
+	throttledWaits, messagesFromOthers, framesWaitedForBuffer          uint64
 	splicedReplies, splicedBytes, pipeWaits                            uint64
 	// replica counts the replica plane's traffic; atomics, which Runtime.ReplicaStats
 	// sums from any goroutine.
@@ -80,6 +82,7 @@ func (s *Shard) Stats() Stats {
 		CQEsReaped:             s.counters.cqesReaped,
 		ArenaBuffersInUse:      s.arena.InUseCount(),
 		FramesWaitingForBuffer: len(s.clients.bufferWaiters),
+		FramesWaitedForBuffer:  s.counters.framesWaitedForBuffer,
 		Turns:                  s.counters.turns,
 		RingEnters:             s.counters.ringEnters,
 		Sleeps:                 s.counters.sleeps,

@@ -19,7 +19,8 @@ import (
 //
 // Shard 0 listens on tcp_replica and dials the peers of higher replica id (only the
 // lower id dials, so one connection exists per pair), every ReconnectPeriod while no
-// connection to a peer is up. Each socket, accepted or dialed, is handed by fd passing
+// connection to a peer is up, sooner after a refused connect (100 ms doubling up to
+// ReconnectPeriod: replica_redial.go). Each socket, accepted or dialed, is handed by fd passing
 // to a shard, round-robin over the shards but shard 0 (unless ShardZero, or it is the
 // only one); that shard, its owner, runs the handshake (package replica) within
 // HandshakeTimeout, then registers the peer in the runtime's owner table: one atomic
@@ -158,6 +159,9 @@ type ReplicaStats struct {
 	HandshakesRefused uint64
 	// FramesRefused counts connections closed for a frame that failed validation.
 	FramesRefused uint64
+	// Dials counts the connects shard 0 started to higher-id peers (not those
+	// ReplicaConfig.Dial makes); DialsFailed those refused, failed or cancelled.
+	Dials, DialsFailed uint64
 }
 
 // ReplicaClassStats count one send class's frames.
@@ -174,6 +178,7 @@ type ReplicaClassStats struct {
 type replicaCounters struct {
 	framesReceived, bytesSent, bytesReceived atomic.Uint64
 	handshakesRefused, framesRefused         atomic.Uint64
+	dials, dialsFailed                       atomic.Uint64
 	classes                                  [replicaClassCount]replicaClassCounters
 }
 
@@ -197,6 +202,10 @@ type replicaRuntime struct {
 	// meanwhile, unless it is older than the handshake timeout (the connection was
 	// lost on its way).
 	dialSinceNs [256]atomic.Int64
+	// dialEnded[peer] is set by EndReplicaDial, and dialEnds counts the calls, so that
+	// shard 0 scans the peers only when one has ended.
+	dialEnded [256]atomic.Bool
+	dialEnds  atomic.Uint64
 
 	// capacity, budgets[peer] and transit[to][from] are the send classes' room, use
 	// of it, and ways between shards (replica_queue.go).
@@ -247,6 +256,8 @@ func (rt *Runtime) ReplicaStats() ReplicaStats {
 		st.BytesReceived += c.bytesReceived.Load()
 		st.HandshakesRefused += c.handshakesRefused.Load()
 		st.FramesRefused += c.framesRefused.Load()
+		st.Dials += c.dials.Load()
+		st.DialsFailed += c.dialsFailed.Load()
 		for class, cs := range []*ReplicaClassStats{&st.Control, &st.Partition} {
 			cc := &c.classes[class]
 			cs.FramesSent += cc.sent.Load()
@@ -277,9 +288,10 @@ type replicaShard struct {
 	refusals  refusalLog
 
 	// Shard 0 only.
-	listener  replicaListener
-	dials     []replicaDial // by replica id
-	nextShard int
+	listener     replicaListener
+	dials        []replicaDial // by replica id
+	dialEndsSeen uint64        // replicaRuntime.dialEnds when last looked at
+	nextShard    int
 }
 
 // setUpReplica prepares a shard's replica state once its handler exists.

@@ -42,11 +42,33 @@ func (rt *Runtime) AdoptReplica(fd int, remote netip.AddrPort, dialedPeer int, e
 }
 
 // EndReplicaDial tells the runtime that a dial ReplicaConfig.Dial started has failed,
-// so that the peer is dialed again at the next ReconnectPeriod rather than after twice
-// HandshakeTimeout. Safe from any goroutine.
+// so that the peer is dialed again after the same growing delays as a refused connect
+// (replica_redial.go) rather than after twice HandshakeTimeout. Safe from any
+// goroutine.
 func (rt *Runtime) EndReplicaDial(peer uint8) {
-	if rt.replica != nil {
-		rt.replica.dialSinceNs[peer].Store(0)
+	rr := rt.replica
+	if rr == nil {
+		return
+	}
+	rr.dialSinceNs[peer].Store(0)
+	rr.dialEnded[peer].Store(true)
+	rr.dialEnds.Add(1)
+	rt.shards[0].Wake()
+}
+
+// redialEndedDials arms the redial of each peer whose ReplicaConfig.Dial ended in
+// failure since the last look; shard 0, every turn.
+func (s *Shard) redialEndedDials() {
+	rr := s.rt.replica
+	ends := rr.dialEnds.Load()
+	if ends == s.replica.dialEndsSeen {
+		return
+	}
+	s.replica.dialEndsSeen = ends
+	for peer := range s.replica.dials {
+		if rr.dialEnded[peer].Swap(false) {
+			s.redialLater(peer)
+		}
 	}
 }
 
@@ -56,6 +78,7 @@ func (s *Shard) adoptReplicaPending() {
 		plane := uint32(cookieReplicaPlane)
 		if p.dialedPeer >= 0 {
 			plane |= uint32(p.dialedPeer+1) << cookieDialShift
+			s.replica.dials[p.dialedPeer].backoff.connected()
 		}
 		if p.exporter != nil {
 			plane |= cookieReplicaTLS

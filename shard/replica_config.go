@@ -26,7 +26,8 @@ type ReplicaConfig struct {
 	// others (own entry included) may be empty.
 	PeerAddresses []string
 	// ReconnectPeriod is how often a peer without a connection is dialed again
-	// (message_bus.reconnect_period). Default 5 s.
+	// (message_bus.reconnect_period), and the longest wait after refused connects,
+	// which start at ReplicaRedialDelayMin and double. Default 5 s.
 	ReconnectPeriod time.Duration
 	// PeerQueueCapacity bounds the control class's frames to each peer, in frames
 	// (message_bus.peer_queue_capacity): the metadata group's, queued or on their

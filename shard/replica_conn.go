@@ -452,10 +452,7 @@ func (s *Shard) fireReplicaTimer(t timer) {
 			c.checkDeadlines()
 		}
 	case timerReplicaDial:
-		s.replica.listener.dialTimerArmed = false
-		if !s.stopping {
-			s.dialPeers()
-		}
+		s.onDialTimer(t)
 	case timerReplicaAccept:
 		s.replica.listener.onRetry(s)
 	}
@@ -506,5 +503,6 @@ func (s *Shard) replicaTurn() {
 	}
 	if s.index == 0 {
 		s.adoptReplicaPending()
+		s.redialEndedDials()
 	}
 }

@@ -35,7 +35,8 @@ const (
 // and dialing state.
 type replicaListener struct {
 	acceptor
-	dialTimerArmed bool
+	// dialTimerDueNs is the deadline of the dial timer armed last (0: none).
+	dialTimerDueNs int64
 }
 
 func newReplicaListener(fd int) replicaListener {
@@ -70,13 +71,15 @@ type replicaDial struct {
 	connecting bool
 	cancelSent bool
 	startedNs  int64
+	backoff    redialBackoff
 	// sockaddr is the connect's address; heap memory the kernel reads after submit.
 	sockaddr *unix.RawSockaddrInet6
 	length   uint32
 }
 
 // startReplica begins shard 0's replica work when the loop starts: accept, and dial
-// every higher-id peer now (then every ReconnectPeriod).
+// every higher-id peer now (then every ReconnectPeriod, sooner after a failed
+// connect: replica_redial.go).
 func (s *Shard) startReplica() {
 	if s.replica == nil || s.index != 0 {
 		return
@@ -116,7 +119,7 @@ func (s *Shard) dialPeers() {
 			}
 			continue
 		}
-		if rr.owners[peer].Load() != 0 {
+		if rr.owners[peer].Load() != 0 || !d.backoff.ready(s.clock.nowNs) {
 			continue
 		}
 		if since := rr.dialSinceNs[peer].Load(); since != 0 && s.clock.nowNs-since < 2*int64(rr.cfg.HandshakeTimeout) {
@@ -129,10 +132,7 @@ func (s *Shard) dialPeers() {
 		}
 		s.dial(peer)
 	}
-	if !r.listener.dialTimerArmed {
-		r.listener.dialTimerArmed = true
-		s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(rr.cfg.ReconnectPeriod), kind: timerReplicaDial})
-	}
+	s.armDialTimer(s.clock.nowNs + int64(rr.cfg.ReconnectPeriod))
 }
 
 // dial starts an io_uring connect to peer: a blocking socket, for which io_uring
@@ -148,8 +148,10 @@ func (s *Shard) dial(peer int) {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		s.logLimitedReplica(replicaLogDialFailed, "replica dial failed", "peer", peer, "address", addr.String(), "err", err)
+		s.dialFailed(peer)
 		return
 	}
+	s.counters.replica.dials.Add(1)
 	if d.sockaddr == nil {
 		d.sockaddr = new(unix.RawSockaddrInet6)
 	}
@@ -187,8 +189,12 @@ func (s *Shard) onReplicaConnect(peer int, res int32) {
 		if res < 0 && !(s.stopping && unix.Errno(-res) == unix.ECANCELED) {
 			s.logRefusal(rr.peers[peer], "dial failed: "+unix.Errno(-res).Error(), "peer", peer)
 		}
+		if res < 0 {
+			s.dialFailed(peer)
+		}
 		return
 	}
+	d.backoff.connected()
 	if err := linux.SetNoDelay(fd, true); err != nil {
 		s.log.Debug("TCP_NODELAY failed", "err", err)
 	}

@@ -217,6 +217,8 @@ type replicaNodeOptions struct {
 	logger       *slog.Logger
 	listenerOff  bool
 	dial         func(peer uint8, address netip.AddrPort)
+	clock        func() int64  // Config.Clock; nil: real time
+	reconnect    time.Duration // ReconnectPeriod; default 50 ms
 }
 
 // startReplicaNode starts replica id of a cluster of len(o.addresses) replicas.
@@ -240,19 +242,23 @@ func startReplicaNode(t testing.TB, id uint8, o replicaNodeOptions) *replicaTest
 	if o.handshake == 0 {
 		o.handshake = 2 * time.Second
 	}
+	if o.reconnect == 0 {
+		o.reconnect = 50 * time.Millisecond
+	}
 	n.rt = startTestRuntime(t, Config{
 		ShardCount:   o.shardCount,
 		FrameTimeout: o.frameTimeout,
 		Logger:       o.logger,
 		FdPass:       o.fdPass,
 		BusyPoll:     -1, // several runtimes share two CPUs
+		Clock:        o.clock,
 		Arena:        replicaTestArena(),
 		NewHandler:   func(s *Shard) Handler { return &replicaTestHandler{testHandler: testHandler{shard: s}, node: n} },
 		Replica: &ReplicaConfig{
 			ListenAddress:          o.listen,
 			Handshake:              hs,
 			PeerAddresses:          o.addresses,
-			ReconnectPeriod:        50 * time.Millisecond,
+			ReconnectPeriod:        o.reconnect,
 			HandshakeTimeout:       o.handshake,
 			PeerQueueCapacity:      o.queueFrames,
 			PartitionQueueCapacity: o.partFrames,
