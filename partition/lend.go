@@ -37,12 +37,13 @@ type BodyLender interface {
 	Return(loan uint64)
 }
 
-// LentBodiesMaxDefault is Replication.LentBodiesMax when 0: half the arena's 16 MiB
-// buffers (shard.ArenaConfigDefault), which hold the prepares of a default batch
-// (1,000 messages of 1 KB come to just over 1 MiB with the headers), so that the
-// connections keep the other half to receive into. Four in flight on one shard's
-// backups covers a producer with a batch or two in flight per partition; past it a
-// backup copies.
+// LentBodiesMaxDefault is Replication.LentBodiesMax when 0. The prepares of a
+// default batch (1,000 messages of 1 KB come to ~1.06 MB with the headers)
+// arrive in the arena's 1.25 MiB class (shard.ArenaConfigDefault: 64 buffers a
+// shard), which the connections also receive their large batches into. Four
+// in flight on one shard's backups covers a producer with a batch or two in
+// flight per partition, and leaves the rest of the class to receiving; past it
+// a backup copies.
 const LentBodiesMaxDefault = 4
 
 // bodyLoan is a frame lent to the store; lender nil when none is.
