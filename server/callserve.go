@@ -48,7 +48,10 @@ func (h *handler) serveCall(c *request.Call) {
 	case !c.Caller.LoggedIn:
 		h.refuse(j, wire.ErrUnauthenticated)
 	case op == wire.OperationLogout:
-		h.deliver(j) // empty: a caller has no session to end
+		// It ends the session of the caller's credential, if it has one
+		// (metahost/callers.go).
+		j.Kind = request.KindWrite
+		h.toMeta(j)
 	case op == wire.OperationJoinConsumerGroup || op == wire.OperationLeaveConsumerGroup:
 		h.refuse(j, wire.ErrFeatureUnavailable)
 	case op.Replicated() && !isPartitionOperation(op):
