@@ -233,3 +233,41 @@ func TestClusterDoSessionsEndWithTheirPrimary(t *testing.T) {
 		t.Fatal("the new primary registered no session")
 	}
 }
+
+// TestHTTPSessionPerToken: over the HTTP API, two logins of one user write under
+// two sessions; past the cap a new token's write is answered as the reference
+// answers it (503, id 9, retry-after) while a token with a session writes on; a
+// logout ends its token's session and frees its place.
+func TestHTTPSessionPerToken(t *testing.T) {
+	cfg := testConfig(t.TempDir(), 2)
+	cfg.callerSessionsMax = 2
+	s := startTestServer(t, cfg)
+	h := newHTTPSide(t, s)
+	first, second, third := h.as("iggy", "iggy"), h.as("iggy", "iggy"), h.as("iggy", "iggy")
+	if code := first.call("POST", "/streams", map[string]any{"name": "one"}, nil); code != 0 {
+		t.Fatalf("the first token's write: %d", code)
+	}
+	if code := second.call("POST", "/streams", map[string]any{"name": "two"}, nil); code != 0 {
+		t.Fatalf("the second token's write: %d", code)
+	}
+	if n, _ := callerSessionsAt(t, s); n != 2 {
+		t.Fatalf("%d sessions after two tokens' writes, want 2", n)
+	}
+	status, body := third.raw("POST", "/streams", map[string]any{"name": "three"})
+	want := `{"id":9,"code":"cannot_establish_connection","reason":"Cannot establish connection","field":null}`
+	if status != 503 || string(body) != want {
+		t.Fatalf("a third token past the cap: %d %s, want 503 %s", status, body, want)
+	}
+	if code := first.call("POST", "/streams", map[string]any{"name": "one-again"}, nil); code != 0 {
+		t.Fatalf("the first token's write at the cap: %d", code)
+	}
+	if status, body := second.raw("DELETE", "/users/logout", nil); status != 204 {
+		t.Fatalf("logout: %d %s", status, body)
+	}
+	if n, _ := callerSessionsAt(t, s); n != 1 {
+		t.Fatalf("%d sessions after a logout, want 1", n)
+	}
+	if code := third.call("POST", "/streams", map[string]any{"name": "three"}, nil); code != 0 {
+		t.Fatalf("the third token's write after a logout: %d", code)
+	}
+}
