@@ -92,6 +92,9 @@ func (s *Server) MetadataRole() MetadataRole {
 //     write whose session the cluster ended is 40, not applied, and the
 //     session is forgotten: the next write registers a new one.
 //
+// A poll's reply is in a buffer lent from the server's free list: a caller done
+// with it may give it back (GiveBack).
+//
 // A body over the frame size limit (system.frame_size_max less the header) is 3
 // without reaching a shard, as a TCP frame over it never reaches one. A shard
 // with callInboxWaitingMax calls waiting for it takes no more: 58, to be retried.

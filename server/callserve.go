@@ -94,7 +94,8 @@ func (h *handler) serveCall(c *request.Call) {
 }
 
 // finishCall answers a call with its job's outcome, on the call's shard: the
-// reply's payload copied once into the slice the caller gets.
+// reply's payload copied once into the slice the caller gets, for a poll a
+// buffer lent from the server's free list (replybuffers.go).
 func (h *handler) finishCall(j *job) {
 	c := j.Call
 	var reply []byte
@@ -105,7 +106,7 @@ func (h *handler) finishCall(j *job) {
 	case j.Out.Status != 0:
 		err = j.Out.Status
 	case j.Kind == request.KindPoll && j.Poll.Read:
-		reply = make([]byte, 0, j.Poll.Res.ReplySizeBytes())
+		reply = h.srv.replies.take(j.Poll.Res.ReplySizeBytes())
 		for _, p := range j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]) {
 			reply = append(reply, p...)
 		}

@@ -172,6 +172,10 @@ func (b *httpBackend) Do(ctx context.Context, caller httpapi.Caller, code wire.C
 	return b.s.Do(ctx, Caller{UserID: caller.UserID, LoggedIn: caller.LoggedIn, Addr: caller.Addr, Credential: caller.Credential}, code, body)
 }
 
+// GiveBack takes back a reply Do answered once the API wrote it out
+// (Server.GiveBack): a poll's buffer serves the next poll.
+func (b *httpBackend) GiveBack(reply []byte) { b.s.GiveBack(reply) }
+
 func (b *httpBackend) Cluster() httpapi.ClusterState {
 	r := b.s.MetadataRole()
 	cs := httpapi.ClusterState{View: r.View, Primary: r.Primary, PrimaryIndex: -1}
