@@ -188,7 +188,7 @@ func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 // and 9 (cannot establish connection) when the outcome is unknown.
 func registrationRefusal(a *metaplane.Answer) wire.ErrorCode {
 	switch {
-	case a.Status == wire.ErrTransientNotAccepted:
+	case a.Status == wire.ErrTransientNotAccepted, a.Rejection == wire.ErrTransientNotAccepted:
 		return wire.ErrTransientNotAccepted
 	case a.Evict == wire.EvictionSessionError:
 		return wire.ErrInvalidClientId

@@ -17,6 +17,7 @@ func TestRegistrationRefusal(t *testing.T) {
 		want   wire.ErrorCode
 	}{
 		{metaplane.Answer{Status: wire.ErrTransientNotAccepted}, wire.ErrTransientNotAccepted},
+		{metaplane.Answer{Rejection: wire.ErrTransientNotAccepted}, wire.ErrTransientNotAccepted}, // the pipeline full
 		{metaplane.Answer{Evict: wire.EvictionSessionError}, wire.ErrInvalidClientId},
 		{metaplane.Answer{Status: wire.ErrTransientNotCommitted}, wire.ErrCannotEstablishConnection},
 		{metaplane.Answer{Rejection: wire.ErrTransientNotCommitted}, wire.ErrCannotEstablishConnection},
