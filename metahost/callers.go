@@ -4,37 +4,71 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 
 	"github.com/iggy-shard/iggy-shard/metaplane"
 	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // A caller (server/caller.go) has no connection and no session of its own, but a
 // metadata write goes through the client table, exactly once per (client,
-// request): shard 0 makes a user's callers' writes under a session of that user
-// it registers on the first write at this node (a Register, committed as a
-// binary login's is, without a password: the transport authenticated the user),
-// one write at a time, with its own request numbers. The session stays while the
-// client table keeps it; one the cluster ended (a full table evicted it, a
-// restart of the table) is registered again, once per write.
+// request). Shard 0 makes a caller's writes under a session of the caller's
+// credential (request.Caller.Credential: a JWT's jti, a personal access token's
+// hash), as the reference's HTTP server binds them (core/server/src/http/session.rs
+// in apache/iggy):
 //
-// The reference's HTTP server binds a session per credential in the same way
-// (core/server/src/http/session.rs in apache/iggy); this one binds it per user,
-// which a Caller names.
+//   - the session is registered on the credential's first write at this node (a
+//     Register, committed as a binary login's is, without a password: the
+//     transport authenticated the user), once however many of the credential's
+//     writes arrive together: shard 0 is one goroutine, and a credential's writes
+//     go one at a time, behind its registration, with the session's own request
+//     numbers;
+//   - at most CallerSessionsMax credentials hold a session (half the client
+//     table): a new one past the cap is refused 9 (cannot establish connection),
+//     after the sessions of expired credentials are ended to make room. The other
+//     half stays the binary connections', whose sessions end when they close;
+//   - a session the cluster ended (a full table evicted it) answers the write that
+//     finds it so 40 (unauthenticated, not applied) and is forgotten: the next
+//     write registers a new one;
+//   - a LOGOUT of the credential ends its session through the log (an
+//     EndSessions op, as a closed connection's) and forgets it;
+//   - a node that is no longer the primary ends its sessions (releaseCallers):
+//     its callers' writes now go to the primary, under the primary's sessions,
+//     so the callers' share of the client table stays one node's cap across
+//     view changes.
 
-// callerSession is the session a user's callers' metadata writes go under.
+// callerSessionsMaxDefault is the reference's cap on HTTP sessions: half its
+// `[metadata] clients_table_max` (4096 of 8192).
+const callerSessionsMaxDefault = vsr.ClientsTableMaxDefault / 2
+
+// callerSession is the session a credential's metadata writes go under.
 type callerSession struct {
+	key    string // the credential (callerKey)
+	userID uint32
 	client wire.Uint128
 	// epoch is the session's (its Register's op); 0 until registered.
 	epoch uint64
 	// request is the number of the session's last write.
 	request uint64
+	// expiryMicros is the credential's expiry (0: none known): past it the
+	// session is ended to make room for a new one.
+	expiryMicros uint64
 	// busy: a write (or the registration before it) is with the plane; queued
-	// are the user's next writes, in arrival order.
+	// are the credential's next writes, in arrival order.
 	busy   bool
 	queued []*request.Job
+}
+
+// callerKey is the credential a call's session is keyed by. A caller without one
+// (an embedding, a test) writes under a session per user.
+func callerKey(c *request.Call) string {
+	if c.Caller.Credential != "" {
+		return c.Caller.Credential
+	}
+	return "user:" + strconv.FormatUint(uint64(c.Caller.UserID), 10)
 }
 
 // newCallerClient mints a client id for a caller session: random, as an SDK's is.
@@ -44,13 +78,26 @@ func newCallerClient() wire.Uint128 {
 	return wire.Uint128{Lo: binary.LittleEndian.Uint64(b[:8]), Hi: binary.LittleEndian.Uint64(b[8:])}
 }
 
-// callerWrite makes a caller's metadata write under its user's session, in turn
-// behind the user's other callers' writes.
+// callerWrite makes a caller's metadata write (or LOGOUT) under its credential's
+// session, in turn behind the credential's other writes.
 func (r *Router) callerWrite(j *request.Job) {
-	cs := r.callers[j.UserID]
+	key := callerKey(j.Call)
+	cs := r.callers[key]
 	if cs == nil {
-		cs = &callerSession{client: newCallerClient()}
-		r.callers[j.UserID] = cs
+		if j.Frame.Header.Operation == wire.OperationLogout {
+			r.callerLoggedOut(j) // no session to end
+			return
+		}
+		if len(r.callers) >= r.callerSessionsMax {
+			r.endExpiredCallers()
+		}
+		if len(r.callers) >= r.callerSessionsMax {
+			j.Out.Status = wire.ErrCannotEstablishConnection
+			r.shard.Reply(j)
+			return
+		}
+		cs = &callerSession{key: key, userID: j.UserID, client: newCallerClient(), expiryMicros: j.Call.Caller.ExpiryMicros}
+		r.callers[key] = cs
 	}
 	if cs.busy {
 		cs.queued = append(cs.queued, j)
@@ -60,10 +107,22 @@ func (r *Router) callerWrite(j *request.Job) {
 	r.callerWriteNow(cs, j)
 }
 
-// callerWriteNow registers the session if it has none, then proposes the write.
+// callerWriteNow registers the session if it has none, then proposes the write;
+// a LOGOUT ends the session instead.
 func (r *Router) callerWriteNow(cs *callerSession, j *request.Job) {
 	now := r.shard.NowMicros()
-	if cs.epoch == 0 {
+	switch {
+	case j.UserID != cs.userID:
+		// A credential names one user; the transport never sends another's.
+		j.Out.Status = wire.ErrInvalidClientId
+		r.callerAnswer(cs, j)
+		return
+	case j.Frame.Header.Operation == wire.OperationLogout:
+		r.endCaller(cs)
+		r.callerLoggedOut(j)
+		r.callerAnswer(cs, nil)
+		return
+	case cs.epoch == 0:
 		if !r.plane.IsPrimary() {
 			// A backup refuses the write itself (58), as it refuses a binary
 			// client's: no session is registered for it.
@@ -92,23 +151,25 @@ func (r *Router) trackCaller(j *request.Job, cs *callerSession, registering bool
 // write.
 func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	cs, j := pj.caller, pj.j
-	refused := a.Evict != 0 || a.Status != 0 || a.Rejection != 0
-	switch {
-	case pj.registering && !refused:
-		cs.epoch = a.Epoch
-		r.callerWriteNow(cs, j)
-		return
-	case !pj.registering && (a.Evict == wire.EvictionNoSession || a.Evict == wire.EvictionSessionTooLow) && !j.Call.Reregistered:
-		// The cluster ended the session: a new one, under a new client id.
-		j.Call.Reregistered = true
-		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
-		r.callerWriteNow(cs, j)
+	if pj.registering {
+		if a.Evict == 0 && a.Status == 0 && a.Rejection == 0 {
+			cs.epoch = a.Epoch
+			r.callerWriteNow(cs, j)
+			return
+		}
+		j.Out.Status = registrationRefusal(a)
+		r.callerAnswer(cs, j)
 		return
 	}
 	switch {
+	case a.Evict == wire.EvictionNoSession || a.Evict == wire.EvictionSessionTooLow:
+		// The cluster ended the session: this write was not applied. It answers
+		// unauthenticated, once; the next write registers anew.
+		j.Out.Status = wire.ErrUnauthenticated
+		r.forgetCaller(cs)
 	case a.Evict != 0:
 		j.Out.Evict = a.Evict
-		cs.client, cs.epoch, cs.request = newCallerClient(), 0, 0
+		r.forgetCaller(cs)
 	case a.Status != 0:
 		j.Out.Status = a.Status
 	case a.Rejection != 0:
@@ -120,10 +181,38 @@ func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	r.callerAnswer(cs, j)
 }
 
-// callerAnswer replies to a caller's write and starts the user's next one.
+// registrationRefusal is what a caller's write answers when its session's
+// Register was refused (the reference's answers, http-api of
+// core/server/src/http/session.rs): 58 when provably not admitted (not the
+// primary, the pipeline full), 101 when the minted client id is another user's,
+// and 9 (cannot establish connection) when the outcome is unknown.
+func registrationRefusal(a *metaplane.Answer) wire.ErrorCode {
+	switch {
+	case a.Status == wire.ErrTransientNotAccepted, a.Rejection == wire.ErrTransientNotAccepted:
+		return wire.ErrTransientNotAccepted
+	case a.Evict == wire.EvictionSessionError:
+		return wire.ErrInvalidClientId
+	}
+	return wire.ErrCannotEstablishConnection
+}
+
+// callerAnswer replies to a caller's write (none for j nil) and starts the
+// credential's next one. A session that holds no registration and has nothing
+// queued is dropped, so a refused registration keeps no place under the cap; the
+// writes queued behind a session that was forgotten start over under a new one.
 func (r *Router) callerAnswer(cs *callerSession, j *request.Job) {
-	r.shard.Reply(j)
+	if j != nil {
+		r.shard.Reply(j)
+	}
 	cs.busy = false
+	if r.callers[cs.key] != cs {
+		queued := cs.queued
+		cs.queued = nil
+		for _, next := range queued {
+			r.callerWrite(next)
+		}
+		return
+	}
 	for !cs.busy && len(cs.queued) > 0 {
 		next := cs.queued[0]
 		cs.queued[0] = nil
@@ -131,6 +220,58 @@ func (r *Router) callerAnswer(cs *callerSession, j *request.Job) {
 		cs.busy = true
 		r.callerWriteNow(cs, next)
 	}
+	if !cs.busy && cs.epoch == 0 && r.callers[cs.key] == cs {
+		delete(r.callers, cs.key)
+	}
+}
+
+// forgetCaller drops a session from the callers' table (if it is still the
+// credential's).
+func (r *Router) forgetCaller(cs *callerSession) {
+	if r.callers[cs.key] == cs {
+		delete(r.callers, cs.key)
+	}
+}
+
+// endCaller forgets a session and ends it through the log (metaplane's
+// EndSession, best effort: the table evicts an entry whose end was dropped).
+func (r *Router) endCaller(cs *callerSession) {
+	r.forgetCaller(cs)
+	if cs.epoch != 0 {
+		r.plane.EndSession(cs.client, cs.epoch, r.shard.NowMicros())
+	}
+}
+
+// endExpiredCallers ends the sessions of expired credentials that have no write
+// under way: the cap then bites only on live credentials.
+func (r *Router) endExpiredCallers() {
+	now := r.shard.NowMicros()
+	for _, cs := range r.callers {
+		if !cs.busy && cs.expiryMicros != 0 && cs.expiryMicros <= now {
+			r.endCaller(cs)
+		}
+	}
+}
+
+// releaseCallers ends the sessions of a node that a view change made a backup
+// (their ends forwarded to the primary), each once no write of it is under way.
+// It runs after every step of the plane (Plane.Advanced): an empty table or a
+// primary costs a check.
+func (r *Router) releaseCallers() {
+	if len(r.callers) == 0 || r.plane.IsPrimary() || r.plane.Core().Status() != vsr.StatusNormal {
+		return
+	}
+	for _, cs := range r.callers {
+		if !cs.busy {
+			r.endCaller(cs)
+		}
+	}
+}
+
+// callerLoggedOut answers a caller's LOGOUT: an empty success.
+func (r *Router) callerLoggedOut(j *request.Job) {
+	j.Out.Reply = wire.AppendResultSuccess(j.Out.Reply[:0])
+	r.shard.Reply(j)
 }
 
 // sourceOf is the address a job's password work is accounted to: the

@@ -110,15 +110,19 @@ func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
 	return fallback
 }
 
-// CallerSession is the session the callers of userID write under, if this node
-// registered one (tests).
-func (r *Router) CallerSession(userID uint32) (client wire.Uint128, epoch uint64, ok bool) {
-	cs := r.callers[userID]
+// CallerSession is the session the callers of credential write under, if this
+// node registered one (tests).
+func (r *Router) CallerSession(credential string) (client wire.Uint128, epoch uint64, ok bool) {
+	cs := r.callers[credential]
 	if cs == nil || cs.epoch == 0 {
 		return wire.Uint128{}, 0, false
 	}
 	return cs.client, cs.epoch, true
 }
+
+// CallerSessions is the number of credentials holding (or registering) a session
+// (tests).
+func (r *Router) CallerSessions() int { return len(r.callers) }
 
 // RevokeTokens has the plane revoke access tokens on every replica
 // (metaplane.Plane.RevokeTokens), then runs then on shard 0 with its answer.

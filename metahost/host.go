@@ -66,5 +66,6 @@ func (m *Plane) Entropy(b []byte) { _, _ = rand.Read(b) }
 func (m *Plane) Advanced() {
 	if m.router != nil && m.Clustered {
 		m.router.publishLeader()
+		m.router.releaseCallers()
 	}
 }

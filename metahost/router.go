@@ -56,9 +56,10 @@ type Router struct {
 	// answered yet, by token.
 	pending   map[uint64]pendingJob
 	nextToken uint64
-	// callers are the sessions callers' metadata writes go under, by user
-	// (callers.go).
-	callers map[uint32]*callerSession
+	// callers are the sessions callers' metadata writes go under, by credential
+	// (callers.go), at most callerSessionsMax of them.
+	callers           map[string]*callerSession
+	callerSessionsMax int
 }
 
 // passwordWork is the router's share of the password workers.
@@ -140,6 +141,9 @@ type RouterConfig struct {
 	// grid of consensus ticks. Both for a clustered plane only.
 	LastHeardNs []atomic.Int64
 	TickOf      func(ns int64) uint64
+	// CallerSessionsMax caps the sessions of callers' credentials (callers.go);
+	// 0 is the reference's, half the client table.
+	CallerSessionsMax int
 }
 
 // NewRouter is shard 0's router over plane, publishing the commit log from
@@ -161,9 +165,13 @@ func NewRouter(sh Shard0, plane *Plane, viewTail *metaview.Entry, cfg RouterConf
 			checking: make(map[shard.ConnID]passwordCheck),
 			changing: make(map[shard.ConnID]newPassword),
 		},
-		journal: metafiles.NewWriter(sh.Wake),
-		pending: make(map[uint64]pendingJob),
-		callers: make(map[uint32]*callerSession),
+		journal:           metafiles.NewWriter(sh.Wake),
+		pending:           make(map[uint64]pendingJob),
+		callers:           make(map[string]*callerSession),
+		callerSessionsMax: cfg.CallerSessionsMax,
+	}
+	if r.callerSessionsMax <= 0 {
+		r.callerSessionsMax = callerSessionsMaxDefault
 	}
 	plane.router = r
 	plane.Files.StartWriter(r.journal)

@@ -175,6 +175,14 @@ type Caller struct {
 	// Addr is the client's address: password-check fairness (the per-source
 	// budget and turns of the password workers), GET_ME, logs.
 	Addr netip.AddrPort
+	// Credential names what the transport authenticated the caller by (over
+	// HTTP "jwt:<jti>" or "pat:<hash>"): its metadata writes go under a session
+	// of that credential (metahost/callers.go). Empty: a session per user.
+	Credential string
+	// ExpiryMicros is when the credential expires (unix microseconds, 0 when it
+	// does not or is not known): past it its session may be ended to make room
+	// for another.
+	ExpiryMicros uint64
 }
 
 // Call is one command of a Caller on its way (server.Server.Do). The shard that
@@ -187,10 +195,7 @@ type Call struct {
 	Body   []byte
 	Reply  []byte
 	Err    error
-	// Reregistered: a write found its caller session ended and registered a new
-	// one, once (metahost/callers.go).
-	Reregistered bool
-	done         chan struct{}
+	done   chan struct{}
 }
 
 // NewCall is a call of code with body as caller.

@@ -72,22 +72,28 @@ func (s *Server) MetadataRole() MetadataRole {
 //   - a committed rejection (a result section with a code) is returned as that
 //     code, and a success's result section is stripped: the reply is the payload;
 //   - an eviction is the code that says why (a login's wrong credentials 42, a
-//     wrong token 53, an inactive user 47; a malformed request 3; a metadata
-//     write whose caller session the cluster ended, after one new registration,
-//     40);
+//     wrong token 53, an inactive user 47; a malformed request 3);
 //   - LOGIN_REGISTER (40) and LOGIN_REGISTER_WITH_PAT (45) check the credentials
 //     (the same argon2id workers, the same budget of failures per source address)
 //     and answer the identity, [user_id u32], without registering a session: the
 //     transport's token is the caller's session. The legacy codes 38 and 44 are 3;
-//   - commands bound to a connection's session: LOGOUT answers empty (there is
-//     nothing to end; the transport forgets its token), GET_ME describes the
+//   - commands bound to a connection's session: LOGOUT ends the session of the
+//     caller's credential, if it has one, and answers empty; GET_ME describes the
 //     caller (client id 0, transport HTTP, its address), JOIN and
 //     LEAVE_CONSUMER_GROUP are 5 (a caller is no group member, so a group's poll
 //     answers as to a non-member);
-//   - a metadata write is made under a session of the caller's user that this
-//     node registers on first use and keeps (metahost/callers.go): exactly
-//     once like a binary client's, one at a time per user. At a backup it
-//     answers 58, as the binary protocol does.
+//   - a metadata write is made under a session of the caller's credential
+//     (Caller.Credential; of its user when it has none) that this node
+//     registers on first use and keeps (metahost/callers.go): exactly once like
+//     a binary client's, one at a time per credential. At a backup it answers
+//     58, as the binary protocol does. A new credential past the cap of
+//     sessions (half the client table), or whose registration's outcome is
+//     unknown, is 9; one whose minted client id is another user's is 101; a
+//     write whose session the cluster ended is 40, not applied, and the
+//     session is forgotten: the next write registers a new one.
+//
+// A poll's reply is in a buffer lent from the server's free list: a caller done
+// with it may give it back (GiveBack).
 //
 // A body over the frame size limit (system.frame_size_max less the header) is 3
 // without reaching a shard, as a TCP frame over it never reaches one. A shard

@@ -279,40 +279,6 @@ func TestDoWritesOneAtATimePerUser(t *testing.T) {
 	}
 }
 
-// TestDoWriteAfterItsSessionEnded: a caller session the cluster ended (here an
-// EndSessions op, as a full client table's eviction ends one) is registered
-// again under a new client id by the next write, which succeeds.
-func TestDoWriteAfterItsSessionEnded(t *testing.T) {
-	s := testServer(t, t.TempDir(), 2)
-	ctx := testContext(t)
-	_, err := s.Do(ctx, rootCaller(), wire.CodeCreateStream, appendBody(t, &wire.CreateStream{Name: []byte("first")}))
-	mustOK(t, "the first write", err)
-	var client wire.Uint128
-	var epoch uint64
-	onMetaShard(t, s, func(*metaPlane) {
-		var ok bool
-		if client, epoch, ok = s.handlers[0].meta.CallerSession(0); !ok {
-			t.Fatal("no caller session after a write")
-		}
-		s.handlers[0].meta.Plane().EndSession(client, epoch, s.nowMicros())
-	})
-	waitUntil(t, "the session ends", func() (ended bool) {
-		onMetaShard(t, s, func(p *metaPlane) { _, _, registered := p.Session(client); ended = !registered })
-		return ended
-	})
-	_, err = s.Do(ctx, rootCaller(), wire.CodeCreateStream, appendBody(t, &wire.CreateStream{Name: []byte("second")}))
-	mustOK(t, "a write after the session ended", err)
-	onMetaShard(t, s, func(*metaPlane) {
-		again, _, ok := s.handlers[0].meta.CallerSession(0)
-		if !ok || again == client {
-			t.Fatalf("the session after: %v %v, before %v", again, ok, client)
-		}
-	})
-	if !hasStream(t, dialRoot(t, s), "second") {
-		t.Fatal("the second stream is missing")
-	}
-}
-
 func TestDoContextExpiry(t *testing.T) {
 	s := testServer(t, t.TempDir(), 2)
 	ctx, cancel := context.WithCancel(context.Background())

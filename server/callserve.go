@@ -48,7 +48,10 @@ func (h *handler) serveCall(c *request.Call) {
 	case !c.Caller.LoggedIn:
 		h.refuse(j, wire.ErrUnauthenticated)
 	case op == wire.OperationLogout:
-		h.deliver(j) // empty: a caller has no session to end
+		// It ends the session of the caller's credential, if it has one
+		// (metahost/callers.go).
+		j.Kind = request.KindWrite
+		h.toMeta(j)
 	case op == wire.OperationJoinConsumerGroup || op == wire.OperationLeaveConsumerGroup:
 		h.refuse(j, wire.ErrFeatureUnavailable)
 	case op.Replicated() && !isPartitionOperation(op):
@@ -91,7 +94,8 @@ func (h *handler) serveCall(c *request.Call) {
 }
 
 // finishCall answers a call with its job's outcome, on the call's shard: the
-// reply's payload copied once into the slice the caller gets.
+// reply's payload copied once into the slice the caller gets, for a poll a
+// buffer lent from the server's free list (replybuffers.go).
 func (h *handler) finishCall(j *job) {
 	c := j.Call
 	var reply []byte
@@ -102,7 +106,7 @@ func (h *handler) finishCall(j *job) {
 	case j.Out.Status != 0:
 		err = j.Out.Status
 	case j.Kind == request.KindPoll && j.Poll.Read:
-		reply = make([]byte, 0, j.Poll.Res.ReplySizeBytes())
+		reply = h.srv.replies.take(j.Poll.Res.ReplySizeBytes())
 		for _, p := range j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]) {
 			reply = append(reply, p...)
 		}

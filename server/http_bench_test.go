@@ -113,6 +113,25 @@ func BenchmarkTransports(b *testing.B) {
 			i++
 		}
 	})
+	b.Run("poll/do", func(b *testing.B) {
+		b.SetBytes(benchBatchBytes)
+		b.ReportAllocs()
+		caller := credentialCaller("jwt:bench")
+		i := 0
+		for b.Loop() {
+			req.Strategy = wire.PollingStrategy{Kind: wire.PollingOffset, Value: uint64(i%stored) * benchMessagesPerBatch}
+			body, err := req.Append(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			reply, err := s.Do(ctx, caller, wire.CodePollMessages, body)
+			if err != nil || len(reply) < benchBatchBytes {
+				b.Fatalf("a poll answered %d bytes: %v", len(reply), err)
+			}
+			s.GiveBack(reply)
+			i++
+		}
+	})
 	b.Run("ping/tcp", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

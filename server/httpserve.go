@@ -156,14 +156,11 @@ func (s *Server) primaryHTTPAddress(index int) (string, bool) {
 
 // httpBackend is the server as the HTTP API sees it (httpapi.Backend).
 //
-// Sessions: a caller's metadata writes run under one session of its user that
-// the node registers on first use (metahost/callers.go), not one per bearer as
-// the reference binds them (apache/iggy core/server/src/http/session.rs). A
-// session is an entry of the replicated client table, bounded and shared with
-// the binary clients: a session per login would let a burst of HTTP logins evict
-// the binary clients' sessions, and a token never logged out would hold its
-// entry until evicted. Per user the table grows with the users, and the writes
-// stay exactly once, one at a time per user.
+// Sessions: a caller's metadata writes run under a session of its bearer
+// (Caller.Credential), as the reference binds them (apache/iggy
+// core/server/src/http/session.rs): registered on first use, at most half the
+// client table's entries (metahost/callers.go), so that HTTP logins cannot crowd
+// the binary clients out of the table they share.
 type httpBackend struct {
 	s *Server
 	// local holds the revocations when bearers verify on this node only (a key
@@ -172,8 +169,12 @@ type httpBackend struct {
 }
 
 func (b *httpBackend) Do(ctx context.Context, caller httpapi.Caller, code wire.CommandCode, body []byte) ([]byte, error) {
-	return b.s.Do(ctx, Caller{UserID: caller.UserID, LoggedIn: caller.LoggedIn, Addr: caller.Addr}, code, body)
+	return b.s.Do(ctx, Caller{UserID: caller.UserID, LoggedIn: caller.LoggedIn, Addr: caller.Addr, Credential: caller.Credential}, code, body)
 }
+
+// GiveBack takes back a reply Do answered once the API wrote it out
+// (Server.GiveBack): a poll's buffer serves the next poll.
+func (b *httpBackend) GiveBack(reply []byte) { b.s.GiveBack(reply) }
 
 func (b *httpBackend) Cluster() httpapi.ClusterState {
 	r := b.s.MetadataRole()

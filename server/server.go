@@ -187,6 +187,8 @@ type Server struct {
 	pollMemories []*pollmemory.Memory[*job]
 	// calls are the shards' inboxes of Do's calls (caller.go).
 	calls callInboxes
+	// replies are the buffers Do lends for poll replies (replybuffers.go).
+	replies replyBuffers
 	// metaTasks is work for shard 0 from other goroutines (httpserve.go).
 	metaTasks metaTaskInbox
 	// api is the HTTP API's listener; nil when [http] is disabled.
@@ -286,6 +288,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	s.calls.init(s.shardCount)
+	s.replies = newReplyBuffers()
 	partitionhost.EachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
 		s.initial[owner] = append(s.initial[owner], partitionhost.Open{Key: k, Cfg: c, CreatedAt: createdAt, PurgeGeneration: purgeGeneration})

@@ -47,4 +47,7 @@ type testHooks struct {
 	// pollPlans (tests, benchmarks) replaces which polls are answered by a
 	// plan of file runs (pollPlanConfig).
 	pollPlans *partition.PlanConfig
+	// callerSessionsMax (tests) caps the sessions of callers' credentials
+	// (metahost.RouterConfig.CallerSessionsMax); 0 is the reference's cap.
+	callerSessionsMax int
 }
