@@ -49,14 +49,14 @@ func (a *API) authenticate(ctx context.Context, h http.Header, addr netip.AddrPo
 			// revocations (a revoked JWT is never taken for a PAT either).
 			return Caller{}, errUnauthenticated
 		}
-		return Caller{UserID: t.userID, LoggedIn: true, Credential: "jwt:" + t.jti, Addr: addr}, nil
+		return Caller{UserID: t.userID, LoggedIn: true, Credential: "jwt:" + t.jti, Expiry: t.exp, Addr: addr}, nil
 	}
 	if t, named, err := a.trusted.verify(token); named {
 		if err != nil {
 			return Caller{}, errUnauthenticated
 		}
 		hash := blake3.Sum256([]byte(token))
-		return Caller{UserID: t.userID, LoggedIn: true, Credential: "trusted:" + hex.EncodeToString(hash[:]), Addr: addr}, nil
+		return Caller{UserID: t.userID, LoggedIn: true, Credential: "trusted:" + hex.EncodeToString(hash[:]), Expiry: t.exp, Addr: addr}, nil
 	}
 	if token == "" || len(token) > 255 {
 		return Caller{}, errUnauthenticated

@@ -19,7 +19,11 @@ type Caller struct {
 	// reference does, apache/iggy core/server/src/http/session.rs), so that a client's
 	// writes over HTTP are deduplicated as a connection's are.
 	Credential string
-	Addr       netip.AddrPort
+	// Expiry is when the credential stops being valid (a JWT's exp), zero when
+	// it never does or is not known here (a personal access token): the server
+	// may end the session of an expired credential to make room for a new one.
+	Expiry time.Time
+	Addr   netip.AddrPort
 }
 
 // Backend is the server as the HTTP transport sees it. Every method is safe from

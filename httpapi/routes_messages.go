@@ -103,6 +103,11 @@ func (a *API) pollMessages(rc *reqCtx) error {
 		return err
 	}
 	writePolled(rc.w, &p, a.opts.PollBudgetBytes, !req.AutoCommit)
+	// The reply is written out and p no longer read: a backend that lends its
+	// replies (the server's bounded free list) takes the buffer back.
+	if g, ok := a.opts.Backend.(interface{ GiveBack([]byte) }); ok {
+		g.GiveBack(reply)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,11 +48,13 @@ func (s *Server) serveAPI() error {
 	backend := &httpBackend{s: s}
 	j := &s.cfg.HTTP.JWT
 	opts := httpapi.Options{
-		HTTP:               s.cfg.HTTP,
-		Backend:            backend,
-		Log:                s.log,
-		PrimaryHTTPAddress: s.primaryHTTPAddress,
-		PollBudgetBytes:    int(min(s.cfg.PollMemoryBytesMax, int64(1)<<31-1)),
+		HTTP:                  s.cfg.HTTP,
+		Backend:               backend,
+		Log:                   s.log,
+		PrimaryHTTPAddress:    s.primaryHTTPAddress,
+		PrimaryHTTPAddressFor: s.primaryHTTPAddressFor,
+		TrustedIssuers:        trustedIssuers(s.cfg.HTTP.JWT.TrustedIssuers),
+		PollBudgetBytes:       int(min(s.cfg.PollMemoryBytesMax, int64(1)<<31-1)),
 	}
 	if c := &s.cfg.Cluster; c.Enabled && c.Auth.Enabled {
 		opts.ClusterSecret = c.Auth.SharedSecret
@@ -154,6 +157,32 @@ func (s *Server) primaryHTTPAddress(index int) (string, bool) {
 	return net.JoinHostPort(n.IP, strconv.Itoa(int(n.Ports.HTTP))), true
 }
 
+// primaryHTTPAddressFor is the primary's HTTP address as a client at the given
+// address is told it (a linearizable read's redirect): the host its
+// advertised_addresses selectors choose for that client, as GET_CLUSTER_METADATA
+// names it, with the roster's HTTP port. primaryHTTPAddress, the roster ip, is
+// what a backup dials itself to forward.
+func (s *Server) primaryHTTPAddressFor(index int, client netip.Addr) (string, bool) {
+	nodes := s.cfg.Cluster.Nodes
+	if index < 0 || index >= len(nodes) || nodes[index].Ports.HTTP == 0 {
+		return "", false
+	}
+	n := &nodes[index]
+	return net.JoinHostPort(n.AdvertisedFor(client), strconv.Itoa(int(n.Ports.HTTP))), true
+}
+
+// trustedIssuers are [[http.jwt.trusted_issuers]] as httpapi takes them.
+func trustedIssuers(c []config.TrustedIssuer) []httpapi.TrustedIssuer {
+	if len(c) == 0 {
+		return nil
+	}
+	out := make([]httpapi.TrustedIssuer, len(c))
+	for i, t := range c {
+		out[i] = httpapi.TrustedIssuer{Issuer: t.Issuer, Audience: t.Audience, JWKSURL: t.JWKSURL, UserID: t.UserID}
+	}
+	return out
+}
+
 // httpBackend is the server as the HTTP API sees it (httpapi.Backend).
 //
 // Sessions: a caller's metadata writes run under a session of its bearer
@@ -169,7 +198,11 @@ type httpBackend struct {
 }
 
 func (b *httpBackend) Do(ctx context.Context, caller httpapi.Caller, code wire.CommandCode, body []byte) ([]byte, error) {
-	return b.s.Do(ctx, Caller{UserID: caller.UserID, LoggedIn: caller.LoggedIn, Addr: caller.Addr, Credential: caller.Credential}, code, body)
+	c := Caller{UserID: caller.UserID, LoggedIn: caller.LoggedIn, Addr: caller.Addr, Credential: caller.Credential}
+	if !caller.Expiry.IsZero() {
+		c.ExpiryMicros = uint64(caller.Expiry.UnixMicro())
+	}
+	return b.s.Do(ctx, c, code, body)
 }
 
 // GiveBack takes back a reply Do answered once the API wrote it out

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -286,6 +287,46 @@ func TestHTTPSServed(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
 			t.Fatal("plain HTTP answered on the HTTPS port")
+		}
+	}
+}
+
+// [[http.jwt.trusted_issuers]] reach the HTTP API: an entry it cannot use stops
+// the start naming it (httpapi checks the entries the server passes on).
+func TestHTTPTrustedIssuersReachTheAPI(t *testing.T) {
+	cfg := testConfig(t.TempDir(), 1)
+	cfg.HTTP.JWT.TrustedIssuers = []config.TrustedIssuer{{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks"}}
+	_, err := start(cfg, nil)
+	var se *config.SettingError
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Setting, "http.jwt.trusted_issuers[0]") {
+		t.Fatalf("a trusted issuer with user_id 0: %v", err)
+	}
+}
+
+// A linearizable read's redirect names the primary's host chosen for the
+// client, as GET_CLUSTER_METADATA does: a selector matching the client's
+// address, else advertised_address, else the roster ip.
+func TestPrimaryHTTPAddressForTheClient(t *testing.T) {
+	s := &Server{}
+	s.cfg.Cluster.Nodes = []config.ClusterNode{{
+		IP: "10.0.0.1", AdvertisedAddress: "iggy.example",
+		AdvertisedAddresses: []config.AdvertisedSelector{{ClientCIDR: netip.MustParsePrefix("192.168.0.0/16"), Address: "lan.example"}},
+		Ports:               config.NodePorts{HTTP: 3000},
+	}, {IP: "10.0.0.2"}}
+	for _, c := range []struct {
+		index  int
+		client string
+		want   string
+		ok     bool
+	}{
+		{0, "192.168.1.7", "lan.example:3000", true},
+		{0, "203.0.113.9", "iggy.example:3000", true},
+		{1, "192.168.1.7", "", false}, // no ports.http
+		{2, "192.168.1.7", "", false},
+	} {
+		got, ok := s.primaryHTTPAddressFor(c.index, netip.MustParseAddr(c.client))
+		if got != c.want || ok != c.ok {
+			t.Errorf("node %d for %s: %q %v, want %q %v", c.index, c.client, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -45,11 +45,11 @@
 // What the server holds is a sum of bounds, per shard unless said otherwise (the
 // defaults; S shards):
 //
-//	arena (shard.ArenaConfigDefault)     480 MiB virtual, resident as touched:
+//	arena (shard.ArenaConfigDefault)     496 MiB virtual, resident as touched:
 //	  receive ring                         32 MiB   4096 x 8 KiB, shared by the connections
 //	  standing frames, send buffers        64 MiB   4 KiB each; a connection's send queue
 //	                                                holds at most 8 MiB of them
-//	  request frames, 64 KiB..64 MiB      384 MiB   a connection is not read while its
+//	  request frames, 64 KiB..64 MiB      400 MiB   a connection is not read while its
 //	                                                requests in flight hold 4 MiB, nor
 //	                                                while the arena has no buffer for its
 //	                                                next frame (it waits in line)
@@ -98,7 +98,7 @@
 //	                                     each with its last reply), one journal entry in
 //	                                     flight, and the snapshot being written
 //
-// So with the defaults a shard's buffers stay under 480 + 256 = 736 MiB, plus its
+// So with the defaults a shard's buffers stay under 496 + 256 = 752 MiB, plus its
 // connections, partitions' index caches (segment.Config) and the garbage
 // collector's headroom over the Go heap (GOGC).
 //
