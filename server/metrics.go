@@ -200,7 +200,7 @@ type collector struct {
 // its arena, its inbox, and what the loop costs (shard.Stats).
 type loopMetrics struct {
 	connections, receivedBytes, sentBytes, requestsServed, sqes, cqes  *prometheus.Desc
-	arenaInUse, framesWaiting, inboxDepth                              *prometheus.Desc
+	arenaInUse, framesWaiting, framesWaited, inboxDepth                *prometheus.Desc
 	turns, ringEnters, sleeps, timerWakeups, busyPolls, diskRingEnters *prometheus.Desc
 	throttledWaits, timersPending                                      *prometheus.Desc
 }
@@ -245,6 +245,7 @@ type metadataMetrics struct {
 type replicationMetrics struct {
 	framesSent, framesDropped, framesQueueFull *prometheus.Desc
 	partitionFramesHeld, vsrDropped            *prometheus.Desc
+	dials                                      *prometheus.Desc
 }
 
 // tlsMetrics are the TLS terminator's connections, handshakes and sessions.
@@ -267,6 +268,7 @@ func newCollector(s *Server) *collector {
 	c.loop.cqes = d("shard_ring_completions_total", "Completion queue entries reaped from the shard's connection ring.", perShard)
 	c.loop.arenaInUse = d("shard_arena_buffers_in_use", "Arena buffers taken (requests, replies, backlogs).", perShard)
 	c.loop.framesWaiting = d("shard_frames_waiting_for_buffer", "Connections whose next frame waits for an arena buffer.", perShard)
+	c.loop.framesWaited = d("shard_frames_waited_for_buffer_total", "Frames that waited for an arena buffer before they could be read.", perShard)
 	c.loop.inboxDepth = d("shard_inbox_depth", "Messages from other shards not served yet.", perShard)
 	c.requests.answered = d("requests_total", "Requests answered, by command and outcome.", []string{"shard", "command", "outcome"})
 	c.requests.duration = d("request_duration_seconds", "Time from a request's arrival to its reply, by command (all shards).", []string{"command"})
@@ -296,6 +298,9 @@ func newCollector(s *Server) *collector {
 	c.replication.partitionFramesHeld = d("partition_frames_held_total",
 		"Partition groups' frames for partitions not created here yet, by what became of them (held, stepped, expired, refused).",
 		[]string{"shard", "outcome"})
+	c.replication.dials = d("replica_dials_total",
+		"Connections this node started to its higher-id peers on the replica plane, by outcome (started; failed: refused, failed or cancelled, then redialled after a growing delay).",
+		[]string{"outcome"})
 	c.replication.vsrDropped = d("vsr_dropped_total",
 		"Consensus inputs (peer frames, requests) a replica ignored or refused, by plane (metadata, partition: the shards' partition groups summed) and reason.",
 		[]string{"plane", "reason"})
@@ -374,6 +379,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.loop.cqes, counter, float64(rt.CQEsReaped), sh)
 		ch <- prometheus.MustNewConstMetric(c.loop.arenaInUse, gauge, float64(rt.ArenaBuffersInUse), sh)
 		ch <- prometheus.MustNewConstMetric(c.loop.framesWaiting, gauge, float64(rt.FramesWaitingForBuffer), sh)
+		ch <- prometheus.MustNewConstMetric(c.loop.framesWaited, counter, float64(rt.FramesWaitedForBuffer), sh)
 		ch <- prometheus.MustNewConstMetric(c.loop.inboxDepth, gauge, float64(rt.InboxDepth), sh)
 		for _, m := range []struct {
 			desc *prometheus.Desc
@@ -443,6 +449,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.replication.framesDropped, counter, float64(class.st.FramesDropped), class.name)
 			ch <- prometheus.MustNewConstMetric(c.replication.framesQueueFull, counter, float64(class.st.QueueFull), class.name)
 		}
+		ch <- prometheus.MustNewConstMetric(c.replication.dials, counter, float64(r.Dials), "started")
+		ch <- prometheus.MustNewConstMetric(c.replication.dials, counter, float64(r.DialsFailed), "failed")
 	}
 	if s.tls != nil {
 		t := s.TLSStats()

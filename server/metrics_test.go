@@ -179,6 +179,13 @@ func TestMetricsOfTheReplicaPlane(t *testing.T) {
 	for _, outcome := range []string{"held", "stepped", "expired", "refused"} {
 		metricSum(t, text, "iggy_partition_frames_held_total", `outcome="`+outcome+`"`)
 	}
+	// Node 0 dials its higher-id peers: its dials are counted, and the failed
+	// ones (a peer not listening yet) have their sample.
+	if got := metricSum(t, text, "iggy_replica_dials_total", `outcome="started"`); got < 2 {
+		t.Errorf("node 0 counted %v dials to its 2 higher-id peers", got)
+	}
+	metricSum(t, text, "iggy_replica_dials_total", `outcome="failed"`)
+	metricSum(t, text, "iggy_shard_frames_waited_for_buffer_total")
 	// The backups' lent frames are counted on a clustered node (only).
 	metricSum(t, text, "iggy_partition_lent_frames")
 	metricSum(t, text, "iggy_partition_lent_frames_total")
