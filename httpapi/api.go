@@ -206,7 +206,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	if a.webUI != nil && isWebUIPath(r.URL.Path) {
+	if a.webUI != nil && isWebUIPath(r.URL.EscapedPath()) {
 		// Outside the API, as the reference merges it: no CORS, no iggy-view.
 		vw.view = false
 		a.webUI.ServeHTTP(vw, r)

@@ -83,8 +83,9 @@ func newWebUI(dir string) (*webUI, error) {
 	return u, nil
 }
 
-// isWebUIPath reports whether p is one of the Web UI's routes: /ui, /ui/ or
-// /ui/<anything>.
+// isWebUIPath reports whether the escaped path p is one of the Web UI's routes:
+// /ui, /ui/ or /ui/<anything> (as the API's routes, matched before decoding:
+// /ui%2F is not one).
 func isWebUIPath(p string) bool {
 	return p == webUIPrefix || strings.HasPrefix(p, webUIPrefix+"/")
 }

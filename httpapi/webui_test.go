@@ -132,8 +132,10 @@ func TestWebUIOffIsAnUnknownPath(t *testing.T) {
 	if w := serve(on, "GET", "/ping", "", ""); w.Code != 200 || w.Body.String() != "pong" {
 		t.Fatalf("GET /ping beside the Web UI: %d %q", w.Code, w.Body)
 	}
-	if w := serve(on, "GET", "/uix", "", ""); w.Code != 404 || w.Body.Len() != 0 {
-		t.Fatalf("GET /uix beside the Web UI: %d %q", w.Code, w.Body)
+	for _, target := range []string{"/uix", "/ui%2Findex.html"} {
+		if w := serve(on, "GET", target, "", ""); w.Code != 404 || w.Body.Len() != 0 {
+			t.Fatalf("GET %s beside the Web UI: %d %q", target, w.Code, w.Body)
+		}
 	}
 	off, _, _ := testAPI(t, func(o *Options) { o.HTTP.WebUIDir = webUIDir(t) })
 	for _, target := range []string{"/ui", "/ui/", "/ui/index.html", "/ui/streams"} {
