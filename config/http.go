@@ -20,7 +20,8 @@ import (
 //	address = "127.0.0.1:3000"          # IGGY_HTTP_ADDRESS
 //	max_request_size = "2 MB"           # IGGY_HTTP_MAX_REQUEST_SIZE: request bodies (413 above)
 //	max_connections = 1024              # ours, IGGY_HTTP_MAX_CONNECTIONS: open connections at once
-//	web_ui = false                      # IGGY_HTTP_WEB_UI: true is refused (the UI is not embedded)
+//	web_ui = false                      # IGGY_HTTP_WEB_UI: serve apache/iggy's Web UI at /ui
+//	web_ui_dir = ""                     # ours, IGGY_HTTP_WEB_UI_DIR: its static build (web/build/static)
 //	[http.cors]
 //	enabled = true                      # IGGY_HTTP_CORS_ENABLED
 //	allowed_methods = ["GET", "POST", "PUT", "DELETE"]
@@ -63,8 +64,12 @@ type HTTP struct {
 	RequestSizeMaxBytes uint64
 	// ConnectionsMax bounds the open HTTP connections; more wait in the listen
 	// backlog until one closes.
-	ConnectionsMax  int
+	ConnectionsMax int
+	// WebUI serves the Web UI at /ui from WebUIDir, a directory holding the
+	// static build of apache/iggy web/ (`npm run build:static`: web/build/static),
+	// which the reference embeds in its binary and we do not.
 	WebUI           bool
+	WebUIDir        string
 	CORS            CORS
 	JWT             JWT
 	MetricsEnabled  bool
@@ -214,6 +219,7 @@ var httpSettings = []httpSetting{
 		return nil
 	}},
 	boolSetting("http.web_ui", func(h *HTTP) *bool { return &h.WebUI }),
+	stringSetting("http.web_ui_dir", func(h *HTTP) *string { return &h.WebUIDir }),
 	boolSetting("http.cors.enabled", func(h *HTTP) *bool { return &h.CORS.Enabled }),
 	listSetting("http.cors.allowed_methods", func(h *HTTP) *[]string { return &h.CORS.AllowedMethods }),
 	listSetting("http.cors.allowed_origins", func(h *HTTP) *[]string { return &h.CORS.AllowedOrigins }),
@@ -471,9 +477,11 @@ func (h *HTTP) validate() error {
 	if h.ConnectionsMax < 1 || h.ConnectionsMax > 1<<20 {
 		return &SettingError{Setting: "http.max_connections", Value: strconv.Itoa(h.ConnectionsMax), Reason: "must be 1 to 1048576"}
 	}
-	if h.WebUI {
-		return &SettingError{Setting: "http.web_ui", Value: "true",
-			Reason: "the Web UI is not embedded in iggy-shard: run apache/iggy web/ with PUBLIC_IGGY_API_URL pointing at this server"}
+	if h.WebUI && h.WebUIDir == "" {
+		// Whether the directory holds the build is checked where it is served
+		// (httpapi.New), as the TLS files are checked where they are loaded.
+		return &SettingError{Setting: "http.web_ui_dir", Value: "",
+			Reason: "must name the Web UI's static build (apache/iggy web/: npm run build:static, then web/build/static) when http.web_ui is true"}
 	}
 	if err := h.CORS.validate(); err != nil {
 		return err

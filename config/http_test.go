@@ -69,7 +69,7 @@ enabled = true
 		{name: "defaults are the reference's", want: func(c Config) bool {
 			h := c.HTTP
 			return h.Enabled && h.Address == "127.0.0.1:3000" && h.RequestSizeMaxBytes == 2_000_000 &&
-				h.ConnectionsMax == 1024 && !h.WebUI && h.CORS.Enabled &&
+				h.ConnectionsMax == 1024 && !h.WebUI && h.WebUIDir == "" && h.CORS.Enabled &&
 				reflect.DeepEqual(h.CORS.AllowedMethods, []string{"GET", "POST", "PUT", "DELETE"}) &&
 				reflect.DeepEqual(h.CORS.AllowedOrigins, []string{"*"}) &&
 				reflect.DeepEqual(h.CORS.AllowedHeaders, []string{"content-type", "authorization"}) &&
@@ -136,7 +136,11 @@ enabled = true
 		{name: "bad duration", env: map[string]string{"IGGY_HTTP_JWT_CLOCK_SKEW": "soon"}, setting: "IGGY_HTTP_JWT_CLOCK_SKEW"},
 		{name: "bad address", env: map[string]string{"IGGY_HTTP_ADDRESS": "3000"}, setting: "http.address"},
 		{name: "no connections", env: map[string]string{"IGGY_HTTP_MAX_CONNECTIONS": "0"}, setting: "http.max_connections"},
-		{name: "web ui", env: map[string]string{"IGGY_HTTP_WEB_UI": "true"}, setting: "http.web_ui"},
+		{name: "web ui without its directory", env: map[string]string{"IGGY_HTTP_WEB_UI": "true"}, setting: "http.web_ui_dir"},
+		{name: "web ui with its directory from env", env: map[string]string{"IGGY_HTTP_WEB_UI": "true", "IGGY_HTTP_WEB_UI_DIR": "/srv/iggy-web"},
+			want: func(c Config) bool { return c.HTTP.WebUI && c.HTTP.WebUIDir == "/srv/iggy-web" }},
+		{name: "web ui with its directory from file", text: "[http]\nweb_ui = true\nweb_ui_dir = \"web/build/static\"\n",
+			want: func(c Config) bool { return c.HTTP.WebUI && c.HTTP.WebUIDir == "web/build/static" }},
 		{name: "algorithm", env: map[string]string{"IGGY_HTTP_JWT_ALGORITHM": "RS256"}, setting: "http.jwt.algorithm"},
 		{name: "wildcard origin not first", env: map[string]string{"IGGY_HTTP_CORS_ALLOWED_ORIGINS": "[a, *]"}, setting: "http.cors.allowed_origins"},
 		{name: "unknown method", env: map[string]string{"IGGY_HTTP_CORS_ALLOWED_METHODS": "[GET, FETCH]"}, setting: "http.cors.allowed_methods"},

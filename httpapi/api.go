@@ -72,6 +72,7 @@ type API struct {
 	cors    *corsPolicy
 	forward *forwarder // nil: forwarding off
 	writes  *writeGate
+	webUI   *webUI // nil: [http] web_ui is off
 	// readWait bounds a partition read (partitionReadWait).
 	readWait time.Duration
 	now      func() time.Time
@@ -97,6 +98,11 @@ func New(opts Options) (*API, error) {
 	}
 	if opts.HTTP.CORS.Enabled {
 		a.cors = newCORSPolicy(opts.HTTP.CORS)
+	}
+	if opts.HTTP.WebUI {
+		if a.webUI, err = newWebUI(opts.HTTP.WebUIDir); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Forwarding {
 		a.forward = newForwarder(opts.ForwardTLS)
@@ -181,8 +187,9 @@ type reqCtx struct {
 	caller   Caller
 }
 
-// ServeHTTP answers one request: CORS, the route, the body limit, the bearer, the
-// handler; a panic in any of them is answered 500 and logged with the route.
+// ServeHTTP answers one request: the Web UI (webui.go) apart, then CORS, the
+// route, the body limit, the bearer, the handler; a panic in any of them is
+// answered 500 and logged with the route.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vw := &viewWriter{ResponseWriter: w, api: a, view: r.URL.Path != "/ping"}
 	route := r.Method + " " + r.URL.EscapedPath()
@@ -199,6 +206,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	if a.webUI != nil && isWebUIPath(r.URL.EscapedPath()) {
+		// Outside the API, as the reference merges it: no CORS, no iggy-view.
+		vw.view = false
+		a.webUI.ServeHTTP(vw, r)
+		return
+	}
 	if a.cors != nil {
 		if r.Method == http.MethodOptions {
 			vw.view = false

@@ -98,6 +98,9 @@ func (s *Server) serveAPI() error {
 	s.api = srv
 	s.httpPort.Store(uint32(srv.Addr().(*net.TCPAddr).Port))
 	s.log.Info("HTTP API", "address", srv.Addr().String(), "tls", cert != nil, "forwarding", opts.Forwarding)
+	if s.cfg.HTTP.WebUI {
+		s.log.Info("Web UI at /ui", "dir", s.cfg.HTTP.WebUIDir)
+	}
 	return nil
 }
 
