@@ -33,6 +33,12 @@ import (
 //   - a session the cluster ended (a full table evicted it) answers the write that
 //     finds it so 40 (unauthenticated, not applied) and is forgotten: the next
 //     write registers a new one;
+//   - a caller's partition write (request.Job.Binding) whose credential holds
+//     no session comes here first, is registered (or refused) as a metadata
+//     write is, and goes back to its shard without being proposed; the
+//     credentials that hold a session are listed for every shard
+//     (request.CallerSessions, kept as sessions are registered and forgotten),
+//     so a credential's later partition writes skip shard 0;
 //   - a LOGOUT of the credential ends its session through the log (an
 //     EndSessions op, as a closed connection's) and forgets it;
 //   - a node that is no longer the primary ends its sessions (releaseCallers):
@@ -122,6 +128,11 @@ func (r *Router) callerWriteNow(cs *callerSession, j *request.Job) {
 		r.callerLoggedOut(j)
 		r.callerAnswer(cs, nil)
 		return
+	case cs.epoch != 0 && j.Binding:
+		// A partition write's session is registered: the write goes back to
+		// its shard, and on to the partition's owner.
+		r.callerAnswer(cs, j)
+		return
 	case cs.epoch == 0:
 		if !r.plane.IsPrimary() {
 			// A backup refuses the write itself (58), as it refuses a binary
@@ -154,6 +165,7 @@ func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	if pj.registering {
 		if a.Evict == 0 && a.Status == 0 && a.Rejection == 0 {
 			cs.epoch = a.Epoch
+			r.callersBound.Add(cs.key)
 			r.callerWriteNow(cs, j)
 			return
 		}
@@ -230,6 +242,7 @@ func (r *Router) callerAnswer(cs *callerSession, j *request.Job) {
 func (r *Router) forgetCaller(cs *callerSession) {
 	if r.callers[cs.key] == cs {
 		delete(r.callers, cs.key)
+		r.callersBound.Remove(cs.key)
 	}
 }
 

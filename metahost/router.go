@@ -60,6 +60,9 @@ type Router struct {
 	// (callers.go), at most callerSessionsMax of them.
 	callers           map[string]*callerSession
 	callerSessionsMax int
+	// callersBound are the credentials of callers with a registered session,
+	// for the shards that route a caller's partition write (callers.go).
+	callersBound *request.CallerSessions
 }
 
 // passwordWork is the router's share of the password workers.
@@ -144,6 +147,9 @@ type RouterConfig struct {
 	// CallerSessionsMax caps the sessions of callers' credentials (callers.go);
 	// 0 is the reference's, half the client table.
 	CallerSessionsMax int
+	// CallerSessions is where the router lists the credentials holding a
+	// session, for every shard to read (nil: a set of its own).
+	CallerSessions *request.CallerSessions
 }
 
 // NewRouter is shard 0's router over plane, publishing the commit log from
@@ -169,6 +175,10 @@ func NewRouter(sh Shard0, plane *Plane, viewTail *metaview.Entry, cfg RouterConf
 		pending:           make(map[uint64]pendingJob),
 		callers:           make(map[string]*callerSession),
 		callerSessionsMax: cfg.CallerSessionsMax,
+		callersBound:      cfg.CallerSessions,
+	}
+	if r.callersBound == nil {
+		r.callersBound = request.NewCallerSessions()
 	}
 	if r.callerSessionsMax <= 0 {
 		r.callerSessionsMax = callerSessionsMaxDefault
@@ -323,6 +333,10 @@ func (r *Router) Serve(j *request.Job) {
 	hdr := j.Frame.Header
 	if j.Kind == request.KindOpen {
 		r.shard.Reply(j) // answered on the connection's shard already
+		return
+	}
+	if j.Binding {
+		r.callerWrite(j) // a partition write's session, registered before it goes on
 		return
 	}
 	if j.Kind != request.KindLogin && j.Kind != request.KindWrite && j.Call == nil {

@@ -64,6 +64,10 @@ type Job struct {
 	UserID  uint32
 	StartNs int64 // when its request arrived (shard clock), for its latency
 	Out     Outcome
+	// Binding: a call's partition write on its way through shard 0, which
+	// registers its credential's session first (metahost/callers.go); back home
+	// without an outcome, it goes on to the partition's owner.
+	Binding bool
 
 	Login  Login  // KindLogin
 	Send   Send   // KindSend

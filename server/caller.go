@@ -90,7 +90,12 @@ func (s *Server) MetadataRole() MetadataRole {
 //     sessions (half the client table), or whose registration's outcome is
 //     unknown, is 9; one whose minted client id is another user's is 101; a
 //     write whose session the cluster ended is 40, not applied, and the
-//     session is forgotten: the next write registers a new one.
+//     session is forgotten: the next write registers a new one;
+//   - a partition write (SEND_MESSAGES, STORE and DELETE_CONSUMER_OFFSET) of
+//     a credential that holds no session registers it the same way (the same
+//     cap and refusals, nothing written when refused) before it goes to the
+//     partition's owner, as the reference binds every write route's; one whose
+//     credential holds a session goes to the owner directly (callserve.go).
 //
 // A poll's reply is in a buffer lent from the server's free list: a caller done
 // with it may give it back (GiveBack).

@@ -59,13 +59,13 @@ func (h *handler) serveCall(c *request.Call) {
 		h.toMeta(j)
 	case op == wire.OperationSendMessages:
 		j.Kind = request.KindSend
-		h.route(j)
+		h.routeWrite(j)
 	case op == wire.OperationStoreConsumerOffset:
 		j.Kind = request.KindStoreOffset
-		h.route(j)
+		h.routeWrite(j)
 	case op == wire.OperationDeleteConsumerOffset:
 		j.Kind = request.KindDeleteOffset
-		h.route(j)
+		h.routeWrite(j)
 	default: // a read
 		switch c.Code {
 		case wire.CodeFlushUnsavedBuffer:
@@ -91,6 +91,37 @@ func (h *handler) serveCall(c *request.Call) {
 			h.deliver(j)
 		}
 	}
+}
+
+// routeWrite routes a call's partition write. One whose credential holds no
+// session yet goes through shard 0 first, which registers it as it does for a
+// metadata write (or refuses: 58, 9, 101), once however many writes of the
+// credential arrive together; the job then comes back here (bound) and goes on
+// to the partition's owner. A credential with a session costs one read-locked
+// lookup and no hop; a caller without a credential binds nothing, as before.
+func (h *handler) routeWrite(j *job) {
+	if cred := j.Call.Caller.Credential; cred != "" && !h.srv.callerSessions.Has(cred) {
+		j.Binding = true
+		h.toMeta(j)
+		return
+	}
+	h.route(j)
+}
+
+// resumeBound takes back a call's partition write from shard 0, its credential's
+// session registered: it goes on to the owner. It reports false for a refused
+// one, which is answered as any call is.
+func (h *handler) resumeBound(j *job) bool {
+	if !j.Binding {
+		return false
+	}
+	j.Binding = false
+	if j.Out.Evict != 0 || j.Out.Status != 0 {
+		return false
+	}
+	h.catchUpView()
+	h.route(j)
+	return true
 }
 
 // finishCall answers a call with its job's outcome, on the call's shard: the

@@ -558,6 +558,9 @@ func (h *handler) recycle(j *job) {
 // deliver writes a job's outcome to its connection (on the connection's shard).
 func (h *handler) deliver(j *job) {
 	if j.Call != nil {
+		if h.resumeBound(j) {
+			return
+		}
 		h.requests.record(commandOf(j.Frame.Header), outcomeOf(j), h.shard.NowNs()-j.StartNs)
 		h.finishCall(j)
 		return

@@ -147,6 +147,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/replicanet"
+	"github.com/iggy-shard/iggy-shard/request"
 	"github.com/iggy-shard/iggy-shard/segment"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/tlsterm"
@@ -187,6 +188,10 @@ type Server struct {
 	pollMemories []*pollmemory.Memory[*job]
 	// calls are the shards' inboxes of Do's calls (caller.go).
 	calls callInboxes
+	// callerSessions are the credentials whose callers hold a session at shard
+	// 0: a call's partition write of one not in it is bound there first
+	// (callserve.go).
+	callerSessions *request.CallerSessions
 	// replies are the buffers Do lends for poll replies (replybuffers.go).
 	replies replyBuffers
 	// metaTasks is work for shard 0 from other goroutines (httpserve.go).
@@ -288,6 +293,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 	}
 	s.handlers = make([]*handler, s.shardCount)
 	s.calls.init(s.shardCount)
+	s.callerSessions = request.NewCallerSessions()
 	s.replies = newReplyBuffers()
 	partitionhost.EachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
