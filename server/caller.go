@@ -121,8 +121,8 @@ func (s *Server) Do(ctx context.Context, caller Caller, code wire.CommandCode, b
 	}
 	c.Header.Size = uint32(wire.HeaderSize + len(body))
 	c.Header.Timestamp = s.nowMicros()
-	target := int(s.calls.next.Add(1) % uint32(s.shardCount))
-	switch s.calls.inboxes[target].push(c) {
+	target := int(s.transport.calls.next.Add(1) % uint32(s.shardCount))
+	switch s.transport.calls.inboxes[target].push(c) {
 	case pushStopped:
 		return nil, ErrStopped
 	case pushFull:

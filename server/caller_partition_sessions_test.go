@@ -55,8 +55,8 @@ func TestDoPartitionWritesBindSessions(t *testing.T) {
 	producer := credentialCaller("jwt:producer")
 	mustOK(t, "the first produce", send(producer, "first"))
 	client, epoch, ok := callerSessionOf(t, s, "jwt:producer")
-	if !ok || !s.callerSessions.Has("jwt:producer") {
-		t.Fatalf("a token's first produce registered no session (registered %v, listed for the shards %v)", ok, s.callerSessions.Has("jwt:producer"))
+	if !ok || !s.transport.sessions.Has("jwt:producer") {
+		t.Fatalf("a token's first produce registered no session (registered %v, listed for the shards %v)", ok, s.transport.sessions.Has("jwt:producer"))
 	}
 	if n, l := callerSessionsAt(t, s); n != sessions0+1 || l != table0+1 {
 		t.Fatalf("%d caller sessions, %d table entries after a first produce; before %d, %d", n, l, sessions0, table0)
@@ -121,7 +121,7 @@ func TestDoPartitionWritesBindSessions(t *testing.T) {
 	if _, err := s.Do(ctx, producer, wire.CodeLogoutUser, nil); err != nil {
 		t.Fatalf("a logout: %v", err)
 	}
-	if _, _, ok := callerSessionOf(t, s, "jwt:producer"); ok || s.callerSessions.Has("jwt:producer") {
+	if _, _, ok := callerSessionOf(t, s, "jwt:producer"); ok || s.transport.sessions.Has("jwt:producer") {
 		t.Fatal("the session outlived its logout")
 	}
 	mustOK(t, "a produce after the logout", send(producer, "after"))

@@ -12,7 +12,7 @@ const clientTransportHTTP uint8 = 3
 
 // serveCalls serves the calls waiting in this shard's inbox (caller.go), in order.
 func (h *handler) serveCalls() {
-	calls := h.srv.calls.inboxes[h.index].take()
+	calls := h.srv.transport.calls.inboxes[h.index].take()
 	for _, c := range calls {
 		h.serveCall(c)
 	}
@@ -22,7 +22,7 @@ func (h *handler) serveCalls() {
 // checks of a connection replaced by the caller's (Do says what differs).
 func (h *handler) serveCall(c *request.Call) {
 	h.catchUpView()
-	inbox := h.srv.calls.inboxes[h.index]
+	inbox := h.srv.transport.calls.inboxes[h.index]
 	inbox.served++
 	j := h.take()
 	j.Call = c
@@ -100,7 +100,7 @@ func (h *handler) serveCall(c *request.Call) {
 // to the partition's owner. A credential with a session costs one read-locked
 // lookup and no hop; a caller without a credential binds nothing, as before.
 func (h *handler) routeWrite(j *job) {
-	if cred := j.Call.Caller.Credential; cred != "" && !h.srv.callerSessions.Has(cred) {
+	if cred := j.Call.Caller.Credential; cred != "" && !h.srv.transport.sessions.Has(cred) {
 		j.Binding = true
 		h.toMeta(j)
 		return
@@ -137,7 +137,7 @@ func (h *handler) finishCall(j *job) {
 	case j.Out.Status != 0:
 		err = j.Out.Status
 	case j.Kind == request.KindPoll && j.Poll.Read:
-		reply = h.srv.replies.take(j.Poll.Res.ReplySizeBytes())
+		reply = h.srv.transport.replies.take(j.Poll.Res.ReplySizeBytes())
 		for _, p := range j.Poll.Res.AppendPollBuffers(j.Poll.Parts[:0]) {
 			reply = append(reply, p...)
 		}

@@ -129,12 +129,12 @@ func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	}
 	if h.index == 0 {
 		h.meta = s.newMetaRouter(h)
-		s.metaTasks.attach(sh.Wake)
+		s.transport.metaTasks.attach(sh.Wake)
 		h.heartbeatDueNs = sh.NowNs() + int64(s.heartbeatInterval)/5
 		sh.WakeAt(h.heartbeatDueNs)
 	}
 	s.handlers[h.index] = h
-	s.calls.inboxes[h.index].attach(sh.Wake)
+	s.transport.calls.inboxes[h.index].attach(sh.Wake)
 	return h
 }
 

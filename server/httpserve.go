@@ -237,7 +237,7 @@ func (b *httpBackend) RevokeToken(ctx context.Context, _ httpapi.Caller, jti str
 		return b.local.revoke(tokens, b.s.nowMicros())
 	}
 	answer := make(chan error, 1)
-	if !b.s.metaTasks.push(func(h *handler) {
+	if !b.s.transport.metaTasks.push(func(h *handler) {
 		h.meta.RevokeTokens(tokens, func(err error) { answer <- err })
 	}) {
 		return ErrStopped

@@ -71,7 +71,7 @@ func (c *setup) metaplaneConfig() metaplane.Config {
 // newMetaRouter is shard 0's router of the metadata host, h its Shard0.
 func (s *Server) newMetaRouter(h *handler) *metaRouter {
 	cfg := metahost.RouterConfig{Log: h.log, Stats: s.stats.Of, ObserveFsync: s.journalFsyncs.observe, TickOf: h.consensus.grid.tickAt,
-		CallerSessionsMax: s.cfg.callerSessionsMax, CallerSessions: s.callerSessions}
+		CallerSessionsMax: s.cfg.callerSessionsMax, CallerSessions: s.transport.sessions}
 	if s.cluster != nil {
 		cfg.LastHeardNs = s.cluster.lastHeardNs
 	}

@@ -61,4 +61,4 @@ func (r *replyBuffers) giveBack(b []byte) {
 // buffers, once the caller is done with it (every slice of it): the server may
 // write the next poll's reply into it at once. Give a reply back once, and only
 // one Do returned; not giving it back is always safe.
-func (s *Server) GiveBack(reply []byte) { s.replies.giveBack(reply) }
+func (s *Server) GiveBack(reply []byte) { s.transport.replies.giveBack(reply) }

@@ -153,6 +153,21 @@ import (
 	"github.com/iggy-shard/iggy-shard/tlsterm"
 )
 
+// transportCalls is what the calls of Server.Do, a transport other than the
+// binary connections, go through.
+type transportCalls struct {
+	// calls are the shards' inboxes of Do's calls (caller.go).
+	calls callInboxes
+	// sessions are the credentials whose callers hold a session at shard 0: a
+	// call's partition write of one not in it is bound there first
+	// (callserve.go).
+	sessions *request.CallerSessions
+	// replies are the buffers Do lends for poll replies (replybuffers.go).
+	replies replyBuffers
+	// metaTasks is work for shard 0 from other goroutines (httpserve.go).
+	metaTasks metaTaskInbox
+}
+
 // Server is a running node: single, or one of a cluster.
 type Server struct {
 	cfg setup
@@ -186,16 +201,8 @@ type Server struct {
 	// pollMemories bound the bytes each shard's polls hold (package pollmemory),
 	// one per shard, each touched by its shard only.
 	pollMemories []*pollmemory.Memory[*job]
-	// calls are the shards' inboxes of Do's calls (caller.go).
-	calls callInboxes
-	// callerSessions are the credentials whose callers hold a session at shard
-	// 0: a call's partition write of one not in it is bound there first
-	// (callserve.go).
-	callerSessions *request.CallerSessions
-	// replies are the buffers Do lends for poll replies (replybuffers.go).
-	replies replyBuffers
-	// metaTasks is work for shard 0 from other goroutines (httpserve.go).
-	metaTasks metaTaskInbox
+	// transport is what the calls of Server.Do go through (caller.go).
+	transport transportCalls
 	// api is the HTTP API's listener; nil when [http] is disabled.
 	api *httpapi.Server
 	// httpPort is the HTTP API's bound port, 0 when it is not served: published
@@ -292,9 +299,9 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		s.pollMemories[i] = pollmemory.New[*job](cfg.PollMemoryBytesMax, pollReadBytesMax+int64(cfg.FrameSizeMaxBytes))
 	}
 	s.handlers = make([]*handler, s.shardCount)
-	s.calls.init(s.shardCount)
-	s.callerSessions = request.NewCallerSessions()
-	s.replies = newReplyBuffers()
+	s.transport.calls.init(s.shardCount)
+	s.transport.sessions = request.NewCallerSessions()
+	s.transport.replies = newReplyBuffers()
 	partitionhost.EachPartition(meta.State(), func(k partition.Key, c partition.Config, createdAt, purgeGeneration uint64) {
 		owner := s.ownerOf(k)
 		s.initial[owner] = append(s.initial[owner], partitionhost.Open{Key: k, Cfg: c, CreatedAt: createdAt, PurgeGeneration: purgeGeneration})

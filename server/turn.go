@@ -70,7 +70,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 		h.flushOutbox()
 	}
 	if h.meta != nil {
-		for _, task := range h.srv.metaTasks.take() {
+		for _, task := range h.srv.transport.metaTasks.take() {
 			task(h)
 		}
 		h.checkHeartbeats()
@@ -92,9 +92,9 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 // it), every partition is closed, making what was written durable. Replies of sends
 // that complete now have no shard left to go to.
 func (h *handler) Stop(_ *shard.Shard) {
-	h.srv.calls.inboxes[h.index].close() // no call is taken any more: those waiting are answered
+	h.srv.transport.calls.inboxes[h.index].close() // no call is taken any more: those waiting are answered
 	if h.meta != nil {
-		h.srv.metaTasks.stop()
+		h.srv.transport.metaTasks.stop()
 		// The writes first: a login among them may hand its password to the
 		// workers again, whose checks are then abandoned with the others, and so
 		// are the new passwords still with the workers.
