@@ -403,22 +403,8 @@ type clientGroupJSON struct {
 	GroupID  uint32 `json:"group_id"`
 }
 
-func transportName(t uint8) string {
-	switch t {
-	case wire.ClientTransportTCP:
-		return "TCP"
-	case wire.ClientTransportQUIC:
-		return "QUIC"
-	case 3:
-		return "HTTP"
-	case wire.ClientTransportWebSocket:
-		return "WebSocket"
-	}
-	return "Unknown"
-}
-
 func renderClient(h *wire.ClientHeader) clientJSON {
-	c := clientJSON{ClientID: h.ClientID, Address: string(h.Address), Transport: transportName(h.Transport),
+	c := clientJSON{ClientID: h.ClientID, Address: string(h.Address), Transport: wire.ClientTransportName(h.Transport),
 		ConsumerGroupsCount: h.ConsumerGroupsCount}
 	if h.UserID != wire.ClientUserIDNone {
 		id := h.UserID

@@ -233,7 +233,7 @@ func TestDoAnswersAsTheBinaryProtocol(t *testing.T) {
 	mustOK(t, "GET_ME", err)
 	var me wire.ClientDetails
 	if err := me.Decode(reply); err != nil || me.ClientHeader.UserID != 0 || string(me.ClientHeader.Address) != testCallerAddr.String() ||
-		me.ClientHeader.Transport != clientTransportHTTP {
+		me.ClientHeader.Transport != wire.ClientTransportHTTP {
 		t.Fatalf("GET_ME: %+v, %v", me.ClientHeader, err)
 	}
 	// A caller is no client of the node's: the list holds the three connections.

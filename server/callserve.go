@@ -6,10 +6,6 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// clientTransportHTTP is the transport GET_ME reports for a caller: the
-// reference's Http (3), between its Quic (2) and WebSocket (4).
-const clientTransportHTTP uint8 = 3
-
 // serveCalls serves the calls waiting in this shard's inbox (caller.go), in order.
 func (h *handler) serveCalls() {
 	calls := h.srv.transport.calls.inboxes[h.index].take()
@@ -81,7 +77,7 @@ func (h *handler) serveCall(c *request.Call) {
 			h.toMeta(j)
 		default:
 			j.Kind = request.KindRead
-			ch := wire.ClientHeader{UserID: c.Caller.UserID, Transport: clientTransportHTTP}
+			ch := wire.ClientHeader{UserID: c.Caller.UserID, Transport: wire.ClientTransportHTTP} // a caller is reported as HTTP
 			reply, err := h.readLocal(&c.Header, c.Body, c.Caller.UserID, ch, c.Caller.Addr)
 			if err != nil {
 				j.Out.Status = errorCode(err, wire.ErrInvalidCommand)

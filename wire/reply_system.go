@@ -15,8 +15,25 @@ func DecodeEmptyReply(body []byte) error {
 const (
 	ClientTransportTCP       uint8 = 1 // also TCP-TLS
 	ClientTransportQUIC      uint8 = 2
+	ClientTransportHTTP      uint8 = 3
 	ClientTransportWebSocket uint8 = 4
 )
+
+// ClientTransportName is the name the reference shows for a ClientHeader's
+// transport byte ("TCP", "QUIC", "HTTP", "WebSocket"), "Unknown" for another.
+func ClientTransportName(t uint8) string {
+	switch t {
+	case ClientTransportTCP:
+		return "TCP"
+	case ClientTransportQUIC:
+		return "QUIC"
+	case ClientTransportHTTP:
+		return "HTTP"
+	case ClientTransportWebSocket:
+		return "WebSocket"
+	}
+	return "Unknown"
+}
 
 // ClientUserIDNone is a ClientHeader's user id for a connection that is not logged in.
 const ClientUserIDNone uint32 = 0xFFFFFFFF

@@ -368,20 +368,8 @@ type clientJSON struct {
 	ConsumerGroups      *[]clientGroupJSON `json:"consumer_groups,omitempty"`
 }
 
-func transportName(t uint8) string {
-	switch t {
-	case wire.ClientTransportTCP:
-		return "TCP"
-	case wire.ClientTransportQUIC:
-		return "QUIC"
-	case wire.ClientTransportWebSocket:
-		return "WebSocket"
-	}
-	return "Unknown"
-}
-
 func clientView(c *wire.ClientHeader) clientJSON {
-	v := clientJSON{ClientID: c.ClientID, Address: string(c.Address), Transport: transportName(c.Transport),
+	v := clientJSON{ClientID: c.ClientID, Address: string(c.Address), Transport: wire.ClientTransportName(c.Transport),
 		ConsumerGroupsCount: c.ConsumerGroupsCount}
 	if c.UserID != wire.ClientUserIDNone {
 		id := c.UserID

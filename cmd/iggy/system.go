@@ -123,7 +123,7 @@ func clientProperties(c *wire.ClientDetails) []property {
 		user = strconv.FormatUint(uint64(c.UserID), 10)
 	}
 	props = append(props, property{"User ID", user}, property{"Address", string(c.Address)},
-		property{"Transport", transportName(c.Transport)},
+		property{"Transport", wire.ClientTransportName(c.Transport)},
 		property{"Consumer Groups Count", strconv.FormatUint(uint64(c.ConsumerGroupsCount), 10)})
 	if len(c.Groups) > 0 {
 		var lines []string
@@ -176,7 +176,7 @@ func (a *app) clientList(cmd *cobra.Command, mode listMode) error {
 				user = strconv.FormatUint(uint64(h.UserID), 10)
 			}
 			rows[i] = []string{strconv.FormatUint(uint64(h.ClientID), 10), user, string(h.Address),
-				transportName(h.Transport), strconv.FormatUint(uint64(h.ConsumerGroupsCount), 10)}
+				wire.ClientTransportName(h.Transport), strconv.FormatUint(uint64(h.ConsumerGroupsCount), 10)}
 		}
 		return a.result(views, func() {
 			if len(rows) == 0 {
