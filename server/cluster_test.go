@@ -3,16 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
-	"net"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/internal/freeport"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -40,56 +37,14 @@ var testClusterTiming = vsr.Timing{
 // generous: on a loaded 2-core machine three nodes starting took more than 10 s.
 const clusterWait = 30 * time.Second
 
-// freeLoopbackPorts returns n distinct free TCP ports on 127.0.0.1 for a roster
-// that must name its nodes' ports before they start. They are drawn below the
-// kernel's ephemeral range: a port the kernel hands out (a listener on port 0)
-// may, once released, become the local port of another test's outgoing
-// connection before the node binds it (go test runs packages side by side), and
-// the node's start then fails with "address already in use". All are held open
-// until every one is picked, so that no two are the same.
-// internal/clustertest/harness_test.go (freePorts) does the same for processes.
+// freeLoopbackPorts is freeport.Loopback as the roster's uint16 ports.
 func freeLoopbackPorts(t testing.TB, n int) []uint16 {
 	t.Helper()
-	low, high := ephemeralPortsLow()-16384, ephemeralPortsLow()
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	ports := make([]uint16, 0, n)
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt == 1000 {
-			t.Fatalf("no %d free ports in [%d, %d) after 1000 tries", n, low, high)
-		}
-		port := low + mathrand.IntN(high-low)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, uint16(port))
+	ports := make([]uint16, n)
+	for i, p := range freeport.Loopback(t, n) {
+		ports[i] = uint16(p)
 	}
 	return ports
-}
-
-// ephemeralPortsLow is the first port of the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range; 32768 when it cannot be read).
-func ephemeralPortsLow() int {
-	const fallback = 32768
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return fallback
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) != 2 {
-		return fallback
-	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil || low < 16384+1024 {
-		return fallback
-	}
-	return low
 }
 
 // clusterConfigs is a roster of n loopback nodes on free ports, one

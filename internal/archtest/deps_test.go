@@ -22,13 +22,13 @@ const architectureDoc = "docs/ARCHITECTURE.md"
 var testOnlyEdges = map[string][]string{
 	"arena":                {"ring"},
 	"tlsterm":              {"tlsterm/tlstest"},
-	"server":               {"client", "tlsterm/tlstest"},
+	"server":               {"client", "tlsterm/tlstest", "internal/freeport"},
 	"replicanet":           {"tlsterm/tlstest"},
 	"bench":                {"server", "config"},
 	"cmd/iggy-shard":       {"client", "wire"},
 	"cmd/iggy":             {"server", "config", "tlsterm/tlstest"},
 	"compat":               {"server", "config", "wire", "github.com/zeebo/xxh3", "tlsterm/tlstest"},
-	"internal/clustertest": {"client", "wire"},
+	"internal/clustertest": {"client", "wire", "internal/freeport"},
 	// the consensus core's trace tests are datadriven scripts (testdata/*.txt)
 	"vsr": {"github.com/cockroachdb/datadriven"},
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/internal/freeport"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -152,7 +152,7 @@ func newCluster(t testing.TB, n int) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, bin: bin, shards: 1}
-	ports := freePorts(t, 3*n)
+	ports := freeport.Loopback(t, 3*n)
 	configDir := t.TempDir()
 	for i := range n {
 		nd := &node{c: c, id: i, tcpPort: ports[3*i], replicaPort: ports[3*i+1], metricsPort: ports[3*i+2],
@@ -192,55 +192,6 @@ func newCluster(t testing.TB, n int) *cluster {
 		}
 	})
 	return c
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1, drawn below the
-// kernel's ephemeral range: a port the kernel handed out (net.Listen on port 0)
-// may, once released, become the local port of an outgoing connection (a peer
-// redialing the killed node), and a node restarted on it could not bind it. All are
-// held open until every one is picked, so that no two are the same.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	low, high := ephemeralPortsLow()-16384, ephemeralPortsLow()
-	var listeners []net.Listener
-	defer func() {
-		for _, ln := range listeners {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt == 1000 {
-			t.Fatalf("no %d free ports in [%d, %d) after 1000 tries", n, low, high)
-		}
-		port := low + mathrand.IntN(high-low)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		listeners = append(listeners, ln)
-		ports = append(ports, port)
-	}
-	return ports
-}
-
-// ephemeralPortsLow is the first port of the kernel's ephemeral range (32768 when
-// it cannot be read).
-func ephemeralPortsLow() int {
-	const fallback = 32768
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return fallback
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) != 2 {
-		return fallback
-	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil || low < 16384+1024 {
-		return fallback
-	}
-	return low
 }
 
 func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.tcpPort)) }
@@ -286,7 +237,7 @@ func (n *node) start() {
 	}
 	if n.c.pprof {
 		if n.pprofPort == 0 {
-			n.pprofPort = freePorts(t, 1)[0]
+			n.pprofPort = freeport.Loopback(t, 1)[0]
 		}
 		args = append(args, "--pprof", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.pprofPort)))
 	}
