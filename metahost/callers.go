@@ -40,8 +40,8 @@ import (
 //     registers a new one. Its next partition write registers a new session at
 //     once and goes on: the reference's partition writes are sessionless and
 //     never see the eviction, so a produce there succeeds too. A write the
-//     cluster refuses for want of a session (one under way as the end applied)
-//     answers 40 alike;
+//     plane refuses for want of a session (the table's eviction skips entries
+//     with a write in flight, so only as a backstop) answers 40 alike;
 //   - a caller's partition write (request.Job.Binding) whose credential holds
 //     no session comes here first, is registered (or refused) as a metadata
 //     write is, and goes back to its shard without being proposed; the
