@@ -51,6 +51,7 @@ import (
 //	[pprof]
 //	address = "127.0.0.1:6060"          # ours, IGGY_PPROF_ADDRESS: net/http/pprof; off when absent
 //	[http]                              # the HTTP API (http.go), IGGY_HTTP_*
+//	[metadata]                          # the metadata plane's sizes (metadata.go), IGGY_METADATA_*
 //	[quic]
 //	enabled = false                     # IGGY_QUIC_ENABLED: not served; true is warned (Warnings)
 //	[websocket]
@@ -104,6 +105,8 @@ type Config struct {
 	Cluster Cluster
 	// HTTP is [http] (http.go).
 	HTTP HTTP
+	// Metadata is [metadata] (metadata.go).
+	Metadata Metadata
 	// QUICEnabled and WebSocketEnabled are [quic] enabled and [websocket] enabled:
 	// transports this server does not serve. Enabled, each is named in Warnings and
 	// its port is advertised as 0, the reference's "disabled".
@@ -150,6 +153,7 @@ func Default() Config {
 		Partition:           DefaultPartition(),
 		Cluster:             DefaultCluster(),
 		HTTP:                DefaultHTTP(),
+		Metadata:            DefaultMetadata(),
 		TLS: TLS{
 			SelfSigned: true,
 			CertFile:   "core/certs/iggy_cert.pem",
@@ -197,8 +201,9 @@ type fileConfig struct {
 	Pprof      struct {
 		Address *string `toml:"address"`
 	} `toml:"pprof"`
-	HTTP map[string]any `toml:"http"`
-	QUIC struct {
+	HTTP     map[string]any `toml:"http"`
+	Metadata fileMetadata   `toml:"metadata"`
+	QUIC     struct {
 		Enabled *bool `toml:"enabled"`
 	} `toml:"quic"`
 	WebSocket struct {
@@ -317,6 +322,9 @@ func (c *Config) applyFile(f *fileConfig) error {
 	if err := c.Partition.applyFile(f.System.Partition); err != nil {
 		return err
 	}
+	if err := c.Metadata.applyFile(&f.Metadata); err != nil {
+		return err
+	}
 	if err := c.Cluster.applyFile(&f.Cluster, &f.MessageBus); err != nil {
 		return err
 	}
@@ -377,6 +385,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.HeartbeatInterval = d
 	}
 	if err := c.Partition.applyEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.Metadata.applyEnv(getenv); err != nil {
 		return err
 	}
 	if err := c.Cluster.applyEnv(getenv); err != nil {
@@ -503,6 +514,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Cluster.Validate(); err != nil {
+		return err
+	}
+	if err := c.Metadata.validate(c.Cluster.Enabled); err != nil {
 		return err
 	}
 	if err := c.HTTP.validate(); err != nil {

@@ -78,6 +78,11 @@ type Files struct {
 	// ObserveFsync, when set, is told each journal fdatasync's duration, on the
 	// writer's goroutine.
 	ObserveFsync func(time.Duration)
+	// ClientsTableMax sizes the client table Recover makes or reads back
+	// ([metadata] clients_table_max; 0: vsr.ClientsTableMaxDefault). A snapshot
+	// written with another size loads when it holds no more sessions than this
+	// and the journal has nothing to replay (tablesize.go).
+	ClientsTableMax int
 
 	// The journal's entries: journalFirstOp is the op of the first, journalEnds[i]
 	// the end offset of op journalFirstOp+i; holes are the ops whose spans are
@@ -136,7 +141,7 @@ func (f *Files) Recover(rootUsername, rootPassword string, nowMicros uint64) (*m
 			}
 			state = metadata.NewState(rootUsername, metadata.HashPassword([]byte(rootPassword), salt), nowMicros)
 		}
-		rec.Snapshot = &metaplane.Snapshot{State: state, Table: vsr.NewClientTable(vsr.ClientsTableMaxDefault)}
+		rec.Snapshot = &metaplane.Snapshot{State: state, Table: vsr.NewClientTable(f.clientsTableMax())}
 		if err := f.store.ReplaceFile(StateFileName, EncodeStateRecord(vsr.DurableState{}, nil)); err != nil {
 			return nil, fmt.Errorf("metadata state record: %w", err)
 		}
@@ -151,7 +156,7 @@ func (f *Files) Recover(rootUsername, rootPassword string, nowMicros uint64) (*m
 	case err != nil:
 		return nil, fmt.Errorf("metadata snapshot: %w", err)
 	default:
-		if rec.Snapshot, err = metaplane.DecodeSnapshot(raw, vsr.ClientsTableMaxDefault); err != nil {
+		if rec.Snapshot, err = metaplane.DecodeSnapshot(raw, f.clientsTableMax()); err != nil {
 			return nil, fmt.Errorf("metadata snapshot %s: %w", filepath.Join(f.dir, SnapshotFileName), err)
 		}
 	}
@@ -202,6 +207,9 @@ func (f *Files) Recover(rootUsername, rootPassword string, nowMicros uint64) (*m
 		if err := f.store.ReplaceFile(JournalFileName, kept); err != nil {
 			return nil, fmt.Errorf("metadata journal rewrite: %w", err)
 		}
+	}
+	if err := f.keepTableSize(rec); err != nil {
+		return nil, err
 	}
 	if f.journal, err = f.store.OpenJournal(JournalFileName, scan.sizeBytes); err != nil {
 		return nil, err

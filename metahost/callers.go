@@ -30,9 +30,18 @@ import (
 //     table): a new one past the cap is refused 9 (cannot establish connection),
 //     after the sessions of expired credentials are ended to make room. The other
 //     half stays the binary connections', whose sessions end when they close;
-//   - a session the cluster ended (a full table evicted it) answers the write that
-//     finds it so 40 (unauthenticated, not applied) and is forgotten: the next
-//     write registers a new one;
+//   - a session the committed state ends (a full table evicts it, an
+//     EndSessions names it, a state transfer holds it no more) is marked ended in
+//     the step that applies the end (callersEnded), and its credential leaves
+//     request.CallerSessions there, so no partition write of it goes to an owner
+//     under a session that is gone. As the reference (core/server/src/http/
+//     submit.rs in apache/iggy), the credential's next metadata write answers 40
+//     (unauthenticated, not applied) and the session is forgotten: the write after
+//     registers a new one. Its next partition write registers a new session at
+//     once and goes on: the reference's partition writes are sessionless and
+//     never see the eviction, so a produce there succeeds too. A write the
+//     plane refuses for want of a session (the table's eviction skips entries
+//     with a write in flight, so only as a backstop) answers 40 alike;
 //   - a caller's partition write (request.Job.Binding) whose credential holds
 //     no session comes here first, is registered (or refused) as a metadata
 //     write is, and goes back to its shard without being proposed; the
@@ -66,6 +75,9 @@ type callerSession struct {
 	// are the credential's next writes, in arrival order.
 	busy   bool
 	queued []*request.Job
+	// ended: the committed state ended the session (callersEnded); it holds no
+	// entry in the client table any more.
+	ended bool
 }
 
 // callerKey is the credential a call's session is keyed by. A caller without one
@@ -95,7 +107,7 @@ func (r *Router) callerWrite(j *request.Job) {
 			return
 		}
 		if len(r.callers) >= r.callerSessionsMax {
-			r.endExpiredCallers()
+			r.makeRoomForCaller()
 		}
 		if len(r.callers) >= r.callerSessionsMax {
 			j.Out.Status = wire.ErrCannotEstablishConnection
@@ -128,6 +140,18 @@ func (r *Router) callerWriteNow(cs *callerSession, j *request.Job) {
 		r.callerLoggedOut(j)
 		r.callerAnswer(cs, nil)
 		return
+	case cs.ended && j.Binding:
+		// A partition write registers a new session and goes on (see above).
+		r.forgetCaller(cs)
+		cs.client, cs.epoch, cs.request, cs.ended = newCallerClient(), 0, 0, false
+		r.callers[cs.key] = cs
+	case cs.ended:
+		j.Out.Status = wire.ErrUnauthenticated
+		r.forgetCaller(cs)
+		r.callerAnswer(cs, j)
+		return
+	}
+	switch {
 	case cs.epoch != 0 && j.Binding:
 		// A partition write's session is registered: the write goes back to
 		// its shard, and on to the partition's owner.
@@ -165,6 +189,7 @@ func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	if pj.registering {
 		if a.Evict == 0 && a.Status == 0 && a.Rejection == 0 {
 			cs.epoch = a.Epoch
+			r.callerClients[cs.client] = cs
 			r.callersBound.Add(cs.key)
 			r.callerWriteNow(cs, j)
 			return
@@ -244,23 +269,62 @@ func (r *Router) forgetCaller(cs *callerSession) {
 		delete(r.callers, cs.key)
 		r.callersBound.Remove(cs.key)
 	}
+	if r.callerClients[cs.client] == cs {
+		delete(r.callerClients, cs.client)
+	}
 }
 
 // endCaller forgets a session and ends it through the log (metaplane's
-// EndSession, best effort: the table evicts an entry whose end was dropped).
+// EndSession, best effort: the table evicts an entry whose end was dropped). An
+// ended one has nothing left to end.
 func (r *Router) endCaller(cs *callerSession) {
 	r.forgetCaller(cs)
-	if cs.epoch != 0 {
+	if cs.epoch != 0 && !cs.ended {
 		r.plane.EndSession(cs.client, cs.epoch, r.shard.NowMicros())
 	}
 }
 
-// endExpiredCallers ends the sessions of expired credentials that have no write
-// under way: the cap then bites only on live credentials.
-func (r *Router) endExpiredCallers() {
+// callersEnded marks ended the sessions of callers among clients, whose entries
+// the op being applied (or the state a transfer installed) removed from the
+// client table, and takes their credentials out of request.CallerSessions: the
+// credentials' next partition writes come to shard 0 again (callerWriteNow).
+func (r *Router) callersEnded(clients []wire.Uint128) {
+	if len(r.callerClients) == 0 {
+		return
+	}
+	for _, client := range clients {
+		cs := r.callerClients[client]
+		if cs == nil {
+			continue
+		}
+		delete(r.callerClients, client)
+		cs.ended = true
+		if r.callers[cs.key] == cs {
+			r.callersBound.Remove(cs.key)
+		}
+	}
+}
+
+// callersNotIn marks ended the sessions of callers that table (a transferred
+// state's) no longer holds.
+func (r *Router) callersNotIn(table *vsr.ClientTable) {
+	var ended []wire.Uint128
+	for client := range r.callerClients {
+		if _, _, ok := table.Session(client); !ok {
+			ended = append(ended, client)
+		}
+	}
+	r.callersEnded(ended)
+}
+
+// makeRoomForCaller forgets the ended sessions and ends the sessions of expired
+// credentials that have no write under way: the cap then bites only on live
+// credentials. (A credential whose ended session is forgotten so registers anew
+// on its next write, without the 40.)
+func (r *Router) makeRoomForCaller() {
 	now := r.shard.NowMicros()
 	for _, cs := range r.callers {
-		if !cs.busy && cs.expiryMicros != 0 && cs.expiryMicros <= now {
+		if !cs.busy && (cs.ended || cs.expiryMicros != 0 && cs.expiryMicros <= now) {
 			r.endCaller(cs)
 		}
 	}

@@ -73,4 +73,5 @@ func (r *Router) publishInstalled() {
 		}
 	}
 	r.publish(&metaview.Entry{Replace: &metaview.Replace{Snapshot: p.State().AppendSnapshot(nil, p.Applied().Op), Sessions: sessions}, Ended: ended})
+	r.callersNotIn(p.Table())
 }

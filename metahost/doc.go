@@ -114,7 +114,7 @@ func errorCode(err error, fallback wire.ErrorCode) wire.ErrorCode {
 // node registered one (tests).
 func (r *Router) CallerSession(credential string) (client wire.Uint128, epoch uint64, ok bool) {
 	cs := r.callers[credential]
-	if cs == nil || cs.epoch == 0 {
+	if cs == nil || cs.epoch == 0 || cs.ended {
 		return wire.Uint128{}, 0, false
 	}
 	return cs.client, cs.epoch, true

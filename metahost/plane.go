@@ -60,6 +60,7 @@ func OpenOS(log *slog.Logger, systemPath string, cfg metaplane.Config, nowMicros
 func Open(log *slog.Logger, store metafiles.Storage, dir string, pcfg metaplane.Config, nowMicros uint64) (*Plane, error) {
 	m := &Plane{log: log, Clustered: pcfg.Clustered}
 	f := metafiles.New(log, dir, store, m.Clustered)
+	f.ClientsTableMax = pcfg.ClientsTableMax
 	m.Files = f
 	pcfg.ServerVersion = ServerVersion
 	pcfg.Log = log

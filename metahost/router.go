@@ -60,6 +60,9 @@ type Router struct {
 	// (callers.go), at most callerSessionsMax of them.
 	callers           map[string]*callerSession
 	callerSessionsMax int
+	// callerClients are the registered ones among callers by client id, for the
+	// ends the committed state brings (callersEnded).
+	callerClients map[wire.Uint128]*callerSession
 	// callersBound are the credentials of callers with a registered session,
 	// for the shards that route a caller's partition write (callers.go).
 	callersBound *request.CallerSessions
@@ -174,6 +177,7 @@ func NewRouter(sh Shard0, plane *Plane, viewTail *metaview.Entry, cfg RouterConf
 		journal:           metafiles.NewWriter(sh.Wake),
 		pending:           make(map[uint64]pendingJob),
 		callers:           make(map[string]*callerSession),
+		callerClients:     make(map[wire.Uint128]*callerSession),
 		callerSessionsMax: cfg.CallerSessionsMax,
 		callersBound:      cfg.CallerSessions,
 	}
@@ -198,6 +202,7 @@ func NewRouter(sh Shard0, plane *Plane, viewTail *metaview.Entry, cfg RouterConf
 // published puts an applied op into the commit log, before any reply of it leaves.
 func (r *Router) published(c *metaplane.Commit) {
 	r.commits++
+	r.callersEnded(c.Ended)
 	if c.Skipped {
 		return // it changed nothing: no view has anything to apply
 	}

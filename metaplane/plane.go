@@ -78,8 +78,13 @@ type Config struct {
 	// RootUsername and RootPassword are a cluster's root user, proposed once by
 	// its first primary.
 	RootUsername, RootPassword string
-	// ClientsTableMax is the client table's size (0: vsr.ClientsTableMaxDefault).
+	// ClientsTableMax is the client table's size (0: vsr.ClientsTableMaxDefault):
+	// a transferred state's table is decoded to it. The recovered snapshot's table
+	// is the host's to size alike (metafiles.Files.ClientsTableMax).
 	ClientsTableMax int
+	// PipelineDepth bounds the ops in flight (vsr.CoreConfig.PipelineDepth; 0:
+	// vsr.PipelineDepthDefault).
+	PipelineDepth int
 	// Log receives the plane's log lines (nil: none).
 	Log *slog.Logger
 	// Mutation breaks a rule of the plane on purpose, CoreMutation one of its
@@ -241,6 +246,9 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 	if cfg.ClientsTableMax <= 0 {
 		cfg.ClientsTableMax = vsr.ClientsTableMaxDefault
 	}
+	if cfg.PipelineDepth <= 0 {
+		cfg.PipelineDepth = vsr.PipelineDepthDefault
+	}
 	cfg.Replica.Group = wire.MetadataGroup
 	if cfg.Replica.ReplicaCount == 0 {
 		cfg.Replica.ReplicaCount = 1
@@ -267,7 +275,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p.checkpoints.intervalOps = max(1, min(cfg.CheckpointIntervalOps, CheckpointIntervalOpsMax(cfg.JournalSlots)))
+	p.checkpoints.intervalOps = max(1, min(cfg.CheckpointIntervalOps, vsr.CheckpointIntervalOpsMax(cfg.JournalSlots, cfg.PipelineDepth)))
 	if cfg.Mutation == MutationCheckpointLate {
 		// One past the boundary, W-1 (see MutationCheckpointLate).
 		cfg.OldCheckpointRule, cfg.CheckpointIntervalOps = true, uint64(cfg.JournalSlots)
@@ -295,7 +303,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 	// windows, which committed and were applied nowhere, and fell out of every
 	// replica's window (the simulator's long seed 44 stalled for good so).
 	slots := cfg.JournalSlots
-	for !cfg.Clustered && slots < len(headers)+len(rec.Faulty)+2*vsr.PipelineDepthDefault {
+	for !cfg.Clustered && slots < len(headers)+len(rec.Faulty)+2*cfg.PipelineDepth {
 		slots *= 2
 	}
 	p.journalSlots = slots
@@ -320,9 +328,10 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		coreCfg.CheckpointIntervalOps = p.checkpoints.intervalOps
 		if cfg.OldCheckpointRule {
 			// The core is told a legal interval; the plane keeps its own.
-			coreCfg.CheckpointIntervalOps = CheckpointIntervalOpsMax(slots)
+			coreCfg.CheckpointIntervalOps = vsr.CheckpointIntervalOpsMax(slots, cfg.PipelineDepth)
 		}
 	}
+	coreCfg.Config.PipelineDepth = cfg.PipelineDepth
 	core, err := vsr.NewCore(coreCfg)
 	if err != nil {
 		return nil, err
@@ -408,6 +417,9 @@ func (p *Plane) IntervalOps() uint64 { return p.checkpoints.intervalOps }
 
 // JournalSlots is the core's header window.
 func (p *Plane) JournalSlots() int { return p.journalSlots }
+
+// PipelineDepth bounds the ops in flight.
+func (p *Plane) PipelineDepth() int { return p.cfg.PipelineDepth }
 
 // Broken is why the plane refuses every write until a restart, nil while it
 // serves.

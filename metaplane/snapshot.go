@@ -126,6 +126,12 @@ func DecodeSnapshot(b []byte, tableMax int) (*Snapshot, error) {
 	if op != p.At.Op {
 		return nil, fmt.Errorf("%w: state op %d differs from op %d", ErrSnapshotCorrupt, op, p.At.Op)
 	}
+	if len(p.TableICT2) >= 8 {
+		if held := binary.LittleEndian.Uint32(p.TableICT2[4:8]); uint64(held) > uint64(tableMax) {
+			// Written with a larger table: a configuration to raise, not damage.
+			return nil, fmt.Errorf("the snapshot's client table holds %d sessions, more than metadata.clients_table_max = %d: start with a value of at least %d", held, tableMax, held)
+		}
+	}
 	table, err := vsr.DecodeICT2(p.TableICT2, tableMax)
 	if err != nil {
 		return nil, fmt.Errorf("metadata snapshot client table: %w", err)

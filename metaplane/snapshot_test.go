@@ -2,6 +2,7 @@ package metaplane
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
@@ -28,4 +29,23 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatal("a decoded snapshot does not encode to its bytes")
 		}
 	})
+}
+
+// TestSnapshotTableSize: a snapshot's table loads into a table of another size
+// that holds its sessions; one too small is refused naming the setting.
+func TestSnapshotTableSize(t *testing.T) {
+	table := vsr.NewClientTable(8)
+	for i := range 3 {
+		table.CommitRegister(wire.Uint128{Lo: uint64(i) + 1}, 0, uint64(i)+1, make([]byte, wire.HeaderSize))
+	}
+	b := AppendSnapshot(nil, Applied{Op: 3}, metadata.NewState("iggy", "x", 1), table)
+	for _, size := range []int{3, 64} {
+		s, err := DecodeSnapshot(b, size)
+		if err != nil || s.Table.Len() != 3 {
+			t.Fatalf("into a table of %d: %v", size, err)
+		}
+	}
+	if _, err := DecodeSnapshot(b, 2); err == nil || !strings.Contains(err.Error(), "metadata.clients_table_max") {
+		t.Fatalf("3 sessions into a table of 2: %v", err)
+	}
 }

@@ -50,7 +50,9 @@ func openMetaPlaneOn(log *slog.Logger, store metafiles.Storage, dir string, cfg 
 // a cluster the replica and its timers.
 func (c *setup) metaplaneConfig() metaplane.Config {
 	pcfg := metaplane.Config{
-		JournalSlots:          c.metaJournalSlotsBase(),
+		JournalSlots:          c.metaJournalWindow(),
+		PipelineDepth:         c.Metadata.PrepareQueueDepth,
+		ClientsTableMax:       c.Metadata.ClientsTableMax,
 		CheckpointIntervalOps: c.SnapshotIntervalOps,
 		OldCheckpointRule:     c.metaOldCheckpointRule,
 		RootUsername:          c.RootUsername,
@@ -68,10 +70,29 @@ func (c *setup) metaplaneConfig() metaplane.Config {
 	return pcfg
 }
 
+// metaJournalWindow is [metadata] journal_slots, unless a test shrinks the window
+// (testHooks.metaJournalSlots).
+func (c *setup) metaJournalWindow() int {
+	if c.metaJournalSlots > 0 || c.Metadata.JournalSlots <= 0 {
+		return c.metaJournalSlotsBase()
+	}
+	return c.Metadata.JournalSlots
+}
+
+// callerSessionsCap caps the sessions of callers' credentials: half the client
+// table ([metadata] clients_table_max), as the reference's, unless a test sets
+// its own.
+func (c *setup) callerSessionsCap() int {
+	if c.callerSessionsMax > 0 {
+		return c.callerSessionsMax
+	}
+	return c.Metadata.CallerSessionsMax()
+}
+
 // newMetaRouter is shard 0's router of the metadata host, h its Shard0.
 func (s *Server) newMetaRouter(h *handler) *metaRouter {
 	cfg := metahost.RouterConfig{Log: h.log, Stats: s.stats.Of, ObserveFsync: s.journalFsyncs.observe, TickOf: h.consensus.grid.tickAt,
-		CallerSessionsMax: s.cfg.callerSessionsMax, CallerSessions: s.transport.sessions}
+		CallerSessionsMax: s.cfg.callerSessionsCap(), CallerSessions: s.transport.sessions}
 	if s.cluster != nil {
 		cfg.LastHeardNs = s.cluster.lastHeardNs
 	}
