@@ -241,6 +241,12 @@ func (e *SettingError) Error() string {
 // Load builds the configuration: defaults, then the TOML file at path (when
 // path is not empty), then the environment (getenv, os.Getenv when nil). Flags are
 // the caller's to apply afterwards; Validate checks the result.
+//
+// getenv gives every variable's value. The few settings whose variable names are
+// not fixed (a trusted issuer's index) are also looked for in the process
+// environment's names (os.Environ), so that one Load cannot honour is refused
+// rather than ignored; a getenv that answers "" for such a name hides it, and one
+// it answers for that the process does not have goes unseen.
 func Load(path string, getenv func(string) string) (Config, error) {
 	cfg := Default()
 	if getenv == nil {
@@ -265,7 +271,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			return cfg, err
 		}
 	}
-	if err := cfg.applyEnv(getenv); err != nil {
+	if err := cfg.applyEnv(getenv, os.Environ()); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -362,7 +368,7 @@ func (c *Config) applyFile(f *fileConfig) error {
 	return c.HTTP.applyFile(f.HTTP)
 }
 
-func (c *Config) applyEnv(getenv func(string) string) error {
+func (c *Config) applyEnv(getenv func(string) string, environ []string) error {
 	if v := getenv("IGGY_TCP_ADDRESS"); v != "" {
 		c.TCPAddress = v
 	}
@@ -436,7 +442,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			*b.dst = on
 		}
 	}
-	return c.HTTP.applyEnv(getenv)
+	return c.HTTP.applyEnv(getenv, environ)
 }
 
 // Warnings are the lines the server logs at WARN when it starts: settings it

@@ -345,8 +345,9 @@ func flattenTOML(prefix string, table map[string]any, out map[string]string) err
 }
 
 // applyEnv applies the IGGY_HTTP_* variables; an empty value is ignored, as the
-// reference does.
-func (h *HTTP) applyEnv(getenv func(string) string) error {
+// reference does. environ lists the variables set (os.Environ), for those whose
+// names are not fixed (applyTrustedIssuersEnv).
+func (h *HTTP) applyEnv(getenv func(string) string, environ []string) error {
 	for _, s := range httpSettings {
 		name := envName(s.key)
 		v := getenv(name)
@@ -357,7 +358,7 @@ func (h *HTTP) applyEnv(getenv func(string) string) error {
 			return &SettingError{Setting: name, Value: shown(s.key, v), Reason: err.Error()}
 		}
 	}
-	return h.applyTrustedIssuersEnv(getenv)
+	return h.applyTrustedIssuersEnv(getenv, environ)
 }
 
 // trustedIssuersFromTOML reads [[http.jwt.trusted_issuers]].
@@ -394,12 +395,29 @@ func trustedIssuersFromTOML(v any) ([]TrustedIssuer, error) {
 	return issuers, nil
 }
 
+// trustedIssuersEnvPrefix begins the variables of [[http.jwt.trusted_issuers]]:
+// IGGY_HTTP_JWT_TRUSTED_ISSUERS_<i>_<FIELD>, FIELD one of trustedIssuerFields in
+// capitals and i from 0 to TrustedIssuersMax-1, written without leading zeros.
+const trustedIssuersEnvPrefix = "IGGY_HTTP_JWT_TRUSTED_ISSUERS_"
+
+var trustedIssuerFields = [...]string{"issuer", "audience", "jwks_url", "user_id"}
+
+func trustedIssuerEnvName(i int, field string) string {
+	return trustedIssuersEnvPrefix + strconv.Itoa(i) + "_" + strings.ToUpper(field)
+}
+
 // applyTrustedIssuersEnv reads IGGY_HTTP_JWT_TRUSTED_ISSUERS_<i>_<FIELD>: a
 // variable of entry i sets that field, growing the list to i+1 entries.
-func (h *HTTP) applyTrustedIssuersEnv(getenv func(string) string) error {
+//
+// It asks getenv for every name it reads, so a variable under the prefix that is
+// none of them (an index past the cap, a misspelt field) would leave its entry
+// silently out; environ, the variables set as os.Environ lists them, is searched for
+// one, and it is refused. getenv gives its value, so one it answers "" for is unset,
+// as everywhere.
+func (h *HTTP) applyTrustedIssuersEnv(getenv func(string) string, environ []string) error {
 	for i := range TrustedIssuersMax {
-		for _, field := range []string{"issuer", "audience", "jwks_url", "user_id"} {
-			name := fmt.Sprintf("IGGY_HTTP_JWT_TRUSTED_ISSUERS_%d_%s", i, strings.ToUpper(field))
+		for _, field := range trustedIssuerFields {
+			name := trustedIssuerEnvName(i, field)
 			v := getenv(name)
 			if v == "" {
 				continue
@@ -412,7 +430,34 @@ func (h *HTTP) applyTrustedIssuersEnv(getenv func(string) string) error {
 			}
 		}
 	}
+	for _, variable := range environ {
+		name, _, _ := strings.Cut(variable, "=")
+		if !strings.HasPrefix(name, trustedIssuersEnvPrefix) || isTrustedIssuerEnvName(name) {
+			continue
+		}
+		if v := getenv(name); v != "" {
+			return &SettingError{Setting: name, Value: shown(strings.ToLower(name), v), Reason: fmt.Sprintf(
+				"not read: the variables of [[http.jwt.trusted_issuers]] are %s<i>_{ISSUER,AUDIENCE,JWKS_URL,USER_ID}, i from 0 to %d",
+				trustedIssuersEnvPrefix, TrustedIssuersMax-1)}
+		}
+	}
 	return nil
+}
+
+// isTrustedIssuerEnvName reports whether applyTrustedIssuersEnv reads the variable
+// name.
+func isTrustedIssuerEnvName(name string) bool {
+	index, _, ok := strings.Cut(strings.TrimPrefix(name, trustedIssuersEnvPrefix), "_")
+	i, err := strconv.Atoi(index)
+	if !ok || err != nil || i < 0 || i >= TrustedIssuersMax {
+		return false
+	}
+	for _, f := range trustedIssuerFields {
+		if name == trustedIssuerEnvName(i, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // set sets one field of an entry from its text.

@@ -41,3 +41,44 @@ func TestTrustedIssuersMax(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedIssuersEnvNotReadRefused: a variable under
+// IGGY_HTTP_JWT_TRUSTED_ISSUERS_ that names no entry field Load reads (an index at or
+// past TrustedIssuersMax, an index with leading zeros, an unknown field) refuses the
+// start naming it, instead of leaving its entry silently out. The variables are found
+// in the process environment; getenv still gives their values, so one it answers ""
+// for is unset.
+func TestTrustedIssuersEnvNotReadRefused(t *testing.T) {
+	const prefix = "IGGY_HTTP_JWT_TRUSTED_ISSUERS_"
+	t.Run("last index read", func(t *testing.T) {
+		t.Setenv(prefix+"255_ISSUER", "https://idp-255.example")
+		c, err := Load("", os.Getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(c.HTTP.JWT.TrustedIssuers); n != TrustedIssuersMax || c.HTTP.JWT.TrustedIssuers[n-1].Issuer != "https://idp-255.example" {
+			t.Fatalf("%d trusted issuers read, want %d with the last one's issuer", n, TrustedIssuersMax)
+		}
+	})
+	for _, name := range []string{
+		prefix + "256_ISSUER",
+		prefix + "1000_JWKS_URL",
+		prefix + "18446744073709551616_USER_ID", // past any int
+		prefix + "007_AUDIENCE",
+		prefix + "0_ISUER",
+		prefix + "0_issuer",
+		prefix + "ISSUER",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, "https://idp.example")
+			_, err := Load("", os.Getenv)
+			var se *SettingError
+			if !errors.As(err, &se) || se.Setting != name {
+				t.Fatalf("%s set: %v, want a refusal naming it", name, err)
+			}
+			if _, err := Load("", func(string) string { return "" }); err != nil {
+				t.Fatalf("%s set but hidden by getenv: %v", name, err)
+			}
+		})
+	}
+}
