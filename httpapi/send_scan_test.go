@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -136,15 +137,27 @@ func FuzzScanSendMatchesDecoder(f *testing.F) {
 }
 
 // sendJSON is a SendMessages body of n messages of size-byte payloads, numbered ids.
-func sendJSON(n, size int) []byte {
+func sendJSON(n, size int) []byte { return sendJSONWithHeaders(n, size, nil) }
+
+// sendJSONWithHeaders is sendJSON with each message's user headers (a block) in
+// the array form, as the SDKs send them.
+func sendJSONWithHeaders(n, size int, headers []byte) []byte {
 	payload := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'x'}, size))
+	var entries string
+	if len(headers) > 0 {
+		rendered, err := json.Marshal(renderUserHeaders(headers))
+		if err != nil {
+			panic(err)
+		}
+		entries = `,"user_headers":` + string(rendered)
+	}
 	var b strings.Builder
 	b.WriteString(`{"partitioning":{"kind":"partition_id","value":"AQAAAA=="},"messages":[`)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"id":` + strconv.Itoa(i+1) + `,"payload":"` + payload + `"}`)
+		b.WriteString(`{"id":` + strconv.Itoa(i+1) + `,"payload":"` + payload + `"` + entries + `}`)
 	}
 	b.WriteString(`]}`)
 	return []byte(b.String())
