@@ -59,7 +59,7 @@ func BenchmarkMessagesJSON(b *testing.B) {
 
 // benchUserHeaders is three headers as an SDK sets them, in no particular order: a
 // string, a u64 and a bool.
-func benchUserHeaders(b *testing.B) []byte {
+func benchUserHeaders(b testing.TB) []byte {
 	block, err := wire.AppendTLV(nil, wire.HeaderString, []byte("trace_id"), wire.HeaderString, []byte("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"))
 	if err == nil {
 		block, err = wire.AppendTLV(block, wire.HeaderString, []byte("attempt"), wire.HeaderUint64, []byte{3, 0, 0, 0, 0, 0, 0, 0})

@@ -2,13 +2,15 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"sort"
 
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The poll answer as it was rendered before writePolled: a struct per message
-// marshalled by encoding/json. Kept as the reference writePolled must match byte for
-// byte (TestPolledReplyMatchesEncodingJSON, FuzzPolledReplyMatchesEncodingJSON).
+// The poll answer as it was rendered before writePolled and appendUserHeaders: a
+// struct per message (and per user header) marshalled by encoding/json. Kept as the
+// reference they must match byte for byte (TestPolledReplyMatchesEncodingJSON,
+// TestPolledHeadersMatchEncodingJSON and their fuzz tests).
 
 // polledJSON is a poll's answer (messages.rs).
 type polledJSON struct {
@@ -58,4 +60,34 @@ func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) polled
 	}
 	out.Count = len(out.Messages)
 	return out
+}
+
+// renderUserHeaders is a polled message's user headers: [] for none, the entries
+// sorted by key when the block parses, else the block as a base64 string.
+func renderUserHeaders(block []byte) any {
+	entries := []headerEntryJSON{}
+	it := wire.NewTLVIterator(block)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		entries = append(entries, headerEntryJSON{
+			Key:   &headerFieldJSON{Kind: kindName(e.KeyKind), Value: base64.StdEncoding.EncodeToString(e.Key)},
+			Value: &headerFieldJSON{Kind: kindName(e.ValueKind), Value: base64.StdEncoding.EncodeToString(e.Value)},
+		})
+	}
+	if it.Err() != nil || unknownKinds(block) {
+		return base64.StdEncoding.EncodeToString(block)
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Key.Value < entries[j].Key.Value })
+	return entries
+}
+
+// unknownKinds reports a kind code JSON has no name for: such a block is shown raw
+// so that nothing is renamed on its way through.
+func unknownKinds(block []byte) bool {
+	it := wire.NewTLVIterator(block)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		if !e.KeyKind.Known() || !e.ValueKind.Known() {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"math/bits"
 	"net/http"
 	"strconv"
@@ -77,12 +76,14 @@ func encodePolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bo
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(count), 10)
 	b = append(b, `,"messages":[`...)
+	var refsInline [headerRefsInline]uint32
+	refs := refsInline[:0]
 	it := p.Messages()
 	for i := 0; i < count && it.Next(); i++ {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendPolledMessage(b, it.Message())
+		b, refs = appendPolledMessage(b, it.Message(), refs)
 		if flush != nil && len(b) >= pollFlushBytes {
 			b = flush(b)
 		}
@@ -90,7 +91,8 @@ func encodePolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bo
 	return append(b, "]}"...)
 }
 
-func appendPolledMessage(b []byte, m wire.PolledMessage) []byte {
+// appendPolledMessage appends m's JSON; refs is appendUserHeaders' scratch.
+func appendPolledMessage(b []byte, m wire.PolledMessage, refs []uint32) ([]byte, []uint32) {
 	payload, headers := m.Payload(), m.UserHeaders()
 	id := m.ID()
 	b = append(b, `{"header":{"checksum":`...)
@@ -110,17 +112,8 @@ func appendPolledMessage(b []byte, m wire.PolledMessage) []byte {
 	b = append(b, `,"reserved":0},"payload":"`...)
 	b = appendBase64(b, payload)
 	b = append(b, `","user_headers":`...)
-	if len(headers) == 0 {
-		b = append(b, "[]"...)
-	} else {
-		// Rare, and sorted by the base64 of the keys: the general renderer.
-		rendered, err := json.Marshal(renderUserHeaders(headers))
-		if err != nil {
-			panic("httpapi: encoding user headers: " + err.Error())
-		}
-		b = append(b, rendered...)
-	}
-	return append(b, '}')
+	b, refs = appendUserHeaders(b, headers, refs)
+	return append(b, '}'), refs
 }
 
 // appendUint128 appends hi:lo in decimal, as u128's MarshalJSON writes it.
