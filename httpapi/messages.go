@@ -172,10 +172,11 @@ type headerFieldJSON struct {
 	Value string `json:"value"`
 }
 
+// headerKindsByName are the kinds by their JSON names (core/common/src/types/).
 var headerKindsByName = func() map[string]wire.HeaderKind {
 	m := map[string]wire.HeaderKind{}
-	for k, n := range headerKindNames {
-		m[n] = k
+	for k := wire.HeaderRaw; k <= wire.HeaderFloat64; k++ {
+		m[k.String()] = k
 	}
 	return m
 }()

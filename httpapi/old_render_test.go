@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"sort"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -27,14 +28,14 @@ type polledMessageJSON struct {
 }
 
 type messageHeaderJSON struct {
-	Checksum          uint64 `json:"checksum"`
-	ID                u128   `json:"id"`
-	Offset            uint64 `json:"offset"`
-	Timestamp         uint64 `json:"timestamp"`
-	OriginTimestamp   uint64 `json:"origin_timestamp"`
-	UserHeadersLength uint32 `json:"user_headers_length"`
-	PayloadLength     uint32 `json:"payload_length"`
-	Reserved          uint64 `json:"reserved"`
+	Checksum          uint64        `json:"checksum"`
+	ID                jsonview.U128 `json:"id"`
+	Offset            uint64        `json:"offset"`
+	Timestamp         uint64        `json:"timestamp"`
+	OriginTimestamp   uint64        `json:"origin_timestamp"`
+	UserHeadersLength uint32        `json:"user_headers_length"`
+	PayloadLength     uint32        `json:"payload_length"`
+	Reserved          uint64        `json:"reserved"`
 }
 
 // renderPolled renders a poll reply. budgetBytes (0 = none) bounds the answer
@@ -52,7 +53,7 @@ func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) polled
 		}
 		used += cost
 		out.Messages = append(out.Messages, polledMessageJSON{
-			Header: messageHeaderJSON{Checksum: m.Checksum(), ID: u128(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
+			Header: messageHeaderJSON{Checksum: m.Checksum(), ID: jsonview.U128(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
 				OriginTimestamp: m.OriginTimestamp, UserHeadersLength: uint32(len(headers)), PayloadLength: uint32(len(payload))},
 			Payload:     base64.StdEncoding.EncodeToString(payload),
 			UserHeaders: renderUserHeaders(headers),
@@ -69,8 +70,8 @@ func renderUserHeaders(block []byte) any {
 	it := wire.NewTLVIterator(block)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
 		entries = append(entries, headerEntryJSON{
-			Key:   &headerFieldJSON{Kind: kindName(e.KeyKind), Value: base64.StdEncoding.EncodeToString(e.Key)},
-			Value: &headerFieldJSON{Kind: kindName(e.ValueKind), Value: base64.StdEncoding.EncodeToString(e.Value)},
+			Key:   &headerFieldJSON{Kind: e.KeyKind.String(), Value: base64.StdEncoding.EncodeToString(e.Key)},
+			Value: &headerFieldJSON{Kind: e.ValueKind.String(), Value: base64.StdEncoding.EncodeToString(e.Value)},
 		})
 	}
 	if it.Err() != nil || unknownKinds(block) {

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"math/bits"
 	"net/http"
 	"strconv"
 	"sync"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -98,7 +98,7 @@ func appendPolledMessage(b []byte, m wire.PolledMessage, refs []uint32) ([]byte,
 	b = append(b, `{"header":{"checksum":`...)
 	b = strconv.AppendUint(b, m.Checksum(), 10)
 	b = append(b, `,"id":`...)
-	b = appendUint128(b, id.Hi, id.Lo)
+	b = jsonview.AppendU128(b, id)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendUint(b, m.Offset, 10)
 	b = append(b, `,"timestamp":`...)
@@ -114,22 +114,4 @@ func appendPolledMessage(b []byte, m wire.PolledMessage, refs []uint32) ([]byte,
 	b = append(b, `","user_headers":`...)
 	b, refs = appendUserHeaders(b, headers, refs)
 	return append(b, '}'), refs
-}
-
-// appendUint128 appends hi:lo in decimal, as u128's MarshalJSON writes it.
-func appendUint128(b []byte, hi, lo uint64) []byte {
-	if hi == 0 {
-		return strconv.AppendUint(b, lo, 10)
-	}
-	const tenPow19 = 10_000_000_000_000_000_000
-	// hi:lo = q*10^19 + r, with q of up to 128 bits and r of 19 digits.
-	qHi, rHi := hi/tenPow19, hi%tenPow19
-	qLo, r := bits.Div64(rHi, lo, tenPow19)
-	b = appendUint128(b, qHi, qLo)
-	var digits [19]byte
-	for i := len(digits) - 1; i >= 0; i-- {
-		digits[i] = byte('0' + r%10)
-		r /= 10
-	}
-	return append(b, digits[:]...)
 }

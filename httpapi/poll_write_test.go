@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
-	"math/big"
 	"net/http/httptest"
 	"testing"
 
@@ -100,17 +99,6 @@ func FuzzPolledReplyMatchesEncodingJSON(f *testing.F) {
 		}
 		checkSamePoll(t, polledOf(t, ids, payloads, blocks), max(budget, 0), truncate)
 	})
-}
-
-func TestAppendUint128(t *testing.T) {
-	for _, u := range []wire.Uint128{{}, {Lo: 9}, {Hi: 1}, {Hi: 5421010862427522170, Lo: 687399551400673279}, {Hi: 5421010862427522170, Lo: 687399551400673280},
-		{Hi: math.MaxUint64, Lo: math.MaxUint64}, {Hi: 10_000_000_000_000_000_000, Lo: 0}, {Hi: 1 << 63, Lo: 1}} {
-		want := new(big.Int).Lsh(new(big.Int).SetUint64(u.Hi), 64)
-		want.Or(want, new(big.Int).SetUint64(u.Lo))
-		if got := appendUint128(nil, u.Hi, u.Lo); string(got) != want.String() {
-			t.Errorf("%#x:%#x: %s, want %s", u.Hi, u.Lo, got, want)
-		}
-	}
 }
 
 // A poll's answer is written without an allocation per message: into the pooled

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -249,7 +250,7 @@ func getOffset(rc *reqCtx) error {
 	if err := o.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(consumerOffsetJSON{PartitionID: o.PartitionID, CurrentOffset: o.CurrentOffset, StoredOffset: o.StoredOffset})
+	return rc.json(jsonview.ConsumerOffset{PartitionID: o.PartitionID, CurrentOffset: o.CurrentOffset, StoredOffset: o.StoredOffset})
 }
 
 // consumerIDJSON is consumer_id in a body: a string (as the SDK sends it) or a

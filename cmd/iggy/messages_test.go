@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 // messageTopic makes a stream with a topic of n partitions for a test.
@@ -180,7 +182,7 @@ func TestPollAutoCommitOnlyPrinted(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
-	var o offsetJSON
+	var o jsonview.ConsumerOffset
 	e.json(&o, "consumer-offset", "get", "3", s, "t", "0")
 	if o.StoredOffset != 1 {
 		t.Fatalf("stored offset %d after printing offsets 0 and 1", o.StoredOffset)
@@ -253,7 +255,7 @@ func TestPollFollow(t *testing.T) {
 	if strings.Join(payloads, ",") != "before,during-1,during-2" {
 		t.Fatalf("followed payloads: %v", payloads)
 	}
-	var o offsetJSON
+	var o jsonview.ConsumerOffset
 	e.json(&o, "consumer-offset", "get", "9", s, "t", "0")
 	if o.StoredOffset != 2 {
 		t.Fatalf("stored offset %d after following to offset 2", o.StoredOffset)
@@ -285,7 +287,7 @@ func TestSendProgress(t *testing.T) {
 			t.Fatalf("terminal %v: progress shown %v:\n%q", terminal, shown, r.stderr)
 		}
 	}
-	var topic topicJSON
+	var topic jsonview.Topic
 	e.json(&topic, "topic", "get", s, "t")
 	if topic.MessagesCount != 5000 {
 		t.Fatalf("messages after two sends of 2500: %d", topic.MessagesCount)

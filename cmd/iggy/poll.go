@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -337,7 +338,7 @@ func (pr *pollPrinter) one(m *wire.PolledMessage, payload []byte, currentOffset 
 		_, err = out.Write(append(b, '\n'))
 		return err
 	}
-	id := uint128Text(m.ID())
+	id := jsonview.U128(m.ID()).String()
 	if !pr.headerDone {
 		pr.headerDone = true
 		pr.offsetWidth = max(len("Offset"), len(strconv.FormatUint(currentOffset, 10)))
@@ -353,8 +354,8 @@ func (pr *pollPrinter) one(m *wire.PolledMessage, payload []byte, currentOffset 
 	if pr.showHeaders {
 		it := wire.NewTLVIterator(m.UserHeaders())
 		for e, ok := it.Next(); ok; e, ok = it.Next() {
-			if _, err := fmt.Fprintf(out, "%*s  header %s (%s) = %s\n", pr.offsetWidth, "", headerValueText(e.KeyKind, e.Key),
-				e.ValueKind, headerValueText(e.ValueKind, e.Value)); err != nil {
+			if _, err := fmt.Fprintf(out, "%*s  header %s (%s) = %s\n", pr.offsetWidth, "", jsonview.ValueText(e.KeyKind, e.Key),
+				e.ValueKind, jsonview.ValueText(e.ValueKind, e.Value)); err != nil {
 				return err
 			}
 		}
@@ -381,14 +382,14 @@ type polledJSON struct {
 }
 
 type messageHeaderJSON struct {
-	Checksum          uint64      `json:"checksum"`
-	ID                uint128JSON `json:"id"`
-	Offset            uint64      `json:"offset"`
-	Timestamp         uint64      `json:"timestamp"`
-	OriginTimestamp   uint64      `json:"origin_timestamp"`
-	UserHeadersLength int         `json:"user_headers_length"`
-	PayloadLength     int         `json:"payload_length"`
-	Reserved          uint64      `json:"reserved"`
+	Checksum          uint64        `json:"checksum"`
+	ID                jsonview.U128 `json:"id"`
+	Offset            uint64        `json:"offset"`
+	Timestamp         uint64        `json:"timestamp"`
+	OriginTimestamp   uint64        `json:"origin_timestamp"`
+	UserHeadersLength int           `json:"user_headers_length"`
+	PayloadLength     int           `json:"payload_length"`
+	Reserved          uint64        `json:"reserved"`
 }
 
 type messageJSON struct {
@@ -403,7 +404,7 @@ type messageJSON struct {
 // --encryption-key: its payload_length is then the decrypted one's).
 func messageView(m *wire.PolledMessage, payload []byte) messageJSON {
 	v := messageJSON{
-		Header: messageHeaderJSON{Checksum: m.Checksum(), ID: uint128JSON(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
+		Header: messageHeaderJSON{Checksum: m.Checksum(), ID: jsonview.U128(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
 			OriginTimestamp: m.OriginTimestamp, UserHeadersLength: len(m.UserHeaders()), PayloadLength: len(payload)},
 		Payload: payload,
 	}
