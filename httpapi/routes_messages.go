@@ -112,17 +112,6 @@ func (a *API) pollMessages(rc *reqCtx) error {
 	return nil
 }
 
-type confirmationsJSON struct {
-	Confirmations []confirmationJSON `json:"confirmations"`
-}
-
-type confirmationJSON struct {
-	StreamID    uint32 `json:"stream_id"`
-	TopicID     uint32 `json:"topic_id"`
-	PartitionID uint32 `json:"partition_id"`
-	BaseOffset  uint64 `json:"base_offset"`
-}
-
 // noAckTimeout bounds a send answered before it commits (?ack=none).
 const noAckTimeout = 10 * time.Second
 
@@ -171,11 +160,7 @@ func sendMessages(rc *reqCtx) error {
 	if err := c.Decode(reply); err != nil {
 		return err
 	}
-	out := confirmationsJSON{Confirmations: make([]confirmationJSON, c.Len())}
-	for i := range out.Confirmations {
-		e := c.At(i)
-		out.Confirmations[i] = confirmationJSON{StreamID: e.StreamID, TopicID: e.TopicID, PartitionID: e.PartitionID, BaseOffset: e.BaseOffset}
-	}
+	out := jsonview.SendConfirmations{Confirmations: jsonview.AppendSendConfirmations(make([]jsonview.SendConfirmation, 0, c.Len()), c)}
 	rc.w.Header().Set("Iggy-Durability", "replicated-memory")
 	writeJSON(rc.w, http.StatusCreated, out)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -128,7 +129,7 @@ func TestScanSendTakesUserHeaders(t *testing.T) {
 	// Every block a poll may answer, in the form the poll answers it (an array, or a
 	// string for a block the array cannot show), is taken as sent.
 	for name, block := range headerBlockCases(t) {
-		rendered, err := json.Marshal(renderUserHeaders(block))
+		rendered, err := json.Marshal(jsonview.UserHeaders(block))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +194,7 @@ func TestScanSendTakesUserHeaders(t *testing.T) {
 // headers' JSON rather than on the body around it.
 func FuzzScanSendMatchesDecoderHeaders(f *testing.F) {
 	for _, block := range headerBlockCases(f) {
-		rendered, err := json.Marshal(renderUserHeaders(block))
+		rendered, err := json.Marshal(jsonview.UserHeaders(block))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -240,7 +241,7 @@ func sendJSONWithHeaders(n, size int, headers []byte) []byte {
 	payload := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'x'}, size))
 	var entries string
 	if len(headers) > 0 {
-		rendered, err := json.Marshal(renderUserHeaders(headers))
+		rendered, err := json.Marshal(jsonview.UserHeaders(headers))
 		if err != nil {
 			panic(err)
 		}
