@@ -71,10 +71,7 @@ func scanSend(stream, topic wire.Identifier, raw []byte, now time.Time) (out []b
 	bb.Reset(make([]byte, room, room+len(raw)))
 	var sawPartitioning, sawMessages bool
 	for first := true; !s.consume('}'); first = false {
-		if !first && !s.consume(',') {
-			return nil, false
-		}
-		key, ok := s.key()
+		key, ok := s.memberKey(first)
 		if !ok {
 			return nil, false
 		}
@@ -207,6 +204,15 @@ func (s *sendScanner) key() ([]byte, bool) {
 	return k, ok && s.consume(':')
 }
 
+// memberKey reads the key of an object's next member: after a comma unless it is
+// the first.
+func (s *sendScanner) memberKey(first bool) ([]byte, bool) {
+	if !first && !s.consume(',') {
+		return nil, false
+	}
+	return s.key()
+}
+
 // null reads the literal null if it is next.
 func (s *sendScanner) null() bool {
 	s.skipSpace()
@@ -224,10 +230,7 @@ func (s *sendScanner) partitioning() (wire.Partitioning, bool) {
 		return wire.Partitioning{}, false
 	}
 	for n := 0; n < 2; n++ {
-		if n > 0 && !s.consume(',') {
-			return wire.Partitioning{}, false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(n == 0)
 		if !ok {
 			return wire.Partitioning{}, false
 		}
@@ -270,10 +273,7 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratch *sendScr
 		seen    int
 	)
 	for first := true; !s.consume('}'); first = false {
-		if !first && !s.consume(',') {
-			return false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(first)
 		if !ok {
 			return false
 		}
@@ -407,10 +407,7 @@ func (s *sendScanner) headerEntry(block []byte) ([]byte, bool) {
 	}
 	var key, value headerFieldText
 	for n := 0; n < 2; n++ {
-		if n > 0 && !s.consume(',') {
-			return nil, false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(n == 0)
 		if !ok {
 			return nil, false
 		}
@@ -460,10 +457,7 @@ func (s *sendScanner) headerField(f *headerFieldText) bool {
 	}
 	var sawText bool
 	for n := 0; n < 2; n++ {
-		if n > 0 && !s.consume(',') {
-			return false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(n == 0)
 		if !ok {
 			return false
 		}
