@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/big"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -173,10 +172,11 @@ type headerFieldJSON struct {
 	Value string `json:"value"`
 }
 
+// headerKindsByName are the kinds by their JSON names (core/common/src/types/).
 var headerKindsByName = func() map[string]wire.HeaderKind {
 	m := map[string]wire.HeaderKind{}
-	for k, n := range headerKindNames {
-		m[n] = k
+	for k := wire.HeaderRaw; k <= wire.HeaderFloat64; k++ {
+		m[k.String()] = k
 	}
 	return m
 }()
@@ -227,36 +227,6 @@ func (f *headerFieldJSON) decode() (wire.HeaderKind, []byte, error) {
 		return 0, nil, &shapeError{"user_headers: value not standard base64"}
 	}
 	return kind, v, nil
-}
-
-// renderUserHeaders is a polled message's user headers: [] for none, the entries
-// sorted by key when the block parses, else the block as a base64 string.
-func renderUserHeaders(block []byte) any {
-	entries := []headerEntryJSON{}
-	it := wire.NewTLVIterator(block)
-	for e, ok := it.Next(); ok; e, ok = it.Next() {
-		entries = append(entries, headerEntryJSON{
-			Key:   &headerFieldJSON{Kind: kindName(e.KeyKind), Value: base64.StdEncoding.EncodeToString(e.Key)},
-			Value: &headerFieldJSON{Kind: kindName(e.ValueKind), Value: base64.StdEncoding.EncodeToString(e.Value)},
-		})
-	}
-	if it.Err() != nil || unknownKinds(block) {
-		return base64.StdEncoding.EncodeToString(block)
-	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Key.Value < entries[j].Key.Value })
-	return entries
-}
-
-// unknownKinds reports a kind code JSON has no name for: such a block is shown raw
-// so that nothing is renamed on its way through.
-func unknownKinds(block []byte) bool {
-	it := wire.NewTLVIterator(block)
-	for e, ok := it.Next(); ok; e, ok = it.Next() {
-		if !e.KeyKind.Known() || !e.ValueKind.Known() {
-			return true
-		}
-	}
-	return false
 }
 
 // messageJSONOverheadBytes is a generous bound on one message's JSON besides its

@@ -46,14 +46,38 @@ func (w *discardWriter) Write(b []byte) (int, error) { w.bytes += len(b); return
 
 // BenchmarkMessagesJSON: BenchmarkTransports' send and poll of 1000 messages of
 // 1000 bytes through the API alone (no sockets, no server), which is what the JSON
-// costs.
+// costs; the headers cases give each message benchUserHeaders.
 //
 //	go test ./httpapi -run '^$' -bench BenchmarkMessagesJSON -benchmem
 func BenchmarkMessagesJSON(b *testing.B) {
+	b.Run("send", func(b *testing.B) { benchMessagesJSON(b, "send", nil) })
+	b.Run("poll", func(b *testing.B) { benchMessagesJSON(b, "poll", nil) })
+	headers := benchUserHeaders(b)
+	b.Run("send_headers", func(b *testing.B) { benchMessagesJSON(b, "send", headers) })
+	b.Run("poll_headers", func(b *testing.B) { benchMessagesJSON(b, "poll", headers) })
+}
+
+// benchUserHeaders is three headers as an SDK sets them, in no particular order: a
+// string, a u64 and a bool.
+func benchUserHeaders(b testing.TB) []byte {
+	block, err := wire.AppendTLV(nil, wire.HeaderString, []byte("trace_id"), wire.HeaderString, []byte("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"))
+	if err == nil {
+		block, err = wire.AppendTLV(block, wire.HeaderString, []byte("attempt"), wire.HeaderUint64, []byte{3, 0, 0, 0, 0, 0, 0, 0})
+	}
+	if err == nil {
+		block, err = wire.AppendTLV(block, wire.HeaderString, []byte("replay"), wire.HeaderBool, []byte{1})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return block
+}
+
+func benchMessagesJSON(b *testing.B, route string, headers []byte) {
 	const messages, payloadBytes = 1000, 1000
 	var bb wire.BatchBuilder
 	for i := range messages {
-		if err := bb.Append(wire.Uint128{Lo: uint64(i + 1)}, createdAt, bytes.Repeat([]byte{'x'}, payloadBytes), nil); err != nil {
+		if err := bb.Append(wire.Uint128{Lo: uint64(i + 1)}, createdAt, bytes.Repeat([]byte{'x'}, payloadBytes), headers); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,25 +95,24 @@ func BenchmarkMessagesJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	send := sendJSON(messages, payloadBytes)
-	run := func(b *testing.B, method, target string, body []byte, want int) {
-		b.SetBytes(messages * payloadBytes)
-		b.ReportAllocs()
-		rd := bytes.NewReader(nil)
-		for b.Loop() {
-			rd.Reset(body)
-			r := httptest.NewRequest(method, target, rd)
-			r.Header.Set("Authorization", "Bearer "+tok.token)
-			r.Header.Set("Content-Type", "application/json")
-			w := &discardWriter{header: http.Header{}}
-			a.ServeHTTP(w, r)
-			if w.status != want {
-				b.Fatalf("%s %s: %d", method, target, w.status)
-			}
+	method, target, want := "GET", "/streams/1/topics/1/messages?partition_id=0&kind=offset&value=0&count=1000", http.StatusOK
+	var body []byte
+	if route == "send" {
+		method, target, want = "POST", "/streams/1/topics/1/messages", http.StatusCreated
+		body = sendJSONWithHeaders(messages, payloadBytes, headers)
+	}
+	b.SetBytes(messages * payloadBytes)
+	b.ReportAllocs()
+	rd := bytes.NewReader(nil)
+	for b.Loop() {
+		rd.Reset(body)
+		r := httptest.NewRequest(method, target, rd)
+		r.Header.Set("Authorization", "Bearer "+tok.token)
+		r.Header.Set("Content-Type", "application/json")
+		w := &discardWriter{header: http.Header{}}
+		a.ServeHTTP(w, r)
+		if w.status != want {
+			b.Fatalf("%s %s: %d", method, target, w.status)
 		}
 	}
-	b.Run("send", func(b *testing.B) { run(b, "POST", "/streams/1/topics/1/messages", send, http.StatusCreated) })
-	b.Run("poll", func(b *testing.B) {
-		run(b, "GET", "/streams/1/topics/1/messages?partition_id=0&kind=offset&value=0&count=1000", nil, http.StatusOK)
-	})
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 
@@ -59,19 +60,43 @@ func TestPollBudgetCountsBase64(t *testing.T) {
 }
 
 func TestUserHeadersRendering(t *testing.T) {
-	if got, _ := json.Marshal(renderUserHeaders(nil)); string(got) != "[]" {
+	render := func(block []byte) string {
+		b, _ := appendUserHeaders(nil, block, nil)
+		return string(b)
+	}
+	if got := render(nil); got != "[]" {
 		t.Fatalf("no headers: %s", got)
 	}
 	block, _ := wire.AppendTLV(nil, wire.HeaderString, []byte("b"), wire.HeaderBool, []byte{1})
 	block, _ = wire.AppendTLV(block, wire.HeaderString, []byte("a"), wire.HeaderUint8, []byte{7})
-	got, _ := json.Marshal(renderUserHeaders(block))
 	want := `[{"key":{"kind":"string","value":"YQ=="},"value":{"kind":"uint8","value":"Bw=="}},{"key":{"kind":"string","value":"Yg=="},"value":{"kind":"bool","value":"AQ=="}}]`
-	if string(got) != want {
+	if got := render(block); got != want {
 		t.Fatalf("headers sorted by key:\n%s\nwant\n%s", got, want)
 	}
 	broken := append(append([]byte{}, block...), 2, 0)
-	if got, _ := json.Marshal(renderUserHeaders(broken)); got[0] != '"' {
-		t.Fatalf("a block that does not parse is shown as base64: %s", got)
+	if got, want := render(broken), `"`+base64.StdEncoding.EncodeToString(broken)+`"`; got != want {
+		t.Fatalf("a block that does not parse is shown as base64: %s, want %s", got, want)
+	}
+	// The reference's order (a BTreeMap of keys: kind code, then bytes), not the
+	// base64's ("+w==" would come last): a raw key before string keys before a
+	// uint32 key; "a" given twice is shown once, with its last value.
+	mixed := headerBlock(t,
+		wire.TLVEntry{KeyKind: wire.HeaderString, Key: []byte("b"), ValueKind: wire.HeaderBool, Value: []byte{1}},
+		wire.TLVEntry{KeyKind: wire.HeaderUint32, Key: []byte{1, 0, 0, 0}, ValueKind: wire.HeaderString, Value: []byte("x")},
+		wire.TLVEntry{KeyKind: wire.HeaderString, Key: []byte("a"), ValueKind: wire.HeaderUint8, Value: []byte{7}},
+		wire.TLVEntry{KeyKind: wire.HeaderRaw, Key: []byte{0xfb}, ValueKind: wire.HeaderBool, Value: []byte{0}},
+		wire.TLVEntry{KeyKind: wire.HeaderString, Key: []byte("a"), ValueKind: wire.HeaderUint8, Value: []byte{9}})
+	want = `[{"key":{"kind":"raw","value":"+w=="},"value":{"kind":"bool","value":"AA=="}},` +
+		`{"key":{"kind":"string","value":"YQ=="},"value":{"kind":"uint8","value":"CQ=="}},` +
+		`{"key":{"kind":"string","value":"Yg=="},"value":{"kind":"bool","value":"AQ=="}},` +
+		`{"key":{"kind":"uint32","value":"AQAAAA=="},"value":{"kind":"string","value":"eA=="}}]`
+	if got := render(mixed); got != want {
+		t.Fatalf("headers in the reference's order:\n%s\nwant\n%s", got, want)
+	}
+	// A fixed-size kind of another size does not parse in the reference either.
+	narrow := headerBlock(t, wire.TLVEntry{KeyKind: wire.HeaderString, Key: []byte("n"), ValueKind: wire.HeaderUint32, Value: []byte{1, 2, 3}})
+	if got, want := render(narrow), `"`+base64.StdEncoding.EncodeToString(narrow)+`"`; got != want {
+		t.Fatalf("a uint32 of 3 bytes: %s, want %s", got, want)
 	}
 }
 

@@ -3,43 +3,20 @@ package httpapi
 import (
 	"encoding/base64"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// The poll answer as it was rendered before writePolled: a struct per message
-// marshalled by encoding/json. Kept as the reference writePolled must match byte for
-// byte (TestPolledReplyMatchesEncodingJSON, FuzzPolledReplyMatchesEncodingJSON).
-
-// polledJSON is a poll's answer (messages.rs).
-type polledJSON struct {
-	PartitionID   uint32              `json:"partition_id"`
-	CurrentOffset uint64              `json:"current_offset"`
-	Count         int                 `json:"count"`
-	Messages      []polledMessageJSON `json:"messages"`
-}
-
-type polledMessageJSON struct {
-	Header      messageHeaderJSON `json:"header"`
-	Payload     string            `json:"payload"`
-	UserHeaders any               `json:"user_headers"`
-}
-
-type messageHeaderJSON struct {
-	Checksum          uint64 `json:"checksum"`
-	ID                u128   `json:"id"`
-	Offset            uint64 `json:"offset"`
-	Timestamp         uint64 `json:"timestamp"`
-	OriginTimestamp   uint64 `json:"origin_timestamp"`
-	UserHeadersLength uint32 `json:"user_headers_length"`
-	PayloadLength     uint32 `json:"payload_length"`
-	Reserved          uint64 `json:"reserved"`
-}
+// The poll answer as encoding/json writes jsonview's objects, the one rendering of
+// a poll the HTTP API and the CLI share: the reference writePolled and
+// appendUserHeaders must match byte for byte (TestPolledReplyMatchesEncodingJSON,
+// TestPolledHeadersMatchEncodingJSON and their fuzz tests).
 
 // renderPolled renders a poll reply. budgetBytes (0 = none) bounds the answer
 // counted after base64; truncate allows dropping the messages past it (a poll
 // without auto-commit: the client polls them next).
-func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) polledJSON {
-	out := polledJSON{PartitionID: p.PartitionID, CurrentOffset: p.CurrentOffset, Messages: []polledMessageJSON{}}
+func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) jsonview.Polled {
+	out := jsonview.Polled{PartitionID: p.PartitionID, CurrentOffset: p.CurrentOffset, Messages: []jsonview.PolledMessage{}}
 	used := 0
 	for it := p.Messages(); it.Next(); {
 		m := it.Message()
@@ -49,12 +26,7 @@ func renderPolled(p *wire.PolledMessages, budgetBytes int, truncate bool) polled
 			break
 		}
 		used += cost
-		out.Messages = append(out.Messages, polledMessageJSON{
-			Header: messageHeaderJSON{Checksum: m.Checksum(), ID: u128(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
-				OriginTimestamp: m.OriginTimestamp, UserHeadersLength: uint32(len(headers)), PayloadLength: uint32(len(payload))},
-			Payload:     base64.StdEncoding.EncodeToString(payload),
-			UserHeaders: renderUserHeaders(headers),
-		})
+		out.Messages = append(out.Messages, jsonview.PolledMessageOf(&m, payload))
 	}
 	out.Count = len(out.Messages)
 	return out

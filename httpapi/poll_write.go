@@ -2,12 +2,11 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"math/bits"
 	"net/http"
 	"strconv"
 	"sync"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -77,12 +76,14 @@ func encodePolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bo
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(count), 10)
 	b = append(b, `,"messages":[`...)
+	var refsInline [headerRefsInline]uint32
+	refs := refsInline[:0]
 	it := p.Messages()
 	for i := 0; i < count && it.Next(); i++ {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendPolledMessage(b, it.Message())
+		b, refs = appendPolledMessage(b, it.Message(), refs)
 		if flush != nil && len(b) >= pollFlushBytes {
 			b = flush(b)
 		}
@@ -90,13 +91,14 @@ func encodePolled(b []byte, p *wire.PolledMessages, budgetBytes int, truncate bo
 	return append(b, "]}"...)
 }
 
-func appendPolledMessage(b []byte, m wire.PolledMessage) []byte {
+// appendPolledMessage appends m's JSON; refs is appendUserHeaders' scratch.
+func appendPolledMessage(b []byte, m wire.PolledMessage, refs []uint32) ([]byte, []uint32) {
 	payload, headers := m.Payload(), m.UserHeaders()
 	id := m.ID()
 	b = append(b, `{"header":{"checksum":`...)
 	b = strconv.AppendUint(b, m.Checksum(), 10)
 	b = append(b, `,"id":`...)
-	b = appendUint128(b, id.Hi, id.Lo)
+	b = jsonview.AppendU128(b, id)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendUint(b, m.Offset, 10)
 	b = append(b, `,"timestamp":`...)
@@ -110,33 +112,6 @@ func appendPolledMessage(b []byte, m wire.PolledMessage) []byte {
 	b = append(b, `,"reserved":0},"payload":"`...)
 	b = appendBase64(b, payload)
 	b = append(b, `","user_headers":`...)
-	if len(headers) == 0 {
-		b = append(b, "[]"...)
-	} else {
-		// Rare, and sorted by the base64 of the keys: the general renderer.
-		rendered, err := json.Marshal(renderUserHeaders(headers))
-		if err != nil {
-			panic("httpapi: encoding user headers: " + err.Error())
-		}
-		b = append(b, rendered...)
-	}
-	return append(b, '}')
-}
-
-// appendUint128 appends hi:lo in decimal, as u128's MarshalJSON writes it.
-func appendUint128(b []byte, hi, lo uint64) []byte {
-	if hi == 0 {
-		return strconv.AppendUint(b, lo, 10)
-	}
-	const tenPow19 = 10_000_000_000_000_000_000
-	// hi:lo = q*10^19 + r, with q of up to 128 bits and r of 19 digits.
-	qHi, rHi := hi/tenPow19, hi%tenPow19
-	qLo, r := bits.Div64(rHi, lo, tenPow19)
-	b = appendUint128(b, qHi, qLo)
-	var digits [19]byte
-	for i := len(digits) - 1; i >= 0; i-- {
-		digits[i] = byte('0' + r%10)
-		r /= 10
-	}
-	return append(b, digits[:]...)
+	b, refs = appendUserHeaders(b, headers, refs)
+	return append(b, '}'), refs
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -111,17 +112,6 @@ func (a *API) pollMessages(rc *reqCtx) error {
 	return nil
 }
 
-type confirmationsJSON struct {
-	Confirmations []confirmationJSON `json:"confirmations"`
-}
-
-type confirmationJSON struct {
-	StreamID    uint32 `json:"stream_id"`
-	TopicID     uint32 `json:"topic_id"`
-	PartitionID uint32 `json:"partition_id"`
-	BaseOffset  uint64 `json:"base_offset"`
-}
-
 // noAckTimeout bounds a send answered before it commits (?ack=none).
 const noAckTimeout = 10 * time.Second
 
@@ -170,11 +160,7 @@ func sendMessages(rc *reqCtx) error {
 	if err := c.Decode(reply); err != nil {
 		return err
 	}
-	out := confirmationsJSON{Confirmations: make([]confirmationJSON, c.Len())}
-	for i := range out.Confirmations {
-		e := c.At(i)
-		out.Confirmations[i] = confirmationJSON{StreamID: e.StreamID, TopicID: e.TopicID, PartitionID: e.PartitionID, BaseOffset: e.BaseOffset}
-	}
+	out := jsonview.SendConfirmations{Confirmations: jsonview.AppendSendConfirmations(make([]jsonview.SendConfirmation, 0, c.Len()), c)}
 	rc.w.Header().Set("Iggy-Durability", "replicated-memory")
 	writeJSON(rc.w, http.StatusCreated, out)
 	return nil
@@ -249,7 +235,7 @@ func getOffset(rc *reqCtx) error {
 	if err := o.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(consumerOffsetJSON{PartitionID: o.PartitionID, CurrentOffset: o.CurrentOffset, StoredOffset: o.StoredOffset})
+	return rc.json(jsonview.ConsumerOffset{PartitionID: o.PartitionID, CurrentOffset: o.CurrentOffset, StoredOffset: o.StoredOffset})
 }
 
 // consumerIDJSON is consumer_id in a body: a string (as the SDK sends it) or a

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -23,9 +24,9 @@ func getStreams(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]streamJSON, len(streams))
+	out := make([]jsonview.Stream, len(streams))
 	for i := range streams {
-		out[i] = renderStream(&streams[i])
+		out[i] = jsonview.StreamOf(&streams[i])
 	}
 	return rc.json(out)
 }
@@ -38,7 +39,7 @@ func (rc *reqCtx) streamDetails(reply []byte) error {
 	if err := s.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderStreamDetails(&s))
+	return rc.json(jsonview.StreamDetailsOf(&s))
 }
 
 type nameBody struct {
@@ -144,7 +145,7 @@ func getTopics(rc *reqCtx) error {
 	}
 	reply, err := rc.do(wire.CodeGetTopics, &wire.GetTopics{StreamID: id})
 	if errors.Is(err, wire.ErrStreamIdNotFound) || err == nil && len(reply) == 0 {
-		return rc.json([]topicJSON{})
+		return rc.json([]jsonview.Topic{})
 	}
 	if err != nil {
 		return err
@@ -153,9 +154,9 @@ func getTopics(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]topicJSON, len(topics))
+	out := make([]jsonview.Topic, len(topics))
 	for i := range topics {
-		out[i] = renderTopic(&topics[i])
+		out[i] = jsonview.TopicOf(&topics[i])
 	}
 	return rc.json(out)
 }
@@ -168,7 +169,7 @@ func (rc *reqCtx) topicDetails(reply []byte) error {
 	if err := t.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderTopicDetails(&t))
+	return rc.json(jsonview.TopicDetailsOf(&t))
 }
 
 // compression is compression_algorithm in a body: "none" or "gzip", any case.
@@ -425,10 +426,10 @@ func getGroups(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := []groupJSON{}
+	out := []jsonview.Group{}
 	it := wire.IterConsumerGroups(reply)
 	for it.Next() {
-		out = append(out, renderGroup(it.Value()))
+		out = append(out, jsonview.GroupOf(it.Value()))
 	}
 	if err := it.Err(); err != nil {
 		return err
@@ -444,7 +445,7 @@ func (rc *reqCtx) groupDetails(reply []byte) error {
 	if err := g.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderGroupDetails(&g))
+	return rc.json(jsonview.GroupDetailsOf(&g))
 }
 
 func (rc *reqCtx) groupTarget() (wire.GroupTarget, error) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -18,7 +19,7 @@ func getStats(rc *reqCtx) error {
 	if err := s.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderStats(&s))
+	return rc.json(jsonview.StatsOf(&s))
 }
 
 var optionScopes = map[string]wire.OptionsScope{
@@ -34,10 +35,10 @@ func describeOptions(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := []optionSpecJSON{}
+	out := []jsonview.OptionSpec{}
 	it := wire.IterOptionDescriptors(reply)
 	for it.Next() {
-		out = append(out, renderOptionSpec(it.Value()))
+		out = append(out, jsonview.OptionSpecOf(it.Value()))
 	}
 	if err := it.Err(); err != nil {
 		return err
@@ -110,7 +111,7 @@ func getClusterMetadata(rc *reqCtx) error {
 	if err := m.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderCluster(&m))
+	return rc.json(jsonview.ClusterOf(&m))
 }
 
 func getClients(rc *reqCtx) error {
@@ -122,9 +123,9 @@ func getClients(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]clientJSON, len(clients))
+	out := make([]jsonview.Client, len(clients))
 	for i := range clients {
-		out[i] = renderClient(&clients[i])
+		out[i] = jsonview.ClientOf(&clients[i])
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
 	return rc.json(out)
@@ -146,12 +147,5 @@ func getClient(rc *reqCtx) error {
 	if err := c.Decode(reply); err != nil {
 		return err
 	}
-	h := renderClient(&c.ClientHeader)
-	out := clientDetailsJSON{ClientID: h.ClientID, UserID: h.UserID, Address: h.Address, Transport: h.Transport,
-		ConsumerGroupsCount: h.ConsumerGroupsCount, ConsumerGroups: make([]clientGroupJSON, len(c.Groups))}
-	for i, g := range c.Groups {
-		out.ConsumerGroups[i] = clientGroupJSON{StreamID: g.StreamID, TopicID: g.TopicID, GroupID: g.GroupID}
-	}
-	sort.Slice(out.ConsumerGroups, func(i, j int) bool { return out.ConsumerGroups[i].GroupID < out.ConsumerGroups[j].GroupID })
-	return rc.json(out)
+	return rc.json(jsonview.ClientDetailsOf(&c))
 }

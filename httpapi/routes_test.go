@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -388,7 +389,7 @@ func TestSystemRoutes(t *testing.T) {
 	}
 	f.on(wire.CodeDescribeOptions, catalog, nil)
 	w = serve(a, "GET", "/options/topic", auth, "")
-	var specs []optionSpecJSON
+	var specs []jsonview.OptionSpec
 	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &specs) != nil || len(specs) != 8 || specs[0].Key != "compression_algorithm" ||
 		specs[0].Kind != "string" || fmt.Sprint(specs[0].DefaultValue) != "[110 111 110 101]" {
 		t.Fatalf("GET /options/topic: %d %s", w.Code, w.Body)
@@ -556,14 +557,4 @@ func TestConsumerOffsetRoutes(t *testing.T) {
 	w = serve(a, "DELETE", "/streams/0/topics/0/consumer-offsets/1?partition_id=0", auth, "")
 	checkAnswer(t, "DELETE offset never stored", w.Code, w.Body.String(), 404,
 		`{"id":3021,"code":"consumer_offset_not_found","reason":"Consumer offset for consumer with ID: 0 was not found.","field":null}`)
-}
-
-func TestByteSizeStrings(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 999: "999 B", 1000: "1 KB", 1024: "1 KiB", 1234: "1.234 KB", 1536: "1.5 KiB",
-		4096000: "4.096 MB", 52342784: "51116 KiB", 1048576: "1 MiB", 1073741824: "1 GiB", math.MaxUint64: "18446744073709551.615 KB", 1001: "1.001 KB", 1000001: "1000.001 KB", 1: "1 B", 10000: "10 KB",
-		1 << 60: "1 EiB", 16e18: "16 EB"} {
-		if got := byteSize(n).String(); got != want {
-			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
-		}
-	}
 }

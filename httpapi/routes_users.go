@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -65,9 +66,9 @@ func getUsers(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]userJSON, len(users))
+	out := make([]jsonview.User, len(users))
 	for i := range users {
-		out[i] = renderUser(&users[i])
+		out[i] = jsonview.UserOf(&users[i])
 	}
 	return rc.json(out)
 }
@@ -81,7 +82,7 @@ func (rc *reqCtx) userDetails(reply []byte) error {
 	if err := u.Decode(reply); err != nil {
 		return err
 	}
-	return rc.json(renderUserDetails(&u))
+	return rc.json(jsonview.UserDetailsOf(&u))
 }
 
 type createUserBody struct {
@@ -264,13 +265,9 @@ func getPATs(rc *reqCtx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]patJSON, len(pats))
-	for i, p := range pats {
-		out[i] = patJSON{Name: string(p.Name)}
-		if p.ExpiryAtMicros != 0 {
-			at := p.ExpiryAtMicros
-			out[i].ExpiryAt = &at
-		}
+	out := make([]jsonview.PersonalAccessToken, len(pats))
+	for i := range pats {
+		out[i] = jsonview.PersonalAccessTokenOf(&pats[i])
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return rc.json(out)

@@ -17,13 +17,14 @@ import (
 // decoded into a reused scratch and appended to the batch the request is built in,
 // no value per message on the heap.
 //
-// It takes only the plain shape the SDKs and the Web UI send: partitioning before
-// messages, each key exactly as named and once, strings without escapes, ids as
-// numbers or strings, user headers null, a base64 string or an array. Anything
-// else, and every error, falls back to decodeSendMessages and buildSend, the
-// encoding/json decoder it must agree with: an accepted body builds the same bytes,
-// and a refused one is refused with the old decoder's own words
-// (FuzzScanSendMatchesDecoder holds the two together).
+// It takes only the plain shape the SDKs and the Web UI send: each key exactly as
+// named and once, strings without escapes, ids as numbers or strings, user headers
+// null, a base64 string or an array of {"key": field, "value": field} entries, each
+// decoded into a reused block. Anything else, and every error, falls back to
+// decodeSendMessages and buildSend, the encoding/json decoder it must agree with: an
+// accepted body builds the same bytes, and a refused one is refused with the old
+// decoder's own words (FuzzScanSendMatchesDecoder and
+// FuzzScanSendMatchesDecoderHeaders hold the two together).
 
 // buildSendBody is a SendMessages request from its JSON body.
 func buildSendBody(stream, topic wire.Identifier, raw []byte, now time.Time) ([]byte, error) {
@@ -37,9 +38,14 @@ func buildSendBody(stream, topic wire.Identifier, raw []byte, now time.Time) ([]
 	return buildSend(stream, topic, b, now)
 }
 
-// payloadScratchPool holds the buffers payloads are base64-decoded into before the
-// batch copies them.
-var payloadScratchPool = sync.Pool{New: func() any { return new([]byte) }}
+// sendScratch holds what a message is decoded into before the batch copies it: its
+// payload, and its user headers block.
+type sendScratch struct {
+	payload, headers []byte
+}
+
+// sendScratchPool holds the scratch of the sends under way.
+var sendScratchPool = sync.Pool{New: func() any { return new(sendScratch) }}
 
 // sendScanner walks a body; any surprise makes scanSend give up (ok false).
 type sendScanner struct {
@@ -65,10 +71,7 @@ func scanSend(stream, topic wire.Identifier, raw []byte, now time.Time) (out []b
 	bb.Reset(make([]byte, room, room+len(raw)))
 	var sawPartitioning, sawMessages bool
 	for first := true; !s.consume('}'); first = false {
-		if !first && !s.consume(',') {
-			return nil, false
-		}
-		key, ok := s.key()
+		key, ok := s.memberKey(first)
 		if !ok {
 			return nil, false
 		}
@@ -120,10 +123,10 @@ func (s *sendScanner) messages(bb *wire.BatchBuilder, ts uint64) bool {
 	if s.consume(']') {
 		return true
 	}
-	scratchp := payloadScratchPool.Get().(*[]byte)
-	defer payloadScratchPool.Put(scratchp)
+	scratch := sendScratchPool.Get().(*sendScratch)
+	defer sendScratchPool.Put(scratch)
 	for {
-		if !s.message(bb, ts, scratchp) {
+		if !s.message(bb, ts, scratch) {
 			return false
 		}
 		if s.consume(']') {
@@ -201,6 +204,15 @@ func (s *sendScanner) key() ([]byte, bool) {
 	return k, ok && s.consume(':')
 }
 
+// memberKey reads the key of an object's next member: after a comma unless it is
+// the first.
+func (s *sendScanner) memberKey(first bool) ([]byte, bool) {
+	if !first && !s.consume(',') {
+		return nil, false
+	}
+	return s.key()
+}
+
 // null reads the literal null if it is next.
 func (s *sendScanner) null() bool {
 	s.skipSpace()
@@ -218,10 +230,7 @@ func (s *sendScanner) partitioning() (wire.Partitioning, bool) {
 		return wire.Partitioning{}, false
 	}
 	for n := 0; n < 2; n++ {
-		if n > 0 && !s.consume(',') {
-			return wire.Partitioning{}, false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(n == 0)
 		if !ok {
 			return wire.Partitioning{}, false
 		}
@@ -253,21 +262,18 @@ const (
 )
 
 // message reads one message object and appends it to bb.
-func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratchp *[]byte) bool {
+func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratch *sendScratch) bool {
 	if !s.consume('{') {
 		return false
 	}
 	var (
 		id      messageID
 		payload []byte
-		headers userHeadersJSON
+		headers []byte
 		seen    int
 	)
 	for first := true; !s.consume('}'); first = false {
-		if !first && !s.consume(',') {
-			return false
-		}
-		k, ok := s.key()
+		k, ok := s.memberKey(first)
 		if !ok {
 			return false
 		}
@@ -286,21 +292,23 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratchp *[]byte
 			if !ok || len(text) == 0 {
 				return false
 			}
-			scratch := *scratchp
-			if n := base64.StdEncoding.DecodedLen(len(text)); cap(scratch) < n {
-				scratch = make([]byte, n)
-				*scratchp = scratch
+			if cap(scratch.payload) < base64.StdEncoding.DecodedLen(len(text)) {
+				scratch.payload = make([]byte, base64.StdEncoding.DecodedLen(len(text)))
 			}
-			n, ok := decodeBase64To(scratch[:cap(scratch)], text)
+			n, ok := decodeBase64To(scratch.payload[:cap(scratch.payload)], text)
 			if !ok || n == 0 {
 				return false
 			}
-			payload = scratch[:n]
+			payload = scratch.payload[:n]
 		case "user_headers":
-			if seen&sawUserHeaders != 0 || !s.userHeaders(&headers) {
+			if seen&sawUserHeaders != 0 {
 				return false
 			}
 			seen |= sawUserHeaders
+			if headers, ok = s.userHeaders(scratch.headers[:0]); !ok {
+				return false
+			}
+			scratch.headers = headers[:0]
 		default:
 			return false
 		}
@@ -308,7 +316,7 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratchp *[]byte
 	if seen&sawPayload == 0 {
 		return false
 	}
-	return bb.Append(id.orRandom(), ts, payload, headers.block) == nil
+	return bb.Append(id.orRandom(), ts, payload, headers) == nil
 }
 
 // id reads a message id: null, a u64 number, or a string the old decoder reads.
@@ -350,77 +358,131 @@ func (s *sendScanner) id(id *messageID) bool {
 	return true
 }
 
-// userHeaders reads null, or hands a string or an array to the old decoder.
-func (s *sendScanner) userHeaders(h *userHeadersJSON) bool {
+// userHeaders reads a message's user headers into block (which it returns, grown):
+// null, a string of base64, or an array of entries as userHeadersJSON reads them.
+func (s *sendScanner) userHeaders(block []byte) ([]byte, bool) {
 	if s.null() {
-		return true
+		return block, true
 	}
 	s.skipSpace()
-	start := s.i
-	if !s.skipValue(0) {
-		return false
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		text, ok := s.base64Text()
+		if !ok {
+			return nil, false
+		}
+		if len(text) == 0 {
+			return block, true
+		}
+		if n := base64.StdEncoding.DecodedLen(len(text)); cap(block) < n {
+			block = make([]byte, 0, n)
+		}
+		n, ok := decodeBase64To(block[:cap(block)], text)
+		return block[:n], ok
 	}
-	return h.UnmarshalJSON(s.b[start:s.i]) == nil
+	if !s.consume('[') {
+		return nil, false
+	}
+	if s.consume(']') {
+		return block, true
+	}
+	for {
+		var ok bool
+		if block, ok = s.headerEntry(block); !ok {
+			return nil, false
+		}
+		if s.consume(']') {
+			return block, true
+		}
+		if !s.consume(',') {
+			return nil, false
+		}
+	}
 }
 
-// maxSkipDepth bounds the nesting skipValue follows.
-const maxSkipDepth = 16
+// headerEntry reads {"key": field, "value": field}, either order, and appends the
+// pair to block.
+func (s *sendScanner) headerEntry(block []byte) ([]byte, bool) {
+	if !s.consume('{') {
+		return nil, false
+	}
+	var key, value headerFieldText
+	for n := 0; n < 2; n++ {
+		k, ok := s.memberKey(n == 0)
+		if !ok {
+			return nil, false
+		}
+		var f *headerFieldText
+		switch string(k) {
+		case "key":
+			f = &key
+		case "value":
+			f = &value
+		default:
+			return nil, false
+		}
+		if f.kind != 0 || !s.headerField(f) {
+			return nil, false
+		}
+	}
+	if !s.consume('}') {
+		return nil, false
+	}
+	// A field of 1..255 bytes is at most 340 characters of base64.
+	var keyBytes, valueBytes [255]byte
+	if len(key.text) > 340 || len(value.text) > 340 {
+		return nil, false
+	}
+	kn, ok := decodeBase64To(keyBytes[:], key.text)
+	if !ok {
+		return nil, false
+	}
+	vn, ok := decodeBase64To(valueBytes[:], value.text)
+	if !ok {
+		return nil, false
+	}
+	block, err := wire.AppendTLV(block, key.kind, keyBytes[:kn], value.kind, valueBytes[:vn])
+	return block, err == nil
+}
 
-// skipValue moves past one string or array of (nested) values. It need not judge
-// every byte: the old decoder reads the span it finds and refuses a wrong one.
-func (s *sendScanner) skipValue(depth int) bool {
-	s.skipSpace()
-	if s.i >= len(s.b) || depth > maxSkipDepth {
+// headerFieldText is a header field as read: its kind, and its value's base64.
+type headerFieldText struct {
+	kind wire.HeaderKind
+	text []byte
+}
+
+// headerField reads {"kind": name, "value": base64}, either order.
+func (s *sendScanner) headerField(f *headerFieldText) bool {
+	if !s.consume('{') {
 		return false
 	}
-	switch s.b[s.i] {
-	case '"':
-		for s.i++; s.i < len(s.b); s.i++ {
-			switch s.b[s.i] {
-			case '\\':
-				s.i++
-			case '"':
-				s.i++
-				return true
-			}
+	var sawText bool
+	for n := 0; n < 2; n++ {
+		k, ok := s.memberKey(n == 0)
+		if !ok {
+			return false
 		}
-		return false
-	case '[', '{':
-		closer := byte(']')
-		if s.b[s.i] == '{' {
-			closer = '}'
-		}
-		s.i++
-		if s.consume(closer) {
-			return true
-		}
-		for {
-			if closer == '}' {
-				if !s.skipValue(depth+1) || !s.consume(':') {
-					return false
-				}
-			}
-			if !s.skipValue(depth + 1) {
+		switch string(k) {
+		case "kind":
+			name, ok := s.str()
+			if !ok || f.kind != 0 {
 				return false
 			}
-			if s.consume(closer) {
-				return true
-			}
-			if !s.consume(',') {
+			if f.kind, ok = headerKindsByName[string(name)]; !ok {
 				return false
 			}
+		case "value":
+			if sawText {
+				return false
+			}
+			if f.text, ok = s.base64Text(); !ok {
+				return false
+			}
+			sawText = true
+		default:
+			return false
 		}
 	}
-	// A number or a literal runs to the next delimiter.
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', ']', '}', ':', ' ', '\t', '\n', '\r', '"', '[', '{':
-			return s.i > start
-		}
-		s.i++
-	}
-	return s.i > start
+	return s.consume('}')
 }
 
 // sendBodyPool holds the buffers send bodies are read into: a body is done with once

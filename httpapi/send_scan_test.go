@@ -3,12 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -113,6 +115,101 @@ func TestScanSendTakesTheUsualShapes(t *testing.T) {
 	}
 }
 
+// sendWithHeaders is a one-message SendMessages body whose user_headers is the
+// given JSON.
+func sendWithHeaders(userHeaders string) []byte {
+	return []byte(`{"partitioning":{"kind":"balanced","value":""},"messages":[{"id":1,"payload":"eA==","user_headers":` + userHeaders + `}]}`)
+}
+
+// User headers in either form are taken by the scanner, whatever their kinds and
+// sizes; the shapes it leaves to the old decoder are accepted or refused there, in
+// its words.
+func TestScanSendTakesUserHeaders(t *testing.T) {
+	reset := countingIDs(t)
+	// Every block a poll may answer, in the form the poll answers it (an array, or a
+	// string for a block the array cannot show), is taken as sent.
+	for name, block := range headerBlockCases(t) {
+		rendered, err := json.Marshal(jsonview.UserHeaders(block))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !checkSameSend(t, reset, sendWithHeaders(string(rendered))) {
+			t.Errorf("%s: %s left to the old decoder", name, rendered)
+		}
+	}
+	field := func(kind, value string) string { return `{"kind":"` + kind + `","value":"` + value + `"}` }
+	key := field("string", "a2V5")
+	max := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfe}, 255))
+	over := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfe}, 256))
+	for _, tt := range []struct {
+		headers string
+		fast    bool
+	}{
+		{`[]`, true},
+		{`""`, true},
+		{`null`, true},
+		{` [ { "value" : { "value" : "AQ==" , "kind" : "bool" } , "key" : ` + key + ` } ] `, true},
+		{`[{"key":` + field("raw", max) + `,"value":` + field("raw", max) + `}]`, true},
+		{`"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 1000)) + `"`, true},
+		// Refused, in the old decoder's words.
+		{`[{"key":` + field("raw", over) + `,"value":` + field("raw", "eA==") + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("raw", over) + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("string", "") + `}]`, false},
+		{`[{"key":` + field("string", "") + `,"value":` + field("string", "eA==") + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("uint32", "e") + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("uint32", "eA=x") + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("uint256", "eA==") + `}]`, false},
+		{`[{"key":` + key + `,"value":` + field("String", "eA==") + `}]`, false},
+		{`[{"key":` + key + `}]`, false},
+		{`[{"key":` + key + `,"value":null}]`, false},
+		{`[{"key":` + key + `,"value":{"kind":"string"}}]`, false},
+		{`[{"key":` + key + `,"value":{"value":"eA=="}}]`, false},
+		{`[{"key":` + key + `,"value":` + field("string", "eA==") + `},null]`, false},
+		{`[{"key":` + key + `,"value":` + field("string", "eA==") + `},]`, false},
+		{`[{"key":` + key + `,"value":` + field("string", "eA==") + `}`, false},
+		{`{"a2V5":` + field("string", "eA==") + `}`, false},
+		{`{"key":` + key + `,"value":` + field("string", "eA==") + `}`, false},
+		{`"eA=x"`, false},
+		{`"e"`, false},
+		{`7`, false},
+		{`true`, false},
+		// Taken by the old decoder alone: a key twice (the last wins), unknown or
+		// differently cased keys, escapes, line breaks in base64.
+		{`[{"key":` + key + `,"key":` + key + `,"value":` + field("string", "eA==") + `}]`, false},
+		{`[{"key":` + key + `,"value":{"kind":"raw","kind":"string","value":"eA=="}}]`, false},
+		{`[{"key":` + key + `,"value":` + field("string", "eA==") + `,"note":1}]`, false},
+		{`[{"Key":` + key + `,"value":` + field("string", "eA==") + `}]`, false},
+		{`[{"key":` + key + `,"value":{"kind":"str\u0069ng","value":"eA=="}}]`, false},
+		{`[{"key":` + key + `,"value":{"kind":"string","value":"eA\u003d="}}]`, false},
+		{`"AgUA\nAABrZXlfMQIHAAAAdmFsdWUgMQ=="`, false},
+	} {
+		if fast := checkSameSend(t, reset, sendWithHeaders(tt.headers)); fast != tt.fast {
+			t.Errorf("%s: scanned %v, want %v", tt.headers, fast, tt.fast)
+		}
+	}
+}
+
+// FuzzScanSendMatchesDecoderHeaders: FuzzScanSendMatchesDecoder on bodies whose
+// fuzzed part is one message's user_headers, so that the fuzzer works on the
+// headers' JSON rather than on the body around it.
+func FuzzScanSendMatchesDecoderHeaders(f *testing.F) {
+	for _, block := range headerBlockCases(f) {
+		rendered, err := json.Marshal(jsonview.UserHeaders(block))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(rendered))
+	}
+	for _, s := range []string{`[]`, `""`, `null`, `[{"key":{"kind":"string","value":"YQ=="},"value":{"kind":"uint8","value":""}}]`,
+		`{"YQ==":{"kind":"uint8","value":"Bw=="}}`, `[{"value":{"value":"AQ==","kind":"bool"},"key":{"kind":"raw","value":"YQ=="}}]`} {
+		f.Add(s)
+	}
+	reset := countingIDs(f)
+	f.Fuzz(func(t *testing.T, userHeaders string) {
+		checkSameSend(t, reset, sendWithHeaders(userHeaders))
+	})
+}
+
 // FuzzScanSendMatchesDecoder: whatever the body, the scanner builds what the old
 // decoder (encoding/json into sendMessagesBody) builds, or leaves the body to it.
 func FuzzScanSendMatchesDecoder(f *testing.F) {
@@ -136,37 +233,52 @@ func FuzzScanSendMatchesDecoder(f *testing.F) {
 }
 
 // sendJSON is a SendMessages body of n messages of size-byte payloads, numbered ids.
-func sendJSON(n, size int) []byte {
+func sendJSON(n, size int) []byte { return sendJSONWithHeaders(n, size, nil) }
+
+// sendJSONWithHeaders is sendJSON with each message's user headers (a block) in
+// the array form, as the SDKs send them.
+func sendJSONWithHeaders(n, size int, headers []byte) []byte {
 	payload := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'x'}, size))
+	var entries string
+	if len(headers) > 0 {
+		rendered, err := json.Marshal(jsonview.UserHeaders(headers))
+		if err != nil {
+			panic(err)
+		}
+		entries = `,"user_headers":` + string(rendered)
+	}
 	var b strings.Builder
 	b.WriteString(`{"partitioning":{"kind":"partition_id","value":"AQAAAA=="},"messages":[`)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"id":` + strconv.Itoa(i+1) + `,"payload":"` + payload + `"}`)
+		b.WriteString(`{"id":` + strconv.Itoa(i+1) + `,"payload":"` + payload + `"` + entries + `}`)
 	}
 	b.WriteString(`]}`)
 	return []byte(b.String())
 }
 
 // A send's allocations do not grow with its messages: the body it builds, the
-// partitioning, and the payloads' scratch when the pool has none.
+// partitioning, and the payloads' and headers' scratch when the pool has none.
 func TestScanSendAllocationsPerMessage(t *testing.T) {
 	const most = 8
-	var allocs [2]float64
-	for i, n := range []int{1, 1000} {
-		raw := sendJSON(n, 1000)
-		allocs[i] = testing.AllocsPerRun(20, func() {
-			if _, ok := scanSend(scanStream, scanTopic, raw, scanNow); !ok {
-				t.Fatal("not scanned")
-			}
-		})
-	}
-	// Compared with a bound, not with each other: the race detector's sync.Pool
-	// drops a scratch now and then.
-	if allocs[0] > most || allocs[1] > most {
-		t.Fatalf("%.1f allocations for a send of 1 message, %.1f for 1000: want at most %d whatever the count", allocs[0], allocs[1], most)
+	for _, headers := range [][]byte{nil, benchUserHeaders(t)} {
+		var allocs [2]float64
+		for i, n := range []int{1, 1000} {
+			raw := sendJSONWithHeaders(n, 1000, headers)
+			allocs[i] = testing.AllocsPerRun(20, func() {
+				if _, ok := scanSend(scanStream, scanTopic, raw, scanNow); !ok {
+					t.Fatal("not scanned")
+				}
+			})
+		}
+		// Compared with a bound, not with each other: the race detector's sync.Pool
+		// drops a scratch now and then.
+		if allocs[0] > most || allocs[1] > most {
+			t.Fatalf("%d bytes of headers: %.1f allocations for a send of 1 message, %.1f for 1000: want at most %d whatever the count",
+				len(headers), allocs[0], allocs[1], most)
+		}
 	}
 }
 

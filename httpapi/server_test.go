@@ -75,31 +75,56 @@ func rawGet(c net.Conn, r *bufio.Reader, deadline time.Duration) (string, error)
 func TestServerCapsConnections(t *testing.T) {
 	cfg := testConfig()
 	cfg.ConnectionsMax = 1
-	s := listen(t, cfg)
-	first, err := net.Dial("tcp", s.Addr().String())
+	checkConnectionCap(t, listen(t, cfg), 1)
+}
+
+// The cap at its production default (1,024): the 1,025th connection waits in the
+// backlog until one of the others closes, then is served.
+func TestServerCapsConnectionsAtTheDefault(t *testing.T) {
+	cfg := testConfig()
+	if cfg.ConnectionsMax != 1024 {
+		t.Fatalf("testConfig's cap is %d, want the default 1024", cfg.ConnectionsMax)
+	}
+	checkConnectionCap(t, listen(t, cfg), cfg.ConnectionsMax)
+}
+
+// checkConnectionCap opens capConns keep-alive connections to s, each served once
+// (so each holds its slot), then one more: that one is not served until the first
+// closes.
+func checkConnectionCap(t *testing.T, s *Server, capConns int) {
+	t.Helper()
+	open := make([]net.Conn, 0, capConns)
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := range capConns {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		open = append(open, c)
+		if status, err := rawGet(c, bufio.NewReader(c), 10*time.Second); err != nil || status != "200 OK" {
+			t.Fatalf("connection %d of %d: %q %v", i+1, capConns, status, err)
+		}
+	}
+	extra, err := net.Dial("tcp", s.Addr().String()) // lands in the backlog
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Close()
-	if status, err := rawGet(first, bufio.NewReader(first), 10*time.Second); err != nil || status != "200 OK" {
-		t.Fatalf("first connection: %q %v", status, err)
-	}
-	second, err := net.Dial("tcp", s.Addr().String()) // lands in the backlog
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
-	r := bufio.NewReader(second)
-	// While the first stays open the second is not served: its answer cannot come
+	defer extra.Close()
+	r := bufio.NewReader(extra)
+	// While the others stay open this one is not served: its answer cannot come
 	// within the deadline (a bound on a negative check, not a synchronisation).
-	if _, err := rawGet(second, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("second connection served beside the first at a cap of 1: %v", err)
+	if _, err := rawGet(extra, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection %d served beside %d others at a cap of %d: %v", capConns+1, capConns, capConns, err)
 	}
-	first.Close()
-	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	open[0].Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("second connection after the first closed: %v", err)
+		t.Fatalf("connection %d after one closed: %v", capConns+1, err)
 	}
 	resp.Body.Close()
 }

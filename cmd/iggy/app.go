@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 // version is this command's version; the protocol it speaks is 0.11.0.
@@ -220,7 +221,7 @@ func (a *app) reportAnsweringNode() {
 	if m, err := a.client.GetClusterMetadata(ctx); err == nil {
 		for _, n := range m.Nodes {
 			if sameAddress(net.JoinHostPort(string(n.IP), port(n.TCPPort)), addr) {
-				node = fmt.Sprintf(" (node %s, %s)", n.Name, roleName(n.Role))
+				node = fmt.Sprintf(" (node %s, %s)", n.Name, jsonview.RoleName(n.Role))
 			}
 		}
 	}

@@ -34,44 +34,6 @@ func displaySize(n uint64) string {
 	return strconv.FormatFloat(value, 'f', 2, 64) + " " + displayUnits[unit]
 }
 
-// exactUnit is one unit of the HTTP API's byte-size strings.
-type exactUnit struct {
-	name  string
-	bytes uint64
-}
-
-// exactUnits are ordered by size, largest first.
-var exactUnits = [...]exactUnit{
-	{"EiB", 1 << 60}, {"EB", 1e18}, {"PiB", 1 << 50}, {"PB", 1e15},
-	{"TiB", 1 << 40}, {"TB", 1e12}, {"GiB", 1 << 30}, {"GB", 1e9},
-	{"MiB", 1 << 20}, {"MB", 1e6}, {"KiB", 1 << 10}, {"KB", 1e3},
-}
-
-// jsonSize renders a byte count as the HTTP API's JSON does (its §6.3 rule, the
-// byte-unit crate's exact format): the largest unit in which the count is a whole
-// number of thousandths, with trailing zeros cut ("1 KiB", "1.234 KB", "51116 KiB"),
-// else "N B".
-func jsonSize(n uint64) string {
-	for _, u := range exactUnits {
-		if n < u.bytes {
-			continue
-		}
-		// n·1000 / u, exactly: n < 2^64 and u ≥ 1000 keep the quotient in 64 bits.
-		hi, lo := bits.Mul64(n, 1000)
-		thousandths, rem := bits.Div64(hi, lo, u.bytes)
-		if rem != 0 {
-			continue
-		}
-		whole, frac := thousandths/1000, thousandths%1000
-		s := strconv.FormatUint(whole, 10)
-		if frac != 0 {
-			s += strings.TrimRight(fmt.Sprintf(".%03d", frac), "0")
-		}
-		return s + " " + u.name
-	}
-	return strconv.FormatUint(n, 10) + " B"
-}
-
 // sizeUnits are the units parseSize accepts, lower-cased, with and without the B.
 var sizeUnits = map[string]uint64{
 	"": 1, "b": 1,

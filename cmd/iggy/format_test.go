@@ -6,22 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
-
-// The byte-size strings of the HTTP API's JSON: its table, and the unit edges.
-func TestJSONSize(t *testing.T) {
-	for n, want := range map[uint64]string{
-		0: "0 B", 999: "999 B", 1000: "1 KB", 1024: "1 KiB", 1234: "1.234 KB", 1536: "1.5 KiB",
-		4096000: "4.096 MB", 52342784: "51116 KiB", 1048576: "1 MiB", 1073741824: "1 GiB",
-		1001: "1.001 KB", 1000001: "1000.001 KB", 1000000001: "1000000.001 KB", 2048000: "2.048 MB", 1 << 60: "1 EiB",
-		1<<60 + 1: "1152921504606846.977 KB", 1<<10 + 1: "1.025 KB", 1<<20 + 1: "1048.577 KB", 1<<20 + 1000: "1049.576 KB", 3 << 30: "3 GiB", 3e9: "3 GB",
-	} {
-		if got := jsonSize(n); got != want {
-			t.Errorf("jsonSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
 
 func TestDisplaySize(t *testing.T) {
 	for n, want := range map[uint64]string{
@@ -112,8 +99,8 @@ func TestHeaderValues(t *testing.T) {
 			t.Errorf("headerValue(%s, %q) = %x, %v; want %s", tc.kind, tc.text, b, err, tc.hexb)
 			continue
 		}
-		if back := headerValueText(tc.kind, b); back != tc.text {
-			t.Errorf("headerValueText(%s, %x) = %q, want %q", tc.kind, b, back, tc.text)
+		if back := jsonview.ValueText(tc.kind, b); back != tc.text {
+			t.Errorf("jsonview.ValueText(%s, %x) = %q, want %q", tc.kind, b, back, tc.text)
 		}
 	}
 	for _, tc := range []struct {
@@ -127,22 +114,8 @@ func TestHeaderValues(t *testing.T) {
 			t.Errorf("headerValue(%s, %q) = %x, want an error", tc.kind, tc.text, b)
 		}
 	}
-	if got := headerValueText(wire.HeaderUint32, []byte{1}); got != "0x01" {
+	if got := jsonview.ValueText(wire.HeaderUint32, []byte{1}); got != "0x01" {
 		t.Errorf("a value of the wrong size: %q", got)
-	}
-}
-
-func TestUint128JSON(t *testing.T) {
-	for _, u := range []wire.Uint128{{}, {Lo: 42}, {Lo: math.MaxUint64, Hi: math.MaxUint64}, {Lo: 1, Hi: 1}} {
-		b, _ := uint128JSON(u).MarshalJSON()
-		var back uint128JSON
-		if err := back.UnmarshalJSON(b); err != nil || wire.Uint128(back) != u {
-			t.Errorf("%v -> %s -> %v, %v", u, b, back, err)
-		}
-	}
-	var x uint128JSON
-	if x.UnmarshalJSON([]byte("340282366920938463463374607431768211456")) == nil || x.UnmarshalJSON([]byte("-1")) == nil {
-		t.Error("an integer outside u128 is read")
 	}
 }
 

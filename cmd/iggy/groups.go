@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -62,7 +63,7 @@ func (a *app) groupCreate(cmd *cobra.Command, args []string) error {
 			if err != nil {
 				return err
 			}
-			return a.result(groupDetailsView(g), func() {
+			return a.result(jsonview.GroupDetailsOf(g), func() {
 				a.say("Consumer group: ID: %d, name: %s created for %s", g.ID, name, where)
 			})
 		})
@@ -94,7 +95,7 @@ func (a *app) groupGet(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		return a.result(groupDetailsView(g), func() {
+		return a.result(jsonview.GroupDetailsOf(g), func() {
 			props := []property{
 				{"Consumer group id", strconv.FormatUint(uint64(g.ID), 10)},
 				{"Consumer group name", string(g.Name)},
@@ -133,11 +134,11 @@ func (a *app) groupList(cmd *cobra.Command, args []string, mode listMode) error 
 		if err != nil {
 			return err
 		}
-		views := make([]groupJSON, len(groups))
+		views := make([]jsonview.Group, len(groups))
 		rows := make([][]string, len(groups))
 		for i := range groups {
 			g := &groups[i]
-			views[i] = groupView(g)
+			views[i] = jsonview.GroupOf(g)
 			rows[i] = []string{strconv.FormatUint(uint64(g.ID), 10), string(g.Name),
 				strconv.FormatUint(uint64(g.PartitionsCount), 10), strconv.FormatUint(uint64(g.MembersCount), 10)}
 		}
@@ -240,7 +241,7 @@ func (a *app) offsetGet(cmd *cobra.Command, args []string, kind consumerKind) er
 		if !found {
 			return errors.New("no consumer offset stored for " + o.explain)
 		}
-		view := offsetJSON{PartitionID: off.PartitionID, CurrentOffset: off.CurrentOffset, StoredOffset: off.StoredOffset}
+		view := jsonview.ConsumerOffset{PartitionID: off.PartitionID, CurrentOffset: off.CurrentOffset, StoredOffset: off.StoredOffset}
 		return a.result(view, func() {
 			a.properties([]property{
 				{"Consumer ID", args[0]},

@@ -125,15 +125,3 @@ func int128Bytes(s string, signed bool) ([]byte, error) {
 	}
 	return be, nil
 }
-
-// headerEntryJSON is one user header as the HTTP API writes it: kinds by name,
-// values in standard base64 of their raw bytes.
-type headerFieldJSON struct {
-	Kind  string `json:"kind"`
-	Value []byte `json:"value"`
-}
-
-type headerEntryJSON struct {
-	Key   headerFieldJSON `json:"key"`
-	Value headerFieldJSON `json:"value"`
-}

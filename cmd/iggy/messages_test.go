@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 // messageTopic makes a stream with a topic of n partitions for a test.
@@ -36,7 +38,7 @@ func TestMessageSendAndPoll(t *testing.T) {
 		"Polled 2 messages of total size ", "Offset  Timestamp", "  hello\n", "  hello world\n",
 		"header source (string) = cli", "header retries (uint8) = 3")
 
-	var polled polledJSON
+	var polled jsonview.Polled
 	e.json(&polled, "message", "poll", "--offset", "1", s, "t", "1")
 	if polled.PartitionID != 1 || polled.CurrentOffset != 1 || polled.Count != 1 || len(polled.Messages) != 1 {
 		t.Fatalf("poll --offset 1: %+v", polled)
@@ -87,7 +89,7 @@ func TestMessageSendAndPoll(t *testing.T) {
 	e.ok("topic", "create", s, "keyed", "3", "none")
 	e.stdin = strings.NewReader("one\r\ntwo\nthree")
 	has(t, e.ok("message", "send", "-m", "user-7", s, "keyed"), "Sent 3 messages")
-	var sent sendJSON
+	var sent jsonview.SendConfirmations
 	e.stdin = strings.NewReader("four\n")
 	e.json(&sent, "message", "send", "-m", "user-7", s, "keyed")
 	if len(sent.Confirmations) != 1 || sent.Confirmations[0].BaseOffset != 3 {
@@ -144,7 +146,7 @@ func TestMessageFileRoundTrip(t *testing.T) {
 	e.ok("topic", "create", s, "copy", "1", "none")
 	r = e.ok("message", "send", "--input-file", file, s, "copy")
 	has(t, r, fmt.Sprintf("Created 3 messages using %d bytes from %s", len(data), file), "Sent 3 messages")
-	var orig, copied polledJSON
+	var orig, copied jsonview.Polled
 	e.json(&orig, "message", "poll", "--first", "-m", "3", s, "t", "0")
 	e.json(&copied, "message", "poll", "--first", "-m", "3", s, "copy", "0")
 	for i := range 3 {
@@ -180,7 +182,7 @@ func TestPollAutoCommitOnlyPrinted(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
-	var o offsetJSON
+	var o jsonview.ConsumerOffset
 	e.json(&o, "consumer-offset", "get", "3", s, "t", "0")
 	if o.StoredOffset != 1 {
 		t.Fatalf("stored offset %d after printing offsets 0 and 1", o.StoredOffset)
@@ -244,7 +246,7 @@ func TestPollFollow(t *testing.T) {
 	}
 	var payloads []string
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var m messageJSON
+		var m jsonview.PolledMessage
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("follow prints one JSON message per line: %q: %v", line, err)
 		}
@@ -253,7 +255,7 @@ func TestPollFollow(t *testing.T) {
 	if strings.Join(payloads, ",") != "before,during-1,during-2" {
 		t.Fatalf("followed payloads: %v", payloads)
 	}
-	var o offsetJSON
+	var o jsonview.ConsumerOffset
 	e.json(&o, "consumer-offset", "get", "9", s, "t", "0")
 	if o.StoredOffset != 2 {
 		t.Fatalf("stored offset %d after following to offset 2", o.StoredOffset)
@@ -285,7 +287,7 @@ func TestSendProgress(t *testing.T) {
 			t.Fatalf("terminal %v: progress shown %v:\n%q", terminal, shown, r.stderr)
 		}
 	}
-	var topic topicJSON
+	var topic jsonview.Topic
 	e.json(&topic, "topic", "get", s, "t")
 	if topic.MessagesCount != 5000 {
 		t.Fatalf("messages after two sends of 2500: %d", topic.MessagesCount)
@@ -305,7 +307,7 @@ func TestEncryptionKey(t *testing.T) {
 	if r.stdout != "top secret" {
 		t.Fatalf("decrypted payload: %q", r.stdout)
 	}
-	var stored polledJSON
+	var stored jsonview.Polled
 	e.json(&stored, "message", "poll", "--first", s, "t", "0")
 	sealed := stored.Messages[0].Payload
 	if len(sealed) != 12+len("top secret")+16 || bytes.Contains(sealed, []byte("secret")) {
@@ -315,7 +317,7 @@ func TestEncryptionKey(t *testing.T) {
 	if plain, err := c.decrypt(sealed); err != nil || string(plain) != "top secret" {
 		t.Fatalf("the stored payload does not open as nonce ‖ ciphertext: %q %v", plain, err)
 	}
-	var decrypted polledJSON
+	var decrypted jsonview.Polled
 	e.json(&decrypted, "--encryption-key", key, "message", "poll", "--first", s, "t", "0")
 	if string(decrypted.Messages[0].Payload) != "top secret" || decrypted.Messages[0].Header.PayloadLength != len("top secret") {
 		t.Fatalf("decrypted JSON: %+v", decrypted.Messages[0])
@@ -346,7 +348,7 @@ func TestSendBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := messageTopic(t, e, 1)
-	var sent sendJSON
+	var sent jsonview.SendConfirmations
 	e.stdin = strings.NewReader(strings.Repeat("x\n", 2500))
 	e.json(&sent, "message", "send", s, "t")
 	if len(sent.Confirmations) != 3 || sent.Confirmations[2].BaseOffset != 2000 {

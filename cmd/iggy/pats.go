@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -123,11 +124,11 @@ func (a *app) patList(cmd *cobra.Command, mode listMode) error {
 		if err != nil {
 			return err
 		}
-		views := make([]tokenJSON, len(tokens))
+		views := make([]jsonview.PersonalAccessToken, len(tokens))
 		rows := make([][]string, len(tokens))
 		for i := range tokens {
 			t := &tokens[i]
-			views[i] = tokenView(t)
+			views[i] = jsonview.PersonalAccessTokenOf(t)
 			expiry := "unlimited"
 			if t.ExpiryAtMicros != 0 {
 				expiry = localTime(t.ExpiryAtMicros)

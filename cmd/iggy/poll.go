@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -302,9 +302,9 @@ func (pr *pollPrinter) wholeJSON(polled *wire.PolledMessages, msgs []wire.Polled
 	if pr.a.flags.quiet {
 		return 0, 0, nil
 	}
-	v := polledJSON{PartitionID: polled.PartitionID, CurrentOffset: polled.CurrentOffset, Count: len(msgs), Messages: []messageJSON{}}
+	v := jsonview.Polled{PartitionID: polled.PartitionID, CurrentOffset: polled.CurrentOffset, Count: len(msgs), Messages: []jsonview.PolledMessage{}}
 	for i := range msgs {
-		v.Messages = append(v.Messages, messageView(&msgs[i], payloads[i]))
+		v.Messages = append(v.Messages, jsonview.PolledMessageOf(&msgs[i], payloads[i]))
 	}
 	if err := pr.a.emitJSON(v); err != nil {
 		return 0, 0, err
@@ -330,14 +330,14 @@ func (pr *pollPrinter) one(m *wire.PolledMessage, payload []byte, currentOffset 
 		_, err := out.Write(payload)
 		return err
 	case outputJSON:
-		b, err := json.Marshal(messageView(m, payload))
+		b, err := json.Marshal(jsonview.PolledMessageOf(m, payload))
 		if err != nil {
 			return err
 		}
 		_, err = out.Write(append(b, '\n'))
 		return err
 	}
-	id := uint128Text(m.ID())
+	id := jsonview.U128(m.ID()).String()
 	if !pr.headerDone {
 		pr.headerDone = true
 		pr.offsetWidth = max(len("Offset"), len(strconv.FormatUint(currentOffset, 10)))
@@ -353,8 +353,8 @@ func (pr *pollPrinter) one(m *wire.PolledMessage, payload []byte, currentOffset 
 	if pr.showHeaders {
 		it := wire.NewTLVIterator(m.UserHeaders())
 		for e, ok := it.Next(); ok; e, ok = it.Next() {
-			if _, err := fmt.Fprintf(out, "%*s  header %s (%s) = %s\n", pr.offsetWidth, "", headerValueText(e.KeyKind, e.Key),
-				e.ValueKind, headerValueText(e.ValueKind, e.Value)); err != nil {
+			if _, err := fmt.Fprintf(out, "%*s  header %s (%s) = %s\n", pr.offsetWidth, "", jsonview.ValueText(e.KeyKind, e.Key),
+				e.ValueKind, jsonview.ValueText(e.ValueKind, e.Value)); err != nil {
 				return err
 			}
 		}
@@ -371,53 +371,4 @@ func payloadText(p []byte) string {
 		return s
 	}
 	return strconv.Quote(s)
-}
-
-type polledJSON struct {
-	PartitionID   uint32        `json:"partition_id"`
-	CurrentOffset uint64        `json:"current_offset"`
-	Count         int           `json:"count"`
-	Messages      []messageJSON `json:"messages"`
-}
-
-type messageHeaderJSON struct {
-	Checksum          uint64      `json:"checksum"`
-	ID                uint128JSON `json:"id"`
-	Offset            uint64      `json:"offset"`
-	Timestamp         uint64      `json:"timestamp"`
-	OriginTimestamp   uint64      `json:"origin_timestamp"`
-	UserHeadersLength int         `json:"user_headers_length"`
-	PayloadLength     int         `json:"payload_length"`
-	Reserved          uint64      `json:"reserved"`
-}
-
-type messageJSON struct {
-	Header  messageHeaderJSON `json:"header"`
-	Payload []byte            `json:"payload"`
-	// UserHeaders is a list of entries, or the raw bytes in base64 when they do
-	// not parse.
-	UserHeaders any `json:"user_headers"`
-}
-
-// messageView is a polled message with its payload (decrypted, with
-// --encryption-key: its payload_length is then the decrypted one's).
-func messageView(m *wire.PolledMessage, payload []byte) messageJSON {
-	v := messageJSON{
-		Header: messageHeaderJSON{Checksum: m.Checksum(), ID: uint128JSON(m.ID()), Offset: m.Offset, Timestamp: m.Timestamp,
-			OriginTimestamp: m.OriginTimestamp, UserHeadersLength: len(m.UserHeaders()), PayloadLength: len(payload)},
-		Payload: payload,
-	}
-	raw := m.UserHeaders()
-	entries := []headerEntryJSON{}
-	it := wire.NewTLVIterator(raw)
-	for e, ok := it.Next(); ok; e, ok = it.Next() {
-		entries = append(entries, headerEntryJSON{Key: headerFieldJSON{e.KeyKind.String(), e.Key}, Value: headerFieldJSON{e.ValueKind.String(), e.Value}})
-	}
-	if it.Err() != nil || it.Offset() != len(raw) {
-		v.UserHeaders = raw
-		return v
-	}
-	slices.SortFunc(entries, func(x, y headerEntryJSON) int { return strings.Compare(string(x.Key.Value), string(y.Key.Value)) })
-	v.UserHeaders = entries
-	return v
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 func TestStreamCommands(t *testing.T) {
@@ -15,7 +17,7 @@ func TestStreamCommands(t *testing.T) {
 	has(t, r, "Executing create stream with name: "+s+" and ID auto incremented", "Stream with name: "+s+" and ID: ")
 	fails(t, e.root("stream", "create", s), exitFailed, "a stream named '"+s+"' already exists (1012)")
 
-	var created streamJSON
+	var created jsonview.Stream
 	e.json(&created, "stream", "create", s+"-json")
 	if created.Name != s+"-json" || created.Size != "0 B" || created.Topics == nil || len(*created.Topics) != 0 || created.Options == nil {
 		t.Fatalf("created stream: %+v", created)
@@ -23,7 +25,7 @@ func TestStreamCommands(t *testing.T) {
 	id := strconv.FormatUint(uint64(created.ID), 10)
 
 	has(t, e.ok("stream", "get", s), "Stream name           "+s, "Stream topics count   0")
-	var got streamJSON
+	var got jsonview.Stream
 	e.json(&got, "stream", "get", id)
 	if got.ID != created.ID || got.Name != created.Name || got.CreatedAt != created.CreatedAt {
 		t.Fatalf("stream get %s: %+v, created %+v", id, got, created)
@@ -31,7 +33,7 @@ func TestStreamCommands(t *testing.T) {
 
 	has(t, e.ok("stream", "list"), "ID  Created", s+"-json")
 	has(t, e.ok("stream", "list", "-l", "list"), "|"+s+"|0 B|0|0\n")
-	var list []streamJSON
+	var list []jsonview.Stream
 	e.json(&list, "stream", "list")
 	found := false
 	for _, x := range list {
@@ -70,7 +72,7 @@ func TestTopicCommands(t *testing.T) {
 	has(t, r, "Executing create topic with name: temps, message expiry: 1day 1h, compression algorithm: gzip, max topic size: 2.15 GB in stream with ID: "+s,
 		"Topic with name: temps, partitions count: 2, compression algorithm: gzip, message expiry: 1day 1h, max topic size: 2.15 GB created in stream with ID: "+s)
 
-	var topic topicJSON
+	var topic jsonview.Topic
 	e.json(&topic, "topic", "get", s, "temps")
 	if topic.Name != "temps" || topic.PartitionsCount != 2 || topic.CompressionAlgorithm != "gzip" ||
 		topic.MessageExpiry != 25*3600*1e6 || topic.MaxTopicSize != 2<<30 || topic.Partitions == nil || len(*topic.Partitions) != 2 {
@@ -83,7 +85,7 @@ func TestTopicCommands(t *testing.T) {
 		t.Fatalf("enforce_fsync option: %+v", topic.Options)
 	}
 
-	var plain topicJSON
+	var plain jsonview.Topic
 	e.json(&plain, "topic", "create", s, "plain", "1", "none")
 	if plain.MessageExpiry != expiryNever || plain.MaxTopicSize != topicSizeUnlimited || plain.Partitions == nil {
 		t.Fatalf("topic create with defaults: %+v", plain)
@@ -103,7 +105,7 @@ func TestTopicCommands(t *testing.T) {
 		}
 	}
 	has(t, e.ok("topic", "list", s, "-l", "list"), "|temps|2|0|0 B|2.15 GB|1day 1h|gzip\n")
-	var topics []topicJSON
+	var topics []jsonview.Topic
 	e.json(&topics, "topic", "list", s)
 	if len(topics) != 2 || topics[0].Partitions != nil {
 		t.Fatalf("topic list: %+v", topics)
@@ -140,7 +142,7 @@ func TestPartitionAndSegmentCommands(t *testing.T) {
 	has(t, e.ok("partition", "create", s, "t", "3"), "Executing create 3 partitions for topic with ID: t and stream with ID: "+s,
 		"Created 3 partitions for topic with ID: t and stream with ID: "+s)
 	has(t, e.ok("p", "d", s, "t", "1"), "Deleted 1 partition for topic with ID: t and stream with ID: "+s)
-	var topic topicJSON
+	var topic jsonview.Topic
 	e.json(&topic, "topic", "get", s, "t")
 	if topic.PartitionsCount != 3 {
 		t.Fatalf("partitions after +3 -1: %d", topic.PartitionsCount)
@@ -163,7 +165,7 @@ func TestConsumerGroupCommands(t *testing.T) {
 
 	has(t, e.ok("consumer-group", "create", s, "t", "readers"), "Consumer group: ID: 0, name: readers created for topic with ID: t and stream with ID: "+s)
 	fails(t, e.root("consumer-group", "create", s, "t", "readers"), exitFailed, "a consumer group named 'readers' already exists in topic 't' of stream '"+s+"' (5004)")
-	var g groupJSON
+	var g jsonview.Group
 	e.json(&g, "consumer-group", "get", s, "t", "readers")
 	if g.Name != "readers" || g.PartitionsCount != 2 || g.MembersCount != 0 || g.Members == nil {
 		t.Fatalf("group get: %+v", g)
@@ -171,7 +173,7 @@ func TestConsumerGroupCommands(t *testing.T) {
 	has(t, e.ok("g", "g", s, "t", "0"), "Consumer group name  readers", "Partitions count     2")
 	has(t, e.ok("consumer-group", "list", s, "t"), "ID  Name     Partitions Count  Members Count\n0   readers  2                 0\n")
 	has(t, e.ok("consumer-group", "list", s, "t", "-l", "list"), "0|readers|2|0\n")
-	var groups []groupJSON
+	var groups []jsonview.Group
 	e.json(&groups, "consumer-group", "list", s, "t")
 	if len(groups) != 1 || groups[0].Members != nil {
 		t.Fatalf("group list: %+v", groups)
@@ -193,9 +195,9 @@ func TestConsumerOffsetCommands(t *testing.T) {
 	fails(t, e.root("consumer-offset", "get", "4", s, "t", "0"), exitFailed, "no consumer offset stored for consumer with ID: 4")
 	has(t, e.ok("consumer-offset", "set", "4", s, "t", "0", "1"),
 		"Consumer offset for consumer with ID: 4 for stream with ID: "+s+" and topic with ID: t and partition with ID: 0 set to 1")
-	var o offsetJSON
+	var o jsonview.ConsumerOffset
 	e.json(&o, "consumer-offset", "get", "4", s, "t", "0")
-	if o != (offsetJSON{PartitionID: 0, CurrentOffset: 2, StoredOffset: 1}) {
+	if o != (jsonview.ConsumerOffset{PartitionID: 0, CurrentOffset: 2, StoredOffset: 1}) {
 		t.Fatalf("offset: %+v", o)
 	}
 	has(t, e.ok("o", "g", "4", s, "t", "0"), "Current offset  2", "Stored offset   1")
@@ -205,7 +207,7 @@ func TestConsumerOffsetCommands(t *testing.T) {
 	// reference keeps them, and found again by the same name.
 	e.ok("consumer-offset", "set", "named", s, "t", "0", "2")
 	e.json(&o, "consumer-offset", "get", "named", s, "t", "0")
-	if o != (offsetJSON{PartitionID: 0, CurrentOffset: 2, StoredOffset: 2}) {
+	if o != (jsonview.ConsumerOffset{PartitionID: 0, CurrentOffset: 2, StoredOffset: 2}) {
 		t.Fatalf("named consumer's offset: %+v", o)
 	}
 }

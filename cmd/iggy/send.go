@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -126,17 +127,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-type sendJSON struct {
-	Confirmations []confirmationJSON `json:"confirmations"`
-}
-
-type confirmationJSON struct {
-	StreamID    uint32 `json:"stream_id"`
-	TopicID     uint32 `json:"topic_id"`
-	PartitionID uint32 `json:"partition_id"`
-	BaseOffset  uint64 `json:"base_offset"`
-}
-
 func (a *app) send(cmd *cobra.Command, args []string, sf *sendFlags, keyGiven bool) error {
 	stream, topic, t, err := streamAndTopic(args)
 	if err != nil {
@@ -221,7 +211,7 @@ func (a *app) send(cmd *cobra.Command, args []string, sf *sendFlags, keyGiven bo
 		if sf.inputFile != "" {
 			a.say("Created %d messages using %d bytes from %s", sent, counter.n, sf.inputFile)
 		}
-		return a.result(sendJSON{Confirmations: confirmations}, func() {
+		return a.result(jsonview.SendConfirmations{Confirmations: confirmations}, func() {
 			a.say("Sent %d message%s to topic with ID: %s and stream with ID: %s", sent, plural(sent), args[1], args[0])
 		})
 	})
@@ -229,9 +219,9 @@ func (a *app) send(cmd *cobra.Command, args []string, sf *sendFlags, keyGiven bo
 
 // sendAll sends the source's messages in batches and returns how many went.
 func (a *app) sendAll(ctx context.Context, c *client.Client, stream, topic wire.Identifier, partitioning wire.Partitioning,
-	headers []byte, source messageSource, cipher *payloadCipher, p *progress) (int, []confirmationJSON, error) {
+	headers []byte, source messageSource, cipher *payloadCipher, p *progress) (int, []jsonview.SendConfirmation, error) {
 	sent := 0
-	confirmations := []confirmationJSON{}
+	confirmations := []jsonview.SendConfirmation{}
 	batch := make([]client.Message, 0, sendBatchMessagesMax)
 	batchBytes := 0
 	flush := func() error {
@@ -242,10 +232,7 @@ func (a *app) sendAll(ctx context.Context, c *client.Client, stream, topic wire.
 		if err != nil {
 			return err
 		}
-		for i := range conf.Len() {
-			x := conf.At(i)
-			confirmations = append(confirmations, confirmationJSON{x.StreamID, x.TopicID, x.PartitionID, x.BaseOffset})
-		}
+		confirmations = jsonview.AppendSendConfirmations(confirmations, conf)
 		sent += len(batch)
 		a.debugf("sent a batch of %d messages (%d bytes)", len(batch), batchBytes)
 		batch, batchBytes = batch[:0], 0

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 // sessionUser makes a user of its own for a login test: logins of one user share
@@ -55,7 +57,7 @@ func TestLoginLogout(t *testing.T) {
 	has(t, e.iggy("user", "get", u), "Username     "+u)
 	has(t, e.iggy("session", "status"), "Session Active   Yes", "Session Expires  ")
 	has(t, e.iggy("-u", u, "-p", "secret-1", "login"), "Already logged into Iggy server "+serverAddr)
-	var tokens []tokenJSON
+	var tokens []jsonview.PersonalAccessToken
 	jsonUnmarshal(e.iggy("--output", "json", "pat", "list").stdout, &tokens)
 	if len(tokens) != 1 || tokens[0].Name != sessionTokenName || tokens[0].ExpiryAt == nil {
 		t.Fatalf("the user's tokens: %+v", tokens)
@@ -117,7 +119,7 @@ func TestCredentialOrder(t *testing.T) {
 	e := newEnv(t)
 	u := sessionUser(t, e)
 	e.iggy("-u", u, "-p", "secret-1", "login")
-	var me clientJSON
+	var me jsonview.Client
 	jsonUnmarshal(e.iggy("--output", "json", "-t", rootToken, "me").stdout, &me)
 	if me.UserID == nil || *me.UserID != 0 {
 		t.Fatalf("-t beside a session: logged in as %v", me.UserID)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 func (a *app) streamCommand() *cobra.Command {
@@ -50,7 +51,7 @@ func (a *app) streamCreate(cmd *cobra.Command, args []string) error {
 			if err != nil {
 				return err
 			}
-			return a.result(streamDetailsView(s), func() {
+			return a.result(jsonview.StreamDetailsOf(s), func() {
 				a.say("Stream with name: %s and ID: %d created", name, s.ID)
 			})
 		})
@@ -96,7 +97,7 @@ func (a *app) streamGet(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		return a.result(streamDetailsView(s), func() {
+		return a.result(jsonview.StreamDetailsOf(s), func() {
 			a.properties([]property{
 				{"Stream ID", strconv.FormatUint(uint64(s.ID), 10)},
 				{"Created", utcTime(s.CreatedAtMicros)},
@@ -115,11 +116,11 @@ func (a *app) streamList(cmd *cobra.Command, mode listMode) error {
 		if err != nil {
 			return err
 		}
-		views := make([]streamJSON, len(streams))
+		views := make([]jsonview.Stream, len(streams))
 		rows := make([][]string, len(streams))
 		for i := range streams {
 			s := &streams[i]
-			views[i] = streamView(s)
+			views[i] = jsonview.StreamOf(s)
 			rows[i] = []string{strconv.FormatUint(uint64(s.ID), 10), utcTime(s.CreatedAtMicros), string(s.Name),
 				displaySize(s.SizeBytes), strconv.FormatUint(s.MessagesCount, 10), strconv.FormatUint(uint64(s.TopicsCount), 10)}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -111,7 +112,7 @@ func (a *app) meCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.result(clientDetailsView(me), func() { a.properties(clientProperties(me)) })
+			return a.result(jsonview.ClientDetailsOf(me), func() { a.properties(clientProperties(me)) })
 		})
 	})
 }
@@ -156,7 +157,7 @@ func (a *app) clientGet(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		return a.result(clientDetailsView(d), func() { a.properties(clientProperties(d)) })
+		return a.result(jsonview.ClientDetailsOf(d), func() { a.properties(clientProperties(d)) })
 	})
 }
 
@@ -166,11 +167,11 @@ func (a *app) clientList(cmd *cobra.Command, mode listMode) error {
 		if err != nil {
 			return err
 		}
-		views := make([]clientJSON, len(clients))
+		views := make([]jsonview.Client, len(clients))
 		rows := make([][]string, len(clients))
 		for i := range clients {
 			h := &clients[i]
-			views[i] = clientView(h)
+			views[i] = jsonview.ClientOf(h)
 			user := ""
 			if h.UserID != wire.ClientUserIDNone {
 				user = strconv.FormatUint(uint64(h.UserID), 10)
@@ -198,7 +199,7 @@ func (a *app) clusterCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.result(clusterView(m), func() {
+			return a.result(jsonview.ClusterOf(m), func() {
 				if len(m.Nodes) == 0 {
 					a.say("No cluster nodes found!")
 					return
@@ -207,7 +208,7 @@ func (a *app) clusterCommand() *cobra.Command {
 				rows := make([][]string, len(m.Nodes))
 				for i, n := range m.Nodes {
 					rows[i] = []string{string(n.Name), string(n.IP), port(n.TCPPort), port(n.QUICPort), port(n.HTTPPort),
-						port(n.WebSocketPort), roleName(n.Role), nodeStatusName(n.Status)}
+						port(n.WebSocketPort), jsonview.RoleName(n.Role), jsonview.NodeStatusName(n.Status)}
 				}
 				a.table(mode, []string{"Name", "IP", "TCP", "QUIC", "HTTP", "WebSocket", "Role", "Status"}, rows)
 			})
@@ -237,12 +238,12 @@ func (a *app) options(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		views := make([]optionDescriptorJSON, len(descriptors))
+		views := make([]jsonview.OptionSpec, len(descriptors))
 		rows := make([][]string, len(descriptors))
 		for i := range descriptors {
 			d := &descriptors[i]
-			views[i] = optionDescriptorView(d)
-			rows[i] = []string{string(d.Key), d.Kind.String(), headerValueText(d.Kind, d.Default), string(d.Description)}
+			views[i] = jsonview.OptionSpecOf(d)
+			rows[i] = []string{string(d.Key), d.Kind.String(), jsonview.ValueText(d.Kind, d.Default), string(d.Description)}
 		}
 		return a.result(views, func() {
 			if len(rows) == 0 {
@@ -288,9 +289,9 @@ func (a *app) printStats(s *wire.Stats, format string) error {
 	}
 	switch format {
 	case "json":
-		return a.emitJSON(statsView(s))
+		return a.emitJSON(jsonview.StatsOf(s))
 	case "toml":
-		return toml.NewEncoder(a.io.out).Encode(statsView(s))
+		return toml.NewEncoder(a.io.out).Encode(jsonview.StatsOf(s))
 	}
 	props := []property{
 		{"Iggy Server PID", strconv.FormatUint(uint64(s.ProcessID), 10)},

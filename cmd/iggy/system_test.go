@@ -14,6 +14,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/config"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/tlsterm/tlstest"
 )
 
@@ -32,13 +33,13 @@ func TestMeAndClients(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	has(t, e.ok("me"), "Client ID", "User ID                0\n", "Transport              TCP\n")
-	var me clientJSON
+	var me jsonview.Client
 	e.json(&me, "me")
 	if me.UserID == nil || *me.UserID != 0 || me.Transport != "TCP" || !strings.HasPrefix(me.Address, "127.0.0.1:") || me.ConsumerGroups == nil {
 		t.Fatalf("me: %+v", me)
 	}
 	has(t, e.ok("client", "list"), "Client ID  User ID  Address", "TCP")
-	var clients []clientJSON
+	var clients []jsonview.Client
 	e.json(&clients, "client", "list")
 	if len(clients) == 0 {
 		t.Fatal("client list is empty with this client connected")
@@ -56,7 +57,7 @@ func TestMeAndClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strconv.FormatUint(uint64(heldMe.ClientID), 10)
-	var got clientJSON
+	var got jsonview.Client
 	e.json(&got, "client", "get", id)
 	if got.ClientID != heldMe.ClientID || got.Address != string(heldMe.Address) || got.UserID == nil || *got.UserID != 0 {
 		t.Fatalf("client get %s: %+v, the connection is %+v", id, got, heldMe)
@@ -72,13 +73,13 @@ func TestStats(t *testing.T) {
 	has(t, e.ok("stats"), "Iggy Server PID", "Streams Count", "Kernel Version")
 	has(t, e.ok("stats", "-o", "list"), "Iggy Server PID|")
 	for _, args := range [][]string{{"stats", "-o", "json"}, {"--output", "json", "stats"}} {
-		var s statsJSON
+		var s jsonview.Stats
 		r := e.ok(args...)
 		if err := jsonUnmarshal(r.stdout, &s); err != nil || s.ProcessID != uint32(os.Getpid()) || s.TotalMemory == "" || s.CacheMetrics == nil {
 			t.Fatalf("%v: %v %+v", args, err, s)
 		}
 	}
-	var s statsJSON
+	var s jsonview.Stats
 	if _, err := toml.Decode(e.ok("stats", "-o", "toml").stdout, &s); err != nil || s.ProcessID != uint32(os.Getpid()) {
 		t.Fatalf("stats TOML: %v %+v", err, s)
 	}
@@ -110,7 +111,7 @@ func TestClusterMetadataAndOptions(t *testing.T) {
 	e := newEnv(t)
 	r := e.ok("cluster", "metadata")
 	has(t, r, "Cluster name: single-node\n", "Name       IP         TCP", "leader  healthy\n")
-	var m clusterJSON
+	var m jsonview.Cluster
 	e.json(&m, "cluster", "metadata")
 	_, port, _ := strings.Cut(serverAddr, ":")
 	if m.Name != "single-node" || len(m.Nodes) != 1 || m.Nodes[0].Role != "leader" || strconv.Itoa(int(m.Nodes[0].Endpoints.TCP)) != port {
@@ -119,7 +120,7 @@ func TestClusterMetadataAndOptions(t *testing.T) {
 	has(t, e.ok("cluster", "metadata", "-l", "list"), "|leader|healthy\n")
 
 	has(t, e.ok("options", "topic"), "Key                                Kind    Default", "segment_size", "1073741824")
-	var opts []optionDescriptorJSON
+	var opts []jsonview.OptionSpec
 	e.json(&opts, "options", "topic")
 	if len(opts) != 8 || opts[3].Key != "segment_size" || opts[3].Kind != "uint64" || len(opts[3].DefaultValue) != 8 {
 		t.Fatalf("topic options: %+v", opts)

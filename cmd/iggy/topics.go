@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -203,7 +204,7 @@ func (a *app) topicCreate(cmd *cobra.Command, args []string, maxSize string, set
 		if err != nil {
 			return err
 		}
-		return a.result(topicDetailsView(t), func() {
+		return a.result(jsonview.TopicDetailsOf(t), func() {
 			a.say("Topic with name: %s, partitions count: %d, compression algorithm: %s, message expiry: %s, max topic size: %s created in stream with ID: %s (topic ID: %d)",
 				name, partitions, settings.compression, settings.expiryText(), settings.maxSizeText(), args[0], t.ID)
 		})
@@ -276,13 +277,13 @@ func (a *app) topicGet(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		return a.result(topicDetailsView(d), func() {
+		return a.result(jsonview.TopicDetailsOf(d), func() {
 			a.properties([]property{
 				{"Topic id", strconv.FormatUint(uint64(d.ID), 10)},
 				{"Created", utcTime(d.CreatedAtMicros)},
 				{"Topic name", string(d.Name)},
 				{"Topic size", displaySize(d.SizeBytes)},
-				{"Compression", compressionName(d.CompressionAlgorithm)},
+				{"Compression", jsonview.CompressionName(d.CompressionAlgorithm)},
 				{"Message expiry", displayExpiry(d.MessageExpiryMicros)},
 				{"Max topic size", displayTopicSize(d.MaxTopicSizeBytes)},
 				{"Topic message count", strconv.FormatUint(d.MessagesCount, 10)},
@@ -303,15 +304,15 @@ func (a *app) topicList(cmd *cobra.Command, args []string, mode listMode) error 
 		if err != nil {
 			return err
 		}
-		views := make([]topicJSON, len(topics))
+		views := make([]jsonview.Topic, len(topics))
 		rows := make([][]string, len(topics))
 		for i := range topics {
 			t := &topics[i]
-			views[i] = topicView(t)
+			views[i] = jsonview.TopicOf(t)
 			rows[i] = []string{strconv.FormatUint(uint64(t.ID), 10), string(t.Name),
 				strconv.FormatUint(uint64(t.PartitionsCount), 10), strconv.FormatUint(t.MessagesCount, 10),
 				displaySize(t.SizeBytes), displayTopicSize(t.MaxTopicSizeBytes), displayExpiry(t.MessageExpiryMicros),
-				compressionName(t.CompressionAlgorithm)}
+				jsonview.CompressionName(t.CompressionAlgorithm)}
 		}
 		return a.result(views, func() {
 			// Created is left out to fit 80 columns: topic get and --output json have it.

@@ -8,13 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
 // userStatus is a user's active/inactive argument or flag.
 type userStatus wire.UserStatus
 
-func (s *userStatus) String() string { return userStatusName(uint8(*s)) }
+func (s *userStatus) String() string { return jsonview.UserStatusName(uint8(*s)) }
 func (s *userStatus) Type() string   { return "active|inactive" }
 func (s *userStatus) Set(v string) error {
 	switch v {
@@ -103,7 +104,7 @@ func (a *app) userCreate(cmd *cobra.Command, args []string, status wire.UserStat
 		if err != nil {
 			return err
 		}
-		return a.result(userDetailsView(u), func() {
+		return a.result(jsonview.UserDetailsOf(u), func() {
 			a.say("User with username: %s and ID: %d created", username, u.ID)
 		})
 	})
@@ -133,11 +134,11 @@ func (a *app) userGet(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		return a.result(userDetailsView(u), func() {
+		return a.result(jsonview.UserDetailsOf(u), func() {
 			props := []property{
 				{"User ID", strconv.FormatUint(uint64(u.ID), 10)},
 				{"Created", localTime(u.CreatedAtMicros)},
-				{"Status", userStatusName(u.Status)},
+				{"Status", jsonview.UserStatusName(u.Status)},
 				{"Username", string(u.Username)},
 				{"Permissions", "none"},
 			}
@@ -155,12 +156,12 @@ func (a *app) userList(cmd *cobra.Command, mode listMode) error {
 		if err != nil {
 			return err
 		}
-		views := make([]userListJSON, len(users))
+		views := make([]jsonview.User, len(users))
 		rows := make([][]string, len(users))
 		for i := range users {
 			u := &users[i]
-			views[i] = userListView(u)
-			rows[i] = []string{strconv.FormatUint(uint64(u.ID), 10), localTime(u.CreatedAtMicros), userStatusName(u.Status), string(u.Username)}
+			views[i] = jsonview.UserOf(u)
+			rows[i] = []string{strconv.FormatUint(uint64(u.ID), 10), localTime(u.CreatedAtMicros), jsonview.UserStatusName(u.Status), string(u.Username)}
 		}
 		return a.result(views, func() {
 			if len(rows) == 0 {

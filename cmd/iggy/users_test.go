@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/iggy-shard/iggy-shard/jsonview"
 )
 
 func TestUserCommands(t *testing.T) {
@@ -10,7 +12,7 @@ func TestUserCommands(t *testing.T) {
 	e := newEnv(t)
 	u := name("alice")
 
-	var created userJSON
+	var created jsonview.UserDetails
 	e.json(&created, "user", "create", u, "secret-1", "-g", "r_str,poll_messages", "-s", "3:s_msg#1:p_msg,read_topic", "-s", "4")
 	if created.Username != u || created.Status != "active" || created.Permissions == nil {
 		t.Fatalf("created user: %+v", created)
@@ -40,7 +42,7 @@ func TestUserCommands(t *testing.T) {
 	u += "-b"
 	has(t, e.ok("user", "status", u, "inactive"), "User with ID: "+u+" updated with status: inactive")
 	has(t, e.ok("user", "permissions", u), "Permissions for user with ID: "+u+" updated")
-	var got userJSON
+	var got jsonview.UserDetails
 	e.json(&got, "user", "get", u)
 	if got.Status != "inactive" || got.Permissions != nil {
 		t.Fatalf("after status and permissions: %+v", got)
@@ -117,7 +119,7 @@ func TestPATCommands(t *testing.T) {
 
 	r = asUser("pat", "list")
 	has(t, r, "Name   Token Expiry Time\n", "ci     20", "quiet  unlimited\n")
-	var tokens []tokenJSON
+	var tokens []jsonview.PersonalAccessToken
 	if err := jsonUnmarshal(asUser("--output", "json", "pat", "list").stdout, &tokens); err != nil || len(tokens) != 3 {
 		t.Fatalf("pat list JSON: %v %+v", err, tokens)
 	}
