@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -283,5 +284,50 @@ func TestRecvIntoFrameStopsWhenRepliesPileUp(t *testing.T) {
 	inspect(func(*Shard) { served = h.served })
 	if served != 1 {
 		t.Fatalf("%d requests served at once, want 1 (the large frame)", served)
+	}
+}
+
+// TestLargeAndSmallFramesPipelined: one connection pipelines a hundred frames of
+// sizes on both sides of the threshold, large ones straight into their buffers and
+// small ones through the receive ring, switching between the two recvs each time;
+// every one arrives whole, in order, and the frame buffers all come back.
+func TestLargeAndSmallFramesPipelined(t *testing.T) {
+	rt := startSumRuntime(t, Config{Arena: ArenaConfigDefault()})
+	before := shardStats(t, rt)
+	c := dial(t, rt)
+	rng := rand.New(rand.NewPCG(5, 23))
+	frames := make([][]byte, 100)
+	for i := range frames {
+		body := rng.IntN(2 * recvBufferBytes)
+		if i%2 == 0 {
+			body = recvDirectBytesMinDefault + rng.IntN(batchBufferBytes-recvDirectBytesMinDefault)
+		}
+		frames[i] = sumFrame(body, uint64(i))
+	}
+	errs := make(chan error, 1)
+	go func() {
+		for _, f := range frames {
+			if _, err := c.conn.Write(f); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for _, f := range frames {
+		readSum(t, c.conn, f)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	c.conn.Close()
+	waitFor(t, 5*time.Second, "the connection closed", func() bool { return rt.ConnectionCount() == 0 })
+	after := shardStats(t, rt)
+	if after.BytesReceivedIntoFrames == before.BytesReceivedIntoFrames {
+		t.Error("no byte received straight into a frame buffer")
+	}
+	if after.ArenaBuffersInUse != before.ArenaBuffersInUse {
+		t.Errorf("%d arena buffers in use after the connection closed, %d before it opened",
+			after.ArenaBuffersInUse, before.ArenaBuffersInUse)
 	}
 }
