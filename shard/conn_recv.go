@@ -252,6 +252,12 @@ func (c *Conn) waitForBuffer() {
 	s.counters.framesWaitedForBuffer++
 	c.cancelRecv()
 	s.clients.bufferWaiters = append(s.clients.bufferWaiters, c.id)
+	// Its backlogs leave the arena (keep puts them on the heap while it waits): the
+	// buffer a backlog holds may be the one a waiting frame needs.
+	c.in.toHeap(s.arena)
+	if c.tls != nil {
+		c.tls.pending.toHeap(s.arena)
+	}
 }
 
 // frameReleased accounts for a retained request buffer given back. The connection may
@@ -289,8 +295,8 @@ func (c *Conn) resumeInput() {
 // stash keeps received bytes the connection cannot serve yet: those that arrived after
 // it was throttled or began to wait for a frame buffer, before the cancel of its recv
 // took effect. They are copied out of the receive ring (whose buffers must keep
-// circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
-// grows to at most recvPool.backlogBytesMax.
+// circulating) into a buffer (the arena's; the heap's when the arena is dry or the
+// connection waits for a frame buffer) that grows to at most recvPool.backlogBytesMax.
 //
 // That bound is what the kernel can deliver, so no client is dropped for it: the
 // shard's ring runs with DEFER_TASKRUN, so arrivals land only when the shard enters
@@ -314,13 +320,15 @@ func (c *Conn) keep(b *inputBacklog, data []byte) bool {
 	}
 	if len(b.data) < need {
 		size := max(need, 2*len(b.data), sendBufferBytesMax)
-		var bigger []byte
-		buffer, err := s.arena.Acquire(size)
-		if err == nil {
-			bigger = buffer.Full()
-		} else {
+		var buffer arena.Buffer
+		if !c.waitingForBuffer { // else what it would take may be what its frame waits for
+			buffer, _ = s.arena.Acquire(size)
+		}
+		bigger := buffer.Full()
+		if buffer.IsZero() {
 			// The arena ran dry, most likely because frames wait for its buffers
-			// too: a bounded heap buffer, rare, rather than closing the connection.
+			// too, or this connection's frame does: a bounded heap buffer, rare,
+			// rather than closing the connection or taking what frames wait for.
 			bigger = make([]byte, size)
 		}
 		copy(bigger, b.data[:held])
@@ -330,6 +338,18 @@ func (c *Conn) keep(b *inputBacklog, data []byte) bool {
 	copy(b.data[held:], data)
 	b.bytes = need
 	return true
+}
+
+// toHeap moves b's bytes out of the arena buffer holding them, if one does, to the
+// heap, and gives the buffer back to a.
+func (b *inputBacklog) toHeap(a *arena.Arena) {
+	if b.buffer.IsZero() {
+		return
+	}
+	moved := make([]byte, len(b.data))
+	copy(moved, b.data[:b.bytes])
+	a.Release(b.buffer)
+	b.data, b.buffer = moved, arena.Buffer{}
 }
 
 // releaseBacklog gives the backlog's buffer back (to the arena when it came from it).
