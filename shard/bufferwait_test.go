@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -277,4 +278,145 @@ func TestRetainedFramesThrottleTheConnection(t *testing.T) {
 	if n := h.heldAtRelease.Load(); n != 5 {
 		t.Fatalf("%d frames held when released, want 5: the connection was read while throttled", n)
 	}
+}
+
+// releasingHandler holds every frame until the test sets release, then answers
+// each on its connection and gives it back, on its next turn.
+type releasingHandler struct {
+	testHandler
+	held    []Frame
+	release *atomic.Bool
+}
+
+func (h *releasingHandler) ServeRequest(c *Conn, req *Request) {
+	h.held = append(h.held, req.Retain())
+	req.Defer()
+}
+
+func (h *releasingHandler) Tick(s *Shard) bool {
+	if !h.release.Load() {
+		return false
+	}
+	for i := range h.held {
+		f := &h.held[i]
+		if c := s.Conn(f.conn); c != nil {
+			c.Answer(f.Ticket)
+			c.ReplyStatus(f.Header, 0)
+			c.Answered()
+		}
+		f.Release()
+	}
+	h.held = h.held[:0]
+	return false
+}
+
+func (h *releasingHandler) ConnClosed(*Conn) {}
+
+// TestBufferWaitersForDifferentSizesDoNotBlockEachOther: the first connection in
+// line waits for a 64 KiB buffer that a frame behind it holds, which itself waits
+// for the one 1 MiB buffer. When that comes back, the frame behind takes it (and
+// so frees its 64 KiB one): the line is first come, first served for each size,
+// not across sizes, which would leave both waiting for ever.
+func TestBufferWaitersForDifferentSizesDoNotBlockEachOther(t *testing.T) {
+	const kib, mib = 1 << 10, 1 << 20
+	var release atomic.Bool
+	rt := startTestRuntime(t, Config{ShardCount: 1, FrameSizeMax: mib, NewHandler: func(s *Shard) Handler {
+		return &releasingHandler{testHandler: testHandler{shard: s}, release: &release}
+	}, Arena: arenaConfig{Classes: []arenaClass{
+		{BufferSizeBytes: 4 * kib, BufferCount: 64},
+		{BufferSizeBytes: 8 * kib, BufferCount: 256},
+		{BufferSizeBytes: 64 * kib, BufferCount: 1},
+		{BufferSizeBytes: 1 * mib, BufferCount: 1},
+	}}})
+	inUse := func(class int) (n, waiting int) {
+		if err := rt.Inspect(context.Background(), func(s *Shard) {
+			n, waiting = s.arena.ClassStats(class).InUseCount, len(s.clients.bufferWaiters)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n, waiting
+	}
+	const bodyBytes = 700_000
+	holder, behind, front := dial(t, rt), dial(t, rt), dial(t, rt)
+	frames := map[*testClient][]byte{}
+	for i, c := range []*testClient{holder, behind, front} {
+		frames[c] = requestHeader(bodyBytes, wire.OperationNonReplicated, uint32(wire.CodePing), uint64(i+1))
+	}
+	if _, err := holder.conn.Write(frames[holder]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the 1 MiB buffer held", func() bool { n, _ := inUse(3); return n == 1 })
+	if _, err := behind.conn.Write(frames[behind][:32*kib]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the 64 KiB buffer held", func() bool { n, _ := inUse(2); return n == 1 })
+	if _, err := front.conn.Write(frames[front]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a connection waiting for 64 KiB", func() bool { _, w := inUse(2); return w == 1 })
+	if _, err := behind.conn.Write(frames[behind][32*kib:]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a connection waiting for 1 MiB behind it", func() bool { _, w := inUse(2); return w == 2 })
+	release.Store(true)
+	rt.WakeAll()
+	for i, c := range []*testClient{holder, behind, front} {
+		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		reply := make([]byte, 256)
+		if _, err := io.ReadFull(c.conn, reply); err != nil {
+			t.Fatalf("reply %d: %v", i+1, err)
+		}
+		if err := replyMatches(reply, uint64(i+1), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWaitingConnectionHoldsNoBacklogBuffer: a connection that begins to wait for a
+// frame buffer gives back the arena buffer its backlog held (the bytes move to the
+// heap), and what it stashes while it waits goes to the heap too: otherwise its
+// backlog could hold the very buffer its frame waits for, and wait for ever.
+func TestWaitingConnectionHoldsNoBacklogBuffer(t *testing.T) {
+	rt := startTestRuntime(t, Config{ShardCount: 1})
+	c := dial(t, rt)
+	c.ping(1)
+	stashed := make([]byte, 100<<10)
+	fillRandom(stashed[headerSizeBytes:], 7) // after a header of zeros: size 0
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	if err := rt.Inspect(context.Background(), func(s *Shard) {
+		var conn *Conn
+		for _, cc := range s.clients.conns.items {
+			if cc.state == linkOpen {
+				conn = cc
+			}
+		}
+		conn.stash(stashed[:60<<10])
+		if conn.in.buffer.IsZero() {
+			fail("a backlog of an open connection on the heap with the arena not dry")
+			return
+		}
+		inUse := s.arena.InUseCount()
+		conn.waitForBuffer()
+		if !conn.in.buffer.IsZero() {
+			fail("the backlog of a connection waiting for a frame buffer still holds an arena buffer")
+		}
+		if n := s.arena.InUseCount(); n != inUse-1 {
+			fail("%d arena buffers in use after the wait began, want %d", n, inUse-1)
+		}
+		conn.stash(stashed[60<<10:])
+		if !conn.in.buffer.IsZero() {
+			fail("a waiting connection's backlog took an arena buffer as it grew")
+		}
+		if !bytes.Equal(conn.in.data[:conn.in.bytes], stashed) {
+			fail("the backlog's bytes changed as they moved")
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	// The stashed bytes are no frame: once it reads again, the connection is evicted.
+	c.expectEvictionThenClose(wire.EvictionInvalidRequestBodySize)
 }

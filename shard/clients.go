@@ -2,7 +2,6 @@ package shard
 
 import (
 	"net/netip"
-	"slices"
 )
 
 // clientTable is a shard's client connections: their slots, the ones with replies
@@ -35,8 +34,10 @@ func (s *Shard) Conn(id ConnID) *Conn {
 }
 
 // resumeInputs lets connections read again that were throttled for their retained
-// requests or waited for a frame buffer. Buffer waiters go first come, first served:
-// the first one that still finds no buffer keeps its place and the rest wait behind it.
+// requests or waited for a frame buffer. Every buffer waiter is tried, in arrival
+// order, and one that still finds no buffer keeps its place: waiters for buffers of
+// one size are served first come, first served, but one does not hold up those
+// waiting for another size, whose frames may hold the very buffer it waits for.
 func (s *Shard) resumeInputs() {
 	for len(s.clients.resumable) > 0 {
 		id := s.clients.resumable[len(s.clients.resumable)-1]
@@ -46,21 +47,27 @@ func (s *Shard) resumeInputs() {
 			c.resumeInput()
 		}
 	}
-	for len(s.clients.bufferWaiters) > 0 {
-		c := s.Conn(s.clients.bufferWaiters[0])
+	kept := 0
+	for i := range len(s.clients.bufferWaiters) { // a resumed one queued again is taken back at once
+		id := s.clients.bufferWaiters[i]
+		c := s.Conn(id)
 		if c == nil || !c.waitingForBuffer {
-			s.clients.bufferWaiters = slices.Delete(s.clients.bufferWaiters, 0, 1)
 			continue
 		}
 		c.waitingForBuffer = false
 		c.resumeInput()
 		if c.waitingForBuffer {
-			// Still none: waitForBuffer queued it at the back; it keeps the front.
-			s.clients.bufferWaiters = s.clients.bufferWaiters[:len(s.clients.bufferWaiters)-1]
-			return
+			// Still none: waitForBuffer queued it again at the back; it keeps its place.
+			last := len(s.clients.bufferWaiters) - 1
+			if s.clients.bufferWaiters[last] != id {
+				panic("shard: a buffer waiter queued another connection as it resumed")
+			}
+			s.clients.bufferWaiters = s.clients.bufferWaiters[:last]
+			s.clients.bufferWaiters[kept] = id
+			kept++
 		}
-		s.clients.bufferWaiters = slices.Delete(s.clients.bufferWaiters, 0, 1)
 	}
+	s.clients.bufferWaiters = s.clients.bufferWaiters[:kept]
 }
 
 func (s *Shard) flushSends() {

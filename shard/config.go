@@ -93,6 +93,10 @@ type Config struct {
 	// the kernel (fdpass.Probe) and uses msg_ring send-fd where it works, else the
 	// inter-shard queue; fdpass.ModeQueue forces the queue.
 	FdPass fdpass.Mode
+
+	// recvDirectBytesMin is recvDirectBytesMinDefault unless a test or benchmark of
+	// this package sets it (negative: never receive straight into a frame buffer).
+	recvDirectBytesMin int
 }
 
 // BusyPollDefault is Config.BusyPoll's default: a little more than a client's
@@ -248,6 +252,9 @@ func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	}
 	if c.PipesPerShardMax < 0 || c.PipeSizeBytes < 0 {
 		return c, errors.New("shard: negative pipe bound")
+	}
+	if c.recvDirectBytesMin == 0 {
+		c.recvDirectBytesMin = recvDirectBytesMinDefault
 	}
 	if c.InboxCapacity&(c.InboxCapacity-1) != 0 {
 		return c, fmt.Errorf("shard: inbox capacity %d is not a power of two", c.InboxCapacity)

@@ -24,8 +24,11 @@ var (
 // Conn is a client connection on its shard. Its methods must be called from that
 // shard's goroutine; another shard refers to it by ConnID and posts a Message.
 type Conn struct {
-	link   // its socket and lifecycle; the multishot recv is its recv in flight
+	link   // its socket and lifecycle; its recv in flight is the multishot one, or:
 	framer *Framer
+	// recvDirect: the recv in flight reads into the frame buffer (framer.Space), not
+	// the receive ring (conn_recv.go, armRecvDirect).
+	recvDirect bool
 
 	throttled bool // not reading: too many reply bytes queued, or request bytes retained
 	// waitingForBuffer: not reading because the arena had no buffer for its frame;

@@ -22,7 +22,9 @@ type inputBacklog struct {
 }
 
 // armRecv arms the connection's multishot recv: it stays armed, posting one completion
-// per arrival, until EOF, an error, a cancel, or the receive ring running dry.
+// per arrival, until EOF, an error, a cancel, or the receive ring running dry. Once a
+// frame's header is in and a large body is still to come, the recv is cancelled and
+// the body read straight into the frame buffer (armRecvDirect).
 func (c *Conn) armRecv() {
 	sqe := c.shard.getSQE()
 	sqe.PrepareRecvMultishot(c.fd, recvBufferGroup, 0)
@@ -32,7 +34,94 @@ func (c *Conn) armRecv() {
 	c.recvCancelSent = false
 }
 
+// recvDirectBytesMinDefault is how many bytes of a frame's body must still be to
+// come for the connection's next recv to go straight into the frame buffer
+// (armRecvDirect) rather than through the receive ring, whose 8 KiB buffers the
+// framer copies out of. Leaving the multishot recv costs a cancel, its completion
+// and the re-arm, and pays only for what arrives after the cancel: by then the
+// kernel may have put up to a whole multishot round (32 buffers, 256 KiB) into the
+// ring, which on loopback it does whenever the frame was sent at once. Below this
+// the cancel was measured to buy nothing (BenchmarkConnFrameRecv, with the recv
+// into the frame at 4 KiB: 64 KiB and 256 KiB frames 2 completions more and no
+// faster); above, a 1000 x 1000 B batch's frame takes ~37 completions, not 130,
+// with three quarters of its bytes copied once. Pipelined small requests keep
+// arriving many to a receive.
+const recvDirectBytesMinDefault = 256 << 10
+
+// armRecvDirect arms a one-shot recv of the connection's socket into the frame
+// buffer's room for the body still to come (Framer.Space): the kernel copies those
+// bytes once, where the receive ring's path copies them twice. It never reads past
+// the frame, so what follows it stays in the socket for the multishot recv. When the
+// frame needs a larger buffer and the arena has none, the connection waits for one
+// as a frame fed through Feed does; when its replies or retained requests call for
+// back-pressure, it is throttled as consumeInput throttles.
+func (c *Conn) armRecvDirect() {
+	if c.overloaded() {
+		c.throttled = true
+		c.shard.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.out.bytes)
+		return
+	}
+	room := c.framer.Space()
+	if room == nil {
+		c.waitForBuffer()
+		return
+	}
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecv(c.fd, room, 0)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindRecv, c.id)
+	c.recvInFlight, c.recvDirect = true, true
+	c.recvCancelSent = false
+}
+
+// wantsRecvDirect reports whether the frame being assembled has enough of its body
+// still to come to be read straight into its buffer.
+func (c *Conn) wantsRecvDirect() bool {
+	bytesMin := c.shard.cfg.recvDirectBytesMin
+	return c.tls == nil && bytesMin > 0 && c.framer.Awaited() >= bytesMin
+}
+
+// onRecvDirect handles the completion of a recv into the frame buffer: res bytes of
+// the body landed where the framer left room for them.
+func (c *Conn) onRecvDirect(res int32) {
+	s := c.shard
+	c.recvInFlight, c.recvDirect = false, false
+	if c.state != linkOpen {
+		c.maybeFinish() // the bytes die with the frame buffer, as unread ones would
+		return
+	}
+	switch {
+	case res == 0:
+		c.closeAfterFlush("peer closed") // mid-body: the partial frame is dropped
+		return
+	case res < 0:
+		if errno := unix.Errno(-res); errno != unix.ECANCELED {
+			c.abort(errno.Error())
+			return
+		}
+		c.maybeRearm()
+		return
+	}
+	c.lastRecvNs = s.clock.nowNs
+	s.counters.bytesReceived += uint64(res)
+	s.counters.bytesReceivedIntoFrames += uint64(res)
+	frame := c.framer.Filled(int(res))
+	if frame != nil {
+		c.serve(frame)
+	}
+	c.trackFrame(c.framer.Partial(), frame != nil)
+	if c.state != linkOpen {
+		c.maybeFinish()
+		return
+	}
+	c.maybeRearm()
+}
+
 func (c *Conn) onRecv(cqe *ring.CQE) {
+	if c.recvDirect {
+		c.onRecvDirect(cqe.Res)
+		return
+	}
 	s := c.shard
 	res := cqe.Res
 	if !cqe.More() {
@@ -89,6 +178,9 @@ func (c *Conn) onRecv(cqe *ring.CQE) {
 	if c.state != linkOpen {
 		c.maybeFinish()
 		return
+	}
+	if c.recvInFlight && c.wantsRecvDirect() {
+		c.cancelRecv() // the cancel's completion arms the recv into the frame buffer
 	}
 	c.maybeRearm()
 }
@@ -160,6 +252,12 @@ func (c *Conn) waitForBuffer() {
 	s.counters.framesWaitedForBuffer++
 	c.cancelRecv()
 	s.clients.bufferWaiters = append(s.clients.bufferWaiters, c.id)
+	// Its backlogs leave the arena (keep puts them on the heap while it waits): the
+	// buffer a backlog holds may be the one a waiting frame needs.
+	c.in.toHeap(s.arena)
+	if c.tls != nil {
+		c.tls.pending.toHeap(s.arena)
+	}
 }
 
 // frameReleased accounts for a retained request buffer given back. The connection may
@@ -197,8 +295,8 @@ func (c *Conn) resumeInput() {
 // stash keeps received bytes the connection cannot serve yet: those that arrived after
 // it was throttled or began to wait for a frame buffer, before the cancel of its recv
 // took effect. They are copied out of the receive ring (whose buffers must keep
-// circulating) into a buffer (the arena's, or the heap's when the arena is dry) that
-// grows to at most recvPool.backlogBytesMax.
+// circulating) into a buffer (the arena's; the heap's when the arena is dry or the
+// connection waits for a frame buffer) that grows to at most recvPool.backlogBytesMax.
 //
 // That bound is what the kernel can deliver, so no client is dropped for it: the
 // shard's ring runs with DEFER_TASKRUN, so arrivals land only when the shard enters
@@ -222,13 +320,15 @@ func (c *Conn) keep(b *inputBacklog, data []byte) bool {
 	}
 	if len(b.data) < need {
 		size := max(need, 2*len(b.data), sendBufferBytesMax)
-		var bigger []byte
-		buffer, err := s.arena.Acquire(size)
-		if err == nil {
-			bigger = buffer.Full()
-		} else {
+		var buffer arena.Buffer
+		if !c.waitingForBuffer { // else what it would take may be what its frame waits for
+			buffer, _ = s.arena.Acquire(size)
+		}
+		bigger := buffer.Full()
+		if buffer.IsZero() {
 			// The arena ran dry, most likely because frames wait for its buffers
-			// too: a bounded heap buffer, rare, rather than closing the connection.
+			// too, or this connection's frame does: a bounded heap buffer, rare,
+			// rather than closing the connection or taking what frames wait for.
 			bigger = make([]byte, size)
 		}
 		copy(bigger, b.data[:held])
@@ -238,6 +338,18 @@ func (c *Conn) keep(b *inputBacklog, data []byte) bool {
 	copy(b.data[held:], data)
 	b.bytes = need
 	return true
+}
+
+// toHeap moves b's bytes out of the arena buffer holding them, if one does, to the
+// heap, and gives the buffer back to a.
+func (b *inputBacklog) toHeap(a *arena.Arena) {
+	if b.buffer.IsZero() {
+		return
+	}
+	moved := make([]byte, len(b.data))
+	copy(moved, b.data[:b.bytes])
+	a.Release(b.buffer)
+	b.data, b.buffer = moved, arena.Buffer{}
 }
 
 // releaseBacklog gives the backlog's buffer back (to the arena when it came from it).
@@ -281,7 +393,12 @@ func (c *Conn) drainBacklog() {
 // maybeRearm arms the recv again when it is not armed, the connection is open and not
 // throttled, and nothing is waiting in the backlog.
 func (c *Conn) maybeRearm() {
-	if c.state == linkOpen && !c.recvInFlight && !c.throttled && !c.waitingForBuffer && c.in.bytes == 0 && !c.in.eofPending {
+	if c.state != linkOpen || c.recvInFlight || c.throttled || c.waitingForBuffer || c.in.bytes > 0 || c.in.eofPending {
+		return
+	}
+	if c.wantsRecvDirect() {
+		c.armRecvDirect()
+	} else {
 		c.armRecv()
 	}
 }

@@ -73,7 +73,10 @@ const tlsRecordBytes = 16 << 10
 // tlsSealBytesMax bounds the reply bytes sealed at once, the plaintext of one send:
 // five 64 KiB arena buffers a connection at most. Sealing a 1 MB poll reply whole
 // for one sendmsg made it no faster (BenchmarkTransport, 64 KiB to 1 MiB alike),
-// and took seventeen.
+// and took seventeen. Nor did a smaller first seal after an idle queue (16 or 64
+// KiB, so that the client decrypts while the rest is sealed; ten interleaved runs
+// of BenchmarkTLSCeiling's iggy/tls each), nor 64 KiB seals throughout (five): the
+// round trip is bound by crypto/tls at the client as much as by our sealing.
 const tlsSealBytesMax = 256 << 10
 
 // tlsDirectReadBytesMin is the room left in a frame's body from which the session

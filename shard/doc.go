@@ -61,7 +61,10 @@
 // provided-buffer ring (an arena class lent to the kernel), so an idle connection holds
 // no receive buffer; the Framer copies the bytes into the connection's 16-byte-aligned
 // frame buffer (a 4 KiB standing one, or a larger one that grows with the bytes that
-// arrived) and the receive buffer goes straight back to the ring:
+// arrived) and the receive buffer goes straight back to the ring. Once a frame's
+// header is in and more than 256 KiB of its body is to come, the multishot recv is
+// cancelled and one-shot recvs read the rest straight into the frame buffer, a copy
+// fewer (conn_recv.go, armRecvDirect):
 //
 //	0          48     52          60        61                      256        size
 //	+----------+------+-----------+---------+-----------------------+----------+

@@ -154,8 +154,8 @@ func (f *Framer) Feed(p []byte) (consumed int, frame []byte, err error) {
 
 // Space returns where the next bytes of the frame being assembled go, once its
 // header is in and while its body is not complete, for a caller that reads them
-// there itself (a TLS session's plaintext) and tells Filled how many came: one copy
-// fewer than Feed. It returns nil otherwise, or when the frame's buffer is full and
+// there itself (a TLS session's plaintext, a recv of the connection's socket) and
+// tells Filled how many came: one copy fewer than Feed. It returns nil otherwise, or when the frame's buffer is full and
 // no larger one is to be had (Feed then reports ErrFrameBuffersExhausted).
 func (f *Framer) Space() []byte {
 	if f.size == 0 || f.delivered {
@@ -169,6 +169,15 @@ func (f *Framer) Space() []byte {
 		buf = f.current.Full()
 	}
 	return buf[f.filled:min(f.size, len(buf))]
+}
+
+// Awaited returns how many bytes of the frame being assembled are still to come,
+// once its header is in; 0 otherwise.
+func (f *Framer) Awaited() int {
+	if f.size == 0 || f.delivered {
+		return 0
+	}
+	return f.size - f.filled
 }
 
 // Filled accounts for n bytes read into Space; it returns the frame when they

@@ -61,7 +61,7 @@ func startIdleMesh(t *testing.T, count int, tickEvery time.Duration) []*Runtime 
 	return rts
 }
 
-func shardStats(t *testing.T, rt *Runtime) Stats {
+func shardStats(t testing.TB, rt *Runtime) Stats {
 	t.Helper()
 	var st Stats
 	if err := rt.Inspect(context.Background(), func(s *Shard) { st = s.Stats() }); err != nil {

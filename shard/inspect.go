@@ -18,8 +18,11 @@ var ErrStopped = errors.New("shard: runtime stopped")
 type Stats struct {
 	Shard       int
 	Connections int
-	// BytesReceived and BytesSent count socket bytes, requests and replies.
+	// BytesReceived and BytesSent count socket bytes, requests and replies;
+	// BytesReceivedIntoFrames those of BytesReceived that a recv put straight into
+	// a large frame's buffer (armRecvDirect), not through the receive ring.
 	BytesReceived, BytesSent uint64
+	BytesReceivedIntoFrames  uint64
 	// RequestsServed counts the valid requests handed to the handler.
 	RequestsServed uint64
 	// SQEsPrepared and CQEsReaped count the connection ring's submission and
@@ -61,6 +64,7 @@ type Stats struct {
 // counters are a shard's own, written only on its goroutine.
 type counters struct {
 	bytesReceived, bytesSent, requestsServed, sqesPrepared, cqesReaped uint64
+	bytesReceivedIntoFrames                                            uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
 	throttledWaits, messagesFromOthers, framesWaitedForBuffer          uint64
 	splicedReplies, splicedBytes, pipeWaits                            uint64
@@ -73,30 +77,31 @@ type counters struct {
 // handler, or through Runtime.Inspect).
 func (s *Shard) Stats() Stats {
 	st := Stats{
-		Shard:                  s.index,
-		Connections:            s.clients.conns.live,
-		BytesReceived:          s.counters.bytesReceived,
-		BytesSent:              s.counters.bytesSent,
-		RequestsServed:         s.counters.requestsServed,
-		SQEsPrepared:           s.counters.sqesPrepared,
-		CQEsReaped:             s.counters.cqesReaped,
-		ArenaBuffersInUse:      s.arena.InUseCount(),
-		FramesWaitingForBuffer: len(s.clients.bufferWaiters),
-		FramesWaitedForBuffer:  s.counters.framesWaitedForBuffer,
-		Turns:                  s.counters.turns,
-		RingEnters:             s.counters.ringEnters,
-		Sleeps:                 s.counters.sleeps,
-		TimerWakeups:           s.counters.timerWakeups,
-		TimersFired:            s.counters.timersFired,
-		BusyPolls:              s.counters.busyPolls,
-		ThrottledWaits:         s.counters.throttledWaits,
-		TimersPending:          s.clock.timers.Len(),
-		SplicedReplies:         s.counters.splicedReplies,
-		SplicedBytes:           s.counters.splicedBytes,
-		PipesLent:              s.splice.pipes.Lent(),
-		PipesCreated:           s.splice.pipes.Created(),
-		PipesClosedDirty:       s.splice.pipes.ClosedDirty(),
-		PipeWaits:              s.counters.pipeWaits,
+		Shard:                   s.index,
+		Connections:             s.clients.conns.live,
+		BytesReceived:           s.counters.bytesReceived,
+		BytesSent:               s.counters.bytesSent,
+		BytesReceivedIntoFrames: s.counters.bytesReceivedIntoFrames,
+		RequestsServed:          s.counters.requestsServed,
+		SQEsPrepared:            s.counters.sqesPrepared,
+		CQEsReaped:              s.counters.cqesReaped,
+		ArenaBuffersInUse:       s.arena.InUseCount(),
+		FramesWaitingForBuffer:  len(s.clients.bufferWaiters),
+		FramesWaitedForBuffer:   s.counters.framesWaitedForBuffer,
+		Turns:                   s.counters.turns,
+		RingEnters:              s.counters.ringEnters,
+		Sleeps:                  s.counters.sleeps,
+		TimerWakeups:            s.counters.timerWakeups,
+		TimersFired:             s.counters.timersFired,
+		BusyPolls:               s.counters.busyPolls,
+		ThrottledWaits:          s.counters.throttledWaits,
+		TimersPending:           s.clock.timers.Len(),
+		SplicedReplies:          s.counters.splicedReplies,
+		SplicedBytes:            s.counters.splicedBytes,
+		PipesLent:               s.splice.pipes.Lent(),
+		PipesCreated:            s.splice.pipes.Created(),
+		PipesClosedDirty:        s.splice.pipes.ClosedDirty(),
+		PipeWaits:               s.counters.pipeWaits,
 	}
 	if s.disk.io != nil {
 		st.DiskRingEnters = s.disk.io.enters
