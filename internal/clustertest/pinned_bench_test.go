@@ -25,7 +25,9 @@ import (
 // op, one producer at the leader sending pinnedBatches batches of 1000 x 1000 B
 // (the SDK's default ack level, a quorum) one at a time, each waiting for its
 // acknowledgement. It reports each setup's MB/s and batch latency (p50, p99) and
-// the cluster's throughput as a fraction of the single node's. Run it with
+// the cluster's throughput as a fraction of the single node's, and the time its
+// processes' threads spent waiting for a CPU per batch (runQueueWait: what of the
+// latency is the scheduler's on a machine with fewer cores than nodes). Run it with
 // -benchtime 1x (an op is both series, clusters started fresh); a few ops give the
 // range.
 //
@@ -58,6 +60,8 @@ func BenchmarkPinnedProduce(b *testing.B) {
 			b.ReportMetric(singleSeries.leaderCPU.Seconds()*1e3, "single-cpu-ms/GB")
 			b.ReportMetric(threeSeries.leaderCPU.Seconds()*1e3, "leader-cpu-ms/GB")
 			b.ReportMetric(threeSeries.backupCPU.Seconds()*1e3, "backup-cpu-ms/GB")
+			b.ReportMetric(threeSeries.runqWaitPerBatch.Seconds()*1e3, "cluster-runq-ms/batch")
+			b.ReportMetric(singleSeries.runqWaitPerBatch.Seconds()*1e3, "single-runq-ms/batch")
 			b.ReportMetric(median64(ratios), "x-single-node-median")
 		}
 	}
@@ -78,6 +82,11 @@ type seriesResult struct {
 	// leaderCPU and backupCPU are the CPU time (user and system) the leader, and
 	// each backup on average, spent per GB of payload acknowledged.
 	leaderCPU, backupCPU time.Duration
+	// runqWaitPerBatch is the time the nodes' threads and the client's spent
+	// runnable but waiting for a CPU, summed over all of them, per batch: on a
+	// machine with fewer cores than busy threads, the part of a batch's latency
+	// that is the scheduler's and not the server's.
+	runqWaitPerBatch time.Duration
 }
 
 func (r seriesResult) String() string {
@@ -86,7 +95,7 @@ func (r seriesResult) String() string {
 	if r.backupCPU > 0 {
 		s += fmt.Sprintf(", backups %.0f cpu-ms/GB", r.backupCPU.Seconds()*1e3)
 	}
-	return s
+	return s + fmt.Sprintf(", run-queue wait %.2f ms/batch", r.runqWaitPerBatch.Seconds()*1e3)
 }
 
 // startPinned starts n nodes of one shard each (n = 1: the single-node server) with
@@ -159,6 +168,7 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 	}
 	profiled := profileNodes(b, c, label)
 	cpuBefore := nodesCPU(b, c)
+	waitBefore := runQueueWait(b, c)
 	latencies := make([]time.Duration, 0, batches)
 	start := time.Now()
 	for range batches {
@@ -168,6 +178,7 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 	}
 	elapsed := time.Since(start)
 	cpuAfter := nodesCPU(b, c)
+	waitAfter := runQueueWait(b, c)
 	profiled.Wait()
 	slices.Sort(latencies)
 	gb := float64(batches*benchBatchMessages*messageBytes) / 1e9
@@ -176,6 +187,8 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 		p50:  percentile(latencies, 0.50),
 		p99:  percentile(latencies, 0.99),
 		max:  latencies[len(latencies)-1],
+
+		runqWaitPerBatch: (waitAfter - waitBefore) / time.Duration(batches),
 	}
 	var backups time.Duration
 	for i, n := range c.nodes {
@@ -212,6 +225,38 @@ func nodesCPU(b *testing.B, c *cluster) []time.Duration {
 		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
+}
+
+// runQueueWait is the time every thread of the nodes' processes and of this one
+// (the client) has spent runnable but waiting for a CPU: the second field of
+// /proc/<pid>/task/<tid>/schedstat, in nanoseconds (Documentation/scheduler/
+// sched-stats.rst in the kernel). Threads that ended between two readings drop
+// their share, so the difference is a lower bound.
+func runQueueWait(b *testing.B, c *cluster) time.Duration {
+	pids := []int{os.Getpid()}
+	for _, n := range c.nodes {
+		pids = append(pids, n.proc.cmd.Process.Pid)
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, task.Name()))
+			if err != nil {
+				continue // the thread ended
+			}
+			fields := strings.Fields(string(stat))
+			if len(fields) < 2 {
+				b.Fatalf("/proc/%d/task/%s/schedstat: %q", pid, task.Name(), stat)
+			}
+			waitNs, _ := strconv.ParseInt(fields[1], 10, 64)
+			total += time.Duration(waitNs)
+		}
+	}
+	return total
 }
 
 // profileNodes starts a CPU profile of every node over the next
