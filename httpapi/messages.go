@@ -156,8 +156,9 @@ var randomMessageID = func() wire.Uint128 {
 	return wire.GetUint128(u[:])
 }
 
-// userHeadersJSON is a message's user headers: an array of entries, or a string
-// holding the base64 of an already-encoded block.
+// userHeadersJSON is a message's user headers: an array of entries (stored in the
+// reference's order, send_headers.go), or a string holding the base64 of an
+// already-encoded block (stored as given).
 type userHeadersJSON struct {
 	block []byte
 }
@@ -214,6 +215,8 @@ func (h *userHeadersJSON) UnmarshalJSON(b []byte) error {
 			return &shapeError{"user_headers[" + strconv.Itoa(i) + "]: " + err.Error()}
 		}
 	}
+	var order headerOrder
+	h.block = order.orderHeaders(h.block)
 	return nil
 }
 

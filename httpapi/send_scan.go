@@ -39,9 +39,10 @@ func buildSendBody(stream, topic wire.Identifier, raw []byte, now time.Time) ([]
 }
 
 // sendScratch holds what a message is decoded into before the batch copies it: its
-// payload, and its user headers block.
+// payload, and its user headers block (with the scratch that orders an array's).
 type sendScratch struct {
 	payload, headers []byte
+	order            headerOrder
 }
 
 // sendScratchPool holds the scratch of the sends under way.
@@ -305,10 +306,14 @@ func (s *sendScanner) message(bb *wire.BatchBuilder, ts uint64, scratch *sendScr
 				return false
 			}
 			seen |= sawUserHeaders
-			if headers, ok = s.userHeaders(scratch.headers[:0]); !ok {
+			var array bool
+			if headers, array, ok = s.userHeaders(scratch.headers[:0]); !ok {
 				return false
 			}
 			scratch.headers = headers[:0]
+			if array {
+				headers = scratch.order.orderHeaders(headers)
+			}
 		default:
 			return false
 		}
@@ -359,42 +364,42 @@ func (s *sendScanner) id(id *messageID) bool {
 }
 
 // userHeaders reads a message's user headers into block (which it returns, grown):
-// null, a string of base64, or an array of entries as userHeadersJSON reads them.
-func (s *sendScanner) userHeaders(block []byte) ([]byte, bool) {
+// null, a string of base64, or an array of entries (array true) as userHeadersJSON
+// reads them, in the order given.
+func (s *sendScanner) userHeaders(block []byte) (_ []byte, array, ok bool) {
 	if s.null() {
-		return block, true
+		return block, false, true
 	}
 	s.skipSpace()
 	if s.i < len(s.b) && s.b[s.i] == '"' {
 		text, ok := s.base64Text()
 		if !ok {
-			return nil, false
+			return nil, false, false
 		}
 		if len(text) == 0 {
-			return block, true
+			return block, false, true
 		}
 		if n := base64.StdEncoding.DecodedLen(len(text)); cap(block) < n {
 			block = make([]byte, 0, n)
 		}
 		n, ok := decodeBase64To(block[:cap(block)], text)
-		return block[:n], ok
+		return block[:n], false, ok
 	}
 	if !s.consume('[') {
-		return nil, false
+		return nil, false, false
 	}
 	if s.consume(']') {
-		return block, true
+		return block, true, true
 	}
 	for {
-		var ok bool
 		if block, ok = s.headerEntry(block); !ok {
-			return nil, false
+			return nil, false, false
 		}
 		if s.consume(']') {
-			return block, true
+			return block, true, true
 		}
 		if !s.consume(',') {
-			return nil, false
+			return nil, false, false
 		}
 	}
 }
