@@ -94,8 +94,11 @@ type handler struct {
 	// groups (ticks.go).
 	owned     *partitionhost.Host
 	consensus shardConsensus
-	// lender lends the store the replica frames it steps (framelend.go).
+	// lender lends the store the replica frames it steps (framelend.go); leader
+	// lends the replica connections the request frames of its prepares
+	// (leaderlend.go).
 	lender frameLender
+	leader leaderLender
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -105,6 +108,7 @@ type handler struct {
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.lender.h = h
+	h.leader.init(h)
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
@@ -381,6 +385,9 @@ func (h *handler) DropMessage(m shard.Message) {
 		switch j := m.Payload.(*job); {
 		case j.Call != nil:
 			j.Call.Finish(nil, ErrStopped)
+		case h.leader.holds(j):
+			// Lent sends read its frame still: the last one to be released, as
+			// the closing runtime releases them, recycles it.
 		case j.Frame.Header != nil:
 			j.Frame.Release()
 		}
@@ -539,10 +546,22 @@ func (h *handler) take() *job {
 	return &job{Home: h}
 }
 
-// recycle releases a job's request buffer and returns it to the free list; it runs
+// recycle releases a job's request buffer and returns it to the free list, or
+// leaves that to the last prepare sent from the buffer (leaderlend.go); it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
+	if h.leader.holds(j) {
+		return
+	}
+	h.recycleNow(j)
+}
+
+// recycleNow is recycle once nothing else reads the job's request buffer.
+func (h *handler) recycleNow(j *job) {
 	if j.Call == nil {
+		if poisonReleasedFrames && j.Kind == request.KindSend {
+			poison(j.Frame.Body)
+		}
 		j.Frame.Release() // a call's request is the caller's, in no arena
 	}
 	h.returnPollBuffer(j)

@@ -1,0 +1,301 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/request"
+	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
+	"github.com/iggy-shard/iggy-shard/wire"
+)
+
+// Every server test poisons the request frames of sends as they go back to the
+// arena (leaderlend.go): a prepare lent from one and still sent afterwards
+// carries the poison to its backup, whose batch checks refuse it.
+func init() { poisonReleasedFrames = true }
+
+// fakeLentSends stands in for the shard's replica queue: it keeps each lent send
+// until the test completes it, checking that the body it sends is still the one
+// it was lent.
+type fakeLentSends struct {
+	t     *testing.T
+	sends []fakeLentSend
+	// refuse, when set, is the error a send to that peer meets.
+	refuse map[uint8]error
+}
+
+type fakeLentSend struct {
+	peer uint8
+	body []byte
+	want []byte // the body's bytes when lent
+	done shard.Releaser
+}
+
+func (f *fakeLentSends) send(peer uint8, header, body []byte, done shard.Releaser) error {
+	if len(header) != wire.HeaderSize {
+		f.t.Fatalf("a lent header of %d bytes", len(header))
+	}
+	if err := f.refuse[peer]; err != nil {
+		return err
+	}
+	f.sends = append(f.sends, fakeLentSend{peer: peer, body: body, want: bytes.Clone(body), done: done})
+	return nil
+}
+
+// complete completes the send to peer as the kernel would: its bytes read
+// (unchanged since lent), then released.
+func (f *fakeLentSends) complete(peer uint8) {
+	f.t.Helper()
+	for i, s := range f.sends {
+		if s.peer != peer {
+			continue
+		}
+		if !bytes.Equal(s.body, s.want) {
+			f.t.Fatalf("the prepare lent to peer %d changed before its send completed: its frame went back too early", peer)
+		}
+		f.sends = append(f.sends[:i], f.sends[i+1:]...)
+		s.done.Release()
+		return
+	}
+	f.t.Fatalf("no lent send to peer %d", peer)
+}
+
+// newTestLender is a shard's leaderLender with the replica queue faked; recycled
+// counts the jobs it recycled, which poisons their frames as the server's does.
+func newTestLender(t *testing.T) (*leaderLender, *fakeLentSends, map[*job]int) {
+	h := &handler{index: 0}
+	sends := &fakeLentSends{t: t}
+	recycled := make(map[*job]int)
+	l := &h.leader
+	l.h = h
+	l.frames = make(map[*job]*lentFrame)
+	l.sendLent = sends.send
+	l.recycleJob = func(j *job) {
+		recycled[j]++
+		poison(j.Frame.Body)
+	}
+	return l, sends, recycled
+}
+
+// sendJob is a connection's send job on shard 0 whose frame holds a batch of n
+// bytes, and the prepare of it.
+func sendJob(n int) (*job, *vsr.Message) {
+	j := &job{Kind: request.KindSend}
+	j.Frame.Body = make([]byte, 64+n)
+	for i := range j.Frame.Body {
+		j.Frame.Body[i] = byte(i)
+	}
+	m := &vsr.Message{Body: j.Frame.Body[64:]}
+	m.Header.Command = wire.CommandPrepare
+	return j, m
+}
+
+// recycleOf does what handler.recycle does with a job whose own use of its
+// frame is over.
+func recycleOf(l *leaderLender, j *job) {
+	if !l.holds(j) {
+		l.recycleJob(j)
+	}
+}
+
+// TestLeaderLendReleasesAfterTheLastSend: a prepare lent to both backups from its
+// client's frame keeps the frame until the second send completes, whether the
+// job is done with it before, between or after the sends; the frame is
+// recycled exactly once.
+func TestLeaderLendReleasesAfterTheLastSend(t *testing.T) {
+	for _, recycleAfter := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("recycled-after-%d-sends", recycleAfter), func(t *testing.T) {
+			l, sends, recycled := newTestLender(t)
+			j, m := sendJob(prepareLendMinBytes)
+			for _, peer := range []uint8{1, 2} {
+				m.To = peer
+				if !l.lend(j, m) {
+					t.Fatalf("the prepare to peer %d was not lent", peer)
+				}
+			}
+			if _, _, out := l.LentPrepares(); out != 2 {
+				t.Fatalf("%d lent sends out, want 2", out)
+			}
+			for done := range 3 {
+				if done == recycleAfter {
+					recycleOf(l, j)
+				}
+				if done == 2 {
+					break
+				}
+				if recycled[j] != 0 {
+					t.Fatalf("the frame was recycled with %d of 2 sends done", done)
+				}
+				sends.complete(uint8(done + 1))
+			}
+			if recycled[j] != 1 {
+				t.Fatalf("the frame was recycled %d times, want once", recycled[j])
+			}
+			if lent, _, out := l.LentPrepares(); lent != 2 || out != 0 || len(l.frames) != 0 {
+				t.Fatalf("lent %d, out %d, frames held %d; want 2, 0, 0", lent, out, len(l.frames))
+			}
+		})
+	}
+}
+
+// TestLeaderLendFallsBack: a prepare is copied where lending cannot hold (small,
+// not in the job's frame, a call's request, a job of another shard, past the
+// bound), and one refused for a peer down or a full queue is dropped, as a copy
+// would be, holding nothing.
+func TestLeaderLendFallsBack(t *testing.T) {
+	l, sends, recycled := newTestLender(t)
+	small, ms := sendJob(prepareLendMinBytes - 1)
+	if l.lend(small, ms) {
+		t.Fatal("a prepare below prepareLendMinBytes was lent")
+	}
+	j, m := sendJob(prepareLendMinBytes)
+	elsewhere := *m
+	elsewhere.Body = bytes.Clone(m.Body)
+	if l.lend(j, &elsewhere) {
+		t.Fatal("a body outside the job's frame was lent")
+	}
+	call := *j
+	call.Call = &request.Call{}
+	if l.lend(&call, m) {
+		t.Fatal("a call's request was lent")
+	}
+	other := *j
+	other.Conn = shard.ConnID(1) << 48
+	if l.lend(&other, m) {
+		t.Fatal("the frame of another shard's job was lent")
+	}
+
+	sends.refuse = map[uint8]error{1: shard.ErrReplicaPeerDown, 2: shard.ErrReplicaQueueFull}
+	for _, peer := range []uint8{1, 2} {
+		m.To = peer
+		if !l.lend(j, m) {
+			t.Fatalf("a prepare to peer %d refused by the queue was copied, want dropped", peer)
+		}
+	}
+	if _, _, out := l.LentPrepares(); out != 0 || len(l.frames) != 0 {
+		t.Fatalf("refused sends hold %d sends, %d frames", out, len(l.frames))
+	}
+	recycleOf(l, j)
+	if recycled[j] != 1 {
+		t.Fatalf("a job whose sends were all refused was recycled %d times", recycled[j])
+	}
+
+	sends.refuse = nil
+	jobs := make([]*job, prepareLendSendsMax+1)
+	for i := range jobs {
+		var mi *vsr.Message
+		jobs[i], mi = sendJob(prepareLendMinBytes)
+		mi.To = 1
+		if lent := l.lend(jobs[i], mi); lent != (i < prepareLendSendsMax) {
+			t.Fatalf("send %d lent %v with %d out (bound %d)", i, lent, i, prepareLendSendsMax)
+		}
+	}
+	for _, jb := range jobs {
+		recycleOf(l, jb)
+	}
+	for range prepareLendSendsMax {
+		sends.complete(1)
+	}
+	for i, jb := range jobs {
+		if recycled[jb] != 1 {
+			t.Fatalf("job %d recycled %d times", i, recycled[jb])
+		}
+	}
+}
+
+// leaderLends sums a node's prepares lent and copied, and the lent sends out.
+func leaderLends(t *testing.T, s *Server) (lent, copied uint64, out int) {
+	t.Helper()
+	var mu sync.Mutex
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		l, c, o := s.handlers[sh.Index()].leader.LentPrepares()
+		mu.Lock()
+		lent, copied, out = lent+l, copied+c, out+o
+		mu.Unlock()
+	})
+	mustOK(t, "inspect", err)
+	return lent, copied, out
+}
+
+// ingressBindingDrops sums the prepares a node's backups refused for a body that
+// is not the batch its header binds.
+func ingressBindingDrops(t *testing.T, s *Server) uint64 {
+	t.Helper()
+	var mu sync.Mutex
+	var n uint64
+	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		d := s.handlers[sh.Index()].owned.Store.IngressDrops()
+		mu.Lock()
+		n += d[partition.IngressBinding]
+		mu.Unlock()
+	})
+	mustOK(t, "inspect", err)
+	return n
+}
+
+// TestClusterPrimaryLendsPrepares: the primary of a 3-node cluster of one shard
+// each sends the prepares of 1000-message batches from its clients' request
+// frames (poisoned as they go back), through a backup stopped and started again
+// mid-stream (its queued sends released as its connection closes); every send
+// is released at the end, no backup refused a prepare's body, and the backups
+// hold the same messages, checksums intact.
+func TestClusterPrimaryLendsPrepares(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].ShardCount = 1
+	}
+	servers := startCluster(t, cfgs)
+	pc := dialCluster(t, servers[0])
+	ctx := testContext(t)
+	_, err := pc.CreateStream(ctx, "lead")
+	mustOK(t, "create stream", err)
+	const partitions, batches, perBatch = 2, 12, 1000
+	_, err = pc.CreateTopic(ctx, client.NameID("lead"), "t", partitions, nil)
+	mustOK(t, "create topic", err)
+	send := func(p uint32, b int) {
+		t.Helper()
+		_, err := pc.SendMessages(ctx, client.NameID("lead"), client.NameID("t"),
+			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, messagesOf(perBatch, 1000, fmt.Sprintf("p%d-b%d-", p, b)))
+		mustOK(t, "send", err)
+	}
+	for b := range batches {
+		if b == batches/3 {
+			stopServer(t, servers[2])
+		}
+		if b == 2*batches/3 {
+			servers[2] = startTestServer(t, cfgs[2])
+		}
+		for p := range uint32(partitions) {
+			send(p, b)
+		}
+	}
+	for i, s := range servers[1:] {
+		c := dialCluster(t, s)
+		for p := range uint32(partitions) {
+			var m wire.PolledMessages
+			waitUntil(t, fmt.Sprintf("node %d holds partition %d", i+1, p), func() bool {
+				m, err = c.PollMessagesCopy(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("lead"),
+					TopicID: client.NameID("t"), Partition: wire.SomePartition(p), Strategy: wire.PollingStrategy{Kind: wire.PollingFirst},
+					Count: batches * perBatch}, nil)
+				return err == nil && m.MessagesCount == batches*perBatch
+			})
+			mustOK(t, "checksums at a backup", m.Verify())
+		}
+	}
+	waitUntil(t, "the primary's lent sends are released", func() bool { _, _, out := leaderLends(t, servers[0]); return out == 0 })
+	lent, copied, _ := leaderLends(t, servers[0])
+	t.Logf("primary: %d prepares lent, %d copied", lent, copied)
+	if lent == 0 {
+		t.Fatal("the primary lent no prepare")
+	}
+	for i, s := range servers[1:] {
+		if n := ingressBindingDrops(t, s); n != 0 {
+			t.Fatalf("node %d refused %d prepares whose body did not bind", i+1, n)
+		}
+	}
+}
