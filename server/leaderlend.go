@@ -58,8 +58,9 @@ type leaderLender struct {
 	freeSends  []*lentSend
 	sendsOut   int
 	// lent and copied count the prepares sent from their frame and those
-	// SendPrepareOf copied, for tests.
-	lent, copied uint64
+	// SendPrepareOf copied, outlived the jobs whose recycle found sends of
+	// their frame still out: for tests.
+	lent, copied, outlived uint64
 
 	// sendLent and recycleJob are the shard's SendReplicaLentParts and the
 	// handler's recycleNow; tests replace them.
@@ -209,14 +210,20 @@ func (l *leaderLender) holds(j *job) bool {
 		panic("server: a job with lent prepares recycled twice")
 	}
 	f.recycled = true
+	l.outlived++
 	return true
 }
 
-// LentPrepares is how many prepares the shard sent from their request frames and
-// how many SendPrepareOf copied since it started, and the lent sends out now: for
-// tests.
-func (l *leaderLender) LentPrepares() (lent, copied uint64, out int) {
-	return l.lent, l.copied, l.sendsOut
+// lentPrepares is what a shard's lender did since it started, and the lent sends
+// out now.
+type lentPrepares struct {
+	lent, copied, outlived uint64
+	out                    int
+}
+
+// LentPrepares reports what the lender did, for tests.
+func (l *leaderLender) LentPrepares() lentPrepares {
+	return lentPrepares{lent: l.lent, copied: l.copied, outlived: l.outlived, out: l.sendsOut}
 }
 
 // poisonReleasedFrames, set by tests (and a build with the iggypoison tag), fills

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"sync"
 	"testing"
 
@@ -118,7 +119,7 @@ func TestLeaderLendReleasesAfterTheLastSend(t *testing.T) {
 					t.Fatalf("the prepare to peer %d was not lent", peer)
 				}
 			}
-			if _, _, out := l.LentPrepares(); out != 2 {
+			if out := l.LentPrepares().out; out != 2 {
 				t.Fatalf("%d lent sends out, want 2", out)
 			}
 			for done := range 3 {
@@ -136,8 +137,15 @@ func TestLeaderLendReleasesAfterTheLastSend(t *testing.T) {
 			if recycled[j] != 1 {
 				t.Fatalf("the frame was recycled %d times, want once", recycled[j])
 			}
-			if lent, _, out := l.LentPrepares(); lent != 2 || out != 0 || len(l.frames) != 0 {
-				t.Fatalf("lent %d, out %d, frames held %d; want 2, 0, 0", lent, out, len(l.frames))
+			if got := l.LentPrepares(); got.lent != 2 || got.out != 0 || len(l.frames) != 0 {
+				t.Fatalf("lent %d, out %d, frames held %d; want 2, 0, 0", got.lent, got.out, len(l.frames))
+			}
+			want := uint64(0) // recycled after both sends: nothing outlived it
+			if recycleAfter < 2 {
+				want = 1
+			}
+			if l.LentPrepares().outlived != want {
+				t.Fatalf("%d jobs outlived by their sends, want %d", l.LentPrepares().outlived, want)
 			}
 		})
 	}
@@ -177,7 +185,7 @@ func TestLeaderLendFallsBack(t *testing.T) {
 			t.Fatalf("a prepare to peer %d refused by the queue was copied, want dropped", peer)
 		}
 	}
-	if _, _, out := l.LentPrepares(); out != 0 || len(l.frames) != 0 {
+	if out := l.LentPrepares().out; out != 0 || len(l.frames) != 0 {
 		t.Fatalf("refused sends hold %d sends, %d frames", out, len(l.frames))
 	}
 	recycleOf(l, j)
@@ -208,18 +216,19 @@ func TestLeaderLendFallsBack(t *testing.T) {
 	}
 }
 
-// leaderLends sums a node's prepares lent and copied, and the lent sends out.
-func leaderLends(t *testing.T, s *Server) (lent, copied uint64, out int) {
+// leaderLends sums what a node's shards' lenders did.
+func leaderLends(t *testing.T, s *Server) lentPrepares {
 	t.Helper()
 	var mu sync.Mutex
+	var sum lentPrepares
 	err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		l, c, o := s.handlers[sh.Index()].leader.LentPrepares()
+		l := s.handlers[sh.Index()].leader.LentPrepares()
 		mu.Lock()
-		lent, copied, out = lent+l, copied+c, out+o
+		sum.lent, sum.copied, sum.outlived, sum.out = sum.lent+l.lent, sum.copied+l.copied, sum.outlived+l.outlived, sum.out+l.out
 		mu.Unlock()
 	})
 	mustOK(t, "inspect", err)
-	return lent, copied, out
+	return sum
 }
 
 // ingressBindingDrops sums the prepares a node's backups refused for a body that
@@ -287,15 +296,92 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 			mustOK(t, "checksums at a backup", m.Verify())
 		}
 	}
-	waitUntil(t, "the primary's lent sends are released", func() bool { _, _, out := leaderLends(t, servers[0]); return out == 0 })
-	lent, copied, _ := leaderLends(t, servers[0])
-	t.Logf("primary: %d prepares lent, %d copied", lent, copied)
-	if lent == 0 {
+	waitUntil(t, "the primary's lent sends are released", func() bool { return leaderLends(t, servers[0]).out == 0 })
+	l := leaderLends(t, servers[0])
+	t.Logf("primary: %d prepares lent, %d copied, %d jobs outlived by their sends", l.lent, l.copied, l.outlived)
+	if l.lent == 0 {
 		t.Fatal("the primary lent no prepare")
 	}
 	for i, s := range servers[1:] {
 		if n := ingressBindingDrops(t, s); n != 0 {
 			t.Fatalf("node %d refused %d prepares whose body did not bind", i+1, n)
 		}
+	}
+}
+
+// heldSends keeps the lent sends' releases from the lender after the kernel is
+// done with them, to be given later (on the shard's goroutine), each with a
+// checksum of the body as lent.
+type heldSends struct {
+	sends    []*heldSend
+	released int
+}
+
+type heldSend struct {
+	held *heldSends
+	body []byte
+	sum  uint32
+	done shard.Releaser
+}
+
+func (s *heldSend) Release() { s.held.sends = append(s.held.sends, s) }
+
+// TestClusterPrimaryFrameOutlivesItsReply: a request frame whose prepare's sends
+// are still out when its send is answered stays unchanged, and unrecycled,
+// until the last of them is released, however late: the test holds each
+// release back past the send's acknowledgement and its job's recycle (frames
+// are poisoned then), checks the body against its checksum when lent, and
+// releases it; then the frame is recycled. (Held for good, the frames would
+// stop the client's connection: a connection reads no more while its retained
+// frames are over its bound.)
+func TestClusterPrimaryFrameOutlivesItsReply(t *testing.T) {
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].ShardCount = 1
+	}
+	servers := startCluster(t, cfgs)
+	primary := servers[0]
+	held := &heldSends{}
+	mustOK(t, "inspect", primary.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		l := &primary.handlers[sh.Index()].leader
+		send := l.sendLent
+		l.sendLent = func(peer uint8, header, body []byte, done shard.Releaser) error {
+			return send(peer, header, body, &heldSend{held: held, body: body, sum: crc32.ChecksumIEEE(body), done: done})
+		}
+	}))
+	pc := dialCluster(t, primary)
+	ctx := testContext(t)
+	_, err := pc.CreateStream(ctx, "late")
+	mustOK(t, "create stream", err)
+	_, err = pc.CreateTopic(ctx, client.NameID("late"), "t", 1, nil)
+	mustOK(t, "create topic", err)
+	const batches = 6
+	for b := range batches {
+		_, err := pc.SendMessages(ctx, client.NameID("late"), client.NameID("t"),
+			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}, messagesOf(1000, 1000, fmt.Sprintf("b%d-", b)))
+		mustOK(t, "send", err)
+		waitUntil(t, fmt.Sprintf("send %d's job is recycled, its frame held by its sends", b),
+			func() bool { return leaderLends(t, primary).outlived == uint64(b+1) })
+		waitUntil(t, fmt.Sprintf("send %d's frame is released", b), func() bool {
+			var out int
+			mustOK(t, "inspect", primary.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+				for _, s := range held.sends {
+					if crc32.ChecksumIEEE(s.body) != s.sum {
+						t.Errorf("a lent prepare's body changed before its send was released: its frame went back early")
+					}
+					s.done.Release()
+					held.released++
+				}
+				clear(held.sends)
+				held.sends = held.sends[:0]
+				out = primary.handlers[sh.Index()].leader.LentPrepares().out
+			}))
+			return out == 0
+		})
+	}
+	l := leaderLends(t, primary)
+	t.Logf("primary: %d prepares lent, %d jobs outlived by their sends, %d releases held", l.lent, l.outlived, held.released)
+	if uint64(held.released) != l.lent || l.lent < batches {
+		t.Fatalf("%d releases held of %d lent, want every one of at least %d", held.released, l.lent, batches)
 	}
 }
