@@ -31,6 +31,8 @@ const (
 	msgReplicaFrame                       // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
 	msgReplicaRelease                     // -> the shard that retained a frame: a *replicaInbound stepped, to release
 	msgReplicaPartition                   // peer's owner shard -> partition's owner: a *replicaInbound of its group
+	msgReplyLent                          // -> conn shard: a *job with its outcome, whose frame lent sends still read
+	msgLentDone                           // partition's owner -> conn shard: a msgReplyLent *job's lent sends are done
 )
 
 // session is a connection's state, kept in shard.Conn.Value from the moment its
@@ -381,6 +383,10 @@ func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind request.Kin
 // back to its arena here, once every shard has exited.
 func (h *handler) DropMessage(m shard.Message) {
 	switch m.Kind {
+	case msgReplyLent, msgLentDone:
+		// Lent sends may read the job's frame still, and their end reaches no
+		// shard now: the frame stays out of the arena, which goes with the
+		// runtime.
 	case msgToMeta, msgToOwner, msgReply:
 		switch j := m.Payload.(*job); {
 		case j.Call != nil:
@@ -420,6 +426,12 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.owned.Serve(m.Payload.(*job))
 	case msgReply:
 		h.deliver(m.Payload.(*job))
+	case msgReplyLent:
+		j := m.Payload.(*job)
+		h.leader.awaitLoan(j)
+		h.deliver(j)
+	case msgLentDone:
+		h.leader.loanDone(m.Payload.(*job))
 	case msgViewAdvanced:
 		h.catchUpView()
 	case msgClientOpened:
@@ -534,7 +546,11 @@ func (h *handler) flushOutbox() {
 
 // reply sends a finished job back to its connection's shard.
 func (h *handler) reply(j *job) {
-	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: msgReply, Payload: j})
+	kind := msgReply
+	if h.leader.replyingLent(j) {
+		kind = msgReplyLent
+	}
+	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: kind, Payload: j})
 }
 
 func (h *handler) take() *job {
@@ -550,7 +566,7 @@ func (h *handler) take() *job {
 // leaves that to the last prepare sent from the buffer (leaderlend.go); it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
-	if h.leader.holds(j) {
+	if h.leader.holds(j) || h.leader.awaitsLoan(j) {
 		return
 	}
 	h.recycleNow(j)

@@ -26,12 +26,15 @@ import (
 // sends end on the runtime's completions, after the journal and the log may
 // have let go of the body, and only the server holds the frame.
 //
-// Lending holds only where one shard does everything: the job's home (whose
-// arena the frame is in, and which releases it), the partition's owner (which
-// sends) and the owner of the peer's replica connection (which completes the
-// send). That is every prepare of a node run with one shard; elsewhere, and for
-// a call's request (HTTP: the caller's memory, given back at the answer), the
-// prepare is copied as before. So is a small prepare (prepareLendMinBytes), and
+// Lending needs the partition's owner (which sends) to own the peer's replica
+// connection too (which completes the send, on that shard): every prepare of a
+// node run with one shard. The job's home, whose arena the frame is in and
+// which releases it, may be another shard: the owner then answers the job with
+// msgReplyLent while sends are out, and tells the home with msgLentDone once
+// the last is done (both through the same queue, in order); the home recycles
+// the job after both its answer and that. Elsewhere, and for a call's request
+// (HTTP: the caller's memory, given back at the answer), the prepare is copied
+// as before. So is a small prepare (prepareLendMinBytes), and
 // one past the bound on lent sends (prepareLendSendsMax). A peer down or a full
 // queue drops the prepare as a copy's send would (consensus retransmits). A
 // frame that a slow peer's queue holds counts in its connection's retained
@@ -68,10 +71,22 @@ type leaderLender struct {
 	// their frame still out: for tests.
 	lent, copied, outlived uint64
 
-	// sendLent and recycleJob are the shard's SendReplicaLentParts and the
-	// handler's recycleNow; tests replace them.
+	// awaiting are the jobs of this shard answered by msgReplyLent, whose
+	// frames another shard's lent sends read, until msgLentDone.
+	awaiting map[*job]loanWait
+
+	// sendLent, recycleJob and tellHome are the shard's SendReplicaLentParts,
+	// the handler's recycleNow and the post of msgLentDone to a job's home;
+	// tests replace them.
 	sendLent   func(peer uint8, header, body []byte, done shard.Releaser) error
 	recycleJob func(j *job)
+	tellHome   func(j *job)
+}
+
+// loanWait is what a home shard waits for before it recycles a job answered by
+// msgReplyLent: its own recycle, and the end of the loan (msgLentDone).
+type loanWait struct {
+	recycled, done bool
 }
 
 // lentFrame is a job's request frame while lent sends read it.
@@ -79,8 +94,9 @@ type lentFrame struct {
 	job   *job
 	sends int
 	// recycled: the job was done with it while sends were out; the last one
-	// recycles it.
-	recycled bool
+	// recycles it. remote: the job was answered to its home on another shard
+	// while sends were out; the last one tells it (msgLentDone).
+	recycled, remote bool
 }
 
 // lentSend is one lent send of a prepare: its own copy of the header, which the
@@ -95,8 +111,10 @@ type lentSend struct {
 func (l *leaderLender) init(h *handler) {
 	l.h = h
 	l.frames = make(map[*job]*lentFrame)
+	l.awaiting = make(map[*job]loanWait)
 	l.sendLent = h.shard.SendReplicaLentParts
 	l.recycleJob = h.recycleNow
+	l.tellHome = func(j *job) { h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: msgLentDone, Payload: j}) }
 }
 
 // SendPrepareOf implements partition.PrepareOutbox: the prepare leaves from its
@@ -116,7 +134,7 @@ func (h *handler) SendPrepareOf(k partition.Key, m *vsr.Message, done partition.
 // as a copy's send would have); false: copy it.
 func (l *leaderLender) lend(j *job, m *vsr.Message) bool {
 	if len(m.Body) < prepareLendMinBytes || l.sendsOut >= prepareLendSendsMax || j.Call != nil ||
-		j.Conn.Shard() != l.h.index || !within(j.Frame.Body, m.Body) {
+		!within(j.Frame.Body, m.Body) {
 		return false
 	}
 	f := l.frames[j]
@@ -195,10 +213,67 @@ func (s *lentSend) Release() {
 	}
 	f.sends--
 	l.sendsOut--
-	j, recycled := f.job, f.recycled && f.sends == 0
+	j, recycled, remote := f.job, f.recycled && f.sends == 0, f.remote && f.sends == 0
 	l.giveBack(s, f)
-	if recycled {
+	switch {
+	case recycled:
 		l.recycleJob(j)
+	case remote:
+		l.tellHome(j)
+	}
+}
+
+// replyingLent reports whether j, answered now on the partition's owner, goes
+// to a home on another shard while lent sends read its frame: it is answered
+// by msgReplyLent, and the last send tells its home.
+func (l *leaderLender) replyingLent(j *job) bool {
+	if len(l.frames) == 0 || j.Conn.Shard() == l.h.index {
+		return false
+	}
+	f := l.frames[j]
+	if f == nil {
+		return false
+	}
+	f.remote = true
+	l.outlived++
+	return true
+}
+
+// awaitLoan notes that j, answered by msgReplyLent, waits for msgLentDone.
+func (l *leaderLender) awaitLoan(j *job) { l.awaiting[j] = loanWait{} }
+
+// awaitsLoan reports whether j, being recycled, waits for msgLentDone still,
+// and if so leaves its recycle to it.
+func (l *leaderLender) awaitsLoan(j *job) bool {
+	if len(l.awaiting) == 0 {
+		return false
+	}
+	w, ok := l.awaiting[j]
+	switch {
+	case !ok:
+		return false
+	case w.recycled:
+		panic("server: a job with lent prepares recycled twice")
+	case w.done:
+		delete(l.awaiting, j)
+		return false
+	}
+	l.awaiting[j] = loanWait{recycled: true}
+	return true
+}
+
+// loanDone takes msgLentDone: j's frame is its home's alone again, recycled now
+// if the job was.
+func (l *leaderLender) loanDone(j *job) {
+	w, ok := l.awaiting[j]
+	switch {
+	case !ok:
+		panic("server: msgLentDone for a job not answered by msgReplyLent")
+	case w.recycled:
+		delete(l.awaiting, j)
+		l.recycleJob(j)
+	default:
+		l.awaiting[j] = loanWait{done: true}
 	}
 }
 

@@ -69,17 +69,24 @@ func (f *fakeLentSends) complete(peer uint8) {
 // newTestLender is a shard's leaderLender with the replica queue faked; recycled
 // counts the jobs it recycled, which poisons their frames as the server's does.
 func newTestLender(t *testing.T) (*leaderLender, *fakeLentSends, map[*job]int) {
-	h := &handler{index: 0}
+	return newTestLenderOf(t, 0, make(map[*job]int))
+}
+
+// newTestLenderOf is newTestLender for shard index, counting in recycled; its
+// msgLentDone posts go nowhere until the test sets tellHome.
+func newTestLenderOf(t *testing.T, index int, recycled map[*job]int) (*leaderLender, *fakeLentSends, map[*job]int) {
+	h := &handler{index: index}
 	sends := &fakeLentSends{t: t}
-	recycled := make(map[*job]int)
 	l := &h.leader
 	l.h = h
 	l.frames = make(map[*job]*lentFrame)
+	l.awaiting = make(map[*job]loanWait)
 	l.sendLent = sends.send
 	l.recycleJob = func(j *job) {
 		recycled[j]++
 		poison(j.Frame.Body)
 	}
+	l.tellHome = func(*job) { t.Fatal("msgLentDone posted") }
 	return l, sends, recycled
 }
 
@@ -99,7 +106,7 @@ func sendJob(n int) (*job, *vsr.Message) {
 // recycleOf does what handler.recycle does with a job whose own use of its
 // frame is over.
 func recycleOf(l *leaderLender, j *job) {
-	if !l.holds(j) {
+	if !l.holds(j) && !l.awaitsLoan(j) {
 		l.recycleJob(j)
 	}
 }
@@ -152,8 +159,7 @@ func TestLeaderLendReleasesAfterTheLastSend(t *testing.T) {
 }
 
 // TestLeaderLendFallsBack: a prepare is copied where lending cannot hold (small,
-// not in the job's frame, a call's request, a job of another shard, past the
-// bound), and one refused for a peer down or a full queue is dropped, as a copy
+// not in the job's frame, a call's request, past the bound), and one refused for a peer down or a full queue is dropped, as a copy
 // would be, holding nothing.
 func TestLeaderLendFallsBack(t *testing.T) {
 	l, sends, recycled := newTestLender(t)
@@ -171,11 +177,6 @@ func TestLeaderLendFallsBack(t *testing.T) {
 	call.Call = &request.Call{}
 	if l.lend(&call, m) {
 		t.Fatal("a call's request was lent")
-	}
-	other := *j
-	other.Conn = shard.ConnID(1) << 48
-	if l.lend(&other, m) {
-		t.Fatal("the frame of another shard's job was lent")
 	}
 
 	sends.refuse = map[uint8]error{1: shard.ErrReplicaPeerDown, 2: shard.ErrReplicaQueueFull}
@@ -213,6 +214,55 @@ func TestLeaderLendFallsBack(t *testing.T) {
 		if recycled[jb] != 1 {
 			t.Fatalf("job %d recycled %d times", i, recycled[jb])
 		}
+	}
+}
+
+// TestLeaderLendAcrossShards: a job whose home is another shard than the
+// partition's owner is answered with msgReplyLent while its prepare's sends are
+// out, and its home recycles it once both its own use and the sends are done
+// (msgLentDone), whichever comes first; exactly once.
+func TestLeaderLendAcrossShards(t *testing.T) {
+	for _, recycleFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("recycled-first=%v", recycleFirst), func(t *testing.T) {
+			recycled := make(map[*job]int)
+			owner, sends, _ := newTestLenderOf(t, 0, recycled)
+			home, _, _ := newTestLenderOf(t, 1, recycled)
+			var told []*job // msgLentDone in the queue from the owner to the home
+			owner.tellHome = func(j *job) { told = append(told, j) }
+			j, m := sendJob(prepareLendMinBytes)
+			j.Conn = shard.ConnID(1) << 48
+			for _, peer := range []uint8{1, 2} {
+				m.To = peer
+				if !owner.lend(j, m) {
+					t.Fatalf("the prepare to peer %d was not lent", peer)
+				}
+			}
+			if !owner.replyingLent(j) {
+				t.Fatal("a job whose frame lent sends read was answered by msgReply")
+			}
+			home.awaitLoan(j) // msgReplyLent served
+			if recycleFirst {
+				recycleOf(home, j)
+			}
+			sends.complete(1)
+			if len(told) != 0 || recycled[j] != 0 {
+				t.Fatalf("with a send out: %d msgLentDone, recycled %d times", len(told), recycled[j])
+			}
+			sends.complete(2)
+			if len(told) != 1 {
+				t.Fatalf("%d msgLentDone after the last send, want 1", len(told))
+			}
+			home.loanDone(told[0])
+			if !recycleFirst {
+				if recycled[j] != 0 {
+					t.Fatal("the frame was recycled before its job was done with it")
+				}
+				recycleOf(home, j)
+			}
+			if recycled[j] != 1 || len(home.awaiting) != 0 || len(owner.frames) != 0 {
+				t.Fatalf("recycled %d times, %d jobs awaiting, %d frames held; want 1, 0, 0", recycled[j], len(home.awaiting), len(owner.frames))
+			}
+		})
 	}
 }
 
@@ -309,9 +359,9 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 	}
 }
 
-// heldSends keeps the lent sends' releases from the lender after the kernel is
-// done with them, to be given later (on the shard's goroutine), each with a
-// checksum of the body as lent.
+// heldSends keeps a shard's lent sends' releases from its lender after the
+// kernel is done with them, to be given later (on the shard's goroutine), each
+// with a checksum of the body as lent.
 type heldSends struct {
 	sends    []*heldSend
 	released int
@@ -329,59 +379,87 @@ func (s *heldSend) Release() { s.held.sends = append(s.held.sends, s) }
 // TestClusterPrimaryFrameOutlivesItsReply: a request frame whose prepare's sends
 // are still out when its send is answered stays unchanged, and unrecycled,
 // until the last of them is released, however late: the test holds each
-// release back past the send's acknowledgement and its job's recycle (frames
-// are poisoned then), checks the body against its checksum when lent, and
-// releases it; then the frame is recycled. (Held for good, the frames would
-// stop the client's connection: a connection reads no more while its retained
-// frames are over its bound.)
+// release back past the send's acknowledgement (and, on one shard, past its
+// job's recycle; frames are poisoned then), checks the body against its
+// checksum when lent, and releases it. On two shards a job's home is not
+// always the partition's owner (msgReplyLent, msgLentDone). (Held for good, the
+// frames would stop the client's connection: a connection reads no more while
+// its retained frames are over its bound.)
 func TestClusterPrimaryFrameOutlivesItsReply(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { testFrameOutlivesItsReply(t, shards) })
+	}
+}
+
+func testFrameOutlivesItsReply(t *testing.T, shards int) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
-		cfgs[i].ShardCount = 1
+		cfgs[i].ShardCount = shards
 	}
 	servers := startCluster(t, cfgs)
 	primary := servers[0]
-	held := &heldSends{}
+	held := make([]*heldSends, shards) // each touched on its shard only
 	mustOK(t, "inspect", primary.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+		hs := &heldSends{}
+		held[sh.Index()] = hs
 		l := &primary.handlers[sh.Index()].leader
 		send := l.sendLent
 		l.sendLent = func(peer uint8, header, body []byte, done shard.Releaser) error {
-			return send(peer, header, body, &heldSend{held: held, body: body, sum: crc32.ChecksumIEEE(body), done: done})
+			return send(peer, header, body, &heldSend{held: hs, body: body, sum: crc32.ChecksumIEEE(body), done: done})
 		}
 	}))
 	pc := dialCluster(t, primary)
 	ctx := testContext(t)
 	_, err := pc.CreateStream(ctx, "late")
 	mustOK(t, "create stream", err)
-	_, err = pc.CreateTopic(ctx, client.NameID("late"), "t", 1, nil)
+	partitions := uint32(2 * shards)
+	_, err = pc.CreateTopic(ctx, client.NameID("late"), "t", partitions, nil)
 	mustOK(t, "create topic", err)
-	const batches = 6
+	batches := 6 * shards
 	for b := range batches {
 		_, err := pc.SendMessages(ctx, client.NameID("late"), client.NameID("t"),
-			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}, messagesOf(1000, 1000, fmt.Sprintf("b%d-", b)))
+			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: uint32(b) % partitions}, messagesOf(1000, 1000, fmt.Sprintf("b%d-", b)))
 		mustOK(t, "send", err)
-		waitUntil(t, fmt.Sprintf("send %d's job is recycled, its frame held by its sends", b),
-			func() bool { return leaderLends(t, primary).outlived == uint64(b+1) })
+		if shards == 1 {
+			waitUntil(t, fmt.Sprintf("send %d's job is recycled, its frame held by its sends", b),
+				func() bool { return leaderLends(t, primary).outlived == uint64(b+1) })
+		}
 		waitUntil(t, fmt.Sprintf("send %d's frame is released", b), func() bool {
-			var out int
+			var mu sync.Mutex
+			out := 0
 			mustOK(t, "inspect", primary.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-				for _, s := range held.sends {
+				hs := held[sh.Index()]
+				for _, s := range hs.sends {
 					if crc32.ChecksumIEEE(s.body) != s.sum {
 						t.Errorf("a lent prepare's body changed before its send was released: its frame went back early")
 					}
 					s.done.Release()
-					held.released++
+					hs.released++
 				}
-				clear(held.sends)
-				held.sends = held.sends[:0]
-				out = primary.handlers[sh.Index()].leader.LentPrepares().out
+				clear(hs.sends)
+				hs.sends = hs.sends[:0]
+				mu.Lock()
+				out += primary.handlers[sh.Index()].leader.LentPrepares().out
+				mu.Unlock()
 			}))
 			return out == 0
 		})
 	}
 	l := leaderLends(t, primary)
-	t.Logf("primary: %d prepares lent, %d jobs outlived by their sends, %d releases held", l.lent, l.outlived, held.released)
-	if uint64(held.released) != l.lent || l.lent < batches {
-		t.Fatalf("%d releases held of %d lent, want every one of at least %d", held.released, l.lent, batches)
+	released := 0
+	for _, hs := range held {
+		released += hs.released
+	}
+	t.Logf("primary: %d prepares lent, %d copied, %d jobs outlived by their sends, %d releases held", l.lent, l.copied, l.outlived, released)
+	if uint64(released) != l.lent || l.lent == 0 || l.outlived == 0 {
+		t.Fatalf("%d releases held of %d lent, %d jobs outlived by their sends: want every one, and some of each", released, l.lent, l.outlived)
+	}
+	if shards == 1 && l.lent < uint64(batches) {
+		t.Fatalf("%d prepares lent of %d batches on one shard", l.lent, batches)
+	}
+	for i := range shards {
+		if n := len(primary.handlers[i].leader.awaiting); n != 0 {
+			t.Fatalf("shard %d: %d jobs await the end of their loans", i, n)
+		}
 	}
 }
