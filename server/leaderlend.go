@@ -66,9 +66,9 @@ type leaderLender struct {
 	freeFrames []*lentFrame
 	freeSends  []*lentSend
 	sendsOut   int
-	// lent and copied count the prepares sent from their frame and those
-	// SendPrepareOf copied, outlived the jobs whose recycle found sends of
-	// their frame still out: for tests.
+	// lent counts the prepares sent from their frame, copied those
+	// SendPrepareOf copied, outlived the jobs answered or recycled while sends
+	// of their frame were out: for tests.
 	lent, copied, outlived uint64
 
 	// awaiting are the jobs of this shard answered by msgReplyLent, whose
