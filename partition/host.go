@@ -292,10 +292,18 @@ func (p *Partition) failGroup(err error) {
 // Send implements vsr.Host.
 func (h *groupHost) Send(m *vsr.Message) {
 	p := (*Partition)(h)
-	if out := p.store.repl.Outbox; out != nil {
-		out.SendReplica(p.key, m)
-		p.store.counts.framesSent++
+	out := p.store.repl.Outbox
+	if out == nil {
+		return
 	}
+	p.store.counts.framesSent++
+	if p.store.prepareOutbox != nil {
+		if done, token, ok := p.sendOf(m); ok {
+			p.store.prepareOutbox.SendPrepareOf(p.key, m, done, token)
+			return
+		}
+	}
+	out.SendReplica(p.key, m)
 }
 
 // Apply implements vsr.Host: the committed ops are in the journal; they are

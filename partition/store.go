@@ -57,6 +57,9 @@ type Store struct {
 	bodies bodyBudget
 	// loans are the frames lent to the journals (lend.go).
 	loans lending
+	// prepareOutbox is repl.Outbox when it sends prepares from their request
+	// buffers (leaderlend.go).
+	prepareOutbox PrepareOutbox
 	// files keeps the partitions' open files within Replication.OpenFilesMax.
 	files *segment.FileCache
 	// dirsPending: partitions were opened since SyncDirs last ran.
@@ -123,8 +126,10 @@ func NewReplicatedStore(root string, storages StorageProvider, repl Replication)
 	if lentMax == 0 {
 		lentMax = LentBodiesMaxDefault
 	}
+	prepareOutbox, _ := repl.Outbox.(PrepareOutbox)
 	return &Store{root: root, storages: storages, partitions: make(map[Key]*Partition), repl: repl, timers: vsr.NewTimers(),
-		bodies: bodyBudget{budgetBytes: budget}, files: segment.NewFileCache(openFiles), loans: lending{max: lentMax}}
+		bodies: bodyBudget{budgetBytes: budget}, files: segment.NewFileCache(openFiles), loans: lending{max: lentMax},
+		prepareOutbox: prepareOutbox}
 }
 
 // OpenFiles says what the store's file cache did: the partitions' files open now

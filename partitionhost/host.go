@@ -349,6 +349,15 @@ func (h *Host) track(j *request.Job) uint64 {
 	return uint64(len(h.inflight.jobs) - 1)
 }
 
+// InflightJob is the job the store was given token for (Store.Send's, the
+// SendCompletion's), while it waits for its storage; nil when none does.
+func (h *Host) InflightJob(token uint64) *request.Job {
+	if token >= uint64(len(h.inflight.jobs)) {
+		return nil
+	}
+	return h.inflight.jobs[token]
+}
+
 func (h *Host) untrack(token uint64) *request.Job {
 	j := h.inflight.jobs[token]
 	if j == nil {

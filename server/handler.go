@@ -31,6 +31,8 @@ const (
 	msgReplicaFrame                       // peer's owner shard -> shard 0: a *replicaInbound of the metadata group
 	msgReplicaRelease                     // -> the shard that retained a frame: a *replicaInbound stepped, to release
 	msgReplicaPartition                   // peer's owner shard -> partition's owner: a *replicaInbound of its group
+	msgReplyLent                          // -> conn shard: a *job with its outcome, whose frame lent sends still read
+	msgLentDone                           // partition's owner -> conn shard: a msgReplyLent *job's lent sends are done
 )
 
 // session is a connection's state, kept in shard.Conn.Value from the moment its
@@ -94,8 +96,11 @@ type handler struct {
 	// groups (ticks.go).
 	owned     *partitionhost.Host
 	consensus shardConsensus
-	// lender lends the store the replica frames it steps (framelend.go).
+	// lender lends the store the replica frames it steps (framelend.go); leader
+	// lends the replica connections the request frames of its prepares
+	// (leaderlend.go).
 	lender frameLender
+	leader leaderLender
 
 	// stopped is set once the shard has exited: completions that still run while
 	// Shutdown closes the store have no shard to post their replies to.
@@ -105,6 +110,7 @@ type handler struct {
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
 	h.lender.h = h
+	h.leader.init(h)
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)
 	h.bound = make(map[shard.ConnID]*session)
@@ -377,10 +383,17 @@ func (h *handler) deferToJob(c *shard.Conn, req *shard.Request, kind request.Kin
 // back to its arena here, once every shard has exited.
 func (h *handler) DropMessage(m shard.Message) {
 	switch m.Kind {
+	case msgReplyLent, msgLentDone:
+		// Lent sends may read the job's frame still, and their end reaches no
+		// shard now: the frame stays out of the arena, which goes with the
+		// runtime.
 	case msgToMeta, msgToOwner, msgReply:
 		switch j := m.Payload.(*job); {
 		case j.Call != nil:
 			j.Call.Finish(nil, ErrStopped)
+		case h.leader.holds(j):
+			// Lent sends read its frame still: the last one to be released, as
+			// the closing runtime releases them, recycles it.
 		case j.Frame.Header != nil:
 			j.Frame.Release()
 		}
@@ -413,6 +426,12 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		h.owned.Serve(m.Payload.(*job))
 	case msgReply:
 		h.deliver(m.Payload.(*job))
+	case msgReplyLent:
+		j := m.Payload.(*job)
+		h.leader.awaitLoan(j)
+		h.deliver(j)
+	case msgLentDone:
+		h.leader.loanDone(m.Payload.(*job))
 	case msgViewAdvanced:
 		h.catchUpView()
 	case msgClientOpened:
@@ -527,7 +546,11 @@ func (h *handler) flushOutbox() {
 
 // reply sends a finished job back to its connection's shard.
 func (h *handler) reply(j *job) {
-	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: msgReply, Payload: j})
+	kind := msgReply
+	if h.leader.replyingLent(j) {
+		kind = msgReplyLent
+	}
+	h.post(j.Conn.Shard(), shard.Message{Conn: j.Conn, Kind: kind, Payload: j})
 }
 
 func (h *handler) take() *job {
@@ -539,10 +562,22 @@ func (h *handler) take() *job {
 	return &job{Home: h}
 }
 
-// recycle releases a job's request buffer and returns it to the free list; it runs
+// recycle releases a job's request buffer and returns it to the free list, or
+// leaves that to the last prepare sent from the buffer (leaderlend.go); it runs
 // on the job's home shard.
 func (h *handler) recycle(j *job) {
+	if h.leader.holds(j) || h.leader.awaitsLoan(j) {
+		return
+	}
+	h.recycleNow(j)
+}
+
+// recycleNow is recycle once nothing else reads the job's request buffer.
+func (h *handler) recycleNow(j *job) {
 	if j.Call == nil {
+		if poisonReleasedFrames && j.Kind == request.KindSend {
+			poison(j.Frame.Body)
+		}
 		j.Frame.Release() // a call's request is the caller's, in no arena
 	}
 	h.returnPollBuffer(j)
