@@ -98,6 +98,8 @@ type node struct {
 	// metricsPort serves /debug/replicated-state (and /metrics): the digest of the
 	// node's replicated state, compared at the end of every test.
 	metricsPort int
+	// httpPort serves the HTTP API (the roster's ports.http).
+	httpPort int
 	// pprofPort serves net/http/pprof when the cluster's pprof is on (0 until the
 	// node first starts so).
 	pprofPort  int
@@ -152,10 +154,10 @@ func newCluster(t testing.TB, n int) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, bin: bin, shards: 1}
-	ports := freeport.Loopback(t, 3*n)
+	ports := freeport.Loopback(t, 4*n)
 	configDir := t.TempDir()
 	for i := range n {
-		nd := &node{c: c, id: i, tcpPort: ports[3*i], replicaPort: ports[3*i+1], metricsPort: ports[3*i+2],
+		nd := &node{c: c, id: i, tcpPort: ports[4*i], replicaPort: ports[4*i+1], metricsPort: ports[4*i+2], httpPort: ports[4*i+3],
 			dir: t.TempDir(), secret: sharedSecret, name: clusterName}
 		nd.configPath = filepath.Join(configDir, fmt.Sprintf("node%d.toml", i))
 		c.nodes = append(c.nodes, nd)
@@ -202,6 +204,9 @@ func (n *node) toml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[system]\npath = %q\n\n[tcp]\naddress = %q\n\n", n.dir, n.addr())
 	fmt.Fprintf(&b, "[metrics]\naddress = %q\n\n", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.metricsPort)))
+	// HTTP is on by default, at 127.0.0.1:3000: a port of its own, so that two
+	// nodes (or a node and anything else on the machine) never share one.
+	fmt.Fprintf(&b, "[http]\naddress = %q\n\n", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.httpPort)))
 	if n.c.single {
 		return b.String()
 	}
@@ -215,8 +220,8 @@ func (n *node) toml() string {
 		fmt.Fprintf(&b, "[message_bus]\nreconnect_period = \"200ms\"\n\n")
 	}
 	for _, peer := range n.c.nodes {
-		fmt.Fprintf(&b, "[[cluster.nodes]]\nname = \"node-%d\"\nip = \"127.0.0.1\"\nreplica_id = %d\nports = { tcp = %d, tcp_replica = %d }\n\n",
-			peer.id, peer.id, peer.tcpPort, peer.replicaPort)
+		fmt.Fprintf(&b, "[[cluster.nodes]]\nname = \"node-%d\"\nip = \"127.0.0.1\"\nreplica_id = %d\nports = { tcp = %d, tcp_replica = %d, http = %d }\n\n",
+			peer.id, peer.id, peer.tcpPort, peer.replicaPort, peer.httpPort)
 	}
 	return b.String()
 }
