@@ -15,47 +15,69 @@ type CPUTimes struct {
 	TotalTicks uint64
 	// IdleTicks is idle and iowait: the time no task ran.
 	IdleTicks uint64
-	// CPUs is the count of "cpuN" lines, the cores the kernel accounts.
-	CPUs int
+	// Cores are the "cpuN" lines, the cores the kernel accounts, in its order.
+	Cores []CoreTimes
+}
+
+// CoreTimes is one core's time from its "cpuN" line of /proc/stat.
+type CoreTimes struct {
+	CPU                   int
+	TotalTicks, IdleTicks uint64
 }
 
 // ParseCPUTimes reads /proc/stat's text: its first line must be the "cpu" line
-// with at least the four fields every kernel has (user nice system idle); the
-// "cpuN" lines that follow it are counted.
+// with at least the four fields every kernel has (user nice system idle), and
+// the "cpuN" lines follow it.
 func ParseCPUTimes(text []byte) (CPUTimes, error) {
 	line, rest, _ := bytes.Cut(text, []byte("\n"))
 	fields := bytes.Fields(line)
-	if len(fields) < 5 || string(fields[0]) != "cpu" {
-		return CPUTimes{}, errors.New(`procstats: /proc/stat does not start with a "cpu" line of 4 fields or more`)
+	if len(fields) == 0 || string(fields[0]) != "cpu" {
+		return CPUTimes{}, errors.New(`procstats: /proc/stat does not start with a "cpu" line`)
 	}
-	// user nice system idle iowait irq softirq steal guest guest_nice
-	var ticks [8]uint64
-	for i, f := range fields[1:min(len(fields), 1+len(ticks))] {
-		v, err := strconv.ParseUint(string(f), 10, 64)
-		if err != nil {
-			return CPUTimes{}, fmt.Errorf("procstats: /proc/stat cpu field %d: %w", i+1, err)
-		}
-		ticks[i] = v
-	}
-	t := CPUTimes{IdleTicks: ticks[3] + ticks[4]}
-	for _, v := range ticks {
-		t.TotalTicks += v
+	var t CPUTimes
+	var err error
+	if t.TotalTicks, t.IdleTicks, err = parseTicks(fields[1:]); err != nil {
+		return CPUTimes{}, fmt.Errorf("procstats: /proc/stat cpu line: %w", err)
 	}
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		name, _, _ := bytes.Cut(line, []byte(" "))
-		if len(name) <= 3 || !bytes.HasPrefix(name, []byte("cpu")) {
+		fields := bytes.Fields(line)
+		if len(fields) == 0 || len(fields[0]) <= 3 || !bytes.HasPrefix(fields[0], []byte("cpu")) {
 			break
 		}
-		if _, err := strconv.ParseUint(string(name[3:]), 10, 32); err != nil {
+		cpu, err := strconv.ParseUint(string(fields[0][3:]), 10, 31)
+		if err != nil {
 			break
 		}
-		t.CPUs++
+		core := CoreTimes{CPU: int(cpu)}
+		if core.TotalTicks, core.IdleTicks, err = parseTicks(fields[1:]); err != nil {
+			return CPUTimes{}, fmt.Errorf("procstats: /proc/stat %s line: %w", fields[0], err)
+		}
+		t.Cores = append(t.Cores, core)
 	}
-	if t.CPUs == 0 {
+	if len(t.Cores) == 0 {
 		return CPUTimes{}, errors.New(`procstats: /proc/stat has no "cpuN" line`)
 	}
 	return t, nil
+}
+
+// parseTicks reads a cpu line's fields after its name: user nice system idle
+// iowait irq softirq steal guest guest_nice, the four first in every kernel.
+// Guest time is already inside user and nice, so the total leaves it out.
+func parseTicks(fields [][]byte) (totalTicks, idleTicks uint64, err error) {
+	if len(fields) < 4 {
+		return 0, 0, fmt.Errorf("%d fields, want 4 or more", len(fields))
+	}
+	var ticks [8]uint64
+	for i, f := range fields[:min(len(fields), len(ticks))] {
+		if ticks[i], err = strconv.ParseUint(string(f), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("field %d: %w", i+1, err)
+		}
+	}
+	for _, v := range ticks {
+		totalTicks += v
+	}
+	return totalTicks, ticks[3] + ticks[4], nil
 }
 
 // Process is a process's figures from /proc/<pid>/stat.

@@ -1,6 +1,7 @@
 package procstats
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -31,12 +32,17 @@ func TestParseCPUTimes(t *testing.T) {
 	}{
 		{name: "linux 6", text: procStat, want: CPUTimes{
 			TotalTicks: 3446368 + 29682 + 1115114 + 842315 + 1110670 + 0 + 150354 + 53712,
-			IdleTicks:  842315 + 1110670, CPUs: 2}},
+			IdleTicks:  842315 + 1110670, Cores: []CoreTimes{
+				{CPU: 0, TotalTicks: 1737544 + 15281 + 558281 + 408581 + 560358 + 67635 + 26599, IdleTicks: 408581 + 560358},
+				{CPU: 1, TotalTicks: 1708824 + 14400 + 556833 + 433734 + 550312 + 82719 + 27113, IdleTicks: 433734 + 550312}}}},
+		// guest time is inside user and nice: not counted twice
+		{name: "guest", text: "cpu 10 2 5 80 3 0 0 0 4 1\ncpu3 10 2 5 80 3 0 0 0 4 1\n",
+			want: CPUTimes{TotalTicks: 100, IdleTicks: 83, Cores: []CoreTimes{{CPU: 3, TotalTicks: 100, IdleTicks: 83}}}},
 		// Linux 2.6.0 had only the four first fields, and a single core
-		{name: "four fields", text: "cpu 10 1 5 84\ncpu0 10 1 5 84\n", want: CPUTimes{TotalTicks: 100, IdleTicks: 84, CPUs: 1}},
+		{name: "four fields", text: "cpu 10 1 5 84\ncpu0 10 1 5 84\n", want: CPUTimes{TotalTicks: 100, IdleTicks: 84, Cores: []CoreTimes{{TotalTicks: 100, IdleTicks: 84}}}},
 		// the cpu lines end at the first other line, even a cpu-like one
-		{name: "cpu lines end", text: "cpu 1 0 0 1\ncpu0 1 0 0 1\ncpufreq 3\ncpu1 1 0 0 1\n", want: CPUTimes{TotalTicks: 2, IdleTicks: 1, CPUs: 1}},
-		{name: "no trailing newline", text: "cpu 1 0 0 1\ncpu0 1 0 0 1", want: CPUTimes{TotalTicks: 2, IdleTicks: 1, CPUs: 1}},
+		{name: "cpu lines end", text: "cpu 1 0 0 1\ncpu0 1 0 0 1\ncpufreq 3\ncpu1 1 0 0 1\n", want: CPUTimes{TotalTicks: 2, IdleTicks: 1, Cores: []CoreTimes{{TotalTicks: 2, IdleTicks: 1}}}},
+		{name: "no trailing newline", text: "cpu 1 0 0 1\ncpu0 1 0 0 1", want: CPUTimes{TotalTicks: 2, IdleTicks: 1, Cores: []CoreTimes{{TotalTicks: 2, IdleTicks: 1}}}},
 		{name: "empty", text: "", wantErr: true},
 		{name: "truncated in the cpu line", text: "cpu  3446368 29682", wantErr: true},
 		{name: "truncated before the cpuN lines", text: "cpu 1 2 3 4\n", wantErr: true},
@@ -44,9 +50,11 @@ func TestParseCPUTimes(t *testing.T) {
 		{name: "garbage field", text: "cpu 1 2 x 4\ncpu0 1 2 3 4\n", wantErr: true},
 		{name: "negative field", text: "cpu 1 2 -3 4\ncpu0 1 2 3 4\n", wantErr: true},
 		{name: "binary", text: "\x00\xff\xfe", wantErr: true},
+		{name: "truncated in a core's line", text: procStat[:strings.Index(procStat, "cpu1")+9], wantErr: true},
+		{name: "garbage core field", text: "cpu 1 2 3 4\ncpu0 1 2 y 4\n", wantErr: true},
 	} {
 		got, err := ParseCPUTimes([]byte(tc.text))
-		if (err != nil) != tc.wantErr || got != tc.want {
+		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, %v; want %+v, error %t", tc.name, got, err, tc.want, tc.wantErr)
 		}
 	}

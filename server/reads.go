@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/metadata"
 	"github.com/iggy-shard/iggy-shard/procstats"
 	"github.com/iggy-shard/iggy-shard/shard"
@@ -73,8 +74,19 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 // One per process, not per Server: the figures are the process's, and the CPU
 // percentages cover the interval since the process's previous GetStats, as the
 // reference's do since its serving thread's (apache/iggy
-// core/server/src/responses.rs, probe_system_stats).
-var processStats = procstats.NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+// core/server/src/responses.rs, probe_system_stats). It is made at package
+// initialisation, on the main thread before any shard pins its own, so the
+// allowed CPUs are the process's.
+var processStats = newProcessStats()
+
+func newProcessStats() *procstats.Sampler {
+	s := procstats.NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	allowed, err := linux.AllowedCPUs()
+	if err != nil {
+		allowed = nil // the machine's CPU figure, unscoped
+	}
+	return s.Confined(allowed, os.DirFS("/sys/fs/cgroup"))
+}
 
 // hostOSRelease is the distribution, read once: it does not change while we run.
 var hostOSRelease = sync.OnceValue(func() procstats.OSRelease {
