@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/client"
+	"github.com/iggy-shard/iggy-shard/jsonview"
 	"github.com/iggy-shard/iggy-shard/procstats"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -119,6 +120,25 @@ func TestNodeStatsProcessFigures(t *testing.T) {
 	t.Logf("sent %d bytes: written %d -> %d; CPU process %.2f%%, machine %.2f%%; resident %d, total %d, available %d; threads %d; %s, %s; read %d -> %d after the restart and polls",
 		sentBytes, before.WrittenBytes, after.WrittenBytes, after.CPUUsage, after.TotalCPUUsage, after.MemoryUsageBytes,
 		after.TotalMemoryBytes, after.AvailableMemoryBytes, after.ThreadsCount, after.OSName, after.OSVersion, after.ReadBytes, afterPoll.ReadBytes)
+	// GET /stats (the Web UI's overview) shows the same figures.
+	h := newHTTPSide(t, s)
+	if code := h.login("iggy", "iggy"); code != 0 {
+		t.Fatalf("HTTP login: %d", code)
+	}
+	var view struct {
+		MemoryUsage  string `json:"memory_usage"`
+		ReadBytes    string `json:"read_bytes"`
+		WrittenBytes string `json:"written_bytes"`
+		OSVersion    string `json:"os_version"`
+		ThreadsCount uint32 `json:"threads_count"`
+	}
+	if code := h.call("GET", "/stats", nil, &view); code != 0 {
+		t.Fatalf("GET /stats: %d", code)
+	}
+	if zero := jsonview.ByteSize(0); view.MemoryUsage == zero || view.ReadBytes == zero || view.WrittenBytes == zero ||
+		view.OSVersion != string(afterPoll.OSVersion) || view.ThreadsCount < 2 {
+		t.Errorf("GET /stats: %+v", view)
+	}
 	if afterPoll.ReadBytes <= after.ReadBytes {
 		t.Errorf("read bytes %d -> %d after a restart and polling %d bytes out of the page cache", after.ReadBytes, afterPoll.ReadBytes, polledBytes)
 	}
