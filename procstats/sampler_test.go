@@ -186,3 +186,15 @@ func TestSamplerHost(t *testing.T) {
 		t.Errorf("threads %d, total CPU %v%%, process CPU %v%% (a first sample: 0)", f.Threads, f.TotalCPUPercent, f.ProcessCPUPercent)
 	}
 }
+
+// BenchmarkSample is one GET_STATS's reading of the host's /proc and cgroup
+// tree, confined as the server's sampler is.
+func BenchmarkSample(b *testing.B) {
+	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize()).Confined([]int{0}, os.DirFS("/sys/fs/cgroup"))
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(MinimumCPUInterval) // every sample measures CPU
+		s.Sample(now)
+	}
+}
