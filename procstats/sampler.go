@@ -79,6 +79,10 @@ type cpuPercents struct{ process, total float32 }
 // Sample reads the figures at now, the caller's clock (the interval of the CPU
 // percentages is measured on it).
 func (s *Sampler) Sample(now time.Time) Figures {
+	// One sample at a time: the process's ticks and the machine's of a
+	// measurement are read together, in the order of the measurements.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var f Figures
 	process, processErr := parseFile(s.proc, s.pid+"/stat", ParseProcessStat)
 	if processErr == nil {
@@ -99,8 +103,6 @@ func (s *Sampler) Sample(now time.Time) Figures {
 		f.ReadBytes, f.WrittenBytes = io.ReadBytes, io.WrittenBytes
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.measured || now.Sub(s.last.at) >= MinimumCPUInterval {
 		machine, err := parseFile(s.proc, "stat", ParseCPUTimes)
 		if err != nil {

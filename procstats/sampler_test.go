@@ -73,8 +73,9 @@ func TestSamplerCPUPercentages(t *testing.T) {
 		t.Fatalf("both cores busy: total %v%%, process %v%%; want 100%%, 200%%", f.TotalCPUPercent, f.ProcessCPUPercent)
 	}
 
-	// The process's ticks are sampled after the machine's, so they can run
-	// ahead of them: never more than every core.
+	// The process's time is accounted otherwise than the machine's ticks (its
+	// scheduler run time, scaled), so it can run ahead of them: never more
+	// than every core.
 	proc.set(650, 850, 600)
 	f = s.Sample(start.Add(2 * time.Second))
 	if f.ProcessCPUPercent != 200 {
@@ -196,5 +197,27 @@ func BenchmarkSample(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(MinimumCPUInterval) // every sample measures CPU
 		s.Sample(now)
+	}
+}
+
+// Samples from many goroutines at once (GET_STATS over TCP and HTTP) share one
+// Sampler: run with -race.
+func TestSamplerConcurrent(t *testing.T) {
+	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	done := make(chan Figures)
+	start := time.Now()
+	for g := range 4 {
+		go func() {
+			var f Figures
+			for i := range 50 {
+				f = s.Sample(start.Add(time.Duration(g*50+i) * MinimumCPUInterval / 4))
+			}
+			done <- f
+		}()
+	}
+	for range 4 {
+		if f := <-done; f.ResidentBytes == 0 || f.TotalCPUPercent < 0 || f.TotalCPUPercent > 100 {
+			t.Errorf("a concurrent sample: %+v", f)
+		}
 	}
 }
