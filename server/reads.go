@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"net"
@@ -9,11 +10,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iggy-shard/iggy-shard/linux"
 	"github.com/iggy-shard/iggy-shard/metadata"
+	"github.com/iggy-shard/iggy-shard/procstats"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/snapshotzip"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -66,42 +70,71 @@ func (s *Server) appendClusterMetadata(dst []byte) []byte {
 	return m.Append(dst)
 }
 
+// processStats samples this process's and the machine's figures for GetStats.
+// One per process, not per Server: the figures are the process's, and the CPU
+// percentages cover the interval since the process's previous GetStats, as the
+// reference's do since its serving thread's (apache/iggy
+// core/server/src/responses.rs, probe_system_stats). It is made at package
+// initialisation, on the main thread before any shard pins its own, so the
+// allowed CPUs are the process's.
+var processStats = newProcessStats()
+
+func newProcessStats() *procstats.Sampler {
+	s := procstats.NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	allowed, err := linux.AllowedCPUs()
+	if err != nil {
+		allowed = nil // the machine's CPU figure, unscoped
+	}
+	return s.Confined(allowed, os.DirFS("/sys/fs/cgroup"))
+}
+
+// hostOSRelease is the distribution, read once: it does not change while we run.
+var hostOSRelease = sync.OnceValue(func() procstats.OSRelease {
+	return procstats.ReadOSRelease(os.DirFS("/"))
+})
+
 // AppendNodeStats implements metahost.Shard0: GetStats, of a node whose state
-// counts counts and which lists clients connections.
+// counts counts and which lists clients connections. The process's and the
+// machine's figures mean what the reference's mean (procstats/doc.go); one that
+// cannot be read is 0.
 func (h *handler) AppendNodeStats(dst []byte, counts metadata.Counts, clients int) []byte {
 	segments, sizeBytes, messages := h.srv.stats.Totals()
-	var mem runtime.MemStats
-	runtime.ReadMemStats(&mem)
+	now := h.srv.now()
+	// The sampler keeps its own clock, the real one: its CPU intervals are the
+	// kernel's ticks, and every server of the process shares it.
+	process := processStats.Sample(time.Now())
+	release := hostOSRelease()
 	s := wire.Stats{
-		ProcessID:           uint32(os.Getpid()),
-		MemoryUsageBytes:    mem.Sys,
-		RunTimeMicros:       uint64(h.srv.now().Sub(h.srv.startedAt).Microseconds()),
-		StartTimeMicros:     uint64(h.srv.startedAt.UnixMicro()),
-		MessagesSizeBytes:   sizeBytes,
-		StreamsCount:        counts.Streams,
-		TopicsCount:         counts.Topics,
-		PartitionsCount:     counts.Partitions,
-		SegmentsCount:       segments,
-		MessagesCount:       messages,
-		ClientsCount:        uint32(clients),
-		ConsumerGroupsCount: counts.ConsumerGroups,
-		OSName:              []byte("Linux"),
-		IggyServerVersion:   []byte(serverVersion),
-		IggyServerSemver:    wire.StatsSemver(0, 11, 0),
-		ThreadsCount:        uint32(h.srv.shardCount),
+		ProcessID:            uint32(os.Getpid()),
+		CPUUsage:             process.ProcessCPUPercent,
+		TotalCPUUsage:        process.TotalCPUPercent,
+		MemoryUsageBytes:     process.ResidentBytes,
+		TotalMemoryBytes:     process.TotalMemoryBytes,
+		AvailableMemoryBytes: process.AvailableMemoryBytes,
+		ReadBytes:            process.ReadBytes,
+		WrittenBytes:         process.WrittenBytes,
+		RunTimeMicros:        uint64(now.Sub(h.srv.startedAt).Microseconds()),
+		StartTimeMicros:      uint64(h.srv.startedAt.UnixMicro()),
+		MessagesSizeBytes:    sizeBytes,
+		StreamsCount:         counts.Streams,
+		TopicsCount:          counts.Topics,
+		PartitionsCount:      counts.Partitions,
+		SegmentsCount:        segments,
+		MessagesCount:        messages,
+		ClientsCount:         uint32(clients),
+		ConsumerGroupsCount:  counts.ConsumerGroups,
+		OSName:               []byte(cmp.Or(release.Name, "Linux")),
+		OSVersion:            []byte(release.LongVersion()),
+		IggyServerVersion:    []byte(serverVersion),
+		IggyServerSemver:     wire.StatsSemver(0, 11, 0),
+		ThreadsCount:         process.Threads,
 	}
 	if host, err := os.Hostname(); err == nil {
 		s.Hostname = []byte(host)
 	}
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
-		s.OSVersion = []byte(unix.ByteSliceToString(uts.Version[:]))
 		s.KernelVersion = []byte(unix.ByteSliceToString(uts.Release[:]))
-	}
-	var sys unix.Sysinfo_t
-	if unix.Sysinfo(&sys) == nil {
-		s.TotalMemoryBytes = uint64(sys.Totalram) * uint64(sys.Unit)
-		s.AvailableMemoryBytes = uint64(sys.Freeram) * uint64(sys.Unit)
 	}
 	var st unix.Statfs_t
 	if unix.Statfs(h.srv.cfg.SystemPath, &st) == nil {
