@@ -70,17 +70,7 @@ func TestReplicaRefusedDialsBackOff(t *testing.T) {
 		shardCount: 1, clock: clockNs.Load, reconnect: period})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// turn moves the clock to atNs and returns once shard 0 has taken a whole turn at it.
-	turn := func(atNs int64) {
-		t.Helper()
-		clockNs.Store(atNs)
-		n.rt.WakeAll()
-		for range 2 {
-			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	turn := func(atNs int64) { t.Helper(); turnAt(ctx, t, n.rt, &clockNs, atNs) }
 	// settle waits for every dial started to have completed, all but connected of
 	// them refused.
 	connected := uint64(0)
@@ -163,13 +153,15 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 	close(started)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// settle returns once shard 0 has taken in every EndReplicaDial so far.
-	settle := func() {
+	// settle waits for the dials to number dials, all ended, and returns once shard 0
+	// has taken in every EndReplicaDial. Start returns before shard 0's first turn,
+	// so the first dial (at startup) may come after the test's first look.
+	settle := func(dials uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for n.rt.replica.dialEnds.Load() != calls.Load() {
+		for calls.Load() != dials || n.rt.replica.dialEnds.Load() != dials {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d dials, %d ended", calls.Load(), n.rt.replica.dialEnds.Load())
+				t.Fatalf("%d dials, %d ended; want %d ended", calls.Load(), n.rt.replica.dialEnds.Load(), dials)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -180,17 +172,8 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 			}
 		}
 	}
-	turn := func(atNs int64) {
-		t.Helper()
-		clockNs.Store(atNs)
-		n.rt.WakeAll()
-		for range 2 {
-			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	settle()
+	turn := func(atNs int64) { t.Helper(); turnAt(ctx, t, n.rt, &clockNs, atNs) }
+	settle(1)
 	atNs := clockNs.Load()
 	for i, ms := range []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000} {
 		delay := ms * time.Millisecond
@@ -202,7 +185,23 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 		if got := calls.Load(); got != uint64(i+2) {
 			t.Fatalf("dial %d: %d dials %v after a failure, want %d", i+1, got, delay, i+2)
 		}
-		settle()
+		settle(uint64(i + 2))
 		atNs += int64(delay)
+	}
+}
+
+// turnAt moves the clock of rt's Config.Clock to atNs and returns once shard 0 has
+// taken a whole turn at it, its timers fired. An Inspect's fn runs before the timers
+// of its turn fire, and the first may be served by a turn that began before the
+// clock moved: the second is served by a turn that began after it, the third by a
+// turn that began after that one ended.
+func turnAt(ctx context.Context, t *testing.T, rt *Runtime, clockNs *atomic.Int64, atNs int64) {
+	t.Helper()
+	clockNs.Store(atNs)
+	rt.WakeAll()
+	for range 3 {
+		if err := rt.Inspect(ctx, func(*Shard) {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
