@@ -2,11 +2,12 @@ package shard
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRedialBackoffDoublesToTheReconnectPeriod(t *testing.T) {
@@ -45,16 +46,30 @@ func TestRedialBackoffDoublesToTheReconnectPeriod(t *testing.T) {
 	}
 }
 
-// refusedAddress returns a loopback address nothing listens on (a port just closed).
+// refusedAddress returns a loopback address that refuses connects until a listener
+// binds it. A port closed at once could be taken by any socket of the machine before
+// the test's own listener binds it (then a dial meant to be refused connects, or that
+// listener's bind fails): the port stays bound, not listening, until the test ends,
+// with SO_REUSEADDR, which lets the runtime's listener (SO_REUSEADDR too) bind it
+// beside and keeps every other socket off it.
 func refusedAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port)).String()
 }
 
 // TestReplicaRefusedDialsBackOff drives shard 0's clock by hand: a peer that refuses
