@@ -49,9 +49,9 @@ func TestRedialBackoffDoublesToTheReconnectPeriod(t *testing.T) {
 // refusedAddress returns a loopback address that refuses connects until a listener
 // binds it. A port closed at once could be taken by any socket of the machine before
 // the test's own listener binds it (then a dial meant to be refused connects, or that
-// listener's bind fails): the port stays bound, not listening, until the test ends,
-// with SO_REUSEADDR, which lets the runtime's listener (SO_REUSEADDR too) bind it
-// beside and keeps every other socket off it.
+// listener's bind fails). So the port stays bound, not listening, until the test
+// ends, with SO_REUSEADDR: the runtime's listener (SO_REUSEADDR too) binds it beside,
+// and the kernel picks it for no other socket (a bind to port 0, a connect).
 func refusedAddress(t *testing.T) string {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
