@@ -60,19 +60,6 @@ type Config struct {
 	Lock bool
 }
 
-// DefaultConfig is the per-shard configuration the package doc explains: many small
-// receive buffers, a few large frames up to the 64 MiB maximum frame size.
-func DefaultConfig() Config {
-	const kib, mib = 1 << 10, 1 << 20
-	return Config{Classes: []ClassConfig{
-		{BufferSizeBytes: 4 * kib, BufferCount: 4096, Populate: true},
-		{BufferSizeBytes: 64 * kib, BufferCount: 512},
-		{BufferSizeBytes: 1 * mib, BufferCount: 64},
-		{BufferSizeBytes: 16 * mib, BufferCount: 8, FreePagesOnRelease: true},
-		{BufferSizeBytes: 64 * mib, BufferCount: 2, FreePagesOnRelease: true},
-	}}
-}
-
 // Validate reports the first thing wrong with the configuration.
 func (c Config) Validate() error {
 	if len(c.Classes) == 0 {

@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		classes []ClassConfig
 		wantErr string
 	}{
-		{"default", DefaultConfig().Classes, ""},
+		{"frames up to 64 MiB", largeConfig().Classes, ""},
 		{"none", nil, "no size classes"},
 		{"zero size", []ClassConfig{{BufferSizeBytes: 0, BufferCount: 1}}, "not a positive multiple of 16"},
 		{"unaligned size", []ClassConfig{{BufferSizeBytes: 24, BufferCount: 1}}, "not a positive multiple of 16"},
@@ -344,8 +344,21 @@ func TestLockIsOptional(t *testing.T) {
 	a.Release(b)
 }
 
-func TestDefaultConfigMaps(t *testing.T) {
-	a := newArena(t, DefaultConfig())
+// largeConfig spans the sizes a shard uses, up to its largest frames, with every
+// option of a class set somewhere.
+func largeConfig() Config {
+	const kib, mib = 1 << 10, 1 << 20
+	return Config{Classes: []ClassConfig{
+		{BufferSizeBytes: 4 * kib, BufferCount: 256, Populate: true},
+		{BufferSizeBytes: 64 * kib, BufferCount: 64},
+		{BufferSizeBytes: 1*mib + 256*kib, BufferCount: 8},
+		{BufferSizeBytes: 16 * mib, BufferCount: 2, FreePagesOnRelease: true},
+		{BufferSizeBytes: 64 * mib, BufferCount: 2, FreePagesOnRelease: true},
+	}}
+}
+
+func TestLargeClassesMap(t *testing.T) {
+	a := newArena(t, largeConfig())
 	big, err := a.Acquire(64 << 20)
 	if err != nil {
 		t.Fatal(err)

@@ -13,24 +13,19 @@
 // buffers (one per connection with a receive in flight, and small replies), some
 // medium ones for typical batches and poll replies, and a few frames up to the maximum
 // frame size (64 MiB). Fixed classes make Acquire and Release O(1) and make exhaustion
-// visible per class. The default configuration (DefaultConfig) writes the sum out:
-//
-//	class     count   virtual    resident at start   for
-//	4 KiB     4096     16 MiB    16 MiB (populated)  receive buffers, small replies
-//	64 KiB     512     32 MiB    on first touch      typical batches, poll replies
-//	1 MiB       64     64 MiB    on first touch      large batches
-//	16 MiB       8    128 MiB    on first touch      very large batches
-//	64 MiB       2    128 MiB    on first touch      frames up to the 64 MiB maximum
-//	                  368 MiB virtual per shard
+// visible per class. Which classes, and how many buffers of each, is the caller's
+// choice: a shard's default (shard.ArenaConfigDefault, shard/config.go) writes its
+// sum out.
 //
 // Large classes are "lazy" without any bookkeeping of ours: an anonymous mapping costs
-// only address space until a page is touched, so they are mapped with MAP_NORESERVE and
-// not populated, while the small hot class is populated up front (MAP_POPULATE) so the
-// first receives do not take page faults. The large classes also mark a buffer's pages
-// reclaimable at Release (MADV_FREE, ClassConfig.FreePagesOnRelease): under memory
-// pressure the kernel takes back the pages of released frames instead of swapping, so
-// one burst of 64 MiB frames does not stay resident for good. mlock is attempted only
-// when Config.Lock asks for it and RLIMIT_MEMLOCK leaves room; it is never required.
+// only address space until a page is touched, so a class is mapped unpopulated with
+// MAP_NORESERVE unless ClassConfig.Populate asks for its pages up front (MAP_POPULATE,
+// so that the first receives into a small hot class take no page faults). A class can
+// also mark a buffer's pages reclaimable at
+// Release (MADV_FREE, ClassConfig.FreePagesOnRelease): under memory pressure the
+// kernel takes back the pages of released frames instead of swapping, so one burst of
+// 64 MiB frames need not stay resident for good. mlock is attempted only when
+// Config.Lock asks for it and RLIMIT_MEMLOCK leaves room; it is never required.
 //
 // Memory layout of one class (one mapping per class):
 //

@@ -2,11 +2,12 @@ package shard
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRedialBackoffDoublesToTheReconnectPeriod(t *testing.T) {
@@ -45,16 +46,30 @@ func TestRedialBackoffDoublesToTheReconnectPeriod(t *testing.T) {
 	}
 }
 
-// refusedAddress returns a loopback address nothing listens on (a port just closed).
+// refusedAddress returns a loopback address that refuses connects until a listener
+// binds it. A port closed at once could be taken by any socket of the machine before
+// the test's own listener binds it (then a dial meant to be refused connects, or that
+// listener's bind fails). So the port stays bound, not listening, until the test
+// ends, with SO_REUSEADDR: the runtime's listener (SO_REUSEADDR too) binds it beside,
+// and the kernel picks it for no other socket (a bind to port 0, a connect).
 func refusedAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port)).String()
 }
 
 // TestReplicaRefusedDialsBackOff drives shard 0's clock by hand: a peer that refuses
@@ -70,17 +85,7 @@ func TestReplicaRefusedDialsBackOff(t *testing.T) {
 		shardCount: 1, clock: clockNs.Load, reconnect: period})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// turn moves the clock to atNs and returns once shard 0 has taken a whole turn at it.
-	turn := func(atNs int64) {
-		t.Helper()
-		clockNs.Store(atNs)
-		n.rt.WakeAll()
-		for range 2 {
-			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	turn := func(atNs int64) { t.Helper(); turnAt(ctx, t, n.rt, &clockNs, atNs) }
 	// settle waits for every dial started to have completed, all but connected of
 	// them refused.
 	connected := uint64(0)
@@ -163,13 +168,15 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 	close(started)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// settle returns once shard 0 has taken in every EndReplicaDial so far.
-	settle := func() {
+	// settle waits for the dials to number dials, all ended, and returns once shard 0
+	// has taken in every EndReplicaDial. Start returns before shard 0's first turn,
+	// so the first dial (at startup) may come after the test's first look.
+	settle := func(dials uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for n.rt.replica.dialEnds.Load() != calls.Load() {
+		for calls.Load() != dials || n.rt.replica.dialEnds.Load() != dials {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d dials, %d ended", calls.Load(), n.rt.replica.dialEnds.Load())
+				t.Fatalf("%d dials, %d ended; want %d ended", calls.Load(), n.rt.replica.dialEnds.Load(), dials)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -180,17 +187,8 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 			}
 		}
 	}
-	turn := func(atNs int64) {
-		t.Helper()
-		clockNs.Store(atNs)
-		n.rt.WakeAll()
-		for range 2 {
-			if err := n.rt.Inspect(ctx, func(*Shard) {}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	settle()
+	turn := func(atNs int64) { t.Helper(); turnAt(ctx, t, n.rt, &clockNs, atNs) }
+	settle(1)
 	atNs := clockNs.Load()
 	for i, ms := range []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000} {
 		delay := ms * time.Millisecond
@@ -202,7 +200,23 @@ func TestReplicaEndedDialsBackOff(t *testing.T) {
 		if got := calls.Load(); got != uint64(i+2) {
 			t.Fatalf("dial %d: %d dials %v after a failure, want %d", i+1, got, delay, i+2)
 		}
-		settle()
+		settle(uint64(i + 2))
 		atNs += int64(delay)
+	}
+}
+
+// turnAt moves the clock of rt's Config.Clock to atNs and returns once shard 0 has
+// taken a whole turn at it, its timers fired. An Inspect's fn runs before the timers
+// of its turn fire, and the first may be served by a turn that began before the
+// clock moved: the second is served by a turn that began after it, the third by a
+// turn that began after that one ended.
+func turnAt(ctx context.Context, t *testing.T, rt *Runtime, clockNs *atomic.Int64, atNs int64) {
+	t.Helper()
+	clockNs.Store(atNs)
+	rt.WakeAll()
+	for range 3 {
+		if err := rt.Inspect(ctx, func(*Shard) {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1021,7 +1021,10 @@ func TestReplicaAdoptedSessions(t *testing.T) {
 				}
 				return
 			}
+			// The dialer registers the session once it has sent its Finish, the
+			// acceptor once it has checked it: a send before then is refused.
 			dialer.waitFor("the adopted session", 10*time.Second, func() bool { return dialer.up[1] })
+			acceptor.waitFor("the adopted session", 10*time.Second, func() bool { return acceptor.up[0] })
 			dialer.send(0, 1, sealed(stateChunkFrame(cluster, 100<<10)), 2)
 			acceptor.send(1, 0, commitFrame(cluster, 3), 1)
 			acceptor.waitFor("frames", 10*time.Second, func() bool { return len(acceptor.received) == 2 })
