@@ -130,6 +130,25 @@ func startServerProcess(b *testing.B, withTLS bool) *serverProcess {
 		cmd.Env = append(cmd.Env, envBenchServerCert+"="+certFile, envBenchServerKey+"="+keyFile)
 		srv.tls = &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}
 	}
+	srv.run(b)
+	if withTLS {
+		conn, err := tls.Dial("tcp", srv.addr, srv.tls)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := conn.ConnectionState()
+		b.Logf("TLS: %s, %s", tls.VersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+		conn.Close()
+	}
+	return srv
+}
+
+// run starts the server child and waits for the address it prints; the
+// benchmark's cleanup closes its stdin, which stops it (killed if it has not
+// stopped within 15 s).
+func (srv *serverProcess) run(b *testing.B) {
+	b.Helper()
+	cmd := srv.cmd
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -163,16 +182,6 @@ func startServerProcess(b *testing.B, withTLS bool) *serverProcess {
 		b.Fatal("the server process printed no address")
 	}
 	go io.Copy(io.Discard, stdout)
-	if withTLS {
-		conn, err := tls.Dial("tcp", srv.addr, srv.tls)
-		if err != nil {
-			b.Fatal(err)
-		}
-		st := conn.ConnectionState()
-		b.Logf("TLS: %s, %s", tls.VersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
-		conn.Close()
-	}
-	return srv
 }
 
 // dial connects, logged in as root when login is set (PING needs no login).

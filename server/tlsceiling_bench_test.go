@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/tls"
@@ -11,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -258,38 +256,6 @@ func startCeilingServer(b *testing.B, mode string, ca *tlstest.CA, leaf *tlstest
 		cmd.Env = append(cmd.Env, envBenchServerCert+"="+certFile, envBenchServerKey+"="+keyFile)
 		srv.tls = &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if srv.stdin, err = cmd.StdinPipe(); err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		srv.stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() { // bounded by the child's output: it prints ADDR or exits
-		if addr, ok := strings.CutPrefix(lines.Text(), "ADDR "); ok {
-			srv.addr = addr
-			break
-		}
-	}
-	if srv.addr == "" {
-		b.Fatal("the server process printed no address")
-	}
-	go io.Copy(io.Discard, stdout)
+	srv.run(b)
 	return srv
 }
