@@ -443,7 +443,7 @@ func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 		// connection's cleanup, nor a group join escape its leave.
 		h.meta.InTurn(g.Conn, func() { h.meta.ClientGone(g) })
 	case msgEvictStale:
-		h.evictStale(m.Conn)
+		h.evictStale(m.Conn, int64(m.Value))
 	case msgPollBuffer:
 		h.owned.PollBufferReturned(m.Payload.(*byte))
 	case msgReplicaFrame:

@@ -17,9 +17,16 @@ import (
 //
 //	conn shard: every request     session.seen = NowNs     (an atomic both shards see)
 //	shard 0, every interval/5:    for each session silent > 1.2 x interval that is
-//	                              a group member: post msgEvictStale to its shard
-//	conn shard:                   still silent? Eviction frame (13), close; the close
-//	                              removes the memberships (clientGone, committed)
+//	                              a group member: post msgEvictStale to its shard,
+//	                              with the seen it judged
+//	conn shard:                   seen unchanged? Eviction frame (13), close; the
+//	                              close removes the memberships (clientGone, committed)
+//
+// The conn shard asks whether a request arrived since shard 0's look, not whether
+// the session is still silent by its own clock: that clock was read at the start of
+// its turn, and may be older than shard 0's, so a silence shard 0 saw cross the
+// bound may not have crossed it there yet. The member would stay until the next
+// look, and where time stands still (a test's clock) forever.
 
 // staleAfterNs is how long a group member may be silent.
 func (h *handler) staleAfterNs() int64 {
@@ -39,22 +46,26 @@ func (h *handler) checkHeartbeats() {
 	staleAfter := h.staleAfterNs()
 	state := h.meta.Plane().State()
 	h.meta.EachSession(func(client wire.Uint128, conn shard.ConnID, seen *atomic.Int64) {
-		if seen == nil || now-seen.Load() <= staleAfter || state.ClientGroupsCount(client) == 0 {
+		if seen == nil {
 			return
 		}
-		h.post(conn.Shard(), shard.Message{Conn: conn, Kind: msgEvictStale})
+		seenNs := seen.Load()
+		if now-seenNs <= staleAfter || state.ClientGroupsCount(client) == 0 {
+			return
+		}
+		h.post(conn.Shard(), shard.Message{Conn: conn, Kind: msgEvictStale, Value: uint64(seenNs)})
 	})
 }
 
-// evictStale evicts a connection shard 0 found silent, unless a request arrived
-// since (the decision crossed it).
-func (h *handler) evictStale(id shard.ConnID) {
+// evictStale evicts a connection shard 0 found silent since judgedSeenNs, unless a
+// request arrived since (the decision crossed it).
+func (h *handler) evictStale(id shard.ConnID, judgedSeenNs int64) {
 	c := h.shard.Conn(id)
 	if c == nil {
 		return
 	}
 	sess, _ := c.Value.(*session)
-	if sess == nil || !sess.bound || h.shard.NowNs()-sess.seen.Load() <= h.staleAfterNs() {
+	if sess == nil || !sess.bound || sess.seen.Load() != judgedSeenNs {
 		return
 	}
 	h.log.Info("connection evicted: consumer group member missed its heartbeats", "conn", id.String(),
