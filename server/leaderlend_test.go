@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"sync"
 	"testing"
 
@@ -15,10 +17,26 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// Every server test poisons the request frames of sends as they go back to the
-// arena (leaderlend.go): a prepare lent from one and still sent afterwards
-// carries the poison to its backup, whose batch checks refuse it.
-func init() { poisonReleasedFrames = true }
+// TestMain: every server test poisons the request frames of sends as they go
+// back to the arena (leaderlend.go): a prepare lent from one and still sent
+// afterwards carries the poison to its backup, whose batch checks refuse it.
+// Benchmarks do not, nor do the server processes they start: the fill is a byte
+// loop over every 1 MB batch, which they would measure as the server's work (it
+// cost BenchmarkTransport's producer 40% of its throughput).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	poisonReleasedFrames = !benchmarking()
+	os.Exit(m.Run())
+}
+
+// benchmarking reports whether this process runs benchmarks, or is a server a
+// benchmark started (tls_bench_test.go, tlsceiling_bench_test.go).
+func benchmarking() bool {
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		return true
+	}
+	return os.Getenv(envBenchServerPath) != "" || os.Getenv(envCeilingServerMode) != ""
+}
 
 // fakeLentSends stands in for the shard's replica queue: it keeps each lent send
 // until the test completes it, checking that the body it sends is still the one
