@@ -127,7 +127,8 @@ func (p *Partition) journalWrite(w *vsr.Write) {
 
 // discard drops one journal entry the core no longer counts as its log's (a stale
 // op of an older view, replaced by the one the hash chain names; the ops above it
-// stay): its send fails, as its batch will never be in the log.
+// stay): its batch will never be in the log, and its request is answered as a view
+// change cancels one (errViewCancelled).
 func (p *Partition) discard(op uint64) {
 	e := p.journal.at(op)
 	if e == nil || !e.present {
@@ -136,23 +137,35 @@ func (p *Partition) discard(op uint64) {
 	if !e.void && e.header.Operation == wire.OperationSendMessages {
 		p.prepared.unappliedBatches--
 	}
-	p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+	p.finishEntry(e, errViewCancelled)
 	p.releaseBody(e)
 	*e = journalEntry{}
 	p.recomputePrepared()
 }
 
-// dropAbove drops the journal entries above op (a view change truncated them);
-// their sends fail, as the batches will never be in the log.
+// dropAbove drops the journal entries above op (a view change truncated them):
+// their batches will never be in the log, and their requests are answered as a
+// view change cancels one (errViewCancelled).
 func (p *Partition) dropAbove(op uint64) {
 	p.journal.truncateAbove(op, func(e *journalEntry) {
 		if e.present && !e.void && e.header.Operation == wire.OperationSendMessages {
 			p.prepared.unappliedBatches--
 		}
-		p.finishEntry(e, wire.ErrCannotSaveMessagesToSegment)
+		p.finishEntry(e, errViewCancelled)
 	})
 	p.recomputePrepared()
 }
+
+// errViewCancelled answers a request whose prepare the group's canonical log
+// replaced or truncated (discard, dropAbove): 57 TransientNotCommitted, which the
+// SDKs replay with the same request, as the reference answers a request a view
+// change cancels (build_result_rejection_reply in apache/iggy
+// core/consensus/src/plane_helpers.rs). The replay is safe without a client table
+// (a partition op has none): the prepare is off the log that commits, so it never
+// applies and the replay's batch is the only one. Not 4006, which says the
+// partition's storage failed: nothing did, and the SDKs do not replay it, so a
+// failover would reach the producer as an error.
+const errViewCancelled = wire.ErrTransientNotCommitted
 
 // applyCommitted applies the committed ops in order, until one waits for the log's
 // in-flight window (it is retried from settleSends).
@@ -284,10 +297,11 @@ func (p *Partition) checkStamp(e *journalEntry) error {
 
 // finishEntry ends an entry's send with err: returned by the Send call that admitted
 // it when it is still running, otherwise through SendDone. A deferred offset op is
-// answered 57 TransientNotCommitted when err says its outcome is unknown
-// (outcomeUnknown: its prepare may commit in a new view or a replay), else 58 (it
-// will never apply: the client asks again, at whichever replica leads then). As for
-// a send, 58 never answers an op that may yet be in the log.
+// answered 57 TransientNotCommitted when err is 57 (outcomeUnknown: its prepare may
+// commit in a new view or a replay; errViewCancelled: a view change cancelled it),
+// else 58 (it will never apply, its journal write or the log failed: the client asks
+// again, at whichever replica leads then). As for a send, 58 never answers an op
+// that may yet be in the log.
 func (p *Partition) finishEntry(e *journalEntry, err error) {
 	if e.offsetDone != nil {
 		code := wire.ErrTransientNotAccepted

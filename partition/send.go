@@ -16,7 +16,9 @@ type SendCompletion interface {
 	// the batch is stored per its topic's policy and c is its confirmation (reply
 	// with AppendSendReply). Otherwise err is the wire.ErrorCode to answer with: 4006
 	// CannotSaveMessagesToSegment when a write or fdatasync failed and the batch was
-	// cut from the log (it will never be polled; the producer may resend).
+	// cut from the log (it will never be polled; the producer may resend); 57
+	// TransientNotCommitted when its outcome is not known here (outcomeUnknown) or a
+	// view change cancelled its prepare (errViewCancelled): the SDK replays it.
 	SendDone(token uint64, c wire.SendConfirmation, err error)
 }
 

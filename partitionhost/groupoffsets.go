@@ -14,7 +14,8 @@ import (
 // backups apply the deletion from there: so the node whose store leads the
 // partition (Store.IsPrimary) proposes it, and every other node only looks
 // (Store.ConsumerOffset) until the primary's deletion has applied there; a
-// primary that cannot take it now (a Ready out, a view changing: 58) and a backup
+// primary that cannot take it now (a Ready out, a view changing: 58, or a
+// proposal whose outcome is unknown: 57, isTransient) and a backup
 // whose offset is still there look again a little later (a backup may have become
 // the primary meanwhile). That is no error. Bounded:
 // the group's id is never used again in its topic (metadata assigns ids upward),
@@ -84,16 +85,28 @@ func (d *groupOffsetDelete) settle(err error) {
 	case err == nil, errors.Is(err, wire.ErrConsumerOffsetNotFound), errors.Is(err, wire.ErrResourceNotFound):
 		// Deleted, or gone already (by the primary's deletion, or with the
 		// partition).
-	case errors.Is(err, wire.ErrTransientNotAccepted) && d.attempts < groupOffsetDeleteAttemptsMax:
+	case isTransient(err) && d.attempts < groupOffsetDeleteAttemptsMax:
 		d.dueNs = h.shard.NowNs() + int64(groupOffsetDeleteRetry)
 		h.groupOffsets.deletes = append(h.groupOffsets.deletes, d)
 		h.shard.WakeAt(d.dueNs)
-	case errors.Is(err, wire.ErrTransientNotAccepted):
+	case isTransient(err):
 		h.log.Info("a deleted consumer group's offset is left on a partition: no primary took its deletion; it is unreachable",
 			"partition", d.key.String(), "group", d.group, "attempts", d.attempts)
 	default:
 		h.log.Error("a deleted consumer group's offset could not be deleted", "partition", d.key.String(), "group", d.group, "err", err)
 	}
+}
+
+// isTransient says a deletion's proposal may be asked again: 58, not admitted, or
+// 57, its outcome unknown. The store answers 57 a deletion prepared and not
+// applied when its partition closes (a DeleteTopic right after the
+// DeleteConsumerGroup, or a shutdown: partition.Store's quiesce) or a view change
+// cancels it. Asking again is safe, as a deletion of what is gone is
+// ConsumerOffsetNotFound, and quiet when the partition went (madeBefore); a
+// partition whose storage failed answers the next attempt with its own error,
+// logged below.
+func isTransient(err error) bool {
+	return errors.Is(err, wire.ErrTransientNotAccepted) || errors.Is(err, wire.ErrTransientNotCommitted)
 }
 
 // RetryGroupOffsetDeletes asks again for the deletions due. It runs on the
