@@ -30,6 +30,11 @@ import (
 //	                 measured once per process in the same run
 //	server-cpu-ms/GB the CPU of the server's shard threads and of the process's
 //	                 io_uring workers (which run the splices), per GB polled
+//	all-cpu-ms/GB    the CPU of the whole process (server and consumers), per
+//	                 GB polled: on this machine's two cores the bound, when
+//	                 they are busy
+//	loopback-cpu-ms/GB the same for the raw loopback baseline (its writers and
+//	                 readers), per GB moved
 //	p50-µs, p99-µs   a poll's round trip
 //
 //	go test ./server -run '^$' -bench ConsumerSplice -benchtime 300x -count 6
@@ -108,6 +113,7 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	}
 	loopback := benchLoopbackMBps(b, consumers)
 	cpu := startServerCPU(b, s)
+	allStartNs := processCPUNs()
 	latencies := make([][]time.Duration, consumers)
 	b.SetBytes(int64(consumers) * batchBytes)
 	b.ReportAllocs()
@@ -131,6 +137,7 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	allNs := processCPUNs() - allStartNs
 	b.StopTimer()
 	select {
 	case err := <-errs:
@@ -139,6 +146,8 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	}
 	gb := float64(b.N) * float64(consumers) * float64(batchBytes) / 1e9
 	b.ReportMetric(float64(cpu.spentNs(b))/1e6/gb, "server-cpu-ms/GB")
+	b.ReportMetric(float64(allNs)/1e6/gb, "all-cpu-ms/GB")
+	b.ReportMetric(benchLoopback.cpuMsPerGB[consumers], "loopback-cpu-ms/GB")
 	mbps := gb * 1e3 / elapsed.Seconds()
 	b.ReportMetric(mbps/loopback, "x-loopback")
 	var all []time.Duration
@@ -150,7 +159,8 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 
 var benchLoopback struct {
 	sync.Mutex
-	mbps map[int]float64
+	mbps       map[int]float64
+	cpuMsPerGB map[int]float64 // the process's CPU per GB moved
 }
 
 // benchLoopbackMBps measures, once per process and connection count, the MB/s
@@ -185,7 +195,7 @@ func benchLoopbackMBps(b *testing.B, connections int) float64 {
 		}
 	}
 	buf := make([]byte, benchBatchBytes)
-	start := time.Now()
+	start, cpuStartNs := time.Now(), processCPUNs()
 	var writers sync.WaitGroup
 	for _, c := range conns {
 		writers.Go(func() {
@@ -201,12 +211,24 @@ func benchLoopbackMBps(b *testing.B, connections int) float64 {
 		c.Close()
 	}
 	readers.Wait()
-	v := float64(connections*batches*benchBatchBytes) / 1e6 / time.Since(start).Seconds()
+	gb := float64(connections*batches*benchBatchBytes) / 1e9
+	v := gb * 1e3 / time.Since(start).Seconds()
 	if benchLoopback.mbps == nil {
-		benchLoopback.mbps = map[int]float64{}
+		benchLoopback.mbps, benchLoopback.cpuMsPerGB = map[int]float64{}, map[int]float64{}
 	}
 	benchLoopback.mbps[connections] = v
+	benchLoopback.cpuMsPerGB[connections] = float64(processCPUNs()-cpuStartNs) / 1e6 / gb
 	return v
+}
+
+// processCPUNs is the CPU time of the whole process (every thread, the io_uring
+// workers among them) so far.
+func processCPUNs() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // serverCPU is the CPU the server's threads spent since start: its shards'
