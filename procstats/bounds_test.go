@@ -2,6 +2,7 @@ package procstats
 
 import (
 	"bytes"
+	"path"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -13,7 +14,7 @@ func TestCgroupWalkBounded(t *testing.T) {
 	host := Memory{TotalBytes: 10_000, AvailableBytes: 7_000}
 	deep := strings.Repeat("d/", cgroupDepthMax+6) + "leaf"
 	limitAt := func(dir string) fstest.MapFS {
-		return fstest.MapFS{dir + "/memory.max": &fstest.MapFile{Data: []byte("1000\n")}}
+		return fstest.MapFS{path.Join(dir, "memory.max"): &fstest.MapFile{Data: []byte("1000\n")}}
 	}
 	if _, ok := CgroupMemory(limitAt("."), []byte("0::/"+deep+"\n"), host); ok {
 		t.Errorf("a limit %d levels up was read, past the walk's bound of %d", cgroupDepthMax+7, cgroupDepthMax)
