@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/iggy-shard/iggy-shard/request"
@@ -146,25 +145,12 @@ func (c *callInboxes) init(shards int) {
 }
 
 // callInbox is a shard's calls waiting to be served: pushed by any goroutine,
-// taken by the shard in its turn (handler.Tick). waiting lets the shard skip the
-// lock when there is nothing.
+// taken by the shard in its turn (handler.Tick).
 type callInbox struct {
-	waiting atomic.Int32
-	mu      sync.Mutex
-	calls   []*request.Call
-	taken   []*request.Call // the slice the shard serves from, swapped with calls
-	wake    func()          // the shard's Shard.Wake; nil until the shard started
-	closed  bool
+	wakeInbox[*request.Call]
 	// served counts the calls the shard took, for their ids (callConnID);
 	// touched by the shard only.
 	served uint64
-}
-
-// attach gives the inbox its shard's wake (handler start).
-func (b *callInbox) attach(wake func()) {
-	b.mu.Lock()
-	b.wake = wake
-	b.mu.Unlock()
 }
 
 // callInboxWaitingMax bounds the calls waiting for one shard to take them: a
@@ -172,58 +158,15 @@ func (b *callInbox) attach(wake func()) {
 // grow without bound.
 const callInboxWaitingMax = 4096
 
-// pushOutcome is what push did with a call.
-type pushOutcome uint8
-
-const (
-	pushQueued pushOutcome = iota
-	pushFull
-	pushStopped
-)
-
 // push queues a call and wakes the shard, unless the shard has stopped or has
 // callInboxWaitingMax calls waiting.
 func (b *callInbox) push(c *request.Call) pushOutcome {
-	b.mu.Lock()
-	switch {
-	case b.closed || b.wake == nil:
-		b.mu.Unlock()
-		return pushStopped
-	case len(b.calls) >= callInboxWaitingMax:
-		b.mu.Unlock()
-		return pushFull
-	}
-	b.calls = append(b.calls, c)
-	b.waiting.Add(1)
-	wake := b.wake
-	b.mu.Unlock()
-	wake()
-	return pushQueued
-}
-
-// take hands the shard the calls waiting, in order; the slice is the inbox's and
-// valid until the next take.
-func (b *callInbox) take() []*request.Call {
-	if b.waiting.Load() == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	clear(b.taken)
-	b.calls, b.taken = b.taken[:0], b.calls
-	b.waiting.Store(0)
-	b.mu.Unlock()
-	return b.taken
+	return b.pushWithin(c, callInboxWaitingMax)
 }
 
 // close refuses further calls and answers those still waiting: the shard stops.
 func (b *callInbox) close() {
-	b.mu.Lock()
-	b.closed = true
-	waiting := b.calls
-	b.calls = nil
-	b.waiting.Store(0)
-	b.mu.Unlock()
-	for _, c := range waiting {
+	for _, c := range b.wakeInbox.close() {
 		c.Finish(nil, ErrStopped)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -237,9 +236,9 @@ func (b *httpBackend) RevokeToken(ctx context.Context, _ httpapi.Caller, jti str
 		return b.local.revoke(tokens, b.s.nowMicros())
 	}
 	answer := make(chan error, 1)
-	if !b.s.transport.metaTasks.push(func(h *handler) {
+	if b.s.transport.metaTasks.push(func(h *handler) {
 		h.meta.RevokeTokens(tokens, func(err error) { answer <- err })
-	}) {
+	}) != pushQueued {
 		return ErrStopped
 	}
 	select {
@@ -305,54 +304,7 @@ func (l *localRevocations) revoked(jti string, nowMicros uint64) bool {
 }
 
 // metaTaskInbox holds work for shard 0's loop from other goroutines (the HTTP
-// API's revocations), taken in its turn as the calls are (caller.go).
-type metaTaskInbox struct {
-	waiting atomic.Int32 // lets shard 0 skip the lock when there is nothing
-	mu      sync.Mutex
-	tasks   []func(h *handler)
-	wake    func()
-	stopped bool
-}
-
-// push queues task and wakes shard 0; false once shard 0 stopped or before it
-// started.
-func (m *metaTaskInbox) push(task func(h *handler)) bool {
-	m.mu.Lock()
-	if m.stopped || m.wake == nil {
-		m.mu.Unlock()
-		return false
-	}
-	m.tasks = append(m.tasks, task)
-	m.waiting.Add(1)
-	wake := m.wake
-	m.mu.Unlock()
-	wake()
-	return true
-}
-
-func (m *metaTaskInbox) attach(wake func()) {
-	m.mu.Lock()
-	m.wake = wake
-	m.mu.Unlock()
-}
-
-// take hands shard 0 the tasks waiting.
-func (m *metaTaskInbox) take() []func(h *handler) {
-	if m.waiting.Load() == 0 {
-		return nil
-	}
-	m.mu.Lock()
-	m.waiting.Store(0)
-	defer m.mu.Unlock()
-	t := m.tasks
-	m.tasks = nil
-	return t
-}
-
-// stop refuses further tasks; those waiting are dropped (their callers wait on
-// the runtime's end).
-func (m *metaTaskInbox) stop() {
-	m.mu.Lock()
-	m.stopped, m.tasks = true, nil
-	m.mu.Unlock()
-}
+// API's revocations), taken in its turn as the calls are (caller.go). It has no
+// bound of its own: a task is an HTTP logout, and shard 0 takes them all each
+// turn.
+type metaTaskInbox = wakeInbox[func(h *handler)]

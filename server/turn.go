@@ -94,7 +94,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 func (h *handler) Stop(_ *shard.Shard) {
 	h.srv.transport.calls.inboxes[h.index].close() // no call is taken any more: those waiting are answered
 	if h.meta != nil {
-		h.srv.transport.metaTasks.stop()
+		h.srv.transport.metaTasks.close() // the callers of those waiting wait on the runtime's end
 		// The writes first: a login among them may hand its password to the
 		// workers again, whose checks are then abandoned with the others, and so
 		// are the new passwords still with the workers.
