@@ -207,13 +207,8 @@ func (r *Router) callerAnswered(pj pendingJob, a *metaplane.Answer) {
 	case a.Evict != 0:
 		j.Out.Evict = a.Evict
 		r.forgetCaller(cs)
-	case a.Status != 0:
-		j.Out.Status = a.Status
-	case a.Rejection != 0:
-		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
 	default:
-		j.Out.RawFrame = true
-		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
+		putOutcome(j, a)
 	}
 	r.callerAnswer(cs, j)
 }

@@ -241,13 +241,10 @@ func (r *Router) answered(token uint64, a *metaplane.Answer) {
 		if j.Kind == request.KindLogin {
 			r.log.Info("login refused", "conn", j.Conn.String(), "reason", a.Evict.String())
 		}
-	case a.Status != 0:
-		j.Out.Status = a.Status
-	case a.Rejection != 0:
-		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
 	default:
-		j.Out.RawFrame = true
-		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
+		if !putOutcome(j, a) {
+			break
+		}
 		switch {
 		case j.Kind == request.KindLogin:
 			if rec, open := r.conns[j.Conn]; open {
@@ -261,6 +258,23 @@ func (r *Router) answered(token uint64, a *metaplane.Answer) {
 	if pj.rec != nil {
 		r.turnDone(pj.rec)
 	}
+}
+
+// putOutcome puts an applied op's outcome that is no eviction into the job's
+// reply: its status, its result rejection, or its reply frame, which it reports
+// (the op took effect).
+func putOutcome(j *request.Job, a *metaplane.Answer) (applied bool) {
+	switch {
+	case a.Status != 0:
+		j.Out.Status = a.Status
+	case a.Rejection != 0:
+		j.Out.Reply = wire.AppendResultRejection(j.Out.Reply[:0], a.Rejection)
+	default:
+		j.Out.RawFrame = true
+		j.Out.Reply = append(j.Out.Reply[:0], a.Frame...)
+		return true
+	}
+	return false
 }
 
 // inTurn runs a connection's metadata work now, or after the work of that
