@@ -25,7 +25,6 @@ func TestMetadataConfig(t *testing.T) {
 		return path
 	}
 	file := write("[metadata]\nprepare_queue_depth = 8\njournal_slots = 512\nclients_table_max = 100\n")
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	tests := []struct {
 		name    string
 		path    string
@@ -57,15 +56,9 @@ func TestMetadataConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Load(tc.path, env(tc.env))
-			if err == nil {
-				err = c.Validate()
-			}
+			c, err := loadValidated(tc.path, tc.env)
 			if tc.setting != "" {
-				var se *SettingError
-				if !errors.As(err, &se) || se.Setting != tc.setting || !strings.Contains(err.Error(), tc.setting) {
-					t.Fatalf("error %v, want one naming %s", err, tc.setting)
-				}
+				mustNameSetting(t, err, tc.setting)
 				return
 			}
 			if err != nil {

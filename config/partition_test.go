@@ -1,10 +1,8 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -31,7 +29,6 @@ splice_pipes_per_shard = 4
 splice_pipe_size = "256 KiB"
 scrub_bytes_per_second = "1 MiB"
 `)
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	tests := []struct {
 		name    string
 		path    string
@@ -76,15 +73,9 @@ scrub_bytes_per_second = "1 MiB"
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Load(tc.path, env(tc.env))
-			if err == nil {
-				err = c.Validate()
-			}
+			c, err := loadValidated(tc.path, tc.env)
 			if tc.setting != "" {
-				var se *SettingError
-				if !errors.As(err, &se) || se.Setting != tc.setting || !strings.Contains(err.Error(), tc.setting) {
-					t.Fatalf("error %v, want one naming %s", err, tc.setting)
-				}
+				mustNameSetting(t, err, tc.setting)
 				return
 			}
 			if err != nil {
