@@ -52,8 +52,9 @@ import (
 // shard once it is sent. The metadata group's frames and the partition groups' have
 // room of their own, and the first go first (replica_queue.go); a class whose room is
 // full refuses the frame at once (counted, logged at most once a second): consensus
-// retransmits, and no shard ever waits for a peer. The owner shard itself may lend a
-// frame instead (SendReplicaLent): no copy.
+// retransmits, and no shard ever waits for a peer. Any shard may lend a frame instead
+// (SendReplicaLent): no copy, and its release comes back to the lender
+// (replica_lend.go).
 
 // ReplicaHandler is the Handler of a runtime with a replica plane (Config.Replica):
 // it gets every valid frame its shard's replica connections receive, on that shard.

@@ -11,7 +11,7 @@ import (
 
 // Sending on the replica plane: any shard copies a frame into its arena and passes it
 // to the shard that owns the peer's link, which queues it by class
-// (replica_queue.go); the owner may lend one instead.
+// (replica_queue.go); or lends it instead (replica_lend.go).
 
 // ReplicaOwner returns the shard that owns peer's registered connection. Safe from any
 // goroutine; a snapshot.
