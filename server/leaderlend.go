@@ -26,23 +26,24 @@ import (
 // sends end on the runtime's completions, after the journal and the log may
 // have let go of the body, and only the server holds the frame.
 //
-// Lending needs the partition's owner (which sends) to own the peer's replica
-// connection too (which completes the send, on that shard): every prepare of a
-// node run with one shard. The job's home, whose arena the frame is in and
-// which releases it, may be another shard: the owner then answers the job with
-// msgReplyLent while sends are out, and tells the home with msgLentDone once
-// the last is done (both through the same queue, in order); the home recycles
-// the job after both its answer and that. Elsewhere, and for a call's request
-// (HTTP: the caller's memory, given back at the answer), the prepare is copied
-// as before. So is a small prepare (prepareLendMinBytes), and
-// one past the bound on lent sends (prepareLendSendsMax). A peer down or a full
-// queue drops the prepare as a copy's send would (consensus retransmits). A
-// frame that a slow peer's queue holds counts in its connection's retained
-// bytes, so that connection reads no more past its bound: the back-pressure a
-// copy's arena buffer would have put on every connection, on the one client
-// whose batch it is. A TLS
-// replica link is a socketpair to its terminator here, which the kernel copies
-// from as from a socket.
+// The partition's owner lends (the lender) and its sends end on the shard that
+// owns the peer's replica connection, which may be another: the shard runtime
+// passes the lent frame there and gives each send's release back to the lender
+// (shard/replica_lend.go), whose pin counts are its own, so every release below
+// runs on the lender's shard. The job's home, whose arena the frame is in and
+// which releases it, may be a third shard: the lender then answers the job with
+// msgReplyLent while sends are out, and tells the home with msgLentDone once the
+// last is done (both through the same queue, in order); the home recycles the
+// job after both its answer and that. A call's request (HTTP: the caller's
+// memory, given back at the answer) is copied as before. So is a small prepare
+// (prepareLendMinBytes), and one past the bound on lent sends
+// (prepareLendSendsMax). A peer down or a full queue drops the prepare as a
+// copy's send would (consensus retransmits). A frame that a slow peer's queue
+// holds counts in its connection's retained bytes, so that connection reads no
+// more past its bound: the back-pressure a copy's arena buffer would have put on
+// every connection, on the one client whose batch it is. A TLS replica link is a
+// socketpair to its terminator here, which the kernel copies from as from a
+// socket.
 
 // prepareLendMinBytes is the smallest prepare body lent rather than copied. At
 // 64 KiB, the smallest frame shard's BenchmarkReplicaThroughput measures, a lent
@@ -155,8 +156,7 @@ func (l *leaderLender) lend(j *job, m *vsr.Message) bool {
 		l.giveBack(s, f)
 		return true // dropped and counted, as SendReplica would have
 	default:
-		// ErrReplicaNotOwner (another shard holds the peer's connection), or a
-		// frame SendReplica refuses too, and logs.
+		// A frame SendReplica refuses too, and logs.
 		l.giveBack(s, f)
 		return false
 	}
@@ -204,8 +204,9 @@ func (l *leaderLender) giveBack(s *lentSend, f *lentFrame) {
 	l.freeFrames = append(l.freeFrames, f)
 }
 
-// Release implements shard.Releaser: the kernel no longer reads the send. The
-// last send of a frame whose job was recycled meanwhile recycles it now.
+// Release implements shard.Releaser: the kernel no longer reads the send. It runs
+// on the lender's shard, wherever the send went. The last send of a frame whose
+// job was recycled meanwhile recycles it now.
 func (s *lentSend) Release() {
 	l, f := s.lender, s.frame
 	if f == nil || f.sends <= 0 {

@@ -7,7 +7,10 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/partition"
@@ -315,24 +318,37 @@ func ingressBindingDrops(t *testing.T, s *Server) uint64 {
 	return n
 }
 
-// TestClusterPrimaryLendsPrepares: the primary of a 3-node cluster of one shard
-// each sends the prepares of 1000-message batches from its clients' request
-// frames (poisoned as they go back), through a backup stopped and started again
-// mid-stream (its queued sends released as its connection closes); every send
-// is released at the end, no backup refused a prepare's body, and the backups
-// hold the same messages, checksums intact.
+// TestClusterPrimaryLendsPrepares: the primary of a 3-node cluster sends the
+// prepares of 1000-message batches from its clients' request frames (poisoned as
+// they go back), through a backup stopped and started again mid-stream (its
+// queued sends released as its connection closes); every send is released at
+// the end, no backup refused a prepare's body, and the backups hold the same
+// messages, checksums intact. On a primary of two shards a partition's owner is
+// not always the owner of a backup's connection: its prepares are lent through
+// the other shard, released back on it. (The backups keep one shard: a backup
+// of two stopped mid-stream leaks a prepare's frame that one of its shards
+// received for the other's partition, the stop's partition close giving it back
+// by a post the stopped handler drops.)
 func TestClusterPrimaryLendsPrepares(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("primary-shards=%d", shards), func(t *testing.T) { testPrimaryLendsPrepares(t, shards) })
+	}
+}
+
+func testPrimaryLendsPrepares(t *testing.T, shards int) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
 		cfgs[i].ShardCount = 1
 	}
+	cfgs[0].ShardCount = shards
 	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	ctx := testContext(t)
 	_, err := pc.CreateStream(ctx, "lead")
 	mustOK(t, "create stream", err)
-	const partitions, batches, perBatch = 2, 12, 1000
-	_, err = pc.CreateTopic(ctx, client.NameID("lead"), "t", partitions, nil)
+	const batches, perBatch = 12, 1000
+	partitions := 2 * shards
+	_, err = pc.CreateTopic(ctx, client.NameID("lead"), "t", uint32(partitions), nil)
 	mustOK(t, "create topic", err)
 	send := func(p uint32, b int) {
 		t.Helper()
@@ -366,9 +382,14 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 	}
 	waitUntil(t, "the primary's lent sends are released", func() bool { return leaderLends(t, servers[0]).out == 0 })
 	l := leaderLends(t, servers[0])
-	t.Logf("primary: %d prepares lent, %d copied, %d jobs outlived by their sends", l.lent, l.copied, l.outlived)
+	across := servers[0].rt.ReplicaStats().FramesLentAcross
+	t.Logf("primary: %d prepares lent (%d through another shard's connection), %d copied, %d jobs outlived by their sends",
+		l.lent, across, l.copied, l.outlived)
 	if l.lent == 0 {
 		t.Fatal("the primary lent no prepare")
+	}
+	if shards > 1 && across == 0 {
+		t.Fatal("no prepare was lent through another shard's connection")
 	}
 	for i, s := range servers[1:] {
 		if n := ingressBindingDrops(t, s); n != 0 {
@@ -379,10 +400,16 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 
 // heldSends keeps a shard's lent sends' releases from its lender after the
 // kernel is done with them, to be given later (on the shard's goroutine), each
-// with a checksum of the body as lent.
+// with a checksum of the body as lent. tid is the shard's thread (its loop is
+// locked to it): a release that reaches the lender on another counts in
+// offShard. crossed counts the sends lent to a peer whose replica connection
+// another shard owns.
 type heldSends struct {
 	sends    []*heldSend
 	released int
+	tid      int
+	offShard atomic.Int64
+	crossed  int
 }
 
 type heldSend struct {
@@ -392,7 +419,13 @@ type heldSend struct {
 	done shard.Releaser
 }
 
-func (s *heldSend) Release() { s.held.sends = append(s.held.sends, s) }
+func (s *heldSend) Release() {
+	if unix.Gettid() != s.held.tid {
+		s.held.offShard.Add(1)
+		return
+	}
+	s.held.sends = append(s.held.sends, s)
+}
 
 // TestClusterPrimaryFrameOutlivesItsReply: a request frame whose prepare's sends
 // are still out when its send is answered stays unchanged, and unrecycled,
@@ -400,7 +433,9 @@ func (s *heldSend) Release() { s.held.sends = append(s.held.sends, s) }
 // release back past the send's acknowledgement (and, on one shard, past its
 // job's recycle; frames are poisoned then), checks the body against its
 // checksum when lent, and releases it. On two shards a job's home is not
-// always the partition's owner (msgReplyLent, msgLentDone). (Held for good, the
+// always the partition's owner (msgReplyLent, msgLentDone), nor the partition's
+// owner always the owner of the backup's connection: its prepares are lent all
+// the same, not copied, and released on their lender. (Held for good, the
 // frames would stop the client's connection: a connection reads no more while
 // its retained frames are over its bound.)
 func TestClusterPrimaryFrameOutlivesItsReply(t *testing.T) {
@@ -418,12 +453,16 @@ func testFrameOutlivesItsReply(t *testing.T, shards int) {
 	primary := servers[0]
 	held := make([]*heldSends, shards) // each touched on its shard only
 	mustOK(t, "inspect", primary.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		hs := &heldSends{}
+		hs := &heldSends{tid: unix.Gettid()}
 		held[sh.Index()] = hs
 		l := &primary.handlers[sh.Index()].leader
 		send := l.sendLent
 		l.sendLent = func(peer uint8, header, body []byte, done shard.Releaser) error {
-			return send(peer, header, body, &heldSend{held: hs, body: body, sum: crc32.ChecksumIEEE(body), done: done})
+			err := send(peer, header, body, &heldSend{held: hs, body: body, sum: crc32.ChecksumIEEE(body), done: done})
+			if owner, _ := sh.ReplicaOwner(peer); err == nil && owner != sh.Index() {
+				hs.crossed++
+			}
+			return err
 		}
 	}))
 	pc := dialCluster(t, primary)
@@ -464,16 +503,24 @@ func testFrameOutlivesItsReply(t *testing.T, shards int) {
 		})
 	}
 	l := leaderLends(t, primary)
-	released := 0
-	for _, hs := range held {
+	released, crossed := 0, 0
+	for i, hs := range held {
 		released += hs.released
+		crossed += hs.crossed
+		if n := hs.offShard.Load(); n != 0 {
+			t.Fatalf("shard %d: %d lent sends released off the shard that lent them", i, n)
+		}
 	}
-	t.Logf("primary: %d prepares lent, %d copied, %d jobs outlived by their sends, %d releases held", l.lent, l.copied, l.outlived, released)
+	t.Logf("primary: %d prepares lent (%d through another shard's connection), %d copied, %d jobs outlived by their sends, %d releases held",
+		l.lent, crossed, l.copied, l.outlived, released)
 	if uint64(released) != l.lent || l.lent == 0 || l.outlived == 0 {
 		t.Fatalf("%d releases held of %d lent, %d jobs outlived by their sends: want every one, and some of each", released, l.lent, l.outlived)
 	}
-	if shards == 1 && l.lent < uint64(batches) {
-		t.Fatalf("%d prepares lent of %d batches on one shard", l.lent, batches)
+	if l.lent < uint64(batches) || l.copied != 0 {
+		t.Fatalf("%d prepares lent and %d copied of %d batches: want each lent", l.lent, l.copied, batches)
+	}
+	if shards > 1 && crossed == 0 {
+		t.Fatal("no prepare was lent through another shard's connection: the test did not cross shards")
 	}
 	for i := range shards {
 		if n := len(primary.handlers[i].leader.awaiting); n != 0 {

@@ -52,8 +52,9 @@ import (
 // shard once it is sent. The metadata group's frames and the partition groups' have
 // room of their own, and the first go first (replica_queue.go); a class whose room is
 // full refuses the frame at once (counted, logged at most once a second): consensus
-// retransmits, and no shard ever waits for a peer. The owner shard itself may lend a
-// frame instead (SendReplicaLent): no copy.
+// retransmits, and no shard ever waits for a peer. Any shard may lend a frame instead
+// (SendReplicaLent): no copy, and its release comes back to the lender
+// (replica_lend.go).
 
 // ReplicaHandler is the Handler of a runtime with a replica plane (Config.Replica):
 // it gets every valid frame its shard's replica connections receive, on that shard.
@@ -162,6 +163,10 @@ type ReplicaStats struct {
 	// Dials counts the connects shard 0 started to higher-id peers (not those
 	// ReplicaConfig.Dial makes); DialsFailed those refused, failed or cancelled.
 	Dials, DialsFailed uint64
+	// FramesLentAcross counts the frames SendReplicaLent accepted for a connection
+	// another shard owns (replica_lend.go); LentReturnsKept the times one's release
+	// found its way back to the lender full and waited a turn.
+	FramesLentAcross, LentReturnsKept uint64
 }
 
 // ReplicaClassStats count one send class's frames.
@@ -179,6 +184,7 @@ type replicaCounters struct {
 	framesReceived, bytesSent, bytesReceived atomic.Uint64
 	handshakesRefused, framesRefused         atomic.Uint64
 	dials, dialsFailed                       atomic.Uint64
+	lentAcross, lentReturnsKept              atomic.Uint64
 	classes                                  [replicaClassCount]replicaClassCounters
 }
 
@@ -213,6 +219,10 @@ type replicaRuntime struct {
 	budgets         [][replicaClassCount]replicaBudget
 	transit         [][][replicaClassCount]atomic.Pointer[Queue[replicaTransit]]
 	transitCapacity [replicaClassCount]int
+	// lentReturns[to][from] carry the Releasers of frames shard to lent through
+	// shard from's connections back to it (replica_lend.go).
+	lentReturns        [][]atomic.Pointer[Queue[Releaser]]
+	lentReturnCapacity int
 }
 
 // newReplicaRuntime returns the runtime-wide replica state of a runtime of
@@ -227,6 +237,11 @@ func newReplicaRuntime(cfg *ReplicaConfig, peers []netip.AddrPort, shardCount in
 	rr.transit = make([][][replicaClassCount]atomic.Pointer[Queue[replicaTransit]], shardCount)
 	for to := range rr.transit {
 		rr.transit[to] = make([][replicaClassCount]atomic.Pointer[Queue[replicaTransit]], shardCount)
+	}
+	rr.lentReturnCapacity = transitCapacityFor(cfg.PeerQueueCapacity+cfg.PartitionQueueCapacity, int(cfg.Handshake.ReplicaCount)-1)
+	rr.lentReturns = make([][]atomic.Pointer[Queue[Releaser]], shardCount)
+	for to := range rr.lentReturns {
+		rr.lentReturns[to] = make([]atomic.Pointer[Queue[Releaser]], shardCount)
 	}
 	return rr
 }
@@ -258,6 +273,8 @@ func (rt *Runtime) ReplicaStats() ReplicaStats {
 		st.FramesRefused += c.framesRefused.Load()
 		st.Dials += c.dials.Load()
 		st.DialsFailed += c.dialsFailed.Load()
+		st.FramesLentAcross += c.lentAcross.Load()
+		st.LentReturnsKept += c.lentReturnsKept.Load()
 		for class, cs := range []*ReplicaClassStats{&st.Control, &st.Partition} {
 			cc := &c.classes[class]
 			cs.FramesSent += cc.sent.Load()
@@ -278,8 +295,10 @@ type replicaShard struct {
 	conns    slotTable[replicaConn]
 	links    [256]*replicaConn // the registered connections this shard owns, by peer
 	releases []pendingRelease
-	dirty    []*replicaConn // connections that queued frames this turn
-	frame    ReplicaFrame   // reused for every ServeReplica
+	// lentReturnsKept are lent frames' releases whose return queue was full.
+	lentReturnsKept []lentReturn
+	dirty           []*replicaConn // connections that queued frames this turn
+	frame           ReplicaFrame   // reused for every ServeReplica
 	// headerScratch is a 16-byte-aligned copy of an unaligned header being
 	// classified (frameClass).
 	headerScratch []byte
@@ -319,8 +338,9 @@ func (s *Shard) setUpReplica() error {
 }
 
 // closeReplica releases what the replica plane still holds once every shard has
-// exited: buffer returns that never found room in an inbox, the frames and buffers of
-// connections cut by a fatal stop, the listener and connects in flight.
+// exited: buffer returns that never found room in an inbox, lent frames on their way
+// to a connection or back to their lender, the frames and buffers of connections cut
+// by a fatal stop, the listener and connects in flight.
 func (rt *Runtime) closeReplica() {
 	rr := rt.replica
 	if rr == nil {
@@ -336,6 +356,7 @@ func (rt *Runtime) closeReplica() {
 			a.Release(a.BufferAt(int(p.m.Value&0xff), int(p.m.Value>>8)))
 		}
 		r.releases = nil
+		rt.closeLentReturns(s)
 		for from := range rr.transit[s.index] {
 			for class := range replicaClassCount {
 				q := rr.transit[s.index][from][class].Load()
@@ -343,6 +364,10 @@ func (rt *Runtime) closeReplica() {
 					t, ok := q.Pop()
 					if !ok {
 						break
+					}
+					if t.done != nil {
+						t.done.Release()
+						continue
 					}
 					a := rt.shards[from].arena
 					a.Release(a.BufferAt(int(t.bufClass), int(t.bufIndex)))

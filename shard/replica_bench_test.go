@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,9 @@ type replicaBenchHandler struct {
 	testHandler
 	st   *replicaBenchState
 	lent bool // send with SendReplicaLent, not SendReplica
+	// sender is the shard that sends: with two, shard 0, whose frames go
+	// through shard 1, which owns the connection.
+	sender int
 }
 
 // benchLent counts the lent sends the kernel is done with.
@@ -55,7 +59,7 @@ func (h *replicaBenchHandler) ReplicaDisconnected(s *Shard, peer uint8) {}
 // completion, which frees room, brings the next frames.
 func (h *replicaBenchHandler) Tick(s *Shard) bool {
 	st := h.st
-	if st.remaining.Load() == 0 {
+	if s.Index() != h.sender || st.remaining.Load() == 0 {
 		return false
 	}
 	for st.remaining.Load() > 0 && s.ReplicaQueueRoom(1) > 0 {
@@ -64,6 +68,9 @@ func (h *replicaBenchHandler) Tick(s *Shard) bool {
 			err = s.SendReplicaLent(1, st.frame, &st.lent)
 		} else {
 			err = s.SendReplica(1, st.frame[:wire.HeaderSize], st.frame[wire.HeaderSize:])
+		}
+		if errors.Is(err, ErrReplicaBuffersExhausted) {
+			return true // copies across shards: their buffers come back by message
 		}
 		if err != nil {
 			st.sendErrs.Add(1)
@@ -83,19 +90,25 @@ func BenchmarkReplicaThroughput(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		// Without busy polling too: the two runtimes' pollers share the CPUs with
 		// each other's work on a small machine.
-		b.Run(fmt.Sprintf("plane=replica/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, 0, false) })
-		b.Run(fmt.Sprintf("plane=replica-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, false) })
-		b.Run(fmt.Sprintf("plane=replica-lent-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, true) })
+		b.Run(fmt.Sprintf("plane=replica/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, 0, false, 1) })
+		b.Run(fmt.Sprintf("plane=replica-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, false, 1) })
+		b.Run(fmt.Sprintf("plane=replica-lent-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, true, 1) })
+		// Sent by the shard that does not own the connection: copied through
+		// the other, or lent through it (its releases coming back).
+		b.Run(fmt.Sprintf("plane=replica-across-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, false, 2) })
+		b.Run(fmt.Sprintf("plane=replica-lent-across-nopoll/size=%d", size), func(b *testing.B) { benchReplicaPlane(b, size, -1, true, 2) })
 		b.Run(fmt.Sprintf("plane=netconn/size=%d", size), func(b *testing.B) { benchNetConn(b, size) })
 	}
 }
 
-func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration, lent bool) {
+// benchReplicaPlane sends from a runtime of senderShards shards (the last owns the
+// connection, the first sends).
+func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration, lent bool, senderShards int) {
 	const cluster = "bench"
 	st := &replicaBenchState{frame: sealed(prepareFrame(cluster, size, false)), done: make(chan struct{}), connected: make(chan struct{})}
-	start := func(id uint8, addresses []string) *Runtime {
+	start := func(id uint8, addresses []string, shards int) *Runtime {
 		return startTestRuntime(b, Config{
-			ShardCount: 1,
+			ShardCount: shards,
 			Arena:      ArenaConfigDefault(),
 			BusyPoll:   busyPoll,
 			NewHandler: func(s *Shard) Handler {
@@ -112,8 +125,8 @@ func benchReplicaPlane(b *testing.B, size int, busyPoll time.Duration, lent bool
 			},
 		})
 	}
-	receiver := start(1, []string{"", ""})
-	sender := start(0, []string{"", receiver.ReplicaAddr().String()})
+	receiver := start(1, []string{"", ""}, 1)
+	sender := start(0, []string{"", receiver.ReplicaAddr().String()}, senderShards)
 	select {
 	case <-st.connected:
 	case <-time.After(10 * time.Second):

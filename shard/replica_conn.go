@@ -501,6 +501,9 @@ func (s *Shard) replicaTurn() {
 	if len(s.replica.releases) > 0 {
 		s.retryReleases()
 	}
+	if len(s.replica.lentReturnsKept) > 0 {
+		s.retryLentReturns()
+	}
 	if s.index == 0 {
 		s.adoptReplicaPending()
 		s.redialEndedDials()

@@ -41,8 +41,8 @@ import (
 // Memory: a connection holds PeerQueueCapacity+2+PartitionQueueCapacity queue slots
 // (replicaOut, 96 bytes: 48 KiB at the defaults); a transit queue, made the first
 // time a shard sends to a peer another shard owns, holds
-// nextPow2(capacity*(ReplicaCount-1)) slots, at most transitCapacityMax, of 24 bytes
-// (12 KiB per class and pair of shards for a 3-node cluster at the defaults). The
+// nextPow2(capacity*(ReplicaCount-1)) slots, at most transitCapacityMax, of 48 bytes
+// (24 KiB per class and pair of shards for a 3-node cluster at the defaults). The
 // frames' bytes are arena buffers of the sending shard (bounded by its arena) or,
 // lent, the caller's; at most the classes' capacities of them per peer.
 
@@ -80,7 +80,7 @@ func ReplicaFrameClass(h *wire.GenericHeader) ReplicaClass {
 // handshake's frames, which take no budget.
 const replicaHandshakeSlots = 2
 
-// transitCapacityMax bounds a transit queue (24 bytes a slot: 384 KiB).
+// transitCapacityMax bounds a transit queue (48 bytes a slot: 768 KiB).
 const transitCapacityMax = 1 << 14
 
 // replicaBudget counts one peer's frames of one class that were accepted and have not
@@ -113,9 +113,12 @@ func (rr *replicaRuntime) room(peer uint8, class ReplicaClass) int {
 
 // replicaTransit is a frame on its way to the shard that owns its peer's connection:
 // its bytes are the sending shard's arena buffer (bufClass, bufIndex), which goes back
-// once sent.
+// once sent, or, lent (done set), a header (head) and a body (data, size) the sending
+// shard keeps until done comes back to it.
 type replicaTransit struct {
+	head     unsafe.Pointer
 	data     unsafe.Pointer
+	done     Releaser
 	size     uint32
 	bufIndex uint32
 	peer     uint8
@@ -144,9 +147,11 @@ func transitCapacityFor(capacity, peers int) int {
 }
 
 // drainReplicaTransit queues the frames other shards sent through this one, the
-// control class first. Each queue holds at most its capacity, all of it budgeted.
+// control class first, and takes back the frames this one lent through others. Each
+// queue holds at most its capacity, all of it budgeted.
 func (s *Shard) drainReplicaTransit() {
 	rr := s.rt.replica
+	s.drainLentReturns()
 	for class := range replicaClassCount {
 		for from := range rr.transit[s.index] {
 			q := rr.transit[s.index][from][class].Load()
@@ -159,7 +164,10 @@ func (s *Shard) drainReplicaTransit() {
 					break
 				}
 				out := replicaOut{data: unsafe.Slice((*byte)(t.data), int(t.size)), from: from, peer: t.peer, class: t.class,
-					bufClass: t.bufClass, bufIndex: t.bufIndex}
+					bufClass: t.bufClass, bufIndex: t.bufIndex, done: t.done}
+				if t.head != nil {
+					out.head = unsafe.Slice((*byte)(t.head), headerSizeBytes)
+				}
 				_ = s.enqueueReplica(out) // counted; the sender learnt nothing, as with a lost packet
 			}
 		}

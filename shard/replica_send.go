@@ -11,7 +11,7 @@ import (
 
 // Sending on the replica plane: any shard copies a frame into its arena and passes it
 // to the shard that owns the peer's link, which queues it by class
-// (replica_queue.go); the owner may lend one instead.
+// (replica_queue.go); or lends it instead (replica_lend.go).
 
 // ReplicaOwner returns the shard that owns peer's registered connection. Safe from any
 // goroutine; a snapshot.
@@ -118,19 +118,15 @@ func (s *Shard) refuseQueueFull(peer uint8, class ReplicaClass) {
 	}
 }
 
-// ErrReplicaNotOwner: SendReplicaLent was called on a shard that does not own the
-// peer's connection; the caller still owns the frame (send it with SendReplica).
-var ErrReplicaNotOwner = errors.New("shard: this shard does not own the replica connection")
-
-// SendReplicaLent sends one frame to peer without copying it, from the shard that
-// owns the peer's connection (Shard.ReplicaOwner): a large frame the caller keeps
-// anyway, such as a journaled prepare, leaves from where it lies. The frame is sealed
-// in place (wire.SealReplica) and must then stay unchanged until done is released, on
-// this shard, once the kernel no longer reads it (sent, or the connection closed). On
-// an error done is not called and the caller still owns the frame:
-// ErrReplicaNotOwner on another shard, ErrReplicaPeerDown and ErrReplicaQueueFull as
-// for SendReplica. (After a fatal stop, done may be released by the goroutine that
-// closes the runtime, as Dropper's messages are.)
+// SendReplicaLent sends one frame to peer without copying it, from any shard: a large
+// frame the caller keeps anyway, such as a journaled prepare, leaves from where it
+// lies. The frame is sealed in place (wire.SealReplica) and must then stay unchanged
+// until done is released, on this shard, once the kernel no longer reads it (sent, or
+// the connection closed); when another shard owns the peer's connection the frame goes
+// there and done comes back (replica_lend.go). On an error done is not called and the
+// caller still owns the frame: ErrReplicaPeerDown and ErrReplicaQueueFull as for
+// SendReplica. (After a stop, done may be released by the goroutine that closes the
+// runtime, as Dropper's messages are.)
 func (s *Shard) SendReplicaLent(peer uint8, frame []byte, done Releaser) error {
 	if len(frame) < headerSizeBytes {
 		return fmt.Errorf("shard: replica frame of %d bytes, not a whole header", len(frame))
@@ -157,13 +153,10 @@ func (s *Shard) SendReplicaLentParts(peer uint8, header, body []byte, done Relea
 	if err != nil {
 		return fmt.Errorf("shard: SendReplicaLent of a frame that is not 16-byte aligned: %w", err)
 	}
-	owner := rr.owners[peer].Load() - 1
-	if owner >= 0 && int(owner) != s.index {
-		return ErrReplicaNotOwner
-	}
 	class := ReplicaFrameClass(h)
+	owner := int(rr.owners[peer].Load()) - 1
 	c := s.replica.links[peer]
-	if owner < 0 || c == nil {
+	if owner < 0 || owner == s.index && c == nil {
 		s.counters.replica.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
@@ -172,12 +165,30 @@ func (s *Shard) SendReplicaLentParts(peer uint8, header, body []byte, done Relea
 		return ErrReplicaQueueFull
 	}
 	wire.SealReplica(h, body)
+	if owner != s.index {
+		return s.lendThrough(owner, replicaTransit{head: unsafe.Pointer(unsafe.SliceData(header)),
+			data: unsafe.Pointer(unsafe.SliceData(body)), size: uint32(len(body)), peer: peer, class: class, done: done})
+	}
 	if !c.enqueue(replicaOut{head: header, data: body, from: s.index, peer: peer, class: class, done: done}) {
 		// Not for want of room (the budget bounds the queue): the link is closing.
 		rr.unreserve(peer, class)
 		s.counters.replica.classes[class].dropped.Add(1)
 		return ErrReplicaPeerDown
 	}
+	return nil
+}
+
+// lendThrough passes a lent frame, budgeted, to the shard that owns its peer's
+// connection.
+func (s *Shard) lendThrough(owner int, t replicaTransit) error {
+	rr := s.rt.replica
+	if !rr.transitQueue(owner, s.index, t.class).Push(t) {
+		rr.unreserve(t.peer, t.class)
+		s.refuseQueueFull(t.peer, t.class)
+		return ErrReplicaQueueFull
+	}
+	s.counters.replica.lentAcross.Add(1)
+	s.mail.wakeNeeded[owner] = true
 	return nil
 }
 
@@ -243,14 +254,15 @@ func (s *Shard) serveReplicaMessage(m Message) {
 	s.arena.Release(s.arena.BufferAt(int(m.Value&0xff), int(m.Value>>8)))
 }
 
-// releaseReplicaOut gives a queued frame's buffer back to the shard it came from: at
-// once when that is this shard, else by a message (kept until the inbox has room).
+// releaseReplicaOut gives a queued frame's buffer back to the shard it came from (a
+// lent frame to its lender): at once when that is this shard, else by a message (kept
+// until the inbox has room).
 func (s *Shard) releaseReplicaOut(out replicaOut) {
 	if !out.handshake {
 		s.rt.replica.unreserve(out.peer, out.class)
 	}
 	if out.done != nil {
-		out.done.Release()
+		s.returnLent(out.from, out.done)
 		return
 	}
 	if out.from == s.index {
@@ -260,6 +272,7 @@ func (s *Shard) releaseReplicaOut(out replicaOut) {
 	m := Message{internal: internalReplicaRelease, Value: uint64(out.bufClass) | uint64(out.bufIndex)<<8}
 	if !s.Post(out.from, m) {
 		s.replica.releases = append(s.replica.releases, pendingRelease{to: out.from, m: m})
+		s.WakeAt(s.NowNs() + replicaReturnRetryNs)
 	}
 }
 
@@ -274,6 +287,9 @@ func (s *Shard) retryReleases() {
 	}
 	clear(r.releases[len(kept):])
 	r.releases = kept
+	if len(kept) > 0 {
+		s.WakeAt(s.NowNs() + replicaReturnRetryNs)
+	}
 }
 
 type pendingRelease struct {
@@ -300,6 +316,6 @@ type replicaOut struct {
 	// budgeted.
 	handshake bool
 	// done, for a lent frame (SendReplicaLent), is told when the kernel is done
-	// with it; the frame then has no buffer of the runtime's.
+	// with it, on shard from; the frame then has no buffer of the runtime's.
 	done Releaser
 }

@@ -37,14 +37,24 @@ import (
 // IGGY_CLUSTERTEST_PROFILE_DIR, when set, serves pprof on every node and writes a
 // CPU profile of each over the first IGGY_CLUSTERTEST_PROFILE_SECONDS (default 5)
 // of each series to that directory (keep it out of the repository).
-func BenchmarkPinnedProduce(b *testing.B) {
+func BenchmarkPinnedProduce(b *testing.B) { pinnedProduce(b, 1) }
+
+// BenchmarkPinnedProduceTwoShards is BenchmarkPinnedProduce with every node run
+// with --shards 2: the leader's partition (stream 1, topic 1, partition 0) is then
+// owned by shard 0, and its replica connections by shard 1 (the runtime keeps
+// shard 0 free of them), so each prepare crosses shards on its way to a backup.
+// Six shards on this machine's two cores: it measures that crossing beside the
+// one-shard series, not the server at its best.
+func BenchmarkPinnedProduceTwoShards(b *testing.B) { pinnedProduce(b, 2) }
+
+func pinnedProduce(b *testing.B, shards int) {
 	batches := envInt(b, "IGGY_CLUSTERTEST_BATCHES", pinnedBatches)
 	var ratios []float64
 	for op := range b.N {
-		single := startPinned(b, 1)
+		single := startPinned(b, 1, shards)
 		singleSeries := pinnedSeries(b, single, batches, fmt.Sprintf("op%d-single", op))
 		discardPinned(b, single)
-		three := startPinned(b, 3)
+		three := startPinned(b, 3, shards)
 		threeSeries := pinnedSeries(b, three, batches, fmt.Sprintf("op%d-cluster", op))
 		discardPinned(b, three)
 		ratio := threeSeries.mbps / singleSeries.mbps
@@ -98,15 +108,15 @@ func (r seriesResult) String() string {
 	return s + fmt.Sprintf(", run-queue wait %.2f ms/batch", r.runqWaitPerBatch.Seconds()*1e3)
 }
 
-// startPinned starts n nodes of one shard each (n = 1: the single-node server) with
-// the load's topic of one partition, and returns them once they serve.
-func startPinned(b *testing.B, n int) *cluster {
+// startPinned starts n nodes of shards shards each (n = 1: the single-node server)
+// with the load's topic of one partition, and returns them once they serve.
+func startPinned(b *testing.B, n, shards int) *cluster {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := newCluster(b, n)
 	c.single = n == 1
-	c.shards = 1
+	c.shards = shards
 	c.pprof = os.Getenv("IGGY_CLUSTERTEST_PROFILE_DIR") != ""
 	c.startAll()
 	leader := c.awaitLeader(ctx, c.nodes)
