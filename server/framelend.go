@@ -76,5 +76,19 @@ func (h *handler) giveInboundBack(in *replicaInbound) {
 		h.releaseInbound(in)
 		return
 	}
-	h.post(in.owner, shard.Message{Kind: msgReplicaRelease, Payload: in})
+	m := shard.Message{Kind: msgReplicaRelease, Payload: in}
+	if !h.stopped {
+		h.post(in.owner, m)
+		return
+	}
+	// Stop's partition close gives back the frames this shard's partitions
+	// retained from another shard after the shard has exited: its outbox is
+	// never posted again, so post straight. The owner serves it while it runs;
+	// once it too has exited the closing runtime hands it to DropMessage, which
+	// releases the frame. Only a full inbox (InboxCapacity messages to an owner
+	// that has stopped serving) keeps the frame out of the arena, which the
+	// runtime's leak check then reports.
+	if !h.shard.Post(in.owner, m) {
+		h.log.Error("a retained replica frame could not go back to its shard at the stop", "owner", in.owner)
+	}
 }

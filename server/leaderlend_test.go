@@ -325,10 +325,9 @@ func ingressBindingDrops(t *testing.T, s *Server) uint64 {
 // the end, no backup refused a prepare's body, and the backups hold the same
 // messages, checksums intact. On a primary of two shards a partition's owner is
 // not always the owner of a backup's connection: its prepares are lent through
-// the other shard, released back on it. (The backups keep one shard: a backup
-// of two stopped mid-stream leaks a prepare's frame that one of its shards
-// received for the other's partition, the stop's partition close giving it back
-// by a post the stopped handler drops.)
+// the other shard, released back on it. The backups run on as many shards: a
+// backup of two stopped mid-stream gives back, as its partitions close, the
+// prepares' frames one of its shards received for the other's partitions.
 func TestClusterPrimaryLendsPrepares(t *testing.T) {
 	for _, shards := range []int{1, 2} {
 		t.Run(fmt.Sprintf("primary-shards=%d", shards), func(t *testing.T) { testPrimaryLendsPrepares(t, shards) })
@@ -338,9 +337,8 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 func testPrimaryLendsPrepares(t *testing.T, shards int) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
-		cfgs[i].ShardCount = 1
+		cfgs[i].ShardCount = shards
 	}
-	cfgs[0].ShardCount = shards
 	servers := startCluster(t, cfgs)
 	pc := dialCluster(t, servers[0])
 	ctx := testContext(t)
