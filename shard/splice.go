@@ -251,7 +251,7 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 	left := r.sizeBytes - r.sentBefore()
 	for i := range pieces {
 		f := r.runs[run]
-		chunk := int(min(f.Length-runMoved, int64(r.pipe.CapacityBytes)))
+		chunk := pieceBytes(r, run, runMoved)
 		in := s.sqeOn(route.ring)
 		in.PrepareSplice(f.FD, uint64(f.Offset+runMoved), r.pipe.WriteFd, ring.SpliceNoOffset, uint32(chunk), unix.SPLICE_F_MOVE)
 		in.Flags |= ring.SQEIOLink
@@ -267,12 +267,29 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 // nextPiece returns where the reply stands after one more pipe's worth from run
 // at runMoved.
 func nextPiece(r *splicedReply, run int, runMoved int64) (int, int64) {
-	runMoved += min(r.runs[run].Length-runMoved, int64(r.pipe.CapacityBytes))
+	runMoved += int64(pieceBytes(r, run, runMoved))
 	if runMoved == r.runs[run].Length {
 		return run + 1, 0
 	}
 	return run, runMoved
 }
+
+// pieceBytes is the size of the file -> pipe splice from run at runMoved: what
+// is left of the run, up to what an empty pipe takes from that offset. A pipe
+// holds CapacityBytes/pageBytes page references, and file pages go in one a
+// slot: a piece that starts inside a page (a batch rarely starts on one) spans
+// one more page than its length says, so a full pipe's worth of bytes from
+// there would come back a page short and break the chain (a step more, and a
+// turn of the loop, for every reply of about a pipe's size).
+func pieceBytes(r *splicedReply, run int, runMoved int64) int {
+	f := r.runs[run]
+	room := int64(r.pipe.CapacityBytes) - (f.Offset+runMoved)%pageBytes
+	return int(min(f.Length-runMoved, room))
+}
+
+// pageBytes is the page size of the page cache's pages, which a file -> pipe
+// splice puts into the pipe one a slot.
+var pageBytes = int64(unix.Getpagesize())
 
 // sentBefore is the bytes of the reply sent before the step in flight.
 func (r *splicedReply) sentBefore() int {
