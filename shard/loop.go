@@ -175,10 +175,12 @@ func (s *Shard) reap() {
 		}
 	}
 	s.clock.advance()
+	// Spliced replies that ended give their pipes back before the requests that
+	// came in are served: those may splice through them (CanSplice).
+	s.reapSplices()
 	for i := range n {
 		s.complete(&s.poll.cqes[i])
 	}
-	s.reapSplices()
 }
 
 func (s *Shard) complete(cqe *ring.CQE) {

@@ -157,6 +157,7 @@ type splicer struct {
 	// that socket is in the splice ring's table too.
 	files     []socketCopy
 	emptySlot [1]int32 // UpdateFiles' argument, kept here so it is not allocated
+	cqes      [completionBatchMax]ring.CQE
 }
 
 // newReply returns a zeroed record, a reused one when there is one.

@@ -172,10 +172,10 @@ func (s *Shard) reapSplices() {
 		return
 	}
 	for s.splice.ring.CQReady() > 0 {
-		n := s.splice.ring.ReapCQEs(s.poll.cqes[:])
+		n := s.splice.ring.ReapCQEs(s.splice.cqes[:])
 		s.counters.cqesReaped += uint64(n)
 		for i := range n {
-			s.complete(&s.poll.cqes[i])
+			s.complete(&s.splice.cqes[i])
 		}
 	}
 }
