@@ -1,9 +1,13 @@
 package shard
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -78,4 +82,46 @@ func devNull(t *testing.T) int {
 	}
 	t.Cleanup(func() { f.Close() })
 	return int(f.Fd())
+}
+
+// TestSpliceFileEndsInsideARun: a run that passes the end of its file (a bug
+// elsewhere: planned bytes are never cut) has its chain cut by a file -> pipe
+// splice that comes back short; the bytes it moved still reach the client, after
+// every byte before them, then the next splice finds the end of the file and the
+// connection closes. What the client reads is the file to its end, exactly, on
+// the splice ring and on the connection ring alike.
+func TestSpliceFileEndsInsideARun(t *testing.T) {
+	const pipeBytes, fileBytes = 64 << 10, 1 << 20
+	for _, route := range []string{"splice ring", "connection ring"} {
+		t.Run(route, func(t *testing.T) {
+			g := startSpliceRig(t, Config{ShardCount: 1, PipeSizeBytes: pipeBytes}, fileBytes)
+			if route == "connection ring" {
+				noRing := func(s *Shard) { s.splice.ringTriedNs = s.NowNs() }
+				if err := g.rt.Inspect(context.Background(), noRing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := dial(t, g.rt)
+			run := spliceRun{fileBytes - 3*pipeBytes - 1000, 8 * pipeBytes} // ends 5 pipes' worth past the file
+			if _, err := c.conn.Write(fileRunsRequest(1, spliceModeWait, time.Minute, run)); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, 256+16, 256+16+fileBytes-run.offset)
+			fileRunsHead(want, 1, int(run.length))
+			want = append(want, g.file.data[run.offset:]...)
+			c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c.conn)
+			if err != nil {
+				t.Fatalf("read %d bytes, then %v; want the end of the stream", len(got), err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("read %d bytes, want %d: the head and the file from %d to its end", len(got), len(want), run.offset)
+			}
+			g.closedCount(1)
+			g.settled()
+			if n := g.spliceRings(); (n == 1) != (route == "splice ring") {
+				t.Fatalf("%d splice rings on the %s", n, route)
+			}
+		})
+	}
 }
