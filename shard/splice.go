@@ -26,6 +26,11 @@ import (
 //	         one send,         in ─► out ─► in ─► out (one linked chain)
 //	         MSG_MORE
 //
+// The chain runs on the shard's splice ring, whose io-wq worker goes from one step
+// to the next without the shard's thread (splicering.go); a piece is at most what
+// an empty pipe takes from its offset (pieceBytes), so a chain breaks only on a
+// socket or a file that takes or gives less than asked.
+//
 // A splice that moves less than asked (a full socket buffer, a signal) breaks the
 // chain: the rest of it completes canceled, and the reply goes on step by step
 // from what moved, first draining what the pipe holds. Every step ends in the
