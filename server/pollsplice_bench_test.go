@@ -35,6 +35,9 @@ import (
 //	                 they are busy
 //	loopback-cpu-ms/GB the same for the raw loopback baseline (its writers and
 //	                 readers), per GB moved
+//	ctxsw/MB         the context switches of the whole process (voluntary and
+//	                 not, exited io_uring workers included), per MB polled
+//	loopback-ctxsw/MB the same for the raw loopback baseline, per MB moved
 //	p50-µs, p99-µs   a poll's round trip
 //	spliced-share    the polls of the timed loop whose replies were spliced
 //
@@ -117,7 +120,7 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	loopback := benchLoopbackMBps(b, consumers)
 	cpu := startServerCPU(b, s)
 	splicedBefore := benchSplicedReplies(b, s)
-	allStartNs := processCPUNs()
+	allStartNs, ctxswStart := processCPUNs(), processContextSwitches()
 	latencies := make([][]time.Duration, consumers)
 	b.SetBytes(int64(consumers) * batchBytes)
 	b.ReportAllocs()
@@ -141,7 +144,7 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	allNs := processCPUNs() - allStartNs
+	allNs, ctxsw := processCPUNs()-allStartNs, processContextSwitches()-ctxswStart
 	b.StopTimer()
 	select {
 	case err := <-errs:
@@ -152,6 +155,8 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	b.ReportMetric(float64(cpu.spentNs(b))/1e6/gb, "server-cpu-ms/GB")
 	b.ReportMetric(float64(allNs)/1e6/gb, "all-cpu-ms/GB")
 	b.ReportMetric(benchLoopback.cpuMsPerGB[consumers], "loopback-cpu-ms/GB")
+	b.ReportMetric(float64(ctxsw)/(gb*1e3), "ctxsw/MB")
+	b.ReportMetric(benchLoopback.ctxswPerMB[consumers], "loopback-ctxsw/MB")
 	b.ReportMetric(float64(benchSplicedReplies(b, s)-splicedBefore)/float64(b.N*consumers), "spliced-share")
 	mbps := gb * 1e3 / elapsed.Seconds()
 	b.ReportMetric(mbps/loopback, "x-loopback")
@@ -166,6 +171,7 @@ var benchLoopback struct {
 	sync.Mutex
 	mbps       map[int]float64
 	cpuMsPerGB map[int]float64 // the process's CPU per GB moved
+	ctxswPerMB map[int]float64 // the process's context switches per MB moved
 }
 
 // benchLoopbackMBps measures, once per process and connection count, the MB/s
@@ -200,7 +206,7 @@ func benchLoopbackMBps(b *testing.B, connections int) float64 {
 		}
 	}
 	buf := make([]byte, benchBatchBytes)
-	start, cpuStartNs := time.Now(), processCPUNs()
+	start, cpuStartNs, ctxswStart := time.Now(), processCPUNs(), processContextSwitches()
 	var writers sync.WaitGroup
 	for _, c := range conns {
 		writers.Go(func() {
@@ -219,10 +225,11 @@ func benchLoopbackMBps(b *testing.B, connections int) float64 {
 	gb := float64(connections*batches*benchBatchBytes) / 1e9
 	v := gb * 1e3 / time.Since(start).Seconds()
 	if benchLoopback.mbps == nil {
-		benchLoopback.mbps, benchLoopback.cpuMsPerGB = map[int]float64{}, map[int]float64{}
+		benchLoopback.mbps, benchLoopback.cpuMsPerGB, benchLoopback.ctxswPerMB = map[int]float64{}, map[int]float64{}, map[int]float64{}
 	}
 	benchLoopback.mbps[connections] = v
 	benchLoopback.cpuMsPerGB[connections] = float64(processCPUNs()-cpuStartNs) / 1e6 / gb
+	benchLoopback.ctxswPerMB[connections] = float64(processContextSwitches()-ctxswStart) / (gb * 1e3)
 	return v
 }
 
@@ -248,6 +255,17 @@ func processCPUNs() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// processContextSwitches is the context switches of the whole process so far,
+// voluntary and not: of every thread, those that exited (io_uring workers come
+// and go) among them.
+func processContextSwitches() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // serverCPU is the CPU the server's threads spent since start: its shards'

@@ -111,6 +111,9 @@ func (s *Shard) loop() {
 		if s.disk.io != nil && !s.disk.event.armed {
 			s.disk.event.arm(s)
 		}
+		if s.splice.ring != nil && !s.splice.event.armed {
+			s.splice.event.arm(s)
+		}
 		if !s.stopping && s.rt.stopping.Load() {
 			s.beginStop()
 		}
@@ -131,6 +134,7 @@ func (s *Shard) loop() {
 			s.flushReplicaSends()
 		}
 		s.sendWakes()
+		s.submitSplices()
 		if s.err != nil {
 			s.log.Error("shard stopping on a fatal error", "err", s.err)
 			s.stop()
@@ -171,6 +175,9 @@ func (s *Shard) reap() {
 		}
 	}
 	s.clock.advance()
+	// Spliced replies that ended give their pipes back before the requests that
+	// came in are served: those may splice through them (CanSplice).
+	s.reapSplices()
 	for i := range n {
 		s.complete(&s.poll.cqes[i])
 	}
@@ -213,6 +220,16 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	case kindDiskEvent:
 		// The handler's Tick, next turn, reaps the disk ring.
 		s.disk.event.armed = false
+	case kindSpliceEvent:
+		// This turn's reap takes the splice ring's completions.
+		s.splice.event.armed = false
+	case kindSpliceFile:
+		id := s.linkOf(rest)
+		c := s.Conn(id)
+		if c == nil {
+			panic(s.goneLink(id))
+		}
+		c.onSpliceFileInstalled(cqe.Res)
 	case kindReplicaAccept, kindReplicaConnect, kindReplicaRecv, kindReplicaSend, kindReplicaCancel:
 		s.completeReplica(kind, rest, cqe)
 	default:

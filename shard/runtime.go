@@ -238,6 +238,7 @@ func (rt *Runtime) closeAll() {
 			errs = append(errs, s.disk.ring.Close())
 			unix.Close(s.disk.event.fd)
 		}
+		errs = append(errs, s.closeSpliceRing())
 	}
 	rt.wakeMu.Lock()
 	rt.eventFdsClosed = true

@@ -27,11 +27,13 @@ const (
 	kindCancel
 	kindWake // a MSG_RING from another shard: its inbox has messages
 	kindWakeSent
-	kindEventFd    // the eventfd read through which non-shard goroutines wake the shard
-	kindDiskEvent  // the read of the disk ring's eventfd: disk completions were posted
-	kindSpliceHead // the bytes queued before a spliced reply, leading its chain (splice.go)
-	kindSpliceIn   // a spliced reply's file -> pipe step
-	kindSpliceOut  // a spliced reply's pipe -> socket step
+	kindEventFd     // the eventfd read through which non-shard goroutines wake the shard
+	kindDiskEvent   // the read of the disk ring's eventfd: disk completions were posted
+	kindSpliceHead  // the bytes queued before a spliced reply, leading its chain (splice.go)
+	kindSpliceIn    // a spliced reply's file -> pipe step
+	kindSpliceOut   // a spliced reply's pipe -> socket step
+	kindSpliceFile  // the msg_ring that copies a socket into the splice ring's table (splicering.go)
+	kindSpliceEvent // the read of the splice ring's eventfd: splice completions were posted
 )
 
 // submitCancel asks the kernel to cancel the request whose user data is target;
@@ -145,6 +147,7 @@ func (s *Shard) closeSocket(fd int, direct bool) {
 		unix.Close(fd)
 		return
 	}
+	s.dropSpliceFile(fd)
 	sqe := s.getSQE()
 	sqe.PrepareCloseDirect(uint32(fd))
 	sqe.UserData = userData(kindCancel, 0)

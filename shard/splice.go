@@ -26,6 +26,11 @@ import (
 //	         one send,         in ─► out ─► in ─► out (one linked chain)
 //	         MSG_MORE
 //
+// The chain runs on the shard's splice ring, whose io-wq worker goes from one step
+// to the next without the shard's thread (splicering.go); a piece is at most what
+// an empty pipe takes from its offset (pieceBytes), so a chain breaks only on a
+// socket or a file that takes or gives less than asked.
+//
 // A splice that moves less than asked (a full socket buffer, a signal) breaks the
 // chain: the rest of it completes canceled, and the reply goes on step by step
 // from what moved, first draining what the pipe holds. Every step ends in the
@@ -63,8 +68,9 @@ type splicedReply struct {
 	inPipe   int
 
 	// The step in flight.
-	ops          int // its SQEs whose completions have not arrived
-	stepHeadSent int // of the byte pieces before the reply (startSplice)
+	route        spliceRoute // the ring it runs on and the socket's name there
+	ops          int         // its SQEs whose completions have not arrived
+	stepHeadSent int         // of the byte pieces before the reply (startSplice)
 	stepMoved    int
 	stepSent     int
 	stepErr      error
@@ -146,6 +152,17 @@ type splicer struct {
 	pipes   PipePool
 	free    []*splicedReply
 	waiters []ConnID
+
+	// The ring the splices run on, made at the first spliced reply, and its
+	// eventfd (splicering.go); ringTriedNs is when making it last failed.
+	ring        *ring.Ring
+	event       eventReader
+	ringTriedNs int64
+	// files is, by slot of the connection ring's registered-file table, whether
+	// that socket is in the splice ring's table too.
+	files     []socketCopy
+	emptySlot [1]int32 // UpdateFiles' argument, kept here so it is not allocated
+	cqes      [completionBatchMax]ring.CQE
 }
 
 // newReply returns a zeroed record, a reused one when there is one.
@@ -199,11 +216,16 @@ func (r *splicedReply) release(s *Shard) {
 // It reports false, submitting nothing, when r has to wait for a pipe.
 func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 	s := c.shard
+	route, ok := c.spliceRoute()
+	if !ok {
+		return true // the socket's copy to the splice ring is the send in flight
+	}
 	if !r.piped && !c.takePipe(r) {
 		return false
 	}
 	c.splicing = r
 	c.sendInFlight = true
+	r.route = route
 	if r.inPipe > 0 {
 		c.prepareSpliceOut(r, r.inPipe, r.sentBefore()+r.inPipe < r.sizeBytes, false)
 		return true
@@ -215,8 +237,8 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 		pieces++
 	}
 	// A chain must go into the SQ whole: an SQ filling up midway would cut it.
-	if s.ring.SQSpaceLeft() < uint32(2*pieces+1) {
-		if _, err := s.ring.Submit(); err != nil {
+	if route.ring.SQSpaceLeft() < uint32(2*pieces+1) {
+		if _, err := route.ring.Submit(); err != nil {
 			s.fail(fmt.Errorf("shard %d: submit before a splice chain: %w", s.index, err))
 			return true
 		}
@@ -224,9 +246,9 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 	if headPieces > 0 {
 		c.vec.msg.Iov = &c.vec.iovecs[0]
 		c.vec.msg.SetIovlen(headPieces)
-		head := s.getSQE()
-		head.PrepareSendmsg(c.fd, &c.vec.msg, unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL)
-		c.markFixed(head)
+		head := s.sqeOn(route.ring)
+		head.PrepareSendmsg(route.socket, &c.vec.msg, unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL)
+		route.mark(head)
 		head.Flags |= ring.SQEIOLink
 		head.UserData = userData(kindSpliceHead, c.id)
 		r.ops++
@@ -235,8 +257,8 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 	left := r.sizeBytes - r.sentBefore()
 	for i := range pieces {
 		f := r.runs[run]
-		chunk := int(min(f.Length-runMoved, int64(r.pipe.CapacityBytes)))
-		in := s.getSQE()
+		chunk := pieceBytes(r, run, runMoved)
+		in := s.sqeOn(route.ring)
 		in.PrepareSplice(f.FD, uint64(f.Offset+runMoved), r.pipe.WriteFd, ring.SpliceNoOffset, uint32(chunk), unix.SPLICE_F_MOVE)
 		in.Flags |= ring.SQEIOLink
 		in.UserData = userData(kindSpliceIn, c.id)
@@ -251,12 +273,29 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 // nextPiece returns where the reply stands after one more pipe's worth from run
 // at runMoved.
 func nextPiece(r *splicedReply, run int, runMoved int64) (int, int64) {
-	runMoved += min(r.runs[run].Length-runMoved, int64(r.pipe.CapacityBytes))
+	runMoved += int64(pieceBytes(r, run, runMoved))
 	if runMoved == r.runs[run].Length {
 		return run + 1, 0
 	}
 	return run, runMoved
 }
+
+// pieceBytes is the size of the file -> pipe splice from run at runMoved: what
+// is left of the run, up to what an empty pipe takes from that offset. A pipe
+// holds CapacityBytes/pageBytes page references, and file pages go in one a
+// slot: a piece that starts inside a page (a batch rarely starts on one) spans
+// one more page than its length says, so a full pipe's worth of bytes from
+// there would come back a page short and break the chain (a step more, and a
+// turn of the loop, for every reply of about a pipe's size).
+func pieceBytes(r *splicedReply, run int, runMoved int64) int {
+	f := r.runs[run]
+	room := int64(r.pipe.CapacityBytes) - (f.Offset+runMoved)%pageBytes
+	return int(min(f.Length-runMoved, room))
+}
+
+// pageBytes is the page size of the page cache's pages, which a file -> pipe
+// splice puts into the pipe one a slot.
+var pageBytes = int64(unix.Getpagesize())
 
 // sentBefore is the bytes of the reply sent before the step in flight.
 func (r *splicedReply) sentBefore() int {
@@ -272,9 +311,9 @@ func (c *Conn) prepareSpliceOut(r *splicedReply, n int, more, link bool) {
 	if more {
 		flags |= unix.SPLICE_F_MORE
 	}
-	out := c.shard.getSQE()
-	out.PrepareSplice(r.pipe.ReadFd, ring.SpliceNoOffset, c.fd, ring.SpliceNoOffset, uint32(n), flags)
-	c.markFixed(out)
+	out := c.shard.sqeOn(r.route.ring)
+	out.PrepareSplice(r.pipe.ReadFd, ring.SpliceNoOffset, r.route.socket, ring.SpliceNoOffset, uint32(n), flags)
+	r.route.mark(out)
 	if link {
 		out.Flags |= ring.SQEIOLink
 	}
@@ -353,7 +392,7 @@ func (c *Conn) onSplice(kind completionKind, res int32) {
 func (c *Conn) cancelSplice() {
 	if r := c.splicing; r != nil && r.ops > 0 {
 		for _, kind := range [...]completionKind{kindSpliceHead, kindSpliceIn, kindSpliceOut} {
-			sqe := c.shard.getSQE()
+			sqe := c.shard.sqeOn(r.route.ring)
 			sqe.PrepareCancel(userData(kind, c.id), ring.CancelAll)
 			sqe.UserData = userData(kindCancel, c.id)
 		}
