@@ -196,16 +196,23 @@ func heldNow(t *testing.T, c *client.Client, parts []heldPartition) []string {
 
 func sendTo(t *testing.T, c *client.Client, stream, topic string, partition uint32, msgs []client.Message) {
 	t.Helper()
-	_, err := c.SendMessages(testContext(t), client.NameID(stream), client.NameID(topic),
+	mustOK(t, "SendMessages", sendToPartition(testContext(t), c, stream, topic, partition, msgs))
+}
+
+func sendToPartition(ctx context.Context, c *client.Client, stream, topic string, partition uint32, msgs []client.Message) error {
+	_, err := c.SendMessages(ctx, client.NameID(stream), client.NameID(topic),
 		wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: partition}, msgs)
-	mustOK(t, "SendMessages", err)
+	return err
 }
 
 func storeOffsetOf(t *testing.T, c *client.Client, consumer wire.Consumer, stream, topic string, partition uint32, offset uint64) {
 	t.Helper()
-	mustOK(t, "StoreConsumerOffset", c.StoreConsumerOffset(testContext(t), &wire.StoreConsumerOffset{Consumer: consumer,
-		StreamID: client.NameID(stream), TopicID: client.NameID(topic), Partition: wire.SomePartition(partition),
-		Offset: offset, Ack: wire.AckQuorum}))
+	mustOK(t, "StoreConsumerOffset", storeOffset(testContext(t), c, consumer, stream, topic, partition, offset))
+}
+
+func storeOffset(ctx context.Context, c *client.Client, consumer wire.Consumer, stream, topic string, partition uint32, offset uint64) error {
+	return c.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: consumer, StreamID: client.NameID(stream),
+		TopicID: client.NameID(topic), Partition: wire.SomePartition(partition), Offset: offset, Ack: wire.AckQuorum})
 }
 
 // A topic created, written to and read from (stored offsets) keeps every message

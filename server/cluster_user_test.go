@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -39,8 +40,8 @@ type clusterUser struct {
 }
 
 // dialClusterUser logs in as root at s, as the SDKs do (the client's defaults: the
-// login settles the leader, a write answered 58 for 2 s follows it, and 57 and 58
-// are replayed until the request's 30 s deadline).
+// login settles the leader, a write answered 58 for 2 s follows it, a write answered
+// 57 is replayed, and every request ends by its 30 s deadline).
 func dialClusterUser(t *testing.T, s *Server) *clusterUser {
 	t.Helper()
 	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithCredentials("iggy", "iggy"))
@@ -56,18 +57,19 @@ func dialClusterUser(t *testing.T, s *Server) *clusterUser {
 // comment allows).
 func (u *clusterUser) must(what string, call func(ctx context.Context, c *client.Client) error) {
 	u.t.Helper()
+	deadline := time.Now().Add(clusterWait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), client.DefaultRequestTimeout)
 		err := call(ctx, u.c)
 		cancel()
 		moved := u.c.ClientID() != u.joinedAs
 		if moved {
-			u.rejoin()
+			u.rejoin(deadline)
 		}
 		if err == nil {
 			return
 		}
-		if !moved || len(u.groups) == 0 {
+		if !moved || len(u.groups) == 0 || time.Now().After(deadline) {
 			u.t.Fatalf("%s: %v", what, err)
 		}
 		u.t.Logf("%s: %v after the client moved to %s; again, in its groups", what, err, u.c.Addr())
@@ -75,12 +77,15 @@ func (u *clusterUser) must(what string, call func(ctx context.Context, c *client
 }
 
 // rejoin joins the user's groups again under its current login, until a login
-// holds them all and owns every partition of each. Each pass follows a move (the
-// client's leader redirections), so the passes are bounded as the moves are.
-func (u *clusterUser) rejoin() {
+// holds them all (each pass follows another move, by deadline), and waits until it
+// owns every partition of each.
+func (u *clusterUser) rejoin(deadline time.Time) {
 	u.t.Helper()
 	ctx := testContext(u.t)
 	for u.c.ClientID() != u.joinedAs {
+		if time.Now().After(deadline) {
+			u.t.Fatalf("the user's groups not joined again within %v: its login keeps moving", clusterWait)
+		}
 		u.joinedAs = u.c.ClientID()
 		for _, g := range u.groups {
 			if err := u.c.JoinConsumerGroup(ctx, g.StreamID, g.TopicID, g.GroupID); err != nil {
@@ -126,17 +131,14 @@ func (u *clusterUser) deleteGroup(stream, topic, group wire.Identifier) {
 func (u *clusterUser) sendTo(stream, topic string, partition uint32, msgs []client.Message) {
 	u.t.Helper()
 	u.must("SendMessages", func(ctx context.Context, c *client.Client) error {
-		_, err := c.SendMessages(ctx, client.NameID(stream), client.NameID(topic),
-			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: partition}, msgs)
-		return err
+		return sendToPartition(ctx, c, stream, topic, partition, msgs)
 	})
 }
 
 func (u *clusterUser) storeOffsetOf(consumer wire.Consumer, stream, topic string, partition uint32, offset uint64) {
 	u.t.Helper()
 	u.must("StoreConsumerOffset", func(ctx context.Context, c *client.Client) error {
-		return c.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: consumer, StreamID: client.NameID(stream),
-			TopicID: client.NameID(topic), Partition: wire.SomePartition(partition), Offset: offset, Ack: wire.AckQuorum})
+		return storeOffset(ctx, c, consumer, stream, topic, partition, offset)
 	})
 }
 
