@@ -1,8 +1,8 @@
 package server
 
 import (
+	"context"
 	"fmt"
-	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +16,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/partitiondir"
+	"github.com/iggy-shard/iggy-shard/partitionhost"
 	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -195,35 +196,39 @@ func heldNow(t *testing.T, c *client.Client, parts []heldPartition) []string {
 
 func sendTo(t *testing.T, c *client.Client, stream, topic string, partition uint32, msgs []client.Message) {
 	t.Helper()
-	_, err := c.SendMessages(testContext(t), client.NameID(stream), client.NameID(topic),
+	mustOK(t, "SendMessages", sendToPartition(testContext(t), c, stream, topic, partition, msgs))
+}
+
+func sendToPartition(ctx context.Context, c *client.Client, stream, topic string, partition uint32, msgs []client.Message) error {
+	_, err := c.SendMessages(ctx, client.NameID(stream), client.NameID(topic),
 		wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: partition}, msgs)
-	mustOK(t, "SendMessages", err)
+	return err
 }
 
 func storeOffsetOf(t *testing.T, c *client.Client, consumer wire.Consumer, stream, topic string, partition uint32, offset uint64) {
 	t.Helper()
-	mustOK(t, "StoreConsumerOffset", c.StoreConsumerOffset(testContext(t), &wire.StoreConsumerOffset{Consumer: consumer,
-		StreamID: client.NameID(stream), TopicID: client.NameID(topic), Partition: wire.SomePartition(partition),
-		Offset: offset, Ack: wire.AckQuorum}))
+	mustOK(t, "StoreConsumerOffset", storeOffset(testContext(t), c, consumer, stream, topic, partition, offset))
+}
+
+func storeOffset(ctx context.Context, c *client.Client, consumer wire.Consumer, stream, topic string, partition uint32, offset uint64) error {
+	return c.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: consumer, StreamID: client.NameID(stream),
+		TopicID: client.NameID(topic), Partition: wire.SomePartition(partition), Offset: offset, Ack: wire.AckQuorum})
 }
 
 // A topic created, written to and read from (stored offsets) keeps every message
 // and offset: the creation applied again opens its partitions, never clears them.
 func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
-	_, err = c.CreateTopic(ctx, client.NameID("orders"), "events", 3, nil)
-	mustOK(t, "CreateTopic", err)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
+	u.createTopic("orders", "events", 3, nil)
 	var parts []heldPartition
 	for p := uint32(0); p < 3; p++ {
-		sendTo(t, c, "orders", "events", p, messages(int(p)+2, fmt.Sprintf("partition %d", p)))
-		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", p, uint64(p))
+		u.sendTo("orders", "events", p, messages(int(p)+2, fmt.Sprintf("partition %d", p)))
+		u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", p, uint64(p))
 		parts = append(parts, heldPartition{stream: "orders", topic: "events", partition: p})
 	}
-	want := heldNow(t, c, parts)
+	want := heldNow(t, u.c, parts)
 	heldOnEveryNode(t, servers, "before the restart", parts, want)
 
 	restartAllAtOnce(t, cfgs, servers)
@@ -234,28 +239,27 @@ func TestClusterFullRestartKeepsANewTopic(t *testing.T) {
 // A purge applied again does not purge the messages written after it.
 func TestClusterFullRestartDoesNotPurgeAgain(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
-	_, err = c.CreateTopic(ctx, client.NameID("orders"), "events", 2, nil)
-	mustOK(t, "CreateTopic", err)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
+	u.createTopic("orders", "events", 2, nil)
 	for p := uint32(0); p < 2; p++ {
-		sendTo(t, c, "orders", "events", p, messages(3, "purged"))
+		u.sendTo("orders", "events", p, messages(3, "purged"))
 	}
-	mustOK(t, "PurgeTopic", c.PurgeTopic(ctx, client.NameID("orders"), client.NameID("events")))
+	u.must("PurgeTopic", func(ctx context.Context, c *client.Client) error {
+		return c.PurgeTopic(ctx, client.NameID("orders"), client.NameID("events"))
+	})
 	// And a purge of the whole stream, a second generation.
 	for p := uint32(0); p < 2; p++ {
-		sendTo(t, c, "orders", "events", p, messages(2, "purged too"))
+		u.sendTo("orders", "events", p, messages(2, "purged too"))
 	}
-	mustOK(t, "PurgeStream", c.PurgeStream(ctx, client.NameID("orders")))
+	u.must("PurgeStream", func(ctx context.Context, c *client.Client) error { return c.PurgeStream(ctx, client.NameID("orders")) })
 	var parts []heldPartition
 	for p := uint32(0); p < 2; p++ {
-		sendTo(t, c, "orders", "events", p, messages(4, "kept"))
-		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", p, 2)
+		u.sendTo("orders", "events", p, messages(4, "kept"))
+		u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", p, 2)
 		parts = append(parts, heldPartition{stream: "orders", topic: "events", partition: p})
 	}
-	want := heldNow(t, c, parts)
+	want := heldNow(t, u.c, parts)
 	if !strings.Contains(want[0], `"kept 3"`) || strings.Contains(want[0], "purged") {
 		t.Fatalf("before the restart partition 0 holds %s", want[0])
 	}
@@ -298,14 +302,11 @@ func segmentsAt(t *testing.T, c *client.Client) (string, error) {
 // A DeleteSegments applied again does not delete the next oldest segments.
 func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
 	options, err := client.TopicOptions{SegmentSizeBytes: wire.TopicSegmentSizeBytesMin}.Block()
 	mustOK(t, "TopicOptions", err)
-	_, err = c.CreateTopic(ctx, client.NameID("orders"), "events", 1, options)
-	mustOK(t, "CreateTopic", err)
+	u.createTopic("orders", "events", 1, options)
 	// Five segments of 1 MiB and a bit, and the open one.
 	payload := strings.Repeat("x", 100<<10)
 	for range 6 {
@@ -313,12 +314,14 @@ func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
 		for i := range batch {
 			batch[i] = client.Message{Payload: []byte(payload)}
 		}
-		sendTo(t, c, "orders", "events", 0, batch)
+		u.sendTo("orders", "events", 0, batch)
 	}
-	storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", 0, 40)
-	mustOK(t, "DeleteSegments", c.DeleteSegments(ctx, client.NameID("orders"), client.NameID("events"), 0, 2))
+	u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", 0, 40)
+	u.must("DeleteSegments", func(ctx context.Context, c *client.Client) error {
+		return c.DeleteSegments(ctx, client.NameID("orders"), client.NameID("events"), 0, 2)
+	})
 	held := func(c *client.Client, _ int) (string, error) { return segmentsAt(t, c) }
-	want, err := segmentsAt(t, c)
+	want, err := segmentsAt(t, u.c)
 	mustOK(t, "segments at the primary", err)
 	if strings.HasPrefix(want, "segments=1 ") || strings.Contains(want, "first=0 ") {
 		t.Fatalf("the primary's partition after DeleteSegments: %s, want sealed segments left and the first ones gone", want)
@@ -335,11 +338,9 @@ func TestClusterFullRestartDoesNotDeleteSegmentsAgain(t *testing.T) {
 // group deletion and deletion, applied again, touch nothing of the new one.
 func TestClusterFullRestartKeepsARecreatedTopic(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
-	old, recreated := recreateTopic(t, c, nil)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
+	old, recreated := recreateTopic(u, nil)
 	if old.ID != recreated.ID {
 		t.Fatalf("the topic came back as %d, was %d: the test needs the same ids", recreated.ID, old.ID)
 	}
@@ -347,7 +348,7 @@ func TestClusterFullRestartKeepsARecreatedTopic(t *testing.T) {
 		{stream: "orders", topic: "events", partition: 0, group: "readers"},
 		{stream: "orders", topic: "events", partition: 1, group: "readers"},
 	}
-	want := heldNow(t, c, parts)
+	want := heldNow(t, u.c, parts)
 	if strings.Contains(want[0], "old") || !strings.Contains(want[0], `"new 2"`) || !strings.Contains(want[0], "group stored 1") {
 		t.Fatalf("before the restart partition 0 holds %s", want[0])
 	}
@@ -362,38 +363,40 @@ func TestClusterFullRestartKeepsARecreatedTopic(t *testing.T) {
 // consumer group, deletes the group and then the topic, and makes it again with
 // other messages and offsets and a group of the same id. Between the two,
 // between(old) runs when it is set.
-func recreateTopic(t *testing.T, c *client.Client, between func(*wire.TopicDetails)) (old, recreated *wire.TopicDetails) {
+func recreateTopic(u *clusterUser, between func(*wire.TopicDetails)) (old, recreated *wire.TopicDetails) {
+	t := u.t
 	t.Helper()
-	ctx := testContext(t)
-	stream, topic := client.NameID("orders"), client.NameID("events")
-	old, err := c.CreateTopic(ctx, stream, "events", 2, nil)
-	mustOK(t, "CreateTopic", err)
-	g, err := c.CreateConsumerGroup(ctx, stream, topic, "readers")
-	mustOK(t, "CreateConsumerGroup", err)
-	mustOK(t, "JoinConsumerGroup", c.JoinConsumerGroup(ctx, stream, topic, client.NameID("readers")))
+	stream, topic, readers := client.NameID("orders"), client.NameID("events"), client.NameID("readers")
+	createGroup := func() (g *wire.ConsumerGroupDetails) {
+		u.must("CreateConsumerGroup", func(ctx context.Context, c *client.Client) (err error) {
+			g, err = c.CreateConsumerGroup(ctx, stream, topic, "readers")
+			return err
+		})
+		return g
+	}
+	old = u.createTopic("orders", "events", 2, nil)
+	g := createGroup()
+	u.join(stream, topic, readers)
 	for p := uint32(0); p < 2; p++ {
-		sendTo(t, c, "orders", "events", p, messages(3, "old"))
-		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", p, 2)
-		storeOffsetOf(t, c, client.GroupConsumer(client.NameID("readers")), "orders", "events", p, 2)
+		u.sendTo("orders", "events", p, messages(3, "old"))
+		u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", p, 2)
+		u.storeOffsetOf(client.GroupConsumer(readers), "orders", "events", p, 2)
 	}
 	if between != nil {
 		between(old)
 	}
-	mustOK(t, "DeleteConsumerGroup", c.DeleteConsumerGroup(ctx, stream, topic, client.NameID("readers")))
-	mustOK(t, "DeleteTopic", c.DeleteTopic(ctx, stream, topic))
+	u.deleteGroup(stream, topic, readers)
+	u.must("DeleteTopic", func(ctx context.Context, c *client.Client) error { return c.DeleteTopic(ctx, stream, topic) })
 
-	recreated, err = c.CreateTopic(ctx, stream, "events", 2, nil)
-	mustOK(t, "CreateTopic again", err)
-	g2, err := c.CreateConsumerGroup(ctx, stream, topic, "readers")
-	mustOK(t, "CreateConsumerGroup again", err)
-	if g2.ID != g.ID {
+	recreated = u.createTopic("orders", "events", 2, nil)
+	if g2 := createGroup(); g2.ID != g.ID {
 		t.Fatalf("the group came back as %d, was %d: the test needs the same ids", g2.ID, g.ID)
 	}
-	mustOK(t, "JoinConsumerGroup again", c.JoinConsumerGroup(ctx, stream, topic, client.NameID("readers")))
+	u.join(stream, topic, readers)
 	for p := uint32(0); p < 2; p++ {
-		sendTo(t, c, "orders", "events", p, messages(4, "new"))
-		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", p, 3)
-		storeOffsetOf(t, c, client.GroupConsumer(client.NameID("readers")), "orders", "events", p, 1)
+		u.sendTo("orders", "events", p, messages(4, "new"))
+		u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", p, 3)
+		u.storeOffsetOf(client.GroupConsumer(readers), "orders", "events", p, 1)
 	}
 	return old, recreated
 }
@@ -415,12 +418,10 @@ func snapshotOpsOf(t *testing.T, servers []*Server) []uint64 {
 func TestClusterFullRestartFindsANewerTopicThanItsSnapshot(t *testing.T) {
 	const interval = 16
 	cfgs, servers := startEffectsCluster(t, interval)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
 	var deleteAfterOp uint64
-	recreateTopic(t, c, func(old *wire.TopicDetails) {
+	recreateTopic(u, func(old *wire.TopicDetails) {
 		// Until every node snapshots with the old topic, and has room for the
 		// ops to come before its next snapshot.
 		for i := 0; ; i++ {
@@ -433,14 +434,16 @@ func TestClusterFullRestartFindsANewerTopicThanItsSnapshot(t *testing.T) {
 			if i == 4*interval {
 				t.Fatalf("no snapshot at every node near op %d in %d ops: %v", op, i, snapshots)
 			}
-			mustOK(t, "UpdateStream", c.UpdateStream(ctx, client.NameID("orders"), "orders"))
+			u.must("UpdateStream", func(ctx context.Context, c *client.Client) error {
+				return c.UpdateStream(ctx, client.NameID("orders"), "orders")
+			})
 		}
 	})
 	parts := []heldPartition{
 		{stream: "orders", topic: "events", partition: 0, group: "readers"},
 		{stream: "orders", topic: "events", partition: 1, group: "readers"},
 	}
-	want := heldNow(t, c, parts)
+	want := heldNow(t, u.c, parts)
 	heldOnEveryNode(t, servers, "before the restart", parts, want)
 	for i, op := range snapshotOpsOf(t, servers) {
 		if op > deleteAfterOp {
@@ -472,31 +475,34 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 		cfgs[i].metaJournalSlots = 128 // see TestClusterStateTransfer
 	}
 	servers := startCluster(t, cfgs)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	_, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("orders")
 	old := []heldPartition{{stream: "orders", topic: "events", partition: 0}, {stream: "orders", topic: "events", partition: 1}}
-	recreateTopic(t, c, func(*wire.TopicDetails) {
-		heldOnEveryNode(t, servers, "the old topic", old, heldNow(t, c, old))
+	lagging := 2
+	recreateTopic(u, func(*wire.TopicDetails) {
+		heldOnEveryNode(t, servers, "the old topic", old, heldNow(t, u.c, old))
 		// Past a snapshot, so that the lagging node opens the old topic at start.
 		for range 20 {
-			mustOK(t, "UpdateStream", c.UpdateStream(ctx, client.NameID("orders"), "orders"))
+			u.must("UpdateStream", func(ctx context.Context, c *client.Client) error {
+				return c.UpdateStream(ctx, client.NameID("orders"), "orders")
+			})
 		}
 		sameMetadata(t, servers)
-		stopServer(t, servers[2])
+		if u.c.Addr() == servers[lagging].Addr().String() {
+			lagging = 1 // the user followed the leader there: another lags
+		}
+		stopServer(t, servers[lagging])
 	})
 	for i := range 200 {
-		_, err := c.CreateStream(ctx, fmt.Sprintf("s-%d", i))
-		mustOK(t, "CreateStream", err)
+		u.createStream(fmt.Sprintf("s-%d", i))
 	}
 	parts := []heldPartition{
 		{stream: "orders", topic: "events", partition: 0, group: "readers"},
 		{stream: "orders", topic: "events", partition: 1, group: "readers"},
 	}
-	want := heldNow(t, c, parts)
-	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the lagging node installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
+	want := heldNow(t, u.c, parts)
+	servers[lagging] = startTestServer(t, cfgs[lagging])
+	waitUntil(t, "the lagging node installs a state", func() bool { return servers[lagging].meta.TransfersInstalled() > 0 })
 	heldOnEveryNode(t, servers, "after the state transfer", parts, want)
 	awaitOpenAsViewed(t, servers)
 }
@@ -508,15 +514,12 @@ func TestClusterStateTransferReplacesARecreatedTopic(t *testing.T) {
 // turn, the first primary last.
 func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 	cfgs, servers := startEffectsCluster(t, defaultSetup().SnapshotIntervalOps)
-	ctx := testContext(t)
-	c := dialCluster(t, servers[0])
-	st, err := c.CreateStream(ctx, "orders")
-	mustOK(t, "CreateStream", err)
-	topic, err := c.CreateTopic(ctx, client.NameID("orders"), "events", 1, nil)
-	mustOK(t, "CreateTopic", err)
-	sendTo(t, c, "orders", "events", 0, messages(1, "first"))
+	u := dialClusterUser(t, servers[0])
+	st := u.createStream("orders")
+	topic := u.createTopic("orders", "events", 1, nil)
+	u.sendTo("orders", "events", 0, messages(1, "first"))
 	parts := []heldPartition{{stream: "orders", topic: "events", partition: 0}}
-	heldOnEveryNode(t, servers, "the first message", parts, heldNow(t, c, parts))
+	heldOnEveryNode(t, servers, "the first message", parts, heldNow(t, u.c, parts))
 	var want []string
 	for _, down := range []int{2, 1, 0} {
 		stopServer(t, servers[down])
@@ -528,17 +531,14 @@ func TestClusterFullRestartAfterPartitionStateTransfers(t *testing.T) {
 		})
 		// The SDKs' retries of 58 (a second or two): the partition's group follows
 		// the new primary a heartbeat timeout after it took over.
-		c, err := client.Dial(ctx, servers[leader].Addr().String(), client.WithCredentials("iggy", "iggy"),
-			client.WithLeaderRedirection(false))
-		mustOK(t, "Dial the primary", err)
-		defer c.Close()
+		u := dialClusterUser(t, servers[leader])
 		// More batches than the partition group keeps for repair: the node that
 		// was down catches up by a state transfer.
 		for i := range 100 {
-			sendTo(t, c, "orders", "events", 0, messages(1, fmt.Sprintf("while %d was down %d", down, i)))
+			u.sendTo("orders", "events", 0, messages(1, fmt.Sprintf("while %d was down %d", down, i)))
 		}
-		storeOffsetOf(t, c, client.SingleConsumer(client.ID(7)), "orders", "events", 0, uint64(20+down))
-		want = heldNow(t, c, parts)
+		u.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", 0, uint64(20+down))
+		want = heldNow(t, u.c, parts)
 		servers[down] = startTestServer(t, cfgs[down])
 		heldOnEveryNode(t, servers, fmt.Sprintf("after node %d caught up", down), parts, want)
 		if partitionStatesInstalled(t, servers[down]) == 0 {
