@@ -54,11 +54,16 @@ const recvDirectBytesMinDefault = 256 << 10
 // the frame, so what follows it stays in the socket for the multishot recv. When the
 // frame needs a larger buffer and the arena has none, the connection waits for one
 // as a frame fed through Feed does; when its replies or retained requests call for
-// back-pressure, it is throttled as consumeInput throttles.
+// back-pressure, it is throttled as consumeInput throttles. A TLS connection's
+// large recv reads ciphertext into arena buffers instead (armRecvDirectTLS).
 func (c *Conn) armRecvDirect() {
 	if c.overloaded() {
 		c.throttled = true
 		c.shard.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.out.bytes)
+		return
+	}
+	if c.tls != nil {
+		c.armRecvDirectTLS()
 		return
 	}
 	room := c.framer.Space()
@@ -75,15 +80,24 @@ func (c *Conn) armRecvDirect() {
 }
 
 // wantsRecvDirect reports whether the frame being assembled has enough of its body
-// still to come to be read straight into its buffer.
+// still to come to be read straight into its buffer (for a TLS connection: in large
+// recvs, from tlsRecvDirectBytesMin on).
 func (c *Conn) wantsRecvDirect() bool {
 	bytesMin := c.shard.cfg.recvDirectBytesMin
-	return c.tls == nil && bytesMin > 0 && c.framer.Awaited() >= bytesMin
+	if c.tls != nil && bytesMin > 0 {
+		bytesMin = min(bytesMin, tlsRecvDirectBytesMin)
+	}
+	return bytesMin > 0 && c.framer.Awaited() >= bytesMin
 }
 
 // onRecvDirect handles the completion of a recv into the frame buffer: res bytes of
-// the body landed where the framer left room for them.
+// the body landed where the framer left room for them (or of a TLS connection's
+// large recv: onRecvDirectTLS).
 func (c *Conn) onRecvDirect(res int32) {
+	if c.tls != nil {
+		c.onRecvDirectTLS(res)
+		return
+	}
 	s := c.shard
 	c.recvInFlight, c.recvDirect = false, false
 	if c.state != linkOpen {

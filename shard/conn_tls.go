@@ -17,8 +17,9 @@ import (
 // plaintext goes through the same framer; replies are sealed into records in arena
 // buffers that the ring sends. No goroutine and no socketpair sit between:
 //
-//	recv (provided buffer) ─► tls.Conn.Read (record buffer, decrypted in place)
-//	   ─► 16 KiB scratch ─► Framer (frame buffer) ─► Handler
+//	recv (provided buffer; a large frame's: 64 KiB arena buffers, conn_tls_recv.go)
+//	   ─► tls.Conn.Read (record buffer, decrypted in place)
+//	   ─► 16 KiB scratch, or a large frame's buffer ─► Framer ─► Handler
 //	send queue (replies) ─► tls.Conn.Write, 16 KiB records (small pieces gathered
 //	   first) ─► sealed records in 64 KiB arena buffers ─► send or sendmsg
 //
@@ -109,6 +110,8 @@ type tlsRecords struct {
 	pending     inputBacklog
 	pendingFrom int
 	eof         bool // the client's FIN arrived: reads end once pending is read
+	// recv is the buffer of the large recv in flight (armRecvDirectTLS), if any.
+	recv arena.Buffer
 
 	// Outbound: sealed records in buffers of tlsSealBufferBytes; sentBytes of
 	// sealedBytes have been sent. sealedPlainBytes is the plaintext at the head of the
