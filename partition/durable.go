@@ -143,7 +143,7 @@ func (d *durableJournal) replay(size int64) error {
 		return fmt.Errorf("journal: read: %w", err)
 	}
 	buf = buf[:read.Result]
-	group, _ := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
+	group, _ := p.groupID()
 	var records []replayRecord
 	intact := 0
 	for pos := 0; pos+wire.HeaderSize <= len(buf); intact = pos {
@@ -258,7 +258,7 @@ func (d *durableJournal) noteDiscard(op uint64, above bool) {
 // markRecord is a header-only record of operation TruncatePartition: a cut (op 0,
 // commit the offset) or a discard (op, request).
 func (d *durableJournal) markRecord(op, commit, request uint64) wire.PrepareHeader {
-	group, _ := wire.PartitionGroup(d.p.key.StreamID, d.p.key.TopicID, d.p.key.PartitionID)
+	group, _ := d.p.groupID()
 	var h wire.PrepareHeader
 	h.Command = wire.CommandPrepare
 	h.Size = wire.HeaderSize

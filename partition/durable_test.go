@@ -51,7 +51,7 @@ func TestDurableJournalReplaysAfterCrash(t *testing.T) {
 		tested++
 		crashed := st.crash(seed)
 		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-		if _, err := s2.Open(testKey, cfg, 1); err != nil {
+		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
 		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
@@ -155,7 +155,7 @@ func TestDurableJournalWriteFailure(t *testing.T) {
 		tested++
 		crashed := st.crash(seed)
 		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-		if _, err := s2.Open(testKey, cfg, 1); err != nil {
+		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
 		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
@@ -192,7 +192,7 @@ func TestDurableJournalCompacts(t *testing.T) {
 	}
 	crashed := st.crash(1)
 	s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-	if _, err := s2.Open(testKey, cfg, 1); err != nil {
+	if _, err := s2.Open(testKey, cfg, 1234); err != nil {
 		t.Fatal(err)
 	}
 	_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})

@@ -112,9 +112,9 @@ func (r Replication) replicaCount() uint8 { return max(r.ReplicaCount, 1) }
 // group starts fresh too: recovery replays its durable journal into the log before
 // (durable.go), and with the in-memory journal there is nothing else to recover.
 func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
-	group, ok := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
-	if !ok {
-		return nil, fmt.Errorf("partition %v: ids outside the consensus group id space", p.key)
+	group, err := p.groupID()
+	if err != nil {
+		return nil, err
 	}
 	timing, depth := s.timing(), s.pipelineDepth()
 	return vsr.NewCore(vsr.CoreConfig{
@@ -382,7 +382,8 @@ func (p *Partition) checkBinding(h *wire.PrepareHeader, body []byte) error {
 // binds (checkBinding) and, when it is the next op, the stamp is the one this
 // replica derives from its own position; a refusal is an error and the frame is
 // dropped, and counted (IngressDrops), as is a frame for a partition the store
-// does not hold or one that refuses everything until Recover, and a prepare the
+// does not hold, one of another incarnation of its ids (incarnation.go) or one
+// that refuses everything until Recover, and a prepare the
 // body budget has no room for. A Commit that brings a parked backup nothing is
 // taken as its primary's keep-alive and leaves the group parked (IngressDrops,
 // IngressParkedKeepAlive). A frame that arrives while the group's Ready waits for
@@ -393,6 +394,9 @@ func (s *Store) Step(k Key, h *wire.GenericHeader, body []byte) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return s.refuse(IngressUnknownPartition, wire.ErrResourceNotFound)
+	}
+	if p.ofOtherIncarnation(h) {
+		return s.refuse(IngressOtherIncarnation, errOtherIncarnation)
 	}
 	if err := s.SyncDirs(); err != nil {
 		return s.refuse(IngressStorageFailing, err)

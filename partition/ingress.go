@@ -43,6 +43,10 @@ const (
 	// applied). The node's liveness, which Store.NoteLiveness takes from every
 	// frame, is all it carries: the group stays parked, its core untouched.
 	IngressParkedKeepAlive
+	// IngressOtherIncarnation: a frame of another incarnation of the partition's
+	// ids (incarnation.go): a deleted partition's group on a node that has not
+	// applied the deletion yet, or a newer one on a node that has not created it.
+	IngressOtherIncarnation
 
 	// IngressDropCount is the number of reasons: IngressDrops' length.
 	IngressDropCount
@@ -56,6 +60,7 @@ var ingressDropNames = [IngressDropCount]string{
 	IngressBinding:          "binding",
 	IngressStamp:            "stamp",
 	IngressParkedKeepAlive:  "parked_keep_alive",
+	IngressOtherIncarnation: "other_incarnation",
 }
 
 // String is the reason's name as a metric label: lower case, underscores.

@@ -44,8 +44,9 @@
 // close).
 //
 // Every node also runs Options.PartitionGroups (zero to three) partition groups, of
-// ids wire.PartitionGroup(1, 1, p), on a partition.Store (NewReplicatedStore, this
-// node's replica of every group) over segment.SimDisk storage, one disk per
+// ids wire.PartitionGroup(1, 1, p) tagged with their one incarnation
+// (wire.IncarnationGroup), on a partition.Store (NewReplicatedStore, this node's
+// replica of every group) over segment.SimDisk storage, one disk per
 // partition directory, through the store's StorageProvider, all over the same
 // links: a frame goes to the group its header names, and any intact frame from a
 // node counts, through NoteLiveness, as a sign of life of that node for every

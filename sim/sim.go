@@ -97,7 +97,8 @@ func Run(opts Options) Result {
 		if !ok {
 			panic("sim: partition group id out of range")
 		}
-		ids = append(ids, id)
+		// Every replica's partition is of the one incarnation (sim/store.go).
+		ids = append(ids, wire.IncarnationGroup(id, stateCreatedAtMicros))
 	}
 	for i, id := range ids {
 		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128),

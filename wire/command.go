@@ -636,12 +636,22 @@ func (a AckLevel) Known() bool { return a <= AckQuorum }
 
 // Consensus group ids (IggyNamespace in apache/iggy
 // core/server_common/src/sharding/mod.rs). Every consensus header carries a u64 group:
-// the metadata sentinel, or a packed partition key
+// the metadata sentinel, or a packed partition key tagged with the partition's
+// incarnation
 //
-//	bit 63     52 51         32 31     20 19          0
-//	+---+-------+-------------+---------+-------------+
-//	| 0 | 0...0 |  stream id  | topic id | partition  |
-//	+---+-------+-------------+---------+-------------+
+//	bit 63 62         52 51         32 31     20 19          0
+//	+---+-------------+-------------+---------+-------------+
+//	| 0 | incarnation |  stream id  | topic id | partition  |
+//	+---+-------------+-------------+---------+-------------+
+//
+// Iggy's replica-plane docs (Binary protocol, cluster: consensus planes) say only
+// that a partition group's value is "a packed stream/topic/partition key"; the bits
+// between the key and the sentinel are this implementation's. A deletion frees a
+// partition's ids for the next create, and every node applies the deletion and the
+// create at its own pace: a node behind still runs the old partition's group while
+// the others run the new one's under the same ids. The incarnation tag (IncarnationTag
+// of the partition's created_at) keeps their frames apart: a partition's group is
+// IncarnationGroup of its key, and a core takes frames of its own group only.
 const (
 	// MetadataGroup routes to the metadata plane.
 	MetadataGroup uint64 = 1 << 63
@@ -650,15 +660,19 @@ const (
 	TopicsPerStreamMax    = 4096      // topic ids are < this
 	StreamsMax            = 1 << 20   // stream ids are < this
 
-	groupPartitionBits = 20
-	groupTopicBits     = 12
-	groupStreamShift   = groupPartitionBits + groupTopicBits
-	groupUnusedMask    = uint64(0x7ff) << 52
+	groupPartitionBits     = 20
+	groupTopicBits         = 12
+	groupStreamShift       = groupPartitionBits + groupTopicBits
+	groupIncarnationShift  = 52
+	groupIncarnationBits   = 11
+	groupIncarnationMask   = uint64(1<<groupIncarnationBits-1) << groupIncarnationShift
+	incarnationTagMultiple = 0x9E3779B97F4A7C15 // 2^64 / golden ratio: Fibonacci hashing
 )
 
-// PartitionGroup packs a partition's consensus group id; false when an id is out of
-// range (such creates are rejected before commit, so a caller holding one has a bug or
-// untrusted input).
+// PartitionGroup packs a partition's key, untagged (incarnation tag 0); false when
+// an id is out of range (such creates are rejected before commit, so a caller holding
+// one has a bug or untrusted input). A partition's consensus group is
+// IncarnationGroup of it.
 func PartitionGroup(stream, topic, partition uint32) (uint64, bool) {
 	if stream >= StreamsMax || topic >= TopicsPerStreamMax || partition >= PartitionsPerTopicMax {
 		return 0, false
@@ -666,15 +680,35 @@ func PartitionGroup(stream, topic, partition uint32) (uint64, bool) {
 	return uint64(stream)<<groupStreamShift | uint64(topic)<<groupPartitionBits | uint64(partition), true
 }
 
-// SplitPartitionGroup unpacks a partition group id; false for the metadata group and
-// for ids with unused bits set or fields out of range.
+// IncarnationTag is the 11-bit tag of a partition incarnation created at
+// createdAtMicros (its created_at, the revision of the op that created it). Two
+// incarnations of the same ids get different tags unless their created_at hash
+// alike (1 in 2048): created_at is a prepare timestamp in µs, whose low bits the
+// hash spreads over the tag.
+func IncarnationTag(createdAtMicros uint64) uint16 {
+	return uint16(createdAtMicros * incarnationTagMultiple >> (64 - groupIncarnationBits))
+}
+
+// IncarnationGroup is partition group group of the incarnation created at
+// createdAtMicros: its key with that incarnation's tag.
+func IncarnationGroup(group, createdAtMicros uint64) uint64 {
+	return group&^groupIncarnationMask | uint64(IncarnationTag(createdAtMicros))<<groupIncarnationShift
+}
+
+// GroupIncarnationTag is the incarnation tag a partition group id carries.
+func GroupIncarnationTag(group uint64) uint16 {
+	return uint16(group & groupIncarnationMask >> groupIncarnationShift)
+}
+
+// SplitPartitionGroup unpacks a partition group id, whatever its incarnation tag;
+// false for the metadata group and for fields out of range.
 func SplitPartitionGroup(group uint64) (stream, topic, partition uint32, ok bool) {
-	if group&(MetadataGroup|groupUnusedMask) != 0 {
+	if group&MetadataGroup != 0 {
 		return 0, 0, 0, false
 	}
 	partition = uint32(group & (1<<groupPartitionBits - 1))
 	topic = uint32(group >> groupPartitionBits & (1<<groupTopicBits - 1))
-	stream = uint32(group >> groupStreamShift)
+	stream = uint32(group >> groupStreamShift & (1<<(groupIncarnationShift-groupStreamShift) - 1))
 	if partition >= PartitionsPerTopicMax {
 		return 0, 0, 0, false
 	}

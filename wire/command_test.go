@@ -224,9 +224,43 @@ func TestPartitionGroup(t *testing.T) {
 	if GroupPlane(MetadataGroup) != PlaneMetadata {
 		t.Fatal("metadata group")
 	}
-	for _, bad := range []uint64{MetadataGroup | 1, 1 << 52, 1 << 62, 1_000_000} {
+	for _, bad := range []uint64{MetadataGroup | 1, MetadataGroup | 1<<52, 1_000_000, 1<<62 | 1_000_000} {
 		if _, _, _, ok := SplitPartitionGroup(bad); ok || GroupPlane(bad) != PlaneNone {
 			t.Errorf("group %#x accepted", bad)
 		}
+	}
+}
+
+// A partition group's incarnation tag takes bits 52..62 and leaves the key to
+// routing: every tag splits to the same ids, and a tagged group never reads as the
+// metadata group.
+func TestIncarnationGroup(t *testing.T) {
+	key, _ := PartitionGroup(StreamsMax-1, TopicsPerStreamMax-1, PartitionsPerTopicMax-1)
+	seen := make(map[uint16]bool)
+	for createdAt := uint64(1_796_512_059_908_485); createdAt < 1_796_512_059_908_485+20_000; createdAt += 7 {
+		group := IncarnationGroup(key, createdAt)
+		tag := GroupIncarnationTag(group)
+		if tag != IncarnationTag(createdAt) || tag >= 1<<11 {
+			t.Fatalf("created at %d: group %#x carries tag %d, want %d", createdAt, group, tag, IncarnationTag(createdAt))
+		}
+		if group&^(uint64(1<<11-1)<<52) != key || group&MetadataGroup != 0 || GroupPlane(group) != PlanePartition {
+			t.Fatalf("created at %d: group %#x does not keep key %#x", createdAt, group, key)
+		}
+		s, tp, p, ok := SplitPartitionGroup(group)
+		if !ok || s != StreamsMax-1 || tp != TopicsPerStreamMax-1 || p != PartitionsPerTopicMax-1 {
+			t.Fatalf("split(%#x) = %d %d %d %v", group, s, tp, p, ok)
+		}
+		if IncarnationGroup(group, createdAt) != group {
+			t.Fatalf("retagging %#x with its own incarnation changed it", group)
+		}
+		seen[tag] = true
+	}
+	// Consecutive revisions (a delete and a create a few µs apart) spread over the
+	// tags, so that the two incarnations' frames stay apart.
+	if len(seen) < 1<<11*9/10 {
+		t.Fatalf("2857 revisions gave %d distinct tags of 2048", len(seen))
+	}
+	if IncarnationTag(1_000) == IncarnationTag(1_001) {
+		t.Fatal("adjacent revisions share a tag")
 	}
 }
