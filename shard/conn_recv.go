@@ -79,6 +79,52 @@ func (c *Conn) armRecvDirect() {
 	c.recvCancelSent = false
 }
 
+// A connection whose frames are large stays out of the multishot recv. Under load,
+// the multishot recv can take most of a large frame into the receive ring before
+// its cancel lands (~780 KiB of a 1 MiB frame was seen with six test binaries
+// running), all of it copied twice. So once a frame's body is large
+// (recvDirectBytesMin or more) and no multishot recv is in flight, the rest of that
+// body, however little, is read straight into the frame buffer; and after such a
+// frame the next header is read alone (armRecvHeader), so that the next large body
+// finds no multishot recv to cancel. The connection goes back to the multishot recv
+// as soon as a header announces a smaller frame. The rule looks only at the frame
+// being received or the last one, so the recv changes kind at most twice a frame
+// and never waits on anything but the socket: a client sending small requests pays
+// one header recv after its last large frame; one alternating large and small
+// frames pays, per large frame, the cancel every large frame paid before.
+
+// receivesLargeFrames reports whether a plain TCP connection is receiving a frame
+// whose body is recvDirectBytesMin or more, or, before the next frame's header is
+// in, has just received one. TLS connections read past frames (conn_tls_recv.go).
+func (c *Conn) receivesLargeFrames() bool {
+	bytesMin := c.shard.cfg.recvDirectBytesMin
+	if c.tls != nil || bytesMin <= 0 {
+		return false
+	}
+	size := c.framer.Size()
+	if size == 0 {
+		size = c.framer.LastSize()
+	}
+	return size-headerSizeBytes >= bytesMin
+}
+
+// armRecvHeader arms a one-shot recv of the next frame's header into a receive-ring
+// buffer, reading no more than the header's missing bytes: what follows stays in the
+// socket for the recv the header calls for. It throttles as armRecvDirect does.
+func (c *Conn) armRecvHeader() {
+	if c.overloaded() {
+		c.throttled = true
+		c.shard.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.out.bytes)
+		return
+	}
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecvBufferSelectMax(c.fd, recvBufferGroup, uint32(c.framer.HeaderAwaited()), 0)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindRecv, c.id)
+	c.recvInFlight = true
+	c.recvCancelSent = false
+}
+
 // wantsRecvDirect reports whether the frame being assembled has enough of its body
 // still to come to be read straight into its buffer (for a TLS connection: in large
 // recvs, from tlsRecvDirectBytesMin on).
@@ -405,14 +451,21 @@ func (c *Conn) drainBacklog() {
 }
 
 // maybeRearm arms the recv again when it is not armed, the connection is open and not
-// throttled, and nothing is waiting in the backlog.
+// throttled, and nothing is waiting in the backlog: into the frame buffer while a
+// large frame's body is to come, the next header alone after a large frame
+// (receivesLargeFrames), else the multishot recv.
 func (c *Conn) maybeRearm() {
 	if c.state != linkOpen || c.recvInFlight || c.throttled || c.waitingForBuffer || c.in.bytes > 0 || c.in.eofPending {
 		return
 	}
-	if c.wantsRecvDirect() {
+	switch {
+	case c.wantsRecvDirect():
 		c.armRecvDirect()
-	} else {
+	case !c.receivesLargeFrames():
 		c.armRecv()
+	case c.framer.Awaited() > 0:
+		c.armRecvDirect() // the rest of a large body, however little
+	default:
+		c.armRecvHeader()
 	}
 }
