@@ -362,3 +362,67 @@ func TestLargeAndSmallFramesPipelined(t *testing.T) {
 			after.ArenaBuffersInUse, before.ArenaBuffersInUse)
 	}
 }
+
+// TestLargeFramesInARowAreReceivedWhollyIntoTheirBuffers: after a large frame, a
+// connection reads the next header alone and every byte of the next large bodies
+// straight into their frame buffers, each frame written at once: none goes through
+// the receive ring, as it would if the multishot recv were armed between them (it
+// takes up to a multishot round of each body before its cancel lands).
+func TestLargeFramesInARowAreReceivedWhollyIntoTheirBuffers(t *testing.T) {
+	rt := startSumRuntime(t, Config{})
+	c := dial(t, rt)
+	send := func(frame []byte) {
+		t.Helper()
+		errs := make(chan error, 1)
+		go func() { _, err := c.conn.Write(frame); errs <- err }()
+		readSum(t, c.conn, frame)
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(sumFrame(1<<20, 1)) // the first may go partly through the receive ring
+	const threshold = recvDirectBytesMinDefault
+	for i, bodyBytes := range []int{1 << 20, threshold, threshold + 1, 3 << 20, threshold + recvBufferBytes, 1 << 20} {
+		before := shardStats(t, rt)
+		send(sumFrame(bodyBytes, uint64(i+2)))
+		after := shardStats(t, rt)
+		received := after.BytesReceived - before.BytesReceived
+		direct := after.BytesReceivedIntoFrames - before.BytesReceivedIntoFrames
+		if received != uint64(headerSizeBytes+bodyBytes) || direct != uint64(bodyBytes) {
+			t.Errorf("frame %d: %d of its %d bytes received, %d of its %d body bytes straight into its buffer",
+				i+2, received, headerSizeBytes+bodyBytes, direct, bodyBytes)
+		}
+	}
+}
+
+// TestSmallFramesAfterLargeOnesGoBackToTheMultishotRecv: a connection that sent large
+// frames and then pipelines a thousand PINGs in one write has them read through the
+// multishot recv, many to a completion, not one header recv each.
+func TestSmallFramesAfterLargeOnesGoBackToTheMultishotRecv(t *testing.T) {
+	rt := startSumRuntime(t, Config{})
+	c := dial(t, rt)
+	for i := range 3 {
+		frame := sumFrame(1<<20, uint64(i))
+		go c.conn.Write(frame)
+		readSum(t, c.conn, frame)
+	}
+	const pings = 1000
+	var pipelined []byte
+	for i := range pings {
+		pipelined = append(pipelined, pingFrame(uint64(i))...)
+	}
+	before := shardStats(t, rt)
+	go c.conn.Write(pipelined)
+	for i := range pings {
+		readSum(t, c.conn, pingFrame(uint64(i)))
+	}
+	after := shardStats(t, rt)
+	t.Logf("%d completions for %d pipelined PINGs", after.CQEsReaped-before.CQEsReaped, pings)
+	// A header recv a PING would reap a completion a PING, and its reply's send more.
+	if cqes := after.CQEsReaped - before.CQEsReaped; cqes >= pings {
+		t.Errorf("%d completions for %d pipelined PINGs after large frames", cqes, pings)
+	}
+	if direct := after.BytesReceivedIntoFrames - before.BytesReceivedIntoFrames; direct != 0 {
+		t.Errorf("%d bytes of PINGs received straight into frame buffers", direct)
+	}
+}
