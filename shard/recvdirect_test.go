@@ -58,8 +58,8 @@ func readSum(t testing.TB, conn net.Conn, frame []byte) {
 	}
 }
 
-// TestLargeFrameBodiesAreReceivedIntoTheirBuffers: a frame whose body still has
-// recvDirectBytesMinDefault or more to come is read straight into its buffer, and
+// TestLargeFrameBodiesAreReceivedIntoTheirBuffers: a frame whose body is
+// recvDirectBytesMinDefault or more is read (partly) straight into its buffer, and
 // arrives whole: at sizes around the threshold, at the largest frame, and with small
 // requests pipelined right behind it in the same write (the recv into the frame
 // never reads past it). Smaller frames go through the receive ring as before.
@@ -87,12 +87,12 @@ func TestLargeFrameBodiesAreReceivedIntoTheirBuffers(t *testing.T) {
 			frame := sumFrame(bc.bodyBytes, uint64(bc.bodyBytes))
 			pipelined := append(append(append([]byte(nil), frame...), pingFrame(1)...), pingFrame(2)...)
 			if bc.direct {
-				// Of a frame written at once, the multishot recv may take all but
-				// ~240 KiB into the receive ring before the shard's cancel of it takes
-				// effect (seen with the machine loaded: ~97 completions after the
-				// header's), and then the rest is below the threshold. So the header
-				// goes first, and the rest once the recv into the frame buffer is
-				// armed: that recv is bound to read some of it.
+				// Of the first frame of a connection, written at once, the multishot
+				// recv may take most (~780 KiB of 1 MiB was seen with the machine
+				// loaded), or all, into the receive ring before the shard's cancel of
+				// it takes effect. So the header goes first, and the rest once the
+				// recv into the frame buffer is armed: that recv is bound to read some
+				// of it.
 				head := headerSizeBytes + 16<<10
 				if _, err := c.conn.Write(pipelined[:head]); err != nil {
 					t.Fatal(err)
