@@ -434,3 +434,41 @@ func TestSmallFramesAfterLargeOnesGoBackToTheMultishotRecv(t *testing.T) {
 		t.Errorf("%d bytes of PINGs received straight into frame buffers", direct)
 	}
 }
+
+// TestHeaderAfterLargeFrameCutShortReleasesItsBuffers: a connection that sent a
+// large frame, so that its next header is read alone, and then sends part of a
+// header and closes, or goes silent there until the frame timeout: it is closed and
+// every arena buffer it held is back.
+func TestHeaderAfterLargeFrameCutShortReleasesItsBuffers(t *testing.T) {
+	for _, end := range []string{"peer closes", "frame timeout", "peer closes between frames"} {
+		t.Run(end, func(t *testing.T) {
+			rt := startSumRuntime(t, Config{FrameTimeout: time.Second})
+			before := shardStats(t, rt)
+			c := dial(t, rt)
+			for i := range 2 {
+				frame := sumFrame(1<<20, uint64(i))
+				go c.conn.Write(frame)
+				readSum(t, c.conn, frame)
+			}
+			if end != "peer closes between frames" {
+				if _, err := c.conn.Write(sumFrame(1<<20, 2)[:100]); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 5*time.Second, "the header's first bytes received", func() bool {
+					return shardStats(t, rt).BytesReceived > before.BytesReceived+2*(headerSizeBytes+1<<20)
+				})
+			}
+			if end == "frame timeout" {
+				c.expectClose()
+			} else {
+				c.conn.Close()
+			}
+			waitFor(t, 5*time.Second, "the connection closed", func() bool { return rt.ConnectionCount() == 0 })
+			after := shardStats(t, rt)
+			if after.ArenaBuffersInUse != before.ArenaBuffersInUse {
+				t.Errorf("%d arena buffers in use after the connection closed, %d before it opened",
+					after.ArenaBuffersInUse, before.ArenaBuffersInUse)
+			}
+		})
+	}
+}
