@@ -214,6 +214,36 @@ func TestRecvBufferSelectOneShot(t *testing.T) {
 	br.Recycle(bid)
 }
 
+// TestRecvBufferSelectMax: a one-shot recv into a selected buffer, bounded below the
+// buffer's size, reads no more than its bound; the rest stays for the next recv.
+func TestRecvBufferSelectMax(t *testing.T) {
+	r := newTestRing(t, 8)
+	requireOp(t, r, OpRecv)
+	requireKernel(t, 5, 19, "provided buffer rings")
+	br, err := NewBufferRing(r, BufferRingOptions{GroupID: 3, Entries: 4, BufferSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { br.Close() })
+	a, b := socketpair(t, unix.SOCK_STREAM)
+	writeAll(t, a, []byte("header+body"))
+	for i, want := range []string{"header", "+body"} {
+		sqe := getSQE(t, r)
+		sqe.PrepareRecvBufferSelectMax(b, br.GroupID(), 6, 0)
+		sqe.UserData = uint64(i)
+		submit(t, r)
+		cqe := nextCQE(t, r)
+		bid, ok := cqe.BufferID()
+		if !ok || cqe.Res < 0 {
+			t.Fatalf("recv %d: cqe %+v, buffer %v", i, cqe, ok)
+		}
+		if got := br.Buffer(bid, int(cqe.Res)); string(got) != want {
+			t.Fatalf("recv %d read %q, want %q", i, got, want)
+		}
+		br.Recycle(bid)
+	}
+}
+
 func TestRecvMultishotBufferRing(t *testing.T) {
 	r := newTestRing(t, 8)
 	requireOp(t, r, OpRecv)

@@ -81,6 +81,14 @@ func (s *SQE) PrepareRecvBufferSelect(fd int, groupID uint16, msgFlags int) {
 	*s = SQE{Opcode: OpRecv, Fd: int32(fd), Flags: SQEBufferSelect, OpFlags: uint32(msgFlags), BufIndex: groupID}
 }
 
+// PrepareRecvBufferSelectMax is PrepareRecvBufferSelect reading at most
+// maxBytes (and at most the selected buffer's size): what follows them stays in the
+// socket.
+func (s *SQE) PrepareRecvBufferSelectMax(fd int, groupID uint16, maxBytes uint32, msgFlags int) {
+	s.PrepareRecvBufferSelect(fd, groupID, msgFlags)
+	s.Len = maxBytes
+}
+
 // PrepareRecvMultishot prepares a recv that posts one CQE per arrival, each
 // into a buffer from group groupID, with CQEFMore while it stays armed
 // (Linux 6.0). It ends with a CQE without CQEFMore: at EOF (Res 0), on error,

@@ -23,8 +23,8 @@ type inputBacklog struct {
 
 // armRecv arms the connection's multishot recv: it stays armed, posting one completion
 // per arrival, until EOF, an error, a cancel, or the receive ring running dry. Once a
-// frame's header is in and a large body is still to come, the recv is cancelled and
-// the body read straight into the frame buffer (armRecvDirect).
+// frame's header is in and some of a large body is still to come, the recv is
+// cancelled and the body read straight into the frame buffer (armRecvDirect).
 func (c *Conn) armRecv() {
 	sqe := c.shard.getSQE()
 	sqe.PrepareRecvMultishot(c.fd, recvBufferGroup, 0)
@@ -34,24 +34,27 @@ func (c *Conn) armRecv() {
 	c.recvCancelSent = false
 }
 
-// recvDirectBytesMinDefault is how many bytes of a frame's body must still be to
-// come for the connection's next recv to go straight into the frame buffer
-// (armRecvDirect) rather than through the receive ring, whose 8 KiB buffers the
-// framer copies out of. Leaving the multishot recv costs a cancel, its completion
-// and the re-arm, and pays only for what arrives after the cancel: by then the
-// kernel may have put up to a whole multishot round (32 buffers, 256 KiB) into the
-// ring, which on loopback it does whenever the frame was sent at once. Below this
-// the cancel was measured to buy nothing (BenchmarkConnFrameRecv, with the recv
-// into the frame at 4 KiB: 64 KiB and 256 KiB frames 2 completions more and no
-// faster); above, a 1000 x 1000 B batch's frame takes ~37 completions, not 130,
-// with three quarters of its bytes copied once. Pipelined small requests keep
+// recvDirectBytesMinDefault is the body from which a frame is large: its body is
+// read straight into the frame buffer (armRecvDirect) rather than through the
+// receive ring, whose 8 KiB buffers the framer copies out of, and the connection
+// stays out of the multishot recv until a smaller frame comes (receivesLargeFrames).
+// Leaving the multishot recv costs a cancel, its completion and the re-arm, and pays
+// only for what arrives after the cancel: by then the kernel may have put up to a
+// whole multishot round (32 buffers, 256 KiB) into the ring, which on loopback it
+// does whenever the frame was sent at once. Below this the cancel was measured to
+// buy nothing (BenchmarkConnFrameRecv, with the recv into the frame at 4 KiB: 64 KiB
+// and 256 KiB frames 2 completions more and no faster). Above it, a 1000 x 1000 B
+// batch's frame after another one takes 5 completions of all kinds (its header's,
+// its body's, its reply's), not 37 through a cancel of the multishot recv or 130
+// through the ring, with all its body copied once. Pipelined small requests keep
 // arriving many to a receive.
 const recvDirectBytesMinDefault = 256 << 10
 
 // armRecvDirect arms a one-shot recv of the connection's socket into the frame
 // buffer's room for the body still to come (Framer.Space): the kernel copies those
 // bytes once, where the receive ring's path copies them twice. It never reads past
-// the frame, so what follows it stays in the socket for the multishot recv. When the
+// the frame, so what follows it stays in the socket for the recv its header calls
+// for. When the
 // frame needs a larger buffer and the arena has none, the connection waits for one
 // as a frame fed through Feed does; when its replies or retained requests call for
 // back-pressure, it is throttled as consumeInput throttles. A TLS connection's
@@ -79,15 +82,68 @@ func (c *Conn) armRecvDirect() {
 	c.recvCancelSent = false
 }
 
-// wantsRecvDirect reports whether the frame being assembled has enough of its body
-// still to come to be read straight into its buffer (for a TLS connection: in large
-// recvs, from tlsRecvDirectBytesMin on).
+// A connection whose frames are large stays out of the multishot recv. Under load,
+// the multishot recv can take most of a large frame into the receive ring before
+// its cancel lands (~780 KiB of a 1 MiB frame was seen with six test binaries
+// running), all of it copied twice. So the rest of a large body (recvDirectBytesMin
+// or more), however little, is read straight into the frame buffer, the multishot
+// recv cancelled for it if armed; and after a large frame the next header is read
+// alone (armRecvHeader), so that the next large body finds no multishot recv to
+// cancel and is read whole into its buffer. The connection goes back to the
+// multishot recv as soon as a header announces a smaller frame. The rule looks only
+// at the frame being received or the last one, so the recv changes kind at most
+// twice a frame, and every recv waits only on the socket (the frame timeout covers
+// a header or body that stops coming): a client sending small requests pays one
+// header recv after its last large frame; one alternating large and small frames
+// pays, per large frame, the cancel every large frame paid before.
+//
+// The kernel (6.18) bounds a multishot recv's total bytes too (sqe->optlen), but only
+// coarsely: the recv that reaches the bound is not shortened (a bound of 300 bytes
+// over 128-byte buffers ended after 384), so a header read that way would take the
+// start of its body into the ring; bounded to the header, it is the one-shot recv.
+
+// receivesLargeFrames reports whether a plain TCP connection is receiving a frame
+// whose body is recvDirectBytesMin or more, or, before the next frame's header is
+// in, has just received one. TLS connections read past frames (conn_tls_recv.go).
+func (c *Conn) receivesLargeFrames() bool {
+	bytesMin := c.shard.cfg.recvDirectBytesMin
+	if c.tls != nil || bytesMin <= 0 {
+		return false
+	}
+	size := c.framer.Size()
+	if size == 0 {
+		size = c.framer.LastSize()
+	}
+	return size-headerSizeBytes >= bytesMin
+}
+
+// armRecvHeader arms a one-shot recv of the next frame's header into a receive-ring
+// buffer, reading no more than the header's missing bytes: what follows stays in the
+// socket for the recv the header calls for. It throttles as armRecvDirect does.
+func (c *Conn) armRecvHeader() {
+	if c.overloaded() {
+		c.throttled = true
+		c.shard.log.Debug("connection throttled", "conn", c.id, "queued_bytes", c.out.bytes)
+		return
+	}
+	sqe := c.shard.getSQE()
+	sqe.PrepareRecvBufferSelectMax(c.fd, recvBufferGroup, uint32(c.framer.HeaderAwaited()), 0)
+	c.markFixed(sqe)
+	sqe.UserData = userData(kindRecv, c.id)
+	c.recvInFlight = true
+	c.recvCancelSent = false
+}
+
+// wantsRecvDirect reports whether the rest of the frame being assembled is to be read
+// straight into its buffer: any of a large body (receivesLargeFrames), for a plain
+// connection; for a TLS connection, in large recvs, while tlsRecvDirectBytesMin or
+// more is to come.
 func (c *Conn) wantsRecvDirect() bool {
 	bytesMin := c.shard.cfg.recvDirectBytesMin
-	if c.tls != nil && bytesMin > 0 {
-		bytesMin = min(bytesMin, tlsRecvDirectBytesMin)
+	if c.tls != nil {
+		return bytesMin > 0 && c.framer.Awaited() >= min(bytesMin, tlsRecvDirectBytesMin)
 	}
-	return bytesMin > 0 && c.framer.Awaited() >= bytesMin
+	return c.receivesLargeFrames() && c.framer.Awaited() > 0
 }
 
 // onRecvDirect handles the completion of a recv into the frame buffer: res bytes of
@@ -405,14 +461,19 @@ func (c *Conn) drainBacklog() {
 }
 
 // maybeRearm arms the recv again when it is not armed, the connection is open and not
-// throttled, and nothing is waiting in the backlog.
+// throttled, and nothing is waiting in the backlog: into the frame buffer while a
+// large frame's body is to come, the next header alone after a large frame
+// (receivesLargeFrames), else the multishot recv.
 func (c *Conn) maybeRearm() {
 	if c.state != linkOpen || c.recvInFlight || c.throttled || c.waitingForBuffer || c.in.bytes > 0 || c.in.eofPending {
 		return
 	}
-	if c.wantsRecvDirect() {
+	switch {
+	case c.wantsRecvDirect():
 		c.armRecvDirect()
-	} else {
+	case c.receivesLargeFrames():
+		c.armRecvHeader()
+	default:
 		c.armRecv()
 	}
 }

@@ -86,6 +86,7 @@ type Framer struct {
 	inStanding bool         // current is the standing buffer
 	filled     int          // bytes of the current frame received so far
 	size       int          // declared frame size; 0 until the header is complete
+	lastSize   int          // the size of the last frame delivered; 0 before the first
 
 	delivered bool // a frame was returned and is still the caller's to read
 }
@@ -145,7 +146,7 @@ func (f *Framer) Feed(p []byte) (consumed int, frame []byte, err error) {
 			consumed += n
 		}
 		if f.size != 0 && f.filled == f.size {
-			f.delivered = true
+			f.delivered, f.lastSize = true, f.size
 			return consumed, buf[:f.size:f.size], nil
 		}
 	}
@@ -187,9 +188,34 @@ func (f *Framer) Filled(n int) (frame []byte) {
 	if f.filled < f.size {
 		return nil
 	}
-	f.delivered = true
+	f.delivered, f.lastSize = true, f.size
 	return f.current.Full()[:f.size:f.size]
 }
+
+// Size returns the declared size of the frame being assembled once its header is
+// in; 0 otherwise (before its header, or once it was delivered).
+func (f *Framer) Size() int {
+	if f.delivered {
+		return 0
+	}
+	return f.size
+}
+
+// HeaderAwaited returns how many bytes of the next frame's header are still to
+// come: all of it between frames, none once it is in.
+func (f *Framer) HeaderAwaited() int {
+	switch {
+	case f.delivered:
+		return headerSizeBytes
+	case f.size == 0:
+		return headerSizeBytes - f.filled
+	}
+	return 0
+}
+
+// LastSize returns the size of the last frame delivered (0 before the first): what
+// a connection expects of its next frame.
+func (f *Framer) LastSize() int { return f.lastSize }
 
 // checkHeader validates what the framer needs from a complete header: a size within
 // [256, frameSizeMax] and the Request command. The rest of the header is wire's job.
@@ -278,5 +304,5 @@ func (f *Framer) Close() {
 		f.buffers.Release(f.standing)
 	}
 	f.standing = arena.Buffer{}
-	f.filled, f.size, f.delivered = 0, 0, false
+	f.filled, f.size, f.lastSize, f.delivered = 0, 0, 0, false
 }

@@ -382,3 +382,55 @@ func BenchmarkFramerPing(b *testing.B) {
 		}
 	})
 }
+
+// TestFramerReportsWhatIsToCome: HeaderAwaited, Size, Awaited and LastSize follow a
+// frame from its first header byte to its delivery (by Feed and by Filled), across
+// Detach, and back to nothing at Close: what a connection chooses its next recv by.
+func TestFramerReportsWhatIsToCome(t *testing.T) {
+	a := newTestArena(t)
+	fr := NewFramer(a, FrameSizeMaxDefault, testStandingBytes)
+	defer fr.Close()
+	check := func(step string, headerAwaited, size, awaited, lastSize int) {
+		t.Helper()
+		if h, s, a, l := fr.HeaderAwaited(), fr.Size(), fr.Awaited(), fr.LastSize(); h != headerAwaited || s != size || a != awaited || l != lastSize {
+			t.Fatalf("%s: HeaderAwaited %d, Size %d, Awaited %d, LastSize %d; want %d, %d, %d, %d",
+				step, h, s, a, l, headerAwaited, size, awaited, lastSize)
+		}
+	}
+	check("new", headerSizeBytes, 0, 0, 0)
+	large := testFrame(make([]byte, 100<<10))
+	feed := func(p []byte) []byte {
+		t.Helper()
+		n, frame, err := fr.Feed(p)
+		if err != nil || n != len(p) {
+			t.Fatalf("Feed took %d of %d bytes: %v", n, len(p), err)
+		}
+		return frame
+	}
+	feed(large[:100])
+	check("part of a header", headerSizeBytes-100, 0, 0, 0)
+	feed(large[100 : headerSizeBytes+10])
+	check("header in", 0, len(large), len(large)-headerSizeBytes-10, 0)
+	room := fr.Space()
+	n := copy(room, large[headerSizeBytes+10:])
+	if fr.Filled(n) != nil {
+		t.Fatal("a frame delivered before its body was in")
+	}
+	for fr.Awaited() > 0 {
+		filled := len(large) - fr.Awaited()
+		n := copy(fr.Space(), large[filled:])
+		if frame := fr.Filled(n); frame != nil && !bytes.Equal(frame, large) {
+			t.Fatal("the frame delivered by Filled differs from the one sent")
+		}
+	}
+	check("delivered by Filled", headerSizeBytes, 0, 0, len(large))
+	a.Release(fr.Detach())
+	check("detached", headerSizeBytes, 0, 0, len(large))
+	small := testFrame([]byte("small"))
+	if frame := feed(small); !bytes.Equal(frame, small) {
+		t.Fatal("the small frame delivered by Feed differs from the one sent")
+	}
+	check("delivered by Feed", headerSizeBytes, 0, 0, len(small))
+	fr.Close()
+	check("closed", headerSizeBytes, 0, 0, 0)
+}

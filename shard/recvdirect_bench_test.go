@@ -17,9 +17,10 @@ import (
 //
 //	ring    every byte through the receive ring's 8 KiB buffers, copied into the
 //	        frame buffer by Feed (the path before the recv into the frame)
-//	direct  once a frame's header is in and recvDirectBytesMinDefault of its body
-//	        are to come, the next recv goes straight into the frame buffer
-//	direct-4KiB  the same from 4 KiB to come: where the threshold comes from
+//	direct  a frame's body of recvDirectBytesMinDefault or more goes straight
+//	        into the frame buffer, and after such a frame the next header is read
+//	        alone (conn_recv.go, receivesLargeFrames)
+//	direct-4KiB  the same from a 4 KiB body: where the threshold comes from
 //
 // for N from 64 KiB to 4 MiB (a 1000 x 1000 B batch's frame among them), in one
 // run. direct-share is the share of the bytes received straight into frame

@@ -58,8 +58,8 @@ func readSum(t testing.TB, conn net.Conn, frame []byte) {
 	}
 }
 
-// TestLargeFrameBodiesAreReceivedIntoTheirBuffers: a frame whose body still has
-// recvDirectBytesMinDefault or more to come is read straight into its buffer, and
+// TestLargeFrameBodiesAreReceivedIntoTheirBuffers: a frame whose body is
+// recvDirectBytesMinDefault or more is read (partly) straight into its buffer, and
 // arrives whole: at sizes around the threshold, at the largest frame, and with small
 // requests pipelined right behind it in the same write (the recv into the frame
 // never reads past it). Smaller frames go through the receive ring as before.
@@ -87,12 +87,12 @@ func TestLargeFrameBodiesAreReceivedIntoTheirBuffers(t *testing.T) {
 			frame := sumFrame(bc.bodyBytes, uint64(bc.bodyBytes))
 			pipelined := append(append(append([]byte(nil), frame...), pingFrame(1)...), pingFrame(2)...)
 			if bc.direct {
-				// Of a frame written at once, the multishot recv may take all but
-				// ~240 KiB into the receive ring before the shard's cancel of it takes
-				// effect (seen with the machine loaded: ~97 completions after the
-				// header's), and then the rest is below the threshold. So the header
-				// goes first, and the rest once the recv into the frame buffer is
-				// armed: that recv is bound to read some of it.
+				// Of the first frame of a connection, written at once, the multishot
+				// recv may take most (~780 KiB of 1 MiB was seen with the machine
+				// loaded), or all, into the receive ring before the shard's cancel of
+				// it takes effect. So the header goes first, and the rest once the
+				// recv into the frame buffer is armed: that recv is bound to read some
+				// of it.
 				head := headerSizeBytes + 16<<10
 				if _, err := c.conn.Write(pipelined[:head]); err != nil {
 					t.Fatal(err)
@@ -360,5 +360,115 @@ func TestLargeAndSmallFramesPipelined(t *testing.T) {
 	if after.ArenaBuffersInUse != before.ArenaBuffersInUse {
 		t.Errorf("%d arena buffers in use after the connection closed, %d before it opened",
 			after.ArenaBuffersInUse, before.ArenaBuffersInUse)
+	}
+}
+
+// TestLargeFramesInARowAreReceivedWhollyIntoTheirBuffers: after a large frame, a
+// connection reads the next header alone and every byte of the next large bodies
+// straight into their frame buffers, each frame written at once: none goes through
+// the receive ring, as it would if the multishot recv were armed between them (it
+// takes up to a multishot round of each body before its cancel lands). Also when
+// the first frame's body is just above the threshold, so that most of it, but not
+// all, came with its header's multishot completion.
+func TestLargeFramesInARowAreReceivedWhollyIntoTheirBuffers(t *testing.T) {
+	const threshold = recvDirectBytesMinDefault
+	for _, bodies := range [][]int{
+		{1 << 20, 1 << 20, threshold, threshold + 1, 3 << 20, threshold + recvBufferBytes, 1 << 20},
+		{threshold + 1, threshold + 1, threshold + 1, threshold + 1},
+	} {
+		t.Run(fmt.Sprint(bodies[0]), func(t *testing.T) {
+			rt := startSumRuntime(t, Config{})
+			c := dial(t, rt)
+			for i, bodyBytes := range bodies {
+				frame := sumFrame(bodyBytes, uint64(i))
+				before := shardStats(t, rt)
+				errs := make(chan error, 1)
+				go func() { _, err := c.conn.Write(frame); errs <- err }()
+				readSum(t, c.conn, frame)
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					continue // it may go partly through the receive ring
+				}
+				after := shardStats(t, rt)
+				received := after.BytesReceived - before.BytesReceived
+				direct := after.BytesReceivedIntoFrames - before.BytesReceivedIntoFrames
+				if received != uint64(len(frame)) || direct != uint64(bodyBytes) {
+					t.Errorf("frame %d: %d of its %d bytes received, %d of its %d body bytes straight into its buffer",
+						i, received, len(frame), direct, bodyBytes)
+				}
+			}
+		})
+	}
+}
+
+// TestSmallFramesAfterLargeOnesGoBackToTheMultishotRecv: a connection that sent large
+// frames and then pipelines a thousand PINGs in one write has them read through the
+// multishot recv, many to a completion, not one header recv each.
+func TestSmallFramesAfterLargeOnesGoBackToTheMultishotRecv(t *testing.T) {
+	rt := startSumRuntime(t, Config{})
+	c := dial(t, rt)
+	for i := range 3 {
+		frame := sumFrame(1<<20, uint64(i))
+		go c.conn.Write(frame)
+		readSum(t, c.conn, frame)
+	}
+	const pings = 1000
+	var pipelined []byte
+	for i := range pings {
+		pipelined = append(pipelined, pingFrame(uint64(i))...)
+	}
+	before := shardStats(t, rt)
+	go c.conn.Write(pipelined)
+	for i := range pings {
+		readSum(t, c.conn, pingFrame(uint64(i)))
+	}
+	after := shardStats(t, rt)
+	t.Logf("%d completions for %d pipelined PINGs", after.CQEsReaped-before.CQEsReaped, pings)
+	// A header recv a PING would reap a completion a PING, and its reply's send more.
+	if cqes := after.CQEsReaped - before.CQEsReaped; cqes >= pings {
+		t.Errorf("%d completions for %d pipelined PINGs after large frames", cqes, pings)
+	}
+	if direct := after.BytesReceivedIntoFrames - before.BytesReceivedIntoFrames; direct != 0 {
+		t.Errorf("%d bytes of PINGs received straight into frame buffers", direct)
+	}
+}
+
+// TestHeaderAfterLargeFrameCutShortReleasesItsBuffers: a connection that sent a
+// large frame, so that its next header is read alone, and then sends part of a
+// header and closes, or goes silent there until the frame timeout: it is closed and
+// every arena buffer it held is back.
+func TestHeaderAfterLargeFrameCutShortReleasesItsBuffers(t *testing.T) {
+	for _, end := range []string{"peer closes", "frame timeout", "peer closes between frames"} {
+		t.Run(end, func(t *testing.T) {
+			rt := startSumRuntime(t, Config{FrameTimeout: time.Second})
+			before := shardStats(t, rt)
+			c := dial(t, rt)
+			for i := range 2 {
+				frame := sumFrame(1<<20, uint64(i))
+				go c.conn.Write(frame)
+				readSum(t, c.conn, frame)
+			}
+			if end != "peer closes between frames" {
+				if _, err := c.conn.Write(sumFrame(1<<20, 2)[:100]); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 5*time.Second, "the header's first bytes received", func() bool {
+					return shardStats(t, rt).BytesReceived > before.BytesReceived+2*(headerSizeBytes+1<<20)
+				})
+			}
+			if end == "frame timeout" {
+				c.expectClose()
+			} else {
+				c.conn.Close()
+			}
+			waitFor(t, 5*time.Second, "the connection closed", func() bool { return rt.ConnectionCount() == 0 })
+			after := shardStats(t, rt)
+			if after.ArenaBuffersInUse != before.ArenaBuffersInUse {
+				t.Errorf("%d arena buffers in use after the connection closed, %d before it opened",
+					after.ArenaBuffersInUse, before.ArenaBuffersInUse)
+			}
+		})
 	}
 }
