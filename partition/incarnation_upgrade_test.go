@@ -28,16 +28,19 @@ func (c *testCluster) untagReplica(i int, seed uint64) {
 	c.stores[i], c.storages[i] = s, st
 }
 
-// electWithout ticks every replica but down, whose frames are lost, until another
-// one leads the group in a newer view than any replica was in, and makes it the
-// leader sends go to.
-func (c *testCluster) electWithout(down int) int {
+// electWithout ticks every replica but down, whose frames are lost, as are those
+// pass (if set) refuses, until another one leads the group in a newer view than
+// any replica was in, and makes it the leader sends go to. The frames stay so
+// filtered.
+func (c *testCluster) electWithout(down int, pass func(f *netFrame) bool) int {
 	c.t.Helper()
 	var viewBefore uint32
 	for _, s := range c.stores {
 		viewBefore = max(viewBefore, s.partitions[testKey].group.core.View())
 	}
-	c.intercept = func(f *netFrame) bool { return int(f.from) != down && int(f.to) != down }
+	c.intercept = func(f *netFrame) bool {
+		return int(f.from) != down && int(f.to) != down && (pass == nil || pass(f))
+	}
 	for round := 0; round < 20_000; round++ {
 		for i, s := range c.stores {
 			if i != down {
@@ -70,12 +73,12 @@ func TestClusterMixedTaggedAndUntaggedReplicasCommit(t *testing.T) {
 			rec := newSendRecorder()
 			next := c.sendAll(0, 3, rec, 1)
 
-			if leader := c.electWithout(0); leader != 1 {
+			if leader := c.electWithout(0, nil); leader != 1 {
 				t.Fatalf("seed %d: replica %d leads once replica 0 is gone, want the untagged 1", seed, leader)
 			}
 			next = c.sendAll(next, 3, rec, 100)
 
-			if leader := c.electWithout(1); leader == 1 {
+			if leader := c.electWithout(1, nil); leader == 1 {
 				t.Fatalf("seed %d: the untagged replica still leads without its frames", seed)
 			}
 			next = c.sendAll(next, 3, rec, 200)
@@ -167,5 +170,67 @@ func TestDurableJournalReplaysUntaggedRecords(t *testing.T) {
 	}
 	if tested == 0 {
 		t.Fatal("no seed crashed between the journal write and the log's")
+	}
+}
+
+// taggedIDs reports whether frame f carries a tagged group id: in its header, or
+// in a prepare header of its body (a view change's suffix).
+func taggedIDs(f *netFrame) bool {
+	h := f.header()
+	if group, ok := wire.FrameGroup(h); ok && !wire.GroupUntagged(group) {
+		return true
+	}
+	if h.Command == wire.CommandDoViewChange || h.Command == wire.CommandStartView {
+		for at := wire.HeaderSize; at+wire.HeaderSize <= len(f.buf); at += wire.HeaderSize {
+			var p wire.PrepareHeader
+			copy(wire.HeaderBytes(&p)[:], f.buf[at:])
+			if !wire.GroupUntagged(p.Group) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The first roll: beside a node of the binary before the tag (replica 0 here, which
+// refuses any id but its exact group's, so drops a tagged one), the upgraded nodes
+// run with the setting off: no frame the old node gets carries a tagged id, through
+// writes under it and under the others and view changes each way.
+func TestClusterUntaggedReplicasSendNothingAnOldNodeRefuses(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		c := newTestCluster(t, 800+seed, 3, fsyncConfig())
+		for i := range c.stores {
+			c.untagReplica(i, 800+seed+uint64(i)*1000)
+		}
+		tagged := 0
+		toOld := func(f *netFrame) bool {
+			if f.to == 0 && taggedIDs(f) {
+				tagged++
+				return false
+			}
+			return true
+		}
+		c.intercept = toOld
+		c.leader = 0
+		rec := newSendRecorder()
+		next := c.sendAll(0, 3, rec, 1)
+		c.electWithout(0, toOld)
+		next = c.sendAll(next, 3, rec, 100)
+		c.electWithout(c.leader, toOld)
+		next = c.sendAll(next, 3, rec, 200)
+		c.intercept = toOld
+		c.tick(3 * int(partitionTiming.HeartbeatTimeoutTicks))
+		next = c.sendAll(next, 1, rec, 300)
+		c.tick(int(partitionTiming.CommitBroadcastIntervalTicks) + 1)
+		if tagged != 0 {
+			t.Fatalf("seed %d: the old node was sent %d frames with tagged ids", seed, tagged)
+		}
+		for i, s := range c.stores {
+			s.WaitIdle()
+			_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})
+			if len(msgs) != int(next) || !bytes.Equal(c.logBytes(i), c.logBytes(0)) {
+				t.Fatalf("seed %d: replica %d serves offsets %v, want 0..%d as replica 0", seed, i, offsetsOf(msgs), next-1)
+			}
+		}
 	}
 }
