@@ -14,7 +14,7 @@ import (
 // frames: a view change that counted the old replica's vote installed its log over
 // the new group's committed ops. So a partition's group id carries its incarnation
 // (wire.IncarnationGroup of its created_at), and the store drops a frame tagged
-// with another incarnation before anything looks at them (IngressOtherIncarnation).
+// with another incarnation before anything looks at it (IngressOtherIncarnation).
 // Nothing is lost: the old incarnation is deleted by a committed op, so nothing of it
 // is to be kept, and a node behind takes the new group's retransmissions once its
 // metadata creates the partition.
