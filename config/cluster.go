@@ -47,6 +47,17 @@ type Cluster struct {
 	// package doc.
 	PartitionMemoryMaxBytes int64
 
+	// PartitionIncarnationTags (ours: partition_incarnation_tags,
+	// IGGY_CLUSTER_PARTITION_INCARNATION_TAGS; true by default) makes the node's
+	// partition groups send group ids tagged with their partition's incarnation,
+	// which keep a deleted partition's group apart from the one recreated under its
+	// ids. Binaries before the tag send untagged ids and refuse tagged ones, so an
+	// upgrade from them is two rolling restarts: the first with false (the node
+	// sends untagged ids, partition.Replication.UntaggedGroups, and still checks a
+	// tagged frame's tag), the second with true. Every node takes untagged ids
+	// (partition/incarnation.go).
+	PartitionIncarnationTags bool
+
 	Auth       ClusterAuth
 	TLS        ClusterTLS
 	MessageBus MessageBus
@@ -137,6 +148,7 @@ func DefaultCluster() Cluster {
 		ViewProbeAttemptsMax:               5,
 		RepairRetryInterval:                time.Second,
 		RepairChunkMax:                     128,
+		PartitionIncarnationTags:           true,
 		MessageBus: MessageBus{
 			MaxMessageSizeBytes: 64 << 20,
 			PeerQueueCapacity:   256,
@@ -427,6 +439,7 @@ type fileCluster struct {
 	RepairRetryInterval                *string `toml:"repair_retry_interval"`
 	RepairChunkMax                     *int    `toml:"repair_chunk_max"`
 	PartitionMemoryMax                 *string `toml:"partition_memory_max"`
+	PartitionIncarnationTags           *bool   `toml:"partition_incarnation_tags"`
 	Auth                               struct {
 		Enabled              *bool   `toml:"enabled"`
 		SharedSecret         *string `toml:"shared_secret"`
@@ -478,6 +491,7 @@ func (c *Cluster) applyFile(f *fileCluster, bus *fileMessageBus) error {
 	}
 	setBool(&c.Enabled, f.Enabled)
 	setString(&c.Name, f.Name)
+	setBool(&c.PartitionIncarnationTags, f.PartitionIncarnationTags)
 	for _, d := range []struct {
 		key string
 		dst *time.Duration
@@ -570,7 +584,8 @@ func (c *Cluster) applyEnv(getenv func(string) string) error {
 		name string
 		dst  *bool
 	}{{"IGGY_CLUSTER_ENABLED", &c.Enabled}, {"IGGY_CLUSTER_AUTH_ENABLED", &c.Auth.Enabled},
-		{"IGGY_CLUSTER_TLS_ENABLED", &c.TLS.Enabled}, {"IGGY_CLUSTER_TLS_SELF_SIGNED", &c.TLS.SelfSigned}} {
+		{"IGGY_CLUSTER_TLS_ENABLED", &c.TLS.Enabled}, {"IGGY_CLUSTER_TLS_SELF_SIGNED", &c.TLS.SelfSigned},
+		{"IGGY_CLUSTER_PARTITION_INCARNATION_TAGS", &c.PartitionIncarnationTags}} {
 		if err := boolVar(b.name, b.dst); err != nil {
 			return err
 		}

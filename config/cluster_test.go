@@ -214,3 +214,46 @@ partition_queue_capacity = 2048
 		t.Fatal("a disabled heartbeat timeout was accepted")
 	}
 }
+
+// cluster.partition_incarnation_tags (ours): true by default, read from the file
+// and from IGGY_CLUSTER_PARTITION_INCARNATION_TAGS over it, and a value that is no
+// boolean refused naming the key.
+func TestClusterPartitionIncarnationTags(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		t.Helper()
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	off := write("off.toml", "[cluster]\npartition_incarnation_tags = false\n")
+	on := write("on.toml", "[cluster]\npartition_incarnation_tags = true\n")
+	for _, tc := range []struct {
+		name string
+		path string
+		env  map[string]string
+		want bool
+	}{
+		{name: "default", want: true},
+		{name: "file off", path: off, want: false},
+		{name: "file on", path: on, want: true},
+		{name: "environment off", env: map[string]string{"IGGY_CLUSTER_PARTITION_INCARNATION_TAGS": "false"}, want: false},
+		{name: "environment over file", path: off, env: map[string]string{"IGGY_CLUSTER_PARTITION_INCARNATION_TAGS": "true"}, want: true},
+	} {
+		c, err := loadValidated(tc.path, tc.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.Cluster.PartitionIncarnationTags != tc.want {
+			t.Errorf("%s: partition_incarnation_tags read as %v, want %v", tc.name, c.Cluster.PartitionIncarnationTags, tc.want)
+		}
+	}
+	_, err := loadValidated("", map[string]string{"IGGY_CLUSTER_PARTITION_INCARNATION_TAGS": "sometimes"})
+	mustNameSetting(t, err, "IGGY_CLUSTER_PARTITION_INCARNATION_TAGS")
+	_, err = loadValidated(write("string.toml", "[cluster]\npartition_incarnation_tags = \"yes\"\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "cluster.partition_incarnation_tags") {
+		t.Fatalf("a string for partition_incarnation_tags: %v, want an error naming the key", err)
+	}
+}

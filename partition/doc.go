@@ -60,7 +60,7 @@
 //
 // Each partition is one consensus group, vsr.Core, on the shard that owns it: group
 // id wire.PartitionGroup(stream, topic, partition) tagged with the partition's
-// incarnation (incarnation.go), this replica Replication.ReplicaID
+// incarnation (incarnation.go; untagged with Replication.UntaggedGroups), this replica Replication.ReplicaID
 // of ReplicaCount (NewStore: a group of one, the single-node server, which commits
 // its own writes at Advance), driven by a vsr.Driver: the one loop that carries out
 // a Core's Readies, in the order and for the reasons vsr's package doc gives, and

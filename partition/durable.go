@@ -149,7 +149,7 @@ func (d *durableJournal) replay(size int64) error {
 	for pos := 0; pos+wire.HeaderSize <= len(buf); intact = pos {
 		var h wire.PrepareHeader
 		copy(wire.HeaderBytes(&h)[:], buf[pos:pos+wire.HeaderSize])
-		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != group || h.Size < wire.HeaderSize ||
+		if h.Command != wire.CommandPrepare || !h.IdentityValid() || !p.journalsGroup(h.Group, group) || h.Size < wire.HeaderSize ||
 			int64(h.Size) > int64(len(buf)-pos) {
 			break // the torn tail of the last Ready, never acknowledged
 		}
@@ -224,6 +224,17 @@ func (d *durableJournal) replay(size int64) error {
 		return fmt.Errorf("journal: sync: %w", err)
 	}
 	return nil
+}
+
+// journalsGroup reports whether a journal record of group id group is p's, whose
+// group is own. A record keeps the id its primary gave the prepare: tagged with
+// p's incarnation, or untagged (a node sending untagged ids, or a binary before the
+// tag, wrote it: incarnation.go). An untagged record is of this incarnation
+// because the file is: Create removes the partition's directory before the
+// incarnation writes anything, and Delete removes it, so partition.journal holds
+// the records of the one incarnation that created it, whatever ids they carry.
+func (p *Partition) journalsGroup(group, own uint64) bool {
+	return wire.SameGroup(group, own) && p.ofIncarnation(group)
 }
 
 // appendReplayed appends a recovered batch, waiting while the log's window is full.

@@ -64,6 +64,11 @@ type Replication struct {
 	ScrubBytesPerSecond int64
 	// Plans says when a poll is answered by a plan of file runs (plan.go).
 	Plans PlanConfig
+	// UntaggedGroups: the groups send untagged group ids, as binaries before
+	// incarnation tags did (cluster.partition_incarnation_tags = false, for the
+	// first roll of an upgrade from them: incarnation.go). They still check a
+	// tagged frame's tag.
+	UntaggedGroups bool
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to

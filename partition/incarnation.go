@@ -13,26 +13,51 @@ import (
 // one's. Their histories do not chain, and a replica must never take the other's
 // frames: a view change that counted the old replica's vote installed its log over
 // the new group's committed ops. So a partition's group id carries its incarnation
-// (wire.IncarnationGroup of its created_at), its core takes frames of that group
-// only, and the store drops another incarnation's frames before anything looks at
-// them (IngressOtherIncarnation). Nothing is lost: the old incarnation is deleted by
-// a committed op, so nothing of it is to be kept, and a node behind takes the new
-// group's retransmissions once its metadata creates the partition.
+// (wire.IncarnationGroup of its created_at), and the store drops a frame tagged
+// with another incarnation before anything looks at it (IngressOtherIncarnation).
+// Nothing is lost: the old incarnation is deleted by a committed op, so nothing of it
+// is to be kept, and a node behind takes the new group's retransmissions once its
+// metadata creates the partition.
+//
+// Binaries before the tag send untagged ids (tag 0) and compare ids exactly, so an
+// upgrade from them is two rolling restarts. In the first every upgraded node runs
+// with cluster.partition_incarnation_tags = false (Replication.UntaggedGroups): it
+// sends untagged ids, which the old nodes take, and takes theirs. In the second
+// each node turns it on and sends tagged ids, which only upgraded nodes see by
+// then. Throughout, a partition takes an untagged frame as its own incarnation's,
+// as every binary before took every frame, and consensus compares ids without the
+// tag (wire.SameGroup): the tag is checked here, once. A prepare keeps the id its
+// primary gave it, so a log, and a durable journal, may hold both kinds.
+//
+// Untagged frames are not told apart by incarnation: while some node sends them,
+// a node behind on a deletion can still meet the new incarnation's group under the
+// same ids, as before the tag. Only once every node sends tagged ids are the
+// incarnations kept apart.
 
 var errOtherIncarnation = errors.New("partition: frame of another incarnation of the partition's ids: dropped")
 
-// groupID is p's consensus group id: its key, tagged with its incarnation.
+// groupID is p's consensus group id: its key, tagged with its incarnation unless
+// the store sends untagged ids (Replication.UntaggedGroups).
 func (p *Partition) groupID() (uint64, error) {
 	group, ok := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
 	if !ok {
 		return 0, fmt.Errorf("partition %v: ids outside the consensus group id space", p.key)
 	}
+	if p.store.repl.UntaggedGroups {
+		return group, nil
+	}
 	return wire.IncarnationGroup(group, p.createdAtMicros), nil
 }
 
+// ofIncarnation reports whether group id group, of p's ids, is of p's incarnation:
+// tagged with it, or untagged.
+func (p *Partition) ofIncarnation(group uint64) bool {
+	return wire.GroupUntagged(group) || wire.GroupIncarnationTag(group) == wire.IncarnationTag(p.createdAtMicros)
+}
+
 // ofOtherIncarnation reports whether frame h is of another incarnation of p's ids
-// than p: the tag its group carries is not p's.
+// than p: it carries a group tagged with another.
 func (p *Partition) ofOtherIncarnation(h *wire.GenericHeader) bool {
 	group, ok := wire.FrameGroup(h)
-	return !ok || wire.GroupIncarnationTag(group) != wire.IncarnationTag(p.createdAtMicros)
+	return !ok || !p.ofIncarnation(group)
 }

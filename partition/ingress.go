@@ -43,9 +43,10 @@ const (
 	// applied). The node's liveness, which Store.NoteLiveness takes from every
 	// frame, is all it carries: the group stays parked, its core untouched.
 	IngressParkedKeepAlive
-	// IngressOtherIncarnation: a frame of another incarnation of the partition's
-	// ids (incarnation.go): a deleted partition's group on a node that has not
-	// applied the deletion yet, or a newer one on a node that has not created it.
+	// IngressOtherIncarnation: a frame tagged with another incarnation of the
+	// partition's ids (incarnation.go): a deleted partition's group on a node that
+	// has not applied the deletion yet, or a newer one on a node that has not
+	// created it. An untagged frame is taken as the partition's own.
 	IngressOtherIncarnation
 
 	// IngressDropCount is the number of reasons: IngressDrops' length.

@@ -122,6 +122,8 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	// smaller chunk (see partition.Replication).
 	r.Timing.RepairChunkMax = min(r.Timing.RepairChunkMax, config.PartitionRepairChunkMax)
 	r.BodyBudgetBytes = c.PartitionMemoryOfShard(s.shardCount)
+	// Off for the first roll of an upgrade from a binary before incarnation tags.
+	r.UntaggedGroups = !c.PartitionIncarnationTags
 	return r
 }
 

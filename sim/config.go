@@ -38,6 +38,11 @@ type Options struct {
 	// it a crash takes down only the metadata plane, the stores running on, and
 	// what a replica that fell behind causes is tolerated (see the package doc).
 	CatchUp bool
+	// UntaggedGroups: the odd nodes' partition stores send untagged group ids
+	// (cluster.partition_incarnation_tags = false, the first roll of an upgrade
+	// from a binary before incarnation tags) until the node restarts, and then
+	// tagged ones (the second roll), beside nodes that send tagged ids throughout.
+	UntaggedGroups bool
 	// broken breaks a rule of the simulated server instead of the core's, so that
 	// tests can show the checkers catch it.
 	broken brokenRule
@@ -79,6 +84,7 @@ func Config(seed uint64) Options {
 		Faults:            true,
 		ClientsTableMax:   clientsTableMax,
 		CatchUp:           true,
+		UntaggedGroups:    seed>>5%2 == 1,
 	}
 }
 

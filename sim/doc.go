@@ -45,7 +45,8 @@
 //
 // Every node also runs Options.PartitionGroups (zero to three) partition groups, of
 // ids wire.PartitionGroup(1, 1, p) tagged with their one incarnation
-// (wire.IncarnationGroup), on a partition.Store (NewReplicatedStore, this node's
+// (wire.IncarnationGroup; with Options.UntaggedGroups the odd nodes send them
+// untagged until they restart, as in an upgrade's two rolls), on a partition.Store (NewReplicatedStore, this node's
 // replica of every group) over segment.SimDisk storage, one disk per
 // partition directory, through the store's StorageProvider, all over the same
 // links: a frame goes to the group its header names, and any intact frame from a

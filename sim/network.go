@@ -159,7 +159,7 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 			nd.part.store.NoteLiveness(uint8(from))
 		}
 		group, ok := wire.FrameGroup(h)
-		index, known := c.groupIndex[group]
+		index, known := c.groupIndex[wire.GroupKey(group)]
 		body := frame[wire.HeaderSize:]
 		switch {
 		case !ok || !known:

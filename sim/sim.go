@@ -22,6 +22,9 @@ type node struct {
 	// heldAt of the metadata group.
 	held   bool
 	heldAt uint64
+	// untaggedGroups: its partition stores send untagged group ids
+	// (Options.UntaggedGroups).
+	untaggedGroups bool
 	// meta is the node's metadata replica, part its partition plane.
 	meta *metaReplica
 	part storeNode
@@ -60,7 +63,8 @@ type cluster struct {
 	groups    []*groupCheck
 	// meta is groups[metadataGroupIndex].
 	meta *groupCheck
-	// groupIndex maps a wire group id to its index in groups.
+	// groupIndex maps a wire group id, without its incarnation tag (wire.GroupKey),
+	// to its index in groups.
 	groupIndex map[uint64]int
 
 	lossPercent, dupPercent, delayMax int
@@ -104,7 +108,7 @@ func Run(opts Options) Result {
 		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128),
 			committedRequest: make(map[uint64][2]uint64), outcomes: make(map[uint64]applyOutcome),
 			applied: make(map[appliedRequest]uint64), refused58: make(map[requestKey]uint64), stateDigests: make(map[uint64]uint64), stateTableLens: make(map[uint64]int)})
-		c.groupIndex[id] = i
+		c.groupIndex[wire.GroupKey(id)] = i
 	}
 	c.meta = c.groups[metadataGroupIndex]
 	n := opts.Replicas
@@ -129,7 +133,7 @@ func Run(opts Options) Result {
 		}
 	}
 	for i, k := range c.rngFail.Perm(n) {
-		nd := &node{id: k, rots: i < rotting}
+		nd := &node{id: k, rots: i < rotting, untaggedGroups: opts.UntaggedGroups && k%2 == 1}
 		nd.meta = &metaReplica{c: c, node: nd, disk: newDisk(opts.Seed ^ uint64(k+1)*0x9E3779B97F4A7C15),
 			rng: rand.New(rand.NewPCG(opts.Seed, uint64(k)^0xE7E0))}
 		c.nodes = append(c.nodes, nd)

@@ -144,12 +144,19 @@ func (c *cluster) openStore(nd *node, restart bool) {
 	if nd.part.disks == nil {
 		nd.part.disks = partition.NewSimStorages(c.opts.Seed ^ uint64(nd.id+1)*0xA24BAED4963EE407)
 	}
+	if restart && nd.untaggedGroups {
+		// The node's second roll: it comes back sending tagged ids, over logs and
+		// journals of untagged prepares.
+		nd.untaggedGroups = false
+		c.trace("r%d partition groups send tagged ids from now on", nd.id)
+	}
 	s := partition.NewReplicatedStore("local_data", nd.part.disks, partition.Replication{
-		Cluster:      wire.ClusterID(clusterName),
-		ReplicaID:    uint8(nd.id),
-		ReplicaCount: uint8(c.opts.Replicas),
-		Timing:       Timing,
-		Outbox:       storeOutbox{c: c, nd: nd},
+		Cluster:        wire.ClusterID(clusterName),
+		ReplicaID:      uint8(nd.id),
+		ReplicaCount:   uint8(c.opts.Replicas),
+		Timing:         Timing,
+		Outbox:         storeOutbox{c: c, nd: nd},
+		UntaggedGroups: nd.untaggedGroups,
 	})
 	cfg := c.partitionConfig()
 	if restart && c.opts.Replicas == 1 {

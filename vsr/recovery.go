@@ -63,7 +63,8 @@ func (c *Core) Recover(rec CoreRecovered) error {
 	for _, headers := range [][]wire.PrepareHeader{rec.Headers, rec.ViewHeaders} {
 		for i := range headers {
 			h := &headers[i]
-			if h.Op == 0 || !h.IdentityValid() || h.Group != c.cfg.Group {
+			// Its primary's group id, tagged or not (checkGroup).
+			if h.Op == 0 || !h.IdentityValid() || !wire.SameGroup(h.Group, c.cfg.Group) {
 				return fmt.Errorf("vsr: recovered header for op %d is not a valid prepare of this group", h.Op)
 			}
 			c.op = max(c.op, h.Op)

@@ -136,8 +136,12 @@ func (c *Core) checkFrame(h *wire.GenericHeader, body []byte) error {
 	return nil
 }
 
+// checkGroup refuses a frame of another group. It compares ids without their
+// incarnation tags (wire.SameGroup): a node sends untagged ids while
+// cluster.partition_incarnation_tags is false, and binaries before the tag always
+// did, and the partition that runs this core checked the tag already.
 func (c *Core) checkGroup(group uint64) error {
-	if group != c.cfg.Group {
+	if !wire.SameGroup(group, c.cfg.Group) {
 		return badMessage("group %#x, want %#x", group, c.cfg.Group)
 	}
 	return nil

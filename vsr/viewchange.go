@@ -146,7 +146,9 @@ func (c *Core) decodeSuffix(body []byte, head uint64, blanksAllowed bool) ([]wir
 		if blanksAllowed && h.Operation == wire.OperationReserved && h.Checksum.IsZero() {
 			continue
 		}
-		if h.Command != wire.CommandPrepare || !h.IdentityValid() || h.Group != c.cfg.Group {
+		// A prepare keeps the group id its primary gave it, tagged or not
+		// (checkGroup).
+		if h.Command != wire.CommandPrepare || !h.IdentityValid() || !wire.SameGroup(h.Group, c.cfg.Group) {
 			return nil, badMessage("suffix entry %d (op %d) is not a valid prepare header", i, h.Op)
 		}
 		if i > 0 && headers[i-1].Checksum != (wire.Uint128{}) && headers[i-1].Parent != h.Checksum {

@@ -1,6 +1,9 @@
 package wire
 
-import "strconv"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // This file holds the discriminants every header carries and the tables that tie them
 // together: which command code rides which operation on which plane, and how a reply
@@ -651,7 +654,11 @@ func (a AckLevel) Known() bool { return a <= AckQuorum }
 // create at its own pace: a node behind still runs the old partition's group while
 // the others run the new one's under the same ids. The incarnation tag (IncarnationTag
 // of the partition's created_at) keeps their frames apart: a partition's group is
-// IncarnationGroup of its key, and a core takes frames of its own group only.
+// IncarnationGroup of its key, and a partition takes frames of its own tag only.
+// Tag 0 is an untagged id, of binaries before the tag (and of nodes that still send
+// those: cluster.partition_incarnation_tags = false, for a rolling upgrade): a
+// partition takes it as its own, and consensus compares ids without the tag
+// (SameGroup).
 const (
 	// MetadataGroup routes to the metadata plane.
 	MetadataGroup uint64 = 1 << 63
@@ -681,13 +688,40 @@ func PartitionGroup(stream, topic, partition uint32) (uint64, bool) {
 }
 
 // IncarnationTag is the 11-bit tag of a partition incarnation created at
-// createdAtMicros (its created_at, the revision of the op that created it). Two
-// incarnations of the same ids get different tags unless their created_at hash
-// alike (1 in 2048): created_at is a prepare timestamp in µs, whose low bits the
-// hash spreads over the tag.
+// createdAtMicros (its created_at, the revision of the op that created it): 1 to
+// 2047, never 0, which is an untagged id's (GroupUntagged). Two incarnations of the
+// same ids get different tags unless their created_at hash alike (1 in 2047):
+// created_at is a prepare timestamp in µs, whose low bits the Fibonacci hash
+// spreads over 64 bits, and the high half of its product by 2047 maps those onto
+// 0..2046 evenly.
 func IncarnationTag(createdAtMicros uint64) uint16 {
-	return uint16(createdAtMicros * incarnationTagMultiple >> (64 - groupIncarnationBits))
+	tag, _ := bits.Mul64(createdAtMicros*incarnationTagMultiple, incarnationTagsCount)
+	return uint16(tag) + 1
 }
+
+// incarnationTagsCount is the number of incarnation tags: 1..2047.
+const incarnationTagsCount = 1<<groupIncarnationBits - 1
+
+// GroupUntagged reports whether partition group id group carries no incarnation
+// tag: it was sent by a binary before incarnation tags, or by a node running with
+// cluster.partition_incarnation_tags = false, and is taken as of whatever
+// incarnation the receiver runs, as those binaries took every frame.
+func GroupUntagged(group uint64) bool { return GroupIncarnationTag(group) == 0 }
+
+// GroupKey is group without its incarnation tag: the partition key it packs, or
+// the metadata group unchanged.
+func GroupKey(group uint64) uint64 {
+	if group&MetadataGroup != 0 {
+		return group
+	}
+	return group &^ groupIncarnationMask
+}
+
+// SameGroup reports whether a and b name the same consensus group, whatever
+// incarnation tags they carry: nodes tag their ids or not
+// (cluster.partition_incarnation_tags), so consensus compares keys, and the tag is
+// checked once, where a frame meets its partition (partition.Store.Step).
+func SameGroup(a, b uint64) bool { return GroupKey(a) == GroupKey(b) }
 
 // IncarnationGroup is partition group group of the incarnation created at
 // createdAtMicros: its key with that incarnation's tag.

@@ -264,3 +264,47 @@ func TestIncarnationGroup(t *testing.T) {
 		t.Fatal("adjacent revisions share a tag")
 	}
 }
+
+// Tag 0 is an untagged id's, taken by a partition as its own incarnation's: no
+// incarnation may have it. These created_at values are the ones the bare Fibonacci
+// hash (the top 11 bits of created_at * 2^64/phi) mapped to 0.
+func TestIncarnationTagIsNeverZero(t *testing.T) {
+	key, _ := PartitionGroup(3, 2, 1)
+	for _, createdAt := range []uint64{0, 1597, 4181, 1_796_512_059_900_254, 1_796_512_059_901_851,
+		1_796_512_059_902_838, 1_796_512_059_904_435} {
+		if tag := IncarnationTag(createdAt); tag == 0 || tag >= 1<<11 {
+			t.Errorf("created at %d: tag %d, want 1..2047", createdAt, tag)
+		}
+		if GroupUntagged(IncarnationGroup(key, createdAt)) {
+			t.Errorf("created at %d: the group reads as untagged", createdAt)
+		}
+	}
+}
+
+// Consensus compares group ids without their tags: a node may send untagged ids
+// (cluster.partition_incarnation_tags = false, or a binary before the tag). The
+// metadata group stays itself: no tag bits make another id match it.
+func TestSameGroupIgnoresTheIncarnationTag(t *testing.T) {
+	key, _ := PartitionGroup(3, 2, 1)
+	other, _ := PartitionGroup(3, 2, 2)
+	tagged := IncarnationGroup(key, 77)
+	if !GroupUntagged(key) || GroupUntagged(tagged) || GroupKey(tagged) != key {
+		t.Fatalf("key %#x, tagged %#x: untagged %v %v, key %#x", key, tagged, GroupUntagged(key), GroupUntagged(tagged), GroupKey(tagged))
+	}
+	for _, c := range []struct {
+		a, b uint64
+		same bool
+	}{
+		{key, tagged, true},
+		{tagged, IncarnationGroup(key, 78), true},
+		{tagged, IncarnationGroup(other, 77), false},
+		{key, other, false},
+		{MetadataGroup, MetadataGroup, true},
+		{MetadataGroup, MetadataGroup | 1<<52, false},
+		{MetadataGroup, 0, false},
+	} {
+		if SameGroup(c.a, c.b) != c.same || SameGroup(c.b, c.a) != c.same {
+			t.Errorf("SameGroup(%#x, %#x) = %v, want %v", c.a, c.b, !c.same, c.same)
+		}
+	}
+}
