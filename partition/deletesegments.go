@@ -23,8 +23,8 @@ import (
 // So the count is resolved once, by the partition's primary, against its applied
 // log, into an offset: below, the end of the count-th oldest sealed segment. The
 // primary proposes it as an op of the partition's group (operation DeleteSegments,
-// body [revision u64][below u64], revision the metadata op's: partitionhost's
-// record.go), and every replica applies it in the group's order: after every batch
+// body [revision u64][below u64], revision the metadata op's:
+// partitionhost/record.go), and every replica applies it in the group's order: after every batch
 // below `below`, whatever its log held when the metadata op reached it. Applying it
 // deletes the oldest sealed segments that end at or below it (segment.Log's
 // DeleteSegmentsBelow): whole segments only, never the open one, so no message at
