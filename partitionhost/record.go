@@ -294,6 +294,6 @@ func (h *Host) deleteSegments(e *effect) error {
 	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
-	(&segmentsDelete{h: h, key: e.key, count: e.count, revision: e.revision}).try()
+	(&segmentsDelete{h: h, key: e.key, count: e.count, revision: e.revision, generation: e.purgeGeneration}).try()
 	return nil
 }

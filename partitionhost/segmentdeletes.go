@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -42,12 +43,22 @@ type segmentsDelete struct {
 	key      partition.Key
 	count    uint32
 	revision uint64 // the metadata op's (record.go)
-	attempts int
-	dueNs    int64
+	// generation is the topic's purge generation the op was committed in.
+	generation uint64
+	attempts   int
+	dueNs      int64
 }
 
 func (d *segmentsDelete) try() {
 	h := d.h
+	if rec, present, _ := partitiondir.ReadRecord(h.Store.Dir(d.key)); present && rec.Generation > d.generation {
+		// Purged here since (a purge of its topic committed after it, carried out
+		// while its op waited): the segments it meant are gone, and a count
+		// resolved now would take messages written after the purge.
+		h.log.Info("a DeleteSegments op is over: its partition was purged since",
+			"partition", d.key.String(), "revision", d.revision, "generation", d.generation, "purged_to", rec.Generation)
+		return
+	}
 	if !h.madeBefore(d.key, d.revision) {
 		return // the partition went, and maybe another took its ids since
 	}

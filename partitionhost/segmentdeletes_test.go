@@ -3,10 +3,12 @@ package partitionhost
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/partitiondir"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -53,5 +55,34 @@ func TestSegmentsDeleteRefusedIsAskedAgain(t *testing.T) {
 	(&segmentsDelete{h: h, key: k, count: 2, revision: 5, attempts: 1}).settle(wire.ErrCannotDeleteFile)
 	if !strings.Contains(logged.String(), "level=ERROR") {
 		t.Fatalf("a deletion the partition's files refused logged %q, want an error", logged.String())
+	}
+}
+
+// A DeleteSegments effect still waiting for its op when its partition is purged
+// (a PurgeTopic committed after it) is over: a count resolved after the purge
+// would take messages written since.
+func TestSegmentsDeleteWaitingIsOverOncePurged(t *testing.T) {
+	var logged bytes.Buffer
+	sh := &stillShard{nowNs: 1_000_000_000}
+	h := New(Config{Shard: sh, Log: slog.New(slog.NewTextHandler(&logged, nil)), SystemPath: t.TempDir(),
+		Replication: partition.Replication{ReplicaCount: 3}})
+	k := partition.Key{StreamID: 1, TopicID: 1, PartitionID: 0}
+	dir := h.Store.Dir(k)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, purged := range []bool{false, true} {
+		logged.Reset()
+		generation := uint64(3)
+		if purged {
+			generation = 4
+		}
+		if err := partitiondir.WriteRecord(dir, partitiondir.Record{Generation: generation, CreatedRevision: 1, Revision: 9}); err != nil {
+			t.Fatal(err)
+		}
+		(&segmentsDelete{h: h, key: k, count: 2, revision: 5, generation: 3}).try()
+		if over := strings.Contains(logged.String(), "purged since"); over != purged {
+			t.Fatalf("record of generation %d, the op's 3: over %v, want %v (logged %q)", generation, over, purged, logged.String())
+		}
 	}
 }
