@@ -24,11 +24,12 @@ import (
 // log, into an offset: below, the end of the count-th oldest sealed segment. The
 // primary proposes it as an op of the partition's group (operation DeleteSegments,
 // body [revision u64][below u64], revision the metadata op's:
-// partitionhost/record.go), and every replica applies it in the group's order: after every batch
-// below `below`, whatever its log held when the metadata op reached it. Applying it
-// deletes the oldest sealed segments that end at or below it (segment.Log's
-// DeleteSegmentsBelow): whole segments only, never the open one, so no message at
-// or above `below` goes, and none the command did not ask for. The reference
+// partitionhost/record.go), and every replica applies it in the group's order:
+// after every batch below `below`, whatever its log held when the metadata op
+// reached it. Applying it deletes the oldest sealed segments that end at or below
+// it (segment.Log's DeleteSegmentsBelow): whole segments only, never the open
+// one, so no message at or above `below` goes, and none the command did not ask
+// for. The reference
 // resolves the count the same way, on the owning shard, into a replicated watermark
 // (apache/iggy core/binary_protocol/src/consensus/operation.rs, TruncatePartition;
 // core/metadata/src/stm/stream.rs, Partition::deleted_up_to_offset), carried by the
