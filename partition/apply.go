@@ -251,6 +251,16 @@ func (p *Partition) apply(e *journalEntry) bool {
 		}
 		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
 		p.group.recent.note(&e.header, 0, e.body)
+	case wire.OperationDeleteSegments:
+		// A deletion cut short by a failure is finished when the partition
+		// opens again (Recover, a restart): its record is written first.
+		err := p.applyDeleteSegments(e.body)
+		if e.offsetDone != nil {
+			e.offsetDone.OffsetDone(e.token, err)
+			e.offsetDone = nil
+		}
+		p.noteApplied(e.header.Op, p.log.NextOffset(), true)
+		p.group.recent.note(&e.header, 0, e.body)
 	}
 	return true
 }

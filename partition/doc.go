@@ -12,6 +12,8 @@
 //	    offsets/groups/{id}
 //	    partition.journal            enforce_fsync, in a cluster: the durable journal (durable.go)
 //	    partition.state              in a cluster: the group's durable state (groupstate.go)
+//	    segments.deleted             in a cluster: the last DeleteSegments op applied
+//	                                 (deletesegments.go); a state install keeps it
 //	    purge.gen                    the server's (partitionhost/record.go); this package
 //	                                 writes, replaces and removes only the files above
 //	                                 (a state install: installReplaces), the whole
@@ -35,8 +37,8 @@
 //	ConsumerOffset,       GetConsumerOffset (20 bytes or empty body),
 //	StoreConsumerOffset,  StoreConsumerOffset, DeleteConsumerOffset
 //	DeleteConsumerOffset
-//	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments, ApplyRetention,
-//	Info, Totals, Err, Recover
+//	Create, Open, Delete*, Purge*, Reconfigure, DeleteSegments,
+//	ReplicateDeleteSegments, ApplyRetention, Info, Totals, Err, Recover
 //	PollIO                every loop turn: runs storage completions, which fire the above
 //	Tick, TicksUntilDue,  a 10 ms shard tick, when TicksUntilDue says the store has
 //	NoteLiveness          work on one (the ticks slept through are made up first);

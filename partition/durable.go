@@ -188,12 +188,7 @@ func (d *durableJournal) replay(size int64) error {
 		if r.header.Operation != wire.OperationSendMessages {
 			if replaying {
 				// Applied after a batch the log lost, so perhaps not applied: again.
-				c, offset, _ := decodeOffsetOp(r.header.Operation, r.body)
-				if r.header.Operation == wire.OperationStoreConsumerOffset {
-					_ = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
-				} else {
-					_ = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
-				}
+				p.reapplyNonBatchOp(r)
 			}
 			continue
 		}
@@ -487,9 +482,9 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 				}
 				end += uint64(bh.MessageCount())
 			} else {
-				// An offset op the log's later batches prove applied; its own write
-				// may not have reached the disk (it has an fdatasync of its own):
-				// applied again, to the same value.
+				// An offset op (or a DeleteSegments op) the log's later batches
+				// prove applied; its own write may not have reached the disk (it
+				// has an fdatasync of its own): applied again, to the same value.
 				reapplied = append(reapplied, r)
 			}
 			cur = r.header
@@ -497,12 +492,7 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 		}
 		if placed {
 			for _, r := range reapplied {
-				c, offset, _ := decodeOffsetOp(r.header.Operation, r.body)
-				if r.header.Operation == wire.OperationStoreConsumerOffset {
-					_ = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
-				} else {
-					_ = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
-				}
+				p.reapplyNonBatchOp(r)
 			}
 			p.log.WaitIdle()
 			rec.checkpoint = cur
@@ -530,4 +520,20 @@ func (d *durableJournal) recoverReplicated(records []replayRecord, intact int64)
 		p.group.recovered = &rec
 	}
 	return nil
+}
+
+// reapplyNonBatchOp applies again an op that is not a batch, which the journal file's
+// replay cannot tell applied: an offset op sets the same value, and a
+// DeleteSegments op is nothing where its record reaches it already.
+func (p *Partition) reapplyNonBatchOp(r *replayRecord) {
+	switch r.header.Operation {
+	case wire.OperationStoreConsumerOffset:
+		c, offset, _ := decodeOffsetOp(r.header.Operation, r.body)
+		_ = p.log.StoreConsumerOffset(c.segmentKind(), c.ID, offset)
+	case wire.OperationDeleteConsumerOffset:
+		c, _, _ := decodeOffsetOp(r.header.Operation, r.body)
+		_ = p.log.DeleteConsumerOffset(c.segmentKind(), c.ID)
+	case wire.OperationDeleteSegments:
+		_ = p.applyDeleteSegments(r.body)
+	}
 }

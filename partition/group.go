@@ -353,8 +353,9 @@ var (
 // must before it journals or acknowledges it: for a batch, every frame checksum and
 // the batch checksum over the body (wire.CheckStoredBatch), the header's
 // request_checksum equal to that batch_checksum, the partition id and base_timestamp
-// equal to the prepare's timestamp; for an offset op, request_checksum equal to the
-// body's hash and a payload that decodes.
+// equal to the prepare's timestamp; for an offset op or a DeleteSegments op
+// (deletesegments.go), request_checksum equal to the body's hash and a payload
+// that decodes.
 func (p *Partition) checkBinding(h *wire.PrepareHeader, body []byte) error {
 	switch h.Operation {
 	case wire.OperationSendMessages:
@@ -373,6 +374,13 @@ func (p *Partition) checkBinding(h *wire.PrepareHeader, body []byte) error {
 			return fmt.Errorf("%w: op %d: request_checksum of an offset op", ErrBatchBinding, h.Op)
 		}
 		if _, _, err := decodeOffsetOp(h.Operation, body); err != nil {
+			return fmt.Errorf("%w: op %d: %v", ErrBatchBinding, h.Op, err)
+		}
+	case wire.OperationDeleteSegments:
+		if h.RequestChecksum != wire.BodyChecksum(body) {
+			return fmt.Errorf("%w: op %d: request_checksum of a DeleteSegments op", ErrBatchBinding, h.Op)
+		}
+		if _, _, err := decodeDeleteSegmentsOp(body); err != nil {
 			return fmt.Errorf("%w: op %d: %v", ErrBatchBinding, h.Op, err)
 		}
 	default:

@@ -193,6 +193,7 @@ type Partition struct {
 	loansEnded []bodyLoan
 	activity   partitionActivity // its places in the store's lists (activity.go)
 	transfer   transferState     // the states installed (transfer.go)
+	deleted    deletedSegments   // the last DeleteSegments op applied (deletesegments.go)
 }
 
 // Create makes a new, empty partition: whatever a crashed deletion left in its
@@ -240,6 +241,10 @@ func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view
 		return report, fmt.Errorf("partition %v: %w", k, err)
 	}
 	p.log = log
+	if err := p.openDeletedSegments(); err != nil {
+		_ = log.Close()
+		return report, fmt.Errorf("partition %v: %w", k, err)
+	}
 	if err := p.openState(); err != nil {
 		_ = log.Close()
 		return report, fmt.Errorf("partition %v: %w", k, err)
@@ -370,6 +375,10 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 	}
 	p.log = log
 	p.persist.journalErr, p.diverged = nil, nil
+	if err := p.openDeletedSegments(); err != nil {
+		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
+		return report, p.reopenErr
+	}
 	if err := p.openState(); err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: %w", p.key, err)
 		return report, p.reopenErr

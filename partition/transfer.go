@@ -379,6 +379,9 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 	if log.NextOffset() != nextOffset {
 		return fmt.Errorf("state transfer: the installed log ends at %d, the offer's at %d", log.NextOffset(), nextOffset)
 	}
+	if err := p.noteStateInstalled(); err != nil {
+		return fmt.Errorf("state transfer: %w", err)
+	}
 	for _, e := range consumers {
 		if err := log.StoreConsumerOffset(segment.Consumer, uint32(e[0]), e[1]); err != nil {
 			return fmt.Errorf("state transfer: consumer offset: %w", err)
@@ -437,7 +440,8 @@ func (p *Partition) install(in *vsr.StateInstall) error {
 // (partitionhost/record.go) says which metadata effects the directory reflects,
 // so that each applies at most once. It must outlive a transfer of the data: without
 // it, a purge applied again after a restart would empty the partition a second time,
-// losing what was written after the first.
+// losing what was written after the first. This package's segments.deleted
+// stays too, marked as installed over (deletesegments.go).
 func installReplaces(dir, name string) bool {
 	return segment.IsLogFile(dir, name) || dir == "" && (name == journalFileName || name == groupStateFileName)
 }

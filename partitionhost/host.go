@@ -96,6 +96,9 @@ type Host struct {
 	groupPolls map[groupPollKey][]*request.Job
 	// groupOffsets are deleted groups' offsets to delete again (groupoffsets.go).
 	groupOffsets groupOffsets
+	// segmentDeletes are DeleteSegments effects waiting for their op
+	// (segmentdeletes.go).
+	segmentDeletes segmentDeletes
 	// effects are the metadata commits' partition effects not carried out yet
 	// (effects.go).
 	effects effectQueue

@@ -42,12 +42,15 @@ import (
 //     finds the partition gone.
 //   - purge: skipped where generation reaches the op's; otherwise the partition is
 //     emptied and the record then takes the generation.
-//   - delete segments: the op's count is of the oldest sealed segments the log holds
-//     when it applies, so applied twice it would take twice as many. It is skipped
-//     where revision reaches R; otherwise the record takes R first and the segments
-//     go after: a crash between the two keeps them (at most once), where a record
-//     written after could let the next oldest go. (A first offset to keep would make
-//     it exact, but the partition store deletes by count.)
+//   - delete segments: the op's count is of the oldest sealed segments of a log,
+//     which each replica's partition reaches at its own time; so the partition's
+//     primary resolves it into an offset and every replica deletes below it when
+//     that op applies in the partition's order (partition/deletesegments.go,
+//     segmentdeletes.go), each partition op applied once by its own record. The
+//     effect is skipped where revision reaches R; otherwise the record takes R
+//     first and the proposal goes after: a crash between the two proposes nothing
+//     from this node (at most once), and a node that applies the op again after a
+//     restart proposes nothing either.
 //   - drop a deleted consumer group's offsets: a topic never reuses a group id
 //     (metadata assigns them upward), so a second drop finds nothing; a drop asked
 //     again later (groupoffsets.go) is over once its partition is gone.
@@ -272,7 +275,8 @@ func (h *Host) purgePartition(k partition.Key, generation, revision uint64) erro
 }
 
 // deleteSegments carries out a delete-segments effect on an open partition, unless
-// its record reaches the op's revision already: the record first, then the segments.
+// its record reaches the op's revision already: the record first, then the
+// deletion, through the partition's group (segmentdeletes.go).
 func (h *Host) deleteSegments(e *effect) error {
 	dir := h.Store.Dir(e.key)
 	have, present, err := partitiondir.ReadRecord(dir)
@@ -290,6 +294,6 @@ func (h *Host) deleteSegments(e *effect) error {
 	if err := h.writeRecord(dir, have); err != nil {
 		return err
 	}
-	_, err = h.Store.DeleteSegments(e.key, e.count)
-	return err
+	(&segmentsDelete{h: h, key: e.key, count: e.count, revision: e.revision, generation: e.purgeGeneration}).try()
+	return nil
 }

@@ -65,6 +65,42 @@ func (l *Log) DeleteOldestSegments(count int) ([]RemovedSegment, error) {
 	return l.removeOldest(n)
 }
 
+// OldestSealedEnd is where the count oldest sealed segments end (the offset after
+// their last batch), and how many of them there are: fewer when fewer are sealed,
+// and none (end 0) when count is 0 or none is. It resolves a DELETE_SEGMENTS count
+// into an offset that DeleteSegmentsBelow honours on any replica whose log holds
+// the same batches, however its own deletions went.
+func (l *Log) OldestSealedEnd(count int) (end uint64, n int, err error) {
+	if l.closed {
+		return 0, 0, wire.ErrSegmentClosed
+	}
+	if count < 0 {
+		return 0, 0, wire.ErrInvalidSegmentsCount
+	}
+	l.WaitIdle()
+	for n < count && n < len(l.segments)-1 && l.segments[n].state == segmentSealed {
+		end = l.segments[n].endOffset
+		n++
+	}
+	return end, n, nil
+}
+
+// DeleteSegmentsBelow deletes the oldest sealed segments that hold no offset at or
+// above below: whole segments only, never the open one, so a segment that
+// straddles below stays whole and no message at or above it goes. Applied again,
+// it finds nothing more to delete.
+func (l *Log) DeleteSegmentsBelow(below uint64) ([]RemovedSegment, error) {
+	if l.closed {
+		return nil, wire.ErrSegmentClosed
+	}
+	l.WaitIdle()
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n].state == segmentSealed && l.segments[n].endOffset <= below {
+		n++
+	}
+	return l.removeOldest(n)
+}
+
 func (l *Log) removeOldest(n int) ([]RemovedSegment, error) {
 	if n == 0 {
 		return nil, nil

@@ -63,6 +63,7 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	}
 	h.alignGroups()
 	h.owned.RetryGroupOffsetDeletes()
+	h.owned.RetrySegmentDeletes()
 	h.owned.ScrubIfDue()
 	if h.owned.IOWanted || h.owned.Disk.InFlight() > 0 || h.owned.Disk.Ready() {
 		h.owned.IOWanted = h.owned.Store.PollIO() > 0
