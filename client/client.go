@@ -336,7 +336,9 @@ func (c *Client) do(ctx context.Context, frame []byte, op wire.Operation, code w
 		if budget.IsZero() {
 			budget = time.Now().Add(c.opts.transientRetry.NotCommittedWindow)
 		}
-		if !time.Now().Before(budget) {
+		if time.Until(budget) < replayLeadMin {
+			// Too close to the deadline to ask for the leader (a request on
+			// this connection too): the 58 it is.
 			return payload, err
 		}
 		moved, followErr := c.followLeaderLocked(ctx, budget, &frame)
@@ -462,7 +464,7 @@ func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op 
 			window = policy.NotAcceptedWindow
 		}
 		wake := now.Add(policy.Interval)
-		if !deadline.IsZero() && wake.After(deadline) {
+		if !deadline.IsZero() && wake.Add(replayLeadMin).After(deadline) {
 			return nil, false, err
 		}
 		if wake.Sub(firstTransient) >= window {
@@ -473,8 +475,20 @@ func (c *Client) exchange(ctx context.Context, frame []byte, request uint64, op 
 			// connection stays usable.
 			return nil, false, errors.Join(ctx.Err(), err)
 		}
+		if !deadline.IsZero() && time.Until(deadline) < replayLeadMin {
+			// The sleep overran (a loaded machine): too close to the deadline
+			// to replay, and the transient code is the answer.
+			return nil, false, err
+		}
 	}
 }
+
+// replayLeadMin is how much of a request's deadline must be left to replay it
+// after a transient code. The connection's write deadline is the request's, and
+// a write it cuts midway breaks the connection; on a loaded machine the time from
+// the check to the write is milliseconds, so a replay just before the deadline
+// could break a connection that returning the transient code leaves usable.
+const replayLeadMin = 10 * time.Millisecond
 
 // sleepCtx waits d or until ctx is done, reporting whether it waited the whole d.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
