@@ -188,3 +188,87 @@ func TestRepairCandidateContradictingAppliedOpIsRefused(t *testing.T) {
 		t.Fatalf("replica 2 applied up to %d of a log contradicting its applied ops", c.CommitMin())
 	}
 }
+
+// A group of another incarnation of the same ids (its own replicas, its own
+// committed ops) elects a view while ours does: its vote and its StartView reach
+// our replicas in the middle of our view change. They are refused, and our view
+// change elects a view that keeps our applied ops and commits new ones. On main,
+// its vote with our new primary's own made a quorum: a committed op changed.
+func TestOtherIncarnationsViewChangeIsRefused(t *testing.T) {
+	ours := committedCluster(t)
+	theirs := newTestCluster(t, 3)
+	for r := uint64(1); r <= 3; r++ {
+		theirs.propose(0, 7, r)
+		theirs.deliver(100)
+	}
+	theirs.tick(int(testTiming.CommitBroadcastIntervalTicks))
+	var foreign [][]byte
+	theirs.onFrame = func(frame []byte) {
+		if c, _ := wire.PeekCommand(frame); c == wire.CommandDoViewChange || c == wire.CommandStartView {
+			foreign = append(foreign, append([]byte(nil), frame...))
+		}
+	}
+	isolate := func(tc *testCluster, i int) {
+		for _, to := range []int{1, 2} {
+			if to != i {
+				tc.cut[[2]int{i, to}], tc.cut[[2]int{to, i}] = true, true
+			}
+		}
+	}
+	isolate(theirs, 0)
+	theirs.tick(int(testTiming.HeartbeatTimeoutTicks) + 5)
+	if !theirs.cores[1].IsPrimary() || len(foreign) == 0 {
+		t.Fatalf("their replica 1 does not lead view 1 (%d view-change frames)", len(foreign))
+	}
+
+	isolate(ours, 0)
+	ours.cut[[2]int{2, 1}] = true // our replica 1's view change waits for our replica 2
+	primary := ours.cores[1]
+	for tick := 0; primary.Status() != StatusViewChange; tick++ {
+		if tick > int(testTiming.HeartbeatTimeoutTicks)*2 {
+			t.Fatal("our replica 1 never changes view")
+		}
+		ours.tick(1)
+	}
+	applied := [2]wire.PrepareHeader{}
+	for op := uint64(1); op <= 2; op++ {
+		applied[op-1], _ = primary.Header(op)
+	}
+	for _, frame := range foreign {
+		aligned := ours.frame[:len(frame)]
+		copy(aligned, frame)
+		h, err := wire.DecodeReplicaHeader(aligned, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range []int{1, 2} {
+			if err := ours.driver(to).Step(h, append([]byte(nil), frame[wire.HeaderSize:]...)); err != nil {
+				t.Fatalf("our replica %d refused their %v: %v", to, h.Command, err)
+			}
+		}
+	}
+	for _, i := range []int{1, 2} {
+		if ours.cores[i].Drops()[DropContradictsCommitted] == 0 {
+			t.Fatalf("our replica %d refused none of their frames as contradicting", i)
+		}
+	}
+	delete(ours.cut, [2]int{2, 1})
+	ours.tick(int(testTiming.ViewChangeStatusTimeoutTicks))
+	if !primary.IsPrimary() {
+		t.Fatalf("our replica 1: %v view %d, not a primary", primary.Status(), primary.View())
+	}
+	op := ours.propose(1, 9, 1)
+	ours.deliver(100)
+	ours.tick(int(testTiming.CommitBroadcastIntervalTicks))
+	for _, i := range []int{1, 2} {
+		c := ours.cores[i]
+		if c.CommitMin() != op {
+			t.Fatalf("our replica %d applied %d, want %d", i, c.CommitMin(), op)
+		}
+		for k := range applied {
+			if got, _ := c.Header(uint64(k + 1)); got.Checksum != applied[k].Checksum {
+				t.Fatalf("our replica %d: applied op %d changed", i, k+1)
+			}
+		}
+	}
+}
