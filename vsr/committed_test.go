@@ -272,3 +272,51 @@ func TestOtherIncarnationsViewChangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// voteFrame is replica from's DoViewChange for view: headers (ascending, a zero
+// Op standing for a blank) from its commit point to its head.
+func voteFrame(from uint8, view, logView uint32, commit uint64, headers []wire.PrepareHeader) (wire.GenericHeader, []byte) {
+	for i := range headers {
+		if headers[i].Checksum.IsZero() {
+			headers[i].Command, headers[i].Operation = wire.CommandPrepare, wire.OperationReserved
+		}
+	}
+	body := suffixBody(headers)
+	dvc := replicaFrame(wire.CommandDoViewChange, from, view, func(h *wire.GenericHeader) {
+		d := h.DoViewChange()
+		d.Op, d.Commit, d.LogView, d.Group = headers[len(headers)-1].Op, commit, logView, wire.MetadataGroup
+	})
+	sealed(&dvc, body)
+	return dvc, body
+}
+
+// Each vote agrees with the applied ops where it must, yet the merged log does
+// not: a vote of our log view names, above a blank, an op that only an older log
+// view's vote holds, above that vote's commit point (where it may differ from
+// ours), and that op does not chain to our applied op. The merge waits rather
+// than install it: on main the new primary panicked ("a committed op changed").
+func TestMergedLogContradictingAppliedOpsIsNotInstalled(t *testing.T) {
+	tc := committedCluster(t)
+	c := tc.cores[1]
+	c.logView = 1 // as if it had joined view 1, whose log kept ops 1 and 2
+	one, _ := c.Header(1)
+	older, _ := forgedChain(2, 3, one.Checksum) // ops 2 and 3 of a log view 0 cut
+	head, _ := forgedChain(4, 4, older[1].Checksum)
+	blank := wire.PrepareHeader{Op: 3}
+
+	v, body := voteFrame(2, 4, 1, 3, []wire.PrepareHeader{blank, head[0]})
+	if err := c.Step(&v, body); err != nil {
+		t.Fatal(err)
+	}
+	v, body = voteFrame(0, 4, 0, 1, []wire.PrepareHeader{one, older[0], older[1]})
+	if err := c.Step(&v, body); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Drops()[DropContradictsCommitted]; got != 0 {
+		t.Fatalf("%d votes refused: each agrees with the applied ops where it must", got)
+	}
+	applied, _ := tc.cores[0].Header(2)
+	if h, ok := c.Header(2); c.vc.mergeDone || c.Op() != 2 || c.CommitMin() != 2 || !ok || h.Checksum != applied.Checksum {
+		t.Fatalf("replica 1 installed a merged log: merged %v op %d applied %d", c.vc.mergeDone, c.Op(), c.CommitMin())
+	}
+}
