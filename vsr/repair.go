@@ -375,7 +375,7 @@ func (c *Core) verifyDown() {
 	// logs installed and the chain walked above are checked against the applied
 	// op, committed.go): failing it is our bug.
 	if c.commitMin > 0 && c.log.trustLow == c.commitMin+1 {
-		if top, below := c.slotAt(c.log.trustLow), c.slotAt(c.commitMin); top != nil && top.trusted && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
+		if top, below := c.slotAt(c.log.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
 			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.log.trustLow, c.commitMin))
 		}
 	}
