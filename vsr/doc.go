@@ -187,7 +187,8 @@
 //   - normal.go: the normal case: propose, prepare, ack, commit, the pipeline and
 //     the replication chain (Core.normal).
 //   - viewchange.go: StartViewChange, DoViewChange, StartView and its adoption;
-//     merge.go: the merge of the votes into the new view's log (Core.vc).
+//     merge.go: the merge of the votes into the new view's log (Core.vc);
+//     committed.go: why a peer's log that contradicts the applied ops is refused.
 //   - repair.go: repair rounds, the candidates below the trusted range, serving a
 //     peer's repair (Core.repair).
 //   - transfer.go: state transfer, fetched and offered (Core.transfer).

@@ -66,26 +66,33 @@ const (
 	// the Driver's queue full (DriverConfig.FramesQueuedMax): its sender
 	// retransmits.
 	DropFramesQueueFull
+	// DropContradictsCommitted: a peer's log that contradicts the ops this
+	// replica applied (a view-change vote, a StartView, a repaired prepare the
+	// chain would join to the applied op): no correct replica sends one
+	// (committed.go). A peer of another incarnation of the group's ids, a bug or
+	// corruption did; the replica refuses it rather than install it.
+	DropContradictsCommitted
 
 	// DropReasonCount is the number of reasons: DropCounts' length.
 	DropReasonCount
 )
 
 var dropReasonNames = [DropReasonCount]string{
-	DropMalformed:        "malformed",
-	DropNewerView:        "newer_view",
-	DropOlderView:        "older_view",
-	DropNotNormal:        "not_normal",
-	DropNotForRole:       "not_for_role",
-	DropNotInLog:         "not_in_log",
-	DropGap:              "gap",
-	DropBehind:           "behind",
-	DropDuplicate:        "duplicate",
-	DropNothingNew:       "nothing_new",
-	DropStale:            "stale",
-	DropRepairBufferFull: "repair_buffer_full",
-	DropReadFailed:       "read_failed",
-	DropFramesQueueFull:  "frames_queue_full",
+	DropMalformed:            "malformed",
+	DropNewerView:            "newer_view",
+	DropOlderView:            "older_view",
+	DropNotNormal:            "not_normal",
+	DropNotForRole:           "not_for_role",
+	DropNotInLog:             "not_in_log",
+	DropGap:                  "gap",
+	DropBehind:               "behind",
+	DropDuplicate:            "duplicate",
+	DropNothingNew:           "nothing_new",
+	DropStale:                "stale",
+	DropRepairBufferFull:     "repair_buffer_full",
+	DropReadFailed:           "read_failed",
+	DropFramesQueueFull:      "frames_queue_full",
+	DropContradictsCommitted: "contradicts_committed",
 }
 
 // String is the reason's name as a metric label: lower case, underscores.

@@ -355,6 +355,17 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 			})
 			expectDrop(t, c, DropReadFailed, &chunk, nil)
 		}},
+		{"a StartView whose log contradicts the applied ops", DropContradictsCommitted, func(t *testing.T) {
+			tc := committedCluster(t)
+			unchained, _ := forgedChain(3, 3, wire.Uint128{Lo: 0xbad})
+			body := suffixBody(unchained)
+			sv := replicaFrame(wire.CommandStartView, 1, 1, func(h *wire.GenericHeader) {
+				s := h.StartView()
+				s.Op, s.Commit, s.Group = 3, 3, group
+			})
+			sealed(&sv, body)
+			expectDrop(t, tc.cores[2], DropContradictsCommitted, &sv, body)
+		}},
 		{"a frame while a Ready is out, the driver's queue full", DropFramesQueueFull, func(t *testing.T) {
 			tc := committedCluster(t)
 			tc.driverConfig.FramesQueuedMax = 1

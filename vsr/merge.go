@@ -195,6 +195,14 @@ func (c *Core) checkDoViewChangeQuorum() {
 	if head-commitMax > uint64(len(c.normal.pipeline)) {
 		return
 	}
+	if c.contradictsApplied(merged, head) {
+		// Every vote was checked as it came (onDoViewChange), but a header the
+		// chain names may come from a vote's unchecked part (an older log view's,
+		// above its commit point), named by a vote whose own entry there is blank:
+		// a log no view can have (committed.go). Wait for other votes; the view
+		// change times out to the next view otherwise.
+		return
+	}
 	c.installLog(merged, head, commitMax)
 	c.vc.mergeDone = true
 	c.maybeStartView()

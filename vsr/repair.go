@@ -295,6 +295,25 @@ func (c *Core) giveCopy(n int) {
 	}
 }
 
+// dropCandidate forgets repair candidate i and gives back its copy.
+func (c *Core) dropCandidate(i int) {
+	c.giveCopy(len(c.repair.candidates[i].body))
+	last := len(c.repair.candidates) - 1
+	c.repair.candidates[i] = c.repair.candidates[last]
+	c.repair.candidates[last] = repairCandidate{}
+	c.repair.candidates = c.repair.candidates[:last]
+}
+
+// unchainedToApplied: h, the op above the applied one, does not chain to the
+// applied op's header this replica holds.
+func (c *Core) unchainedToApplied(h *wire.PrepareHeader) bool {
+	if h.Op != c.commitMin+1 {
+		return false
+	}
+	a := c.appliedSlot(c.commitMin)
+	return a != nil && h.Parent != a.header.Checksum
+}
+
 // verifyDown extends the trusted range downward while the slot (or a repair
 // candidate) below it is the parent the chain names.
 func (c *Core) verifyDown() {
@@ -310,7 +329,15 @@ func (c *Core) verifyDown() {
 			// acknowledged: the ops below the window come only with a state.
 			return
 		}
+		// The chain down from a view's log must reach the applied op: one that
+		// does not (its op above the applied one chains elsewhere) is a peer's log
+		// no view has (committed.go), installed before the chain could be checked
+		// this far down. Trust stops above it: nothing of it is applied, and a
+		// later view's log replaces it.
 		if s := c.slotAt(op); s != nil && s.header.Checksum == expected {
+			if c.unchainedToApplied(&s.header) {
+				return
+			}
 			s.trusted = true
 			c.log.trustLow = op
 			continue
@@ -318,17 +345,18 @@ func (c *Core) verifyDown() {
 		found := false
 		for i := range c.repair.candidates {
 			cand := &c.repair.candidates[i]
+			if cand.header.Op == op && cand.header.Checksum == expected && c.unchainedToApplied(&cand.header) {
+				c.dropCandidate(i)
+				c.drops[DropContradictsCommitted]++
+				return
+			}
 			if cand.header.Op == op && cand.header.Checksum == expected {
 				c.discard(op)
 				s := &c.log.slots[op%uint64(len(c.log.slots))]
 				*s = slot{header: cand.header, trusted: true}
 				c.write(s, cand.body)
 				// Written: the Ready's write carries the body now.
-				c.giveCopy(len(cand.body))
-				last := len(c.repair.candidates) - 1
-				c.repair.candidates[i] = c.repair.candidates[last]
-				c.repair.candidates[last] = repairCandidate{}
-				c.repair.candidates = c.repair.candidates[:last]
+				c.dropCandidate(i)
 				c.log.trustLow = op
 				c.repair.progress = true
 				found = true
@@ -343,7 +371,9 @@ func (c *Core) verifyDown() {
 		}
 	}
 	// The applied op must be the parent of the first unapplied one: committed ops
-	// are in every later view's log.
+	// are in every later view's log. No peer's input reaches here unchecked (the
+	// logs installed and the chain walked above are checked against the applied
+	// op, committed.go): failing it is our bug.
 	if c.commitMin > 0 && c.log.trustLow == c.commitMin+1 {
 		if top, below := c.slotAt(c.log.trustLow), c.slotAt(c.commitMin); top != nil && below != nil && below.trusted && top.header.Parent != below.header.Checksum {
 			panic(fmt.Sprintf("vsr: replica %d: op %d does not chain to applied op %d: a committed op changed", c.cfg.ReplicaID, c.log.trustLow, c.commitMin))

@@ -178,6 +178,14 @@ func (c *Core) onDoViewChange(m *wire.DoViewChangeHeader, body []byte) error {
 	if c.status == StatusRecovering {
 		return c.drop(DropNotNormal)
 	}
+	if c.voteContradictsApplied(d) {
+		// No correct replica casts it (committed.go): it is neither a vote nor a
+		// sign that its sender changes view. The view change waits for the other
+		// votes, a view-change quorum of correct replicas; if they are too few, it
+		// times out and the next view tries again, until that peer catches up (a
+		// StartView it can take) or is outvoted.
+		return c.drop(DropContradictsCommitted)
+	}
 	if m.View > c.view {
 		c.startViewChange(m.View)
 	}
@@ -302,6 +310,10 @@ func (c *Core) onStartView(m *wire.StartViewHeader, body []byte) error {
 		return c.drop(DropStale) // it would take back ops this replica applied
 	case c.status == StatusRecovering && !m.Incarnation.IsZero() && m.Incarnation != c.cfg.Incarnation:
 		return c.drop(DropStale) // an answer to an earlier boot's probe
+	case c.contradictsApplied(headers, m.Op):
+		// A view's log carries every op this replica applied (committed.go):
+		// this one is no view's. Its commit point is not taken either.
+		return c.drop(DropContradictsCommitted)
 	}
 	if m.View == c.view && c.status == StatusNormal {
 		// A refresh of the view we follow (we asked: a gap, or committed ops we have
