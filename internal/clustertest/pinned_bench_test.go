@@ -11,12 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/wire"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkPinnedProduce is replicated produce as a new user measures it on this
@@ -227,9 +228,10 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 // monotonicNs is CLOCK_MONOTONIC, the clock `perf record -k CLOCK_MONOTONIC`
 // stamps its events with.
 func monotonicNs() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic(err)
+	const clockMonotonic = 1 // CLOCK_MONOTONIC in linux/time.h
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic(errno)
 	}
 	return ts.Nano()
 }
