@@ -28,7 +28,8 @@
 // benchmarks and tools, SimDisk (faults and crashes) in tests. An append is one write
 // of the caller's bytes, linked to an fdatasync when enforce_fsync is set; otherwise
 // an fdatasync follows whenever messages_required_to_save messages or
-// size_of_messages_required_to_save bytes have been written since the last.
+// size_of_messages_required_to_save bytes have been written since the last, one at
+// a time (a save that comes due while one is in flight follows it: see Log.save).
 //
 // The owner learns through Hooks how far appends are written (Written), how far they
 // are durable (Durable: acknowledge producers up to here) and which failed (Failed: a

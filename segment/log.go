@@ -64,6 +64,10 @@ type Log struct {
 
 	unsyncedMessages uint64
 	unsyncedBytes    int64
+	// saveInFlight: a save's fdatasync is in the ring; saveAgain: a save came due
+	// meanwhile and is issued when it completes (see save).
+	saveInFlight bool
+	saveAgain    bool
 
 	// After a failed write or sync the log stops taking appends, waits until nothing
 	// is in flight, then cuts what failed (rewind.go); broken: a repair failed too,
@@ -342,8 +346,21 @@ func (l *Log) Sync() {
 // time after the .log's fdatasync: a complete index on disk then proves the log under
 // it durable, which is what recovery trusts a segment on. An index written ahead (as
 // a hint) could survive a crash that the log bytes it points at did not.
+//
+// At most one save is in flight: one that comes due meanwhile waits for it and then
+// covers everything written by then. An fdatasync of a file takes milliseconds on a
+// busy disk (a device cache flush), longer than the batches that bring the next
+// save due, and without the wait they piled up in the kernel's io-wq workers (8 in
+// flight at once per log were seen), which a disk ring's writes share: an append's
+// write then waited tens of milliseconds for a worker. The next sync starts no later
+// than the one before it ends, and no acknowledgement waits for a save (an
+// EnforceFsync log syncs each append in its own chain instead).
 func (l *Log) save() {
 	l.unsyncedMessages, l.unsyncedBytes = 0, 0
+	if l.saveInFlight {
+		l.saveAgain = true
+		return
+	}
 	if len(l.segments) == 0 {
 		return // nothing was ever appended
 	}
@@ -358,6 +375,7 @@ func (l *Log) save() {
 	sync := l.request(OpSync, purposeSaveSync, seg)
 	sync.File = seg.logFile
 	sync.target = target
+	l.saveInFlight = true
 	l.st.Submit(sync)
 	l.stats.Syncs++
 }
@@ -533,11 +551,16 @@ func (l *Log) complete(r *Request) {
 			l.fail(seg.syncedEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
 		}
 	case purposeSaveSync:
+		l.saveInFlight = false
 		if r.Err != nil {
 			l.fail(seg.syncedEnd, fmt.Errorf("segment: fdatasync %s: %w", segmentLogName(seg.baseOffset), r.Err))
 		} else if seg.state != segmentSealed {
 			seg.syncedEnd = max(seg.syncedEnd, r.target)
 			l.advanceDurable()
+		}
+		if l.saveAgain {
+			l.saveAgain = false
+			l.Sync()
 		}
 	case purposeIndexWrite:
 		// Only Close writes the open segment's index this way; recovery rebuilds the

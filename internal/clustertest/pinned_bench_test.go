@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/wire"
@@ -37,6 +39,11 @@ import (
 // IGGY_CLUSTERTEST_PROFILE_DIR, when set, serves pprof on every node and writes a
 // CPU profile of each over the first IGGY_CLUSTERTEST_PROFILE_SECONDS (default 5)
 // of each series to that directory (keep it out of the repository).
+// IGGY_CLUSTERTEST_TRACE_DIR, when set, writes there for each series the batches'
+// send times on CLOCK_MONOTONIC with their latencies and the nodes' pids
+// (label-batches.txt), to line up with a `perf record -k CLOCK_MONOTONIC` of the
+// run, and each node's log (label-node<id>.log: run the benchmark with
+// GODEBUG=gctrace=1 and the nodes' GC cycles are in it).
 func BenchmarkPinnedProduce(b *testing.B) { pinnedProduce(b, 1) }
 
 // BenchmarkPinnedProduceTwoShards is BenchmarkPinnedProduce with every node run
@@ -180,13 +187,16 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 	cpuBefore := nodesCPU(b, c)
 	waitBefore := runQueueWait(b, c)
 	latencies := make([]time.Duration, 0, batches)
+	sentMono := make([]int64, 0, batches)
 	start := time.Now()
 	for range batches {
+		sentMono = append(sentMono, monotonicNs())
 		sent := time.Now()
 		send()
 		latencies = append(latencies, time.Since(sent))
 	}
 	elapsed := time.Since(start)
+	writeBatchTrace(b, c, leader, label, sentMono, latencies)
 	cpuAfter := nodesCPU(b, c)
 	waitAfter := runQueueWait(b, c)
 	profiled.Wait()
@@ -213,6 +223,50 @@ func pinnedSeries(b *testing.B, c *cluster, batches int, label string) seriesRes
 		r.backupCPU = time.Duration(float64(backups) / gb / float64(len(c.nodes)-1))
 	}
 	return r
+}
+
+// monotonicNs is CLOCK_MONOTONIC, the clock `perf record -k CLOCK_MONOTONIC`
+// stamps its events with.
+func monotonicNs() int64 {
+	const clockMonotonic = 1 // CLOCK_MONOTONIC in linux/time.h
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic(errno)
+	}
+	return ts.Nano()
+}
+
+// writeBatchTrace writes, when IGGY_CLUSTERTEST_TRACE_DIR is set, the series'
+// batches in send order (send time on CLOCK_MONOTONIC and latency, both in ns)
+// after a line of the pids (client, then each node by id, the leader marked), and
+// each node's log so far.
+func writeBatchTrace(b *testing.B, c *cluster, leader *node, label string, sentMono []int64, latencies []time.Duration) {
+	dir := os.Getenv("IGGY_CLUSTERTEST_TRACE_DIR")
+	if dir == "" {
+		return
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "client %d", os.Getpid())
+	for _, n := range c.nodes {
+		mark := ""
+		if n == leader {
+			mark = "*"
+		}
+		fmt.Fprintf(&out, " node%d%s %d", n.id, mark, n.proc.cmd.Process.Pid)
+	}
+	out.WriteString("\n")
+	for i, at := range sentMono {
+		fmt.Fprintf(&out, "%d %d\n", at, latencies[i].Nanoseconds())
+	}
+	if err := os.WriteFile(filepath.Join(dir, label+"-batches.txt"), []byte(out.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		path := filepath.Join(dir, fmt.Sprintf("%s-node%d.log", label, n.id))
+		if err := os.WriteFile(path, []byte(n.proc.log.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // nodesCPU is the CPU time (user and system) each node's process has used.
