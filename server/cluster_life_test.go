@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,11 +12,11 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// dialPAT logs in at s with a personal access token, staying there.
+// dialPAT logs in at s with a personal access token, following the leader as the
+// SDKs do (clusterUser).
 func dialPAT(t *testing.T, s *Server, token string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithPersonalAccessToken(token), client.WithLeaderRedirection(false),
-		client.WithRequestTimeout(client.DefaultRequestTimeout))
+	c, err := client.Dial(testContext(t), s.Addr().String(), client.WithPersonalAccessToken(token))
 	if err != nil {
 		t.Fatalf("Dial %s with a token: %v", s.Addr(), err)
 	}
@@ -155,44 +156,32 @@ func TestClusterLongLife(t *testing.T) {
 	for i := range cfgs {
 		cfgs[i].SnapshotIntervalOps = defaultSetup().SnapshotIntervalOps
 	}
-	servers := startCluster(t, cfgs)
-	// The test's requests are bounded by their clients' request timeouts: all
-	// of them take longer than testContext's 30 s on a loaded machine.
-	ctx := t.Context()
-	root := dialCluster(t, servers[0])
-	if _, err := root.CreateUser(ctx, "alice", "alice-secret", wire.UserActive, nil); err != nil {
-		t.Fatal(err)
-	}
-	token, err := root.CreatePersonalAccessToken(ctx, "bulk", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.CreateStream(ctx, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.CreateTopic(ctx, client.NameID("orders"), "events", 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "early"); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.JoinConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("early")); err != nil {
-		t.Fatal(err)
-	}
-	to0 := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}
-	send := func(n int, prefix string) {
+	servers := formCluster(t, cfgs)
+	root := dialClusterUser(t, servers[0])
+	root.must("CreateUser", func(ctx context.Context, c *client.Client) error {
+		_, err := c.CreateUser(ctx, "alice", "alice-secret", wire.UserActive, nil)
+		return err
+	})
+	var token string
+	root.must("CreatePersonalAccessToken", func(ctx context.Context, c *client.Client) (err error) {
+		token, err = c.CreatePersonalAccessToken(ctx, "bulk", 0)
+		return err
+	})
+	root.createStream("orders")
+	root.createTopic("orders", "events", 2, nil)
+	createGroup := func(name string) {
 		t.Helper()
-		if _, err := root.SendMessages(ctx, client.NameID("orders"), client.NameID("events"), to0, messages(n, prefix)); err != nil {
-			t.Fatalf("SendMessages: %v", err)
-		}
+		root.must("CreateConsumerGroup", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), name)
+			return err
+		})
 	}
+	createGroup("early")
+	root.join(client.NameID("orders"), client.NameID("events"), client.NameID("early"))
+	send := func(n int, prefix string) { t.Helper(); root.sendTo("orders", "events", 0, messages(n, prefix)) }
 	storeOffset := func(offset uint64) {
 		t.Helper()
-		err := root.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: client.SingleConsumer(client.ID(7)), StreamID: client.NameID("orders"),
-			TopicID: client.NameID("events"), Partition: wire.SomePartition(0), Offset: offset, Ack: wire.AckQuorum})
-		if err != nil {
-			t.Fatalf("StoreConsumerOffset %d: %v", offset, err)
-		}
+		root.storeOffsetOf(client.SingleConsumer(client.ID(7)), "orders", "events", 0, offset)
 	}
 	send(10, "first")
 	storeOffset(4)
@@ -208,41 +197,39 @@ func TestClusterLongLife(t *testing.T) {
 
 	// A follower stops; the others take two snapshots past it and go beyond
 	// their header window, so it can only catch up by a state transfer.
-	stopServer(t, servers[2])
-	_, before := appliedOpOf(t, servers[0])
+	down := root.aFollowerToStop(servers)
+	stopServer(t, servers[down])
+	up := servers[(down+1)%len(servers)]
+	_, before := appliedOpOf(t, up)
 	downAt := op
-	if _, err := root.CreateUser(ctx, "bob", "bob-secret", wire.UserActive, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.CreatePersonalAccessToken(ctx, "while-down", 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "late"); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.DeleteConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("early")); err != nil {
-		t.Fatal(err)
-	}
+	root.must("CreateUser", func(ctx context.Context, c *client.Client) error {
+		_, err := c.CreateUser(ctx, "bob", "bob-secret", wire.UserActive, nil)
+		return err
+	})
+	root.must("CreatePersonalAccessToken", func(ctx context.Context, c *client.Client) error {
+		_, err := c.CreatePersonalAccessToken(ctx, "while-down", 0)
+		return err
+	})
+	createGroup("late")
+	root.deleteGroup(client.NameID("orders"), client.NameID("events"), client.NameID("early"))
 	send(5, "while-down")
 	storeOffset(12)
-	bulkMetadataOps(t, servers[0], token, 4, 290)
-	op, snapshots = appliedOpOf(t, servers[0])
+	bulkMetadataOps(t, up, token, 4, 290)
+	op, snapshots = appliedOpOf(t, up)
 	if snapshots-before < 2 || op-downAt <= journalSlotsMin {
 		t.Fatalf("while the follower was down: %d snapshots, %d ops; want 2 and more than a window", snapshots-before, op-downAt)
 	}
 	t.Logf("follower down: op %d, %d snapshots, %v", op, snapshots, time.Since(started).Round(time.Millisecond))
 
-	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the follower installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
-	if _, err := root.CreateStream(ctx, "after-catch-up"); err != nil {
-		t.Fatal(err)
-	}
+	servers[down] = startTestServer(t, cfgs[down])
+	waitUntil(t, "the follower installs a state", func() bool { return servers[down].meta.TransfersInstalled() > 0 })
+	root.createStream("after-catch-up")
 	sameMetadata(t, servers)
-	primaryView, err := readClusterView(t, root)
+	primaryView, err := readClusterView(t, root.c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	follower := dialCluster(t, servers[2])
+	follower := dialCluster(t, servers[down])
 	var followerView clusterView
 	waitUntil(t, "the follower serves what the primary does", func() bool {
 		followerView, err = readClusterView(t, follower)
@@ -261,19 +248,16 @@ func TestClusterLongLife(t *testing.T) {
 	for i := range cfgs {
 		servers[i] = startTestServer(t, cfgs[i])
 	}
-	var leader uint8
-	waitUntil(t, "the restarted cluster elects", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
-	root = dialCluster(t, servers[leader])
+	leader := awaitAgreedLeader(t, servers)
+	root = dialClusterUser(t, servers[leader])
 	waitUntil(t, "the restarted cluster serves what it did", func() bool {
-		v, err := readClusterView(t, root)
+		v, err := readClusterView(t, root.c)
 		// The root's session of before the restart is gone with its
 		// connection; its group membership too.
 		return err == nil && v.equal(primaryView)
 	})
 	bulkMetadataOps(t, servers[leader], token, 4, 250)
-	if _, err := root.CreateStream(ctx, "after-restart"); err != nil {
-		t.Fatal(err)
-	}
+	root.createStream("after-restart")
 	at := sameMetadata(t, servers)
 	if at < 5000 {
 		t.Fatalf("the cluster lived %d metadata ops, want at least 5,000", at)

@@ -3,13 +3,17 @@ package server
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/config"
 	"github.com/iggy-shard/iggy-shard/internal/freeport"
+	"github.com/iggy-shard/iggy-shard/partition"
+	"github.com/iggy-shard/iggy-shard/shard"
 	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
@@ -336,27 +340,27 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	sameMetadata(t, members)
 }
 
+// TestClusterRestart: a backup stopped while the others write catches up when it
+// starts again, and a whole cluster restarted elects and holds every write. The
+// writes go through a user that follows the leader (clusterUser).
 func TestClusterRestart(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := startCluster(t, cfgs)
-	pc := dialCluster(t, servers[0])
-	if _, err := pc.CreateStream(testContext(t), "before"); err != nil {
-		t.Fatal(err)
-	}
+	servers := formCluster(t, cfgs)
+	u := dialClusterUser(t, servers[0])
+	u.createStream("before")
 
 	// A backup misses writes while it is down (more than a snapshot interval,
 	// so the others cut their journals meanwhile), then recovers (Recovering,
 	// RequestStartView) and repairs what it missed.
-	stopServer(t, servers[2])
+	down := u.aFollowerToStop(servers)
+	stopServer(t, servers[down])
 	const missed = 20
 	for i := range missed {
-		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("missed-%d", i)); err != nil {
-			t.Fatalf("CreateStream with a backup down: %v", err)
-		}
+		u.createStream(fmt.Sprintf("missed-%d", i))
 	}
-	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the restarted backup rejoins", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
-	bc := dialCluster(t, servers[2])
+	servers[down] = startTestServer(t, cfgs[down])
+	awaitAgreedLeader(t, servers)
+	bc := dialCluster(t, servers[down])
 	waitUntil(t, "the restarted backup catches up", func() bool {
 		return hasStream(t, bc, "before") && hasStream(t, bc, fmt.Sprintf("missed-%d", missed-1))
 	})
@@ -369,12 +373,8 @@ func TestClusterRestart(t *testing.T) {
 	for i := range cfgs {
 		servers[i] = startTestServer(t, cfgs[i])
 	}
-	var leader uint8
-	waitUntil(t, "the restarted cluster elects", func() (ok bool) { leader, ok = agreedLeader(servers); return ok })
-	lc := dialCluster(t, servers[leader])
-	if _, err := lc.CreateStream(testContext(t), "after"); err != nil {
-		t.Fatalf("CreateStream after the restart: %v", err)
-	}
+	leader := awaitAgreedLeader(t, servers)
+	dialClusterUser(t, servers[leader]).createStream("after")
 	for _, s := range servers {
 		c := dialCluster(t, s)
 		waitUntil(t, "every node holds every write", func() bool {
@@ -408,11 +408,9 @@ func TestClusterPartitionPlane(t *testing.T) {
 
 func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := startCluster(t, cfgs)
-	pc := dialCluster(t, servers[0])
-	if _, err := pc.CreateStream(testContext(t), "orders"); err != nil {
-		t.Fatal(err)
-	}
+	servers := formCluster(t, cfgs)
+	u := dialClusterUser(t, servers[0])
+	stream := u.createStream("orders")
 	var options []byte
 	if enforceFsync {
 		var err error
@@ -420,46 +418,106 @@ func testClusterPartitionPlane(t *testing.T, enforceFsync bool) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pc.CreateTopic(testContext(t), client.NameID("orders"), "events", 1, options); err != nil {
-		t.Fatal(err)
-	}
-	clients := []*client.Client{pc, dialCluster(t, servers[1]), dialCluster(t, servers[2])}
-	to0 := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: 0}
-	for _, c := range clients[1:] {
-		waitUntil(t, "the topic reaches a backup", func() bool { return polledCount(t, c) == 0 })
+	topic := u.createTopic("orders", "events", 1, options)
+	k := partition.Key{StreamID: stream.ID, TopicID: topic.ID, PartitionID: 0}
+	clients := []*client.Client{dialCluster(t, servers[0]), dialCluster(t, servers[1]), dialCluster(t, servers[2])}
+	for _, c := range clients {
+		waitUntil(t, "the topic reaches every node", func() bool { return polledCount(t, c) == 0 })
 	}
 
-	// The partition's group starts in view 0 on every node: node 0 leads it. A
-	// send there is replicated and polled at every node, followers included.
-	if _, err := pc.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(5, "m")); err != nil {
-		t.Fatalf("SendMessages at the partition's primary: %v", err)
-	}
+	// A send at the partition's primary is replicated and polled at every node,
+	// followers included.
+	u.sendTo("orders", "events", 0, messages(5, "m"))
 	for i, c := range clients {
 		waitUntil(t, fmt.Sprintf("the messages reach node %d", i), func() bool { return polledCount(t, c) == 5 })
 	}
 	// A send at a backup of the partition's group is refused as not accepted.
-	_, err := clients[1].SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "b"))
-	if code := wire.ErrorCode(0); !errors.As(err, &code) || code != wire.ErrTransientNotAccepted {
-		t.Fatalf("SendMessages at a backup: %v, want 58 TransientNotAccepted", err)
-	}
+	held := 5 + sendRefusedAtABackup(t, servers, clients, k)
 
-	// Node 0 stops: the partition's group elects among the others, and one of
-	// them takes sends again.
-	stopServer(t, servers[0])
-	var accepted int
-	waitUntil(t, "a node takes sends after the failover", func() bool {
-		for i, c := range clients[1:] {
-			if _, err := c.SendMessages(testContext(t), client.NameID("orders"), client.NameID("events"), to0, messages(1, "after")); err == nil {
-				accepted = i + 1
-				return true
-			}
+	// The partition's primary stops: its group elects among the others, and one
+	// of them takes sends again.
+	primary := partitionPrimary(t, servers, k)
+	stopServer(t, servers[primary])
+	var rest []*client.Client
+	var restNodes []*Server
+	var restIndexes []int
+	for i := range servers {
+		if i != primary {
+			rest, restNodes, restIndexes = append(rest, clients[i]), append(restNodes, servers[i]), append(restIndexes, i)
 		}
-		return false
-	})
-	for i, c := range clients[1:] {
-		waitUntil(t, fmt.Sprintf("node %d holds every message", i+1), func() bool { return polledCount(t, c) == 6 })
 	}
-	t.Logf("node %d took the send after the failover", accepted)
+	dialClusterUser(t, restNodes[0]).sendTo("orders", "events", 0, messages(1, "after"))
+	for _, c := range rest {
+		waitUntil(t, "the others hold every message", func() bool { return polledCount(t, c) == held+1 })
+	}
+	t.Logf("node %d led the partition; node %d took the send after the failover", primary, restIndexes[partitionPrimary(t, restNodes, k)])
+}
+
+// partitionPrimaries are the indexes in servers of the nodes whose replica of
+// partition k's group is its primary.
+func partitionPrimaries(t *testing.T, servers []*Server, k partition.Key) []int {
+	t.Helper()
+	var primaries []int
+	for i, s := range servers {
+		var mu sync.Mutex
+		primary := false
+		err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+			if s.ownerOf(k) == sh.Index() && s.handlers[sh.Index()].owned.Store.IsPrimary(k) {
+				mu.Lock()
+				primary = true
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatalf("Inspect node %d: %v", i, err)
+		}
+		if primary {
+			primaries = append(primaries, i)
+		}
+	}
+	return primaries
+}
+
+// partitionPrimary waits until exactly one of servers leads partition k's group
+// and returns it.
+func partitionPrimary(t *testing.T, servers []*Server, k partition.Key) int {
+	t.Helper()
+	var primaries []int
+	waitUntil(t, "the partition's group has one primary", func() bool {
+		primaries = partitionPrimaries(t, servers, k)
+		return len(primaries) == 1
+	})
+	return primaries[0]
+}
+
+// sendRefusedAtABackup checks that a send to partition k at a backup of its group
+// (through that node's client of clients, which stays there) is refused as not
+// accepted, and returns how many messages sends it made were taken. A send that
+// met a move of the group's primary (a stall of the test process starts view
+// changes) is no refusal to check: it is tried again at a backup of the new
+// primary, a few times.
+func sendRefusedAtABackup(t *testing.T, servers []*Server, clients []*client.Client, k partition.Key) (taken int) {
+	t.Helper()
+	const attemptsMax = 3
+	to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: k.PartitionID}
+	for range attemptsMax {
+		primary := partitionPrimary(t, servers, k)
+		backup := (primary + 1) % len(servers)
+		_, err := clients[backup].SendMessages(testContext(t), wire.NumericIdentifier(k.StreamID), wire.NumericIdentifier(k.TopicID), to, messages(1, "b"))
+		after := partitionPrimaries(t, servers, k)
+		if code := wire.ErrorCode(0); errors.As(err, &code) && code == wire.ErrTransientNotAccepted {
+			return taken
+		}
+		if err == nil {
+			taken++
+		}
+		if slices.Equal(after, []int{primary}) {
+			t.Fatalf("SendMessages at node %d, a backup of node %d's group: %v, want 58 TransientNotAccepted", backup, primary, err)
+		}
+		t.Logf("SendMessages at node %d, a backup of node %d's group: %v, primaries now %v; tried again", backup, primary, err, after)
+	}
+	t.Fatalf("no send at a backup without a move of the primary meanwhile in %d attempts", attemptsMax)
+	return 0
 }
 
 func TestClusterStateTransfer(t *testing.T) {
@@ -470,29 +528,22 @@ func TestClusterStateTransfer(t *testing.T) {
 	for i := range cfgs {
 		cfgs[i].metaJournalSlots = 128
 	}
-	servers := make([]*Server, len(cfgs))
-	for i := range cfgs {
-		servers[i] = startTestServer(t, cfgs[i])
-	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
-	pc := dialCluster(t, servers[0])
-	stopServer(t, servers[2])
+	servers := formCluster(t, cfgs)
+	u := dialClusterUser(t, servers[0])
+	down := u.aFollowerToStop(servers)
+	stopServer(t, servers[down])
 	const writes = 200
 	for i := range writes {
-		if _, err := pc.CreateStream(testContext(t), fmt.Sprintf("s-%d", i)); err != nil {
-			t.Fatalf("CreateStream %d: %v", i, err)
-		}
+		u.createStream(fmt.Sprintf("s-%d", i))
 	}
-	servers[2] = startTestServer(t, cfgs[2])
-	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[2].meta.TransfersInstalled() > 0 })
-	bc := dialCluster(t, servers[2])
+	servers[down] = startTestServer(t, cfgs[down])
+	waitUntil(t, "the lagging backup installs a state", func() bool { return servers[down].meta.TransfersInstalled() > 0 })
+	bc := dialCluster(t, servers[down])
 	waitUntil(t, "the lagging backup holds every write", func() bool {
 		return len(streamNames(t, bc)) == writes
 	})
 	// It goes on following the log after the transfer.
-	if _, err := pc.CreateStream(testContext(t), "after-transfer"); err != nil {
-		t.Fatal(err)
-	}
+	u.createStream("after-transfer")
 	waitUntil(t, "a write after the transfer reaches it", func() bool { return hasStream(t, bc, "after-transfer") })
 }
 

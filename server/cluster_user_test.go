@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -160,4 +161,61 @@ func (u *clusterUser) createTopic(stream, name string, partitions uint32, option
 		return err
 	})
 	return topic
+}
+
+// formCluster starts a node per configuration and waits until they agree on a
+// leader, whichever: a stall of the test process while they form may already
+// have moved it from node 0.
+func formCluster(t *testing.T, cfgs []setup) []*Server {
+	t.Helper()
+	servers := make([]*Server, len(cfgs))
+	for i := range cfgs {
+		servers[i] = startTestServer(t, cfgs[i])
+	}
+	awaitAgreedLeader(t, servers)
+	return servers
+}
+
+// awaitAgreedLeader waits until running agree on a leader and returns it.
+func awaitAgreedLeader(t *testing.T, running []*Server) uint8 {
+	t.Helper()
+	var leader uint8
+	waitUntil(t, "the nodes agree on a leader", func() (ok bool) { leader, ok = agreedLeader(running); return ok })
+	return leader
+}
+
+// nodeOf is the index in servers of the node the user is connected to (-1 for
+// none of them).
+func (u *clusterUser) nodeOf(servers []*Server) int {
+	for i, s := range servers {
+		if s != nil && sameNode(s.Addr().String(), u.c.Addr()) {
+			return i
+		}
+	}
+	return -1
+}
+
+// sameNode reports whether two host:port addresses of loopback nodes name one
+// node (a client's advertised leader address may spell the host otherwise).
+func sameNode(a, b string) bool {
+	_, pa, errA := net.SplitHostPort(a)
+	_, pb, errB := net.SplitHostPort(b)
+	return errA == nil && errB == nil && pa == pb
+}
+
+// aFollowerToStop is a node that neither leads now nor holds the user's
+// connection: stopping it takes a backup away, as the test means to, and leaves
+// the user's session where it is (a user whose node stops sees its connection
+// break; an application would dial again).
+func (u *clusterUser) aFollowerToStop(servers []*Server) int {
+	u.t.Helper()
+	leader := awaitAgreedLeader(u.t, servers)
+	at := u.nodeOf(servers)
+	for i := range servers {
+		if i != int(leader) && i != at {
+			return i
+		}
+	}
+	u.t.Fatalf("no follower to stop: leader %d, the user at node %d", leader, at)
+	return -1
 }
