@@ -27,6 +27,7 @@ splice_pin_max = "5 s"
 splice_plans_max = 8
 splice_pipes_per_shard = 4
 splice_pipe_size = "256 KiB"
+splice_ring = true
 scrub_bytes_per_second = "1 MiB"
 `)
 	tests := []struct {
@@ -38,12 +39,12 @@ scrub_bytes_per_second = "1 MiB"
 	}{
 		{name: "defaults", want: DefaultPartition()},
 		{name: "file", path: full, want: Partition{SpliceReplyBytesMin: 512 << 10, SpliceTrustWrites: true, SplicePinMax: 5 * time.Second,
-			SplicePlansMax: 8, SplicePipesPerShard: 4, SplicePipeSizeBytes: 256 << 10, ScrubBytesPerSecond: 1 << 20}},
+			SplicePlansMax: 8, SplicePipesPerShard: 4, SplicePipeSizeBytes: 256 << 10, SpliceRing: true, ScrubBytesPerSecond: 1 << 20}},
 		{name: "environment over file", path: full, env: map[string]string{
 			"IGGY_SYSTEM_PARTITION_SPLICE_REPLY_MIN": "off", "IGGY_SYSTEM_PARTITION_SPLICE_TRUST_WRITES": "false",
 			"IGGY_SYSTEM_PARTITION_SPLICE_PIN_MAX": "1 m", "IGGY_SYSTEM_PARTITION_SPLICE_PLANS_MAX": "16",
 			"IGGY_SYSTEM_PARTITION_SPLICE_PIPES_PER_SHARD": "2", "IGGY_SYSTEM_PARTITION_SPLICE_PIPE_SIZE": "64 KiB",
-			"IGGY_SYSTEM_PARTITION_SCRUB_BYTES_PER_SECOND": "0",
+			"IGGY_SYSTEM_PARTITION_SCRUB_BYTES_PER_SECOND": "0", "IGGY_SYSTEM_PARTITION_SPLICE_RING": "false",
 		}, want: Partition{SpliceReplyBytesMin: -1, SplicePinMax: time.Minute, SplicePlansMax: 16, SplicePipesPerShard: 2,
 			SplicePipeSizeBytes: 64 << 10}},
 		{name: "unknown key", path: write("unknown.toml", "[system.partition]\nsplice_replies_min = \"1 MiB\"\n"),
@@ -54,6 +55,8 @@ scrub_bytes_per_second = "1 MiB"
 			setting: "system.partition.splice_reply_min"},
 		{name: "trust that is no boolean", env: map[string]string{"IGGY_SYSTEM_PARTITION_SPLICE_TRUST_WRITES": "maybe"},
 			setting: "IGGY_SYSTEM_PARTITION_SPLICE_TRUST_WRITES"},
+		{name: "a splice ring that is no boolean", path: write("ring.toml", "[system.partition]\nsplice_ring = \"sometimes\"\n"),
+			setting: "system.partition.splice_ring"},
 		{name: "a zero pin", path: write("pin.toml", "[system.partition]\nsplice_pin_max = \"0 s\"\n"), setting: "system.partition.splice_pin_max"},
 		{name: "a pin that is no duration", env: map[string]string{"IGGY_SYSTEM_PARTITION_SPLICE_PIN_MAX": "long"},
 			setting: "IGGY_SYSTEM_PARTITION_SPLICE_PIN_MAX"},

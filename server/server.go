@@ -328,6 +328,7 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		// [system.partition]'s pipe pool (config.Partition).
 		PipesPerShardMax: cfg.Partition.SplicePipesPerShard,
 		PipeSizeBytes:    cfg.Partition.SplicePipeSizeBytes,
+		SpliceRing:       cfg.Partition.SpliceRing,
 	})
 	if err != nil {
 		if tlsListener != nil {

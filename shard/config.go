@@ -82,6 +82,12 @@ type Config struct {
 	// PipeSizeBytes is the capacity asked for each pipe (F_SETPIPE_SZ); the
 	// kernel may grant less. Default PipeSizeBytesDefault.
 	PipeSizeBytes int
+	// SpliceRing runs spliced replies on a ring of each shard's own
+	// (splicering.go) instead of the connection ring: about half the context
+	// switches per MB polled by several consumers, but a lone consumer's poll
+	// waits longer on a quiet machine. Off by default (splicering.go says what
+	// was measured).
+	SpliceRing bool
 
 	// Replica, when set, gives the runtime a replica plane (replica.go): a
 	// tcp_replica listener and connections to the other nodes of a cluster, whose

@@ -35,6 +35,17 @@ import (
 // that the slot is empty before the connection ring can hand it to another
 // socket; a ring closed at shutdown drops its table whole. Connections never move
 // between shards once open, so a copy lives and ends on one shard.
+//
+// The ring is off unless Config.SpliceRing ([system.partition] splice_ring). On
+// this 2-core machine, quiet, main's build against one without the ring, 6
+// interleaved rounds (session of 2026-12-05): a lone consumer's 1 MB polls
+// (server BenchmarkTransport tls=false/consumer) went at 3,197-4,103 MB/s with it
+// against 3,587-5,830 without, slower in every round (p50 239-309 µs against
+// 164-262: the worker's completion reaches the shard through the eventfd, a wake
+// more per reply); four consumers (BenchmarkConsumers) were within noise
+// (x-loopback 0.63-0.92 against 0.64-0.81). Loaded by other processes, the ring
+// halved the context switches per MB of four consumers (9.6-11.0 to 4.7-6.1) and
+// cut their p50 by a quarter to two fifths.
 
 // socketCopy is whether a registered socket's copy is in the splice ring's table.
 type socketCopy uint8
@@ -79,6 +90,9 @@ const spliceRingRetryNs = int64(time.Second)
 // spliceRing returns the splice ring, made now if there is none yet and the last
 // try is long enough ago; nil: splice on the connection ring.
 func (s *Shard) spliceRing() *ring.Ring {
+	if !s.cfg.SpliceRing {
+		return nil
+	}
 	sp := &s.splice
 	if sp.ring != nil || sp.ringTriedNs != 0 && s.clock.nowNs-sp.ringTriedNs < spliceRingRetryNs {
 		return sp.ring

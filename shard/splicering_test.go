@@ -94,7 +94,7 @@ func closedByServer(t *testing.T, c *testClient, what string) {
 // same slots each get a copy of their own socket, and the copies take no
 // descriptor of the process (a shard's splice ring and its eventfd take two).
 func TestSpliceSocketCopyEndsWithItsConnection(t *testing.T) {
-	g := startSpliceRig(t, Config{ShardCount: 3, FdPass: fdpass.ModeMsgRing, PipeSizeBytes: 64 << 10, FrameTimeout: 100 * time.Millisecond}, 16<<20)
+	g := startSpliceRig(t, Config{ShardCount: 3, FdPass: fdpass.ModeMsgRing, PipeSizeBytes: 64 << 10, FrameTimeout: 100 * time.Millisecond, SpliceRing: true}, 16<<20)
 	reply := spliceRun{4097, 200 << 10} // several pieces, from inside a page
 	clients := make([]*testClient, 4)
 	for i := range clients {
@@ -177,7 +177,7 @@ func (s *Shard) spliceFilesInstalled() int {
 // splices on the connection ring, byte for byte the same, and makes the ring
 // when it tries again.
 func TestSpliceOnTheConnectionRing(t *testing.T) {
-	g := startSpliceRig(t, Config{ShardCount: 2, FdPass: fdpass.ModeMsgRing, PipeSizeBytes: 64 << 10}, 4<<20)
+	g := startSpliceRig(t, Config{ShardCount: 2, FdPass: fdpass.ModeMsgRing, PipeSizeBytes: 64 << 10, SpliceRing: true}, 4<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	failedNow := func(s *Shard) { s.splice.ringTriedNs = s.NowNs() }
