@@ -111,22 +111,36 @@ func isTransient(err error) bool {
 
 // RetryGroupOffsetDeletes asks again for the deletions due. It runs on the
 // shard's every turn (handler.Tick).
-func (h *Host) RetryGroupOffsetDeletes() {
-	if len(h.groupOffsets.deletes) == 0 {
+func (h *Host) RetryGroupOffsetDeletes() { retryDue(h, &h.groupOffsets.deletes) }
+
+// retried is an effect asked again, a little later, until its op has applied
+// here: a deleted group's offsets (this file), a DeleteSegments
+// (segmentdeletes.go). try puts it back in its list if it is still refused.
+type retried interface {
+	try()
+	due() int64
+}
+
+// retryDue tries the effects of list that are due and keeps the others, with a
+// turn asked for when each comes due.
+func retryDue[T retried](h *Host, list *[]T) {
+	if len(*list) == 0 {
 		return
 	}
 	now := h.shard.NowNs()
-	due := h.groupOffsets.deletes
-	h.groupOffsets.deletes = nil
+	due := *list
+	*list = nil
 	for _, d := range due {
-		if now >= d.dueNs {
+		if now >= d.due() {
 			d.try() // back in the list if it is still refused
 			continue
 		}
-		h.groupOffsets.deletes = append(h.groupOffsets.deletes, d)
-		h.shard.WakeAt(d.dueNs)
+		*list = append(*list, d)
+		h.shard.WakeAt(d.due())
 	}
 }
+
+func (d *groupOffsetDelete) due() int64 { return d.dueNs }
 
 // QueueGroupOffsetDelete queues the deletion of a group's offset on partition k,
 // as its op of revision asked, to be asked at once by the next retry (tests: a

@@ -106,22 +106,9 @@ func (d *segmentsDelete) settle(err error) {
 
 // RetrySegmentDeletes asks again for the DeleteSegments effects due. It runs on
 // the shard's every turn.
-func (h *Host) RetrySegmentDeletes() {
-	if len(h.segmentDeletes.pending) == 0 {
-		return
-	}
-	now := h.shard.NowNs()
-	due := h.segmentDeletes.pending
-	h.segmentDeletes.pending = nil
-	for _, d := range due {
-		if now >= d.dueNs {
-			d.try() // back in the list if it is still refused
-			continue
-		}
-		h.segmentDeletes.pending = append(h.segmentDeletes.pending, d)
-		h.shard.WakeAt(d.dueNs)
-	}
-}
+func (h *Host) RetrySegmentDeletes() { retryDue(h, &h.segmentDeletes.pending) }
+
+func (d *segmentsDelete) due() int64 { return d.dueNs }
 
 // segmentDeletes are the DeleteSegments effects waiting for their op.
 type segmentDeletes struct {

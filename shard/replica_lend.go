@@ -66,18 +66,7 @@ func (rr *replicaRuntime) lentReturnQueue(to, from int) *Queue[Releaser] {
 // retryLentReturns pushes the returns that found their queue full; every turn while
 // any is kept.
 func (s *Shard) retryLentReturns() {
-	r := s.replica
-	kept := r.lentReturnsKept[:0]
-	for _, p := range r.lentReturnsKept {
-		if !s.pushLentReturn(p.to, p.done) {
-			kept = append(kept, p)
-		}
-	}
-	clear(r.lentReturnsKept[len(kept):])
-	r.lentReturnsKept = kept
-	if len(kept) > 0 {
-		s.WakeAt(s.NowNs() + replicaReturnRetryNs)
-	}
+	retryKept(s, &s.replica.lentReturnsKept, func(p lentReturn) bool { return s.pushLentReturn(p.to, p.done) })
 }
 
 // drainLentReturns releases the frames this shard lent that other shards sent, at

@@ -278,16 +278,25 @@ func (s *Shard) releaseReplicaOut(out replicaOut) {
 
 // retryReleases posts the buffer returns that found their inbox full; every turn.
 func (s *Shard) retryReleases() {
-	r := s.replica
-	kept := r.releases[:0]
-	for _, p := range r.releases {
-		if !s.Post(p.to, p.m) {
-			kept = append(kept, p)
+	retryKept(s, &s.replica.releases, func(p pendingRelease) bool { return s.Post(p.to, p.m) })
+}
+
+// retryKept pushes again the returns that found their queue full (a copied
+// frame's buffer, a lent frame's release), keeps those that still find it full,
+// and asks for a turn soon while any is kept: an idle shard may take no other.
+func retryKept[T any](s *Shard, kept *[]T, push func(T) bool) {
+	if len(*kept) == 0 {
+		return
+	}
+	still := (*kept)[:0]
+	for _, p := range *kept {
+		if !push(p) {
+			still = append(still, p)
 		}
 	}
-	clear(r.releases[len(kept):])
-	r.releases = kept
-	if len(kept) > 0 {
+	clear((*kept)[len(still):])
+	*kept = still
+	if len(still) > 0 {
 		s.WakeAt(s.NowNs() + replicaReturnRetryNs)
 	}
 }
