@@ -349,7 +349,8 @@ func (p *Plane) replay(token uint64, hdr *wire.RequestHeader, cached []byte) {
 		p.answer(token, Answer{Frame: AppendWithheldToken(append([]byte(nil), cached...), minted.token)})
 		return
 	}
-	p.answer(token, Answer{Frame: cached})
+	// A Logout's replay ends the connection's session as the Logout did.
+	p.answer(token, Answer{Frame: cached, LoggedOut: hdr.Operation == wire.OperationLogout})
 }
 
 // AppendWithheldToken completes a committed CreatePersonalAccessToken reply frame

@@ -107,6 +107,10 @@ func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output
 		epoch, _, registered := table.Session(h.Client)
 		if !registered {
 			c.Skipped = true
+			if reply, ok := table.LoggedOutReply(h.Client, h.Request); ok && h.Operation == wire.OperationLogout {
+				// A second proposal of the Logout that ended the session.
+				c.Frame = append([]byte(nil), reply...)
+			}
 			return c
 		}
 		if verdict, cached := table.Preflight(h.Client, epoch, h.Request, h.RequestChecksum); verdict != vsr.PreflightExecute {
@@ -142,7 +146,7 @@ func applyOp(state *metadata.State, table *vsr.ClientTable, out *metadata.Output
 		rh.Put(frame)
 		switch {
 		case h.Operation == wire.OperationLogout:
-			if table.Remove(h.Client) {
+			if table.CommitLogout(h.Client, h.Request, h.RequestChecksum, frame) {
 				c.Ended = append(c.Ended, h.Client)
 			}
 		case h.Operation == wire.OperationEndSessions:

@@ -26,7 +26,9 @@ const (
 	// has one metadata request outstanding at a time.
 	PreflightInFlight
 	// PreflightNoSession: the client has no entry (never registered, logged out, or
-	// evicted from the table): evict the session with reason NoSession.
+	// evicted from the table): evict the session with reason NoSession. The replay
+	// of the Logout that ended the session is PreflightReplay instead
+	// (CommitLogout).
 	PreflightNoSession
 	// PreflightSessionTooLow: the request carries an older session epoch than the
 	// client's latest registration (a zombie connection): evict with SessionTooLow.
@@ -91,6 +93,9 @@ type ClientTable struct {
 	entries []clientEntry
 	index   map[wire.Uint128]int32
 	free    []int32
+	// loggedOut are the sessions ended by their own Logout, oldest first, at
+	// most LoggedOutMax (logouts.go).
+	loggedOut []loggedOut
 }
 
 // NewClientTable makes a table of at most max clients.
@@ -136,7 +141,7 @@ func (t *ClientTable) Session(client wire.Uint128) (epoch uint64, userID uint32,
 func (t *ClientTable) Preflight(client wire.Uint128, session, request uint64, checksum wire.Uint128) (verdict Preflight, reply []byte) {
 	i, ok := t.index[client]
 	if !ok {
-		return PreflightNoSession, nil
+		return t.preflightLoggedOut(client, session, request, checksum)
 	}
 	e := &t.entries[i]
 	switch {
@@ -193,6 +198,7 @@ func (t *ClientTable) CommitRegister(client wire.Uint128, userID uint32, commitO
 func (t *ClientTable) CommitRegisterEvicting(client wire.Uint128, userID uint32, commitOp uint64, reply []byte) (epoch uint64, evicted wire.Uint128) {
 	i, ok := t.index[client]
 	if !ok {
+		t.forgetLogout(client)
 		i, evicted = t.allocate()
 		t.entries[i] = clientEntry{client: client, used: true}
 		t.index[client] = i
@@ -254,7 +260,8 @@ func (t *ClientTable) CommitRequest(client wire.Uint128, request uint64, checksu
 	e.latestCommit = commitOp
 }
 
-// Remove drops a client (a committed Logout).
+// Remove drops a client whose session ended otherwise than by its own Logout
+// (CommitLogout): a closed connection's, a test's.
 func (t *ClientTable) Remove(client wire.Uint128) bool {
 	i, ok := t.index[client]
 	if !ok {

@@ -194,6 +194,9 @@ func TestICT2RejectsEveryCorruption(t *testing.T) {
 func FuzzDecodeICT2(f *testing.F) {
 	f.Add(filledTable().AppendICT2(nil))
 	f.Add(NewClientTable(2).AppendICT2(nil))
+	withLogout := filledTable()
+	withLogout.CommitLogout(wire.Uint128{Lo: 1000, Hi: 1}, 2, wire.Uint128{Lo: 2}, reply(20, 2, ""))
+	f.Add(withLogout.AppendICT2(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tab, err := DecodeICT2(b, 64)
 		if err != nil {

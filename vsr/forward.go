@@ -397,7 +397,8 @@ func (c *Core) expireForwards() {
 // its answers may never come. The client hears what a timeout tells it (a
 // transient refusal, retried) a heartbeat timeout after the primary failed instead
 // of at the forward's own deadline; an op the old primary did commit is replayed
-// from the client table like any retry.
+// from the client table like any retry, a Logout from the table's record of the
+// sessions ended by their own Logout (logouts.go).
 func (c *Core) abandonForwards() {
 	for _, f := range c.forwards.out {
 		c.rd.Forwards = append(c.rd.Forwards, ForwardOutcome{Nonce: f.nonce, Client: f.client, Register: f.register, TimedOut: true})

@@ -13,9 +13,16 @@ import (
 
 // The client table travels (state transfer) and rests (snapshots) as ICT2:
 //
-//	"ICT2" | count u32 | count x entry | xxh3-64 of everything before, u64
+//	"ICT2" | count u32 | count x entry | [logouts] | xxh3-64 of everything before, u64
 //	entry = client u128 | epoch u64 | user_id u32 | watermark u64 |
 //	        watermark_checksum u128 | ring_len u8 (1..5) | ring_len x (len u32 | reply)
+//	logouts = logouts_count u32 (1..LoggedOutMax) | logouts_count x logout
+//	logout = client u128 | epoch u64 | request_checksum u128 | len u32 | reply
+//
+// The logouts section holds the sessions ended by their own Logout (logouts.go),
+// oldest first, none of them a client with an entry. It is left out when there
+// are none: such a table encodes as it did before the section existed, and an
+// older iggy-shard reads it; one with logouts it refuses (trailing bytes).
 //
 // Entries go in ascending client-id order (the decoder insists), so equal tables
 // encode to equal bytes whatever their slot history; the reference server lists
@@ -58,7 +65,59 @@ func (t *ClientTable) AppendICT2(dst []byte) []byte {
 			dst = append(dst, e.replies[k].reply...)
 		}
 	}
+	if len(t.loggedOut) > 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.loggedOut)))
+		for k := range t.loggedOut {
+			r := &t.loggedOut[k]
+			r.client.Put(u128[:])
+			dst = append(dst, u128[:]...)
+			dst = binary.LittleEndian.AppendUint64(dst, r.epoch)
+			r.checksum.Put(u128[:])
+			dst = append(dst, u128[:]...)
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.reply)))
+			dst = append(dst, r.reply...)
+		}
+	}
 	return binary.LittleEndian.AppendUint64(dst, xxh3.Hash(dst[start:]))
+}
+
+// ict2LogoutFixedBytes is a logout record's size before its reply.
+const ict2LogoutFixedBytes = 16 + 8 + 16 + 4
+
+// decodeLogouts reads the logouts section of an ICT2 encoding into t, whose
+// entries are decoded.
+func (t *ClientTable) decodeLogouts(b []byte) error {
+	if len(b) < 4 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrClientTableCorrupt, len(b))
+	}
+	count := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if count == 0 || count > LoggedOutMax || uint64(count)*ict2LogoutFixedBytes > uint64(len(b)) {
+		return fmt.Errorf("%w: %d logouts in %d bytes", ErrClientTableCorrupt, count, len(b))
+	}
+	t.loggedOut = make([]loggedOut, 0, count)
+	for n := uint32(0); n < count; n++ {
+		if len(b) < ict2LogoutFixedBytes {
+			return fmt.Errorf("%w: logout %d truncated", ErrClientTableCorrupt, n)
+		}
+		r := loggedOut{client: wire.GetUint128(b), epoch: binary.LittleEndian.Uint64(b[16:]), checksum: wire.GetUint128(b[24:])}
+		size := binary.LittleEndian.Uint32(b[40:])
+		b = b[ict2LogoutFixedBytes:]
+		if uint64(size) > uint64(len(b)) || size < wire.HeaderSize {
+			return fmt.Errorf("%w: logout %d reply of %d bytes", ErrClientTableCorrupt, n, size)
+		}
+		r.reply = append([]byte(nil), b[:size]...)
+		r.request = binary.LittleEndian.Uint64(r.reply[200:])
+		b = b[size:]
+		if _, live := t.index[r.client]; r.client.IsZero() || live || t.logoutOf(r.client) >= 0 {
+			return fmt.Errorf("%w: logout %d of client %v: zero, listed twice or with an entry", ErrClientTableCorrupt, n, r.client)
+		}
+		t.loggedOut = append(t.loggedOut, r)
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrClientTableCorrupt, len(b))
+	}
+	return nil
 }
 
 // DecodeICT2 rebuilds a table of at most max clients from its encoding. The
@@ -126,7 +185,9 @@ func DecodeICT2(b []byte, max int) (*ClientTable, error) {
 		t.index[e.client] = i
 	}
 	if len(rest) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrClientTableCorrupt, len(rest))
+		if err := t.decodeLogouts(rest); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
