@@ -300,8 +300,9 @@ func (c *cluster) onReply(r *clientReply) {
 	}
 	if !r.refused && replyOperation(r.frame) != wire.OperationLogout {
 		// Every reply is the one cached for the request: the frame of the op
-		// that executed it, on every replica. (A Logout's is cached nowhere: its
-		// session's entry goes with it.)
+		// that executed it, on every replica. (A Logout's is not checked here: its
+		// session's entry goes with it, and its reply is kept apart, in the
+		// client table's record of logouts, vsr/logouts.go.)
 		if first, ok := c.meta.outcomes[r.op]; !ok || first.skipped || first.replyDigest != xxh3.Hash(r.frame) {
 			c.fail("client %d request %d answered with a reply of op %d that is not the reply cached for it (applied %v)", r.client, r.request, r.op, ok)
 			return
