@@ -29,10 +29,32 @@ func newJournaledStore(t testing.TB, seed uint64, cfg Config) (*Store, *simStora
 // before it is applied: a crash after the journal write and before the log's own
 // write leaves the batch in the journal, and opening the partition replays it.
 func TestDurableJournalReplaysAfterCrash(t *testing.T) {
+	replaysAfterCrash(t, 300, Replication{JournalFile: JournalFileAlways}, func(seed uint64, s2 *Store, crashed *simStorages) {
+		if size, _ := crashed.disks[s2.Dir(testKey)].SizeOf(journalFileName); size != 0 {
+			t.Fatalf("seed %d: the journal holds %d bytes after its replay", seed, size)
+		}
+		// The group goes on from the replayed end.
+		if base := mustSend(t, s2, testKey, makeBatch(t, 5, 1, 20), 3); base != 5 {
+			t.Fatalf("seed %d: next batch at %d", seed, base)
+		}
+	})
+}
+
+// replaysAfterCrash runs, for 20 seeds from seedBase, an enforce_fsync store of
+// writer's settings that applied offsets 0..2 and journaled 3..4, crashed between
+// the journal write and the log's; reopened with the default settings, the store
+// must serve offsets 0..4, and then after(seed, the reopened store, the crashed
+// storages) checks more. At least one seed must crash in between.
+func replaysAfterCrash(t *testing.T, seedBase uint64, writer Replication, after func(seed uint64, s2 *Store, crashed *simStorages)) {
+	t.Helper()
 	tested := 0
 	for seed := uint64(0); seed < 20; seed++ {
 		cfg := fsyncConfig()
-		s, st := newJournaledStore(t, 300+seed, cfg)
+		st := newSimStorages(seedBase + seed)
+		s := NewReplicatedStore("local_data", st, writer)
+		if err := s.Create(testKey, cfg, 1234); err != nil {
+			t.Fatal(err)
+		}
 		mustSend(t, s, testKey, makeBatch(t, 0, 3, 20), 1)
 		rec := newSendRecorder()
 		if err := s.Send(testKey, sendRequest(makeBatch(t, 3, 2, 20)), 2, rec, 1); err != nil {
@@ -58,12 +80,8 @@ func TestDurableJournalReplaysAfterCrash(t *testing.T) {
 		if len(msgs) != 5 || msgs[4].seq != 4 {
 			t.Fatalf("seed %d: after the crash the log serves %v, want offsets 0..4", seed, offsetsOf(msgs))
 		}
-		if size, _ := crashed.disks[s2.Dir(testKey)].SizeOf(journalFileName); size != 0 {
-			t.Fatalf("seed %d: the journal holds %d bytes after its replay", seed, size)
-		}
-		// The group goes on from the replayed end.
-		if base := mustSend(t, s2, testKey, makeBatch(t, 5, 1, 20), 3); base != 5 {
-			t.Fatalf("seed %d: next batch at %d", seed, base)
+		if after != nil {
+			after(seed, s2, crashed)
 		}
 	}
 	if tested == 0 {

@@ -134,43 +134,7 @@ func TestClusterMixedTaggedAndUntaggedReplicasCommit(t *testing.T) {
 // off) journaled untagged records: restarted with tags on, it replays them as its
 // partition's, and loses none of the batches they hold.
 func TestDurableJournalReplaysUntaggedRecords(t *testing.T) {
-	tested := 0
-	for seed := uint64(0); seed < 20; seed++ {
-		cfg := fsyncConfig()
-		st := newSimStorages(900 + seed)
-		s := NewReplicatedStore("local_data", st, Replication{JournalFile: JournalFileAlways, UntaggedGroups: true})
-		if err := s.Create(testKey, cfg, 1234); err != nil {
-			t.Fatal(err)
-		}
-		mustSend(t, s, testKey, makeBatch(t, 0, 3, 20), 1)
-		rec := newSendRecorder()
-		if err := s.Send(testKey, sendRequest(makeBatch(t, 3, 2, 20)), 2, rec, 1); err != nil {
-			t.Fatal(err)
-		}
-		p := s.partitions[testKey]
-		for i := 0; p.holding(); i++ {
-			if i == 100 {
-				t.Fatal("the journal write does not complete")
-			}
-			s.PollIO()
-		}
-		if p.log.DurableEnd() != 3 {
-			continue // this order made the log's append durable too
-		}
-		tested++
-		crashed := st.crash(seed)
-		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
-			t.Fatalf("seed %d: open after crash: %v", seed, err)
-		}
-		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
-		if len(msgs) != 5 || msgs[4].seq != 4 {
-			t.Fatalf("seed %d: after the crash the log serves %v, want offsets 0..4", seed, offsetsOf(msgs))
-		}
-	}
-	if tested == 0 {
-		t.Fatal("no seed crashed between the journal write and the log's")
-	}
+	replaysAfterCrash(t, 900, Replication{JournalFile: JournalFileAlways, UntaggedGroups: true}, nil)
 }
 
 // taggedIDs reports whether frame f carries a tagged group id: in its header, or
