@@ -144,27 +144,39 @@ func TestReplicaLentAcrossShardsReleasedWhenTheLinkCloses(t *testing.T) {
 // lender is busy in its turn while its frames are sent), the owner keeps the
 // releases and passes them on as room comes; each runs once, on its lender.
 func TestReplicaLentReturnsWaitForRoom(t *testing.T) {
-	const cluster = "across-full"
-	nodes := startMesh(t, 2, replicaNodeOptions{cluster: cluster, queueFrames: 4, partFrames: 4})
-	n := nodes[0]
-	if c := n.rt.replica.lentReturnCapacity; c != 8 {
-		t.Fatalf("return queue capacity %d, want 8 (4+4 frames to one peer)", c)
-	}
-	// Shard 0 lends 40 frames in one turn, each once the peer has room: shard 1
-	// sends and releases them meanwhile, more than the 8 the way back holds.
-	done := lendEach(n, 0, 1, lentFrames(cluster, 40, 8<<10), replicaSendRequest{paced: true})
-	nodes[1].waitFor("the lent frames", 20*time.Second, func() bool { return len(nodes[1].received) == len(done) })
-	n.waitFor("the releases", 10*time.Second, func() bool { return allReleased(done) })
-	checkReleasedOnce(t, done, true)
-	st := n.rt.ReplicaStats()
-	t.Logf("returns kept for room: %d", st.LentReturnsKept)
-	if st.LentReturnsKept == 0 {
-		t.Fatal("no return found its way back full: the test did not cross the bound")
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if len(n.sendErrs) != 0 {
-		t.Fatalf("send errors: %v", n.sendErrs)
+	for _, tc := range []struct {
+		name                    string
+		queueFrames, partFrames int // 0: the defaults
+		capacity, frames        int
+	}{
+		{name: "small queues", queueFrames: 4, partFrames: 4, capacity: 8, frames: 40},
+		{name: "defaults", capacity: 2 * ReplicaPeerQueueCapacityDefault, frames: 10 * ReplicaPeerQueueCapacityDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const cluster = "across-full"
+			nodes := startMesh(t, 2, replicaNodeOptions{cluster: cluster, queueFrames: tc.queueFrames, partFrames: tc.partFrames})
+			n := nodes[0]
+			if c := n.rt.replica.lentReturnCapacity; c != tc.capacity {
+				t.Fatalf("return queue capacity %d, want %d (the frames to one peer)", c, tc.capacity)
+			}
+			// Shard 0 lends the frames in one turn, each once the peer has room:
+			// shard 1 sends and releases them meanwhile, more than the way back
+			// holds.
+			done := lendEach(n, 0, 1, lentFrames(cluster, tc.frames, 8<<10), replicaSendRequest{paced: true})
+			nodes[1].waitFor("the lent frames", 20*time.Second, func() bool { return len(nodes[1].received) == len(done) })
+			n.waitFor("the releases", 10*time.Second, func() bool { return allReleased(done) })
+			checkReleasedOnce(t, done, true)
+			st := n.rt.ReplicaStats()
+			t.Logf("returns kept for room: %d", st.LentReturnsKept)
+			if st.LentReturnsKept == 0 {
+				t.Fatal("no return found its way back full: the test did not cross the bound")
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if len(n.sendErrs) != 0 {
+				t.Fatalf("send errors: %v", n.sendErrs)
+			}
+		})
 	}
 }
 
