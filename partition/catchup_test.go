@@ -18,7 +18,7 @@ func (c *testCluster) restart(i int, seed uint64) {
 		Cluster: testCluster3, ReplicaID: uint8(i), ReplicaCount: uint8(len(c.stores)), Outbox: clusterOutbox{c: c, from: uint8(i)},
 		OpenFilesMax: c.openFilesMax,
 	})
-	if _, err := s.Open(testKey, c.cfg, 1); err != nil {
+	if _, err := s.Open(testKey, c.cfg, Incarnation{CreatedAtMicros: 1}); err != nil {
 		c.t.Fatalf("replica %d: open after restart: %v", i, err)
 	}
 	c.stores[i], c.storages[i] = s, crashed

@@ -25,7 +25,7 @@ func BenchmarkCreatePartitions(b *testing.B) {
 			cfg := Config{PartitionsCount: uint32(b.N)}
 			b.ResetTimer()
 			for i := range b.N {
-				if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(i)}, cfg, 1, 0); err != nil {
+				if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(i)}, cfg, Incarnation{CreatedAtMicros: 1}, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -16,7 +16,7 @@ func TestCreatedPartitionsShareTheirDirectoryFsync(t *testing.T) {
 	defer s.Close()
 	cfg := Config{PartitionsCount: 100}
 	for i := range 100 {
-		if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(i)}, cfg, 1, 0); err != nil {
+		if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(i)}, cfg, Incarnation{CreatedAtMicros: 1}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -228,8 +228,12 @@ func (d *durableJournal) replay(size int64) error {
 // because the file is: Create removes the partition's directory before the
 // incarnation writes anything, and Delete removes it, so partition.journal holds
 // the records of the one incarnation that created it, whatever ids they carry.
+// Purge removes it too, so it holds one life's; a binary before purge generations
+// tagged a purged life's records with the incarnation's own tag, so that one is
+// taken as well.
 func (p *Partition) journalsGroup(group, own uint64) bool {
-	return wire.SameGroup(group, own) && p.ofIncarnation(group)
+	return wire.SameGroup(group, own) &&
+		(p.ofIncarnation(group) || wire.GroupIncarnationTag(group) == wire.IncarnationTag(p.createdAtMicros))
 }
 
 // appendReplayed appends a recovered batch, waiting while the log's window is full.

@@ -29,7 +29,7 @@ func newJournaledStore(t testing.TB, seed uint64, cfg Config) (*Store, *simStora
 // before it is applied: a crash after the journal write and before the log's own
 // write leaves the batch in the journal, and opening the partition replays it.
 func TestDurableJournalReplaysAfterCrash(t *testing.T) {
-	replaysAfterCrash(t, 300, Replication{JournalFile: JournalFileAlways}, func(seed uint64, s2 *Store, crashed *simStorages) {
+	replaysAfterCrash(t, 300, Replication{JournalFile: JournalFileAlways}, 0, func(seed uint64, s2 *Store, crashed *simStorages) {
 		if size, _ := crashed.disks[s2.Dir(testKey)].SizeOf(journalFileName); size != 0 {
 			t.Fatalf("seed %d: the journal holds %d bytes after its replay", seed, size)
 		}
@@ -42,10 +42,11 @@ func TestDurableJournalReplaysAfterCrash(t *testing.T) {
 
 // replaysAfterCrash runs, for 20 seeds from seedBase, an enforce_fsync store of
 // writer's settings that applied offsets 0..2 and journaled 3..4, crashed between
-// the journal write and the log's; reopened with the default settings, the store
-// must serve offsets 0..4, and then after(seed, the reopened store, the crashed
-// storages) checks more. At least one seed must crash in between.
-func replaysAfterCrash(t *testing.T, seedBase uint64, writer Replication, after func(seed uint64, s2 *Store, crashed *simStorages)) {
+// the journal write and the log's; reopened with the default settings in purge
+// generation reopenGeneration, the store must serve offsets 0..4, and then
+// after(seed, the reopened store, the crashed storages) checks more. At least one
+// seed must crash in between.
+func replaysAfterCrash(t *testing.T, seedBase uint64, writer Replication, reopenGeneration uint64, after func(seed uint64, s2 *Store, crashed *simStorages)) {
 	t.Helper()
 	tested := 0
 	for seed := uint64(0); seed < 20; seed++ {
@@ -73,7 +74,7 @@ func replaysAfterCrash(t *testing.T, seedBase uint64, writer Replication, after 
 		tested++
 		crashed := st.crash(seed)
 		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+		if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234, PurgeGeneration: reopenGeneration}); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
 		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
@@ -173,7 +174,7 @@ func TestDurableJournalWriteFailure(t *testing.T) {
 		tested++
 		crashed := st.crash(seed)
 		s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+		if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234}); err != nil {
 			t.Fatalf("seed %d: open after crash: %v", seed, err)
 		}
 		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
@@ -210,7 +211,7 @@ func TestDurableJournalCompacts(t *testing.T) {
 	}
 	crashed := st.crash(1)
 	s2 := NewReplicatedStore("local_data", crashed, Replication{JournalFile: JournalFileAlways})
-	if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+	if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234}); err != nil {
 		t.Fatal(err)
 	}
 	_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})

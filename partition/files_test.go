@@ -100,7 +100,7 @@ func TestStoreServesManyPartitionsWithinItsFileBudget(t *testing.T) {
 	check()
 	s = NewReplicatedStore(root, OSStorages{}, repl)
 	for _, k := range keys {
-		if _, err := s.Open(k, cfg, 1); err != nil {
+		if _, err := s.Open(k, cfg, Incarnation{CreatedAtMicros: 1}); err != nil {
 			t.Fatal(err)
 		}
 		check()

@@ -20,7 +20,7 @@ func idleCluster(t testing.TB, n int) *testCluster {
 	}
 	for p := 0; p < n; p++ {
 		for _, s := range c.stores {
-			if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(p)}, c.cfg, 1, 0); err != nil {
+			if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(p)}, c.cfg, Incarnation{CreatedAtMicros: 1}, 0); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -34,10 +34,32 @@ import (
 // same ids, as before the tag. Only once every node sends tagged ids are the
 // incarnations kept apart.
 
+// A purge is a new life of the incarnation, kept apart the same way. It empties
+// every replica and starts the partition's group anew (Store.Purge), each node when
+// it applies the metadata op, so for a while some replicas run the old life and
+// some the new, under the same ids. A replica that had purged used to take the old
+// life's prepares, repair the history below them from the primary and commit it
+// again: the purged batches came back on that replica only, and its log then
+// refused the new life's ops. So the tag is of the life: the incarnation's tag moved
+// on by the topic's purge generation (wire.PurgedIncarnationTag), the metadata's,
+// the same on every node.
+
 var errOtherIncarnation = errors.New("partition: frame of another incarnation of the partition's ids: dropped")
 
-// groupID is p's consensus group id: its key, tagged with its incarnation unless
-// the store sends untagged ids (Replication.UntaggedGroups).
+// Incarnation names one life of a partition's ids: the incarnation created at
+// CreatedAtMicros (its created_at), after PurgeGeneration purges of its topic.
+type Incarnation struct {
+	CreatedAtMicros uint64
+	PurgeGeneration uint64
+}
+
+// tag is the incarnation tag of p's life.
+func (p *Partition) tag() uint16 {
+	return wire.PurgedIncarnationTag(wire.IncarnationTag(p.createdAtMicros), p.purgeGeneration)
+}
+
+// groupID is p's consensus group id: its key, tagged with its life unless the
+// store sends untagged ids (Replication.UntaggedGroups).
 func (p *Partition) groupID() (uint64, error) {
 	group, ok := wire.PartitionGroup(p.key.StreamID, p.key.TopicID, p.key.PartitionID)
 	if !ok {
@@ -46,17 +68,17 @@ func (p *Partition) groupID() (uint64, error) {
 	if p.store.repl.UntaggedGroups {
 		return group, nil
 	}
-	return wire.IncarnationGroup(group, p.createdAtMicros), nil
+	return wire.TaggedGroup(group, p.tag()), nil
 }
 
-// ofIncarnation reports whether group id group, of p's ids, is of p's incarnation:
+// ofIncarnation reports whether group id group, of p's ids, is of p's life:
 // tagged with it, or untagged.
 func (p *Partition) ofIncarnation(group uint64) bool {
-	return wire.GroupUntagged(group) || wire.GroupIncarnationTag(group) == wire.IncarnationTag(p.createdAtMicros)
+	return wire.GroupUntagged(group) || wire.GroupIncarnationTag(group) == p.tag()
 }
 
-// ofOtherIncarnation reports whether frame h is of another incarnation of p's ids
-// than p: it carries a group tagged with another.
+// ofOtherIncarnation reports whether frame h is of another incarnation of p's ids,
+// or another life of p's, than p's: it carries a group tagged with another.
 func (p *Partition) ofOtherIncarnation(h *wire.GenericHeader) bool {
 	group, ok := wire.FrameGroup(h)
 	return !ok || !p.ofIncarnation(group)

@@ -134,7 +134,14 @@ func TestClusterMixedTaggedAndUntaggedReplicasCommit(t *testing.T) {
 // off) journaled untagged records: restarted with tags on, it replays them as its
 // partition's, and loses none of the batches they hold.
 func TestDurableJournalReplaysUntaggedRecords(t *testing.T) {
-	replaysAfterCrash(t, 900, Replication{JournalFile: JournalFileAlways, UntaggedGroups: true}, nil)
+	replaysAfterCrash(t, 900, Replication{JournalFile: JournalFileAlways, UntaggedGroups: true}, 0, nil)
+}
+
+// A binary before purge generations tagged a purged life's records with its
+// incarnation's own tag (that of generation 0): upgraded, a node replays them as
+// its purged partition's, and loses none of the batches they hold.
+func TestDurableJournalReplaysRecordsTaggedBeforePurgeGenerations(t *testing.T) {
+	replaysAfterCrash(t, 950, Replication{JournalFile: JournalFileAlways}, 3, nil)
 }
 
 // taggedIDs reports whether frame f carries a tagged group id: in its header, or

@@ -35,7 +35,7 @@ func BenchmarkIdlePartitionMemory(b *testing.B) {
 			}
 			for p := 0; p < b.N; p++ {
 				for _, s := range c.stores {
-					if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(p)}, c.cfg, 1, 0); err != nil {
+					if err := s.CreateInView(Key{StreamID: 1, TopicID: 1, PartitionID: uint32(p)}, c.cfg, Incarnation{CreatedAtMicros: 1}, 0); err != nil {
 						b.Fatal(err)
 					}
 				}

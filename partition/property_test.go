@@ -177,7 +177,7 @@ func TestRandomSendsAndPolls(t *testing.T) {
 			// With enforce_fsync every acknowledgement survives a power loss now.
 			if fsync {
 				s2 := NewStore("local_data", st.crash(seed))
-				if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+				if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234}); err != nil {
 					t.Fatalf("reopen after crash: %v", err)
 				}
 				_, kept := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1 << 20})
@@ -228,7 +228,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 			crashed := st.crash(seed * 7)
 
 			s2 := NewStore("local_data", crashed)
-			report, err := s2.Open(testKey, cfg, 1234)
+			report, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234})
 			if err != nil {
 				t.Fatalf("reopen: %v (%v)", err, report)
 			}

@@ -301,7 +301,7 @@ func TestSendFailuresAroundSegmentRolls(t *testing.T) {
 			stalled++
 		}
 		s2 := NewStore("local_data", st.crash(seed))
-		if _, err := s2.Open(testKey, cfg, 1); err != nil {
+		if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1}); err != nil {
 			t.Fatal(err)
 		}
 		_, msgs := poll(t, s2, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 1000})

@@ -161,6 +161,7 @@ type Partition struct {
 	dir             string
 	cfg             Config
 	createdAtMicros uint64
+	purgeGeneration uint64 // the purges of its topic its life follows (incarnation.go)
 	store           *Store
 
 	// Its log (send.go, apply.go).
@@ -199,35 +200,35 @@ type Partition struct {
 // Create makes a new, empty partition: whatever a crashed deletion left in its
 // directory is removed first, so a reused id never shows an old message.
 func (s *Store) Create(k Key, cfg Config, createdAtMicros uint64) error {
-	return s.CreateInView(k, cfg, createdAtMicros, 0)
+	return s.CreateInView(k, cfg, Incarnation{CreatedAtMicros: createdAtMicros}, 0)
 }
 
 // CreateInView is Create for a partition of a cluster whose group starts in view
 // (vsr.CoreConfig.InitialView): the view of the metadata op that created it, the
 // same on every replica, so that the node leading the cluster leads the partition.
-func (s *Store) CreateInView(k Key, cfg Config, createdAtMicros uint64, view uint32) error {
+func (s *Store) CreateInView(k Key, cfg Config, inc Incarnation, view uint32) error {
 	if _, ok := s.partitions[k]; ok {
 		return fmt.Errorf("%w: %v", ErrPartitionExists, k)
 	}
 	if err := s.storages.Remove(s.Dir(k)); err != nil {
 		return fmt.Errorf("partition %v: clear directory: %w", k, err)
 	}
-	_, err := s.open(k, cfg, createdAtMicros, true, view)
+	_, err := s.open(k, cfg, inc, true, view)
 	return err
 }
 
 // Open opens an existing partition after a restart: segment.Open recovers its log
 // (a torn tail cut, indexes rebuilt, offsets clamped) and the report says what it
 // found, for the log. A partition with no files opens empty.
-func (s *Store) Open(k Key, cfg Config, createdAtMicros uint64) (*segment.RecoveryReport, error) {
+func (s *Store) Open(k Key, cfg Config, inc Incarnation) (*segment.RecoveryReport, error) {
 	if _, ok := s.partitions[k]; ok {
 		return nil, fmt.Errorf("%w: %v", ErrPartitionExists, k)
 	}
-	return s.open(k, cfg, createdAtMicros, false, 0)
+	return s.open(k, cfg, inc, false, 0)
 }
 
-func (s *Store) open(k Key, cfg Config, createdAtMicros uint64, fresh bool, view uint32) (*segment.RecoveryReport, error) {
-	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: createdAtMicros, store: s,
+func (s *Store) open(k Key, cfg Config, inc Incarnation, fresh bool, view uint32) (*segment.RecoveryReport, error) {
+	p := &Partition{key: k, dir: s.Dir(k), cfg: cfg, createdAtMicros: inc.CreatedAtMicros, purgeGeneration: inc.PurgeGeneration, store: s,
 		group: partitionGroup{fresh: fresh, initialView: view}, activity: partitionActivity{armedAt: -1}}
 	p.hooks = segment.Hooks{Written: p.onWritten, Durable: p.onDurable, Failed: p.onFailed}
 	p.journal.drop = p.releaseBody
@@ -313,23 +314,27 @@ func (s *Store) DeleteStream(streamID uint32) error {
 // partition: it starts again, empty, at offset 0, as the reference server's purge
 // does (its offset frontier returns to 0, core/partitions purge tests). The log is
 // closed (sends in flight complete), its directory removed and a fresh log opened.
-// segment.Log.Purge is not used: it keeps the offset counter.
-func (s *Store) Purge(k Key) error {
+// segment.Log.Purge is not used: it keeps the offset counter. purgeGeneration is
+// the topic's purge generation the purge reached: the partition's group starts its
+// new life under that life's tag (incarnation.go).
+func (s *Store) Purge(k Key, purgeGeneration uint64) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
+	p.purgeGeneration = purgeGeneration
 	return s.wipe(p)
 }
 
-// PurgeTopic purges every partition of a topic the store owns.
-func (s *Store) PurgeTopic(streamID, topicID uint32) error {
-	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID }, s.Purge)
+// PurgeTopic purges every partition of a topic the store owns, to purgeGeneration.
+func (s *Store) PurgeTopic(streamID, topicID uint32, purgeGeneration uint64) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID },
+		func(k Key) error { return s.Purge(k, purgeGeneration) })
 }
 
-// PurgeStream purges every partition of a stream the store owns.
-func (s *Store) PurgeStream(streamID uint32) error {
-	return s.each(func(k Key) bool { return k.StreamID == streamID }, s.Purge)
+// PurgeStream purges every partition of a stream the store owns, to purgeGeneration.
+func (s *Store) PurgeStream(streamID uint32, purgeGeneration uint64) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID }, func(k Key) error { return s.Purge(k, purgeGeneration) })
 }
 
 // Reconfigure applies a topic's new Config (UpdateTopic changes message_expiry and

@@ -61,7 +61,7 @@ func TestConsumerOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = NewStore("local_data", st)
-	if _, err := s.Open(testKey, smallConfig(), 1234); err != nil {
+	if _, err := s.Open(testKey, smallConfig(), Incarnation{CreatedAtMicros: 1234}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -100,7 +100,7 @@ func TestConsumerOffsetQuorumSurvivesCrash(t *testing.T) {
 	for seed := uint64(0); seed < 10; seed++ {
 		crashed := st.crash(seed)
 		s2 := NewStore("local_data", crashed)
-		if _, err := s2.Open(testKey, cfg, 1234); err != nil {
+		if _, err := s2.Open(testKey, cfg, Incarnation{CreatedAtMicros: 1234}); err != nil {
 			t.Fatal(err)
 		}
 		o, ok, _ := s2.ConsumerOffset(testKey, alice)
@@ -126,7 +126,7 @@ func TestPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PurgeTopic(1, 2); err != nil {
+	if err := s.PurgeTopic(1, 2, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []Key{testKey, second} {
@@ -157,17 +157,17 @@ func TestPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = NewStore("local_data", st)
-	if _, err := s.Open(testKey, smallConfig(), 1); err != nil {
+	if _, err := s.Open(testKey, smallConfig(), Incarnation{CreatedAtMicros: 1}); err != nil {
 		t.Fatal(err)
 	}
 	_, msgs := poll(t, s, testKey, PollRequest{Strategy: wire.PollingStrategy{Kind: wire.PollingFirst}, Count: 100})
 	if !slices.Equal(offsetsOf(msgs), span(0, 3)) {
 		t.Fatalf("after restart: %v", offsetsOf(msgs))
 	}
-	if err := s.PurgeStream(1); err != nil {
+	if err := s.PurgeStream(1, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Purge(Key{StreamID: 8}); err == nil {
+	if err := s.Purge(Key{StreamID: 8}, 1); err == nil {
 		t.Fatal("purge of a partition the store does not own")
 	}
 }
@@ -421,7 +421,7 @@ func TestReopenOnOSStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = NewStore(root, OSStorages{})
-	report, err := s.Open(testKey, cfg, 9)
+	report, err := s.Open(testKey, cfg, Incarnation{CreatedAtMicros: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func (h *Host) OpenAtStart(p Open) {
 		h.storages.AnnounceRecord(dir, partitiondir.Record{Generation: p.PurgeGeneration, CreatedRevision: p.CreatedAt,
 			Revision: p.CreatedAt})
 	}
-	report, err := h.Store.Open(p.Key, p.Cfg, p.CreatedAt)
+	report, err := h.Store.Open(p.Key, p.Cfg, openedLife(p.CreatedAt, p.PurgeGeneration, have, present))
 	h.storages.ClearAnnounced()
 	if err != nil {
 		h.log.Error("partition failed to open", "partition", p.Key.String(), "err", err)
@@ -165,7 +165,7 @@ func (h *Host) createPartition(e *effect) error {
 		if readErr == nil && !present {
 			h.storages.AnnounceRecord(dir, rec)
 		}
-		report, err := h.Store.Open(k, e.cfg, e.createdAt)
+		report, err := h.Store.Open(k, e.cfg, openedLife(e.createdAt, e.purgeGeneration, have, present))
 		h.storages.ClearAnnounced()
 		if err != nil {
 			return err
@@ -201,7 +201,20 @@ func (h *Host) createPartition(e *effect) error {
 	// each pays two fsyncs when it is first written.
 	h.storages.AnnounceCreation(dir, rec, !exists)
 	defer h.storages.ClearAnnounced()
-	return h.Store.CreateInView(k, e.cfg, e.createdAt, e.view)
+	return h.Store.CreateInView(k, e.cfg, partition.Incarnation{CreatedAtMicros: e.createdAt, PurgeGeneration: e.purgeGeneration}, e.view)
+}
+
+// openedLife is the life an existing directory of the incarnation created at
+// createdAt opens in: the one its contents are of, which its record names (a purge
+// whose op is above the snapshot may have been carried out before the stop), or,
+// without a record of the incarnation, the committed purge generation. Were it
+// opened in a later life than its contents, it would take that life's frames on top
+// of them until settle purged it (partition/incarnation.go).
+func openedLife(createdAt, committedGeneration uint64, have partitiondir.Record, present bool) partition.Incarnation {
+	if present && have.CreatedRevision == createdAt {
+		return partition.Incarnation{CreatedAtMicros: createdAt, PurgeGeneration: have.Generation}
+	}
+	return partition.Incarnation{CreatedAtMicros: createdAt, PurgeGeneration: committedGeneration}
 }
 
 // settle brings an open partition to the committed record want (its incarnation
@@ -228,7 +241,7 @@ func (h *Host) settle(k partition.Key, want partitiondir.Record) error {
 		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
 			"partition", k.String(), "generation", have.Generation, "committed_generation", want.Generation,
 			"revision", have.CreatedRevision, "committed_revision", want.CreatedRevision)
-		if err := h.Store.Purge(k); err != nil {
+		if err := h.Store.Purge(k, want.Generation); err != nil {
 			return err
 		}
 		want.Revision = want.CreatedRevision
@@ -267,7 +280,7 @@ func (h *Host) purgePartition(k partition.Key, generation, revision uint64) erro
 	if present && have.Generation >= generation {
 		return nil
 	}
-	if err := h.Store.Purge(k); err != nil {
+	if err := h.Store.Purge(k, generation); err != nil {
 		return err
 	}
 	createdAt, _ := h.OpenCreatedAt(k)

@@ -171,7 +171,7 @@ func (c *cluster) openStore(nd *node, restart bool) {
 	for g := 1; g < len(c.groups); g++ {
 		var err error
 		if restart {
-			_, err = s.Open(partitionKey(g), cfg, stateCreatedAtMicros)
+			_, err = s.Open(partitionKey(g), cfg, partition.Incarnation{CreatedAtMicros: stateCreatedAtMicros})
 		} else {
 			err = s.Create(partitionKey(g), cfg, stateCreatedAtMicros)
 		}

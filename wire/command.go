@@ -726,7 +726,24 @@ func SameGroup(a, b uint64) bool { return GroupKey(a) == GroupKey(b) }
 // IncarnationGroup is partition group group of the incarnation created at
 // createdAtMicros: its key with that incarnation's tag.
 func IncarnationGroup(group, createdAtMicros uint64) uint64 {
-	return group&^groupIncarnationMask | uint64(IncarnationTag(createdAtMicros))<<groupIncarnationShift
+	return TaggedGroup(group, IncarnationTag(createdAtMicros))
+}
+
+// PurgedIncarnationTag is the tag of an incarnation's life after purgeGeneration
+// purges, tag being its IncarnationTag: a purge empties every replica of the
+// partition and starts its group anew under the same ids, and, as with a deletion,
+// a replica that has not applied the purge yet must never take the new life's
+// frames, nor one that has take the old life's (partition/incarnation.go). Each
+// purge moves the tag on by one, so lives fewer than 2047 purges apart never share
+// a tag; a life never purged keeps its incarnation's tag, as binaries before this
+// one computed it.
+func PurgedIncarnationTag(tag uint16, purgeGeneration uint64) uint16 {
+	return uint16((uint64(tag-1)+purgeGeneration%incarnationTagsCount)%incarnationTagsCount) + 1
+}
+
+// TaggedGroup is partition group group with incarnation tag tag.
+func TaggedGroup(group uint64, tag uint16) uint64 {
+	return group&^groupIncarnationMask | uint64(tag)<<groupIncarnationShift
 }
 
 // GroupIncarnationTag is the incarnation tag a partition group id carries.

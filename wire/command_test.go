@@ -308,3 +308,32 @@ func TestSameGroupIgnoresTheIncarnationTag(t *testing.T) {
 		}
 	}
 }
+
+// A purge moves a life's tag on by one: no two of 2,046 consecutive lives share a
+// tag, every tag is 1..2047, and a life never purged keeps the incarnation's tag.
+func TestPurgedIncarnationTag(t *testing.T) {
+	for _, createdAt := range []uint64{1, 77, 1_796_512_059_908_485} {
+		base := IncarnationTag(createdAt)
+		if PurgedIncarnationTag(base, 0) != base {
+			t.Fatalf("created at %d: unpurged tag %d, want the incarnation's %d", createdAt, PurgedIncarnationTag(base, 0), base)
+		}
+		seen := make(map[uint16]uint64)
+		for gen := uint64(0); gen < incarnationTagsCount; gen++ {
+			tag := PurgedIncarnationTag(base, gen)
+			if tag == 0 || tag > incarnationTagsCount {
+				t.Fatalf("created at %d, generation %d: tag %d outside 1..2047", createdAt, gen, tag)
+			}
+			if was, ok := seen[tag]; ok {
+				t.Fatalf("created at %d: generations %d and %d share tag %d", createdAt, was, gen, tag)
+			}
+			seen[tag] = gen
+		}
+		if PurgedIncarnationTag(base, incarnationTagsCount) != base || PurgedIncarnationTag(base, 1<<64-1) == 0 {
+			t.Fatalf("created at %d: the tags do not wrap over 1..2047", createdAt)
+		}
+	}
+	key, _ := PartitionGroup(3, 4, 5)
+	if g := TaggedGroup(IncarnationGroup(key, 9), 17); GroupIncarnationTag(g) != 17 || GroupKey(g) != key {
+		t.Fatalf("TaggedGroup: %#x carries tag %d and key %#x", g, GroupIncarnationTag(g), GroupKey(g))
+	}
+}
