@@ -36,7 +36,7 @@ func (p *fakeProc) set(busyTicks, idleTicks, processTicks uint64) {
 
 func TestSamplerCPUPercentages(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	start := time.Unix(1_764_900_000, 0)
 
 	// Since boot the machine was busy 300 of 1,000 ticks; the process has no
@@ -100,7 +100,7 @@ func TestSamplerCPUPercentages(t *testing.T) {
 // whole; CPU is measured again from the last good sample once /proc/stat is back.
 func TestSamplerUnreadableFiles(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	start := time.Unix(1_764_900_000, 0)
 	proc.set(300, 700, 50)
 	s.Sample(start)
@@ -149,7 +149,7 @@ func TestSamplerUnreadableFiles(t *testing.T) {
 // stays in its range and matches the ticks given.
 func TestSamplerLongLife(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	now := time.Unix(1_764_900_000, 0)
 	var busy, idle, process uint64
 	lastMeasured := now
