@@ -66,8 +66,8 @@ func lazyFreeBytes(t testing.TB) int {
 	return 0
 }
 
-// burst acquires every buffer of class ci, writes all of it (as a receive of a
-// frame that size does) and releases them all.
+// burst acquires every buffer of class ci, writes every page of it (as a receive
+// of a frame that size does) and releases them all.
 func burst(t testing.TB, a *Arena, ci int) {
 	t.Helper()
 	var held []Buffer
@@ -77,9 +77,10 @@ func burst(t testing.TB, a *Arena, ci int) {
 			t.Fatal(err)
 		}
 		full := b.Full()
-		for i := range full {
-			full[i] = byte(i)
+		for i := 0; i < len(full); i += pageBytes {
+			full[i] = byte(i/pageBytes) | 1
 		}
+		full[len(full)-1] = 1
 		held = append(held, b)
 	}
 	for _, b := range held {
