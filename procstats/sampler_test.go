@@ -176,6 +176,7 @@ func TestSamplerLongLife(t *testing.T) {
 // The host's own /proc: the figures of this test process are plausible.
 func TestSamplerHost(t *testing.T) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	defer s.Close()
 	f := s.Sample(time.Now())
 	if f.ResidentBytes < 1<<20 || f.ResidentBytes > 24<<30 {
 		t.Errorf("resident %d bytes, want within [1 MiB, 24 GiB]", f.ResidentBytes)
@@ -186,12 +187,18 @@ func TestSamplerHost(t *testing.T) {
 	if f.Threads < 1 || f.TotalCPUPercent <= 0 || f.TotalCPUPercent > 100 || f.ProcessCPUPercent != 0 {
 		t.Errorf("threads %d, total CPU %v%%, process CPU %v%% (a first sample: 0)", f.Threads, f.TotalCPUPercent, f.ProcessCPUPercent)
 	}
+	// Closed, the sampler opens its files again at the next sample.
+	s.Close()
+	if f := s.Sample(time.Now()); f.ResidentBytes == 0 || f.TotalMemoryBytes == 0 || f.Threads == 0 {
+		t.Errorf("a sample after Close: %+v", f)
+	}
 }
 
 // BenchmarkSample is one GET_STATS's reading of the host's /proc and cgroup
 // tree, confined as the server's sampler is.
 func BenchmarkSample(b *testing.B) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize()).Confined([]int{0}, os.DirFS("/sys/fs/cgroup"))
+	defer s.Close()
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -204,6 +211,7 @@ func BenchmarkSample(b *testing.B) {
 // Sampler: run with -race.
 func TestSamplerConcurrent(t *testing.T) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	defer s.Close()
 	done := make(chan Figures)
 	start := time.Now()
 	for g := range 4 {
