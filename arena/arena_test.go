@@ -499,6 +499,23 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				a.Release(buf)
 			}
 		})
+		// The same classes returning idle pages (IdlePagesReturn): Acquire and
+		// Release also mark the buffer used, for TrimIdle.
+		b.Run(fmt.Sprintf("arena-returns-idle/size=%d", sizeBytes), func(b *testing.B) {
+			a := newArena(b, Config{Classes: []ClassConfig{
+				{BufferSizeBytes: 4 << 10, BufferCount: 64, Populate: true, IdlePages: IdlePagesReturn},
+				{BufferSizeBytes: 64 << 10, BufferCount: 64, Populate: true, IdlePages: IdlePagesReturn},
+			}})
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, err := a.Acquire(sizeBytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf.Bytes()[0] = 1
+				a.Release(buf)
+			}
+		})
 		// The baseline a Go programmer reaches for first: a sync.Pool of byte slices
 		// (pointers to them, so Put does not allocate).
 		b.Run(fmt.Sprintf("syncpool/size=%d", sizeBytes), func(b *testing.B) {
