@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,13 +44,38 @@ type ClassConfig struct {
 	// Populate pre-faults the class's pages at New (MAP_POPULATE). Worth it for the small
 	// classes used on every receive; wasteful for large classes that are rarely all used.
 	Populate bool
-	// FreePagesOnRelease tells the kernel, at each Release, that the buffer's pages may
-	// be reclaimed (madvise MADV_FREE: free only under memory pressure, and cheap to
-	// reuse if not freed). For the large classes: without it, a shard that once held a
-	// few 64 MiB frames keeps them resident for good. One system call per Release, so
-	// not for the small classes on the receive path.
-	FreePagesOnRelease bool
+	// IdlePages says what becomes of the pages of the class's buffers that lie free
+	// and unused: kept resident, or given back to the kernel by TrimIdle. The zero
+	// value is the default (IdlePagesDefault).
+	IdlePages IdlePages
 }
+
+// IdlePages says what TrimIdle does with the pages of a class's idle buffers: the
+// free buffers that no Acquire or Release has used since the previous TrimIdle.
+type IdlePages uint8
+
+const (
+	// IdlePagesDefault gives back the idle pages of a class that is not populated
+	// (IdlePagesReturn) and keeps those of a populated one (IdlePagesKeep): pages
+	// touched once stay in use only while they are used, and a class populated at
+	// New is one asked to stay resident.
+	IdlePagesDefault IdlePages = iota
+	// IdlePagesKeep leaves a class's pages resident once touched, until Close.
+	IdlePagesKeep
+	// IdlePagesReturn has TrimIdle give an idle buffer's pages back at once
+	// (madvise MADV_DONTNEED): the process's resident set falls by them, and the
+	// next use of the buffer faults in zeroed pages. Not for a class registered
+	// with a ring as fixed buffers (the kernel would go on using the pages it
+	// pinned): RegionBytes, RegionIovec and AppendIovecs turn it off for their
+	// class, as locking (Config.Lock) does.
+	IdlePagesReturn
+)
+
+// TrimIdleInterval is how often an arena's owner should call TrimIdle: a buffer's
+// pages then go back between one and two intervals after its last use, long
+// enough that a class in steady use is never trimmed (and a burst's buffers that
+// are not needed again are, soon after it). See doc.go for what was measured.
+const TrimIdleInterval = 10 * time.Second
 
 // Config describes an arena: its classes in strictly ascending BufferSizeBytes.
 type Config struct {
@@ -127,7 +153,14 @@ type class struct {
 	exhaustedCount  uint64
 	locked          bool
 	lent            bool // the whole class is lent to a provided-buffer ring
-	freePages       bool // madvise(MADV_FREE) each released buffer
+	// trimIdle: TrimIdle gives back the pages of the class's idle buffers
+	// (IdlePagesReturn). Then resident marks the buffers used since their pages
+	// were last given back, and recent those acquired or released since the
+	// previous TrimIdle; both nil when the class keeps its pages.
+	trimIdle     bool
+	resident     []uint64
+	recent       []uint64
+	trimmedCount uint64
 }
 
 // Arena is a shard's set of size classes. It has one owner and no locks.
@@ -163,7 +196,6 @@ func New(cfg Config) (*Arena, error) {
 		c.mem = mem
 		c.base = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		c.bufferSizeBytes = cc.BufferSizeBytes
-		c.freePages = cc.FreePagesOnRelease
 		if c.base%BufferAlignBytes != 0 {
 			panic(fmt.Sprintf("arena: mmap returned base %#x not %d-byte aligned", c.base, BufferAlignBytes))
 		}
@@ -180,6 +212,16 @@ func New(cfg Config) (*Arena, error) {
 				c.locked = true
 				memlockBudgetBytes -= uint64(regionBytes)
 			}
+		}
+		switch cc.IdlePages {
+		case IdlePagesReturn:
+			c.trimIdle = !c.locked
+		case IdlePagesDefault:
+			c.trimIdle = !cc.Populate
+		}
+		if c.trimIdle {
+			c.resident = make([]uint64, len(c.inUse))
+			c.recent = make([]uint64, len(c.inUse))
 		}
 	}
 	return a, nil
@@ -282,6 +324,10 @@ func (a *Arena) acquire(ci, sizeBytes int) (Buffer, error) {
 		panic(fmt.Sprintf("arena: class %d buffer %d on the free list while in use", ci, index))
 	}
 	c.inUse[word] |= bit
+	if c.trimIdle {
+		c.resident[word] |= bit
+		c.recent[word] |= bit
+	}
 	c.acquireCount++
 	if n := len(c.free) - c.freeCount; n > c.highWaterCount {
 		c.highWaterCount = n
@@ -308,10 +354,8 @@ func (a *Arena) Release(b Buffer) {
 	c.inUse[word] &^= bit
 	c.free[c.freeCount] = b.index
 	c.freeCount++
-	if c.freePages {
-		// Advice only: an error (EINVAL on an mlocked range) leaves the pages resident,
-		// which is what happens without the advice.
-		_ = unix.Madvise(c.slice(b.index, c.bufferSizeBytes), unix.MADV_FREE)
+	if c.trimIdle {
+		c.recent[word] |= bit
 	}
 }
 
@@ -375,10 +419,12 @@ func (a *Arena) Class(ci int) ClassInfo {
 // AppendIovecs appends one iovec per buffer of class ci, in index order, to dst, for
 // IORING_REGISTER_BUFFERS: registered alone, buffer i of the class is then fixed buffer
 // i (the SQE's buf_index is Buffer.Index). Registering pins the pages and counts them
-// against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK.
+// against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK; the class's idle pages
+// are no longer given back (IdlePagesReturn).
 func (a *Arena) AppendIovecs(dst []unix.Iovec, ci int) []unix.Iovec {
 	a.checkClass(ci)
 	c := &a.classes[ci]
+	c.pin()
 	for i := range len(c.free) {
 		var iov unix.Iovec
 		iov.Base = unsafe.SliceData(c.mem[i*c.bufferSizeBytes:])
@@ -424,6 +470,11 @@ func (a *Arena) ReturnClass(ci int) {
 		panic(fmt.Sprintf("arena: ReturnClass of class %d, which is not lent", ci))
 	}
 	c.lent = false
+	if c.trimIdle {
+		// The ring received into any of them: all used, all of late.
+		copy(c.resident, c.inUse)
+		copy(c.recent, c.inUse)
+	}
 	clear(c.inUse)
 	for j := range c.free {
 		c.free[j] = uint32(len(c.free) - 1 - j)
@@ -433,9 +484,11 @@ func (a *Arena) ReturnClass(ci int) {
 
 // RegionBytes returns the whole mapping of class ci, for registering it as one fixed
 // buffer (ring.RegisterBuffers); see RegionIovec. It is not a buffer: do not write to it.
+// The class's idle pages are no longer given back (IdlePagesReturn).
 func (a *Arena) RegionBytes(ci int) []byte {
 	a.checkClass(ci)
 	c := &a.classes[ci]
+	c.pin()
 	return c.mem[:len(c.mem):len(c.mem)]
 }
 
@@ -443,9 +496,11 @@ func (a *Arena) RegionBytes(ci int) []byte {
 // address range inside a registered buffer for a fixed read or write, so registering
 // this single iovec makes every buffer of the class usable as a fixed buffer with one
 // table slot (buf_index = the slot of this iovec) instead of one slot per buffer.
+// The class's idle pages are no longer given back (IdlePagesReturn).
 func (a *Arena) RegionIovec(ci int) unix.Iovec {
 	a.checkClass(ci)
 	c := &a.classes[ci]
+	c.pin()
 	var iov unix.Iovec
 	iov.Base = unsafe.SliceData(c.mem)
 	iov.SetLen(len(c.mem))
@@ -463,6 +518,10 @@ type ClassStats struct {
 	ExhaustedCount  uint64 // Acquire calls refused with ErrExhausted
 	Locked          bool   // the class is mlocked
 	Lent            bool   // the class is lent to a provided-buffer ring (all in use)
+	// ReturnsIdlePages: TrimIdle gives back the pages of the class's idle buffers.
+	ReturnsIdlePages bool
+	// TrimmedCount is how many times TrimIdle gave an idle buffer's pages back.
+	TrimmedCount uint64
 }
 
 // ClassStats returns the accounting of class ci without allocating.
@@ -471,15 +530,17 @@ func (a *Arena) ClassStats(ci int) ClassStats {
 	c := &a.classes[ci]
 	inUse := len(c.free) - c.freeCount
 	return ClassStats{
-		BufferSizeBytes: c.bufferSizeBytes,
-		BufferCount:     len(c.free),
-		InUseCount:      inUse,
-		InUseBytes:      inUse * c.bufferSizeBytes,
-		HighWaterCount:  c.highWaterCount,
-		AcquireCount:    c.acquireCount,
-		ExhaustedCount:  c.exhaustedCount,
-		Locked:          c.locked,
-		Lent:            c.lent,
+		BufferSizeBytes:  c.bufferSizeBytes,
+		BufferCount:      len(c.free),
+		InUseCount:       inUse,
+		InUseBytes:       inUse * c.bufferSizeBytes,
+		HighWaterCount:   c.highWaterCount,
+		AcquireCount:     c.acquireCount,
+		ExhaustedCount:   c.exhaustedCount,
+		Locked:           c.locked,
+		Lent:             c.lent,
+		ReturnsIdlePages: c.trimIdle,
+		TrimmedCount:     c.trimmedCount,
 	}
 }
 

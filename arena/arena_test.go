@@ -350,10 +350,10 @@ func largeConfig() Config {
 	const kib, mib = 1 << 10, 1 << 20
 	return Config{Classes: []ClassConfig{
 		{BufferSizeBytes: 4 * kib, BufferCount: 256, Populate: true},
-		{BufferSizeBytes: 64 * kib, BufferCount: 64},
+		{BufferSizeBytes: 64 * kib, BufferCount: 64, IdlePages: IdlePagesKeep},
 		{BufferSizeBytes: 1*mib + 256*kib, BufferCount: 8},
-		{BufferSizeBytes: 16 * mib, BufferCount: 2, FreePagesOnRelease: true},
-		{BufferSizeBytes: 64 * mib, BufferCount: 2, FreePagesOnRelease: true},
+		{BufferSizeBytes: 16 * mib, BufferCount: 2, IdlePages: IdlePagesReturn},
+		{BufferSizeBytes: 64 * mib, BufferCount: 2},
 	}}
 }
 
@@ -411,6 +411,11 @@ func FuzzAcquireRelease(f *testing.F) {
 		for _, op := range script {
 			if err := a.checkInvariants(); err != nil {
 				t.Fatal(err)
+			}
+			if op == 0xfe {
+				// Give idle pages back: never a held buffer's bytes.
+				a.TrimIdle()
+				continue
 			}
 			if op == 0xff {
 				// Lend the largest class to a ring and take it back, when it is free.
@@ -483,6 +488,23 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			a := newArena(b, Config{Classes: []ClassConfig{
 				{BufferSizeBytes: 4 << 10, BufferCount: 64, Populate: true},
 				{BufferSizeBytes: 64 << 10, BufferCount: 64, Populate: true},
+			}})
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, err := a.Acquire(sizeBytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf.Bytes()[0] = 1
+				a.Release(buf)
+			}
+		})
+		// The same classes returning idle pages (IdlePagesReturn): Acquire and
+		// Release also mark the buffer used, for TrimIdle.
+		b.Run(fmt.Sprintf("arena-returns-idle/size=%d", sizeBytes), func(b *testing.B) {
+			a := newArena(b, Config{Classes: []ClassConfig{
+				{BufferSizeBytes: 4 << 10, BufferCount: 64, Populate: true, IdlePages: IdlePagesReturn},
+				{BufferSizeBytes: 64 << 10, BufferCount: 64, Populate: true, IdlePages: IdlePagesReturn},
 			}})
 			b.ReportAllocs()
 			for b.Loop() {
@@ -606,31 +628,4 @@ func BenchmarkAcquireReleaseBatch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/buffer")
 	})
-}
-
-func TestFreePagesOnRelease(t *testing.T) {
-	a := newArena(t, Config{Classes: []ClassConfig{{BufferSizeBytes: 1 << 20, BufferCount: 2, FreePagesOnRelease: true}}})
-	for round := range 3 {
-		b, err := a.Acquire(1 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// After MADV_FREE the old bytes may be kept or zeroed; new writes always stick.
-		full := b.Full()
-		for i := 0; i < len(full); i += 4096 {
-			full[i] = byte(round + 1)
-		}
-		for i := 0; i < len(full); i += 4096 {
-			if full[i] != byte(round+1) {
-				t.Fatalf("round %d: byte %d = %d after writing", round, i, full[i])
-			}
-		}
-		a.Release(b)
-	}
-	if allocs := testing.AllocsPerRun(10, func() {
-		b, _ := a.Acquire(100)
-		a.Release(b)
-	}); allocs != 0 {
-		t.Fatalf("Release with FreePagesOnRelease allocates %v times", allocs)
-	}
 }

@@ -20,12 +20,46 @@
 // Large classes are "lazy" without any bookkeeping of ours: an anonymous mapping costs
 // only address space until a page is touched, so a class is mapped unpopulated with
 // MAP_NORESERVE unless ClassConfig.Populate asks for its pages up front (MAP_POPULATE,
-// so that the first receives into a small hot class take no page faults). A class can
-// also mark a buffer's pages reclaimable at
-// Release (MADV_FREE, ClassConfig.FreePagesOnRelease): under memory pressure the
-// kernel takes back the pages of released frames instead of swapping, so one burst of
-// 64 MiB frames need not stay resident for good. mlock is attempted only when
-// Config.Lock asks for it and RLIMIT_MEMLOCK leaves room; it is never required.
+// so that the first receives into a small hot class take no page faults). mlock is
+// attempted only when Config.Lock asks for it and RLIMIT_MEMLOCK leaves room; it is
+// never required.
+//
+// Giving pages back (trim.go). A page once touched stays resident until something
+// gives it back, so without that a node that took one burst of 64 MiB frames, or of
+// thousands of connections, would hold the burst's pages for good. The owner calls
+// TrimIdle every TrimIdleInterval; it gives back (MADV_DONTNEED) the pages of the free
+// buffers that no Acquire or Release used since the previous call, in the classes
+// whose ClassConfig.IdlePages says so: by default every class not populated at New.
+// For a shard's classes (shard.ArenaConfigDefault, shard/config.go) that means:
+//
+//   - 4 KiB (standing frame and send buffers): a connection's standing buffer is in
+//     use while it lives and is never taken; the send buffers and the standing
+//     buffers of connections that closed go back an interval after their last use.
+//   - 8 KiB (the receive ring's): lent whole to the ring for the shard's life, so
+//     never taken (a lent class is in use).
+//   - 64 KiB and 1.25 MiB (medium frames, batches): in steady use the LIFO free
+//     stack hands out the same few buffers again and again, and they stay; the ones a
+//     burst needed beyond those go back after it.
+//   - 16 MiB and 64 MiB (the largest frames, rare): go back an interval after their
+//     last use, as every class does once it is idle.
+//
+// Why at TrimIdle and not at each Release (as ClassConfig.FreePagesOnRelease did,
+// with MADV_FREE, for the 16 and 64 MiB classes of an earlier default): advice at
+// every Release taxes the steady use it does not help. BenchmarkReleasePages
+// (trim_test.go), a buffer written whole and released, 3 runs on 2 cores shared with other builds
+// (load ~10): a 64 MiB frame 22-25 ms kept, 36-45 ms with MADV_FREE, 50-75 ms with
+// MADV_DONTNEED (the madvise, then a fault per page at the next write); 16 MiB 4-7,
+// 11-15 and 10-34 ms; 1.25 MiB 0.22-0.37, 0.57-0.68 and 1.9-2.7 ms. TrimIdle pays
+// that once per buffer and idle interval, and nothing in steady use. Why MADV_DONTNEED and not MADV_FREE: pages marked MADV_FREE
+// stay counted in the resident set (and in a cgroup's memory.current, and in
+// GET_STATS's memory_usage) until memory runs short, so a node that is done with a
+// burst still looks as large as at its peak (TestTrimIdleGivesABurstsPagesBack: 2 x
+// 64 MiB written, then MADV_FREE: 128 MiB still resident, 127 MiB of it LazyFree);
+// Go's own runtime chose MADV_DONTNEED for the same reason
+// (https://go.dev/doc/go1.16#runtime). A class registered with a ring as fixed
+// buffers (RegionBytes, RegionIovec, AppendIovecs) or locked is never trimmed: the
+// kernel pins the pages it registered, and a trimmed buffer would be new pages the
+// ring does not see.
 //
 // Memory layout of one class (one mapping per class):
 //

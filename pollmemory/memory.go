@@ -4,6 +4,7 @@ package pollmemory
 
 import (
 	"math/bits"
+	"time"
 	"unsafe"
 )
 
@@ -26,8 +27,10 @@ import (
 //
 //	lentBytes + unplannedPolls*reservationBytes <= budgetBytes
 //
-// Free buffers are dropped (to the garbage collector), largest first, only when a
-// lent buffer needs their room. A poll that is not admitted waits, first come first
+// Free buffers are dropped (to the garbage collector), largest first, when a lent
+// buffer needs their room, and by DropIdle once they have lain idle a whole
+// interval: a shard that served one burst of large polls does not keep the burst's
+// buffers (up to the budget) for the rest of its life. A poll that is not admitted waits, first come first
 // served, behind the others (as frames wait for arena buffers); each buffer given
 // back lets waiting ones in (StartWaiting). P is what stands for a poll. So however many polls arrive, and however large, a
 // shard's polls hold at most budgetBytes (config.Config.PollMemoryBytesMax) and every
@@ -39,8 +42,8 @@ type Memory[P any] struct {
 	freeBytes        int64
 	unplannedPolls   int64
 
-	free map[int][][]byte // idle buffers by size class
-	lent map[*byte]int    // lent buffers by their first byte: their size class
+	free map[int]*freeBuffers // idle buffers by size class
+	lent map[*byte]int        // lent buffers by their first byte: their size class
 
 	waiting  []P  // polls waiting for room, oldest first
 	starting bool // StartWaiting is running (a poll it starts may finish at once)
@@ -60,7 +63,7 @@ const BytesMaxDefault = 256 << 20
 func New[P any](budgetBytes, readBytesMax int64) *Memory[P] {
 	m := &Memory[P]{
 		reservationBytes: int64(bufferClassBytes(int(readBytesMax))),
-		free:             make(map[int][][]byte),
+		free:             make(map[int]*freeBuffers),
 		lent:             make(map[*byte]int),
 	}
 	if budgetBytes == 0 {
@@ -129,10 +132,8 @@ func (m *Memory[P]) lendBuffer(n int) []byte {
 	}
 	m.unplannedPolls--
 	var b []byte
-	if bufs := m.free[class]; len(bufs) > 0 {
-		b = bufs[len(bufs)-1]
-		bufs[len(bufs)-1] = nil
-		m.free[class] = bufs[:len(bufs)-1]
+	if f := m.free[class]; f != nil && len(f.bufs) > 0 {
+		b = f.pop()
 		m.freeBytes -= int64(class)
 	} else {
 		b = make([]byte, class)
@@ -148,15 +149,54 @@ func (m *Memory[P]) lendBuffer(n int) []byte {
 // dropFree lets the garbage collector have one idle buffer, of the largest class.
 func (m *Memory[P]) dropFree() {
 	largest := 0
-	for class, bufs := range m.free {
-		if len(bufs) > 0 && class > largest {
+	for class, f := range m.free {
+		if len(f.bufs) > 0 && class > largest {
 			largest = class
 		}
 	}
-	bufs := m.free[largest]
-	bufs[len(bufs)-1] = nil
-	m.free[largest] = bufs[:len(bufs)-1]
+	m.free[largest].pop()
 	m.freeBytes -= int64(largest)
+}
+
+// DropIdleInterval is how often a shard should call DropIdle: a free buffer is
+// then dropped between one and two intervals after it was last given back.
+const DropIdleInterval = 10 * time.Second
+
+// DropIdle lets the garbage collector have the free buffers that no read took
+// since the previous DropIdle, and returns their bytes. Its owner calls it every
+// DropIdleInterval or so (it has no clock): buffers in steady use stay, those a
+// burst needed beyond them go.
+func (m *Memory[P]) DropIdle() (droppedBytes int64) {
+	for class, f := range m.free {
+		idle := f.untaken
+		clear(f.bufs[:idle])
+		f.bufs = f.bufs[:copy(f.bufs, f.bufs[idle:])]
+		clear(f.bufs[len(f.bufs) : len(f.bufs)+idle])
+		droppedBytes += int64(idle) * int64(class)
+		if len(f.bufs) == 0 {
+			delete(m.free, class) // the class comes back with its next buffer
+			continue
+		}
+		f.untaken = len(f.bufs)
+	}
+	m.freeBytes -= droppedBytes
+	return droppedBytes
+}
+
+// freeBuffers are the free buffers of one size class, a stack (the buffer given
+// back last is lent first). The untaken at its bottom have not been lent since the
+// previous DropIdle.
+type freeBuffers struct {
+	bufs    [][]byte
+	untaken int
+}
+
+func (f *freeBuffers) pop() []byte {
+	b := f.bufs[len(f.bufs)-1]
+	f.bufs[len(f.bufs)-1] = nil
+	f.bufs = f.bufs[:len(f.bufs)-1]
+	f.untaken = min(f.untaken, len(f.bufs))
+	return b
 }
 
 // Unplanned gives back the reservation of a poll whose read took no buffer (nothing
@@ -171,7 +211,12 @@ func (m *Memory[P]) GiveBack(first *byte) {
 	}
 	delete(m.lent, first)
 	m.lentBytes -= int64(class)
-	m.free[class] = append(m.free[class], unsafe.Slice(first, class))
+	f := m.free[class]
+	if f == nil {
+		f = &freeBuffers{}
+		m.free[class] = f
+	}
+	f.bufs = append(f.bufs, unsafe.Slice(first, class))
 	m.freeBytes += int64(class)
 }
 

@@ -70,37 +70,101 @@ func hasController(controllers, name string) bool {
 // cgroupText (/proc/<pid>/cgroup); v2 is read first, then v1. ok is false
 // where no level limits memory below host.TotalBytes.
 func CgroupMemory(root fs.FS, cgroupText []byte, host Memory) (m Memory, ok bool) {
+	w := newCgroupWalk(cgroupText)
+	return w.memory(host, func(version, level int, file cgroupFile) ([]byte, error) {
+		return readBounded(root, w.path(version, level, file))
+	})
+}
+
+// cgroupFile is one of the files a walk reads of a level.
+type cgroupFile int
+
+const (
+	cgroupLimit cgroupFile = iota
+	cgroupUsage
+	cgroupStat
+	cgroupFiles // how many
+)
+
+func (files cgroupMemoryFiles) name(file cgroupFile) string {
+	switch file {
+	case cgroupLimit:
+		return files.limit
+	case cgroupUsage:
+		return files.usage
+	default:
+		return "memory.stat"
+	}
+}
+
+// cgroupVersions are the hierarchies a walk reads, in its order.
+var cgroupVersions = [...]cgroupMemoryFiles{cgroupV2, cgroupV1}
+
+// cgroupWalk is the way up from a process's cgroups to the root, in each
+// hierarchy of cgroupVersions: levels[version][0] is the process's cgroup's
+// directory, each next one its parent's, at most cgroupDepthMax of them; none
+// in a hierarchy the process is not in.
+type cgroupWalk struct {
+	levels [len(cgroupVersions)][]string
+}
+
+func newCgroupWalk(cgroupText []byte) cgroupWalk {
+	var w cgroupWalk
 	v2, v1 := ParseCgroupPaths(cgroupText)
-	if v2 != "" {
-		if m, ok := cgroupMemoryWithin(root, cgroupV2, v2, host); ok {
-			return m, true
+	for version, dir := range [...]string{v2, v1} {
+		if dir == "" {
+			continue
+		}
+		for range cgroupDepthMax {
+			w.levels[version] = append(w.levels[version], path.Join(cgroupVersions[version].dir, dir))
+			if dir == "." {
+				break
+			}
+			dir = path.Dir(dir)
 		}
 	}
-	if v1 != "" {
-		return cgroupMemoryWithin(root, cgroupV1, v1, host)
+	return w
+}
+
+// path names file of a level in the cgroup tree.
+func (w *cgroupWalk) path(version, level int, file cgroupFile) string {
+	return path.Join(w.levels[version][level], cgroupVersions[version].name(file))
+}
+
+// readCgroupFile reads file of a level of one of a walk's hierarchies.
+type readCgroupFile func(version, level int, file cgroupFile) ([]byte, error)
+
+// memory is CgroupMemory's answer on the files read reads.
+func (w *cgroupWalk) memory(host Memory, read readCgroupFile) (Memory, bool) {
+	for version, levels := range w.levels {
+		if len(levels) == 0 {
+			continue
+		}
+		if m, ok := cgroupMemoryWithin(version, len(levels), read, host); ok {
+			return m, true
+		}
 	}
 	return Memory{}, false
 }
 
-func cgroupMemoryWithin(root fs.FS, files cgroupMemoryFiles, dir string, host Memory) (Memory, bool) {
+func cgroupMemoryWithin(version, levels int, read readCgroupFile, host Memory) (Memory, bool) {
 	m := Memory{TotalBytes: host.TotalBytes, AvailableBytes: host.AvailableBytes}
 	limited, availableMeasured := false, false
-	for range cgroupDepthMax {
-		level := path.Join(files.dir, dir)
-		if limit, err := readCgroupValue(root, path.Join(level, files.limit)); err == nil && limit < host.TotalBytes {
+	for level := range levels {
+		text, err := read(version, level, cgroupLimit)
+		if err != nil {
+			continue
+		}
+		if limit, err := parseCgroupValue(text); err == nil && limit < host.TotalBytes {
 			limited = true
 			m.TotalBytes = min(m.TotalBytes, limit)
-			if available, ok := cgroupLevelAvailable(root, files, level, limit); ok {
+			if available, ok := cgroupLevelAvailable(version, level, read, limit); ok {
 				if !availableMeasured {
 					m.AvailableBytes = available
 				}
 				m.AvailableBytes, availableMeasured = min(m.AvailableBytes, available), true
 			}
 		}
-		if dir == "." {
-			break
-		}
-		dir = path.Dir(dir)
 	}
 	if !limited {
 		return Memory{}, false
@@ -112,15 +176,20 @@ func cgroupMemoryWithin(root fs.FS, files cgroupMemoryFiles, dir string, host Me
 // cgroupLevelAvailable is a limited level's limit less its usage that is not
 // reclaimable file cache (the kernel's limit − usage falls toward 0 as the page
 // cache fills, long before memory is short).
-func cgroupLevelAvailable(root fs.FS, files cgroupMemoryFiles, level string, limit uint64) (uint64, bool) {
-	usage, err := readCgroupValue(root, path.Join(level, files.usage))
+func cgroupLevelAvailable(version, level int, read readCgroupFile, limit uint64) (uint64, bool) {
+	text, err := read(version, level, cgroupUsage)
 	if err != nil {
 		return 0, false
 	}
-	stat, err := readBounded(root, path.Join(level, "memory.stat"))
+	usage, err := parseCgroupValue(text)
 	if err != nil {
 		return 0, false
 	}
+	stat, err := read(version, level, cgroupStat)
+	if err != nil {
+		return 0, false
+	}
+	files := cgroupVersions[version]
 	var reclaimable uint64
 	for len(stat) > 0 {
 		var line []byte
@@ -135,13 +204,9 @@ func cgroupLevelAvailable(root fs.FS, files cgroupMemoryFiles, level string, lim
 	return limit - min(limit, usage-min(usage, reclaimable)), true
 }
 
-// readCgroupValue reads a file of one number; v2's "max" (no limit) is the
+// parseCgroupValue reads a file of one number; v2's "max" (no limit) is the
 // largest number.
-func readCgroupValue(root fs.FS, name string) (uint64, error) {
-	text, err := readBounded(root, name)
-	if err != nil {
-		return 0, err
-	}
+func parseCgroupValue(text []byte) (uint64, error) {
 	text = bytes.TrimSpace(text)
 	if string(text) == "max" {
 		return 1<<64 - 1, nil

@@ -1,6 +1,7 @@
 package procstats
 
 import (
+	"fmt"
 	"io/fs"
 	"testing"
 	"testing/fstest"
@@ -120,7 +121,7 @@ func TestSamplerConfined(t *testing.T) {
 		if tc.cgroups != nil {
 			cg = tc.cgroups
 		}
-		s := NewSampler(proc, "7", 4096).Confined(tc.allowed, cg)
+		s := NewSampler(liveFS{proc}, "7", 4096).Confined(tc.allowed, cg)
 		proc["stat"] = &fstest.MapFile{Data: boot}
 		first := s.Sample(start)
 		proc["stat"] = &fstest.MapFile{Data: later}
@@ -129,6 +130,32 @@ func TestSamplerConfined(t *testing.T) {
 			f.TotalMemoryBytes != tc.wantMemory.TotalBytes || f.AvailableMemoryBytes != tc.wantMemory.AvailableBytes {
 			t.Errorf("%s: CPU %v%% then %v%%, memory %d/%d; want %v%% then %v%%, %+v", tc.name, first.TotalCPUPercent, f.TotalCPUPercent,
 				f.AvailableMemoryBytes, f.TotalMemoryBytes, tc.wantFirst, tc.wantLater, tc.wantMemory)
+		}
+	}
+}
+
+// Many samples of a confined process: each interval's percentage is its cores'
+// own, whichever of the sampler's two slices of cores the sample was parsed into.
+func TestSamplerConfinedLongLife(t *testing.T) {
+	proc := fstest.MapFS{"meminfo": {Data: []byte("MemTotal: 10 kB\nMemAvailable: 8 kB\n")}}
+	s := NewSampler(liveFS{proc}, "7", 4096).Confined([]int{1, 3}, nil)
+	now := time.Unix(1_764_900_000, 0)
+	var busy, idle [4]uint64
+	for i := range 200 {
+		// 100 ticks a core; core 1 busy i%101 of them, core 3 (i*7)%101.
+		want := float32((i%101)+(i*7)%101) / 2
+		busy[1], idle[1] = busy[1]+uint64(i%101), idle[1]+100-uint64(i%101)
+		busy[3], idle[3] = busy[3]+uint64(i*7%101), idle[3]+100-uint64(i*7%101)
+		idle[0], idle[2] = idle[0]+100, idle[2]+100
+		text := fmt.Appendf(nil, "cpu  %d 0 0 %d 0 0 0 0 0 0\n", busy[1]+busy[3], idle[0]+idle[1]+idle[2]+idle[3])
+		for core := range 4 {
+			text = fmt.Appendf(text, "cpu%d %d 0 0 %d 0 0 0 0 0 0\n", core, busy[core], idle[core])
+		}
+		proc["stat"] = &fstest.MapFile{Data: append(text, "intr 1 2 3\n"...)}
+		now = now.Add(time.Second)
+		f := s.Sample(now)
+		if i > 0 && f.TotalCPUPercent != want {
+			t.Fatalf("sample %d: cores 1 and 3 at %v%%, want %v%%", i, f.TotalCPUPercent, want)
 		}
 	}
 }

@@ -34,6 +34,17 @@
 // starts nothing. A file that cannot be read
 // or parsed leaves its figures 0; it is never an error of the whole sample.
 //
+// A monitoring system polls GET_STATS every few seconds for as long as a node
+// runs, so a sample allocates nothing once warm: the Sampler opens each file
+// once and keeps it open (heldFile, held.go), reads it again from offset 0 into
+// a buffer it keeps (a /proc or cgroupfs file answers each such read with its
+// current text), and parses it in place; the slice of cores of /proc/stat is
+// one of two the Sampler alternates between. A file that fails a read is opened
+// again at the next sample; one that cannot be opened (a cgroup file this host
+// lacks) is tried again every reopenInterval, not at every sample. A process
+// moved to another cgroup is walked anew: /proc/<pid>/cgroup is read at every
+// sample and the cgroup files are held for the walk it names.
+//
 // A process confined to some cores or to a memory cgroup gets the figures of
 // what it may use, as the reference gives them (Sampler.Confined): the mean
 // busy percentage of its cores, its cgroup's memory limit and what is

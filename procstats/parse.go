@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode"
 )
 
 // CPUTimes is the machine's CPU time from the "cpu" line of /proc/stat, in clock
@@ -29,29 +30,36 @@ type CoreTimes struct {
 // with at least the four fields every kernel has (user nice system idle), and
 // the "cpuN" lines follow it.
 func ParseCPUTimes(text []byte) (CPUTimes, error) {
+	return parseCPUTimes(text, nil)
+}
+
+// parseCPUTimes is ParseCPUTimes, appending the cores to cores (a sampler's
+// slice of an earlier sample, so that a sample does not allocate one).
+func parseCPUTimes(text []byte, cores []CoreTimes) (CPUTimes, error) {
 	line, rest, _ := bytes.Cut(text, []byte("\n"))
-	fields := bytes.Fields(line)
-	if len(fields) == 0 || string(fields[0]) != "cpu" {
+	name, ticks := cutField(line)
+	if string(name) != "cpu" {
 		return CPUTimes{}, errors.New(`procstats: /proc/stat does not start with a "cpu" line`)
 	}
 	var t CPUTimes
 	var err error
-	if t.TotalTicks, t.IdleTicks, err = parseTicks(fields[1:]); err != nil {
+	if t.TotalTicks, t.IdleTicks, err = parseTicks(ticks); err != nil {
 		return CPUTimes{}, fmt.Errorf("procstats: /proc/stat cpu line: %w", err)
 	}
+	t.Cores = cores
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		fields := bytes.Fields(line)
-		if len(fields) == 0 || len(fields[0]) <= 3 || !bytes.HasPrefix(fields[0], []byte("cpu")) {
+		name, ticks := cutField(line)
+		if len(name) <= 3 || !bytes.HasPrefix(name, []byte("cpu")) {
 			break
 		}
-		cpu, err := strconv.ParseUint(string(fields[0][3:]), 10, 31)
+		cpu, err := strconv.ParseUint(string(name[3:]), 10, 31)
 		if err != nil {
 			break
 		}
 		core := CoreTimes{CPU: int(cpu)}
-		if core.TotalTicks, core.IdleTicks, err = parseTicks(fields[1:]); err != nil {
-			return CPUTimes{}, fmt.Errorf("procstats: /proc/stat %s line: %w", fields[0], err)
+		if core.TotalTicks, core.IdleTicks, err = parseTicks(ticks); err != nil {
+			return CPUTimes{}, fmt.Errorf("procstats: /proc/stat %s line: %w", name, err)
 		}
 		t.Cores = append(t.Cores, core)
 	}
@@ -61,18 +69,39 @@ func ParseCPUTimes(text []byte) (CPUTimes, error) {
 	return t, nil
 }
 
+// cutField cuts a line's first field from the rest of the line, fields being
+// what bytes.Fields splits (runs of non-space runes).
+func cutField(line []byte) (field, rest []byte) {
+	start := bytes.IndexFunc(line, isNotSpace)
+	if start < 0 {
+		return nil, nil
+	}
+	line = line[start:]
+	end := bytes.IndexFunc(line, unicode.IsSpace)
+	if end < 0 {
+		return line, nil
+	}
+	return line[:end], line[end:]
+}
+
+func isNotSpace(r rune) bool { return !unicode.IsSpace(r) }
+
 // parseTicks reads a cpu line's fields after its name: user nice system idle
 // iowait irq softirq steal guest guest_nice, the four first in every kernel.
 // Guest time is already inside user and nice, so the total leaves it out.
-func parseTicks(fields [][]byte) (totalTicks, idleTicks uint64, err error) {
-	if len(fields) < 4 {
-		return 0, 0, fmt.Errorf("%d fields, want 4 or more", len(fields))
-	}
+func parseTicks(fields []byte) (totalTicks, idleTicks uint64, err error) {
 	var ticks [8]uint64
-	for i, f := range fields[:min(len(fields), len(ticks))] {
-		if ticks[i], err = strconv.ParseUint(string(f), 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("field %d: %w", i+1, err)
+	n := 0
+	for f := range bytes.FieldsSeq(fields) {
+		if n < len(ticks) {
+			if ticks[n], err = strconv.ParseUint(string(f), 10, 64); err != nil {
+				return 0, 0, fmt.Errorf("field %d: %w", n+1, err)
+			}
 		}
+		n++
+	}
+	if n < 4 {
+		return 0, 0, fmt.Errorf("%d fields, want 4 or more", n)
 	}
 	for _, v := range ticks {
 		totalTicks += v
@@ -107,26 +136,28 @@ func ParseProcessStat(text []byte) (Process, error) {
 	if end < 0 {
 		return Process{}, errors.New("procstats: /proc/<pid>/stat has no command name")
 	}
-	fields := bytes.Fields(text[end+1:]) // fields[0] is field 3, state
-	field := func(n int) (uint64, error) {
-		if n-3 >= len(fields) {
-			return 0, fmt.Errorf("procstats: /proc/<pid>/stat ends before field %d", n)
+	// The fields wanted, in ascending order, and where their values go.
+	wanted := [...]int{statUtime, statStime, statNumThreads, statRSS}
+	var values [len(wanted)]uint64
+	found := 0
+	n := 3 // the first field after the command name is field 3, state
+	for f := range bytes.FieldsSeq(text[end+1:]) {
+		if n == wanted[found] {
+			v, err := strconv.ParseUint(string(f), 10, 64)
+			if err != nil {
+				return Process{}, fmt.Errorf("procstats: /proc/<pid>/stat field %d: %w", n, err)
+			}
+			values[found] = v
+			if found++; found == len(wanted) {
+				break
+			}
 		}
-		v, err := strconv.ParseUint(string(fields[n-3]), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("procstats: /proc/<pid>/stat field %d: %w", n, err)
-		}
-		return v, nil
+		n++
+	}
+	if found < len(wanted) {
+		return Process{}, fmt.Errorf("procstats: /proc/<pid>/stat ends before field %d", wanted[found])
 	}
 	var p Process
-	var values [4]uint64
-	for i, n := range [...]int{statUtime, statStime, statNumThreads, statRSS} {
-		v, err := field(n)
-		if err != nil {
-			return Process{}, err
-		}
-		values[i] = v
-	}
 	p.CPUTicks = values[0] + values[1]
 	p.Threads = uint32(min(values[2], 1<<32-1))
 	p.ResidentPages = values[3]
@@ -174,19 +205,20 @@ func ParseMeminfo(text []byte) (Memory, error) {
 
 // parseMeminfoValue reads "   16303596 kB" (or a count with no unit) as bytes.
 func parseMeminfoValue(value []byte) (uint64, error) {
-	fields := bytes.Fields(value)
-	if len(fields) == 0 || len(fields) > 2 {
+	number, rest := cutField(value)
+	unit, rest := cutField(rest)
+	if len(number) == 0 || len(bytes.TrimSpace(rest)) > 0 {
 		return 0, fmt.Errorf("value %q is not a number and a unit", value)
 	}
-	v, err := strconv.ParseUint(string(fields[0]), 10, 64)
+	v, err := strconv.ParseUint(string(number), 10, 64)
 	if err != nil {
 		return 0, err
 	}
-	if len(fields) == 1 {
+	if len(unit) == 0 {
 		return v, nil
 	}
-	if string(fields[1]) != "kB" {
-		return 0, fmt.Errorf("unit %q is not kB", fields[1])
+	if string(unit) != "kB" {
+		return 0, fmt.Errorf("unit %q is not kB", unit)
 	}
 	if v > (1<<64-1)/1024 {
 		return 0, fmt.Errorf("%d kB overflows", v)

@@ -47,12 +47,34 @@ type Sampler struct {
 	measured bool
 	last     cpuSample
 	percents cpuPercents
+	// The files a sample reads, kept open with their buffers (heldFile), and
+	// the cores of the sample before last, whose slice the next /proc/stat
+	// is parsed into: a sample allocates nothing once they have grown.
+	processStat, meminfo, processIO, processCgroup, machineStat heldFile
+	heldCgroups                                                 heldCgroups
+	spareCores                                                  []CoreTimes
 }
 
 // NewSampler samples process pid ("self" for the caller) of the /proc tree proc
-// (os.DirFS("/proc") on a host), whose pages are pageSizeBytes.
+// (os.DirFS("/proc") on a host), whose pages are pageSizeBytes. It keeps the
+// files it reads open (four of /proc, and those of a confined process's
+// cgroups) until Close.
 func NewSampler(proc fs.FS, pid string, pageSizeBytes int) *Sampler {
-	return &Sampler{proc: proc, pid: pid, pageSizeBytes: uint64(pageSizeBytes)}
+	return &Sampler{proc: proc, pid: pid, pageSizeBytes: uint64(pageSizeBytes),
+		processStat: heldFile{name: pid + "/stat"}, meminfo: heldFile{name: "meminfo"},
+		processIO: heldFile{name: pid + "/io"}, processCgroup: heldFile{name: pid + "/cgroup"},
+		machineStat: heldFile{name: "stat"}}
+}
+
+// Close closes the files the Sampler holds open; a Sample after Close opens
+// them again.
+func (s *Sampler) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range [...]*heldFile{&s.processStat, &s.meminfo, &s.processIO, &s.processCgroup, &s.machineStat} {
+		h.close()
+	}
+	s.heldCgroups.close()
 }
 
 // Confined scopes the figures to what the process may use, as the reference
@@ -84,33 +106,38 @@ func (s *Sampler) Sample(now time.Time) Figures {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var f Figures
-	process, processErr := parseFile(s.proc, s.pid+"/stat", ParseProcessStat)
+	process, processErr := parseHeld(&s.processStat, s.proc, now, ParseProcessStat)
 	if processErr == nil {
 		f.ResidentBytes = process.ResidentPages * s.pageSizeBytes
 		f.Threads = process.Threads
 	}
-	if m, err := parseFile(s.proc, "meminfo", ParseMeminfo); err == nil {
+	if m, err := parseHeld(&s.meminfo, s.proc, now, ParseMeminfo); err == nil {
 		if s.cgroups != nil {
-			if cgroups, err := readBounded(s.proc, s.pid+"/cgroup"); err == nil {
-				if scoped, ok := CgroupMemory(s.cgroups, cgroups, m); ok {
+			if cgroups, err := s.processCgroup.read(s.proc, now); err == nil {
+				if scoped, ok := s.heldCgroups.memory(s.cgroups, cgroups, m, now); ok {
 					m = scoped
 				}
 			}
 		}
 		f.TotalMemoryBytes, f.AvailableMemoryBytes = m.TotalBytes, m.AvailableBytes
 	}
-	if io, err := parseFile(s.proc, s.pid+"/io", ParseIO); err == nil {
+	if io, err := parseHeld(&s.processIO, s.proc, now, ParseIO); err == nil {
 		f.ReadBytes, f.WrittenBytes = io.ReadBytes, io.WrittenBytes
 	}
 
 	if !s.measured || now.Sub(s.last.at) >= MinimumCPUInterval {
-		machine, err := parseFile(s.proc, "stat", ParseCPUTimes)
+		var machine CPUTimes
+		text, err := s.machineStat.read(s.proc, now)
+		if err == nil {
+			machine, err = parseCPUTimes(text, s.spareCores[:0])
+		}
 		if err != nil {
 			// No measurement: the next sample measures against the last good one.
 			s.percents = cpuPercents{}
 		} else {
 			cur := cpuSample{at: now, machine: machine, processTicks: process.CPUTicks, processMeasured: processErr == nil}
 			s.percents = measureCPU(s.last, cur, s.allowedCPUs)
+			s.spareCores = s.last.machine.Cores
 			s.last, s.measured = cur, true
 		}
 	}
@@ -141,9 +168,9 @@ func measureCPU(prev, cur cpuSample, allowedCPUs []int) cpuPercents {
 	return p
 }
 
-// parseFile reads name of fsys, at most fileMaxBytes of it, and parses it.
-func parseFile[T any](fsys fs.FS, name string, parse func([]byte) (T, error)) (T, error) {
-	text, err := readBounded(fsys, name)
+// parseHeld reads a held file of fsys and parses it.
+func parseHeld[T any](h *heldFile, fsys fs.FS, now time.Time, parse func([]byte) (T, error)) (T, error) {
+	text, err := h.read(fsys, now)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -151,6 +178,7 @@ func parseFile[T any](fsys fs.FS, name string, parse func([]byte) (T, error)) (T
 	return parse(text)
 }
 
+// readBounded reads name of fsys, at most fileMaxBytes of it.
 func readBounded(fsys fs.FS, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {

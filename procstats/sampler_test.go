@@ -36,7 +36,7 @@ func (p *fakeProc) set(busyTicks, idleTicks, processTicks uint64) {
 
 func TestSamplerCPUPercentages(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	start := time.Unix(1_764_900_000, 0)
 
 	// Since boot the machine was busy 300 of 1,000 ticks; the process has no
@@ -100,7 +100,7 @@ func TestSamplerCPUPercentages(t *testing.T) {
 // whole; CPU is measured again from the last good sample once /proc/stat is back.
 func TestSamplerUnreadableFiles(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	start := time.Unix(1_764_900_000, 0)
 	proc.set(300, 700, 50)
 	s.Sample(start)
@@ -149,7 +149,7 @@ func TestSamplerUnreadableFiles(t *testing.T) {
 // stays in its range and matches the ticks given.
 func TestSamplerLongLife(t *testing.T) {
 	proc := newFakeProc()
-	s := NewSampler(proc.fs, "7", 4096)
+	s := NewSampler(liveFS{proc.fs}, "7", 4096)
 	now := time.Unix(1_764_900_000, 0)
 	var busy, idle, process uint64
 	lastMeasured := now
@@ -176,6 +176,7 @@ func TestSamplerLongLife(t *testing.T) {
 // The host's own /proc: the figures of this test process are plausible.
 func TestSamplerHost(t *testing.T) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	defer s.Close()
 	f := s.Sample(time.Now())
 	if f.ResidentBytes < 1<<20 || f.ResidentBytes > 24<<30 {
 		t.Errorf("resident %d bytes, want within [1 MiB, 24 GiB]", f.ResidentBytes)
@@ -186,12 +187,18 @@ func TestSamplerHost(t *testing.T) {
 	if f.Threads < 1 || f.TotalCPUPercent <= 0 || f.TotalCPUPercent > 100 || f.ProcessCPUPercent != 0 {
 		t.Errorf("threads %d, total CPU %v%%, process CPU %v%% (a first sample: 0)", f.Threads, f.TotalCPUPercent, f.ProcessCPUPercent)
 	}
+	// Closed, the sampler opens its files again at the next sample.
+	s.Close()
+	if f := s.Sample(time.Now()); f.ResidentBytes == 0 || f.TotalMemoryBytes == 0 || f.Threads == 0 {
+		t.Errorf("a sample after Close: %+v", f)
+	}
 }
 
 // BenchmarkSample is one GET_STATS's reading of the host's /proc and cgroup
 // tree, confined as the server's sampler is.
 func BenchmarkSample(b *testing.B) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize()).Confined([]int{0}, os.DirFS("/sys/fs/cgroup"))
+	defer s.Close()
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -204,6 +211,7 @@ func BenchmarkSample(b *testing.B) {
 // Sampler: run with -race.
 func TestSamplerConcurrent(t *testing.T) {
 	s := NewSampler(os.DirFS("/proc"), "self", os.Getpagesize())
+	defer s.Close()
 	done := make(chan Figures)
 	start := time.Now()
 	for g := range 4 {
