@@ -68,9 +68,12 @@ const (
 	DropFramesQueueFull
 	// DropContradictsCommitted: a peer's log that contradicts the ops this
 	// replica applied (a view-change vote, a StartView, a repaired prepare the
-	// chain would join to the applied op): no correct replica sends one
-	// (committed.go). A peer of another incarnation of the group's ids, a bug or
-	// corruption did; the replica refuses it rather than install it.
+	// chain would join to the applied op), or a state transfer target whose
+	// op contradicts the trusted headers held at it and above it (counted
+	// again if a state fetched is contradicted before it is handed out):
+	// no correct replica sends one (committed.go). A peer of another
+	// incarnation of the group's ids, a bug or corruption did; the replica
+	// refuses it rather than install it.
 	DropContradictsCommitted
 
 	// DropReasonCount is the number of reasons: DropCounts' length.

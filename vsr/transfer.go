@@ -14,7 +14,9 @@ import (
 // The core moves the frames and verifies every artifact whole (length and
 // XxHash3-64 against the manifest); the caller makes the state (Ready.StateRequests
 // -> OfferState) and installs it (Ready.Install -> Advance), since only it knows
-// what a snapshot of its state machine is.
+// what a snapshot of its state machine is. The target names the identity of the
+// prepare at commit_op (our CommitChecksum), and a state that contradicts the
+// requester's own log is refused (committed.go).
 
 // StateChunkBytesMax is the most artifact bytes one StateChunk carries.
 const StateChunkBytesMax = 256 << 10
@@ -70,20 +72,25 @@ type ArtifactHolder interface {
 type StateInstall struct {
 	CommitOp  uint64
 	Artifacts []Artifact
-	// Identity is for the caller to set before Advance: the identity of the
-	// prepare at CommitOp, which its snapshot records as its checkpoint. The core
-	// keeps its own header of CommitOp only if it has this identity (a header of an
-	// older log view may stand there). A state comes out only from a replica whose
-	// view was not newer than this one's log view, so a trusted header the core
-	// holds at CommitOp (Header) is the state's op: a caller whose state does not
-	// record its identity may name that one.
+	// Identity is the identity of the prepare at CommitOp: the one the offering
+	// peer named (StateTransferTargetHeader.CommitChecksum; zero from a node
+	// before it), which the core checked against its own log. The caller sets it
+	// before Advance to the one its snapshot records as its checkpoint, when it
+	// records one. The core keeps its own header of CommitOp only if it has this
+	// identity (a header of an older log view may stand there). A state comes out
+	// only from a replica whose view was not newer than this one's log view, so a
+	// trusted header the core holds at CommitOp (Header) is the state's op: a
+	// caller whose state does not record its identity may name that one.
 	Identity wire.Uint128
 }
 
 type stateOffer struct {
-	to        uint8
-	nonce     wire.Uint128
-	commitOp  uint64
+	to       uint8
+	nonce    wire.Uint128
+	commitOp uint64
+	// identity is the prepare's at commitOp, zero if this replica no longer
+	// holds it (appliedIdentity).
+	identity  wire.Uint128
 	manifest  []byte
 	artifacts []Artifact
 }
@@ -109,10 +116,13 @@ type stateTransfer struct {
 }
 
 type transferIn struct {
-	phase     transferPhase
-	nonce     wire.Uint128
-	peer      uint8
-	commitOp  uint64
+	phase    transferPhase
+	nonce    wire.Uint128
+	peer     uint8
+	commitOp uint64
+	// identity is the one the target named for the prepare at commitOp (zero:
+	// not named, unchecked).
+	identity  wire.Uint128
 	manifest  []wire.StateArtifact
 	received  [][]byte
 	local     []bool
@@ -219,13 +229,19 @@ func (c *Core) transferTick() {
 		if t.stalls%3 == 0 {
 			// That peer does not answer (it restarted, or replaced its offer):
 			// start over with the next one.
-			t.peer = uint8((int(t.peer) + 1) % c.n())
-			if t.peer == c.cfg.ReplicaID {
-				t.peer = uint8((int(t.peer) + 1) % c.n())
-			}
+			c.nextTransferPeer()
 		}
 		t.phase = transferAwaitingTarget
 		c.requestTarget()
+	}
+}
+
+// nextTransferPeer moves the transfer on to the peer after the one asked.
+func (c *Core) nextTransferPeer() {
+	t := &c.transfer
+	t.peer = uint8((int(t.peer) + 1) % c.n())
+	if t.peer == c.cfg.ReplicaID {
+		t.peer = uint8((int(t.peer) + 1) % c.n())
 	}
 }
 
@@ -282,7 +298,8 @@ func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact)
 		}
 		entries[i] = wire.StateArtifact{Kind: a.Kind, Frontier: a.Frontier, SizeBytes: uint64(len(a.Bytes)), Checksum: wire.ArtifactChecksum(a.Bytes)}
 	}
-	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
+	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, identity: c.appliedIdentity(commitOp),
+		manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
 	replaced := false
 	for i := range c.transfer.offers {
 		if c.transfer.offers[i].to == r.From {
@@ -313,7 +330,7 @@ func (c *Core) sendTarget(to uint8, nonce wire.Uint128, o *stateOffer) {
 			o = &c.transfer.offers[i]
 		}
 	}
-	t.Available, t.CommitOp = 1, o.commitOp
+	t.Available, t.CommitOp, t.CommitChecksum = 1, o.commitOp, o.identity
 	c.seal(o.manifest)
 }
 
@@ -350,7 +367,15 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 		c.maybeRepair()
 		return c.drop(DropNothingNew)
 	}
-	t.commitOp = m.CommitOp
+	if c.stateContradicts(m.CommitOp, m.CommitChecksum) {
+		// A state no view of this replica's log holds: the peer runs another
+		// incarnation of the group's ids (or a bug, or corruption). Ask the
+		// next one.
+		c.nextTransferPeer()
+		c.requestTarget()
+		return c.drop(DropContradictsCommitted)
+	}
+	t.commitOp, t.identity = m.CommitOp, m.CommitChecksum
 	t.manifest = t.manifest[:0]
 	for _, a := range manifest.All() {
 		t.manifest = append(t.manifest, a)
@@ -388,7 +413,7 @@ func (c *Core) nextChunkOrInstall() {
 		c.requestChunk()
 		return
 	}
-	install := &StateInstall{CommitOp: t.commitOp, Artifacts: make([]Artifact, len(t.manifest))}
+	install := &StateInstall{CommitOp: t.commitOp, Identity: t.identity, Artifacts: make([]Artifact, len(t.manifest))}
 	for i, a := range t.manifest {
 		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i], Local: t.local[i], SizeBytes: a.SizeBytes, Checksum: a.Checksum}
 	}
