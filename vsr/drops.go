@@ -54,7 +54,8 @@ const (
 	// DropStale: an answer to a request this replica no longer waits for: a
 	// repair round, a state transfer or a forward it has moved on from, a
 	// StartView of an earlier boot or below the applied op, a chunk request
-	// for an offer replaced.
+	// for an offer replaced, or beyond the offer made under its nonce (the
+	// requester took another incarnation's offer under the same nonce).
 	DropStale
 	// DropRepairBufferFull: a repaired body below the verified chain that no room
 	// is left for (RepairChunkMax candidates): the next round fetches it.

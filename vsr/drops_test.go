@@ -363,6 +363,47 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 			})
 			expectDrop(t, c, DropReadFailed, &chunk, nil)
 		}},
+		{"a chunk request beyond the offer made under its nonce", DropStale, func(t *testing.T) {
+			tc := committedCluster(t)
+			c := tc.cores[0]
+			nonce := wire.Uint128{Lo: 5, Hi: 2}
+			ask := replicaFrame(wire.CommandRequestStateTransfer, 1, 0, func(h *wire.GenericHeader) {
+				r := h.RequestStateTransfer()
+				r.Nonce, r.Group = nonce, group
+			})
+			if err := c.Step(&ask, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.OfferState(StateRequest{From: 1, Nonce: nonce}, c.CommitMin(), []Artifact{
+				{Kind: wire.ArtifactMetadataSnapshot, Bytes: []byte("ours")},
+				{Kind: wire.ArtifactClientTable, Source: failingSource{}},
+			})
+			for _, beyond := range []struct {
+				artifact uint32
+				offset   uint64
+			}{{2, 0}, {0, 5}, {1, 101}} {
+				chunk := replicaFrame(wire.CommandRequestStateChunk, 1, 0, func(h *wire.GenericHeader) {
+					r := h.RequestStateChunk()
+					r.Nonce, r.Group, r.Len, r.Artifact, r.Offset = nonce, group, 100, beyond.artifact, beyond.offset
+				})
+				expectDrop(t, c, DropStale, &chunk, nil)
+			}
+		}},
+		{"a state transfer target that contradicts the log", DropContradictsCommitted, func(t *testing.T) {
+			tc := committedCluster(t)
+			c := tc.cores[2]
+			if !c.RequestTransfer(1) {
+				t.Fatal("replica 2 asks for no state")
+			}
+			other, _ := forgedChain(2, 2, wire.Uint128{Lo: 0xbad})
+			target := replicaFrame(wire.CommandStateTransferTarget, 0, 0, func(h *wire.GenericHeader) {
+				s := (*wire.StateTransferTargetHeader)(headerPointer(h))
+				s.Nonce, s.Group, s.Available, s.CommitOp, s.CommitChecksum = c.transfer.nonce, group, 1, 2, other[0].Checksum
+			})
+			body := wire.AppendManifest(nil, []wire.StateArtifact{{Kind: wire.ArtifactMetadataSnapshot, SizeBytes: 4, Checksum: wire.ArtifactChecksum([]byte("ours"))}})
+			sealed(&target, body)
+			expectDrop(t, c, DropContradictsCommitted, &target, body)
+		}},
 		{"a StartView whose log contradicts the applied ops", DropContradictsCommitted, func(t *testing.T) {
 			tc := committedCluster(t)
 			unchained, _ := forgedChain(3, 3, wire.Uint128{Lo: 0xbad})

@@ -430,14 +430,19 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 		if o.to != m.Replica || o.nonce != m.Nonce {
 			continue
 		}
+		// A request beyond the offer made under its nonce comes from a requester
+		// that took another offer under the same nonce: one of another
+		// incarnation of the group's ids, whose replica of this id made it
+		// (nonces are counters). The requester is not at fault, nor is this
+		// offer: unanswered, it asks another peer in time.
 		if int(m.Artifact) >= len(o.artifacts) {
-			return badMessage("state chunk request for artifact %d beyond the offer", m.Artifact)
+			return c.drop(DropStale)
 		}
 		art := &o.artifacts[m.Artifact]
 		var a []byte
 		if src := art.Source; src != nil {
 			if m.Offset > src.SizeBytes() {
-				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+				return c.drop(DropStale)
 			}
 			a = c.bodyBuffer(int(min(src.SizeBytes()-m.Offset, uint64(m.Len), StateChunkBytesMax)))
 			if err := src.ReadAt(a, m.Offset); err != nil {
@@ -445,7 +450,7 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 			}
 		} else {
 			if m.Offset > uint64(len(art.Bytes)) {
-				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+				return c.drop(DropStale)
 			}
 			a = art.Bytes[m.Offset:]
 			a = a[:min(uint64(len(a)), uint64(m.Len), StateChunkBytesMax)]
