@@ -124,9 +124,5 @@ func (c *Core) refuseContradictingInstall() {
 	}
 	c.rd.Install = nil
 	c.drops[DropContradictsCommitted]++
-	t := &c.transfer
-	peer := t.peer
-	c.transfer.transferIn = transferIn{phase: transferAwaitingTarget, peer: peer, nonceNext: t.nonceNext}
-	c.nextTransferPeer()
-	c.requestTarget()
+	c.restartTransfer()
 }

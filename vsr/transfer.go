@@ -133,6 +133,9 @@ type transferIn struct {
 	// forced: the caller asked for any state at or above floor (RequestTransfer).
 	forced bool
 	floor  uint64
+	// mismatches counts the times the current artifact was fetched whole and
+	// did not match its manifest entry.
+	mismatches int
 }
 
 // Transferring reports whether the replica is fetching a state.
@@ -234,6 +237,15 @@ func (c *Core) transferTick() {
 		t.phase = transferAwaitingTarget
 		c.requestTarget()
 	}
+}
+
+// restartTransfer drops the state being fetched and asks the next peer for one;
+// a forced transfer stays forced.
+func (c *Core) restartTransfer() {
+	t := &c.transfer
+	c.transfer.transferIn = transferIn{phase: transferAwaitingTarget, peer: t.peer, nonceNext: t.nonceNext, forced: t.forced, floor: t.floor}
+	c.nextTransferPeer()
+	c.requestTarget()
 }
 
 // nextTransferPeer moves the transfer on to the peer after the one asked.
@@ -403,11 +415,20 @@ func (c *Core) nextChunkOrInstall() {
 			break
 		}
 		if wire.ArtifactChecksum(t.received[t.current]) != t.manifest[t.current].Checksum {
-			// Verified whole: a bad artifact is fetched again from its start.
+			// Verified whole: a bad artifact is fetched again from its start,
+			// once (a chunk damaged on its way). A peer whose bytes miss the
+			// manifest again serves another state than the one it named: its
+			// source changed, or the offer was another's under the same nonce
+			// (another incarnation of the group's ids). The next peer is asked.
 			t.received[t.current] = t.received[t.current][:0]
+			if t.mismatches++; t.mismatches > 1 {
+				c.restartTransfer()
+				return
+			}
 			break
 		}
 		t.current++
+		t.mismatches = 0
 	}
 	if t.current < len(t.manifest) {
 		c.requestChunk()

@@ -198,8 +198,8 @@ func TestStateContradictedWhileFetchedIsNotInstalled(t *testing.T) {
 	if len(installs) != 0 {
 		t.Fatalf("replica 1 installed %q's state at op %d over the view's head", installs[0].Artifacts[0].Bytes, installs[0].CommitOp)
 	}
-	if c.Drops()[DropContradictsCommitted] != 1 || c.transfer.phase != transferAwaitingTarget {
-		t.Fatalf("%d refused, transfer %v; want their state refused once, a target asked for again", c.Drops()[DropContradictsCommitted], c.transfer.phase)
+	if c.Drops()[DropContradictsCommitted] != 1 || c.transfer.phase != transferAwaitingTarget || !c.transfer.forced {
+		t.Fatalf("%d refused, transfer %v (forced %v); want their state refused once, a target asked for again, still forced", c.Drops()[DropContradictsCommitted], c.transfer.phase, c.transfer.forced)
 	}
 	if h, ok := c.Header(ops); !ok || h.Checksum != head.Checksum || c.CommitMin() != 0 {
 		t.Fatalf("replica 1 applied %d, the view's head kept %v", c.CommitMin(), ok)
@@ -265,5 +265,48 @@ func TestStateTargetNamesItsOp(t *testing.T) {
 				t.Fatal("replica 1 lost the view's head at the installed op")
 			}
 		})
+	}
+}
+
+// lyingSource serves bytes its checksum does not name, as a peer that offered
+// another's state under the same nonce, or whose source changed, would.
+type lyingSource struct{ served *int }
+
+func (lyingSource) SizeBytes() uint64 { return 64 }
+func (lyingSource) Checksum() uint64  { return 1 }
+func (s lyingSource) ReadAt(p []byte, _ uint64) error {
+	*s.served++
+	clear(p)
+	return nil
+}
+
+// TestStateTransferMovesOnFromBytesThatMissTheManifest: the first peer replica 1
+// asks serves an artifact whose bytes never match its manifest entry. Replica 1
+// fetches it again once (a chunk may be damaged on its way), then asks the next
+// peer, whose state it installs. Before, it fetched the same bytes again and
+// again: each chunk reset the stall count that moves a transfer on.
+func TestStateTransferMovesOnFromBytesThatMissTheManifest(t *testing.T) {
+	const ops = 70
+	tc := behindCluster(t, ops)
+	served, liar := 0, -1
+	tc.offer = func(i int, _ StateRequest) (uint64, []Artifact) {
+		c := tc.cores[i]
+		if liar < 0 {
+			liar = i
+		}
+		if i == liar {
+			return c.CommitMin(), []Artifact{{Kind: wire.ArtifactMetadataSnapshot, Frontier: c.CommitMin(), Source: lyingSource{&served}}}
+		}
+		return c.CommitMin(), []Artifact{{Kind: wire.ArtifactMetadataSnapshot, Frontier: c.CommitMin(), Bytes: []byte("ours")}}
+	}
+	installs := 0
+	tc.install = func(int, *StateInstall) { installs++ }
+	clear(tc.cut)
+	c := tc.cores[1]
+	for k := 0; k < 400 && c.CommitMin() < ops; k++ {
+		tc.tick(1)
+	}
+	if installs != 1 || c.CommitMin() != ops || served != 2 {
+		t.Fatalf("replica 1 applied %d after %d installs, the lying peer %d served its bytes %d times; want one install, two fetches", c.CommitMin(), installs, liar, served)
 	}
 }
