@@ -43,6 +43,21 @@ type Options struct {
 	// from a binary before incarnation tags) until the node restarts, and then
 	// tagged ones (the second roll), beside nodes that send tagged ids throughout.
 	UntaggedGroups bool
+	// ForeignIncarnation: another incarnation of the same group ids (a second
+	// cluster of the same name and size, from another seed: its own clients, its
+	// own ops, every group id alike, partition groups with the same incarnation
+	// tag) runs beside this one while the faults last, and now and then a replica
+	// frame of either is also delivered to the other's node of the same id, as
+	// when a node still runs a deleted partition's group under ids a recreated
+	// one reuses and the tags collide (or are not sent). Both clusters' checks
+	// hold (foreign.go).
+	ForeignIncarnation bool
+	// foreignNormalCase lets the normal case's frames (Prepare, PrepareOk,
+	// Commit) cross too (foreign.go says why they do not by default).
+	foreignNormalCase bool
+	// foreignAnswers: the answers to a request that crossed cross back, all of
+	// them, for a while (foreign.go), instead of now and then as any frame.
+	foreignAnswers bool
 	// broken breaks a rule of the simulated server instead of the core's, so that
 	// tests can show the checkers catch it.
 	broken brokenRule

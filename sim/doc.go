@@ -115,6 +115,10 @@
 // bound again and again) have nodes serve HTTP logouts that revoke access tokens
 // through the plane, and check the revoked tokens' table on every replica;
 // TestSimRevocations runs some in CI, -revoke (with -long) runs more.
+// ForeignConfig runs another incarnation of the partition groups' ids beside the
+// cluster, their frames crossing now and then (foreign.go says what crosses and
+// what the checks then hold to); TestSimForeignIncarnation runs some in CI,
+// -foreign -seed N replays one.
 //
 // # What is not
 //

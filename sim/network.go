@@ -20,6 +20,8 @@ type packet struct {
 	// where the spec leaves those bytes unchecked at that step, may also drop it
 	// unread or take it.
 	damage damage
+	// foreign: a frame of the other incarnation (foreign.go).
+	foreign bool
 	// Client traffic is not a replica frame.
 	request *clientRequest
 	reply   *clientReply
@@ -55,6 +57,7 @@ func (c *cluster) send(p packet) {
 		c.fail("message storm: %d packets in flight %v (%s)", len(c.packets), counts, c.describe())
 		return
 	}
+	c.cross(p)
 	if c.blocked[p.from][p.to] {
 		return
 	}
@@ -123,7 +126,7 @@ func (c *cluster) deliver() {
 		case p.request != nil:
 			c.onRequest(c.nodes[p.to], p.request)
 		default:
-			c.onFrame(c.nodes[p.to], p.from, p.frame, p.damage)
+			c.onFrame(c.nodes[p.to], p.from, p.frame, p.damage, p.foreign)
 		}
 		if c.violation != nil {
 			return
@@ -139,10 +142,13 @@ const (
 	damageMayPass
 )
 
-func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
+func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage, foreign bool) {
 	storeUp := c.storeUp(nd)
 	if !nd.up && !storeUp {
 		return
+	}
+	if foreign {
+		c.result.ForeignDelivered++
 	}
 	h, err := wire.DecodeReplicaHeader(frame, frameSizeMax)
 	if err == nil && int(h.Size) != len(frame) {
@@ -205,6 +211,9 @@ func (c *cluster) onFrame(nd *node, from int, frame []byte, dmg damage) {
 		c.observeStore(nd)
 	}
 	switch {
+	case foreign && err != nil:
+		c.foreignRefused(nd, err)
+		return
 	case dmg == damageMustRefuse && err == nil:
 		c.fail("replica %d took a corrupted %v frame", nd.id, h.Command)
 		return

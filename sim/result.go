@@ -23,6 +23,10 @@ type Result struct {
 	Messages     int
 	// CorruptRefused is how many corrupted frames the receivers refused.
 	CorruptRefused int
+	// ForeignDelivered is how many frames of the other incarnation
+	// (Options.ForeignIncarnation) were delivered to this cluster's nodes,
+	// ForeignRefused how many of them a receiver refused as bad input.
+	ForeignDelivered, ForeignRefused int
 	// DownAcrossCheckpoint: the node held down (Options.DownAcrossCheckpoint)
 	// came back after another replica checkpointed past where it stopped.
 	DownAcrossCheckpoint bool
@@ -88,6 +92,14 @@ type PartitionsResult struct {
 	// Stalled: the run ended at the liveness bound with a partition group stalled
 	// behind a replica that cannot catch up (cluster.partitionsStalled).
 	Stalled bool
+	// StatesInstalled is how many partition states the stores installed by
+	// state transfer, over every store incarnation.
+	StatesInstalled int
+	// ForeignWedged: with Options.ForeignIncarnation, the run ended at the
+	// liveness bound, the metadata group done, with a partition group that
+	// cannot commit: it took ops of the other incarnation's log above its
+	// applied ones, whose bodies left with it (foreign.go).
+	ForeignWedged bool
 	// Drops are the inputs the stores' groups dropped (partition.Store.Drops),
 	// IngressDrops the frames the stores did not give to a group
 	// (Store.IngressDrops), over every store incarnation.

@@ -81,10 +81,58 @@ type cluster struct {
 	requestToken uint64
 	// heldDone: the node down across a checkpoint came back.
 	heldDone bool
+	// other is the other incarnation of the group ids (Options.ForeignIncarnation):
+	// while the faults last, each cluster's replica frames now and then cross to
+	// the other's node of the same id (foreign.go).
+	other *cluster
+	// answersCrossUntil: until when each link's frames (from, to) cross to the
+	// other incarnation as answers to a frame of it (foreign.go).
+	answersCrossUntil map[[2]int]uint64
 }
 
 // Run simulates one cluster.
 func Run(opts Options) Result {
+	c := newCluster(opts)
+	if opts.ForeignIncarnation {
+		c.pairForeign()
+	}
+	func() {
+		// An invariant of the core that breaks panics; the run reports it as its
+		// violation, with the seed, instead of taking every other seed down.
+		defer func() {
+			if p := recover(); p != nil {
+				c.fail("panic: %v", p)
+				if opts.Trace != nil {
+					opts.Trace(string(debug.Stack()))
+				}
+			}
+		}()
+		c.run()
+	}()
+	c.result.Violation = c.violation
+	c.result.Ticks = c.now
+	for _, nd := range c.nodes {
+		c.addStoreDrops(nd.part.store)
+		if nd.meta.plane != nil {
+			c.addDrops(nd.meta.plane.Core())
+			c.result.Metadata.Committed = max(c.result.Metadata.Committed, nd.meta.plane.Core().CommitMax())
+		}
+	}
+	for _, gc := range c.groups {
+		c.result.Committed += uint64(len(gc.committed))
+	}
+	for _, nd := range c.nodes {
+		for g := range c.groups {
+			if core := c.groupCore(nd, g); core != nil && (nd.up || g != metadataGroupIndex) && core.View() > c.result.ViewChanges {
+				c.result.ViewChanges = core.View()
+			}
+		}
+	}
+	return c.result
+}
+
+// newCluster builds the cluster of opts, its nodes booted and its clients made.
+func newCluster(opts Options) *cluster {
 	c := &cluster{
 		opts:       opts,
 		rngNet:     rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0001)),
@@ -145,39 +193,7 @@ func Run(opts Options) Result {
 	for i := 0; i < opts.Clients; i++ {
 		c.clients = append(c.clients, &client{id: i, replies: make(map[uint64]clientReply), target: c.rngWork.IntN(n)})
 	}
-	func() {
-		// An invariant of the core that breaks panics; the run reports it as its
-		// violation, with the seed, instead of taking every other seed down.
-		defer func() {
-			if p := recover(); p != nil {
-				c.fail("panic: %v", p)
-				if opts.Trace != nil {
-					opts.Trace(string(debug.Stack()))
-				}
-			}
-		}()
-		c.run()
-	}()
-	c.result.Violation = c.violation
-	c.result.Ticks = c.now
-	for _, nd := range c.nodes {
-		c.addStoreDrops(nd.part.store)
-		if nd.meta.plane != nil {
-			c.addDrops(nd.meta.plane.Core())
-			c.result.Metadata.Committed = max(c.result.Metadata.Committed, nd.meta.plane.Core().CommitMax())
-		}
-	}
-	for _, gc := range c.groups {
-		c.result.Committed += uint64(len(gc.committed))
-	}
-	for _, nd := range c.nodes {
-		for g := range c.groups {
-			if core := c.groupCore(nd, g); core != nil && (nd.up || g != metadataGroupIndex) && core.View() > c.result.ViewChanges {
-				c.result.ViewChanges = core.View()
-			}
-		}
-	}
-	return c.result
+	return c
 }
 
 func (c *cluster) trace(format string, args ...any) {
@@ -233,58 +249,70 @@ func (c *cluster) metadataDone() bool {
 }
 
 func (c *cluster) run() {
-	for c.violation == nil {
-		c.now++
-		if c.opts.Faults && !c.healed {
-			c.faultTick()
+	for c.violation == nil && !c.advance() {
+	}
+}
+
+// advance runs one tick of the cluster; it reports whether the run is over.
+func (c *cluster) advance() (over bool) {
+	c.now++
+	if c.opts.Faults && !c.healed {
+		c.faultTick()
+	}
+	if !c.healed && c.now >= c.opts.FaultTicks {
+		c.heal()
+	}
+	c.foreignTick()
+	if c.violation != nil {
+		return true
+	}
+	for _, nd := range c.nodes {
+		if nd.up {
+			nd.meta.tick()
+			c.revokeTick(nd)
 		}
-		if !c.healed && c.now >= c.opts.FaultTicks {
-			c.heal()
+		if c.storeUp(nd) {
+			nd.part.store.Tick()
+			nd.part.store.PollIO()
+			c.observeStore(nd)
 		}
-		for _, nd := range c.nodes {
-			if nd.up {
-				nd.meta.tick()
-				c.revokeTick(nd)
-			}
-			if c.storeUp(nd) {
-				nd.part.store.Tick()
-				nd.part.store.PollIO()
-				c.observeStore(nd)
-			}
+	}
+	c.deliver()
+	for _, cl := range c.clients {
+		c.clientTick(cl)
+	}
+	if c.healed && c.done() {
+		c.result.LivenessTicks = c.now - c.healAt
+		c.finalChecks()
+		return true
+	}
+	if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax/2 && c.partitionsStalled() {
+		// Half the bound is over twice the longest catch-up seen in runs that
+		// finish (1249 ticks in seeds 1..5000): a stall is not waited out.
+		c.result.Partitions.Stalled = true
+		c.trace("partition groups stalled behind replicas that cannot catch up (%s)", c.describe())
+		c.finalChecks()
+		return true
+	}
+	if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax {
+		if c.foreignWedged() {
+			return true
 		}
-		c.deliver()
-		for _, cl := range c.clients {
-			c.clientTick(cl)
-		}
-		if c.healed && c.done() {
-			c.result.LivenessTicks = c.now - c.healAt
-			c.finalChecks()
-			return
-		}
-		if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax/2 && c.partitionsStalled() {
-			// Half the bound is over twice the longest catch-up seen in runs that
-			// finish (1249 ticks in seeds 1..5000): a stall is not waited out.
+		if c.partitionsStalled() {
 			c.result.Partitions.Stalled = true
 			c.trace("partition groups stalled behind replicas that cannot catch up (%s)", c.describe())
 			c.finalChecks()
-			return
+			return true
 		}
-		if c.healed && c.now-c.healAt > c.opts.LivenessTicksMax {
-			if c.partitionsStalled() {
-				c.result.Partitions.Stalled = true
-				c.trace("partition groups stalled behind replicas that cannot catch up (%s)", c.describe())
-				c.finalChecks()
-				return
-			}
-			for _, nd := range c.nodes {
-				core := nd.meta.plane.Core()
-				h, ok := core.Header(core.CommitMin() + 1)
-				_, body := nd.meta.plane.Body(h.Op, h.Checksum)
-				c.trace("DEBUG r%d status %v view %d op %d commit %d/%d checkpoint %d transferring %v next header %v body %v drops %v",
-					nd.id, core.Status(), core.View(), core.Op(), core.CommitMin(), core.CommitMax(), core.CheckpointOp(), core.Transferring(), ok, body, core.Drops())
-			}
-			c.fail("liveness: not done %d ticks after the heal (%s)", c.now-c.healAt, c.describe())
-			return
+		for _, nd := range c.nodes {
+			core := nd.meta.plane.Core()
+			h, ok := core.Header(core.CommitMin() + 1)
+			_, body := nd.meta.plane.Body(h.Op, h.Checksum)
+			c.trace("DEBUG r%d status %v view %d op %d commit %d/%d checkpoint %d transferring %v next header %v body %v drops %v",
+				nd.id, core.Status(), core.View(), core.Op(), core.CommitMin(), core.CommitMax(), core.CheckpointOp(), core.Transferring(), ok, body, core.Drops())
 		}
+		c.fail("liveness: not done %d ticks after the heal (%s)", c.now-c.healAt, c.describe())
+		return true
 	}
+	return false
 }

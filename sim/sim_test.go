@@ -16,13 +16,16 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "replay one seed, with a trace")
-	seedsFlag  = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
-	firstFlag  = flag.Uint64("first", 1, "first seed of -seeds")
-	heavyFlag  = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
-	longFlag   = flag.Bool("long", false, "run the seeds' LongConfig (thousands of metadata ops, past three checkpoints) instead of their Config")
-	allFlag    = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
-	revokeFlag = flag.Bool("revoke", false, "run the seeds' RevocationConfig (HTTP logouts revoking tokens; with -long, RevocationLongConfig)")
+	seedFlag           = flag.Uint64("seed", 0, "replay one seed, with a trace")
+	seedsFlag          = flag.Int("seeds", 0, "run this many seeds from -first (long mode)")
+	firstFlag          = flag.Uint64("first", 1, "first seed of -seeds")
+	heavyFlag          = flag.Bool("heavy", false, "run the seeds' HeavyConfig instead of their Config")
+	longFlag           = flag.Bool("long", false, "run the seeds' LongConfig (thousands of metadata ops, past three checkpoints) instead of their Config")
+	allFlag            = flag.Bool("all", false, "report every failing seed's violation, not only the first ten")
+	revokeFlag         = flag.Bool("revoke", false, "run the seeds' RevocationConfig (HTTP logouts revoking tokens; with -long, RevocationLongConfig)")
+	foreignFlag        = flag.Bool("foreign", false, "run the seeds' ForeignConfig (another incarnation of the group ids beside the cluster)")
+	foreignNormalFlag  = flag.Bool("foreign-normal-case", false, "with -foreign, the other incarnation's Prepare, PrepareOk and Commit frames cross too")
+	foreignAnswersFlag = flag.Bool("foreign-answers", false, "with -foreign, every answer to a request that crossed crosses back")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
@@ -44,6 +47,12 @@ func TestSim(t *testing.T) {
 		config = RevocationConfig
 	case *longFlag:
 		config = LongConfig
+	case *foreignFlag:
+		config = func(seed uint64) Options {
+			o := ForeignConfig(seed)
+			o.foreignNormalCase, o.foreignAnswers = *foreignNormalFlag, *foreignAnswersFlag
+			return o
+		}
 	}
 	if *seedFlag != 0 {
 		opts := config(*seedFlag)

@@ -68,3 +68,61 @@ func (c *Core) voteContradictsApplied(d *doViewChange) bool {
 	}
 	return c.contradictsApplied(d.headers, upTo)
 }
+
+// A transferred state is a peer's word too. The state at op T that a correct peer
+// offers was applied there, so T committed in a view no newer than the peer's, and
+// the peer's view is not newer than this replica's log view (a target of a newer
+// view makes the replica join that view first). So this replica's log, of its log
+// view, holds that op at T and chains T+1 to it: every trusted header it holds at
+// T (an applied op's, in a forced transfer) must be the state's op, and every
+// trusted header at T+1 must chain to it. A state that contradicts them is
+// refused, at its target and again as it is handed out for install (the log may
+// have gained trusted headers while the state was fetched); it is never installed.
+// The check needs the op's identity, which the target names in its
+// CommitChecksum: an offer from a node before that field names none and is taken
+// unchecked, as before.
+//
+// A state above everything this replica holds (no trusted header at T or T+1)
+// cannot be checked here: its op chains to ops this replica lacks.
+
+// stateContradicts reports whether a state at op whose prepare's identity is
+// identity contradicts the trusted headers this replica holds at op and op+1.
+func (c *Core) stateContradicts(op uint64, identity wire.Uint128) bool {
+	if identity.IsZero() {
+		return false
+	}
+	if s := c.slotAt(op); s != nil && s.trusted && s.header.Checksum != identity {
+		return true
+	}
+	if s := c.slotAt(op + 1); s != nil && s.trusted && s.header.Parent != identity {
+		return true
+	}
+	return false
+}
+
+// appliedIdentity is the identity of the prepare at op, an op this replica
+// applied, for an offer of its state there: from the applied header, or the
+// trusted one above it, which chains to it; zero when it holds neither (the
+// requester takes the state unchecked).
+func (c *Core) appliedIdentity(op uint64) wire.Uint128 {
+	if s := c.appliedSlot(op); s != nil {
+		return s.header.Checksum
+	}
+	if s := c.slotAt(op + 1); s != nil && s.trusted {
+		return s.header.Parent
+	}
+	return wire.Uint128{}
+}
+
+// refuseContradictingInstall withholds a fetched state that the log contradicts
+// now, just before the Ready hands it out: the fetch starts over from the next
+// peer.
+func (c *Core) refuseContradictingInstall() {
+	in := c.rd.Install
+	if in == nil || !c.stateContradicts(in.CommitOp, in.Identity) {
+		return
+	}
+	c.rd.Install = nil
+	c.drops[DropContradictsCommitted]++
+	c.restartTransfer()
+}

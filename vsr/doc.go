@@ -188,7 +188,8 @@
 //     the replication chain (Core.normal).
 //   - viewchange.go: StartViewChange, DoViewChange, StartView and its adoption;
 //     merge.go: the merge of the votes into the new view's log (Core.vc);
-//     committed.go: why a peer's log that contradicts the applied ops is refused.
+//     committed.go: why a peer's log that contradicts the applied ops is refused,
+//     and a transferred state that contradicts the log.
 //   - repair.go: repair rounds, the candidates below the trusted range, serving a
 //     peer's repair (Core.repair).
 //   - transfer.go: state transfer, fetched and offered (Core.transfer).

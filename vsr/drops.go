@@ -54,7 +54,8 @@ const (
 	// DropStale: an answer to a request this replica no longer waits for: a
 	// repair round, a state transfer or a forward it has moved on from, a
 	// StartView of an earlier boot or below the applied op, a chunk request
-	// for an offer replaced.
+	// for an offer replaced, or beyond the offer made under its nonce (the
+	// requester took another incarnation's offer under the same nonce).
 	DropStale
 	// DropRepairBufferFull: a repaired body below the verified chain that no room
 	// is left for (RepairChunkMax candidates): the next round fetches it.
@@ -68,9 +69,12 @@ const (
 	DropFramesQueueFull
 	// DropContradictsCommitted: a peer's log that contradicts the ops this
 	// replica applied (a view-change vote, a StartView, a repaired prepare the
-	// chain would join to the applied op): no correct replica sends one
-	// (committed.go). A peer of another incarnation of the group's ids, a bug or
-	// corruption did; the replica refuses it rather than install it.
+	// chain would join to the applied op), or a state transfer target whose
+	// op contradicts the trusted headers held at it and above it (counted
+	// again if a state fetched is contradicted before it is handed out):
+	// no correct replica sends one (committed.go). A peer of another
+	// incarnation of the group's ids, a bug or corruption did; the replica
+	// refuses it rather than install it.
 	DropContradictsCommitted
 
 	// DropReasonCount is the number of reasons: DropCounts' length.

@@ -147,6 +147,23 @@ func committedCluster(t *testing.T) *testCluster {
 // committed ops ops, learned the head from a StartView of its view and holds none
 // of their bodies.
 func behindCluster(t *testing.T, ops uint64) *testCluster {
+	tc := cutOffCluster(t, ops)
+	tc.cores[0].sendStartView(1, wire.Uint128{})
+	tc.drain(0)
+	sv := tc.take(wire.CommandStartView, 1)
+	if err := tc.cores[1].Step(&sv.header, sv.body); err != nil {
+		t.Fatal(err)
+	}
+	if c := tc.cores[1]; c.Op() != ops || c.CommitMin() != 0 {
+		t.Fatalf("replica 1 at op %d applied %d, want op %d applied 0", c.Op(), c.CommitMin(), ops)
+	}
+	return tc
+}
+
+// cutOffCluster is three replicas where replica 1 was cut off while the others
+// committed ops ops; the primary reaches it again, replica 1 still does not reach
+// the others.
+func cutOffCluster(t *testing.T, ops uint64) *testCluster {
 	tc := newTestClusterSlots(t, 3, 64)
 	for _, peer := range []int{0, 2} {
 		tc.cut[[2]int{peer, 1}] = true
@@ -166,15 +183,6 @@ func behindCluster(t *testing.T, ops uint64) *testCluster {
 	}
 	delete(tc.cut, [2]int{0, 1})
 	tc.queue = nil
-	tc.cores[0].sendStartView(1, wire.Uint128{})
-	tc.drain(0)
-	sv := tc.take(wire.CommandStartView, 1)
-	if err := tc.cores[1].Step(&sv.header, sv.body); err != nil {
-		t.Fatal(err)
-	}
-	if c := tc.cores[1]; c.Op() != ops || c.CommitMin() != 0 {
-		t.Fatalf("replica 1 at op %d applied %d, want op %d applied 0", c.Op(), c.CommitMin(), ops)
-	}
 	return tc
 }
 
@@ -354,6 +362,47 @@ func TestDropReasonsReachableAndHarmless(t *testing.T) {
 				r.Nonce, r.Group, r.Len = nonce, group, 100
 			})
 			expectDrop(t, c, DropReadFailed, &chunk, nil)
+		}},
+		{"a chunk request beyond the offer made under its nonce", DropStale, func(t *testing.T) {
+			tc := committedCluster(t)
+			c := tc.cores[0]
+			nonce := wire.Uint128{Lo: 5, Hi: 2}
+			ask := replicaFrame(wire.CommandRequestStateTransfer, 1, 0, func(h *wire.GenericHeader) {
+				r := h.RequestStateTransfer()
+				r.Nonce, r.Group = nonce, group
+			})
+			if err := c.Step(&ask, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.OfferState(StateRequest{From: 1, Nonce: nonce}, c.CommitMin(), []Artifact{
+				{Kind: wire.ArtifactMetadataSnapshot, Bytes: []byte("ours")},
+				{Kind: wire.ArtifactClientTable, Source: failingSource{}},
+			})
+			for _, beyond := range []struct {
+				artifact uint32
+				offset   uint64
+			}{{2, 0}, {0, 5}, {1, 101}} {
+				chunk := replicaFrame(wire.CommandRequestStateChunk, 1, 0, func(h *wire.GenericHeader) {
+					r := h.RequestStateChunk()
+					r.Nonce, r.Group, r.Len, r.Artifact, r.Offset = nonce, group, 100, beyond.artifact, beyond.offset
+				})
+				expectDrop(t, c, DropStale, &chunk, nil)
+			}
+		}},
+		{"a state transfer target that contradicts the log", DropContradictsCommitted, func(t *testing.T) {
+			tc := committedCluster(t)
+			c := tc.cores[2]
+			if !c.RequestTransfer(1) {
+				t.Fatal("replica 2 asks for no state")
+			}
+			other, _ := forgedChain(2, 2, wire.Uint128{Lo: 0xbad})
+			target := replicaFrame(wire.CommandStateTransferTarget, 0, 0, func(h *wire.GenericHeader) {
+				s := (*wire.StateTransferTargetHeader)(headerPointer(h))
+				s.Nonce, s.Group, s.Available, s.CommitOp, s.CommitChecksum = c.transfer.nonce, group, 1, 2, other[0].Checksum
+			})
+			body := wire.AppendManifest(nil, []wire.StateArtifact{{Kind: wire.ArtifactMetadataSnapshot, SizeBytes: 4, Checksum: wire.ArtifactChecksum([]byte("ours"))}})
+			sealed(&target, body)
+			expectDrop(t, c, DropContradictsCommitted, &target, body)
 		}},
 		{"a StartView whose log contradicts the applied ops", DropContradictsCommitted, func(t *testing.T) {
 			tc := committedCluster(t)

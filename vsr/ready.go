@@ -117,6 +117,7 @@ func (c *Core) HasReady() bool {
 // Ready hands out the recorded work; its slices are valid until Advance.
 func (c *Core) Ready() Ready {
 	c.collectCommitted()
+	c.refuseContradictingInstall()
 	c.readyOut = true
 	rd := c.rd
 	if c.out.stateChanged {

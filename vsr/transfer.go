@@ -14,7 +14,9 @@ import (
 // The core moves the frames and verifies every artifact whole (length and
 // XxHash3-64 against the manifest); the caller makes the state (Ready.StateRequests
 // -> OfferState) and installs it (Ready.Install -> Advance), since only it knows
-// what a snapshot of its state machine is.
+// what a snapshot of its state machine is. The target names the identity of the
+// prepare at commit_op (our CommitChecksum), and a state that contradicts the
+// requester's own log is refused (committed.go).
 
 // StateChunkBytesMax is the most artifact bytes one StateChunk carries.
 const StateChunkBytesMax = 256 << 10
@@ -70,20 +72,25 @@ type ArtifactHolder interface {
 type StateInstall struct {
 	CommitOp  uint64
 	Artifacts []Artifact
-	// Identity is for the caller to set before Advance: the identity of the
-	// prepare at CommitOp, which its snapshot records as its checkpoint. The core
-	// keeps its own header of CommitOp only if it has this identity (a header of an
-	// older log view may stand there). A state comes out only from a replica whose
-	// view was not newer than this one's log view, so a trusted header the core
-	// holds at CommitOp (Header) is the state's op: a caller whose state does not
-	// record its identity may name that one.
+	// Identity is the identity of the prepare at CommitOp: the one the offering
+	// peer named (StateTransferTargetHeader.CommitChecksum; zero from a node
+	// before it), which the core checked against its own log. The caller sets it
+	// before Advance to the one its snapshot records as its checkpoint, when it
+	// records one. The core keeps its own header of CommitOp only if it has this
+	// identity (a header of an older log view may stand there). A state comes out
+	// only from a replica whose view was not newer than this one's log view, so a
+	// trusted header the core holds at CommitOp (Header) is the state's op: a
+	// caller whose state does not record its identity may name that one.
 	Identity wire.Uint128
 }
 
 type stateOffer struct {
-	to        uint8
-	nonce     wire.Uint128
-	commitOp  uint64
+	to       uint8
+	nonce    wire.Uint128
+	commitOp uint64
+	// identity is the prepare's at commitOp, zero if this replica no longer
+	// holds it (appliedIdentity).
+	identity  wire.Uint128
 	manifest  []byte
 	artifacts []Artifact
 }
@@ -109,10 +116,13 @@ type stateTransfer struct {
 }
 
 type transferIn struct {
-	phase     transferPhase
-	nonce     wire.Uint128
-	peer      uint8
-	commitOp  uint64
+	phase    transferPhase
+	nonce    wire.Uint128
+	peer     uint8
+	commitOp uint64
+	// identity is the one the target named for the prepare at commitOp (zero:
+	// not named, unchecked).
+	identity  wire.Uint128
 	manifest  []wire.StateArtifact
 	received  [][]byte
 	local     []bool
@@ -123,6 +133,9 @@ type transferIn struct {
 	// forced: the caller asked for any state at or above floor (RequestTransfer).
 	forced bool
 	floor  uint64
+	// mismatches counts the times the current artifact was fetched whole and
+	// did not match its manifest entry.
+	mismatches int
 }
 
 // Transferring reports whether the replica is fetching a state.
@@ -219,13 +232,28 @@ func (c *Core) transferTick() {
 		if t.stalls%3 == 0 {
 			// That peer does not answer (it restarted, or replaced its offer):
 			// start over with the next one.
-			t.peer = uint8((int(t.peer) + 1) % c.n())
-			if t.peer == c.cfg.ReplicaID {
-				t.peer = uint8((int(t.peer) + 1) % c.n())
-			}
+			c.nextTransferPeer()
 		}
 		t.phase = transferAwaitingTarget
 		c.requestTarget()
+	}
+}
+
+// restartTransfer drops the state being fetched and asks the next peer for one;
+// a forced transfer stays forced.
+func (c *Core) restartTransfer() {
+	t := &c.transfer
+	c.transfer.transferIn = transferIn{phase: transferAwaitingTarget, peer: t.peer, nonceNext: t.nonceNext, forced: t.forced, floor: t.floor}
+	c.nextTransferPeer()
+	c.requestTarget()
+}
+
+// nextTransferPeer moves the transfer on to the peer after the one asked.
+func (c *Core) nextTransferPeer() {
+	t := &c.transfer
+	t.peer = uint8((int(t.peer) + 1) % c.n())
+	if t.peer == c.cfg.ReplicaID {
+		t.peer = uint8((int(t.peer) + 1) % c.n())
 	}
 }
 
@@ -282,7 +310,8 @@ func (c *Core) OfferState(r StateRequest, commitOp uint64, artifacts []Artifact)
 		}
 		entries[i] = wire.StateArtifact{Kind: a.Kind, Frontier: a.Frontier, SizeBytes: uint64(len(a.Bytes)), Checksum: wire.ArtifactChecksum(a.Bytes)}
 	}
-	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
+	o := stateOffer{to: r.From, nonce: r.Nonce, commitOp: commitOp, identity: c.appliedIdentity(commitOp),
+		manifest: wire.AppendManifest(nil, entries), artifacts: artifacts}
 	replaced := false
 	for i := range c.transfer.offers {
 		if c.transfer.offers[i].to == r.From {
@@ -313,7 +342,7 @@ func (c *Core) sendTarget(to uint8, nonce wire.Uint128, o *stateOffer) {
 			o = &c.transfer.offers[i]
 		}
 	}
-	t.Available, t.CommitOp = 1, o.commitOp
+	t.Available, t.CommitOp, t.CommitChecksum = 1, o.commitOp, o.identity
 	c.seal(o.manifest)
 }
 
@@ -350,7 +379,15 @@ func (c *Core) onStateTransferTarget(m *wire.StateTransferTargetHeader, body []b
 		c.maybeRepair()
 		return c.drop(DropNothingNew)
 	}
-	t.commitOp = m.CommitOp
+	if c.stateContradicts(m.CommitOp, m.CommitChecksum) {
+		// A state no view of this replica's log holds: the peer runs another
+		// incarnation of the group's ids (or a bug, or corruption). Ask the
+		// next one.
+		c.nextTransferPeer()
+		c.requestTarget()
+		return c.drop(DropContradictsCommitted)
+	}
+	t.commitOp, t.identity = m.CommitOp, m.CommitChecksum
 	t.manifest = t.manifest[:0]
 	for _, a := range manifest.All() {
 		t.manifest = append(t.manifest, a)
@@ -378,17 +415,26 @@ func (c *Core) nextChunkOrInstall() {
 			break
 		}
 		if wire.ArtifactChecksum(t.received[t.current]) != t.manifest[t.current].Checksum {
-			// Verified whole: a bad artifact is fetched again from its start.
+			// Verified whole: a bad artifact is fetched again from its start,
+			// once (a chunk damaged on its way). A peer whose bytes miss the
+			// manifest again serves another state than the one it named: its
+			// source changed, or the offer was another's under the same nonce
+			// (another incarnation of the group's ids). The next peer is asked.
 			t.received[t.current] = t.received[t.current][:0]
+			if t.mismatches++; t.mismatches > 1 {
+				c.restartTransfer()
+				return
+			}
 			break
 		}
 		t.current++
+		t.mismatches = 0
 	}
 	if t.current < len(t.manifest) {
 		c.requestChunk()
 		return
 	}
-	install := &StateInstall{CommitOp: t.commitOp, Artifacts: make([]Artifact, len(t.manifest))}
+	install := &StateInstall{CommitOp: t.commitOp, Identity: t.identity, Artifacts: make([]Artifact, len(t.manifest))}
 	for i, a := range t.manifest {
 		install.Artifacts[i] = Artifact{Kind: a.Kind, Frontier: a.Frontier, Bytes: t.received[i], Local: t.local[i], SizeBytes: a.SizeBytes, Checksum: a.Checksum}
 	}
@@ -405,14 +451,19 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 		if o.to != m.Replica || o.nonce != m.Nonce {
 			continue
 		}
+		// A request beyond the offer made under its nonce comes from a requester
+		// that took another offer under the same nonce: one of another
+		// incarnation of the group's ids, whose replica of this id made it
+		// (nonces are counters). The requester is not at fault, nor is this
+		// offer: unanswered, it asks another peer in time.
 		if int(m.Artifact) >= len(o.artifacts) {
-			return badMessage("state chunk request for artifact %d beyond the offer", m.Artifact)
+			return c.drop(DropStale)
 		}
 		art := &o.artifacts[m.Artifact]
 		var a []byte
 		if src := art.Source; src != nil {
 			if m.Offset > src.SizeBytes() {
-				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+				return c.drop(DropStale)
 			}
 			a = c.bodyBuffer(int(min(src.SizeBytes()-m.Offset, uint64(m.Len), StateChunkBytesMax)))
 			if err := src.ReadAt(a, m.Offset); err != nil {
@@ -420,7 +471,7 @@ func (c *Core) onRequestStateChunk(m *wire.RequestStateChunkHeader) error {
 			}
 		} else {
 			if m.Offset > uint64(len(art.Bytes)) {
-				return badMessage("state chunk request for artifact %d at %d beyond the offer", m.Artifact, m.Offset)
+				return c.drop(DropStale)
 			}
 			a = art.Bytes[m.Offset:]
 			a = a[:min(uint64(len(a)), uint64(m.Len), StateChunkBytesMax)]

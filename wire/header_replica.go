@@ -136,6 +136,18 @@ type RequestStateTransferHeader struct {
 // StateTransferTargetHeader offers a state transfer (command 23). With Available 1
 // the body is the state manifest (DecodeManifest); Available 0 is a header-only
 // refusal, UnavailableTransient 1 meaning "not right now".
+//
+//	128 nonce u128 | 144 commit_op u64 | 152 group u64 | 160 available u8
+//	161 unavailable_transient u8 | 162 reserved 6 | 168 commit_max u64
+//	176 commit_checksum u128 (ours) | 192 reserved 64
+//
+// CommitChecksum is ours: the identity of the prepare at CommitOp, the op the
+// offered state ends with, so that a requester can refuse a state its own log
+// contradicts before it fetches a byte. The reference leaves bytes 176..256
+// reserved and, for this header, covered by the frame seal only, unvalidated
+// (iggy.apache.org/docs/binary-protocol/server-to-server, "Frame integrity" and
+// "State transfer"): a node that predates the field sends zero there and ignores
+// ours, and zero means "not named".
 type StateTransferTargetHeader struct {
 	CommonHeader
 	Nonce                Uint128
@@ -145,7 +157,8 @@ type StateTransferTargetHeader struct {
 	UnavailableTransient uint8
 	ReservedAlignment    [6]byte
 	CommitMax            uint64
-	Reserved             [80]byte
+	CommitChecksum       Uint128
+	Reserved             [64]byte
 }
 
 // RequestStateChunkHeader pulls one chunk of a manifest artifact (command 24,
@@ -312,7 +325,8 @@ var (
 	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.UnavailableTransient)-161]
 	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.ReservedAlignment)-162]
 	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.CommitMax)-168]
-	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.Reserved)-176]
+	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.CommitChecksum)-176]
+	_ = offsetCheck[unsafe.Offsetof(StateTransferTargetHeader{}.Reserved)-192]
 
 	_ = offsetCheck[unsafe.Sizeof(RequestStateChunkHeader{})-HeaderSize]
 	_ = offsetCheck[unsafe.Offsetof(RequestStateChunkHeader{}.Nonce)-128]

@@ -472,6 +472,9 @@ func randomizeReplica(rng *rand.Rand, g *GenericHeader) {
 	case CommandStateTransferTarget:
 		s := g.asStateTransferTarget()
 		s.Nonce, s.CommitOp, s.Group, s.CommitMax = random128(rng), rng.Uint64(), rng.Uint64(), rng.Uint64()
+		if rng.IntN(2) == 0 {
+			s.CommitChecksum = random128(rng) // zero from a node before the field
+		}
 		s.Available = uint8(rng.IntN(2))
 		if s.Available == 1 {
 			s.Size = HeaderSize + rng.Uint32N(1<<16)

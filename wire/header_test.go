@@ -243,6 +243,11 @@ func headerGoldens() []headerGolden {
 			CommonHeader: patternFrame(CommandStateTransferTarget, 256+17),
 			Nonce:        pat128(128), CommitOp: pat64(144), Group: pat64(152), Available: 1, CommitMax: pat64(168),
 		}, decodeReplicaGolden),
+		goldenCase("headers/state_transfer_target_commit_checksum.hex", CommandStateTransferTarget, StateTransferTargetHeader{
+			CommonHeader: patternFrame(CommandStateTransferTarget, 256+17),
+			Nonce:        pat128(128), CommitOp: pat64(144), Group: pat64(152), Available: 1, CommitMax: pat64(168),
+			CommitChecksum: pat128(176),
+		}, decodeReplicaGolden),
 		goldenCase("headers/request_state_chunk.hex", CommandRequestStateChunk, RequestStateChunkHeader{
 			CommonHeader: patternFrame(CommandRequestStateChunk, 256),
 			Nonce:        pat128(128), Offset: pat64(144), Group: pat64(152), Len: pat32(160), Artifact: pat32(164),
