@@ -18,9 +18,11 @@ import (
 // hop back to a worker) per step. The splice ring is SINGLE_ISSUER without
 // DEFER_TASKRUN: a worker posts a splice's completion itself and goes straight on
 // to the next step of the chain, file -> pipe -> socket -> file -> ..., and the
-// shard's thread learns of completions through an eventfd the ring signals, whose
-// read it keeps armed on the connection ring (as for the disk ring), and reaps
-// them in its turn. The ring and its eventfd, two descriptors, are made at the
+// shard's thread reaps the completions at its next turn. When something waits on
+// them (wakeForSplices) it is woken for them through an eventfd the ring
+// signals, whose read it then arms on the connection ring (as for the disk
+// ring); when nothing does, as for a consumer's reply, the event that starts the
+// next turn (that consumer's next poll) is soon enough. The ring and its eventfd, two descriptors, are made at the
 // shard's first spliced reply: a shard that never splices (TLS only) has neither,
 // and one that cannot make them (the open-file limit) splices on the connection
 // ring, as it did before, and tries again a second later.
@@ -136,7 +138,6 @@ func (s *Shard) setUpSpliceRing() error {
 		return err
 	}
 	s.splice.ring, s.splice.event = r, eventReader{fd: efd, buf: new([8]byte), kind: kindSpliceEvent}
-	s.splice.event.arm(s)
 	return nil
 }
 
@@ -158,6 +159,10 @@ func (s *Shard) sqeOn(r *ring.Ring) *ring.SQE {
 		return s.getSQE()
 	}
 	s.counters.sqesPrepared++
+	if s.splice.ringOps == 0 {
+		s.splice.lazyUntilNs = s.clock.nowNs + spliceReapLazyNs
+	}
+	s.splice.ringOps++
 	sqe, err := r.GetSQE()
 	if err != nil {
 		s.fail(fmt.Errorf("shard %d: get a splice SQE: %w", s.index, err))
@@ -188,11 +193,48 @@ func (s *Shard) reapSplices() {
 	for s.splice.ring.CQReady() > 0 {
 		n := s.splice.ring.ReapCQEs(s.splice.cqes[:])
 		s.counters.cqesReaped += uint64(n)
+		s.splice.ringOps -= n
+		if s.splice.ringOps == 0 {
+			s.splice.awaited = false
+		}
 		for i := range n {
 			s.complete(&s.splice.cqes[i])
 		}
 	}
 }
+
+// wakeForSplices bounds how long the shard may sleep, d (negative: until a
+// completion of the connection ring), while requests of the splice ring are in
+// flight. Their completions are reaped at every turn (Shard.reap), and most of
+// the time nothing waits on them: a consumer's next poll comes after its reply
+// was sent, and the recv that brings it wakes the shard, which then finds the
+// reply's last completion, and its pipe free, before it serves the poll. So
+// the eventfd's read, a wake-up of the shard's thread per reply, is armed
+// only when something does wait: a reply queued behind a step in flight, a
+// connection closing, a reply waiting for a pipe, the shard stopping, or
+// requests in flight longer than spliceReapLazyNs (a consumer that does not
+// poll again soon, a step blocked on a full socket), whose pipes and plans
+// (segment pins) would otherwise wait for the shard's next event.
+func (s *Shard) wakeForSplices(d time.Duration) time.Duration {
+	sp := &s.splice
+	if sp.ring == nil || sp.ringOps == 0 || sp.event.armed {
+		return d
+	}
+	left := sp.lazyUntilNs - s.clock.read()
+	if sp.awaited || len(sp.waiters) > 0 || s.stopping || left <= 0 {
+		sp.event.arm(s)
+		return d
+	}
+	if d < 0 || time.Duration(left) < d {
+		return time.Duration(left)
+	}
+	return d
+}
+
+// spliceReapLazyNs is how long the splice ring's completions may wait for the
+// shard's next event before the shard asks to be woken for them (a variable for
+// the tests).
+var spliceReapLazyNs = int64(time.Millisecond)
 
 // spliceRoute returns where the connection's next splice step runs. On the
 // splice ring a plain descriptor is named as it is, and a registered socket by
