@@ -197,6 +197,9 @@ func (s *Shard) reapSplices() {
 		if s.splice.ringOps == 0 {
 			s.splice.awaited = false
 		}
+		if n > 0 { // the splices move: the bound starts again
+			s.splice.lazyUntilNs = s.clock.nowNs + spliceReapLazyNs
+		}
 		for i := range n {
 			s.complete(&s.splice.cqes[i])
 		}
@@ -212,9 +215,12 @@ func (s *Shard) reapSplices() {
 // the eventfd's read, a wake-up of the shard's thread per reply, is armed
 // only when something does wait: a reply queued behind a step in flight, a
 // connection closing, a reply waiting for a pipe, the shard stopping, or
-// requests in flight longer than spliceReapLazyNs (a consumer that does not
-// poll again soon, a step blocked on a full socket), whose pipes and plans
-// (segment pins) would otherwise wait for the shard's next event.
+// spliceReapLazyNs gone with requests in flight and none of them reaped (a
+// consumer that does not poll again soon, a step blocked on a full socket),
+// whose pipes and plans (segment pins) would otherwise wait for the shard's
+// next event. The bound starts at the first request and again at each reap
+// that finds completions: several consumers keep requests in flight all the
+// time, and a bound from the first would soon wake the shard for every reply.
 func (s *Shard) wakeForSplices(d time.Duration) time.Duration {
 	sp := &s.splice
 	if sp.ring == nil || sp.ringOps == 0 || sp.event.armed {
