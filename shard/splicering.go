@@ -43,11 +43,19 @@ import (
 // interleaved rounds (session of 2026-12-05): a lone consumer's 1 MB polls
 // (server BenchmarkTransport tls=false/consumer) went at 3,197-4,103 MB/s with it
 // against 3,587-5,830 without, slower in every round (p50 239-309 µs against
-// 164-262: the worker's completion reaches the shard through the eventfd, a wake
+// 164-262: the worker's completion reached the shard through the eventfd, a wake
 // more per reply); four consumers (BenchmarkConsumers) were within noise
 // (x-loopback 0.63-0.92 against 0.64-0.81). Loaded by other processes, the ring
 // halved the context switches per MB of four consumers (9.6-11.0 to 4.7-6.1) and
-// cut their p50 by a quarter to two fifths.
+// cut their p50 by a quarter to two fifths. Since the eventfd is armed only
+// when something waits on a completion (wakeForSplices), the ring wakes the
+// shard for ~0.002-0.006 of the polls instead of one each (server
+// BenchmarkConsumerSpliceRing, ring-wakes/poll), and in one run of 8 rounds
+// (2026-12-06, load 8-12 from other sessions' tests) it was off against on:
+// four consumers 3.49 against 4.04 GiB/s (+16%, p=0.038), p50 889 against
+// 515 µs, context switches per MB 9.9 against 5.0; a lone consumer 3.00
+// against 3.64 GiB/s (within noise), its CPU per GB 333 against 220 ms
+// (p=0.021), context switches per MB 16.5 against 8.3.
 
 // socketCopy is whether a registered socket's copy is in the splice ring's table.
 type socketCopy uint8
