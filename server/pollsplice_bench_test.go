@@ -40,6 +40,8 @@ import (
 //	loopback-ctxsw/MB the same for the raw loopback baseline, per MB moved
 //	p50-µs, p99-µs   a poll's round trip
 //	spliced-share    the polls of the timed loop whose replies were spliced
+//	ring-wakes/poll  the wake-ups of the shards by their splice rings' eventfds
+//	                 ([system.partition] splice_ring), per poll
 //
 //	go test ./server -run '^$' -bench ConsumerSplice -benchtime 300x -count 6
 func BenchmarkConsumerSplice(b *testing.B) {
@@ -65,6 +67,21 @@ func BenchmarkConsumers(b *testing.B) { benchmarkConsumers(b, 4, benchMessagesPe
 
 // BenchmarkConsumerDefaults: one consumer at the server's defaults.
 func BenchmarkConsumerDefaults(b *testing.B) { benchmarkConsumers(b, 1, benchMessagesPerBatch, nil) }
+
+// BenchmarkConsumerSpliceRing: one and four consumers at the server's
+// defaults but for [system.partition] splice_ring, off and on, to choose its
+// default in one run (BenchmarkConsumerSplice says what it reports).
+//
+//	go test ./server -run '^$' -bench ConsumerSpliceRing -benchtime 1500x -count 8
+func BenchmarkConsumerSpliceRing(b *testing.B) {
+	for _, consumers := range []int{1, 4} {
+		for _, ring := range []bool{false, true} {
+			b.Run(fmt.Sprintf("consumers=%d/ring=%t", consumers, ring), func(b *testing.B) {
+				benchmarkConsumers(b, consumers, benchMessagesPerBatch, func(cfg *setup) { cfg.Partition.SpliceRing = ring })
+			})
+		}
+	}
+}
 
 func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setup)) {
 	s, admin := benchServerWith(b, adjust)
@@ -119,7 +136,7 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	}
 	loopback := benchLoopbackMBps(b, consumers)
 	cpu := startServerCPU(b, s)
-	splicedBefore := benchSplicedReplies(b, s)
+	splicedBefore, ringWakesBefore := benchSplicedReplies(b, s)
 	allStartNs, ctxswStart := processCPUNs(), processContextSwitches()
 	latencies := make([][]time.Duration, consumers)
 	b.SetBytes(int64(consumers) * batchBytes)
@@ -157,7 +174,9 @@ func benchmarkConsumers(b *testing.B, consumers, perBatch int, adjust func(*setu
 	b.ReportMetric(benchLoopback.cpuMsPerGB[consumers], "loopback-cpu-ms/GB")
 	b.ReportMetric(float64(ctxsw)/(gb*1e3), "ctxsw/MB")
 	b.ReportMetric(benchLoopback.ctxswPerMB[consumers], "loopback-ctxsw/MB")
-	b.ReportMetric(float64(benchSplicedReplies(b, s)-splicedBefore)/float64(b.N*consumers), "spliced-share")
+	spliced, ringWakes := benchSplicedReplies(b, s)
+	b.ReportMetric(float64(spliced-splicedBefore)/float64(b.N*consumers), "spliced-share")
+	b.ReportMetric(float64(ringWakes-ringWakesBefore)/float64(b.N*consumers), "ring-wakes/poll")
 	mbps := gb * 1e3 / elapsed.Seconds()
 	b.ReportMetric(mbps/loopback, "x-loopback")
 	var all []time.Duration
@@ -233,18 +252,20 @@ func benchLoopbackMBps(b *testing.B, connections int) float64 {
 	return v
 }
 
-// benchSplicedReplies is the poll replies the server's shards spliced so far.
-func benchSplicedReplies(b *testing.B, s *Server) uint64 {
+// benchSplicedReplies is the poll replies the server's shards spliced so far,
+// and the wake-ups their splice rings gave them (shard.Stats.SpliceRingWakes).
+func benchSplicedReplies(b *testing.B, s *Server) (replies, ringWakes uint64) {
 	var mu sync.Mutex
-	var n uint64
 	if err := s.rt.Inspect(context.Background(), func(sh *shard.Shard) {
+		st := sh.Stats()
 		mu.Lock()
-		n += sh.Stats().SplicedReplies
+		replies += st.SplicedReplies
+		ringWakes += st.SpliceRingWakes
 		mu.Unlock()
 	}); err != nil {
 		b.Fatal(err)
 	}
-	return n
+	return replies, ringWakes
 }
 
 // processCPUNs is the CPU time of the whole process (every thread, the io_uring

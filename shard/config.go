@@ -84,9 +84,8 @@ type Config struct {
 	PipeSizeBytes int
 	// SpliceRing runs spliced replies on a ring of each shard's own
 	// (splicering.go) instead of the connection ring: about half the context
-	// switches per MB polled by several consumers, but a lone consumer's poll
-	// waits longer on a quiet machine. Off by default (splicering.go says what
-	// was measured).
+	// switches per MB polled, by one consumer or several. Off when false
+	// (splicering.go says what was measured).
 	SpliceRing bool
 
 	// Replica, when set, gives the runtime a replica plane (replica.go): a

@@ -56,8 +56,11 @@ type Stats struct {
 	// SplicedBytes their file bytes (in BytesSent too); PipesLent the pipes lent
 	// now, PipesCreated those made and PipesClosedDirty those closed holding bytes
 	// of a reply cut short, over the shard's life; PipeWaits the replies that found
-	// every pipe lent and waited in line.
+	// every pipe lent and waited in line; SpliceRingWakes the completions of the
+	// splice ring's eventfd read (splicering.go), each a wake-up of the shard
+	// by the splice ring's completions.
 	SplicedReplies, SplicedBytes, PipesCreated, PipesClosedDirty, PipeWaits uint64
+	SpliceRingWakes                                                         uint64
 	PipesLent                                                               int
 }
 
@@ -67,7 +70,7 @@ type counters struct {
 	bytesReceivedIntoFrames                                            uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
 	throttledWaits, messagesFromOthers, framesWaitedForBuffer          uint64
-	splicedReplies, splicedBytes, pipeWaits                            uint64
+	splicedReplies, splicedBytes, pipeWaits, spliceRingWakes           uint64
 	// replica counts the replica plane's traffic; atomics, which Runtime.ReplicaStats
 	// sums from any goroutine.
 	replica replicaCounters
@@ -102,6 +105,7 @@ func (s *Shard) Stats() Stats {
 		PipesCreated:            s.splice.pipes.Created(),
 		PipesClosedDirty:        s.splice.pipes.ClosedDirty(),
 		PipeWaits:               s.counters.pipeWaits,
+		SpliceRingWakes:         s.counters.spliceRingWakes,
 	}
 	if s.disk.io != nil {
 		st.DiskRingEnters = s.disk.io.enters

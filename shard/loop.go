@@ -111,9 +111,6 @@ func (s *Shard) loop() {
 		if s.disk.io != nil && !s.disk.event.armed {
 			s.disk.event.arm(s)
 		}
-		if s.splice.ring != nil && !s.splice.event.armed {
-			s.splice.event.arm(s)
-		}
 		if !s.stopping && s.rt.stopping.Load() {
 			s.beginStop()
 		}
@@ -223,6 +220,7 @@ func (s *Shard) complete(cqe *ring.CQE) {
 	case kindSpliceEvent:
 		// This turn's reap takes the splice ring's completions.
 		s.splice.event.armed = false
+		s.counters.spliceRingWakes++
 	case kindSpliceFile:
 		id := s.linkOf(rest)
 		c := s.Conn(id)

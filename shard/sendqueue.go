@@ -161,6 +161,9 @@ func (c *Conn) queued(n int) {
 // flush submits one send for everything queued, if no send is in flight: a single
 // send for one piece, a sendmsg over up to sendSegmentsMax iovecs otherwise.
 func (c *Conn) flush() {
+	if c.sendInFlight && c.splicing != nil {
+		c.shard.splice.awaited = true // what was queued waits for the step's end
+	}
 	if c.sendInFlight || c.state == linkAborting || c.state == linkFree {
 		return
 	}

@@ -158,6 +158,13 @@ type splicer struct {
 	ring        *ring.Ring
 	event       eventReader
 	ringTriedNs int64
+	// ringOps is the requests on the ring whose completions are not reaped yet;
+	// lazyUntilNs is how long the shard may sleep without a wake from them
+	// (splicering.go, wakeForSplices), and awaited says that something waits on
+	// one of them: a reply queued behind a step in flight, a connection closing.
+	ringOps     int
+	lazyUntilNs int64
+	awaited     bool
 	// files is, by slot of the connection ring's registered-file table, whether
 	// that socket is in the splice ring's table too.
 	files     []socketCopy
@@ -227,7 +234,9 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 	c.sendInFlight = true
 	r.route = route
 	if r.inPipe > 0 {
-		c.prepareSpliceOut(r, r.inPipe, r.sentBefore()+r.inPipe < r.sizeBytes, false)
+		more := r.sentBefore()+r.inPipe < r.sizeBytes
+		c.prepareSpliceOut(r, r.inPipe, more, false)
+		c.awaitStep(more, 0)
 		return true
 	}
 	pieces := 0
@@ -267,7 +276,18 @@ func (c *Conn) startSplice(r *splicedReply, headPieces int) bool {
 		r.ops++
 		run, runMoved = nextPiece(r, run, runMoved)
 	}
+	c.awaitStep(run < len(r.runs), headPieces)
 	return true
+}
+
+// awaitStep marks the splice ring's completions awaited (wakeForSplices) when
+// more follows the step just prepared on the connection, whose spliced reply
+// is the queue's piece at: the rest of that reply (more), or replies queued or
+// parked behind it.
+func (c *Conn) awaitStep(more bool, at int) {
+	if more || c.out.count > at+1 || c.order.parkedBytes > 0 {
+		c.shard.splice.awaited = true
+	}
 }
 
 // nextPiece returns where the reply stands after one more pipe's worth from run
@@ -391,6 +411,7 @@ func (c *Conn) onSplice(kind completionKind, res int32) {
 // freed (the pipe given back, the runs released) after the last.
 func (c *Conn) cancelSplice() {
 	if r := c.splicing; r != nil && r.ops > 0 {
+		c.shard.splice.awaited = true // the connection is freed after the last
 		for _, kind := range [...]completionKind{kindSpliceHead, kindSpliceIn, kindSpliceOut} {
 			sqe := c.shard.sqeOn(r.route.ring)
 			sqe.PrepareCancel(userData(kind, c.id), ring.CancelAll)

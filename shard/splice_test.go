@@ -235,6 +235,7 @@ func (g *spliceRig) stats() Stats {
 		sum.PipeWaits += st.PipeWaits
 		sum.SplicedReplies += st.SplicedReplies
 		sum.SplicedBytes += st.SplicedBytes
+		sum.SpliceRingWakes += st.SpliceRingWakes
 	})
 	if err != nil {
 		g.t.Fatal(err)

@@ -18,9 +18,11 @@ import (
 // hop back to a worker) per step. The splice ring is SINGLE_ISSUER without
 // DEFER_TASKRUN: a worker posts a splice's completion itself and goes straight on
 // to the next step of the chain, file -> pipe -> socket -> file -> ..., and the
-// shard's thread learns of completions through an eventfd the ring signals, whose
-// read it keeps armed on the connection ring (as for the disk ring), and reaps
-// them in its turn. The ring and its eventfd, two descriptors, are made at the
+// shard's thread reaps the completions at its next turn. When something waits on
+// them (wakeForSplices) it is woken for them through an eventfd the ring
+// signals, whose read it then arms on the connection ring (as for the disk
+// ring); when nothing does, as for a consumer's reply, the event that starts the
+// next turn (that consumer's next poll) is soon enough. The ring and its eventfd, two descriptors, are made at the
 // shard's first spliced reply: a shard that never splices (TLS only) has neither,
 // and one that cannot make them (the open-file limit) splices on the connection
 // ring, as it did before, and tries again a second later.
@@ -41,11 +43,19 @@ import (
 // interleaved rounds (session of 2026-12-05): a lone consumer's 1 MB polls
 // (server BenchmarkTransport tls=false/consumer) went at 3,197-4,103 MB/s with it
 // against 3,587-5,830 without, slower in every round (p50 239-309 µs against
-// 164-262: the worker's completion reaches the shard through the eventfd, a wake
+// 164-262: the worker's completion reached the shard through the eventfd, a wake
 // more per reply); four consumers (BenchmarkConsumers) were within noise
 // (x-loopback 0.63-0.92 against 0.64-0.81). Loaded by other processes, the ring
 // halved the context switches per MB of four consumers (9.6-11.0 to 4.7-6.1) and
-// cut their p50 by a quarter to two fifths.
+// cut their p50 by a quarter to two fifths. Since the eventfd is armed only
+// when something waits on a completion (wakeForSplices), the ring wakes the
+// shard for ~0.002-0.006 of the polls instead of one each (server
+// BenchmarkConsumerSpliceRing, ring-wakes/poll), and in one run of 8 rounds
+// (2026-12-06, load 8-12 from other sessions' tests) it was off against on:
+// four consumers 3.49 against 4.04 GiB/s (+16%, p=0.038), p50 889 against
+// 515 µs, context switches per MB 9.9 against 5.0; a lone consumer 3.00
+// against 3.64 GiB/s (within noise), its CPU per GB 333 against 220 ms
+// (p=0.021), context switches per MB 16.5 against 8.3.
 
 // socketCopy is whether a registered socket's copy is in the splice ring's table.
 type socketCopy uint8
@@ -136,7 +146,6 @@ func (s *Shard) setUpSpliceRing() error {
 		return err
 	}
 	s.splice.ring, s.splice.event = r, eventReader{fd: efd, buf: new([8]byte), kind: kindSpliceEvent}
-	s.splice.event.arm(s)
 	return nil
 }
 
@@ -158,6 +167,10 @@ func (s *Shard) sqeOn(r *ring.Ring) *ring.SQE {
 		return s.getSQE()
 	}
 	s.counters.sqesPrepared++
+	if s.splice.ringOps == 0 {
+		s.splice.lazyUntilNs = s.clock.nowNs + spliceReapLazyNs
+	}
+	s.splice.ringOps++
 	sqe, err := r.GetSQE()
 	if err != nil {
 		s.fail(fmt.Errorf("shard %d: get a splice SQE: %w", s.index, err))
@@ -188,11 +201,54 @@ func (s *Shard) reapSplices() {
 	for s.splice.ring.CQReady() > 0 {
 		n := s.splice.ring.ReapCQEs(s.splice.cqes[:])
 		s.counters.cqesReaped += uint64(n)
+		s.splice.ringOps -= n
+		if s.splice.ringOps == 0 {
+			s.splice.awaited = false
+		}
+		if n > 0 { // the splices move: the bound starts again
+			s.splice.lazyUntilNs = s.clock.nowNs + spliceReapLazyNs
+		}
 		for i := range n {
 			s.complete(&s.splice.cqes[i])
 		}
 	}
 }
+
+// wakeForSplices bounds how long the shard may sleep, d (negative: until a
+// completion of the connection ring), while requests of the splice ring are in
+// flight. Their completions are reaped at every turn (Shard.reap), and most of
+// the time nothing waits on them: a consumer's next poll comes after its reply
+// was sent, and the recv that brings it wakes the shard, which then finds the
+// reply's last completion, and its pipe free, before it serves the poll. So
+// the eventfd's read, a wake-up of the shard's thread per reply, is armed
+// only when something does wait: a reply queued behind a step in flight, a
+// connection closing, a reply waiting for a pipe, the shard stopping, or
+// spliceReapLazyNs gone with requests in flight and none of them reaped (a
+// consumer that does not poll again soon, a step blocked on a full socket),
+// whose pipes and plans (segment pins) would otherwise wait for the shard's
+// next event. The bound starts at the first request and again at each reap
+// that finds completions: several consumers keep requests in flight all the
+// time, and a bound from the first would soon wake the shard for every reply.
+func (s *Shard) wakeForSplices(d time.Duration) time.Duration {
+	sp := &s.splice
+	if sp.ring == nil || sp.ringOps == 0 || sp.event.armed {
+		return d
+	}
+	left := sp.lazyUntilNs - s.clock.read()
+	if sp.awaited || len(sp.waiters) > 0 || s.stopping || left <= 0 {
+		sp.event.arm(s)
+		return d
+	}
+	if d < 0 || time.Duration(left) < d {
+		return time.Duration(left)
+	}
+	return d
+}
+
+// spliceReapLazyNs is how long the splice ring's completions may wait for the
+// shard's next event before the shard asks to be woken for them (a variable for
+// the tests).
+var spliceReapLazyNs = int64(time.Millisecond)
 
 // spliceRoute returns where the connection's next splice step runs. On the
 // splice ring a plain descriptor is named as it is, and a registered socket by

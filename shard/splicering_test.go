@@ -210,3 +210,49 @@ func TestSpliceOnTheConnectionRing(t *testing.T) {
 	g.oneCopyEach("a copy for each registered connection")
 	g.settled()
 }
+
+// TestSpliceRingWakesOnlyForWhatWaits: the splice ring's completions wake the
+// shard only when something waits on them. A consumer's replies, each read
+// before the next request, are reaped at the turn the next request starts, not
+// by a wake-up each (with the lazy bound a minute long, only a request that
+// overtakes its reply's last completion may arm the eventfd); replies queued
+// behind a spliced reply in flight are sent without waiting for the bound;
+// and at the default bound the last reply's plan is released though no other
+// event comes.
+func TestSpliceRingWakesOnlyForWhatWaits(t *testing.T) {
+	lazyNs := spliceReapLazyNs
+	t.Cleanup(func() { spliceReapLazyNs = lazyNs }) // after the runtimes' shutdown
+	spliceReapLazyNs = int64(time.Minute)
+	g := startSpliceRig(t, Config{ShardCount: 1, PipeSizeBytes: 64 << 10, SpliceRing: true}, 4<<20)
+	c := dial(t, g.rt)
+	const replies = 64
+	reply := spliceRun{4097, 300 << 10} // several pieces, from inside a page
+	for i := range replies {
+		g.ask(c, uint64(i), spliceModeWait, reply)
+	}
+	if wakes := g.stats().SpliceRingWakes; wakes > replies/4 {
+		t.Fatalf("%d wake-ups by the splice ring for %d replies read one by one", wakes, replies)
+	}
+	const pipelined = 4
+	start := time.Now()
+	for i := range pipelined {
+		if _, err := c.conn.Write(fileRunsRequest(uint64(replies+i), spliceModeWait, time.Minute, reply)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range pipelined {
+		g.expect(c, uint64(replies+i), reply)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("replies queued behind a spliced reply took %v: the shard was not woken for them", waited)
+	}
+	g.settled()
+
+	spliceReapLazyNs = lazyNs // the shard above is idle; the next reads it at start
+	g = startSpliceRig(t, Config{ShardCount: 1, PipeSizeBytes: 64 << 10, SpliceRing: true}, 4<<20)
+	c = dial(t, g.rt)
+	g.ask(c, 1, spliceModeWait, reply)
+	waitFor(t, 5*time.Second, "the reply's plan released", func() bool { // no Inspect: it would wake the shard
+		return g.counts.released.Load() == 1
+	})
+}

@@ -81,6 +81,7 @@ func (s *Shard) wait() bool {
 	if next, ok := s.clock.timers.Next(); ok {
 		d = max(time.Duration(next-s.clock.read()), 0)
 	}
+	d = s.wakeForSplices(d)
 	var err error
 	switch {
 	case s.handler.busy || s.mail.inbox[s.index].Len() > 0 || s.mail.control[s.index].Len() > 0 || d == 0:
