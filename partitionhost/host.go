@@ -136,6 +136,8 @@ type groupOffsets struct {
 type passes struct {
 	// retentionNs is when the next retention pass runs (shard clock).
 	retentionNs int64
+	// pollMemoryNs is when the idle poll buffers are next dropped (pollmemory.go).
+	pollMemoryNs int64
 	// scrubNs is when the scrubber next takes its turn (0: it has not started),
 	// and scrubbing whether its last turn found something to verify (scrub.go).
 	scrubNs   int64
@@ -148,6 +150,7 @@ func New(cfg Config) *Host {
 		systemPath: cfg.SystemPath, stats: cfg.Stats, pollMemory: cfg.PollMemory, lender: cfg.Lender,
 		sendRefused: newEventLog()}
 	h.due.retentionNs = cfg.Shard.NowNs() + retentionIntervalNs
+	h.due.pollMemoryNs = cfg.Shard.NowNs() + int64(pollmemory.DropIdleInterval)
 	h.groupPolls = make(map[groupPollKey][]*request.Job)
 	h.storages = partitiondir.NewStorages(cfg.Disk)
 	repl := cfg.Replication
@@ -457,8 +460,8 @@ func (h *Host) forEachOwned(stream, topic uint32, matchTopic bool, revision uint
 
 // retentionIntervalNs is how often a shard deletes the expired and oversized
 // sealed segments of its partitions (the reference server's cleaner runs every
-// minute). The pass runs from the shard's own work, so an idle shard, whose
-// partitions do not grow, skips it.
+// minute). It runs at a turn of the shard's, and an idle shard takes one every
+// shard.Config.MaintenanceInterval, so expired segments go without traffic too.
 const retentionIntervalNs = int64(60 * time.Second)
 
 func (h *Host) ApplyRetentionIfDue() {

@@ -1,6 +1,7 @@
 package partitionhost
 
 import (
+	"github.com/iggy-shard/iggy-shard/pollmemory"
 	"github.com/iggy-shard/iggy-shard/request"
 )
 
@@ -22,4 +23,17 @@ func (h *Host) startWaitingPolls() { h.pollMemory.StartWaiting(h.startPoll) }
 func (h *Host) PollBufferReturned(first *byte) {
 	h.pollMemory.GiveBack(first)
 	h.startWaitingPolls()
+}
+
+// DropIdlePollMemoryIfDue lets the garbage collector have, every
+// pollmemory.DropIdleInterval, the free poll buffers no read took since the last
+// time: a burst of polls leaves its buffers for a while, not for the shard's life.
+// An idle shard still takes its maintenance turn (shard.Config.MaintenanceInterval).
+func (h *Host) DropIdlePollMemoryIfDue() {
+	now := h.shard.NowNs()
+	if now < h.due.pollMemoryNs {
+		return
+	}
+	h.due.pollMemoryNs = now + int64(pollmemory.DropIdleInterval)
+	h.pollMemory.DropIdle()
 }

@@ -199,6 +199,9 @@ func (f *freeBuffers) pop() []byte {
 	return b
 }
 
+// FreeBytes is the bytes of the free buffers kept for the next polls.
+func (m *Memory[P]) FreeBytes() int64 { return m.freeBytes }
+
 // Unplanned gives back the reservation of a poll whose read took no buffer (nothing
 // to read, or a failure before it was planned).
 func (m *Memory[P]) Unplanned() { m.unplannedPolls-- }

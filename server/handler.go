@@ -417,7 +417,6 @@ func (h *handler) forwardFirst(c *shard.Conn, req *shard.Request) {
 // ServeMessage implements shard.Handler.
 func (h *handler) ServeMessage(_ *shard.Shard, m shard.Message) {
 	h.catchUpTicks()
-	h.owned.ApplyRetentionIfDue()
 	switch m.Kind {
 	case msgToMeta:
 		h.meta.Serve(m.Payload.(*job))

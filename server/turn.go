@@ -65,6 +65,8 @@ func (h *handler) Tick(_ *shard.Shard) bool {
 	h.owned.RetryGroupOffsetDeletes()
 	h.owned.RetrySegmentDeletes()
 	h.owned.ScrubIfDue()
+	h.owned.ApplyRetentionIfDue()
+	h.owned.DropIdlePollMemoryIfDue()
 	if h.owned.IOWanted || h.owned.Disk.InFlight() > 0 || h.owned.Disk.Ready() {
 		h.owned.IOWanted = h.owned.Store.PollIO() > 0
 		h.owned.Store.TakeChanged(h.owned.PublishStats)

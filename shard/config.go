@@ -54,6 +54,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Arena configures each shard's buffer arena. Default: ArenaConfigDefault().
 	Arena arena.Config
+	// MaintenanceInterval is how often a shard takes a turn of its own, busy or idle:
+	// its arena gives back the pages of buffers left idle since the last one
+	// (arena.TrimIdle), and its handler's Tick runs, for the work that is due with
+	// time rather than with requests (retention of expired segments, idle poll
+	// memory). Default arena.TrimIdleInterval (10 s).
+	MaintenanceInterval time.Duration
 	// BusyPoll is how long a shard that has just worked keeps polling its ring before
 	// it sleeps in io_uring_enter: CPU traded for the microseconds a sleeping thread
 	// takes to wake. Default 50 µs; negative disables it (every wait sleeps).
@@ -223,6 +229,12 @@ func (c Config) withDefaults(allowedCPUs []int) (Config, error) {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.MaintenanceInterval == 0 {
+		c.MaintenanceInterval = arena.TrimIdleInterval
+	}
+	if c.MaintenanceInterval < 0 {
+		return c, fmt.Errorf("shard: maintenance interval %v is negative", c.MaintenanceInterval)
 	}
 	if len(c.Arena.Classes) == 0 {
 		c.Arena = ArenaConfigDefault()

@@ -47,9 +47,10 @@ type Stats struct {
 	// begun; TimersPending the timers armed now. DiskRingEnters counts the disk
 	// ring's io_uring_enter calls (Config.DiskIO). ThrottledWaits counts the sleeps
 	// taken between turns asked for without progress (wait.go): a handler that
-	// spins.
+	// spins. MaintenanceTurns counts the shard's own turns every
+	// Config.MaintenanceInterval.
 	Turns, RingEnters, Sleeps, TimerWakeups, TimersFired, BusyPolls, DiskRingEnters uint64
-	ThrottledWaits                                                                  uint64
+	ThrottledWaits, MaintenanceTurns                                                uint64
 	TimersPending                                                                   int
 
 	// Spliced replies (Conn.SendFileRuns): SplicedReplies counts those sent whole,
@@ -70,6 +71,7 @@ type counters struct {
 	bytesReceivedIntoFrames                                            uint64
 	turns, ringEnters, sleeps, timerWakeups, timersFired, busyPolls    uint64
 	throttledWaits, messagesFromOthers, framesWaitedForBuffer          uint64
+	maintenanceTurns                                                   uint64
 	splicedReplies, splicedBytes, pipeWaits, spliceRingWakes           uint64
 	// replica counts the replica plane's traffic; atomics, which Runtime.ReplicaStats
 	// sums from any goroutine.
@@ -98,6 +100,7 @@ func (s *Shard) Stats() Stats {
 		TimersFired:             s.counters.timersFired,
 		BusyPolls:               s.counters.busyPolls,
 		ThrottledWaits:          s.counters.throttledWaits,
+		MaintenanceTurns:        s.counters.maintenanceTurns,
 		TimersPending:           s.clock.timers.Len(),
 		SplicedReplies:          s.counters.splicedReplies,
 		SplicedBytes:            s.counters.splicedBytes,

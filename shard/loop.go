@@ -102,6 +102,7 @@ func (s *Shard) loop() {
 	}
 	s.listener.arm(s)
 	s.startReplica()
+	s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(s.cfg.MaintenanceInterval), kind: timerMaintenance})
 	for {
 		s.counters.turns++
 		s.clock.advance()
@@ -258,6 +259,11 @@ func (s *Shard) fireTimers() {
 		case timerWake:
 			// Only to end the wait: Tick runs every turn.
 			s.clock.wakes.remove(t.deadlineNs)
+		case timerMaintenance:
+			// The turn's Tick follows: the handler's work that is due with time.
+			s.arena.TrimIdle()
+			s.counters.maintenanceTurns++
+			s.clock.timers.Push(timer{deadlineNs: s.clock.nowNs + int64(s.cfg.MaintenanceInterval), kind: timerMaintenance})
 		case timerShutdown:
 			for _, c := range s.clients.conns.items {
 				if c != nil && c.state != linkFree {

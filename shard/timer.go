@@ -54,6 +54,8 @@ const (
 	timerShutdown
 	// timerWake is a turn the handler asked for (Shard.WakeAt).
 	timerWake
+	// timerMaintenance is the shard's own turn every Config.MaintenanceInterval.
+	timerMaintenance
 )
 
 type timer struct {
