@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -16,15 +17,24 @@ import (
 // official Go SDK's suite creates a token, then logs in through another node):
 // the primary sends its commit point to the backups as soon as it commits
 // (vsr.CoreConfig.CommitEagerly). The follower used to refuse such a login until
-// the next broadcast, and to answer a forwarded login only then.
+// the next broadcast, and to answer a forwarded login only then. Root writes as an
+// SDK user does, following the leader; each login goes to a follower of the leader
+// of the moment, without redirection, as the point is where it logs in.
 func TestClusterFollowerServesNewAccountsAtOnce(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
 		cfgs[i].clusterTiming = nil
 	}
-	servers := startCluster(t, cfgs)
-	root := dialCluster(t, servers[0])
+	servers := formCluster(t, cfgs)
+	root := dialClusterUser(t, servers[0])
 	ctx := testContext(t)
+	// follower is a follower of the leader of the moment, the first or the second
+	// by k.
+	follower := func(k int) *Server {
+		t.Helper()
+		leader := int(awaitAgreedLeader(t, servers))
+		return servers[(leader+1+k%2)%len(servers)]
+	}
 	login := func(at *Server, option client.Option, what string) {
 		t.Helper()
 		started := time.Now()
@@ -38,22 +48,24 @@ func TestClusterFollowerServesNewAccountsAtOnce(t *testing.T) {
 	}
 	for k := range 3 {
 		name, password := fmt.Sprintf("user-%d", k), fmt.Sprintf("secret-%d", k)
-		if _, err := root.CreateUser(ctx, name, password, wire.UserActive, nil); err != nil {
-			t.Fatal(err)
-		}
-		login(servers[1+k%2], client.WithCredentials(name, password), "password login of "+name)
+		root.must("CreateUser", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateUser(ctx, name, password, wire.UserActive, nil)
+			return err
+		})
+		login(follower(k), client.WithCredentials(name, password), "password login of "+name)
 	}
 	// A wrong password at a follower is still refused, once the follower has
 	// heard from its primary.
-	_, err := client.Dial(ctx, servers[1].Addr().String(), client.WithCredentials("user-0", "wrong"), client.WithLeaderRedirection(false))
+	_, err := client.Dial(ctx, follower(0).Addr().String(), client.WithCredentials("user-0", "wrong"), client.WithLeaderRedirection(false))
 	if !errors.Is(err, wire.ErrInvalidCredentials) {
 		t.Fatalf("a wrong password at a follower: %v, want InvalidCredentials", err)
 	}
 	for k := range 10 {
-		token, err := root.CreatePersonalAccessToken(ctx, fmt.Sprintf("token-%d", k), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		login(servers[1+k%2], client.WithPersonalAccessToken(token), fmt.Sprintf("token-%d login", k))
+		var token string
+		root.must("CreatePersonalAccessToken", func(ctx context.Context, c *client.Client) (err error) {
+			token, err = c.CreatePersonalAccessToken(ctx, fmt.Sprintf("token-%d", k), 0)
+			return err
+		})
+		login(follower(k), client.WithPersonalAccessToken(token), fmt.Sprintf("token-%d login", k))
 	}
 }
