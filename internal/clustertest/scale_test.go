@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +23,10 @@ const thousandPartitions = 1000
 // A healthy three-node cluster takes three topics of 1,000 partitions each (the
 // protocol's maximum per topic) without losing its metadata primary or a control
 // frame, and every new partition takes a send at once, on its first try, at the
-// leader, and serves it from every node.
+// leader, and serves it from every node. The leader staying put is a point of the
+// test: it is checked while no node was stopped by a signal (stopWatch). A node
+// frozen so may move the leader, rightly; the test then writes as an SDK user
+// does, following the leader, and a send may take a few tries.
 func TestClusterThousandsOfPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3,000 partitions on a three-node cluster")
@@ -32,7 +36,8 @@ func TestClusterThousandsOfPartitions(t *testing.T) {
 	c := newCluster(t, 3)
 	c.startAll()
 	leader := c.awaitLeader(ctx, c.nodes)
-	admin, err := leader.dial(ctx, client.WithLeaderRedirection(false))
+	stops := c.watchStops(c.nodes)
+	admin, err := leader.dial(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,31 +47,54 @@ func TestClusterThousandsOfPartitions(t *testing.T) {
 	}
 	// No retry: a partition whose group is not formed yet answers 58, and the SDKs
 	// would replay it for seconds.
-	noRetry, err := leader.dial(ctx, client.WithLeaderRedirection(false),
-		client.WithTransientRetry(client.TransientRetry{}))
-	if err != nil {
-		t.Fatal(err)
+	noRetry := func(at *node) *client.Client {
+		t.Helper()
+		cl, err := at.dial(ctx, client.WithLeaderRedirection(false), client.WithTransientRetry(client.TransientRetry{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
 	}
-	defer noRetry.Close()
+	sender := noRetry(leader)
 	viewChangesBefore := metadataGroupLines(c)
 	for topic := range 3 {
 		name := fmt.Sprintf("t%d", topic)
 		if _, err := admin.CreateTopic(ctx, client.NameID("wide"), name, thousandPartitions, nil); err != nil {
-			t.Fatalf("create topic %s of %d partitions: %v", name, thousandPartitions, err)
+			// The SDK's replay at a new leader of a creation its old one committed.
+			if stopped := stops.seen(); stopped == "" || !errors.Is(err, wire.ErrTopicNameAlreadyExists) {
+				t.Fatalf("create topic %s of %d partitions: %v", name, thousandPartitions, err)
+			}
 		}
 		for _, p := range []uint32{thousandPartitions - 1, 0, thousandPartitions / 2} {
 			msgs := []client.Message{{Payload: []byte(fmt.Sprintf("%s/%d", name, p))}}
-			if _, err := noRetry.SendMessages(ctx, client.NameID("wide"), client.NameID(name),
-				wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, msgs); err != nil {
-				t.Fatalf("the first send to partition %d of the new topic %s: %v", p, name, err)
+			for {
+				_, err := sender.SendMessages(ctx, client.NameID("wide"), client.NameID(name),
+					wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, msgs)
+				if err == nil {
+					break
+				}
+				stopped := stops.seen()
+				if stopped == "" || ctx.Err() != nil {
+					t.Fatalf("the first send to partition %d of the new topic %s: %v", p, name, err)
+				}
+				t.Logf("a send to partition %d of %s with node(s) %s stopped meanwhile: %v; again, at the leader", p, name, stopped, err)
+				if now := c.awaitLeader(ctx, c.nodes); now != leader {
+					leader, sender = now, noRetry(now)
+				}
+				waitCtx(ctx, 20*time.Millisecond)
 			}
 		}
 	}
-	if got := metadataGroupLines(c); got != viewChangesBefore {
-		t.Errorf("the metadata group changed its primary while topics were created:\n%s", got)
-	}
-	if now := c.awaitLeader(ctx, c.nodes); now != leader {
-		t.Errorf("the leader moved from node %d to node %d", leader.id, now.id)
+	if stopped := stops.seen(); stopped != "" {
+		t.Logf("node(s) %s stopped by a signal: the leader may have moved, rightly; not checked", stopped)
+	} else {
+		if got := metadataGroupLines(c); got != viewChangesBefore {
+			t.Errorf("the metadata group changed its primary while topics were created:\n%s", got)
+		}
+		if now := c.awaitLeader(ctx, c.nodes); now != leader {
+			t.Errorf("the leader moved from node %d to node %d", leader.id, now.id)
+		}
 	}
 	for _, n := range c.nodes {
 		if strings.Contains(n.logText(), "replica frame dropped") {
