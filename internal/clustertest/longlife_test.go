@@ -37,7 +37,7 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 
 	const opsPerThird = 2100
 	w.run(opsPerThird, "before")
-	follower := c.others(leader)[0]
+	follower := w.nodeToKill()
 	follower.kill()
 	w.run(opsPerThird, "while node down")
 	follower.start()
@@ -138,6 +138,21 @@ func newMetadataWorkload(ctx context.Context, t *testing.T, c *cluster, leader *
 	}
 	w.ops += 2 // the login and the token
 	return w
+}
+
+// nodeToKill is a follower of the leader of the moment that does not hold the
+// workload's connection: a stall of a node may have moved the leader since the
+// workload began, and a killed node breaks the connections it holds.
+func (w *metadataWorkload) nodeToKill() *node {
+	w.t.Helper()
+	leader := w.c.awaitLeader(w.ctx, w.c.nodes)
+	for _, n := range w.c.others(leader) {
+		if n.addr() != w.admin.Addr() {
+			return n
+		}
+	}
+	w.t.Fatalf("no follower to kill: the leader is node %d, the workload's client is at %s", leader.id, w.admin.Addr())
+	return nil
 }
 
 func (w *metadataWorkload) close() {
