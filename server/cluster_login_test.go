@@ -11,19 +11,25 @@ import (
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
-// TestClusterFollowerServesNewAccountsAtOnce: at the production timings (a commit
-// broadcast every 500 ms), a user or a personal access token created at the
-// primary logs in at a follower right after the primary acknowledged it (the
-// official Go SDK's suite creates a token, then logs in through another node):
-// the primary sends its commit point to the backups as soon as it commits
-// (vsr.CoreConfig.CommitEagerly). The follower used to refuse such a login until
-// the next broadcast, and to answer a forwarded login only then. Root writes as an
-// SDK user does, following the leader; each login goes to a follower of the leader
-// of the moment, without redirection, as the point is where it logs in.
+// TestClusterFollowerServesNewAccountsAtOnce: a user or a personal access token
+// created at the primary logs in at a follower right after the primary
+// acknowledged it (the official Go SDK's suite creates a token, then logs in
+// through another node): the primary sends its commit point to the backups as soon
+// as it commits (vsr.CoreConfig.CommitEagerly). The follower used to refuse such a
+// login until the next commit broadcast, and to answer a forwarded login only then;
+// it now holds the login until the commit reaches it, so at the production
+// broadcast (500 ms) a follower without the eager commit still lets it in, late.
+// Here the broadcast is 30 s apart (the heartbeat timeout 4 times that, as the
+// configuration requires), the production timings otherwise: a login that waited
+// for a broadcast outlasts its 5 s deadline. Root writes as an SDK user does,
+// following the leader; each login goes to a follower of the leader of the moment,
+// without redirection, as the point is where it logs in.
 func TestClusterFollowerServesNewAccountsAtOnce(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	for i := range cfgs {
 		cfgs[i].clusterTiming = nil
+		cfgs[i].Cluster.CommitBroadcastInterval = 30 * time.Second
+		cfgs[i].Cluster.HeartbeatTimeout = 4 * cfgs[i].Cluster.CommitBroadcastInterval
 	}
 	servers := formCluster(t, cfgs)
 	root := dialClusterUser(t, servers[0])
@@ -38,7 +44,7 @@ func TestClusterFollowerServesNewAccountsAtOnce(t *testing.T) {
 	login := func(at *Server, option client.Option, what string) {
 		t.Helper()
 		started := time.Now()
-		c, err := client.Dial(ctx, at.Addr().String(), option, client.WithLeaderRedirection(false),
+		c, err := client.Dial(ctx, at.Addr().String(), option, client.WithLeaderRedirection(false), client.WithRequestTimeout(5*time.Second),
 			client.WithTransientRetry(client.TransientRetry{Interval: 20 * time.Millisecond, NotCommittedWindow: time.Second, NotAcceptedWindow: 100 * time.Millisecond}))
 		if err != nil {
 			t.Fatalf("%s at follower %d right after its creation: %v", what, at.cluster.self, err)
