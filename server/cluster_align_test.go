@@ -55,12 +55,12 @@ func TestClusterNewTopicLedByTheLeader(t *testing.T) {
 // clients write where GetClusterMetadata names the leader, and sends there succeed
 // again. Where the leader is, is the point: the sends go to the leader's node
 // alone, and the metadata leader must stay there all along. A stall of the test
-// process that moves the leader meanwhile leaves an attempt inconclusive, and the
-// test tries again under the new leader. An attempt needs the leader in place for
-// a second or two (it takes its partitions back a heartbeat timeout after it took
-// the lead, and then one per heartbeat timeout): under a harness freezing the
-// process every second or two most attempts are cut short, hence twice
-// clusterWait for them.
+// process that moves the leader meanwhile, or has the follower's groups changing
+// views, leaves an attempt inconclusive, and the test tries again. An attempt
+// needs the leader in place for a second or two (it takes its partitions back a
+// heartbeat timeout after it took the lead, then once per heartbeat timeout):
+// under a harness freezing the process every second or two many attempts are cut
+// short, hence twice clusterWait for them.
 func TestClusterPartitionsFollowTheLeader(t *testing.T) {
 	servers := formCluster(t, clusterConfigs(t, 3, testClusterSecret))
 	u := dialClusterUser(t, servers[0])
@@ -69,48 +69,71 @@ func TestClusterPartitionsFollowTheLeader(t *testing.T) {
 	u.createTopic("s", "t", partitions, nil)
 	const attemptsWait = 2 * clusterWait
 	deadline := time.Now().Add(attemptsWait)
-	for attempt := 1; !partitionsFollowTheLeader(t, servers, partitions); attempt++ {
+	for attempt := 1; ; attempt++ {
+		inconclusive := partitionsFollowTheLeader(t, servers, partitions)
+		if inconclusive == "" {
+			return
+		}
+		t.Logf("attempt %d: %s: again", attempt, inconclusive)
 		if time.Now().After(deadline) {
-			t.Fatalf("the metadata leader kept moving: %d attempts in %v", attempt, attemptsWait)
+			t.Fatalf("no conclusive attempt in %v (%d attempts)", attemptsWait, attempt)
 		}
 	}
 }
 
 // partitionsFollowTheLeader has a follower take over every partition of topic s/t
-// and reports whether they came back to the metadata leader, with the leader in
-// place all along; false (logged) when the leader moved, which proves nothing
-// either way. A partition that does not come back fails the test.
-func partitionsFollowTheLeader(t *testing.T, servers []*Server, partitions int) bool {
+// and waits until they come back to the metadata leader, with the leader in place
+// all along. It returns why an attempt proved nothing either way (the leader
+// moved, the follower could not take them all over now), or "". A partition that
+// does not come back to a leader in place fails the test.
+func partitionsFollowTheLeader(t *testing.T, servers []*Server, partitions int) (inconclusive string) {
 	t.Helper()
 	leader := awaitAgreedLeader(t, servers)
 	moved := func() bool {
 		l, ok := agreedLeader(servers)
 		return !ok || l != leader
 	}
-	lc := dialCluster(t, servers[leader])
-	// The follower takes over the groups it backs in normal status: all of
-	// them, unless a stall has some changing views.
-	follower := servers[(int(leader)+1)%len(servers)]
-	backed, took := 0, 0
-	err := follower.rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		store := follower.handlers[sh.Index()].owned.Store
-		for _, k := range store.Keys(nil) {
-			if core := store.SimCore(k); core != nil && core.Status() == vsr.StatusNormal && !core.IsPrimary() {
-				backed++
+	// backing counts the groups s backs in a normal view: those its takeover
+	// moves (partition.Store.LeadGroups), if take.
+	backing := func(s *Server, take bool) (backed, took int) {
+		t.Helper()
+		err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+			store := s.handlers[sh.Index()].owned.Store
+			for _, k := range store.Keys(nil) {
+				if core := store.SimCore(k); core != nil && core.Status() == vsr.StatusNormal && !core.IsPrimary() {
+					backed++
+				}
+			}
+			if take {
+				took += store.LeadGroups(partitions)
+			}
+		})
+		if err != nil {
+			t.Fatalf("Inspect: %v", err)
+		}
+		return backed, took
+	}
+	// A follower that backs every partition (after a stall the partitions may
+	// still be led by the other, the leader before it).
+	var follower *Server
+	waitUntil(t, "a follower backs every partition", func() bool {
+		for _, s := range servers {
+			if s.cluster.self != leader && !moved() {
+				if backed, _ := backing(s, false); backed == partitions {
+					follower = s
+					return true
+				}
 			}
 		}
-		took += store.LeadGroups(partitions)
+		return moved()
 	})
-	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+	if follower == nil {
+		return fmt.Sprintf("the metadata leader moved from node %d before a follower backed every partition", leader)
 	}
-	switch {
-	case backed != partitions:
-		t.Logf("node %d backs %d partitions of %d in a normal view (a view change): again", follower.cluster.self, backed, partitions)
-		return false
-	case took != partitions:
-		t.Fatalf("node %d took over %d partitions, want %d", follower.cluster.self, took, partitions)
+	if backed, took := backing(follower, true); backed != partitions || took != backed {
+		return fmt.Sprintf("node %d backed %d partitions of %d in a normal view, and took over %d of them", follower.cluster.self, backed, partitions, took)
 	}
+	lc := dialCluster(t, servers[leader])
 	for p := uint32(0); p < uint32(partitions); p++ {
 		to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}
 		took := false
@@ -120,13 +143,11 @@ func partitionsFollowTheLeader(t *testing.T, servers []*Server, partitions int) 
 			return took || moved()
 		})
 		if !took {
-			t.Logf("the metadata leader moved from node %d before partition %d came back: again", leader, p)
-			return false
+			return fmt.Sprintf("the metadata leader moved from node %d before partition %d came back", leader, p)
 		}
 	}
 	if moved() {
-		t.Logf("the metadata leader moved from node %d while its partitions came back: again", leader)
-		return false
+		return fmt.Sprintf("the metadata leader moved from node %d while its partitions came back", leader)
 	}
-	return true
+	return ""
 }
