@@ -112,7 +112,10 @@ func (n *node) terminate() {
 // leader: stream creates and deletes for bulk, logins by personal access token at
 // every node, a few password logins (each costs an argon2id check), and state that
 // stays: a stream per phase with a topic, a consumer group, stored consumer offsets,
-// a user and a token.
+// a user and a token. Its clients wait for a reply as long as the SDKs do (30 s):
+// a write prepared at a leader that a stall then demoted is answered 57 only after
+// two heartbeat timeouts, then replayed and followed to the new leader, which
+// outlasted the harness's 10 s with another stall on the way.
 type metadataWorkload struct {
 	ctx     context.Context
 	t       *testing.T
@@ -127,7 +130,7 @@ type metadataWorkload struct {
 
 func newMetadataWorkload(ctx context.Context, t *testing.T, c *cluster, leader *node) *metadataWorkload {
 	t.Helper()
-	admin, err := leader.dial(ctx)
+	admin, err := leader.dial(ctx, client.WithRequestTimeout(client.DefaultRequestTimeout))
 	if err != nil {
 		t.Fatalf("login at the leader, node %d: %v", leader.id, err)
 	}
@@ -191,7 +194,7 @@ func (w *metadataWorkload) loginAt(n *node, password bool) {
 	if !n.running() {
 		return
 	}
-	opts := []client.Option{client.WithRequestTimeout(10 * time.Second)}
+	opts := []client.Option{client.WithRequestTimeout(client.DefaultRequestTimeout)}
 	if password {
 		opts = append(opts, client.WithCredentials(rootUsername, rootPassword))
 	} else {
