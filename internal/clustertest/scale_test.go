@@ -103,29 +103,33 @@ func TestClusterThousandsOfPartitions(t *testing.T) {
 	}
 	// Every node serves what the leader acknowledged.
 	for _, n := range c.nodes {
-		cl, err := n.adminClient(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		awaitPolled(ctx, t, cl, n, "t2", thousandPartitions-1, "t2/999")
+		awaitPolled(ctx, t, n, "t2", thousandPartitions-1, "t2/999")
 	}
 }
 
 // awaitPolled waits (at most 30 s) until node n serves payload at offset 0 of the
-// partition.
-func awaitPolled(ctx context.Context, t *testing.T, cl *client.Client, n *node, topic string, partition uint32, payload string) {
+// partition, through its admin connection, dialed again after a connection loss
+// (a poll unanswered for the request deadline on a starved or frozen node).
+func awaitPolled(ctx context.Context, t *testing.T, n *node, topic string, partition uint32, payload string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		polled, err := cl.PollMessages(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)),
-			StreamID: client.NameID("wide"), TopicID: client.NameID(topic), Partition: wire.SomePartition(partition),
-			Strategy: wire.PollingStrategy{Kind: wire.PollingOffset, Value: 0}, Count: 1})
-		if it := polled.Messages(); err == nil && it.Next() {
-			if got := string(it.Message().Payload()); got != payload {
-				t.Fatalf("node %d serves %q at %s/%d offset 0, want %q", n.id, got, topic, partition, payload)
+		cl, err := n.adminClient(ctx)
+		if err == nil {
+			var polled wire.PolledMessages
+			polled, err = cl.PollMessages(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)),
+				StreamID: client.NameID("wide"), TopicID: client.NameID(topic), Partition: wire.SomePartition(partition),
+				Strategy: wire.PollingStrategy{Kind: wire.PollingOffset, Value: 0}, Count: 1})
+			if it := polled.Messages(); err == nil && it.Next() {
+				if got := string(it.Message().Payload()); got != payload {
+					t.Fatalf("node %d serves %q at %s/%d offset 0, want %q", n.id, got, topic, partition, payload)
+				}
+				return
 			}
-			return
+			if isConnectionLoss(err) {
+				n.dropAdmin()
+			}
 		}
 		if !waitCtx(ctx, 100*time.Millisecond) {
 			t.Fatalf("node %d never served %s/%d: %v", n.id, topic, partition, err)
