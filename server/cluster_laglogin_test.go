@@ -15,18 +15,19 @@ import (
 // TestClusterLaggingFollowerDoesNotRefuseAnAcknowledgedToken: a personal access
 // token the cluster acknowledged before a login came is never refused for a
 // follower's lag (metahost's awaitPrimary). A follower whose journal was held
-// while the token and a few hundred other ops were made is behind once it moves
+// while the token and two thousand other ops were made is behind once it moves
 // again: a login there with the token must not be refused as invalid (53, an
 // eviction: the SDKs give up), but let in or answered as a transient refusal (57,
 // 58), which the SDKs retry and follow to the leader.
 //
-// It fails today (8 of 10 runs), so it stays behind IGGY_LAGLOGIN_REPRO until
-// the fix: metahost's awaitPrimary decides the login again when its read barrier
-// ends (metaplane's ReadBarrier), caught up or not, and the barrier's deadline is
-// two commit broadcast intervals; a follower further behind than it can repair in
-// that time refuses the token as invalid. Answering 58 when the barrier did not
-// catch up (ReadBarrier's then(false)) passed 10 of 10. Under the node-freeze
-// harness a follower frozen for two seconds so refused the token the workload of
+// It fails today (9 of 10 runs; 17 of 28 with 600 ops behind), so it stays behind
+// IGGY_LAGLOGIN_REPRO until the fix: metahost's awaitPrimary decides the login
+// again when its read barrier ends (metaplane's ReadBarrier), caught up or not,
+// and the barrier's deadline is two commit broadcast intervals; a follower further
+// behind than it repairs in that time refuses the token as invalid. Answering 58
+// when the barrier did not catch up (ReadBarrier's then(false)) passed 10 of 10,
+// each let in at its second or third login. Under the node-freeze harness a
+// follower frozen for two seconds so refused the token the workload of
 // internal/clustertest's TestClusterLivesPastManyCheckpoints had made at its start.
 func TestClusterLaggingFollowerDoesNotRefuseAnAcknowledgedToken(t *testing.T) {
 	if os.Getenv("IGGY_LAGLOGIN_REPRO") == "" {
@@ -44,7 +45,7 @@ func TestClusterLaggingFollowerDoesNotRefuseAnAcknowledgedToken(t *testing.T) {
 		return err
 	})
 	held.awaitReached(t, "the follower's journal write")
-	const opsBehind = 600
+	const opsBehind = 2000
 	for i := range opsBehind {
 		u.createStream(fmt.Sprintf("while-lagging-%d", i))
 	}
