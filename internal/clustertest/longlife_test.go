@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,6 +42,7 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 	follower.kill()
 	w.run(opsPerThird, "while node down")
 	follower.start()
+	follower.awaitListening(ctx) // the workload logs in at every node, this one too
 	w.run(opsPerThird, "after restart")
 	if w.ops < 6000 {
 		t.Fatalf("the workload made %d metadata operations, want at least 6,000", w.ops)
@@ -67,6 +69,29 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 		w.phases = phases
 		w.run(200, "after a full restart by "+how.name)
 		want = awaitSameState(ctx, t, c.nodes)
+	}
+}
+
+// awaitListening waits (at most 30 s) until the node accepts connections on its
+// client port: a node just started may take seconds to, on a loaded machine.
+func (n *node) awaitListening(ctx context.Context) {
+	t := n.c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", n.addr())
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if err := n.checkAlive(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitCtx(ctx, 50*time.Millisecond) {
+			t.Fatalf("node %d not listening on %s 30 s after its start: %v", n.id, n.addr(), err)
+		}
 	}
 }
 
