@@ -46,10 +46,12 @@ func TestClusterThousandsOfPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No retry: a partition whose group is not formed yet answers 58, and the SDKs
-	// would replay it for seconds.
+	// would replay it for seconds. The SDKs' request deadline: a send at a leader
+	// a frozen node demoted waits for its fate.
 	noRetry := func(at *node) *client.Client {
 		t.Helper()
-		cl, err := at.dial(ctx, client.WithLeaderRedirection(false), client.WithTransientRetry(client.TransientRetry{}))
+		cl, err := at.dial(ctx, client.WithLeaderRedirection(false), client.WithTransientRetry(client.TransientRetry{}),
+			client.WithRequestTimeout(client.DefaultRequestTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +81,7 @@ func TestClusterThousandsOfPartitions(t *testing.T) {
 					t.Fatalf("the first send to partition %d of the new topic %s: %v", p, name, err)
 				}
 				t.Logf("a send to partition %d of %s with node(s) %s stopped meanwhile: %v; again, at the leader", p, name, stopped, err)
-				if now := c.awaitLeader(ctx, c.nodes); now != leader {
+				if now := c.awaitLeader(ctx, c.nodes); now != leader || isConnectionLoss(err) {
 					leader, sender = now, noRetry(now)
 				}
 				waitCtx(ctx, 20*time.Millisecond)
