@@ -7,6 +7,7 @@ import (
 
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -49,40 +50,104 @@ func TestClusterNewTopicLedByTheLeader(t *testing.T) {
 	}
 }
 
-// Partitions whose groups moved away from the metadata leader (here node 2 takes
-// them over, as a partition group's own view change would) come back to it:
+// Partitions whose groups moved away from the metadata leader (here a follower
+// takes them over, as a partition group's own view change would) come back to it:
 // clients write where GetClusterMetadata names the leader, and sends there succeed
-// again.
+// again. Where the leader is, is the point: the sends go to the leader's node
+// alone, and the metadata leader must stay there all along. A stall of the test
+// process that moves the leader meanwhile, or has the follower's groups changing
+// views, leaves an attempt inconclusive, and the test tries again. An attempt
+// needs the leader in place for a second or two (it takes its partitions back a
+// heartbeat timeout after it took the lead, then once per heartbeat timeout):
+// under a harness freezing the process every second or two many attempts are cut
+// short, hence twice clusterWait for them.
 func TestClusterPartitionsFollowTheLeader(t *testing.T) {
-	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	servers := startCluster(t, cfgs)
-	pc := dialCluster(t, servers[0])
-	if _, err := pc.CreateStream(testContext(t), "s"); err != nil {
-		t.Fatal(err)
-	}
+	servers := formCluster(t, clusterConfigs(t, 3, testClusterSecret))
+	u := dialClusterUser(t, servers[0])
+	u.createStream("s")
 	const partitions = 4
-	if _, err := pc.CreateTopic(testContext(t), client.NameID("s"), "t", partitions, nil); err != nil {
-		t.Fatal(err)
+	u.createTopic("s", "t", partitions, nil)
+	const attemptsWait = 2 * clusterWait
+	deadline := time.Now().Add(attemptsWait)
+	for attempt := 1; ; attempt++ {
+		inconclusive := partitionsFollowTheLeader(t, servers, partitions)
+		if inconclusive == "" {
+			return
+		}
+		t.Logf("attempt %d: %s: again", attempt, inconclusive)
+		if time.Now().After(deadline) {
+			t.Fatalf("no conclusive attempt in %v (%d attempts)", attemptsWait, attempt)
+		}
 	}
-	send := func(p uint32) error {
-		to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}
-		_, err := pc.SendMessages(testContext(t), client.NameID("s"), client.NameID("t"), to, messages(1, "m"))
-		return err
+}
+
+// partitionsFollowTheLeader has a follower take over every partition of topic s/t
+// and waits until they come back to the metadata leader, with the leader in place
+// all along. It returns why an attempt proved nothing either way (the leader
+// moved, the follower could not take them all over now), or "". A partition that
+// does not come back to a leader in place fails the test.
+func partitionsFollowTheLeader(t *testing.T, servers []*Server, partitions int) (inconclusive string) {
+	t.Helper()
+	leader := awaitAgreedLeader(t, servers)
+	moved := func() bool {
+		l, ok := agreedLeader(servers)
+		return !ok || l != leader
 	}
-	for p := uint32(0); p < partitions; p++ {
-		waitUntil(t, fmt.Sprintf("partition %d takes sends at node 0", p), func() bool { return send(p) == nil })
+	// backing counts the groups s backs in a normal view: those its takeover
+	// moves (partition.Store.LeadGroups), if take.
+	backing := func(s *Server, take bool) (backed, took int) {
+		t.Helper()
+		err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+			store := s.handlers[sh.Index()].owned.Store
+			for _, k := range store.Keys(nil) {
+				if core := store.SimCore(k); core != nil && core.Status() == vsr.StatusNormal && !core.IsPrimary() {
+					backed++
+				}
+			}
+			if take {
+				took += store.LeadGroups(partitions)
+			}
+		})
+		if err != nil {
+			t.Fatalf("Inspect: %v", err)
+		}
+		return backed, took
 	}
-	moved := 0
-	err := servers[2].rt.Inspect(testContext(t), func(sh *shard.Shard) {
-		moved += servers[2].handlers[sh.Index()].owned.Store.LeadGroups(partitions)
+	// A follower that backs every partition (after a stall the partitions may
+	// still be led by the other, the leader before it).
+	var follower *Server
+	waitUntil(t, "a follower backs every partition", func() bool {
+		for _, s := range servers {
+			if s.cluster.self != leader && !moved() {
+				if backed, _ := backing(s, false); backed == partitions {
+					follower = s
+					return true
+				}
+			}
+		}
+		return moved()
 	})
-	if err != nil || moved != partitions {
-		t.Fatalf("node 2 took over %d partitions (%v), want %d", moved, err, partitions)
+	if follower == nil {
+		return fmt.Sprintf("the metadata leader moved from node %d before a follower backed every partition", leader)
 	}
-	for p := uint32(0); p < partitions; p++ {
-		waitUntil(t, fmt.Sprintf("partition %d takes sends at the leader again", p), func() bool { return send(p) == nil })
+	if backed, took := backing(follower, true); backed != partitions || took != backed {
+		return fmt.Sprintf("node %d backed %d partitions of %d in a normal view, and took over %d of them", follower.cluster.self, backed, partitions, took)
 	}
-	if l, ok := agreedLeader(servers); !ok || l != 0 {
-		t.Fatalf("the metadata leader moved to %d (%v)", l, ok)
+	lc := dialCluster(t, servers[leader])
+	for p := uint32(0); p < uint32(partitions); p++ {
+		to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}
+		took := false
+		waitUntil(t, fmt.Sprintf("partition %d takes sends at the leader, node %d, again", p, leader), func() bool {
+			_, err := lc.SendMessages(testContext(t), client.NameID("s"), client.NameID("t"), to, messages(1, "m"))
+			took = err == nil
+			return took || moved()
+		})
+		if !took {
+			return fmt.Sprintf("the metadata leader moved from node %d before partition %d came back", leader, p)
+		}
 	}
+	if moved() {
+		return fmt.Sprintf("the metadata leader moved from node %d while its partitions came back", leader)
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/iggy-shard/iggy-shard/client"
 	"github.com/iggy-shard/iggy-shard/partition"
 	"github.com/iggy-shard/iggy-shard/shard"
+	"github.com/iggy-shard/iggy-shard/vsr"
 	"github.com/iggy-shard/iggy-shard/wire"
 )
 
@@ -33,7 +35,8 @@ func groupOffsetAt(t *testing.T, s *Server, k partition.Key, group uint32) bool 
 // is deleted in a 3-node cluster: every node drops its offsets, the backups by
 // the primary's replicated deletion, and no node logs an error (each backup's
 // store refuses the deletion it cannot propose, 58, which used to be logged as
-// a failed effect).
+// a failed effect). The user follows the leader (clusterUser): a stall of the
+// test process may move it, and the partitions' groups with it.
 func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	servers := make([]*Server, len(cfgs))
@@ -47,58 +50,65 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 		servers[i] = s
 		t.Cleanup(func() { stopServer(t, s) })
 	}
-	waitUntil(t, "the cluster forms", func() bool { l, ok := agreedLeader(servers); return ok && l == 0 })
-	ctx := testContext(t)
-	pc := dialCluster(t, servers[0])
-	st, err := pc.CreateStream(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := pc.CreateTopic(ctx, client.NameID("orders"), "events", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := pc.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "readers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.JoinConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("readers")); err != nil {
-		t.Fatal(err)
-	}
+	awaitAgreedLeader(t, servers)
+	u := dialClusterUser(t, servers[0])
+	st := u.createStream("orders")
+	topic := u.createTopic("orders", "events", 2, nil)
+	var group *wire.ConsumerGroupDetails
+	u.must("CreateConsumerGroup", func(ctx context.Context, c *client.Client) (err error) {
+		group, err = c.CreateConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), "readers")
+		return err
+	})
+	u.join(client.NameID("orders"), client.NameID("events"), client.NameID("readers"))
 	keys := []partition.Key{{StreamID: st.ID, TopicID: topic.ID, PartitionID: 0}, {StreamID: st.ID, TopicID: topic.ID, PartitionID: 1}}
 	for _, k := range keys {
-		to := wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: k.PartitionID}
-		if _, err := pc.SendMessages(ctx, client.NameID("orders"), client.NameID("events"), to, messages(5, "m")); err != nil {
-			t.Fatal(err)
-		}
-		err := pc.StoreConsumerOffset(ctx, &wire.StoreConsumerOffset{Consumer: client.GroupConsumer(client.NameID("readers")),
-			StreamID: client.NameID("orders"), TopicID: client.NameID("events"), Partition: wire.SomePartition(k.PartitionID), Offset: 3, Ack: wire.AckQuorum})
-		if err != nil {
-			t.Fatalf("StoreConsumerOffset on %v: %v", k, err)
-		}
+		u.sendTo("orders", "events", k.PartitionID, messages(5, "m"))
+		u.storeOffsetOf(client.GroupConsumer(client.NameID("readers")), "orders", "events", k.PartitionID, 3)
 		for i, s := range servers {
 			waitUntil(t, fmt.Sprintf("node %d holds the group's offset on %v", i, k), func() bool { return groupOffsetAt(t, s, k, group.ID) })
 		}
 	}
-	if err := pc.DeleteConsumerGroup(ctx, client.NameID("orders"), client.NameID("events"), client.NameID("readers")); err != nil {
-		t.Fatal(err)
-	}
+	before := awaitPartitionViews(t, servers, keys)
+	u.deleteGroup(client.NameID("orders"), client.NameID("events"), client.NameID("readers"))
 	for _, k := range keys {
 		for i, s := range servers {
 			waitUntil(t, fmt.Sprintf("node %d drops the group's offset on %v", i, k), func() bool { return !groupOffsetAt(t, s, k, group.ID) })
 		}
 	}
-	// Only the partitions' primary (node 0, of view 0) proposed the deletions:
-	// the backups waited for them.
+	// Only the partitions' primaries proposed the deletions: the backups waited
+	// for them. Where a group changed views meanwhile (a stall), each primary
+	// of a view it went through may have proposed it, some more than once (a
+	// proposal a view change cancelled is asked again).
+	proposals := make([]int, len(servers))
 	for i, s := range servers {
-		var proposals atomic.Int64
-		if err := s.rt.Inspect(ctx, func(sh *shard.Shard) {
-			proposals.Add(int64(s.handlers[sh.Index()].owned.GroupOffsetProposals()))
+		var n atomic.Int64
+		if err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+			n.Add(int64(s.handlers[sh.Index()].owned.GroupOffsetProposals()))
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]int{true: len(keys), false: 0}[i == 0]; int(proposals.Load()) != want {
-			t.Errorf("node %d proposed %d deletions, want %d", i, proposals.Load(), want)
+		proposals[i] = int(n.Load())
+	}
+	after := partitionViews(t, servers, keys) // read after the proposals: no later view proposed them
+	want := make([]int, len(servers))
+	mayPropose := make([]bool, len(servers))
+	moved := false
+	for j := range keys {
+		if after[j] != before[j] {
+			moved = true
+			t.Logf("partition %v changed views while its offsets went: %+v, then %+v", keys[j], before[j], after[j])
+		}
+		want[before[j].primary]++
+		for v := before[j].view; v <= after[j].view; v++ {
+			mayPropose[v%uint32(len(servers))] = true
+		}
+	}
+	for i, got := range proposals {
+		switch {
+		case !moved && got != want[i]:
+			t.Errorf("node %d proposed %d deletions, want %d (the partitions' primaries: %+v)", i, got, want[i], before)
+		case moved && got > 0 && !mayPropose[i]:
+			t.Errorf("node %d proposed %d deletions, led no partition meanwhile (views %+v, then %+v)", i, got, before, after)
 		}
 	}
 	for i, l := range logs {
@@ -108,6 +118,62 @@ func TestClusterDeletedGroupOffsetsGoQuietly(t *testing.T) {
 			}
 		}
 	}
+}
+
+// partitionView is where a partition's group is: the view every node holds it in
+// and the node that leads it (-1 when they disagree, or one is changing views).
+type partitionView struct {
+	view    uint32
+	primary int
+}
+
+// partitionViews reads each key's group on every node.
+func partitionViews(t *testing.T, servers []*Server, keys []partition.Key) []partitionView {
+	t.Helper()
+	views := make([]partitionView, len(keys))
+	for j, k := range keys {
+		views[j].primary = -1
+		for i, s := range servers {
+			var view uint32
+			var normal, primary bool
+			err := s.rt.Inspect(testContext(t), func(sh *shard.Shard) {
+				if sh.Index() == s.ownerOf(k) {
+					if core := s.handlers[sh.Index()].owned.Store.SimCore(k); core != nil {
+						view, normal, primary = core.View(), core.Status() == vsr.StatusNormal, core.IsPrimary()
+					}
+				}
+			})
+			if err != nil {
+				t.Fatalf("Inspect: %v", err)
+			}
+			if i > 0 && view != views[j].view || !normal {
+				views[j] = partitionView{view: max(view, views[j].view), primary: -1}
+				break
+			}
+			views[j].view = view
+			if primary {
+				views[j].primary = i
+			}
+		}
+	}
+	return views
+}
+
+// awaitPartitionViews waits until every node holds each key's group in one view
+// in normal status, and returns the views.
+func awaitPartitionViews(t *testing.T, servers []*Server, keys []partition.Key) []partitionView {
+	t.Helper()
+	var views []partitionView
+	waitUntil(t, "the partitions' groups settle in a view", func() bool {
+		views = partitionViews(t, servers, keys)
+		for _, v := range views {
+			if v.primary < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return views
 }
 
 // A deleted group's offset deletion asked again (a store refused it with 58)

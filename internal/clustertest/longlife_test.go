@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"syscall"
@@ -37,10 +38,11 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 
 	const opsPerThird = 2100
 	w.run(opsPerThird, "before")
-	follower := c.others(leader)[0]
+	follower := w.nodeToKill()
 	follower.kill()
 	w.run(opsPerThird, "while node down")
 	follower.start()
+	follower.awaitListening(ctx) // the workload logs in at every node, this one too
 	w.run(opsPerThird, "after restart")
 	if w.ops < 6000 {
 		t.Fatalf("the workload made %d metadata operations, want at least 6,000", w.ops)
@@ -67,6 +69,29 @@ func TestClusterLivesPastManyCheckpoints(t *testing.T) {
 		w.phases = phases
 		w.run(200, "after a full restart by "+how.name)
 		want = awaitSameState(ctx, t, c.nodes)
+	}
+}
+
+// awaitListening waits (at most 30 s) until the node accepts connections on its
+// client port: a node just started may take seconds to, on a loaded machine.
+func (n *node) awaitListening(ctx context.Context) {
+	t := n.c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", n.addr())
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if err := n.checkAlive(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitCtx(ctx, 50*time.Millisecond) {
+			t.Fatalf("node %d not listening on %s 30 s after its start: %v", n.id, n.addr(), err)
+		}
 	}
 }
 
@@ -112,7 +137,10 @@ func (n *node) terminate() {
 // leader: stream creates and deletes for bulk, logins by personal access token at
 // every node, a few password logins (each costs an argon2id check), and state that
 // stays: a stream per phase with a topic, a consumer group, stored consumer offsets,
-// a user and a token.
+// a user and a token. Its clients wait for a reply as long as the SDKs do (30 s):
+// a write prepared at a leader that a stall then demoted is answered 57 only after
+// two heartbeat timeouts, then replayed and followed to the new leader, which
+// outlasted the harness's 10 s with another stall on the way.
 type metadataWorkload struct {
 	ctx     context.Context
 	t       *testing.T
@@ -127,7 +155,7 @@ type metadataWorkload struct {
 
 func newMetadataWorkload(ctx context.Context, t *testing.T, c *cluster, leader *node) *metadataWorkload {
 	t.Helper()
-	admin, err := leader.dial(ctx)
+	admin, err := leader.dial(ctx, client.WithRequestTimeout(client.DefaultRequestTimeout))
 	if err != nil {
 		t.Fatalf("login at the leader, node %d: %v", leader.id, err)
 	}
@@ -138,6 +166,21 @@ func newMetadataWorkload(ctx context.Context, t *testing.T, c *cluster, leader *
 	}
 	w.ops += 2 // the login and the token
 	return w
+}
+
+// nodeToKill is a follower of the leader of the moment that does not hold the
+// workload's connection: a stall of a node may have moved the leader since the
+// workload began, and a killed node breaks the connections it holds.
+func (w *metadataWorkload) nodeToKill() *node {
+	w.t.Helper()
+	leader := w.c.awaitLeader(w.ctx, w.c.nodes)
+	for _, n := range w.c.others(leader) {
+		if n.addr() != w.admin.Addr() {
+			return n
+		}
+	}
+	w.t.Fatalf("no follower to kill: the leader is node %d, the workload's client is at %s", leader.id, w.admin.Addr())
+	return nil
 }
 
 func (w *metadataWorkload) close() {
@@ -176,7 +219,7 @@ func (w *metadataWorkload) loginAt(n *node, password bool) {
 	if !n.running() {
 		return
 	}
-	opts := []client.Option{client.WithRequestTimeout(10 * time.Second)}
+	opts := []client.Option{client.WithRequestTimeout(client.DefaultRequestTimeout)}
 	if password {
 		opts = append(opts, client.WithCredentials(rootUsername, rootPassword))
 	} else {

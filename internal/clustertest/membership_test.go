@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,7 @@ func runOutsider(t *testing.T, spoil func(*node), keepsItsData bool) { // the ou
 	for _, n := range insiders {
 		n.start()
 	}
+	stops := c.watchStops(insiders)
 	leader := c.awaitLeader(ctx, insiders)
 	setupLoad(ctx, t, leader, 1)
 	log := newPartitionLog(0)
@@ -120,8 +122,21 @@ func runOutsider(t *testing.T, spoil func(*node), keepsItsData bool) { // the ou
 	if err := log.awaitAcked(ctx, log.ackedCount()+progressBatches); err != nil {
 		t.Fatalf("the cluster stopped serving while the outsider ran: %v", err)
 	}
+	// The insiders keep their leader. A stall of one of them (a harness freezing
+	// nodes) may move it, rightly: then they must still lead among themselves,
+	// and never in a view the outsider leads.
 	if now := c.awaitLeader(ctx, insiders); now != leader {
-		t.Errorf("the leadership moved from node %d to node %d while the outsider ran", leader.id, now.id)
+		if stopped := stops.seen(); stopped != "" {
+			t.Logf("the leadership moved from node %d to node %d while the outsider ran, with node(s) %s stopped by a signal", leader.id, now.id, stopped)
+		} else {
+			t.Errorf("the leadership moved from node %d to node %d while the outsider ran", leader.id, now.id)
+		}
+	}
+	ledByOutsider := fmt.Sprintf("status=Normal primary=%d ", outsider.id)
+	for _, n := range insiders {
+		if lines := grepLines(n.logText(), `msg="metadata group"`); strings.Contains(lines, ledByOutsider) {
+			t.Errorf("node %d followed the outsider, node %d:\n%s", n.id, outsider.id, lines)
+		}
 	}
 	for _, n := range insiders {
 		m, err := n.metadata(ctx)
