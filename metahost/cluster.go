@@ -39,21 +39,32 @@ func (r *Router) mayLag(j *request.Job, reason wire.EvictionReason) bool {
 // this backup applied what its primary had committed when a read barrier reached
 // it (metaplane's ReadBarrier), then decides it again: a user the cluster
 // acknowledged before the login came is never refused for a lag. A login refused
-// again, or after the wait's deadline, is refused; a wrong password at a backup
-// costs that wait (a round trip, two commit broadcast intervals at most) and one
-// more password check.
+// again is refused; a wrong password at a backup costs that wait (a round trip,
+// two commit broadcast intervals at most) and one more password check. A backup
+// that did not catch up within the wait (further behind than it repairs in two
+// commit broadcast intervals, or its primary gone) cannot decide: it answers 58,
+// which the SDKs retry, following the leader. Deciding again there refused a token
+// the cluster had acknowledged (53, an eviction the SDKs give up on), as
+// TestClusterLaggingFollowerDoesNotRefuseAnAcknowledgedToken showed.
 func (r *Router) awaitPrimary(j *request.Job) {
+	j.Login.HeardPrimary = true
+	decide := func(caughtUp bool) {
+		if !caughtUp {
+			j.Out.Status = wire.ErrTransientNotAccepted
+			r.shard.Reply(j)
+			return
+		}
+		r.login(j)
+	}
 	if j.Call != nil {
-		j.Login.HeardPrimary = true
-		r.plane.ReadBarrier(func(bool) { r.login(j) })
+		r.plane.ReadBarrier(decide)
 		return
 	}
 	rec := r.record(j.Conn)
 	rec.busy = true
-	j.Login.HeardPrimary = true
-	r.plane.ReadBarrier(func(bool) {
+	r.plane.ReadBarrier(func(caughtUp bool) {
 		rec.busy = false
-		r.login(j)
+		decide(caughtUp)
 		if !rec.busy {
 			r.turnDone(rec)
 		}

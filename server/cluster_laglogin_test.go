@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,19 +19,15 @@ import (
 // eviction: the SDKs give up), but let in or answered as a transient refusal (57,
 // 58), which the SDKs retry and follow to the leader.
 //
-// It fails today (9 of 10 runs; 17 of 28 with 600 ops behind), so it stays behind
-// IGGY_LAGLOGIN_REPRO until the fix: metahost's awaitPrimary decides the login
-// again when its read barrier ends (metaplane's ReadBarrier), caught up or not,
-// and the barrier's deadline is two commit broadcast intervals; a follower further
-// behind than it repairs in that time refuses the token as invalid. Answering 58
-// when the barrier did not catch up (ReadBarrier's then(false)) passed 10 of 10,
-// each let in at its second or third login. Under the node-freeze harness a
-// follower frozen for two seconds so refused the token the workload of
-// internal/clustertest's TestClusterLivesPastManyCheckpoints had made at its start.
+// It failed 9 of 10 runs (17 of 28 with 600 ops behind) when metahost's
+// awaitPrimary decided the login again whenever its read barrier ended (metaplane's
+// ReadBarrier), caught up or not: the barrier's deadline is two commit broadcast
+// intervals, and a follower further behind than it repairs in that time refused the
+// token as invalid. It now answers 58 when the barrier did not catch up. Under the
+// node-freeze harness a follower frozen for two seconds so refused the token the
+// workload of internal/clustertest's TestClusterLivesPastManyCheckpoints had made
+// at its start.
 func TestClusterLaggingFollowerDoesNotRefuseAnAcknowledgedToken(t *testing.T) {
-	if os.Getenv("IGGY_LAGLOGIN_REPRO") == "" {
-		t.Skip("IGGY_LAGLOGIN_REPRO unset: fails until metahost's awaitPrimary answers a login whose barrier did not catch up as transient")
-	}
 	cfgs := clusterConfigs(t, 3, testClusterSecret)
 	servers := formCluster(t, cfgs)
 	u := dialClusterUser(t, servers[0])
