@@ -61,11 +61,17 @@ type frameLender struct {
 	giveBack func(in *replicaInbound)
 }
 
-// forwardLendSendsMax bounds the forwards a shard has lent at once. Each holds a
-// received frame (in the arena's large class for a default batch, which the
-// connections need to receive the next ones into) until its send is done; past
-// the bound a forward is copied, as before.
-const forwardLendSendsMax = 16
+// forwardLendSendsMax bounds the forwards a shard has lent at once: half the
+// arena's class of a default batch's frame (64 a shard). A lent frame is one the
+// connection's framer replaces with a new buffer of that class, as a copy would
+// take one: while the next hop keeps up the two hold as many buffers. A next hop
+// that stalls holds its queue's frames (up to PeerQueueCapacity, 256): copied,
+// the class runs out and a copy is dropped (consensus retransmits it), while a
+// frame lent, once the class is spent, is one the framer received on the heap,
+// which 256 of would hold 320 MiB. So past the bound a forward is copied, as
+// before. (A bound of 16 copied some forwards of a first backup on a machine
+// that stalled its next hop for a moment.)
+const forwardLendSendsMax = 32
 
 // heldFrame is a received frame kept past the call that received it, until its
 // users are done: the step (stepping), the store's loan (loaned), the lent
