@@ -203,9 +203,6 @@ func (h *handler) retainInbound(f *shard.ReplicaFrame) *replicaInbound {
 // releaseInbound gives a retained frame's buffer back and keeps its record; on
 // the shard that retained it.
 func (h *handler) releaseInbound(in *replicaInbound) {
-	if poisonReleasedFrames {
-		poison(in.frame.Body) // a lent forward still reading it sends the poison
-	}
 	in.frame.Release()
 	h.consensus.inboundFree = append(h.consensus.inboundFree, in)
 }

@@ -95,7 +95,12 @@ type forwardSend struct {
 func (l *frameLender) init(h *handler) {
 	l.h = h
 	l.sendLent = h.shard.SendReplicaLentParts
-	l.giveBack = h.giveInboundBack
+	l.giveBack = func(in *replicaInbound) {
+		if poisonReleasedFrames {
+			poison(in.frame.Body) // a lent forward still reading it sends the poison
+		}
+		h.giveInboundBack(in)
+	}
 }
 
 func sameBytes(a, b []byte) bool {
