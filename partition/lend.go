@@ -24,6 +24,8 @@ import "github.com/iggy-shard/iggy-shard/wire"
 // the body until the Ready is done, and an arena buffer, unlike a heap copy, is
 // reused at once. The loans ended meanwhile wait in the partition's list until
 // afterRun finds no Ready out, or until the partition closes (its storage quiet).
+// The lender may hold the frame past its loan: a forward the Outbox sent from it
+// without a copy keeps it until the send is done (server/framelend.go).
 
 // BodyLender lends the store the frame of a replica-plane frame given to
 // StepLending, past the call.

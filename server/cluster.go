@@ -128,8 +128,16 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 }
 
 // SendReplica implements partition.Outbox: a partition group's frame leaves on
-// the replica connection to its peer (copied; dropped frames are retransmitted).
+// the replica connection to its peer, a prepare forwarded from the frame it came
+// in when it can (framelend.go), else copied; dropped frames are retransmitted.
 func (h *handler) SendReplica(_ partition.Key, m *vsr.Message) {
+	if !h.lender.forward(m) {
+		h.copyReplica(m)
+	}
+}
+
+// copyReplica sends m on the replica connection to its peer, copied.
+func (h *handler) copyReplica(m *vsr.Message) {
 	err := h.shard.SendReplica(m.To, m.Header.Bytes()[:], m.Body)
 	switch err {
 	case nil, shard.ErrReplicaPeerDown, shard.ErrReplicaQueueFull, shard.ErrReplicaBuffersExhausted:
@@ -150,9 +158,9 @@ func (h *handler) routePartitionFrame(f *shard.ReplicaFrame, group uint64) {
 		h.post(owner, shard.Message{Kind: msgReplicaPartition, Payload: h.retainInbound(f)})
 		return
 	}
-	h.lender.frame = f // the store may keep it (framelend.go)
+	h.lender.frame = f // the store and the forward may keep it (framelend.go)
 	h.stepPartition(k, f.Peer, f.Header, f.Body)
-	h.lender.frame = nil
+	h.lender.endStep()
 }
 
 // stepPartitionFrame steps a frame another shard received for a partition this
@@ -165,7 +173,7 @@ func (h *handler) stepPartitionFrame(in *replicaInbound) {
 			h.stepPartition(partition.Key{StreamID: stream, TopicID: topic, PartitionID: id}, f.Peer, f.Header, f.Body)
 		}
 	}
-	h.giveBackUnlent(in)
+	h.lender.endStep()
 }
 
 func (h *handler) stepPartition(k partition.Key, peer uint8, hdr *wire.GenericHeader, body []byte) {

@@ -109,7 +109,7 @@ type handler struct {
 
 func (s *Server) newHandler(sh *shard.Shard) shard.Handler {
 	h := &handler{srv: s, shard: sh, index: sh.Index(), log: sh.Logger()}
-	h.lender.h = h
+	h.lender.init(h)
 	h.leader.init(h)
 	h.view = metaview.New(s.viewSnapshot, s.viewGenesis)
 	h.balanced = make(map[[2]uint32]*partition.RoundRobin)

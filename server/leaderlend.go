@@ -119,7 +119,7 @@ func (l *leaderLender) init(h *handler) {
 }
 
 // SendPrepareOf implements partition.PrepareOutbox: the prepare leaves from its
-// client's request frame when it can (lend), else copied (SendReplica).
+// client's request frame when it can (lend), else copied (copyReplica).
 func (h *handler) SendPrepareOf(k partition.Key, m *vsr.Message, done partition.SendCompletion, token uint64) {
 	if done != partition.SendCompletion(h.owned) {
 		h.SendReplica(k, m)
@@ -127,7 +127,7 @@ func (h *handler) SendPrepareOf(k partition.Key, m *vsr.Message, done partition.
 	}
 	if j := h.owned.InflightJob(token); j == nil || !h.leader.lend(j, m) {
 		h.leader.copied++
-		h.SendReplica(k, m)
+		h.copyReplica(m)
 	}
 }
 
