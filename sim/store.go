@@ -161,6 +161,8 @@ func (c *cluster) openStore(nd *node, restart bool) {
 		Timing:         Timing,
 		Outbox:         storeOutbox{c: c, nd: nd},
 		UntaggedGroups: nd.untaggedGroups,
+		// Random per boot in the server; here of the seed, the node and its boot.
+		NonceSeed: (c.opts.Seed ^ uint64(nd.id+1)<<48 ^ nd.incarnationCount<<32) * 0x9E3779B97F4A7C15,
 	})
 	cfg := c.partitionConfig()
 	if restart && c.opts.Replicas == 1 {
