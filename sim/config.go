@@ -43,9 +43,9 @@ type Options struct {
 	// from a binary before incarnation tags) until the node restarts, and then
 	// tagged ones (the second roll), beside nodes that send tagged ids throughout.
 	UntaggedGroups bool
-	// PurgeGroups: the workload purges the partition groups' topic often (one
-	// metadata write in eleven), and every node carries the purge out when it
-	// applies it (purge.go); off, no op purges it (the partitions' other
+	// PurgeGroups: the workload purges the partition groups' topic often (seven
+	// metadata writes in fifty-two), and every node carries the purge out when
+	// it applies it (purge.go); off, no op purges it (the partitions' other
 	// effects are not carried out either way).
 	PurgeGroups bool
 	// ForeignIncarnation: another incarnation of the same group ids (a second

@@ -217,6 +217,14 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 		// A logout ends the session: the client logs in again for its next request.
 		p.operation = wire.OperationLogout
 		p.body = []byte{}
+	case k < 41:
+		// The groups' stream and topic, early (refusals once they are there; the
+		// first stream created is stream 1).
+		p.operation = wire.OperationCreateStream
+		p.body = encoded((&wire.CreateStream{Name: fmt.Appendf(nil, "s%d", r.IntN(streamNamesCount))}).Append(nil))
+	case k < 43:
+		p.operation = wire.OperationCreateTopic
+		p.body = encoded((&wire.CreateTopic{StreamID: wire.NumericIdentifier(simStreamID), PartitionsCount: uint32(len(c.groups) - 1), Name: []byte("t0")}).Append(nil))
 	case k < 40+simTopicPurgeKinds-1:
 		p.operation = wire.OperationPurgeTopic
 		p.body = encoded((&wire.PurgeTopic{StreamID: wire.NumericIdentifier(simStreamID), TopicID: wire.NumericIdentifier(simTopicID)}).Append(nil))
@@ -227,10 +235,11 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 	return p
 }
 
-// simTopicPurgeKinds is the share of metadata writes (in 40 + it) that purge the
-// partition groups' topic, one of them by purging its stream: with half the
-// requests metadata writes, a short seed commits several purges, sends in flight.
-const simTopicPurgeKinds = 4
+// simTopicPurgeKinds is the share of metadata writes (in 40 + it) for the
+// partition groups' topic: one creates a stream, two the topic, one purges its
+// stream, the others purge it. With half the requests metadata writes, most short seeds commit
+// several purges, sends in flight.
+const simTopicPurgeKinds = 12
 
 func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	if r.group != metadataGroupIndex {
