@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+
 	"github.com/zeebo/xxh3"
 
 	"github.com/iggy-shard/iggy-shard/metadata"
@@ -137,6 +139,20 @@ type admittedBatch struct {
 	group  int
 	life   uint64
 	frames uint64
+}
+
+// admittedElsewhere says where a batch no store of the life admitted came from,
+// when the run knows: another life, or the other incarnation (foreign.go).
+func (c *cluster) admittedElsewhere(key admittedBatch) string {
+	if c.paired != nil && c.paired.admitted[key] {
+		return "the other incarnation's"
+	}
+	for k := range c.admitted {
+		if k.group == key.group && k.frames == key.frames {
+			return fmt.Sprintf("of life %d", k.life)
+		}
+	}
+	return "admitted nowhere"
 }
 
 func batchFrames(batch []byte) uint64 { return xxh3.Hash(batch[wire.BatchHeaderSize:]) }

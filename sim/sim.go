@@ -106,6 +106,9 @@ type cluster struct {
 	// while the faults last, each cluster's replica frames now and then cross to
 	// the other's node of the same id (foreign.go).
 	other *cluster
+	// paired is the other incarnation, kept after they part (for what a final
+	// check reports).
+	paired *cluster
 	// answersCrossUntil: until when each link's frames (from, to) cross to the
 	// other incarnation as answers to a frame of it (foreign.go).
 	answersCrossUntil map[[2]int]uint64

@@ -555,8 +555,8 @@ func (c *cluster) storeFinalChecks() {
 					c.fail("replica %d group %d: a batch at offset %d after offset %d", nd.id, g, bh.BaseOffset(), next)
 					return
 				}
-				if !c.admitted[admittedBatch{group: g, life: life, frames: batchFrames(b)}] {
-					c.fail("replica %d group %d: the batch at offset %d was admitted by no store in life %d, the replicas' last (of a purged life?)", nd.id, g, bh.BaseOffset(), life)
+				if key := (admittedBatch{group: g, life: life, frames: batchFrames(b)}); !c.admitted[key] {
+					c.fail("replica %d group %d: the batch at offset %d was admitted by no store in life %d, the replicas' last (%s)", nd.id, g, bh.BaseOffset(), life, c.admittedElsewhere(key))
 					return
 				}
 				next += uint64(bh.MessageCount())
