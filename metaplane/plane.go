@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -312,6 +313,7 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		JournalSlots: slots,
 		Storage:      p.bodies,
 		Incarnation:  cfg.Incarnation,
+		NonceSeed:    nonceSeed(cfg.Incarnation),
 		Mutation:     cfg.CoreMutation,
 	}
 	if cfg.Clustered {
@@ -355,6 +357,13 @@ func Open(cfg Config, rec *Recovered, host Host) (*Plane, error) {
 		WaitForRoom:       true,
 	})
 	return p, nil
+}
+
+// nonceSeed is where the core's request nonces start (vsr.CoreConfig.NonceSeed):
+// drawn from the boot's incarnation, random per boot, mixed so that incarnations
+// that differ in a few bits (a simulator's counts) start far apart.
+func nonceSeed(incarnation wire.Uint128) uint64 {
+	return (incarnation.Lo ^ bits.RotateLeft64(incarnation.Hi, 32)) * 0x9E3779B97F4A7C15
 }
 
 // Replay carries out what the recovered core holds: a single node commits its

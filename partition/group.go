@@ -69,6 +69,11 @@ type Replication struct {
 	// first roll of an upgrade from them: incarnation.go). They still check a
 	// tagged frame's tag.
 	UntaggedGroups bool
+	// NonceSeed starts the groups' request nonces (vsr.CoreConfig.NonceSeed):
+	// random per boot, so that a group does not take an answer to another boot's
+	// request, or to another incarnation's under the same ids, for its own. Zero
+	// counts from zero.
+	NonceSeed uint64
 }
 
 // JournalFilePolicy says which groups of enforce_fsync topics write their journal to
@@ -138,6 +143,7 @@ func (s *Store) newCore(p *Partition) (*vsr.Core, error) {
 		QuietWhenIdle: true,
 		CommitEagerly: true,
 		InitialView:   p.group.initialView,
+		NonceSeed:     s.repl.NonceSeed,
 	})
 }
 

@@ -43,6 +43,11 @@ type Options struct {
 	// from a binary before incarnation tags) until the node restarts, and then
 	// tagged ones (the second roll), beside nodes that send tagged ids throughout.
 	UntaggedGroups bool
+	// PurgeGroups: the workload purges the partition groups' topic often (seven
+	// metadata writes in fifty-two), and every node carries the purge out when
+	// it applies it (purge.go); off, no op purges it (the partitions' other
+	// effects are not carried out either way).
+	PurgeGroups bool
 	// ForeignIncarnation: another incarnation of the same group ids (a second
 	// cluster of the same name and size, from another seed: its own clients, its
 	// own ops, every group id alike, partition groups with the same incarnation
@@ -115,6 +120,15 @@ func LongConfig(seed uint64) Options {
 	o.FaultTicks = 60_000
 	o.LivenessTicksMax = 8000
 	o.DownAcrossCheckpoint = true
+	return o
+}
+
+// PurgeConfig is Config with the partition groups' topic purged often
+// (Options.PurgeGroups): many seeds cross several purges, sends in flight and
+// nodes at different apply points (go test ./sim -purge).
+func PurgeConfig(seed uint64) Options {
+	o := Config(seed)
+	o.PurgeGroups = true
 	return o
 }
 

@@ -115,6 +115,9 @@
 // bound again and again) have nodes serve HTTP logouts that revoke access tokens
 // through the plane, and check the revoked tokens' table on every replica;
 // TestSimRevocations runs some in CI, -revoke (with -long) runs more.
+// PurgeConfig purges the partition groups' topic often, each node carrying the
+// purge out on its stores when it applies the op (purge.go says what the checks
+// then hold to); -purge runs its seeds.
 // ForeignConfig runs another incarnation of the partition groups' ids beside the
 // cluster, their frames crossing now and then (foreign.go says what crosses and
 // what the checks then hold to); TestSimForeignIncarnation runs some in CI,
@@ -126,9 +129,11 @@
 // rot (they are written in redundant copies); an entry rotting above a node's
 // commit point, which the core cannot report, is not modelled; nor are failed
 // writes or syncs and full disks (segment.SimDisk can inject them: the server stops
-// on them, which the crash model covers). The partition groups are fixed: the
-// effects of metadata writes (partitions created or deleted) are not carried out;
-// polls run only in the final read-back, and offsets are stored only at AckQuorum.
+// on them, which the crash model covers). The partition groups are fixed, the
+// partitions of stream 1 topic 1, which no op deletes: of the effects of metadata
+// writes only their topic's purges are carried out (purge.go), not partitions
+// created or deleted; polls run only in the final read-back, and offsets are
+// stored only at AckQuorum.
 // The clock ticks alike everywhere, requests come one at a time per client, and
 // the server's shards and views are not in it.
 //

@@ -42,6 +42,12 @@ import (
 // refuses a client's request, its log parted from its group's). Only the group's
 // identity can tell those apart, not a check of the applied ops.
 //
+// The final check that every batch a log holds was admitted by one of this
+// cluster's stores (purge.go) finds the other's batches served from our logs,
+// every replica alike (so agreement holds), in 3 of seeds 1..1000 with the
+// default crossings (166; 454 and 683 at the liveness bound), and in 29 more
+// with -foreign-answers: not looked into yet.
+//
 // The state transfer check (vsr/committed.go) is what this run exercises most:
 // without it, seeds 1..1000 install about 1,265 partition states instead of
 // about 500, seed 481 one of the other's above its group's commit point, then
@@ -69,6 +75,7 @@ func (c *cluster) pairForeign() {
 	}
 	other := newCluster(opts)
 	c.other, other.other = other, c
+	c.paired = other
 }
 
 // foreignTick runs the other incarnation's tick beside c's, until c heals: then

@@ -153,6 +153,9 @@ func (c *cluster) bootMeta(nd *node, restart bool) {
 		return
 	}
 	mr.plane = plane
+	// The partitions follow the recovered checkpoint's purges before its ops
+	// above are applied again (partitionhost's OpenAtStart).
+	c.settleStores(nd, plane.State())
 	if err := plane.Replay(); err != nil {
 		c.fail("replica %d replay: %v", nd.id, err)
 		return
@@ -261,6 +264,7 @@ func (mr *metaReplica) Committed(cm *metaplane.Commit) {
 		gc.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
 	}
 	outcome := applyOutcome{skipped: cm.Skipped, replyDigest: xxh3.Hash(cm.Frame), effectsDigest: effectsDigest(mr.plane.Effects())}
+	c.carryOutEffects(nd, mr.plane.Effects())
 	if first, ok := gc.outcomes[h.Op]; !ok {
 		gc.outcomes[h.Op] = outcome
 		if !cm.Skipped && mr.plane.Result() != 0 {
@@ -341,6 +345,7 @@ func effectsDigest(effects []metadata.Effect) uint64 {
 }
 
 func (mr *metaReplica) StateReplaced() {
+	mr.c.settleStores(mr.node, mr.plane.State())
 	mr.revocationClockMicros = max(mr.revocationClockMicros, mr.plane.Applied().Timestamp)
 	if mr.c.opts.Revocations.PerMille > 0 {
 		mr.c.checkRevocationsCopy(mr, fmt.Sprintf("the state it installed at op %d", mr.plane.Applied().Op))

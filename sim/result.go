@@ -100,6 +100,14 @@ type PartitionsResult struct {
 	// cannot commit: it took ops of the other incarnation's log above its
 	// applied ones, whose bodies left with it (foreign.go).
 	ForeignWedged bool
+	// Purges is how many partitions the stores purged (purge.go), PurgesSkipped
+	// how many purges an op applied again found carried out already (the
+	// partition's record at its generation); AcksPurged how many acknowledged
+	// sends a later purge of the topic released from the durability check.
+	Purges, PurgesSkipped, AcksPurged int
+	// OtherLifeDropped is how many intact frames a store dropped as of another
+	// life of their group (a replica behind on a purge, or ahead of it).
+	OtherLifeDropped int
 	// Drops are the inputs the stores' groups dropped (partition.Store.Drops),
 	// IngressDrops the frames the stores did not give to a group
 	// (Store.IngressDrops), over every store incarnation.

@@ -32,8 +32,13 @@ type node struct {
 
 // groupCheck is what the checkers know of one consensus group.
 type groupCheck struct {
-	id        uint64
-	committed map[uint64]wire.Uint128
+	id uint64
+	// committed is the prepare committed at each op: of the metadata group, or of
+	// a partition group's first life (before any purge of its topic);
+	// laterLives holds a partition group's lives after purges, by purge
+	// generation (committedIn): each life numbers its ops from 1 again.
+	committed  map[uint64]wire.Uint128
+	laterLives map[uint64]map[uint64]wire.Uint128
 	// committedRequest is the client and request of each committed op.
 	committedRequest map[uint64][2]uint64
 	// The metadata group's: each op's outcome as first applied; the op each
@@ -44,6 +49,20 @@ type groupCheck struct {
 	refused58      map[requestKey]uint64
 	stateDigests   map[uint64]uint64
 	stateTableLens map[uint64]int
+}
+
+// committedIn is the prepares committed at each op of a partition group's life
+// after life purges of its topic.
+func (gc *groupCheck) committedIn(life uint64) map[uint64]wire.Uint128 {
+	if life == 0 {
+		return gc.committed
+	}
+	m, ok := gc.laterLives[life]
+	if !ok {
+		m = make(map[uint64]wire.Uint128)
+		gc.laterLives[life] = m
+	}
+	return m
 }
 
 type cluster struct {
@@ -77,6 +96,8 @@ type cluster struct {
 	violation error
 	// storeToken numbers the sends given to the stores.
 	storeToken uint64
+	// admitted are the batches the stores admitted (purge.go).
+	admitted map[admittedBatch]bool
 	// requestToken numbers the requests handed to the metadata planes.
 	requestToken uint64
 	// heldDone: the node down across a checkpoint came back.
@@ -85,6 +106,9 @@ type cluster struct {
 	// while the faults last, each cluster's replica frames now and then cross to
 	// the other's node of the same id (foreign.go).
 	other *cluster
+	// paired is the other incarnation, kept after they part (for what a final
+	// check reports).
+	paired *cluster
 	// answersCrossUntil: until when each link's frames (from, to) cross to the
 	// other incarnation as answers to a frame of it (foreign.go).
 	answersCrossUntil map[[2]int]uint64
@@ -120,6 +144,9 @@ func Run(opts Options) Result {
 	}
 	for _, gc := range c.groups {
 		c.result.Committed += uint64(len(gc.committed))
+		for _, committed := range gc.laterLives {
+			c.result.Committed += uint64(len(committed))
+		}
 	}
 	for _, nd := range c.nodes {
 		for g := range c.groups {
@@ -141,6 +168,7 @@ func newCluster(opts Options) *cluster {
 		rngRevoke:  rand.New(rand.NewPCG(opts.Seed, 0x5A1AF0E5FACE0004)),
 		revoke:     revocations{acked: make(map[string]uint64)},
 		groupIndex: make(map[uint64]int),
+		admitted:   make(map[admittedBatch]bool),
 	}
 	c.result.Seed = opts.Seed
 	ids := []uint64{wire.MetadataGroup}
@@ -153,7 +181,7 @@ func newCluster(opts Options) *cluster {
 		ids = append(ids, wire.IncarnationGroup(id, stateCreatedAtMicros))
 	}
 	for i, id := range ids {
-		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128),
+		c.groups = append(c.groups, &groupCheck{id: id, committed: make(map[uint64]wire.Uint128), laterLives: make(map[uint64]map[uint64]wire.Uint128),
 			committedRequest: make(map[uint64][2]uint64), outcomes: make(map[uint64]applyOutcome),
 			applied: make(map[appliedRequest]uint64), refused58: make(map[requestKey]uint64), stateDigests: make(map[uint64]uint64), stateTableLens: make(map[uint64]int)})
 		c.groupIndex[wire.GroupKey(id)] = i

@@ -26,6 +26,7 @@ var (
 	foreignFlag        = flag.Bool("foreign", false, "run the seeds' ForeignConfig (another incarnation of the group ids beside the cluster)")
 	foreignNormalFlag  = flag.Bool("foreign-normal-case", false, "with -foreign, the other incarnation's Prepare, PrepareOk and Commit frames cross too")
 	foreignAnswersFlag = flag.Bool("foreign-answers", false, "with -foreign, every answer to a request that crossed crosses back")
+	purgeFlag          = flag.Bool("purge", false, "run the seeds' PurgeConfig (the partition groups' topic purged often, each node carrying the purge out as it applies it)")
 )
 
 // ciSeeds is the fixed set CI runs on every change (seeds 1..ciSeeds); -short runs
@@ -47,6 +48,8 @@ func TestSim(t *testing.T) {
 		config = RevocationConfig
 	case *longFlag:
 		config = LongConfig
+	case *purgeFlag:
+		config = PurgeConfig
 	case *foreignFlag:
 		config = func(seed uint64) Options {
 			o := ForeignConfig(seed)
@@ -129,6 +132,7 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 	var metaCommittedMin, metaCommittedMax uint64 = ^uint64(0), 0
 	refusals, admitRefused, partitionAcks, rotten, rottenToRepair, dropped, acknowledged := 0, 0, 0, 0, 0, 0, 0
 	realSeeds, stalled, lagging, stampRefusals, divergedRefusals, offsetStores, sendsFailed, unobserved := 0, 0, 0, 0, 0, 0, 0, 0
+	purges, purgesSkipped, acksPurged, otherLife, purgedSeeds := 0, 0, 0, 0, 0
 	bySize := map[int]int{}
 	var drops, partitionDrops vsr.DropCounts
 	var ingressDrops partition.IngressDrops
@@ -175,6 +179,13 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		}
 		lagging += r.Partitions.LaggingReplicas
 		stampRefusals += r.Partitions.StampRefusals
+		purges += r.Partitions.Purges
+		purgesSkipped += r.Partitions.PurgesSkipped
+		acksPurged += r.Partitions.AcksPurged
+		otherLife += r.Partitions.OtherLifeDropped
+		if r.Partitions.Purges > 0 {
+			purgedSeeds++
+		}
 		divergedRefusals += r.Partitions.DivergedRefusals
 		offsetStores += r.Partitions.OffsetStores
 		sendsFailed += r.Partitions.SendsFailed
@@ -221,6 +232,8 @@ func runSeeds(t *testing.T, config func(uint64) Options, count int, first uint64
 		byReason(&partitionDrops), strings.Join(ingressByReason, ", "))
 	t.Logf("real partition stores in %d seeds: %d offset stores acknowledged, %d admitted sends failed, %d stalled at the liveness bound behind replicas that cannot catch up, %d replicas left behind, %d intact prepares refused for their stamp, %d requests refused by partitions that took themselves for diverged, %d commits past a core's window unobserved",
 		realSeeds, offsetStores, sendsFailed, stalled, lagging, stampRefusals, divergedRefusals, unobserved)
+	t.Logf("purges: %d partitions purged in %d seeds, %d purges applied again and skipped (the record at their generation), %d acknowledged sends of purged lives released, %d frames of another life dropped",
+		purges, purgedSeeds, purgesSkipped, acksPurged, otherLife)
 	return results
 }
 

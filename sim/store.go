@@ -32,11 +32,15 @@ type storeNode struct {
 	// observed is what the checkers last saw of each partition group's core here,
 	// by group index (0 unused), for this incarnation of the store.
 	observed []observedCore
+	// lives is each partition's life here, by group index: the purge generation
+	// of its topic its contents are of, which its durable record names (purge.go).
+	lives []uint64
 }
 
 type storeSend struct {
 	client  int
 	group   int
+	life    uint64
 	request uint64
 	batch   []byte
 }
@@ -115,7 +119,7 @@ func (sc storeCompletion) SendDone(token uint64, conf wire.SendConfirmation, err
 		return
 	}
 	c.trace("r%d g%d acks send %d of client %d at offset %d", nd.id, s.group, s.request, s.client, conf.BaseOffset)
-	r := clientReply{client: s.client, group: s.group, request: s.request, baseOffset: conf.BaseOffset, frame: slices.Clone(s.batch)}
+	r := clientReply{client: s.client, group: s.group, life: s.life, request: s.request, baseOffset: conf.BaseOffset, frame: slices.Clone(s.batch)}
 	if c.opts.broken == brokenStoreAckFlipsBit {
 		r.frame[len(r.frame)-1] ^= 1
 	}
@@ -157,6 +161,8 @@ func (c *cluster) openStore(nd *node, restart bool) {
 		Timing:         Timing,
 		Outbox:         storeOutbox{c: c, nd: nd},
 		UntaggedGroups: nd.untaggedGroups,
+		// Random per boot in the server; here of the seed, the node and its boot.
+		NonceSeed: (c.opts.Seed ^ uint64(nd.id+1)<<48 ^ nd.incarnationCount<<32) * 0x9E3779B97F4A7C15,
 	})
 	cfg := c.partitionConfig()
 	if restart && c.opts.Replicas == 1 {
@@ -165,13 +171,19 @@ func (c *cluster) openStore(nd *node, restart bool) {
 		// committed ops starts over with it.
 		for g := 1; g < len(c.groups); g++ {
 			clear(c.groups[g].committed)
+			clear(c.groups[g].laterLives)
 			clear(c.groups[g].committedRequest)
 		}
+	}
+	if nd.part.lives == nil {
+		nd.part.lives = make([]uint64, len(c.groups))
 	}
 	for g := 1; g < len(c.groups); g++ {
 		var err error
 		if restart {
-			_, err = s.Open(partitionKey(g), cfg, partition.Incarnation{CreatedAtMicros: stateCreatedAtMicros})
+			// In the life its record names (partitionhost's openedLife): a purge
+			// above the node's metadata checkpoint may have been carried out.
+			_, err = s.Open(partitionKey(g), cfg, partition.Incarnation{CreatedAtMicros: stateCreatedAtMicros, PurgeGeneration: nd.part.lives[g]})
 		} else {
 			err = s.Create(partitionKey(g), cfg, stateCreatedAtMicros)
 		}
@@ -258,11 +270,14 @@ func (c *cluster) onStoreRequest(nd *node, r *clientRequest) {
 		copy(batch, r.body)
 		c.storeToken++
 		token := c.storeToken
-		nd.part.sends[token] = &storeSend{client: r.client, group: r.group, request: r.request, batch: batch}
+		nd.part.sends[token] = &storeSend{client: r.client, group: r.group, life: nd.part.lives[r.group], request: r.request, batch: batch}
 		h, _ := wire.ViewBatchHeader(batch)
 		req := wire.SendMessages{StreamID: wire.NumericIdentifier(k.StreamID), TopicID: wire.NumericIdentifier(k.TopicID),
 			Partitioning: wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: k.PartitionID}, MessagesCount: h.MessageCount(), Batch: batch}
 		err := s.Send(k, &req, c.now*1000, storeCompletion{c: c, nd: nd}, token)
+		if err == nil {
+			c.admitted[admittedBatch{group: r.group, life: nd.part.lives[r.group], frames: batchFrames(batch)}] = true
+		}
 		if err == nil && c.opts.broken == brokenStoreAckAtPrepare {
 			c.sendClient(nd.id, c.opts.Replicas+r.client, packet{reply: &clientReply{client: r.client, group: r.group, request: r.request,
 				baseOffset: h.BaseOffset(), frame: slices.Clone(batch)}})
@@ -338,7 +353,7 @@ func (c *cluster) observeStore(nd *node) {
 				c.result.Partitions.CommitsUnobserved++
 				continue // out of the core's journal window already
 			}
-			if !c.agree(nd, g, &h) {
+			if !c.agree(nd, g, nd.part.lives[g], &h) {
 				return
 			}
 		}
@@ -349,16 +364,15 @@ func (c *cluster) observeStore(nd *node) {
 	}
 }
 
-// agree records op h.Op of group g as committed, or fails when the cluster committed
-// another prepare at that op.
-func (c *cluster) agree(nd *node, g int, h *wire.PrepareHeader) bool {
-	gc := c.groups[g]
-	if want, ok := gc.committed[h.Op]; ok && want != h.Checksum {
-		c.fail("replica %d group %d committed op %d as %x, another replica as %x", nd.id, g, h.Op, h.Checksum.Lo, want.Lo)
+// agree records op h.Op of group g's life life as committed, or fails when the
+// cluster committed another prepare at that op of the life.
+func (c *cluster) agree(nd *node, g int, life uint64, h *wire.PrepareHeader) bool {
+	committed := c.groups[g].committedIn(life)
+	if want, ok := committed[h.Op]; ok && want != h.Checksum {
+		c.fail("replica %d group %d (life %d) committed op %d as %x, another replica as %x", nd.id, g, life, h.Op, h.Checksum.Lo, want.Lo)
 		return false
 	} else if !ok {
-		gc.committed[h.Op] = h.Checksum
-		gc.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
+		committed[h.Op] = h.Checksum
 	}
 	return true
 }
@@ -510,13 +524,22 @@ func (c *cluster) storeFinalChecks() {
 	}
 	for g := 1; g < len(c.groups); g++ {
 		k := partitionKey(g)
-		gc := c.groups[g]
+		// Every replica applied every metadata op (done, or stalled with the
+		// metadata done): all are in one life.
+		life := c.nodes[0].part.lives[g]
+		for _, nd := range c.nodes {
+			if nd.part.lives[g] != life {
+				c.fail("replica %d group %d ends in life %d, replica %d in life %d", nd.id, g, nd.part.lives[g], c.nodes[0].id, life)
+				return
+			}
+		}
+		committed := c.groups[g].committedIn(life)
 		var logs [][][]byte
 		for _, nd := range c.nodes {
 			core := c.storeCore(nd, g)
 			for op := uint64(1); op <= core.CommitMin(); op++ {
-				if h, ok := core.Header(op); ok && h.Checksum != gc.committed[op] {
-					c.fail("log equality: replica %d group %d holds %x at committed op %d, the cluster committed %x", nd.id, g, h.Checksum.Lo, op, gc.committed[op].Lo)
+				if h, ok := core.Header(op); ok && h.Checksum != committed[op] {
+					c.fail("log equality: replica %d group %d holds %x at committed op %d of life %d, the cluster committed %x", nd.id, g, h.Checksum.Lo, op, life, committed[op].Lo)
 					return
 				}
 			}
@@ -530,6 +553,10 @@ func (c *cluster) storeFinalChecks() {
 				bh, _ := wire.ViewBatchHeader(b)
 				if bh.BaseOffset() != next {
 					c.fail("replica %d group %d: a batch at offset %d after offset %d", nd.id, g, bh.BaseOffset(), next)
+					return
+				}
+				if key := (admittedBatch{group: g, life: life, frames: batchFrames(b)}); !c.admitted[key] {
+					c.fail("replica %d group %d: the batch at offset %d was admitted by no store in life %d, the replicas' last (%s)", nd.id, g, bh.BaseOffset(), life, c.admittedElsewhere(key))
 					return
 				}
 				next += uint64(bh.MessageCount())
@@ -584,6 +611,12 @@ func (c *cluster) storeFinalChecks() {
 			lastRequest, lastBase := uint64(0), uint64(0)
 			for _, reply := range cl.partitionReplies {
 				if reply.group != g || reply.frame == nil {
+					continue
+				}
+				if reply.life != life {
+					// Acknowledged in a life a committed purge ended: gone by
+					// contract.
+					c.result.Partitions.AcksPurged++
 					continue
 				}
 				for n, batches := range logs {

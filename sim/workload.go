@@ -46,8 +46,10 @@ type clientReply struct {
 	epoch     uint64
 	request   uint64
 	op        uint64
-	// baseOffset is where the real partition store put an acknowledged send.
+	// baseOffset is where the real partition store put an acknowledged send, in
+	// the partition's life life (the purge generation it was admitted in).
 	baseOffset uint64
+	life       uint64
 	// frame is the committed reply (metadata: the whole reply frame the client
 	// table caches; partition groups: the stand-in's reply body, or the batch as
 	// the real store stamped and acknowledged it).
@@ -140,8 +142,24 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 	group := func() wire.GroupTarget {
 		return wire.GroupTarget{StreamID: stream(), TopicID: topic(), GroupID: wire.NumericIdentifier(1 + uint32(r.IntN(groupNamesCount)))}
 	}
+	// The partition groups are the partitions of stream 1 topic 1 (purge.go): no
+	// op may delete them (a stream or topic deleted only by an id other than
+	// theirs), and they are purged by ops of their own, often, unless some node
+	// sends untagged group ids (a purge there mixes the lives, as before the tag:
+	// partition/incarnation.go), with Options.PurgeGroups.
+	guarded := len(c.groups) > 1
+	otherStream := func() wire.Identifier {
+		if !guarded {
+			return stream()
+		}
+		return wire.NumericIdentifier(simStreamID + 1 + uint32(r.IntN(streamIDMax-1)))
+	}
+	kinds := 40
+	if guarded && c.opts.PurgeGroups && !c.opts.UntaggedGroups {
+		kinds += simTopicPurgeKinds
+	}
 	p := requestPlan{group: metadataGroupIndex}
-	switch k := r.IntN(40); {
+	switch k := r.IntN(kinds); {
 	case k < 6:
 		p.operation = wire.OperationCreateStream
 		p.body = encoded((&wire.CreateStream{Name: fmt.Appendf(nil, "s%d", r.IntN(streamNamesCount))}).Append(nil))
@@ -150,17 +168,23 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 		p.body = encoded((&wire.UpdateStream{StreamID: stream(), Name: fmt.Appendf(nil, "s%d", r.IntN(streamNamesCount+2))}).Append(nil))
 	case k < 9:
 		p.operation = wire.OperationDeleteStream
-		p.body = encoded((&wire.DeleteStream{StreamID: stream()}).Append(nil))
+		p.body = encoded((&wire.DeleteStream{StreamID: otherStream()}).Append(nil))
 	case k < 16:
 		// Create topics most: partitions and consumer groups need them.
 		p.operation = wire.OperationCreateTopic
 		p.body = encoded((&wire.CreateTopic{StreamID: stream(), PartitionsCount: 1 + uint32(r.IntN(3)), Name: fmt.Appendf(nil, "t%d", r.IntN(topicNamesCount))}).Append(nil))
 	case k < 18:
 		p.operation = wire.OperationDeleteTopic
-		p.body = encoded((&wire.DeleteTopic{StreamID: stream(), TopicID: topic()}).Append(nil))
+		del := wire.DeleteTopic{StreamID: stream(), TopicID: topic()}
+		if guarded && r.IntN(2) == 0 {
+			del.TopicID = wire.NumericIdentifier(simTopicID + 1)
+		} else if guarded {
+			del.StreamID = otherStream()
+		}
+		p.body = encoded(del.Append(nil))
 	case k < 19:
 		p.operation = wire.OperationPurgeTopic
-		p.body = encoded((&wire.PurgeTopic{StreamID: stream(), TopicID: topic()}).Append(nil))
+		p.body = encoded((&wire.PurgeTopic{StreamID: otherStream(), TopicID: topic()}).Append(nil))
 	case k < 21:
 		// A count of zero is denied at admission (ErrTooManyPartitions), before
 		// consensus: the client gets a status, nothing commits.
@@ -189,13 +213,33 @@ func (c *cluster) planRequest(cl *client) requestPlan {
 	case k < 38:
 		p.operation = wire.OperationDeleteUser
 		p.body = encoded((&wire.DeleteUser{UserID: wire.NumericIdentifier(uint32(r.IntN(userNamesCount + 1)))}).Append(nil))
-	default:
+	case k < 40:
 		// A logout ends the session: the client logs in again for its next request.
 		p.operation = wire.OperationLogout
 		p.body = []byte{}
+	case k < 41:
+		// The groups' stream and topic, early (refusals once they are there; the
+		// first stream created is stream 1).
+		p.operation = wire.OperationCreateStream
+		p.body = encoded((&wire.CreateStream{Name: fmt.Appendf(nil, "s%d", r.IntN(streamNamesCount))}).Append(nil))
+	case k < 43:
+		p.operation = wire.OperationCreateTopic
+		p.body = encoded((&wire.CreateTopic{StreamID: wire.NumericIdentifier(simStreamID), PartitionsCount: uint32(len(c.groups) - 1), Name: []byte("t0")}).Append(nil))
+	case k < 40+simTopicPurgeKinds-1:
+		p.operation = wire.OperationPurgeTopic
+		p.body = encoded((&wire.PurgeTopic{StreamID: wire.NumericIdentifier(simStreamID), TopicID: wire.NumericIdentifier(simTopicID)}).Append(nil))
+	default:
+		p.operation = wire.OperationPurgeStream
+		p.body = encoded((&wire.PurgeStream{StreamID: wire.NumericIdentifier(simStreamID)}).Append(nil))
 	}
 	return p
 }
+
+// simTopicPurgeKinds is the share of metadata writes (in 40 + it) for the
+// partition groups' topic: one creates a stream, two the topic, one purges its
+// stream, the others purge it. With half the requests metadata writes, most short seeds commit
+// several purges, sends in flight.
+const simTopicPurgeKinds = 12
 
 func (c *cluster) onRequest(nd *node, r *clientRequest) {
 	if r.group != metadataGroupIndex {

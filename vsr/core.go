@@ -133,6 +133,13 @@ type CoreConfig struct {
 	// Incarnation is random per boot (metadata plane) so that a StartView answering
 	// an older boot's probe is recognised; zero on partition planes.
 	Incarnation wire.Uint128
+	// NonceSeed is where the replica's repair and state transfer nonces start
+	// counting: random per boot, so that an answer to another boot's request, or
+	// to another incarnation's of the group's ids, carrying what would be the
+	// same count, is not taken for an answer to this one's (a requester that took
+	// another's state transfer offer under its nonce fetched bytes of another
+	// state). Zero counts from zero, as before.
+	NonceSeed uint64
 	// Sessions lets a metadata-plane primary answer forwarded logins (optional).
 	Sessions Sessions
 	// ReportsCheckpoints: the caller restarts from checkpoints (snapshots of its
@@ -254,6 +261,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			svQuietUntil: make([]uint64, n),
 		},
 	}
+	c.repair.nonce, c.transfer.nonceNext = cfg.NonceSeed, cfg.NonceSeed
 	c.view, c.logView = cfg.InitialView, cfg.InitialView
 	c.durable = DurableState{View: cfg.InitialView, LogView: cfg.InitialView}
 	c.startTimers()
