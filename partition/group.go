@@ -17,6 +17,10 @@ type partitionGroup struct {
 	// initialView, rather than recovering the replica's place in an existing one.
 	fresh       bool
 	initialView uint32
+	// probeView: the fresh group's view is not known here (a purge this node
+	// carried out late, Store.PurgeMissed): it probes the group for it, as a
+	// restarted replica does (vsr.Core.Recover), before it votes or acknowledges.
+	probeView bool
 	// recovered is what the journal file placed, for startGroup (durable.go).
 	recovered *journalRecovery
 	// In a cluster (groupstate.go, repair.go): the group's durable state; the
@@ -206,9 +210,18 @@ func (s *Store) startGroup(p *Partition) error {
 	// group even when nothing of it reached the disk: it may have acknowledged
 	// prepares it kept in memory, so it must not speak in a view change as if it
 	// had never seen them.
-	if p.group.state != nil && !fresh {
+	probeView := p.group.probeView
+	p.group.probeView = false
+	switch {
+	case p.group.state != nil && !fresh:
 		if err := p.recoverGroup(core); err != nil {
 			return err
+		}
+	case p.group.state != nil && probeView:
+		// An empty log, acknowledged to no one: nothing to speak for but the
+		// view it learns.
+		if err := core.Recover(vsr.CoreRecovered{}); err != nil {
+			return fmt.Errorf("partition %v: start a purged life: %w", p.key, err)
 		}
 	}
 	p.group.recovered = nil

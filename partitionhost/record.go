@@ -241,7 +241,7 @@ func (h *Host) settle(k partition.Key, want partitiondir.Record) error {
 		h.log.Warn("partition emptied: its purge (or an older partition's deletion) was committed but not carried out before a stop",
 			"partition", k.String(), "generation", have.Generation, "committed_generation", want.Generation,
 			"revision", have.CreatedRevision, "committed_revision", want.CreatedRevision)
-		if err := h.Store.Purge(k, want.Generation); err != nil {
+		if err := h.Store.PurgeMissed(k, want.Generation); err != nil {
 			return err
 		}
 		want.Revision = want.CreatedRevision
@@ -271,7 +271,7 @@ func (h *Host) madeBefore(k partition.Key, revision uint64) bool {
 
 // purgePartition carries out a purge effect on an open partition: emptied, unless
 // its record reaches the generation already; the record then takes it.
-func (h *Host) purgePartition(k partition.Key, generation, revision uint64) error {
+func (h *Host) purgePartition(k partition.Key, generation uint64, view uint32, revision uint64) error {
 	dir := h.Store.Dir(k)
 	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
@@ -280,7 +280,7 @@ func (h *Host) purgePartition(k partition.Key, generation, revision uint64) erro
 	if present && have.Generation >= generation {
 		return nil
 	}
-	if err := h.Store.Purge(k, generation); err != nil {
+	if err := h.Store.Purge(k, generation, view); err != nil {
 		return err
 	}
 	createdAt, _ := h.OpenCreatedAt(k)

@@ -47,17 +47,20 @@ import (
 // acknowledged in the last life are checked as before: on every replica that
 // reaches their offset, byte for byte.
 //
-// What -purge (PurgeConfig) finds today: Store.Purge starts the new life's group
-// in the view each replica's old one had, and replicas purge in different views
-// (or mid view change). A replica then runs the new life Normal in a view no view
-// change made, as its primary with an empty log or as a backup of a primary that
-// is in another view. Seeds 1..1000: 67 fail; 5 commit two prepares at op 1 of
-// a life (277, 591, 799, 983 of two replicas, 989 of three), 62 wait for ever,
-// a backup in the higher view hearing from its primary's node through every
-// other group and dropping the lower view's frames. Started in one view on every
-// replica (0, tried by hand), all 1,000 pass; with the purge's tag change
-// (5d9ade6) undone on top, 160 fail, 15 of them with a batch of a purged life in
-// the last one.
+// What -purge (PurgeConfig) found: Store.Purge started the new life's group in the
+// view each replica's old one had, and replicas purge in different views (or mid
+// view change). A replica then ran the new life Normal in a view no view change
+// made, as its primary with an empty log or as a backup of a primary in another
+// view. Seeds 1..1000: 67 failed; 5 committed two prepares at op 1 of a life (277,
+// 591, 799, 983 of two replicas, 989 of three), 62 waited for ever. A life now
+// starts in the view of the metadata op that committed the purge, the same on
+// every node, and a node that carries out a purge it missed (settles) probes for
+// the life's view (Store.PurgeMissed). With the purge's tag change (5d9ade6)
+// undone, 160 failed, 15 of them with a batch of a purged life in the last one.
+// Left: seed 927 (two replicas) ends with one replica Normal in view 0 of the
+// last life, having committed two ops alone (replication quorum 1), and the
+// other in view 39 of it, which does not reach it: a liveness failure, not
+// diagnosed yet; so -purge is not in the CI seed set.
 
 const (
 	simStreamID = 1
@@ -76,11 +79,11 @@ func simTopicGeneration(st *metadata.State) uint64 {
 }
 
 // carryOutEffects carries out, on nd's stores, what the op nd just applied asks of
-// the partition groups.
-func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
+// the partition groups; view is the op's.
+func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect, view uint32) {
 	for _, e := range effects {
 		if e.Kind == metadata.EffectPurgeTopic && e.Stream == simStreamID && e.Topic == simTopicID {
-			c.purgeStores(nd, e.Generation, "applies the purge")
+			c.purgeStores(nd, e.Generation, view, "applies the purge")
 		}
 	}
 }
@@ -89,12 +92,13 @@ func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
 // state st, which the node recovered or took by transfer: a purge committed
 // before it and not carried out here (a crash cut it, or the node was behind).
 func (c *cluster) settleStores(nd *node, st *metadata.State) {
-	c.purgeStores(nd, simTopicGeneration(st), "settles")
+	c.purgeStores(nd, simTopicGeneration(st), 0, "settles")
 }
 
 // purgeStores purges every partition of nd's store whose record is below purge
-// generation generation, and checks that it restarts empty.
-func (c *cluster) purgeStores(nd *node, generation uint64, why string) {
+// generation generation, its new life starting in view, and checks that it
+// restarts empty.
+func (c *cluster) purgeStores(nd *node, generation uint64, view uint32, why string) {
 	s := nd.part.store
 	if s == nil || c.opts.PartitionGroups == 0 {
 		return
@@ -107,7 +111,11 @@ func (c *cluster) purgeStores(nd *node, generation uint64, why string) {
 			continue
 		}
 		k := partitionKey(g)
-		if err := s.Purge(k, generation); err != nil {
+		purge := func() error { return s.Purge(k, generation, view) }
+		if why == "settles" { // the op, and its view, are behind the node
+			purge = func() error { return s.PurgeMissed(k, generation) }
+		}
+		if err := purge(); err != nil {
 			c.fail("replica %d group %d: the purge to generation %d fails: %v", nd.id, g, generation, err)
 			return
 		}
