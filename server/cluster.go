@@ -124,6 +124,9 @@ func (s *Server) partitionReplication(h *handler) partition.Replication {
 	r.BodyBudgetBytes = c.PartitionMemoryOfShard(s.shardCount)
 	// Off for the first roll of an upgrade from a binary before incarnation tags.
 	r.UntaggedGroups = !c.PartitionIncarnationTags
+	// A late answer to a request of the node's previous boot is stale, not taken
+	// for one of this boot's (vsr.CoreConfig.NonceSeed).
+	r.NonceSeed = s.partitionNonceSeed
 	return r
 }
 

@@ -126,7 +126,9 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,6 +184,9 @@ type Server struct {
 	listenAddr atomic.Pointer[net.TCPAddr]
 	shardCount int
 	startedAt  time.Time
+	// partitionNonceSeed starts this boot's partition groups' request nonces
+	// (partition.Replication.NonceSeed): random per boot.
+	partitionNonceSeed uint64
 	// heartbeatInterval is config.Config.HeartbeatInterval with its default applied.
 	heartbeatInterval time.Duration
 
@@ -262,6 +267,9 @@ func start(cfg setup, log *slog.Logger) (*Server, error) {
 		s.cluster = newClusterState(&s.cfg.Cluster)
 	}
 	s.startedAt = s.now()
+	var seed [8]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read does not fail (it panics if the kernel cannot)
+	s.partitionNonceSeed = binary.LittleEndian.Uint64(seed[:])
 	s.heartbeatInterval = cfg.HeartbeatInterval
 	if s.heartbeatInterval == 0 {
 		s.heartbeatInterval = config.HeartbeatIntervalDefault
