@@ -77,6 +77,9 @@ type Log struct {
 
 	needSegment bool // the last segment is sealed; the next append opens a new one
 	closed      bool
+	// reserveUnsupported: the storage answered a reservation with
+	// errors.ErrUnsupported, and is asked for none again (reserve.go).
+	reserveUnsupported bool
 
 	offsets consumerOffsets
 	scrub   scrubCursor // where the scrubber goes on (scrub.go)
@@ -101,6 +104,10 @@ type Stats struct {
 	ScrubbedBytes      uint64 // bytes the scrubber re-verified (scrub.go)
 	ScrubCorrupt       uint64 // batches the scrubber found corrupt and quarantined
 	Plans              uint64 // reads answered by a plan of file runs (plan.go)
+	Reservations       uint64 // space reserved ahead of the writes (reserve.go)
+	ReserveFailures    uint64 // reservations that failed (the writes allocate their own)
+	Releases           uint64 // sealed segments' reservations given back
+	ReleaseFailures    uint64 // releases that failed (the space stays until deletion)
 }
 
 type sealState uint8
@@ -126,6 +133,10 @@ type segment struct {
 	writes       int    // appends in flight
 	// chainSubmitted: the seal chain is in flight or done.
 	chainSubmitted bool
+	// reservedEnd: the .log's space below it was reserved (or tried: reserve.go);
+	// reserving: a reservation is in flight, which the seal chain waits for.
+	reservedEnd int64
+	reserving   bool
 
 	// A sealed segment's index may be dropped from memory (index == nil) and read
 	// back when a read needs it; see loadIndex.
@@ -151,6 +162,8 @@ const (
 	purposeOffsetSync
 	purposeRead
 	purposeScrub
+	purposeReserve
+	purposeRelease
 )
 
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
@@ -291,6 +304,7 @@ func (l *Log) Append(batch []byte) error {
 	l.fifo.slots[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
 	l.fifo.count++
 
+	l.reserveAhead(seg)
 	write := l.request(OpWrite, purposeAppendWrite, seg)
 	write.File = seg.logFile
 	write.Offset = seg.sizeBytes
@@ -394,7 +408,8 @@ func (l *Log) writeIndexTail(seg *segment) {
 
 // seal closes seg to appends. Its seal chain (fdatasync .log, write the whole .index,
 // fdatasync .index) starts once its appends have completed: a sync covers only writes
-// that completed before it, and io_uring orders nothing that is not linked.
+// that completed before it, and io_uring orders nothing that is not linked. It also
+// waits for a reservation in flight, so that a sealed segment has none (reserve.go).
 func (l *Log) seal(seg *segment) {
 	seg.state = segmentSealing
 	l.needSegment = true
@@ -407,7 +422,7 @@ func (l *Log) seal(seg *segment) {
 // are sealed as usual (even while the log waits to rewind), and rewind starts the
 // chains it held back.
 func (l *Log) maybeSubmitSealChain(seg *segment) {
-	if seg.state != segmentSealing || seg.writes != 0 || seg.chainSubmitted {
+	if seg.state != segmentSealing || seg.writes != 0 || seg.reserving || seg.chainSubmitted {
 		return
 	}
 	if l.failure.active && l.failure.rewindTo < seg.endOffset {
@@ -458,6 +473,8 @@ func (l *Log) openSegment(baseOffset uint64) error {
 		logFile:    logFile,
 		indexFile:  indexFile,
 		syncedEnd:  baseOffset,
+		// The whole segment is reserved already: nothing to reserve ahead.
+		reservedEnd: prealloc,
 	}
 	if logSize != 0 || indexSize != 0 {
 		// Left over from a rewind whose removal did not happen before a crash, say:
@@ -581,6 +598,7 @@ func (l *Log) complete(r *Request) {
 				seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
 				l.indexes.loaded++
 				l.evictIndexes()
+				l.releaseReserved(seg)
 				l.advanceDurable()
 			}
 		} else if !errors.Is(r.Err, ErrCanceled) {
@@ -604,6 +622,12 @@ func (l *Log) complete(r *Request) {
 	case purposeOffsetWrite, purposeOffsetSync:
 		if l.offsets.complete(r) {
 			l.writeOffset(r.stored)
+		}
+	case purposeReserve:
+		l.completeReserve(r)
+	case purposeRelease:
+		if r.Err != nil {
+			l.stats.ReleaseFailures++
 		}
 	case purposeRead:
 		l.completeRead(r) // releases r: the read's done hook may start another read
