@@ -106,8 +106,6 @@ type Stats struct {
 	Plans              uint64 // reads answered by a plan of file runs (plan.go)
 	Reservations       uint64 // space reserved ahead of the writes (reserve.go)
 	ReserveFailures    uint64 // reservations that failed (the writes allocate their own)
-	Releases           uint64 // sealed segments' reservations given back
-	ReleaseFailures    uint64 // releases that failed (the space stays until deletion)
 }
 
 type sealState uint8
@@ -134,7 +132,9 @@ type segment struct {
 	// chainSubmitted: the seal chain is in flight or done.
 	chainSubmitted bool
 	// reservedEnd: the .log's space below it was reserved (or tried: reserve.go);
-	// reserving: a reservation is in flight, which the seal chain waits for.
+	// reserving: a reservation is in flight. Nothing waits for one: whatever
+	// closes a segment's files (retention, purge, a rewind, Close) waits for the
+	// log to be idle first.
 	reservedEnd int64
 	reserving   bool
 
@@ -163,7 +163,6 @@ const (
 	purposeRead
 	purposeScrub
 	purposeReserve
-	purposeRelease
 )
 
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
@@ -408,8 +407,7 @@ func (l *Log) writeIndexTail(seg *segment) {
 
 // seal closes seg to appends. Its seal chain (fdatasync .log, write the whole .index,
 // fdatasync .index) starts once its appends have completed: a sync covers only writes
-// that completed before it, and io_uring orders nothing that is not linked. It also
-// waits for a reservation in flight, so that a sealed segment has none (reserve.go).
+// that completed before it, and io_uring orders nothing that is not linked.
 func (l *Log) seal(seg *segment) {
 	seg.state = segmentSealing
 	l.needSegment = true
@@ -422,7 +420,7 @@ func (l *Log) seal(seg *segment) {
 // are sealed as usual (even while the log waits to rewind), and rewind starts the
 // chains it held back.
 func (l *Log) maybeSubmitSealChain(seg *segment) {
-	if seg.state != segmentSealing || seg.writes != 0 || seg.reserving || seg.chainSubmitted {
+	if seg.state != segmentSealing || seg.writes != 0 || seg.chainSubmitted {
 		return
 	}
 	if l.failure.active && l.failure.rewindTo < seg.endOffset {
@@ -598,7 +596,6 @@ func (l *Log) complete(r *Request) {
 				seg.lastBatchOffset = seg.index.offset(seg.index.len() - 1)
 				l.indexes.loaded++
 				l.evictIndexes()
-				l.releaseReserved(seg)
 				l.advanceDurable()
 			}
 		} else if !errors.Is(r.Err, ErrCanceled) {
@@ -625,10 +622,6 @@ func (l *Log) complete(r *Request) {
 		}
 	case purposeReserve:
 		l.completeReserve(r)
-	case purposeRelease:
-		if r.Err != nil {
-			l.stats.ReleaseFailures++
-		}
 	case purposeRead:
 		l.completeRead(r) // releases r: the read's done hook may start another read
 		l.repairWhenQuiet()

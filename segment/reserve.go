@@ -16,8 +16,14 @@ import "errors"
 // Why a chunk and not the whole segment (PreallocateSegments): a segment holds up to
 // 1 GiB, and a thousand partitions with a segment open each would hold a terabyte
 // that no message fills yet. A chunk ahead bounds what is reserved but unwritten to
-// one chunk per open segment, and a sealed segment gives back what its writes did not
-// fill (releaseReserved).
+// one chunk per open segment. Nothing is reserved past the segment's size, which its
+// writes reach before it seals, so a sealed segment holds no reserved space to give
+// back (ext4 would keep it after the file is closed: only a truncation frees blocks
+// past the end, FALLOC_FL_PUNCH_HOLE past the size does nothing there), and a deleted
+// one's goes with its file. What a log closed or crashed with stays reserved for the
+// same segment's next writes after recovery. The one case that leaves space past a
+// sealed segment's end: a server restarted with a smaller segment size, whose open
+// segment was reserved further under the old one (at most a chunk, once).
 //
 // Why this size: see the measurements in the commit that set it.
 const DefaultReserveChunkBytes = 32 << 20
@@ -64,26 +70,4 @@ func (l *Log) completeReserve(r *Request) {
 			l.reserveUnsupported = true
 		}
 	}
-	// A segment sealed while its reservation was in flight waited for it.
-	l.maybeSubmitSealChain(seg)
-}
-
-// releaseReserved gives back the space reserved past a sealed segment's end: a
-// truncation to its own size, which frees every block past it (ext4 keeps blocks
-// reserved with KEEP_SIZE after the file is closed; FALLOC_FL_PUNCH_HOLE past the
-// size does nothing there). It runs once seg is sealed: its writes and its
-// reservation have completed (the seal chain waited for them), its size no longer
-// changes and is durable, so the truncation moves nothing a crash could expose. A
-// failed release only leaves the space to the segment until retention deletes it,
-// and so does a crash before it.
-func (l *Log) releaseReserved(seg *segment) {
-	if seg.reservedEnd <= seg.sizeBytes {
-		return
-	}
-	r := l.request(OpTruncate, purposeRelease, seg)
-	r.File = seg.logFile
-	r.Offset = seg.sizeBytes
-	seg.reservedEnd = seg.sizeBytes
-	l.st.Submit(r)
-	l.stats.Releases++
 }

@@ -24,16 +24,16 @@ import (
 // which lets the handler reap (Handler Tick -> partition.Store.PollIO).
 //
 //	connection ring: recv, send, accept, msg_ring ... read(diskEventFd) ─┐
-//	disk ring:       write, read, fdatasync, fallocate ── CQE ── eventfd ─┘
+//	disk ring:       write, read, fdatasync, fallocate ── CQE ── eventfd ┘
 //
 // What goes where: reads, writes, fdatasyncs and reservations are SQEs
 // (IORING_OP_READ, _WRITE, _FSYNC with DATASYNC, _FALLOCATE with KEEP_SIZE); link
-// chains are IOSQE_IO_LINK chains; truncations (a rewind, a sealed segment's release
-// of its reservation) and removals are blocking calls completed at the next Poll
-// (rare, and IORING_OP_FTRUNCATE needs Linux 6.9); open, list and close are blocking
-// (once per segment). A write of at least AsyncWriteBytesMin is marked IOSQE_ASYNC: the kernel
-// would otherwise copy a large buffered write into the page cache inline, on the
-// shard's thread, during the submit.
+// chains are IOSQE_IO_LINK chains; truncations and removals are blocking calls
+// completed at the next Poll (rare, and IORING_OP_FTRUNCATE needs Linux 6.9); open,
+// list and close are blocking (once per segment). A write of at least
+// AsyncWriteBytesMin is marked IOSQE_ASYNC: the kernel would otherwise copy a large
+// buffered write into the page cache inline, on the shard's thread, during the
+// submit.
 type Disk struct {
 	ring        *ring.Ring
 	table       *ring.Table[diskEntry]
