@@ -22,9 +22,9 @@ const (
 
 // OSStorage is a Storage over the files of one partition directory, with blocking
 // pread/pwrite/fdatasync/ftruncate/fallocate/unlink system calls. Requests run, in
-// submission order, when Poll is called, so a log over OSStorage behaves like one over a ring
-// whose completions arrive in order. It is what the benchmarks measure and what a
-// server can use before its shard's ring carries the log's I/O.
+// submission order, when Poll is called, so a log over OSStorage behaves like one
+// over a ring whose completions arrive in order. It is what the benchmarks measure
+// and what a server can use before its shard's ring carries the log's I/O.
 //
 // An OSStorage belongs to one goroutine, like the shard that drives it.
 type OSStorage struct {

@@ -6,8 +6,8 @@ import (
 )
 
 // Storage carries out the log's file I/O. The log never touches a file itself: it
-// asks for reads, writes, fdatasyncs, truncations and removals as Requests and is told
-// of each completion through the request's Done hook. Two implementations live here:
+// asks for reads, writes, fdatasyncs, reservations, truncations and removals as
+// Requests and is told of each completion through the request's Done hook. Two implementations live here:
 // OSStorage (blocking pread/pwrite/fdatasync, for benchmarks and for a server not yet
 // wired to its ring) and SimDisk (in memory, with fault injection and crashes). The
 // shard's io_uring ring is the third: Submit becomes an SQE, Poll reaps CQEs.

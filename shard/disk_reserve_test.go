@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -75,5 +76,16 @@ func TestDiskReserve(t *testing.T) {
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The ring reports a filesystem that cannot reserve as EOPNOTSUPP, which the log
+// reads as errors.ErrUnsupported and stops asking.
+func TestDiskReserveUnsupportedIsErrUnsupported(t *testing.T) {
+	st := &DiskStorage{disk: &Disk{}}
+	r := &segment.Request{Op: segment.OpReserve}
+	st.finish(r, &ring.CQE{Res: -int32(unix.EOPNOTSUPP)})
+	if !errors.Is(r.Err, errors.ErrUnsupported) {
+		t.Fatalf("a reservation the filesystem refused: %v, not errors.ErrUnsupported", r.Err)
 	}
 }
