@@ -33,6 +33,10 @@ type Config struct {
 	SizeOfMessagesRequiredToSaveBytes int64
 	// PreallocateSegments reserves SegmentSizeBytes on disk for each new segment.
 	PreallocateSegments bool
+	// ReserveChunkBytes is how far ahead of its writes the open segment's space is
+	// reserved, a chunk at a time (reserve.go). Default DefaultReserveChunkBytes;
+	// negative reserves nothing ahead.
+	ReserveChunkBytes int64
 
 	// InflightBatchesMax bounds the appends whose durability is not known yet; an
 	// append beyond it is refused with ErrTransientNotAccepted until completions
@@ -89,6 +93,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchSizeMax == 0 {
 		c.BatchSizeMax = defaultBatchSizeMax
+	}
+	if c.ReserveChunkBytes == 0 {
+		c.ReserveChunkBytes = DefaultReserveChunkBytes
 	}
 	if c.MaxSizeBytes == 0 {
 		c.MaxSizeBytes = math.MaxInt64

@@ -239,6 +239,8 @@ func newCrashRun(t *testing.T, seed uint64, faults bool) *crashRun {
 		SizeOfMessagesRequiredToSaveBytes: int64(256 + rng.IntN(4096)),
 		InflightBatchesMax:                1 + rng.IntN(16),
 		IndexCacheSegments:                1 + rng.IntN(20),
+		// Reservations off, a few per segment, or the default (the whole segment).
+		ReserveChunkBytes: []int64{-1, 256, 1024, 0}[rng.IntN(4)],
 	}
 	return &crashRun{
 		t: t, seed: seed, rng: rng, disk: NewSimDisk(seed), cfg: cfg,

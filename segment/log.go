@@ -77,6 +77,9 @@ type Log struct {
 
 	needSegment bool // the last segment is sealed; the next append opens a new one
 	closed      bool
+	// reserveUnsupported: the storage answered a reservation with
+	// errors.ErrUnsupported, and is asked for none again (reserve.go).
+	reserveUnsupported bool
 
 	offsets consumerOffsets
 	scrub   scrubCursor // where the scrubber goes on (scrub.go)
@@ -101,6 +104,8 @@ type Stats struct {
 	ScrubbedBytes      uint64 // bytes the scrubber re-verified (scrub.go)
 	ScrubCorrupt       uint64 // batches the scrubber found corrupt and quarantined
 	Plans              uint64 // reads answered by a plan of file runs (plan.go)
+	Reservations       uint64 // space reserved ahead of the writes (reserve.go)
+	ReserveFailures    uint64 // reservations that failed (the writes allocate their own)
 }
 
 type sealState uint8
@@ -126,6 +131,12 @@ type segment struct {
 	writes       int    // appends in flight
 	// chainSubmitted: the seal chain is in flight or done.
 	chainSubmitted bool
+	// reservedEnd: the .log's space below it was reserved (or tried: reserve.go);
+	// reserving: a reservation is in flight. Nothing waits for one: whatever
+	// closes a segment's files (retention, purge, a rewind, Close) waits for the
+	// log to be idle first.
+	reservedEnd int64
+	reserving   bool
 
 	// A sealed segment's index may be dropped from memory (index == nil) and read
 	// back when a read needs it; see loadIndex.
@@ -151,6 +162,7 @@ const (
 	purposeOffsetSync
 	purposeRead
 	purposeScrub
+	purposeReserve
 )
 
 // Open recovers the log stored in st (see recovery.go) and returns it ready to
@@ -291,6 +303,7 @@ func (l *Log) Append(batch []byte) error {
 	l.fifo.slots[slot] = inflight{seg: seg, base: l.nextOffset, end: end}
 	l.fifo.count++
 
+	l.reserveAhead(seg)
 	write := l.request(OpWrite, purposeAppendWrite, seg)
 	write.File = seg.logFile
 	write.Offset = seg.sizeBytes
@@ -458,6 +471,8 @@ func (l *Log) openSegment(baseOffset uint64) error {
 		logFile:    logFile,
 		indexFile:  indexFile,
 		syncedEnd:  baseOffset,
+		// The whole segment is reserved already: nothing to reserve ahead.
+		reservedEnd: prealloc,
 	}
 	if logSize != 0 || indexSize != 0 {
 		// Left over from a rewind whose removal did not happen before a crash, say:
@@ -605,6 +620,8 @@ func (l *Log) complete(r *Request) {
 		if l.offsets.complete(r) {
 			l.writeOffset(r.stored)
 		}
+	case purposeReserve:
+		l.completeReserve(r)
 	case purposeRead:
 		l.completeRead(r) // releases r: the read's done hook may start another read
 		l.repairWhenQuiet()

@@ -21,10 +21,10 @@ const (
 )
 
 // OSStorage is a Storage over the files of one partition directory, with blocking
-// pread/pwrite/fdatasync/ftruncate/unlink system calls. Requests run, in submission
-// order, when Poll is called, so a log over OSStorage behaves like one over a ring
-// whose completions arrive in order. It is what the benchmarks measure and what a
-// server can use before its shard's ring carries the log's I/O.
+// pread/pwrite/fdatasync/ftruncate/fallocate/unlink system calls. Requests run, in
+// submission order, when Poll is called, so a log over OSStorage behaves like one
+// over a ring whose completions arrive in order. It is what the benchmarks measure
+// and what a server can use before its shard's ring carries the log's I/O.
 //
 // An OSStorage belongs to one goroutine, like the shard that drives it.
 type OSStorage struct {
@@ -230,6 +230,14 @@ func (s *OSStorage) execute(r *Request) (int64, error) {
 		}
 	case OpTruncate:
 		return 0, unix.Ftruncate(s.fd(r.File), r.Offset)
+	case OpReserve:
+		for {
+			err := unix.Fallocate(s.fd(r.File), unix.FALLOC_FL_KEEP_SIZE, r.Offset, r.Length)
+			if err == unix.EINTR {
+				continue
+			}
+			return 0, err
+		}
 	case OpRemove:
 		err := unix.Unlink(filepath.Join(s.root, r.Name))
 		if err == unix.ENOENT {

@@ -107,6 +107,7 @@ func (l *Log) rewind() {
 	seg.index = seg.index[:n*indexEntrySize]
 	seg.indexWritten = min(seg.indexWritten, len(seg.index))
 	seg.sizeBytes = position
+	seg.reservedEnd = min(seg.reservedEnd, position) // the truncation frees what is past it
 	seg.forgetFrom(position)
 	seg.endOffset = to
 	seg.syncedEnd = min(seg.syncedEnd, to)

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -20,6 +21,11 @@ import (
 // durable at once (OSStorage fsyncs the directory on create), and a truncation cuts
 // both images, which can only lose bytes the log has already given up on.
 //
+// A reservation (OpReserve) allocates space past a file's end as ext4 does with
+// fallocate KEEP_SIZE: it counts against CapacityBytes, changes neither image nor
+// the size, survives Close and a crash, and is given back by a truncation (which
+// frees every block past the new size, the same size included) or the removal.
+//
 // Like the storages it stands in for, a SimDisk belongs to one goroutine.
 type SimDisk struct {
 	// CapacityBytes is the disk size: a write that would make the files' total size
@@ -32,15 +38,29 @@ type SimDisk struct {
 	queue   []*Request
 	ready   []*Request
 
+	// NoReserve makes the disk one that cannot reserve: OpReserve fails with
+	// ErrReserveUnsupported.
+	NoReserve bool
+
 	syncFailures  int
 	writeFailures int
 }
+
+// ErrReserveUnsupported is the simulated disk's answer to OpReserve when it cannot
+// reserve (NoReserve), as EOPNOTSUPP is a filesystem's.
+var ErrReserveUnsupported = fmt.Errorf("segment: simdisk: reserve: %w", errors.ErrUnsupported)
 
 type simFile struct {
 	data    []byte
 	durable []byte
 	pending []simWrite
+	// allocated is where the file's allocated space ends: its size, or further
+	// when a reservation went past it.
+	allocated int64
 }
+
+// allocatedBytes is the space the file takes on the disk.
+func (f *simFile) allocatedBytes() int64 { return max(f.allocated, int64(len(f.data))) }
 
 type simWrite struct {
 	offset int64
@@ -188,7 +208,7 @@ func (d *SimDisk) Poll(wait bool) int {
 func (d *SimDisk) totalBytes() int64 {
 	var n int64
 	for _, f := range d.files {
-		n += int64(len(f.data))
+		n += f.allocatedBytes()
 	}
 	return n
 }
@@ -202,7 +222,7 @@ func (d *SimDisk) execute(r *Request) (int64, error) {
 			return 0, ErrInjectedIO
 		}
 		end := r.Offset + int64(len(r.Data))
-		if grow := end - int64(len(f.data)); grow > 0 && d.CapacityBytes > 0 && d.totalBytes()+grow > d.CapacityBytes {
+		if grow := end - f.allocatedBytes(); grow > 0 && d.CapacityBytes > 0 && d.totalBytes()+grow > d.CapacityBytes {
 			return 0, ErrNoSpace
 		}
 		f.data = writeAt(f.data, r.Offset, r.Data)
@@ -232,8 +252,20 @@ func (d *SimDisk) execute(r *Request) (int64, error) {
 		}
 		f.pending = f.pending[:0]
 		return 0, nil
+	case OpReserve:
+		f := d.file(r.File)
+		if d.NoReserve {
+			return 0, ErrReserveUnsupported
+		}
+		end := r.Offset + r.Length
+		if grow := end - f.allocatedBytes(); grow > 0 && d.CapacityBytes > 0 && d.totalBytes()+grow > d.CapacityBytes {
+			return 0, ErrNoSpace
+		}
+		f.allocated = max(f.allocated, end)
+		return 0, nil
 	case OpTruncate:
 		f := d.file(r.File)
+		f.allocated = 0 // what is past the new size is freed
 		f.data = resize(f.data, r.Offset)
 		if int64(len(f.durable)) > r.Offset {
 			f.durable = f.durable[:r.Offset]
@@ -307,7 +339,7 @@ func (d *SimDisk) Crash(seed uint64) *SimDisk {
 				image = writeAt(image, w.offset, w.data[:rng.IntN(len(w.data)+1)])
 			}
 		}
-		after.files[name] = &simFile{data: image, durable: append([]byte(nil), image...)}
+		after.files[name] = &simFile{data: image, durable: append([]byte(nil), image...), allocated: f.allocated}
 	}
 	return after
 }
@@ -355,6 +387,16 @@ func (d *SimDisk) FlipBit(name string, bitOffset int64) error {
 		f.durable[i] ^= 1 << (bitOffset % 8)
 	}
 	return nil
+}
+
+// AllocatedBytes returns the space a file takes on the disk: its size, or more
+// when a reservation went past it.
+func (d *SimDisk) AllocatedBytes(name string) int64 {
+	f, ok := d.files[path.Clean(name)]
+	if !ok {
+		return 0
+	}
+	return f.allocatedBytes()
 }
 
 // SizeOf returns a file's size and whether it exists.

@@ -6,8 +6,8 @@ import (
 )
 
 // Storage carries out the log's file I/O. The log never touches a file itself: it
-// asks for reads, writes, fdatasyncs, truncations and removals as Requests and is told
-// of each completion through the request's Done hook. Two implementations live here:
+// asks for reads, writes, fdatasyncs, reservations, truncations and removals as
+// Requests and is told of each completion through the request's Done hook. Two implementations live here:
 // OSStorage (blocking pread/pwrite/fdatasync, for benchmarks and for a server not yet
 // wired to its ring) and SimDisk (in memory, with fault injection and crashes). The
 // shard's io_uring ring is the third: Submit becomes an SQE, Poll reaps CQEs.
@@ -68,6 +68,12 @@ const (
 	OpTruncate
 	// OpRemove deletes the file named Name. Its handle must be closed first.
 	OpRemove
+	// OpReserve allocates Length bytes of File from Offset on the disk without
+	// changing its size or its contents (fallocate FALLOC_FL_KEEP_SIZE): the writes
+	// that later land there find their blocks allocated (reserve.go says why). A
+	// storage that cannot reserve completes it with an error that wraps
+	// errors.ErrUnsupported (EOPNOTSUPP does), and the log issues it no more.
+	OpReserve
 )
 
 func (op Op) String() string {
@@ -82,6 +88,8 @@ func (op Op) String() string {
 		return "truncate"
 	case OpRemove:
 		return "remove"
+	case OpReserve:
+		return "reserve"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
@@ -92,7 +100,8 @@ type Request struct {
 	Op     Op
 	File   File
 	Name   string // OpRemove only
-	Offset int64  // file position (OpWrite, OpRead) or new size (OpTruncate)
+	Offset int64  // file position (OpWrite, OpRead, OpReserve) or new size (OpTruncate)
+	Length int64  // OpReserve only: how many bytes from Offset
 	Data   []byte // OpWrite: the bytes to write; OpRead: where to read to
 	Link   bool   // the next submitted request starts only after this one succeeds
 

@@ -24,15 +24,16 @@ import (
 // which lets the handler reap (Handler Tick -> partition.Store.PollIO).
 //
 //	connection ring: recv, send, accept, msg_ring ... read(diskEventFd) ─┐
-//	disk ring:       write, read, fdatasync ── CQE ── signals eventfd ──┘
+//	disk ring:       write, read, fdatasync, fallocate ── CQE ── eventfd ┘
 //
-// What goes where: reads, writes and fdatasyncs are SQEs (IORING_OP_READ, _WRITE,
-// _FSYNC with DATASYNC); link chains are IOSQE_IO_LINK chains; truncations and
-// removals are blocking calls completed at the next Poll (rare, and
-// IORING_OP_FTRUNCATE needs Linux 6.9); open, list and close are blocking (once per
-// segment). A write of at least AsyncWriteBytesMin is marked IOSQE_ASYNC: the kernel
-// would otherwise copy a large buffered write into the page cache inline, on the
-// shard's thread, during the submit.
+// What goes where: reads, writes, fdatasyncs and reservations are SQEs
+// (IORING_OP_READ, _WRITE, _FSYNC with DATASYNC, _FALLOCATE with KEEP_SIZE); link
+// chains are IOSQE_IO_LINK chains; truncations and removals are blocking calls
+// completed at the next Poll (rare, and IORING_OP_FTRUNCATE needs Linux 6.9); open,
+// list and close are blocking (once per segment). A write of at least
+// AsyncWriteBytesMin is marked IOSQE_ASYNC: the kernel would otherwise copy a large
+// buffered write into the page cache inline, on the shard's thread, during the
+// submit.
 type Disk struct {
 	ring        *ring.Ring
 	table       *ring.Table[diskEntry]
@@ -173,6 +174,10 @@ func (d *Disk) prepare(e diskEntry) bool {
 		sqe.PrepareRead(fd, r.Data, uint64(r.Offset))
 	case segment.OpSync:
 		sqe.PrepareFsync(fd, ring.FsyncDatasync)
+	case segment.OpReserve:
+		// IORING_OP_FALLOCATE takes the offset in off, the length in addr and the
+		// mode in len. The kernel always runs it in its workers.
+		*sqe = ring.SQE{Opcode: ring.OpFallocate, Fd: int32(fd), Off: uint64(r.Offset), Addr: uint64(r.Length), Len: unix.FALLOC_FL_KEEP_SIZE}
 	default:
 		panic(fmt.Sprintf("shard: disk request of unknown op %v", r.Op))
 	}
