@@ -20,6 +20,7 @@ func TestPartitionSettingsDefaultsAreThePackages(t *testing.T) {
 		SplicePlansMax:      partition.PlansMaxDefault,
 		SplicePipesPerShard: shard.PipesPerShardMaxDefault,
 		SplicePipeSizeBytes: shard.PipeSizeBytesDefault,
+		SpliceRing:          true, // the server's choice, measured (config/partition.go)
 		ScrubBytesPerSecond: partition.ScrubBytesPerSecondDefault,
 	}
 	if got != want {
