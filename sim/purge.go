@@ -79,11 +79,11 @@ func simTopicGeneration(st *metadata.State) uint64 {
 }
 
 // carryOutEffects carries out, on nd's stores, what the op nd just applied asks of
-// the partition groups; view is the op's.
-func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect, view uint32) {
+// the partition groups.
+func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
 	for _, e := range effects {
 		if e.Kind == metadata.EffectPurgeTopic && e.Stream == simStreamID && e.Topic == simTopicID {
-			c.purgeStores(nd, e.Generation, view, "applies the purge")
+			c.purgeStores(nd, e.Generation, "applies the purge")
 		}
 	}
 }
@@ -92,13 +92,12 @@ func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect, view uint
 // state st, which the node recovered or took by transfer: a purge committed
 // before it and not carried out here (a crash cut it, or the node was behind).
 func (c *cluster) settleStores(nd *node, st *metadata.State) {
-	c.purgeStores(nd, simTopicGeneration(st), 0, "settles")
+	c.purgeStores(nd, simTopicGeneration(st), "settles")
 }
 
 // purgeStores purges every partition of nd's store whose record is below purge
-// generation generation, its new life starting in view, and checks that it
-// restarts empty.
-func (c *cluster) purgeStores(nd *node, generation uint64, view uint32, why string) {
+// generation generation and checks that it restarts empty.
+func (c *cluster) purgeStores(nd *node, generation uint64, why string) {
 	s := nd.part.store
 	if s == nil || c.opts.PartitionGroups == 0 {
 		return
@@ -111,8 +110,8 @@ func (c *cluster) purgeStores(nd *node, generation uint64, view uint32, why stri
 			continue
 		}
 		k := partitionKey(g)
-		purge := func() error { return s.Purge(k, generation, view) }
-		if why == "settles" { // the op, and its view, are behind the node
+		purge := func() error { return s.Purge(k, generation) }
+		if why == "settles" { // the op is behind the node: the life may be past view 0
 			purge = func() error { return s.PurgeMissed(k, generation) }
 		}
 		if err := purge(); err != nil {
