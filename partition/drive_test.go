@@ -86,7 +86,7 @@ func TestClusterFramesHeldPastTheBoundAreCounted(t *testing.T) {
 	if _, ok := rec.acked[2]; !ok {
 		t.Fatalf("send 2 not acknowledged (%v)", rec.failed[2])
 	}
-	if err := backup.Purge(testKey, 1, 0); err != nil {
+	if err := backup.Purge(testKey, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := backup.Drops(); got[vsr.DropFramesQueueFull] != extra || got.Total() < drops.Total() {

@@ -232,7 +232,7 @@ func TestPlanPollHeldThroughRetentionPurgeAndDeletion(t *testing.T) {
 		t.Fatalf("%d segments left", info.SegmentsCount)
 	}
 	sendBatches(t, s, rng, 30)
-	if err := s.Purge(testKey, 1, 0); err != nil {
+	if err := s.Purge(testKey, 1); err != nil {
 		t.Fatal(err)
 	}
 	sendBatches(t, s, rng, 30)

@@ -9,7 +9,7 @@ import (
 // node's partitionhost does when it applies the topic's purge op.
 func purgeAt(t *testing.T, c *testCluster, i int, generation uint64) {
 	t.Helper()
-	if err := c.stores[i].Purge(testKey, generation, 0); err != nil {
+	if err := c.stores[i].Purge(testKey, generation); err != nil {
 		t.Fatalf("replica %d: purge: %v", i, err)
 	}
 }

@@ -316,50 +316,55 @@ func (s *Store) DeleteStream(streamID uint32) error {
 // closed (sends in flight complete), its directory removed and a fresh log opened.
 // segment.Log.Purge is not used: it keeps the offset counter. purgeGeneration is
 // the topic's purge generation the purge reached: the partition's group starts its
-// new life under that life's tag (incarnation.go), in view.
+// new life under that life's tag (incarnation.go), Normal in view 0.
 //
-// Every replica must start a life in one view, or in a view no higher than any
-// the life has established: a replica that started Normal in a view of its own
-// (the view its old life had, as Purge once did) was a primary or a backup of a
-// view no view change made, and the simulator (sim/purge.go) found two replicas
-// committing different prepares at op 1 of a life. The view of the metadata op
-// that committed the purge is the same on every node, as a creation's is
-// (CreateInView); a node that carries out a purge it missed (after a restart, or
-// a state transfer of the metadata) has no such view at hand: PurgeMissed.
-func (s *Store) Purge(k Key, purgeGeneration uint64, view uint32) error {
+// Every replica must start a life in one view: a replica that started Normal in a
+// view of its own was a primary or a backup of a view no view change made. The
+// old life's view differs from replica to replica (the simulator, sim/purge.go,
+// found two replicas committing different prepares at op 1 of a life), and so
+// does the view the metadata op that committed the purge carries: a prepare's
+// view is outside its checksum (wire/checksum.go), a retransmission re-stamps it
+// and a header a replica learned from a view change's suffix has none (0). Two
+// replicas that took the op's view started one life Normal in views 0 and 39;
+// with two replicas (replication quorum 1) each led its own and committed alone
+// (the simulator's seed 927 under -purge, before the SimDisk reservations of
+// 75b41f5 moved its schedule). View 0 is the one every node knows: no view change
+// of the life can pass it without a view-change quorum of replicas that started
+// it, and the metadata leader takes the group over afterwards as it does any
+// group it backs (LeadGroups). A node that carries out a purge it missed (after a
+// restart, or a state transfer of the metadata) may find the life past view 0
+// with it among the quorum: PurgeMissed.
+func (s *Store) Purge(k Key, purgeGeneration uint64) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
 	p.purgeGeneration = purgeGeneration
-	return s.wipe(p, view, false)
+	return s.wipe(p, false)
 }
 
 // PurgeMissed is Purge for a purge whose op this node applied without carrying it
 // out (a crash cut it, or the node took the metadata by a state transfer): the new
 // life may have moved on since in views this node does not know, so its group
-// probes for the view (vsr.Core.Recover) instead of starting in one. Started
-// Normal in view 0 instead, a node of a two-replica group (replication quorum 1)
-// led view 0 of the life alone and committed ops the other replica never had
-// (the simulator's seed 927 under -purge).
+// probes for the view (vsr.Core.Recover) instead of starting in one.
 func (s *Store) PurgeMissed(k Key, purgeGeneration uint64) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
 	p.purgeGeneration = purgeGeneration
-	return s.wipe(p, 0, true)
+	return s.wipe(p, true)
 }
 
 // PurgeTopic purges every partition of a topic the store owns, to purgeGeneration.
-func (s *Store) PurgeTopic(streamID, topicID uint32, purgeGeneration uint64, view uint32) error {
+func (s *Store) PurgeTopic(streamID, topicID uint32, purgeGeneration uint64) error {
 	return s.each(func(k Key) bool { return k.StreamID == streamID && k.TopicID == topicID },
-		func(k Key) error { return s.Purge(k, purgeGeneration, view) })
+		func(k Key) error { return s.Purge(k, purgeGeneration) })
 }
 
 // PurgeStream purges every partition of a stream the store owns, to purgeGeneration.
-func (s *Store) PurgeStream(streamID uint32, purgeGeneration uint64, view uint32) error {
-	return s.each(func(k Key) bool { return k.StreamID == streamID }, func(k Key) error { return s.Purge(k, purgeGeneration, view) })
+func (s *Store) PurgeStream(streamID uint32, purgeGeneration uint64) error {
+	return s.each(func(k Key) bool { return k.StreamID == streamID }, func(k Key) error { return s.Purge(k, purgeGeneration) })
 }
 
 // Reconfigure applies a topic's new Config (UpdateTopic changes message_expiry and
@@ -427,7 +432,7 @@ func (p *Partition) reopen(st segment.Storage, cfg Config) (*segment.RecoveryRep
 }
 
 // wipe closes p's log, removes every file of the partition and opens an empty log.
-func (s *Store) wipe(p *Partition, view uint32, probeView bool) error {
+func (s *Store) wipe(p *Partition, probeView bool) error {
 	_ = p.close() // the data goes anyway
 	if err := s.storages.Remove(p.dir); err != nil {
 		p.reopenErr = fmt.Errorf("partition %v: remove directory: %w", p.key, err)
@@ -438,8 +443,8 @@ func (s *Store) wipe(p *Partition, view uint32, probeView bool) error {
 		p.reopenErr = fmt.Errorf("partition %v: open storage: %w", p.key, err)
 		return p.reopenErr
 	}
-	p.group.fresh = true // every replica purges: the group starts anew, in view (Purge)
-	p.group.initialView, p.group.probeView = view, probeView
+	p.group.fresh = true // every replica purges: the group starts anew, in view 0 (Purge)
+	p.group.initialView, p.group.probeView = 0, probeView
 	_, err = p.reopen(st, p.cfg)
 	return err
 }

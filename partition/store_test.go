@@ -126,7 +126,7 @@ func TestPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PurgeTopic(1, 2, 1, 0); err != nil {
+	if err := s.PurgeTopic(1, 2, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []Key{testKey, second} {
@@ -164,10 +164,10 @@ func TestPurge(t *testing.T) {
 	if !slices.Equal(offsetsOf(msgs), span(0, 3)) {
 		t.Fatalf("after restart: %v", offsetsOf(msgs))
 	}
-	if err := s.PurgeStream(1, 2, 0); err != nil {
+	if err := s.PurgeStream(1, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Purge(Key{StreamID: 8}, 1, 0); err == nil {
+	if err := s.Purge(Key{StreamID: 8}, 1); err == nil {
 		t.Fatal("purge of a partition the store does not own")
 	}
 }

@@ -397,9 +397,9 @@ type effect struct {
 	// purgeGeneration is the topic's purge generation: the one a purge reached, or
 	// the one a created partition starts at.
 	purgeGeneration uint64
-	// view is the view of the metadata op that creates (or purges) the partition:
-	// its group (or its new life) starts there, led by the node that led the
-	// cluster then, the same on every node (partition.Store.Purge says why).
+	// view is the view of the metadata op that creates the partition: its group
+	// starts there, led by the node that led the cluster then. A purged life
+	// starts in view 0 instead (partition.Store.Purge says why).
 	view uint32
 	// revision is the op's metadata revision (its prepare timestamp): the effect
 	// touches only partitions created at or before it.
@@ -433,7 +433,7 @@ func (h *Host) applyEffect(e *effect) {
 		// Partition by partition: only one that was emptied records the generation,
 		// so a failed purge is carried out again at the next start.
 		h.forEachOwned(k.StreamID, k.TopicID, true, e.revision, func(p partition.Key) {
-			err = errors.Join(err, h.purgePartition(p, e.purgeGeneration, e.view, e.revision))
+			err = errors.Join(err, h.purgePartition(p, e.purgeGeneration, e.revision))
 			h.PublishStats(p)
 		})
 	case e.kind == metadata.EffectDeleteSegments:

@@ -271,7 +271,7 @@ func (h *Host) madeBefore(k partition.Key, revision uint64) bool {
 
 // purgePartition carries out a purge effect on an open partition: emptied, unless
 // its record reaches the generation already; the record then takes it.
-func (h *Host) purgePartition(k partition.Key, generation uint64, view uint32, revision uint64) error {
+func (h *Host) purgePartition(k partition.Key, generation, revision uint64) error {
 	dir := h.Store.Dir(k)
 	have, present, err := partitiondir.ReadRecord(dir)
 	if err != nil {
@@ -280,7 +280,7 @@ func (h *Host) purgePartition(k partition.Key, generation uint64, view uint32, r
 	if present && have.Generation >= generation {
 		return nil
 	}
-	if err := h.Store.Purge(k, generation, view); err != nil {
+	if err := h.Store.Purge(k, generation); err != nil {
 		return err
 	}
 	createdAt, _ := h.OpenCreatedAt(k)

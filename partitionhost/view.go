@@ -53,7 +53,7 @@ func (h *Host) ViewEffects(state *metadata.State, effects []metadata.Effect, at 
 				h.queueEffect(effect{key: k, cfg: cfg, reconfig: true})
 			}
 		default: // whole topics and streams, purges, group offsets: on what this shard owns
-			h.queueEffect(effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation, view: at.View, revision: revision})
+			h.queueEffect(effect{kind: e.Kind, key: k, group: e.Group, purgeGeneration: e.Generation, revision: revision})
 		}
 	}
 }

@@ -117,7 +117,7 @@
 // TestSimRevocations runs some in CI, -revoke (with -long) runs more.
 // PurgeConfig purges the partition groups' topic often, each node carrying the
 // purge out on its stores when it applies the op (purge.go says what the checks
-// then hold to); -purge runs its seeds.
+// then hold to); TestSimPurge runs some in CI, -purge runs more.
 // ForeignConfig runs another incarnation of the partition groups' ids beside the
 // cluster, their frames crossing now and then (foreign.go says what crosses and
 // what the checks then hold to); TestSimForeignIncarnation runs some in CI,

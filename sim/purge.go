@@ -52,15 +52,19 @@ import (
 // view change). A replica then ran the new life Normal in a view no view change
 // made, as its primary with an empty log or as a backup of a primary in another
 // view. Seeds 1..1000: 67 failed; 5 committed two prepares at op 1 of a life (277,
-// 591, 799, 983 of two replicas, 989 of three), 62 waited for ever. A life now
-// starts in the view of the metadata op that committed the purge, the same on
-// every node, and a node that carries out a purge it missed (settles) probes for
-// the life's view (Store.PurgeMissed). With the purge's tag change (5d9ade6)
-// undone, 160 failed, 15 of them with a batch of a purged life in the last one.
-// Left: seed 927 (two replicas) ends with one replica Normal in view 0 of the
-// last life, having committed two ops alone (replication quorum 1), and the
-// other in view 39 of it, which does not reach it: a liveness failure, not
-// diagnosed yet; so -purge is not in the CI seed set.
+// 591, 799, 983 of two replicas, 989 of three), 62 waited for ever. A life then
+// started in the view of the metadata op that committed the purge (9881041),
+// which is not the same on every node: a prepare's view is outside its checksum,
+// and a node that learned the op's header from a view change holds it as view 0.
+// Seed 927 (two replicas, at 0fd74d4: SimDisk's reservations, 75b41f5, have
+// moved its schedule since) ended with one replica Normal in view 0 of the last
+// life, having committed two ops alone (replication quorum 1), and the other
+// Normal in view 39 of it, its primary too. A life now starts in view 0 on every
+// node (Store.Purge), and a node that carries out a purge it missed (settles)
+// probes for the life's view (Store.PurgeMissed). With the purge's tag change
+// (5d9ade6) undone, 160 failed, 15 of them with a batch of a purged life in the
+// last one. Seeds 1..2000 pass; CI runs seeds 1..300 (TestSimPurge, about 2 s:
+// 98 of them purge, some 5,000 partitions).
 
 const (
 	simStreamID = 1
@@ -79,11 +83,11 @@ func simTopicGeneration(st *metadata.State) uint64 {
 }
 
 // carryOutEffects carries out, on nd's stores, what the op nd just applied asks of
-// the partition groups; view is the op's.
-func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect, view uint32) {
+// the partition groups.
+func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
 	for _, e := range effects {
 		if e.Kind == metadata.EffectPurgeTopic && e.Stream == simStreamID && e.Topic == simTopicID {
-			c.purgeStores(nd, e.Generation, view, "applies the purge")
+			c.purgeStores(nd, e.Generation, "applies the purge")
 		}
 	}
 }
@@ -92,13 +96,12 @@ func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect, view uint
 // state st, which the node recovered or took by transfer: a purge committed
 // before it and not carried out here (a crash cut it, or the node was behind).
 func (c *cluster) settleStores(nd *node, st *metadata.State) {
-	c.purgeStores(nd, simTopicGeneration(st), 0, "settles")
+	c.purgeStores(nd, simTopicGeneration(st), "settles")
 }
 
 // purgeStores purges every partition of nd's store whose record is below purge
-// generation generation, its new life starting in view, and checks that it
-// restarts empty.
-func (c *cluster) purgeStores(nd *node, generation uint64, view uint32, why string) {
+// generation generation and checks that it restarts empty.
+func (c *cluster) purgeStores(nd *node, generation uint64, why string) {
 	s := nd.part.store
 	if s == nil || c.opts.PartitionGroups == 0 {
 		return
@@ -111,8 +114,8 @@ func (c *cluster) purgeStores(nd *node, generation uint64, view uint32, why stri
 			continue
 		}
 		k := partitionKey(g)
-		purge := func() error { return s.Purge(k, generation, view) }
-		if why == "settles" { // the op, and its view, are behind the node
+		purge := func() error { return s.Purge(k, generation) }
+		if why == "settles" { // the op is behind the node: the life may be past view 0
 			purge = func() error { return s.PurgeMissed(k, generation) }
 		}
 		if err := purge(); err != nil {

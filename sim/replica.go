@@ -264,7 +264,7 @@ func (mr *metaReplica) Committed(cm *metaplane.Commit) {
 		gc.committedRequest[h.Op] = [2]uint64{h.Client.Lo, h.Request}
 	}
 	outcome := applyOutcome{skipped: cm.Skipped, replyDigest: xxh3.Hash(cm.Frame), effectsDigest: effectsDigest(mr.plane.Effects())}
-	c.carryOutEffects(nd, mr.plane.Effects(), h.View)
+	c.carryOutEffects(nd, mr.plane.Effects())
 	if first, ok := gc.outcomes[h.Op]; !ok {
 		gc.outcomes[h.Op] = outcome
 		if !cm.Skipped && mr.plane.Result() != 0 {
