@@ -207,9 +207,16 @@ func (r *Router) published(c *metaplane.Commit) {
 		return // it changed nothing: no view has anything to apply
 	}
 	h := c.Header
-	r.publish(&metaview.Entry{Op: h.Op, View: h.View, Body: c.Body, Ended: c.Ended,
+	r.publish(&metaview.Entry{Op: h.Op, View: groupsView(h), Body: c.Body, Ended: c.Ended,
 		Header: metadata.Header{Operation: h.Operation, Client: h.Client, UserID: h.UserID, TimestampMicros: h.Timestamp}})
 }
+
+// groupsView is the view the partition groups a committed op creates start in
+// (metaview.Entry.View): the index of the replica that prepared it, which leads
+// that view of a group of the cluster's size. It is part of the op's identity
+// (wire.PrepareIdentity), so every node that committed the op derives the same
+// view; the prepare's View is not.
+func groupsView(h *wire.PrepareHeader) uint32 { return uint32(h.Replica) }
 
 // track hands a job to the plane under a new token: it holds its connection's
 // turn (rec, nil for none) until answered.

@@ -36,9 +36,14 @@ import (
 // Entry is one committed change of the metadata, or of the sessions the client
 // table holds. It is immutable once published (Append).
 type Entry struct {
-	// Op is the commit's op number; 0 for an entry that only ends sessions. View
-	// is the view its prepare was made in: the partition groups the op creates
-	// start in it (partition.Store.CreateInView).
+	// Op is the commit's op number; 0 for an entry that only ends sessions.
+	// View is the view the partition groups the op creates start in
+	// (partition.Store.CreateInView), the same on every node: the index of the
+	// replica that prepared the op, its primary then, which leads that view of
+	// any group of the cluster's size. Not the prepare's own view field: that is
+	// outside the op's checksum (a retransmission re-stamps it, a view change's
+	// headers carry 0), so nodes held one op under different views, started its
+	// groups in different views, and a group could have two primaries.
 	Op     uint64
 	View   uint32
 	Header metadata.Header

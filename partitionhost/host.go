@@ -397,9 +397,10 @@ type effect struct {
 	// purgeGeneration is the topic's purge generation: the one a purge reached, or
 	// the one a created partition starts at.
 	purgeGeneration uint64
-	// view is the view of the metadata op that creates the partition: its group
-	// starts there, led by the node that led the cluster then. A purged life
-	// starts in view 0 instead (partition.Store.Purge says why).
+	// view is where the group of a partition the op creates starts
+	// (metaview.Entry.View): led by the node that prepared the op, the leader
+	// then, the same on every node. A purged life starts in view 0 (partition.
+	// Store.Purge says why).
 	view uint32
 	// revision is the op's metadata revision (its prepare timestamp): the effect
 	// touches only partitions created at or before it.
