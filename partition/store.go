@@ -335,12 +335,7 @@ func (s *Store) DeleteStream(streamID uint32) error {
 // restart, or a state transfer of the metadata) may find the life past view 0
 // with it among the quorum: PurgeMissed.
 func (s *Store) Purge(k Key, purgeGeneration uint64) error {
-	p, ok := s.partitions[k]
-	if !ok {
-		return fmt.Errorf("%w: %v", ErrNotOwned, k)
-	}
-	p.purgeGeneration = purgeGeneration
-	return s.wipe(p, false)
+	return s.purge(k, purgeGeneration, false)
 }
 
 // PurgeMissed is Purge for a purge whose op this node applied without carrying it
@@ -348,12 +343,18 @@ func (s *Store) Purge(k Key, purgeGeneration uint64) error {
 // life may have moved on since in views this node does not know, so its group
 // probes for the view (vsr.Core.Recover) instead of starting in one.
 func (s *Store) PurgeMissed(k Key, purgeGeneration uint64) error {
+	return s.purge(k, purgeGeneration, true)
+}
+
+// purge empties k and starts its new life of purgeGeneration, probing for the
+// life's view (PurgeMissed) or in view 0 (Purge).
+func (s *Store) purge(k Key, purgeGeneration uint64, probeView bool) error {
 	p, ok := s.partitions[k]
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotOwned, k)
 	}
 	p.purgeGeneration = purgeGeneration
-	return s.wipe(p, true)
+	return s.wipe(p, probeView)
 }
 
 // PurgeTopic purges every partition of a topic the store owns, to purgeGeneration.

@@ -87,7 +87,7 @@ func simTopicGeneration(st *metadata.State) uint64 {
 func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
 	for _, e := range effects {
 		if e.Kind == metadata.EffectPurgeTopic && e.Stream == simStreamID && e.Topic == simTopicID {
-			c.purgeStores(nd, e.Generation, "applies the purge")
+			c.purgeStores(nd, e.Generation, false)
 		}
 	}
 }
@@ -96,29 +96,31 @@ func (c *cluster) carryOutEffects(nd *node, effects []metadata.Effect) {
 // state st, which the node recovered or took by transfer: a purge committed
 // before it and not carried out here (a crash cut it, or the node was behind).
 func (c *cluster) settleStores(nd *node, st *metadata.State) {
-	c.purgeStores(nd, simTopicGeneration(st), "settles")
+	c.purgeStores(nd, simTopicGeneration(st), true)
 }
 
 // purgeStores purges every partition of nd's store whose record is below purge
-// generation generation and checks that it restarts empty.
-func (c *cluster) purgeStores(nd *node, generation uint64, why string) {
+// generation generation and checks that it restarts empty. missed: the node
+// carries out a purge whose op is behind it (settleStores), whose life may be past
+// view 0 (Store.PurgeMissed); otherwise it applies the op now.
+func (c *cluster) purgeStores(nd *node, generation uint64, missed bool) {
 	s := nd.part.store
 	if s == nil || c.opts.PartitionGroups == 0 {
 		return
 	}
 	for g := 1; g < len(c.groups); g++ {
 		if nd.part.lives[g] >= generation {
-			if why == "applies the purge" {
+			if !missed {
 				c.result.Partitions.PurgesSkipped++
 			}
 			continue
 		}
 		k := partitionKey(g)
-		purge := func() error { return s.Purge(k, generation) }
-		if why == "settles" { // the op is behind the node: the life may be past view 0
-			purge = func() error { return s.PurgeMissed(k, generation) }
+		purge, why := s.Purge, "applies the purge"
+		if missed {
+			purge, why = s.PurgeMissed, "settles"
 		}
-		if err := purge(); err != nil {
+		if err := purge(k, generation); err != nil {
 			c.fail("replica %d group %d: the purge to generation %d fails: %v", nd.id, g, generation, err)
 			return
 		}
