@@ -45,45 +45,7 @@ func TestClusterBackupForwardsLent(t *testing.T) {
 }
 
 func testBackupForwardsLent(t *testing.T, shards int) {
-	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	for i := range cfgs {
-		cfgs[i].ShardCount = shards
-	}
-	servers := startCluster(t, cfgs)
-	pc := dialCluster(t, servers[0])
-	ctx := testContext(t)
-	_, err := pc.CreateStream(ctx, "fwd")
-	mustOK(t, "create stream", err)
-	const batches, perBatch = 12, 1000
-	partitions := 2 * shards
-	_, err = pc.CreateTopic(ctx, client.NameID("fwd"), "t", uint32(partitions), nil)
-	mustOK(t, "create topic", err)
-	for b := range batches {
-		if b == batches/3 {
-			stopServer(t, servers[2])
-		}
-		if b == 2*batches/3 {
-			servers[2] = startTestServer(t, cfgs[2])
-		}
-		for p := range uint32(partitions) {
-			_, err := pc.SendMessages(ctx, client.NameID("fwd"), client.NameID("t"),
-				wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, messagesOf(perBatch, 1000, fmt.Sprintf("p%d-b%d-", p, b)))
-			mustOK(t, "send", err)
-		}
-	}
-	for i, s := range servers[1:] {
-		c := dialCluster(t, s)
-		for p := range uint32(partitions) {
-			var m wire.PolledMessages
-			waitUntil(t, fmt.Sprintf("node %d holds partition %d", i+1, p), func() bool {
-				m, err = c.PollMessagesCopy(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("fwd"),
-					TopicID: client.NameID("t"), Partition: wire.SomePartition(p), Strategy: wire.PollingStrategy{Kind: wire.PollingFirst},
-					Count: batches * perBatch}, nil)
-				return err == nil && m.MessagesCount == batches*perBatch
-			})
-			mustOK(t, "checksums at a backup", m.Verify())
-		}
-	}
+	servers := replicateThroughARestart(t, shards, "fwd")
 	first := servers[1]
 	waitUntil(t, "the first backup's frames go back", func() bool {
 		l := lentForwardsOf(t, first)

@@ -335,49 +335,7 @@ func TestClusterPrimaryLendsPrepares(t *testing.T) {
 }
 
 func testPrimaryLendsPrepares(t *testing.T, shards int) {
-	cfgs := clusterConfigs(t, 3, testClusterSecret)
-	for i := range cfgs {
-		cfgs[i].ShardCount = shards
-	}
-	servers := startCluster(t, cfgs)
-	pc := dialCluster(t, servers[0])
-	ctx := testContext(t)
-	_, err := pc.CreateStream(ctx, "lead")
-	mustOK(t, "create stream", err)
-	const batches, perBatch = 12, 1000
-	partitions := 2 * shards
-	_, err = pc.CreateTopic(ctx, client.NameID("lead"), "t", uint32(partitions), nil)
-	mustOK(t, "create topic", err)
-	send := func(p uint32, b int) {
-		t.Helper()
-		_, err := pc.SendMessages(ctx, client.NameID("lead"), client.NameID("t"),
-			wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, messagesOf(perBatch, 1000, fmt.Sprintf("p%d-b%d-", p, b)))
-		mustOK(t, "send", err)
-	}
-	for b := range batches {
-		if b == batches/3 {
-			stopServer(t, servers[2])
-		}
-		if b == 2*batches/3 {
-			servers[2] = startTestServer(t, cfgs[2])
-		}
-		for p := range uint32(partitions) {
-			send(p, b)
-		}
-	}
-	for i, s := range servers[1:] {
-		c := dialCluster(t, s)
-		for p := range uint32(partitions) {
-			var m wire.PolledMessages
-			waitUntil(t, fmt.Sprintf("node %d holds partition %d", i+1, p), func() bool {
-				m, err = c.PollMessagesCopy(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID("lead"),
-					TopicID: client.NameID("t"), Partition: wire.SomePartition(p), Strategy: wire.PollingStrategy{Kind: wire.PollingFirst},
-					Count: batches * perBatch}, nil)
-				return err == nil && m.MessagesCount == batches*perBatch
-			})
-			mustOK(t, "checksums at a backup", m.Verify())
-		}
-	}
+	servers := replicateThroughARestart(t, shards, "lead")
 	waitUntil(t, "the primary's lent sends are released", func() bool { return leaderLends(t, servers[0]).out == 0 })
 	l := leaderLends(t, servers[0])
 	across := servers[0].rt.ReplicaStats().FramesLentAcross
@@ -394,6 +352,55 @@ func testPrimaryLendsPrepares(t *testing.T, shards int) {
 			t.Fatalf("node %d refused %d prepares whose body did not bind", i+1, n)
 		}
 	}
+}
+
+// replicateThroughARestart starts a 3-node cluster of shards shards a node and
+// sends, through node 0, 12 batches of 1000 messages to each of 2*shards
+// partitions of a topic of stream, with node 2 stopped after the first third and
+// started again after the second; it returns once both backups hold every
+// message, checksums intact.
+func replicateThroughARestart(t *testing.T, shards int, stream string) []*Server {
+	t.Helper()
+	cfgs := clusterConfigs(t, 3, testClusterSecret)
+	for i := range cfgs {
+		cfgs[i].ShardCount = shards
+	}
+	servers := startCluster(t, cfgs)
+	pc := dialCluster(t, servers[0])
+	ctx := testContext(t)
+	_, err := pc.CreateStream(ctx, stream)
+	mustOK(t, "create stream", err)
+	const batches, perBatch = 12, 1000
+	partitions := 2 * shards
+	_, err = pc.CreateTopic(ctx, client.NameID(stream), "t", uint32(partitions), nil)
+	mustOK(t, "create topic", err)
+	for b := range batches {
+		if b == batches/3 {
+			stopServer(t, servers[2])
+		}
+		if b == 2*batches/3 {
+			servers[2] = startTestServer(t, cfgs[2])
+		}
+		for p := range uint32(partitions) {
+			_, err := pc.SendMessages(ctx, client.NameID(stream), client.NameID("t"),
+				wire.Partitioning{Kind: wire.PartitioningPartitionID, PartitionID: p}, messagesOf(perBatch, 1000, fmt.Sprintf("p%d-b%d-", p, b)))
+			mustOK(t, "send", err)
+		}
+	}
+	for i, s := range servers[1:] {
+		c := dialCluster(t, s)
+		for p := range uint32(partitions) {
+			var m wire.PolledMessages
+			waitUntil(t, fmt.Sprintf("node %d holds partition %d", i+1, p), func() bool {
+				m, err = c.PollMessagesCopy(ctx, &wire.PollMessages{Consumer: client.SingleConsumer(client.ID(1)), StreamID: client.NameID(stream),
+					TopicID: client.NameID("t"), Partition: wire.SomePartition(p), Strategy: wire.PollingStrategy{Kind: wire.PollingFirst},
+					Count: batches * perBatch}, nil)
+				return err == nil && m.MessagesCount == batches*perBatch
+			})
+			mustOK(t, "checksums at a backup", m.Verify())
+		}
+	}
+	return servers
 }
 
 // heldSends keeps a shard's lent sends' releases from its lender after the
